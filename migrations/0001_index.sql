@@ -1,0 +1,57 @@
+-- metadata.db is derived from the conversation directories and can always be rebuilt with
+-- `openvaala reindex`. It only speeds up listing, search and status.
+
+CREATE TABLE conversations (
+    id          TEXT PRIMARY KEY NOT NULL,
+    updated_at  INTEGER NOT NULL,          -- microseconds since the epoch, for ordering
+    archived    INTEGER NOT NULL,
+    status      TEXT NOT NULL,
+    meta_len    INTEGER NOT NULL,          -- bytes of metadata.jsonl this row reflects
+    data        TEXT NOT NULL              -- the Conversation object as JSON
+);
+CREATE INDEX conversations_by_archived ON conversations (archived, updated_at DESC, id DESC);
+CREATE INDEX conversations_by_update ON conversations (updated_at DESC, id DESC);
+CREATE INDEX conversations_by_status ON conversations (status);
+
+CREATE TABLE sessions (
+    id              TEXT PRIMARY KEY NOT NULL,
+    conversation_id TEXT NOT NULL,
+    data            TEXT NOT NULL
+);
+CREATE INDEX sessions_by_conversation ON sessions (conversation_id);
+
+CREATE TABLE turns (
+    id              TEXT PRIMARY KEY NOT NULL,
+    conversation_id TEXT NOT NULL,
+    session_id      TEXT NOT NULL,
+    status          TEXT NOT NULL,
+    started_at      TEXT NOT NULL,
+    ended_at        TEXT,
+    error           TEXT
+);
+CREATE INDEX turns_by_conversation ON turns (conversation_id);
+
+-- Answers to requests that carried an Idempotency-Key (scope-qualified key).
+CREATE TABLE answers (
+    key             TEXT PRIMARY KEY NOT NULL,
+    conversation_id TEXT NOT NULL,
+    status          INTEGER NOT NULL,
+    response        TEXT NOT NULL
+);
+CREATE INDEX answers_by_conversation ON answers (conversation_id);
+
+-- Full-text search over titles and message text. The trigram tokenizer finds substrings in any
+-- script (Chinese has no spaces to split words on). search_rows maps FTS rowids back to their
+-- conversation so a conversation's rows can be replaced without scanning the FTS table.
+CREATE TABLE search_rows (
+    rowid           INTEGER PRIMARY KEY,
+    conversation_id TEXT NOT NULL,
+    item_id         TEXT NOT NULL           -- '' for the title
+);
+CREATE INDEX search_rows_by_conversation ON search_rows (conversation_id, item_id);
+CREATE VIRTUAL TABLE search USING fts5 (text, tokenize = 'trigram');
+
+CREATE TABLE runtime_state (
+    key   TEXT PRIMARY KEY NOT NULL,
+    value TEXT NOT NULL
+);

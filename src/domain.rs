@@ -1,0 +1,246 @@
+//! The objects of the API and of the files on disk: conversations, sessions, turns, messages and
+//! items. They are plain data; the rules that change them live in `runtime` and `store::state`.
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+/// Times are RFC 3339 UTC strings on the wire and on disk.
+pub type Timestamp = chrono::DateTime<chrono::Utc>;
+
+pub fn now() -> Timestamp {
+    chrono::Utc::now()
+}
+
+/// A new time-ordered id with a short prefix naming what it identifies (`c_…` conversation,
+/// `s_…` session, `t_…` turn, `m_…` message or item). The prefix is for humans; clients treat ids
+/// as opaque.
+pub fn new_id(prefix: &str) -> String {
+    format!("{prefix}_{}", uuid::Uuid::now_v7().simple())
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct Conversation {
+    pub id: String,
+    pub title: String,
+    pub title_custom: bool,
+    pub created_at: Timestamp,
+    pub updated_at: Timestamp,
+    pub archived: bool,
+    pub status: ConversationStatus,
+    pub cwd: String,
+    pub agent: String,
+    pub model: String,
+    pub root_session_id: String,
+    pub forked_from: Option<ForkedFrom>,
+}
+
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "snake_case")]
+pub enum ConversationStatus {
+    Idle,
+    Running,
+}
+
+impl ConversationStatus {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ConversationStatus::Idle => "idle",
+            ConversationStatus::Running => "running",
+        }
+    }
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct ForkedFrom {
+    pub conversation_id: String,
+    pub item_id: String,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct Session {
+    pub id: String,
+    pub parent_id: Option<String>,
+    pub agent: String,
+    pub model: String,
+    pub task: Option<String>,
+    pub status: SessionStatus,
+    pub created_at: Timestamp,
+    pub last_message: Option<String>,
+}
+
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "snake_case")]
+pub enum SessionStatus {
+    Idle,
+    Running,
+    Interrupted,
+    Closed,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct Turn {
+    pub id: String,
+    pub session_id: String,
+    pub message_ids: Vec<String>,
+    pub status: TurnStatus,
+    pub started_at: Timestamp,
+    pub ended_at: Option<Timestamp>,
+    pub error: Option<String>,
+}
+
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "snake_case")]
+pub enum TurnStatus {
+    Running,
+    Completed,
+    Failed,
+    Interrupted,
+}
+
+impl TurnStatus {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            TurnStatus::Running => "running",
+            TurnStatus::Completed => "completed",
+            TurnStatus::Failed => "failed",
+            TurnStatus::Interrupted => "interrupted",
+        }
+    }
+}
+
+/// A message sent to an agent: the user's, or a sub-agent's report.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct Message {
+    pub id: String,
+    pub session_id: String,
+    pub text: String,
+    pub mode: MessageMode,
+    pub source: MessageSource,
+    pub from_session_id: Option<String>,
+    pub status: MessageStatus,
+    pub created_at: Timestamp,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub images: Vec<Image>,
+}
+
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq, Default)]
+#[serde(rename_all = "snake_case")]
+pub enum MessageMode {
+    #[default]
+    Steer,
+    Queue,
+    Interrupt,
+}
+
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "snake_case")]
+pub enum MessageSource {
+    User,
+    Agent,
+}
+
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "snake_case")]
+pub enum MessageStatus {
+    Waiting,
+    Started,
+    Steered,
+    Consumed,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct Image {
+    pub media_type: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub data: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub url: Option<String>,
+}
+
+/// One entry of a session's history. A `<session-id>.jsonl` file may hold several records of
+/// the same item (started, then completed); the last one wins, `seq` never changes.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct Item {
+    pub id: String,
+    pub session_id: String,
+    pub turn_id: String,
+    pub seq: u64,
+    pub created_at: Timestamp,
+    pub status: ItemStatus,
+    #[serde(default)]
+    pub compacted: bool,
+    #[serde(flatten)]
+    pub kind: ItemKind,
+}
+
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "snake_case")]
+pub enum ItemStatus {
+    Running,
+    Completed,
+    Interrupted,
+    Failed,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum ItemKind {
+    UserMessage {
+        text: String,
+        source: MessageSource,
+        from_session_id: Option<String>,
+        #[serde(default)]
+        images: Vec<Image>,
+    },
+    AgentMessage {
+        text: String,
+    },
+    Reasoning {
+        text: String,
+    },
+    ToolCall {
+        call_id: String,
+        name: String,
+        arguments: Value,
+        output: String,
+        exit_code: Option<i32>,
+    },
+    Summary {
+        text: String,
+        covers_through_seq: u64,
+    },
+    Notice {
+        text: String,
+    },
+}
+
+impl ItemKind {
+    /// The text a search for `q=` should find this item by, if any.
+    pub fn searchable_text(&self) -> Option<&str> {
+        match self {
+            ItemKind::UserMessage { text, .. } | ItemKind::AgentMessage { text } => Some(text),
+            _ => None,
+        }
+    }
+}
+
+/// How much of the model's context window a conversation uses (SPEC §7.2).
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct Usage {
+    pub used_tokens: u64,
+    pub source: UsageSource,
+    pub reported_tokens: Option<u64>,
+    pub estimated_since_report: u64,
+    pub context_window: u64,
+    pub max_output_tokens: u64,
+    pub threshold_tokens: u64,
+    pub percent: f64,
+}
+
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "snake_case")]
+pub enum UsageSource {
+    Reported,
+    Estimated,
+}

@@ -1,0 +1,90 @@
+//! The one error type of the HTTP edge: every error leaves as
+//! `{"error": {"code": "<snake_case>", "message": "<human sentence>"}}` with a fitting status.
+//! Converting has no side effects; internal details are logged where they happen, not sent.
+
+use axum::Json;
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use serde_json::json;
+
+use crate::runtime::RuntimeError;
+
+#[derive(Debug, thiserror::Error)]
+pub enum ApiError {
+    /// 400 `invalid_request`: bad JSON, an unknown field value, empty text.
+    #[error("{0}")]
+    Invalid(String),
+    /// 401 `unauthorized`: a missing or wrong bearer token.
+    #[error("{0}")]
+    Unauthorized(String),
+    /// 403 `forbidden`: a foreign `Host` or `Origin`.
+    #[error("{0}")]
+    Forbidden(String),
+    /// 404 `not_found`.
+    #[error("{0}")]
+    NotFound(String),
+    /// 405 `method_not_allowed`.
+    #[error("{0}")]
+    MethodNotAllowed(String),
+    /// 409 with the given code: `turn_running`, `messages_waiting`, `not_waiting`.
+    #[error("{message}")]
+    Conflict { code: &'static str, message: String },
+    /// 413 `too_large`.
+    #[error("{0}")]
+    TooLarge(String),
+    /// 422 with the given code: `cwd_missing`, `model_unavailable`, `agent_unavailable`, `source_missing`.
+    #[error("{message}")]
+    Unprocessable { code: &'static str, message: String },
+    /// 503 `unavailable`: the service is stopping.
+    #[error("{0}")]
+    Unavailable(String),
+    /// 500 `internal`: the message is generic; the details are in the log.
+    #[error("{0}")]
+    Internal(String),
+}
+
+impl ApiError {
+    fn status_and_code(&self) -> (StatusCode, &'static str) {
+        match self {
+            ApiError::Invalid(_) => (StatusCode::BAD_REQUEST, "invalid_request"),
+            ApiError::Unauthorized(_) => (StatusCode::UNAUTHORIZED, "unauthorized"),
+            ApiError::Forbidden(_) => (StatusCode::FORBIDDEN, "forbidden"),
+            ApiError::NotFound(_) => (StatusCode::NOT_FOUND, "not_found"),
+            ApiError::MethodNotAllowed(_) => (StatusCode::METHOD_NOT_ALLOWED, "method_not_allowed"),
+            ApiError::Conflict { code, .. } => (StatusCode::CONFLICT, code),
+            ApiError::TooLarge(_) => (StatusCode::PAYLOAD_TOO_LARGE, "too_large"),
+            ApiError::Unprocessable { code, .. } => (StatusCode::UNPROCESSABLE_ENTITY, code),
+            ApiError::Unavailable(_) => (StatusCode::SERVICE_UNAVAILABLE, "unavailable"),
+            ApiError::Internal(_) => (StatusCode::INTERNAL_SERVER_ERROR, "internal"),
+        }
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        let (status, code) = self.status_and_code();
+        let message = match &self {
+            ApiError::Internal(_) => "internal error; see the service log".to_owned(),
+            other => other.to_string(),
+        };
+        (status, Json(json!({ "error": { "code": code, "message": message } }))).into_response()
+    }
+}
+
+impl From<RuntimeError> for ApiError {
+    fn from(error: RuntimeError) -> ApiError {
+        let message = error.to_string();
+        match error {
+            RuntimeError::Invalid(_) => ApiError::Invalid(message),
+            RuntimeError::NotFound(_) => ApiError::NotFound(message),
+            RuntimeError::TurnRunning => ApiError::Conflict { code: "turn_running", message },
+            RuntimeError::MessagesWaiting => ApiError::Conflict { code: "messages_waiting", message },
+            RuntimeError::NotWaiting => ApiError::Conflict { code: "not_waiting", message },
+            RuntimeError::CwdMissing(_) => ApiError::Unprocessable { code: "cwd_missing", message },
+            RuntimeError::ModelUnavailable(_) => ApiError::Unprocessable { code: "model_unavailable", message },
+            RuntimeError::AgentUnavailable(_) => ApiError::Unprocessable { code: "agent_unavailable", message },
+            RuntimeError::ShuttingDown => ApiError::Unavailable(message),
+            RuntimeError::Internal(_) => ApiError::Internal(message),
+        }
+    }
+}

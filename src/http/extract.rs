@@ -1,0 +1,74 @@
+//! Extractors that answer bad input in the API's error shape instead of axum's plain text.
+
+use axum::extract::rejection::{JsonRejection, QueryRejection};
+use axum::extract::{FromRequest, FromRequestParts, Request};
+use axum::http::StatusCode;
+use axum::http::request::Parts;
+use serde::de::DeserializeOwned;
+
+use super::error::ApiError;
+
+/// `Json<T>` whose rejections are `ApiError`s (400 with the parser's message, 413 when too big).
+pub struct Json<T>(pub T);
+
+impl<T: DeserializeOwned, S: Send + Sync> FromRequest<S> for Json<T> {
+    type Rejection = ApiError;
+
+    async fn from_request(request: Request, state: &S) -> Result<Self, ApiError> {
+        match axum::Json::<T>::from_request(request, state).await {
+            Ok(axum::Json(value)) => Ok(Json(value)),
+            Err(rejection) => Err(json_rejection(rejection)),
+        }
+    }
+}
+
+fn json_rejection(rejection: JsonRejection) -> ApiError {
+    if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE {
+        return ApiError::TooLarge("the request body is too large".to_owned());
+    }
+    match rejection {
+        JsonRejection::MissingJsonContentType(_) => {
+            ApiError::Invalid("the request body must be JSON (Content-Type: application/json)".to_owned())
+        }
+        other => ApiError::Invalid(other.body_text()),
+    }
+}
+
+/// `Query<T>` whose rejections are `ApiError`s.
+pub struct Query<T>(pub T);
+
+impl<T: DeserializeOwned, S: Send + Sync> FromRequestParts<S> for Query<T> {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, ApiError> {
+        match axum::extract::Query::<T>::from_request_parts(parts, state).await {
+            Ok(axum::extract::Query(value)) => Ok(Query(value)),
+            Err(rejection) => Err(query_rejection(rejection)),
+        }
+    }
+}
+
+fn query_rejection(rejection: QueryRejection) -> ApiError {
+    ApiError::Invalid(rejection.body_text())
+}
+
+/// The `Idempotency-Key` header, if any: 1 to 200 visible ASCII characters.
+pub struct IdempotencyKey(pub Option<String>);
+
+impl<S: Send + Sync> FromRequestParts<S> for IdempotencyKey {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, _state: &S) -> Result<Self, ApiError> {
+        let Some(value) = parts.headers.get("idempotency-key") else {
+            return Ok(IdempotencyKey(None));
+        };
+        let key = value
+            .to_str()
+            .ok()
+            .filter(|k| !k.is_empty() && k.len() <= 200 && k.bytes().all(|b| b.is_ascii_graphic()))
+            .ok_or_else(|| {
+                ApiError::Invalid("Idempotency-Key must be 1 to 200 visible ASCII characters".to_owned())
+            })?;
+        Ok(IdempotencyKey(Some(key.to_owned())))
+    }
+}

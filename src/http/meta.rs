@@ -1,0 +1,60 @@
+//! Service-level routes: health, the OpenAPI document, the configured agents and models.
+
+use axum::extract::State;
+use axum::response::IntoResponse;
+use axum::{Json, http::Uri};
+use serde_json::{Value, json};
+
+use super::{ApiError, AppState};
+
+pub async fn health() -> Json<Value> {
+    Json(json!({ "status": "ok", "version": env!("CARGO_PKG_VERSION") }))
+}
+
+pub async fn openapi() -> impl IntoResponse {
+    Json(crate::openapi::document())
+}
+
+pub async fn agents(State(state): State<AppState>) -> Json<Value> {
+    let config = state.runtime.config();
+    let agents: Vec<Value> = config
+        .agents
+        .iter()
+        .map(|(name, agent)| {
+            json!({
+                "name": name,
+                "description": agent.description,
+                "model": agent.model,
+                "compact_model": agent.compaction_model(),
+            })
+        })
+        .collect();
+    Json(json!({ "default": config.default_agent, "agents": agents }))
+}
+
+pub async fn models(State(state): State<AppState>) -> Json<Value> {
+    let config = state.runtime.config();
+    let models: Vec<Value> = config
+        .models
+        .iter()
+        .map(|(id, model)| {
+            let protocol = config.provider_of(id).map(|p| p.protocol.as_str());
+            json!({
+                "id": id,
+                "provider": model.provider,
+                "protocol": protocol,
+                "context_window": model.context_window,
+                "max_output_tokens": model.max_output_tokens,
+            })
+        })
+        .collect();
+    Json(json!({ "models": models }))
+}
+
+pub async fn not_found(uri: Uri) -> ApiError {
+    ApiError::NotFound(format!("no route for {}", uri.path()))
+}
+
+pub async fn method_not_allowed() -> ApiError {
+    ApiError::MethodNotAllowed("this route does not accept that method".to_owned())
+}

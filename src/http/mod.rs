@@ -1,0 +1,70 @@
+//! The HTTP edge: the route table, the shared state, and the middleware (security, body limit).
+//! Handlers extract, call one runtime function and map the result; they hold no logic of their
+//! own and never touch files.
+
+pub mod conversations;
+pub mod error;
+pub mod events;
+pub mod extract;
+pub mod meta;
+pub mod security;
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use axum::Router;
+use axum::extract::DefaultBodyLimit;
+use axum::routing::{get, post};
+
+use tokio_util::sync::CancellationToken;
+
+use crate::runtime::Runtime;
+pub use error::ApiError;
+use security::Security;
+
+/// Request bodies larger than this get 413 (images travel inline as base64).
+pub const MAX_BODY_BYTES: usize = 16 * 1024 * 1024;
+
+#[derive(Clone)]
+pub struct AppState {
+    pub runtime: Runtime,
+    /// Cancelled at shutdown so that open event streams end and the server can stop.
+    pub streams_done: CancellationToken,
+}
+
+/// Every route of the service, in one greppable table.
+pub fn router(
+    runtime: Runtime,
+    addr: SocketAddr,
+    token: Option<String>,
+    streams_done: CancellationToken,
+) -> Router {
+    use conversations as c;
+    let api = Router::new()
+        .route("/api/health", get(meta::health))
+        .route("/api/openapi.json", get(meta::openapi))
+        .route("/api/agents", get(meta::agents))
+        .route("/api/models", get(meta::models))
+        .route("/api/events", get(events::list_events))
+        .route("/api/conversations", get(c::list).post(c::create))
+        .route("/api/conversations/{id}", get(c::get).patch(c::update).delete(c::delete))
+        .route("/api/conversations/{id}/items", get(c::items))
+        .route("/api/conversations/{id}/sessions", get(c::sessions))
+        .route("/api/conversations/{id}/messages", post(c::send_message))
+        .route("/api/conversations/{id}/pending", get(c::pending))
+        .route("/api/conversations/{id}/interrupt", post(c::interrupt))
+        .route("/api/conversations/{id}/sessions/{session_id}/interrupt", post(c::interrupt_session))
+        .route("/api/conversations/{id}/usage", get(c::usage))
+        .route("/api/conversations/{id}/events", get(events::conversation_events))
+        .fallback(meta::not_found)
+        .method_not_allowed_fallback(meta::method_not_allowed);
+    api.layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
+        .layer(axum::middleware::from_fn_with_state(
+            Arc::new(Security::new(addr, token)),
+            security::guard,
+        ))
+        .with_state(AppState {
+            runtime,
+            streams_done,
+        })
+}

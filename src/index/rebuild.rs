@@ -1,0 +1,277 @@
+//! Building the index from the directories: `openvaala reindex` (everything, into a fresh
+//! `metadata.db`) and the reconcile at start-up after a crash (only conversations whose
+//! `metadata.jsonl` changed behind the index's back). Both also close turns a crash left
+//! `running` (DESIGN invariant 4) and finish interrupted deletes.
+
+use std::path::PathBuf;
+
+use crate::domain::{Item, ItemKind, ItemStatus, TurnStatus, new_id, now};
+use crate::index::{Index, IndexError, IndexUpdate};
+use crate::store::records::{MetaRecord, SessionRecord};
+use crate::store::state::ConversationState;
+use crate::store::{Store, StoreError};
+
+/// A conversation read from its directory, ready to be indexed.
+#[derive(Debug)]
+pub struct LoadedConversation {
+    pub state: ConversationState,
+    pub meta_len: u64,
+    /// Root-session message texts that search should find: (item id, text).
+    pub search_texts: Vec<(String, String)>,
+    /// Files whose torn last line was skipped.
+    pub torn_files: Vec<PathBuf>,
+}
+
+/// What a rebuild did, for the report `reindex` prints.
+#[derive(Debug, Default)]
+pub struct RebuildReport {
+    pub indexed: usize,
+    /// (conversation id, reason) for every directory that could not be indexed.
+    pub skipped: Vec<(String, String)>,
+    pub torn_files: Vec<PathBuf>,
+    pub finished_deletes: Vec<String>,
+    /// Turns found `running` and closed as `interrupted`.
+    pub closed_turns: usize,
+}
+
+pub const INTERRUPTED_BY_STOP: &str =
+    "The previous turn was interrupted: the service stopped before it finished.";
+
+/// Reads one conversation directory and closes turns a crash left running.
+pub fn load_conversation(store: &Store, id: &str) -> Result<(LoadedConversation, usize), String> {
+    let log = store.read_metadata(id).map_err(|e| describe(&e))?;
+    let mut torn_files = Vec::new();
+    if log.torn_tail.is_some() {
+        torn_files.push(store.metadata_path(id));
+    }
+    let mut state = ConversationState::from_records(&log.records)
+        .map_err(|e| format!("unreadable metadata.jsonl: {e}"))?;
+    let mut meta_len = log.len;
+    let root_session = state.conversation.root_session_id.clone();
+    let mut session_items = std::collections::HashMap::new();
+    for session in &state.sessions {
+        let path = store.session_path(id, &session.id);
+        let session_log = crate::store::jsonl::read_log::<SessionRecord>(&path).map_err(|e| describe(&e))?;
+        if session_log.torn_tail.is_some() {
+            torn_files.push(path);
+        }
+        session_items.insert(session.id.clone(), crate::store::fold_items(session_log.records));
+    }
+
+    let running: Vec<_> = state.running_turns().cloned().collect();
+    for turn in &running {
+        let items = session_items.entry(turn.session_id.clone()).or_default();
+        let records = close_interrupted_items(items, &turn.session_id, &turn.id);
+        store
+            .open_session_writer(id, &turn.session_id)
+            .and_then(|mut writer| writer.append(&records))
+            .map_err(|e| describe(&e))?;
+        let ended = MetaRecord::TurnEnded {
+            session_id: turn.session_id.clone(),
+            turn_id: turn.id.clone(),
+            status: TurnStatus::Interrupted,
+            error: Some("the service stopped during the turn".to_owned()),
+            at: now(),
+        };
+        let mut writer = store.open_metadata_writer(id).map_err(|e| describe(&e))?;
+        writer.append(std::slice::from_ref(&ended)).map_err(|e| describe(&e))?;
+        meta_len = writer.len();
+        state.apply(&ended);
+    }
+
+    let search_texts = session_items
+        .get(&root_session)
+        .map(|items| searchable(items))
+        .unwrap_or_default();
+    Ok((
+        LoadedConversation {
+            state,
+            meta_len,
+            search_texts,
+            torn_files,
+        },
+        running.len(),
+    ))
+}
+
+/// The records that close a turn cut by a crash: its running items become `interrupted`, and a
+/// notice tells the model (and every client) what happened. `items` is updated to match.
+pub fn close_interrupted_items(items: &mut Vec<Item>, session_id: &str, turn_id: &str) -> Vec<SessionRecord> {
+    let mut records = Vec::new();
+    for item in items.iter_mut().filter(|i| i.status == ItemStatus::Running) {
+        item.status = ItemStatus::Interrupted;
+        records.push(SessionRecord::Item { item: item.clone() });
+    }
+    let notice = Item {
+        id: new_id("m"),
+        session_id: session_id.to_owned(),
+        turn_id: turn_id.to_owned(),
+        seq: items.last().map_or(1, |last| last.seq + 1),
+        created_at: now(),
+        status: ItemStatus::Completed,
+        compacted: false,
+        kind: ItemKind::Notice {
+            text: INTERRUPTED_BY_STOP.to_owned(),
+        },
+    };
+    items.push(notice.clone());
+    records.push(SessionRecord::Item { item: notice });
+    records
+}
+
+/// The texts of finished messages, as search indexes them.
+pub fn searchable(items: &[Item]) -> Vec<(String, String)> {
+    items
+        .iter()
+        .filter(|item| item.status != ItemStatus::Running)
+        .filter_map(|item| Some((item.id.clone(), item.kind.searchable_text()?.to_owned())))
+        .collect()
+}
+
+/// Every index update that describes one loaded conversation.
+pub fn updates_for(loaded: &LoadedConversation) -> Vec<IndexUpdate<'_>> {
+    let state = &loaded.state;
+    let id = state.conversation.id.as_str();
+    let mut updates = vec![
+        IndexUpdate::Conversation {
+            conversation: &state.conversation,
+            meta_len: loaded.meta_len,
+        },
+        IndexUpdate::Title {
+            conversation_id: id,
+            title: &state.conversation.title,
+        },
+    ];
+    updates.extend(state.sessions.iter().map(|session| IndexUpdate::Session {
+        conversation_id: id,
+        session,
+    }));
+    updates.extend(state.turns.iter().map(|turn| IndexUpdate::Turn {
+        conversation_id: id,
+        turn,
+    }));
+    updates.extend(state.answers.iter().map(|(key, (status, response))| IndexUpdate::Answer {
+        conversation_id: id,
+        key,
+        status: *status,
+        response,
+    }));
+    updates.extend(loaded.search_texts.iter().map(|(item_id, text)| IndexUpdate::SearchText {
+        conversation_id: id,
+        item_id,
+        text,
+    }));
+    updates
+}
+
+/// Rebuilds `metadata.db` from nothing. The caller holds the runtime lock.
+pub async fn reindex(store: &Store) -> Result<RebuildReport, IndexError> {
+    let mut report = RebuildReport {
+        finished_deletes: store.finish_interrupted_work()?,
+        ..RebuildReport::default()
+    };
+    let db = store.index_path();
+    for suffix in ["", "-wal", "-shm"] {
+        let path = PathBuf::from(format!("{}{suffix}", db.display()));
+        match std::fs::remove_file(&path) {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => return Err(StoreError::io(&path, e).into()),
+        }
+    }
+    let index = Index::open(&db).await?;
+    let ids = store.conversation_ids()?;
+    index_conversations(store, &index, ids, &mut report).await?;
+    index.close().await;
+    Ok(report)
+}
+
+/// Brings the index up to date with the directories after an unclean stop: re-reads only the
+/// conversations whose `metadata.jsonl` length differs from what the index recorded, drops rows
+/// whose directory is gone, and closes turns left running.
+pub async fn reconcile(store: &Store, index: &Index) -> Result<RebuildReport, IndexError> {
+    let mut report = RebuildReport {
+        finished_deletes: store.finish_interrupted_work()?,
+        ..RebuildReport::default()
+    };
+    for id in &report.finished_deletes {
+        index.remove_conversation(id).await?;
+    }
+    let mut known = index.meta_lens().await?;
+    let running: std::collections::HashSet<String> =
+        index.running_conversation_ids().await?.into_iter().collect();
+    let mut changed = Vec::new();
+    for id in store.conversation_ids()? {
+        let on_disk = std::fs::metadata(store.metadata_path(&id)).map(|m| m.len()).ok();
+        let indexed = known.remove(&id);
+        if on_disk != indexed || running.contains(&id) {
+            changed.push(id);
+        }
+    }
+    for gone in known.keys() {
+        index.remove_conversation(gone).await?;
+    }
+    for id in &changed {
+        index.clear_conversation(id).await?;
+    }
+    index_conversations(store, index, changed, &mut report).await?;
+    Ok(report)
+}
+
+/// Reads conversations on a blocking thread and writes them to the index in batches, so file
+/// parsing and SQLite inserts overlap.
+async fn index_conversations(
+    store: &Store,
+    index: &Index,
+    ids: Vec<String>,
+    report: &mut RebuildReport,
+) -> Result<(), IndexError> {
+    const BATCH: usize = 500;
+    let (sender, mut receiver) = tokio::sync::mpsc::channel::<Result<(LoadedConversation, usize), (String, String)>>(BATCH * 2);
+    let reader_store = store.clone();
+    let reader = tokio::task::spawn_blocking(move || {
+        for id in ids {
+            let loaded = load_conversation(&reader_store, &id).map_err(|reason| (id, reason));
+            if sender.blocking_send(loaded).is_err() {
+                return;
+            }
+        }
+    });
+    let mut batch = Vec::with_capacity(BATCH);
+    loop {
+        let next = receiver.recv().await;
+        let done = next.is_none();
+        match next {
+            Some(Ok((loaded, closed))) => {
+                report.closed_turns += closed;
+                report.torn_files.extend(loaded.torn_files.iter().cloned());
+                batch.push(loaded);
+            }
+            Some(Err((id, reason))) => report.skipped.push((id, reason)),
+            None => {}
+        }
+        if batch.len() >= BATCH || (done && !batch.is_empty()) {
+            let updates: Vec<IndexUpdate<'_>> = batch.iter().flat_map(updates_for).collect();
+            index.apply(&updates).await?;
+            report.indexed += batch.len();
+            batch.clear();
+        }
+        if done {
+            break;
+        }
+    }
+    reader.await.map_err(|e| IndexError::Task(e.to_string()))?;
+    Ok(())
+}
+
+fn describe(error: &StoreError) -> String {
+    match error {
+        StoreError::UnknownVersion { version, .. } => format!("unknown schema version {version}"),
+        StoreError::Malformed { path, line, message } => format!(
+            "unreadable {}: line {line}: {message}",
+            path.file_name().map(|n| n.to_string_lossy()).unwrap_or_default()
+        ),
+        other => format!("unreadable: {other}"),
+    }
+}
+

@@ -1,0 +1,25 @@
+//! OpenVaala, an agent runtime service. The code reads top-down in the order data flows:
+//!
+//! - `config`   — config.toml: providers, models, agents; validation with clear errors
+//! - `domain`   — the objects of the API and of the files: Conversation, Session, Item, …
+//! - `store`    — the source of truth on disk: JSONL append + fsync, tolerant reader, lock
+//! - `index`    — metadata.db (SQLite): listing, search, rebuild (`reindex`)
+//! - `model`    — one trait for model calls; the built-in `demo` model
+//! - `tools`    — the tools agents call: shell (live output), files
+//! - `runtime`  — conversation actors (one writer each), the turn loop, event buses
+//! - `http`     — axum routes, SSE, errors as JSON, security middleware
+//! - `server`   — start-up and shutdown: lock, recovery, serve(listener, shutdown)
+//! - `openapi`  — the OpenAPI document of every route
+//!
+//! Data flows one way: HTTP → runtime actor → store (append, fsync) → index → event bus → SSE.
+
+pub mod config;
+pub mod domain;
+pub mod http;
+pub mod index;
+pub mod model;
+pub mod openapi;
+pub mod runtime;
+pub mod server;
+pub mod store;
+pub mod tools;

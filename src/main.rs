@@ -1,0 +1,183 @@
+//! The `openvaala` command: parse the command line, then hand over to the library.
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::time::Duration;
+
+use anyhow::Context;
+use clap::{Args, Parser, Subcommand};
+use openvaala::config::Config;
+use openvaala::runtime::RuntimeSettings;
+use openvaala::server::{self, ServeOptions, Service};
+use openvaala::store::Store;
+use openvaala::store::lock::{self, LockError, RuntimeLock};
+
+/// OpenVaala: an agent runtime service. Conversations live here; every client sees them live.
+#[derive(Parser)]
+#[command(name = "openvaala", version)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Run the service (or `serve stop` to stop the running one).
+    #[command(args_conflicts_with_subcommands = true)]
+    Serve {
+        #[command(subcommand)]
+        action: Option<ServeAction>,
+        #[command(flatten)]
+        args: ServeArgs,
+    },
+    /// Rebuild metadata.db from the conversation directories (the service must be stopped).
+    Reindex {
+        #[command(flatten)]
+        data: DataDirArg,
+    },
+}
+
+#[derive(Subcommand)]
+enum ServeAction {
+    /// Ask the running service to stop gracefully; returns once it has.
+    Stop {
+        #[command(flatten)]
+        data: DataDirArg,
+    },
+}
+
+#[derive(Args)]
+struct ServeArgs {
+    /// Address to listen on [default: server.addr from the config, else 127.0.0.1:7341].
+    #[arg(long)]
+    addr: Option<SocketAddr>,
+    #[command(flatten)]
+    data: DataDirArg,
+    /// Config file [default: $OPENVAALA_CONFIG, else ~/.config/openvaala/config.toml].
+    #[arg(long)]
+    config: Option<PathBuf>,
+}
+
+#[derive(Args)]
+struct DataDirArg {
+    /// Data directory [default: $OPENVAALA_HOME, else $XDG_DATA_HOME/openvaala, else
+    /// ~/.local/share/openvaala].
+    #[arg(long)]
+    data_dir: Option<PathBuf>,
+}
+
+impl DataDirArg {
+    fn resolve(&self) -> anyhow::Result<PathBuf> {
+        if let Some(dir) = &self.data_dir {
+            return Ok(dir.clone());
+        }
+        let env = |name| std::env::var_os(name).filter(|v| !v.is_empty()).map(PathBuf::from);
+        if let Some(home) = env("OPENVAALA_HOME") {
+            return Ok(home);
+        }
+        if let Some(xdg) = env("XDG_DATA_HOME") {
+            return Ok(xdg.join("openvaala"));
+        }
+        let home = env("HOME").context("cannot find the data directory: set --data-dir, OPENVAALA_HOME or HOME")?;
+        Ok(home.join(".local/share/openvaala"))
+    }
+}
+
+fn main() -> ExitCode {
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_env("OPENVAALA_LOG")
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
+        )
+        .with_writer(std::io::stderr)
+        .init();
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Command::Serve { action: Some(ServeAction::Stop { data }), .. } => data.resolve().and_then(|dir| stop(&dir)),
+        Command::Serve { action: None, args } => serve(args),
+        Command::Reindex { data } => data.resolve().and_then(|dir| reindex(&dir)),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(error) => {
+            eprintln!("openvaala: {error:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn serve(args: ServeArgs) -> anyhow::Result<()> {
+    let config = Config::load(args.config.as_deref())?;
+    let data_dir = args.data.resolve()?;
+    let addr = match (args.addr, config.server.addr) {
+        (Some(addr), _) | (None, Some(addr)) => addr,
+        (None, None) => server::DEFAULT_ADDR.parse().expect("default address"),
+    };
+    let token = std::env::var("OPENVAALA_TOKEN").ok().filter(|t| !t.is_empty());
+    let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
+    runtime.block_on(async move {
+        let service = Service::start(ServeOptions {
+            data_dir,
+            addr,
+            config,
+            token,
+            settings: RuntimeSettings::default(),
+        })
+        .await?;
+        eprintln!("openvaala is serving on http://{}", service.addr);
+        service.run(server::stop_signal()).await
+    })
+}
+
+fn stop(data_dir: &Path) -> anyhow::Result<()> {
+    let lock_path = Store::open(data_dir)?.lock_path();
+    let Some(owner) = lock::holder(&lock_path)? else {
+        println!("no openvaala is serving {}", data_dir.display());
+        return Ok(());
+    };
+    let pid = libc::pid_t::try_from(owner.pid).context("invalid pid in runtime.lock")?;
+    // SAFETY: kill(2) with a pid read from the lock file and a valid signal number.
+    if unsafe { libc::kill(pid, libc::SIGTERM) } != 0 {
+        anyhow::bail!("cannot signal openvaala ({owner}): {}", std::io::Error::last_os_error());
+    }
+    println!("stopping openvaala ({owner})…");
+    if !lock::wait_until_free(&lock_path, Duration::from_secs(60)) {
+        anyhow::bail!("openvaala ({owner}) did not stop within 60 s");
+    }
+    println!("stopped");
+    Ok(())
+}
+
+fn reindex(data_dir: &Path) -> anyhow::Result<()> {
+    let store = Store::open(data_dir)?;
+    let _lock = match RuntimeLock::acquire(&store.lock_path()) {
+        Ok(lock) => lock,
+        Err(LockError::Held { owner }) => anyhow::bail!(
+            "the service is running ({owner}); stop it first with `openvaala serve stop`"
+        ),
+        Err(error) => return Err(error.into()),
+    };
+    let started = std::time::Instant::now();
+    let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
+    let report = runtime.block_on(openvaala::index::rebuild::reindex(&store))?;
+    let seconds = started.elapsed().as_secs_f64();
+    for id in &report.finished_deletes {
+        println!("finished the interrupted delete of {id}");
+    }
+    for path in &report.torn_files {
+        println!("skipped a torn last line in {}", path.display());
+    }
+    if report.closed_turns > 0 {
+        println!("closed {} turn(s) left running as interrupted", report.closed_turns);
+    }
+    for (id, reason) in &report.skipped {
+        println!("skipped {id}: {reason}");
+    }
+    println!(
+        "indexed {} conversation(s), skipped {}, in {seconds:.2} s",
+        report.indexed,
+        report.skipped.len()
+    );
+    Ok(())
+}

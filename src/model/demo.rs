@@ -1,0 +1,162 @@
+//! The built-in offline model `demo`: deterministic, needs no network or key, and obeys
+//! directives on lines of the latest user message so every feature can be tried by hand and in
+//! tests (DESIGN.md). It is a demonstration aid, not a language model.
+//!
+//! - `/shell CMD` calls the `shell` tool, `/read PATH` calls `read_file`,
+//!   `/spawn AGENT: TASK` calls `spawn_agent` (each once per user message);
+//! - `/sleep MS` streams the reply slowly, one chunk every MS milliseconds;
+//! - `/fail N` fails the next N calls for that message with a transient error.
+
+use std::collections::HashMap;
+use std::sync::Mutex;
+use std::time::Duration;
+
+use futures::StreamExt;
+use serde_json::json;
+
+use super::{ModelClient, ModelError, ModelEvent, ModelRequest, ModelStream, TokenUsage};
+use crate::domain::{Item, ItemKind};
+
+#[derive(Debug, Default)]
+pub struct DemoModel {
+    /// How many `/fail` failures each user message has used so far.
+    failures: Mutex<HashMap<String, u32>>,
+}
+
+/// Characters per streamed chunk: small enough that a reply visibly streams.
+const CHUNK_CHARS: usize = 12;
+
+impl ModelClient for DemoModel {
+    fn stream(&self, request: ModelRequest) -> ModelStream {
+        let plan = match self.plan(&request) {
+            Ok(plan) => plan,
+            Err(error) => return futures::stream::once(async move { Err(error) }).boxed(),
+        };
+        let input_tokens = estimate_tokens_of(&request.history);
+        let Plan { events, delay } = plan;
+        let output_tokens: u64 = events
+            .iter()
+            .map(|event| match event {
+                ModelEvent::TextDelta(text) => crate::runtime::usage::estimate_tokens(text),
+                _ => 0,
+            })
+            .sum();
+        let mut all = events;
+        all.push(ModelEvent::Usage(TokenUsage {
+            input_tokens,
+            output_tokens,
+        }));
+        all.push(ModelEvent::Done);
+        futures::stream::iter(all)
+            .then(move |event| async move {
+                if let (Some(delay), ModelEvent::TextDelta(_)) = (delay, &event) {
+                    tokio::time::sleep(delay).await;
+                }
+                Ok(event)
+            })
+            .boxed()
+    }
+}
+
+struct Plan {
+    events: Vec<ModelEvent>,
+    delay: Option<Duration>,
+}
+
+impl DemoModel {
+    fn plan(&self, request: &ModelRequest) -> Result<Plan, ModelError> {
+        let Some((index, message_id, text)) = latest_user_message(&request.history) else {
+            return Ok(reply("Demo model: there is no user message to answer.".to_owned(), None));
+        };
+        let mut delay = None;
+        let mut tool_calls = Vec::new();
+        for line in text.lines().map(str::trim) {
+            if let Some(count) = line.strip_prefix("/fail ") {
+                let allowed: u32 = count.trim().parse().unwrap_or(0);
+                let mut failures = self.failures.lock().expect("demo lock");
+                let used = failures.entry(message_id.to_owned()).or_default();
+                if *used < allowed {
+                    *used += 1;
+                    return Err(ModelError::transient(format!(
+                        "demo model: simulated transient failure {} of {allowed}",
+                        *used
+                    )));
+                }
+            } else if let Some(ms) = line.strip_prefix("/sleep ") {
+                delay = ms.trim().parse().ok().map(Duration::from_millis);
+            } else if let Some(command) = line.strip_prefix("/shell ") {
+                tool_calls.push(("shell", json!({ "command": command })));
+            } else if let Some(path) = line.strip_prefix("/read ") {
+                tool_calls.push(("read_file", json!({ "path": path.trim() })));
+            } else if let Some(spec) = line.strip_prefix("/spawn ") {
+                let (agent, task) = spec.split_once(':').unwrap_or(("default", spec));
+                tool_calls.push(("spawn_agent", json!({ "agent": agent.trim(), "task": task.trim() })));
+            }
+        }
+        // Tool calls are made once: after their results come back, the model answers.
+        let results: Vec<&Item> = request.history[index + 1..]
+            .iter()
+            .filter(|item| matches!(item.kind, ItemKind::ToolCall { .. }))
+            .collect();
+        if !tool_calls.is_empty() && results.is_empty() {
+            let events = tool_calls
+                .into_iter()
+                .enumerate()
+                .map(|(n, (name, arguments))| ModelEvent::ToolCall {
+                    call_id: format!("demo_{message_id}_{n}"),
+                    name: name.to_owned(),
+                    arguments,
+                })
+                .collect();
+            return Ok(Plan { events, delay });
+        }
+        let mut answer = format!(
+            "Demo model (offline, built in): you said \"{}\".",
+            first_line_excerpt(text)
+        );
+        for result in results {
+            if let ItemKind::ToolCall { name, output, exit_code, .. } = &result.kind {
+                let status = exit_code.map_or(String::new(), |code| format!(" (exit code {code})"));
+                answer.push_str(&format!(
+                    " The {name} tool returned {} bytes{status}.",
+                    output.len()
+                ));
+            }
+        }
+        answer.push_str(" Configure a real model in config.toml to get real answers.");
+        Ok(reply(answer, delay))
+    }
+}
+
+fn reply(text: String, delay: Option<Duration>) -> Plan {
+    let chars: Vec<char> = text.chars().collect();
+    let events = chars
+        .chunks(CHUNK_CHARS)
+        .map(|chunk| ModelEvent::TextDelta(chunk.iter().collect()))
+        .collect();
+    Plan { events, delay }
+}
+
+/// The position, id and text of the latest user message in the history.
+fn latest_user_message(history: &[Item]) -> Option<(usize, &str, &str)> {
+    history.iter().enumerate().rev().find_map(|(index, item)| match &item.kind {
+        ItemKind::UserMessage { text, .. } => Some((index, item.id.as_str(), text.as_str())),
+        _ => None,
+    })
+}
+
+fn first_line_excerpt(text: &str) -> String {
+    let line = text.lines().next().unwrap_or_default();
+    let mut excerpt: String = line.chars().take(80).collect();
+    if line.chars().count() > 80 {
+        excerpt.push('…');
+    }
+    excerpt
+}
+
+fn estimate_tokens_of(history: &[Item]) -> u64 {
+    history
+        .iter()
+        .map(|item| crate::runtime::usage::estimate_item_tokens(item))
+        .sum()
+}

@@ -1,0 +1,110 @@
+//! Model calls: one trait for every protocol, one internal event stream. A provider module turns
+//! its wire format into `ModelEvent`s; the turn loop never sees a protocol's details.
+
+pub mod demo;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::stream::BoxStream;
+use serde_json::Value;
+
+use crate::config::{Config, Protocol};
+use crate::domain::Item;
+
+/// What a model call needs: the instructions, the history as items, and the tools it may call.
+#[derive(Debug, Clone)]
+pub struct ModelRequest {
+    /// The provider's name for the model.
+    pub model: String,
+    pub instructions: Option<String>,
+    pub history: Vec<Item>,
+    pub tools: Vec<ToolSpec>,
+    pub max_output_tokens: u64,
+}
+
+#[derive(Debug, Clone)]
+pub struct ToolSpec {
+    pub name: &'static str,
+    pub description: &'static str,
+    /// JSON Schema of the parameters.
+    pub parameters: Value,
+}
+
+/// One step of a streamed model answer.
+#[derive(Debug, Clone, PartialEq)]
+pub enum ModelEvent {
+    TextDelta(String),
+    ReasoningDelta(String),
+    ToolCall {
+        call_id: String,
+        name: String,
+        arguments: Value,
+    },
+    Usage(TokenUsage),
+    /// The provider's completion marker. A stream that ends without it was cut.
+    Done,
+}
+
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct TokenUsage {
+    pub input_tokens: u64,
+    pub output_tokens: u64,
+}
+
+#[derive(Debug, Clone, thiserror::Error, PartialEq)]
+pub enum ModelError {
+    /// Worth retrying (SPEC §2.3): connection errors, timeouts, 408/429/5xx, a cut stream.
+    #[error("{message}")]
+    Transient {
+        message: String,
+        retry_after: Option<Duration>,
+    },
+    /// Retrying cannot help: 400/401/403/404, an invalid request, a missing key.
+    #[error("{0}")]
+    Fatal(String),
+}
+
+impl ModelError {
+    pub fn transient(message: impl Into<String>) -> ModelError {
+        ModelError::Transient {
+            message: message.into(),
+            retry_after: None,
+        }
+    }
+}
+
+pub type ModelStream = BoxStream<'static, Result<ModelEvent, ModelError>>;
+
+/// A model endpoint. Implementations are cheap to share between turns.
+pub trait ModelClient: Send + Sync {
+    fn stream(&self, request: ModelRequest) -> ModelStream;
+}
+
+/// The clients of the configured models, built once at start.
+#[derive(Clone)]
+pub struct Models {
+    demo: Arc<demo::DemoModel>,
+}
+
+impl Models {
+    pub fn new(_config: &Config) -> Models {
+        Models {
+            demo: Arc::new(demo::DemoModel::default()),
+        }
+    }
+
+    /// The client for a configured model id, or an explanation of why there is none.
+    pub fn client(&self, config: &Config, model_id: &str) -> Result<Arc<dyn ModelClient>, String> {
+        let provider = config
+            .provider_of(model_id)
+            .ok_or_else(|| format!("model `{model_id}` is not configured"))?;
+        match provider.protocol {
+            Protocol::Demo => Ok(self.demo.clone()),
+            other => Err(format!(
+                "the {} protocol is not available in this build yet",
+                other.as_str()
+            )),
+        }
+    }
+}

@@ -1,0 +1,867 @@
+//! The conversation actor (DESIGN invariant 2): one task owns a conversation's files, its state
+//! and its running turn. Commands arrive on a channel and are handled one at a time, so every
+//! race (a message arriving as a turn ends, a delete during a send) is settled by their order
+//! here. Every change is appended and fsynced, then indexed, then published.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use serde::Serialize;
+use serde_json::{Value, json};
+use tokio::sync::{broadcast, mpsc, oneshot};
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+
+use super::events::{Event, EventBus, EventId, Replay};
+use super::turn::{self, TurnMsg, TurnSpec};
+use super::usage::UsageTracker;
+use super::{Answer, ConversationPatch, NewMessage, RuntimeError, Shared, user_item};
+use crate::domain::{
+    Conversation, Item, ItemKind, ItemStatus, Message, MessageMode, MessageSource, MessageStatus,
+    Session, TurnStatus, Usage, new_id, now,
+};
+use crate::index::IndexUpdate;
+use crate::store::records::{ConversationChanges, MetaRecord, SessionRecord};
+use crate::store::state::ConversationState;
+use crate::store::{JsonlWriter, StoreError};
+use crate::tools::ToolContext;
+
+/// The commands handlers send. Each carries the channel its answer goes back on.
+pub enum Command {
+    View(oneshot::Sender<Result<ConversationView, RuntimeError>>),
+    Update(ConversationPatch, oneshot::Sender<Result<Conversation, RuntimeError>>),
+    Delete(oneshot::Sender<Result<(), RuntimeError>>),
+    Send(NewMessage, Option<String>, oneshot::Sender<Result<Answer, RuntimeError>>),
+    Interrupt(Option<String>, oneshot::Sender<Result<bool, RuntimeError>>),
+    Subscribe(Option<EventId>, oneshot::Sender<Subscription>),
+    Shutdown(oneshot::Sender<()>),
+}
+
+/// `GET /api/conversations/{id}`: the conversation with its sessions, waiting messages and usage.
+#[derive(Debug, Clone, Serialize)]
+pub struct ConversationView {
+    #[serde(flatten)]
+    pub conversation: Conversation,
+    pub sessions: Vec<Session>,
+    pub pending: Vec<Message>,
+    pub usage: Usage,
+}
+
+/// What a new SSE client gets: a snapshot or the events it missed, then live events.
+pub struct Subscription {
+    pub snapshot: Option<(EventId, Value)>,
+    pub replay: Vec<Event>,
+    pub receiver: broadcast::Receiver<Event>,
+}
+
+#[derive(Clone)]
+pub struct ActorHandle {
+    sender: mpsc::Sender<Command>,
+    pub generation: u64,
+}
+
+impl ActorHandle {
+    /// Sends a command; gives it back if the actor has stopped.
+    pub async fn send(&self, command: Command) -> Result<(), Command> {
+        self.sender.send(command).await.map_err(|error| error.0)
+    }
+
+    pub fn is_closed(&self) -> bool {
+        self.sender.is_closed()
+    }
+}
+
+static GENERATION: AtomicU64 = AtomicU64::new(1);
+
+/// Loads a stored conversation and starts its actor.
+pub fn load(shared: Arc<Shared>, id: &str) -> Result<ActorHandle, RuntimeError> {
+    let log = shared.store.read_metadata(id)?;
+    let state = ConversationState::from_records(&log.records).map_err(|error| {
+        RuntimeError::Internal(format!("conversation {id} cannot be read: {error}"))
+    })?;
+    let root_items = shared
+        .store
+        .read_items(id, &state.conversation.root_session_id)?;
+    spawn(shared, state, root_items, None)
+}
+
+/// Starts the actor of a conversation whose state is known. `start_turn` names a turn that is
+/// already stored as started (the first message of a new conversation) and must now run.
+pub fn spawn(
+    shared: Arc<Shared>,
+    state: ConversationState,
+    root_items: Vec<Item>,
+    start_turn: Option<String>,
+) -> Result<ActorHandle, RuntimeError> {
+    let id = state.conversation.id.clone();
+    let meta = shared.store.open_metadata_writer(&id)?;
+    let (sender, commands) = mpsc::channel(64);
+    let (turn_sender, turn_messages) = mpsc::unbounded_channel();
+    let generation = GENERATION.fetch_add(1, Ordering::Relaxed);
+    let mut last_seq = HashMap::new();
+    last_seq.insert(
+        state.conversation.root_session_id.clone(),
+        root_items.last().map_or(0, |item| item.seq),
+    );
+    let mut actor = ConversationActor {
+        usage: UsageTracker::estimated(&root_items),
+        shared,
+        id,
+        generation,
+        state,
+        meta,
+        session_writers: HashMap::new(),
+        last_seq,
+        bus: EventBus::new(),
+        running: None,
+        pending: Vec::new(),
+        turn_sender,
+        turn_messages,
+        interrupt_waiters: Vec::new(),
+        shutdown_waiters: Vec::new(),
+        stopping: false,
+    };
+    if let Some(last) = root_items.iter().rev().find_map(|item| match &item.kind {
+        ItemKind::AgentMessage { text } => Some(text.clone()),
+        _ => None,
+    }) && let Some(root) = actor.state.sessions.first_mut()
+    {
+        root.last_message = Some(last);
+    }
+    actor.close_stale_turns(start_turn.as_deref())?;
+    if let Some(turn_id) = start_turn {
+        actor.run_turn(&turn_id, root_items);
+    }
+    tokio::spawn(actor.run(commands));
+    Ok(ActorHandle { sender, generation })
+}
+
+struct ConversationActor {
+    shared: Arc<Shared>,
+    id: String,
+    generation: u64,
+    state: ConversationState,
+    meta: JsonlWriter,
+    session_writers: HashMap<String, JsonlWriter>,
+    /// The last `seq` stored per session.
+    last_seq: HashMap<String, u64>,
+    bus: EventBus,
+    running: Option<RunningTurn>,
+    /// Waiting messages, in memory only (SPEC §3.4): user messages first, then agents'.
+    pending: Vec<Message>,
+    usage: UsageTracker,
+    turn_sender: mpsc::UnboundedSender<TurnMsg>,
+    turn_messages: mpsc::UnboundedReceiver<TurnMsg>,
+    interrupt_waiters: Vec<oneshot::Sender<Result<bool, RuntimeError>>>,
+    shutdown_waiters: Vec<oneshot::Sender<()>>,
+    stopping: bool,
+}
+
+/// The turn in progress and the items it has produced so far (with their live text).
+struct RunningTurn {
+    session_id: String,
+    turn_id: String,
+    cancel: CancellationToken,
+    items: Vec<Item>,
+}
+
+impl ConversationActor {
+    async fn run(mut self, mut commands: mpsc::Receiver<Command>) {
+        let idle = self.shared.settings.idle_unload;
+        let mut idle_deadline = Instant::now() + idle;
+        loop {
+            tokio::select! {
+                command = commands.recv() => {
+                    let Some(command) = command else { break };
+                    idle_deadline = Instant::now() + idle;
+                    if self.handle(command).await == Flow::Stop {
+                        break;
+                    }
+                }
+                Some(message) = self.turn_messages.recv() => {
+                    idle_deadline = Instant::now() + idle;
+                    self.on_turn(message).await;
+                    if self.stopping && self.running.is_none() {
+                        break;
+                    }
+                }
+                () = tokio::time::sleep_until(idle_deadline) => {
+                    if self.running.is_none() && self.pending.is_empty() && self.bus.subscriber_count() == 0 {
+                        break;
+                    }
+                    idle_deadline = Instant::now() + idle;
+                }
+            }
+        }
+        // Stop taking commands before leaving the registry, so none is lost in between.
+        commands.close();
+        for waiter in self.shutdown_waiters.drain(..) {
+            let _ = waiter.send(());
+        }
+        self.shared.forget_actor(&self.id, self.generation).await;
+    }
+
+    async fn handle(&mut self, command: Command) -> Flow {
+        match command {
+            Command::View(reply) => {
+                let _ = reply.send(Ok(self.view()));
+            }
+            Command::Update(patch, reply) => {
+                let _ = reply.send(self.update(patch).await);
+            }
+            Command::Delete(reply) => {
+                let result = self.delete().await;
+                let deleted = result.is_ok();
+                let _ = reply.send(result);
+                if deleted {
+                    return Flow::Stop;
+                }
+            }
+            Command::Send(request, key, reply) => {
+                let _ = reply.send(self.send(request, key).await);
+            }
+            Command::Interrupt(session, reply) => self.interrupt(session, reply),
+            Command::Subscribe(after, reply) => {
+                let _ = reply.send(self.subscribe(after));
+            }
+            Command::Shutdown(reply) => {
+                self.stopping = true;
+                self.shutdown_waiters.push(reply);
+                match &self.running {
+                    Some(running) => running.cancel.cancel(),
+                    None => return Flow::Stop,
+                }
+            }
+        }
+        Flow::Continue
+    }
+
+    fn view(&self) -> ConversationView {
+        ConversationView {
+            conversation: self.state.conversation.clone(),
+            sessions: self.state.sessions.clone(),
+            pending: self.pending.clone(),
+            usage: self.usage_view(),
+        }
+    }
+
+    fn usage_view(&self) -> Usage {
+        let (window, max_output) = self
+            .shared
+            .config
+            .model(&self.state.conversation.model)
+            .map_or((0, 0), |model| (model.context_window, model.max_output_tokens));
+        self.usage.view(window, max_output)
+    }
+
+    async fn update(&mut self, patch: ConversationPatch) -> Result<Conversation, RuntimeError> {
+        let current = &self.state.conversation;
+        let mut changes = ConversationChanges::default();
+        if let Some(title) = patch.title
+            && (title != current.title || !current.title_custom)
+        {
+            changes.title = Some(title);
+            changes.title_custom = Some(true);
+        }
+        if let Some(archived) = patch.archived.filter(|a| *a != current.archived) {
+            changes.archived = Some(archived);
+        }
+        if let Some(model) = patch.model.filter(|m| *m != current.model) {
+            changes.model = Some(model);
+        }
+        if let Some(cwd) = patch.cwd.filter(|c| *c != current.cwd) {
+            changes.cwd = Some(cwd);
+        }
+        if changes.is_empty() {
+            return Ok(self.state.conversation.clone());
+        }
+        let title_changed = changes.title.is_some();
+        self.append_meta(vec![MetaRecord::ConversationUpdated { at: now(), changes }])?;
+        let conversation = &self.state.conversation;
+        let mut updates = vec![self.conversation_update()];
+        if title_changed {
+            updates.push(IndexUpdate::Title {
+                conversation_id: &conversation.id,
+                title: &conversation.title,
+            });
+        }
+        self.shared.index_quietly(&updates).await;
+        self.publish_conversation();
+        Ok(self.state.conversation.clone())
+    }
+
+    async fn delete(&mut self) -> Result<(), RuntimeError> {
+        if self.running.is_some() {
+            return Err(RuntimeError::TurnRunning);
+        }
+        self.shared.store.delete_conversation(&self.id)?;
+        if let Err(error) = self.shared.index.remove_conversation(&self.id).await {
+            tracing::error!(%error, "index delete failed; the next start will reconcile it");
+        }
+        self.shared
+            .list_events
+            .publish("conversation.deleted", &json!({ "conversation_id": self.id }));
+        self.bus
+            .publish("conversation.deleted", &json!({ "conversation_id": self.id }));
+        Ok(())
+    }
+
+    async fn send(&mut self, request: NewMessage, key: Option<String>) -> Result<Answer, RuntimeError> {
+        if let Some((status, body)) = key.as_ref().and_then(|key| self.state.answers.get(key)) {
+            return Ok(Answer {
+                status: *status,
+                body: body.clone(),
+            });
+        }
+        let root = self.state.conversation.root_session_id.clone();
+        let session_id = request.session_id.unwrap_or_else(|| root.clone());
+        if session_id != root {
+            return Err(match self.state.session(&session_id) {
+                Some(_) => RuntimeError::Invalid("messages to sub-agents are not supported yet".to_owned()),
+                None => RuntimeError::NotFound(format!("session {session_id}")),
+            });
+        }
+        self.check_can_run()?;
+        let message = Message {
+            id: new_id("m"),
+            session_id,
+            text: request.text,
+            mode: request.mode,
+            source: MessageSource::User,
+            from_session_id: None,
+            status: MessageStatus::Waiting,
+            created_at: now(),
+            images: request.images,
+        };
+        if self.running.is_none() {
+            return self.start_turn(vec![message], key);
+        }
+        // The agent is busy: the message waits (steer, queue) or cuts in (interrupt).
+        if message.mode == MessageMode::Interrupt
+            && let Some(running) = &self.running
+        {
+            running.cancel.cancel();
+        }
+        let answer = Answer {
+            status: 202,
+            body: json!({ "message": message }),
+        };
+        self.pending.push(message);
+        self.publish_pending();
+        Ok(answer)
+    }
+
+    /// A conversation whose working directory, agent or model is gone cannot run a turn.
+    fn check_can_run(&self) -> Result<(), RuntimeError> {
+        let conversation = &self.state.conversation;
+        if !std::path::Path::new(&conversation.cwd).is_dir() {
+            return Err(RuntimeError::CwdMissing(conversation.cwd.clone()));
+        }
+        if self.shared.config.agent(&conversation.agent).is_none() {
+            return Err(RuntimeError::AgentUnavailable(format!(
+                "agent `{}` is not configured",
+                conversation.agent
+            )));
+        }
+        if let Err(reason) = self.shared.models.client(&self.shared.config, &conversation.model) {
+            return Err(RuntimeError::ModelUnavailable(format!(
+                "{reason}; switch the conversation's model with PATCH {{\"model\": …}}"
+            )));
+        }
+        Ok(())
+    }
+
+    /// Accepts messages as a new turn of the root session: stored write-ahead, then run.
+    fn start_turn(&mut self, messages: Vec<Message>, key: Option<String>) -> Result<Answer, RuntimeError> {
+        let turn_id = new_id("t");
+        let session_id = self.state.conversation.root_session_id.clone();
+        let messages: Vec<Message> = messages
+            .into_iter()
+            .map(|message| Message {
+                status: MessageStatus::Started,
+                ..message
+            })
+            .collect();
+        let mut records: Vec<MetaRecord> = messages
+            .iter()
+            .map(|message| MetaRecord::MessageAccepted {
+                message: message.clone(),
+                idempotency_key: key.clone(),
+            })
+            .collect();
+        records.push(MetaRecord::TurnStarted {
+            session_id: session_id.clone(),
+            turn_id: turn_id.clone(),
+            message_ids: messages.iter().map(|m| m.id.clone()).collect(),
+            at: now(),
+        });
+        let answer = Answer {
+            status: 202,
+            body: json!({ "message": messages[0] }),
+        };
+        if let Some(key) = key {
+            records.push(MetaRecord::RequestAnswered {
+                key,
+                status: answer.status,
+                response: answer.body.clone(),
+                at: now(),
+            });
+        }
+        self.append_meta(records)?;
+        let items: Vec<Item> = messages
+            .iter()
+            .map(|message| {
+                let seq = self.next_seq(&session_id);
+                user_item(message, &turn_id, seq)
+            })
+            .collect();
+        self.append_items(&session_id, &items)?;
+
+        let history = self.shared.store.read_items(&self.id, &session_id)?;
+        let shared = self.shared.clone();
+        let id = self.id.clone();
+        let conversation_update = self.conversation_update_owned();
+        let turn = self.state.turns.last().cloned();
+        let search: Vec<(String, String)> = messages.iter().map(|m| (m.id.clone(), m.text.clone())).collect();
+        let answer_key = answer_record(&self.state, &messages[0].id);
+        // Index in the background of the turn: the files are already the truth.
+        tokio::spawn(async move {
+            let mut updates = vec![IndexUpdate::Conversation {
+                conversation: &conversation_update.0,
+                meta_len: conversation_update.1,
+            }];
+            if let Some(turn) = &turn {
+                updates.push(IndexUpdate::Turn { conversation_id: &id, turn });
+            }
+            for (item_id, text) in &search {
+                updates.push(IndexUpdate::SearchText { conversation_id: &id, item_id, text });
+            }
+            if let Some((key, status, response)) = &answer_key {
+                updates.push(IndexUpdate::Answer { conversation_id: &id, key, status: *status, response });
+            }
+            shared.index_quietly(&updates).await;
+        });
+        self.publish_conversation();
+        self.bus.publish(
+            "turn.started",
+            &json!({ "session_id": session_id, "turn_id": turn_id, "message_ids": messages.iter().map(|m| &m.id).collect::<Vec<_>>() }),
+        );
+        for item in &items {
+            self.bus.publish("item.started", &json!({ "item": item }));
+            self.bus.publish("item.completed", &json!({ "item": item }));
+            self.usage.add(item);
+        }
+        self.run_turn(&turn_id, history);
+        Ok(answer)
+    }
+
+    /// Starts the task of a turn that is stored as started.
+    fn run_turn(&mut self, turn_id: &str, history: Vec<Item>) {
+        let conversation = &self.state.conversation;
+        let config = &self.shared.config;
+        let session_id = conversation.root_session_id.clone();
+        let cancel = CancellationToken::new();
+        self.running = Some(RunningTurn {
+            session_id: session_id.clone(),
+            turn_id: turn_id.to_owned(),
+            cancel: cancel.clone(),
+            items: Vec::new(),
+        });
+        let agent = config.agent(&conversation.agent);
+        let model = config.model(&conversation.model);
+        let client = self.shared.models.client(config, &conversation.model);
+        let (Some(agent), Some(model), Ok(client)) = (agent, model, client) else {
+            // Checked before the turn was stored; only a config change could get here.
+            let _ = self.turn_sender.send(TurnMsg::Ended {
+                status: TurnStatus::Failed,
+                error: Some("the conversation's agent or model is no longer configured".to_owned()),
+            });
+            return;
+        };
+        let spec = TurnSpec {
+            session_id,
+            turn_id: turn_id.to_owned(),
+            client,
+            model_name: model.name.clone(),
+            instructions: instructions(agent.instructions.as_deref(), &conversation.cwd),
+            history,
+            tools: crate::tools::specs(&agent.tools),
+            tool_context: ToolContext {
+                cwd: conversation.cwd.clone().into(),
+                shell_timeout: config.tools.shell_timeout(),
+                max_output_bytes: config.tools.max_output_bytes,
+            },
+            max_output_tokens: model.max_output_tokens,
+            retry: config.retry.clone(),
+            max_steps: config.turn.max_steps,
+            cancel,
+        };
+        tokio::spawn(turn::run(spec, self.turn_sender.clone()));
+    }
+
+    async fn on_turn(&mut self, message: TurnMsg) {
+        match message {
+            TurnMsg::Started { mut item } => {
+                item.seq = self.next_seq(&item.session_id);
+                self.bus.publish("item.started", &json!({ "item": item }));
+                if let Some(running) = &mut self.running {
+                    running.items.push(item);
+                }
+            }
+            TurnMsg::Delta { item_id, field, delta } => {
+                let session_id = match &mut self.running {
+                    Some(running) => {
+                        if let Some(item) = running.items.iter_mut().find(|i| i.id == item_id) {
+                            append_delta(item, &delta);
+                        }
+                        running.session_id.clone()
+                    }
+                    None => return,
+                };
+                self.bus.publish(
+                    "item.delta",
+                    &json!({ "session_id": session_id, "item_id": item_id, "field": field, "delta": delta }),
+                );
+            }
+            TurnMsg::Store { item, ack } => {
+                if self.store_turn_item(item).await.is_ok() {
+                    let _ = ack.send(());
+                }
+            }
+            TurnMsg::Retry { attempt, max_attempts, delay_ms, error } => {
+                let session_id = self.running.as_ref().map(|r| r.session_id.clone());
+                self.bus.publish(
+                    "model.retry",
+                    &json!({ "session_id": session_id, "attempt": attempt, "max_attempts": max_attempts, "delay_ms": delay_ms, "error": error }),
+                );
+            }
+            TurnMsg::Usage(usage) => {
+                self.usage.report(usage.input_tokens + usage.output_tokens);
+                self.bus.publish("usage.updated", &json!({ "usage": self.usage_view() }));
+            }
+            TurnMsg::TakeSteered { reply } => {
+                let items = self.take_steered();
+                let _ = reply.send(items);
+            }
+            TurnMsg::Ended { status, error } => self.end_turn(status, error).await,
+        }
+    }
+
+    /// Stores an item of the running turn (a new one gets its `seq`), then publishes it.
+    async fn store_turn_item(&mut self, mut item: Item) -> Result<(), StoreError> {
+        let known = self
+            .running
+            .as_ref()
+            .and_then(|running| running.items.iter().find(|i| i.id == item.id))
+            .map(|existing| existing.seq);
+        let is_new = known.is_none();
+        item.seq = match known {
+            Some(seq) => seq,
+            None => self.next_seq(&item.session_id),
+        };
+        if let Err(error) = self.append_items(&item.session_id.clone(), std::slice::from_ref(&item)) {
+            tracing::error!(%error, conversation = %self.id, "cannot store an item; interrupting the turn");
+            if let Some(running) = &self.running {
+                running.cancel.cancel();
+            }
+            return Err(error);
+        }
+        if let Some(running) = &mut self.running {
+            match running.items.iter_mut().find(|i| i.id == item.id) {
+                Some(existing) => *existing = item.clone(),
+                None => running.items.push(item.clone()),
+            }
+        }
+        let finished = item.status != ItemStatus::Running;
+        if is_new && !finished {
+            self.bus.publish("item.started", &json!({ "item": item }));
+        }
+        if finished {
+            if is_new {
+                self.bus.publish("item.started", &json!({ "item": item }));
+            }
+            self.bus.publish("item.completed", &json!({ "item": item }));
+            self.usage.add(&item);
+            self.on_item_finished(&item).await;
+        }
+        Ok(())
+    }
+
+    async fn on_item_finished(&mut self, item: &Item) {
+        if item.session_id != self.state.conversation.root_session_id {
+            return;
+        }
+        if let ItemKind::AgentMessage { text } = &item.kind
+            && let Some(root) = self.state.sessions.first_mut()
+        {
+            root.last_message = Some(text.clone());
+        }
+        if let Some(text) = item.kind.searchable_text() {
+            self.shared
+                .index_quietly(&[IndexUpdate::SearchText {
+                    conversation_id: &self.id,
+                    item_id: &item.id,
+                    text,
+                }])
+                .await;
+        }
+    }
+
+    /// Steered messages join the running turn before its next model call (SPEC §3.1).
+    fn take_steered(&mut self) -> Vec<Item> {
+        let Some(running) = &self.running else { return Vec::new() };
+        let turn_id = running.turn_id.clone();
+        let session_id = running.session_id.clone();
+        let (steered, rest): (Vec<Message>, Vec<Message>) = std::mem::take(&mut self.pending)
+            .into_iter()
+            .partition(|m| m.mode == MessageMode::Steer && m.source == MessageSource::User);
+        self.pending = rest;
+        if steered.is_empty() {
+            return Vec::new();
+        }
+        let steered: Vec<Message> = steered
+            .into_iter()
+            .map(|m| Message { status: MessageStatus::Steered, ..m })
+            .collect();
+        let records = steered
+            .iter()
+            .map(|message| MetaRecord::MessageAccepted { message: message.clone(), idempotency_key: None })
+            .collect();
+        if let Err(error) = self.append_meta(records) {
+            tracing::error!(%error, "cannot store steered messages; they stay waiting");
+            self.pending.splice(0..0, steered);
+            return Vec::new();
+        }
+        let items: Vec<Item> = steered
+            .iter()
+            .map(|message| {
+                let seq = self.next_seq(&session_id);
+                user_item(message, &turn_id, seq)
+            })
+            .collect();
+        if let Err(error) = self.append_items(&session_id, &items) {
+            tracing::error!(%error, "cannot store steered items");
+        }
+        for item in &items {
+            self.bus.publish("item.started", &json!({ "item": item }));
+            self.bus.publish("item.completed", &json!({ "item": item }));
+            self.usage.add(item);
+        }
+        self.publish_pending();
+        items
+    }
+
+    async fn end_turn(&mut self, status: TurnStatus, error: Option<String>) {
+        let Some(running) = self.running.take() else { return };
+        // Items the turn left running (it should not) are closed with the turn's status.
+        for mut item in running.items.into_iter().filter(|i| i.status == ItemStatus::Running) {
+            item.status = match status {
+                TurnStatus::Failed => ItemStatus::Failed,
+                _ => ItemStatus::Interrupted,
+            };
+            if self.append_items(&item.session_id.clone(), std::slice::from_ref(&item)).is_ok() {
+                self.bus.publish("item.completed", &json!({ "item": item }));
+            }
+        }
+        let record = MetaRecord::TurnEnded {
+            session_id: running.session_id.clone(),
+            turn_id: running.turn_id.clone(),
+            status,
+            error: error.clone(),
+            at: now(),
+        };
+        if let Err(error) = self.append_meta(vec![record]) {
+            tracing::error!(%error, conversation = %self.id, "cannot store the end of a turn");
+        }
+        let turn = self.state.turns.iter().rev().find(|t| t.id == running.turn_id).cloned();
+        let conversation_update = self.conversation_update();
+        let mut updates = vec![conversation_update];
+        if let Some(turn) = &turn {
+            updates.push(IndexUpdate::Turn { conversation_id: &self.id, turn });
+        }
+        self.shared.index_quietly(&updates).await;
+        self.bus.publish(
+            "turn.ended",
+            &json!({ "session_id": running.session_id, "turn_id": running.turn_id, "status": status, "error": error }),
+        );
+        self.publish_conversation();
+        for waiter in self.interrupt_waiters.drain(..) {
+            let _ = waiter.send(Ok(true));
+        }
+        if self.stopping {
+            return;
+        }
+        self.start_next_waiting();
+    }
+
+    /// After a turn, the next waiting user message (then agents') starts the next turn.
+    fn start_next_waiting(&mut self) {
+        if self.pending.is_empty() {
+            return;
+        }
+        let next = self.pending.remove(0);
+        if let Err(error) = self.check_can_run().and_then(|()| self.start_turn(vec![next.clone()], None)) {
+            tracing::warn!(%error, "a waiting message could not start a turn; it keeps waiting");
+            self.pending.insert(0, next);
+        }
+        self.publish_pending();
+    }
+
+    fn interrupt(&mut self, session: Option<String>, reply: oneshot::Sender<Result<bool, RuntimeError>>) {
+        if let Some(session) = &session
+            && self.state.session(session).is_none()
+        {
+            let _ = reply.send(Err(RuntimeError::NotFound(format!("session {session}"))));
+            return;
+        }
+        match &self.running {
+            Some(running) if session.as_ref().is_none_or(|s| *s == running.session_id) => {
+                running.cancel.cancel();
+                self.interrupt_waiters.push(reply);
+            }
+            _ => {
+                let _ = reply.send(Ok(false));
+            }
+        }
+    }
+
+    fn subscribe(&self, after: Option<EventId>) -> Subscription {
+        if let Some(after) = after {
+            let (receiver, replay) = self.bus.resume(after);
+            if let Replay::Events(replay) = replay {
+                return Subscription { snapshot: None, replay, receiver };
+            }
+        }
+        // Subscribe first, then snapshot: nothing can fall in between because events of this
+        // conversation are only published by this task.
+        let (receiver, _) = self.bus.subscribe();
+        Subscription {
+            snapshot: Some((self.bus.last_id(), self.snapshot())),
+            replay: Vec::new(),
+            receiver,
+        }
+    }
+
+    fn snapshot(&self) -> Value {
+        let running: Vec<Value> = self
+            .running
+            .iter()
+            .map(|r| json!({ "session_id": r.session_id, "turn_id": r.turn_id, "items": r.items }))
+            .collect();
+        json!({
+            "conversation": self.state.conversation,
+            "sessions": self.state.sessions,
+            "pending": self.pending,
+            "usage": self.usage_view(),
+            "running": running,
+            "last_seq": self.last_seq,
+        })
+    }
+
+    /// Turns a crash left `running` are closed as `interrupted` before anything else happens.
+    fn close_stale_turns(&mut self, except: Option<&str>) -> Result<(), RuntimeError> {
+        let stale: Vec<(String, String)> = self
+            .state
+            .running_turns()
+            .filter(|t| Some(t.id.as_str()) != except)
+            .map(|t| (t.session_id.clone(), t.id.clone()))
+            .collect();
+        for (session_id, turn_id) in stale {
+            let mut items = self.shared.store.read_items(&self.id, &session_id)?;
+            let records = crate::index::rebuild::close_interrupted_items(&mut items, &session_id, &turn_id);
+            let items: Vec<Item> = records.into_iter().map(|SessionRecord::Item { item }| item).collect();
+            self.append_items(&session_id, &items)?;
+            if let Some(last) = items.last() {
+                self.last_seq.insert(session_id.clone(), last.seq);
+            }
+            self.append_meta(vec![MetaRecord::TurnEnded {
+                session_id,
+                turn_id,
+                status: TurnStatus::Interrupted,
+                error: Some("the service stopped during the turn".to_owned()),
+                at: now(),
+            }])?;
+        }
+        Ok(())
+    }
+
+    fn append_meta(&mut self, records: Vec<MetaRecord>) -> Result<(), StoreError> {
+        self.meta.append(&records)?;
+        for record in &records {
+            self.state.apply(record);
+        }
+        Ok(())
+    }
+
+    fn append_items(&mut self, session_id: &str, items: &[Item]) -> Result<(), StoreError> {
+        let writer = match self.session_writers.entry(session_id.to_owned()) {
+            std::collections::hash_map::Entry::Occupied(entry) => entry.into_mut(),
+            std::collections::hash_map::Entry::Vacant(entry) => {
+                entry.insert(self.shared.store.open_session_writer(&self.id, session_id)?)
+            }
+        };
+        let records: Vec<SessionRecord> = items.iter().map(|item| SessionRecord::Item { item: item.clone() }).collect();
+        writer.append(&records)
+    }
+
+    fn next_seq(&mut self, session_id: &str) -> u64 {
+        let last = self.last_seq.entry(session_id.to_owned()).or_insert(0);
+        *last += 1;
+        *last
+    }
+
+    fn conversation_update(&self) -> IndexUpdate<'_> {
+        IndexUpdate::Conversation {
+            conversation: &self.state.conversation,
+            meta_len: self.meta.len(),
+        }
+    }
+
+    fn conversation_update_owned(&self) -> (Conversation, u64) {
+        (self.state.conversation.clone(), self.meta.len())
+    }
+
+    fn publish_conversation(&self) {
+        let data = json!({ "conversation": self.state.conversation });
+        self.bus.publish("conversation.updated", &data);
+        self.shared.list_events.publish("conversation.updated", &data);
+    }
+
+    fn publish_pending(&self) {
+        self.bus.publish("pending.updated", &json!({ "pending": self.pending }));
+    }
+}
+
+#[derive(PartialEq)]
+enum Flow {
+    Continue,
+    Stop,
+}
+
+fn append_delta(item: &mut Item, delta: &str) {
+    match &mut item.kind {
+        ItemKind::AgentMessage { text } | ItemKind::Reasoning { text } => text.push_str(delta),
+        ItemKind::ToolCall { output, .. } => output.push_str(delta),
+        _ => {}
+    }
+}
+
+/// The stored idempotent answer that names this message, for the index.
+fn answer_record(state: &ConversationState, message_id: &str) -> Option<(String, u16, Value)> {
+    state.answers.iter().find_map(|(key, (status, body))| {
+        (body.pointer("/message/id").and_then(Value::as_str) == Some(message_id))
+            .then(|| (key.clone(), *status, body.clone()))
+    })
+}
+
+/// The agent's instructions, with the working directory's AGENTS.md after them (SPEC §7.5).
+fn instructions(agent: Option<&str>, cwd: &str) -> Option<String> {
+    let agents_md = std::fs::read_to_string(std::path::Path::new(cwd).join("AGENTS.md")).ok();
+    match (agent, agents_md) {
+        (None, None) => None,
+        (Some(agent), None) => Some(agent.to_owned()),
+        (None, Some(file)) => Some(format!("Instructions from AGENTS.md:\n{file}")),
+        (Some(agent), Some(file)) => Some(format!("{agent}\n\nInstructions from AGENTS.md:\n{file}")),
+    }
+}

@@ -1,0 +1,180 @@
+//! The event bus of one conversation (or of the conversation list): events get an increasing id,
+//! are serialized once, kept in a short replay buffer for `Last-Event-ID`, and fanned out on a
+//! broadcast channel. A subscriber that falls behind loses its place rather than slowing anyone
+//! (DESIGN invariant 5): it is told so and gets a fresh snapshot.
+
+use std::collections::VecDeque;
+use std::sync::{Arc, Mutex};
+
+use serde::Serialize;
+use tokio::sync::broadcast;
+
+/// One event as it goes out on SSE: `id:`, `event:` and `data:` (already JSON).
+#[derive(Debug, Clone)]
+pub struct Event {
+    pub id: EventId,
+    pub kind: &'static str,
+    pub data: Arc<str>,
+}
+
+/// Event ids are `<epoch>-<n>`: `n` increases per bus; `epoch` changes at every start of the
+/// service (and of a conversation's actor), so an id from before a restart is recognised as
+/// unknown and answered with a fresh snapshot instead of a wrong replay.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub struct EventId {
+    pub epoch: u64,
+    pub n: u64,
+}
+
+impl std::fmt::Display for EventId {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}-{}", self.epoch, self.n)
+    }
+}
+
+impl std::str::FromStr for EventId {
+    type Err = ();
+    fn from_str(s: &str) -> Result<EventId, ()> {
+        let (epoch, n) = s.split_once('-').ok_or(())?;
+        Ok(EventId {
+            epoch: epoch.parse().map_err(|_| ())?,
+            n: n.parse().map_err(|_| ())?,
+        })
+    }
+}
+
+/// How many recent events a bus keeps for reconnecting clients.
+const REPLAY_CAPACITY: usize = 4096;
+/// How far a live subscriber may fall behind before it is cut loose.
+const CHANNEL_CAPACITY: usize = 8192;
+
+#[derive(Debug, Clone)]
+pub struct EventBus {
+    inner: Arc<BusInner>,
+}
+
+#[derive(Debug)]
+struct BusInner {
+    epoch: u64,
+    sender: broadcast::Sender<Event>,
+    /// Recent events and the next sequence number. Only the owner (an actor) publishes, so the
+    /// lock is never contended by writers; readers take it briefly to replay.
+    recent: Mutex<Recent>,
+}
+
+#[derive(Debug)]
+struct Recent {
+    next: u64,
+    events: VecDeque<Event>,
+}
+
+/// What a reconnecting client gets.
+pub enum Replay {
+    /// Exactly the events after the id it gave.
+    Events(Vec<Event>),
+    /// The id is unknown or too old: it needs a snapshot.
+    Snapshot,
+}
+
+impl EventBus {
+    pub fn new() -> EventBus {
+        let (sender, _) = broadcast::channel(CHANNEL_CAPACITY);
+        EventBus {
+            inner: Arc::new(BusInner {
+                epoch: fresh_epoch(),
+                sender,
+                recent: Mutex::new(Recent {
+                    next: 1,
+                    events: VecDeque::new(),
+                }),
+            }),
+        }
+    }
+
+    /// Publishes an event to every subscriber. Never waits.
+    pub fn publish(&self, kind: &'static str, data: &impl Serialize) -> Event {
+        let data: Arc<str> = serde_json::to_string(data)
+            .expect("events serialize")
+            .into();
+        let mut recent = self.inner.recent.lock().expect("event bus lock");
+        let event = Event {
+            id: EventId {
+                epoch: self.inner.epoch,
+                n: recent.next,
+            },
+            kind,
+            data,
+        };
+        recent.next += 1;
+        if recent.events.len() == REPLAY_CAPACITY {
+            recent.events.pop_front();
+        }
+        recent.events.push_back(event.clone());
+        // Sent under the lock so that replay + subscribe never misses or repeats an event.
+        let _ = self.inner.sender.send(event.clone());
+        event
+    }
+
+    /// A live subscription plus the id of the last event published before it began.
+    pub fn subscribe(&self) -> (broadcast::Receiver<Event>, Option<EventId>) {
+        let recent = self.inner.recent.lock().expect("event bus lock");
+        let receiver = self.inner.sender.subscribe();
+        let last = recent.events.back().map(|event| event.id);
+        (receiver, last)
+    }
+
+    /// A live subscription and the events after `after`, with nothing missed or repeated.
+    pub fn resume(&self, after: EventId) -> (broadcast::Receiver<Event>, Replay) {
+        let recent = self.inner.recent.lock().expect("event bus lock");
+        let receiver = self.inner.sender.subscribe();
+        if after.epoch != self.inner.epoch || after.n >= recent.next {
+            return (receiver, Replay::Snapshot);
+        }
+        let oldest = recent.events.front().map_or(recent.next, |event| event.id.n);
+        if after.n + 1 < oldest {
+            return (receiver, Replay::Snapshot);
+        }
+        let missed = recent
+            .events
+            .iter()
+            .filter(|event| event.id.n > after.n)
+            .cloned()
+            .collect();
+        (receiver, Replay::Events(missed))
+    }
+
+    pub fn subscriber_count(&self) -> usize {
+        self.inner.sender.receiver_count()
+    }
+
+    /// The id the next snapshot should carry: the last event published so far.
+    pub fn last_id(&self) -> EventId {
+        let recent = self.inner.recent.lock().expect("event bus lock");
+        EventId {
+            epoch: self.inner.epoch,
+            n: recent.next - 1,
+        }
+    }
+}
+
+impl Default for EventBus {
+    fn default() -> EventBus {
+        EventBus::new()
+    }
+}
+
+/// A number that differs between buses created at different times in this process and across
+/// restarts: microseconds since the epoch, made strictly increasing.
+fn fresh_epoch() -> u64 {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static LAST: AtomicU64 = AtomicU64::new(0);
+    let now = chrono::Utc::now().timestamp_micros() as u64;
+    let mut last = LAST.load(Ordering::Relaxed);
+    loop {
+        let next = now.max(last + 1);
+        match LAST.compare_exchange(last, next, Ordering::Relaxed, Ordering::Relaxed) {
+            Ok(_) => return next,
+            Err(actual) => last = actual,
+        }
+    }
+}

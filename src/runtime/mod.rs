@@ -1,0 +1,622 @@
+//! The live part of the service: a registry of conversation actors (one task per live
+//! conversation, the only writer of its files), the turn loop, and the event buses. HTTP
+//! handlers call the functions of `Runtime`; they never touch files themselves.
+
+pub mod actor;
+pub mod events;
+pub mod title;
+pub mod turn;
+pub mod usage;
+
+use std::collections::{HashMap, HashSet};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
+
+use crate::config::Config;
+use crate::domain::{
+    Conversation, Image, Item, ItemKind, ItemStatus, Message, MessageMode, MessageSource,
+    MessageStatus, Session, new_id, now,
+};
+use crate::index::{Index, IndexError, IndexUpdate, ListPage, ListQuery};
+use crate::model::Models;
+use crate::store::records::{ConversationCreated, MetaRecord, SessionCreated, SessionRecord};
+use crate::store::state::ConversationState;
+use crate::store::{Store, StoreError, is_valid_id};
+use actor::{ActorHandle, Command, ConversationView, Subscription};
+use events::{EventBus, EventId};
+
+/// Why a runtime operation was refused; the HTTP layer maps each to a status and code.
+#[derive(Debug, thiserror::Error)]
+pub enum RuntimeError {
+    #[error("{0}")]
+    Invalid(String),
+    #[error("{0} not found")]
+    NotFound(String),
+    #[error("a turn is running; wait for it to end or interrupt it")]
+    TurnRunning,
+    #[error("messages are waiting; send or withdraw them first")]
+    MessagesWaiting,
+    #[error("the message is no longer waiting: the agent has taken it")]
+    NotWaiting,
+    #[error("the working directory {0} does not exist; recreate it or repoint the conversation with PATCH {{\"cwd\": …}}")]
+    CwdMissing(String),
+    #[error("{0}")]
+    ModelUnavailable(String),
+    #[error("{0}")]
+    AgentUnavailable(String),
+    #[error("the service is stopping")]
+    ShuttingDown,
+    #[error("{0}")]
+    Internal(String),
+}
+
+impl From<StoreError> for RuntimeError {
+    fn from(error: StoreError) -> RuntimeError {
+        tracing::error!(%error, "store error");
+        RuntimeError::Internal(format!("storage error: {error}"))
+    }
+}
+
+impl From<IndexError> for RuntimeError {
+    fn from(error: IndexError) -> RuntimeError {
+        match error {
+            IndexError::BadCursor => RuntimeError::Invalid("invalid cursor".to_owned()),
+            error => {
+                tracing::error!(%error, "index error");
+                RuntimeError::Internal(format!("index error: {error}"))
+            }
+        }
+    }
+}
+
+/// A response that may be replayed for an `Idempotency-Key`: its status and JSON body.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Answer {
+    pub status: u16,
+    pub body: Value,
+}
+
+/// `POST /api/conversations`.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct NewConversation {
+    pub text: String,
+    #[serde(default)]
+    pub agent: Option<String>,
+    #[serde(default)]
+    pub model: Option<String>,
+    #[serde(default)]
+    pub cwd: Option<String>,
+    #[serde(default)]
+    pub images: Vec<Image>,
+}
+
+/// `POST /api/conversations/{id}/messages`.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct NewMessage {
+    pub text: String,
+    #[serde(default)]
+    pub mode: MessageMode,
+    #[serde(default)]
+    pub session_id: Option<String>,
+    #[serde(default)]
+    pub images: Vec<Image>,
+}
+
+/// `PATCH /api/conversations/{id}`.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ConversationPatch {
+    #[serde(default)]
+    pub title: Option<String>,
+    #[serde(default)]
+    pub archived: Option<bool>,
+    #[serde(default)]
+    pub model: Option<String>,
+    #[serde(default)]
+    pub cwd: Option<String>,
+}
+
+#[derive(Debug, Serialize)]
+pub struct ItemsPage {
+    pub items: Vec<Item>,
+    pub next_after_seq: Option<u64>,
+}
+
+/// Tunables that are not user configuration.
+#[derive(Debug, Clone)]
+pub struct RuntimeSettings {
+    /// A conversation with no activity, turn, waiting message or subscriber for this long is
+    /// unloaded from memory.
+    pub idle_unload: Duration,
+    /// The working directory of conversations created without one.
+    pub default_cwd: PathBuf,
+}
+
+impl Default for RuntimeSettings {
+    fn default() -> RuntimeSettings {
+        RuntimeSettings {
+            idle_unload: Duration::from_secs(60),
+            default_cwd: std::env::current_dir().unwrap_or_else(|_| PathBuf::from("/")),
+        }
+    }
+}
+
+/// A cheap `Clone` handle on the runtime.
+#[derive(Clone)]
+pub struct Runtime {
+    shared: Arc<Shared>,
+}
+
+/// What actors and handlers share.
+pub struct Shared {
+    pub store: Store,
+    pub index: Index,
+    pub config: Arc<Config>,
+    pub models: Models,
+    pub settings: RuntimeSettings,
+    /// `GET /api/events`: list-level changes for sidebars.
+    pub list_events: EventBus,
+    /// Live conversations. Loading and unloading happen under this lock, so there is never
+    /// more than one actor per conversation.
+    actors: tokio::sync::Mutex<HashMap<String, ActorHandle>>,
+    /// Idempotency keys of creates in progress, so two concurrent retries create one thing.
+    creating: Mutex<HashSet<String>>,
+    stopping: std::sync::atomic::AtomicBool,
+}
+
+impl Runtime {
+    pub fn new(store: Store, index: Index, config: Arc<Config>, settings: RuntimeSettings) -> Runtime {
+        let models = Models::new(&config);
+        Runtime {
+            shared: Arc::new(Shared {
+                store,
+                index,
+                config,
+                models,
+                settings,
+                list_events: EventBus::new(),
+                actors: tokio::sync::Mutex::new(HashMap::new()),
+                creating: Mutex::new(HashSet::new()),
+                stopping: std::sync::atomic::AtomicBool::new(false),
+            }),
+        }
+    }
+
+    pub fn config(&self) -> &Config {
+        &self.shared.config
+    }
+
+    pub fn index(&self) -> &Index {
+        &self.shared.index
+    }
+
+    pub fn store(&self) -> &Store {
+        &self.shared.store
+    }
+
+    pub fn list_events(&self) -> &EventBus {
+        &self.shared.list_events
+    }
+
+    /// Creates a conversation with its first message and starts its first turn (SPEC §1.2:
+    /// nothing is stored before this call succeeds).
+    pub async fn create_conversation(
+        &self,
+        request: NewConversation,
+        idempotency_key: Option<String>,
+    ) -> Result<Answer, RuntimeError> {
+        self.refuse_when_stopping()?;
+        let scoped_key = idempotency_key.map(|key| format!("create:{key}"));
+        let _guard = match &scoped_key {
+            Some(key) => Some(InFlight::claim(&self.shared, key)?),
+            None => None,
+        };
+        if let Some(key) = &scoped_key
+            && let Some((status, body)) = self.shared.index.answer(key).await?
+        {
+            return Ok(Answer { status, body });
+        }
+        validate_text(&request.text, &request.images)?;
+        let config = &self.shared.config;
+        let agent_name = request.agent.unwrap_or_else(|| config.default_agent.clone());
+        let agent = config
+            .agent(&agent_name)
+            .ok_or_else(|| RuntimeError::AgentUnavailable(format!("agent `{agent_name}` is not configured")))?;
+        let model = request.model.unwrap_or_else(|| agent.model.clone());
+        self.check_model(&model)?;
+        let cwd = match request.cwd {
+            Some(cwd) => checked_cwd(&cwd)?,
+            None => self.shared.settings.default_cwd.to_string_lossy().into_owned(),
+        };
+
+        let created_at = now();
+        let conversation_id = new_id("c");
+        let root_session_id = new_id("s");
+        let turn_id = new_id("t");
+        let message = Message {
+            id: new_id("m"),
+            session_id: root_session_id.clone(),
+            text: request.text,
+            mode: MessageMode::Steer,
+            source: MessageSource::User,
+            from_session_id: None,
+            status: MessageStatus::Started,
+            created_at,
+            images: request.images,
+        };
+        let mut records = vec![
+            MetaRecord::ConversationCreated {
+                conversation: ConversationCreated {
+                    id: conversation_id.clone(),
+                    title: title::auto_title(&message.text),
+                    created_at,
+                    cwd,
+                    agent: agent_name.clone(),
+                    model: model.clone(),
+                    root_session_id: root_session_id.clone(),
+                    forked_from: None,
+                },
+            },
+            MetaRecord::SessionCreated {
+                session: SessionCreated {
+                    id: root_session_id.clone(),
+                    parent_id: None,
+                    agent: agent_name,
+                    model,
+                    task: None,
+                    created_at,
+                },
+            },
+            MetaRecord::MessageAccepted {
+                message: message.clone(),
+                idempotency_key: scoped_key.clone(),
+            },
+            MetaRecord::TurnStarted {
+                session_id: root_session_id.clone(),
+                turn_id: turn_id.clone(),
+                message_ids: vec![message.id.clone()],
+                at: created_at,
+            },
+        ];
+        let mut state = ConversationState::from_records(&records).expect("starts with creation");
+        let answer = Answer {
+            status: 201,
+            body: json!({
+                "conversation": state.conversation,
+                "message": message,
+                "turn_id": turn_id,
+            }),
+        };
+        if let Some(key) = &scoped_key {
+            let record = MetaRecord::RequestAnswered {
+                key: key.clone(),
+                status: answer.status,
+                response: answer.body.clone(),
+                at: created_at,
+            };
+            state.apply(&record);
+            records.push(record);
+        }
+        let user_item = user_item(&message, &turn_id, 1);
+        let session_records = [SessionRecord::Item {
+            item: user_item.clone(),
+        }];
+        let meta_len = self.shared.store.create_conversation(
+            &conversation_id,
+            &records,
+            &[(&root_session_id, &session_records)],
+        )?;
+
+        let loaded = crate::index::rebuild::LoadedConversation {
+            state,
+            meta_len,
+            search_texts: vec![(user_item.id.clone(), message.text.clone())],
+            torn_files: Vec::new(),
+        };
+        self.shared
+            .index
+            .apply(&crate::index::rebuild::updates_for(&loaded))
+            .await?;
+        self.shared.list_events.publish(
+            "conversation.created",
+            &json!({ "conversation": loaded.state.conversation }),
+        );
+        let mut actors = self.shared.actors.lock().await;
+        let handle = actor::spawn(
+            self.shared.clone(),
+            loaded.state,
+            vec![user_item],
+            Some(turn_id),
+        )?;
+        actors.insert(conversation_id, handle);
+        Ok(answer)
+    }
+
+    pub async fn list(&self, query: &ListQuery) -> Result<ListPage, RuntimeError> {
+        Ok(self.shared.index.list(query).await?)
+    }
+
+    pub async fn conversation(&self, id: &str) -> Result<ConversationView, RuntimeError> {
+        let view = self.call(id, Command::View).await??;
+        let conversation = &view.conversation;
+        if !Path::new(&conversation.cwd).is_dir() {
+            return Err(RuntimeError::CwdMissing(conversation.cwd.clone()));
+        }
+        if self.shared.config.agent(&conversation.agent).is_none() {
+            return Err(RuntimeError::AgentUnavailable(format!(
+                "this conversation uses agent `{}`, which is not in the config",
+                conversation.agent
+            )));
+        }
+        Ok(view)
+    }
+
+    pub async fn update(&self, id: &str, patch: ConversationPatch) -> Result<Conversation, RuntimeError> {
+        if let Some(title) = &patch.title {
+            let title = title.trim();
+            if title.is_empty() {
+                return Err(RuntimeError::Invalid("title must not be empty".to_owned()));
+            }
+            if title.chars().count() > 200 {
+                return Err(RuntimeError::Invalid("title must be at most 200 characters".to_owned()));
+            }
+        }
+        if let Some(model) = &patch.model {
+            self.check_model(model)?;
+        }
+        let patch = ConversationPatch {
+            cwd: patch.cwd.as_deref().map(checked_cwd).transpose()?,
+            title: patch.title.map(|t| t.trim().to_owned()),
+            ..patch
+        };
+        self.call(id, |reply| Command::Update(patch, reply)).await?
+    }
+
+    pub async fn delete(&self, id: &str) -> Result<(), RuntimeError> {
+        self.call(id, Command::Delete).await?
+    }
+
+    pub async fn sessions(&self, id: &str) -> Result<Vec<Session>, RuntimeError> {
+        Ok(self.call(id, Command::View).await??.sessions)
+    }
+
+    /// Stored items of one session (the root by default), in `seq` order.
+    pub async fn items(
+        &self,
+        id: &str,
+        session: Option<&str>,
+        after_seq: u64,
+        limit: usize,
+    ) -> Result<ItemsPage, RuntimeError> {
+        let conversation = self.stored_conversation(id).await?;
+        let session_id = session.unwrap_or(&conversation.root_session_id);
+        if !is_valid_id(session_id) || !self.shared.store.session_path(id, session_id).is_file() {
+            return Err(RuntimeError::NotFound(format!("session {session_id}")));
+        }
+        let items = self.shared.store.read_items(id, session_id)?;
+        let mut page: Vec<Item> = items.into_iter().filter(|item| item.seq > after_seq).collect();
+        let more = page.len() > limit;
+        page.truncate(limit);
+        let next_after_seq = if more { page.last().map(|item| item.seq) } else { None };
+        Ok(ItemsPage {
+            items: page,
+            next_after_seq,
+        })
+    }
+
+    pub async fn send_message(
+        &self,
+        id: &str,
+        request: NewMessage,
+        idempotency_key: Option<String>,
+    ) -> Result<Answer, RuntimeError> {
+        self.refuse_when_stopping()?;
+        validate_text(&request.text, &request.images)?;
+        let key = idempotency_key.map(|key| format!("{id}:{key}"));
+        self.call(id, |reply| Command::Send(request, key, reply)).await?
+    }
+
+    pub async fn pending(&self, id: &str) -> Result<Vec<Message>, RuntimeError> {
+        Ok(self.call(id, Command::View).await??.pending)
+    }
+
+    /// Interrupts the running turn of a session (the root by default). Answers once the turn
+    /// has ended; `false` when nothing was running.
+    pub async fn interrupt(&self, id: &str, session: Option<String>) -> Result<bool, RuntimeError> {
+        self.call(id, |reply| Command::Interrupt(session, reply)).await?
+    }
+
+    /// A live subscription to one conversation's events: a snapshot or the missed events, then
+    /// everything that follows.
+    pub async fn subscribe(&self, id: &str, last_event_id: Option<EventId>) -> Result<Subscription, RuntimeError> {
+        self.call(id, |reply| Command::Subscribe(last_event_id, reply)).await
+    }
+
+    /// Stops every live conversation: running turns end `interrupted`, files are flushed.
+    pub async fn shutdown(&self) {
+        self.shared
+            .stopping
+            .store(true, std::sync::atomic::Ordering::SeqCst);
+        let handles: Vec<ActorHandle> = self.shared.actors.lock().await.values().cloned().collect();
+        let mut waits = Vec::new();
+        for handle in handles {
+            let (reply, done) = tokio::sync::oneshot::channel();
+            if handle.send(Command::Shutdown(reply)).await.is_ok() {
+                waits.push(done);
+            }
+        }
+        for done in waits {
+            let _ = done.await;
+        }
+    }
+
+    /// Sends a command to a conversation's actor, loading the conversation if needed.
+    async fn call<T>(
+        &self,
+        id: &str,
+        command: impl FnOnce(tokio::sync::oneshot::Sender<T>) -> Command,
+    ) -> Result<T, RuntimeError> {
+        let (reply, answer) = tokio::sync::oneshot::channel();
+        let mut command = Some(command(reply));
+        // An actor that just unloaded itself refuses the command; load it again, once.
+        for _ in 0..2 {
+            let handle = self.actor(id).await?;
+            match handle.send(command.take().expect("command")).await {
+                Ok(()) => return answer.await.map_err(|_| RuntimeError::ShuttingDown),
+                Err(returned) => command = Some(returned),
+            }
+        }
+        Err(RuntimeError::Internal("the conversation could not be loaded".to_owned()))
+    }
+
+    async fn actor(&self, id: &str) -> Result<ActorHandle, RuntimeError> {
+        if !self.shared.store.exists(id) {
+            return Err(RuntimeError::NotFound(format!("conversation {id}")));
+        }
+        let mut actors = self.shared.actors.lock().await;
+        if let Some(handle) = actors.get(id)
+            && !handle.is_closed()
+        {
+            return Ok(handle.clone());
+        }
+        let handle = actor::load(self.shared.clone(), id)?;
+        actors.insert(id.to_owned(), handle.clone());
+        Ok(handle)
+    }
+
+    async fn stored_conversation(&self, id: &str) -> Result<Conversation, RuntimeError> {
+        if !self.shared.store.exists(id) {
+            return Err(RuntimeError::NotFound(format!("conversation {id}")));
+        }
+        match self.shared.index.get(id).await? {
+            Some(conversation) => Ok(conversation),
+            None => Ok(self.call(id, Command::View).await??.conversation),
+        }
+    }
+
+    fn check_model(&self, model: &str) -> Result<(), RuntimeError> {
+        let config = &self.shared.config;
+        if config.model(model).is_none() {
+            return Err(RuntimeError::ModelUnavailable(format!(
+                "model `{model}` is not configured; configured models: {}",
+                config.models.keys().cloned().collect::<Vec<_>>().join(", ")
+            )));
+        }
+        Ok(())
+    }
+
+    fn refuse_when_stopping(&self) -> Result<(), RuntimeError> {
+        if self.shared.stopping.load(std::sync::atomic::Ordering::SeqCst) {
+            return Err(RuntimeError::ShuttingDown);
+        }
+        Ok(())
+    }
+}
+
+impl Shared {
+    pub fn is_stopping(&self) -> bool {
+        self.stopping.load(std::sync::atomic::Ordering::SeqCst)
+    }
+
+    /// Forgets an actor that has stopped, unless a newer one already took its place.
+    pub async fn forget_actor(&self, id: &str, generation: u64) {
+        let mut actors = self.actors.lock().await;
+        if actors.get(id).is_some_and(|handle| handle.generation == generation) {
+            actors.remove(id);
+        }
+    }
+
+    /// Applies index updates; a failure is logged, not fatal: the files are already safe and
+    /// the next start reconciles the index with them.
+    pub async fn index_quietly(&self, updates: &[IndexUpdate<'_>]) {
+        if let Err(error) = self.index.apply(updates).await {
+            tracing::error!(%error, "index update failed; the next start will reconcile it");
+            let _ = self.index.set_runtime_state("clean_shutdown", "0").await;
+        }
+    }
+}
+
+/// A claimed idempotency key, released when dropped.
+struct InFlight {
+    shared: Arc<Shared>,
+    key: String,
+}
+
+impl InFlight {
+    fn claim(shared: &Arc<Shared>, key: &str) -> Result<InFlight, RuntimeError> {
+        let mut creating = shared.creating.lock().expect("creating lock");
+        if !creating.insert(key.to_owned()) {
+            return Err(RuntimeError::Invalid(
+                "a request with this Idempotency-Key is still in progress; retry later".to_owned(),
+            ));
+        }
+        Ok(InFlight {
+            shared: shared.clone(),
+            key: key.to_owned(),
+        })
+    }
+}
+
+impl Drop for InFlight {
+    fn drop(&mut self) {
+        self.shared.creating.lock().expect("creating lock").remove(&self.key);
+    }
+}
+
+/// A message needs text (or at least an image).
+fn validate_text(text: &str, images: &[Image]) -> Result<(), RuntimeError> {
+    if text.trim().is_empty() && images.is_empty() {
+        return Err(RuntimeError::Invalid("text must not be empty".to_owned()));
+    }
+    for image in images {
+        if !image.media_type.starts_with("image/") {
+            return Err(RuntimeError::Invalid(format!(
+                "images: media_type `{}` is not an image type",
+                image.media_type
+            )));
+        }
+        if image.data.is_none() == image.url.is_none() {
+            return Err(RuntimeError::Invalid(
+                "images: each image needs exactly one of `data` (base64) or `url`".to_owned(),
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// A working directory must be an absolute path to an existing directory.
+fn checked_cwd(cwd: &str) -> Result<String, RuntimeError> {
+    let path = Path::new(cwd);
+    if !path.is_absolute() {
+        return Err(RuntimeError::Invalid(format!("cwd must be an absolute path, got `{cwd}`")));
+    }
+    if !path.is_dir() {
+        return Err(RuntimeError::CwdMissing(cwd.to_owned()));
+    }
+    Ok(cwd.to_owned())
+}
+
+/// The item that stands for a user message in a session's history; its id is the message's.
+pub fn user_item(message: &Message, turn_id: &str, seq: u64) -> Item {
+    Item {
+        id: message.id.clone(),
+        session_id: message.session_id.clone(),
+        turn_id: turn_id.to_owned(),
+        seq,
+        created_at: message.created_at,
+        status: ItemStatus::Completed,
+        compacted: false,
+        kind: ItemKind::UserMessage {
+            text: message.text.clone(),
+            source: message.source,
+            from_session_id: message.from_session_id.clone(),
+            images: message.images.clone(),
+        },
+    }
+}

@@ -1,0 +1,413 @@
+//! The turn loop (SPEC §2): model call → the tools it asks for → results back to the model → …
+//! until it answers without tool calls. The loop runs in its own task and owns no files: every
+//! item it produces goes to the conversation actor (`TurnMsg`), which stores it write-ahead and
+//! publishes it, so there is still exactly one writer per conversation.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::StreamExt;
+use serde_json::Value;
+use tokio::sync::{mpsc, oneshot};
+use tokio_util::sync::CancellationToken;
+
+use crate::config::RetryConfig;
+use crate::domain::{Item, ItemKind, ItemStatus, TurnStatus, new_id, now};
+use crate::model::{ModelClient, ModelError, ModelEvent, ModelRequest, TokenUsage, ToolSpec};
+use crate::tools::{self, ToolContext, ToolStatus};
+
+/// Everything a turn needs, handed over by the actor when the turn starts.
+pub struct TurnSpec {
+    pub session_id: String,
+    pub turn_id: String,
+    pub client: Arc<dyn ModelClient>,
+    pub model_name: String,
+    pub instructions: Option<String>,
+    /// The session's history so far, the messages of this turn included.
+    pub history: Vec<Item>,
+    pub tools: Vec<ToolSpec>,
+    pub tool_context: ToolContext,
+    pub max_output_tokens: u64,
+    pub retry: RetryConfig,
+    pub max_steps: u32,
+    pub cancel: CancellationToken,
+}
+
+/// What a turn tells its actor. Messages carrying an `ack` wait until the actor has stored them.
+#[derive(Debug)]
+pub enum TurnMsg {
+    /// A new item that streams (text, reasoning): published, kept in memory until it ends.
+    Started { item: Item },
+    /// Live text or tool output of a started item.
+    Delta {
+        item_id: String,
+        field: &'static str,
+        delta: String,
+    },
+    /// Store this snapshot of an item (write-ahead), then publish it.
+    Store { item: Item, ack: oneshot::Sender<()> },
+    Retry {
+        attempt: u32,
+        max_attempts: u32,
+        delay_ms: u64,
+        error: String,
+    },
+    Usage(TokenUsage),
+    /// Before each model call: messages steered into this turn since the last call.
+    TakeSteered { reply: oneshot::Sender<Vec<Item>> },
+    Ended {
+        status: TurnStatus,
+        error: Option<String>,
+    },
+}
+
+/// Runs a turn to its end. Always sends exactly one `Ended`, last.
+pub async fn run(spec: TurnSpec, actor: mpsc::UnboundedSender<TurnMsg>) {
+    let link = ActorLink { actor };
+    let (status, error) = match drive(spec, &link).await {
+        Ok(()) => (TurnStatus::Completed, None),
+        Err(TurnStop::Interrupted) => (TurnStatus::Interrupted, None),
+        Err(TurnStop::Failed(error)) => (TurnStatus::Failed, Some(error)),
+    };
+    link.send(TurnMsg::Ended { status, error });
+}
+
+enum TurnStop {
+    Interrupted,
+    Failed(String),
+}
+
+struct ActorLink {
+    actor: mpsc::UnboundedSender<TurnMsg>,
+}
+
+impl ActorLink {
+    fn send(&self, msg: TurnMsg) {
+        // The actor outlives its turns; if it is gone the service is stopping anyway.
+        let _ = self.actor.send(msg);
+    }
+
+    /// Stores an item and waits until it is on disk.
+    async fn store(&self, item: Item) -> Result<(), TurnStop> {
+        let (ack, stored) = oneshot::channel();
+        self.send(TurnMsg::Store { item, ack });
+        stored
+            .await
+            .map_err(|_| TurnStop::Failed("the conversation could not store an item".to_owned()))
+    }
+
+    async fn take_steered(&self) -> Vec<Item> {
+        let (reply, steered) = oneshot::channel();
+        self.send(TurnMsg::TakeSteered { reply });
+        steered.await.unwrap_or_default()
+    }
+}
+
+async fn drive(spec: TurnSpec, link: &ActorLink) -> Result<(), TurnStop> {
+    let mut history = spec.history.clone();
+    let mut step = 0;
+    loop {
+        if spec.cancel.is_cancelled() {
+            return Err(TurnStop::Interrupted);
+        }
+        if step >= spec.max_steps {
+            return Err(TurnStop::Failed(format!(
+                "the turn reached its limit of {} model calls (turn.max_steps)",
+                spec.max_steps
+            )));
+        }
+        step += 1;
+        history.extend(link.take_steered().await);
+
+        let answer = call_model(&spec, &history, link).await?;
+        history.extend(answer.items);
+        if answer.tool_calls.is_empty() {
+            return Ok(());
+        }
+        let mut calls = answer.tool_calls.into_iter();
+        while let Some(call) = calls.next() {
+            match run_tool_call(&spec, call, link).await {
+                Ok(item) => history.push(item),
+                Err(stop) => {
+                    // Calls the model asked for but that never ran are closed too.
+                    for mut unrun in calls {
+                        unrun.status = ItemStatus::Interrupted;
+                        link.store(unrun).await?;
+                    }
+                    return Err(stop);
+                }
+            }
+        }
+    }
+}
+
+/// What one successful model call produced: its finished items (text, reasoning, tool calls
+/// as requested) and the tool calls still to run.
+struct Answer {
+    items: Vec<Item>,
+    tool_calls: Vec<Item>,
+}
+
+/// Calls the model, retrying transient errors (SPEC §2.3). Output streamed by a failed attempt
+/// is stored as `failed` and never reaches the model as if it were complete.
+async fn call_model(spec: &TurnSpec, history: &[Item], link: &ActorLink) -> Result<Answer, TurnStop> {
+    let max_attempts = spec.retry.max_attempts.max(1);
+    let mut attempt = 1;
+    loop {
+        let request = ModelRequest {
+            model: spec.model_name.clone(),
+            instructions: spec.instructions.clone(),
+            history: history.iter().filter(|item| sent_to_model(item)).cloned().collect(),
+            tools: spec.tools.clone(),
+            max_output_tokens: spec.max_output_tokens,
+        };
+        let mut partial = Partial::new(spec);
+        let outcome = stream_once(spec, request, &mut partial, link).await;
+        match outcome {
+            Ok(()) => return partial.finish(link).await,
+            Err(AttemptError::Interrupted) => {
+                partial.close(ItemStatus::Interrupted, link).await?;
+                return Err(TurnStop::Interrupted);
+            }
+            Err(AttemptError::Model(error)) => {
+                partial.close(ItemStatus::Failed, link).await?;
+                let retry_after = match &error {
+                    ModelError::Transient { retry_after, .. } if attempt < max_attempts => *retry_after,
+                    _ => return Err(TurnStop::Failed(model_failure(&error, attempt))),
+                };
+                let delay = retry_delay(&spec.retry, attempt, retry_after);
+                link.send(TurnMsg::Retry {
+                    attempt,
+                    max_attempts,
+                    delay_ms: delay.as_millis() as u64,
+                    error: error.to_string(),
+                });
+                tokio::select! {
+                    () = tokio::time::sleep(delay) => {}
+                    () = spec.cancel.cancelled() => return Err(TurnStop::Interrupted),
+                }
+                attempt += 1;
+            }
+        }
+    }
+}
+
+fn model_failure(error: &ModelError, attempt: u32) -> String {
+    match error {
+        ModelError::Transient { message, .. } => {
+            format!("the model call failed {attempt} times; last error: {message}")
+        }
+        ModelError::Fatal(message) => format!("the model call failed: {message}"),
+    }
+}
+
+/// The wait before retry number `attempt`: from the initial delay, doubling, capped; a
+/// provider's `Retry-After` is honoured up to the same cap.
+pub fn retry_delay(retry: &RetryConfig, attempt: u32, retry_after: Option<Duration>) -> Duration {
+    let cap = Duration::from_millis(retry.max_delay_ms);
+    if let Some(wanted) = retry_after {
+        return wanted.min(cap);
+    }
+    let factor = 2u64.saturating_pow(attempt.saturating_sub(1));
+    Duration::from_millis(retry.initial_delay_ms.saturating_mul(factor)).min(cap)
+}
+
+enum AttemptError {
+    Interrupted,
+    Model(ModelError),
+}
+
+/// One model call: streams its events into `partial`, forwarding live text to clients.
+async fn stream_once(
+    spec: &TurnSpec,
+    request: ModelRequest,
+    partial: &mut Partial,
+    link: &ActorLink,
+) -> Result<(), AttemptError> {
+    let mut stream = spec.client.stream(request);
+    let chunk_timeout = Duration::from_millis(spec.retry.chunk_timeout_ms);
+    loop {
+        let next = tokio::select! {
+            next = tokio::time::timeout(chunk_timeout, stream.next()) => next,
+            () = spec.cancel.cancelled() => return Err(AttemptError::Interrupted),
+        };
+        let event = match next {
+            Err(_elapsed) => {
+                return Err(AttemptError::Model(ModelError::transient(format!(
+                    "no data from the model for {} s",
+                    chunk_timeout.as_secs()
+                ))));
+            }
+            Ok(None) => {
+                return Err(AttemptError::Model(ModelError::transient(
+                    "the model's stream ended before its completion marker",
+                )));
+            }
+            Ok(Some(Err(error))) => return Err(AttemptError::Model(error)),
+            Ok(Some(Ok(event))) => event,
+        };
+        match event {
+            ModelEvent::TextDelta(delta) => partial.text(TextKind::Answer, delta, link),
+            ModelEvent::ReasoningDelta(delta) => partial.text(TextKind::Reasoning, delta, link),
+            ModelEvent::ToolCall {
+                call_id,
+                name,
+                arguments,
+            } => partial.tool_calls.push((call_id, name, arguments)),
+            ModelEvent::Usage(usage) => link.send(TurnMsg::Usage(usage)),
+            ModelEvent::Done => return Ok(()),
+        }
+    }
+}
+
+#[derive(Clone, Copy, PartialEq)]
+enum TextKind {
+    Answer,
+    Reasoning,
+}
+
+/// The items of the model call in progress.
+struct Partial {
+    session_id: String,
+    turn_id: String,
+    /// Streaming text items in the order they started: (kind, item).
+    texts: Vec<(TextKind, Item)>,
+    tool_calls: Vec<(String, String, Value)>,
+}
+
+impl Partial {
+    fn new(spec: &TurnSpec) -> Partial {
+        Partial {
+            session_id: spec.session_id.clone(),
+            turn_id: spec.turn_id.clone(),
+            texts: Vec::new(),
+            tool_calls: Vec::new(),
+        }
+    }
+
+    fn new_item(&self, kind: ItemKind, status: ItemStatus) -> Item {
+        Item {
+            id: new_id("m"),
+            session_id: self.session_id.clone(),
+            turn_id: self.turn_id.clone(),
+            seq: 0, // assigned by the actor
+            created_at: now(),
+            status,
+            compacted: false,
+            kind,
+        }
+    }
+
+    /// Appends streamed text to the current item of that kind, starting one if needed.
+    fn text(&mut self, kind: TextKind, delta: String, link: &ActorLink) {
+        if delta.is_empty() {
+            return;
+        }
+        let current = self.texts.last().filter(|(k, _)| *k == kind).is_some();
+        if !current {
+            let item_kind = match kind {
+                TextKind::Answer => ItemKind::AgentMessage { text: String::new() },
+                TextKind::Reasoning => ItemKind::Reasoning { text: String::new() },
+            };
+            let item = self.new_item(item_kind, ItemStatus::Running);
+            link.send(TurnMsg::Started { item: item.clone() });
+            self.texts.push((kind, item));
+        }
+        let (_, item) = self.texts.last_mut().expect("a current text item");
+        if let ItemKind::AgentMessage { text } | ItemKind::Reasoning { text } = &mut item.kind {
+            text.push_str(&delta);
+        }
+        link.send(TurnMsg::Delta {
+            item_id: item.id.clone(),
+            field: "text",
+            delta,
+        });
+    }
+
+    /// Stores the text items with a final status (after a failure or an interrupt).
+    async fn close(&mut self, status: ItemStatus, link: &ActorLink) -> Result<(), TurnStop> {
+        for (_, mut item) in self.texts.drain(..) {
+            item.status = status;
+            link.store(item).await?;
+        }
+        Ok(())
+    }
+
+    /// Stores the finished answer: its text items, then its tool calls as `running` (before they
+    /// run: write-ahead).
+    async fn finish(mut self, link: &ActorLink) -> Result<Answer, TurnStop> {
+        let mut items = Vec::new();
+        for (_, mut item) in std::mem::take(&mut self.texts) {
+            item.status = ItemStatus::Completed;
+            link.store(item.clone()).await?;
+            items.push(item);
+        }
+        let mut tool_calls = Vec::new();
+        for (call_id, name, arguments) in std::mem::take(&mut self.tool_calls) {
+            let item = self.new_item(
+                ItemKind::ToolCall {
+                    call_id,
+                    name,
+                    arguments,
+                    output: String::new(),
+                    exit_code: None,
+                },
+                ItemStatus::Running,
+            );
+            link.store(item.clone()).await?;
+            tool_calls.push(item);
+        }
+        Ok(Answer { items, tool_calls })
+    }
+}
+
+/// Runs one stored tool call, streaming its output, and stores its result.
+async fn run_tool_call(spec: &TurnSpec, mut item: Item, link: &ActorLink) -> Result<Item, TurnStop> {
+    let ItemKind::ToolCall { name, arguments, .. } = item.kind.clone() else {
+        unreachable!("run_tool_call is given tool calls");
+    };
+    let forward = |chunk: String| {
+        link.send(TurnMsg::Delta {
+            item_id: item.id.clone(),
+            field: "output",
+            delta: chunk,
+        })
+    };
+    let result = {
+        let (live, mut chunks) = mpsc::unbounded_channel::<String>();
+        let run = tools::run_tool(&name, &arguments, &spec.tool_context, &live, &spec.cancel);
+        tokio::pin!(run);
+        let result = loop {
+            tokio::select! {
+                result = &mut run => break result,
+                Some(chunk) = chunks.recv() => forward(chunk),
+            }
+        };
+        while let Ok(chunk) = chunks.try_recv() {
+            forward(chunk);
+        }
+        result
+    };
+    if let ItemKind::ToolCall { output, exit_code, .. } = &mut item.kind {
+        *output = result.output;
+        *exit_code = result.exit_code;
+    }
+    item.status = match result.status {
+        ToolStatus::Completed => ItemStatus::Completed,
+        ToolStatus::Failed => ItemStatus::Failed,
+        ToolStatus::Interrupted => ItemStatus::Interrupted,
+    };
+    link.store(item.clone()).await?;
+    if result.status == ToolStatus::Interrupted {
+        return Err(TurnStop::Interrupted);
+    }
+    Ok(item)
+}
+
+/// Failed attempts' partial output is kept for clients but never sent to the model.
+fn sent_to_model(item: &Item) -> bool {
+    !matches!(
+        (&item.kind, item.status),
+        (ItemKind::AgentMessage { .. } | ItemKind::Reasoning { .. }, ItemStatus::Failed)
+    )
+}

@@ -1,0 +1,78 @@
+//! Token accounting for the context-usage meter (SPEC §7.2): what the provider reported for the
+//! last request plus an estimate of what was added since.
+
+use crate::domain::{Item, ItemKind, Usage, UsageSource};
+
+/// A rough token estimate (about four bytes a token for English and code). Compaction will use
+/// a real tokenizer; the meter says `estimated` whenever this is in play.
+pub fn estimate_tokens(text: &str) -> u64 {
+    (text.len() as u64).div_ceil(4)
+}
+
+pub fn estimate_item_tokens(item: &Item) -> u64 {
+    let text_tokens = match &item.kind {
+        ItemKind::UserMessage { text, .. }
+        | ItemKind::AgentMessage { text }
+        | ItemKind::Reasoning { text }
+        | ItemKind::Summary { text, .. }
+        | ItemKind::Notice { text } => estimate_tokens(text),
+        ItemKind::ToolCall {
+            name,
+            arguments,
+            output,
+            ..
+        } => estimate_tokens(name) + estimate_tokens(&arguments.to_string()) + estimate_tokens(output),
+    };
+    // Every message carries a few tokens of framing in every protocol.
+    text_tokens + 4
+}
+
+/// What the meter knows: the last report and what was added after it.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct UsageTracker {
+    pub reported: Option<u64>,
+    pub estimated_since_report: u64,
+}
+
+impl UsageTracker {
+    /// Starts from an estimate of the whole history (no report yet).
+    pub fn estimated(items: &[Item]) -> UsageTracker {
+        UsageTracker {
+            reported: None,
+            estimated_since_report: items.iter().map(estimate_item_tokens).sum(),
+        }
+    }
+
+    pub fn report(&mut self, tokens: u64) {
+        self.reported = Some(tokens);
+        self.estimated_since_report = 0;
+    }
+
+    pub fn add(&mut self, item: &Item) {
+        self.estimated_since_report += estimate_item_tokens(item);
+    }
+
+    pub fn view(&self, context_window: u64, max_output_tokens: u64) -> Usage {
+        let used_tokens = self.reported.unwrap_or(0) + self.estimated_since_report;
+        let threshold_tokens = ((context_window as f64 * 0.8) as u64)
+            .min(context_window.saturating_sub(max_output_tokens));
+        Usage {
+            used_tokens,
+            source: if self.reported.is_some() {
+                UsageSource::Reported
+            } else {
+                UsageSource::Estimated
+            },
+            reported_tokens: self.reported,
+            estimated_since_report: self.estimated_since_report,
+            context_window,
+            max_output_tokens,
+            threshold_tokens,
+            percent: if context_window == 0 {
+                0.0
+            } else {
+                used_tokens as f64 * 100.0 / context_window as f64
+            },
+        }
+    }
+}

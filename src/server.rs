@@ -1,0 +1,147 @@
+//! Start-up and shutdown of `openvaala serve`: take the data directory's lock, open the store
+//! and the index, repair what a crash left (reconcile, close running turns), serve HTTP until
+//! told to stop, then stop every turn cleanly and mark the shutdown clean.
+
+use std::future::Future;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use anyhow::{Context, bail};
+use tokio::net::TcpListener;
+use tokio_util::sync::CancellationToken;
+
+use crate::config::Config;
+use crate::index::Index;
+use crate::index::rebuild;
+use crate::runtime::{Runtime, RuntimeSettings};
+use crate::store::Store;
+use crate::store::lock::{LockOwner, RuntimeLock};
+
+pub const DEFAULT_ADDR: &str = "127.0.0.1:7341";
+const CLEAN_SHUTDOWN: &str = "clean_shutdown";
+
+pub struct ServeOptions {
+    pub data_dir: PathBuf,
+    pub addr: SocketAddr,
+    pub config: Config,
+    /// Required when `addr` is not loopback.
+    pub token: Option<String>,
+    pub settings: RuntimeSettings,
+}
+
+/// A started service: the lock is held, the index is current, the listener is bound.
+pub struct Service {
+    pub addr: SocketAddr,
+    runtime: Runtime,
+    listener: TcpListener,
+    lock: RuntimeLock,
+    token: Option<String>,
+}
+
+impl Service {
+    pub async fn start(options: ServeOptions) -> anyhow::Result<Service> {
+        if !options.addr.ip().is_loopback() && options.token.is_none() {
+            bail!(
+                "serving on {} (not loopback) needs a token: set OPENVAALA_TOKEN; clients then send `Authorization: Bearer <token>`",
+                options.addr
+            );
+        }
+        let store = Store::open(&options.data_dir)
+            .with_context(|| format!("cannot open data directory {}", options.data_dir.display()))?;
+        let mut lock = RuntimeLock::acquire(&store.lock_path())?;
+        let index = Index::open(&store.index_path()).await.context("cannot open metadata.db")?;
+        recover(&store, &index).await?;
+        index.set_runtime_state(CLEAN_SHUTDOWN, "0").await?;
+
+        let listener = TcpListener::bind(options.addr)
+            .await
+            .with_context(|| format!("cannot listen on {}", options.addr))?;
+        let addr = listener.local_addr()?;
+        lock.write_owner(&LockOwner {
+            pid: std::process::id(),
+            addr: Some(addr.to_string()),
+        })?;
+        let runtime = Runtime::new(store, index, Arc::new(options.config), options.settings);
+        Ok(Service {
+            addr,
+            runtime,
+            listener,
+            lock,
+            token: options.token,
+        })
+    }
+
+    pub fn runtime(&self) -> &Runtime {
+        &self.runtime
+    }
+
+    /// Serves until `shutdown` completes, then stops turns (as `interrupted`), ends event
+    /// streams, waits for requests in flight and marks the index as cleanly closed.
+    pub async fn run(self, shutdown: impl Future<Output = ()> + Send + 'static) -> anyhow::Result<()> {
+        let Service {
+            addr,
+            runtime,
+            listener,
+            lock,
+            token,
+        } = self;
+        let streams_done = CancellationToken::new();
+        let app = crate::http::router(runtime.clone(), addr, token, streams_done.clone());
+        let stopping = runtime.clone();
+        let server = axum::serve(listener, app).with_graceful_shutdown(async move {
+            shutdown.await;
+            tracing::info!("stopping: interrupting running turns");
+            stopping.shutdown().await;
+            streams_done.cancel();
+        });
+        tracing::info!(%addr, "openvaala is serving");
+        server.await.context("the HTTP server failed")?;
+        runtime.index().set_runtime_state(CLEAN_SHUTDOWN, "1").await?;
+        runtime.index().close().await;
+        drop(lock);
+        tracing::info!("stopped");
+        Ok(())
+    }
+}
+
+/// Repairs what an unclean stop left: interrupted deletes and half-built conversations are
+/// finished, and when the last run did not end cleanly the index is reconciled with the files
+/// (which also closes turns left running).
+async fn recover(store: &Store, index: &Index) -> anyhow::Result<()> {
+    let clean = index.runtime_state(CLEAN_SHUTDOWN).await?.as_deref() == Some("1");
+    let fresh = index.runtime_state(CLEAN_SHUTDOWN).await?.is_none();
+    if clean && !fresh {
+        for id in store.finish_interrupted_work()? {
+            index.remove_conversation(&id).await?;
+        }
+        return Ok(());
+    }
+    let report = rebuild::reconcile(store, index).await?;
+    if report.indexed > 0 || !report.skipped.is_empty() || report.closed_turns > 0 {
+        tracing::warn!(
+            reindexed = report.indexed,
+            closed_turns = report.closed_turns,
+            skipped = report.skipped.len(),
+            "recovered from an unclean stop"
+        );
+    }
+    for (id, reason) in &report.skipped {
+        tracing::warn!(conversation = %id, %reason, "skipped a conversation that cannot be read");
+    }
+    for path in &report.torn_files {
+        tracing::warn!(path = %path.display(), "skipped a torn last line");
+    }
+    Ok(())
+}
+
+/// Completes when the process gets SIGTERM (what `serve stop` sends) or SIGINT (Ctrl-C).
+pub async fn stop_signal() {
+    use tokio::signal::unix::{SignalKind, signal};
+    let mut terminate = signal(SignalKind::terminate()).expect("SIGTERM handler");
+    let mut interrupt = signal(SignalKind::interrupt()).expect("SIGINT handler");
+    tokio::select! {
+        _ = terminate.recv() => {}
+        _ = interrupt.recv() => {}
+    }
+}

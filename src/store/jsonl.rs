@@ -1,0 +1,225 @@
+//! Append-only JSON Lines files: the writer appends whole lines and fsyncs before it returns;
+//! the reader tolerates a torn last line (a crash in the middle of an append) and reports it.
+
+use std::fs::{File, OpenOptions};
+use std::io::{self, Write};
+use std::path::{Path, PathBuf};
+
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+
+use super::StoreError;
+use super::records::{Envelope, SCHEMA_VERSION, VersionOnly};
+
+/// An open JSONL file that only grows. Owned by one conversation actor (DESIGN invariant 2).
+#[derive(Debug)]
+pub struct JsonlWriter {
+    path: PathBuf,
+    file: File,
+    /// Bytes in the file, so the index can record how much of the log it has applied.
+    len: u64,
+}
+
+impl JsonlWriter {
+    pub fn open(path: &Path) -> Result<JsonlWriter, StoreError> {
+        let file = OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(path)
+            .map_err(|source| StoreError::io(path, source))?;
+        let len = file.metadata().map_err(|source| StoreError::io(path, source))?.len();
+        let mut writer = JsonlWriter {
+            path: path.to_owned(),
+            file,
+            len,
+        };
+        writer.cut_torn_tail()?;
+        Ok(writer)
+    }
+
+    pub fn len(&self) -> u64 {
+        self.len
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// Appends the records as lines in one write and one fsync: either all are durable when this
+    /// returns, or the caller gets an error and must not acknowledge anything.
+    pub fn append<R: Serialize>(&mut self, records: &[R]) -> Result<(), StoreError> {
+        let buffer = encode_lines(records)?;
+        self.file
+            .write_all(&buffer)
+            .and_then(|()| self.file.sync_data())
+            .map_err(|source| StoreError::io(&self.path, source))?;
+        self.len += buffer.len() as u64;
+        Ok(())
+    }
+
+    /// A crash can leave a last line without its newline. New lines must not be glued to it, so
+    /// the torn bytes are cut off before the first append; the reader skips them anyway.
+    fn cut_torn_tail(&mut self) -> Result<(), StoreError> {
+        if self.len == 0 {
+            return Ok(());
+        }
+        let content = std::fs::read(&self.path).map_err(|e| StoreError::io(&self.path, e))?;
+        let keep = content.iter().rposition(|b| *b == b'\n').map_or(0, |i| i + 1) as u64;
+        if keep < self.len {
+            tracing::warn!(path = %self.path.display(), cut = self.len - keep, "cutting a torn last line");
+            self.file
+                .set_len(keep)
+                .and_then(|()| self.file.sync_data())
+                .map_err(|e| StoreError::io(&self.path, e))?;
+            self.len = keep;
+        }
+        Ok(())
+    }
+}
+
+/// Serializes records as `{"v":1,...}\n` lines into one buffer.
+pub fn encode_lines<R: Serialize>(records: &[R]) -> Result<Vec<u8>, StoreError> {
+    let mut buffer = Vec::with_capacity(256 * records.len());
+    for record in records {
+        let envelope = Envelope {
+            v: SCHEMA_VERSION,
+            record,
+        };
+        serde_json::to_writer(&mut buffer, &envelope).map_err(StoreError::Encode)?;
+        buffer.push(b'\n');
+    }
+    Ok(buffer)
+}
+
+/// Writes a whole new file and fsyncs it (used when a conversation directory is first built).
+pub fn write_new<R: Serialize>(path: &Path, records: &[R]) -> Result<u64, StoreError> {
+    let buffer = encode_lines(records)?;
+    let mut file = OpenOptions::new()
+        .create_new(true)
+        .write(true)
+        .open(path)
+        .map_err(|e| StoreError::io(path, e))?;
+    file.write_all(&buffer)
+        .and_then(|()| file.sync_all())
+        .map_err(|e| StoreError::io(path, e))?;
+    Ok(buffer.len() as u64)
+}
+
+/// The lines of a JSONL file that could be read, and what had to be skipped.
+#[derive(Debug)]
+pub struct ReadLog<R> {
+    pub records: Vec<R>,
+    /// Bytes read, up to and including the last complete line.
+    pub len: u64,
+    /// A last line without its newline, left by a crash during an append: skipped.
+    pub torn_tail: Option<usize>,
+}
+
+/// Reads every record of a JSONL file. A torn last line is skipped and reported in `torn_tail`;
+/// a malformed complete line or a newer schema version is an error, because skipping it could
+/// silently drop an acknowledged change.
+pub fn read_log<R: DeserializeOwned>(path: &Path) -> Result<ReadLog<R>, StoreError> {
+    let content = match std::fs::read(path) {
+        Ok(content) => content,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => {
+            return Ok(ReadLog {
+                records: Vec::new(),
+                len: 0,
+                torn_tail: None,
+            });
+        }
+        Err(e) => return Err(StoreError::io(path, e)),
+    };
+    parse_log(path, &content)
+}
+
+pub fn parse_log<R: DeserializeOwned>(path: &Path, content: &[u8]) -> Result<ReadLog<R>, StoreError> {
+    let complete = content.iter().rposition(|b| *b == b'\n').map_or(0, |i| i + 1);
+    let torn_tail = (complete < content.len()).then(|| content.len() - complete);
+    if let Some(bytes) = torn_tail {
+        tracing::warn!(path = %path.display(), bytes, "skipping a torn last line");
+    }
+    let mut records = Vec::new();
+    for (index, line) in content[..complete].split(|b| *b == b'\n').enumerate() {
+        if line.iter().all(u8::is_ascii_whitespace) {
+            continue;
+        }
+        match serde_json::from_slice::<Envelope<R>>(line) {
+            Ok(envelope) if envelope.v <= SCHEMA_VERSION => records.push(envelope.record),
+            Ok(envelope) => return Err(StoreError::unknown_version(path, envelope.v)),
+            Err(error) => {
+                if let Ok(VersionOnly { v }) = serde_json::from_slice(line)
+                    && v > SCHEMA_VERSION
+                {
+                    return Err(StoreError::unknown_version(path, v));
+                }
+                return Err(StoreError::Malformed {
+                    path: path.to_owned(),
+                    line: index + 1,
+                    message: error.to_string(),
+                });
+            }
+        }
+    }
+    Ok(ReadLog {
+        records,
+        len: complete as u64,
+        torn_tail,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde::Deserialize;
+
+    #[derive(Debug, Serialize, Deserialize, PartialEq)]
+    #[serde(tag = "type")]
+    enum Rec {
+        #[serde(rename = "a")]
+        A { n: u32 },
+    }
+
+    #[test]
+    fn appended_records_read_back_and_a_torn_tail_is_skipped_then_cut() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("log.jsonl");
+        let mut writer = JsonlWriter::open(&path).unwrap();
+        writer.append(&[Rec::A { n: 1 }, Rec::A { n: 2 }]).unwrap();
+        std::fs::OpenOptions::new()
+            .append(true)
+            .open(&path)
+            .unwrap()
+            .write_all(br#"{"v":1,"type":"a","n":"#)
+            .unwrap();
+
+        let log: ReadLog<Rec> = read_log(&path).unwrap();
+        assert_eq!(log.records, vec![Rec::A { n: 1 }, Rec::A { n: 2 }]);
+        assert_eq!(log.torn_tail, Some(22));
+
+        let mut writer = JsonlWriter::open(&path).unwrap();
+        writer.append(&[Rec::A { n: 3 }]).unwrap();
+        let log: ReadLog<Rec> = read_log(&path).unwrap();
+        assert_eq!(log.records.len(), 3);
+        assert_eq!(log.torn_tail, None);
+        assert_eq!(log.len, std::fs::metadata(&path).unwrap().len());
+    }
+
+    #[test]
+    fn a_newer_schema_version_is_reported_as_such() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("log.jsonl");
+        std::fs::write(&path, "{\"v\":99,\"type\":\"b\"}\n").unwrap();
+        let error = read_log::<Rec>(&path).unwrap_err();
+        assert!(error.to_string().contains("schema version 99"), "{error}");
+    }
+
+    #[test]
+    fn a_malformed_complete_line_is_an_error_naming_the_line() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("log.jsonl");
+        std::fs::write(&path, "{\"v\":1,\"type\":\"a\",\"n\":1}\nnot json\n").unwrap();
+        let error = read_log::<Rec>(&path).unwrap_err();
+        assert!(error.to_string().contains("line 2"), "{error}");
+    }
+}

@@ -1,0 +1,111 @@
+//! `runtime.lock`: the running service holds an exclusive OS lock on it and writes its pid and
+//! address into it. The OS drops the lock when the process dies, so a file left by `kill -9`
+//! blocks nothing.
+
+use std::fs::{File, OpenOptions, TryLockError};
+use std::io::{Read, Seek, SeekFrom, Write};
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+/// Who holds the lock, as written in the file.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+pub struct LockOwner {
+    pub pid: u32,
+    pub addr: Option<String>,
+}
+
+impl std::fmt::Display for LockOwner {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match &self.addr {
+            Some(addr) => write!(f, "pid {}, address {addr}", self.pid),
+            None => write!(f, "pid {}, still starting", self.pid),
+        }
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum LockError {
+    #[error("another openvaala is serving this data directory ({owner})")]
+    Held { owner: LockOwner },
+    #[error("cannot use lock file {path}: {source}")]
+    Io {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+}
+
+/// The held lock. Dropping it releases the lock.
+#[derive(Debug)]
+pub struct RuntimeLock {
+    file: File,
+    path: PathBuf,
+}
+
+impl RuntimeLock {
+    /// Takes the lock without waiting, or says who holds it.
+    pub fn acquire(path: &Path) -> Result<RuntimeLock, LockError> {
+        let io = |source| LockError::Io {
+            path: path.to_owned(),
+            source,
+        };
+        let file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .open(path)
+            .map_err(io)?;
+        match file.try_lock() {
+            Ok(()) => Ok(RuntimeLock {
+                file,
+                path: path.to_owned(),
+            }),
+            Err(TryLockError::WouldBlock) => Err(LockError::Held {
+                owner: read_owner(path).unwrap_or_default(),
+            }),
+            Err(TryLockError::Error(source)) => Err(io(source)),
+        }
+    }
+
+    /// Records who holds the lock, once the address is known.
+    pub fn write_owner(&mut self, owner: &LockOwner) -> Result<(), LockError> {
+        let text = serde_json::to_string(owner).expect("lock owner serializes");
+        self.file
+            .set_len(0)
+            .and_then(|()| self.file.seek(SeekFrom::Start(0)).map(drop))
+            .and_then(|()| self.file.write_all(text.as_bytes()))
+            .and_then(|()| self.file.sync_data())
+            .map_err(|source| LockError::Io {
+                path: self.path.clone(),
+                source,
+            })
+    }
+}
+
+/// Reads the owner written in the lock file, if any (it may be stale when nobody holds the lock).
+pub fn read_owner(path: &Path) -> Option<LockOwner> {
+    let mut text = String::new();
+    File::open(path).ok()?.read_to_string(&mut text).ok()?;
+    serde_json::from_str(&text).ok()
+}
+
+/// Whether some process holds the lock now, and who.
+pub fn holder(path: &Path) -> Result<Option<LockOwner>, LockError> {
+    match RuntimeLock::acquire(path) {
+        Ok(_lock) => Ok(None),
+        Err(LockError::Held { owner }) => Ok(Some(owner)),
+        Err(error) => Err(error),
+    }
+}
+
+/// Waits (blocking) until nobody holds the lock, up to `timeout`. Returns whether it is free.
+pub fn wait_until_free(path: &Path, timeout: std::time::Duration) -> bool {
+    let path = path.to_owned();
+    let (sender, receiver) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let free = File::open(&path).and_then(|file| file.lock()).is_ok();
+        let _ = sender.send(free);
+    });
+    receiver.recv_timeout(timeout).unwrap_or(false)
+}

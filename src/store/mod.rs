@@ -1,0 +1,234 @@
+//! The source of truth on disk: one self-contained directory of JSONL files per conversation
+//! (SPEC §8). Every change is appended and fsynced here before anything else learns of it. The
+//! store knows nothing about HTTP, the index or running turns.
+//!
+//! ```text
+//! <data>/conversations/<id>/metadata.jsonl      the conversation, sessions, turns
+//! <data>/conversations/<id>/<session-id>.jsonl  one agent's items
+//! <data>/tmp/<id>/      a conversation being built (create, fork); renamed into place when whole
+//! <data>/trash/<id>/    a conversation being deleted; `reindex` and start-up finish the removal
+//! ```
+
+pub mod jsonl;
+pub mod lock;
+pub mod records;
+pub mod state;
+
+use std::collections::HashMap;
+use std::fs;
+use std::io;
+use std::path::{Path, PathBuf};
+
+use crate::domain::Item;
+pub use jsonl::{JsonlWriter, ReadLog};
+use records::{MetaRecord, SessionRecord};
+
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    #[error("{path}: {source}")]
+    Io { path: PathBuf, source: io::Error },
+    #[error("{path}: line {line} is not a valid record: {message}")]
+    Malformed {
+        path: PathBuf,
+        line: usize,
+        message: String,
+    },
+    #[error("{path}: unknown schema version {version} (this build reads up to {max})", max = records::SCHEMA_VERSION)]
+    UnknownVersion { path: PathBuf, version: u32 },
+    #[error("cannot encode a record: {0}")]
+    Encode(serde_json::Error),
+    #[error("{path}: {message}")]
+    Invalid { path: PathBuf, message: String },
+}
+
+impl StoreError {
+    pub fn io(path: &Path, source: io::Error) -> StoreError {
+        StoreError::Io {
+            path: path.to_owned(),
+            source,
+        }
+    }
+
+    fn unknown_version(path: &Path, version: u32) -> StoreError {
+        StoreError::UnknownVersion {
+            path: path.to_owned(),
+            version,
+        }
+    }
+}
+
+/// The data directory. Cheap to clone: it is only a path.
+#[derive(Debug, Clone)]
+pub struct Store {
+    root: PathBuf,
+}
+
+pub const METADATA_FILE: &str = "metadata.jsonl";
+
+impl Store {
+    /// Opens (and creates if needed) the data directory layout.
+    pub fn open(root: &Path) -> Result<Store, StoreError> {
+        for dir in [root.to_owned(), root.join("conversations"), root.join("tmp"), root.join("trash")] {
+            fs::create_dir_all(&dir).map_err(|e| StoreError::io(&dir, e))?;
+        }
+        Ok(Store {
+            root: root.to_owned(),
+        })
+    }
+
+    pub fn root(&self) -> &Path {
+        &self.root
+    }
+
+    pub fn index_path(&self) -> PathBuf {
+        self.root.join("metadata.db")
+    }
+
+    pub fn lock_path(&self) -> PathBuf {
+        self.root.join("runtime.lock")
+    }
+
+    pub fn conversations_dir(&self) -> PathBuf {
+        self.root.join("conversations")
+    }
+
+    pub fn conversation_dir(&self, id: &str) -> PathBuf {
+        self.conversations_dir().join(id)
+    }
+
+    pub fn metadata_path(&self, id: &str) -> PathBuf {
+        self.conversation_dir(id).join(METADATA_FILE)
+    }
+
+    pub fn session_path(&self, id: &str, session_id: &str) -> PathBuf {
+        self.conversation_dir(id).join(format!("{session_id}.jsonl"))
+    }
+
+    pub fn exists(&self, id: &str) -> bool {
+        is_valid_id(id) && self.metadata_path(id).is_file()
+    }
+
+    /// Builds a whole conversation directory out of sight in `tmp/`, fsyncs it, then renames it
+    /// into `conversations/`: a crash leaves either no conversation or a complete one. Returns
+    /// the length of the new `metadata.jsonl`.
+    pub fn create_conversation(
+        &self,
+        id: &str,
+        metadata: &[MetaRecord],
+        sessions: &[(&str, &[SessionRecord])],
+    ) -> Result<u64, StoreError> {
+        let building = self.root.join("tmp").join(id);
+        fs::create_dir(&building).map_err(|e| StoreError::io(&building, e))?;
+        let meta_len = jsonl::write_new(&building.join(METADATA_FILE), metadata)?;
+        for (session_id, records) in sessions {
+            jsonl::write_new(&building.join(format!("{session_id}.jsonl")), records)?;
+        }
+        sync_dir(&building)?;
+        let target = self.conversation_dir(id);
+        fs::rename(&building, &target).map_err(|e| StoreError::io(&target, e))?;
+        sync_dir(&self.conversations_dir())?;
+        Ok(meta_len)
+    }
+
+    /// Deletes a conversation: one atomic rename out of `conversations/` (after which it is gone
+    /// for every reader), then the removal of its files. A crash between the two is finished by
+    /// `finish_deletes`.
+    pub fn delete_conversation(&self, id: &str) -> Result<(), StoreError> {
+        let source = self.conversation_dir(id);
+        let trashed = self.root.join("trash").join(id);
+        if trashed.exists() {
+            fs::remove_dir_all(&trashed).map_err(|e| StoreError::io(&trashed, e))?;
+        }
+        fs::rename(&source, &trashed).map_err(|e| StoreError::io(&source, e))?;
+        sync_dir(&self.conversations_dir())?;
+        fs::remove_dir_all(&trashed).map_err(|e| StoreError::io(&trashed, e))
+    }
+
+    /// Removes what a crash left half-done: deletes cut short (returns their ids, so the index
+    /// can drop them) and conversations that were never completely built.
+    pub fn finish_interrupted_work(&self) -> Result<Vec<String>, StoreError> {
+        let mut deleted = Vec::new();
+        for (dir, is_delete) in [(self.root.join("trash"), true), (self.root.join("tmp"), false)] {
+            for entry in fs::read_dir(&dir).map_err(|e| StoreError::io(&dir, e))? {
+                let entry = entry.map_err(|e| StoreError::io(&dir, e))?;
+                fs::remove_dir_all(entry.path()).map_err(|e| StoreError::io(&entry.path(), e))?;
+                if is_delete {
+                    deleted.push(entry.file_name().to_string_lossy().into_owned());
+                }
+            }
+        }
+        Ok(deleted)
+    }
+
+    /// Every conversation directory's id, in no particular order.
+    pub fn conversation_ids(&self) -> Result<Vec<String>, StoreError> {
+        let dir = self.conversations_dir();
+        let mut ids = Vec::new();
+        for entry in fs::read_dir(&dir).map_err(|e| StoreError::io(&dir, e))? {
+            let entry = entry.map_err(|e| StoreError::io(&dir, e))?;
+            let name = entry.file_name().to_string_lossy().into_owned();
+            if is_valid_id(&name) && entry.file_type().is_ok_and(|t| t.is_dir()) {
+                ids.push(name);
+            }
+        }
+        Ok(ids)
+    }
+
+    pub fn read_metadata(&self, id: &str) -> Result<ReadLog<MetaRecord>, StoreError> {
+        let path = self.metadata_path(id);
+        if !path.is_file() {
+            return Err(StoreError::Invalid {
+                path,
+                message: "missing".to_owned(),
+            });
+        }
+        jsonl::read_log(&path)
+    }
+
+    /// The items of one session in `seq` order, each as its last stored snapshot.
+    pub fn read_items(&self, id: &str, session_id: &str) -> Result<Vec<Item>, StoreError> {
+        let log = jsonl::read_log::<SessionRecord>(&self.session_path(id, session_id))?;
+        Ok(fold_items(log.records))
+    }
+
+    pub fn open_metadata_writer(&self, id: &str) -> Result<JsonlWriter, StoreError> {
+        JsonlWriter::open(&self.metadata_path(id))
+    }
+
+    pub fn open_session_writer(&self, id: &str, session_id: &str) -> Result<JsonlWriter, StoreError> {
+        JsonlWriter::open(&self.session_path(id, session_id))
+    }
+}
+
+/// Collapses item snapshots to the last one per id, ordered by `seq`.
+pub fn fold_items(records: Vec<SessionRecord>) -> Vec<Item> {
+    let mut position: HashMap<String, usize> = HashMap::new();
+    let mut items: Vec<Item> = Vec::new();
+    for SessionRecord::Item { item } in records {
+        match position.get(&item.id) {
+            Some(&index) => items[index] = item,
+            None => {
+                position.insert(item.id.clone(), items.len());
+                items.push(item);
+            }
+        }
+    }
+    items.sort_by_key(|item| item.seq);
+    items
+}
+
+/// Ids come from URLs and name directories: only letters, digits, `_` and `-` are accepted, so
+/// an id can never point outside the data directory.
+pub fn is_valid_id(id: &str) -> bool {
+    !id.is_empty()
+        && id.len() <= 100
+        && id
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
+}
+
+fn sync_dir(dir: &Path) -> Result<(), StoreError> {
+    fs::File::open(dir)
+        .and_then(|d| d.sync_all())
+        .map_err(|e| StoreError::io(dir, e))
+}

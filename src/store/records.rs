@@ -1,0 +1,131 @@
+//! The records of the two JSONL files of a conversation. They are a public file format: every
+//! line carries `"v"` (the schema version) and `"type"`; fields are added as optional and never
+//! reused with a new meaning.
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use crate::domain::{ForkedFrom, Item, Message, SessionStatus, Timestamp, TurnStatus};
+
+/// The schema version this build writes and the newest it can read.
+pub const SCHEMA_VERSION: u32 = 1;
+
+/// One line of `metadata.jsonl`: the conversation, its sessions and turns.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(tag = "type")]
+pub enum MetaRecord {
+    #[serde(rename = "conversation.created")]
+    ConversationCreated { conversation: ConversationCreated },
+    #[serde(rename = "conversation.updated")]
+    ConversationUpdated {
+        at: Timestamp,
+        #[serde(flatten)]
+        changes: ConversationChanges,
+    },
+    #[serde(rename = "session.created")]
+    SessionCreated { session: SessionCreated },
+    #[serde(rename = "session.updated")]
+    SessionUpdated {
+        session_id: String,
+        status: SessionStatus,
+        at: Timestamp,
+    },
+    /// A message the agent accepted (it started a turn or joined one). Waiting messages are
+    /// never stored (SPEC §3.4); this record is what makes the acceptance durable.
+    #[serde(rename = "message.accepted")]
+    MessageAccepted {
+        message: Message,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        idempotency_key: Option<String>,
+    },
+    #[serde(rename = "turn.started")]
+    TurnStarted {
+        session_id: String,
+        turn_id: String,
+        message_ids: Vec<String>,
+        at: Timestamp,
+    },
+    #[serde(rename = "turn.ended")]
+    TurnEnded {
+        session_id: String,
+        turn_id: String,
+        status: TurnStatus,
+        #[serde(default)]
+        error: Option<String>,
+        at: Timestamp,
+    },
+    /// The answer given to a request that carried an `Idempotency-Key`, so that a retry (even
+    /// after a restart or a reindex) gets the same answer and changes nothing.
+    #[serde(rename = "request.answered")]
+    RequestAnswered {
+        key: String,
+        status: u16,
+        response: Value,
+        at: Timestamp,
+    },
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct ConversationCreated {
+    pub id: String,
+    pub title: String,
+    pub created_at: Timestamp,
+    pub cwd: String,
+    pub agent: String,
+    pub model: String,
+    pub root_session_id: String,
+    #[serde(default)]
+    pub forked_from: Option<ForkedFrom>,
+}
+
+/// The fields a `conversation.updated` record changes; absent fields are unchanged.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+pub struct ConversationChanges {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub title: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub title_custom: Option<bool>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub archived: Option<bool>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cwd: Option<String>,
+}
+
+impl ConversationChanges {
+    pub fn is_empty(&self) -> bool {
+        *self == ConversationChanges::default()
+    }
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct SessionCreated {
+    pub id: String,
+    pub parent_id: Option<String>,
+    pub agent: String,
+    pub model: String,
+    pub task: Option<String>,
+    pub created_at: Timestamp,
+}
+
+/// One line of `<session-id>.jsonl`: a snapshot of one item. The last snapshot of an id wins.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum SessionRecord {
+    Item { item: Item },
+}
+
+/// What every line looks like: the version beside the record's own fields.
+#[derive(Debug, Serialize, Deserialize)]
+pub struct Envelope<R> {
+    pub v: u32,
+    #[serde(flatten)]
+    pub record: R,
+}
+
+/// Only the version, to tell "unknown schema version" apart from "malformed line".
+#[derive(Deserialize)]
+pub struct VersionOnly {
+    pub v: u32,
+}

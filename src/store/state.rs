@@ -1,0 +1,197 @@
+//! What a conversation is, derived from its `metadata.jsonl`: a fold over the records. The
+//! conversation actor keeps one up to date as it appends; `reindex` builds one per directory.
+//! Both feed the index through the same `ConversationState`, so the two paths cannot disagree.
+
+use std::collections::HashMap;
+
+use serde_json::Value;
+
+use super::records::MetaRecord;
+use crate::domain::{
+    Conversation, ConversationStatus, Message, Session, SessionStatus, Timestamp, Turn, TurnStatus,
+};
+
+#[derive(Debug, Clone)]
+pub struct ConversationState {
+    pub conversation: Conversation,
+    /// Root session first, then sub-agents in creation order.
+    pub sessions: Vec<Session>,
+    pub turns: Vec<Turn>,
+    /// Messages the agents accepted, by id (for rewind and for turn records).
+    pub accepted: HashMap<String, Message>,
+    /// Answers to requests that carried an `Idempotency-Key`: key → (status, body).
+    pub answers: HashMap<String, (u16, Value)>,
+}
+
+/// A `metadata.jsonl` that does not start with `conversation.created` cannot be folded.
+#[derive(Debug, thiserror::Error)]
+#[error("metadata.jsonl does not start with a conversation.created record")]
+pub struct MissingCreation;
+
+impl ConversationState {
+    pub fn from_records<'a>(
+        records: impl IntoIterator<Item = &'a MetaRecord>,
+    ) -> Result<ConversationState, MissingCreation> {
+        let mut records = records.into_iter();
+        let Some(MetaRecord::ConversationCreated { conversation }) = records.next() else {
+            return Err(MissingCreation);
+        };
+        let mut state = ConversationState {
+            conversation: Conversation {
+                id: conversation.id.clone(),
+                title: conversation.title.clone(),
+                title_custom: false,
+                created_at: conversation.created_at,
+                updated_at: conversation.created_at,
+                archived: false,
+                status: ConversationStatus::Idle,
+                cwd: conversation.cwd.clone(),
+                agent: conversation.agent.clone(),
+                model: conversation.model.clone(),
+                root_session_id: conversation.root_session_id.clone(),
+                forked_from: conversation.forked_from.clone(),
+            },
+            sessions: Vec::new(),
+            turns: Vec::new(),
+            accepted: HashMap::new(),
+            answers: HashMap::new(),
+        };
+        for record in records {
+            state.apply(record);
+        }
+        Ok(state)
+    }
+
+    /// Applies one record. Records are facts already on disk, so this never fails: a record
+    /// naming an unknown session or turn is ignored rather than trusted.
+    pub fn apply(&mut self, record: &MetaRecord) {
+        match record {
+            MetaRecord::ConversationCreated { .. } => {}
+            MetaRecord::ConversationUpdated { at, changes } => {
+                let conversation = &mut self.conversation;
+                if let Some(title) = &changes.title {
+                    conversation.title = title.clone();
+                }
+                if let Some(title_custom) = changes.title_custom {
+                    conversation.title_custom = title_custom;
+                }
+                if let Some(archived) = changes.archived {
+                    conversation.archived = archived;
+                }
+                if let Some(model) = &changes.model {
+                    conversation.model = model.clone();
+                    if let Some(root) = self.sessions.first_mut() {
+                        root.model = model.clone();
+                    }
+                }
+                if let Some(cwd) = &changes.cwd {
+                    conversation.cwd = cwd.clone();
+                }
+                self.touch(*at);
+            }
+            MetaRecord::SessionCreated { session } => {
+                self.sessions.push(Session {
+                    id: session.id.clone(),
+                    parent_id: session.parent_id.clone(),
+                    agent: session.agent.clone(),
+                    model: session.model.clone(),
+                    task: session.task.clone(),
+                    status: SessionStatus::Idle,
+                    created_at: session.created_at,
+                    last_message: None,
+                });
+                self.touch(session.created_at);
+            }
+            MetaRecord::SessionUpdated {
+                session_id,
+                status,
+                at,
+            } => {
+                if let Some(session) = self.session_mut(session_id) {
+                    session.status = *status;
+                }
+                self.touch(*at);
+            }
+            MetaRecord::MessageAccepted { message, .. } => {
+                self.accepted.insert(message.id.clone(), message.clone());
+                self.touch(message.created_at);
+            }
+            MetaRecord::TurnStarted {
+                session_id,
+                turn_id,
+                message_ids,
+                at,
+            } => {
+                self.turns.push(Turn {
+                    id: turn_id.clone(),
+                    session_id: session_id.clone(),
+                    message_ids: message_ids.clone(),
+                    status: TurnStatus::Running,
+                    started_at: *at,
+                    ended_at: None,
+                    error: None,
+                });
+                if let Some(session) = self.session_mut(session_id) {
+                    session.status = SessionStatus::Running;
+                }
+                self.touch(*at);
+            }
+            MetaRecord::TurnEnded {
+                session_id,
+                turn_id,
+                status,
+                error,
+                at,
+            } => {
+                if let Some(turn) = self.turns.iter_mut().rev().find(|t| t.id == *turn_id) {
+                    turn.status = *status;
+                    turn.ended_at = Some(*at);
+                    turn.error = error.clone();
+                }
+                let session_status = match status {
+                    TurnStatus::Interrupted => SessionStatus::Interrupted,
+                    _ => SessionStatus::Idle,
+                };
+                if let Some(session) = self.session_mut(session_id) {
+                    session.status = session_status;
+                }
+                self.touch(*at);
+            }
+            MetaRecord::RequestAnswered {
+                key,
+                status,
+                response,
+                ..
+            } => {
+                self.answers
+                    .insert(key.clone(), (*status, response.clone()));
+            }
+        }
+        self.conversation.status = if self.running_turns().next().is_some() {
+            ConversationStatus::Running
+        } else {
+            ConversationStatus::Idle
+        };
+    }
+
+    /// Turns that started and have not ended, oldest first.
+    pub fn running_turns(&self) -> impl Iterator<Item = &Turn> {
+        self.turns
+            .iter()
+            .filter(|turn| turn.status == TurnStatus::Running)
+    }
+
+    pub fn session(&self, session_id: &str) -> Option<&Session> {
+        self.sessions.iter().find(|s| s.id == session_id)
+    }
+
+    fn session_mut(&mut self, session_id: &str) -> Option<&mut Session> {
+        self.sessions.iter_mut().find(|s| s.id == session_id)
+    }
+
+    fn touch(&mut self, at: Timestamp) {
+        if at > self.conversation.updated_at {
+            self.conversation.updated_at = at;
+        }
+    }
+}

@@ -1,0 +1,598 @@
+//! The `shell` tool: `sh -c COMMAND` in its own process group, stdout and stderr streamed live.
+//! When the command exits, times out or is interrupted the whole group is killed, so nothing it
+//! started outlives the call or keeps it waiting.
+
+use std::process::{ExitStatus, Stdio};
+use std::time::Duration;
+
+use serde_json::Value;
+use tokio::io::{AsyncRead, AsyncReadExt};
+use tokio::process::Command;
+use tokio::sync::mpsc::UnboundedSender;
+use tokio::time::{Instant, sleep_until};
+use tokio_util::sync::CancellationToken;
+
+use super::{
+    CappedOutput, ToolContext, ToolResult, ToolStatus, complete_utf8_prefix_len, optional_number,
+    required_string,
+};
+
+/// After `sh` exits, a background child may hold the pipes open for ever: wait this long for
+/// the end of its output, then kill it.
+const EXIT_GRACE: Duration = Duration::from_millis(250);
+/// After a kill, the pipes may still hold what the command wrote before it died.
+const KILL_GRACE: Duration = Duration::from_millis(100);
+const READ_CHUNK_BYTES: usize = 8192;
+/// Live output stops at this many times the result cap: clients get far more than the model,
+/// but a command printing for ever cannot flood them.
+const LIVE_LIMIT_FACTOR: usize = 4;
+const LIVE_LIMIT_MIN_BYTES: usize = 64 * 1024;
+
+pub(super) async fn run(
+    arguments: &Value,
+    ctx: &ToolContext,
+    live: &UnboundedSender<String>,
+    cancel: &CancellationToken,
+) -> ToolResult {
+    let command = match required_string(arguments, "command") {
+        Ok(command) => command,
+        Err(message) => return ToolResult::failed(message),
+    };
+    let timeout = match timeout(arguments, ctx) {
+        Ok(timeout) => timeout,
+        Err(message) => return ToolResult::failed(message),
+    };
+    if !tokio::fs::metadata(&ctx.cwd)
+        .await
+        .is_ok_and(|metadata| metadata.is_dir())
+    {
+        return ToolResult::failed(format!(
+            "the working directory {} does not exist",
+            ctx.cwd.display()
+        ));
+    }
+    let spawned = Command::new("sh")
+        .arg("-c")
+        .arg(command)
+        .current_dir(&ctx.cwd)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        // Its own group, so one kill reaches every process the command starts.
+        .process_group(0)
+        .kill_on_drop(true)
+        .spawn();
+    let mut child = match spawned {
+        Ok(child) => child,
+        Err(error) => return ToolResult::failed(format!("could not start sh: {error}")),
+    };
+    // The group is killed when this guard drops, even if the caller drops this future.
+    let mut group = ProcessGroup::new(child.id());
+    let mut stdout = Pipe::new(child.stdout.take());
+    let mut stderr = Pipe::new(child.stderr.take());
+    let mut sink = Sink::new(ctx.max_output_bytes, live);
+
+    let deadline = Instant::now() + timeout;
+    let mut exit_status: Option<ExitStatus> = None;
+    let mut grace_end = deadline;
+    let ending = loop {
+        if let Some(status) = exit_status
+            && !stdout.is_open()
+            && !stderr.is_open()
+        {
+            break Ending::Exited(status);
+        }
+        tokio::select! {
+            text = stdout.next_text(), if stdout.is_open() => sink.push(&text),
+            text = stderr.next_text(), if stderr.is_open() => sink.push(&text),
+            waited = child.wait(), if exit_status.is_none() => match waited {
+                Ok(status) => {
+                    exit_status = Some(status);
+                    grace_end = Instant::now() + EXIT_GRACE;
+                }
+                Err(error) => break Ending::WaitFailed(error),
+            },
+            () = sleep_until(grace_end), if exit_status.is_some() => {
+                if let Some(status) = exit_status {
+                    break Ending::Exited(status);
+                }
+            }
+            () = sleep_until(deadline) => break Ending::TimedOut,
+            () = cancel.cancelled() => break Ending::Interrupted,
+        }
+    };
+
+    group.kill();
+    // Best effort: sh is in the group and already dead or dying; this only reaps it.
+    if exit_status.is_none() {
+        let _ = child.start_kill();
+        let _ = tokio::time::timeout(Duration::from_secs(1), child.wait()).await;
+    }
+    let drain_end = Instant::now() + KILL_GRACE;
+    while stdout.is_open() || stderr.is_open() {
+        tokio::select! {
+            text = stdout.next_text(), if stdout.is_open() => sink.push(&text),
+            text = stderr.next_text(), if stderr.is_open() => sink.push(&text),
+            () = sleep_until(drain_end) => break,
+        }
+    }
+
+    let (status, exit_code, note) = match ending {
+        Ending::Exited(status) => match (status.code(), signal(status)) {
+            (Some(code), _) => (ToolStatus::Completed, Some(code), None),
+            (None, signal) => (
+                ToolStatus::Completed,
+                None,
+                Some(format!(
+                    "[command killed by signal {}]",
+                    signal.unwrap_or(0)
+                )),
+            ),
+        },
+        Ending::TimedOut => (
+            ToolStatus::Failed,
+            None,
+            Some(format!(
+                "[command timed out after {} s]",
+                timeout.as_secs_f64()
+            )),
+        ),
+        Ending::Interrupted => (
+            ToolStatus::Interrupted,
+            None,
+            Some("[command interrupted]".to_owned()),
+        ),
+        Ending::WaitFailed(error) => (
+            ToolStatus::Failed,
+            None,
+            Some(format!("[could not wait for the command: {error}]")),
+        ),
+    };
+    ToolResult {
+        output: sink.finish(note),
+        exit_code,
+        status,
+    }
+}
+
+/// How the wait for the command ended.
+enum Ending {
+    Exited(ExitStatus),
+    TimedOut,
+    Interrupted,
+    WaitFailed(std::io::Error),
+}
+
+/// The time limit: the model's `timeout_s` if it gave one, never more than the configured limit.
+fn timeout(arguments: &Value, ctx: &ToolContext) -> Result<Duration, String> {
+    let Some(seconds) = optional_number(arguments, "timeout_s")? else {
+        return Ok(ctx.shell_timeout);
+    };
+    if seconds <= 0.0 {
+        return Err(format!(
+            "parameter `timeout_s` must be a positive number of seconds, not {seconds}"
+        ));
+    }
+    // Clamping first keeps the value finite and in range for `from_secs_f64`.
+    Ok(Duration::from_secs_f64(
+        seconds.min(ctx.shell_timeout.as_secs_f64()),
+    ))
+}
+
+fn signal(status: ExitStatus) -> Option<i32> {
+    std::os::unix::process::ExitStatusExt::signal(&status)
+}
+
+/// The command's process group; its id is the id of the `sh` that leads it.
+struct ProcessGroup {
+    pgid: Option<libc::pid_t>,
+}
+
+impl ProcessGroup {
+    fn new(pid: Option<u32>) -> ProcessGroup {
+        // Never 0 or 1: `kill(-0)` would signal our own group and `kill(-1)` every process.
+        let pgid = pid
+            .and_then(|pid| libc::pid_t::try_from(pid).ok())
+            .filter(|&pgid| pgid > 1);
+        ProcessGroup { pgid }
+    }
+
+    /// Sends SIGKILL to every process of the group, once: after that the id may be reused.
+    fn kill(&mut self) {
+        if let Some(pgid) = self.pgid.take() {
+            // SAFETY: kill(2) touches no memory of ours; a group that is already gone gives ESRCH.
+            unsafe {
+                libc::kill(-pgid, libc::SIGKILL);
+            }
+        }
+    }
+}
+
+impl Drop for ProcessGroup {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+/// One output pipe of the command, decoded to text as it is read.
+struct Pipe<R> {
+    /// `None` once the pipe reached its end (or failed, which ends it too).
+    reader: Option<R>,
+    buffer: Vec<u8>,
+    /// The start of a UTF-8 character whose remaining bytes have not arrived yet.
+    pending: Vec<u8>,
+}
+
+impl<R: AsyncRead + Unpin> Pipe<R> {
+    fn new(reader: Option<R>) -> Pipe<R> {
+        Pipe {
+            reader,
+            buffer: vec![0; READ_CHUNK_BYTES],
+            pending: Vec::new(),
+        }
+    }
+
+    fn is_open(&self) -> bool {
+        self.reader.is_some()
+    }
+
+    /// Reads the next chunk as text. Cancel safe, as `select!` needs: the only await is the read,
+    /// which loses no data when cancelled.
+    async fn next_text(&mut self) -> String {
+        let Some(reader) = self.reader.as_mut() else {
+            return String::new();
+        };
+        match reader.read(&mut self.buffer).await {
+            Ok(read) if read > 0 => {
+                self.pending.extend_from_slice(&self.buffer[..read]);
+                let complete = complete_utf8_prefix_len(&self.pending);
+                let text = String::from_utf8_lossy(&self.pending[..complete]).into_owned();
+                self.pending.drain(..complete);
+                text
+            }
+            _ => {
+                // The end: a character still incomplete now never will be.
+                self.reader = None;
+                let text = String::from_utf8_lossy(&self.pending).into_owned();
+                self.pending.clear();
+                text
+            }
+        }
+    }
+}
+
+/// Where output goes: to clients live as it arrives, and into the capped result.
+struct Sink<'a> {
+    output: CappedOutput,
+    live: &'a UnboundedSender<String>,
+    live_bytes: usize,
+    live_limit: usize,
+}
+
+impl<'a> Sink<'a> {
+    fn new(max_output_bytes: usize, live: &'a UnboundedSender<String>) -> Sink<'a> {
+        Sink {
+            output: CappedOutput::new(max_output_bytes),
+            live,
+            live_bytes: 0,
+            live_limit: max_output_bytes
+                .saturating_mul(LIVE_LIMIT_FACTOR)
+                .max(LIVE_LIMIT_MIN_BYTES),
+        }
+    }
+
+    fn push(&mut self, text: &str) {
+        if text.is_empty() {
+            return;
+        }
+        self.output.push(text);
+        if self.live_bytes > self.live_limit {
+            return;
+        }
+        self.live_bytes += text.len();
+        // A receiver that went away only means nobody watches; the result is still collected.
+        if self.live_bytes <= self.live_limit {
+            let _ = self.live.send(text.to_owned());
+        } else {
+            let _ = self.live.send(format!(
+                "\n[... live output stops after {} bytes; the result keeps the head and the tail ...]\n",
+                self.live_limit
+            ));
+        }
+    }
+
+    /// The result text, with `note` on a line of its own at the end (also sent live).
+    fn finish(self, note: Option<String>) -> String {
+        let mut output = self.output.finish();
+        if let Some(note) = note {
+            let line = if output.is_empty() || output.ends_with('\n') {
+                note
+            } else {
+                format!("\n{note}")
+            };
+            let _ = self.live.send(line.clone());
+            output.push_str(&line);
+        }
+        output
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::Path;
+
+    use serde_json::json;
+    use tokio::sync::mpsc::{UnboundedReceiver, unbounded_channel};
+    use tokio::task::JoinHandle;
+
+    use super::super::tests::context;
+    use super::*;
+
+    /// Long enough for a slow CI machine; a passing test never waits for it.
+    const PATIENCE: Duration = Duration::from_secs(10);
+
+    struct Running {
+        handle: JoinHandle<ToolResult>,
+        chunks: UnboundedReceiver<String>,
+        cancel: CancellationToken,
+    }
+
+    fn start(ctx: &ToolContext, arguments: Value) -> Running {
+        let (live, chunks) = unbounded_channel();
+        let cancel = CancellationToken::new();
+        let ctx = ctx.clone();
+        let task_cancel = cancel.clone();
+        let handle = tokio::spawn(async move { run(&arguments, &ctx, &live, &task_cancel).await });
+        Running {
+            handle,
+            chunks,
+            cancel,
+        }
+    }
+
+    async fn shell(ctx: &ToolContext, arguments: Value) -> ToolResult {
+        let running = start(ctx, arguments);
+        finish(running.handle).await
+    }
+
+    async fn finish(handle: JoinHandle<ToolResult>) -> ToolResult {
+        tokio::time::timeout(PATIENCE, handle)
+            .await
+            .expect("the shell tool hung")
+            .unwrap()
+    }
+
+    /// Receives live chunks until their text contains `needle`; returns the text so far.
+    async fn receive_until(chunks: &mut UnboundedReceiver<String>, needle: &str) -> String {
+        let mut text = String::new();
+        while !text.contains(needle) {
+            let chunk = tokio::time::timeout(PATIENCE, chunks.recv())
+                .await
+                .unwrap_or_else(|_| panic!("no {needle:?} in the live output {text:?}"))
+                .expect("the live channel closed");
+            text.push_str(&chunk);
+        }
+        text
+    }
+
+    fn read_pid(path: &Path) -> libc::pid_t {
+        std::fs::read_to_string(path)
+            .unwrap()
+            .trim()
+            .parse()
+            .unwrap()
+    }
+
+    /// Waits until `pid` is gone. A killed process that nobody has reaped yet is a zombie: dead,
+    /// with only its table entry left, so it counts as gone.
+    async fn wait_until_gone(pid: libc::pid_t) {
+        let gone = || {
+            // SAFETY: signal 0 only asks whether the process exists.
+            if unsafe { libc::kill(pid, 0) } != 0 {
+                return true;
+            }
+            std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|stat| {
+                stat.rsplit(')')
+                    .next()
+                    .is_some_and(|rest| rest.trim_start().starts_with('Z'))
+            })
+        };
+        let waited = tokio::time::timeout(PATIENCE, async {
+            while !gone() {
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+        })
+        .await;
+        assert!(waited.is_ok(), "process {pid} is still alive");
+    }
+
+    #[tokio::test]
+    async fn streams_output_before_the_command_ends() {
+        let dir = tempfile::tempdir().unwrap();
+        // The command waits for a file the test creates only after it saw "a" live.
+        let mut running = start(
+            &context(dir.path()),
+            json!({"command": "echo a; while [ ! -e go ]; do sleep 0.01; done; echo b"}),
+        );
+        let seen = receive_until(&mut running.chunks, "a\n").await;
+        assert_eq!(seen, "a\n");
+        assert!(!running.handle.is_finished());
+        std::fs::write(dir.path().join("go"), "").unwrap();
+        let result = finish(running.handle).await;
+        assert_eq!(result.status, ToolStatus::Completed);
+        assert_eq!(result.exit_code, Some(0));
+        assert_eq!(result.output, "a\nb\n");
+        assert_eq!(receive_until(&mut running.chunks, "b\n").await, "b\n");
+    }
+
+    #[tokio::test]
+    async fn keeps_a_non_zero_exit_code_and_both_streams() {
+        let dir = tempfile::tempdir().unwrap();
+        let result = shell(
+            &context(dir.path()),
+            json!({"command": "echo out; echo err >&2; exit 3"}),
+        )
+        .await;
+        assert_eq!(result.status, ToolStatus::Completed);
+        assert_eq!(result.exit_code, Some(3));
+        assert!(result.output.contains("out\n"), "{}", result.output);
+        assert!(result.output.contains("err\n"), "{}", result.output);
+    }
+
+    #[tokio::test]
+    async fn runs_in_the_working_directory() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("marker.txt"), "").unwrap();
+        let result = shell(&context(dir.path()), json!({"command": "ls"})).await;
+        assert_eq!(result.output, "marker.txt\n");
+    }
+
+    #[tokio::test]
+    async fn caps_the_output_keeping_head_and_tail() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut ctx = context(dir.path());
+        ctx.max_output_bytes = 100;
+        let result = shell(&ctx, json!({"command": "seq 1 2000"})).await;
+        let full: String = (1..=2000).map(|n| format!("{n}\n")).collect();
+        assert_eq!(result.status, ToolStatus::Completed);
+        assert_eq!(
+            result.output,
+            format!(
+                "{}\n[... {} bytes of output cut ...]\n{}",
+                &full[..50],
+                full.len() - 100,
+                &full[full.len() - 50..]
+            )
+        );
+    }
+
+    #[tokio::test]
+    async fn a_signal_gives_no_exit_code_and_a_note() {
+        let dir = tempfile::tempdir().unwrap();
+        let result = shell(
+            &context(dir.path()),
+            json!({"command": "echo hi; kill -9 $$"}),
+        )
+        .await;
+        assert_eq!(result.status, ToolStatus::Completed);
+        assert_eq!(result.exit_code, None);
+        assert_eq!(result.output, "hi\n[command killed by signal 9]");
+    }
+
+    #[tokio::test]
+    async fn timeout_kills_the_whole_group() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut ctx = context(dir.path());
+        // The model asks for more than the limit: the limit wins.
+        ctx.shell_timeout = Duration::from_millis(500);
+        let result = shell(
+            &ctx,
+            json!({
+                "command": "sleep 30 & echo $! > pidfile; echo started; wait",
+                "timeout_s": 60,
+            }),
+        )
+        .await;
+        assert_eq!(result.status, ToolStatus::Failed);
+        assert_eq!(result.exit_code, None);
+        assert_eq!(result.output, "started\n[command timed out after 0.5 s]");
+        wait_until_gone(read_pid(&dir.path().join("pidfile"))).await;
+    }
+
+    #[tokio::test]
+    async fn timeout_s_shortens_the_limit() {
+        let dir = tempfile::tempdir().unwrap();
+        let result = shell(
+            &context(dir.path()),
+            json!({"command": "sleep 30", "timeout_s": 0.2}),
+        )
+        .await;
+        assert_eq!(result.status, ToolStatus::Failed);
+        assert_eq!(result.output, "[command timed out after 0.2 s]");
+    }
+
+    #[tokio::test]
+    async fn cancel_kills_the_group_and_keeps_the_output() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut running = start(
+            &context(dir.path()),
+            json!({"command": "sleep 30 & echo $! > pidfile; echo started; wait"}),
+        );
+        receive_until(&mut running.chunks, "started\n").await;
+        running.cancel.cancel();
+        let result = finish(running.handle).await;
+        assert_eq!(result.status, ToolStatus::Interrupted);
+        assert_eq!(result.exit_code, None);
+        assert_eq!(result.output, "started\n[command interrupted]");
+        wait_until_gone(read_pid(&dir.path().join("pidfile"))).await;
+    }
+
+    #[tokio::test]
+    async fn a_background_child_holding_the_pipes_does_not_hang_the_tool() {
+        let dir = tempfile::tempdir().unwrap();
+        let result = shell(
+            &context(dir.path()),
+            json!({"command": "sleep 30 & echo $! > pidfile; echo done"}),
+        )
+        .await;
+        assert_eq!(result.status, ToolStatus::Completed);
+        assert_eq!(result.exit_code, Some(0));
+        assert_eq!(result.output, "done\n");
+        wait_until_gone(read_pid(&dir.path().join("pidfile"))).await;
+    }
+
+    #[tokio::test]
+    async fn a_character_split_between_reads_arrives_whole() {
+        let dir = tempfile::tempdir().unwrap();
+        // "€" is E2 82 AC: its first byte comes in one write, the rest in a later one.
+        let mut running = start(
+            &context(dir.path()),
+            json!({"command": "printf 'a\\342'; while [ ! -e go ]; do sleep 0.01; done; printf '\\202\\254b'"}),
+        );
+        let seen = receive_until(&mut running.chunks, "a").await;
+        assert_eq!(seen, "a");
+        std::fs::write(dir.path().join("go"), "").unwrap();
+        assert_eq!(receive_until(&mut running.chunks, "b").await, "€b");
+        assert_eq!(finish(running.handle).await.output, "a€b");
+    }
+
+    #[tokio::test]
+    async fn bad_arguments_name_the_parameter() {
+        let dir = tempfile::tempdir().unwrap();
+        let ctx = context(dir.path());
+        #[track_caller]
+        fn check(result: ToolResult, expected: &str) {
+            assert_eq!(result.status, ToolStatus::Failed);
+            assert_eq!(result.output, expected);
+        }
+        check(
+            shell(&ctx, json!({})).await,
+            "missing required parameter `command` (a string)",
+        );
+        check(
+            shell(&ctx, json!({"command": ["ls"]})).await,
+            "parameter `command` must be a string, not an array",
+        );
+        check(
+            shell(&ctx, json!({"command": "ls", "timeout_s": "10"})).await,
+            "parameter `timeout_s` must be a number, not a string",
+        );
+        check(
+            shell(&ctx, json!({"command": "ls", "timeout_s": -1})).await,
+            "parameter `timeout_s` must be a positive number of seconds, not -1",
+        );
+    }
+
+    #[tokio::test]
+    async fn a_missing_working_directory_fails() {
+        let dir = tempfile::tempdir().unwrap();
+        let ctx = context(&dir.path().join("gone"));
+        let result = shell(&ctx, json!({"command": "true"})).await;
+        assert_eq!(result.status, ToolStatus::Failed);
+        assert!(
+            result.output.contains("does not exist"),
+            "{}",
+            result.output
+        );
+    }
+}
