@@ -72,14 +72,19 @@ impl DataDirArg {
         if let Some(dir) = &self.data_dir {
             return Ok(dir.clone());
         }
-        let env = |name| std::env::var_os(name).filter(|v| !v.is_empty()).map(PathBuf::from);
+        let env = |name| {
+            std::env::var_os(name)
+                .filter(|v| !v.is_empty())
+                .map(PathBuf::from)
+        };
         if let Some(home) = env("OPENVAALA_HOME") {
             return Ok(home);
         }
         if let Some(xdg) = env("XDG_DATA_HOME") {
             return Ok(xdg.join("openvaala"));
         }
-        let home = env("HOME").context("cannot find the data directory: set --data-dir, OPENVAALA_HOME or HOME")?;
+        let home = env("HOME")
+            .context("cannot find the data directory: set --data-dir, OPENVAALA_HOME or HOME")?;
         Ok(home.join(".local/share/openvaala"))
     }
 }
@@ -94,7 +99,10 @@ fn main() -> ExitCode {
         .init();
     let cli = Cli::parse();
     let result = match cli.command {
-        Command::Serve { action: Some(ServeAction::Stop { data }), .. } => data.resolve().and_then(|dir| stop(&dir)),
+        Command::Serve {
+            action: Some(ServeAction::Stop { data }),
+            ..
+        } => data.resolve().and_then(|dir| stop(&dir)),
         Command::Serve { action: None, args } => serve(args),
         Command::Reindex { data } => data.resolve().and_then(|dir| reindex(&dir)),
     };
@@ -114,8 +122,12 @@ fn serve(args: ServeArgs) -> anyhow::Result<()> {
         (Some(addr), _) | (None, Some(addr)) => addr,
         (None, None) => server::DEFAULT_ADDR.parse().expect("default address"),
     };
-    let token = std::env::var("OPENVAALA_TOKEN").ok().filter(|t| !t.is_empty());
-    let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
+    let token = std::env::var("OPENVAALA_TOKEN")
+        .ok()
+        .filter(|t| !t.is_empty());
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()?;
     runtime.block_on(async move {
         let service = Service::start(ServeOptions {
             data_dir,
@@ -139,7 +151,10 @@ fn stop(data_dir: &Path) -> anyhow::Result<()> {
     let pid = libc::pid_t::try_from(owner.pid).context("invalid pid in runtime.lock")?;
     // SAFETY: kill(2) with a pid read from the lock file and a valid signal number.
     if unsafe { libc::kill(pid, libc::SIGTERM) } != 0 {
-        anyhow::bail!("cannot signal openvaala ({owner}): {}", std::io::Error::last_os_error());
+        anyhow::bail!(
+            "cannot signal openvaala ({owner}): {}",
+            std::io::Error::last_os_error()
+        );
     }
     println!("stopping openvaala ({owner})…");
     if !lock::wait_until_free(&lock_path, Duration::from_secs(60)) {
@@ -159,7 +174,9 @@ fn reindex(data_dir: &Path) -> anyhow::Result<()> {
         Err(error) => return Err(error.into()),
     };
     let started = std::time::Instant::now();
-    let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()?;
     let report = runtime.block_on(openvaala::index::rebuild::reindex(&store))?;
     let seconds = started.elapsed().as_secs_f64();
     for id in &report.finished_deletes {
@@ -169,7 +186,10 @@ fn reindex(data_dir: &Path) -> anyhow::Result<()> {
         println!("skipped a torn last line in {}", path.display());
     }
     if report.closed_turns > 0 {
-        println!("closed {} turn(s) left running as interrupted", report.closed_turns);
+        println!(
+            "closed {} turn(s) left running as interrupted",
+            report.closed_turns
+        );
     }
     for (id, reason) in &report.skipped {
         println!("skipped {id}: {reason}");

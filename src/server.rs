@@ -47,10 +47,13 @@ impl Service {
                 options.addr
             );
         }
-        let store = Store::open(&options.data_dir)
-            .with_context(|| format!("cannot open data directory {}", options.data_dir.display()))?;
+        let store = Store::open(&options.data_dir).with_context(|| {
+            format!("cannot open data directory {}", options.data_dir.display())
+        })?;
         let mut lock = RuntimeLock::acquire(&store.lock_path())?;
-        let index = Index::open(&store.index_path()).await.context("cannot open metadata.db")?;
+        let index = Index::open(&store.index_path())
+            .await
+            .context("cannot open metadata.db")?;
         recover(&store, &index).await?;
         index.set_runtime_state(CLEAN_SHUTDOWN, "0").await?;
 
@@ -78,7 +81,10 @@ impl Service {
 
     /// Serves until `shutdown` completes, then stops turns (as `interrupted`), ends event
     /// streams, waits for requests in flight and marks the index as cleanly closed.
-    pub async fn run(self, shutdown: impl Future<Output = ()> + Send + 'static) -> anyhow::Result<()> {
+    pub async fn run(
+        self,
+        shutdown: impl Future<Output = ()> + Send + 'static,
+    ) -> anyhow::Result<()> {
         let Service {
             addr,
             runtime,
@@ -97,7 +103,10 @@ impl Service {
         });
         tracing::info!(%addr, "openvaala is serving");
         server.await.context("the HTTP server failed")?;
-        runtime.index().set_runtime_state(CLEAN_SHUTDOWN, "1").await?;
+        runtime
+            .index()
+            .set_runtime_state(CLEAN_SHUTDOWN, "1")
+            .await?;
         runtime.index().close().await;
         drop(lock);
         tracing::info!("stopped");

@@ -22,18 +22,25 @@ pub struct ListParams {
     cursor: Option<String>,
 }
 
-pub async fn list(State(state): State<AppState>, Query(params): Query<ListParams>) -> Result<Response, ApiError> {
+pub async fn list(
+    State(state): State<AppState>,
+    Query(params): Query<ListParams>,
+) -> Result<Response, ApiError> {
     let archived = match params.archived.as_deref() {
         None | Some("false") => ArchivedFilter::Active,
         Some("true") => ArchivedFilter::Archived,
         Some("all") => ArchivedFilter::All,
         Some(other) => {
-            return Err(ApiError::Invalid(format!("archived must be false, true or all, not `{other}`")));
+            return Err(ApiError::Invalid(format!(
+                "archived must be false, true or all, not `{other}`"
+            )));
         }
     };
     let limit = params.limit.unwrap_or(50);
     if !(1..=500).contains(&limit) {
-        return Err(ApiError::Invalid(format!("limit must be between 1 and 500, not {limit}")));
+        return Err(ApiError::Invalid(format!(
+            "limit must be between 1 and 500, not {limit}"
+        )));
     }
     let query = ListQuery {
         archived,
@@ -42,7 +49,10 @@ pub async fn list(State(state): State<AppState>, Query(params): Query<ListParams
         cursor: params.cursor,
     };
     let page = state.runtime.list(&query).await?;
-    Ok(axum::Json(json!({ "conversations": page.conversations, "next_cursor": page.next_cursor })).into_response())
+    Ok(
+        axum::Json(json!({ "conversations": page.conversations, "next_cursor": page.next_cursor }))
+            .into_response(),
+    )
 }
 
 pub async fn create(
@@ -50,10 +60,15 @@ pub async fn create(
     IdempotencyKey(key): IdempotencyKey,
     Json(request): Json<NewConversation>,
 ) -> Result<Response, ApiError> {
-    Ok(answer(state.runtime.create_conversation(request, key).await?))
+    Ok(answer(
+        state.runtime.create_conversation(request, key).await?,
+    ))
 }
 
-pub async fn get(State(state): State<AppState>, Path(id): Path<String>) -> Result<Response, ApiError> {
+pub async fn get(
+    State(state): State<AppState>,
+    Path(id): Path<String>,
+) -> Result<Response, ApiError> {
     Ok(axum::Json(state.runtime.conversation(&id).await?).into_response())
 }
 
@@ -65,7 +80,10 @@ pub async fn update(
     Ok(axum::Json(state.runtime.update(&id, patch).await?).into_response())
 }
 
-pub async fn delete(State(state): State<AppState>, Path(id): Path<String>) -> Result<StatusCode, ApiError> {
+pub async fn delete(
+    State(state): State<AppState>,
+    Path(id): Path<String>,
+) -> Result<StatusCode, ApiError> {
     state.runtime.delete(&id).await?;
     Ok(StatusCode::NO_CONTENT)
 }
@@ -85,16 +103,26 @@ pub async fn items(
 ) -> Result<Response, ApiError> {
     let limit = params.limit.unwrap_or(200);
     if !(1..=2000).contains(&limit) {
-        return Err(ApiError::Invalid(format!("limit must be between 1 and 2000, not {limit}")));
+        return Err(ApiError::Invalid(format!(
+            "limit must be between 1 and 2000, not {limit}"
+        )));
     }
     let page = state
         .runtime
-        .items(&id, params.session.as_deref(), params.after_seq.unwrap_or(0), limit)
+        .items(
+            &id,
+            params.session.as_deref(),
+            params.after_seq.unwrap_or(0),
+            limit,
+        )
         .await?;
     Ok(axum::Json(page).into_response())
 }
 
-pub async fn sessions(State(state): State<AppState>, Path(id): Path<String>) -> Result<Response, ApiError> {
+pub async fn sessions(
+    State(state): State<AppState>,
+    Path(id): Path<String>,
+) -> Result<Response, ApiError> {
     let sessions = state.runtime.sessions(&id).await?;
     Ok(axum::Json(json!({ "sessions": sessions })).into_response())
 }
@@ -108,7 +136,10 @@ pub async fn send_message(
     Ok(answer(state.runtime.send_message(&id, request, key).await?))
 }
 
-pub async fn pending(State(state): State<AppState>, Path(id): Path<String>) -> Result<Response, ApiError> {
+pub async fn pending(
+    State(state): State<AppState>,
+    Path(id): Path<String>,
+) -> Result<Response, ApiError> {
     let pending = state.runtime.pending(&id).await?;
     Ok(axum::Json(json!({ "pending": pending })).into_response())
 }
@@ -119,7 +150,11 @@ pub struct InterruptRequest {
     session_id: Option<String>,
 }
 
-pub async fn interrupt(State(state): State<AppState>, Path(id): Path<String>, body: Bytes) -> Result<Response, ApiError> {
+pub async fn interrupt(
+    State(state): State<AppState>,
+    Path(id): Path<String>,
+    body: Bytes,
+) -> Result<Response, ApiError> {
     let request: InterruptRequest = optional_json(&body)?;
     let interrupted = state.runtime.interrupt(&id, request.session_id).await?;
     Ok(axum::Json(json!({ "interrupted": interrupted })).into_response())
@@ -133,7 +168,10 @@ pub async fn interrupt_session(
     Ok(axum::Json(json!({ "interrupted": interrupted })).into_response())
 }
 
-pub async fn usage(State(state): State<AppState>, Path(id): Path<String>) -> Result<Response, ApiError> {
+pub async fn usage(
+    State(state): State<AppState>,
+    Path(id): Path<String>,
+) -> Result<Response, ApiError> {
     Ok(axum::Json(state.runtime.conversation(&id).await?.usage).into_response())
 }
 
@@ -148,5 +186,6 @@ fn optional_json<T: DeserializeOwned + Default>(body: &Bytes) -> Result<T, ApiEr
     if body.iter().all(u8::is_ascii_whitespace) {
         return Ok(T::default());
     }
-    serde_json::from_slice(body).map_err(|error| ApiError::Invalid(format!("invalid JSON body: {error}")))
+    serde_json::from_slice(body)
+        .map_err(|error| ApiError::Invalid(format!("invalid JSON body: {error}")))
 }

@@ -67,7 +67,11 @@ impl IntoResponse for ApiError {
             ApiError::Internal(_) => "internal error; see the service log".to_owned(),
             other => other.to_string(),
         };
-        (status, Json(json!({ "error": { "code": code, "message": message } }))).into_response()
+        (
+            status,
+            Json(json!({ "error": { "code": code, "message": message } })),
+        )
+            .into_response()
     }
 }
 
@@ -77,12 +81,30 @@ impl From<RuntimeError> for ApiError {
         match error {
             RuntimeError::Invalid(_) => ApiError::Invalid(message),
             RuntimeError::NotFound(_) => ApiError::NotFound(message),
-            RuntimeError::TurnRunning => ApiError::Conflict { code: "turn_running", message },
-            RuntimeError::MessagesWaiting => ApiError::Conflict { code: "messages_waiting", message },
-            RuntimeError::NotWaiting => ApiError::Conflict { code: "not_waiting", message },
-            RuntimeError::CwdMissing(_) => ApiError::Unprocessable { code: "cwd_missing", message },
-            RuntimeError::ModelUnavailable(_) => ApiError::Unprocessable { code: "model_unavailable", message },
-            RuntimeError::AgentUnavailable(_) => ApiError::Unprocessable { code: "agent_unavailable", message },
+            RuntimeError::TurnRunning => ApiError::Conflict {
+                code: "turn_running",
+                message,
+            },
+            RuntimeError::MessagesWaiting => ApiError::Conflict {
+                code: "messages_waiting",
+                message,
+            },
+            RuntimeError::NotWaiting => ApiError::Conflict {
+                code: "not_waiting",
+                message,
+            },
+            RuntimeError::CwdMissing(_) => ApiError::Unprocessable {
+                code: "cwd_missing",
+                message,
+            },
+            RuntimeError::ModelUnavailable(_) => ApiError::Unprocessable {
+                code: "model_unavailable",
+                message,
+            },
+            RuntimeError::AgentUnavailable(_) => ApiError::Unprocessable {
+                code: "agent_unavailable",
+                message,
+            },
             RuntimeError::ShuttingDown => ApiError::Unavailable(message),
             RuntimeError::Internal(_) => ApiError::Internal(message),
         }

@@ -23,7 +23,10 @@ pub async fn conversation_events(
     Path(id): Path<String>,
     headers: HeaderMap,
 ) -> Result<Sse<impl Stream<Item = Result<SseEvent, Infallible>>>, ApiError> {
-    let subscription = state.runtime.subscribe(&id, last_event_id(&headers)).await?;
+    let subscription = state
+        .runtime
+        .subscribe(&id, last_event_id(&headers))
+        .await?;
     let streams_done = state.streams_done.clone();
     let stream = async_stream::stream! {
         if let Some((id, snapshot)) = subscription.snapshot {
@@ -65,7 +68,13 @@ pub async fn list_events(
     let snapshot = match &replay {
         Some(_) => None,
         None => {
-            let page = state.runtime.list(&ListQuery { limit: 50, ..ListQuery::default() }).await?;
+            let page = state
+                .runtime
+                .list(&ListQuery {
+                    limit: 50,
+                    ..ListQuery::default()
+                })
+                .await?;
             Some(json!({ "conversations": page.conversations, "next_cursor": page.next_cursor }))
         }
     };

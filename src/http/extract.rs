@@ -27,9 +27,9 @@ fn json_rejection(rejection: JsonRejection) -> ApiError {
         return ApiError::TooLarge("the request body is too large".to_owned());
     }
     match rejection {
-        JsonRejection::MissingJsonContentType(_) => {
-            ApiError::Invalid("the request body must be JSON (Content-Type: application/json)".to_owned())
-        }
+        JsonRejection::MissingJsonContentType(_) => ApiError::Invalid(
+            "the request body must be JSON (Content-Type: application/json)".to_owned(),
+        ),
         other => ApiError::Invalid(other.body_text()),
     }
 }
@@ -67,7 +67,9 @@ impl<S: Send + Sync> FromRequestParts<S> for IdempotencyKey {
             .ok()
             .filter(|k| !k.is_empty() && k.len() <= 200 && k.bytes().all(|b| b.is_ascii_graphic()))
             .ok_or_else(|| {
-                ApiError::Invalid("Idempotency-Key must be 1 to 200 visible ASCII characters".to_owned())
+                ApiError::Invalid(
+                    "Idempotency-Key must be 1 to 200 visible ASCII characters".to_owned(),
+                )
             })?;
         Ok(IdempotencyKey(Some(key.to_owned())))
     }

@@ -47,15 +47,24 @@ pub fn router(
         .route("/api/models", get(meta::models))
         .route("/api/events", get(events::list_events))
         .route("/api/conversations", get(c::list).post(c::create))
-        .route("/api/conversations/{id}", get(c::get).patch(c::update).delete(c::delete))
+        .route(
+            "/api/conversations/{id}",
+            get(c::get).patch(c::update).delete(c::delete),
+        )
         .route("/api/conversations/{id}/items", get(c::items))
         .route("/api/conversations/{id}/sessions", get(c::sessions))
         .route("/api/conversations/{id}/messages", post(c::send_message))
         .route("/api/conversations/{id}/pending", get(c::pending))
         .route("/api/conversations/{id}/interrupt", post(c::interrupt))
-        .route("/api/conversations/{id}/sessions/{session_id}/interrupt", post(c::interrupt_session))
+        .route(
+            "/api/conversations/{id}/sessions/{session_id}/interrupt",
+            post(c::interrupt_session),
+        )
         .route("/api/conversations/{id}/usage", get(c::usage))
-        .route("/api/conversations/{id}/events", get(events::conversation_events))
+        .route(
+            "/api/conversations/{id}/events",
+            get(events::conversation_events),
+        )
         .fallback(meta::not_found)
         .method_not_allowed_fallback(meta::method_not_allowed);
     api.layer(DefaultBodyLimit::max(MAX_BODY_BYTES))

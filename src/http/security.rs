@@ -34,11 +34,18 @@ impl Security {
         } else if !ip.is_unspecified() {
             allowed_hosts.push(addr.to_string());
         }
-        Security { allowed_hosts, token }
+        Security {
+            allowed_hosts,
+            token,
+        }
     }
 
     fn host_allowed(&self, host: &str) -> bool {
-        self.allowed_hosts.is_empty() || self.allowed_hosts.iter().any(|h| h.eq_ignore_ascii_case(host))
+        self.allowed_hosts.is_empty()
+            || self
+                .allowed_hosts
+                .iter()
+                .any(|h| h.eq_ignore_ascii_case(host))
     }
 
     fn origin_allowed(&self, origin: &str, host: &str) -> bool {
@@ -55,7 +62,9 @@ impl Security {
     }
 
     fn token_ok(&self, request: &Request) -> bool {
-        let Some(expected) = &self.token else { return true };
+        let Some(expected) = &self.token else {
+            return true;
+        };
         let from_header = request
             .headers()
             .get(header::AUTHORIZATION)
@@ -73,7 +82,11 @@ impl Security {
     }
 }
 
-pub async fn guard(State(security): State<Arc<Security>>, request: Request, next: Next) -> Response {
+pub async fn guard(
+    State(security): State<Arc<Security>>,
+    request: Request,
+    next: Next,
+) -> Response {
     let host = request
         .headers()
         .get(header::HOST)
@@ -82,22 +95,29 @@ pub async fn guard(State(security): State<Arc<Security>>, request: Request, next
         .unwrap_or_default()
         .to_owned();
     if !security.host_allowed(&host) {
-        return ApiError::Forbidden(format!("requests must be addressed to this service, not to host `{host}`"))
-            .into_response();
+        return ApiError::Forbidden(format!(
+            "requests must be addressed to this service, not to host `{host}`"
+        ))
+        .into_response();
     }
-    let changes_state = !matches!(*request.method(), Method::GET | Method::HEAD | Method::OPTIONS);
-    if changes_state
-        && let Some(origin) = request.headers().get(header::ORIGIN)
-    {
+    let changes_state = !matches!(
+        *request.method(),
+        Method::GET | Method::HEAD | Method::OPTIONS
+    );
+    if changes_state && let Some(origin) = request.headers().get(header::ORIGIN) {
         let origin = origin.to_str().unwrap_or("null");
         if !security.origin_allowed(origin, &host) {
-            return ApiError::Forbidden(format!("cross-origin requests from `{origin}` are not allowed"))
-                .into_response();
+            return ApiError::Forbidden(format!(
+                "cross-origin requests from `{origin}` are not allowed"
+            ))
+            .into_response();
         }
     }
     if request.uri().path().starts_with("/api/") && !security.token_ok(&request) {
-        return ApiError::Unauthorized("a valid `Authorization: Bearer <token>` header is required".to_owned())
-            .into_response();
+        return ApiError::Unauthorized(
+            "a valid `Authorization: Bearer <token>` header is required".to_owned(),
+        )
+        .into_response();
     }
     next.run(request).await
 }

@@ -45,7 +45,10 @@ pub enum IndexUpdate<'a> {
         meta_len: u64,
     },
     /// The title's search row (replaced whenever the title changes).
-    Title { conversation_id: &'a str, title: &'a str },
+    Title {
+        conversation_id: &'a str,
+        title: &'a str,
+    },
     Session {
         conversation_id: &'a str,
         session: &'a Session,
@@ -151,7 +154,9 @@ impl Index {
     /// A page of conversations, newest `updated_at` first.
     pub async fn list(&self, query: &ListQuery) -> Result<ListPage, IndexError> {
         let limit = query.limit.clamp(1, 500);
-        let mut sql = QueryBuilder::<Sqlite>::new("SELECT data, updated_at, id FROM conversations WHERE 1 = 1");
+        let mut sql = QueryBuilder::<Sqlite>::new(
+            "SELECT data, updated_at, id FROM conversations WHERE 1 = 1",
+        );
         match query.archived {
             ArchivedFilter::Active => sql.push(" AND archived = 0"),
             ArchivedFilter::Archived => sql.push(" AND archived = 1"),
@@ -165,7 +170,12 @@ impl Index {
                 .push_bind(id)
                 .push(")");
         }
-        if let Some(search) = query.search.as_deref().map(str::trim).filter(|s| !s.is_empty()) {
+        if let Some(search) = query
+            .search
+            .as_deref()
+            .map(str::trim)
+            .filter(|s| !s.is_empty())
+        {
             sql.push(" AND id IN (SELECT conversation_id FROM search_rows WHERE rowid IN (SELECT rowid FROM search WHERE 1 = 1");
             push_search_terms(&mut sql, search);
             sql.push("))");
@@ -344,11 +354,12 @@ async fn replace_search_row(
     item_id: &str,
     text: &str,
 ) -> Result<(), IndexError> {
-    let old = sqlx::query("SELECT rowid FROM search_rows WHERE conversation_id = ? AND item_id = ?")
-        .bind(conversation_id)
-        .bind(item_id)
-        .fetch_optional(&mut **tx)
-        .await?;
+    let old =
+        sqlx::query("SELECT rowid FROM search_rows WHERE conversation_id = ? AND item_id = ?")
+            .bind(conversation_id)
+            .bind(item_id)
+            .fetch_optional(&mut **tx)
+            .await?;
     if let Some(row) = old {
         let rowid: i64 = row.get(0);
         sqlx::query("DELETE FROM search WHERE rowid = ?")

@@ -51,11 +51,15 @@ pub fn load_conversation(store: &Store, id: &str) -> Result<(LoadedConversation,
     let mut session_items = std::collections::HashMap::new();
     for session in &state.sessions {
         let path = store.session_path(id, &session.id);
-        let session_log = crate::store::jsonl::read_log::<SessionRecord>(&path).map_err(|e| describe(&e))?;
+        let session_log =
+            crate::store::jsonl::read_log::<SessionRecord>(&path).map_err(|e| describe(&e))?;
         if session_log.torn_tail.is_some() {
             torn_files.push(path);
         }
-        session_items.insert(session.id.clone(), crate::store::fold_items(session_log.records));
+        session_items.insert(
+            session.id.clone(),
+            crate::store::fold_items(session_log.records),
+        );
     }
 
     let running: Vec<_> = state.running_turns().cloned().collect();
@@ -74,7 +78,9 @@ pub fn load_conversation(store: &Store, id: &str) -> Result<(LoadedConversation,
             at: now(),
         };
         let mut writer = store.open_metadata_writer(id).map_err(|e| describe(&e))?;
-        writer.append(std::slice::from_ref(&ended)).map_err(|e| describe(&e))?;
+        writer
+            .append(std::slice::from_ref(&ended))
+            .map_err(|e| describe(&e))?;
         meta_len = writer.len();
         state.apply(&ended);
     }
@@ -96,7 +102,11 @@ pub fn load_conversation(store: &Store, id: &str) -> Result<(LoadedConversation,
 
 /// The records that close a turn cut by a crash: its running items become `interrupted`, and a
 /// notice tells the model (and every client) what happened. `items` is updated to match.
-pub fn close_interrupted_items(items: &mut Vec<Item>, session_id: &str, turn_id: &str) -> Vec<SessionRecord> {
+pub fn close_interrupted_items(
+    items: &mut Vec<Item>,
+    session_id: &str,
+    turn_id: &str,
+) -> Vec<SessionRecord> {
     let mut records = Vec::new();
     for item in items.iter_mut().filter(|i| i.status == ItemStatus::Running) {
         item.status = ItemStatus::Interrupted;
@@ -150,17 +160,27 @@ pub fn updates_for(loaded: &LoadedConversation) -> Vec<IndexUpdate<'_>> {
         conversation_id: id,
         turn,
     }));
-    updates.extend(state.answers.iter().map(|(key, (status, response))| IndexUpdate::Answer {
-        conversation_id: id,
-        key,
-        status: *status,
-        response,
-    }));
-    updates.extend(loaded.search_texts.iter().map(|(item_id, text)| IndexUpdate::SearchText {
-        conversation_id: id,
-        item_id,
-        text,
-    }));
+    updates.extend(
+        state
+            .answers
+            .iter()
+            .map(|(key, (status, response))| IndexUpdate::Answer {
+                conversation_id: id,
+                key,
+                status: *status,
+                response,
+            }),
+    );
+    updates.extend(
+        loaded
+            .search_texts
+            .iter()
+            .map(|(item_id, text)| IndexUpdate::SearchText {
+                conversation_id: id,
+                item_id,
+                text,
+            }),
+    );
     updates
 }
 
@@ -198,11 +218,16 @@ pub async fn reconcile(store: &Store, index: &Index) -> Result<RebuildReport, In
         index.remove_conversation(id).await?;
     }
     let mut known = index.meta_lens().await?;
-    let running: std::collections::HashSet<String> =
-        index.running_conversation_ids().await?.into_iter().collect();
+    let running: std::collections::HashSet<String> = index
+        .running_conversation_ids()
+        .await?
+        .into_iter()
+        .collect();
     let mut changed = Vec::new();
     for id in store.conversation_ids()? {
-        let on_disk = std::fs::metadata(store.metadata_path(&id)).map(|m| m.len()).ok();
+        let on_disk = std::fs::metadata(store.metadata_path(&id))
+            .map(|m| m.len())
+            .ok();
         let indexed = known.remove(&id);
         if on_disk != indexed || running.contains(&id) {
             changed.push(id);
@@ -227,7 +252,9 @@ async fn index_conversations(
     report: &mut RebuildReport,
 ) -> Result<(), IndexError> {
     const BATCH: usize = 500;
-    let (sender, mut receiver) = tokio::sync::mpsc::channel::<Result<(LoadedConversation, usize), (String, String)>>(BATCH * 2);
+    let (sender, mut receiver) = tokio::sync::mpsc::channel::<
+        Result<(LoadedConversation, usize), (String, String)>,
+    >(BATCH * 2);
     let reader_store = store.clone();
     let reader = tokio::task::spawn_blocking(move || {
         for id in ids {
@@ -267,11 +294,16 @@ async fn index_conversations(
 fn describe(error: &StoreError) -> String {
     match error {
         StoreError::UnknownVersion { version, .. } => format!("unknown schema version {version}"),
-        StoreError::Malformed { path, line, message } => format!(
+        StoreError::Malformed {
+            path,
+            line,
+            message,
+        } => format!(
             "unreadable {}: line {line}: {message}",
-            path.file_name().map(|n| n.to_string_lossy()).unwrap_or_default()
+            path.file_name()
+                .map(|n| n.to_string_lossy())
+                .unwrap_or_default()
         ),
         other => format!("unreadable: {other}"),
     }
 }
-

@@ -66,7 +66,10 @@ struct Plan {
 impl DemoModel {
     fn plan(&self, request: &ModelRequest) -> Result<Plan, ModelError> {
         let Some((index, message_id, text)) = latest_user_message(&request.history) else {
-            return Ok(reply("Demo model: there is no user message to answer.".to_owned(), None));
+            return Ok(reply(
+                "Demo model: there is no user message to answer.".to_owned(),
+                None,
+            ));
         };
         let mut delay = None;
         let mut tool_calls = Vec::new();
@@ -90,7 +93,10 @@ impl DemoModel {
                 tool_calls.push(("read_file", json!({ "path": path.trim() })));
             } else if let Some(spec) = line.strip_prefix("/spawn ") {
                 let (agent, task) = spec.split_once(':').unwrap_or(("default", spec));
-                tool_calls.push(("spawn_agent", json!({ "agent": agent.trim(), "task": task.trim() })));
+                tool_calls.push((
+                    "spawn_agent",
+                    json!({ "agent": agent.trim(), "task": task.trim() }),
+                ));
             }
         }
         // Tool calls are made once: after their results come back, the model answers.
@@ -115,7 +121,13 @@ impl DemoModel {
             first_line_excerpt(text)
         );
         for result in results {
-            if let ItemKind::ToolCall { name, output, exit_code, .. } = &result.kind {
+            if let ItemKind::ToolCall {
+                name,
+                output,
+                exit_code,
+                ..
+            } = &result.kind
+            {
                 let status = exit_code.map_or(String::new(), |code| format!(" (exit code {code})"));
                 answer.push_str(&format!(
                     " The {name} tool returned {} bytes{status}.",
@@ -139,10 +151,14 @@ fn reply(text: String, delay: Option<Duration>) -> Plan {
 
 /// The position, id and text of the latest user message in the history.
 fn latest_user_message(history: &[Item]) -> Option<(usize, &str, &str)> {
-    history.iter().enumerate().rev().find_map(|(index, item)| match &item.kind {
-        ItemKind::UserMessage { text, .. } => Some((index, item.id.as_str(), text.as_str())),
-        _ => None,
-    })
+    history
+        .iter()
+        .enumerate()
+        .rev()
+        .find_map(|(index, item)| match &item.kind {
+            ItemKind::UserMessage { text, .. } => Some((index, item.id.as_str(), text.as_str())),
+            _ => None,
+        })
 }
 
 fn first_line_excerpt(text: &str) -> String {
@@ -157,6 +173,6 @@ fn first_line_excerpt(text: &str) -> String {
 fn estimate_tokens_of(history: &[Item]) -> u64 {
     history
         .iter()
-        .map(|item| crate::runtime::usage::estimate_item_tokens(item))
+        .map(crate::runtime::usage::estimate_item_tokens)
         .sum()
 }

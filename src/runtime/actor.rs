@@ -30,9 +30,16 @@ use crate::tools::ToolContext;
 /// The commands handlers send. Each carries the channel its answer goes back on.
 pub enum Command {
     View(oneshot::Sender<Result<ConversationView, RuntimeError>>),
-    Update(ConversationPatch, oneshot::Sender<Result<Conversation, RuntimeError>>),
+    Update(
+        ConversationPatch,
+        oneshot::Sender<Result<Conversation, RuntimeError>>,
+    ),
     Delete(oneshot::Sender<Result<(), RuntimeError>>),
-    Send(NewMessage, Option<String>, oneshot::Sender<Result<Answer, RuntimeError>>),
+    Send(
+        NewMessage,
+        Option<String>,
+        oneshot::Sender<Result<Answer, RuntimeError>>,
+    ),
     Interrupt(Option<String>, oneshot::Sender<Result<bool, RuntimeError>>),
     Subscribe(Option<EventId>, oneshot::Sender<Subscription>),
     Shutdown(oneshot::Sender<()>),
@@ -251,7 +258,9 @@ impl ConversationActor {
             .shared
             .config
             .model(&self.state.conversation.model)
-            .map_or((0, 0), |model| (model.context_window, model.max_output_tokens));
+            .map_or((0, 0), |model| {
+                (model.context_window, model.max_output_tokens)
+            });
         self.usage.view(window, max_output)
     }
 
@@ -299,15 +308,22 @@ impl ConversationActor {
         if let Err(error) = self.shared.index.remove_conversation(&self.id).await {
             tracing::error!(%error, "index delete failed; the next start will reconcile it");
         }
-        self.shared
-            .list_events
-            .publish("conversation.deleted", &json!({ "conversation_id": self.id }));
-        self.bus
-            .publish("conversation.deleted", &json!({ "conversation_id": self.id }));
+        self.shared.list_events.publish(
+            "conversation.deleted",
+            &json!({ "conversation_id": self.id }),
+        );
+        self.bus.publish(
+            "conversation.deleted",
+            &json!({ "conversation_id": self.id }),
+        );
         Ok(())
     }
 
-    async fn send(&mut self, request: NewMessage, key: Option<String>) -> Result<Answer, RuntimeError> {
+    async fn send(
+        &mut self,
+        request: NewMessage,
+        key: Option<String>,
+    ) -> Result<Answer, RuntimeError> {
         if let Some((status, body)) = key.as_ref().and_then(|key| self.state.answers.get(key)) {
             return Ok(Answer {
                 status: *status,
@@ -318,7 +334,9 @@ impl ConversationActor {
         let session_id = request.session_id.unwrap_or_else(|| root.clone());
         if session_id != root {
             return Err(match self.state.session(&session_id) {
-                Some(_) => RuntimeError::Invalid("messages to sub-agents are not supported yet".to_owned()),
+                Some(_) => {
+                    RuntimeError::Invalid("messages to sub-agents are not supported yet".to_owned())
+                }
                 None => RuntimeError::NotFound(format!("session {session_id}")),
             });
         }
@@ -364,7 +382,11 @@ impl ConversationActor {
                 conversation.agent
             )));
         }
-        if let Err(reason) = self.shared.models.client(&self.shared.config, &conversation.model) {
+        if let Err(reason) = self
+            .shared
+            .models
+            .client(&self.shared.config, &conversation.model)
+        {
             return Err(RuntimeError::ModelUnavailable(format!(
                 "{reason}; switch the conversation's model with PATCH {{\"model\": …}}"
             )));
@@ -373,7 +395,11 @@ impl ConversationActor {
     }
 
     /// Accepts messages as a new turn of the root session: stored write-ahead, then run.
-    fn start_turn(&mut self, messages: Vec<Message>, key: Option<String>) -> Result<Answer, RuntimeError> {
+    fn start_turn(
+        &mut self,
+        messages: Vec<Message>,
+        key: Option<String>,
+    ) -> Result<Answer, RuntimeError> {
         let turn_id = new_id("t");
         let session_id = self.state.conversation.root_session_id.clone();
         let messages: Vec<Message> = messages
@@ -423,7 +449,10 @@ impl ConversationActor {
         let id = self.id.clone();
         let conversation_update = self.conversation_update_owned();
         let turn = self.state.turns.last().cloned();
-        let search: Vec<(String, String)> = messages.iter().map(|m| (m.id.clone(), m.text.clone())).collect();
+        let search: Vec<(String, String)> = messages
+            .iter()
+            .map(|m| (m.id.clone(), m.text.clone()))
+            .collect();
         let answer_key = answer_record(&self.state, &messages[0].id);
         // Index in the background of the turn: the files are already the truth.
         tokio::spawn(async move {
@@ -432,13 +461,25 @@ impl ConversationActor {
                 meta_len: conversation_update.1,
             }];
             if let Some(turn) = &turn {
-                updates.push(IndexUpdate::Turn { conversation_id: &id, turn });
+                updates.push(IndexUpdate::Turn {
+                    conversation_id: &id,
+                    turn,
+                });
             }
             for (item_id, text) in &search {
-                updates.push(IndexUpdate::SearchText { conversation_id: &id, item_id, text });
+                updates.push(IndexUpdate::SearchText {
+                    conversation_id: &id,
+                    item_id,
+                    text,
+                });
             }
             if let Some((key, status, response)) = &answer_key {
-                updates.push(IndexUpdate::Answer { conversation_id: &id, key, status: *status, response });
+                updates.push(IndexUpdate::Answer {
+                    conversation_id: &id,
+                    key,
+                    status: *status,
+                    response,
+                });
             }
             shared.index_quietly(&updates).await;
         });
@@ -509,7 +550,11 @@ impl ConversationActor {
                     running.items.push(item);
                 }
             }
-            TurnMsg::Delta { item_id, field, delta } => {
+            TurnMsg::Delta {
+                item_id,
+                field,
+                delta,
+            } => {
                 let session_id = match &mut self.running {
                     Some(running) => {
                         if let Some(item) = running.items.iter_mut().find(|i| i.id == item_id) {
@@ -529,7 +574,12 @@ impl ConversationActor {
                     let _ = ack.send(());
                 }
             }
-            TurnMsg::Retry { attempt, max_attempts, delay_ms, error } => {
+            TurnMsg::Retry {
+                attempt,
+                max_attempts,
+                delay_ms,
+                error,
+            } => {
                 let session_id = self.running.as_ref().map(|r| r.session_id.clone());
                 self.bus.publish(
                     "model.retry",
@@ -538,7 +588,8 @@ impl ConversationActor {
             }
             TurnMsg::Usage(usage) => {
                 self.usage.report(usage.input_tokens + usage.output_tokens);
-                self.bus.publish("usage.updated", &json!({ "usage": self.usage_view() }));
+                self.bus
+                    .publish("usage.updated", &json!({ "usage": self.usage_view() }));
             }
             TurnMsg::TakeSteered { reply } => {
                 let items = self.take_steered();
@@ -560,7 +611,8 @@ impl ConversationActor {
             Some(seq) => seq,
             None => self.next_seq(&item.session_id),
         };
-        if let Err(error) = self.append_items(&item.session_id.clone(), std::slice::from_ref(&item)) {
+        if let Err(error) = self.append_items(&item.session_id.clone(), std::slice::from_ref(&item))
+        {
             tracing::error!(%error, conversation = %self.id, "cannot store an item; interrupting the turn");
             if let Some(running) = &self.running {
                 running.cancel.cancel();
@@ -610,7 +662,9 @@ impl ConversationActor {
 
     /// Steered messages join the running turn before its next model call (SPEC §3.1).
     fn take_steered(&mut self) -> Vec<Item> {
-        let Some(running) = &self.running else { return Vec::new() };
+        let Some(running) = &self.running else {
+            return Vec::new();
+        };
         let turn_id = running.turn_id.clone();
         let session_id = running.session_id.clone();
         let (steered, rest): (Vec<Message>, Vec<Message>) = std::mem::take(&mut self.pending)
@@ -622,11 +676,17 @@ impl ConversationActor {
         }
         let steered: Vec<Message> = steered
             .into_iter()
-            .map(|m| Message { status: MessageStatus::Steered, ..m })
+            .map(|m| Message {
+                status: MessageStatus::Steered,
+                ..m
+            })
             .collect();
         let records = steered
             .iter()
-            .map(|message| MetaRecord::MessageAccepted { message: message.clone(), idempotency_key: None })
+            .map(|message| MetaRecord::MessageAccepted {
+                message: message.clone(),
+                idempotency_key: None,
+            })
             .collect();
         if let Err(error) = self.append_meta(records) {
             tracing::error!(%error, "cannot store steered messages; they stay waiting");
@@ -653,14 +713,23 @@ impl ConversationActor {
     }
 
     async fn end_turn(&mut self, status: TurnStatus, error: Option<String>) {
-        let Some(running) = self.running.take() else { return };
+        let Some(running) = self.running.take() else {
+            return;
+        };
         // Items the turn left running (it should not) are closed with the turn's status.
-        for mut item in running.items.into_iter().filter(|i| i.status == ItemStatus::Running) {
+        for mut item in running
+            .items
+            .into_iter()
+            .filter(|i| i.status == ItemStatus::Running)
+        {
             item.status = match status {
                 TurnStatus::Failed => ItemStatus::Failed,
                 _ => ItemStatus::Interrupted,
             };
-            if self.append_items(&item.session_id.clone(), std::slice::from_ref(&item)).is_ok() {
+            if self
+                .append_items(&item.session_id.clone(), std::slice::from_ref(&item))
+                .is_ok()
+            {
                 self.bus.publish("item.completed", &json!({ "item": item }));
             }
         }
@@ -674,11 +743,20 @@ impl ConversationActor {
         if let Err(error) = self.append_meta(vec![record]) {
             tracing::error!(%error, conversation = %self.id, "cannot store the end of a turn");
         }
-        let turn = self.state.turns.iter().rev().find(|t| t.id == running.turn_id).cloned();
+        let turn = self
+            .state
+            .turns
+            .iter()
+            .rev()
+            .find(|t| t.id == running.turn_id)
+            .cloned();
         let conversation_update = self.conversation_update();
         let mut updates = vec![conversation_update];
         if let Some(turn) = &turn {
-            updates.push(IndexUpdate::Turn { conversation_id: &self.id, turn });
+            updates.push(IndexUpdate::Turn {
+                conversation_id: &self.id,
+                turn,
+            });
         }
         self.shared.index_quietly(&updates).await;
         self.bus.publish(
@@ -701,14 +779,21 @@ impl ConversationActor {
             return;
         }
         let next = self.pending.remove(0);
-        if let Err(error) = self.check_can_run().and_then(|()| self.start_turn(vec![next.clone()], None)) {
+        if let Err(error) = self
+            .check_can_run()
+            .and_then(|()| self.start_turn(vec![next.clone()], None))
+        {
             tracing::warn!(%error, "a waiting message could not start a turn; it keeps waiting");
             self.pending.insert(0, next);
         }
         self.publish_pending();
     }
 
-    fn interrupt(&mut self, session: Option<String>, reply: oneshot::Sender<Result<bool, RuntimeError>>) {
+    fn interrupt(
+        &mut self,
+        session: Option<String>,
+        reply: oneshot::Sender<Result<bool, RuntimeError>>,
+    ) {
         if let Some(session) = &session
             && self.state.session(session).is_none()
         {
@@ -730,7 +815,11 @@ impl ConversationActor {
         if let Some(after) = after {
             let (receiver, replay) = self.bus.resume(after);
             if let Replay::Events(replay) = replay {
-                return Subscription { snapshot: None, replay, receiver };
+                return Subscription {
+                    snapshot: None,
+                    replay,
+                    receiver,
+                };
             }
         }
         // Subscribe first, then snapshot: nothing can fall in between because events of this
@@ -769,8 +858,12 @@ impl ConversationActor {
             .collect();
         for (session_id, turn_id) in stale {
             let mut items = self.shared.store.read_items(&self.id, &session_id)?;
-            let records = crate::index::rebuild::close_interrupted_items(&mut items, &session_id, &turn_id);
-            let items: Vec<Item> = records.into_iter().map(|SessionRecord::Item { item }| item).collect();
+            let records =
+                crate::index::rebuild::close_interrupted_items(&mut items, &session_id, &turn_id);
+            let items: Vec<Item> = records
+                .into_iter()
+                .map(|SessionRecord::Item { item }| item)
+                .collect();
             self.append_items(&session_id, &items)?;
             if let Some(last) = items.last() {
                 self.last_seq.insert(session_id.clone(), last.seq);
@@ -797,11 +890,16 @@ impl ConversationActor {
     fn append_items(&mut self, session_id: &str, items: &[Item]) -> Result<(), StoreError> {
         let writer = match self.session_writers.entry(session_id.to_owned()) {
             std::collections::hash_map::Entry::Occupied(entry) => entry.into_mut(),
-            std::collections::hash_map::Entry::Vacant(entry) => {
-                entry.insert(self.shared.store.open_session_writer(&self.id, session_id)?)
-            }
+            std::collections::hash_map::Entry::Vacant(entry) => entry.insert(
+                self.shared
+                    .store
+                    .open_session_writer(&self.id, session_id)?,
+            ),
         };
-        let records: Vec<SessionRecord> = items.iter().map(|item| SessionRecord::Item { item: item.clone() }).collect();
+        let records: Vec<SessionRecord> = items
+            .iter()
+            .map(|item| SessionRecord::Item { item: item.clone() })
+            .collect();
         writer.append(&records)
     }
 
@@ -825,11 +923,14 @@ impl ConversationActor {
     fn publish_conversation(&self) {
         let data = json!({ "conversation": self.state.conversation });
         self.bus.publish("conversation.updated", &data);
-        self.shared.list_events.publish("conversation.updated", &data);
+        self.shared
+            .list_events
+            .publish("conversation.updated", &data);
     }
 
     fn publish_pending(&self) {
-        self.bus.publish("pending.updated", &json!({ "pending": self.pending }));
+        self.bus
+            .publish("pending.updated", &json!({ "pending": self.pending }));
     }
 }
 
@@ -862,6 +963,8 @@ fn instructions(agent: Option<&str>, cwd: &str) -> Option<String> {
         (None, None) => None,
         (Some(agent), None) => Some(agent.to_owned()),
         (None, Some(file)) => Some(format!("Instructions from AGENTS.md:\n{file}")),
-        (Some(agent), Some(file)) => Some(format!("{agent}\n\nInstructions from AGENTS.md:\n{file}")),
+        (Some(agent), Some(file)) => {
+            Some(format!("{agent}\n\nInstructions from AGENTS.md:\n{file}"))
+        }
     }
 }

@@ -130,7 +130,10 @@ impl EventBus {
         if after.epoch != self.inner.epoch || after.n >= recent.next {
             return (receiver, Replay::Snapshot);
         }
-        let oldest = recent.events.front().map_or(recent.next, |event| event.id.n);
+        let oldest = recent
+            .events
+            .front()
+            .map_or(recent.next, |event| event.id.n);
         if after.n + 1 < oldest {
             return (receiver, Replay::Snapshot);
         }

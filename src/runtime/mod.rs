@@ -42,7 +42,9 @@ pub enum RuntimeError {
     MessagesWaiting,
     #[error("the message is no longer waiting: the agent has taken it")]
     NotWaiting,
-    #[error("the working directory {0} does not exist; recreate it or repoint the conversation with PATCH {{\"cwd\": …}}")]
+    #[error(
+        "the working directory {0} does not exist; recreate it or repoint the conversation with PATCH {{\"cwd\": …}}"
+    )]
     CwdMissing(String),
     #[error("{0}")]
     ModelUnavailable(String),
@@ -171,7 +173,12 @@ pub struct Shared {
 }
 
 impl Runtime {
-    pub fn new(store: Store, index: Index, config: Arc<Config>, settings: RuntimeSettings) -> Runtime {
+    pub fn new(
+        store: Store,
+        index: Index,
+        config: Arc<Config>,
+        settings: RuntimeSettings,
+    ) -> Runtime {
         let models = Models::new(&config);
         Runtime {
             shared: Arc::new(Shared {
@@ -224,15 +231,22 @@ impl Runtime {
         }
         validate_text(&request.text, &request.images)?;
         let config = &self.shared.config;
-        let agent_name = request.agent.unwrap_or_else(|| config.default_agent.clone());
-        let agent = config
-            .agent(&agent_name)
-            .ok_or_else(|| RuntimeError::AgentUnavailable(format!("agent `{agent_name}` is not configured")))?;
+        let agent_name = request
+            .agent
+            .unwrap_or_else(|| config.default_agent.clone());
+        let agent = config.agent(&agent_name).ok_or_else(|| {
+            RuntimeError::AgentUnavailable(format!("agent `{agent_name}` is not configured"))
+        })?;
         let model = request.model.unwrap_or_else(|| agent.model.clone());
         self.check_model(&model)?;
         let cwd = match request.cwd {
             Some(cwd) => checked_cwd(&cwd)?,
-            None => self.shared.settings.default_cwd.to_string_lossy().into_owned(),
+            None => self
+                .shared
+                .settings
+                .default_cwd
+                .to_string_lossy()
+                .into_owned(),
         };
 
         let created_at = now();
@@ -357,14 +371,20 @@ impl Runtime {
         Ok(view)
     }
 
-    pub async fn update(&self, id: &str, patch: ConversationPatch) -> Result<Conversation, RuntimeError> {
+    pub async fn update(
+        &self,
+        id: &str,
+        patch: ConversationPatch,
+    ) -> Result<Conversation, RuntimeError> {
         if let Some(title) = &patch.title {
             let title = title.trim();
             if title.is_empty() {
                 return Err(RuntimeError::Invalid("title must not be empty".to_owned()));
             }
             if title.chars().count() > 200 {
-                return Err(RuntimeError::Invalid("title must be at most 200 characters".to_owned()));
+                return Err(RuntimeError::Invalid(
+                    "title must be at most 200 characters".to_owned(),
+                ));
             }
         }
         if let Some(model) = &patch.model {
@@ -400,10 +420,17 @@ impl Runtime {
             return Err(RuntimeError::NotFound(format!("session {session_id}")));
         }
         let items = self.shared.store.read_items(id, session_id)?;
-        let mut page: Vec<Item> = items.into_iter().filter(|item| item.seq > after_seq).collect();
+        let mut page: Vec<Item> = items
+            .into_iter()
+            .filter(|item| item.seq > after_seq)
+            .collect();
         let more = page.len() > limit;
         page.truncate(limit);
-        let next_after_seq = if more { page.last().map(|item| item.seq) } else { None };
+        let next_after_seq = if more {
+            page.last().map(|item| item.seq)
+        } else {
+            None
+        };
         Ok(ItemsPage {
             items: page,
             next_after_seq,
@@ -419,7 +446,8 @@ impl Runtime {
         self.refuse_when_stopping()?;
         validate_text(&request.text, &request.images)?;
         let key = idempotency_key.map(|key| format!("{id}:{key}"));
-        self.call(id, |reply| Command::Send(request, key, reply)).await?
+        self.call(id, |reply| Command::Send(request, key, reply))
+            .await?
     }
 
     pub async fn pending(&self, id: &str) -> Result<Vec<Message>, RuntimeError> {
@@ -429,13 +457,19 @@ impl Runtime {
     /// Interrupts the running turn of a session (the root by default). Answers once the turn
     /// has ended; `false` when nothing was running.
     pub async fn interrupt(&self, id: &str, session: Option<String>) -> Result<bool, RuntimeError> {
-        self.call(id, |reply| Command::Interrupt(session, reply)).await?
+        self.call(id, |reply| Command::Interrupt(session, reply))
+            .await?
     }
 
     /// A live subscription to one conversation's events: a snapshot or the missed events, then
     /// everything that follows.
-    pub async fn subscribe(&self, id: &str, last_event_id: Option<EventId>) -> Result<Subscription, RuntimeError> {
-        self.call(id, |reply| Command::Subscribe(last_event_id, reply)).await
+    pub async fn subscribe(
+        &self,
+        id: &str,
+        last_event_id: Option<EventId>,
+    ) -> Result<Subscription, RuntimeError> {
+        self.call(id, |reply| Command::Subscribe(last_event_id, reply))
+            .await
     }
 
     /// Stops every live conversation: running turns end `interrupted`, files are flushed.
@@ -472,7 +506,9 @@ impl Runtime {
                 Err(returned) => command = Some(returned),
             }
         }
-        Err(RuntimeError::Internal("the conversation could not be loaded".to_owned()))
+        Err(RuntimeError::Internal(
+            "the conversation could not be loaded".to_owned(),
+        ))
     }
 
     async fn actor(&self, id: &str) -> Result<ActorHandle, RuntimeError> {
@@ -512,7 +548,11 @@ impl Runtime {
     }
 
     fn refuse_when_stopping(&self) -> Result<(), RuntimeError> {
-        if self.shared.stopping.load(std::sync::atomic::Ordering::SeqCst) {
+        if self
+            .shared
+            .stopping
+            .load(std::sync::atomic::Ordering::SeqCst)
+        {
             return Err(RuntimeError::ShuttingDown);
         }
         Ok(())
@@ -527,7 +567,10 @@ impl Shared {
     /// Forgets an actor that has stopped, unless a newer one already took its place.
     pub async fn forget_actor(&self, id: &str, generation: u64) {
         let mut actors = self.actors.lock().await;
-        if actors.get(id).is_some_and(|handle| handle.generation == generation) {
+        if actors
+            .get(id)
+            .is_some_and(|handle| handle.generation == generation)
+        {
             actors.remove(id);
         }
     }
@@ -565,7 +608,11 @@ impl InFlight {
 
 impl Drop for InFlight {
     fn drop(&mut self) {
-        self.shared.creating.lock().expect("creating lock").remove(&self.key);
+        self.shared
+            .creating
+            .lock()
+            .expect("creating lock")
+            .remove(&self.key);
     }
 }
 
@@ -594,7 +641,9 @@ fn validate_text(text: &str, images: &[Image]) -> Result<(), RuntimeError> {
 fn checked_cwd(cwd: &str) -> Result<String, RuntimeError> {
     let path = Path::new(cwd);
     if !path.is_absolute() {
-        return Err(RuntimeError::Invalid(format!("cwd must be an absolute path, got `{cwd}`")));
+        return Err(RuntimeError::Invalid(format!(
+            "cwd must be an absolute path, got `{cwd}`"
+        )));
     }
     if !path.is_dir() {
         return Err(RuntimeError::CwdMissing(cwd.to_owned()));

@@ -37,7 +37,9 @@ pub struct TurnSpec {
 #[derive(Debug)]
 pub enum TurnMsg {
     /// A new item that streams (text, reasoning): published, kept in memory until it ends.
-    Started { item: Item },
+    Started {
+        item: Item,
+    },
     /// Live text or tool output of a started item.
     Delta {
         item_id: String,
@@ -45,7 +47,10 @@ pub enum TurnMsg {
         delta: String,
     },
     /// Store this snapshot of an item (write-ahead), then publish it.
-    Store { item: Item, ack: oneshot::Sender<()> },
+    Store {
+        item: Item,
+        ack: oneshot::Sender<()>,
+    },
     Retry {
         attempt: u32,
         max_attempts: u32,
@@ -54,7 +59,9 @@ pub enum TurnMsg {
     },
     Usage(TokenUsage),
     /// Before each model call: messages steered into this turn since the last call.
-    TakeSteered { reply: oneshot::Sender<Vec<Item>> },
+    TakeSteered {
+        reply: oneshot::Sender<Vec<Item>>,
+    },
     Ended {
         status: TurnStatus,
         error: Option<String>,
@@ -150,14 +157,22 @@ struct Answer {
 
 /// Calls the model, retrying transient errors (SPEC §2.3). Output streamed by a failed attempt
 /// is stored as `failed` and never reaches the model as if it were complete.
-async fn call_model(spec: &TurnSpec, history: &[Item], link: &ActorLink) -> Result<Answer, TurnStop> {
+async fn call_model(
+    spec: &TurnSpec,
+    history: &[Item],
+    link: &ActorLink,
+) -> Result<Answer, TurnStop> {
     let max_attempts = spec.retry.max_attempts.max(1);
     let mut attempt = 1;
     loop {
         let request = ModelRequest {
             model: spec.model_name.clone(),
             instructions: spec.instructions.clone(),
-            history: history.iter().filter(|item| sent_to_model(item)).cloned().collect(),
+            history: history
+                .iter()
+                .filter(|item| sent_to_model(item))
+                .cloned()
+                .collect(),
             tools: spec.tools.clone(),
             max_output_tokens: spec.max_output_tokens,
         };
@@ -172,7 +187,9 @@ async fn call_model(spec: &TurnSpec, history: &[Item], link: &ActorLink) -> Resu
             Err(AttemptError::Model(error)) => {
                 partial.close(ItemStatus::Failed, link).await?;
                 let retry_after = match &error {
-                    ModelError::Transient { retry_after, .. } if attempt < max_attempts => *retry_after,
+                    ModelError::Transient { retry_after, .. } if attempt < max_attempts => {
+                        *retry_after
+                    }
                     _ => return Err(TurnStop::Failed(model_failure(&error, attempt))),
                 };
                 let delay = retry_delay(&spec.retry, attempt, retry_after);
@@ -306,8 +323,12 @@ impl Partial {
         let current = self.texts.last().filter(|(k, _)| *k == kind).is_some();
         if !current {
             let item_kind = match kind {
-                TextKind::Answer => ItemKind::AgentMessage { text: String::new() },
-                TextKind::Reasoning => ItemKind::Reasoning { text: String::new() },
+                TextKind::Answer => ItemKind::AgentMessage {
+                    text: String::new(),
+                },
+                TextKind::Reasoning => ItemKind::Reasoning {
+                    text: String::new(),
+                },
             };
             let item = self.new_item(item_kind, ItemStatus::Running);
             link.send(TurnMsg::Started { item: item.clone() });
@@ -362,8 +383,15 @@ impl Partial {
 }
 
 /// Runs one stored tool call, streaming its output, and stores its result.
-async fn run_tool_call(spec: &TurnSpec, mut item: Item, link: &ActorLink) -> Result<Item, TurnStop> {
-    let ItemKind::ToolCall { name, arguments, .. } = item.kind.clone() else {
+async fn run_tool_call(
+    spec: &TurnSpec,
+    mut item: Item,
+    link: &ActorLink,
+) -> Result<Item, TurnStop> {
+    let ItemKind::ToolCall {
+        name, arguments, ..
+    } = item.kind.clone()
+    else {
         unreachable!("run_tool_call is given tool calls");
     };
     let forward = |chunk: String| {
@@ -388,7 +416,10 @@ async fn run_tool_call(spec: &TurnSpec, mut item: Item, link: &ActorLink) -> Res
         }
         result
     };
-    if let ItemKind::ToolCall { output, exit_code, .. } = &mut item.kind {
+    if let ItemKind::ToolCall {
+        output, exit_code, ..
+    } = &mut item.kind
+    {
         *output = result.output;
         *exit_code = result.exit_code;
     }
@@ -408,6 +439,9 @@ async fn run_tool_call(spec: &TurnSpec, mut item: Item, link: &ActorLink) -> Res
 fn sent_to_model(item: &Item) -> bool {
     !matches!(
         (&item.kind, item.status),
-        (ItemKind::AgentMessage { .. } | ItemKind::Reasoning { .. }, ItemStatus::Failed)
+        (
+            ItemKind::AgentMessage { .. } | ItemKind::Reasoning { .. },
+            ItemStatus::Failed
+        )
     )
 }

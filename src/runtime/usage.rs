@@ -21,7 +21,11 @@ pub fn estimate_item_tokens(item: &Item) -> u64 {
             arguments,
             output,
             ..
-        } => estimate_tokens(name) + estimate_tokens(&arguments.to_string()) + estimate_tokens(output),
+        } => {
+            estimate_tokens(name)
+                + estimate_tokens(&arguments.to_string())
+                + estimate_tokens(output)
+        }
     };
     // Every message carries a few tokens of framing in every protocol.
     text_tokens + 4

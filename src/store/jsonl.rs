@@ -27,7 +27,10 @@ impl JsonlWriter {
             .append(true)
             .open(path)
             .map_err(|source| StoreError::io(path, source))?;
-        let len = file.metadata().map_err(|source| StoreError::io(path, source))?.len();
+        let len = file
+            .metadata()
+            .map_err(|source| StoreError::io(path, source))?
+            .len();
         let mut writer = JsonlWriter {
             path: path.to_owned(),
             file,
@@ -64,7 +67,10 @@ impl JsonlWriter {
             return Ok(());
         }
         let content = std::fs::read(&self.path).map_err(|e| StoreError::io(&self.path, e))?;
-        let keep = content.iter().rposition(|b| *b == b'\n').map_or(0, |i| i + 1) as u64;
+        let keep = content
+            .iter()
+            .rposition(|b| *b == b'\n')
+            .map_or(0, |i| i + 1) as u64;
         if keep < self.len {
             tracing::warn!(path = %self.path.display(), cut = self.len - keep, "cutting a torn last line");
             self.file
@@ -133,8 +139,14 @@ pub fn read_log<R: DeserializeOwned>(path: &Path) -> Result<ReadLog<R>, StoreErr
     parse_log(path, &content)
 }
 
-pub fn parse_log<R: DeserializeOwned>(path: &Path, content: &[u8]) -> Result<ReadLog<R>, StoreError> {
-    let complete = content.iter().rposition(|b| *b == b'\n').map_or(0, |i| i + 1);
+pub fn parse_log<R: DeserializeOwned>(
+    path: &Path,
+    content: &[u8],
+) -> Result<ReadLog<R>, StoreError> {
+    let complete = content
+        .iter()
+        .rposition(|b| *b == b'\n')
+        .map_or(0, |i| i + 1);
     let torn_tail = (complete < content.len()).then(|| content.len() - complete);
     if let Some(bytes) = torn_tail {
         tracing::warn!(path = %path.display(), bytes, "skipping a torn last line");

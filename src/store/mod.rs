@@ -68,7 +68,12 @@ pub const METADATA_FILE: &str = "metadata.jsonl";
 impl Store {
     /// Opens (and creates if needed) the data directory layout.
     pub fn open(root: &Path) -> Result<Store, StoreError> {
-        for dir in [root.to_owned(), root.join("conversations"), root.join("tmp"), root.join("trash")] {
+        for dir in [
+            root.to_owned(),
+            root.join("conversations"),
+            root.join("tmp"),
+            root.join("trash"),
+        ] {
             fs::create_dir_all(&dir).map_err(|e| StoreError::io(&dir, e))?;
         }
         Ok(Store {
@@ -101,7 +106,8 @@ impl Store {
     }
 
     pub fn session_path(&self, id: &str, session_id: &str) -> PathBuf {
-        self.conversation_dir(id).join(format!("{session_id}.jsonl"))
+        self.conversation_dir(id)
+            .join(format!("{session_id}.jsonl"))
     }
 
     pub fn exists(&self, id: &str) -> bool {
@@ -148,7 +154,10 @@ impl Store {
     /// can drop them) and conversations that were never completely built.
     pub fn finish_interrupted_work(&self) -> Result<Vec<String>, StoreError> {
         let mut deleted = Vec::new();
-        for (dir, is_delete) in [(self.root.join("trash"), true), (self.root.join("tmp"), false)] {
+        for (dir, is_delete) in [
+            (self.root.join("trash"), true),
+            (self.root.join("tmp"), false),
+        ] {
             for entry in fs::read_dir(&dir).map_err(|e| StoreError::io(&dir, e))? {
                 let entry = entry.map_err(|e| StoreError::io(&dir, e))?;
                 fs::remove_dir_all(entry.path()).map_err(|e| StoreError::io(&entry.path(), e))?;
@@ -195,7 +204,11 @@ impl Store {
         JsonlWriter::open(&self.metadata_path(id))
     }
 
-    pub fn open_session_writer(&self, id: &str, session_id: &str) -> Result<JsonlWriter, StoreError> {
+    pub fn open_session_writer(
+        &self,
+        id: &str,
+        session_id: &str,
+    ) -> Result<JsonlWriter, StoreError> {
         JsonlWriter::open(&self.session_path(id, session_id))
     }
 }

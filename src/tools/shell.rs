@@ -97,7 +97,8 @@ pub(super) async fn run(
                     break Ending::Exited(status);
                 }
             }
-            () = sleep_until(deadline) => break Ending::TimedOut,
+            // Once sh has exited, only the short grace above is left to wait.
+            () = sleep_until(deadline), if exit_status.is_none() => break Ending::TimedOut,
             () = cancel.cancelled() => break Ending::Interrupted,
         }
     };
@@ -484,7 +485,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let mut ctx = context(dir.path());
         // The model asks for more than the limit: the limit wins.
-        ctx.shell_timeout = Duration::from_millis(500);
+        ctx.shell_timeout = Duration::from_secs(1);
         let result = shell(
             &ctx,
             json!({
@@ -495,7 +496,7 @@ mod tests {
         .await;
         assert_eq!(result.status, ToolStatus::Failed);
         assert_eq!(result.exit_code, None);
-        assert_eq!(result.output, "started\n[command timed out after 0.5 s]");
+        assert_eq!(result.output, "started\n[command timed out after 1 s]");
         wait_until_gone(read_pid(&dir.path().join("pidfile"))).await;
     }
 
