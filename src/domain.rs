@@ -18,12 +18,14 @@ pub fn new_id(prefix: &str) -> String {
     format!("{prefix}_{}", uuid::Uuid::now_v7().simple())
 }
 
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, utoipa::ToSchema)]
 pub struct Conversation {
     pub id: String,
     pub title: String,
     pub title_custom: bool,
+    #[schema(value_type = chrono::DateTime<chrono::Utc>)]
     pub created_at: Timestamp,
+    #[schema(value_type = chrono::DateTime<chrono::Utc>)]
     pub updated_at: Timestamp,
     pub archived: bool,
     pub status: ConversationStatus,
@@ -34,7 +36,7 @@ pub struct Conversation {
     pub forked_from: Option<ForkedFrom>,
 }
 
-#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq, utoipa::ToSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum ConversationStatus {
     Idle,
@@ -50,13 +52,13 @@ impl ConversationStatus {
     }
 }
 
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, utoipa::ToSchema)]
 pub struct ForkedFrom {
     pub conversation_id: String,
     pub item_id: String,
 }
 
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, utoipa::ToSchema)]
 pub struct Session {
     pub id: String,
     pub parent_id: Option<String>,
@@ -64,11 +66,12 @@ pub struct Session {
     pub model: String,
     pub task: Option<String>,
     pub status: SessionStatus,
+    #[schema(value_type = chrono::DateTime<chrono::Utc>)]
     pub created_at: Timestamp,
     pub last_message: Option<String>,
 }
 
-#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq, utoipa::ToSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum SessionStatus {
     Idle,
@@ -109,7 +112,7 @@ impl TurnStatus {
 }
 
 /// A message sent to an agent: the user's, or a sub-agent's report.
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, utoipa::ToSchema)]
 pub struct Message {
     pub id: String,
     pub session_id: String,
@@ -118,12 +121,13 @@ pub struct Message {
     pub source: MessageSource,
     pub from_session_id: Option<String>,
     pub status: MessageStatus,
+    #[schema(value_type = chrono::DateTime<chrono::Utc>)]
     pub created_at: Timestamp,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub images: Vec<Image>,
 }
 
-#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq, Default, utoipa::ToSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum MessageMode {
     #[default]
@@ -132,14 +136,14 @@ pub enum MessageMode {
     Interrupt,
 }
 
-#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq, utoipa::ToSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum MessageSource {
     User,
     Agent,
 }
 
-#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq, utoipa::ToSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum MessageStatus {
     Waiting,
@@ -148,7 +152,7 @@ pub enum MessageStatus {
     Consumed,
 }
 
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Image {
     pub media_type: String,
@@ -160,12 +164,13 @@ pub struct Image {
 
 /// One entry of a session's history. A `<session-id>.jsonl` file may hold several records of
 /// the same item (started, then completed); the last one wins, `seq` never changes.
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, utoipa::ToSchema)]
 pub struct Item {
     pub id: String,
     pub session_id: String,
     pub turn_id: String,
     pub seq: u64,
+    #[schema(value_type = chrono::DateTime<chrono::Utc>)]
     pub created_at: Timestamp,
     pub status: ItemStatus,
     #[serde(default)]
@@ -174,7 +179,7 @@ pub struct Item {
     pub kind: ItemKind,
 }
 
-#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq, utoipa::ToSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum ItemStatus {
     Running,
@@ -183,7 +188,7 @@ pub enum ItemStatus {
     Failed,
 }
 
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, utoipa::ToSchema)]
 #[serde(tag = "kind", rename_all = "snake_case")]
 pub enum ItemKind {
     UserMessage {
@@ -226,7 +231,7 @@ impl ItemKind {
 }
 
 /// How much of the model's context window a conversation uses (SPEC §7.2).
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, utoipa::ToSchema)]
 pub struct Usage {
     pub used_tokens: u64,
     pub source: UsageSource,
@@ -238,7 +243,7 @@ pub struct Usage {
     pub percent: f64,
 }
 
-#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq, utoipa::ToSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum UsageSource {
     Reported,

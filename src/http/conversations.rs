@@ -22,6 +22,19 @@ pub struct ListParams {
     cursor: Option<String>,
 }
 
+#[utoipa::path(
+    get,
+    path = "/api/conversations",
+    operation_id = "list_conversations",
+    tag = "conversations",
+    summary = "List conversations",
+    description = "Newest `updated_at` first; `q` searches titles and message text.",
+    params(crate::openapi::ListConversationsQuery),
+    responses(
+        (status = 200, description = "A page of conversations", body = crate::openapi::ConversationList),
+        (status = 400, description = "`invalid_request`: a bad `archived`, `limit` or `cursor`, or an unknown parameter", body = crate::openapi::ErrorBody),
+    ),
+)]
 pub async fn list(
     State(state): State<AppState>,
     Query(params): Query<ListParams>,
@@ -55,6 +68,23 @@ pub async fn list(
     )
 }
 
+#[utoipa::path(
+    post,
+    path = "/api/conversations",
+    operation_id = "create_conversation",
+    tag = "conversations",
+    summary = "Start a conversation",
+    description = "Stores the conversation with its first message and starts the first turn. Nothing is stored when it fails.",
+    params(crate::openapi::IdempotencyHeader),
+    request_body = crate::openapi::NewConversationRequest,
+    responses(
+        (status = 201, description = "Stored; the first turn is running", body = crate::openapi::ConversationCreated),
+        (status = 400, description = "`invalid_request`: bad JSON, an unknown field, empty text, a bad image or a relative `cwd` (nothing stored)", body = crate::openapi::ErrorBody),
+        (status = 413, description = "`too_large`: the body is over 16 MiB", body = crate::openapi::ErrorBody),
+        (status = 422, description = "`cwd_missing`, `model_unavailable` or `agent_unavailable`", body = crate::openapi::ErrorBody),
+        (status = 503, description = "`unavailable`: the service is stopping", body = crate::openapi::ErrorBody),
+    ),
+)]
 pub async fn create(
     State(state): State<AppState>,
     IdempotencyKey(key): IdempotencyKey,
@@ -65,6 +95,19 @@ pub async fn create(
     ))
 }
 
+#[utoipa::path(
+    get,
+    path = "/api/conversations/{id}",
+    operation_id = "get_conversation",
+    tag = "conversations",
+    summary = "Open a conversation",
+    params(("id" = String, Path, description = "Conversation id")),
+    responses(
+        (status = 200, description = "The conversation with its sessions, waiting messages and usage", body = crate::openapi::ConversationDetail),
+        (status = 404, description = "`not_found`: no such conversation", body = crate::openapi::ErrorBody),
+        (status = 422, description = "`cwd_missing`, `agent_unavailable` or `source_missing`: the conversation cannot open", body = crate::openapi::ErrorBody),
+    ),
+)]
 pub async fn get(
     State(state): State<AppState>,
     Path(id): Path<String>,
@@ -72,6 +115,22 @@ pub async fn get(
     Ok(axum::Json(state.runtime.conversation(&id).await?).into_response())
 }
 
+#[utoipa::path(
+    patch,
+    path = "/api/conversations/{id}",
+    operation_id = "update_conversation",
+    tag = "conversations",
+    summary = "Rename, archive, switch model or repoint cwd",
+    description = "`title` sets `title_custom`; `model` switches the model; `cwd` repoints a moved conversation.",
+    params(("id" = String, Path, description = "Conversation id")),
+    request_body = crate::openapi::ConversationPatchRequest,
+    responses(
+        (status = 200, description = "The changed conversation", body = crate::domain::Conversation),
+        (status = 400, description = "`invalid_request`: bad JSON, an unknown field, an empty or too long title, a relative `cwd`", body = crate::openapi::ErrorBody),
+        (status = 404, description = "`not_found`: no such conversation", body = crate::openapi::ErrorBody),
+        (status = 422, description = "`cwd_missing` or `model_unavailable`", body = crate::openapi::ErrorBody),
+    ),
+)]
 pub async fn update(
     State(state): State<AppState>,
     Path(id): Path<String>,
@@ -80,6 +139,20 @@ pub async fn update(
     Ok(axum::Json(state.runtime.update(&id, patch).await?).into_response())
 }
 
+#[utoipa::path(
+    delete,
+    path = "/api/conversations/{id}",
+    operation_id = "delete_conversation",
+    tag = "conversations",
+    summary = "Delete a conversation",
+    description = "Removes the conversation and its directory completely.",
+    params(("id" = String, Path, description = "Conversation id")),
+    responses(
+        (status = 204, description = "Deleted"),
+        (status = 404, description = "`not_found`: no such conversation", body = crate::openapi::ErrorBody),
+        (status = 409, description = "`turn_running`: wait for the turn to end or interrupt it", body = crate::openapi::ErrorBody),
+    ),
+)]
 pub async fn delete(
     State(state): State<AppState>,
     Path(id): Path<String>,
@@ -96,6 +169,20 @@ pub struct ItemsParams {
     limit: Option<usize>,
 }
 
+#[utoipa::path(
+    get,
+    path = "/api/conversations/{id}/items",
+    operation_id = "list_items",
+    tag = "conversations",
+    summary = "Read a session's history",
+    description = "The full stored history of one session, compacted items included, in `seq` order.",
+    params(("id" = String, Path, description = "Conversation id"), crate::openapi::ItemsQuery),
+    responses(
+        (status = 200, description = "A page of items", body = crate::openapi::ItemsPage),
+        (status = 400, description = "`invalid_request`: a bad `limit` or `after_seq`, or an unknown parameter", body = crate::openapi::ErrorBody),
+        (status = 404, description = "`not_found`: no such conversation or session", body = crate::openapi::ErrorBody),
+    ),
+)]
 pub async fn items(
     State(state): State<AppState>,
     Path(id): Path<String>,
@@ -119,6 +206,18 @@ pub async fn items(
     Ok(axum::Json(page).into_response())
 }
 
+#[utoipa::path(
+    get,
+    path = "/api/conversations/{id}/sessions",
+    operation_id = "list_sessions",
+    tag = "conversations",
+    summary = "List the agents of a conversation",
+    params(("id" = String, Path, description = "Conversation id")),
+    responses(
+        (status = 200, description = "The root session first, then sub-agents", body = crate::openapi::SessionList),
+        (status = 404, description = "`not_found`: no such conversation", body = crate::openapi::ErrorBody),
+    ),
+)]
 pub async fn sessions(
     State(state): State<AppState>,
     Path(id): Path<String>,
@@ -127,6 +226,23 @@ pub async fn sessions(
     Ok(axum::Json(json!({ "sessions": sessions })).into_response())
 }
 
+#[utoipa::path(
+    post,
+    path = "/api/conversations/{id}/messages",
+    tag = "messages",
+    summary = "Send a message",
+    description = "Starts a turn when the agent is idle; during a turn the message steers it (default), waits for it (`queue`) or interrupts it.",
+    params(("id" = String, Path, description = "Conversation id"), crate::openapi::IdempotencyHeader),
+    request_body = crate::openapi::NewMessageRequest,
+    responses(
+        (status = 202, description = "Accepted: `status` is `started` when a new turn began, else `waiting`", body = crate::openapi::MessageAccepted),
+        (status = 400, description = "`invalid_request`: bad JSON, an unknown field or mode, empty text, a bad image", body = crate::openapi::ErrorBody),
+        (status = 404, description = "`not_found`: no such conversation or session", body = crate::openapi::ErrorBody),
+        (status = 413, description = "`too_large`: the body is over 16 MiB", body = crate::openapi::ErrorBody),
+        (status = 422, description = "`cwd_missing`, `model_unavailable`, `agent_unavailable` or `source_missing`", body = crate::openapi::ErrorBody),
+        (status = 503, description = "`unavailable`: the service is stopping", body = crate::openapi::ErrorBody),
+    ),
+)]
 pub async fn send_message(
     State(state): State<AppState>,
     Path(id): Path<String>,
@@ -136,6 +252,18 @@ pub async fn send_message(
     Ok(answer(state.runtime.send_message(&id, request, key).await?))
 }
 
+#[utoipa::path(
+    get,
+    path = "/api/conversations/{id}/pending",
+    operation_id = "list_pending",
+    tag = "messages",
+    summary = "List waiting messages",
+    params(("id" = String, Path, description = "Conversation id")),
+    responses(
+        (status = 200, description = "The user's messages first, then sub-agent reports", body = crate::openapi::PendingList),
+        (status = 404, description = "`not_found`: no such conversation", body = crate::openapi::ErrorBody),
+    ),
+)]
 pub async fn pending(
     State(state): State<AppState>,
     Path(id): Path<String>,
@@ -150,6 +278,24 @@ pub struct InterruptRequest {
     session_id: Option<String>,
 }
 
+#[utoipa::path(
+    post,
+    path = "/api/conversations/{id}/interrupt",
+    tag = "messages",
+    summary = "Interrupt a running turn",
+    description = "Answers once the turn has ended. What was generated stays; unfinished items end `interrupted`.",
+    params(("id" = String, Path, description = "Conversation id")),
+    request_body(
+        content = ref("#/components/schemas/InterruptRequest"),
+        content_type = "application/json",
+        description = "Optional: no body means the root session",
+    ),
+    responses(
+        (status = 200, description = "`interrupted` is `false` when nothing was running", body = crate::openapi::Interrupted),
+        (status = 400, description = "`invalid_request`: bad JSON or an unknown field", body = crate::openapi::ErrorBody),
+        (status = 404, description = "`not_found`: no such conversation or session", body = crate::openapi::ErrorBody),
+    ),
+)]
 pub async fn interrupt(
     State(state): State<AppState>,
     Path(id): Path<String>,
@@ -160,6 +306,18 @@ pub async fn interrupt(
     Ok(axum::Json(json!({ "interrupted": interrupted })).into_response())
 }
 
+#[utoipa::path(
+    post,
+    path = "/api/conversations/{id}/sessions/{session_id}/interrupt",
+    tag = "messages",
+    summary = "Interrupt one agent's running turn",
+    description = "Answers once the turn has ended.",
+    params(("id" = String, Path, description = "Conversation id"), ("session_id" = String, Path, description = "Session id (the root or a sub-agent)")),
+    responses(
+        (status = 200, description = "`interrupted` is `false` when nothing was running", body = crate::openapi::Interrupted),
+        (status = 404, description = "`not_found`: no such conversation or session", body = crate::openapi::ErrorBody),
+    ),
+)]
 pub async fn interrupt_session(
     State(state): State<AppState>,
     Path((id, session_id)): Path<(String, String)>,
@@ -168,6 +326,20 @@ pub async fn interrupt_session(
     Ok(axum::Json(json!({ "interrupted": interrupted })).into_response())
 }
 
+#[utoipa::path(
+    get,
+    path = "/api/conversations/{id}/usage",
+    operation_id = "get_usage",
+    tag = "history",
+    summary = "Context usage",
+    description = "How much of the model's context window the conversation uses: the last reported count plus an estimate since, or an estimate of everything.",
+    params(("id" = String, Path, description = "Conversation id")),
+    responses(
+        (status = 200, description = "The usage", body = crate::domain::Usage),
+        (status = 404, description = "`not_found`: no such conversation", body = crate::openapi::ErrorBody),
+        (status = 422, description = "`cwd_missing` or `agent_unavailable`: the conversation cannot open", body = crate::openapi::ErrorBody),
+    ),
+)]
 pub async fn usage(
     State(state): State<AppState>,
     Path(id): Path<String>,

@@ -18,6 +18,18 @@ use crate::runtime::events::{Event, EventId, Replay};
 
 const KEEP_ALIVE: Duration = Duration::from_secs(15);
 
+#[utoipa::path(
+    get,
+    path = "/api/conversations/{id}/events",
+    tag = "events",
+    summary = "Follow one conversation",
+    description = crate::openapi::CONVERSATION_EVENTS,
+    params(("id" = String, Path, description = "Conversation id"), crate::openapi::LastEventIdHeader),
+    responses(
+        (status = 200, description = "A stream of Server-Sent Events: `snapshot` (or the missed events), then live events", content_type = "text/event-stream", body = String),
+        (status = 404, description = "`not_found`: no such conversation", body = crate::openapi::ErrorBody),
+    ),
+)]
 pub async fn conversation_events(
     State(state): State<AppState>,
     Path(id): Path<String>,
@@ -52,6 +64,17 @@ pub async fn conversation_events(
     Ok(Sse::new(stream).keep_alive(KeepAlive::new().interval(KEEP_ALIVE)))
 }
 
+#[utoipa::path(
+    get,
+    path = "/api/events",
+    tag = "events",
+    summary = "Follow the conversation list",
+    description = crate::openapi::LIST_EVENTS,
+    params(crate::openapi::LastEventIdHeader),
+    responses(
+        (status = 200, description = "A stream of Server-Sent Events: `snapshot` (or the missed events), then live events", content_type = "text/event-stream", body = String),
+    ),
+)]
 pub async fn list_events(
     State(state): State<AppState>,
     headers: HeaderMap,

@@ -7,14 +7,35 @@ use serde_json::{Value, json};
 
 use super::{ApiError, AppState};
 
+#[utoipa::path(
+    get,
+    path = "/api/health",
+    tag = "meta",
+    summary = "Health",
+    responses((status = 200, description = "The service is up", body = crate::openapi::Health)),
+)]
 pub async fn health() -> Json<Value> {
     Json(json!({ "status": "ok", "version": env!("CARGO_PKG_VERSION") }))
 }
 
+#[utoipa::path(
+    get,
+    path = "/api/openapi.json",
+    tag = "meta",
+    summary = "This OpenAPI document",
+    responses((status = 200, description = "An OpenAPI 3 document of every route", content_type = "application/json", body = Object)),
+)]
 pub async fn openapi() -> impl IntoResponse {
     Json(crate::openapi::document())
 }
 
+#[utoipa::path(
+    get,
+    path = "/api/agents",
+    tag = "meta",
+    summary = "Configured agents",
+    responses((status = 200, description = "The default agent and every configured agent", body = crate::openapi::AgentList)),
+)]
 pub async fn agents(State(state): State<AppState>) -> Json<Value> {
     let config = state.runtime.config();
     let agents: Vec<Value> = config
@@ -32,6 +53,13 @@ pub async fn agents(State(state): State<AppState>) -> Json<Value> {
     Json(json!({ "default": config.default_agent, "agents": agents }))
 }
 
+#[utoipa::path(
+    get,
+    path = "/api/models",
+    tag = "meta",
+    summary = "Configured models",
+    responses((status = 200, description = "Every configured model", body = crate::openapi::ModelList)),
+)]
 pub async fn models(State(state): State<AppState>) -> Json<Value> {
     let config = state.runtime.config();
     let models: Vec<Value> = config

@@ -14,6 +14,10 @@ use std::sync::Arc;
 
 use axum::Router;
 use axum::extract::DefaultBodyLimit;
+use axum::extract::Request;
+use axum::http::header;
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 
 use tokio_util::sync::CancellationToken;
@@ -68,6 +72,7 @@ pub fn router(
         .fallback(meta::not_found)
         .method_not_allowed_fallback(meta::method_not_allowed);
     api.layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
+        .layer(axum::middleware::from_fn(reject_oversized))
         .layer(axum::middleware::from_fn_with_state(
             Arc::new(Security::new(addr, token)),
             security::guard,
@@ -76,4 +81,22 @@ pub fn router(
             runtime,
             streams_done,
         })
+}
+
+/// Answers 413 from the headers when the announced body is too large, without reading it (the
+/// body limit above still catches bodies sent without a length).
+async fn reject_oversized(request: Request, next: Next) -> Response {
+    let announced = request
+        .headers()
+        .get(header::CONTENT_LENGTH)
+        .and_then(|value| value.to_str().ok())
+        .and_then(|value| value.parse::<u64>().ok());
+    if announced.is_some_and(|length| length > MAX_BODY_BYTES as u64) {
+        return ApiError::TooLarge(format!(
+            "the request body is larger than {} MiB",
+            MAX_BODY_BYTES / (1024 * 1024)
+        ))
+        .into_response();
+    }
+    next.run(request).await
 }

@@ -1,0 +1,353 @@
+//! Bad input gets a clear JSON error and changes nothing on disk (DESIGN invariants 6 and 7).
+
+use serde_json::{Value, json};
+
+use crate::harness::{Server, read, snapshot_conversations};
+
+#[tokio::test]
+async fn bad_requests_get_clear_errors_and_change_nothing() {
+    let server = Server::start().await;
+    let created = server.create_and_wait("existing conversation").await;
+    let id = created["conversation"]["id"].as_str().unwrap().to_owned();
+    let before = snapshot_conversations(&server.data_dir);
+    let client = &server.client;
+
+    // (method, path, body, expected status, expected code)
+    let conversation = format!("/api/conversations/{id}");
+    let messages = format!("/api/conversations/{id}/messages");
+    let cases: Vec<(&str, String, Option<&str>, u16, &str)> = vec![
+        (
+            "POST",
+            "/api/conversations".into(),
+            Some("{not json"),
+            400,
+            "invalid_request",
+        ),
+        (
+            "POST",
+            "/api/conversations".into(),
+            Some(r#"{"text": 5}"#),
+            400,
+            "invalid_request",
+        ),
+        (
+            "POST",
+            "/api/conversations".into(),
+            Some(r#"{"text": "hi", "bogus": 1}"#),
+            400,
+            "invalid_request",
+        ),
+        (
+            "POST",
+            "/api/conversations".into(),
+            Some(r#"{"text": "hi", "agent": "nobody"}"#),
+            422,
+            "agent_unavailable",
+        ),
+        (
+            "POST",
+            "/api/conversations".into(),
+            Some(r#"{"text": "hi", "model": "nothing"}"#),
+            422,
+            "model_unavailable",
+        ),
+        (
+            "POST",
+            "/api/conversations".into(),
+            Some(r#"{"text": "hi", "cwd": "relative/path"}"#),
+            400,
+            "invalid_request",
+        ),
+        (
+            "POST",
+            "/api/conversations".into(),
+            Some(r#"{"text": "hi", "cwd": "/does/not/exist/anywhere"}"#),
+            422,
+            "cwd_missing",
+        ),
+        (
+            "POST",
+            messages.clone(),
+            Some(r#"{"text": ""}"#),
+            400,
+            "invalid_request",
+        ),
+        (
+            "POST",
+            messages.clone(),
+            Some(r#"{"text": "x", "mode": "shout"}"#),
+            400,
+            "invalid_request",
+        ),
+        (
+            "POST",
+            messages.clone(),
+            Some(r#"{"text": "x", "session_id": "s_unknown"}"#),
+            404,
+            "not_found",
+        ),
+        (
+            "PATCH",
+            conversation.clone(),
+            Some(r#"{"title": ""}"#),
+            400,
+            "invalid_request",
+        ),
+        (
+            "PATCH",
+            conversation.clone(),
+            Some(r#"{"archived": "yes"}"#),
+            400,
+            "invalid_request",
+        ),
+        (
+            "PATCH",
+            conversation.clone(),
+            Some(r#"{"model": "nothing"}"#),
+            422,
+            "model_unavailable",
+        ),
+        (
+            "PATCH",
+            conversation.clone(),
+            Some(r#"{"cwd": "/does/not/exist"}"#),
+            422,
+            "cwd_missing",
+        ),
+        (
+            "PATCH",
+            conversation.clone(),
+            Some(r#"{"color": "red"}"#),
+            400,
+            "invalid_request",
+        ),
+        (
+            "GET",
+            "/api/conversations/c_unknown".into(),
+            None,
+            404,
+            "not_found",
+        ),
+        (
+            "GET",
+            "/api/conversations/..%2F..%2Fetc".into(),
+            None,
+            404,
+            "not_found",
+        ),
+        (
+            "PATCH",
+            "/api/conversations/c_unknown".into(),
+            Some(r#"{"title": "x"}"#),
+            404,
+            "not_found",
+        ),
+        (
+            "DELETE",
+            "/api/conversations/c_unknown".into(),
+            None,
+            404,
+            "not_found",
+        ),
+        (
+            "POST",
+            "/api/conversations/c_unknown/messages".into(),
+            Some(r#"{"text": "x"}"#),
+            404,
+            "not_found",
+        ),
+        (
+            "GET",
+            "/api/conversations/c_unknown/items".into(),
+            None,
+            404,
+            "not_found",
+        ),
+        (
+            "GET",
+            format!("{conversation}/items?session=s_unknown"),
+            None,
+            404,
+            "not_found",
+        ),
+        (
+            "GET",
+            format!("{conversation}/items?limit=0"),
+            None,
+            400,
+            "invalid_request",
+        ),
+        (
+            "GET",
+            format!("{conversation}/items?after_seq=minus"),
+            None,
+            400,
+            "invalid_request",
+        ),
+        (
+            "GET",
+            "/api/conversations?archived=maybe".into(),
+            None,
+            400,
+            "invalid_request",
+        ),
+        (
+            "GET",
+            "/api/conversations?limit=501".into(),
+            None,
+            400,
+            "invalid_request",
+        ),
+        (
+            "GET",
+            "/api/conversations?cursor=garbage".into(),
+            None,
+            400,
+            "invalid_request",
+        ),
+        ("GET", "/api/nothing-here".into(), None, 404, "not_found"),
+        (
+            "PUT",
+            "/api/conversations".into(),
+            Some("{}"),
+            405,
+            "method_not_allowed",
+        ),
+    ];
+    for (method, path, body, expected_status, expected_code) in cases {
+        let mut request = client.request(method.parse().unwrap(), server.url(&path));
+        if let Some(body) = body {
+            request = request
+                .header("content-type", "application/json")
+                .body(body.to_owned());
+        }
+        let (status, error) = read(request.send().await.unwrap()).await;
+        assert_eq!(status, expected_status, "{method} {path} {body:?}: {error}");
+        assert_eq!(
+            error["error"]["code"], expected_code,
+            "{method} {path}: {error}"
+        );
+        let message = error["error"]["message"].as_str().unwrap();
+        assert!(!message.is_empty(), "{method} {path}: empty message");
+    }
+
+    // An oversized body: 413 in the same shape, answered from the headers alone. (Sent over a
+    // raw socket: a client still uploading when the server answers may see a reset instead.)
+    let (status, error) = oversized_post(&server, &messages).await;
+    assert_eq!(status, 413, "{error}");
+    assert_eq!(error["error"]["code"], "too_large");
+
+    assert_eq!(
+        snapshot_conversations(&server.data_dir),
+        before,
+        "bad input changed the files"
+    );
+    let (_, list) = server.get("/api/conversations?archived=all").await;
+    assert_eq!(list["conversations"].as_array().unwrap().len(), 1);
+}
+
+#[tokio::test]
+async fn foreign_hosts_and_cross_origin_writes_are_refused() {
+    let server = Server::start().await;
+    let client = &server.client;
+    let before = snapshot_conversations(&server.data_dir);
+
+    // DNS rebinding: a page on evil.example resolving to 127.0.0.1.
+    let response = client
+        .get(server.url("/api/conversations"))
+        .header("Host", "evil.example:7341")
+        .send()
+        .await
+        .unwrap();
+    let (status, error) = read(response).await;
+    assert_eq!(status, 403);
+    assert_eq!(error["error"]["code"], "forbidden");
+
+    // A cross-origin POST from a web page.
+    for origin in ["http://evil.example", "null"] {
+        let response = client
+            .post(server.url("/api/conversations"))
+            .header("Origin", origin)
+            .json(&json!({ "text": "run rm -rf" }))
+            .send()
+            .await
+            .unwrap();
+        let (status, error) = read(response).await;
+        assert_eq!(status, 403, "origin {origin}");
+        assert_eq!(error["error"]["code"], "forbidden");
+    }
+    assert_eq!(snapshot_conversations(&server.data_dir), before);
+
+    // The same-origin UI is allowed, and so is `localhost`.
+    let port = server.base.rsplit(':').next().unwrap();
+    let response = client
+        .post(server.url("/api/conversations"))
+        .header("Origin", format!("http://localhost:{port}"))
+        .header("Host", format!("localhost:{port}"))
+        .json(&json!({ "text": "from the UI" }))
+        .send()
+        .await
+        .unwrap();
+    let (status, body) = read(response).await;
+    assert_eq!(status, 201, "{body}");
+}
+
+#[tokio::test]
+async fn a_token_is_required_off_loopback_and_checked_when_set() {
+    // Binding to every interface without a token is refused at start.
+    let temp = tempfile::tempdir().unwrap();
+    std::fs::write(temp.path().join("empty.toml"), "").unwrap();
+    let output = tokio::process::Command::new(crate::harness::binary())
+        .args(["serve", "--addr", "0.0.0.0:0", "--data-dir"])
+        .arg(temp.path())
+        .env("OPENVAALA_CONFIG", temp.path().join("empty.toml"))
+        .env_remove("OPENVAALA_TOKEN")
+        .output()
+        .await
+        .unwrap();
+    assert!(!output.status.success());
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.contains("OPENVAALA_TOKEN"), "{stderr}");
+
+    // With a token, requests need it.
+    let server = Server::start_with(crate::harness::ServerOptions {
+        env: vec![("OPENVAALA_TOKEN".into(), "s3cret".into())],
+        ..Default::default()
+    })
+    .await;
+    let (status, error) = server.get("/api/conversations").await;
+    assert_eq!(status, 401);
+    assert_eq!(error["error"]["code"], "unauthorized");
+    let response = server
+        .client
+        .get(server.url("/api/conversations"))
+        .bearer_auth("s3cret")
+        .send()
+        .await
+        .unwrap();
+    let (status, body): (u16, Value) = read(response).await;
+    assert_eq!(status, 200, "{body}");
+}
+
+/// POSTs headers announcing a 20 MB body plus its first kilobyte, and reads the answer.
+async fn oversized_post(server: &Server, path: &str) -> (u16, Value) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let authority = server.base.trim_start_matches("http://").to_owned();
+    let mut stream = tokio::net::TcpStream::connect(&authority).await.unwrap();
+    let head = format!(
+        "POST {path} HTTP/1.1\r\nHost: {authority}\r\nContent-Type: application/json\r\n\
+         Content-Length: 20000000\r\nConnection: close\r\n\r\n{{\"text\": \""
+    );
+    stream.write_all(head.as_bytes()).await.unwrap();
+    stream.write_all(&[b'x'; 1024]).await.unwrap();
+    let mut answer = Vec::new();
+    let _ = tokio::time::timeout(crate::harness::TIMEOUT, stream.read_to_end(&mut answer)).await;
+    let answer = String::from_utf8_lossy(&answer);
+    let status = answer
+        .split(' ')
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(0);
+    let body = answer.split("\r\n\r\n").nth(1).unwrap_or_default();
+    (status, serde_json::from_str(body).unwrap_or(Value::Null))
+}

@@ -1,0 +1,300 @@
+//! The conversation lifecycle over HTTP: create on the first message, list, get, items,
+//! rename, archive, delete; titles; idempotency; search.
+
+use serde_json::json;
+
+use crate::harness::{Server, snapshot_dir};
+
+#[tokio::test]
+async fn lifecycle_from_first_message_to_delete() {
+    let server = Server::start().await;
+    let created = server
+        .create_and_wait("Plan the release\nwith details below")
+        .await;
+    let id = created["conversation"]["id"].as_str().unwrap().to_owned();
+    assert_eq!(created["conversation"]["title"], "Plan the release");
+    assert_eq!(created["conversation"]["title_custom"], false);
+    assert_eq!(created["conversation"]["status"], "running");
+    assert_eq!(created["message"]["status"], "started");
+    assert!(created["turn_id"].is_string());
+    assert!(
+        server
+            .conversation_dir(&id)
+            .join("metadata.jsonl")
+            .is_file()
+    );
+
+    // list
+    let (status, list) = server.get("/api/conversations").await;
+    assert_eq!(status, 200);
+    assert_eq!(list["conversations"][0]["id"], id.as_str());
+    assert_eq!(list["conversations"][0]["status"], "idle");
+    assert_eq!(list["next_cursor"], serde_json::Value::Null);
+
+    // get
+    let (status, got) = server.get(&format!("/api/conversations/{id}")).await;
+    assert_eq!(status, 200, "{got}");
+    assert_eq!(got["id"], id.as_str());
+    assert_eq!(got["model"], "demo");
+    assert_eq!(got["agent"], "default");
+    assert_eq!(got["sessions"][0]["id"], got["root_session_id"]);
+    assert_eq!(got["pending"], json!([]));
+    assert!(got["usage"]["used_tokens"].as_u64().unwrap() > 0);
+
+    // items: the user's message, then the agent's answer, both completed
+    let (status, items) = server.get(&format!("/api/conversations/{id}/items")).await;
+    assert_eq!(status, 200);
+    let items = items["items"].as_array().unwrap().clone();
+    assert_eq!(items.len(), 2, "{items:?}");
+    assert_eq!(items[0]["kind"], "user_message");
+    assert_eq!(items[0]["text"], "Plan the release\nwith details below");
+    assert_eq!(items[0]["id"], created["message"]["id"]);
+    assert_eq!(items[1]["kind"], "agent_message");
+    assert_eq!(items[1]["status"], "completed");
+    assert!(
+        items[1]["text"]
+            .as_str()
+            .unwrap()
+            .contains("Plan the release")
+    );
+    assert_eq!(items[0]["seq"], 1);
+    assert_eq!(items[1]["seq"], 2);
+
+    // rename
+    let (status, renamed) = server
+        .patch(
+            &format!("/api/conversations/{id}"),
+            json!({ "title": "  Release plan  " }),
+        )
+        .await;
+    assert_eq!(status, 200, "{renamed}");
+    assert_eq!(renamed["title"], "Release plan");
+    assert_eq!(renamed["title_custom"], true);
+
+    // archive: gone from the default list, present with archived=true and all
+    let (status, archived) = server
+        .patch(
+            &format!("/api/conversations/{id}"),
+            json!({ "archived": true }),
+        )
+        .await;
+    assert_eq!(status, 200);
+    assert_eq!(archived["archived"], true);
+    let ids = |list: serde_json::Value| -> Vec<String> {
+        list["conversations"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|c| c["id"].as_str().unwrap().to_owned())
+            .collect()
+    };
+    assert!(ids(server.get("/api/conversations").await.1).is_empty());
+    assert_eq!(
+        ids(server.get("/api/conversations?archived=true").await.1),
+        vec![id.clone()]
+    );
+    assert_eq!(
+        ids(server.get("/api/conversations?archived=all").await.1),
+        vec![id.clone()]
+    );
+
+    // unarchive
+    let (_, unarchived) = server
+        .patch(
+            &format!("/api/conversations/{id}"),
+            json!({ "archived": false }),
+        )
+        .await;
+    assert_eq!(unarchived["archived"], false);
+    assert_eq!(
+        ids(server.get("/api/conversations").await.1),
+        vec![id.clone()]
+    );
+
+    // delete: the directory is gone, then 404 everywhere
+    let (status, _) = server.delete(&format!("/api/conversations/{id}")).await;
+    assert_eq!(status, 204);
+    assert!(!server.conversation_dir(&id).exists());
+    let (status, body) = server.get(&format!("/api/conversations/{id}")).await;
+    assert_eq!(status, 404);
+    assert_eq!(body["error"]["code"], "not_found");
+    assert!(ids(server.get("/api/conversations?archived=all").await.1).is_empty());
+    let (status, _) = server.delete(&format!("/api/conversations/{id}")).await;
+    assert_eq!(status, 404);
+}
+
+#[tokio::test]
+async fn an_empty_first_message_stores_nothing() {
+    let server = Server::start().await;
+    let before = snapshot_dir(&server.data_dir.join("conversations"));
+    for body in [
+        json!({ "text": "" }),
+        json!({ "text": "  \n\t " }),
+        json!({}),
+    ] {
+        let (status, error) = server.post("/api/conversations", body).await;
+        assert_eq!(status, 400, "{error}");
+        assert_eq!(error["error"]["code"], "invalid_request");
+    }
+    assert_eq!(snapshot_dir(&server.data_dir.join("conversations")), before);
+    assert!(before.is_empty());
+    let (_, list) = server.get("/api/conversations?archived=all").await;
+    assert_eq!(list["conversations"], json!([]));
+}
+
+#[tokio::test]
+async fn the_same_idempotency_key_creates_once_and_answers_the_same() {
+    let server = Server::start().await;
+    let body = json!({ "text": "only once" });
+    let (first_status, first) = server
+        .post_with_key("/api/conversations", body.clone(), "key-1")
+        .await;
+    let (second_status, second) = server
+        .post_with_key("/api/conversations", body.clone(), "key-1")
+        .await;
+    assert_eq!(first_status, 201);
+    assert_eq!(second_status, 201);
+    assert_eq!(first, second);
+    let id = first["conversation"]["id"].as_str().unwrap().to_owned();
+    server.wait_idle(&id).await;
+
+    // The same for a message to the conversation.
+    let path = format!("/api/conversations/{id}/messages");
+    let (status, message) = server
+        .post_with_key(&path, json!({ "text": "again" }), "key-2")
+        .await;
+    assert_eq!(status, 202, "{message}");
+    let (status, repeat) = server
+        .post_with_key(&path, json!({ "text": "again" }), "key-2")
+        .await;
+    assert_eq!(status, 202);
+    assert_eq!(message, repeat);
+    server.wait_idle(&id).await;
+
+    let (_, list) = server.get("/api/conversations?archived=all").await;
+    assert_eq!(list["conversations"].as_array().unwrap().len(), 1);
+    let (_, items) = server.get(&format!("/api/conversations/{id}/items")).await;
+    let user_messages = items["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|item| item["kind"] == "user_message")
+        .count();
+    assert_eq!(user_messages, 2);
+
+    // And after a restart.
+    let data_dir = server.stop().await;
+    let server = Server::start_in(&data_dir).await;
+    let (status, third) = server
+        .post_with_key("/api/conversations", body, "key-1")
+        .await;
+    assert_eq!(status, 201);
+    assert_eq!(third, first);
+    let (status, repeat) = server
+        .post_with_key(&path, json!({ "text": "again" }), "key-2")
+        .await;
+    assert_eq!(status, 202);
+    assert_eq!(repeat, message);
+    let (_, list) = server.get("/api/conversations?archived=all").await;
+    assert_eq!(list["conversations"].as_array().unwrap().len(), 1);
+}
+
+#[tokio::test]
+async fn titles_are_the_first_line_cut_at_forty_characters() {
+    let server = Server::start().await;
+    let cases = [
+        ("short title", "short title"),
+        ("first line\nsecond line", "first line"),
+        (&*format!("{}tail", "x".repeat(40)), &*"x".repeat(40)),
+        (&*"中文标题".repeat(12), &*"中文标题".repeat(10)),
+        (&*"🦀".repeat(41), &*"🦀".repeat(40)),
+        // A family emoji is five chars in one grapheme: it does not fit after 38 chars.
+        (&*format!("{}👨‍👩‍👧b", "a".repeat(38)), &*"a".repeat(38)),
+    ];
+    for (text, expected) in cases {
+        let created = server.create_and_wait(text).await;
+        let title = created["conversation"]["title"].as_str().unwrap();
+        assert_eq!(title, expected, "for {text:?}");
+        assert!(title.chars().count() <= 40);
+        assert!(text.starts_with(title));
+    }
+
+    // A rename wins over the auto-title, also after more messages.
+    let created = server.create_and_wait("auto title").await;
+    let id = created["conversation"]["id"].as_str().unwrap();
+    server
+        .patch(
+            &format!("/api/conversations/{id}"),
+            json!({ "title": "mine" }),
+        )
+        .await;
+    server
+        .post(
+            &format!("/api/conversations/{id}/messages"),
+            json!({ "text": "another line" }),
+        )
+        .await;
+    server.wait_idle(id).await;
+    let (_, got) = server.get(&format!("/api/conversations/{id}")).await;
+    assert_eq!(got["title"], "mine");
+    assert_eq!(got["title_custom"], true);
+}
+
+#[tokio::test]
+async fn search_finds_titles_and_message_text_and_pages_with_a_cursor() {
+    let server = Server::start().await;
+    server.create_and_wait("alpha project kickoff").await;
+    let beta = server
+        .create_and_wait("beta notes\nmentions the zebra migration")
+        .await;
+    server.create_and_wait("中文 对话 测试内容").await;
+
+    let titles = |list: &serde_json::Value| -> Vec<String> {
+        list["conversations"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|c| c["title"].as_str().unwrap().to_owned())
+            .collect()
+    };
+    let (_, found) = server.get("/api/conversations?q=zebra").await;
+    assert_eq!(titles(&found), vec!["beta notes"]);
+    let (_, found) = server.get("/api/conversations?q=ALPHA").await;
+    assert_eq!(titles(&found), vec!["alpha project kickoff"]);
+    let (_, found) = server.get("/api/conversations?q=%E6%B5%8B%E8%AF%95").await; // 测试
+    assert_eq!(titles(&found), vec!["中文 对话 测试内容"]);
+    let (_, found) = server.get("/api/conversations?q=nothing-like-this").await;
+    assert!(titles(&found).is_empty());
+    // Agent replies are searchable too (the demo model quotes the first line).
+    let (_, found) = server.get("/api/conversations?q=Demo%20model%20beta").await;
+    assert_eq!(titles(&found), vec!["beta notes"]);
+
+    // Paging: newest first, two pages of one and two.
+    let (_, page1) = server.get("/api/conversations?limit=2").await;
+    assert_eq!(titles(&page1), vec!["中文 对话 测试内容", "beta notes"]);
+    let cursor = page1["next_cursor"].as_str().unwrap();
+    let (_, page2) = server
+        .get(&format!("/api/conversations?limit=2&cursor={cursor}"))
+        .await;
+    assert_eq!(titles(&page2), vec!["alpha project kickoff"]);
+    assert_eq!(page2["next_cursor"], serde_json::Value::Null);
+    assert!(beta["conversation"]["id"].is_string());
+}
+
+#[tokio::test]
+async fn the_configuration_views_list_the_builtin_model_and_agent() {
+    let server = Server::start().await;
+    let (status, health) = server.get("/api/health").await;
+    assert_eq!(status, 200);
+    assert_eq!(health["status"], "ok");
+    let (_, agents) = server.get("/api/agents").await;
+    assert_eq!(agents["default"], "default");
+    assert_eq!(agents["agents"][0]["name"], "default");
+    assert_eq!(agents["agents"][0]["model"], "demo");
+    let (_, models) = server.get("/api/models").await;
+    assert_eq!(models["models"][0]["id"], "demo");
+    assert_eq!(models["models"][0]["protocol"], "demo");
+    let (status, openapi) = server.get("/api/openapi.json").await;
+    assert_eq!(status, 200);
+    assert!(openapi["openapi"].as_str().unwrap().starts_with('3'));
+}

@@ -1,0 +1,164 @@
+//! Crash safety (DESIGN invariant 4): `kill -9` during a burst of writes loses nothing that was
+//! acknowledged, and turns cut by the crash are closed as `interrupted` at the next start.
+
+use std::sync::{Arc, Mutex};
+
+use serde_json::json;
+
+use crate::harness::{Server, TIMEOUT};
+
+#[derive(Default)]
+struct Acknowledged {
+    conversations: Vec<String>,
+    /// (conversation id, message id) of messages that started a turn (stored, not waiting).
+    messages: Vec<(String, String)>,
+}
+
+#[tokio::test]
+async fn kill_9_during_a_burst_loses_nothing_acknowledged() {
+    let server = Server::start().await;
+    let acknowledged = Arc::new(Mutex::new(Acknowledged::default()));
+    let (enough_sender, mut enough) = tokio::sync::mpsc::channel::<()>(64);
+    let mut workers = Vec::new();
+    for worker in 0..4 {
+        let client = server.client.clone();
+        let base = server.base.clone();
+        let acknowledged = acknowledged.clone();
+        let enough_sender = enough_sender.clone();
+        workers.push(tokio::spawn(async move {
+            for n in 0.. {
+                let created = client
+                    .post(format!("{base}/api/conversations"))
+                    .json(&json!({ "text": format!("worker {worker} conversation {n}\n/sleep 5") }))
+                    .send()
+                    .await;
+                let Ok(response) = created else { return };
+                if response.status() != 201 {
+                    return;
+                }
+                let Ok(body) = response.json::<serde_json::Value>().await else {
+                    return;
+                };
+                let id = body["conversation"]["id"].as_str().unwrap().to_owned();
+                acknowledged.lock().unwrap().conversations.push(id.clone());
+                let sent = client
+                    .post(format!("{base}/api/conversations/{id}/messages"))
+                    .json(&json!({ "text": format!("follow-up {n}"), "mode": "queue" }))
+                    .send()
+                    .await;
+                let Ok(response) = sent else { return };
+                if response.status() != 202 {
+                    return;
+                }
+                let Ok(body) = response.json::<serde_json::Value>().await else {
+                    return;
+                };
+                if body["message"]["status"] == "started" {
+                    let message_id = body["message"]["id"].as_str().unwrap().to_owned();
+                    acknowledged.lock().unwrap().messages.push((id, message_id));
+                }
+                let _ = enough_sender.send(()).await;
+            }
+        }));
+    }
+    // Crash once the burst is well under way.
+    for _ in 0..24 {
+        tokio::time::timeout(TIMEOUT, enough.recv())
+            .await
+            .expect("burst progress");
+    }
+    let data_dir = server.kill9().await;
+    for worker in workers {
+        let _ = worker.await;
+    }
+    let acknowledged = std::mem::take(&mut *acknowledged.lock().unwrap());
+    assert!(acknowledged.conversations.len() >= 24);
+
+    let server = Server::start_in(&data_dir).await;
+    let (_, list) = server
+        .get("/api/conversations?archived=all&limit=500")
+        .await;
+    let listed: Vec<&str> = list["conversations"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["id"].as_str().unwrap())
+        .collect();
+    for id in &acknowledged.conversations {
+        assert!(
+            listed.contains(&id.as_str()),
+            "acknowledged conversation {id} is missing"
+        );
+        let (status, conversation) = server.get(&format!("/api/conversations/{id}")).await;
+        assert_eq!(status, 200);
+        assert_eq!(
+            conversation["status"], "idle",
+            "turns cut by the crash are closed"
+        );
+    }
+    for (id, message_id) in &acknowledged.messages {
+        let (_, items) = server.get(&format!("/api/conversations/{id}/items")).await;
+        let found = items["items"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|item| item["id"] == message_id.as_str());
+        assert!(
+            found,
+            "acknowledged message {message_id} of {id} is missing"
+        );
+    }
+    // Every listed conversation can be opened, and none is listed twice.
+    let mut unique = listed.clone();
+    unique.sort();
+    unique.dedup();
+    assert_eq!(unique.len(), listed.len());
+}
+
+#[tokio::test]
+async fn a_turn_cut_by_a_crash_is_interrupted_with_a_notice() {
+    let server = Server::start().await;
+    let (status, created) = server
+        .post(
+            "/api/conversations",
+            json!({ "text": "long one\n/sleep 200" }),
+        )
+        .await;
+    assert_eq!(status, 201);
+    let id = created["conversation"]["id"].as_str().unwrap().to_owned();
+    // Wait until the answer is streaming, then crash.
+    let mut events = server.events(&id).await;
+    tokio::time::timeout(TIMEOUT, async {
+        use futures::StreamExt;
+        while let Some((kind, _)) = events.next().await {
+            if kind == "item.delta" {
+                return;
+            }
+        }
+    })
+    .await
+    .expect("streaming started");
+    let data_dir = server.kill9().await;
+
+    let server = Server::start_in(&data_dir).await;
+    let (_, conversation) = server.get(&format!("/api/conversations/{id}")).await;
+    assert_eq!(conversation["status"], "idle");
+    let (_, items) = server.get(&format!("/api/conversations/{id}/items")).await;
+    let items = items["items"].as_array().unwrap();
+    assert_eq!(items[0]["kind"], "user_message");
+    let notice = items
+        .iter()
+        .find(|item| item["kind"] == "notice")
+        .expect("a notice");
+    assert!(notice["text"].as_str().unwrap().contains("interrupted"));
+
+    // The conversation goes on normally afterwards.
+    let (status, _) = server
+        .post(
+            &format!("/api/conversations/{id}/messages"),
+            json!({ "text": "still there?" }),
+        )
+        .await;
+    assert_eq!(status, 202);
+    server.wait_idle(&id).await;
+}

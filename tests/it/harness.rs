@@ -1,0 +1,319 @@
+//! The test harness: runs the real `openvaala` binary on an ephemeral port with a temporary
+//! data directory, and talks to it like a client (HTTP + SSE). Everything waits on events with
+//! a timeout; nothing sleeps to let something happen.
+
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::time::Duration;
+
+use eventsource_stream::Eventsource;
+use futures::{Stream, StreamExt};
+use serde_json::{Value, json};
+use tokio::io::{AsyncBufReadExt, BufReader};
+use tokio::process::{Child, Command};
+
+pub const TIMEOUT: Duration = Duration::from_secs(20);
+
+pub fn binary() -> &'static str {
+    env!("CARGO_BIN_EXE_openvaala")
+}
+
+/// A running server process.
+pub struct Server {
+    pub base: String,
+    pub data_dir: PathBuf,
+    pub child: Child,
+    pub client: reqwest::Client,
+    _temp: Option<tempfile::TempDir>,
+}
+
+#[derive(Default)]
+pub struct ServerOptions {
+    pub data_dir: Option<PathBuf>,
+    pub config: Option<String>,
+    pub env: Vec<(String, String)>,
+    pub cwd: Option<PathBuf>,
+}
+
+impl Server {
+    pub async fn start() -> Server {
+        Server::start_with(ServerOptions::default()).await
+    }
+
+    pub async fn start_in(data_dir: &Path) -> Server {
+        Server::start_with(ServerOptions {
+            data_dir: Some(data_dir.to_owned()),
+            ..ServerOptions::default()
+        })
+        .await
+    }
+
+    pub async fn start_with(options: ServerOptions) -> Server {
+        let (temp, data_dir) = match options.data_dir {
+            Some(dir) => (None, dir),
+            None => {
+                let temp = tempfile::tempdir().expect("temp dir");
+                let dir = temp.path().join("data");
+                (Some(temp), dir)
+            }
+        };
+        std::fs::create_dir_all(&data_dir).unwrap();
+        let config_path = data_dir.with_extension("config.toml");
+        let mut command = Command::new(binary());
+        command
+            .arg("serve")
+            .arg("--addr")
+            .arg("127.0.0.1:0")
+            .arg("--data-dir")
+            .arg(&data_dir)
+            .env("OPENVAALA_CONFIG", &config_path)
+            .env("OPENVAALA_LOG", "info")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .kill_on_drop(true);
+        match &options.config {
+            Some(config) => std::fs::write(&config_path, config).unwrap(),
+            // An empty config file means the built-in defaults, without reading the user's.
+            None => std::fs::write(&config_path, "").unwrap(),
+        }
+        if let Some(cwd) = &options.cwd {
+            command.current_dir(cwd);
+        } else {
+            command.current_dir(data_dir.parent().unwrap());
+        }
+        for (key, value) in &options.env {
+            command.env(key, value);
+        }
+        let mut child = command.spawn().expect("spawn openvaala");
+        let stderr = child.stderr.take().unwrap();
+        let mut lines = BufReader::new(stderr).lines();
+        let base = tokio::time::timeout(TIMEOUT, async {
+            while let Some(line) = lines.next_line().await.unwrap() {
+                if let Some(url) = line.split("serving on ").nth(1) {
+                    return url.trim().to_owned();
+                }
+                eprintln!("server: {line}");
+            }
+            panic!("the server exited before serving");
+        })
+        .await
+        .expect("the server did not start in time");
+        // Keep draining stderr so the server never blocks on a full pipe.
+        tokio::spawn(async move {
+            while let Ok(Some(line)) = lines.next_line().await {
+                eprintln!("server: {line}");
+            }
+        });
+        Server {
+            base,
+            data_dir,
+            child,
+            client: reqwest::Client::new(),
+            _temp: temp,
+        }
+    }
+
+    pub fn url(&self, path: &str) -> String {
+        format!("{}{path}", self.base)
+    }
+
+    pub async fn get(&self, path: &str) -> (u16, Value) {
+        let response = self.client.get(self.url(path)).send().await.unwrap();
+        read(response).await
+    }
+
+    pub async fn post(&self, path: &str, body: Value) -> (u16, Value) {
+        let response = self
+            .client
+            .post(self.url(path))
+            .json(&body)
+            .send()
+            .await
+            .unwrap();
+        read(response).await
+    }
+
+    pub async fn post_with_key(&self, path: &str, body: Value, key: &str) -> (u16, Value) {
+        let response = self
+            .client
+            .post(self.url(path))
+            .header("Idempotency-Key", key)
+            .json(&body)
+            .send()
+            .await
+            .unwrap();
+        read(response).await
+    }
+
+    pub async fn patch(&self, path: &str, body: Value) -> (u16, Value) {
+        let response = self
+            .client
+            .patch(self.url(path))
+            .json(&body)
+            .send()
+            .await
+            .unwrap();
+        read(response).await
+    }
+
+    pub async fn delete(&self, path: &str) -> (u16, Value) {
+        let response = self.client.delete(self.url(path)).send().await.unwrap();
+        read(response).await
+    }
+
+    /// Creates a conversation and waits until its first turn has ended.
+    pub async fn create_and_wait(&self, text: &str) -> Value {
+        let (status, body) = self
+            .post("/api/conversations", json!({ "text": text }))
+            .await;
+        assert_eq!(status, 201, "{body}");
+        let id = body["conversation"]["id"].as_str().unwrap().to_owned();
+        self.wait_idle(&id).await;
+        body
+    }
+
+    /// Waits until a conversation has no running turn, following its event stream.
+    pub async fn wait_idle(&self, id: &str) {
+        let mut events = self.events(id).await;
+        tokio::time::timeout(TIMEOUT, async {
+            while let Some((kind, data)) = events.next().await {
+                let status = match kind.as_str() {
+                    "snapshot" | "conversation.updated" => &data["conversation"]["status"],
+                    _ => continue,
+                };
+                if status == "idle" {
+                    return;
+                }
+            }
+            panic!("the event stream ended before the conversation was idle");
+        })
+        .await
+        .expect("the conversation did not become idle in time");
+    }
+
+    /// The conversation's event stream as (event type, data) pairs.
+    pub async fn events(&self, id: &str) -> impl Stream<Item = (String, Value)> + Unpin + use<> {
+        self.events_from(&format!("/api/conversations/{id}/events"), None)
+            .await
+    }
+
+    pub async fn events_from(
+        &self,
+        path: &str,
+        last_event_id: Option<&str>,
+    ) -> impl Stream<Item = (String, Value)> + Unpin + use<> {
+        self.raw_events(path, last_event_id)
+            .await
+            .map(|(_, kind, data)| (kind, data))
+    }
+
+    /// Events with their ids: (id, type, data).
+    pub async fn raw_events(
+        &self,
+        path: &str,
+        last_event_id: Option<&str>,
+    ) -> impl Stream<Item = (String, String, Value)> + Unpin + use<> {
+        let mut request = self.client.get(self.url(path));
+        if let Some(id) = last_event_id {
+            request = request.header("Last-Event-ID", id);
+        }
+        let response = request.send().await.unwrap();
+        assert_eq!(response.status(), 200, "event stream {path}");
+        Box::pin(response.bytes_stream().eventsource().map(|event| {
+            let event = event.expect("a well-formed SSE event");
+            let data = serde_json::from_str(&event.data).expect("JSON event data");
+            (event.id, event.event, data)
+        }))
+    }
+
+    pub fn conversation_dir(&self, id: &str) -> PathBuf {
+        self.data_dir.join("conversations").join(id)
+    }
+
+    /// Stops the server with SIGKILL, as a crash would.
+    pub async fn kill9(mut self) -> PathBuf {
+        self.child.start_kill().unwrap();
+        self.child.wait().await.unwrap();
+        let dir = self.data_dir.clone();
+        if let Some(temp) = self._temp.take() {
+            // Keep the directory for the restart.
+            let _ = temp.keep();
+        }
+        dir
+    }
+
+    /// Stops the server gracefully through `openvaala serve stop`.
+    pub async fn stop(mut self) -> PathBuf {
+        let output = Command::new(binary())
+            .args(["serve", "stop", "--data-dir"])
+            .arg(&self.data_dir)
+            .output()
+            .await
+            .unwrap();
+        assert!(output.status.success(), "serve stop: {output:?}");
+        let status = tokio::time::timeout(TIMEOUT, self.child.wait())
+            .await
+            .expect("the server did not exit")
+            .unwrap();
+        assert!(status.success(), "the server exited with {status}");
+        let dir = self.data_dir.clone();
+        if let Some(temp) = self._temp.take() {
+            let _ = temp.keep();
+        }
+        dir
+    }
+}
+
+pub async fn read(response: reqwest::Response) -> (u16, Value) {
+    let status = response.status().as_u16();
+    let text = response.text().await.unwrap();
+    let body = if text.is_empty() {
+        Value::Null
+    } else {
+        serde_json::from_str(&text).unwrap_or_else(|_| panic!("not JSON ({status}): {text}"))
+    };
+    (status, body)
+}
+
+/// Runs `openvaala reindex` on a data directory; returns (success, stdout + stderr).
+pub async fn reindex(data_dir: &Path) -> (bool, String) {
+    let output = Command::new(binary())
+        .args(["reindex", "--data-dir"])
+        .arg(data_dir)
+        .output()
+        .await
+        .unwrap();
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    (output.status.success(), text)
+}
+
+/// Every file under a directory with its bytes, for "nothing changed on disk" checks.
+pub fn snapshot_dir(dir: &Path) -> Vec<(PathBuf, Vec<u8>)> {
+    let mut files = Vec::new();
+    let mut stack = vec![dir.to_owned()];
+    while let Some(dir) = stack.pop() {
+        let Ok(entries) = std::fs::read_dir(&dir) else {
+            continue;
+        };
+        for entry in entries {
+            let path = entry.unwrap().path();
+            if path.is_dir() {
+                stack.push(path);
+            } else {
+                files.push((path.clone(), std::fs::read(&path).unwrap()));
+            }
+        }
+    }
+    files.sort();
+    files
+}
+
+/// The conversation files only (the index is allowed to change, e.g. its WAL).
+pub fn snapshot_conversations(data_dir: &Path) -> Vec<(PathBuf, Vec<u8>)> {
+    snapshot_dir(&data_dir.join("conversations"))
+}

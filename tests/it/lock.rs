@@ -1,0 +1,72 @@
+//! runtime.lock (SPEC §8): one service per data directory, `serve stop`, and `reindex` refusing
+//! to run under a live service.
+
+use tokio::process::Command;
+
+use crate::harness::{Server, binary, reindex};
+
+#[tokio::test]
+async fn a_second_serve_fails_fast_naming_the_running_one() {
+    let server = Server::start().await;
+    let pid = server.child.id().unwrap();
+    let output = tokio::time::timeout(
+        crate::harness::TIMEOUT,
+        Command::new(binary())
+            .args(["serve", "--addr", "127.0.0.1:0", "--data-dir"])
+            .arg(&server.data_dir)
+            .env(
+                "OPENVAALA_CONFIG",
+                server.data_dir.with_extension("config.toml"),
+            )
+            .output(),
+    )
+    .await
+    .expect("a second serve must not wait")
+    .unwrap();
+    assert!(!output.status.success());
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.contains(&format!("pid {pid}")), "{stderr}");
+    let port = server.base.rsplit(':').next().unwrap();
+    assert!(stderr.contains(port), "the address is named: {stderr}");
+
+    // The first one is unaffected.
+    let (status, _) = server.get("/api/health").await;
+    assert_eq!(status, 200);
+}
+
+#[tokio::test]
+async fn serve_stop_stops_gracefully_and_reindex_refuses_while_serving() {
+    let server = Server::start().await;
+    let (ok, output) = reindex(&server.data_dir).await;
+    assert!(!ok, "reindex must refuse while the service runs");
+    assert!(output.contains("serve stop"), "{output}");
+    assert!(
+        output.contains(&format!("pid {}", server.child.id().unwrap())),
+        "{output}"
+    );
+
+    let data_dir = server.stop().await;
+    let (ok, output) = reindex(&data_dir).await;
+    assert!(ok, "{output}");
+
+    // With nothing running, `serve stop` says so.
+    let output = Command::new(binary())
+        .args(["serve", "stop", "--data-dir"])
+        .arg(&data_dir)
+        .output()
+        .await
+        .unwrap();
+    assert!(output.status.success());
+    assert!(String::from_utf8_lossy(&output.stdout).contains("no openvaala is serving"));
+}
+
+#[tokio::test]
+async fn a_lock_file_left_by_a_killed_server_blocks_nothing() {
+    let server = Server::start().await;
+    server.create_and_wait("before the crash").await;
+    let data_dir = server.kill9().await;
+    assert!(data_dir.join("runtime.lock").exists());
+    let server = Server::start_in(&data_dir).await;
+    let (_, list) = server.get("/api/conversations").await;
+    assert_eq!(list["conversations"][0]["title"], "before the crash");
+}
