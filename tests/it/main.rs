@@ -5,5 +5,6 @@ mod harness;
 mod bad_input;
 mod conversations;
 mod crash;
+mod events;
 mod lock;
 mod reindex;
