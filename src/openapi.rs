@@ -48,8 +48,8 @@ pub fn document() -> Value {
         crate::http::conversations::sessions,
         crate::http::conversations::send_message,
         crate::http::conversations::pending,
-        planned::update_pending,
-        planned::withdraw_pending,
+        crate::http::conversations::update_pending,
+        crate::http::conversations::withdraw_pending,
         crate::http::conversations::interrupt,
         crate::http::conversations::interrupt_session,
         planned::fork,
@@ -523,56 +523,12 @@ pub struct LastEventIdHeader {
 
 /// Routes of API.md whose handlers are not written yet, documented here so the document is
 /// complete. When a handler lands, move its attribute onto it and list it in `ApiDoc` instead.
-#[allow(
+#[expect(
     dead_code,
     reason = "documentation-only stand-ins for handlers not yet written"
 )]
 mod planned {
-    use super::{
-        Compacted, ErrorBody, ForkedConversation, PendingPatchRequest, RewindRequest,
-        RewoundConversation,
-    };
-    use crate::domain::Message;
-
-    #[utoipa::path(
-        patch,
-        path = "/api/conversations/{id}/pending/{message_id}",
-        tag = "messages",
-        summary = "Change a waiting message",
-        description = "Edits a waiting message's text or mode: `mode: steer` moves a queued \
-            message into the running turn, `interrupt` cuts in.",
-        params(
-            ("id" = String, Path, description = "Conversation id"),
-            ("message_id" = String, Path, description = "A waiting message's id"),
-        ),
-        request_body = PendingPatchRequest,
-        responses(
-            (status = 200, description = "The changed message", body = Message),
-            (status = 400, description = "`invalid_request`: bad JSON or an unknown field value", body = ErrorBody),
-            (status = 404, description = "`not_found`: no such conversation or waiting message", body = ErrorBody),
-            (status = 409, description = "`not_waiting`: the agent has already taken the message", body = ErrorBody),
-        ),
-    )]
-    fn update_pending() {}
-
-    #[utoipa::path(
-        delete,
-        path = "/api/conversations/{id}/pending/{message_id}",
-        tag = "messages",
-        summary = "Withdraw a waiting message",
-        description = "Removes a waiting message and answers it, so its text can be edited \
-            and sent again.",
-        params(
-            ("id" = String, Path, description = "Conversation id"),
-            ("message_id" = String, Path, description = "A waiting message's id"),
-        ),
-        responses(
-            (status = 200, description = "The withdrawn message", body = Message),
-            (status = 404, description = "`not_found`: no such conversation or waiting message", body = ErrorBody),
-            (status = 409, description = "`not_waiting`: the agent has already taken the message", body = ErrorBody),
-        ),
-    )]
-    fn withdraw_pending() {}
+    use super::{Compacted, ErrorBody, ForkedConversation, RewindRequest, RewoundConversation};
 
     #[utoipa::path(
         post,

@@ -11,7 +11,7 @@ use serde_json::{Value, json};
 use super::extract::{IdempotencyKey, Json, Query};
 use super::{ApiError, AppState};
 use crate::index::{ArchivedFilter, ListQuery};
-use crate::runtime::{Answer, ConversationPatch, NewConversation, NewMessage};
+use crate::runtime::{Answer, ConversationPatch, NewConversation, NewMessage, PendingPatch};
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -270,6 +270,62 @@ pub async fn pending(
 ) -> Result<Response, ApiError> {
     let pending = state.runtime.pending(&id).await?;
     Ok(axum::Json(json!({ "pending": pending })).into_response())
+}
+
+#[utoipa::path(
+    patch,
+    path = "/api/conversations/{id}/pending/{message_id}",
+    tag = "messages",
+    summary = "Change a waiting message",
+    description = "Edits a waiting message's text or mode: `mode: steer` moves a queued \
+        message into the running turn, `interrupt` cuts in.",
+    params(
+        ("id" = String, Path, description = "Conversation id"),
+        ("message_id" = String, Path, description = "A waiting message's id"),
+    ),
+    request_body = crate::openapi::PendingPatchRequest,
+    responses(
+        (status = 200, description = "The changed message", body = crate::domain::Message),
+        (status = 400, description = "`invalid_request`: bad JSON, an unknown field or mode, or empty text", body = crate::openapi::ErrorBody),
+        (status = 404, description = "`not_found`: no such conversation or waiting message", body = crate::openapi::ErrorBody),
+        (status = 409, description = "`not_waiting`: the agent has already taken the message", body = crate::openapi::ErrorBody),
+    ),
+)]
+pub async fn update_pending(
+    State(state): State<AppState>,
+    Path((id, message_id)): Path<(String, String)>,
+    Json(patch): Json<PendingPatch>,
+) -> Result<Response, ApiError> {
+    let message = state
+        .runtime
+        .update_pending(&id, &message_id, patch)
+        .await?;
+    Ok(axum::Json(message).into_response())
+}
+
+#[utoipa::path(
+    delete,
+    path = "/api/conversations/{id}/pending/{message_id}",
+    tag = "messages",
+    summary = "Withdraw a waiting message",
+    description = "Removes a waiting message and answers it, so its text can be edited \
+        and sent again.",
+    params(
+        ("id" = String, Path, description = "Conversation id"),
+        ("message_id" = String, Path, description = "A waiting message's id"),
+    ),
+    responses(
+        (status = 200, description = "The withdrawn message", body = crate::domain::Message),
+        (status = 404, description = "`not_found`: no such conversation or waiting message", body = crate::openapi::ErrorBody),
+        (status = 409, description = "`not_waiting`: the agent has already taken the message", body = crate::openapi::ErrorBody),
+    ),
+)]
+pub async fn withdraw_pending(
+    State(state): State<AppState>,
+    Path((id, message_id)): Path<(String, String)>,
+) -> Result<Response, ApiError> {
+    let message = state.runtime.withdraw_pending(&id, &message_id).await?;
+    Ok(axum::Json(message).into_response())
 }
 
 #[derive(Debug, Default, Deserialize)]

@@ -18,7 +18,7 @@ use axum::extract::Request;
 use axum::http::header;
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
-use axum::routing::{get, post};
+use axum::routing::{get, patch, post};
 
 use tokio_util::sync::CancellationToken;
 
@@ -59,6 +59,10 @@ pub fn router(
         .route("/api/conversations/{id}/sessions", get(c::sessions))
         .route("/api/conversations/{id}/messages", post(c::send_message))
         .route("/api/conversations/{id}/pending", get(c::pending))
+        .route(
+            "/api/conversations/{id}/pending/{message_id}",
+            patch(c::update_pending).delete(c::withdraw_pending),
+        )
         .route("/api/conversations/{id}/interrupt", post(c::interrupt))
         .route(
             "/api/conversations/{id}/sessions/{session_id}/interrupt",

@@ -14,9 +14,10 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use super::events::{Event, EventBus, EventId, Replay};
+use super::pending::PendingQueue;
 use super::turn::{self, TurnMsg, TurnSpec};
 use super::usage::UsageTracker;
-use super::{Answer, ConversationPatch, NewMessage, RuntimeError, Shared, user_item};
+use super::{Answer, ConversationPatch, NewMessage, PendingPatch, RuntimeError, Shared, user_item};
 use crate::domain::{
     Conversation, Item, ItemKind, ItemStatus, Message, MessageMode, MessageSource, MessageStatus,
     Session, TurnStatus, Usage, new_id, now,
@@ -41,6 +42,12 @@ pub enum Command {
         oneshot::Sender<Result<Answer, RuntimeError>>,
     ),
     Interrupt(Option<String>, oneshot::Sender<Result<bool, RuntimeError>>),
+    UpdatePending(
+        String,
+        PendingPatch,
+        oneshot::Sender<Result<Message, RuntimeError>>,
+    ),
+    WithdrawPending(String, oneshot::Sender<Result<Message, RuntimeError>>),
     Subscribe(Option<EventId>, oneshot::Sender<Subscription>),
     Shutdown(oneshot::Sender<()>),
 }
@@ -122,7 +129,9 @@ pub fn spawn(
         last_seq,
         bus: EventBus::new(),
         running: None,
-        pending: Vec::new(),
+        pending: PendingQueue::default(),
+        pending_answers: HashMap::new(),
+        interrupt_cause: None,
         turn_sender,
         turn_messages,
         interrupt_waiters: Vec::new(),
@@ -156,7 +165,11 @@ struct ConversationActor {
     bus: EventBus,
     running: Option<RunningTurn>,
     /// Waiting messages, in memory only (SPEC §3.4): user messages first, then agents'.
-    pending: Vec<Message>,
+    pending: PendingQueue,
+    /// Answers to `Idempotency-Key`s of messages that went to wait (in memory, like them).
+    pending_answers: HashMap<String, Answer>,
+    /// Why the running turn is being interrupted, for the notice the model gets next.
+    interrupt_cause: Option<InterruptCause>,
     usage: UsageTracker,
     turn_sender: mpsc::UnboundedSender<TurnMsg>,
     turn_messages: mpsc::UnboundedReceiver<TurnMsg>,
@@ -229,12 +242,19 @@ impl ConversationActor {
                 let _ = reply.send(self.send(request, key).await);
             }
             Command::Interrupt(session, reply) => self.interrupt(session, reply),
+            Command::UpdatePending(message_id, patch, reply) => {
+                let _ = reply.send(self.update_pending(&message_id, patch));
+            }
+            Command::WithdrawPending(message_id, reply) => {
+                let _ = reply.send(self.withdraw_pending(&message_id));
+            }
             Command::Subscribe(after, reply) => {
                 let _ = reply.send(self.subscribe(after));
             }
             Command::Shutdown(reply) => {
                 self.stopping = true;
                 self.shutdown_waiters.push(reply);
+                self.interrupt_cause.get_or_insert(InterruptCause::Shutdown);
                 match &self.running {
                     Some(running) => running.cancel.cancel(),
                     None => return Flow::Stop,
@@ -248,7 +268,7 @@ impl ConversationActor {
         ConversationView {
             conversation: self.state.conversation.clone(),
             sessions: self.state.sessions.clone(),
-            pending: self.pending.clone(),
+            pending: self.pending.list().to_vec(),
             usage: self.usage_view(),
         }
     }
@@ -330,6 +350,9 @@ impl ConversationActor {
                 body: body.clone(),
             });
         }
+        if let Some(answer) = key.as_ref().and_then(|key| self.pending_answers.get(key)) {
+            return Ok(answer.clone());
+        }
         let root = self.state.conversation.root_session_id.clone();
         let session_id = request.session_id.unwrap_or_else(|| root.clone());
         if session_id != root {
@@ -353,21 +376,72 @@ impl ConversationActor {
             images: request.images,
         };
         if self.running.is_none() {
+            self.pending.hold_agent_messages(false);
             return self.start_turn(vec![message], key);
         }
         // The agent is busy: the message waits (steer, queue) or cuts in (interrupt).
-        if message.mode == MessageMode::Interrupt
-            && let Some(running) = &self.running
-        {
-            running.cancel.cancel();
+        if message.mode == MessageMode::Interrupt {
+            self.interrupt_running(InterruptCause::User);
         }
         let answer = Answer {
             status: 202,
             body: json!({ "message": message }),
         };
+        if let Some(key) = key {
+            self.pending_answers.insert(key, answer.clone());
+        }
         self.pending.push(message);
         self.publish_pending();
         Ok(answer)
+    }
+
+    /// Changes a waiting message (SPEC §3.2). A mode of `steer` lets the running turn take it
+    /// at its next model call; `interrupt` cuts in at once.
+    fn update_pending(
+        &mut self,
+        message_id: &str,
+        patch: PendingPatch,
+    ) -> Result<Message, RuntimeError> {
+        let Some(message) = self.pending.update(message_id, patch.text, patch.mode) else {
+            return Err(self.not_pending(message_id));
+        };
+        if message.mode == MessageMode::Interrupt {
+            self.interrupt_running(InterruptCause::User);
+        }
+        self.publish_pending();
+        if self.running.is_none() {
+            self.start_next_waiting();
+        }
+        Ok(message)
+    }
+
+    /// Withdraws a waiting message and gives it back (for editing).
+    fn withdraw_pending(&mut self, message_id: &str) -> Result<Message, RuntimeError> {
+        let Some(message) = self.pending.withdraw(message_id) else {
+            return Err(self.not_pending(message_id));
+        };
+        self.publish_pending();
+        Ok(message)
+    }
+
+    /// 409 for a message the agent has already taken, 404 for one never seen.
+    fn not_pending(&self, message_id: &str) -> RuntimeError {
+        if self.state.accepted.contains_key(message_id) {
+            RuntimeError::NotWaiting
+        } else {
+            RuntimeError::NotFound(format!("waiting message {message_id}"))
+        }
+    }
+
+    /// Cancels the running turn; it ends `interrupted` once its task has stored what it had.
+    fn interrupt_running(&mut self, cause: InterruptCause) {
+        if let Some(running) = &self.running {
+            running.cancel.cancel();
+            self.interrupt_cause.get_or_insert(cause);
+            if cause == InterruptCause::User {
+                self.pending.hold_agent_messages(true);
+            }
+        }
     }
 
     /// A conversation whose working directory, agent or model is gone cannot run a turn.
@@ -592,7 +666,7 @@ impl ConversationActor {
                     .publish("usage.updated", &json!({ "usage": self.usage_view() }));
             }
             TurnMsg::TakeSteered { reply } => {
-                let items = self.take_steered();
+                let items = self.take_steered().await;
                 let _ = reply.send(items);
             }
             TurnMsg::Ended { status, error } => self.end_turn(status, error).await,
@@ -661,26 +735,24 @@ impl ConversationActor {
     }
 
     /// Steered messages join the running turn before its next model call (SPEC §3.1).
-    fn take_steered(&mut self) -> Vec<Item> {
+    async fn take_steered(&mut self) -> Vec<Item> {
         let Some(running) = &self.running else {
             return Vec::new();
         };
         let turn_id = running.turn_id.clone();
         let session_id = running.session_id.clone();
-        let (steered, rest): (Vec<Message>, Vec<Message>) = std::mem::take(&mut self.pending)
-            .into_iter()
-            .partition(|m| m.mode == MessageMode::Steer && m.source == MessageSource::User);
-        self.pending = rest;
-        if steered.is_empty() {
-            return Vec::new();
-        }
-        let steered: Vec<Message> = steered
+        let steered: Vec<Message> = self
+            .pending
+            .take_steered()
             .into_iter()
             .map(|m| Message {
                 status: MessageStatus::Steered,
                 ..m
             })
             .collect();
+        if steered.is_empty() {
+            return Vec::new();
+        }
         let records = steered
             .iter()
             .map(|message| MetaRecord::MessageAccepted {
@@ -690,7 +762,7 @@ impl ConversationActor {
             .collect();
         if let Err(error) = self.append_meta(records) {
             tracing::error!(%error, "cannot store steered messages; they stay waiting");
-            self.pending.splice(0..0, steered);
+            self.pending.restore(steered);
             return Vec::new();
         }
         let items: Vec<Item> = steered
@@ -707,18 +779,18 @@ impl ConversationActor {
             self.bus.publish("item.started", &json!({ "item": item }));
             self.bus.publish("item.completed", &json!({ "item": item }));
             self.usage.add(item);
+            self.on_item_finished(item).await;
         }
         self.publish_pending();
         items
     }
 
     async fn end_turn(&mut self, status: TurnStatus, error: Option<String>) {
-        let Some(running) = self.running.take() else {
+        let Some(mut running) = self.running.take() else {
             return;
         };
         // Items the turn left running (it should not) are closed with the turn's status.
-        for mut item in running
-            .items
+        for mut item in std::mem::take(&mut running.items)
             .into_iter()
             .filter(|i| i.status == ItemStatus::Running)
         {
@@ -732,6 +804,10 @@ impl ConversationActor {
             {
                 self.bus.publish("item.completed", &json!({ "item": item }));
             }
+        }
+        let cause = self.interrupt_cause.take();
+        if status == TurnStatus::Interrupted {
+            self.store_interrupt_notice(&running, cause.unwrap_or(InterruptCause::User));
         }
         let record = MetaRecord::TurnEnded {
             session_id: running.session_id.clone(),
@@ -773,18 +849,52 @@ impl ConversationActor {
         self.start_next_waiting();
     }
 
-    /// After a turn, the next waiting user message (then agents') starts the next turn.
-    fn start_next_waiting(&mut self) {
-        if self.pending.is_empty() {
+    /// The model is told at its next call that the previous turn was interrupted (SPEC §4.2);
+    /// clients see the same notice.
+    fn store_interrupt_notice(&mut self, running: &RunningTurn, cause: InterruptCause) {
+        let text = match cause {
+            InterruptCause::User => "The user interrupted the previous turn before it finished.",
+            InterruptCause::Shutdown => {
+                "The previous turn was interrupted: the service stopped before it finished."
+            }
+        };
+        let notice = Item {
+            id: new_id("m"),
+            session_id: running.session_id.clone(),
+            turn_id: running.turn_id.clone(),
+            seq: self.next_seq(&running.session_id),
+            created_at: now(),
+            status: ItemStatus::Completed,
+            compacted: false,
+            kind: ItemKind::Notice {
+                text: text.to_owned(),
+            },
+        };
+        if let Err(error) = self.append_items(&running.session_id, std::slice::from_ref(&notice)) {
+            tracing::error!(%error, "cannot store the interruption notice");
             return;
         }
-        let next = self.pending.remove(0);
+        self.bus.publish("item.started", &json!({ "item": notice }));
+        self.bus
+            .publish("item.completed", &json!({ "item": notice }));
+        self.usage.add(&notice);
+    }
+
+    /// After a turn, the next waiting user message (then agents') starts the next turn.
+    fn start_next_waiting(&mut self) {
+        let next = self.pending.take_next_turn();
+        if next.is_empty() {
+            return;
+        }
+        if next[0].source == MessageSource::User {
+            self.pending.hold_agent_messages(false);
+        }
         if let Err(error) = self
             .check_can_run()
-            .and_then(|()| self.start_turn(vec![next.clone()], None))
+            .and_then(|()| self.start_turn(next.clone(), None))
         {
-            tracing::warn!(%error, "a waiting message could not start a turn; it keeps waiting");
-            self.pending.insert(0, next);
+            tracing::warn!(%error, "waiting messages could not start a turn; they keep waiting");
+            self.pending.restore(next);
         }
         self.publish_pending();
     }
@@ -800,15 +910,16 @@ impl ConversationActor {
             let _ = reply.send(Err(RuntimeError::NotFound(format!("session {session}"))));
             return;
         }
-        match &self.running {
-            Some(running) if session.as_ref().is_none_or(|s| *s == running.session_id) => {
-                running.cancel.cancel();
-                self.interrupt_waiters.push(reply);
-            }
-            _ => {
-                let _ = reply.send(Ok(false));
-            }
+        let runs = self
+            .running
+            .as_ref()
+            .is_some_and(|running| session.as_ref().is_none_or(|s| *s == running.session_id));
+        if !runs {
+            let _ = reply.send(Ok(false));
+            return;
         }
+        self.interrupt_running(InterruptCause::User);
+        self.interrupt_waiters.push(reply);
     }
 
     fn subscribe(&self, after: Option<EventId>) -> Subscription {
@@ -841,7 +952,7 @@ impl ConversationActor {
         json!({
             "conversation": self.state.conversation,
             "sessions": self.state.sessions,
-            "pending": self.pending,
+            "pending": self.pending.list(),
             "usage": self.usage_view(),
             "running": running,
             "last_seq": self.last_seq,
@@ -929,9 +1040,17 @@ impl ConversationActor {
     }
 
     fn publish_pending(&self) {
-        self.bus
-            .publish("pending.updated", &json!({ "pending": self.pending }));
+        self.bus.publish(
+            "pending.updated",
+            &json!({ "pending": self.pending.list() }),
+        );
     }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum InterruptCause {
+    User,
+    Shutdown,
 }
 
 #[derive(PartialEq)]

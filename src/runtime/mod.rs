@@ -4,6 +4,7 @@
 
 pub mod actor;
 pub mod events;
+pub mod pending;
 pub mod title;
 pub mod turn;
 pub mod usage;
@@ -122,6 +123,16 @@ pub struct ConversationPatch {
     pub model: Option<String>,
     #[serde(default)]
     pub cwd: Option<String>,
+}
+
+/// `PATCH /api/conversations/{id}/pending/{message_id}`.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PendingPatch {
+    #[serde(default)]
+    pub text: Option<String>,
+    #[serde(default)]
+    pub mode: Option<MessageMode>,
 }
 
 #[derive(Debug, Serialize)]
@@ -452,6 +463,36 @@ impl Runtime {
 
     pub async fn pending(&self, id: &str) -> Result<Vec<Message>, RuntimeError> {
         Ok(self.call(id, Command::View).await??.pending)
+    }
+
+    /// Changes a waiting message's text or mode (SPEC §3.2); 409 once the agent has taken it.
+    pub async fn update_pending(
+        &self,
+        id: &str,
+        message_id: &str,
+        patch: PendingPatch,
+    ) -> Result<Message, RuntimeError> {
+        if patch
+            .text
+            .as_deref()
+            .is_some_and(|text| text.trim().is_empty())
+        {
+            return Err(RuntimeError::Invalid("text must not be empty".to_owned()));
+        }
+        let message_id = message_id.to_owned();
+        self.call(id, |reply| Command::UpdatePending(message_id, patch, reply))
+            .await?
+    }
+
+    /// Withdraws a waiting message and returns it (its text goes back to the input box).
+    pub async fn withdraw_pending(
+        &self,
+        id: &str,
+        message_id: &str,
+    ) -> Result<Message, RuntimeError> {
+        let message_id = message_id.to_owned();
+        self.call(id, |reply| Command::WithdrawPending(message_id, reply))
+            .await?
     }
 
     /// Interrupts the running turn of a session (the root by default). Answers once the turn

@@ -7,4 +7,5 @@ mod conversations;
 mod crash;
 mod events;
 mod lock;
+mod messages;
 mod reindex;
