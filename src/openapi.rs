@@ -52,8 +52,8 @@ pub fn document() -> Value {
         crate::http::conversations::withdraw_pending,
         crate::http::conversations::interrupt,
         crate::http::conversations::interrupt_session,
-        planned::fork,
-        planned::rewind,
+        crate::http::conversations::fork,
+        crate::http::conversations::rewind,
         planned::compact,
         crate::http::conversations::usage,
         crate::http::events::conversation_events,
@@ -528,48 +528,7 @@ pub struct LastEventIdHeader {
     reason = "documentation-only stand-ins for handlers not yet written"
 )]
 mod planned {
-    use super::{Compacted, ErrorBody, ForkedConversation, RewindRequest, RewoundConversation};
-
-    #[utoipa::path(
-        post,
-        path = "/api/conversations/{id}/fork",
-        tag = "history",
-        summary = "Fork a conversation",
-        description = "Copies the root agent's history up to the last finished turn into a new \
-            conversation; sub-agents, waiting messages and the archive state are not copied. \
-            The original is unchanged.",
-        params(("id" = String, Path, description = "Conversation id")),
-        request_body(
-            content = ref("#/components/schemas/EmptyRequest"),
-            content_type = "application/json",
-            description = "Optional: `{}` or no body",
-        ),
-        responses(
-            (status = 201, description = "The new conversation", body = ForkedConversation),
-            (status = 400, description = "`invalid_request`: bad JSON", body = ErrorBody),
-            (status = 404, description = "`not_found`: no such conversation", body = ErrorBody),
-            (status = 422, description = "`cwd_missing` or `source_missing`: the conversation cannot open", body = ErrorBody),
-        ),
-    )]
-    fn fork() {}
-
-    #[utoipa::path(
-        post,
-        path = "/api/conversations/{id}/rewind",
-        tag = "history",
-        summary = "Restart from an earlier message",
-        description = "A fork that stops just before one of the user's messages of the root \
-            session; answers that message's text for the input box. The original is unchanged.",
-        params(("id" = String, Path, description = "Conversation id")),
-        request_body = RewindRequest,
-        responses(
-            (status = 201, description = "The new conversation and the message's text", body = RewoundConversation),
-            (status = 400, description = "`invalid_request`: bad JSON, or `message_id` is not a user message of the root session", body = ErrorBody),
-            (status = 404, description = "`not_found`: no such conversation or message", body = ErrorBody),
-            (status = 422, description = "`cwd_missing` or `source_missing`: the conversation cannot open", body = ErrorBody),
-        ),
-    )]
-    fn rewind() {}
+    use super::{Compacted, ErrorBody};
 
     #[utoipa::path(
         post,

@@ -417,3 +417,80 @@ fn optional_json<T: DeserializeOwned + Default>(body: &Bytes) -> Result<T, ApiEr
     serde_json::from_slice(body)
         .map_err(|error| ApiError::Invalid(format!("invalid JSON body: {error}")))
 }
+
+#[utoipa::path(
+    post,
+    path = "/api/conversations/{id}/fork",
+    tag = "history",
+    summary = "Fork a conversation",
+    description = "Copies the root agent's history up to the last finished turn into a new \
+        conversation; sub-agents, waiting messages and the archive state are not copied. \
+        The original is unchanged.",
+    params(("id" = String, Path, description = "Conversation id")),
+    request_body(
+        content = ref("#/components/schemas/EmptyRequest"),
+        content_type = "application/json",
+        description = "Optional: `{}` or no body",
+    ),
+    responses(
+        (status = 201, description = "The new conversation", body = crate::openapi::ForkedConversation),
+        (status = 400, description = "`invalid_request`: bad JSON", body = crate::openapi::ErrorBody),
+        (status = 404, description = "`not_found`: no such conversation", body = crate::openapi::ErrorBody),
+        (status = 409, description = "`turn_running`: the first turn is still running, nothing is finished to copy", body = crate::openapi::ErrorBody),
+        (status = 422, description = "`cwd_missing` or `source_missing`: the conversation cannot open", body = crate::openapi::ErrorBody),
+    ),
+)]
+pub async fn fork(
+    State(state): State<AppState>,
+    Path(id): Path<String>,
+    body: Bytes,
+) -> Result<Response, ApiError> {
+    let ForkRequest {} = optional_json(&body)?;
+    let conversation = state.runtime.fork(&id).await?;
+    Ok((
+        StatusCode::CREATED,
+        axum::Json(json!({ "conversation": conversation })),
+    )
+        .into_response())
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ForkRequest {}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RewindRequest {
+    message_id: String,
+}
+
+#[utoipa::path(
+    post,
+    path = "/api/conversations/{id}/rewind",
+    tag = "history",
+    summary = "Restart from an earlier message",
+    description = "A fork that stops just before one of the user's messages of the root \
+        session; answers that message's text for the input box. The original is unchanged.",
+    params(("id" = String, Path, description = "Conversation id")),
+    request_body = crate::openapi::RewindRequest,
+    responses(
+        (status = 201, description = "The new conversation and the message's text", body = crate::openapi::RewoundConversation),
+        (status = 200, description = "Rewind to the first message: nothing is stored, `conversation` is null", body = crate::openapi::RewoundConversation),
+        (status = 400, description = "`invalid_request`: bad JSON, or `message_id` is not a user message of the root session", body = crate::openapi::ErrorBody),
+        (status = 404, description = "`not_found`: no such conversation or message", body = crate::openapi::ErrorBody),
+        (status = 422, description = "`cwd_missing` or `source_missing`: the conversation cannot open", body = crate::openapi::ErrorBody),
+    ),
+)]
+pub async fn rewind(
+    State(state): State<AppState>,
+    Path(id): Path<String>,
+    Json(request): Json<RewindRequest>,
+) -> Result<Response, ApiError> {
+    let outcome = state.runtime.rewind(&id, &request.message_id).await?;
+    let status = match outcome.conversation {
+        Some(_) => StatusCode::CREATED,
+        None => StatusCode::OK,
+    };
+    let body = json!({ "conversation": outcome.conversation, "text": outcome.text });
+    Ok((status, axum::Json(body)).into_response())
+}

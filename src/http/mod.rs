@@ -68,6 +68,8 @@ pub fn router(
             "/api/conversations/{id}/sessions/{session_id}/interrupt",
             post(c::interrupt_session),
         )
+        .route("/api/conversations/{id}/fork", post(c::fork))
+        .route("/api/conversations/{id}/rewind", post(c::rewind))
         .route("/api/conversations/{id}/usage", get(c::usage))
         .route(
             "/api/conversations/{id}/events",

@@ -118,7 +118,9 @@ impl Index {
     }
 
     /// Applies a batch of updates in one transaction. Every update is an idempotent upsert, so
-    /// applying the same facts twice (a retry, a reconcile) changes nothing.
+    /// applying the same facts twice (a retry, a reconcile) changes nothing, and an older fact
+    /// arriving late never overwrites a newer one: a conversation row only moves forward in its
+    /// log (`meta_len`), and a finished turn never changes again.
     pub async fn apply(&self, updates: &[IndexUpdate<'_>]) -> Result<(), IndexError> {
         let mut tx = self.pool.begin().await?;
         for update in updates {
@@ -270,7 +272,8 @@ async fn apply_one(
             sqlx::query(
                 "INSERT INTO conversations (id, updated_at, archived, status, meta_len, data) VALUES (?, ?, ?, ?, ?, ?)
                  ON CONFLICT (id) DO UPDATE SET updated_at = excluded.updated_at, archived = excluded.archived,
-                 status = excluded.status, meta_len = excluded.meta_len, data = excluded.data",
+                 status = excluded.status, meta_len = excluded.meta_len, data = excluded.data
+                 WHERE excluded.meta_len >= conversations.meta_len",
             )
             .bind(&conversation.id)
             .bind(conversation.updated_at.timestamp_micros())
@@ -307,7 +310,8 @@ async fn apply_one(
         } => {
             sqlx::query(
                 "INSERT INTO turns (id, conversation_id, session_id, status, started_at, ended_at, error) VALUES (?, ?, ?, ?, ?, ?, ?)
-                 ON CONFLICT (id) DO UPDATE SET status = excluded.status, ended_at = excluded.ended_at, error = excluded.error",
+                 ON CONFLICT (id) DO UPDATE SET status = excluded.status, ended_at = excluded.ended_at, error = excluded.error
+                 WHERE turns.status = 'running'",
             )
             .bind(&turn.id)
             .bind(conversation_id)

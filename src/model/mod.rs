@@ -1,8 +1,13 @@
 //! Model calls: one trait for every protocol, one internal event stream. A provider module turns
 //! its wire format into `ModelEvent`s; the turn loop never sees a protocol's details.
 
+pub mod anthropic_messages;
 pub mod demo;
+pub mod openai_chat;
+pub mod openai_responses;
+pub mod wire;
 
+use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -81,30 +86,57 @@ pub trait ModelClient: Send + Sync {
     fn stream(&self, request: ModelRequest) -> ModelStream;
 }
 
-/// The clients of the configured models, built once at start.
+/// The clients of the configured models, built once at start: one per provider, so a provider's
+/// connections are shared by every model and turn that uses it.
 #[derive(Clone)]
 pub struct Models {
     demo: Arc<demo::DemoModel>,
+    /// By provider name; the built-in provider is `demo`, not in here.
+    providers: BTreeMap<String, Arc<dyn ModelClient>>,
 }
 
 impl Models {
-    pub fn new(_config: &Config) -> Models {
+    pub fn new(config: &Config) -> Models {
+        let providers = config
+            .providers
+            .iter()
+            .filter_map(|(name, provider)| {
+                let client: Arc<dyn ModelClient> = match provider.protocol {
+                    Protocol::OpenaiChat => Arc::new(openai_chat::OpenaiChat::new(provider)),
+                    Protocol::OpenaiResponses => {
+                        Arc::new(openai_responses::OpenaiResponses::new(provider))
+                    }
+                    Protocol::AnthropicMessages => {
+                        Arc::new(anthropic_messages::AnthropicMessages::new(provider))
+                    }
+                    Protocol::Demo => return None,
+                };
+                Some((name.clone(), client))
+            })
+            .collect();
         Models {
             demo: Arc::new(demo::DemoModel::default()),
+            providers,
         }
     }
 
     /// The client for a configured model id, or an explanation of why there is none.
     pub fn client(&self, config: &Config, model_id: &str) -> Result<Arc<dyn ModelClient>, String> {
-        let provider = config
-            .provider_of(model_id)
+        let model = config
+            .model(model_id)
             .ok_or_else(|| format!("model `{model_id}` is not configured"))?;
-        match provider.protocol {
-            Protocol::Demo => Ok(self.demo.clone()),
-            other => Err(format!(
-                "the {} protocol is not available in this build yet",
-                other.as_str()
-            )),
+        let provider = config
+            .providers
+            .get(&model.provider)
+            .ok_or_else(|| format!("provider `{}` is not configured", model.provider))?;
+        if provider.protocol == Protocol::Demo {
+            return Ok(self.demo.clone());
         }
+        self.providers.get(&model.provider).cloned().ok_or_else(|| {
+            format!(
+                "provider `{}` was not configured when the service started",
+                model.provider
+            )
+        })
     }
 }

@@ -14,16 +14,20 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use super::events::{Event, EventBus, EventId, Replay};
+use super::fork;
 use super::pending::PendingQueue;
 use super::turn::{self, TurnMsg, TurnSpec};
 use super::usage::UsageTracker;
 use super::{Answer, ConversationPatch, NewMessage, PendingPatch, RuntimeError, Shared, user_item};
 use crate::domain::{
-    Conversation, Item, ItemKind, ItemStatus, Message, MessageMode, MessageSource, MessageStatus,
-    Session, TurnStatus, Usage, new_id, now,
+    Conversation, ForkedFrom, Item, ItemKind, ItemStatus, Message, MessageMode, MessageSource,
+    MessageStatus, Session, TurnStatus, Usage, new_id, now,
 };
 use crate::index::IndexUpdate;
-use crate::store::records::{ConversationChanges, MetaRecord, SessionRecord};
+use crate::index::rebuild::{self, LoadedConversation};
+use crate::store::records::{
+    ConversationChanges, ConversationCreated, MetaRecord, SessionCreated, SessionRecord,
+};
 use crate::store::state::ConversationState;
 use crate::store::{JsonlWriter, StoreError};
 use crate::tools::ToolContext;
@@ -48,6 +52,11 @@ pub enum Command {
         oneshot::Sender<Result<Message, RuntimeError>>,
     ),
     WithdrawPending(String, oneshot::Sender<Result<Message, RuntimeError>>),
+    /// Fork (no message id) or rewind to just before a user message of the root session.
+    Fork(
+        Option<String>,
+        oneshot::Sender<Result<ForkOutcome, RuntimeError>>,
+    ),
     Subscribe(Option<EventId>, oneshot::Sender<Subscription>),
     Shutdown(oneshot::Sender<()>),
 }
@@ -60,6 +69,14 @@ pub struct ConversationView {
     pub sessions: Vec<Session>,
     pub pending: Vec<Message>,
     pub usage: Usage,
+}
+
+/// The result of a fork or rewind: the new conversation (none when a rewind to the first
+/// message leaves nothing to copy) and, for a rewind, the message's text for the input box.
+#[derive(Debug, Clone)]
+pub struct ForkOutcome {
+    pub conversation: Option<Conversation>,
+    pub text: Option<String>,
 }
 
 /// What a new SSE client gets: a snapshot or the events it missed, then live events.
@@ -247,6 +264,9 @@ impl ConversationActor {
             }
             Command::WithdrawPending(message_id, reply) => {
                 let _ = reply.send(self.withdraw_pending(&message_id));
+            }
+            Command::Fork(rewind_to, reply) => {
+                let _ = reply.send(self.fork(rewind_to).await);
             }
             Command::Subscribe(after, reply) => {
                 let _ = reply.send(self.subscribe(after));
@@ -442,6 +462,105 @@ impl ConversationActor {
                 self.pending.hold_agent_messages(true);
             }
         }
+    }
+
+    /// Copies the root session's history into a new conversation (SPEC §6.1–6.2): up to the
+    /// last finished turn, or up to just before `rewind_to`. The source is only read.
+    async fn fork(&mut self, rewind_to: Option<String>) -> Result<ForkOutcome, RuntimeError> {
+        let root = self.state.conversation.root_session_id.clone();
+        let path = self.shared.store.session_path(&self.id, &root);
+        let content = std::fs::read(&path).map_err(|e| StoreError::io(&path, e))?;
+        let mut end = match &self.running {
+            Some(running) => fork::cut_offset(&content, &fork::Cut::BeforeTurn(&running.turn_id)),
+            None => content.len(),
+        };
+        let mut text = None;
+        if let Some(message_id) = &rewind_to {
+            let at = fork::cut_offset(&content, &fork::Cut::BeforeItem(message_id));
+            let target = (at < content.len())
+                .then(|| fork::item_at(&content, at))
+                .flatten()
+                .filter(fork::is_user_message)
+                .ok_or_else(|| {
+                    RuntimeError::Invalid(format!(
+                        "message_id `{message_id}` is not a user message of this conversation's root session"
+                    ))
+                })?;
+            if let ItemKind::UserMessage { text: message, .. } = target.kind {
+                text = Some(message);
+            }
+            end = end.min(at);
+        }
+        let Some(last) = fork::last_item(&content[..end]) else {
+            if rewind_to.is_some() {
+                // Rewinding to the first message leaves nothing to store (SPEC §1.2).
+                return Ok(ForkOutcome {
+                    conversation: None,
+                    text,
+                });
+            }
+            return Err(RuntimeError::TurnRunning);
+        };
+
+        let source = &self.state.conversation;
+        let conversation_id = new_id("c");
+        let session_id = new_id("s");
+        let created_at = now();
+        let mut history = content[..end].to_vec();
+        fork::rewrite_session_id(&mut history, &root, &session_id);
+        let records = [
+            MetaRecord::ConversationCreated {
+                conversation: ConversationCreated {
+                    id: conversation_id.clone(),
+                    title: format!("{} (fork)", source.title),
+                    created_at,
+                    cwd: source.cwd.clone(),
+                    agent: source.agent.clone(),
+                    model: source.model.clone(),
+                    root_session_id: session_id.clone(),
+                    forked_from: Some(ForkedFrom {
+                        conversation_id: self.id.clone(),
+                        item_id: last.id,
+                    }),
+                },
+            },
+            MetaRecord::SessionCreated {
+                session: SessionCreated {
+                    id: session_id.clone(),
+                    parent_id: None,
+                    agent: source.agent.clone(),
+                    model: source.model.clone(),
+                    task: None,
+                    created_at,
+                },
+            },
+        ];
+        let meta_len = self.shared.store.create_conversation_raw(
+            &conversation_id,
+            &records,
+            &[(&session_id, &history)],
+        )?;
+        // The copied messages must be searchable as soon as the fork is answered.
+        let copied = crate::store::jsonl::parse_log::<SessionRecord>(&path, &history)?;
+        let state = ConversationState::from_records(&records).expect("starts with creation");
+        let loaded = LoadedConversation {
+            state,
+            meta_len,
+            search_texts: rebuild::searchable(&crate::store::fold_items(copied.records)),
+            torn_files: Vec::new(),
+        };
+        self.shared
+            .index_quietly(&rebuild::updates_for(&loaded))
+            .await;
+        let conversation = loaded.state.conversation;
+        self.shared.list_events.publish(
+            "conversation.created",
+            &json!({ "conversation": conversation }),
+        );
+        Ok(ForkOutcome {
+            conversation: Some(conversation),
+            text,
+        })
     }
 
     /// A conversation whose working directory, agent or model is gone cannot run a turn.

@@ -4,6 +4,7 @@
 
 pub mod actor;
 pub mod events;
+pub mod fork;
 pub mod pending;
 pub mod title;
 pub mod turn;
@@ -27,6 +28,7 @@ use crate::model::Models;
 use crate::store::records::{ConversationCreated, MetaRecord, SessionCreated, SessionRecord};
 use crate::store::state::ConversationState;
 use crate::store::{Store, StoreError, is_valid_id};
+pub use actor::ForkOutcome;
 use actor::{ActorHandle, Command, ConversationView, Subscription};
 use events::{EventBus, EventId};
 
@@ -492,6 +494,27 @@ impl Runtime {
     ) -> Result<Message, RuntimeError> {
         let message_id = message_id.to_owned();
         self.call(id, |reply| Command::WithdrawPending(message_id, reply))
+            .await?
+    }
+
+    /// A copy of the conversation up to its last finished turn (SPEC §6.1).
+    pub async fn fork(&self, id: &str) -> Result<Conversation, RuntimeError> {
+        let outcome = self.call(id, |reply| Command::Fork(None, reply)).await??;
+        outcome
+            .conversation
+            .ok_or_else(|| RuntimeError::Internal("a fork produced no conversation".to_owned()))
+    }
+
+    /// A copy up to just before one of the user's messages, and that message's text
+    /// ("restart from here", SPEC §6.2). No conversation when it is the first message.
+    pub async fn rewind(&self, id: &str, message_id: &str) -> Result<ForkOutcome, RuntimeError> {
+        if !is_valid_id(message_id) {
+            return Err(RuntimeError::Invalid(format!(
+                "message_id `{message_id}` is not a user message of this conversation's root session"
+            )));
+        }
+        let message_id = message_id.to_owned();
+        self.call(id, |reply| Command::Fork(Some(message_id), reply))
             .await?
     }
 

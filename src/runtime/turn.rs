@@ -251,8 +251,8 @@ async fn stream_once(
         let event = match next {
             Err(_elapsed) => {
                 return Err(AttemptError::Model(ModelError::transient(format!(
-                    "no data from the model for {} s",
-                    chunk_timeout.as_secs()
+                    "no data from the model for {:.1} s",
+                    chunk_timeout.as_secs_f64()
                 ))));
             }
             Ok(None) => {

@@ -99,16 +99,20 @@ pub fn encode_lines<R: Serialize>(records: &[R]) -> Result<Vec<u8>, StoreError> 
 
 /// Writes a whole new file and fsyncs it (used when a conversation directory is first built).
 pub fn write_new<R: Serialize>(path: &Path, records: &[R]) -> Result<u64, StoreError> {
-    let buffer = encode_lines(records)?;
+    write_bytes(path, &encode_lines(records)?)
+}
+
+/// Writes bytes (whole JSONL lines) to a new file and fsyncs it.
+pub fn write_bytes(path: &Path, bytes: &[u8]) -> Result<u64, StoreError> {
     let mut file = OpenOptions::new()
         .create_new(true)
         .write(true)
         .open(path)
         .map_err(|e| StoreError::io(path, e))?;
-    file.write_all(&buffer)
+    file.write_all(bytes)
         .and_then(|()| file.sync_all())
         .map_err(|e| StoreError::io(path, e))?;
-    Ok(buffer.len() as u64)
+    Ok(bytes.len() as u64)
 }
 
 /// The lines of a JSONL file that could be read, and what had to be skipped.

@@ -123,11 +123,30 @@ impl Store {
         metadata: &[MetaRecord],
         sessions: &[(&str, &[SessionRecord])],
     ) -> Result<u64, StoreError> {
+        let encoded: Vec<(&str, Vec<u8>)> = sessions
+            .iter()
+            .map(|(session_id, records)| Ok((*session_id, jsonl::encode_lines(records)?)))
+            .collect::<Result<_, StoreError>>()?;
+        let raw: Vec<(&str, &[u8])> = encoded
+            .iter()
+            .map(|(id, bytes)| (*id, bytes.as_slice()))
+            .collect();
+        self.create_conversation_raw(id, metadata, &raw)
+    }
+
+    /// Like `create_conversation`, with session files given as ready JSONL bytes (a fork copies
+    /// its history this way: one sequential write, no per-item work).
+    pub fn create_conversation_raw(
+        &self,
+        id: &str,
+        metadata: &[MetaRecord],
+        sessions: &[(&str, &[u8])],
+    ) -> Result<u64, StoreError> {
         let building = self.root.join("tmp").join(id);
         fs::create_dir(&building).map_err(|e| StoreError::io(&building, e))?;
         let meta_len = jsonl::write_new(&building.join(METADATA_FILE), metadata)?;
-        for (session_id, records) in sessions {
-            jsonl::write_new(&building.join(format!("{session_id}.jsonl")), records)?;
+        for (session_id, bytes) in sessions {
+            jsonl::write_bytes(&building.join(format!("{session_id}.jsonl")), bytes)?;
         }
         sync_dir(&building)?;
         let target = self.conversation_dir(id);

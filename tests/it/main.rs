@@ -1,11 +1,15 @@
 //! End-to-end tests: the real server, driven over HTTP and SSE like a real client.
 
+mod fake_provider;
 mod harness;
 
 mod bad_input;
 mod conversations;
 mod crash;
 mod events;
+mod history;
 mod lock;
 mod messages;
+mod providers;
 mod reindex;
+mod retries;

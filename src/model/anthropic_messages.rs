@@ -1,0 +1,407 @@
+//! The Anthropic Messages protocol (`POST {base_url}/messages`). Roles must alternate, so
+//! neighbouring same-role content (a tool result and a notice, say) is merged into one message.
+//! It maps requests and events only; sending, errors and retries are `wire`'s and the turn loop's.
+
+use std::collections::BTreeMap;
+
+use eventsource_stream::Event;
+use serde_json::{Value, json};
+
+use super::wire::{self, Decoder, Endpoint, Entry};
+use super::{ModelClient, ModelError, ModelEvent, ModelRequest, ModelStream, TokenUsage};
+use crate::config::ProviderConfig;
+use crate::domain::Image;
+
+/// The API version this module speaks.
+const ANTHROPIC_VERSION: &str = "2023-06-01";
+
+pub struct AnthropicMessages {
+    endpoint: Endpoint,
+}
+
+impl AnthropicMessages {
+    pub fn new(provider: &ProviderConfig) -> AnthropicMessages {
+        AnthropicMessages {
+            endpoint: Endpoint::new(provider),
+        }
+    }
+}
+
+impl ModelClient for AnthropicMessages {
+    fn stream(&self, request: ModelRequest) -> ModelStream {
+        let request = self.endpoint.api_key().map(|key| {
+            let http = self
+                .endpoint
+                .post("/messages", &request_body(&request))
+                .header("anthropic-version", ANTHROPIC_VERSION);
+            match key {
+                Some(key) => http.header("x-api-key", key),
+                None => http,
+            }
+        });
+        wire::stream(request, MessagesDecoder::default())
+    }
+}
+
+pub fn request_body(request: &ModelRequest) -> Value {
+    let mut messages = Messages::default();
+    for entry in wire::entries(&request.history) {
+        match entry {
+            Entry::User { text, images } => messages.push("user", user_blocks(text, images)),
+            Entry::Assistant { text, calls } => {
+                let mut blocks = Vec::new();
+                if !text.is_empty() {
+                    blocks.push(json!({ "type": "text", "text": text }));
+                }
+                blocks.extend(calls.iter().map(|call| {
+                    json!({
+                        "type": "tool_use",
+                        "id": call.call_id,
+                        "name": call.name,
+                        "input": call.arguments,
+                    })
+                }));
+                messages.push("assistant", blocks);
+                let results = calls
+                    .into_iter()
+                    .map(|call| {
+                        json!({
+                            "type": "tool_result",
+                            "tool_use_id": call.call_id,
+                            "content": call.output,
+                        })
+                    })
+                    .collect();
+                messages.push("user", results);
+            }
+        }
+    }
+    let mut body = json!({
+        "model": request.model,
+        "max_tokens": request.max_output_tokens,
+        "stream": true,
+        "messages": messages.0,
+    });
+    if let Some(instructions) = &request.instructions {
+        body["system"] = json!(instructions);
+    }
+    if !request.tools.is_empty() {
+        body["tools"] = request
+            .tools
+            .iter()
+            .map(|tool| {
+                json!({
+                    "name": tool.name,
+                    "description": tool.description,
+                    "input_schema": tool.parameters,
+                })
+            })
+            .collect();
+    }
+    body
+}
+
+/// Messages with strictly alternating roles.
+#[derive(Default)]
+struct Messages(Vec<Value>);
+
+impl Messages {
+    /// Appends content blocks, to the last message when it has the same role.
+    fn push(&mut self, role: &str, blocks: Vec<Value>) {
+        if blocks.is_empty() {
+            return;
+        }
+        if let Some(last) = self.0.last_mut()
+            && last["role"] == role
+            && let Some(content) = last["content"].as_array_mut()
+        {
+            content.extend(blocks);
+            return;
+        }
+        self.0.push(json!({ "role": role, "content": blocks }));
+    }
+}
+
+/// Text blocks must not be empty, so an image-only message has none.
+fn user_blocks(text: String, images: &[Image]) -> Vec<Value> {
+    let mut blocks = Vec::new();
+    if !text.is_empty() {
+        blocks.push(json!({ "type": "text", "text": text }));
+    }
+    for image in images {
+        let source = match (&image.data, &image.url) {
+            (Some(data), _) => {
+                json!({ "type": "base64", "media_type": image.media_type, "data": data })
+            }
+            (None, Some(url)) => json!({ "type": "url", "url": url }),
+            (None, None) => continue,
+        };
+        blocks.push(json!({ "type": "image", "source": source }));
+    }
+    blocks
+}
+
+/// Follows one message's events: content blocks by index, usage across `message_start` and
+/// `message_delta`.
+#[derive(Default)]
+struct MessagesDecoder {
+    /// Tool-use blocks being streamed, by block index.
+    tool_uses: BTreeMap<u64, ToolUse>,
+    usage: TokenUsage,
+}
+
+struct ToolUse {
+    id: String,
+    name: String,
+    /// `partial_json` fragments so far.
+    json: String,
+    /// The input given at block start, used when no fragment follows.
+    initial: Value,
+}
+
+impl Decoder for MessagesDecoder {
+    fn decode(&mut self, event: &Event) -> Result<Vec<ModelEvent>, ModelError> {
+        if event.data.trim().is_empty() {
+            return Ok(Vec::new());
+        }
+        let data = wire::parse_chunk(&event.data)?;
+        let kind = data["type"].as_str().unwrap_or(&event.event);
+        let index = data["index"].as_u64().unwrap_or(0);
+        let mut events = Vec::new();
+        match kind {
+            "message_start" => self.read_usage(&data["message"]["usage"]),
+            "content_block_start" => {
+                let block = &data["content_block"];
+                match block["type"].as_str() {
+                    Some("tool_use") => {
+                        self.tool_uses.insert(
+                            index,
+                            ToolUse {
+                                id: wire::text_of(block, "id").to_owned(),
+                                name: wire::text_of(block, "name").to_owned(),
+                                json: String::new(),
+                                initial: block["input"].clone(),
+                            },
+                        );
+                    }
+                    Some("text") => push_text(&mut events, block, "text", ModelEvent::TextDelta),
+                    Some("thinking") => {
+                        push_text(&mut events, block, "thinking", ModelEvent::ReasoningDelta)
+                    }
+                    _ => {}
+                }
+            }
+            "content_block_delta" => {
+                let delta = &data["delta"];
+                match delta["type"].as_str() {
+                    Some("text_delta") => {
+                        push_text(&mut events, delta, "text", ModelEvent::TextDelta)
+                    }
+                    Some("thinking_delta") => {
+                        push_text(&mut events, delta, "thinking", ModelEvent::ReasoningDelta)
+                    }
+                    Some("input_json_delta") => {
+                        if let Some(tool_use) = self.tool_uses.get_mut(&index) {
+                            tool_use.json.push_str(wire::text_of(delta, "partial_json"));
+                        }
+                    }
+                    _ => {}
+                }
+            }
+            "content_block_stop" => {
+                if let Some(tool_use) = self.tool_uses.remove(&index) {
+                    events.push(tool_use.finish());
+                }
+            }
+            "message_delta" => self.read_usage(&data["usage"]),
+            "message_stop" => {
+                // A block never stopped is still a call the model made.
+                events.extend(
+                    std::mem::take(&mut self.tool_uses)
+                        .into_values()
+                        .map(ToolUse::finish),
+                );
+                events.push(ModelEvent::Usage(self.usage));
+                events.push(ModelEvent::Done);
+            }
+            "error" => {
+                let error = &data["error"];
+                return Err(wire::stream_error(
+                    error["type"].as_str(),
+                    error["message"].as_str(),
+                ));
+            }
+            _ => {}
+        }
+        Ok(events)
+    }
+}
+
+impl MessagesDecoder {
+    /// Input counts arrive in `message_start` (sometimes again in `message_delta`); output
+    /// counts are cumulative. Cached input is context too, so it is counted.
+    fn read_usage(&mut self, usage: &Value) {
+        let count = |field: &str| usage[field].as_u64();
+        if let Some(input) = count("input_tokens") {
+            self.usage.input_tokens = input
+                + count("cache_creation_input_tokens").unwrap_or(0)
+                + count("cache_read_input_tokens").unwrap_or(0);
+        }
+        if let Some(output) = count("output_tokens") {
+            self.usage.output_tokens = output;
+        }
+    }
+}
+
+impl ToolUse {
+    fn finish(self) -> ModelEvent {
+        let arguments = if self.json.trim().is_empty() && self.initial.is_object() {
+            self.initial
+        } else {
+            wire::parse_arguments(&self.json)
+        };
+        ModelEvent::ToolCall {
+            call_id: self.id,
+            name: self.name,
+            arguments,
+        }
+    }
+}
+
+fn push_text(
+    events: &mut Vec<ModelEvent>,
+    value: &Value,
+    field: &str,
+    event: fn(String) -> ModelEvent,
+) {
+    let text = wire::text_of(value, field);
+    if !text.is_empty() {
+        events.push(event(text.to_owned()));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::ToolSpec;
+    use crate::model::wire::testing;
+
+    fn decode(body: &str) -> Vec<Result<ModelEvent, ModelError>> {
+        testing::decode(MessagesDecoder::default(), body)
+    }
+
+    fn event(data: Value) -> String {
+        format!(
+            "event: {}\ndata: {data}\n\n",
+            data["type"].as_str().unwrap()
+        )
+    }
+
+    #[test]
+    fn text_thinking_tool_use_and_usage_are_mapped() {
+        let body = [
+            json!({"type": "message_start", "message": {"id": "msg_1", "role": "assistant", "content": [], "usage": {"input_tokens": 40, "cache_read_input_tokens": 2, "output_tokens": 1}}}),
+            json!({"type": "content_block_start", "index": 0, "content_block": {"type": "thinking", "thinking": ""}}),
+            json!({"type": "content_block_delta", "index": 0, "delta": {"type": "thinking_delta", "thinking": "hmm"}}),
+            json!({"type": "content_block_delta", "index": 0, "delta": {"type": "signature_delta", "signature": "sig"}}),
+            json!({"type": "content_block_stop", "index": 0}),
+            json!({"type": "ping"}),
+            json!({"type": "content_block_start", "index": 1, "content_block": {"type": "text", "text": ""}}),
+            json!({"type": "content_block_delta", "index": 1, "delta": {"type": "text_delta", "text": "Hi"}}),
+            json!({"type": "content_block_stop", "index": 1}),
+            json!({"type": "content_block_start", "index": 2, "content_block": {"type": "tool_use", "id": "toolu_1", "name": "shell", "input": {}}}),
+            json!({"type": "content_block_delta", "index": 2, "delta": {"type": "input_json_delta", "partial_json": ""}}),
+            json!({"type": "content_block_delta", "index": 2, "delta": {"type": "input_json_delta", "partial_json": "{\"command\": "}}),
+            json!({"type": "content_block_delta", "index": 2, "delta": {"type": "input_json_delta", "partial_json": "\"ls\"}"}}),
+            json!({"type": "content_block_stop", "index": 2}),
+            json!({"type": "content_block_start", "index": 3, "content_block": {"type": "tool_use", "id": "toolu_2", "name": "list_agents", "input": {}}}),
+            json!({"type": "content_block_stop", "index": 3}),
+            json!({"type": "message_delta", "delta": {"stop_reason": "tool_use"}, "usage": {"output_tokens": 12}}),
+            json!({"type": "message_stop"}),
+        ]
+        .map(event)
+        .concat();
+        assert_eq!(
+            decode(&body),
+            [
+                Ok(ModelEvent::ReasoningDelta("hmm".into())),
+                Ok(ModelEvent::TextDelta("Hi".into())),
+                Ok(ModelEvent::ToolCall {
+                    call_id: "toolu_1".into(),
+                    name: "shell".into(),
+                    arguments: json!({"command": "ls"}),
+                }),
+                Ok(ModelEvent::ToolCall {
+                    call_id: "toolu_2".into(),
+                    name: "list_agents".into(),
+                    arguments: json!({}),
+                }),
+                Ok(ModelEvent::Usage(TokenUsage {
+                    input_tokens: 42,
+                    output_tokens: 12
+                })),
+                Ok(ModelEvent::Done),
+            ]
+        );
+    }
+
+    #[test]
+    fn an_overload_is_transient_and_a_bad_request_is_not() {
+        let overloaded = event(
+            json!({"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}}),
+        );
+        assert!(matches!(
+            &decode(&overloaded)[..],
+            [Err(ModelError::Transient { message, .. })] if message.contains("Overloaded")
+        ));
+        let invalid = event(
+            json!({"type": "error", "error": {"type": "invalid_request_error", "message": "bad"}}),
+        );
+        assert!(matches!(&decode(&invalid)[..], [Err(ModelError::Fatal(_))]));
+    }
+
+    #[test]
+    fn the_request_alternates_roles() {
+        let request = ModelRequest {
+            model: "claude-x".into(),
+            instructions: Some("be brief".into()),
+            history: testing::history(),
+            tools: vec![ToolSpec {
+                name: "shell",
+                description: "run",
+                parameters: json!({"type": "object"}),
+            }],
+            max_output_tokens: 99,
+        };
+        let body = request_body(&request);
+        assert_eq!(body["system"], "be brief");
+        assert_eq!(body["max_tokens"], 99);
+        assert_eq!(body["stream"], true);
+        assert_eq!(
+            body["tools"],
+            json!([{"name": "shell", "description": "run", "input_schema": {"type": "object"}}])
+        );
+        assert_eq!(
+            body["messages"],
+            json!([
+                {"role": "user", "content": [
+                    {"type": "text", "text": "[summary of earlier conversation] earlier"},
+                    {"type": "text", "text": "look"},
+                    {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": "AAAA"}},
+                ]},
+                {"role": "assistant", "content": [
+                    {"type": "text", "text": "Checking."},
+                    {"type": "tool_use", "id": "call_a", "name": "shell", "input": {"command": "false"}},
+                    {"type": "tool_use", "id": "call_b", "name": "read_file", "input": {"path": "x"}},
+                ]},
+                {"role": "user", "content": [
+                    {"type": "tool_result", "tool_use_id": "call_a", "content": "oops\n[exit code 1]"},
+                    {"type": "tool_result", "tool_use_id": "call_b", "content": "\n[interrupted]"},
+                    {"type": "text", "text": "[runtime notice] the turn was interrupted"},
+                    {"type": "text", "text": "again"},
+                ]},
+                {"role": "assistant", "content": [{"type": "text", "text": "Done."}]},
+            ])
+        );
+    }
+}

@@ -1,0 +1,431 @@
+//! The OpenAI Chat Completions protocol (`POST {base_url}/chat/completions`), also spoken by most
+//! local servers (Ollama, llama.cpp, vLLM, LM Studio). It maps requests and chunks only; sending,
+//! errors and retries are `wire`'s and the turn loop's.
+
+use std::collections::BTreeMap;
+
+use eventsource_stream::Event;
+use serde_json::{Value, json};
+
+use super::wire::{self, Decoder, Endpoint, Entry};
+use super::{ModelClient, ModelError, ModelEvent, ModelRequest, ModelStream, TokenUsage};
+use crate::config::ProviderConfig;
+use crate::domain::Image;
+
+pub struct OpenaiChat {
+    endpoint: Endpoint,
+    limit_field: LimitField,
+}
+
+/// The name of the output limit. OpenAI's own service wants `max_completion_tokens` (its
+/// reasoning models reject `max_tokens`); compatible servers know `max_tokens`, and not all of
+/// them the newer name.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LimitField {
+    MaxTokens,
+    MaxCompletionTokens,
+}
+
+impl OpenaiChat {
+    pub fn new(provider: &ProviderConfig) -> OpenaiChat {
+        OpenaiChat {
+            endpoint: Endpoint::new(provider),
+            limit_field: LimitField::for_base_url(&provider.base_url),
+        }
+    }
+}
+
+impl LimitField {
+    pub fn for_base_url(base_url: &str) -> LimitField {
+        let host = base_url
+            .split("://")
+            .nth(1)
+            .unwrap_or(base_url)
+            .split(['/', ':'])
+            .next()
+            .unwrap_or_default();
+        if host == "api.openai.com" || host.ends_with(".openai.azure.com") {
+            LimitField::MaxCompletionTokens
+        } else {
+            LimitField::MaxTokens
+        }
+    }
+
+    fn name(self) -> &'static str {
+        match self {
+            LimitField::MaxTokens => "max_tokens",
+            LimitField::MaxCompletionTokens => "max_completion_tokens",
+        }
+    }
+}
+
+impl ModelClient for OpenaiChat {
+    fn stream(&self, request: ModelRequest) -> ModelStream {
+        let request = self.endpoint.api_key().map(|key| {
+            let http = self.endpoint.post(
+                "/chat/completions",
+                &request_body(&request, self.limit_field),
+            );
+            match key {
+                Some(key) => http.bearer_auth(key),
+                None => http,
+            }
+        });
+        wire::stream(request, ChatDecoder::default())
+    }
+}
+
+pub fn request_body(request: &ModelRequest, limit_field: LimitField) -> Value {
+    let mut messages = Vec::new();
+    if let Some(instructions) = &request.instructions {
+        messages.push(json!({ "role": "system", "content": instructions }));
+    }
+    for entry in wire::entries(&request.history) {
+        match entry {
+            Entry::User { text, images } => messages.push(user_message(text, images)),
+            Entry::Assistant { text, calls } => {
+                let mut message = json!({
+                    "role": "assistant",
+                    "content": if text.is_empty() { Value::Null } else { Value::String(text) },
+                });
+                if !calls.is_empty() {
+                    message["tool_calls"] = calls
+                        .iter()
+                        .map(|call| {
+                            json!({
+                                "id": call.call_id,
+                                "type": "function",
+                                "function": {
+                                    "name": call.name,
+                                    "arguments": call.arguments.to_string(),
+                                },
+                            })
+                        })
+                        .collect();
+                }
+                messages.push(message);
+                for call in calls {
+                    messages.push(json!({
+                        "role": "tool",
+                        "tool_call_id": call.call_id,
+                        "content": call.output,
+                    }));
+                }
+            }
+        }
+    }
+    let mut body = json!({
+        "model": request.model,
+        "messages": messages,
+        "stream": true,
+        "stream_options": { "include_usage": true },
+    });
+    body[limit_field.name()] = json!(request.max_output_tokens);
+    if !request.tools.is_empty() {
+        body["tools"] = request
+            .tools
+            .iter()
+            .map(|tool| {
+                json!({
+                    "type": "function",
+                    "function": {
+                        "name": tool.name,
+                        "description": tool.description,
+                        "parameters": tool.parameters,
+                    },
+                })
+            })
+            .collect();
+    }
+    body
+}
+
+/// Plain text when there are no images, which every server accepts; content parts otherwise.
+fn user_message(text: String, images: &[Image]) -> Value {
+    if images.is_empty() {
+        return json!({ "role": "user", "content": text });
+    }
+    let mut parts = vec![json!({ "type": "text", "text": text })];
+    parts.extend(
+        images
+            .iter()
+            .filter_map(wire::image_url)
+            .map(|url| json!({ "type": "image_url", "image_url": { "url": url } })),
+    );
+    json!({ "role": "user", "content": parts })
+}
+
+/// Assembles the chunks of one answer. Tool calls arrive in fragments keyed by their index:
+/// the id and name in the first, the arguments as string pieces across the rest.
+#[derive(Default)]
+struct ChatDecoder {
+    calls: BTreeMap<u64, PendingCall>,
+}
+
+#[derive(Default)]
+struct PendingCall {
+    id: String,
+    name: String,
+    arguments: String,
+}
+
+impl Decoder for ChatDecoder {
+    fn decode(&mut self, event: &Event) -> Result<Vec<ModelEvent>, ModelError> {
+        let data = event.data.trim();
+        if data.is_empty() {
+            return Ok(Vec::new());
+        }
+        if data == "[DONE]" {
+            let mut events = self.finish_calls();
+            events.push(ModelEvent::Done);
+            return Ok(events);
+        }
+        let chunk = wire::parse_chunk(data)?;
+        if let Some(error) = chunk.get("error").filter(|error| !error.is_null()) {
+            let code = match (&error["code"], &error["type"]) {
+                (Value::Number(code), _) => Some(code.to_string()),
+                (Value::String(code), _) | (_, Value::String(code)) => Some(code.clone()),
+                _ => None,
+            };
+            return Err(wire::stream_error(
+                code.as_deref(),
+                error["message"].as_str().or(error.as_str()),
+            ));
+        }
+        let mut events = Vec::new();
+        if let Some(choice) = chunk["choices"].get(0) {
+            let delta = &choice["delta"];
+            // Servers that show their reasoning use either name.
+            for field in ["reasoning_content", "reasoning"] {
+                let reasoning = wire::text_of(delta, field);
+                if !reasoning.is_empty() {
+                    events.push(ModelEvent::ReasoningDelta(reasoning.to_owned()));
+                }
+            }
+            let content = wire::text_of(delta, "content");
+            if !content.is_empty() {
+                events.push(ModelEvent::TextDelta(content.to_owned()));
+            }
+            if let Some(calls) = delta["tool_calls"].as_array() {
+                for (position, fragment) in calls.iter().enumerate() {
+                    self.add_fragment(position, fragment);
+                }
+            }
+            if choice["finish_reason"].is_string() {
+                events.extend(self.finish_calls());
+            }
+        }
+        if chunk["usage"].is_object() {
+            let usage = &chunk["usage"];
+            events.push(ModelEvent::Usage(TokenUsage {
+                input_tokens: usage["prompt_tokens"].as_u64().unwrap_or(0),
+                output_tokens: usage["completion_tokens"].as_u64().unwrap_or(0),
+            }));
+        }
+        Ok(events)
+    }
+}
+
+impl ChatDecoder {
+    fn add_fragment(&mut self, position: usize, fragment: &Value) {
+        let index = fragment["index"].as_u64().unwrap_or(position as u64);
+        let call = self.calls.entry(index).or_default();
+        let function = &fragment["function"];
+        if call.id.is_empty() {
+            call.id = wire::text_of(fragment, "id").to_owned();
+        }
+        if call.name.is_empty() {
+            call.name = wire::text_of(function, "name").to_owned();
+        }
+        match &function["arguments"] {
+            Value::String(piece) => call.arguments.push_str(piece),
+            // A few servers send the arguments whole, as an object.
+            Value::Object(_) => call.arguments = function["arguments"].to_string(),
+            _ => {}
+        }
+    }
+
+    /// The assembled calls, once the answer says it is finished.
+    fn finish_calls(&mut self) -> Vec<ModelEvent> {
+        std::mem::take(&mut self.calls)
+            .into_values()
+            .map(|call| ModelEvent::ToolCall {
+                // Some local servers give no id; the history still needs one to pair results.
+                call_id: if call.id.is_empty() {
+                    crate::domain::new_id("call")
+                } else {
+                    call.id
+                },
+                name: call.name,
+                arguments: wire::parse_arguments(&call.arguments),
+            })
+            .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::ToolSpec;
+    use crate::model::wire::testing;
+
+    fn decode(body: &str) -> Vec<Result<ModelEvent, ModelError>> {
+        testing::decode(ChatDecoder::default(), body)
+    }
+
+    #[test]
+    fn text_reasoning_and_usage_are_mapped() {
+        let events = decode(concat!(
+            "data: {\"choices\":[{\"index\":0,\"delta\":{\"role\":\"assistant\",\"content\":\"\"},\"finish_reason\":null}]}\n\n",
+            "data: {\"choices\":[{\"index\":0,\"delta\":{\"reasoning_content\":\"think\"},\"finish_reason\":null}]}\n\n",
+            "data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"Hel\"},\"finish_reason\":null}]}\n\n",
+            "data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"lo\"},\"finish_reason\":null}],\"usage\":null}\n\n",
+            "data: {\"choices\":[{\"index\":0,\"delta\":{},\"finish_reason\":\"stop\"}]}\n\n",
+            "data: {\"choices\":[],\"usage\":{\"prompt_tokens\":10,\"completion_tokens\":3,\"total_tokens\":13}}\n\n",
+            "data: [DONE]\n\n",
+        ));
+        assert_eq!(
+            events,
+            [
+                Ok(ModelEvent::ReasoningDelta("think".into())),
+                Ok(ModelEvent::TextDelta("Hel".into())),
+                Ok(ModelEvent::TextDelta("lo".into())),
+                Ok(ModelEvent::Usage(TokenUsage {
+                    input_tokens: 10,
+                    output_tokens: 3
+                })),
+                Ok(ModelEvent::Done),
+            ]
+        );
+    }
+
+    #[test]
+    fn tool_calls_are_assembled_from_fragments() {
+        let events = decode(concat!(
+            "data: {\"choices\":[{\"index\":0,\"delta\":{\"tool_calls\":[{\"index\":0,\"id\":\"call_1\",\"type\":\"function\",\"function\":{\"name\":\"shell\",\"arguments\":\"\"}}]}}]}\n\n",
+            "data: {\"choices\":[{\"index\":0,\"delta\":{\"tool_calls\":[{\"index\":0,\"function\":{\"arguments\":\"{\\\"comm\"}}]}}]}\n\n",
+            "data: {\"choices\":[{\"index\":0,\"delta\":{\"tool_calls\":[{\"index\":1,\"id\":\"call_2\",\"function\":{\"name\":\"read_file\",\"arguments\":\"{oops\"}}]}}]}\n\n",
+            "data: {\"choices\":[{\"index\":0,\"delta\":{\"tool_calls\":[{\"index\":0,\"function\":{\"arguments\":\"and\\\": \\\"ls\\\"}\"}}]}}]}\n\n",
+            "data: {\"choices\":[{\"index\":0,\"delta\":{},\"finish_reason\":\"tool_calls\"}]}\n\n",
+            "data: [DONE]\n\n",
+        ));
+        assert_eq!(
+            events,
+            [
+                Ok(ModelEvent::ToolCall {
+                    call_id: "call_1".into(),
+                    name: "shell".into(),
+                    arguments: json!({"command": "ls"}),
+                }),
+                Ok(ModelEvent::ToolCall {
+                    call_id: "call_2".into(),
+                    name: "read_file".into(),
+                    arguments: json!({"_raw": "{oops"}),
+                }),
+                Ok(ModelEvent::Done),
+            ]
+        );
+    }
+
+    #[test]
+    fn a_malformed_chunk_is_transient() {
+        let events = decode(concat!(
+            "data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"a\"}}]}\n\n",
+            "data: {\"choices\":[{\"ind\n\n",
+        ));
+        assert_eq!(events[0], Ok(ModelEvent::TextDelta("a".into())));
+        let Err(ModelError::Transient { message, .. }) = &events[1] else {
+            panic!("{events:?}");
+        };
+        assert!(
+            message.starts_with("malformed chunk from provider"),
+            "{message}"
+        );
+    }
+
+    #[test]
+    fn an_error_chunk_ends_the_stream() {
+        let events =
+            decode("data: {\"error\":{\"message\":\"upstream overloaded\",\"code\":502}}\n\n");
+        assert!(
+            matches!(&events[..], [Err(ModelError::Transient { message, .. })] if message.contains("upstream overloaded")),
+            "{events:?}"
+        );
+    }
+
+    #[test]
+    fn a_stream_without_done_just_ends() {
+        let events =
+            decode("data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"a\"}}]}\n\n");
+        assert_eq!(events, [Ok(ModelEvent::TextDelta("a".into()))]);
+    }
+
+    #[test]
+    fn openai_itself_gets_the_newer_limit_field() {
+        let check = |base_url: &str, expected: LimitField| {
+            assert_eq!(LimitField::for_base_url(base_url), expected, "{base_url}");
+        };
+        check("https://api.openai.com/v1", LimitField::MaxCompletionTokens);
+        check(
+            "https://x.openai.azure.com/openai/v1",
+            LimitField::MaxCompletionTokens,
+        );
+        check("http://127.0.0.1:11434/v1", LimitField::MaxTokens);
+        check("https://openrouter.ai/api/v1", LimitField::MaxTokens);
+        let request = ModelRequest {
+            model: "gpt-x".into(),
+            instructions: None,
+            history: Vec::new(),
+            tools: Vec::new(),
+            max_output_tokens: 7,
+        };
+        let body = request_body(&request, LimitField::MaxCompletionTokens);
+        assert_eq!(body["max_completion_tokens"], 7);
+        assert!(body.get("max_tokens").is_none());
+        assert!(body.get("tools").is_none());
+    }
+
+    #[test]
+    fn the_request_carries_history_tools_and_limits() {
+        let request = ModelRequest {
+            model: "gpt-x".into(),
+            instructions: Some("be brief".into()),
+            history: testing::history(),
+            tools: vec![ToolSpec {
+                name: "shell",
+                description: "run",
+                parameters: json!({"type": "object"}),
+            }],
+            max_output_tokens: 99,
+        };
+        let body = request_body(&request, LimitField::MaxTokens);
+        assert_eq!(body["model"], "gpt-x");
+        assert_eq!(body["stream"], true);
+        assert_eq!(body["stream_options"]["include_usage"], true);
+        assert_eq!(body["max_tokens"], 99);
+        assert_eq!(
+            body["tools"],
+            json!([{"type": "function", "function": {"name": "shell", "description": "run", "parameters": {"type": "object"}}}])
+        );
+        assert_eq!(
+            body["messages"],
+            json!([
+                {"role": "system", "content": "be brief"},
+                {"role": "user", "content": "[summary of earlier conversation] earlier"},
+                {"role": "user", "content": [
+                    {"type": "text", "text": "look"},
+                    {"type": "image_url", "image_url": {"url": "data:image/png;base64,AAAA"}},
+                ]},
+                {"role": "assistant", "content": "Checking.", "tool_calls": [
+                    {"id": "call_a", "type": "function", "function": {"name": "shell", "arguments": "{\"command\":\"false\"}"}},
+                    {"id": "call_b", "type": "function", "function": {"name": "read_file", "arguments": "{\"path\":\"x\"}"}},
+                ]},
+                {"role": "tool", "tool_call_id": "call_a", "content": "oops\n[exit code 1]"},
+                {"role": "tool", "tool_call_id": "call_b", "content": "\n[interrupted]"},
+                {"role": "user", "content": "[runtime notice] the turn was interrupted"},
+                {"role": "user", "content": "again"},
+                {"role": "assistant", "content": "Done."},
+            ])
+        );
+    }
+}

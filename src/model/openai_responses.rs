@@ -1,0 +1,387 @@
+//! The OpenAI Responses protocol (`POST {base_url}/responses`), stateless: `store: false` and the
+//! whole history as `input` items on every call. It maps requests and events only; sending,
+//! errors and retries are `wire`'s and the turn loop's.
+
+use eventsource_stream::Event;
+use serde_json::{Value, json};
+
+use super::wire::{self, Decoder, Endpoint, Entry};
+use super::{ModelClient, ModelError, ModelEvent, ModelRequest, ModelStream, TokenUsage};
+use crate::config::ProviderConfig;
+
+pub struct OpenaiResponses {
+    endpoint: Endpoint,
+}
+
+impl OpenaiResponses {
+    pub fn new(provider: &ProviderConfig) -> OpenaiResponses {
+        OpenaiResponses {
+            endpoint: Endpoint::new(provider),
+        }
+    }
+}
+
+impl ModelClient for OpenaiResponses {
+    fn stream(&self, request: ModelRequest) -> ModelStream {
+        let request = self.endpoint.api_key().map(|key| {
+            let http = self.endpoint.post("/responses", &request_body(&request));
+            match key {
+                Some(key) => http.bearer_auth(key),
+                None => http,
+            }
+        });
+        wire::stream(request, ResponsesDecoder::default())
+    }
+}
+
+pub fn request_body(request: &ModelRequest) -> Value {
+    let mut input = Vec::new();
+    for entry in wire::entries(&request.history) {
+        match entry {
+            Entry::User { text, images } => {
+                let mut content = vec![json!({ "type": "input_text", "text": text })];
+                content.extend(images.iter().filter_map(wire::image_url).map(
+                    |url| json!({ "type": "input_image", "image_url": url, "detail": "auto" }),
+                ));
+                input.push(json!({ "type": "message", "role": "user", "content": content }));
+            }
+            Entry::Assistant { text, calls } => {
+                if !text.is_empty() {
+                    input.push(json!({
+                        "type": "message",
+                        "role": "assistant",
+                        "content": [{ "type": "output_text", "text": text }],
+                    }));
+                }
+                for call in &calls {
+                    input.push(json!({
+                        "type": "function_call",
+                        "call_id": call.call_id,
+                        "name": call.name,
+                        "arguments": call.arguments.to_string(),
+                    }));
+                }
+                for call in calls {
+                    input.push(json!({
+                        "type": "function_call_output",
+                        "call_id": call.call_id,
+                        "output": call.output,
+                    }));
+                }
+            }
+        }
+    }
+    let mut body = json!({
+        "model": request.model,
+        "input": input,
+        "stream": true,
+        "store": false,
+        "max_output_tokens": request.max_output_tokens,
+    });
+    if let Some(instructions) = &request.instructions {
+        body["instructions"] = json!(instructions);
+    }
+    if !request.tools.is_empty() {
+        // `strict` defaults to true here, which would demand every parameter be required.
+        body["tools"] = request
+            .tools
+            .iter()
+            .map(|tool| {
+                json!({
+                    "type": "function",
+                    "name": tool.name,
+                    "description": tool.description,
+                    "parameters": tool.parameters,
+                    "strict": false,
+                })
+            })
+            .collect();
+    }
+    body
+}
+
+/// Follows one response's events. A function call is taken whole from `output_item.done`;
+/// the argument deltas are kept as well, for servers that never send the finished item.
+#[derive(Default)]
+struct ResponsesDecoder {
+    /// Function calls started but not yet emitted, in output order: (item id, call).
+    pending: Vec<(String, PendingCall)>,
+    /// The reasoning part the last reasoning delta belonged to, to separate parts.
+    reasoning_part: Option<(String, u64)>,
+}
+
+struct PendingCall {
+    call_id: String,
+    name: String,
+    arguments: String,
+}
+
+impl Decoder for ResponsesDecoder {
+    fn decode(&mut self, event: &Event) -> Result<Vec<ModelEvent>, ModelError> {
+        if event.data.trim().is_empty() {
+            return Ok(Vec::new());
+        }
+        let data = wire::parse_chunk(&event.data)?;
+        let kind = data["type"].as_str().unwrap_or(&event.event);
+        let delta = || wire::text_of(&data, "delta").to_owned();
+        let events = match kind {
+            "response.output_text.delta" => vec![ModelEvent::TextDelta(delta())],
+            "response.reasoning_summary_text.delta" => {
+                self.reasoning(&data, "summary_index", delta())
+            }
+            "response.reasoning_text.delta" => self.reasoning(&data, "content_index", delta()),
+            "response.output_item.added" if data["item"]["type"] == "function_call" => {
+                let item = &data["item"];
+                self.pending.push((
+                    wire::text_of(item, "id").to_owned(),
+                    PendingCall {
+                        call_id: wire::text_of(item, "call_id").to_owned(),
+                        name: wire::text_of(item, "name").to_owned(),
+                        arguments: wire::text_of(item, "arguments").to_owned(),
+                    },
+                ));
+                Vec::new()
+            }
+            "response.function_call_arguments.delta" => {
+                if let Some(call) = self.pending_call(&data) {
+                    call.arguments.push_str(&delta());
+                }
+                Vec::new()
+            }
+            "response.function_call_arguments.done" => {
+                let arguments = wire::text_of(&data, "arguments").to_owned();
+                if let Some(call) = self.pending_call(&data) {
+                    call.arguments = arguments;
+                }
+                Vec::new()
+            }
+            "response.output_item.done" if data["item"]["type"] == "function_call" => {
+                vec![self.finish_call(&data["item"])]
+            }
+            "response.completed" | "response.incomplete" => {
+                let mut events: Vec<ModelEvent> = std::mem::take(&mut self.pending)
+                    .into_iter()
+                    .map(|(_, call)| tool_call(call))
+                    .collect();
+                let usage = &data["response"]["usage"];
+                if usage.is_object() {
+                    events.push(ModelEvent::Usage(TokenUsage {
+                        input_tokens: usage["input_tokens"].as_u64().unwrap_or(0),
+                        output_tokens: usage["output_tokens"].as_u64().unwrap_or(0),
+                    }));
+                }
+                events.push(ModelEvent::Done);
+                events
+            }
+            "response.failed" => {
+                let error = &data["response"]["error"];
+                return Err(wire::stream_error(
+                    error["code"].as_str(),
+                    error["message"].as_str(),
+                ));
+            }
+            "error" => {
+                // Documented flat ({code, message}); some servers nest it under `error`.
+                let error = if data["error"].is_object() {
+                    &data["error"]
+                } else {
+                    &data
+                };
+                let code = error["code"]
+                    .as_str()
+                    .or(error["type"].as_str().filter(|kind| *kind != "error"));
+                return Err(wire::stream_error(code, error["message"].as_str()));
+            }
+            _ => Vec::new(),
+        };
+        Ok(events
+            .into_iter()
+            .filter(|event| {
+                !matches!(event, ModelEvent::TextDelta(text) | ModelEvent::ReasoningDelta(text) if text.is_empty())
+            })
+            .collect())
+    }
+}
+
+impl ResponsesDecoder {
+    /// A reasoning delta; a new part (another summary paragraph) starts on a new paragraph.
+    fn reasoning(&mut self, data: &Value, index_field: &str, delta: String) -> Vec<ModelEvent> {
+        let part = (
+            wire::text_of(data, "item_id").to_owned(),
+            data[index_field].as_u64().unwrap_or(0),
+        );
+        let separator = match &self.reasoning_part {
+            Some(previous) if *previous != part => "\n\n",
+            _ => "",
+        };
+        self.reasoning_part = Some(part);
+        vec![ModelEvent::ReasoningDelta(format!("{separator}{delta}"))]
+    }
+
+    fn pending_call(&mut self, data: &Value) -> Option<&mut PendingCall> {
+        let item_id = wire::text_of(data, "item_id");
+        self.pending
+            .iter_mut()
+            .find(|(id, _)| id == item_id)
+            .map(|(_, call)| call)
+    }
+
+    /// The finished item wins; what the deltas assembled fills what it lacks.
+    fn finish_call(&mut self, item: &Value) -> ModelEvent {
+        let item_id = wire::text_of(item, "id");
+        let assembled = self
+            .pending
+            .iter()
+            .position(|(id, _)| id == item_id)
+            .map(|position| self.pending.remove(position).1);
+        let pick = |field: &str, fallback: Option<&String>| {
+            let own = wire::text_of(item, field);
+            if own.is_empty() {
+                fallback.cloned().unwrap_or_default()
+            } else {
+                own.to_owned()
+            }
+        };
+        tool_call(PendingCall {
+            call_id: pick("call_id", assembled.as_ref().map(|call| &call.call_id)),
+            name: pick("name", assembled.as_ref().map(|call| &call.name)),
+            arguments: pick("arguments", assembled.as_ref().map(|call| &call.arguments)),
+        })
+    }
+}
+
+fn tool_call(call: PendingCall) -> ModelEvent {
+    ModelEvent::ToolCall {
+        call_id: call.call_id,
+        name: call.name,
+        arguments: wire::parse_arguments(&call.arguments),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::ToolSpec;
+    use crate::model::wire::testing;
+
+    fn decode(body: &str) -> Vec<Result<ModelEvent, ModelError>> {
+        testing::decode(ResponsesDecoder::default(), body)
+    }
+
+    /// One SSE event the way OpenAI writes it: the type twice, as the event name and in the data.
+    fn event(data: Value) -> String {
+        format!(
+            "event: {}\ndata: {data}\n\n",
+            data["type"].as_str().unwrap()
+        )
+    }
+
+    #[test]
+    fn text_reasoning_calls_and_usage_are_mapped() {
+        let body = [
+            json!({"type": "response.created", "response": {"id": "r", "status": "in_progress"}}),
+            json!({"type": "response.reasoning_summary_text.delta", "item_id": "rs_1", "summary_index": 0, "delta": "First."}),
+            json!({"type": "response.reasoning_summary_text.delta", "item_id": "rs_1", "summary_index": 1, "delta": "Second."}),
+            json!({"type": "response.output_text.delta", "item_id": "msg_1", "delta": "Hi"}),
+            json!({"type": "response.output_item.added", "item": {"id": "fc_1", "type": "function_call", "call_id": "call_1", "name": "shell", "arguments": ""}}),
+            json!({"type": "response.function_call_arguments.delta", "item_id": "fc_1", "delta": "{\"command\""}),
+            json!({"type": "response.function_call_arguments.delta", "item_id": "fc_1", "delta": ": \"ls\"}"}),
+            json!({"type": "response.output_item.done", "item": {"id": "fc_1", "type": "function_call", "call_id": "call_1", "name": "shell", "arguments": "{\"command\": \"ls\"}"}}),
+            json!({"type": "response.output_item.added", "item": {"id": "fc_2", "type": "function_call", "call_id": "call_2", "name": "list_dir", "arguments": ""}}),
+            json!({"type": "response.function_call_arguments.done", "item_id": "fc_2", "arguments": "{}"}),
+            json!({"type": "response.completed", "response": {"status": "completed", "usage": {"input_tokens": 50, "output_tokens": 7, "total_tokens": 57}}}),
+        ]
+        .map(event)
+        .concat();
+        assert_eq!(
+            decode(&body),
+            [
+                Ok(ModelEvent::ReasoningDelta("First.".into())),
+                Ok(ModelEvent::ReasoningDelta("\n\nSecond.".into())),
+                Ok(ModelEvent::TextDelta("Hi".into())),
+                Ok(ModelEvent::ToolCall {
+                    call_id: "call_1".into(),
+                    name: "shell".into(),
+                    arguments: json!({"command": "ls"}),
+                }),
+                // Never finished as an item: assembled from its events at completion.
+                Ok(ModelEvent::ToolCall {
+                    call_id: "call_2".into(),
+                    name: "list_dir".into(),
+                    arguments: json!({}),
+                }),
+                Ok(ModelEvent::Usage(TokenUsage {
+                    input_tokens: 50,
+                    output_tokens: 7
+                })),
+                Ok(ModelEvent::Done),
+            ]
+        );
+    }
+
+    #[test]
+    fn failures_are_classified() {
+        let failed = event(
+            json!({"type": "response.failed", "response": {"status": "failed", "error": {"code": "server_error", "message": "boom"}}}),
+        );
+        assert!(
+            matches!(&decode(&failed)[..], [Err(ModelError::Transient { message, .. })] if message.contains("boom"))
+        );
+        let rejected = event(
+            json!({"type": "error", "code": "invalid_prompt", "message": "no", "param": null}),
+        );
+        assert!(
+            matches!(&decode(&rejected)[..], [Err(ModelError::Fatal(message))] if message.contains("invalid_prompt"))
+        );
+        let limited = event(
+            json!({"type": "error", "error": {"type": "rate_limit_exceeded", "message": "slow down"}}),
+        );
+        assert!(matches!(
+            &decode(&limited)[..],
+            [Err(ModelError::Transient { .. })]
+        ));
+    }
+
+    #[test]
+    fn the_request_is_stateless_and_complete() {
+        let request = ModelRequest {
+            model: "gpt-x".into(),
+            instructions: Some("be brief".into()),
+            history: testing::history(),
+            tools: vec![ToolSpec {
+                name: "shell",
+                description: "run",
+                parameters: json!({"type": "object"}),
+            }],
+            max_output_tokens: 99,
+        };
+        let body = request_body(&request);
+        assert_eq!(body["store"], false);
+        assert_eq!(body["stream"], true);
+        assert_eq!(body["instructions"], "be brief");
+        assert_eq!(body["max_output_tokens"], 99);
+        assert_eq!(
+            body["tools"],
+            json!([{"type": "function", "name": "shell", "description": "run", "parameters": {"type": "object"}, "strict": false}])
+        );
+        let user = |text: &str| json!({"type": "message", "role": "user", "content": [{"type": "input_text", "text": text}]});
+        assert_eq!(
+            body["input"],
+            json!([
+                user("[summary of earlier conversation] earlier"),
+                {"type": "message", "role": "user", "content": [
+                    {"type": "input_text", "text": "look"},
+                    {"type": "input_image", "image_url": "data:image/png;base64,AAAA", "detail": "auto"},
+                ]},
+                {"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": "Checking."}]},
+                {"type": "function_call", "call_id": "call_a", "name": "shell", "arguments": "{\"command\":\"false\"}"},
+                {"type": "function_call", "call_id": "call_b", "name": "read_file", "arguments": "{\"path\":\"x\"}"},
+                {"type": "function_call_output", "call_id": "call_a", "output": "oops\n[exit code 1]"},
+                {"type": "function_call_output", "call_id": "call_b", "output": "\n[interrupted]"},
+                user("[runtime notice] the turn was interrupted"),
+                user("again"),
+                {"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": "Done."}]},
+            ])
+        );
+    }
+}

@@ -1,0 +1,229 @@
+//! The three provider protocols end to end: the real server streams from the fake provider
+//! (which speaks each protocol's real SSE format), runs the tools the model asks for, hands the
+//! results back, reports usage and retries a malformed chunk. Every scenario runs per protocol.
+
+use std::time::Duration;
+
+use serde_json::json;
+
+use crate::fake_provider::{
+    FakeProvider, INPUT_TOKENS, MODEL_NAME, OUTPUT_TOKENS, Reply, Setup, Wire,
+};
+use crate::harness::{Server, ServerOptions, events_until};
+
+/// Runs each scenario once per protocol, as `<scenario>::<protocol>`.
+macro_rules! per_protocol {
+    ($($scenario:ident),* $(,)?) => {$(
+        mod $scenario {
+            use crate::fake_provider::Wire;
+
+            #[tokio::test]
+            async fn openai_chat() {
+                super::$scenario(Wire::OpenaiChat).await
+            }
+
+            #[tokio::test]
+            async fn openai_responses() {
+                super::$scenario(Wire::OpenaiResponses).await
+            }
+
+            #[tokio::test]
+            async fn anthropic_messages() {
+                super::$scenario(Wire::AnthropicMessages).await
+            }
+        }
+    )*};
+}
+
+per_protocol!(
+    text_streams_and_is_stored,
+    a_tool_call_runs_and_its_result_goes_back,
+    usage_is_reported,
+    a_malformed_chunk_is_retried,
+    the_api_key_comes_from_the_environment,
+);
+
+async fn text_streams_and_is_stored(wire: Wire) {
+    let setup = Setup::start(wire).await;
+    let text = "Streaming works: this answer arrives in many small pieces.";
+    // Slow enough that the pieces cannot arrive as one read.
+    setup.fake.set_pace(Duration::from_millis(15));
+    setup.fake.push(Reply::text(text));
+    let turn = setup.turn("Tell me something").await;
+
+    assert_eq!(turn.ended()["status"], "completed", "{:?}", turn.events);
+    let answers = turn.completed("agent_message");
+    assert_eq!(answers.len(), 1, "{answers:?}");
+    assert_eq!(answers[0]["text"], text);
+    assert_eq!(answers[0]["status"], "completed");
+    let item_id = answers[0]["id"].as_str().unwrap();
+    assert_eq!(turn.streamed_text(item_id), text);
+    assert!(
+        turn.all("item.delta").len() > 1,
+        "the text streamed in pieces"
+    );
+
+    let request = &turn.requests[0];
+    assert_eq!(turn.requests.len(), 1);
+    assert_eq!(request.path, wire.path());
+    assert_eq!(request.body["model"], MODEL_NAME);
+    assert_eq!(request.body["stream"], true);
+    let sent = request.body.to_string();
+    assert!(sent.contains("Tell me something"), "{sent}");
+    // The first turn's answer is part of the history now.
+    assert!(sent.contains("Ready."), "{sent}");
+
+    let items = setup.items().await;
+    let stored = items.last().unwrap();
+    assert_eq!(stored["kind"], "agent_message");
+    assert_eq!(stored["text"], text);
+    assert_eq!(stored["status"], "completed");
+}
+
+async fn a_tool_call_runs_and_its_result_goes_back(wire: Wire) {
+    let setup = Setup::start(wire).await;
+    setup.fake.push(Reply::tool_call(
+        "shell",
+        json!({ "command": "echo hello" }),
+        4,
+    ));
+    setup.fake.push(Reply::text("The command printed hello."));
+    let turn = setup.turn("Run echo hello").await;
+
+    assert_eq!(turn.ended()["status"], "completed", "{:?}", turn.events);
+    let calls = turn.completed("tool_call");
+    assert_eq!(calls.len(), 1, "{calls:?}");
+    let call = calls[0];
+    assert_eq!(call["name"], "shell");
+    assert_eq!(call["arguments"], json!({ "command": "echo hello" }));
+    assert_eq!(call["status"], "completed");
+    assert_eq!(call["exit_code"], 0);
+    assert_eq!(call["output"].as_str().unwrap().trim(), "hello");
+
+    assert_eq!(turn.requests.len(), 2);
+    let call_id = call["call_id"].as_str().unwrap();
+    let second = &turn.requests[1].body;
+    assert!(wire.has_tool_call(second, call_id), "{second}");
+    let result = wire
+        .tool_result(second, call_id)
+        .unwrap_or_else(|| panic!("no result for {call_id} in {second}"));
+    assert_eq!(result.trim(), "hello");
+    let answers = turn.completed("agent_message");
+    assert_eq!(
+        answers.last().unwrap()["text"],
+        "The command printed hello."
+    );
+}
+
+async fn usage_is_reported(wire: Wire) {
+    let setup = Setup::start(wire).await;
+    setup.fake.push(Reply::text("Counting tokens."));
+    let turn = setup.turn("How many tokens?").await;
+
+    assert_eq!(turn.ended()["status"], "completed", "{:?}", turn.events);
+    let reported: Vec<_> = turn
+        .all("usage.updated")
+        .into_iter()
+        .filter(|data| data["usage"]["source"] == "reported")
+        .collect();
+    assert!(!reported.is_empty(), "{:?}", turn.events);
+    assert_eq!(
+        reported[0]["usage"]["reported_tokens"],
+        INPUT_TOKENS + OUTPUT_TOKENS
+    );
+}
+
+async fn a_malformed_chunk_is_retried(wire: Wire) {
+    let setup = Setup::start(wire).await;
+    setup.fake.push(Reply::MalformedChunk);
+    setup.fake.push(Reply::text("Recovered after a bad chunk."));
+    let turn = setup.turn("Try again").await;
+
+    assert_eq!(turn.ended()["status"], "completed", "{:?}", turn.events);
+    let retries = turn.all("model.retry");
+    assert_eq!(retries.len(), 1, "{retries:?}");
+    assert_eq!(retries[0]["attempt"], 1);
+    assert_eq!(retries[0]["max_attempts"], 10);
+    let error = retries[0]["error"].as_str().unwrap();
+    assert!(error.contains("malformed chunk from provider"), "{error}");
+    assert_eq!(turn.requests.len(), 2);
+    let answers = turn.completed("agent_message");
+    assert_eq!(
+        answers.last().unwrap()["text"],
+        "Recovered after a bad chunk."
+    );
+}
+
+async fn the_api_key_comes_from_the_environment(wire: Wire) {
+    let fake = FakeProvider::start(wire).await;
+    let config = fake.config_with(r#"api_key_env = "FAKE_PROVIDER_KEY""#);
+    let env = vec![("FAKE_PROVIDER_KEY".to_owned(), "sk-fake-123".to_owned())];
+    let setup = Setup::start_with(fake, config, env).await;
+
+    let request = &setup.fake.requests()[0];
+    let header = |name: &str| {
+        request
+            .headers
+            .get(name)
+            .map(|value| value.to_str().unwrap().to_owned())
+    };
+    match wire {
+        Wire::OpenaiChat | Wire::OpenaiResponses => {
+            assert_eq!(
+                header("authorization").as_deref(),
+                Some("Bearer sk-fake-123")
+            );
+        }
+        Wire::AnthropicMessages => {
+            assert_eq!(header("x-api-key").as_deref(), Some("sk-fake-123"));
+            assert_eq!(header("anthropic-version").as_deref(), Some("2023-06-01"));
+            assert_eq!(header("authorization"), None);
+        }
+    }
+}
+
+/// A provider whose key variable is not set fails the turn at once, naming the variable, and
+/// never calls the provider.
+#[tokio::test]
+async fn a_missing_api_key_fails_the_turn_without_a_request() {
+    let fake = FakeProvider::start(Wire::OpenaiChat).await;
+    let config = fake.config_with(r#"api_key_env = "FAKE_PROVIDER_KEY_NOT_SET""#);
+    let server = Server::start_with(ServerOptions {
+        config: Some(config),
+        ..ServerOptions::default()
+    })
+    .await;
+    // The first turn runs on the built-in model, so the next one can be followed from its start.
+    let (status, created) = server
+        .post(
+            "/api/conversations",
+            json!({ "text": "Hello", "model": "demo" }),
+        )
+        .await;
+    assert_eq!(status, 201, "{created}");
+    let id = created["conversation"]["id"].as_str().unwrap();
+    server.wait_idle(id).await;
+    let (status, patched) = server
+        .patch(&format!("/api/conversations/{id}"), json!({ "model": "m" }))
+        .await;
+    assert_eq!(status, 200, "{patched}");
+
+    let mut events = server.events(id).await;
+    let (status, sent) = server
+        .post(
+            &format!("/api/conversations/{id}/messages"),
+            json!({ "text": "Hi" }),
+        )
+        .await;
+    assert_eq!(status, 202, "{sent}");
+    let events = events_until(&mut events, "turn.ended").await;
+    let ended = &events.last().unwrap().1;
+    assert_eq!(ended["status"], "failed", "{events:?}");
+    let error = ended["error"].as_str().unwrap();
+    assert!(
+        error.contains("environment variable FAKE_PROVIDER_KEY_NOT_SET is not set"),
+        "{error}"
+    );
+    assert!(events.iter().all(|(kind, _)| kind != "model.retry"));
+    assert!(fake.requests().is_empty());
+}

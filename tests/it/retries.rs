@@ -1,0 +1,161 @@
+//! Model-call retries (SPEC §2.3) against the fake provider: transient failures are retried
+//! visibly up to `max_attempts` calls in all, rejections fail at once, and a cut stream's
+//! partial answer is kept for clients but never shown to the model.
+
+use crate::fake_provider::{Reply, Setup, Wire, chunks};
+
+/// The protocol these tests use; the retry rule lives in the turn loop, the same for all.
+const WIRE: Wire = Wire::OpenaiChat;
+
+#[tokio::test]
+async fn rate_limits_are_retried_after_the_wait_the_provider_asks_for() {
+    let setup = Setup::start(WIRE).await;
+    for _ in 0..3 {
+        setup.fake.push(Reply::rate_limited("0"));
+    }
+    setup.fake.push(Reply::text("Finally through."));
+    let turn = setup.turn("Are you there?").await;
+
+    assert_eq!(turn.ended()["status"], "completed", "{:?}", turn.events);
+    let retries = turn.all("model.retry");
+    assert_eq!(retries.len(), 3, "{retries:?}");
+    for (n, retry) in retries.iter().enumerate() {
+        assert_eq!(retry["attempt"], n as u64 + 1);
+        assert_eq!(retry["max_attempts"], 10);
+        // `Retry-After: 0` is honoured instead of the growing delay.
+        assert_eq!(retry["delay_ms"], 0);
+        let error = retry["error"].as_str().unwrap();
+        assert!(error.contains("429"), "{error}");
+        assert!(error.contains("rate limit reached, slow down"), "{error}");
+    }
+    assert_eq!(turn.requests.len(), 4);
+    assert_eq!(
+        turn.completed("agent_message").last().unwrap()["text"],
+        "Finally through."
+    );
+}
+
+#[tokio::test]
+async fn ten_server_errors_fail_the_turn_after_exactly_ten_calls() {
+    let setup = Setup::start(WIRE).await;
+    for _ in 0..11 {
+        setup.fake.push(Reply::status(500));
+    }
+    let turn = setup.turn("This will not work").await;
+
+    let ended = turn.ended();
+    assert_eq!(ended["status"], "failed", "{:?}", turn.events);
+    let error = ended["error"].as_str().unwrap();
+    assert!(error.contains("10 times"), "{error}");
+    assert!(error.contains("fake provider failure 500"), "{error}");
+    assert_eq!(turn.requests.len(), 10);
+    assert_eq!(setup.fake.remaining(), 1);
+    let retries = turn.all("model.retry");
+    assert_eq!(retries.len(), 9, "{retries:?}");
+    // Without Retry-After the wait doubles from 10 ms up to the 50 ms cap.
+    let delays: Vec<u64> = retries
+        .iter()
+        .map(|retry| retry["delay_ms"].as_u64().unwrap())
+        .collect();
+    assert_eq!(delays, [10, 20, 40, 50, 50, 50, 50, 50, 50]);
+}
+
+#[tokio::test]
+async fn a_rejected_request_fails_at_once_with_the_providers_message() {
+    let setup = Setup::start(WIRE).await;
+    setup.fake.push(Reply::rejected(
+        400,
+        "the model `fake-model` does not accept this",
+    ));
+    setup.fake.push(Reply::text("never sent"));
+    let turn = setup.turn("Something invalid").await;
+
+    let ended = turn.ended();
+    assert_eq!(ended["status"], "failed", "{:?}", turn.events);
+    let error = ended["error"].as_str().unwrap();
+    assert!(
+        error.contains("the model `fake-model` does not accept this"),
+        "{error}"
+    );
+    assert!(error.contains("400"), "{error}");
+    assert_eq!(turn.requests.len(), 1);
+    assert!(turn.all("model.retry").is_empty());
+}
+
+#[tokio::test]
+async fn a_cut_stream_is_retried_and_its_partial_answer_never_reaches_the_model() {
+    let setup = Setup::start(WIRE).await;
+    let cut_text = "This first attempt gets cut in the middle of a sentence";
+    let kept_chunks = 3;
+    setup.fake.push(Reply::cut_after(cut_text, kept_chunks));
+    setup.fake.push(Reply::text("The complete answer."));
+    let turn = setup.turn("Tell me everything").await;
+
+    assert_eq!(turn.ended()["status"], "completed", "{:?}", turn.events);
+    let retries = turn.all("model.retry");
+    assert_eq!(retries.len(), 1, "{:?}", turn.events);
+    let error = retries[0]["error"].as_str().unwrap();
+    assert!(error.contains("the provider's stream broke"), "{error}");
+    assert_eq!(turn.requests.len(), 2);
+
+    let partial: String = chunks(cut_text)[..kept_chunks].concat();
+    let answers = turn.completed("agent_message");
+    assert_eq!(answers.len(), 2, "{answers:?}");
+    assert_eq!(answers[0]["status"], "failed");
+    assert_eq!(answers[0]["text"], partial.as_str());
+    assert_eq!(answers[1]["status"], "completed");
+    assert_eq!(answers[1]["text"], "The complete answer.");
+
+    // The retry's request is the first one again: no trace of the cut answer.
+    let retried = &turn.requests[1].body;
+    assert_eq!(retried, &turn.requests[0].body);
+    assert!(!retried.to_string().contains(&partial), "{retried}");
+
+    // On disk: the failed partial answer, then the complete one.
+    let items = setup.items().await;
+    let stored: Vec<(&str, &str)> = items
+        .iter()
+        .rev()
+        .take(2)
+        .rev()
+        .map(|item| {
+            (
+                item["status"].as_str().unwrap(),
+                item["text"].as_str().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        stored,
+        [
+            ("failed", partial.as_str()),
+            ("completed", "The complete answer.")
+        ]
+    );
+
+    // Nor does it reach the model in later turns.
+    setup.fake.push(Reply::text("Still fine."));
+    let next = setup.turn("And now?").await;
+    assert_eq!(next.ended()["status"], "completed");
+    let sent = next.requests[0].body.to_string();
+    assert!(!sent.contains(&partial), "{sent}");
+    assert!(sent.contains("The complete answer."), "{sent}");
+}
+
+#[tokio::test]
+async fn a_stream_that_ends_before_its_completion_marker_is_retried() {
+    let setup = Setup::start(WIRE).await;
+    setup
+        .fake
+        .push(Reply::end_after("An answer that stops early", 2));
+    setup.fake.push(Reply::text("An answer that is whole."));
+    let turn = setup.turn("Go on").await;
+
+    assert_eq!(turn.ended()["status"], "completed", "{:?}", turn.events);
+    let retries = turn.all("model.retry");
+    assert_eq!(retries.len(), 1, "{:?}", turn.events);
+    let error = retries[0]["error"].as_str().unwrap();
+    assert!(error.contains("completion marker"), "{error}");
+    let answers = turn.completed("agent_message");
+    assert_eq!(answers.last().unwrap()["text"], "An answer that is whole.");
+}
