@@ -4,8 +4,8 @@
 //! - `domain`   — the objects of the API and of the files: Conversation, Session, Item, …
 //! - `store`    — the source of truth on disk: JSONL append + fsync, tolerant reader, lock
 //! - `index`    — metadata.db (SQLite): listing, search, rebuild (`reindex`)
-//! - `model`    — one trait for model calls: openai_chat, openai_responses, anthropic_messages
-//!                (shared HTTP/SSE code in `wire`), and the built-in `demo` model
+//! - `model`    — one trait for model calls: openai_chat, openai_responses,
+//!   anthropic_messages (shared HTTP/SSE code in `wire`), the built-in `demo` model
 //! - `tools`    — the tools agents call: shell (live output), files
 //! - `runtime`  — conversation actors (one writer each), the turn loop, event buses
 //! - `http`     — axum routes, SSE, errors as JSON, security middleware
