@@ -13,3 +13,4 @@ mod messages;
 mod providers;
 mod reindex;
 mod retries;
+mod turns;

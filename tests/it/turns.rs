@@ -1,0 +1,120 @@
+//! The turn loop's rules (SPEC §2, §7.5): a step limit stops a runaway loop, a tool's error goes
+//! back to the model instead of failing the turn, and AGENTS.md reaches every model call.
+
+use serde_json::json;
+
+use crate::fake_provider::{FakeProvider, Reply, Setup, Wire};
+
+#[tokio::test]
+async fn a_runaway_loop_stops_at_the_step_limit_with_a_clear_error() {
+    let fake = FakeProvider::start(Wire::OpenaiChat).await;
+    let config = format!("{}\n[turn]\nmax_steps = 3\n", fake.config());
+    let setup = Setup::start_with(fake, config, Vec::new()).await;
+    for _ in 0..5 {
+        setup.fake.push(Reply::tool_call("list_dir", json!({}), 1));
+    }
+    let run = setup.turn("loop forever").await;
+    assert_eq!(run.requests.len(), 3, "exactly max_steps model calls");
+    let ended = run.ended();
+    assert_eq!(ended["status"], "failed");
+    assert!(
+        ended["error"].as_str().unwrap().contains("turn.max_steps"),
+        "{ended}"
+    );
+    let items = setup.items().await;
+    assert_eq!(items.iter().filter(|i| i["kind"] == "tool_call").count(), 3);
+}
+
+#[tokio::test]
+async fn a_tool_error_goes_back_to_the_model_and_the_turn_goes_on() {
+    let setup = Setup::start(Wire::AnthropicMessages).await;
+    setup.fake.push(Reply::tool_call(
+        "read_file",
+        json!({ "path": "no/such/file.txt" }),
+        2,
+    ));
+    setup.fake.push(Reply::text("That file does not exist."));
+    let run = setup.turn("read it").await;
+    assert_eq!(run.ended()["status"], "completed");
+    let tool = run.completed("tool_call")[0];
+    assert_eq!(tool["status"], "failed");
+    assert!(
+        tool["output"].as_str().unwrap().contains("no such file"),
+        "{tool}"
+    );
+    let next = run.requests[1].body.to_string();
+    assert!(
+        next.contains("no such file"),
+        "the error went back to the model: {next}"
+    );
+}
+
+#[tokio::test]
+async fn agents_md_from_the_working_directory_reaches_every_model_call() {
+    let setup = Setup::start(Wire::OpenaiChat).await;
+    let workdir = tempfile::tempdir().unwrap();
+    std::fs::write(workdir.path().join("AGENTS.md"), "Always answer in haiku.").unwrap();
+    setup.fake.push(Reply::tool_call("list_dir", json!({}), 1));
+    setup.fake.push(Reply::text("Done."));
+    let before = setup.fake.requests().len();
+    let (status, created) = setup
+        .server
+        .post(
+            "/api/conversations",
+            json!({ "text": "look around", "cwd": workdir.path().to_str().unwrap() }),
+        )
+        .await;
+    assert_eq!(status, 201);
+    setup
+        .server
+        .wait_idle(created["conversation"]["id"].as_str().unwrap())
+        .await;
+    let requests = &setup.fake.requests()[before..];
+    assert_eq!(requests.len(), 2);
+    for request in requests {
+        let system = &request.body["messages"][0];
+        assert_eq!(system["role"], "system");
+        assert!(
+            system["content"]
+                .as_str()
+                .unwrap()
+                .contains("Always answer in haiku."),
+            "{system}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn after_an_interrupt_the_next_request_tells_the_model() {
+    let setup = Setup::start(Wire::OpenaiResponses).await;
+    let (server, id) = (&setup.server, setup.id.as_str());
+    setup.fake.set_pace(std::time::Duration::from_millis(30));
+    setup.fake.push(Reply::text(
+        "A long answer that the user will cut off before it is done.",
+    ));
+    let mut events = server.events(id).await;
+    server
+        .post(
+            &format!("/api/conversations/{id}/messages"),
+            json!({ "text": "talk" }),
+        )
+        .await;
+    crate::harness::events_until(&mut events, "item.delta").await;
+    let (_, body) = server
+        .post(&format!("/api/conversations/{id}/interrupt"), json!({}))
+        .await;
+    assert_eq!(body["interrupted"], true);
+
+    setup.fake.set_pace(std::time::Duration::from_millis(1));
+    setup.fake.push(Reply::text("Understood."));
+    let run = setup.turn("go on").await;
+    let request = run.requests[0].body.to_string();
+    assert!(
+        request.contains("interrupted"),
+        "the model is told: {request}"
+    );
+    assert!(
+        request.contains("\"text\":\"A lon"),
+        "the partial text stays in the context: {request}"
+    );
+}
