@@ -298,3 +298,28 @@ async fn the_configuration_views_list_the_builtin_model_and_agent() {
     assert_eq!(status, 200);
     assert!(openapi["openapi"].as_str().unwrap().starts_with('3'));
 }
+
+#[tokio::test]
+async fn delete_is_refused_while_a_turn_runs_and_archive_does_not_stop_it() {
+    let server = Server::start().await;
+    let (_, created) = server
+        .post("/api/conversations", json!({ "text": "busy for a while\n/sleep 30" }))
+        .await;
+    let id = created["conversation"]["id"].as_str().unwrap().to_owned();
+    let (status, error) = server.delete(&format!("/api/conversations/{id}")).await;
+    assert_eq!(status, 409, "{error}");
+    assert_eq!(error["error"]["code"], "turn_running");
+    assert!(server.conversation_dir(&id).is_dir());
+
+    // Archiving hides it but the turn goes on to the end (SPEC §6.3).
+    let (status, archived) = server
+        .patch(&format!("/api/conversations/{id}"), json!({ "archived": true }))
+        .await;
+    assert_eq!(status, 200);
+    assert_eq!(archived["status"], "running");
+    server.wait_idle(&id).await;
+    let (_, items) = server.get(&format!("/api/conversations/{id}/items")).await;
+    assert_eq!(items["items"][1]["status"], "completed");
+    let (status, _) = server.delete(&format!("/api/conversations/{id}")).await;
+    assert_eq!(status, 204);
+}
