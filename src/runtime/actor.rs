@@ -84,6 +84,8 @@ pub struct Subscription {
     pub snapshot: Option<(EventId, Value)>,
     pub replay: Vec<Event>,
     pub receiver: broadcast::Receiver<Event>,
+    /// The bus itself, so a subscriber that falls behind can catch up from its replay buffer.
+    pub bus: EventBus,
 }
 
 #[derive(Clone)]
@@ -1049,6 +1051,7 @@ impl ConversationActor {
                     snapshot: None,
                     replay,
                     receiver,
+                    bus: self.bus.clone(),
                 };
             }
         }
@@ -1059,6 +1062,7 @@ impl ConversationActor {
             snapshot: Some((self.bus.last_id(), self.snapshot())),
             replay: Vec::new(),
             receiver,
+            bus: self.bus.clone(),
         }
     }
 

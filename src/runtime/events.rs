@@ -45,8 +45,10 @@ impl std::str::FromStr for EventId {
 
 /// How many recent events a bus keeps for reconnecting clients.
 const REPLAY_CAPACITY: usize = 4096;
-/// How far a live subscriber may fall behind before it is cut loose.
-const CHANNEL_CAPACITY: usize = 8192;
+/// How far a live subscriber may fall behind the broadcast channel before it has to catch up
+/// from the replay buffer. The channel allocates every slot up front, per live conversation,
+/// so it is kept small; the replay buffer only grows as events happen.
+const CHANNEL_CAPACITY: usize = 1024;
 
 #[derive(Debug, Clone)]
 pub struct EventBus {

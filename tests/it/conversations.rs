@@ -303,7 +303,10 @@ async fn the_configuration_views_list_the_builtin_model_and_agent() {
 async fn delete_is_refused_while_a_turn_runs_and_archive_does_not_stop_it() {
     let server = Server::start().await;
     let (_, created) = server
-        .post("/api/conversations", json!({ "text": "busy for a while\n/sleep 30" }))
+        .post(
+            "/api/conversations",
+            json!({ "text": "busy for a while\n/sleep 30" }),
+        )
         .await;
     let id = created["conversation"]["id"].as_str().unwrap().to_owned();
     let (status, error) = server.delete(&format!("/api/conversations/{id}")).await;
@@ -313,7 +316,10 @@ async fn delete_is_refused_while_a_turn_runs_and_archive_does_not_stop_it() {
 
     // Archiving hides it but the turn goes on to the end (SPEC §6.3).
     let (status, archived) = server
-        .patch(&format!("/api/conversations/{id}"), json!({ "archived": true }))
+        .patch(
+            &format!("/api/conversations/{id}"),
+            json!({ "archived": true }),
+        )
         .await;
     assert_eq!(status, 200);
     assert_eq!(archived["status"], "running");
