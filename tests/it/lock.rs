@@ -70,3 +70,70 @@ async fn a_lock_file_left_by_a_killed_server_blocks_nothing() {
     let (_, list) = server.get("/api/conversations").await;
     assert_eq!(list["conversations"][0]["title"], "before the crash");
 }
+
+#[tokio::test]
+async fn serve_stop_ends_running_turns_as_interrupted_and_loses_nothing() {
+    let server = Server::start().await;
+    let (_, created) = server
+        .post(
+            "/api/conversations",
+            serde_json::json!({ "text": "a long one\n/sleep 100" }),
+        )
+        .await;
+    let id = created["conversation"]["id"].as_str().unwrap().to_owned();
+    let mut events = server.events(&id).await;
+    crate::harness::events_until(&mut events, "item.delta").await;
+    let data_dir = server.stop().await;
+
+    let server = Server::start_in(&data_dir).await;
+    let (_, conversation) = server.get(&format!("/api/conversations/{id}")).await;
+    assert_eq!(conversation["status"], "idle");
+    let (_, items) = server.get(&format!("/api/conversations/{id}/items")).await;
+    let items = items["items"].as_array().unwrap();
+    let answer = items
+        .iter()
+        .find(|i| i["kind"] == "agent_message")
+        .expect("the partial answer is kept");
+    assert_eq!(answer["status"], "interrupted");
+    assert!(!answer["text"].as_str().unwrap().is_empty());
+    let notice = items
+        .iter()
+        .find(|i| i["kind"] == "notice")
+        .expect("a notice");
+    assert!(
+        notice["text"].as_str().unwrap().contains("service stopped"),
+        "{notice}"
+    );
+}
+
+#[tokio::test]
+async fn a_config_with_a_typo_fails_at_start_naming_the_key() {
+    let temp = tempfile::tempdir().unwrap();
+    let config = temp.path().join("config.toml");
+    std::fs::write(&config, "[retry]\nmax_atempts = 3\n").unwrap();
+    let output = Command::new(binary())
+        .args(["serve", "--addr", "127.0.0.1:0", "--data-dir"])
+        .arg(temp.path().join("data"))
+        .arg("--config")
+        .arg(&config)
+        .output()
+        .await
+        .unwrap();
+    assert!(!output.status.success());
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.contains("max_atempts"), "{stderr}");
+    assert!(stderr.contains("line 2"), "{stderr}");
+
+    std::fs::write(&config, "[models.m]\nprovider = \"nowhere\"\nname = \"x\"\ncontext_window = 1000\nmax_output_tokens = 100\n").unwrap();
+    let output = Command::new(binary())
+        .args(["serve", "--addr", "127.0.0.1:0", "--data-dir"])
+        .arg(temp.path().join("data"))
+        .arg("--config")
+        .arg(&config)
+        .output()
+        .await
+        .unwrap();
+    assert!(!output.status.success());
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.contains("models.m.provider"), "{stderr}");
+}
