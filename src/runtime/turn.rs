@@ -179,7 +179,16 @@ async fn call_model(
         let mut partial = Partial::new(spec);
         let outcome = stream_once(spec, request, &mut partial, link).await;
         match outcome {
-            Ok(()) => return partial.finish(link).await,
+            Ok(()) => {
+                // The report covers this call's output, so it goes out after the answer is
+                // stored: the meter must not count that output twice.
+                let usage = partial.usage.take();
+                let answer = partial.finish(link).await?;
+                if let Some(usage) = usage {
+                    link.send(TurnMsg::Usage(usage));
+                }
+                return Ok(answer);
+            }
             Err(AttemptError::Interrupted) => {
                 partial.close(ItemStatus::Interrupted, link).await?;
                 return Err(TurnStop::Interrupted);
@@ -271,7 +280,7 @@ async fn stream_once(
                 name,
                 arguments,
             } => partial.tool_calls.push((call_id, name, arguments)),
-            ModelEvent::Usage(usage) => link.send(TurnMsg::Usage(usage)),
+            ModelEvent::Usage(usage) => partial.usage = Some(usage),
             ModelEvent::Done => return Ok(()),
         }
     }
@@ -290,6 +299,8 @@ struct Partial {
     /// Streaming text items in the order they started: (kind, item).
     texts: Vec<(TextKind, Item)>,
     tool_calls: Vec<(String, String, Value)>,
+    /// The provider's token report for this call, sent once the answer is stored.
+    usage: Option<TokenUsage>,
 }
 
 impl Partial {
@@ -299,6 +310,7 @@ impl Partial {
             turn_id: spec.turn_id.clone(),
             texts: Vec::new(),
             tool_calls: Vec::new(),
+            usage: None,
         }
     }
 
