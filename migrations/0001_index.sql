@@ -2,7 +2,8 @@
 -- `openvaala reindex`. It only speeds up listing, search and status.
 
 CREATE TABLE conversations (
-    id          TEXT PRIMARY KEY NOT NULL,
+    num         INTEGER PRIMARY KEY,       -- a small integer key; search rows are numbered from it
+    id          TEXT NOT NULL UNIQUE,
     updated_at  INTEGER NOT NULL,          -- microseconds since the epoch, for ordering
     archived    INTEGER NOT NULL,
     status      TEXT NOT NULL,
@@ -41,15 +42,10 @@ CREATE TABLE answers (
 CREATE INDEX answers_by_conversation ON answers (conversation_id);
 
 -- Full-text search over titles and message text. The trigram tokenizer finds substrings in any
--- script (Chinese has no spaces to split words on). search_rows maps FTS rowids back to their
--- conversation so a conversation's rows can be replaced without scanning the FTS table.
-CREATE TABLE search_rows (
-    rowid           INTEGER PRIMARY KEY,
-    conversation_id TEXT NOT NULL,
-    item_id         TEXT NOT NULL           -- '' for the title
-);
-CREATE INDEX search_rows_by_conversation ON search_rows (conversation_id, item_id);
-CREATE VIRTUAL TABLE search USING fts5 (text, tokenize = 'trigram');
+-- script (Chinese has no spaces to split words on). A row's rowid says whose text it is:
+-- (conversation num << 24) | item seq, with seq 0 for the title, so a conversation's rows are
+-- one rowid range (replaced or deleted without a scan) and a match names its conversation.
+CREATE VIRTUAL TABLE search USING fts5 (text, tokenize = 'trigram', columnsize = 0);
 
 CREATE TABLE runtime_state (
     key   TEXT PRIMARY KEY NOT NULL,

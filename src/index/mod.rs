@@ -63,12 +63,19 @@ pub enum IndexUpdate<'a> {
         status: u16,
         response: &'a Value,
     },
+    /// A finished message of the root session, by its `seq`.
     SearchText {
         conversation_id: &'a str,
-        item_id: &'a str,
+        seq: u64,
         text: &'a str,
     },
 }
+
+/// Search rows are numbered `(conversation num << SEQ_BITS) | seq`; the title is seq 0.
+const SEQ_BITS: u32 = 24;
+/// Only the start of a very long message is indexed for search, to keep the index and its
+/// updates small; messages are rarely this long (tool output is not indexed at all).
+const MAX_INDEXED_BYTES: usize = 8 * 1024;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum ArchivedFilter {
@@ -102,7 +109,7 @@ impl Index {
             // reconcile, never data, so it does not pay for an fsync per commit.
             .synchronous(SqliteSynchronous::Normal)
             .busy_timeout(Duration::from_secs(10))
-            .pragma("cache_size", "-2000");
+            .pragma("cache_size", "-4000");
         let pool = SqlitePoolOptions::new()
             .max_connections(4)
             .min_connections(1)
@@ -111,6 +118,172 @@ impl Index {
             .await?;
         sqlx::migrate!().run(&pool).await?;
         Ok(Index { pool })
+    }
+
+    /// A fresh index for a bulk load (`reindex`): one connection, no journal, no fsync, a big
+    /// page cache. Safe because a crash mid-reindex only means running it again;
+    /// `finish_bulk_load` turns it into a normal WAL database.
+    pub async fn create_for_bulk_load(path: &Path) -> Result<Index, IndexError> {
+        let options = SqliteConnectOptions::from_str("sqlite:")?
+            .filename(path)
+            .create_if_missing(true)
+            .journal_mode(SqliteJournalMode::Off)
+            .synchronous(SqliteSynchronous::Off)
+            .pragma("cache_size", "-131072");
+        let pool = SqlitePoolOptions::new()
+            .max_connections(1)
+            .connect_with(options)
+            .await?;
+        sqlx::migrate!().run(&pool).await?;
+        Ok(Index { pool })
+    }
+
+    /// Ends a bulk load: merges the search index and switches to WAL for the service.
+    pub async fn finish_bulk_load(self) -> Result<(), IndexError> {
+        sqlx::query("INSERT INTO search (search) VALUES ('optimize')")
+            .execute(&self.pool)
+            .await?;
+        sqlx::query("PRAGMA journal_mode = WAL")
+            .execute(&self.pool)
+            .await?;
+        self.pool.close().await;
+        Ok(())
+    }
+
+    /// Inserts conversations into a fresh index with multi-row statements (a round trip per
+    /// few hundred rows instead of several per conversation). The rows are those `apply`
+    /// writes for the same updates; conversations are numbered from `first_num`. Returns the
+    /// next free number.
+    pub async fn bulk_insert(
+        &self,
+        updates: &[IndexUpdate<'_>],
+        first_num: i64,
+    ) -> Result<i64, IndexError> {
+        let mut nums: HashMap<&str, i64> = HashMap::new();
+        let mut next_num = first_num;
+        let mut conversations = Vec::new();
+        let mut search = Vec::new();
+        let mut sessions = Vec::new();
+        let mut turns = Vec::new();
+        let mut answers = Vec::new();
+        for update in updates {
+            match update {
+                IndexUpdate::Conversation {
+                    conversation,
+                    meta_len,
+                } => {
+                    nums.insert(&conversation.id, next_num);
+                    let data = serde_json::to_string(conversation)?;
+                    conversations.push((next_num, *conversation, *meta_len, data));
+                    next_num += 1;
+                }
+                IndexUpdate::Title {
+                    conversation_id,
+                    title,
+                } => {
+                    search.extend(
+                        search_rowid(nums[conversation_id], 0)
+                            .map(|rowid| (rowid, indexed_text(title))),
+                    );
+                }
+                IndexUpdate::SearchText {
+                    conversation_id,
+                    seq,
+                    text,
+                } => {
+                    search.extend(
+                        search_rowid(nums[conversation_id], *seq)
+                            .map(|rowid| (rowid, indexed_text(text))),
+                    );
+                }
+                IndexUpdate::Session {
+                    conversation_id,
+                    session,
+                } => {
+                    let data = serde_json::to_string(session)?;
+                    sessions.push((*conversation_id, *session, data));
+                }
+                IndexUpdate::Turn {
+                    conversation_id,
+                    turn,
+                } => turns.push((*conversation_id, *turn)),
+                IndexUpdate::Answer {
+                    conversation_id,
+                    key,
+                    status,
+                    response,
+                } => {
+                    let response = serde_json::to_string(response)?;
+                    answers.push((*conversation_id, *key, *status, response));
+                }
+            }
+        }
+        let mut tx = self.pool.begin().await?;
+        // SQLite allows 32,766 bound values per statement; these chunks stay well below.
+        for chunk in conversations.chunks(1000) {
+            let mut sql = QueryBuilder::<Sqlite>::new(
+                "INSERT INTO conversations (num, id, updated_at, archived, status, meta_len, data) ",
+            );
+            sql.push_values(chunk, |mut row, (num, conversation, meta_len, data)| {
+                row.push_bind(*num)
+                    .push_bind(&conversation.id)
+                    .push_bind(conversation.updated_at.timestamp_micros())
+                    .push_bind(conversation.archived)
+                    .push_bind(conversation.status.as_str())
+                    .push_bind(*meta_len as i64)
+                    .push_bind(data);
+            });
+            sql.build().execute(&mut *tx).await?;
+        }
+        for chunk in search.chunks(5000) {
+            let mut sql = QueryBuilder::<Sqlite>::new("INSERT INTO search (rowid, text) ");
+            sql.push_values(chunk, |mut row, (rowid, text)| {
+                row.push_bind(*rowid).push_bind(*text);
+            });
+            sql.build().execute(&mut *tx).await?;
+        }
+        for chunk in sessions.chunks(3000) {
+            let mut sql =
+                QueryBuilder::<Sqlite>::new("INSERT INTO sessions (id, conversation_id, data) ");
+            sql.push_values(chunk, |mut row, (conversation_id, session, data)| {
+                row.push_bind(&session.id)
+                    .push_bind(*conversation_id)
+                    .push_bind(data);
+            });
+            sql.build().execute(&mut *tx).await?;
+        }
+        for chunk in turns.chunks(1000) {
+            let mut sql = QueryBuilder::<Sqlite>::new(
+                "INSERT INTO turns (id, conversation_id, session_id, status, started_at, ended_at, error) ",
+            );
+            sql.push_values(chunk, |mut row, (conversation_id, turn)| {
+                row.push_bind(&turn.id)
+                    .push_bind(*conversation_id)
+                    .push_bind(&turn.session_id)
+                    .push_bind(turn.status.as_str())
+                    .push_bind(turn.started_at.to_rfc3339())
+                    .push_bind(turn.ended_at.map(|t| t.to_rfc3339()))
+                    .push_bind(&turn.error);
+            });
+            sql.build().execute(&mut *tx).await?;
+        }
+        for chunk in answers.chunks(2000) {
+            let mut sql = QueryBuilder::<Sqlite>::new(
+                "INSERT INTO answers (key, conversation_id, status, response) ",
+            );
+            sql.push_values(
+                chunk,
+                |mut row, (conversation_id, key, status, response)| {
+                    row.push_bind(*key)
+                        .push_bind(*conversation_id)
+                        .push_bind(i64::from(*status))
+                        .push_bind(response);
+                },
+            );
+            sql.build().execute(&mut *tx).await?;
+        }
+        tx.commit().await?;
+        Ok(next_num)
     }
 
     pub async fn close(&self) {
@@ -178,9 +351,11 @@ impl Index {
             .map(str::trim)
             .filter(|s| !s.is_empty())
         {
-            sql.push(" AND id IN (SELECT conversation_id FROM search_rows WHERE rowid IN (SELECT rowid FROM search WHERE 1 = 1");
+            sql.push(" AND num IN (SELECT rowid >> ")
+                .push(SEQ_BITS)
+                .push(" FROM search WHERE 1 = 1");
             push_search_terms(&mut sql, search);
-            sql.push("))");
+            sql.push(")");
         }
         sql.push(" ORDER BY updated_at DESC, id DESC LIMIT ")
             .push_bind(i64::from(limit) + 1);
@@ -288,7 +463,7 @@ async fn apply_one(
             conversation_id,
             title,
         } => {
-            replace_search_row(tx, conversation_id, "", title).await?;
+            put_search_row(tx, conversation_id, 0, title).await?;
         }
         IndexUpdate::Session {
             conversation_id,
@@ -342,59 +517,70 @@ async fn apply_one(
         }
         IndexUpdate::SearchText {
             conversation_id,
-            item_id,
+            seq,
             text,
         } => {
-            replace_search_row(tx, conversation_id, item_id, text).await?;
+            put_search_row(tx, conversation_id, *seq, text).await?;
         }
     }
     Ok(())
 }
 
-/// Replaces the search row of one title (`item_id` "") or message.
-async fn replace_search_row(
+/// Writes (or replaces) the search row of a title (seq 0) or a message.
+async fn put_search_row(
     tx: &mut sqlx::Transaction<'_, Sqlite>,
     conversation_id: &str,
-    item_id: &str,
+    seq: u64,
     text: &str,
 ) -> Result<(), IndexError> {
-    let old =
-        sqlx::query("SELECT rowid FROM search_rows WHERE conversation_id = ? AND item_id = ?")
-            .bind(conversation_id)
-            .bind(item_id)
-            .fetch_optional(&mut **tx)
-            .await?;
-    if let Some(row) = old {
-        let rowid: i64 = row.get(0);
-        sqlx::query("DELETE FROM search WHERE rowid = ?")
-            .bind(rowid)
-            .execute(&mut **tx)
-            .await?;
-        sqlx::query("DELETE FROM search_rows WHERE rowid = ?")
-            .bind(rowid)
-            .execute(&mut **tx)
-            .await?;
+    if seq >= 1 << SEQ_BITS {
+        return Ok(());
     }
-    let inserted = sqlx::query("INSERT INTO search_rows (conversation_id, item_id) VALUES (?, ?)")
-        .bind(conversation_id)
-        .bind(item_id)
-        .execute(&mut **tx)
-        .await?;
-    sqlx::query("INSERT INTO search (rowid, text) VALUES (?, ?)")
-        .bind(inserted.last_insert_rowid())
-        .bind(text)
-        .execute(&mut **tx)
-        .await?;
+    sqlx::query(
+        "INSERT OR REPLACE INTO search (rowid, text)
+         SELECT (num << ?) | ?, ? FROM conversations WHERE id = ?",
+    )
+    .bind(SEQ_BITS)
+    .bind(seq as i64)
+    .bind(indexed_text(text))
+    .bind(conversation_id)
+    .execute(&mut **tx)
+    .await?;
     Ok(())
 }
 
+/// The search rowid of a conversation's title (seq 0) or message. Messages past the 16.7
+/// millionth of a conversation are not indexed for search rather than spill into the next
+/// conversation's range.
+fn search_rowid(num: i64, seq: u64) -> Option<i64> {
+    (seq < 1 << SEQ_BITS).then(|| (num << SEQ_BITS) | seq as i64)
+}
+
+fn indexed_text(text: &str) -> &str {
+    if text.len() <= MAX_INDEXED_BYTES {
+        return text;
+    }
+    let mut end = MAX_INDEXED_BYTES;
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    &text[..end]
+}
+
 async fn remove_in(tx: &mut sqlx::Transaction<'_, Sqlite>, id: &str) -> Result<(), IndexError> {
-    sqlx::query("DELETE FROM search WHERE rowid IN (SELECT rowid FROM search_rows WHERE conversation_id = ?)")
-        .bind(id)
-        .execute(&mut **tx)
-        .await?;
+    sqlx::query(
+        "DELETE FROM search WHERE rowid BETWEEN
+         (SELECT num << ? FROM conversations WHERE id = ?) AND
+         (SELECT (num << ?) | ? FROM conversations WHERE id = ?)",
+    )
+    .bind(SEQ_BITS)
+    .bind(id)
+    .bind(SEQ_BITS)
+    .bind((1i64 << SEQ_BITS) - 1)
+    .bind(id)
+    .execute(&mut **tx)
+    .await?;
     for statement in [
-        "DELETE FROM search_rows WHERE conversation_id = ?",
         "DELETE FROM sessions WHERE conversation_id = ?",
         "DELETE FROM turns WHERE conversation_id = ?",
         "DELETE FROM answers WHERE conversation_id = ?",

@@ -17,7 +17,7 @@ pub struct LoadedConversation {
     pub state: ConversationState,
     pub meta_len: u64,
     /// Root-session message texts that search should find: (item id, text).
-    pub search_texts: Vec<(String, String)>,
+    pub search_texts: Vec<(u64, String)>,
     /// Files whose torn last line was skipped.
     pub torn_files: Vec<PathBuf>,
 }
@@ -130,11 +130,11 @@ pub fn close_interrupted_items(
 }
 
 /// The texts of finished messages, as search indexes them.
-pub fn searchable(items: &[Item]) -> Vec<(String, String)> {
+pub fn searchable(items: &[Item]) -> Vec<(u64, String)> {
     items
         .iter()
         .filter(|item| item.status != ItemStatus::Running)
-        .filter_map(|item| Some((item.id.clone(), item.kind.searchable_text()?.to_owned())))
+        .filter_map(|item| Some((item.seq, item.kind.searchable_text()?.to_owned())))
         .collect()
 }
 
@@ -175,9 +175,9 @@ pub fn updates_for(loaded: &LoadedConversation) -> Vec<IndexUpdate<'_>> {
         loaded
             .search_texts
             .iter()
-            .map(|(item_id, text)| IndexUpdate::SearchText {
+            .map(|(seq, text)| IndexUpdate::SearchText {
                 conversation_id: id,
-                item_id,
+                seq: *seq,
                 text,
             }),
     );
@@ -199,10 +199,12 @@ pub async fn reindex(store: &Store) -> Result<RebuildReport, IndexError> {
             Err(e) => return Err(StoreError::io(&path, e).into()),
         }
     }
-    let index = Index::open(&db).await?;
+    let index = Index::create_for_bulk_load(&db).await?;
     let ids = store.conversation_ids()?;
-    index_conversations(store, &index, ids, &mut report).await?;
-    index.close().await;
+    index_conversations(store, &index, ids, Load::Bulk, &mut report).await?;
+    // The index now matches the directories exactly: the next start needs no reconcile.
+    index.set_runtime_state("clean_shutdown", "1").await?;
+    index.finish_bulk_load().await?;
     Ok(report)
 }
 
@@ -239,19 +241,28 @@ pub async fn reconcile(store: &Store, index: &Index) -> Result<RebuildReport, In
     for id in &changed {
         index.clear_conversation(id).await?;
     }
-    index_conversations(store, index, changed, &mut report).await?;
+    index_conversations(store, index, changed, Load::Upsert, &mut report).await?;
     Ok(report)
 }
 
 /// Reads conversations on a blocking thread and writes them to the index in batches, so file
 /// parsing and SQLite inserts overlap.
+/// How conversations go into the index: into a fresh one in bulk, or as upserts into a live one.
+#[derive(Clone, Copy, PartialEq)]
+enum Load {
+    Bulk,
+    Upsert,
+}
+
 async fn index_conversations(
     store: &Store,
     index: &Index,
     ids: Vec<String>,
+    load: Load,
     report: &mut RebuildReport,
 ) -> Result<(), IndexError> {
-    const BATCH: usize = 500;
+    const BATCH: usize = 2000;
+    let mut next_num = 1;
     let (sender, mut receiver) = tokio::sync::mpsc::channel::<
         Result<(LoadedConversation, usize), (String, String)>,
     >(BATCH * 2);
@@ -279,7 +290,10 @@ async fn index_conversations(
         }
         if batch.len() >= BATCH || (done && !batch.is_empty()) {
             let updates: Vec<IndexUpdate<'_>> = batch.iter().flat_map(updates_for).collect();
-            index.apply(&updates).await?;
+            match load {
+                Load::Bulk => next_num = index.bulk_insert(&updates, next_num).await?,
+                Load::Upsert => index.apply(&updates).await?,
+            }
             report.indexed += batch.len();
             batch.clear();
         }

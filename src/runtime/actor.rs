@@ -644,9 +644,9 @@ impl ConversationActor {
         let id = self.id.clone();
         let conversation_update = self.conversation_update_owned();
         let turn = self.state.turns.last().cloned();
-        let search: Vec<(String, String)> = messages
+        let search: Vec<(u64, String)> = items
             .iter()
-            .map(|m| (m.id.clone(), m.text.clone()))
+            .filter_map(|item| Some((item.seq, item.kind.searchable_text()?.to_owned())))
             .collect();
         let answer_key = answer_record(&self.state, &messages[0].id);
         // Index in the background of the turn: the files are already the truth.
@@ -661,10 +661,10 @@ impl ConversationActor {
                     turn,
                 });
             }
-            for (item_id, text) in &search {
+            for (seq, text) in &search {
                 updates.push(IndexUpdate::SearchText {
                     conversation_id: &id,
-                    item_id,
+                    seq: *seq,
                     text,
                 });
             }
@@ -848,7 +848,7 @@ impl ConversationActor {
             self.shared
                 .index_quietly(&[IndexUpdate::SearchText {
                     conversation_id: &self.id,
-                    item_id: &item.id,
+                    seq: item.seq,
                     text,
                 }])
                 .await;

@@ -343,7 +343,7 @@ impl Runtime {
         let loaded = crate::index::rebuild::LoadedConversation {
             state,
             meta_len,
-            search_texts: vec![(user_item.id.clone(), message.text.clone())],
+            search_texts: vec![(user_item.seq, message.text.clone())],
             torn_files: Vec::new(),
         };
         self.shared
