@@ -553,7 +553,7 @@ async fn put_search_row(
 /// millionth of a conversation are not indexed for search rather than spill into the next
 /// conversation's range.
 fn search_rowid(num: i64, seq: u64) -> Option<i64> {
-    (seq < 1 << SEQ_BITS).then(|| (num << SEQ_BITS) | seq as i64)
+    (seq < 1 << SEQ_BITS).then_some((num << SEQ_BITS) | seq as i64)
 }
 
 fn indexed_text(text: &str) -> &str {
