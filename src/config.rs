@@ -55,10 +55,22 @@ pub struct Config {
     pub source: Option<PathBuf>,
 }
 
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ServerConfig {
     /// `None` lets the command line or the server pick its default loopback address.
     pub addr: Option<SocketAddr>,
+    /// A conversation with no turn, waiting message, subscriber or request for this long is
+    /// unloaded from memory (it stays on disk and loads again on the next request).
+    pub idle_unload_s: u64,
+}
+
+impl Default for ServerConfig {
+    fn default() -> ServerConfig {
+        ServerConfig {
+            addr: None,
+            idle_unload_s: 60,
+        }
+    }
 }
 
 /// Retries of transient model-call errors (SPEC §2.3). Tests shrink the delays, never the rule.
@@ -435,6 +447,7 @@ struct RawConfig {
 #[serde(deny_unknown_fields)]
 struct RawServer {
     addr: Option<SocketAddr>,
+    idle_unload_s: Option<u64>,
 }
 
 #[derive(Deserialize, Default)]
@@ -535,6 +548,7 @@ impl Validator<'_> {
             default_agent,
             server: ServerConfig {
                 addr: raw.server.addr,
+                idle_unload_s: raw.server.idle_unload_s.unwrap_or(60),
             },
             retry,
             turn,

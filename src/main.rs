@@ -125,6 +125,7 @@ fn serve(args: ServeArgs) -> anyhow::Result<()> {
     let token = std::env::var("OPENVAALA_TOKEN")
         .ok()
         .filter(|t| !t.is_empty());
+    let idle_unload_s = config.server.idle_unload_s;
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()?;
@@ -134,7 +135,10 @@ fn serve(args: ServeArgs) -> anyhow::Result<()> {
             addr,
             config,
             token,
-            settings: RuntimeSettings::default(),
+            settings: RuntimeSettings {
+                idle_unload: Duration::from_secs(idle_unload_s),
+                ..RuntimeSettings::default()
+            },
         })
         .await?;
         eprintln!("openvaala is serving on http://{}", service.addr);

@@ -14,8 +14,12 @@ use super::{ApiError, AppState};
     summary = "Health",
     responses((status = 200, description = "The service is up", body = crate::openapi::Health)),
 )]
-pub async fn health() -> Json<Value> {
-    Json(json!({ "status": "ok", "version": env!("CARGO_PKG_VERSION") }))
+pub async fn health(State(state): State<AppState>) -> Json<Value> {
+    Json(json!({
+        "status": "ok",
+        "version": env!("CARGO_PKG_VERSION"),
+        "live_conversations": state.runtime.live_conversations().await,
+    }))
 }
 
 #[utoipa::path(

@@ -208,6 +208,11 @@ impl Runtime {
         }
     }
 
+    /// How many conversations are loaded in memory now (the rest are only on disk).
+    pub async fn live_conversations(&self) -> usize {
+        self.shared.actors.lock().await.len()
+    }
+
     pub fn config(&self) -> &Config {
         &self.shared.config
     }

@@ -329,3 +329,44 @@ async fn delete_is_refused_while_a_turn_runs_and_archive_does_not_stop_it() {
     let (status, _) = server.delete(&format!("/api/conversations/{id}")).await;
     assert_eq!(status, 204);
 }
+
+#[tokio::test]
+async fn idle_conversations_are_unloaded_and_load_again_on_demand() {
+    let server = Server::start_with(crate::harness::ServerOptions {
+        config: Some("[server]\nidle_unload_s = 1\n".to_owned()),
+        ..Default::default()
+    })
+    .await;
+    let created = server.create_and_wait("load me, unload me").await;
+    let id = created["conversation"]["id"].as_str().unwrap().to_owned();
+    let (_, health) = server.get("/api/health").await;
+    assert_eq!(health["live_conversations"], 1);
+
+    // Poll the health counter until the idle conversation has left memory.
+    let unloaded = tokio::time::timeout(crate::harness::TIMEOUT, async {
+        loop {
+            let (_, health) = server.get("/api/health").await;
+            if health["live_conversations"] == 0 {
+                return;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+        }
+    })
+    .await;
+    assert!(unloaded.is_ok(), "the idle conversation was not unloaded");
+
+    let (status, conversation) = server.get(&format!("/api/conversations/{id}")).await;
+    assert_eq!(status, 200);
+    assert_eq!(conversation["title"], "load me, unload me");
+    let (_, health) = server.get("/api/health").await;
+    assert_eq!(health["live_conversations"], 1);
+    server
+        .post(
+            &format!("/api/conversations/{id}/messages"),
+            json!({ "text": "still works" }),
+        )
+        .await;
+    server.wait_idle(&id).await;
+    let (_, items) = server.get(&format!("/api/conversations/{id}/items")).await;
+    assert_eq!(items["items"].as_array().unwrap().len(), 4);
+}
