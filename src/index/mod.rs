@@ -135,14 +135,26 @@ impl Index {
             .connect_with(options)
             .await?;
         sqlx::migrate!().run(&pool).await?;
+        // Merging search segments while loading costs more than one merge at the end.
+        for setting in [
+            "INSERT INTO search (search, rank) VALUES ('automerge', 0)",
+            "INSERT INTO search (search, rank) VALUES ('crisismerge', 64)",
+        ] {
+            sqlx::query(setting).execute(&pool).await?;
+        }
         Ok(Index { pool })
     }
 
-    /// Ends a bulk load: merges the search index and switches to WAL for the service.
+    /// Ends a bulk load: merges the search index once, restores the merge settings the live
+    /// service wants, and switches to WAL.
     pub async fn finish_bulk_load(self) -> Result<(), IndexError> {
-        sqlx::query("INSERT INTO search (search) VALUES ('optimize')")
-            .execute(&self.pool)
-            .await?;
+        for statement in [
+            "INSERT INTO search (search) VALUES ('optimize')",
+            "INSERT INTO search (search, rank) VALUES ('automerge', 4)",
+            "INSERT INTO search (search, rank) VALUES ('crisismerge', 16)",
+        ] {
+            sqlx::query(statement).execute(&self.pool).await?;
+        }
         sqlx::query("PRAGMA journal_mode = WAL")
             .execute(&self.pool)
             .await?;
