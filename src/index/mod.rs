@@ -69,6 +69,13 @@ pub enum IndexUpdate<'a> {
         seq: u64,
         text: &'a str,
     },
+    /// A fork's messages: the source's search rows (all, or those below a seq) copied to the
+    /// fork, whose history holds the same items with the same seqs.
+    CopySearch {
+        from_conversation_id: &'a str,
+        to_conversation_id: &'a str,
+        below_seq: Option<u64>,
+    },
 }
 
 /// Search rows are numbered `(conversation num << SEQ_BITS) | seq`; the title is seq 0.
@@ -219,6 +226,8 @@ impl Index {
                     conversation_id,
                     turn,
                 } => turns.push((*conversation_id, *turn)),
+                // A reindex reads every fork's own files: there is nothing to copy.
+                IndexUpdate::CopySearch { .. } => {}
                 IndexUpdate::Answer {
                     conversation_id,
                     key,
@@ -533,6 +542,26 @@ async fn apply_one(
             text,
         } => {
             put_search_row(tx, conversation_id, *seq, text).await?;
+        }
+        IndexUpdate::CopySearch {
+            from_conversation_id,
+            to_conversation_id,
+            below_seq,
+        } => {
+            let below = below_seq.map_or(1i64 << SEQ_BITS, |seq| seq as i64);
+            sqlx::query(
+                "INSERT OR REPLACE INTO search (rowid, text)
+                 SELECT (target.num << ?1) | (search.rowid & ((1 << ?1) - 1)), search.text
+                 FROM search, conversations AS source, conversations AS target
+                 WHERE source.id = ?2 AND target.id = ?3
+                 AND search.rowid > (source.num << ?1) AND search.rowid < (source.num << ?1) + ?4",
+            )
+            .bind(SEQ_BITS)
+            .bind(from_conversation_id)
+            .bind(to_conversation_id)
+            .bind(below)
+            .execute(&mut **tx)
+            .await?;
         }
     }
     Ok(())

@@ -542,18 +542,25 @@ impl ConversationActor {
             &records,
             &[(&session_id, &history)],
         )?;
-        // The copied messages must be searchable as soon as the fork is answered.
-        let copied = crate::store::jsonl::parse_log::<SessionRecord>(&path, &history)?;
         let state = ConversationState::from_records(&records).expect("starts with creation");
         let loaded = LoadedConversation {
             state,
             meta_len,
-            search_texts: rebuild::searchable(&crate::store::fold_items(copied.records)),
+            search_texts: Vec::new(),
             torn_files: Vec::new(),
         };
-        self.shared
-            .index_quietly(&rebuild::updates_for(&loaded))
-            .await;
+        // The copied messages are searchable as soon as the fork is answered: their search
+        // rows are copied inside the index (same seqs), not re-parsed from the copy.
+        let below_seq = (end < content.len())
+            .then(|| fork::item_at(&content, end).map(|item| item.seq))
+            .flatten();
+        let mut updates = rebuild::updates_for(&loaded);
+        updates.push(IndexUpdate::CopySearch {
+            from_conversation_id: &self.id,
+            to_conversation_id: &conversation_id,
+            below_seq,
+        });
+        self.shared.index_quietly(&updates).await;
         let conversation = loaded.state.conversation;
         self.shared.list_events.publish(
             "conversation.created",

@@ -178,6 +178,19 @@ async fn rewind_copies_up_to_a_user_message_and_the_model_continues_from_there()
         all[position - 1]["id"]
     );
     assert_eq!(snapshot_dir(&server.conversation_dir(id)), source_files);
+    // Search knows the copy holds the 2nd question but not the 3rd or the 4th.
+    let found = |q: &'static str| async move {
+        let (_, found) = server.get(&format!("/api/conversations?q={q}")).await;
+        found["conversations"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|c| c["id"].as_str().unwrap().to_owned())
+            .collect::<Vec<_>>()
+    };
+    assert!(found("Question%202").await.contains(&new_id));
+    assert!(!found("Question%203").await.contains(&new_id));
+    assert!(!found("Question%204").await.contains(&new_id));
 
     // A new message there: the provider sees the history before the 3rd question, then it.
     fake.push(Reply::text("A different answer."));
