@@ -1,0 +1,407 @@
+//! `openvaala-bench`: measures the release binary and prints the results beside the targets of
+//! the issues that set them. It measures and reports; it never fails because a number misses its
+//! target, since machines are noisy. Each subcommand is one module; this file holds what they
+//! share: running the server binary, reading its memory, and percentiles and formatting.
+//!
+//! - `foundation`: reindex, start, list and search over many generated conversations.
+//! - `turns`: the runtime's own overhead per turn and the fan-out of a turn to many SSE
+//!   subscribers, against an in-process fake model provider.
+//! - `fork`: fork and rewind latency over a generated 10,000-item conversation.
+
+mod fake_provider;
+mod fork;
+mod foundation;
+mod sse;
+mod text;
+mod turns;
+
+use std::fs;
+use std::io::Read as _;
+use std::net::{Ipv4Addr, TcpListener};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, bail};
+use clap::{Parser, Subcommand};
+
+#[derive(Parser)]
+#[command(
+    name = "openvaala-bench",
+    about = "Benchmarks of the openvaala release binary"
+)]
+struct Cli {
+    #[command(subcommand)]
+    bench: Bench,
+}
+
+#[derive(Subcommand)]
+enum Bench {
+    /// Reindex throughput, start time, list and search latency and memory over a large data
+    /// directory (the targets of the foundation issue).
+    Foundation(foundation::FoundationArgs),
+    /// The runtime's own overhead per turn, and the fan-out of one turn to many SSE subscribers
+    /// with their latency and the server's memory per subscriber (the targets of the issue
+    /// "Turns that work for real").
+    Turns(turns::TurnsArgs),
+    /// Fork and rewind latency over a conversation of 10,000 items (the target of the issue
+    /// "Fork and rewind").
+    Fork(fork::ForkArgs),
+}
+
+/// The health check is polled this often while the server starts.
+const HEALTH_POLL: Duration = Duration::from_millis(2);
+const START_TIMEOUT: Duration = Duration::from_secs(120);
+
+fn main() -> anyhow::Result<()> {
+    let cli = Cli::parse();
+    match cli.bench {
+        Bench::Foundation(args) => foundation::foundation(&args),
+        Bench::Turns(args) => turns::turns(&args),
+        Bench::Fork(args) => fork::fork(&args),
+    }
+}
+
+fn http_client() -> anyhow::Result<reqwest::Client> {
+    Ok(reqwest::Client::builder()
+        .no_proxy()
+        .timeout(Duration::from_secs(30))
+        .build()?)
+}
+
+// ---------------------------------------------------------------------------------------------
+// The server and reindex processes.
+
+/// The `openvaala` binary built beside this one (`target/release/openvaala`).
+fn server_binary() -> anyhow::Result<PathBuf> {
+    let exe = std::env::current_exe().context("cannot find this executable")?;
+    let server = exe.with_file_name("openvaala");
+    if !server.is_file() {
+        bail!(
+            "{} not found: build it with `cargo build --release --bin openvaala --bin openvaala-bench`",
+            server.display()
+        );
+    }
+    if server.components().any(|c| c.as_os_str() == "debug") {
+        eprintln!("warning: {} is a debug build", server.display());
+    }
+    Ok(server)
+}
+
+/// A command running the server binary with nothing from the user's setup: no config file
+/// (so the built-in config), no token, logs at `warn`.
+fn openvaala(server: &Path) -> Command {
+    let mut command = Command::new(server);
+    for name in [
+        "HOME",
+        "OPENVAALA_CONFIG",
+        "OPENVAALA_TOKEN",
+        "OPENVAALA_HOME",
+        "XDG_DATA_HOME",
+    ] {
+        command.env_remove(name);
+    }
+    command.env("OPENVAALA_LOG", "warn").stdin(Stdio::null());
+    command
+}
+
+/// Runs `openvaala reindex` and returns how many conversations it indexed and its wall-clock
+/// time (process start to exit, so it includes opening and migrating the new database).
+fn reindex(server: &Path, data_dir: &Path) -> anyhow::Result<(usize, Duration)> {
+    let started = Instant::now();
+    let output = openvaala(server)
+        .arg("reindex")
+        .arg("--data-dir")
+        .arg(data_dir)
+        .output()
+        .context("cannot run openvaala reindex")?;
+    let elapsed = started.elapsed();
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    if !output.status.success() {
+        bail!(
+            "openvaala reindex failed ({}): {stdout}{}",
+            output.status,
+            String::from_utf8_lossy(&output.stderr)
+        );
+    }
+    // The last line reads "indexed N conversation(s), skipped M, in S s".
+    let indexed = stdout
+        .lines()
+        .find_map(|line| line.strip_prefix("indexed "))
+        .and_then(|rest| rest.split_whitespace().next())
+        .and_then(|count| count.parse().ok())
+        .with_context(|| format!("unexpected reindex output: {stdout}"))?;
+    Ok((indexed, elapsed))
+}
+
+/// A running `openvaala serve`. Dropping it kills the process if it was not stopped, so an
+/// error in the middle of a measurement leaves no server behind.
+struct ServerProcess {
+    server: PathBuf,
+    data_dir: PathBuf,
+    child: Child,
+    base: String,
+    spawned: Instant,
+    log: PathBuf,
+}
+
+impl ServerProcess {
+    /// Starts `openvaala serve` with the built-in config.
+    fn start(server: &Path, data_dir: &Path) -> anyhow::Result<ServerProcess> {
+        ServerProcess::spawn(server, data_dir, None)
+    }
+
+    /// Starts `openvaala serve --config FILE`.
+    fn start_with_config(
+        server: &Path,
+        data_dir: &Path,
+        config: &Path,
+    ) -> anyhow::Result<ServerProcess> {
+        ServerProcess::spawn(server, data_dir, Some(config))
+    }
+
+    fn spawn(
+        server: &Path,
+        data_dir: &Path,
+        config: Option<&Path>,
+    ) -> anyhow::Result<ServerProcess> {
+        let port = free_port()?;
+        let log = data_dir.join("bench-serve.log");
+        let log_file = fs::File::create(&log)?;
+        let mut command = openvaala(server);
+        command
+            .arg("serve")
+            .arg("--data-dir")
+            .arg(data_dir)
+            .arg("--addr")
+            .arg(format!("127.0.0.1:{port}"));
+        if let Some(config) = config {
+            command.arg("--config").arg(config);
+        }
+        let spawned = Instant::now();
+        let child = command
+            .stdout(log_file.try_clone()?)
+            .stderr(log_file)
+            .spawn()
+            .context("cannot run openvaala serve")?;
+        Ok(ServerProcess {
+            server: server.to_owned(),
+            data_dir: data_dir.to_owned(),
+            child,
+            base: format!("http://127.0.0.1:{port}"),
+            spawned,
+            log,
+        })
+    }
+
+    /// Polls `GET /api/health` until it answers 200 and returns the time since the spawn.
+    async fn wait_until_healthy(&mut self) -> anyhow::Result<Duration> {
+        let client = http_client()?;
+        let url = format!("{}/api/health", self.base);
+        loop {
+            let answer = client
+                .get(&url)
+                .timeout(Duration::from_secs(5))
+                .send()
+                .await;
+            if answer.is_ok_and(|response| response.status() == reqwest::StatusCode::OK) {
+                return Ok(self.spawned.elapsed());
+            }
+            if let Some(status) = self.child.try_wait()? {
+                bail!(
+                    "openvaala serve exited ({status}) before answering:\n{}",
+                    fs::read_to_string(&self.log).unwrap_or_default()
+                );
+            }
+            if self.spawned.elapsed() > START_TIMEOUT {
+                bail!("openvaala serve did not answer /api/health within {START_TIMEOUT:?}");
+            }
+            tokio::time::sleep(HEALTH_POLL).await;
+        }
+    }
+
+    fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    fn rss_kb(&self) -> anyhow::Result<u64> {
+        proc_status_kb(self.child.id(), "VmRSS")
+    }
+
+    fn peak_rss_kb(&self) -> anyhow::Result<u64> {
+        proc_status_kb(self.child.id(), "VmHWM")
+    }
+
+    /// `openvaala serve stop`, then waits for the process to exit; returns the time taken.
+    fn stop(mut self) -> anyhow::Result<Duration> {
+        let started = Instant::now();
+        let status = openvaala(&self.server)
+            .args(["serve", "stop", "--data-dir"])
+            .arg(&self.data_dir)
+            .stdout(Stdio::null())
+            .status()
+            .context("cannot run openvaala serve stop")?;
+        if !status.success() {
+            bail!("openvaala serve stop failed ({status})");
+        }
+        let exit = self.child.wait()?;
+        if !exit.success() {
+            eprintln!(
+                "warning: openvaala serve exited with {exit}:\n{}",
+                fs::read_to_string(&self.log).unwrap_or_default()
+            );
+        }
+        Ok(started.elapsed())
+    }
+}
+
+impl Drop for ServerProcess {
+    fn drop(&mut self) {
+        if let Ok(None) = self.child.try_wait() {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+        let _ = fs::remove_file(&self.log);
+    }
+}
+
+/// A port nobody listens on right now: bound, read, released.
+fn free_port() -> anyhow::Result<u16> {
+    let listener = TcpListener::bind((Ipv4Addr::LOCALHOST, 0))?;
+    Ok(listener.local_addr()?.port())
+}
+
+/// Raises this process's soft limit of open files to at least `wanted` (within the hard
+/// limit) and returns the limit now in force. Children inherit it, so a server started
+/// afterwards can accept as many connections as the bench opens.
+fn raise_open_file_limit(wanted: u64) -> anyhow::Result<u64> {
+    let mut limit = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit(2) writes into the struct we own.
+    if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) } != 0 {
+        bail!(
+            "cannot read the open-file limit: {}",
+            std::io::Error::last_os_error()
+        );
+    }
+    if limit.rlim_cur >= wanted {
+        return Ok(limit.rlim_cur);
+    }
+    limit.rlim_cur = wanted.min(limit.rlim_max);
+    // SAFETY: setrlimit(2) reads the struct we own; a soft limit within the hard one is allowed.
+    if unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &limit) } != 0 {
+        bail!(
+            "cannot raise the open-file limit to {}: {}",
+            limit.rlim_cur,
+            std::io::Error::last_os_error()
+        );
+    }
+    Ok(limit.rlim_cur)
+}
+
+/// The CPU time (user + system) a process has used so far, from `/proc/<pid>/stat`.
+fn proc_cpu(pid: u32) -> anyhow::Result<Duration> {
+    let stat = fs::read_to_string(format!("/proc/{pid}/stat"))?;
+    // The command name in parentheses may hold spaces; the fields after it are plain. utime
+    // and stime are fields 14 and 15, i.e. the 12th and 13th after the name.
+    let after_name = stat
+        .rsplit_once(')')
+        .map(|(_, rest)| rest)
+        .with_context(|| format!("unexpected /proc/{pid}/stat"))?;
+    let fields: Vec<&str> = after_name.split_whitespace().collect();
+    let ticks: u64 = match (fields.get(11), fields.get(12)) {
+        (Some(user), Some(system)) => user.parse::<u64>()? + system.parse::<u64>()?,
+        _ => bail!("unexpected /proc/{pid}/stat"),
+    };
+    // SAFETY: sysconf(3) only reads a configuration value.
+    let per_second = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as u64;
+    Ok(Duration::from_secs_f64(ticks as f64 / per_second as f64))
+}
+
+/// A `kB` field of `/proc/<pid>/status` (`VmRSS`, `VmHWM`).
+fn proc_status_kb(pid: u32, field: &str) -> anyhow::Result<u64> {
+    let mut status = String::new();
+    fs::File::open(format!("/proc/{pid}/status"))?.read_to_string(&mut status)?;
+    status
+        .lines()
+        .find_map(|line| line.strip_prefix(field)?.strip_prefix(':'))
+        .and_then(|value| value.split_whitespace().next()?.parse().ok())
+        .with_context(|| format!("no {field} in /proc/{pid}/status"))
+}
+
+fn verdict(met: bool) -> &'static str {
+    if met { "met" } else { "**not met**" }
+}
+
+fn ms(duration: Duration) -> f64 {
+    duration.as_secs_f64() * 1000.0
+}
+
+fn mb(kb: u64) -> f64 {
+    kb as f64 / 1024.0
+}
+
+/// The nearest-rank percentile of unsorted samples (`fraction` in 0..=1).
+fn percentile(samples: &[Duration], fraction: f64) -> Duration {
+    let mut sorted = samples.to_vec();
+    sorted.sort();
+    let rank = ((fraction * sorted.len() as f64).ceil() as usize).clamp(1, sorted.len());
+    sorted[rank - 1]
+}
+
+fn median_duration(samples: &[Duration]) -> Duration {
+    Duration::from_secs_f64(median(
+        &samples
+            .iter()
+            .map(Duration::as_secs_f64)
+            .collect::<Vec<_>>(),
+    ))
+}
+
+fn median(samples: &[f64]) -> f64 {
+    let mut sorted = samples.to_vec();
+    sorted.sort_by(f64::total_cmp);
+    let middle = sorted.len() / 2;
+    if sorted.len() % 2 == 1 {
+        sorted[middle]
+    } else {
+        (sorted[middle - 1] + sorted[middle]) / 2.0
+    }
+}
+
+fn plural(count: usize, noun: &str) -> String {
+    let count_text = thousands(count as u64);
+    if count == 1 {
+        format!("{count_text} {noun}")
+    } else {
+        format!("{count_text} {noun}s")
+    }
+}
+
+fn thousands(value: u64) -> String {
+    let digits = value.to_string();
+    let mut out = String::new();
+    for (position, digit) in digits.chars().enumerate() {
+        if position > 0 && (digits.len() - position).is_multiple_of(3) {
+            out.push(',');
+        }
+        out.push(digit);
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn percentiles_use_the_nearest_rank() {
+        let samples: Vec<_> = (1..=100).map(Duration::from_millis).collect();
+        assert_eq!(percentile(&samples, 0.50), Duration::from_millis(50));
+        assert_eq!(percentile(&samples, 0.99), Duration::from_millis(99));
+        assert_eq!(median(&[3.0, 1.0, 2.0, 4.0]), 2.5);
+        assert_eq!(thousands(1_234_567), "1,234,567");
+    }
+}

@@ -1,0 +1,794 @@
+//! `openvaala-bench turns`: the runtime's own time per turn (everything but the model) and the
+//! fan-out of one turn's deltas to many SSE subscribers, with their delivery latency and the
+//! server's memory per subscriber. The model is the in-process fake provider, which answers at
+//! once, so what is left is the runtime's work.
+
+use std::fmt::Write as _;
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use anyhow::{Context, bail};
+use clap::Args;
+use serde_json::{Value, json};
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+
+use super::fake_provider::{Answered, FakeProvider, MODEL_NAME, Script, monotonic_ns};
+use super::sse::{self, Report, TurnReport};
+use super::{
+    ServerProcess, http_client, mb, ms, percentile, plural, proc_cpu, proc_status_kb,
+    raise_open_file_limit, server_binary, thousands, verdict,
+};
+
+#[derive(Args)]
+pub struct TurnsArgs {
+    /// Timed turns of each reply size, after the warm-up turns.
+    #[arg(long, default_value_t = 200)]
+    turns: usize,
+    /// Turns run first and not timed.
+    #[arg(long, default_value_t = 10)]
+    warmups: usize,
+    /// Deltas (about one token each) of the long reply.
+    #[arg(long, default_value_t = 200)]
+    reply_tokens: usize,
+    /// SSE subscribers of the fan-out conversation.
+    #[arg(long, default_value_t = 1000)]
+    subscribers: usize,
+    /// Deltas of the fan-out turn's reply.
+    #[arg(long, default_value_t = 5000)]
+    fanout_deltas: usize,
+    /// Microseconds between two deltas of the paced fan-out turns that follow the first, one
+    /// turn per value (comma-separated; `--paced-us 0` for none). The first fan-out turn always
+    /// streams as fast as the server reads.
+    #[arg(long, value_delimiter = ',', default_value = "10000,1000")]
+    paced_us: Vec<u64>,
+    /// Keep the data directory (its path is printed) instead of removing it.
+    #[arg(long)]
+    keep: bool,
+}
+
+/// How long one ordinary turn may take before the bench gives up.
+const TURN_TIMEOUT: Duration = Duration::from_secs(60);
+/// How long 1,000 subscribers may take to connect, and a fan-out turn to reach all of them
+/// (beyond the time its deltas are paced over).
+const FANOUT_TIMEOUT: Duration = Duration::from_secs(600);
+/// How often a conversation's status is polled while waiting for its first turn to end.
+const STATUS_POLL: Duration = Duration::from_millis(5);
+
+/// Everything `turns` measured, printed as one table at the end.
+struct Results {
+    args_turns: usize,
+    long: Overhead,
+    short: Overhead,
+    fanout: FanOut,
+    open_file_limit: u64,
+}
+
+/// The turns of one reply size on one conversation.
+struct Overhead {
+    deltas: usize,
+    /// Client's POST sent → `turn.ended` received, minus the provider's own time.
+    overheads: Vec<Duration>,
+    /// Client's POST sent → `turn.ended` received.
+    totals: Vec<Duration>,
+    /// The provider's own time: request received → last byte sent.
+    provider: Vec<Duration>,
+    /// The size of the last model request (the whole history is sent every turn).
+    last_request_bytes: usize,
+}
+
+struct FanOut {
+    subscribers: usize,
+    deltas: usize,
+    /// Time from spawning the subscribers until every one had its snapshot.
+    connect: Duration,
+    rss_before_kb: u64,
+    rss_idle_kb: u64,
+    turns: Vec<FanOutTurn>,
+}
+
+struct FanOutTurn {
+    interval: Duration,
+    /// Receive time − send time of every (subscriber, delta) pair, in microseconds, sorted.
+    latencies_us: Vec<u32>,
+    /// Subscribers that got every delta, in order.
+    complete: usize,
+    /// What went wrong for the others (at most a few lines are printed).
+    problems: Vec<String>,
+    reconnects: usize,
+    snapshots: usize,
+    /// First delta sent by the provider → last delta received by the last subscriber.
+    wall: Duration,
+    /// First delta sent → last delta sent, by the provider.
+    provider_stream: Duration,
+    rss_after_kb: u64,
+    peak_rss_kb: u64,
+    /// CPU time used during the turn by the server and by this process (the subscribers; the
+    /// fake provider's share is small).
+    server_cpu: Duration,
+    bench_cpu: Duration,
+}
+
+pub fn turns(args: &TurnsArgs) -> anyhow::Result<()> {
+    if args.turns == 0 || args.reply_tokens == 0 || args.fanout_deltas == 0 {
+        bail!("--turns, --reply-tokens and --fanout-deltas must be at least 1");
+    }
+    let server = server_binary()?;
+    // Each subscriber holds one socket in the bench and one in the server; the server inherits
+    // the raised limit.
+    let open_file_limit = raise_open_file_limit(args.subscribers as u64 * 2 + 1024)?;
+    if open_file_limit < args.subscribers as u64 + 256 {
+        bail!(
+            "the open-file limit is {open_file_limit}, too low for {} subscribers",
+            args.subscribers
+        );
+    }
+    let dir = std::env::temp_dir().join(format!("openvaala-bench-turns-{}", uuid::Uuid::now_v7()));
+    let data_dir = dir.join("data");
+    let workspace = dir.join("workspace");
+    fs::create_dir_all(&data_dir).with_context(|| format!("cannot create {}", dir.display()))?;
+    fs::create_dir_all(&workspace)?;
+    eprintln!("data directory: {}", data_dir.display());
+
+    let outcome = run(args, &server, &dir, &data_dir, &workspace);
+    if args.keep {
+        eprintln!("kept {}", dir.display());
+    } else {
+        fs::remove_dir_all(&dir).with_context(|| format!("cannot remove {}", dir.display()))?;
+    }
+    let (long, short, fanout) = outcome?;
+    let results = Results {
+        args_turns: args.turns,
+        long,
+        short,
+        fanout,
+        open_file_limit,
+    };
+    print!("{}", results_table(&results));
+    Ok(())
+}
+
+fn run(
+    args: &TurnsArgs,
+    server: &Path,
+    dir: &Path,
+    data_dir: &Path,
+    workspace: &Path,
+) -> anyhow::Result<(Overhead, Overhead, FanOut)> {
+    // Two workers, like the server: the client side competes with it for the two cores.
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()?;
+    let provider = FakeProvider::start(Script::Words {
+        deltas: args.reply_tokens,
+    })?;
+    let config = dir.join("config.toml");
+    fs::write(&config, config_file(&provider.base_url))?;
+    let mut running = ServerProcess::start_with_config(server, data_dir, &config)?;
+    let start = runtime.block_on(running.wait_until_healthy())?;
+    eprintln!("server started in {:.1} ms", ms(start));
+    let session = Session {
+        client: http_client()?,
+        streams: stream_client()?,
+        base: running.base.clone(),
+        workspace: workspace.to_owned(),
+    };
+    let measured = runtime.block_on(async {
+        let long = overhead(&session, &provider, args, args.reply_tokens).await?;
+        let short = overhead(&session, &provider, args, 1).await?;
+        let fanout = fan_out(&session, &provider, &running, args).await?;
+        anyhow::Ok((long, short, fanout))
+    });
+    // Subscribers still connected would make a graceful stop wait for them; they are gone once
+    // the runtime is.
+    drop(runtime);
+    running.stop()?;
+    measured
+}
+
+/// What the client side needs: a client for requests (with a timeout), one for streams
+/// (without), and where to send them.
+struct Session {
+    client: reqwest::Client,
+    streams: reqwest::Client,
+    base: String,
+    workspace: PathBuf,
+}
+
+/// A client for SSE streams: HTTP/1.1 (one connection per subscriber, as separate browsers
+/// would have), no total timeout.
+fn stream_client() -> anyhow::Result<reqwest::Client> {
+    Ok(reqwest::Client::builder()
+        .no_proxy()
+        .http1_only()
+        .connect_timeout(Duration::from_secs(30))
+        .build()?)
+}
+
+/// The server's config: the fake provider as an `openai_chat` provider, a model with a context
+/// window large enough that no turn ever compacts, and a default agent with the usual tools
+/// (so every request carries their schemas, as a real one does).
+fn config_file(base_url: &str) -> String {
+    format!(
+        r#"default_agent = "default"
+
+[retry]
+max_attempts = 3
+initial_delay_ms = 10
+max_delay_ms = 50
+
+[providers.fake]
+protocol = "openai_chat"
+base_url = "{base_url}"
+
+[models.bench]
+provider = "fake"
+name = "{MODEL_NAME}"
+context_window = 100000000
+max_output_tokens = 100000
+
+[agents.default]
+description = "benchmark agent"
+model = "bench"
+tools = ["shell", "read_file", "write_file", "list_dir"]
+"#
+    )
+}
+
+// ---------------------------------------------------------------------------------------------
+// Overhead per turn.
+
+/// Runs `warmups + turns` turns whose replies have `deltas` deltas on a fresh conversation,
+/// each timed from the POST to `turn.ended` on a stream opened before it.
+async fn overhead(
+    session: &Session,
+    provider: &FakeProvider,
+    args: &TurnsArgs,
+    deltas: usize,
+) -> anyhow::Result<Overhead> {
+    provider.set_script(Script::Words { deltas });
+    let conversation_id = create_conversation(session).await?;
+    let (reports_sender, mut reports) = mpsc::unbounded_channel();
+    let stop = CancellationToken::new();
+    let _stop_on_return = stop.clone().drop_guard();
+    tokio::spawn(sse::subscribe(
+        0,
+        session.streams.clone(),
+        events_url(session, &conversation_id),
+        reports_sender,
+        stop.clone(),
+    ));
+    wait_connected(&mut reports, 1, TURN_TIMEOUT).await?;
+
+    let mut result = Overhead {
+        deltas,
+        overheads: Vec::with_capacity(args.turns),
+        totals: Vec::with_capacity(args.turns),
+        provider: Vec::with_capacity(args.turns),
+        last_request_bytes: 0,
+    };
+    let total_turns = args.warmups + args.turns;
+    eprintln!("{total_turns} turns with {deltas}-delta replies…");
+    for turn in 0..total_turns {
+        let answers_before = provider.answered_count();
+        let posted_ns = monotonic_ns();
+        send_message(session, &conversation_id, &format!("Turn {turn}: go on.")).await?;
+        let report = next_turn_end(&mut reports, TURN_TIMEOUT).await?;
+        if report.status != "completed" {
+            bail!("turn {turn} ended {}", report.status);
+        }
+        if report.deltas != deltas {
+            bail!(
+                "turn {turn}: the subscriber got {} deltas, not {deltas}",
+                report.deltas
+            );
+        }
+        let answer = answer_after(provider, answers_before).await?;
+        let total = Duration::from_nanos(report.ended_ns.saturating_sub(posted_ns));
+        if turn >= args.warmups {
+            result.totals.push(total);
+            result.provider.push(answer.duration());
+            result
+                .overheads
+                .push(total.saturating_sub(answer.duration()));
+        }
+        result.last_request_bytes = answer.request_bytes;
+    }
+    eprintln!(
+        "  overhead p50 {:.2} ms, p99 {:.2} ms",
+        ms(percentile(&result.overheads, 0.50)),
+        ms(percentile(&result.overheads, 0.99))
+    );
+    Ok(result)
+}
+
+/// The one model call a turn made. The provider records it when its stream ends, which is
+/// before the server can have seen the end; the short wait only covers thread scheduling.
+async fn answer_after(provider: &FakeProvider, answers_before: usize) -> anyhow::Result<Answered> {
+    for _ in 0..1000 {
+        let answered = provider.answered();
+        match answered.len().cmp(&(answers_before + 1)) {
+            std::cmp::Ordering::Equal => return Ok(answered[answers_before]),
+            std::cmp::Ordering::Greater => {
+                bail!(
+                    "the turn made {} model calls, not one",
+                    answered.len() - answers_before
+                )
+            }
+            std::cmp::Ordering::Less => tokio::time::sleep(Duration::from_millis(1)).await,
+        }
+    }
+    bail!("the provider recorded no answer for the turn")
+}
+
+// ---------------------------------------------------------------------------------------------
+// Fan-out.
+
+/// Connects `--subscribers` subscribers to one conversation, then runs a turn of
+/// `--fanout-deltas` stamped deltas as fast as possible (and a paced one), checking that every
+/// subscriber gets every delta and measuring latency and the server's memory.
+async fn fan_out(
+    session: &Session,
+    provider: &FakeProvider,
+    running: &ServerProcess,
+    args: &TurnsArgs,
+) -> anyhow::Result<FanOut> {
+    provider.set_script(Script::Words { deltas: 1 });
+    let conversation_id = create_conversation(session).await?;
+    let pid = running.pid();
+    let rss_before_kb = proc_status_kb(pid, "VmRSS")?;
+
+    eprintln!("connecting {} subscribers…", args.subscribers);
+    let (reports_sender, mut reports) = mpsc::unbounded_channel();
+    let stop = CancellationToken::new();
+    let _stop_on_return = stop.clone().drop_guard();
+    let url = events_url(session, &conversation_id);
+    let connecting_ns = monotonic_ns();
+    for subscriber in 0..args.subscribers {
+        tokio::spawn(sse::subscribe(
+            subscriber,
+            session.streams.clone(),
+            url.clone(),
+            reports_sender.clone(),
+            stop.clone(),
+        ));
+    }
+    drop(reports_sender);
+    wait_connected(&mut reports, args.subscribers, FANOUT_TIMEOUT).await?;
+    let connect = Duration::from_nanos(monotonic_ns() - connecting_ns);
+    let rss_idle_kb = proc_status_kb(pid, "VmRSS")?;
+    eprintln!(
+        "  connected in {:.0} ms; server RSS {:.1} → {:.1} MB",
+        ms(connect),
+        mb(rss_before_kb),
+        mb(rss_idle_kb)
+    );
+
+    let mut intervals = vec![Duration::ZERO];
+    intervals.extend(
+        args.paced_us
+            .iter()
+            .filter(|&&micros| micros > 0)
+            .map(|&micros| Duration::from_micros(micros)),
+    );
+    let mut turns = Vec::new();
+    for interval in intervals {
+        eprintln!(
+            "fan-out turn: {} deltas, {} apart…",
+            args.fanout_deltas,
+            if interval.is_zero() {
+                "nothing".to_owned()
+            } else {
+                format!("{} µs", interval.as_micros())
+            }
+        );
+        provider.set_script(Script::Stamped {
+            deltas: args.fanout_deltas,
+            interval,
+        });
+        let answers_before = provider.answered_count();
+        let cpu_before = (proc_cpu(pid)?, proc_cpu(std::process::id())?);
+        send_message(session, &conversation_id, "Stream a long answer.").await?;
+        let timeout = FANOUT_TIMEOUT + interval * args.fanout_deltas as u32;
+        let reports = collect_turn(&mut reports, args.subscribers, timeout).await?;
+        let cpu_used = (
+            proc_cpu(pid)?.saturating_sub(cpu_before.0),
+            proc_cpu(std::process::id())?.saturating_sub(cpu_before.1),
+        );
+        let answer = answer_after(provider, answers_before).await?;
+        let mut turn = summarize(
+            interval,
+            args.fanout_deltas,
+            args.subscribers,
+            reports,
+            &answer,
+            running,
+        )?;
+        (turn.server_cpu, turn.bench_cpu) = cpu_used;
+        eprintln!(
+            "  {}/{} subscribers got every delta; latency p50 {:.1} ms, p99 {:.1} ms; last delta after {:.0} ms",
+            turn.complete,
+            args.subscribers,
+            percentile_us(&turn.latencies_us, 0.50) as f64 / 1000.0,
+            percentile_us(&turn.latencies_us, 0.99) as f64 / 1000.0,
+            ms(turn.wall)
+        );
+        turns.push(turn);
+    }
+    Ok(FanOut {
+        subscribers: args.subscribers,
+        deltas: args.fanout_deltas,
+        connect,
+        rss_before_kb,
+        rss_idle_kb,
+        turns,
+    })
+}
+
+/// What one subscriber saw of one fan-out turn, or why it left.
+enum Seen {
+    Turn(TurnReport),
+    Gone(String),
+}
+
+/// Waits until every subscriber has reported the end of the turn or has given up.
+async fn collect_turn(
+    reports: &mut mpsc::UnboundedReceiver<Report>,
+    subscribers: usize,
+    timeout: Duration,
+) -> anyhow::Result<Vec<(usize, Seen)>> {
+    let deadline = tokio::time::Instant::now() + timeout;
+    let mut seen = Vec::with_capacity(subscribers);
+    while seen.len() < subscribers {
+        let report = tokio::time::timeout_at(deadline, reports.recv())
+            .await
+            .with_context(|| {
+                format!(
+                    "only {} of {subscribers} subscribers saw the turn end within {timeout:?}",
+                    seen.len()
+                )
+            })?
+            .context("every subscriber stopped")?;
+        match report {
+            Report::TurnEnded(turn) => seen.push((turn.subscriber, Seen::Turn(turn))),
+            Report::Gone { subscriber, reason } => seen.push((subscriber, Seen::Gone(reason))),
+            Report::Connected => {}
+        }
+    }
+    Ok(seen)
+}
+
+fn summarize(
+    interval: Duration,
+    deltas: usize,
+    subscribers: usize,
+    seen: Vec<(usize, Seen)>,
+    answer: &Answered,
+    running: &ServerProcess,
+) -> anyhow::Result<FanOutTurn> {
+    let mut latencies_us = Vec::with_capacity(subscribers * deltas);
+    let mut complete = 0;
+    let mut problems = Vec::new();
+    let mut reconnects = 0;
+    let mut snapshots = 0;
+    let mut last_delta_ns = answer.first_delta_ns;
+    for (subscriber, seen) in seen {
+        let turn = match seen {
+            Seen::Turn(turn) => turn,
+            Seen::Gone(reason) => {
+                problems.push(format!("subscriber {subscriber} disconnected: {reason}"));
+                continue;
+            }
+        };
+        reconnects += turn.reconnects;
+        snapshots += turn.snapshots;
+        if let Some(last) = turn.last_delta_ns {
+            last_delta_ns = last_delta_ns.max(last);
+        }
+        let stamped = turn.latencies_us.len();
+        if turn.status == "completed" && stamped == deltas && turn.out_of_order == 0 {
+            complete += 1;
+        } else {
+            problems.push(format!(
+                "subscriber {subscriber}: turn {}, {stamped} of {deltas} deltas, {} out of order, {} reconnects ({} into a snapshot)",
+                turn.status, turn.out_of_order, turn.reconnects, turn.snapshots
+            ));
+        }
+        latencies_us.extend(turn.latencies_us);
+    }
+    latencies_us.sort_unstable();
+    Ok(FanOutTurn {
+        interval,
+        latencies_us,
+        complete,
+        problems,
+        reconnects,
+        snapshots,
+        wall: Duration::from_nanos(last_delta_ns.saturating_sub(answer.first_delta_ns)),
+        provider_stream: Duration::from_nanos(
+            answer.finished_ns.saturating_sub(answer.first_delta_ns),
+        ),
+        rss_after_kb: proc_status_kb(running.pid(), "VmRSS")?,
+        peak_rss_kb: proc_status_kb(running.pid(), "VmHWM")?,
+        server_cpu: Duration::ZERO,
+        bench_cpu: Duration::ZERO,
+    })
+}
+
+/// The nearest-rank percentile of sorted microsecond samples.
+fn percentile_us(sorted: &[u32], fraction: f64) -> u32 {
+    if sorted.is_empty() {
+        return 0;
+    }
+    let rank = ((fraction * sorted.len() as f64).ceil() as usize).clamp(1, sorted.len());
+    sorted[rank - 1]
+}
+
+// ---------------------------------------------------------------------------------------------
+// Requests.
+
+fn events_url(session: &Session, conversation_id: &str) -> String {
+    format!(
+        "{}/api/conversations/{conversation_id}/events",
+        session.base
+    )
+}
+
+/// Creates a conversation in the workspace and waits until its first turn has ended.
+async fn create_conversation(session: &Session) -> anyhow::Result<String> {
+    let body = json!({
+        "text": "Benchmark conversation: answer every message.",
+        "cwd": session.workspace,
+    });
+    let created = post(session, "/api/conversations", &body, 201).await?;
+    let conversation_id = created["conversation"]["id"]
+        .as_str()
+        .context("no conversation id in the answer")?
+        .to_owned();
+    let url = format!("{}/api/conversations/{conversation_id}", session.base);
+    let polls = (TURN_TIMEOUT.as_millis() / STATUS_POLL.as_millis()) as usize;
+    for _ in 0..polls {
+        let conversation: Value = session.client.get(&url).send().await?.json().await?;
+        if conversation["status"] == "idle" {
+            return Ok(conversation_id);
+        }
+        tokio::time::sleep(STATUS_POLL).await;
+    }
+    bail!("the first turn of {conversation_id} did not end within {TURN_TIMEOUT:?}")
+}
+
+async fn send_message(session: &Session, conversation_id: &str, text: &str) -> anyhow::Result<()> {
+    let path = format!("/api/conversations/{conversation_id}/messages");
+    let accepted = post(session, &path, &json!({ "text": text }), 202).await?;
+    if accepted["message"]["status"] != "started" {
+        bail!("the message did not start a turn: {accepted}");
+    }
+    Ok(())
+}
+
+async fn post(session: &Session, path: &str, body: &Value, expected: u16) -> anyhow::Result<Value> {
+    let url = format!("{}{path}", session.base);
+    let response = session.client.post(&url).json(body).send().await?;
+    let status = response.status();
+    let text = response.text().await?;
+    if status.as_u16() != expected {
+        bail!("POST {path} answered {status}: {text}");
+    }
+    serde_json::from_str(&text).with_context(|| format!("POST {path}: not JSON"))
+}
+
+async fn wait_connected(
+    reports: &mut mpsc::UnboundedReceiver<Report>,
+    subscribers: usize,
+    timeout: Duration,
+) -> anyhow::Result<()> {
+    let deadline = tokio::time::Instant::now() + timeout;
+    let mut connected = 0;
+    while connected < subscribers {
+        let report = tokio::time::timeout_at(deadline, reports.recv())
+            .await
+            .with_context(|| {
+                format!(
+                    "only {connected} of {subscribers} subscribers connected within {timeout:?}"
+                )
+            })?
+            .context("every subscriber stopped")?;
+        match report {
+            Report::Connected => connected += 1,
+            Report::Gone { subscriber, reason } => {
+                bail!("subscriber {subscriber} could not connect: {reason}")
+            }
+            Report::TurnEnded(_) => {}
+        }
+    }
+    Ok(())
+}
+
+async fn next_turn_end(
+    reports: &mut mpsc::UnboundedReceiver<Report>,
+    timeout: Duration,
+) -> anyhow::Result<TurnReport> {
+    let deadline = tokio::time::Instant::now() + timeout;
+    loop {
+        let report = tokio::time::timeout_at(deadline, reports.recv())
+            .await
+            .with_context(|| format!("no turn.ended within {timeout:?}"))?
+            .context("the subscriber stopped")?;
+        match report {
+            Report::TurnEnded(turn) => return Ok(turn),
+            Report::Gone { reason, .. } => bail!("the subscriber gave up: {reason}"),
+            Report::Connected => {}
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// The results table.
+
+fn results_table(results: &Results) -> String {
+    let mut out = String::new();
+    let turns = results.args_turns;
+    let _ = writeln!(out, "\n## Turns benchmark\n");
+    let _ = writeln!(out, "| Measurement | Result | Target | |");
+    let _ = writeln!(out, "|---|---|---|---|");
+    for overhead in [&results.long, &results.short] {
+        let p50 = percentile(&overhead.overheads, 0.50);
+        let _ = writeln!(
+            out,
+            "| overhead per turn, {}-delta reply (median / p90 / p99 of {turns}) | {:.2} / {:.2} / {:.2} ms | < 5 ms | {} |",
+            overhead.deltas,
+            ms(p50),
+            ms(percentile(&overhead.overheads, 0.90)),
+            ms(percentile(&overhead.overheads, 0.99)),
+            verdict(ms(p50) < 5.0)
+        );
+    }
+    let fanout = &results.fanout;
+    for turn in &fanout.turns {
+        let p99 = percentile_us(&turn.latencies_us, 0.99) as f64 / 1000.0;
+        let _ = writeln!(
+            out,
+            "| fan-out to {}, {} deltas {}: delivery latency p50 / p99 | {:.1} / {:.1} ms | p99 < 50 ms | {} |",
+            plural(fanout.subscribers, "subscriber"),
+            thousands(fanout.deltas as u64),
+            pace(turn.interval),
+            percentile_us(&turn.latencies_us, 0.50) as f64 / 1000.0,
+            p99,
+            verdict(p99 < 50.0)
+        );
+    }
+    let per_subscriber_kb = fanout.rss_idle_kb.saturating_sub(fanout.rss_before_kb) as f64
+        / fanout.subscribers.max(1) as f64;
+    let _ = writeln!(
+        out,
+        "| server memory per idle subscriber | {per_subscriber_kb:.1} KB | < 64 KB | {} |",
+        verdict(per_subscriber_kb < 64.0)
+    );
+
+    let _ = writeln!(out, "\nFor information:\n");
+    let _ = writeln!(out, "| Measurement | Result |");
+    let _ = writeln!(out, "|---|---|");
+    for overhead in [&results.long, &results.short] {
+        let _ = writeln!(
+            out,
+            "| {}-delta reply: POST → `turn.ended` / provider's own time (medians) | {:.2} / {:.2} ms |",
+            overhead.deltas,
+            ms(percentile(&overhead.totals, 0.50)),
+            ms(percentile(&overhead.provider, 0.50)),
+        );
+        let quarter = (overhead.overheads.len() / 4).max(1);
+        let _ = writeln!(
+            out,
+            "| {}-delta reply: overhead median of the first / last {quarter} turns (the history grows; last request {:.0} KB) | {:.2} / {:.2} ms |",
+            overhead.deltas,
+            overhead.last_request_bytes as f64 / 1024.0,
+            ms(percentile(&overhead.overheads[..quarter], 0.50)),
+            ms(percentile(
+                &overhead.overheads[overhead.overheads.len() - quarter..],
+                0.50
+            )),
+        );
+    }
+    let per_delta = (percentile(&results.long.overheads, 0.50)
+        .saturating_sub(percentile(&results.short.overheads, 0.50)))
+    .as_secs_f64()
+        * 1e6
+        / (results.long.deltas.saturating_sub(1)).max(1) as f64;
+    let _ = writeln!(
+        out,
+        "| cost per delta ((long − short overhead median) / {}) | {per_delta:.1} µs |",
+        results.long.deltas.saturating_sub(1)
+    );
+    let _ = writeln!(
+        out,
+        "| {} connected (each had its snapshot) in | {:.0} ms |",
+        plural(fanout.subscribers, "subscriber"),
+        ms(fanout.connect)
+    );
+    let _ = writeln!(
+        out,
+        "| server RSS before the subscribers / with them idle | {:.1} / {:.1} MB |",
+        mb(fanout.rss_before_kb),
+        mb(fanout.rss_idle_kb)
+    );
+    for turn in &fanout.turns {
+        let label = pace(turn.interval);
+        let _ = writeln!(
+            out,
+            "| fan-out {label}: subscribers that got every delta, in order | {} of {} |",
+            thousands(turn.complete as u64),
+            thousands(fanout.subscribers as u64)
+        );
+        let _ = writeln!(
+            out,
+            "| fan-out {label}: reconnects (into a fresh snapshot) | {} ({}) |",
+            turn.reconnects, turn.snapshots
+        );
+        let _ = writeln!(
+            out,
+            "| fan-out {label}: first delta sent → last subscriber got the last delta / provider's sending time | {:.0} / {:.0} ms |",
+            ms(turn.wall),
+            ms(turn.provider_stream)
+        );
+        let _ = writeln!(
+            out,
+            "| fan-out {label}: CPU time of the server / of the bench (subscribers) during the turn | {:.1} / {:.1} s |",
+            turn.server_cpu.as_secs_f64(),
+            turn.bench_cpu.as_secs_f64()
+        );
+        let _ = writeln!(
+            out,
+            "| fan-out {label}: server RSS after the turn (peak so far) | {:.1} MB ({:.1} MB) |",
+            mb(turn.rss_after_kb),
+            mb(turn.peak_rss_kb)
+        );
+        for problem in turn.problems.iter().take(5) {
+            let _ = writeln!(out, "| fan-out {label}: problem | {problem} |");
+        }
+        if turn.problems.len() > 5 {
+            let _ = writeln!(
+                out,
+                "| fan-out {label}: problems not shown | {} |",
+                turn.problems.len() - 5
+            );
+        }
+    }
+    let _ = writeln!(
+        out,
+        "| open-file limit (bench and server) | {} |",
+        thousands(results.open_file_limit)
+    );
+    out
+}
+
+fn pace(interval: Duration) -> String {
+    if interval.is_zero() {
+        "as fast as possible".to_owned()
+    } else {
+        format!("one per {} µs", interval.as_micros())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_config_file_is_valid() {
+        let path = std::env::temp_dir().join(format!("bench-config-{}.toml", std::process::id()));
+        fs::write(&path, config_file("http://127.0.0.1:9/v1")).unwrap();
+        let loaded = openvaala::config::Config::load(Some(&path));
+        fs::remove_file(&path).unwrap();
+        let config = loaded.unwrap();
+        assert_eq!(config.default_agent, "default");
+    }
+
+    #[test]
+    fn microsecond_percentiles_use_the_nearest_rank() {
+        let sorted: Vec<u32> = (1..=100).collect();
+        assert_eq!(percentile_us(&sorted, 0.99), 99);
+        assert_eq!(percentile_us(&[], 0.5), 0);
+    }
+}
