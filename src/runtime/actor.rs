@@ -18,7 +18,9 @@ use super::fork;
 use super::pending::PendingQueue;
 use super::turn::{self, TurnMsg, TurnSpec};
 use super::usage::UsageTracker;
-use super::{Answer, ConversationPatch, NewMessage, PendingPatch, RuntimeError, Shared, user_item};
+use super::{
+    Answer, ConversationPatch, IndexJob, NewMessage, PendingPatch, RuntimeError, Shared, user_item,
+};
 use crate::domain::{
     Conversation, ForkedFrom, Item, ItemKind, ItemStatus, Message, MessageMode, MessageSource,
     MessageStatus, Session, TurnStatus, Usage, new_id, now,
@@ -549,18 +551,20 @@ impl ConversationActor {
             search_texts: Vec::new(),
             torn_files: Vec::new(),
         };
-        // The copied messages are searchable as soon as the fork is answered: their search
-        // rows are copied inside the index (same seqs), not re-parsed from the copy.
+        self.shared
+            .index_quietly(&rebuild::updates_for(&loaded))
+            .await;
+        // The copied messages' search rows are copied inside the index (same seqs, nothing
+        // re-parsed), after the answer: indexing a long history is CPU work the fork's caller
+        // should not wait for, and the index is derived data.
         let below_seq = (end < content.len())
             .then(|| fork::item_at(&content, end).map(|item| item.seq))
             .flatten();
-        let mut updates = rebuild::updates_for(&loaded);
-        updates.push(IndexUpdate::CopySearch {
-            from_conversation_id: &self.id,
-            to_conversation_id: &conversation_id,
+        self.shared.index_later(IndexJob::CopySearch {
+            from: self.id.clone(),
+            to: conversation_id.clone(),
             below_seq,
         });
-        self.shared.index_quietly(&updates).await;
         let conversation = loaded.state.conversation;
         self.shared.list_events.publish(
             "conversation.created",

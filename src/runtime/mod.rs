@@ -183,6 +183,22 @@ pub struct Shared {
     /// Idempotency keys of creates in progress, so two concurrent retries create one thing.
     creating: Mutex<HashSet<String>>,
     stopping: std::sync::atomic::AtomicBool,
+    /// Slow index work done after the answer, one job at a time in the order given (a fork of
+    /// a fork copies search rows only after its source's own copy is done).
+    index_jobs: tokio::sync::mpsc::UnboundedSender<IndexJob>,
+}
+
+/// Index work that runs in the background, in order.
+#[derive(Debug)]
+pub enum IndexJob {
+    /// A fork's search rows, copied from its source's (see `IndexUpdate::CopySearch`).
+    CopySearch {
+        from: String,
+        to: String,
+        below_seq: Option<u64>,
+    },
+    /// Answers once every job queued before it is done (at shutdown).
+    Flush(tokio::sync::oneshot::Sender<()>),
 }
 
 impl Runtime {
@@ -193,6 +209,8 @@ impl Runtime {
         settings: RuntimeSettings,
     ) -> Runtime {
         let models = Models::new(&config);
+        let (index_jobs, jobs) = tokio::sync::mpsc::unbounded_channel();
+        tokio::spawn(run_index_jobs(index.clone(), jobs));
         Runtime {
             shared: Arc::new(Shared {
                 store,
@@ -204,6 +222,7 @@ impl Runtime {
                 actors: tokio::sync::Mutex::new(HashMap::new()),
                 creating: Mutex::new(HashSet::new()),
                 stopping: std::sync::atomic::AtomicBool::new(false),
+                index_jobs,
             }),
         }
     }
@@ -557,6 +576,9 @@ impl Runtime {
         for done in waits {
             let _ = done.await;
         }
+        let (flushed, done) = tokio::sync::oneshot::channel();
+        self.shared.index_later(IndexJob::Flush(flushed));
+        let _ = done.await;
     }
 
     /// Sends a command to a conversation's actor, loading the conversation if needed.
@@ -628,7 +650,38 @@ impl Runtime {
     }
 }
 
+/// Runs background index jobs one after another until the runtime is dropped.
+async fn run_index_jobs(index: Index, mut jobs: tokio::sync::mpsc::UnboundedReceiver<IndexJob>) {
+    while let Some(job) = jobs.recv().await {
+        let (from, to, below_seq) = match job {
+            IndexJob::CopySearch {
+                from,
+                to,
+                below_seq,
+            } => (from, to, below_seq),
+            IndexJob::Flush(done) => {
+                let _ = done.send(());
+                continue;
+            }
+        };
+        let copy = IndexUpdate::CopySearch {
+            from_conversation_id: &from,
+            to_conversation_id: &to,
+            below_seq,
+        };
+        if let Err(error) = index.apply(std::slice::from_ref(&copy)).await {
+            tracing::error!(%error, %from, %to, "copying a fork's search rows failed");
+            let _ = index.set_runtime_state("clean_shutdown", "0").await;
+        }
+    }
+}
+
 impl Shared {
+    /// Queues index work to run after the current answer.
+    pub fn index_later(&self, job: IndexJob) {
+        let _ = self.index_jobs.send(job);
+    }
+
     pub fn is_stopping(&self) -> bool {
         self.stopping.load(std::sync::atomic::Ordering::SeqCst)
     }
