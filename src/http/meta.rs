@@ -19,6 +19,7 @@ pub async fn health(State(state): State<AppState>) -> Json<Value> {
         "status": "ok",
         "version": env!("CARGO_PKG_VERSION"),
         "live_conversations": state.runtime.live_conversations().await,
+        "index_jobs_pending": state.runtime.index_jobs_pending(),
     }))
 }
 

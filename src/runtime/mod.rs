@@ -186,6 +186,8 @@ pub struct Shared {
     /// Slow index work done after the answer, one job at a time in the order given (a fork of
     /// a fork copies search rows only after its source's own copy is done).
     index_jobs: tokio::sync::mpsc::UnboundedSender<IndexJob>,
+    /// Jobs queued and not finished yet (shown by `/api/health`).
+    index_jobs_pending: Arc<std::sync::atomic::AtomicUsize>,
 }
 
 /// Index work that runs in the background, in order.
@@ -210,7 +212,12 @@ impl Runtime {
     ) -> Runtime {
         let models = Models::new(&config);
         let (index_jobs, jobs) = tokio::sync::mpsc::unbounded_channel();
-        tokio::spawn(run_index_jobs(index.clone(), jobs));
+        let index_jobs_pending = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        tokio::spawn(run_index_jobs(
+            index.clone(),
+            jobs,
+            index_jobs_pending.clone(),
+        ));
         Runtime {
             shared: Arc::new(Shared {
                 store,
@@ -223,8 +230,16 @@ impl Runtime {
                 creating: Mutex::new(HashSet::new()),
                 stopping: std::sync::atomic::AtomicBool::new(false),
                 index_jobs,
+                index_jobs_pending,
             }),
         }
+    }
+
+    /// Background index jobs not finished yet (a fork's search rows being copied).
+    pub fn index_jobs_pending(&self) -> usize {
+        self.shared
+            .index_jobs_pending
+            .load(std::sync::atomic::Ordering::SeqCst)
     }
 
     /// How many conversations are loaded in memory now (the rest are only on disk).
@@ -651,8 +666,14 @@ impl Runtime {
 }
 
 /// Runs background index jobs one after another until the runtime is dropped.
-async fn run_index_jobs(index: Index, mut jobs: tokio::sync::mpsc::UnboundedReceiver<IndexJob>) {
+async fn run_index_jobs(
+    index: Index,
+    mut jobs: tokio::sync::mpsc::UnboundedReceiver<IndexJob>,
+    pending: Arc<std::sync::atomic::AtomicUsize>,
+) {
     while let Some(job) = jobs.recv().await {
+        // Counted down when this iteration ends, whatever the job was.
+        let _done = PendingJob(&pending);
         let (from, to, below_seq) = match job {
             IndexJob::CopySearch {
                 from,
@@ -679,7 +700,12 @@ async fn run_index_jobs(index: Index, mut jobs: tokio::sync::mpsc::UnboundedRece
 impl Shared {
     /// Queues index work to run after the current answer.
     pub fn index_later(&self, job: IndexJob) {
-        let _ = self.index_jobs.send(job);
+        self.index_jobs_pending
+            .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        if self.index_jobs.send(job).is_err() {
+            self.index_jobs_pending
+                .fetch_sub(1, std::sync::atomic::Ordering::SeqCst);
+        }
     }
 
     pub fn is_stopping(&self) -> bool {
@@ -704,6 +730,15 @@ impl Shared {
             tracing::error!(%error, "index update failed; the next start will reconcile it");
             let _ = self.index.set_runtime_state("clean_shutdown", "0").await;
         }
+    }
+}
+
+/// Counts a background index job as finished when dropped.
+struct PendingJob<'a>(&'a std::sync::atomic::AtomicUsize);
+
+impl Drop for PendingJob<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, std::sync::atomic::Ordering::SeqCst);
     }
 }
 

@@ -192,6 +192,24 @@ impl Server {
         .expect("the conversation did not become idle in time");
     }
 
+    /// Waits until the server's background index work (a fork's search rows) is done.
+    pub async fn wait_index_settled(&self) {
+        let settled = tokio::time::timeout(TIMEOUT, async {
+            loop {
+                let (_, health) = self.get("/api/health").await;
+                if health["index_jobs_pending"] == 0 {
+                    return;
+                }
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+        })
+        .await;
+        assert!(
+            settled.is_ok(),
+            "background index work did not finish in time"
+        );
+    }
+
     /// The conversation's event stream as (event type, data) pairs.
     pub async fn events(&self, id: &str) -> impl Stream<Item = (String, Value)> + Unpin + use<> {
         self.events_from(&format!("/api/conversations/{id}/events"), None)

@@ -137,18 +137,14 @@ async fn a_fork_during_a_turn_copies_finished_turns_and_leaves_the_source_alone(
     );
     let (_, list) = server.get("/api/conversations").await;
     assert_eq!(list["conversations"].as_array().unwrap().len(), 3);
-    // A fork's copied messages become searchable shortly after it is answered.
-    let searchable = tokio::time::timeout(TIMEOUT, async {
-        loop {
-            let (_, found) = server.get("/api/conversations?q=fork%20goes").await;
-            if found["conversations"].as_array().unwrap().len() == 2 {
-                return;
-            }
-            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
-        }
-    })
-    .await;
-    assert!(searchable.is_ok(), "copied messages are searchable");
+    // A fork's copied messages become searchable once its background index work is done.
+    server.wait_index_settled().await;
+    let (_, found) = server.get("/api/conversations?q=fork%20goes").await;
+    assert_eq!(
+        found["conversations"].as_array().unwrap().len(),
+        2,
+        "copied messages are searchable"
+    );
 }
 
 #[tokio::test]
@@ -194,13 +190,8 @@ async fn rewind_copies_up_to_a_user_message_and_the_model_continues_from_there()
             .map(|c| c["id"].as_str().unwrap().to_owned())
             .collect::<Vec<_>>()
     };
-    let copied = tokio::time::timeout(TIMEOUT, async {
-        while !found("Question%202").await.contains(&new_id) {
-            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
-        }
-    })
-    .await;
-    assert!(copied.is_ok(), "the copy's messages become searchable");
+    server.wait_index_settled().await;
+    assert!(found("Question%202").await.contains(&new_id));
     assert!(!found("Question%203").await.contains(&new_id));
     assert!(!found("Question%204").await.contains(&new_id));
 
