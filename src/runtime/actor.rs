@@ -141,6 +141,7 @@ pub fn spawn(
     );
     let mut actor = ConversationActor {
         usage: UsageTracker::estimated(&root_items),
+        root_history: root_items.clone(),
         shared,
         id,
         generation,
@@ -183,6 +184,9 @@ struct ConversationActor {
     session_writers: HashMap<String, JsonlWriter>,
     /// The last `seq` stored per session.
     last_seq: HashMap<String, u64>,
+    /// The root session's stored items (last snapshot of each, in `seq` order), kept in step
+    /// with the file by `append_items` so a turn does not re-read the whole history.
+    root_history: Vec<Item>,
     bus: EventBus,
     running: Option<RunningTurn>,
     /// Waiting messages, in memory only (SPEC §3.4): user messages first, then agents'.
@@ -650,7 +654,7 @@ impl ConversationActor {
             .collect();
         self.append_items(&session_id, &items)?;
 
-        let history = self.shared.store.read_items(&self.id, &session_id)?;
+        let history = self.root_history.clone();
         let shared = self.shared.clone();
         let id = self.id.clone();
         let conversation_update = self.conversation_update_owned();
@@ -1145,7 +1149,13 @@ impl ConversationActor {
             .iter()
             .map(|item| SessionRecord::Item { item: item.clone() })
             .collect();
-        writer.append(&records)
+        writer.append(&records)?;
+        if session_id == self.state.conversation.root_session_id {
+            for item in items {
+                remember(&mut self.root_history, item);
+            }
+        }
+        Ok(())
     }
 
     fn next_seq(&mut self, session_id: &str) -> u64 {
@@ -1191,6 +1201,19 @@ enum InterruptCause {
 enum Flow {
     Continue,
     Stop,
+}
+
+/// Folds a stored item snapshot into a history, as `store::fold_items` does for a file.
+fn remember(history: &mut Vec<Item>, item: &Item) {
+    // A snapshot of a recent item is the usual case: look from the end.
+    if let Some(existing) = history.iter_mut().rev().find(|known| known.id == item.id) {
+        *existing = item.clone();
+        return;
+    }
+    history.push(item.clone());
+    if history.len() > 1 && history[history.len() - 2].seq > item.seq {
+        history.sort_by_key(|known| known.seq);
+    }
 }
 
 fn append_delta(item: &mut Item, delta: &str) {

@@ -320,6 +320,35 @@ fn proc_cpu(pid: u32) -> anyhow::Result<Duration> {
     Ok(Duration::from_secs_f64(ticks as f64 / per_second as f64))
 }
 
+/// Waits until a process has written nothing (`wchar` of `/proc/<pid>/io`, which counts writes
+/// into the page cache too) for `quiet`, polling every 10 ms, or until `timeout`. Returns whether
+/// it became quiet. Background work after an answer (an index job, a WAL checkpoint) shows up
+/// as writes.
+async fn wait_until_quiet(pid: u32, quiet: Duration, timeout: Duration) -> anyhow::Result<bool> {
+    const POLL: Duration = Duration::from_millis(10);
+    let written = || -> anyhow::Result<u64> {
+        let io = fs::read_to_string(format!("/proc/{pid}/io"))?;
+        io.lines()
+            .find_map(|line| line.strip_prefix("wchar:"))
+            .and_then(|value| value.trim().parse().ok())
+            .with_context(|| format!("no wchar in /proc/{pid}/io"))
+    };
+    let started = Instant::now();
+    let mut last = written()?;
+    let mut unchanged_since = Instant::now();
+    while started.elapsed() < timeout {
+        tokio::time::sleep(POLL).await;
+        let now = written()?;
+        if now != last {
+            last = now;
+            unchanged_since = Instant::now();
+        } else if unchanged_since.elapsed() >= quiet {
+            return Ok(true);
+        }
+    }
+    Ok(false)
+}
+
 /// A `kB` field of `/proc/<pid>/status` (`VmRSS`, `VmHWM`).
 fn proc_status_kb(pid: u32, field: &str) -> anyhow::Result<u64> {
     let mut status = String::new();

@@ -398,15 +398,15 @@ async fn fan_out(
             proc_cpu(std::process::id())?.saturating_sub(cpu_before.1),
         );
         let answer = answer_after(provider, answers_before).await?;
-        let mut turn = summarize(
+        let turn = summarize(
             interval,
             args.fanout_deltas,
             args.subscribers,
             reports,
             &answer,
             running,
+            cpu_used,
         )?;
-        (turn.server_cpu, turn.bench_cpu) = cpu_used;
         eprintln!(
             "  {}/{} subscribers got every delta; latency p50 {:.1} ms, p99 {:.1} ms; last delta after {:.0} ms",
             turn.complete,
@@ -460,6 +460,8 @@ async fn collect_turn(
     Ok(seen)
 }
 
+/// One fan-out turn's numbers from every subscriber's report, the provider's record of the
+/// answer, and the CPU time the server and the bench used meanwhile.
 fn summarize(
     interval: Duration,
     deltas: usize,
@@ -467,6 +469,7 @@ fn summarize(
     seen: Vec<(usize, Seen)>,
     answer: &Answered,
     running: &ServerProcess,
+    (server_cpu, bench_cpu): (Duration, Duration),
 ) -> anyhow::Result<FanOutTurn> {
     let mut latencies_us = Vec::with_capacity(subscribers * deltas);
     let mut complete = 0;
@@ -512,8 +515,8 @@ fn summarize(
         ),
         rss_after_kb: proc_status_kb(running.pid(), "VmRSS")?,
         peak_rss_kb: proc_status_kb(running.pid(), "VmHWM")?,
-        server_cpu: Duration::ZERO,
-        bench_cpu: Duration::ZERO,
+        server_cpu,
+        bench_cpu,
     })
 }
 
