@@ -8,6 +8,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use anyhow::{Context, bail};
+use axum::serve::ListenerExt;
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
@@ -95,6 +96,13 @@ impl Service {
         let streams_done = CancellationToken::new();
         let app = crate::http::router(runtime.clone(), addr, token, streams_done.clone());
         let stopping = runtime.clone();
+        // Event streams are many small writes: send each at once instead of waiting to
+        // coalesce them (Nagle), which would delay live deltas.
+        let listener = listener.tap_io(|stream| {
+            if let Err(error) = stream.set_nodelay(true) {
+                tracing::debug!(%error, "cannot set TCP_NODELAY");
+            }
+        });
         let server = axum::serve(listener, app).with_graceful_shutdown(async move {
             shutdown.await;
             tracing::info!("stopping: interrupting running turns");

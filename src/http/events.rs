@@ -114,10 +114,13 @@ fn follow(
     streams_done: CancellationToken,
 ) -> impl Stream<Item = Event> {
     async_stream::stream! {
+        // One future for the whole stream, not a new one per event.
+        let stopping = streams_done.cancelled_owned();
+        tokio::pin!(stopping);
         loop {
             let received = tokio::select! {
                 received = receiver.recv() => received,
-                () = streams_done.cancelled() => break,
+                () = &mut stopping => break,
             };
             match received {
                 Ok(event) => {

@@ -31,10 +31,14 @@ pub enum IndexError {
     Task(String),
 }
 
-/// A cheap `Clone` handle over the connection pool.
+/// A cheap `Clone` handle over the connection pools.
 #[derive(Debug, Clone)]
 pub struct Index {
-    pool: SqlitePool,
+    /// Readers never wait for writers in WAL mode.
+    reader: SqlitePool,
+    /// One connection: writers queue here, in order, instead of contending for SQLite's write
+    /// lock (whose busy handler sleeps in steps of up to 100 ms).
+    writer: SqlitePool,
 }
 
 /// One change to the index. A batch of them is applied in one transaction.
@@ -69,12 +73,13 @@ pub enum IndexUpdate<'a> {
         seq: u64,
         text: &'a str,
     },
-    /// A fork's messages: the source's search rows (all, or those below a seq) copied to the
-    /// fork, whose history holds the same items with the same seqs.
+    /// A fork's messages: the source's search rows with `from_seq <= seq < below_seq` copied
+    /// to the fork, whose history holds the same items with the same seqs.
     CopySearch {
         from_conversation_id: &'a str,
         to_conversation_id: &'a str,
-        below_seq: Option<u64>,
+        from_seq: u64,
+        below_seq: u64,
     },
 }
 
@@ -117,14 +122,19 @@ impl Index {
             .synchronous(SqliteSynchronous::Normal)
             .busy_timeout(Duration::from_secs(10))
             .pragma("cache_size", "-4000");
-        let pool = SqlitePoolOptions::new()
-            .max_connections(4)
+        let writer = SqlitePoolOptions::new()
+            .max_connections(1)
+            .min_connections(1)
+            .connect_with(options.clone())
+            .await?;
+        sqlx::migrate!().run(&writer).await?;
+        let reader = SqlitePoolOptions::new()
+            .max_connections(3)
             .min_connections(1)
             .idle_timeout(Duration::from_secs(60))
-            .connect_with(options)
+            .connect_with(options.read_only(true))
             .await?;
-        sqlx::migrate!().run(&pool).await?;
-        Ok(Index { pool })
+        Ok(Index { reader, writer })
     }
 
     /// A fresh index for a bulk load (`reindex`): one connection, no journal, no fsync, a big
@@ -149,7 +159,10 @@ impl Index {
         ] {
             sqlx::query(setting).execute(&pool).await?;
         }
-        Ok(Index { pool })
+        Ok(Index {
+            reader: pool.clone(),
+            writer: pool,
+        })
     }
 
     /// Ends a bulk load: merges the search index once, restores the merge settings the live
@@ -160,12 +173,12 @@ impl Index {
             "INSERT INTO search (search, rank) VALUES ('automerge', 4)",
             "INSERT INTO search (search, rank) VALUES ('crisismerge', 16)",
         ] {
-            sqlx::query(statement).execute(&self.pool).await?;
+            sqlx::query(statement).execute(&self.writer).await?;
         }
         sqlx::query("PRAGMA journal_mode = WAL")
-            .execute(&self.pool)
+            .execute(&self.writer)
             .await?;
-        self.pool.close().await;
+        self.close().await;
         Ok(())
     }
 
@@ -239,7 +252,7 @@ impl Index {
                 }
             }
         }
-        let mut tx = self.pool.begin().await?;
+        let mut tx = self.writer.begin().await?;
         // SQLite allows 32,766 bound values per statement; these chunks stay well below.
         for chunk in conversations.chunks(1000) {
             let mut sql = QueryBuilder::<Sqlite>::new(
@@ -308,7 +321,8 @@ impl Index {
     }
 
     pub async fn close(&self) {
-        self.pool.close().await;
+        self.reader.close().await;
+        self.writer.close().await;
     }
 
     /// Applies a batch of updates in one transaction. Every update is an idempotent upsert, so
@@ -316,7 +330,7 @@ impl Index {
     /// arriving late never overwrites a newer one: a conversation row only moves forward in its
     /// log (`meta_len`), and a finished turn never changes again.
     pub async fn apply(&self, updates: &[IndexUpdate<'_>]) -> Result<(), IndexError> {
-        let mut tx = self.pool.begin().await?;
+        let mut tx = self.writer.begin().await?;
         for update in updates {
             apply_one(&mut tx, update).await?;
         }
@@ -325,7 +339,7 @@ impl Index {
     }
 
     pub async fn remove_conversation(&self, id: &str) -> Result<(), IndexError> {
-        let mut tx = self.pool.begin().await?;
+        let mut tx = self.writer.begin().await?;
         remove_in(&mut tx, id).await?;
         tx.commit().await?;
         Ok(())
@@ -339,7 +353,7 @@ impl Index {
     pub async fn get(&self, id: &str) -> Result<Option<Conversation>, IndexError> {
         let row = sqlx::query("SELECT data FROM conversations WHERE id = ?")
             .bind(id)
-            .fetch_optional(&self.pool)
+            .fetch_optional(&self.reader)
             .await?;
         match row {
             Some(row) => Ok(Some(serde_json::from_str(row.get::<&str, _>(0))?)),
@@ -380,7 +394,7 @@ impl Index {
         }
         sql.push(" ORDER BY updated_at DESC, id DESC LIMIT ")
             .push_bind(i64::from(limit) + 1);
-        let rows = sql.build().fetch_all(&self.pool).await?;
+        let rows = sql.build().fetch_all(&self.reader).await?;
         let mut conversations = Vec::with_capacity(rows.len());
         let mut next_cursor = None;
         for (position, row) in rows.iter().enumerate() {
@@ -401,7 +415,7 @@ impl Index {
     pub async fn answer(&self, key: &str) -> Result<Option<(u16, Value)>, IndexError> {
         let row = sqlx::query("SELECT status, response FROM answers WHERE key = ?")
             .bind(key)
-            .fetch_optional(&self.pool)
+            .fetch_optional(&self.reader)
             .await?;
         match row {
             Some(row) => {
@@ -416,7 +430,7 @@ impl Index {
     /// How many bytes of each conversation's `metadata.jsonl` the index reflects.
     pub async fn meta_lens(&self) -> Result<HashMap<String, u64>, IndexError> {
         let rows = sqlx::query("SELECT id, meta_len FROM conversations")
-            .fetch_all(&self.pool)
+            .fetch_all(&self.reader)
             .await?;
         Ok(rows
             .iter()
@@ -426,14 +440,28 @@ impl Index {
 
     pub async fn running_conversation_ids(&self) -> Result<Vec<String>, IndexError> {
         let rows = sqlx::query("SELECT id FROM conversations WHERE status = 'running'")
-            .fetch_all(&self.pool)
+            .fetch_all(&self.reader)
             .await?;
         Ok(rows.iter().map(|row| row.get(0)).collect())
     }
 
+    /// The highest message seq with a search row in a conversation (0 when none).
+    pub async fn last_search_seq(&self, conversation_id: &str) -> Result<u64, IndexError> {
+        let row = sqlx::query(
+            "SELECT max(search.rowid) & ((1 << ?1) - 1) FROM search, conversations
+             WHERE conversations.id = ?2
+             AND search.rowid BETWEEN (conversations.num << ?1) AND (conversations.num << ?1) + ((1 << ?1) - 1)",
+        )
+        .bind(SEQ_BITS)
+        .bind(conversation_id)
+        .fetch_one(&self.reader)
+        .await?;
+        Ok(row.get::<Option<i64>, _>(0).unwrap_or(0) as u64)
+    }
+
     pub async fn count(&self) -> Result<u64, IndexError> {
         let row = sqlx::query("SELECT count(*) FROM conversations")
-            .fetch_one(&self.pool)
+            .fetch_one(&self.reader)
             .await?;
         Ok(row.get::<i64, _>(0) as u64)
     }
@@ -441,7 +469,7 @@ impl Index {
     pub async fn runtime_state(&self, key: &str) -> Result<Option<String>, IndexError> {
         let row = sqlx::query("SELECT value FROM runtime_state WHERE key = ?")
             .bind(key)
-            .fetch_optional(&self.pool)
+            .fetch_optional(&self.reader)
             .await?;
         Ok(row.map(|row| row.get(0)))
     }
@@ -450,7 +478,7 @@ impl Index {
         sqlx::query("INSERT INTO runtime_state (key, value) VALUES (?, ?) ON CONFLICT (key) DO UPDATE SET value = excluded.value")
             .bind(key)
             .bind(value)
-            .execute(&self.pool)
+            .execute(&self.writer)
             .await?;
         Ok(())
     }
@@ -546,19 +574,21 @@ async fn apply_one(
         IndexUpdate::CopySearch {
             from_conversation_id,
             to_conversation_id,
+            from_seq,
             below_seq,
         } => {
-            let below = below_seq.map_or(1i64 << SEQ_BITS, |seq| seq as i64);
+            let below = (*below_seq).min(1 << SEQ_BITS) as i64;
             sqlx::query(
                 "INSERT OR REPLACE INTO search (rowid, text)
                  SELECT (target.num << ?1) | (search.rowid & ((1 << ?1) - 1)), search.text
                  FROM search, conversations AS source, conversations AS target
                  WHERE source.id = ?2 AND target.id = ?3
-                 AND search.rowid > (source.num << ?1) AND search.rowid < (source.num << ?1) + ?4",
+                 AND search.rowid >= (source.num << ?1) + ?4 AND search.rowid < (source.num << ?1) + ?5",
             )
             .bind(SEQ_BITS)
             .bind(from_conversation_id)
             .bind(to_conversation_id)
+            .bind((*from_seq).max(1) as i64)
             .bind(below)
             .execute(&mut **tx)
             .await?;

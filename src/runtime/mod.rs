@@ -685,16 +685,39 @@ async fn run_index_jobs(
                 continue;
             }
         };
-        let copy = IndexUpdate::CopySearch {
-            from_conversation_id: &from,
-            to_conversation_id: &to,
-            below_seq,
-        };
-        if let Err(error) = index.apply(std::slice::from_ref(&copy)).await {
+        if let Err(error) = copy_search_rows(&index, &from, &to, below_seq).await {
             tracing::error!(%error, %from, %to, "copying a fork's search rows failed");
             let _ = index.set_runtime_state("clean_shutdown", "0").await;
         }
     }
+}
+
+/// Copies a fork's search rows in slices of a few hundred messages, one transaction each, so
+/// the index's single writer is never held for long: turns and other forks go in between.
+async fn copy_search_rows(
+    index: &Index,
+    from: &str,
+    to: &str,
+    below_seq: Option<u64>,
+) -> Result<(), IndexError> {
+    const SLICE: u64 = 256;
+    let end = match below_seq {
+        Some(seq) => seq,
+        None => index.last_search_seq(from).await? + 1,
+    };
+    let mut start = 1;
+    while start < end {
+        let below = (start + SLICE).min(end);
+        let copy = IndexUpdate::CopySearch {
+            from_conversation_id: from,
+            to_conversation_id: to,
+            from_seq: start,
+            below_seq: below,
+        };
+        index.apply(std::slice::from_ref(&copy)).await?;
+        start = below;
+    }
+    Ok(())
 }
 
 impl Shared {
