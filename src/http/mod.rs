@@ -8,6 +8,7 @@ pub mod events;
 pub mod extract;
 pub mod meta;
 pub mod security;
+pub mod ui;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -75,6 +76,7 @@ pub fn router(
             "/api/conversations/{id}/events",
             get(events::conversation_events),
         )
+        .merge(ui::router())
         .fallback(meta::not_found)
         .method_not_allowed_fallback(meta::method_not_allowed);
     api.layer(DefaultBodyLimit::max(MAX_BODY_BYTES))

@@ -14,3 +14,4 @@ mod providers;
 mod reindex;
 mod retries;
 mod turns;
+mod ui;
