@@ -942,8 +942,24 @@ impl ConversationActor {
             }
         }
         let cause = self.interrupt_cause.take();
-        if status == TurnStatus::Interrupted {
-            self.store_interrupt_notice(&running, cause.unwrap_or(InterruptCause::User));
+        match status {
+            TurnStatus::Interrupted => {
+                let text = match cause.unwrap_or(InterruptCause::User) {
+                    InterruptCause::User => {
+                        "The user interrupted the previous turn before it finished.".to_owned()
+                    }
+                    InterruptCause::Shutdown => "The previous turn was interrupted: the service \
+                        stopped before it finished."
+                        .to_owned(),
+                };
+                self.store_notice(&running, text);
+            }
+            // The error stays visible in the history (and the model learns of it next turn).
+            TurnStatus::Failed => {
+                let error = error.as_deref().unwrap_or("unknown error");
+                self.store_notice(&running, format!("The previous turn failed: {error}"));
+            }
+            TurnStatus::Completed | TurnStatus::Running => {}
         }
         let record = MetaRecord::TurnEnded {
             session_id: running.session_id.clone(),
@@ -985,15 +1001,9 @@ impl ConversationActor {
         self.start_next_waiting();
     }
 
-    /// The model is told at its next call that the previous turn was interrupted (SPEC §4.2);
-    /// clients see the same notice.
-    fn store_interrupt_notice(&mut self, running: &RunningTurn, cause: InterruptCause) {
-        let text = match cause {
-            InterruptCause::User => "The user interrupted the previous turn before it finished.",
-            InterruptCause::Shutdown => {
-                "The previous turn was interrupted: the service stopped before it finished."
-            }
-        };
+    /// A notice at the end of a turn that did not complete: the model reads it at its next
+    /// call (SPEC §4.2) and every client sees it.
+    fn store_notice(&mut self, running: &RunningTurn, text: String) {
         let notice = Item {
             id: new_id("m"),
             session_id: running.session_id.clone(),
@@ -1002,12 +1012,10 @@ impl ConversationActor {
             created_at: now(),
             status: ItemStatus::Completed,
             compacted: false,
-            kind: ItemKind::Notice {
-                text: text.to_owned(),
-            },
+            kind: ItemKind::Notice { text },
         };
         if let Err(error) = self.append_items(&running.session_id, std::slice::from_ref(&notice)) {
-            tracing::error!(%error, "cannot store the interruption notice");
+            tracing::error!(%error, "cannot store a notice");
             return;
         }
         self.bus.publish("item.started", &json!({ "item": notice }));

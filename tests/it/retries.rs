@@ -80,6 +80,18 @@ async fn a_rejected_request_fails_at_once_with_the_providers_message() {
     assert!(error.contains("400"), "{error}");
     assert_eq!(turn.requests.len(), 1);
     assert!(turn.all("model.retry").is_empty());
+
+    // The failure stays in the history as a notice, for every client and the next turn.
+    let items = setup.items().await;
+    let notice = items.last().unwrap();
+    assert_eq!(notice["kind"], "notice");
+    assert!(
+        notice["text"]
+            .as_str()
+            .unwrap()
+            .contains("does not accept this"),
+        "{notice}"
+    );
 }
 
 #[tokio::test]
