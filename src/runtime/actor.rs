@@ -765,19 +765,20 @@ impl ConversationActor {
                 field,
                 delta,
             } => {
-                let session_id = match &mut self.running {
-                    Some(running) => {
-                        if let Some(item) = running.items.iter_mut().find(|i| i.id == item_id) {
-                            append_delta(item, &delta);
-                        }
-                        running.session_id.clone()
-                    }
-                    None => return,
+                let Some(running) = &mut self.running else {
+                    return;
                 };
-                self.bus.publish(
-                    "item.delta",
-                    &json!({ "session_id": session_id, "item_id": item_id, "field": field, "delta": delta }),
-                );
+                // The newest item is almost always the one streaming.
+                if let Some(item) = running.items.iter_mut().rev().find(|i| i.id == item_id) {
+                    append_delta(item, &delta);
+                }
+                let event = DeltaEvent {
+                    session_id: &running.session_id,
+                    item_id: &item_id,
+                    field,
+                    delta: &delta,
+                };
+                self.bus.publish("item.delta", &event);
             }
             TurnMsg::Store { item, ack } => {
                 if self.store_turn_item(item).await.is_ok() {
@@ -1209,6 +1210,15 @@ enum InterruptCause {
 enum Flow {
     Continue,
     Stop,
+}
+
+/// `item.delta`, the most frequent event: serialized straight from borrowed fields.
+#[derive(Serialize)]
+struct DeltaEvent<'a> {
+    session_id: &'a str,
+    item_id: &'a str,
+    field: &'a str,
+    delta: &'a str,
 }
 
 /// Folds a stored item snapshot into a history, as `store::fold_items` does for a file.
