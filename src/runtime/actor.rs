@@ -972,6 +972,13 @@ impl ConversationActor {
         if let Err(error) = self.append_meta(vec![record]) {
             tracing::error!(%error, conversation = %self.id, "cannot store the end of a turn");
         }
+        // The end is on disk: followers of the conversation learn it now. The list-level
+        // `conversation.updated` follows the index update, so a sidebar that reacts to it by
+        // listing sees the same state.
+        self.bus.publish(
+            "turn.ended",
+            &json!({ "session_id": running.session_id, "turn_id": running.turn_id, "status": status, "error": error }),
+        );
         let turn = self
             .state
             .turns
@@ -988,10 +995,6 @@ impl ConversationActor {
             });
         }
         self.shared.index_quietly(&updates).await;
-        self.bus.publish(
-            "turn.ended",
-            &json!({ "session_id": running.session_id, "turn_id": running.turn_id, "status": status, "error": error }),
-        );
         self.publish_conversation();
         for waiter in self.interrupt_waiters.drain(..) {
             let _ = waiter.send(Ok(true));
