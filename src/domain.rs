@@ -175,6 +175,10 @@ pub struct Item {
     pub status: ItemStatus,
     #[serde(default)]
     pub compacted: bool,
+    /// Which model call of its turn produced the item (1, 2, …): the text and tool calls of
+    /// one answer share it. Absent for items the model did not produce.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub step: Option<u32>,
     #[serde(flatten)]
     pub kind: ItemKind,
 }

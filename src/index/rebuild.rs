@@ -120,6 +120,7 @@ pub fn close_interrupted_items(
         created_at: now(),
         status: ItemStatus::Completed,
         compacted: false,
+        step: None,
         kind: ItemKind::Notice {
             text: INTERRUPTED_BY_STOP.to_owned(),
         },

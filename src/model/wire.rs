@@ -344,11 +344,12 @@ pub fn image_url(image: &Image) -> Option<String> {
 /// user-role text with a marker so the model can tell them from the user's words.
 pub fn entries(history: &[Item]) -> Vec<Entry<'_>> {
     let mut entries: Vec<Entry<'_>> = Vec::new();
-    // The turn of the last entry when it is an assistant entry: only items of the same turn,
-    // with nothing in between, join it.
-    let mut assistant_turn: Option<&str> = None;
+    // (turn, step) of the last entry when it is an assistant entry; an item joins it only if
+    // it comes from the same model call (items stored before steps were recorded compare by
+    // turn alone).
+    let mut assistant_turn: Option<(&str, Option<u32>)> = None;
     for item in history.iter().filter(|item| !item.compacted) {
-        let joins = assistant_turn == Some(item.turn_id.as_str());
+        let joins = assistant_turn == Some((item.turn_id.as_str(), item.step));
         match &item.kind {
             ItemKind::UserMessage { text, images, .. } => {
                 entries.push(Entry::User {
@@ -392,7 +393,7 @@ pub fn entries(history: &[Item]) -> Vec<Entry<'_>> {
                     text: text.clone(),
                     calls: Vec::new(),
                 });
-                assistant_turn = Some(&item.turn_id);
+                assistant_turn = Some((&item.turn_id, item.step));
             }
             ItemKind::ToolCall {
                 call_id,
@@ -415,7 +416,7 @@ pub fn entries(history: &[Item]) -> Vec<Entry<'_>> {
                     text: String::new(),
                     calls: vec![call],
                 });
-                assistant_turn = Some(&item.turn_id);
+                assistant_turn = Some((&item.turn_id, item.step));
             }
         }
     }
@@ -493,6 +494,7 @@ pub mod testing {
             created_at: crate::domain::now(),
             status,
             compacted: false,
+            step: None,
             kind,
         }
     }
@@ -758,6 +760,35 @@ mod tests {
                 "assistant Done. []",
             ]
         );
+    }
+
+    #[test]
+    fn tool_calls_of_separate_model_calls_are_separate_assistant_entries() {
+        let call = |id: &str, step: u32| {
+            let mut item = testing::item(
+                "t1",
+                ItemKind::ToolCall {
+                    call_id: id.into(),
+                    name: "shell".into(),
+                    arguments: serde_json::json!({}),
+                    output: "ok".into(),
+                    exit_code: Some(0),
+                },
+                ItemStatus::Completed,
+            );
+            item.step = Some(step);
+            item
+        };
+        // Two calls in one answer, then one call in the next answer of the same turn.
+        let history = [call("a", 1), call("b", 1), call("c", 2)];
+        let calls: Vec<Vec<&str>> = entries(&history)
+            .iter()
+            .map(|entry| match entry {
+                Entry::Assistant { calls, .. } => calls.iter().map(|c| c.call_id).collect(),
+                Entry::User { .. } => Vec::new(),
+            })
+            .collect();
+        assert_eq!(calls, vec![vec!["a", "b"], vec!["c"]]);
     }
 
     #[test]

@@ -1016,6 +1016,7 @@ impl ConversationActor {
             created_at: now(),
             status: ItemStatus::Completed,
             compacted: false,
+            step: None,
             kind: ItemKind::Notice { text },
         };
         if let Err(error) = self.append_items(&running.session_id, std::slice::from_ref(&notice)) {

@@ -87,6 +87,7 @@ mod tests {
                 created_at: now(),
                 status: ItemStatus::Completed,
                 compacted: false,
+                step: None,
                 kind,
             },
         }

@@ -841,6 +841,7 @@ pub fn user_item(message: &Message, turn_id: &str, seq: u64) -> Item {
         created_at: message.created_at,
         status: ItemStatus::Completed,
         compacted: false,
+        step: None,
         kind: ItemKind::UserMessage {
             text: message.text.clone(),
             source: message.source,

@@ -126,7 +126,7 @@ async fn drive(spec: TurnSpec, link: &ActorLink) -> Result<(), TurnStop> {
         step += 1;
         history.extend(link.take_steered().await);
 
-        let answer = call_model(&spec, &history, link).await?;
+        let answer = call_model(&spec, &history, step, link).await?;
         history.extend(answer.items);
         if answer.tool_calls.is_empty() {
             return Ok(());
@@ -160,6 +160,7 @@ struct Answer {
 async fn call_model(
     spec: &TurnSpec,
     history: &[Item],
+    step: u32,
     link: &ActorLink,
 ) -> Result<Answer, TurnStop> {
     let max_attempts = spec.retry.max_attempts.max(1);
@@ -176,7 +177,7 @@ async fn call_model(
             tools: spec.tools.clone(),
             max_output_tokens: spec.max_output_tokens,
         };
-        let mut partial = Partial::new(spec);
+        let mut partial = Partial::new(spec, step);
         let outcome = stream_once(spec, request, &mut partial, link).await;
         match outcome {
             Ok(()) => {
@@ -294,6 +295,8 @@ enum TextKind {
 
 /// The items of the model call in progress.
 struct Partial {
+    /// Which model call of the turn this is (1, 2, …), stamped on its items.
+    step: u32,
     session_id: String,
     turn_id: String,
     /// Streaming text items in the order they started: (kind, item).
@@ -304,8 +307,9 @@ struct Partial {
 }
 
 impl Partial {
-    fn new(spec: &TurnSpec) -> Partial {
+    fn new(spec: &TurnSpec, step: u32) -> Partial {
         Partial {
+            step,
             session_id: spec.session_id.clone(),
             turn_id: spec.turn_id.clone(),
             texts: Vec::new(),
@@ -323,6 +327,7 @@ impl Partial {
             created_at: now(),
             status,
             compacted: false,
+            step: Some(self.step),
             kind,
         }
     }

@@ -118,3 +118,28 @@ async fn after_an_interrupt_the_next_request_tells_the_model() {
         "the partial text stays in the context: {request}"
     );
 }
+
+#[tokio::test]
+async fn tool_calls_of_separate_answers_stay_separate_in_the_next_request() {
+    let setup = Setup::start(Wire::OpenaiChat).await;
+    setup.fake.push(Reply::tool_call("list_dir", json!({}), 1));
+    setup
+        .fake
+        .push(Reply::tool_call("list_dir", json!({ "path": "." }), 1));
+    setup.fake.push(Reply::text("Looked twice."));
+    let run = setup.turn("look, then look again").await;
+    assert_eq!(run.ended()["status"], "completed");
+    let calls = run.completed("tool_call");
+    assert_eq!(
+        (calls[0]["step"].as_u64(), calls[1]["step"].as_u64()),
+        (Some(1), Some(2))
+    );
+    // The third request shows two answers, each with its own call and result.
+    let messages = run.requests[2].body["messages"].as_array().unwrap().clone();
+    let with_calls: Vec<usize> = messages
+        .iter()
+        .filter(|m| m["role"] == "assistant")
+        .map(|m| m["tool_calls"].as_array().map_or(0, Vec::len))
+        .collect();
+    assert_eq!(with_calls[with_calls.len() - 2..], [1, 1], "{messages:?}");
+}

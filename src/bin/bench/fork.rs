@@ -553,6 +553,7 @@ fn generate(store: &Store, turns: usize, seed: u64) -> anyhow::Result<Generated>
                 created_at: at + TimeDelta::seconds(20),
                 status: ItemStatus::Completed,
                 compacted: false,
+                step: None,
                 kind: ItemKind::AgentMessage {
                     text: if turn == 0 {
                         format!("{} The {SEARCH_MARKER}.", text_of_about(&mut rng, 200, 800))

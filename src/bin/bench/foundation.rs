@@ -479,6 +479,7 @@ fn write_conversation(
         created_at: created_at + TimeDelta::milliseconds(400),
         status: ItemStatus::Completed,
         compacted: false,
+        step: None,
         kind: ItemKind::AgentMessage {
             text: plan.agent_text.clone(),
         },
