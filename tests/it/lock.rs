@@ -106,11 +106,11 @@ async fn serve_stop_ends_running_turns_as_interrupted_and_loses_nothing() {
     );
 }
 
-#[tokio::test]
-async fn a_config_with_a_typo_fails_at_start_naming_the_key() {
+/// Runs `serve` with a config file holding `text`; it must fail. Returns its stderr.
+async fn serve_fails_with_config(text: &str) -> String {
     let temp = tempfile::tempdir().unwrap();
     let config = temp.path().join("config.toml");
-    std::fs::write(&config, "[retry]\nmax_atempts = 3\n").unwrap();
+    std::fs::write(&config, text).unwrap();
     let output = Command::new(binary())
         .args(["serve", "--addr", "127.0.0.1:0", "--data-dir"])
         .arg(temp.path().join("data"))
@@ -119,21 +119,19 @@ async fn a_config_with_a_typo_fails_at_start_naming_the_key() {
         .output()
         .await
         .unwrap();
-    assert!(!output.status.success());
-    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(!output.status.success(), "serve started with a bad config");
+    String::from_utf8_lossy(&output.stderr).into_owned()
+}
+
+#[tokio::test]
+async fn a_config_with_a_typo_fails_at_start_naming_the_key() {
+    let stderr = serve_fails_with_config("[retry]\nmax_atempts = 3\n").await;
     assert!(stderr.contains("max_atempts"), "{stderr}");
     assert!(stderr.contains("line 2"), "{stderr}");
 
-    std::fs::write(&config, "[models.m]\nprovider = \"nowhere\"\nname = \"x\"\ncontext_window = 1000\nmax_output_tokens = 100\n").unwrap();
-    let output = Command::new(binary())
-        .args(["serve", "--addr", "127.0.0.1:0", "--data-dir"])
-        .arg(temp.path().join("data"))
-        .arg("--config")
-        .arg(&config)
-        .output()
-        .await
-        .unwrap();
-    assert!(!output.status.success());
-    let stderr = String::from_utf8_lossy(&output.stderr);
+    let stderr = serve_fails_with_config(
+        "[models.m]\nprovider = \"nowhere\"\nname = \"x\"\ncontext_window = 1000\nmax_output_tokens = 100\n",
+    )
+    .await;
     assert!(stderr.contains("models.m.provider"), "{stderr}");
 }

@@ -62,6 +62,23 @@ async fn items(server: &Server, id: &str) -> Vec<Value> {
     items["items"].as_array().unwrap().clone()
 }
 
+/// A new conversation whose first answer is streaming (the first delta has arrived).
+async fn streaming_turn(
+    server: &Server,
+    text: &str,
+) -> (String, Value, impl Stream<Item = Event> + Unpin + use<>) {
+    let (status, created) = server
+        .post("/api/conversations", json!({ "text": text }))
+        .await;
+    assert_eq!(status, 201, "{created}");
+    let id = created["conversation"]["id"].as_str().unwrap().to_owned();
+    let mut events = server
+        .raw_events(&format!("/api/conversations/{id}/events"), None)
+        .await;
+    next_matching(&mut events, |kind, _| kind == "item.delta").await;
+    (id, created, events)
+}
+
 /// A conversation in `workdir` whose first turn runs a shell command that waits for `go`.
 async fn blocked_turn(
     server: &Server,
@@ -149,17 +166,7 @@ async fn a_steered_message_joins_the_running_turn_before_its_next_model_call() {
 #[tokio::test]
 async fn a_steer_arriving_after_the_last_model_call_started_becomes_the_next_turn() {
     let server = Server::start().await;
-    let (_, created) = server
-        .post(
-            "/api/conversations",
-            json!({ "text": "slow answer\n/sleep 40" }),
-        )
-        .await;
-    let id = created["conversation"]["id"].as_str().unwrap().to_owned();
-    let mut events = server
-        .raw_events(&format!("/api/conversations/{id}/events"), None)
-        .await;
-    next_matching(&mut events, |kind, _| kind == "item.delta").await;
+    let (id, created, mut events) = streaming_turn(&server, "slow answer\n/sleep 40").await;
     let (_, late) = server
         .post(
             &format!("/api/conversations/{id}/messages"),
@@ -235,17 +242,7 @@ async fn queued_messages_run_as_successive_turns_in_order() {
 #[tokio::test]
 async fn an_interrupt_keeps_the_partial_text_and_tells_the_next_turn() {
     let server = Server::start().await;
-    let (_, created) = server
-        .post(
-            "/api/conversations",
-            json!({ "text": "long answer\n/sleep 60" }),
-        )
-        .await;
-    let id = created["conversation"]["id"].as_str().unwrap().to_owned();
-    let mut events = server
-        .raw_events(&format!("/api/conversations/{id}/events"), None)
-        .await;
-    next_matching(&mut events, |kind, _| kind == "item.delta").await;
+    let (id, _, mut events) = streaming_turn(&server, "long answer\n/sleep 60").await;
     next_matching(&mut events, |kind, _| kind == "item.delta").await;
 
     let (status, body) = server
@@ -464,17 +461,7 @@ async fn waiting_messages_can_be_edited_withdrawn_and_promoted() {
 #[tokio::test]
 async fn an_interrupt_mode_message_cuts_in_and_runs_next() {
     let server = Server::start().await;
-    let (_, created) = server
-        .post(
-            "/api/conversations",
-            json!({ "text": "going on and on\n/sleep 60" }),
-        )
-        .await;
-    let id = created["conversation"]["id"].as_str().unwrap().to_owned();
-    let mut events = server
-        .raw_events(&format!("/api/conversations/{id}/events"), None)
-        .await;
-    next_matching(&mut events, |kind, _| kind == "item.delta").await;
+    let (id, _, mut events) = streaming_turn(&server, "going on and on\n/sleep 60").await;
     let (_, queued) = server
         .post(
             &format!("/api/conversations/{id}/messages"),
