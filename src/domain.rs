@@ -155,6 +155,8 @@ pub enum MessageStatus {
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Image {
+    /// An image type, such as `image/png`.
+    #[schema(pattern = "^image/")]
     pub media_type: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub data: Option<String>,

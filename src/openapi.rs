@@ -252,7 +252,8 @@ pub enum ErrorCode {
 #[derive(ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct NewConversationRequest {
-    /// The first message; it starts the first turn.
+    /// The first message; it starts the first turn. Not blank (unless images are given).
+    #[schema(pattern = "\\S")]
     pub text: String,
     /// A configured agent; default: the configured `default_agent`.
     pub agent: Option<String>,
@@ -268,6 +269,8 @@ pub struct NewConversationRequest {
 #[derive(ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct NewMessageRequest {
+    /// The message. Not blank (unless images are given).
+    #[schema(pattern = "\\S")]
     pub text: String,
     /// What to do when a turn is running: join it (`steer`), wait for it (`queue`) or cut it
     /// short (`interrupt`).
@@ -286,6 +289,7 @@ pub struct NewMessageRequest {
 #[serde(deny_unknown_fields)]
 pub struct ConversationPatchRequest {
     /// A new title (1 to 200 characters after trimming); sets `title_custom`.
+    #[schema(pattern = "\\S", max_length = 200)]
     pub title: Option<String>,
     pub archived: Option<bool>,
     /// Switches the conversation to another configured model.
@@ -298,7 +302,8 @@ pub struct ConversationPatchRequest {
 #[derive(ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct PendingPatchRequest {
-    /// The new text of the waiting message.
+    /// The new text of the waiting message (not blank).
+    #[schema(pattern = "\\S")]
     pub text: Option<String>,
     /// `steer` moves a queued message into the running turn; `interrupt` cuts in.
     pub mode: Option<MessageMode>,
@@ -317,6 +322,7 @@ pub struct InterruptRequest {
 #[serde(deny_unknown_fields)]
 pub struct RewindRequest {
     /// A `user_message` item of the root session: the copy stops just before it.
+    #[schema(pattern = "^[A-Za-z0-9_-]{1,100}$")]
     pub message_id: String,
 }
 
@@ -414,6 +420,10 @@ pub struct Health {
     #[schema(example = "ok")]
     pub status: String,
     pub version: String,
+    /// Conversations loaded in memory now (the others are only on disk).
+    pub live_conversations: u64,
+    /// Background index jobs not finished yet (a fork's search rows being copied).
+    pub index_jobs_pending: u64,
 }
 
 #[derive(ToSchema)]
@@ -454,6 +464,8 @@ pub enum Protocol {
     OpenaiChat,
     OpenaiResponses,
     AnthropicMessages,
+    /// The built-in offline demonstration model.
+    Demo,
 }
 
 // Query parameters, mirroring the handlers' `ListParams` and `ItemsParams`.

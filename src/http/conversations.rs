@@ -59,7 +59,8 @@ pub async fn list(
         archived,
         search: params.q,
         limit,
-        cursor: params.cursor,
+        // An empty cursor is the same as none (a client passing back `next_cursor` blindly).
+        cursor: params.cursor.filter(|cursor| !cursor.is_empty()),
     };
     let page = state.runtime.list(&query).await?;
     Ok(
@@ -414,8 +415,9 @@ fn optional_json<T: DeserializeOwned + Default>(body: &Bytes) -> Result<T, ApiEr
     if body.iter().all(u8::is_ascii_whitespace) {
         return Ok(T::default());
     }
-    serde_json::from_slice(body)
-        .map_err(|error| ApiError::Invalid(format!("invalid JSON body: {error}")))
+    let value = serde_json::from_slice(body)
+        .map_err(|error| ApiError::Invalid(format!("invalid JSON body: {error}")))?;
+    super::extract::object_body(value)
 }
 
 #[utoipa::path(

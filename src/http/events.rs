@@ -28,7 +28,7 @@ const KEEP_ALIVE: Duration = Duration::from_secs(15);
     description = crate::openapi::CONVERSATION_EVENTS,
     params(("id" = String, Path, description = "Conversation id"), crate::openapi::LastEventIdHeader),
     responses(
-        (status = 200, description = "A stream of Server-Sent Events: `snapshot` (or the missed events), then live events", content_type = "text/event-stream", body = String),
+        (status = 200, description = "A stream of Server-Sent Events: `snapshot` (or the missed events), then live events", content_type = "text/event-stream", body = serde_json::Value),
         (status = 404, description = "`not_found`: no such conversation", body = crate::openapi::ErrorBody),
     ),
 )]
@@ -67,7 +67,7 @@ pub async fn conversation_events(
     description = crate::openapi::LIST_EVENTS,
     params(crate::openapi::LastEventIdHeader),
     responses(
-        (status = 200, description = "A stream of Server-Sent Events: `snapshot` (or the missed events), then live events", content_type = "text/event-stream", body = String),
+        (status = 200, description = "A stream of Server-Sent Events: `snapshot` (or the missed events), then live events", content_type = "text/event-stream", body = serde_json::Value),
     ),
 )]
 pub async fn list_events(

@@ -9,17 +9,30 @@ use serde::de::DeserializeOwned;
 use super::error::ApiError;
 
 /// `Json<T>` whose rejections are `ApiError`s (400 with the parser's message, 413 when too big).
+/// The body must be a JSON object: serde would otherwise read a struct from an array too.
 pub struct Json<T>(pub T);
 
 impl<T: DeserializeOwned, S: Send + Sync> FromRequest<S> for Json<T> {
     type Rejection = ApiError;
 
     async fn from_request(request: Request, state: &S) -> Result<Self, ApiError> {
-        match axum::Json::<T>::from_request(request, state).await {
-            Ok(axum::Json(value)) => Ok(Json(value)),
-            Err(rejection) => Err(json_rejection(rejection)),
-        }
+        let value = match axum::Json::<serde_json::Value>::from_request(request, state).await {
+            Ok(axum::Json(value)) => value,
+            Err(rejection) => return Err(json_rejection(rejection)),
+        };
+        object_body(value).map(Json)
     }
+}
+
+/// Reads a request type from a JSON value that must be an object.
+pub fn object_body<T: DeserializeOwned>(value: serde_json::Value) -> Result<T, ApiError> {
+    if !value.is_object() {
+        return Err(ApiError::Invalid(
+            "the request body must be a JSON object".to_owned(),
+        ));
+    }
+    serde_json::from_value(value)
+        .map_err(|error| ApiError::Invalid(format!("invalid request body: {error}")))
 }
 
 fn json_rejection(rejection: JsonRejection) -> ApiError {

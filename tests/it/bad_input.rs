@@ -121,6 +121,42 @@ async fn bad_requests_get_clear_errors_and_change_nothing() {
             400,
             "invalid_request",
         ),
+        // A struct must not be read from an array or a bare value.
+        (
+            "PATCH",
+            conversation.clone(),
+            Some("[null, null]"),
+            400,
+            "invalid_request",
+        ),
+        (
+            "POST",
+            "/api/conversations".into(),
+            Some(r#"["hi"]"#),
+            400,
+            "invalid_request",
+        ),
+        (
+            "POST",
+            "/api/conversations".into(),
+            Some(r#""hi""#),
+            400,
+            "invalid_request",
+        ),
+        (
+            "POST",
+            format!("{conversation}/interrupt"),
+            Some("[]"),
+            400,
+            "invalid_request",
+        ),
+        (
+            "POST",
+            format!("{conversation}/fork"),
+            Some(r#"{"deep": true}"#),
+            400,
+            "invalid_request",
+        ),
         (
             "GET",
             "/api/conversations/c_unknown".into(),
