@@ -126,9 +126,10 @@ impl Service {
 /// finished, and when the last run did not end cleanly the index is reconciled with the files
 /// (which also closes turns left running).
 async fn recover(store: &Store, index: &Index) -> anyhow::Result<()> {
+    // Only "1" (written by a clean stop or a reindex) skips the reconcile; a missing value
+    // means a new or replaced metadata.db that may not know the directories.
     let clean = index.runtime_state(CLEAN_SHUTDOWN).await?.as_deref() == Some("1");
-    let fresh = index.runtime_state(CLEAN_SHUTDOWN).await?.is_none();
-    if clean && !fresh {
+    if clean {
         for id in store.finish_interrupted_work()? {
             index.remove_conversation(&id).await?;
         }

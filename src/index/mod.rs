@@ -345,11 +345,6 @@ impl Index {
         Ok(())
     }
 
-    /// Removes everything the index knows about a conversation before it is written again.
-    pub async fn clear_conversation(&self, id: &str) -> Result<(), IndexError> {
-        self.remove_conversation(id).await
-    }
-
     pub async fn get(&self, id: &str) -> Result<Option<Conversation>, IndexError> {
         let row = sqlx::query("SELECT data FROM conversations WHERE id = ?")
             .bind(id)
@@ -457,13 +452,6 @@ impl Index {
         .fetch_one(&self.reader)
         .await?;
         Ok(row.get::<Option<i64>, _>(0).unwrap_or(0) as u64)
-    }
-
-    pub async fn count(&self) -> Result<u64, IndexError> {
-        let row = sqlx::query("SELECT count(*) FROM conversations")
-            .fetch_one(&self.reader)
-            .await?;
-        Ok(row.get::<i64, _>(0) as u64)
     }
 
     pub async fn runtime_state(&self, key: &str) -> Result<Option<String>, IndexError> {

@@ -240,7 +240,7 @@ pub async fn reconcile(store: &Store, index: &Index) -> Result<RebuildReport, In
         index.remove_conversation(gone).await?;
     }
     for id in &changed {
-        index.clear_conversation(id).await?;
+        index.remove_conversation(id).await?;
     }
     index_conversations(store, index, changed, Load::Upsert, &mut report).await?;
     Ok(report)

@@ -583,15 +583,7 @@ impl ConversationActor {
     /// A conversation whose working directory, agent or model is gone cannot run a turn.
     fn check_can_run(&self) -> Result<(), RuntimeError> {
         let conversation = &self.state.conversation;
-        if !std::path::Path::new(&conversation.cwd).is_dir() {
-            return Err(RuntimeError::CwdMissing(conversation.cwd.clone()));
-        }
-        if self.shared.config.agent(&conversation.agent).is_none() {
-            return Err(RuntimeError::AgentUnavailable(format!(
-                "agent `{}` is not configured",
-                conversation.agent
-            )));
-        }
+        super::check_openable(&self.shared.config, conversation)?;
         if let Err(reason) = self
             .shared
             .models
@@ -636,6 +628,10 @@ impl ConversationActor {
             status: 202,
             body: json!({ "message": messages[0] }),
         };
+        // The key's answer also goes to the index, below.
+        let answer_key = key
+            .clone()
+            .map(|key| (key, answer.status, answer.body.clone()));
         if let Some(key) = key {
             records.push(MetaRecord::RequestAnswered {
                 key,
@@ -663,7 +659,6 @@ impl ConversationActor {
             .iter()
             .filter_map(|item| Some((item.seq, item.kind.searchable_text()?.to_owned())))
             .collect();
-        let answer_key = answer_record(&self.state, &messages[0].id);
         // Index in the background of the turn: the files are already the truth.
         tokio::spawn(async move {
             let mut updates = vec![IndexUpdate::Conversation {
@@ -1244,14 +1239,6 @@ fn append_delta(item: &mut Item, delta: &str) {
         ItemKind::ToolCall { output, .. } => output.push_str(delta),
         _ => {}
     }
-}
-
-/// The stored idempotent answer that names this message, for the index.
-fn answer_record(state: &ConversationState, message_id: &str) -> Option<(String, u16, Value)> {
-    state.answers.iter().find_map(|(key, (status, body))| {
-        (body.pointer("/message/id").and_then(Value::as_str) == Some(message_id))
-            .then(|| (key.clone(), *status, body.clone()))
-    })
 }
 
 /// The agent's instructions, with the working directory's AGENTS.md after them (SPEC §7.5).

@@ -255,10 +255,6 @@ impl Runtime {
         &self.shared.index
     }
 
-    pub fn store(&self) -> &Store {
-        &self.shared.store
-    }
-
     pub fn list_events(&self) -> &EventBus {
         &self.shared.list_events
     }
@@ -410,16 +406,7 @@ impl Runtime {
 
     pub async fn conversation(&self, id: &str) -> Result<ConversationView, RuntimeError> {
         let view = self.call(id, Command::View).await??;
-        let conversation = &view.conversation;
-        if !Path::new(&conversation.cwd).is_dir() {
-            return Err(RuntimeError::CwdMissing(conversation.cwd.clone()));
-        }
-        if self.shared.config.agent(&conversation.agent).is_none() {
-            return Err(RuntimeError::AgentUnavailable(format!(
-                "this conversation uses agent `{}`, which is not in the config",
-                conversation.agent
-            )));
-        }
+        check_openable(&self.shared.config, &view.conversation)?;
         Ok(view)
     }
 
@@ -618,14 +605,15 @@ impl Runtime {
     }
 
     async fn actor(&self, id: &str) -> Result<ActorHandle, RuntimeError> {
-        if !self.shared.store.exists(id) {
-            return Err(RuntimeError::NotFound(format!("conversation {id}")));
-        }
         let mut actors = self.shared.actors.lock().await;
         if let Some(handle) = actors.get(id)
             && !handle.is_closed()
         {
             return Ok(handle.clone());
+        }
+        // Only a conversation that is not live costs a look at the disk.
+        if !self.shared.store.exists(id) {
+            return Err(RuntimeError::NotFound(format!("conversation {id}")));
         }
         let handle = actor::load(self.shared.clone(), id)?;
         actors.insert(id.to_owned(), handle.clone());
@@ -731,10 +719,6 @@ impl Shared {
         }
     }
 
-    pub fn is_stopping(&self) -> bool {
-        self.stopping.load(std::sync::atomic::Ordering::SeqCst)
-    }
-
     /// Forgets an actor that has stopped, unless a newer one already took its place.
     pub async fn forget_actor(&self, id: &str, generation: u64) {
         let mut actors = self.actors.lock().await;
@@ -794,6 +778,21 @@ impl Drop for InFlight {
             .expect("creating lock")
             .remove(&self.key);
     }
+}
+
+/// A conversation opens only where its working directory and agent exist (SPEC §9.2–9.3); its
+/// model is checked only when a turn would run, so the user can still switch it.
+fn check_openable(config: &Config, conversation: &Conversation) -> Result<(), RuntimeError> {
+    if !Path::new(&conversation.cwd).is_dir() {
+        return Err(RuntimeError::CwdMissing(conversation.cwd.clone()));
+    }
+    if config.agent(&conversation.agent).is_none() {
+        return Err(RuntimeError::AgentUnavailable(format!(
+            "this conversation uses agent `{}`, which is not in the config",
+            conversation.agent
+        )));
+    }
+    Ok(())
 }
 
 /// A message needs text (or at least an image).

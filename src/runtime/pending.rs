@@ -23,10 +23,6 @@ impl PendingQueue {
         self.messages.is_empty()
     }
 
-    pub fn contains(&self, message_id: &str) -> bool {
-        self.messages.iter().any(|m| m.id == message_id)
-    }
-
     /// Adds a waiting message in its place.
     pub fn push(&mut self, message: Message) {
         let position = self.position_for(&message);
