@@ -1,13 +1,16 @@
 //! Server-Sent Events: one conversation's events (`/api/conversations/{id}/events`) and the
 //! list-level changes (`/api/events`). A stream starts with a `snapshot` (or, with
-//! `Last-Event-ID`, exactly the missed events) and then follows the live bus.
+//! `Last-Event-ID`, exactly the missed events) and then follows the live bus. Events come from
+//! the bus already encoded, so sending one to a thousand subscribers copies nothing.
 
 use std::convert::Infallible;
 use std::time::Duration;
 
+use axum::body::{Body, Bytes};
 use axum::extract::{Path, State};
 use axum::http::HeaderMap;
-use axum::response::sse::{Event as SseEvent, KeepAlive, Sse};
+use axum::http::header::{CACHE_CONTROL, CONTENT_TYPE};
+use axum::response::{IntoResponse, Response};
 use futures::{Stream, StreamExt};
 use serde_json::json;
 use tokio::sync::broadcast;
@@ -18,7 +21,10 @@ use super::{ApiError, AppState};
 use crate::index::ListQuery;
 use crate::runtime::events::{Event, EventBus, EventId, Replay};
 
+/// How often an SSE stream sends a comment, so that proxies keep an idle stream open and a
+/// client that has gone is noticed.
 const KEEP_ALIVE: Duration = Duration::from_secs(15);
+const KEEP_ALIVE_COMMENT: &[u8] = b":\n\n";
 
 #[utoipa::path(
     get,
@@ -36,18 +42,18 @@ pub async fn conversation_events(
     State(state): State<AppState>,
     Path(id): Path<String>,
     headers: HeaderMap,
-) -> Result<Sse<impl Stream<Item = Result<SseEvent, Infallible>>>, ApiError> {
+) -> Result<Response, ApiError> {
     let resume_after = last_event_id(&headers);
     let subscription = state.runtime.subscribe(&id, resume_after).await?;
     let mut first = Vec::new();
     let mut last = resume_after;
     if let Some((id, snapshot)) = subscription.snapshot {
-        first.push(snapshot_event(id, snapshot.to_string()));
+        first.push(Event::encode(id, "snapshot", &snapshot));
         last = Some(id);
     }
-    for event in &subscription.replay {
-        first.push(to_sse(event));
+    for event in subscription.replay {
         last = Some(event.id);
+        first.push(event);
     }
     let live = follow(
         subscription.bus,
@@ -55,8 +61,7 @@ pub async fn conversation_events(
         last,
         state.streams_done.clone(),
     );
-    let stream = futures::stream::iter(first).chain(live.map(|event| to_sse(&event)));
-    Ok(Sse::new(stream.map(Ok)).keep_alive(KeepAlive::new().interval(KEEP_ALIVE)))
+    Ok(event_stream(first, live))
 }
 
 #[utoipa::path(
@@ -73,13 +78,13 @@ pub async fn conversation_events(
 pub async fn list_events(
     State(state): State<AppState>,
     headers: HeaderMap,
-) -> Result<Sse<impl Stream<Item = Result<SseEvent, Infallible>>>, ApiError> {
+) -> Result<Response, ApiError> {
     let bus = state.runtime.list_events().clone();
     let resumed = last_event_id(&headers).map(|after| (after, bus.resume(after)));
     let (receiver, first, last) = match resumed {
         Some((after, (receiver, Replay::Events(events)))) => {
             let last = events.last().map_or(after, |event| event.id);
-            (receiver, events.iter().map(to_sse).collect(), last)
+            (receiver, events, last)
         }
         _ => {
             // Subscribe before reading the page, so no change falls in between.
@@ -94,14 +99,45 @@ pub async fn list_events(
                 json!({ "conversations": page.conversations, "next_cursor": page.next_cursor });
             (
                 receiver,
-                vec![snapshot_event(last, snapshot.to_string())],
+                vec![Event::encode(last, "snapshot", &snapshot)],
                 last,
             )
         }
     };
     let live = follow(bus, receiver, Some(last), state.streams_done.clone());
-    let stream = futures::stream::iter(first).chain(live.map(|event| to_sse(&event)));
-    Ok(Sse::new(stream.map(Ok)).keep_alive(KeepAlive::new().interval(KEEP_ALIVE)))
+    Ok(event_stream(first, live))
+}
+
+/// The SSE response: `first` (a snapshot or the missed events), then `live`, with a keep-alive
+/// comment every `KEEP_ALIVE`. It ends when `live` does.
+fn event_stream(first: Vec<Event>, live: impl Stream<Item = Event> + Send + 'static) -> Response {
+    let frames = async_stream::stream! {
+        for event in first {
+            yield event.frame;
+        }
+        tokio::pin!(live);
+        let start = tokio::time::Instant::now() + KEEP_ALIVE;
+        let mut keep_alive = tokio::time::interval_at(start, KEEP_ALIVE);
+        // Events that are already waiting are taken without a pause, and hyper sends what it
+        // is given meanwhile in one write.
+        loop {
+            tokio::select! {
+                event = live.next() => match event {
+                    Some(event) => yield event.frame,
+                    None => break,
+                },
+                _ = keep_alive.tick() => yield Bytes::from_static(KEEP_ALIVE_COMMENT),
+            }
+        }
+    };
+    (
+        [
+            (CONTENT_TYPE, "text/event-stream"),
+            (CACHE_CONTROL, "no-cache"),
+        ],
+        Body::from_stream(frames.map(Ok::<_, Infallible>)),
+    )
+        .into_response()
 }
 
 /// The live events of a bus. A subscriber that falls behind the broadcast channel catches up
@@ -143,20 +179,6 @@ fn follow(
     }
 }
 
-fn snapshot_event(id: EventId, data: String) -> SseEvent {
-    SseEvent::default()
-        .id(id.to_string())
-        .event("snapshot")
-        .data(data)
-}
-
-fn to_sse(event: &Event) -> SseEvent {
-    SseEvent::default()
-        .id(event.id.to_string())
-        .event(event.kind)
-        .data(&*event.data)
-}
-
 fn last_event_id(headers: &HeaderMap) -> Option<EventId> {
     headers
         .get("last-event-id")
@@ -187,7 +209,7 @@ mod tests {
         let numbers: Vec<u64> = events
             .iter()
             .map(|e| {
-                serde_json::from_str::<serde_json::Value>(&e.data).unwrap()["n"]
+                serde_json::from_str::<serde_json::Value>(e.data()).unwrap()["n"]
                     .as_u64()
                     .unwrap()
             })

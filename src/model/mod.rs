@@ -5,6 +5,7 @@ pub mod anthropic_messages;
 pub mod demo;
 pub mod openai_chat;
 pub mod openai_responses;
+pub mod reader;
 pub mod wire;
 
 use std::collections::BTreeMap;

@@ -1,20 +1,50 @@
 //! The event bus of one conversation (or of the conversation list): events get an increasing id,
-//! are serialized once, kept in a short replay buffer for `Last-Event-ID`, and fanned out on a
-//! broadcast channel. A subscriber that falls behind loses its place rather than slowing anyone
-//! (DESIGN invariant 5): it is told so and gets a fresh snapshot.
+//! are encoded once as the SSE frame every subscriber is sent, kept in a short replay buffer for
+//! `Last-Event-ID`, and fanned out on a broadcast channel. A subscriber that falls behind loses
+//! its place rather than slowing anyone (DESIGN invariant 5): it is told so and gets a fresh
+//! snapshot.
 
 use std::collections::VecDeque;
+use std::io::Write as _;
 use std::sync::{Arc, Mutex};
 
+use bytes::Bytes;
 use serde::Serialize;
 use tokio::sync::broadcast;
 
-/// One event as it goes out on SSE: `id:`, `event:` and `data:` (already JSON).
+/// One event, encoded once as it goes out on SSE (`id:`, `event:`, `data:` with JSON on one
+/// line, a blank line); every subscriber is sent the same bytes.
 #[derive(Debug, Clone)]
 pub struct Event {
     pub id: EventId,
     pub kind: &'static str,
-    pub data: Arc<str>,
+    pub frame: Bytes,
+    /// Where the JSON starts in `frame` (it ends before the closing blank line).
+    data_start: usize,
+}
+
+impl Event {
+    /// Encodes an event. serde_json writes no raw newline, so `data:` needs no splitting.
+    pub fn encode(id: EventId, kind: &'static str, data: &impl Serialize) -> Event {
+        let mut frame = Vec::with_capacity(128);
+        // Writing to a Vec cannot fail; serializing an event's own types cannot either.
+        let _ = write!(frame, "id: {id}\nevent: {kind}\ndata: ");
+        let data_start = frame.len();
+        serde_json::to_writer(&mut frame, data).expect("events serialize");
+        frame.extend_from_slice(b"\n\n");
+        Event {
+            id,
+            kind,
+            frame: frame.into(),
+            data_start,
+        }
+    }
+
+    /// The event's JSON.
+    pub fn data(&self) -> &str {
+        std::str::from_utf8(&self.frame[self.data_start..self.frame.len() - 2])
+            .expect("events are encoded from JSON")
+    }
 }
 
 /// Event ids are `<epoch>-<n>`: `n` increases per bus; `epoch` changes at every start of the
@@ -95,18 +125,12 @@ impl EventBus {
 
     /// Publishes an event to every subscriber. Never waits.
     pub fn publish(&self, kind: &'static str, data: &impl Serialize) -> Event {
-        let data: Arc<str> = serde_json::to_string(data)
-            .expect("events serialize")
-            .into();
         let mut recent = self.inner.recent.lock().expect("event bus lock");
-        let event = Event {
-            id: EventId {
-                epoch: self.inner.epoch,
-                n: recent.next,
-            },
-            kind,
-            data,
+        let id = EventId {
+            epoch: self.inner.epoch,
+            n: recent.next,
         };
+        let event = Event::encode(id, kind, data);
         recent.next += 1;
         if recent.events.len() == REPLAY_CAPACITY {
             recent.events.pop_front();

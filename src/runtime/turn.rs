@@ -6,13 +6,14 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use futures::StreamExt;
 use serde_json::Value;
+use tokio::sync::mpsc::error::TryRecvError;
 use tokio::sync::{mpsc, oneshot};
 use tokio_util::sync::CancellationToken;
 
 use crate::config::RetryConfig;
 use crate::domain::{Item, ItemKind, ItemStatus, TurnStatus, new_id, now};
+use crate::model::reader::{self, ModelEvents};
 use crate::model::{ModelClient, ModelError, ModelEvent, ModelRequest, TokenUsage, ToolSpec};
 use crate::tools::{self, ToolContext, ToolStatus};
 
@@ -251,12 +252,20 @@ async fn stream_once(
     partial: &mut Partial,
     link: &ActorLink,
 ) -> Result<(), AttemptError> {
-    let mut stream = spec.client.stream(request);
+    let mut events = reader::read_ahead(spec.client.stream(request));
     let chunk_timeout = Duration::from_millis(spec.retry.chunk_timeout_ms);
+    // An event that arrived while text was being merged, and comes next.
+    let mut ready: Option<Option<ModelResult>> = None;
     loop {
-        let next = tokio::select! {
-            next = tokio::time::timeout(chunk_timeout, stream.next()) => next,
-            () = spec.cancel.cancelled() => return Err(AttemptError::Interrupted),
+        if spec.cancel.is_cancelled() {
+            return Err(AttemptError::Interrupted);
+        }
+        let next = match ready.take() {
+            Some(event) => Ok(event),
+            None => tokio::select! {
+                next = tokio::time::timeout(chunk_timeout, events.recv()) => next,
+                () = spec.cancel.cancelled() => return Err(AttemptError::Interrupted),
+            },
         };
         let event = match next {
             Err(_elapsed) => {
@@ -274,8 +283,14 @@ async fn stream_once(
             Ok(Some(Ok(event))) => event,
         };
         match event {
-            ModelEvent::TextDelta(delta) => partial.text(TextKind::Answer, delta, link),
-            ModelEvent::ReasoningDelta(delta) => partial.text(TextKind::Reasoning, delta, link),
+            ModelEvent::TextDelta(mut delta) => {
+                ready = merge_ready(&mut events, TextKind::Answer, &mut delta);
+                partial.text(TextKind::Answer, delta, link);
+            }
+            ModelEvent::ReasoningDelta(mut delta) => {
+                ready = merge_ready(&mut events, TextKind::Reasoning, &mut delta);
+                partial.text(TextKind::Reasoning, delta, link);
+            }
             ModelEvent::ToolCall {
                 call_id,
                 name,
@@ -285,6 +300,38 @@ async fn stream_once(
             ModelEvent::Done => return Ok(()),
         }
     }
+}
+
+type ModelResult = Result<ModelEvent, ModelError>;
+
+/// The most text one merged delta carries.
+const MERGED_DELTA_MAX: usize = 64 * 1024;
+
+/// Appends to `delta` the deltas of the same kind that have already been read, so a burst goes
+/// out to clients as one `item.delta` instead of thousands, each of which every subscriber
+/// would have to be sent. Nothing waits: only what has arrived is merged, so a provider
+/// streaming at its own pace still shows every delta as it comes. Returns what it took and
+/// could not merge (`Some(None)`: the stream ended), which must be handled next.
+fn merge_ready(
+    events: &mut ModelEvents,
+    kind: TextKind,
+    delta: &mut String,
+) -> Option<Option<ModelResult>> {
+    while delta.len() < MERGED_DELTA_MAX {
+        let next = match events.try_recv() {
+            Ok(event) => Some(event),
+            Err(TryRecvError::Empty) => return None,
+            Err(TryRecvError::Disconnected) => None,
+        };
+        match (kind, next) {
+            (TextKind::Answer, Some(Ok(ModelEvent::TextDelta(more))))
+            | (TextKind::Reasoning, Some(Ok(ModelEvent::ReasoningDelta(more)))) => {
+                delta.push_str(&more);
+            }
+            (_, other) => return Some(other),
+        }
+    }
+    None
 }
 
 #[derive(Clone, Copy, PartialEq)]
@@ -425,7 +472,16 @@ async fn run_tool_call(
         let result = loop {
             tokio::select! {
                 result = &mut run => break result,
-                Some(chunk) = chunks.recv() => forward(chunk),
+                Some(mut chunk) = chunks.recv() => {
+                    // Output that piled up meanwhile goes out as one delta.
+                    while chunk.len() < MERGED_DELTA_MAX {
+                        match chunks.try_recv() {
+                            Ok(more) => chunk.push_str(&more),
+                            Err(_) => break,
+                        }
+                    }
+                    forward(chunk)
+                }
             }
         };
         while let Ok(chunk) = chunks.try_recv() {
@@ -461,4 +517,58 @@ fn sent_to_model(item: &Item) -> bool {
             ItemStatus::Failed
         )
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn text(text: &str) -> ModelResult {
+        Ok(ModelEvent::TextDelta(text.to_owned()))
+    }
+
+    #[test]
+    fn deltas_that_have_arrived_are_merged_up_to_the_first_other_event() {
+        let (sender, mut events) = mpsc::unbounded_channel();
+        for event in [
+            text("b"),
+            text("c"),
+            Ok(ModelEvent::ReasoningDelta("r".to_owned())),
+            text("d"),
+        ] {
+            sender.send(event).unwrap();
+        }
+        let mut delta = "a".to_owned();
+        let next = merge_ready(&mut events, TextKind::Answer, &mut delta);
+        assert_eq!(delta, "abc");
+        assert_eq!(
+            next,
+            Some(Some(Ok(ModelEvent::ReasoningDelta("r".to_owned()))))
+        );
+        // Nothing more has arrived: nothing waits, nothing is taken.
+        let mut delta = "d".to_owned();
+        assert_eq!(events.try_recv(), Ok(text("d")));
+        assert_eq!(merge_ready(&mut events, TextKind::Answer, &mut delta), None);
+        // The end of the stream is handed back, to be handled next.
+        drop(sender);
+        assert_eq!(
+            merge_ready(&mut events, TextKind::Answer, &mut delta),
+            Some(None)
+        );
+        assert_eq!(delta, "d");
+    }
+
+    #[test]
+    fn a_merged_delta_stops_growing_at_its_limit() {
+        let (sender, mut events) = mpsc::unbounded_channel();
+        let piece = "x".repeat(1024);
+        for _ in 0..100 {
+            sender.send(text(&piece)).unwrap();
+        }
+        let mut delta = String::new();
+        assert_eq!(merge_ready(&mut events, TextKind::Answer, &mut delta), None);
+        assert_eq!(delta.len(), MERGED_DELTA_MAX);
+        let left = std::iter::from_fn(|| events.try_recv().ok()).count();
+        assert_eq!(left, 100 - MERGED_DELTA_MAX / 1024);
+    }
 }

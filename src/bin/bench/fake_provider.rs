@@ -5,6 +5,7 @@
 //! it runs on its own thread so the bench's client tasks cannot delay it.
 
 use std::net::{Ipv4Addr, TcpListener};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, LazyLock, Mutex};
 use std::time::{Duration, Instant};
 
@@ -23,13 +24,94 @@ use super::text::WORDS;
 pub const MODEL_NAME: &str = "bench-model";
 
 /// What the next answers look like.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 pub enum Script {
     /// `deltas` deltas of one vocabulary word each (about one token each).
     Words { deltas: usize },
-    /// `deltas` deltas of the form `t=<send time in ns>;n=<index>;`, with `interval` between two
-    /// deltas (zero: as fast as the connection takes them).
-    Stamped { deltas: usize, interval: Duration },
+    /// `deltas` deltas of the form `<index>;`, with `interval` between two deltas (zero: as fast
+    /// as the connection takes them), each one's send time recorded in `sent`.
+    Stamped {
+        deltas: usize,
+        interval: Duration,
+        sent: SendTimes,
+    },
+}
+
+impl Script {
+    fn deltas(&self) -> usize {
+        match self {
+            Script::Words { deltas } | Script::Stamped { deltas, .. } => *deltas,
+        }
+    }
+
+    /// Delta `index` of the reply.
+    fn delta(&self, index: usize) -> String {
+        match self {
+            Script::Words { .. } => {
+                let word = WORDS[index % WORDS.len()];
+                if index == 0 {
+                    word.to_owned()
+                } else {
+                    format!(" {word}")
+                }
+            }
+            Script::Stamped { .. } => format!("{index};"),
+        }
+    }
+
+    /// What a subscriber should receive of this script's replies.
+    pub fn expected(&self) -> ExpectedReply {
+        let mut text = String::new();
+        let mut ends = Vec::with_capacity(self.deltas());
+        for index in 0..self.deltas() {
+            text.push_str(&self.delta(index));
+            ends.push(text.len());
+        }
+        ExpectedReply {
+            text: text.into(),
+            ends: ends.into(),
+        }
+    }
+}
+
+/// A reply as a subscriber should see it: its whole text and where each delta ends in it. The
+/// server may merge deltas that reach it together,
+/// so a subscriber matches what arrives against the text rather than counting events. None of
+/// the scripts' texts needs escaping in JSON.
+#[derive(Debug, Clone)]
+pub struct ExpectedReply {
+    pub text: Arc<str>,
+    /// The end offset in `text` of each delta.
+    pub ends: Arc<[usize]>,
+}
+
+/// When the provider sent each delta of a stamped reply (`monotonic_ns`). The subscribers run
+/// in the same process and look the times up by index, so the deltas stay as short as tokens
+/// (about 5 bytes) instead of carrying their times.
+#[derive(Debug, Clone)]
+pub struct SendTimes(Arc<[AtomicU64]>);
+
+impl SendTimes {
+    pub fn new(deltas: usize) -> SendTimes {
+        SendTimes((0..deltas).map(|_| AtomicU64::new(0)).collect())
+    }
+
+    /// Stores delta `index`'s send time; called before the delta is handed to the connection,
+    /// so it is there before any subscriber can see the delta.
+    fn record(&self, index: usize, sent_ns: u64) {
+        self.0[index].store(sent_ns, Ordering::Release);
+    }
+
+    /// How many deltas the replies have.
+    pub fn len(&self) -> usize {
+        self.0.len()
+    }
+
+    /// Delta `index`'s send time in its latest reply.
+    pub fn get(&self, index: usize) -> Option<u64> {
+        let sent = self.0.get(index)?.load(Ordering::Acquire);
+        (sent != 0).then_some(sent)
+    }
 }
 
 /// One answer the provider gave, on the shared monotonic clock (`monotonic_ns`).
@@ -69,24 +151,6 @@ struct FakeState {
 pub fn monotonic_ns() -> u64 {
     static START: LazyLock<Instant> = LazyLock::new(Instant::now);
     START.elapsed().as_nanos() as u64
-}
-
-/// The index and send time in a stamped delta (`t=<ns>;n=<index>;`).
-pub fn parse_stamp(delta: &[u8]) -> Option<(u64, u64)> {
-    let rest = delta.strip_prefix(b"t=")?;
-    let (sent, rest) = leading_number(rest)?;
-    let rest = rest.strip_prefix(b";n=")?;
-    let (index, _) = leading_number(rest)?;
-    Some((index, sent))
-}
-
-fn leading_number(bytes: &[u8]) -> Option<(u64, &[u8])> {
-    let digits = bytes.iter().take_while(|b| b.is_ascii_digit()).count();
-    if digits == 0 {
-        return None;
-    }
-    let number = std::str::from_utf8(&bytes[..digits]).ok()?.parse().ok()?;
-    Some((number, &bytes[digits..]))
 }
 
 impl FakeProvider {
@@ -175,42 +239,33 @@ async fn answer(State(state): State<Arc<FakeState>>, request: Request) -> Respon
         Ok(bytes) => bytes.len(),
         Err(error) => return (StatusCode::BAD_REQUEST, error.to_string()).into_response(),
     };
-    let script = *state.script.lock().expect("script lock");
+    let script = state.script.lock().expect("script lock").clone();
+    let output_tokens = script.deltas();
     let stream = async_stream::stream! {
         yield Ok::<Bytes, std::io::Error>(chunk(r#"{"role":"assistant","content":""}"#, "null"));
         let mut first_delta_ns = 0;
-        match script {
-            Script::Words { deltas } => {
-                for index in 0..deltas {
-                    let word = WORDS[index % WORDS.len()];
-                    let content = if index == 0 { word.to_owned() } else { format!(" {word}") };
-                    if index == 0 {
-                        first_delta_ns = monotonic_ns();
-                    }
-                    yield Ok(content_chunk(&content));
-                }
-            }
-            Script::Stamped { deltas, interval } => {
-                let mut ticks = (!interval.is_zero()).then(|| {
-                    let mut ticks = tokio::time::interval(interval);
-                    ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Burst);
-                    ticks
-                });
-                for index in 0..deltas {
-                    if let Some(ticks) = &mut ticks {
-                        ticks.tick().await;
-                    }
-                    let sent = monotonic_ns();
-                    if index == 0 {
-                        first_delta_ns = sent;
-                    }
-                    yield Ok(content_chunk(&format!("t={sent};n={index};")));
-                }
-            }
-        }
-        let output_tokens = match script {
-            Script::Words { deltas } | Script::Stamped { deltas, .. } => deltas,
+        let (interval, sent) = match &script {
+            Script::Words { .. } => (Duration::ZERO, None),
+            Script::Stamped { interval, sent, .. } => (*interval, Some(sent)),
         };
+        let mut ticks = (!interval.is_zero()).then(|| {
+            let mut ticks = tokio::time::interval(interval);
+            ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Burst);
+            ticks
+        });
+        for index in 0..output_tokens {
+            if let Some(ticks) = &mut ticks {
+                ticks.tick().await;
+            }
+            let sent_ns = monotonic_ns();
+            if index == 0 {
+                first_delta_ns = sent_ns;
+            }
+            if let Some(sent) = sent {
+                sent.record(index, sent_ns);
+            }
+            yield Ok(content_chunk(&script.delta(index)));
+        }
         yield Ok(chunk("{}", r#""stop""#));
         yield Ok(Bytes::from(format!(
             "data: {{\"id\":\"chatcmpl-bench\",\"object\":\"chat.completion.chunk\",\"created\":1700000000,\"model\":\"{MODEL_NAME}\",\"choices\":[],\"usage\":{{\"prompt_tokens\":1000,\"completion_tokens\":{output_tokens},\"total_tokens\":{}}}}}\n\n",
@@ -252,9 +307,23 @@ mod tests {
     use super::*;
 
     #[test]
-    fn stamps_round_trip() {
-        assert_eq!(parse_stamp(b"t=123456;n=42;"), Some((42, 123456)));
-        assert_eq!(parse_stamp(b"t=;n=1;"), None);
-        assert_eq!(parse_stamp(b"hello"), None);
+    fn expected_replies_are_the_deltas_end_to_end() {
+        let stamped = Script::Stamped {
+            deltas: 12,
+            interval: Duration::ZERO,
+            sent: SendTimes::new(12),
+        }
+        .expected();
+        assert_eq!(&*stamped.text, "0;1;2;3;4;5;6;7;8;9;10;11;");
+        assert_eq!(stamped.ends[0], 2);
+        assert_eq!(stamped.ends[11], stamped.text.len());
+        let words = Script::Words { deltas: 3 }.expected();
+        assert_eq!(words.ends.len(), 3);
+        assert_eq!(
+            words.text.split(' ').count(),
+            3,
+            "words are separated by spaces: {}",
+            words.text
+        );
     }
 }

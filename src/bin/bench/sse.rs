@@ -5,12 +5,15 @@
 
 use std::time::Duration;
 
+use bytes::{Buf, BytesMut};
 use memchr::memmem;
 use serde_json::Value;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
-use super::fake_provider::{monotonic_ns, parse_stamp};
+use super::fake_provider::{ExpectedReply, monotonic_ns};
 
 /// How often one subscriber may lose its stream and reconnect before it gives up.
 const MAX_RECONNECTS: usize = 5;
@@ -34,13 +37,20 @@ pub struct TurnReport {
     pub subscriber: usize,
     pub turn_id: String,
     pub status: String,
-    /// `item.delta` events of the answer (field `text`).
+    /// `item.delta` events of the answer (field `text`). The server merges deltas that reach it
+    /// together, so this can be fewer than the provider sent.
     pub deltas: usize,
-    /// Stamped deltas whose index was not the one after the previous stamped delta (a missed,
-    /// repeated or reordered delta).
-    pub out_of_order: usize,
-    /// Receive time − send time of every stamped delta, in microseconds.
-    pub latencies_us: Vec<u32>,
+    /// Every event of the turn, and the reads they came in (after `turn.started`).
+    pub events: usize,
+    pub reads: usize,
+    /// How much of the expected reply arrived, in bytes, in order.
+    pub text_bytes: usize,
+    /// Deltas whose text was not the expected reply's continuation (something missed, repeated
+    /// or reordered).
+    pub mismatches: usize,
+    /// When each part of the reply arrived: (receive time, the deltas it completed). The
+    /// latencies are worked out after the turn, so receiving stays cheap.
+    pub arrivals: Vec<Arrival>,
     /// When the last delta of the turn arrived (`monotonic_ns`), if any did.
     pub last_delta_ns: Option<u64>,
     /// When `turn.ended` arrived (`monotonic_ns`).
@@ -51,24 +61,29 @@ pub struct TurnReport {
     pub snapshots: usize,
 }
 
-/// Follows `GET {base}/api/conversations/{id}/events` until `stop` is cancelled, sending a
-/// `Report` when connected and at the end of every turn.
+/// A delta event that completed deltas `deltas` of the expected reply, received at
+/// `received_ns` (`monotonic_ns`).
+#[derive(Debug, Clone)]
+pub struct Arrival {
+    pub received_ns: u64,
+    pub deltas: std::ops::Range<usize>,
+}
+
+/// Follows `GET {url}` (a conversation's events) until `stop` is cancelled, sending a `Report`
+/// when connected and at the end of every turn. Every turn's answer is checked against
+/// `expected`; the latency of a stamped reply's deltas is measured.
 pub async fn subscribe(
     subscriber: usize,
-    client: reqwest::Client,
     url: String,
     reports: mpsc::UnboundedSender<Report>,
+    expected: ExpectedReply,
     stop: CancellationToken,
 ) {
-    let mut follower = Follower::new(subscriber, reports.clone());
+    let mut follower = Follower::new(subscriber, reports.clone(), expected);
     let mut attempts = 0;
     let reason = loop {
-        let mut request = client.get(&url).header("accept", "text/event-stream");
-        if let Some(id) = &follower.last_event_id {
-            request = request.header("last-event-id", id.as_str());
-        }
         let outcome = tokio::select! {
-            outcome = follow(request, &mut follower) => outcome,
+            outcome = follow(&url, &mut follower) => outcome,
             () = stop.cancelled() => return,
         };
         if stop.is_cancelled() {
@@ -85,23 +100,166 @@ pub async fn subscribe(
 }
 
 /// Reads one connection until it ends; returns why it ended.
-async fn follow(request: reqwest::RequestBuilder, follower: &mut Follower) -> String {
-    let mut response = match request.send().await {
-        Ok(response) if response.status().is_success() => response,
-        Ok(response) => return format!("answered {}", response.status()),
+///
+/// A plain HTTP/1.1 client on a TCP stream, as lean as a subscriber can be: each one reads its
+/// own socket in its own task. (reqwest hands a body over from a connection task, a hop between
+/// tasks for every chunk; with a thousand subscribers that doubled the bench's CPU time, which
+/// it takes from the server it measures.)
+async fn follow(url: &str, follower: &mut Follower) -> String {
+    let Some((address, path)) = url
+        .strip_prefix("http://")
+        .and_then(|rest| rest.split_once('/'))
+    else {
+        return format!("not an http:// URL: {url}");
+    };
+    let mut stream = match TcpStream::connect(address).await {
+        Ok(stream) => stream,
         Err(error) => return format!("cannot connect: {error}"),
     };
+    let _ = stream.set_nodelay(true);
+    let mut request =
+        format!("GET /{path} HTTP/1.1\r\nHost: {address}\r\nAccept: text/event-stream\r\n");
+    if let Some(id) = &follower.last_event_id {
+        request.push_str(&format!("Last-Event-ID: {id}\r\n"));
+    }
+    request.push_str("\r\n");
+    if let Err(error) = stream.write_all(request.as_bytes()).await {
+        return format!("cannot send the request: {error}");
+    }
+
+    let mut buffer = BytesMut::with_capacity(READ_SIZE);
+    let mut head_done = false;
+    let mut body = Chunked::Size;
     let mut parser = Parser::default();
+    // One timer for the whole stream, pushed back at every read (cheaper than a timeout each).
+    let silence = tokio::time::sleep(SILENCE_LIMIT);
+    tokio::pin!(silence);
     loop {
-        let chunk = match tokio::time::timeout(SILENCE_LIMIT, response.chunk()).await {
-            Ok(Ok(Some(chunk))) => chunk,
-            Ok(Ok(None)) => return "the server ended the stream".to_owned(),
-            Ok(Err(error)) => return format!("read error: {error}"),
-            Err(_) => return format!("silent for {SILENCE_LIMIT:?}"),
+        buffer.reserve(READ_SIZE);
+        let read = tokio::select! {
+            read = stream.read_buf(&mut buffer) => read,
+            () = &mut silence => return format!("silent for {SILENCE_LIMIT:?}"),
         };
-        // One clock reading per chunk: every event in it arrived at the same time.
+        match read {
+            Ok(0) => return "the server ended the stream".to_owned(),
+            Ok(_) => {}
+            Err(error) => return format!("read error: {error}"),
+        }
+        // One clock reading per read: every event in it arrived at the same time.
         let received_ns = monotonic_ns();
-        parser.feed(&chunk, |event| follower.on_event(event, received_ns));
+        silence
+            .as_mut()
+            .reset(tokio::time::Instant::now() + SILENCE_LIMIT);
+        if !head_done {
+            match response_head(&buffer) {
+                Ok(Some(length)) => {
+                    buffer.advance(length);
+                    head_done = true;
+                }
+                Ok(None) => continue,
+                Err(problem) => return problem,
+            }
+        }
+        if let Some(turn) = &mut follower.turn {
+            turn.reads += 1;
+        }
+        let decoded = body.decode(&mut buffer, |data| {
+            parser.feed(data, |event| follower.on_event(event, received_ns));
+        });
+        if let Err(problem) = decoded {
+            return problem;
+        }
+    }
+}
+
+/// How much a subscriber asks its socket for at once.
+const READ_SIZE: usize = 64 * 1024;
+
+/// The length of the response head if all of it is in `buffer`: it must be a 200 with a
+/// chunked body (the server streams SSE so).
+fn response_head(buffer: &[u8]) -> Result<Option<usize>, String> {
+    let mut headers = [httparse::EMPTY_HEADER; 32];
+    let mut response = httparse::Response::new(&mut headers);
+    let length = match response.parse(buffer) {
+        Ok(httparse::Status::Complete(length)) => length,
+        Ok(httparse::Status::Partial) => return Ok(None),
+        Err(error) => return Err(format!("unreadable response: {error}")),
+    };
+    if response.code != Some(200) {
+        return Err(format!("answered {:?}", response.code));
+    }
+    let chunked = response.headers.iter().any(|header| {
+        header.name.eq_ignore_ascii_case("transfer-encoding")
+            && header.value.eq_ignore_ascii_case(b"chunked")
+    });
+    if !chunked {
+        return Err("the stream is not chunked".to_owned());
+    }
+    Ok(Some(length))
+}
+
+/// Where a chunked body's decoder is (RFC 9112 §7.1).
+enum Chunked {
+    /// Expecting a size line.
+    Size,
+    /// Inside a chunk's data, with this much left.
+    Data(usize),
+    /// Expecting the CRLF after a chunk's data.
+    DataEnd,
+}
+
+impl Chunked {
+    /// Passes every whole or partial chunk data in `buffer` to `on_data`, consuming it.
+    fn decode(
+        &mut self,
+        buffer: &mut BytesMut,
+        mut on_data: impl FnMut(&[u8]),
+    ) -> Result<(), String> {
+        loop {
+            match *self {
+                Chunked::Size => {
+                    let Some(line_end) = memmem::find(buffer, b"\r\n") else {
+                        return Ok(());
+                    };
+                    let line = &buffer[..line_end];
+                    let digits = line.split(|&b| b == b';').next().unwrap_or_default();
+                    let size = std::str::from_utf8(digits)
+                        .ok()
+                        .and_then(|digits| usize::from_str_radix(digits.trim(), 16).ok())
+                        .ok_or_else(|| {
+                            format!("bad chunk size line: {:?}", String::from_utf8_lossy(line))
+                        })?;
+                    buffer.advance(line_end + 2);
+                    if size == 0 {
+                        return Err("the server ended the stream".to_owned());
+                    }
+                    *self = Chunked::Data(size);
+                }
+                Chunked::Data(left) => {
+                    if buffer.is_empty() {
+                        return Ok(());
+                    }
+                    let take = left.min(buffer.len());
+                    on_data(&buffer[..take]);
+                    buffer.advance(take);
+                    *self = if take == left {
+                        Chunked::DataEnd
+                    } else {
+                        Chunked::Data(left - take)
+                    };
+                }
+                Chunked::DataEnd => {
+                    if buffer.len() < 2 {
+                        return Ok(());
+                    }
+                    if &buffer[..2] != b"\r\n" {
+                        return Err("a chunk does not end with CRLF".to_owned());
+                    }
+                    buffer.advance(2);
+                    *self = Chunked::Size;
+                }
+            }
+        }
     }
 }
 
@@ -187,11 +345,17 @@ struct Follower {
     reconnects: usize,
     snapshots: usize,
     turn: Option<TurnReport>,
-    next_index: u64,
+    /// The next delta of the expected reply.
+    next_delta: usize,
+    expected: ExpectedReply,
 }
 
 impl Follower {
-    fn new(subscriber: usize, reports: mpsc::UnboundedSender<Report>) -> Follower {
+    fn new(
+        subscriber: usize,
+        reports: mpsc::UnboundedSender<Report>,
+        expected: ExpectedReply,
+    ) -> Follower {
         Follower {
             subscriber,
             reports,
@@ -201,7 +365,8 @@ impl Follower {
             reconnects: 0,
             snapshots: 0,
             turn: None,
-            next_index: 0,
+            next_delta: 0,
+            expected,
         }
     }
 
@@ -214,6 +379,9 @@ impl Follower {
         if std::mem::take(&mut self.reconnecting) && event.kind == "snapshot" {
             self.snapshots += 1;
         }
+        if let Some(turn) = &mut self.turn {
+            turn.events += 1;
+        }
         match event.kind {
             "item.delta" => self.on_delta(event.data, received_ns),
             "snapshot" if !self.connected => {
@@ -221,7 +389,7 @@ impl Follower {
                 let _ = self.reports.send(Report::Connected);
             }
             "turn.started" => {
-                self.next_index = 0;
+                self.next_delta = 0;
                 self.turn = Some(self.new_turn(json_field(event.data, "turn_id")));
             }
             "turn.ended" => {
@@ -249,8 +417,11 @@ impl Follower {
             turn_id,
             status: String::new(),
             deltas: 0,
-            out_of_order: 0,
-            latencies_us: Vec::new(),
+            events: 0,
+            reads: 0,
+            text_bytes: 0,
+            mismatches: 0,
+            arrivals: Vec::new(),
             last_delta_ns: None,
             ended_ns: 0,
             reconnects: 0,
@@ -270,14 +441,26 @@ impl Follower {
         let Some(at) = memmem::find(data, br#""delta":""#) else {
             return;
         };
-        if let Some((index, sent_ns)) = parse_stamp(&data[at + br#""delta":""#.len()..]) {
-            if index != self.next_index {
-                turn.out_of_order += 1;
-            }
-            self.next_index = index + 1;
-            let micros = received_ns.saturating_sub(sent_ns) / 1_000;
-            turn.latencies_us
-                .push(u32::try_from(micros).unwrap_or(u32::MAX));
+        let delta = &data[at + br#""delta":""#.len()..];
+        let delta = &delta[..memchr::memchr(b'"', delta).unwrap_or(delta.len())];
+        // The server merges deltas that reach it together: compare the text, not the count.
+        let text = self.expected.text.as_bytes();
+        let start = turn.text_bytes;
+        if text.get(start..start + delta.len()) != Some(delta) {
+            turn.mismatches += 1;
+            return;
+        }
+        turn.text_bytes += delta.len();
+        let completed = self
+            .expected
+            .ends
+            .partition_point(|&end| end <= turn.text_bytes);
+        if completed > self.next_delta {
+            turn.arrivals.push(Arrival {
+                received_ns,
+                deltas: self.next_delta..completed,
+            });
+            self.next_delta = completed;
         }
     }
 }
@@ -295,8 +478,30 @@ mod tests {
     use super::*;
 
     #[test]
+    fn chunked_bodies_are_decoded_whatever_the_reads() {
+        let body = b"5\r\nhello\r\nB;ext=1\r\n, world!!!!\r\n0\r\n\r\n";
+        for split in 0..body.len() {
+            let mut decoder = Chunked::Size;
+            let mut buffer = BytesMut::new();
+            let mut data = Vec::new();
+            buffer.extend_from_slice(&body[..split]);
+            let mut end = decoder.decode(&mut buffer, |piece| data.extend_from_slice(piece));
+            if end.is_ok() {
+                buffer.extend_from_slice(&body[split..]);
+                end = decoder.decode(&mut buffer, |piece| data.extend_from_slice(piece));
+            }
+            assert_eq!(
+                end,
+                Err("the server ended the stream".to_owned()),
+                "split at {split}"
+            );
+            assert_eq!(data, b"hello, world!!!!", "split at {split}");
+        }
+    }
+
+    #[test]
     fn events_split_across_chunks_are_put_back_together() {
-        let stream = b": keep-alive\n\nid: 1-1\nevent: snapshot\ndata: {}\n\nid: 1-2\nevent: item.delta\ndata: {\"field\":\"text\",\"delta\":\"t=5;n=0;\"}\n\n";
+        let stream = b": keep-alive\n\nid: 1-1\nevent: snapshot\ndata: {}\n\nid: 1-2\nevent: item.delta\ndata: {\"field\":\"text\",\"delta\":\"0;\"}\n\n";
         for split in 0..stream.len() {
             let mut parser = Parser::default();
             let mut seen = Vec::new();
@@ -312,7 +517,7 @@ mod tests {
             assert_eq!(seen.len(), 2, "split at {split}");
             assert_eq!(seen[0].1, "snapshot");
             assert_eq!(seen[1].0.as_deref(), Some("1-2"));
-            assert_eq!(seen[1].2, br#"{"field":"text","delta":"t=5;n=0;"}"#);
+            assert_eq!(seen[1].2, br#"{"field":"text","delta":"0;"}"#);
         }
     }
 }

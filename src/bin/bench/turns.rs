@@ -14,7 +14,7 @@ use serde_json::{Value, json};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
-use super::fake_provider::{Answered, FakeProvider, MODEL_NAME, Script, monotonic_ns};
+use super::fake_provider::{Answered, FakeProvider, MODEL_NAME, Script, SendTimes, monotonic_ns};
 use super::sse::{self, Report, TurnReport};
 use super::{
     ServerProcess, http_client, mb, ms, percentile, plural, proc_cpu, proc_status_kb,
@@ -76,6 +76,9 @@ struct Overhead {
     provider: Vec<Duration>,
     /// The size of the last model request (the whole history is sent every turn).
     last_request_bytes: usize,
+    /// `item.delta` events the subscriber got per turn (deltas that reach the server together
+    /// go out merged).
+    events: Vec<usize>,
 }
 
 struct FanOut {
@@ -98,6 +101,9 @@ struct FanOutTurn {
     problems: Vec<String>,
     reconnects: usize,
     snapshots: usize,
+    /// Per subscriber (median): `item.delta` events (the deltas after merging), all events of
+    /// the turn, and the reads they arrived in.
+    events_median: (usize, usize, usize),
     /// First delta sent by the provider → last delta received by the last subscriber.
     wall: Duration,
     /// First delta sent → last delta sent, by the provider.
@@ -171,7 +177,6 @@ fn run(
     eprintln!("server started in {:.1} ms", ms(start));
     let session = Session {
         client: http_client()?,
-        streams: stream_client()?,
         base: running.base.clone(),
         workspace: workspace.to_owned(),
     };
@@ -188,23 +193,12 @@ fn run(
     measured
 }
 
-/// What the client side needs: a client for requests (with a timeout), one for streams
-/// (without), and where to send them.
+/// What the client side needs: a client for requests (with a timeout) and where to send them.
+/// (SSE subscribers bring their own lean client: `sse`.)
 struct Session {
     client: reqwest::Client,
-    streams: reqwest::Client,
     base: String,
     workspace: PathBuf,
-}
-
-/// A client for SSE streams: HTTP/1.1 (one connection per subscriber, as separate browsers
-/// would have), no total timeout.
-fn stream_client() -> anyhow::Result<reqwest::Client> {
-    Ok(reqwest::Client::builder()
-        .no_proxy()
-        .http1_only()
-        .connect_timeout(Duration::from_secs(30))
-        .build()?)
 }
 
 /// The server's config: the fake provider as an `openai_chat` provider, a model with a context
@@ -248,28 +242,31 @@ async fn overhead(
     args: &TurnsArgs,
     deltas: usize,
 ) -> anyhow::Result<Overhead> {
-    provider.set_script(Script::Words { deltas });
+    let script = Script::Words { deltas };
+    let expected = script.expected();
+    provider.set_script(script);
     let conversation_id = create_conversation(session).await?;
     let (reports_sender, mut reports) = mpsc::unbounded_channel();
     let stop = CancellationToken::new();
     let _stop_on_return = stop.clone().drop_guard();
     tokio::spawn(sse::subscribe(
         0,
-        session.streams.clone(),
         events_url(session, &conversation_id),
         reports_sender,
+        expected.clone(),
         stop.clone(),
     ));
     wait_connected(&mut reports, 1, TURN_TIMEOUT).await?;
 
+    let total_turns = args.warmups + args.turns;
     let mut result = Overhead {
         deltas,
         overheads: Vec::with_capacity(args.turns),
         totals: Vec::with_capacity(args.turns),
         provider: Vec::with_capacity(args.turns),
         last_request_bytes: 0,
+        events: Vec::with_capacity(total_turns),
     };
-    let total_turns = args.warmups + args.turns;
     eprintln!("{total_turns} turns with {deltas}-delta replies…");
     for turn in 0..total_turns {
         let answers_before = provider.answered_count();
@@ -279,12 +276,15 @@ async fn overhead(
         if report.status != "completed" {
             bail!("turn {turn} ended {}", report.status);
         }
-        if report.deltas != deltas {
+        if report.text_bytes != expected.text.len() || report.mismatches > 0 {
             bail!(
-                "turn {turn}: the subscriber got {} deltas, not {deltas}",
-                report.deltas
+                "turn {turn}: the subscriber got {} of the reply's {} bytes ({} deltas not the expected text)",
+                report.text_bytes,
+                expected.text.len(),
+                report.mismatches
             );
         }
+        result.events.push(report.deltas);
         let answer = answer_after(provider, answers_before).await?;
         let total = Duration::from_nanos(report.ended_ns.saturating_sub(posted_ns));
         if turn >= args.warmups {
@@ -345,13 +345,20 @@ async fn fan_out(
     let stop = CancellationToken::new();
     let _stop_on_return = stop.clone().drop_guard();
     let url = events_url(session, &conversation_id);
+    let send_times = SendTimes::new(args.fanout_deltas);
+    let expected = Script::Stamped {
+        deltas: args.fanout_deltas,
+        interval: Duration::ZERO,
+        sent: send_times.clone(),
+    }
+    .expected();
     let connecting_ns = monotonic_ns();
     for subscriber in 0..args.subscribers {
         tokio::spawn(sse::subscribe(
             subscriber,
-            session.streams.clone(),
             url.clone(),
             reports_sender.clone(),
+            expected.clone(),
             stop.clone(),
         ));
     }
@@ -387,6 +394,7 @@ async fn fan_out(
         provider.set_script(Script::Stamped {
             deltas: args.fanout_deltas,
             interval,
+            sent: send_times.clone(),
         });
         let answers_before = provider.answered_count();
         let cpu_before = (proc_cpu(pid)?, proc_cpu(std::process::id())?);
@@ -400,10 +408,10 @@ async fn fan_out(
         let answer = answer_after(provider, answers_before).await?;
         let turn = summarize(
             interval,
-            args.fanout_deltas,
             args.subscribers,
             reports,
             &answer,
+            &send_times,
             running,
             cpu_used,
         )?;
@@ -464,19 +472,21 @@ async fn collect_turn(
 /// answer, and the CPU time the server and the bench used meanwhile.
 fn summarize(
     interval: Duration,
-    deltas: usize,
     subscribers: usize,
     seen: Vec<(usize, Seen)>,
     answer: &Answered,
+    sent: &SendTimes,
     running: &ServerProcess,
     (server_cpu, bench_cpu): (Duration, Duration),
 ) -> anyhow::Result<FanOutTurn> {
+    let deltas = sent.len();
     let mut latencies_us = Vec::with_capacity(subscribers * deltas);
     let mut complete = 0;
     let mut problems = Vec::new();
     let mut reconnects = 0;
     let mut snapshots = 0;
     let mut last_delta_ns = answer.first_delta_ns;
+    let mut events = Vec::with_capacity(subscribers);
     for (subscriber, seen) in seen {
         let turn = match seen {
             Seen::Turn(turn) => turn,
@@ -487,21 +497,32 @@ fn summarize(
         };
         reconnects += turn.reconnects;
         snapshots += turn.snapshots;
+        events.push((turn.deltas, turn.events, turn.reads));
         if let Some(last) = turn.last_delta_ns {
             last_delta_ns = last_delta_ns.max(last);
         }
-        let stamped = turn.latencies_us.len();
-        if turn.status == "completed" && stamped == deltas && turn.out_of_order == 0 {
+        let before = latencies_us.len();
+        for arrival in &turn.arrivals {
+            for index in arrival.deltas.clone() {
+                let Some(sent_ns) = sent.get(index) else {
+                    continue;
+                };
+                let micros = arrival.received_ns.saturating_sub(sent_ns) / 1_000;
+                latencies_us.push(u32::try_from(micros).unwrap_or(u32::MAX));
+            }
+        }
+        let stamped = latencies_us.len() - before;
+        if turn.status == "completed" && stamped == deltas && turn.mismatches == 0 {
             complete += 1;
         } else {
             problems.push(format!(
-                "subscriber {subscriber}: turn {}, {stamped} of {deltas} deltas, {} out of order, {} reconnects ({} into a snapshot)",
-                turn.status, turn.out_of_order, turn.reconnects, turn.snapshots
+                "subscriber {subscriber}: turn {}, {stamped} of {deltas} deltas, {} not the expected text, {} reconnects ({} into a snapshot)",
+                turn.status, turn.mismatches, turn.reconnects, turn.snapshots
             ));
         }
-        latencies_us.extend(turn.latencies_us);
     }
     latencies_us.sort_unstable();
+    events.sort_unstable();
     Ok(FanOutTurn {
         interval,
         latencies_us,
@@ -509,6 +530,7 @@ fn summarize(
         problems,
         reconnects,
         snapshots,
+        events_median: events.get(events.len() / 2).copied().unwrap_or_default(),
         wall: Duration::from_nanos(last_delta_ns.saturating_sub(answer.first_delta_ns)),
         provider_stream: Duration::from_nanos(
             answer.finished_ns.saturating_sub(answer.first_delta_ns),
@@ -693,6 +715,15 @@ fn results_table(results: &Results) -> String {
                 0.50
             )),
         );
+        let mut events = overhead.events.clone();
+        events.sort_unstable();
+        let _ = writeln!(
+            out,
+            "| {}-delta reply: `item.delta` events a subscriber got (median / max; the server merges deltas that reach it together) | {} / {} |",
+            overhead.deltas,
+            events.get(events.len() / 2).copied().unwrap_or(0),
+            events.last().copied().unwrap_or(0),
+        );
     }
     let per_delta = (percentile(&results.long.overheads, 0.50)
         .saturating_sub(percentile(&results.short.overheads, 0.50)))
@@ -701,7 +732,7 @@ fn results_table(results: &Results) -> String {
         / (results.long.deltas.saturating_sub(1)).max(1) as f64;
     let _ = writeln!(
         out,
-        "| cost per delta ((long − short overhead median) / {}) | {per_delta:.1} µs |",
+        "| cost per provider delta ((long − short overhead median) / {}) | {per_delta:.1} µs |",
         results.long.deltas.saturating_sub(1)
     );
     let _ = writeln!(
@@ -726,6 +757,14 @@ fn results_table(results: &Results) -> String {
         );
         let _ = writeln!(
             out,
+            "| fan-out {label}: per subscriber, median: `item.delta` events (the {} deltas, merged where they reached the server together) / all events of the turn / reads they came in | {} / {} / {} |",
+            thousands(fanout.deltas as u64),
+            turn.events_median.0,
+            turn.events_median.1,
+            turn.events_median.2
+        );
+        let _ = writeln!(
+            out,
             "| fan-out {label}: reconnects (into a fresh snapshot) | {} ({}) |",
             turn.reconnects, turn.snapshots
         );
@@ -737,7 +776,7 @@ fn results_table(results: &Results) -> String {
         );
         let _ = writeln!(
             out,
-            "| fan-out {label}: CPU time of the server / of the bench (subscribers) during the turn | {:.1} / {:.1} s |",
+            "| fan-out {label}: CPU time of the server / of the bench (subscribers) during the turn | {:.2} / {:.2} s |",
             turn.server_cpu.as_secs_f64(),
             turn.bench_cpu.as_secs_f64()
         );
