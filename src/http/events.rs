@@ -122,6 +122,8 @@ fn event_stream(first: Vec<Event>, live: impl Stream<Item = Event> + Send + 'sta
         // is given meanwhile in one write.
         loop {
             tokio::select! {
+                // Fixed order: no random number per event for every subscriber.
+                biased;
                 event = live.next() => match event {
                     Some(event) => yield event.frame,
                     None => break,
@@ -155,8 +157,11 @@ fn follow(
         tokio::pin!(stopping);
         loop {
             let received = tokio::select! {
-                received = receiver.recv() => received,
+                // Fixed order: a stopping service is noticed first, and no random number is
+                // drawn per event for every subscriber.
+                biased;
                 () = &mut stopping => break,
+                received = receiver.recv() => received,
             };
             match received {
                 Ok(event) => {
