@@ -236,6 +236,44 @@ impl ItemKind {
     }
 }
 
+/// The summary a history's model view starts from (SPEC §7.4): the one that covers the most.
+pub fn latest_summary(items: &[Item]) -> Option<usize> {
+    items
+        .iter()
+        .enumerate()
+        .filter_map(|(index, item)| match &item.kind {
+            ItemKind::Summary {
+                covers_through_seq,
+                ..
+            } if item.status == ItemStatus::Completed => Some((index, *covers_through_seq)),
+            _ => None,
+        })
+        .max_by_key(|(_, covers)| *covers)
+        .map(|(index, _)| index)
+}
+
+/// Marks what the latest summary stands for as `compacted`: the items up to the seq it covers,
+/// and every older summary (each summary folds in the one before).
+pub fn mark_compacted(items: &mut [Item]) {
+    let Some(latest) = latest_summary(items) else {
+        return;
+    };
+    let ItemKind::Summary {
+        covers_through_seq, ..
+    } = items[latest].kind
+    else {
+        return;
+    };
+    for (index, item) in items.iter_mut().enumerate() {
+        if index == latest {
+            continue;
+        }
+        if matches!(item.kind, ItemKind::Summary { .. }) || item.seq <= covers_through_seq {
+            item.compacted = true;
+        }
+    }
+}
+
 /// How much of the model's context window a conversation uses (SPEC §7.2).
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, utoipa::ToSchema)]
 pub struct Usage {

@@ -54,7 +54,7 @@ pub fn document() -> Value {
         crate::http::conversations::interrupt_session,
         crate::http::conversations::fork,
         crate::http::conversations::rewind,
-        planned::compact,
+        crate::http::conversations::compact,
         crate::http::conversations::usage,
         crate::http::events::conversation_events,
     ),
@@ -531,39 +531,6 @@ pub struct LastEventIdHeader {
     /// `snapshot` when it is unknown or too old.
     #[param(rename = "Last-Event-ID", required = false)]
     pub last_event_id: String,
-}
-
-/// Routes of API.md whose handlers are not written yet, documented here so the document is
-/// complete. When a handler lands, move its attribute onto it and list it in `ApiDoc` instead.
-#[expect(
-    dead_code,
-    reason = "documentation-only stand-ins for handlers not yet written"
-)]
-mod planned {
-    use super::{Compacted, ErrorBody};
-
-    #[utoipa::path(
-        post,
-        path = "/api/conversations/{id}/compact",
-        tag = "history",
-        summary = "Compact the context now",
-        description = "Summarizes the root agent's older history with the agent's \
-            `compact_model`. Allowed only when no turn runs and no message waits.",
-        params(("id" = String, Path, description = "Conversation id")),
-        request_body(
-            content = ref("#/components/schemas/EmptyRequest"),
-            content_type = "application/json",
-            description = "Optional: `{}` or no body",
-        ),
-        responses(
-            (status = 200, description = "The summary item and the new usage", body = Compacted),
-            (status = 400, description = "`invalid_request`: bad JSON", body = ErrorBody),
-            (status = 404, description = "`not_found`: no such conversation", body = ErrorBody),
-            (status = 409, description = "`turn_running` or `messages_waiting`", body = ErrorBody),
-            (status = 422, description = "`cwd_missing`, `model_unavailable` or `source_missing`", body = ErrorBody),
-        ),
-    )]
-    fn compact() {}
 }
 
 #[cfg(test)]

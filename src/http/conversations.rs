@@ -496,3 +496,39 @@ pub async fn rewind(
     let body = json!({ "conversation": outcome.conversation, "text": outcome.text });
     Ok((status, axum::Json(body)).into_response())
 }
+
+#[utoipa::path(
+    post,
+    path = "/api/conversations/{id}/compact",
+    tag = "history",
+    summary = "Compact the context now",
+    description = "Summarizes the root agent's older history with the agent's \
+        `compact_model` (SPEC §7.6). The model then reads the summary plus the recent part: at \
+        least a fifth of the window, or the last turn when the whole history is shorter. The \
+        full history stays stored; the summarized items are marked `compacted`. Allowed only \
+        when no turn runs and no message waits; a message sent during the compaction waits \
+        for it.",
+    params(("id" = String, Path, description = "Conversation id")),
+    request_body(
+        content = ref("#/components/schemas/EmptyRequest"),
+        content_type = "application/json",
+        description = "Optional: `{}` or no body",
+    ),
+    responses(
+        (status = 200, description = "The summary item and the new usage", body = crate::openapi::Compacted),
+        (status = 400, description = "`invalid_request`: bad JSON", body = crate::openapi::ErrorBody),
+        (status = 404, description = "`not_found`: no such conversation", body = crate::openapi::ErrorBody),
+        (status = 409, description = "`turn_running`, `messages_waiting`, `compaction_running`, or `nothing_to_compact` (the history is already its summary)", body = crate::openapi::ErrorBody),
+        (status = 422, description = "`cwd_missing` or `model_unavailable`", body = crate::openapi::ErrorBody),
+        (status = 502, description = "`compaction_failed`: the compaction model failed (or the compaction was interrupted); nothing was stored", body = crate::openapi::ErrorBody),
+    ),
+)]
+pub async fn compact(
+    State(state): State<AppState>,
+    Path(id): Path<String>,
+    body: Bytes,
+) -> Result<Response, ApiError> {
+    let ForkRequest {} = optional_json(&body)?;
+    let outcome = state.runtime.compact(&id).await?;
+    Ok(axum::Json(outcome).into_response())
+}

@@ -26,7 +26,8 @@ pub enum ApiError {
     /// 405 `method_not_allowed`.
     #[error("{0}")]
     MethodNotAllowed(String),
-    /// 409 with the given code: `turn_running`, `messages_waiting`, `not_waiting`.
+    /// 409 with the given code: `turn_running`, `messages_waiting`, `not_waiting`,
+    /// `compaction_running`, `nothing_to_compact`.
     #[error("{message}")]
     Conflict { code: &'static str, message: String },
     /// 413 `too_large`.
@@ -35,6 +36,9 @@ pub enum ApiError {
     /// 422 with the given code: `cwd_missing`, `model_unavailable`, `agent_unavailable`, `source_missing`.
     #[error("{message}")]
     Unprocessable { code: &'static str, message: String },
+    /// 502 with the given code: the model behind an operation failed (`compaction_failed`).
+    #[error("{message}")]
+    BadGateway { code: &'static str, message: String },
     /// 503 `unavailable`: the service is stopping.
     #[error("{0}")]
     Unavailable(String),
@@ -54,6 +58,7 @@ impl ApiError {
             ApiError::Conflict { code, .. } => (StatusCode::CONFLICT, code),
             ApiError::TooLarge(_) => (StatusCode::PAYLOAD_TOO_LARGE, "too_large"),
             ApiError::Unprocessable { code, .. } => (StatusCode::UNPROCESSABLE_ENTITY, code),
+            ApiError::BadGateway { code, .. } => (StatusCode::BAD_GATEWAY, code),
             ApiError::Unavailable(_) => (StatusCode::SERVICE_UNAVAILABLE, "unavailable"),
             ApiError::Internal(_) => (StatusCode::INTERNAL_SERVER_ERROR, "internal"),
         }
@@ -91,6 +96,18 @@ impl From<RuntimeError> for ApiError {
             },
             RuntimeError::NotWaiting => ApiError::Conflict {
                 code: "not_waiting",
+                message,
+            },
+            RuntimeError::CompactionRunning => ApiError::Conflict {
+                code: "compaction_running",
+                message,
+            },
+            RuntimeError::NothingToCompact => ApiError::Conflict {
+                code: "nothing_to_compact",
+                message,
+            },
+            RuntimeError::CompactionFailed(_) => ApiError::BadGateway {
+                code: "compaction_failed",
                 message,
             },
             RuntimeError::CwdMissing(_) => ApiError::Unprocessable {

@@ -71,6 +71,7 @@ pub fn router(
         )
         .route("/api/conversations/{id}/fork", post(c::fork))
         .route("/api/conversations/{id}/rewind", post(c::rewind))
+        .route("/api/conversations/{id}/compact", post(c::compact))
         .route("/api/conversations/{id}/usage", get(c::usage))
         .route(
             "/api/conversations/{id}/events",

@@ -65,6 +65,9 @@ struct Plan {
 
 impl DemoModel {
     fn plan(&self, request: &ModelRequest) -> Result<Plan, ModelError> {
+        if request.compaction {
+            return Ok(reply(compaction_summary(&request.history), None));
+        }
         let Some((index, message_id, text)) = latest_user_message(&request.history) else {
             return Ok(reply(
                 "Demo model: there is no user message to answer.".to_owned(),
@@ -138,6 +141,38 @@ impl DemoModel {
         answer.push_str(" Configure a real model in config.toml to get real answers.");
         Ok(reply(answer, delay))
     }
+}
+
+/// A deterministic summary of what a compaction request carries (its last item is the request
+/// to summarize, not part of the conversation).
+fn compaction_summary(history: &[Item]) -> String {
+    let conversation = &history[..history.len().saturating_sub(1)];
+    let mut asked = Vec::new();
+    let (mut answers, mut tools) = (0, 0);
+    let mut earlier = None;
+    for item in conversation {
+        match &item.kind {
+            ItemKind::UserMessage { text, .. } => asked.push(first_line_excerpt(text)),
+            ItemKind::AgentMessage { .. } => answers += 1,
+            ItemKind::ToolCall { .. } => tools += 1,
+            ItemKind::Summary { text, .. } => earlier = Some(first_line_excerpt(text)),
+            ItemKind::Reasoning { .. } | ItemKind::Notice { .. } => {}
+        }
+    }
+    let mut summary = format!(
+        "Summary by the demo model of {} earlier items.",
+        conversation.len()
+    );
+    if let Some(earlier) = earlier {
+        summary.push_str(&format!(" It folds in an earlier summary (\"{earlier}\")."));
+    }
+    if !asked.is_empty() {
+        summary.push_str(&format!(" The user said: \"{}\".", asked.join("\"; \"")));
+    }
+    summary.push_str(&format!(
+        " The agent answered {answers} times and ran {tools} tool calls."
+    ));
+    summary
 }
 
 fn reply(text: String, delay: Option<Duration>) -> Plan {

@@ -27,6 +27,9 @@ pub struct ModelRequest {
     pub history: Vec<Item>,
     pub tools: Vec<ToolSpec>,
     pub max_output_tokens: u64,
+    /// A request for a compaction summary (SPEC §7.4). Real providers get it as any request
+    /// (the instructions say what to write); the demo model answers it with its own summary.
+    pub compaction: bool,
 }
 
 #[derive(Debug, Clone)]

@@ -378,6 +378,7 @@ mod tests {
             history: Vec::new(),
             tools: Vec::new(),
             max_output_tokens: 7,
+            compaction: false,
         };
         let body = request_body(&request, LimitField::MaxCompletionTokens);
         assert_eq!(body["max_completion_tokens"], 7);
@@ -397,6 +398,7 @@ mod tests {
                 parameters: json!({"type": "object"}),
             }],
             max_output_tokens: 99,
+            compaction: false,
         };
         let body = request_body(&request, LimitField::MaxTokens);
         assert_eq!(body["model"], "gpt-x");

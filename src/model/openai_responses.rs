@@ -354,6 +354,7 @@ mod tests {
                 parameters: json!({"type": "object"}),
             }],
             max_output_tokens: 99,
+            compaction: false,
         };
         let body = request_body(&request);
         assert_eq!(body["store"], false);

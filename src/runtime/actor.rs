@@ -13,6 +13,7 @@ use tokio::sync::{broadcast, mpsc, oneshot};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
+use super::compaction::{self, Compactor, Reason};
 use super::events::{Event, EventBus, EventId, Replay};
 use super::fork;
 use super::pending::PendingQueue;
@@ -60,7 +61,23 @@ pub enum Command {
         oneshot::Sender<Result<ForkOutcome, RuntimeError>>,
     ),
     Subscribe(Option<EventId>, oneshot::Sender<Subscription>),
+    /// Manual compaction of the root session (SPEC §7.6).
+    Compact(oneshot::Sender<Result<CompactOutcome, RuntimeError>>),
     Shutdown(oneshot::Sender<()>),
+}
+
+/// `POST /api/conversations/{id}/compact`: the stored summary and the usage it leaves.
+#[derive(Debug, Clone, Serialize)]
+pub struct CompactOutcome {
+    pub summary: Item,
+    pub usage: Usage,
+}
+
+/// A manual compaction in progress: its model call runs in a task of its own, so the
+/// conversation keeps answering; messages sent meanwhile wait, as they would behind a turn.
+struct Compacting {
+    cancel: CancellationToken,
+    reply: oneshot::Sender<Result<CompactOutcome, RuntimeError>>,
 }
 
 /// `GET /api/conversations/{id}`: the conversation with its sessions, waiting messages and usage.
@@ -140,7 +157,8 @@ pub fn spawn(
         root_items.last().map_or(0, |item| item.seq),
     );
     let mut actor = ConversationActor {
-        usage: UsageTracker::estimated(&root_items),
+        usage: UsageTracker::estimated(&compaction::model_view(&root_items)),
+        compacting: None,
         root_history: root_items.clone(),
         shared,
         id,
@@ -196,6 +214,7 @@ struct ConversationActor {
     /// Why the running turn is being interrupted, for the notice the model gets next.
     interrupt_cause: Option<InterruptCause>,
     usage: UsageTracker,
+    compacting: Option<Compacting>,
     turn_sender: mpsc::UnboundedSender<TurnMsg>,
     turn_messages: mpsc::UnboundedReceiver<TurnMsg>,
     interrupt_waiters: Vec<oneshot::Sender<Result<bool, RuntimeError>>>,
@@ -232,7 +251,7 @@ impl ConversationActor {
                     }
                 }
                 () = tokio::time::sleep_until(idle_deadline) => {
-                    if self.running.is_none() && self.pending.is_empty() && self.bus.subscriber_count() == 0 {
+                    if self.is_idle() && self.pending.is_empty() && self.bus.subscriber_count() == 0 {
                         break;
                     }
                     idle_deadline = Instant::now() + idle;
@@ -279,7 +298,11 @@ impl ConversationActor {
             Command::Subscribe(after, reply) => {
                 let _ = reply.send(self.subscribe(after));
             }
+            Command::Compact(reply) => self.start_compaction(reply),
             Command::Shutdown(reply) => {
+                if let Some(compacting) = &self.compacting {
+                    compacting.cancel.cancel();
+                }
                 self.stopping = true;
                 self.shutdown_waiters.push(reply);
                 self.interrupt_cause.get_or_insert(InterruptCause::Shutdown);
@@ -290,6 +313,11 @@ impl ConversationActor {
             }
         }
         Flow::Continue
+    }
+
+    /// Neither a turn nor a manual compaction is running: a message can start a turn.
+    fn is_idle(&self) -> bool {
+        self.running.is_none() && self.compacting.is_none()
     }
 
     fn view(&self) -> ConversationView {
@@ -352,6 +380,9 @@ impl ConversationActor {
         if self.running.is_some() {
             return Err(RuntimeError::TurnRunning);
         }
+        if self.compacting.is_some() {
+            return Err(RuntimeError::CompactionRunning);
+        }
         self.shared.store.delete_conversation(&self.id)?;
         if let Err(error) = self.shared.index.remove_conversation(&self.id).await {
             tracing::error!(%error, "index delete failed; the next start will reconcile it");
@@ -403,11 +434,12 @@ impl ConversationActor {
             created_at: now(),
             images: request.images,
         };
-        if self.running.is_none() {
+        if self.is_idle() {
             self.pending.hold_agent_messages(false);
             return self.start_turn(vec![message], key);
         }
-        // The agent is busy: the message waits (steer, queue) or cuts in (interrupt).
+        // The agent is busy (a turn, or a compaction): the message waits (steer, queue) or
+        // cuts in (interrupt).
         if message.mode == MessageMode::Interrupt {
             self.interrupt_running(InterruptCause::User);
         }
@@ -437,7 +469,7 @@ impl ConversationActor {
             self.interrupt_running(InterruptCause::User);
         }
         self.publish_pending();
-        if self.running.is_none() {
+        if self.is_idle() {
             self.start_next_waiting();
         }
         Ok(message)
@@ -717,7 +749,10 @@ impl ConversationActor {
         let agent = config.agent(&conversation.agent);
         let model = config.model(&conversation.model);
         let client = self.shared.models.client(config, &conversation.model);
-        let (Some(agent), Some(model), Ok(client)) = (agent, model, client) else {
+        let compactor = self.compactor();
+        let (Some(agent), Some(model), Ok(client), Ok(compactor)) =
+            (agent, model, client, compactor)
+        else {
             // Checked before the turn was stored; only a config change could get here.
             let _ = self.turn_sender.send(TurnMsg::Ended {
                 status: TurnStatus::Failed,
@@ -742,8 +777,29 @@ impl ConversationActor {
             retry: config.retry.clone(),
             max_steps: config.turn.max_steps,
             cancel,
+            context_window: model.context_window,
+            usage: self.usage,
+            compactor,
         };
         tokio::spawn(turn::run(spec, self.turn_sender.clone()));
+    }
+
+    /// The model that writes this conversation's summaries: its agent's `compact_model`.
+    fn compactor(&self) -> Result<Compactor, String> {
+        let config = &self.shared.config;
+        let agent = config
+            .agent(&self.state.conversation.agent)
+            .ok_or_else(|| format!("agent `{}` is not configured", self.state.conversation.agent))?;
+        let model_id = agent.compaction_model();
+        let model = config
+            .model(model_id)
+            .ok_or_else(|| format!("model `{model_id}` is not configured"))?;
+        Ok(Compactor {
+            client: self.shared.models.client(config, model_id)?,
+            model_name: model.name.clone(),
+            max_output_tokens: model.max_output_tokens,
+            retry: config.retry.clone(),
+        })
     }
 
     async fn on_turn(&mut self, message: TurnMsg) {
@@ -776,9 +832,15 @@ impl ConversationActor {
                 self.bus.publish("item.delta", &event);
             }
             TurnMsg::Store { item, ack } => {
-                if self.store_turn_item(item).await.is_ok() {
-                    let _ = ack.send(());
+                if let Ok(seq) = self.store_turn_item(item).await {
+                    let _ = ack.send(seq);
                 }
+            }
+            TurnMsg::CompactionStarted => self.publish_compaction_started(Reason::Auto),
+            TurnMsg::Compacted { summary } => self.on_compacted(&summary),
+            TurnMsg::CompactionFailed { error } => self.publish_compaction_failed(&error),
+            TurnMsg::ManualCompactionDone { plan, result } => {
+                self.finish_compaction(&plan, result);
             }
             TurnMsg::Retry {
                 attempt,
@@ -806,7 +868,8 @@ impl ConversationActor {
     }
 
     /// Stores an item of the running turn (a new one gets its `seq`), then publishes it.
-    async fn store_turn_item(&mut self, mut item: Item) -> Result<(), StoreError> {
+    /// Returns the item's `seq`.
+    async fn store_turn_item(&mut self, mut item: Item) -> Result<u64, StoreError> {
         let known = self
             .running
             .as_ref()
@@ -843,7 +906,132 @@ impl ConversationActor {
             self.usage.add(&item);
             self.on_item_finished(&item).await;
         }
-        Ok(())
+        Ok(item.seq)
+    }
+
+    /// Starts a manual compaction (SPEC §7.6): only when no turn runs and no message waits.
+    fn start_compaction(&mut self, reply: oneshot::Sender<Result<CompactOutcome, RuntimeError>>) {
+        let refused = if self.running.is_some() {
+            Some(RuntimeError::TurnRunning)
+        } else if self.compacting.is_some() {
+            Some(RuntimeError::CompactionRunning)
+        } else if !self.pending.is_empty() {
+            Some(RuntimeError::MessagesWaiting)
+        } else {
+            None
+        };
+        if let Some(error) = refused {
+            let _ = reply.send(Err(error));
+            return;
+        }
+        let compactor = match self.compactor() {
+            Ok(compactor) => compactor,
+            Err(error) => {
+                let _ = reply.send(Err(RuntimeError::ModelUnavailable(error)));
+                return;
+            }
+        };
+        let window = self
+            .shared
+            .config
+            .model(&self.state.conversation.model)
+            .map_or(0, |model| model.context_window);
+        let view = compaction::model_view(&self.root_history);
+        let Some(plan) = compaction::plan(&view, window, Reason::Manual) else {
+            let _ = reply.send(Err(RuntimeError::NothingToCompact));
+            return;
+        };
+        self.publish_compaction_started(Reason::Manual);
+        let cancel = CancellationToken::new();
+        self.compacting = Some(Compacting {
+            cancel: cancel.clone(),
+            reply,
+        });
+        let done = self.turn_sender.clone();
+        tokio::spawn(async move {
+            let result = compactor.summarize(&plan, &cancel).await;
+            let _ = done.send(TurnMsg::ManualCompactionDone { plan, result });
+        });
+    }
+
+    /// Stores a manual compaction's summary (or reports its failure), answers the request, and
+    /// lets a message that arrived meanwhile start its turn.
+    fn finish_compaction(
+        &mut self,
+        plan: &compaction::Plan,
+        result: Result<(String, Option<crate::model::TokenUsage>), compaction::Failure>,
+    ) {
+        let Some(compacting) = self.compacting.take() else {
+            return;
+        };
+        let outcome = match result {
+            Ok((text, _report)) => {
+                let root = self.state.conversation.root_session_id.clone();
+                let turn_id = self
+                    .state
+                    .turns
+                    .last()
+                    .map(|turn| turn.id.clone())
+                    .unwrap_or_default();
+                let mut summary = compaction::summary_item(&root, &turn_id, text, plan);
+                summary.seq = self.next_seq(&root);
+                match self.append_items(&root, std::slice::from_ref(&summary)) {
+                    Ok(()) => {
+                        self.bus.publish("item.started", &json!({ "item": summary }));
+                        self.bus.publish("item.completed", &json!({ "item": summary }));
+                        self.on_compacted(&summary);
+                        Ok(CompactOutcome {
+                            summary,
+                            usage: self.usage_view(),
+                        })
+                    }
+                    Err(error) => {
+                        self.publish_compaction_failed("the summary could not be stored");
+                        Err(RuntimeError::from(error))
+                    }
+                }
+            }
+            Err(compaction::Failure::Interrupted) => {
+                let error = "interrupted".to_owned();
+                self.publish_compaction_failed(&error);
+                Err(RuntimeError::CompactionFailed(error))
+            }
+            Err(compaction::Failure::Failed(error)) => {
+                self.publish_compaction_failed(&error);
+                Err(RuntimeError::CompactionFailed(error))
+            }
+        };
+        let _ = compacting.reply.send(outcome);
+        if !self.stopping {
+            self.start_next_waiting();
+        }
+    }
+
+    fn publish_compaction_started(&self, reason: Reason) {
+        self.bus.publish(
+            "compaction.started",
+            &json!({ "session_id": self.state.conversation.root_session_id, "reason": reason.as_str() }),
+        );
+    }
+
+    fn publish_compaction_failed(&self, error: &str) {
+        self.bus.publish(
+            "compaction.failed",
+            &json!({ "session_id": self.state.conversation.root_session_id, "error": error }),
+        );
+    }
+
+    /// A stored summary now stands for what it covers: the history the next turn reads and
+    /// the usage meter start from it.
+    fn on_compacted(&mut self, summary: &Item) {
+        compaction::mark_compacted(&mut self.root_history);
+        self.usage = UsageTracker::estimated(&compaction::model_view(&self.root_history));
+        let usage = self.usage_view();
+        self.bus.publish(
+            "compaction.completed",
+            &json!({ "session_id": summary.session_id, "summary": summary, "usage": usage }),
+        );
+        self.bus.publish("usage.updated", &json!({ "usage": usage }));
     }
 
     async fn on_item_finished(&mut self, item: &Item) {
@@ -1052,6 +1240,15 @@ impl ConversationActor {
             && self.state.session(session).is_none()
         {
             let _ = reply.send(Err(RuntimeError::NotFound(format!("session {session}"))));
+            return;
+        }
+        let root = &self.state.conversation.root_session_id;
+        if let Some(compacting) = &self.compacting
+            && session.as_ref().is_none_or(|s| s == root)
+        {
+            // Answered when the compaction ends; its request gets the failure.
+            compacting.cancel.cancel();
+            let _ = reply.send(Ok(true));
             return;
         }
         let runs = self

@@ -3,6 +3,7 @@
 //! handlers call the functions of `Runtime`; they never touch files themselves.
 
 pub mod actor;
+pub mod compaction;
 pub mod events;
 pub mod fork;
 pub mod pending;
@@ -29,7 +30,7 @@ use crate::store::records::{ConversationCreated, MetaRecord, SessionCreated, Ses
 use crate::store::state::ConversationState;
 use crate::store::{Store, StoreError, is_valid_id};
 pub use actor::ForkOutcome;
-use actor::{ActorHandle, Command, ConversationView, Subscription};
+use actor::{ActorHandle, Command, CompactOutcome, ConversationView, Subscription};
 use events::{EventBus, EventId};
 
 /// Why a runtime operation was refused; the HTTP layer maps each to a status and code.
@@ -45,6 +46,12 @@ pub enum RuntimeError {
     MessagesWaiting,
     #[error("the message is no longer waiting: the agent has taken it")]
     NotWaiting,
+    #[error("a compaction is running; wait for it to end")]
+    CompactionRunning,
+    #[error("there is nothing to compact: the history is already its summary")]
+    NothingToCompact,
+    #[error("the compaction failed: {0}")]
+    CompactionFailed(String),
     #[error(
         "the working directory {0} does not exist; recreate it or repoint the conversation with PATCH {{\"cwd\": …}}"
     )]
@@ -546,6 +553,11 @@ impl Runtime {
 
     /// Interrupts the running turn of a session (the root by default). Answers once the turn
     /// has ended; `false` when nothing was running.
+    /// Manual compaction of the root session (SPEC §7.6).
+    pub async fn compact(&self, id: &str) -> Result<CompactOutcome, RuntimeError> {
+        self.call(id, Command::Compact).await?
+    }
+
     pub async fn interrupt(&self, id: &str, session: Option<String>) -> Result<bool, RuntimeError> {
         self.call(id, |reply| Command::Interrupt(session, reply))
             .await?

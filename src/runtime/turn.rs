@@ -11,6 +11,8 @@ use tokio::sync::mpsc::error::TryRecvError;
 use tokio::sync::{mpsc, oneshot};
 use tokio_util::sync::CancellationToken;
 
+use super::compaction::{self, Compactor, Failure, Reason};
+use super::usage::UsageTracker;
 use crate::config::RetryConfig;
 use crate::domain::{Item, ItemKind, ItemStatus, TurnStatus, new_id, now};
 use crate::model::reader::{self, ModelEvents};
@@ -32,6 +34,11 @@ pub struct TurnSpec {
     pub retry: RetryConfig,
     pub max_steps: u32,
     pub cancel: CancellationToken,
+    /// The model's window, and the usage at the start of the turn (its messages included): the
+    /// turn keeps counting, and compacts before a model call that would reach the threshold.
+    pub context_window: u64,
+    pub usage: UsageTracker,
+    pub compactor: Compactor,
 }
 
 /// What a turn tells its actor. Messages carrying an `ack` wait until the actor has stored them.
@@ -47,10 +54,25 @@ pub enum TurnMsg {
         field: &'static str,
         delta: String,
     },
-    /// Store this snapshot of an item (write-ahead), then publish it.
+    /// Store this snapshot of an item (write-ahead), then publish it. The ack carries the
+    /// item's `seq`.
     Store {
         item: Item,
-        ack: oneshot::Sender<()>,
+        ack: oneshot::Sender<u64>,
+    },
+    /// An automatic compaction begins (SPEC §7.3).
+    CompactionStarted,
+    /// Its summary is stored: the actor's history now reads from it.
+    Compacted {
+        summary: Item,
+    },
+    CompactionFailed {
+        error: String,
+    },
+    /// A manual compaction's model call ended (sent by its own task, not by a turn).
+    ManualCompactionDone {
+        plan: compaction::Plan,
+        result: Result<(String, Option<TokenUsage>), Failure>,
     },
     Retry {
         attempt: u32,
@@ -95,8 +117,8 @@ impl ActorLink {
         let _ = self.actor.send(msg);
     }
 
-    /// Stores an item and waits until it is on disk.
-    async fn store(&self, item: Item) -> Result<(), TurnStop> {
+    /// Stores an item and waits until it is on disk; returns its `seq`.
+    async fn store(&self, item: Item) -> Result<u64, TurnStop> {
         let (ack, stored) = oneshot::channel();
         self.send(TurnMsg::Store { item, ack });
         stored
@@ -113,6 +135,7 @@ impl ActorLink {
 
 async fn drive(spec: TurnSpec, link: &ActorLink) -> Result<(), TurnStop> {
     let mut history = spec.history.clone();
+    let mut usage = spec.usage;
     let mut step = 0;
     loop {
         if spec.cancel.is_cancelled() {
@@ -125,9 +148,21 @@ async fn drive(spec: TurnSpec, link: &ActorLink) -> Result<(), TurnStop> {
             )));
         }
         step += 1;
-        history.extend(link.take_steered().await);
+        for steered in link.take_steered().await {
+            usage.add(&steered);
+            history.push(steered);
+        }
+        if compaction::needed(&usage, spec.context_window, spec.max_output_tokens) {
+            compact(&spec, &mut history, &mut usage, link).await?;
+        }
 
         let answer = call_model(&spec, &history, step, link).await?;
+        for item in &answer.items {
+            usage.add(item);
+        }
+        if let Some(reported) = answer.usage {
+            usage.report(reported.input_tokens + reported.output_tokens);
+        }
         history.extend(answer.items);
         if answer.tool_calls.is_empty() {
             return Ok(());
@@ -135,7 +170,10 @@ async fn drive(spec: TurnSpec, link: &ActorLink) -> Result<(), TurnStop> {
         let mut calls = answer.tool_calls.into_iter();
         while let Some(call) = calls.next() {
             match run_tool_call(&spec, call, link).await {
-                Ok(item) => history.push(item),
+                Ok(item) => {
+                    usage.add(&item);
+                    history.push(item);
+                }
                 Err(stop) => {
                     // Calls the model asked for but that never ran are closed too.
                     for mut unrun in calls {
@@ -149,11 +187,48 @@ async fn drive(spec: TurnSpec, link: &ActorLink) -> Result<(), TurnStop> {
     }
 }
 
+/// Compacts the history before a model call that would reach the threshold (SPEC §7.3–7.5):
+/// the summary is stored, and the rest of the turn reads from it. A failed compaction fails
+/// the turn.
+async fn compact(
+    spec: &TurnSpec,
+    history: &mut Vec<Item>,
+    usage: &mut UsageTracker,
+    link: &ActorLink,
+) -> Result<(), TurnStop> {
+    let view = compaction::model_view(history);
+    let Some(plan) = compaction::plan(&view, spec.context_window, Reason::Auto) else {
+        // Everything is recent: there is nothing older to summarize.
+        return Ok(());
+    };
+    link.send(TurnMsg::CompactionStarted);
+    match spec.compactor.summarize(&plan, &spec.cancel).await {
+        Ok((text, _report)) => {
+            let mut summary =
+                compaction::summary_item(&spec.session_id, &spec.turn_id, text, &plan);
+            summary.seq = link.store(summary.clone()).await?;
+            history.push(summary.clone());
+            compaction::mark_compacted(history);
+            *usage = UsageTracker::estimated(&compaction::model_view(history));
+            link.send(TurnMsg::Compacted { summary });
+            Ok(())
+        }
+        Err(Failure::Interrupted) => Err(TurnStop::Interrupted),
+        Err(Failure::Failed(error)) => {
+            link.send(TurnMsg::CompactionFailed {
+                error: error.clone(),
+            });
+            Err(TurnStop::Failed(format!("compaction failed: {error}")))
+        }
+    }
+}
+
 /// What one successful model call produced: its finished items (text, reasoning, tool calls
-/// as requested) and the tool calls still to run.
+/// as requested), the tool calls still to run, and the provider's token report.
 struct Answer {
     items: Vec<Item>,
     tool_calls: Vec<Item>,
+    usage: Option<TokenUsage>,
 }
 
 /// Calls the model, retrying transient errors (SPEC §2.3). Output streamed by a failed attempt
@@ -170,13 +245,13 @@ async fn call_model(
         let request = ModelRequest {
             model: spec.model_name.clone(),
             instructions: spec.instructions.clone(),
-            history: history
-                .iter()
-                .filter(|item| sent_to_model(item))
-                .cloned()
+            history: compaction::model_view(history)
+                .into_iter()
+                .filter(sent_to_model)
                 .collect(),
             tools: spec.tools.clone(),
             max_output_tokens: spec.max_output_tokens,
+            compaction: false,
         };
         let mut partial = Partial::new(spec, step);
         let outcome = stream_once(spec, request, &mut partial, link).await;
@@ -185,10 +260,11 @@ async fn call_model(
                 // The report covers this call's output, so it goes out after the answer is
                 // stored: the meter must not count that output twice.
                 let usage = partial.usage.take();
-                let answer = partial.finish(link).await?;
+                let mut answer = partial.finish(link).await?;
                 if let Some(usage) = usage {
                     link.send(TurnMsg::Usage(usage));
                 }
+                answer.usage = usage;
                 return Ok(answer);
             }
             Err(AttemptError::Interrupted) => {
@@ -424,12 +500,12 @@ impl Partial {
         let mut items = Vec::new();
         for (_, mut item) in std::mem::take(&mut self.texts) {
             item.status = ItemStatus::Completed;
-            link.store(item.clone()).await?;
+            item.seq = link.store(item.clone()).await?;
             items.push(item);
         }
         let mut tool_calls = Vec::new();
         for (call_id, name, arguments) in std::mem::take(&mut self.tool_calls) {
-            let item = self.new_item(
+            let mut item = self.new_item(
                 ItemKind::ToolCall {
                     call_id,
                     name,
@@ -439,10 +515,14 @@ impl Partial {
                 },
                 ItemStatus::Running,
             );
-            link.store(item.clone()).await?;
+            item.seq = link.store(item.clone()).await?;
             tool_calls.push(item);
         }
-        Ok(Answer { items, tool_calls })
+        Ok(Answer {
+            items,
+            tool_calls,
+            usage: None,
+        })
     }
 }
 

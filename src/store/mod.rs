@@ -246,6 +246,8 @@ pub fn fold_items(records: Vec<SessionRecord>) -> Vec<Item> {
         }
     }
     items.sort_by_key(|item| item.seq);
+    // `compacted` is derived from the latest summary, never stored item by item.
+    crate::domain::mark_compacted(&mut items);
     items
 }
 
