@@ -243,8 +243,7 @@ pub fn latest_summary(items: &[Item]) -> Option<usize> {
         .enumerate()
         .filter_map(|(index, item)| match &item.kind {
             ItemKind::Summary {
-                covers_through_seq,
-                ..
+                covers_through_seq, ..
             } if item.status == ItemStatus::Completed => Some((index, *covers_through_seq)),
             _ => None,
         })

@@ -789,7 +789,12 @@ impl ConversationActor {
         let config = &self.shared.config;
         let agent = config
             .agent(&self.state.conversation.agent)
-            .ok_or_else(|| format!("agent `{}` is not configured", self.state.conversation.agent))?;
+            .ok_or_else(|| {
+                format!(
+                    "agent `{}` is not configured",
+                    self.state.conversation.agent
+                )
+            })?;
         let model_id = agent.compaction_model();
         let model = config
             .model(model_id)
@@ -977,8 +982,10 @@ impl ConversationActor {
                 summary.seq = self.next_seq(&root);
                 match self.append_items(&root, std::slice::from_ref(&summary)) {
                     Ok(()) => {
-                        self.bus.publish("item.started", &json!({ "item": summary }));
-                        self.bus.publish("item.completed", &json!({ "item": summary }));
+                        self.bus
+                            .publish("item.started", &json!({ "item": summary }));
+                        self.bus
+                            .publish("item.completed", &json!({ "item": summary }));
                         self.on_compacted(&summary);
                         Ok(CompactOutcome {
                             summary,
@@ -1031,7 +1038,8 @@ impl ConversationActor {
             "compaction.completed",
             &json!({ "session_id": summary.session_id, "summary": summary, "usage": usage }),
         );
-        self.bus.publish("usage.updated", &json!({ "usage": usage }));
+        self.bus
+            .publish("usage.updated", &json!({ "usage": usage }));
     }
 
     async fn on_item_finished(&mut self, item: &Item) {

@@ -90,10 +90,12 @@ pub fn plan(view: &[Item], context_window: u64, reason: Reason) -> Option<Plan> 
         match &item.kind {
             ItemKind::UserMessage { .. } | ItemKind::Notice { .. } => true,
             ItemKind::Summary { .. } => false,
-            _ => index == 0 || {
-                let before = &view[index - 1];
-                (before.turn_id.as_str(), before.step) != (item.turn_id.as_str(), item.step)
-            },
+            _ => {
+                index == 0 || {
+                    let before = &view[index - 1];
+                    (before.turn_id.as_str(), before.step) != (item.turn_id.as_str(), item.step)
+                }
+            }
         }
     };
     let mut kept_tokens = 0;
@@ -165,7 +167,10 @@ impl Compactor {
         let last = history.last().cloned();
         history.push(Item {
             id: new_id("m"),
-            session_id: last.as_ref().map(|i| i.session_id.clone()).unwrap_or_default(),
+            session_id: last
+                .as_ref()
+                .map(|i| i.session_id.clone())
+                .unwrap_or_default(),
             turn_id: last.map(|i| i.turn_id).unwrap_or_default(),
             seq: 0,
             created_at: now(),
@@ -195,9 +200,7 @@ impl Compactor {
                 Err(error) => error,
             };
             let retry_after = match &error {
-                ModelError::Transient { retry_after, .. } if attempt < max_attempts => {
-                    *retry_after
-                }
+                ModelError::Transient { retry_after, .. } if attempt < max_attempts => *retry_after,
                 _ => {
                     return Err(Failure::Failed(format!(
                         "the compaction model failed: {error}"
@@ -367,7 +370,10 @@ mod tests {
             .iter()
             .map(estimate_item_tokens)
             .sum();
-        assert!(kept >= 200, "kept {kept} tokens, less than a fifth of 1,000");
+        assert!(
+            kept >= 200,
+            "kept {kept} tokens, less than a fifth of 1,000"
+        );
         assert_eq!(plan.covers_through_seq, last.seq);
     }
 
@@ -402,7 +408,11 @@ mod tests {
         assert_eq!(compacted, vec![1, 2, 3, 4, 5, 6, 9]);
         let view = model_view(&items);
         let seqs: Vec<u64> = view.iter().map(|i| i.seq).collect();
-        assert_eq!(seqs, vec![11, 7, 8, 10], "the summary first, then what it does not cover");
+        assert_eq!(
+            seqs,
+            vec![11, 7, 8, 10],
+            "the summary first, then what it does not cover"
+        );
     }
 
     #[test]
@@ -413,7 +423,10 @@ mod tests {
         let view = model_view(&items);
         let plan = plan(&view, 1_000_000, Reason::Manual).expect("a manual plan");
         // The old summary is read again and folded in; the new one covers through seq 6.
-        assert!(matches!(plan.to_summarize[0].kind, ItemKind::Summary { .. }));
+        assert!(matches!(
+            plan.to_summarize[0].kind,
+            ItemKind::Summary { .. }
+        ));
         assert_eq!(plan.covers_through_seq, 6);
     }
 
@@ -427,6 +440,9 @@ mod tests {
         usage.report(8_000);
         assert!(needed(&usage, 10_000, 2_000));
         usage.report(6_000);
-        assert!(needed(&usage, 10_000, 4_000), "10,000 − 4,000 is below 8,000");
+        assert!(
+            needed(&usage, 10_000, 4_000),
+            "10,000 − 4,000 is below 8,000"
+        );
     }
 }

@@ -4,6 +4,7 @@ mod fake_provider;
 mod harness;
 
 mod bad_input;
+mod compaction;
 mod conversations;
 mod crash;
 mod events;
