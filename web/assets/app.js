@@ -804,7 +804,15 @@
         }
         if (viewing(data.session_id)) {
           $('live-lines').querySelectorAll('.compaction').forEach((line) => line.remove());
-          if (data.summary) upsertItem(data.summary);
+          if (data.summary) {
+            // The summary now stands for what it covers, and for any older summary.
+            const covers = data.summary.covers_through_seq;
+            for (const { item } of [...state.items.values()]) {
+              const covered = item.seq <= covers || (item.kind === 'summary' && item.id !== data.summary.id);
+              if (covered && !item.compacted) upsertItem({ ...item, compacted: true });
+            }
+            upsertItem(data.summary);
+          }
         }
         break;
       case 'compaction.failed':
@@ -1406,8 +1414,8 @@
     } catch (error) {
       if (error.code === 'messages_waiting') {
         showError(new ApiError(error.status, error.code, `Messages are waiting for the agent; compress the context once they are taken. (${error.message})`));
-      } else if (error.status === 404 && /no route/.test(error.message)) {
-        showError(new ApiError(error.status, error.code, 'This version of the service cannot compress the context yet.'));
+      } else if (error.code === 'nothing_to_compact') {
+        showError(new ApiError(error.status, error.code, 'There is nothing to compress: the model already reads only the summary and what came after it.'));
       } else {
         showError(error);
       }
