@@ -803,7 +803,7 @@
           renderUsage();
         }
         if (viewing(data.session_id)) {
-          $('live-lines').querySelectorAll('.compaction').forEach((line) => line.remove());
+          $('items').querySelectorAll('.line.compaction').forEach((line) => line.remove());
           if (data.summary) {
             // The summary now stands for what it covers, and for any older summary.
             const covers = data.summary.covers_through_seq;
@@ -817,7 +817,7 @@
         break;
       case 'compaction.failed':
         if (viewing(data.session_id)) {
-          $('live-lines').querySelectorAll('.compaction').forEach((line) => line.remove());
+          $('items').querySelectorAll('.line.compaction').forEach((line) => line.remove());
           addLine('error', `Compressing the context failed: ${data.error}`);
         }
         break;
