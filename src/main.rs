@@ -36,6 +36,21 @@ enum Command {
         #[command(flatten)]
         data: DataDirArg,
     },
+    /// Talk to the agent in this terminal (type /help inside). Finds the running service
+    /// through its data directory unless --url is given.
+    Chat(ChatArgs),
+}
+
+#[derive(Args)]
+struct ChatArgs {
+    /// A conversation to continue (its id); otherwise the first message starts a new one.
+    conversation: Option<String>,
+    /// The service's address [default: $OPENVAALA_URL, else the one the running service
+    /// wrote in its data directory, else http://127.0.0.1:7341].
+    #[arg(long)]
+    url: Option<String>,
+    #[command(flatten)]
+    data: DataDirArg,
 }
 
 #[derive(Subcommand)]
@@ -105,6 +120,7 @@ fn main() -> ExitCode {
         } => data.resolve().and_then(|dir| stop(&dir)),
         Command::Serve { action: None, args } => serve(args),
         Command::Reindex { data } => data.resolve().and_then(|dir| reindex(&dir)),
+        Command::Chat(args) => chat(args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
@@ -144,6 +160,47 @@ fn serve(args: ServeArgs) -> anyhow::Result<()> {
         eprintln!("openvaala is serving on http://{}", service.addr);
         service.run(server::stop_signal()).await
     })
+}
+
+fn chat(args: ChatArgs) -> anyhow::Result<()> {
+    use std::io::IsTerminal;
+    let env_url = std::env::var("OPENVAALA_URL")
+        .ok()
+        .filter(|u| !u.is_empty());
+    let url = match args.url.or(env_url) {
+        Some(url) => url,
+        None => {
+            let running = args
+                .data
+                .resolve()
+                .ok()
+                .and_then(|dir| Store::open(&dir).ok())
+                .and_then(|store| lock::holder(&store.lock_path()).ok().flatten())
+                .and_then(|owner| owner.addr);
+            match running {
+                Some(addr) => format!("http://{addr}"),
+                None => format!("http://{}", server::DEFAULT_ADDR),
+            }
+        }
+    };
+    let token = std::env::var("OPENVAALA_TOKEN")
+        .ok()
+        .filter(|t| !t.is_empty());
+    let cwd = std::env::current_dir()
+        .context("cannot read the current directory")?
+        .display()
+        .to_string();
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    runtime.block_on(openvaala::client::chat::run(
+        openvaala::client::chat::ChatOptions {
+            api: openvaala::client::api::Api::new(&url, token),
+            resume: args.conversation,
+            cwd,
+            interactive: std::io::stdin().is_terminal(),
+        },
+    ))
 }
 
 fn stop(data_dir: &Path) -> anyhow::Result<()> {

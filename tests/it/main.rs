@@ -14,5 +14,6 @@ mod messages;
 mod providers;
 mod reindex;
 mod retries;
+mod terminal;
 mod turns;
 mod ui;

@@ -1,0 +1,139 @@
+//! HTTP and SSE calls to a running service, with its error bodies turned into messages.
+
+use std::time::Duration;
+
+use eventsource_stream::Eventsource;
+use futures::{Stream, StreamExt};
+use serde_json::Value;
+
+/// What went wrong with a call: the service's own `{"error": {code, message}}`, or no answer.
+#[derive(Debug, thiserror::Error)]
+pub enum ApiError {
+    #[error("{message} ({code})")]
+    Service {
+        status: u16,
+        code: String,
+        message: String,
+    },
+    #[error("cannot reach the service at {base}: {error}")]
+    Unreachable { base: String, error: String },
+}
+
+impl ApiError {
+    pub fn code(&self) -> Option<&str> {
+        match self {
+            ApiError::Service { code, .. } => Some(code),
+            ApiError::Unreachable { .. } => None,
+        }
+    }
+}
+
+/// A connection to one service: its base URL and, off loopback, its token.
+#[derive(Clone)]
+pub struct Api {
+    http: reqwest::Client,
+    pub base: String,
+    token: Option<String>,
+}
+
+impl Api {
+    pub fn new(base: &str, token: Option<String>) -> Api {
+        let http = reqwest::Client::builder()
+            .no_proxy()
+            .connect_timeout(Duration::from_secs(10))
+            .build()
+            .expect("an HTTP client builds");
+        Api {
+            http,
+            base: base.trim_end_matches('/').to_owned(),
+            token,
+        }
+    }
+
+    fn request(&self, method: reqwest::Method, path: &str) -> reqwest::RequestBuilder {
+        let request = self.http.request(method, format!("{}{path}", self.base));
+        match &self.token {
+            Some(token) => request.bearer_auth(token),
+            None => request,
+        }
+    }
+
+    pub async fn get(&self, path: &str) -> Result<Value, ApiError> {
+        self.send(self.request(reqwest::Method::GET, path)).await
+    }
+
+    pub async fn post(&self, path: &str, body: &Value) -> Result<Value, ApiError> {
+        self.send(self.request(reqwest::Method::POST, path).json(body))
+            .await
+    }
+
+    async fn send(&self, request: reqwest::RequestBuilder) -> Result<Value, ApiError> {
+        let response = request
+            .timeout(Duration::from_secs(600))
+            .send()
+            .await
+            .map_err(|error| self.unreachable(error))?;
+        let status = response.status().as_u16();
+        let body: Value = response
+            .json()
+            .await
+            .map_err(|error| self.unreachable(error))?;
+        if (200..300).contains(&status) {
+            return Ok(body);
+        }
+        let error = &body["error"];
+        Err(ApiError::Service {
+            status,
+            code: error["code"].as_str().unwrap_or("unknown").to_owned(),
+            message: error["message"].as_str().unwrap_or("no message").to_owned(),
+        })
+    }
+
+    fn unreachable(&self, error: reqwest::Error) -> ApiError {
+        ApiError::Unreachable {
+            base: self.base.clone(),
+            error: error.to_string(),
+        }
+    }
+
+    /// A conversation's events, as `(type, data)`, from its `snapshot` on. Ends when the
+    /// service ends the stream.
+    pub async fn events(
+        &self,
+        conversation_id: &str,
+    ) -> Result<impl Stream<Item = (String, Value)> + use<>, ApiError> {
+        let response = self
+            .request(
+                reqwest::Method::GET,
+                &format!("/api/conversations/{conversation_id}/events"),
+            )
+            .header("accept", "text/event-stream")
+            .send()
+            .await
+            .map_err(|error| self.unreachable(error))?;
+        let status = response.status().as_u16();
+        if status != 200 {
+            let body: Value = response.json().await.unwrap_or_default();
+            return Err(ApiError::Service {
+                status,
+                code: body["error"]["code"]
+                    .as_str()
+                    .unwrap_or("unknown")
+                    .to_owned(),
+                message: body["error"]["message"]
+                    .as_str()
+                    .unwrap_or("no message")
+                    .to_owned(),
+            });
+        }
+        Ok(response
+            .bytes_stream()
+            .eventsource()
+            .take_while(|event| std::future::ready(event.is_ok()))
+            .filter_map(|event| async move {
+                let event = event.ok()?;
+                let data = serde_json::from_str(&event.data).ok()?;
+                Some((event.event, data))
+            }))
+    }
+}

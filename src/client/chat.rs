@@ -1,0 +1,546 @@
+//! `openvaala chat`: read a line, send it, show the agent working. Lines starting with `/` are
+//! commands (`/help`). With a terminal on stdin, a line typed while the agent works steers it
+//! (the service's default); with a script on stdin, each message waits for its turn to end
+//! before the next line is read, so `echo … | openvaala chat` prints the whole answer.
+
+use std::io::Write as _;
+use std::sync::{Arc, Mutex};
+
+use serde_json::{Value, json};
+use tokio::io::AsyncBufReadExt;
+use tokio::sync::mpsc;
+use tokio::task::JoinHandle;
+
+use super::api::{Api, ApiError};
+use super::render::{Renderer, usage_line};
+
+const HELP: &str = "\
+Type a message to send it to the agent. Commands:
+  /new                 start a new conversation with the next message
+  /resume [N|id|text]  list recent conversations, or open one (by number, id or search)
+  /fork                copy this conversation up to its last finished turn, and continue there
+  /rewind [N]          list your messages, or restart from before message N in a copy
+  /compact             summarize the older history now (compress the context)
+  /context             how much of the model's context window is used
+  /agents              the agents of this conversation (the root agent and its sub-agents)
+  /queue TEXT          send TEXT to wait for the running turn instead of steering it
+  /interrupt           stop the running turn
+  /quit                leave (also Ctrl-D)
+Start a line with // to send a line that begins with / (e.g. the demo model's //shell ls).";
+
+pub struct ChatOptions {
+    pub api: Api,
+    /// A conversation to continue; otherwise the first message starts one.
+    pub resume: Option<String>,
+    /// The working directory of new conversations.
+    pub cwd: String,
+    /// A person at a terminal (messages do not wait for their turns; a prompt is shown).
+    pub interactive: bool,
+}
+
+/// What the event follower tells the command loop.
+#[derive(Debug)]
+enum Signal {
+    /// The stream began; these turns were running.
+    Snapshot {
+        running: Vec<String>,
+    },
+    TurnStarted {
+        turn_id: String,
+        message_ids: Vec<String>,
+    },
+    TurnEnded {
+        turn_id: String,
+    },
+    CompactionEnded,
+    /// The stream ended (the service stopped, or the conversation was deleted).
+    Closed,
+}
+
+/// The conversation being followed.
+struct Following {
+    id: String,
+    task: JoinHandle<()>,
+    signals: mpsc::UnboundedReceiver<Signal>,
+}
+
+impl Drop for Following {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+struct Chat {
+    api: Api,
+    cwd: String,
+    interactive: bool,
+    renderer: Arc<Mutex<Renderer>>,
+    following: Option<Following>,
+    /// The numbered list `/resume` or `/rewind` showed last.
+    listed: Vec<(String, String)>,
+}
+
+pub async fn run(options: ChatOptions) -> anyhow::Result<()> {
+    let mut chat = Chat {
+        api: options.api,
+        cwd: options.cwd,
+        interactive: options.interactive,
+        renderer: Arc::new(Mutex::new(Renderer::default())),
+        following: None,
+        listed: Vec::new(),
+    };
+    // Fail early and clearly when there is no service to talk to.
+    if let Err(error) = chat.api.get("/api/health").await {
+        anyhow::bail!("{error}");
+    }
+    if let Some(id) = options.resume {
+        chat.open(&id).await?;
+    } else if chat.interactive {
+        print_out(&format!(
+            "Connected to {}. Type a message, or /help.\n",
+            chat.api.base
+        ));
+    }
+    let mut lines = tokio::io::BufReader::new(tokio::io::stdin()).lines();
+    loop {
+        if chat.interactive {
+            print_out("> ");
+        }
+        let Some(line) = lines.next_line().await? else {
+            break;
+        };
+        let line = line.trim();
+        if line.is_empty() {
+            continue;
+        }
+        let outcome = match line.strip_prefix('/') {
+            // `//…` sends a line that starts with `/` (the demo model's directives do).
+            Some(rest) if rest.starts_with('/') => chat.send(rest, None).await,
+            Some(command) => match chat.command(command).await {
+                Ok(Flow::Quit) => break,
+                Ok(Flow::Continue) => Ok(()),
+                Err(error) => Err(error),
+            },
+            None => chat.send(line, None).await,
+        };
+        if let Err(error) = outcome {
+            print_out(&format!("[error: {error}]\n"));
+        }
+    }
+    Ok(())
+}
+
+enum Flow {
+    Continue,
+    Quit,
+}
+
+impl Chat {
+    async fn command(&mut self, line: &str) -> Result<Flow, ApiError> {
+        let (name, argument) = line.split_once(' ').unwrap_or((line, ""));
+        let argument = argument.trim();
+        match name {
+            "quit" | "exit" | "q" => return Ok(Flow::Quit),
+            "help" => print_out(&format!("{HELP}\n")),
+            "new" => {
+                self.following = None;
+                print_out("[the next message starts a new conversation]\n");
+            }
+            "resume" => self.resume(argument).await?,
+            "fork" => {
+                let id = self.current()?;
+                let forked = self
+                    .api
+                    .post(&format!("/api/conversations/{id}/fork"), &json!({}))
+                    .await?;
+                let new_id = forked["conversation"]["id"].as_str().unwrap_or_default();
+                print_out(&format!("[forked into {new_id}]\n"));
+                self.open(new_id).await?;
+            }
+            "rewind" => self.rewind(argument).await?,
+            "compact" => {
+                let id = self.current()?;
+                // The stream shows the compaction as it happens.
+                self.api
+                    .post(&format!("/api/conversations/{id}/compact"), &json!({}))
+                    .await?;
+                self.wait_compaction_end().await;
+            }
+            "context" => {
+                let id = self.current()?;
+                let usage = self
+                    .api
+                    .get(&format!("/api/conversations/{id}/usage"))
+                    .await?;
+                print_out(&format!("[context: {}]\n", usage_line(&usage)));
+            }
+            "agents" => {
+                let id = self.current()?;
+                let sessions = self
+                    .api
+                    .get(&format!("/api/conversations/{id}/sessions"))
+                    .await?;
+                for session in sessions["sessions"].as_array().into_iter().flatten() {
+                    let role = if session["parent_id"].is_null() {
+                        "root"
+                    } else {
+                        "sub-agent"
+                    };
+                    let task = session["task"]
+                        .as_str()
+                        .map(|task| format!(": {task}"))
+                        .unwrap_or_default();
+                    print_out(&format!(
+                        "[{role} {} ({}) {}{task}]\n",
+                        text(&session["agent"]),
+                        text(&session["status"]),
+                        text(&session["id"])
+                    ));
+                }
+            }
+            "queue" if !argument.is_empty() => self.send(argument, Some("queue")).await?,
+            "interrupt" => {
+                let id = self.current()?;
+                let answer = self
+                    .api
+                    .post(&format!("/api/conversations/{id}/interrupt"), &json!({}))
+                    .await?;
+                if answer["interrupted"] != true {
+                    print_out("[nothing was running]\n");
+                }
+            }
+            _ => print_out(&format!("[unknown command /{name}; /help lists them]\n")),
+        }
+        Ok(Flow::Continue)
+    }
+
+    fn current(&self) -> Result<String, ApiError> {
+        self.following
+            .as_ref()
+            .map(|following| following.id.clone())
+            .ok_or_else(|| ApiError::Service {
+                status: 0,
+                code: "no_conversation".to_owned(),
+                message: "no conversation yet: send a message or /resume one".to_owned(),
+            })
+    }
+
+    /// Sends a message: a new conversation when there is none, else to the current one.
+    async fn send(&mut self, message_text: &str, mode: Option<&str>) -> Result<(), ApiError> {
+        let Some(following) = &self.following else {
+            *self.renderer.lock().expect("renderer lock") = Renderer::default();
+            let created = self
+                .api
+                .post(
+                    "/api/conversations",
+                    &json!({ "text": message_text, "cwd": self.cwd }),
+                )
+                .await?;
+            let id = created["conversation"]["id"]
+                .as_str()
+                .unwrap_or_default()
+                .to_owned();
+            let turn_id = created["turn_id"].as_str().unwrap_or_default().to_owned();
+            self.follow(&id).await?;
+            let running = self.wait_snapshot().await;
+            if !running.contains(&turn_id) {
+                // The first turn ended before the stream began: show it from the history.
+                self.print_stored_turn(&id, &turn_id).await?;
+            } else if !self.interactive {
+                self.wait_turn_end(&turn_id).await;
+            }
+            return Ok(());
+        };
+        let id = following.id.clone();
+        let mut body = json!({ "text": message_text });
+        if let Some(mode) = mode {
+            body["mode"] = json!(mode);
+        }
+        let answer = self
+            .api
+            .post(&format!("/api/conversations/{id}/messages"), &body)
+            .await?;
+        let message = &answer["message"];
+        if message["status"] == "waiting" {
+            print_out(&format!(
+                "[your message waits ({}) for the running turn]\n",
+                text_or(&message["mode"], "steer")
+            ));
+            return Ok(());
+        }
+        if !self.interactive {
+            let message_id = text(&message["id"]).to_owned();
+            if let Some(turn_id) = self.wait_turn_start(&message_id).await {
+                self.wait_turn_end(&turn_id).await;
+            }
+        }
+        Ok(())
+    }
+
+    /// Opens a conversation: shows the end of its history, then follows it.
+    async fn open(&mut self, id: &str) -> Result<(), ApiError> {
+        let conversation = self.api.get(&format!("/api/conversations/{id}")).await?;
+        // A fork shares its source's item ids: what was shown there is new here.
+        self.following = None;
+        *self.renderer.lock().expect("renderer lock") = Renderer::default();
+        let id = text(&conversation["id"]).to_owned();
+        print_out(&format!(
+            "[conversation {id}: {} — {}]\n",
+            text(&conversation["title"]),
+            text(&conversation["cwd"])
+        ));
+        let items = self.stored_items(&id).await?;
+        let shown = items.len().saturating_sub(6);
+        let mut out = String::new();
+        {
+            let mut renderer = self.renderer.lock().expect("renderer lock");
+            for item in &items[shown..] {
+                out += &renderer.stored_item(item);
+            }
+        }
+        print_out(&out);
+        self.follow(&id).await?;
+        self.wait_snapshot().await;
+        Ok(())
+    }
+
+    async fn resume(&mut self, argument: &str) -> Result<(), ApiError> {
+        if let Ok(number) = argument.parse::<usize>() {
+            let Some((id, _)) = self.listed.get(number.wrapping_sub(1)).cloned() else {
+                print_out("[no such number; /resume lists the conversations]\n");
+                return Ok(());
+            };
+            return self.open(&id).await;
+        }
+        if argument.starts_with("c_") {
+            return self.open(argument).await;
+        }
+        let mut path = "/api/conversations?limit=20".to_owned();
+        if !argument.is_empty() {
+            path += &format!("&q={}", query_escape(argument));
+        }
+        let page = self.api.get(&path).await?;
+        self.listed = page["conversations"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .map(|c| (text(&c["id"]).to_owned(), text(&c["title"]).to_owned()))
+            .collect();
+        if self.listed.is_empty() {
+            print_out("[no conversations found]\n");
+        }
+        for (number, (id, title)) in self.listed.iter().enumerate() {
+            print_out(&format!("[{}] {title} ({id})\n", number + 1));
+        }
+        Ok(())
+    }
+
+    async fn rewind(&mut self, argument: &str) -> Result<(), ApiError> {
+        let id = self.current()?;
+        let messages: Vec<(String, String)> = self
+            .stored_items(&id)
+            .await?
+            .iter()
+            .filter(|item| item["kind"] == "user_message" && item["source"] == "user")
+            .map(|item| (text(&item["id"]).to_owned(), text(&item["text"]).to_owned()))
+            .collect();
+        let Ok(number) = argument.parse::<usize>() else {
+            for (number, (_, text)) in messages.iter().enumerate() {
+                print_out(&format!("[{}] {text}\n", number + 1));
+            }
+            print_out("[/rewind N restarts from before message N, in a copy]\n");
+            return Ok(());
+        };
+        let Some((message_id, _)) = messages.get(number.wrapping_sub(1)) else {
+            print_out("[no such message; /rewind lists them]\n");
+            return Ok(());
+        };
+        let rewound = self
+            .api
+            .post(
+                &format!("/api/conversations/{id}/rewind"),
+                &json!({ "message_id": message_id }),
+            )
+            .await?;
+        let message = text(&rewound["text"]);
+        if rewound["conversation"].is_null() {
+            // Before the first message there is nothing to copy: it is a new conversation.
+            self.following = None;
+            print_out(&format!(
+                "[back to the start: the next message starts a new conversation; your message was: {message}]\n"
+            ));
+            return Ok(());
+        }
+        let new_id = text(&rewound["conversation"]["id"]).to_owned();
+        print_out(&format!(
+            "[rewound into {new_id}; your message was: {message}]\n"
+        ));
+        self.open(&new_id).await
+    }
+
+    /// Every stored item of the root session.
+    async fn stored_items(&self, id: &str) -> Result<Vec<Value>, ApiError> {
+        let mut items = Vec::new();
+        let mut after = None;
+        loop {
+            let mut path = format!("/api/conversations/{id}/items?limit=2000");
+            if let Some(after) = after {
+                path += &format!("&after_seq={after}");
+            }
+            let page = self.api.get(&path).await?;
+            items.extend(page["items"].as_array().cloned().unwrap_or_default());
+            match page["next_after_seq"].as_u64() {
+                Some(next) => after = Some(next),
+                None => return Ok(items),
+            }
+        }
+    }
+
+    async fn print_stored_turn(&self, id: &str, turn_id: &str) -> Result<(), ApiError> {
+        let items = self.stored_items(id).await?;
+        let mut out = String::new();
+        {
+            let mut renderer = self.renderer.lock().expect("renderer lock");
+            for item in items.iter().filter(|item| item["turn_id"] == turn_id) {
+                if item["kind"] != "user_message" {
+                    out += &renderer.stored_item(item);
+                }
+            }
+        }
+        print_out(&out);
+        Ok(())
+    }
+
+    /// Starts following a conversation's events (and stops following the previous one).
+    async fn follow(&mut self, id: &str) -> Result<(), ApiError> {
+        let events = self.api.events(id).await?;
+        let (signals, receiver) = mpsc::unbounded_channel();
+        let renderer = self.renderer.clone();
+        let task = tokio::spawn(async move {
+            use futures::StreamExt;
+            let mut events = std::pin::pin!(events);
+            while let Some((kind, data)) = events.next().await {
+                let out = renderer.lock().expect("renderer lock").event(&kind, &data);
+                print_out(&out);
+                let signal = match kind.as_str() {
+                    "snapshot" => Signal::Snapshot {
+                        running: data["running"]
+                            .as_array()
+                            .into_iter()
+                            .flatten()
+                            .map(|turn| text(&turn["turn_id"]).to_owned())
+                            .collect(),
+                    },
+                    "turn.started" => Signal::TurnStarted {
+                        turn_id: text(&data["turn_id"]).to_owned(),
+                        message_ids: data["message_ids"]
+                            .as_array()
+                            .into_iter()
+                            .flatten()
+                            .map(|id| text(id).to_owned())
+                            .collect(),
+                    },
+                    "turn.ended" => Signal::TurnEnded {
+                        turn_id: text(&data["turn_id"]).to_owned(),
+                    },
+                    "compaction.completed" | "compaction.failed" => Signal::CompactionEnded,
+                    _ => continue,
+                };
+                if signals.send(signal).is_err() {
+                    return;
+                }
+            }
+            let _ = signals.send(Signal::Closed);
+        });
+        self.following = Some(Following {
+            id: id.to_owned(),
+            task,
+            signals: receiver,
+        });
+        Ok(())
+    }
+
+    async fn next_signal(&mut self) -> Option<Signal> {
+        let following = self.following.as_mut()?;
+        match following.signals.recv().await? {
+            Signal::Closed => {
+                print_out("[the service ended the event stream]\n");
+                None
+            }
+            signal => Some(signal),
+        }
+    }
+
+    async fn wait_snapshot(&mut self) -> Vec<String> {
+        while let Some(signal) = self.next_signal().await {
+            if let Signal::Snapshot { running } = signal {
+                return running;
+            }
+        }
+        Vec::new()
+    }
+
+    async fn wait_turn_start(&mut self, message_id: &str) -> Option<String> {
+        while let Some(signal) = self.next_signal().await {
+            if let Signal::TurnStarted {
+                turn_id,
+                message_ids,
+            } = signal
+                && message_ids.iter().any(|id| id == message_id)
+            {
+                return Some(turn_id);
+            }
+        }
+        None
+    }
+
+    async fn wait_turn_end(&mut self, turn_id: &str) {
+        while let Some(signal) = self.next_signal().await {
+            if matches!(&signal, Signal::TurnEnded { turn_id: ended } if ended == turn_id) {
+                return;
+            }
+        }
+    }
+
+    /// In a script, waits until the stream has shown the compaction's end (it is published
+    /// before the request is answered), so the output stays in order.
+    async fn wait_compaction_end(&mut self) {
+        if self.interactive {
+            return;
+        }
+        while let Some(signal) = self.next_signal().await {
+            if matches!(signal, Signal::CompactionEnded) {
+                return;
+            }
+        }
+    }
+}
+
+fn text(value: &Value) -> &str {
+    value.as_str().unwrap_or_default()
+}
+
+fn text_or<'a>(value: &'a Value, default: &'a str) -> &'a str {
+    value.as_str().unwrap_or(default)
+}
+
+fn print_out(text: &str) {
+    if text.is_empty() {
+        return;
+    }
+    let mut stdout = std::io::stdout().lock();
+    let _ = stdout.write_all(text.as_bytes());
+    let _ = stdout.flush();
+}
+
+/// Percent-encodes a search query for the URL.
+fn query_escape(text: &str) -> String {
+    text.bytes()
+        .map(|b| match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => {
+                (b as char).to_string()
+            }
+            _ => format!("%{b:02X}"),
+        })
+        .collect()
+}

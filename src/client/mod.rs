@@ -1,0 +1,7 @@
+//! The terminal client (`openvaala chat`, SPEC §10.3): a plain client of the public API, like
+//! the web UI. `api.rs` speaks HTTP and SSE; `render.rs` turns events into terminal text;
+//! `chat.rs` is the read–send–follow loop and its slash commands.
+
+pub mod api;
+pub mod chat;
+pub mod render;

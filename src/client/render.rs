@@ -1,0 +1,342 @@
+//! A conversation's events as terminal text: the agent's answers and tool output as they
+//! stream, then short bracketed lines for everything else. Pure, so it is tested without a
+//! terminal: every method returns the text to print.
+
+use std::collections::HashMap;
+
+use serde_json::Value;
+
+/// Most of a tool's output shown when it did not stream here (printed from a stored item).
+const STORED_OUTPUT_SHOWN: usize = 2_000;
+
+#[derive(Default)]
+pub struct Renderer {
+    /// Items this terminal has started printing: their kind and how much of their text (or
+    /// output) is already on screen.
+    shown: HashMap<String, Shown>,
+    /// Whether the cursor is in the middle of a line.
+    mid_line: bool,
+}
+
+struct Shown {
+    kind: String,
+    bytes: usize,
+    done: bool,
+}
+
+impl Renderer {
+    /// The text to print for one event of the conversation's stream.
+    pub fn event(&mut self, kind: &str, data: &Value) -> String {
+        match kind {
+            "snapshot" => {
+                let mut out = String::new();
+                for turn in data["running"].as_array().into_iter().flatten() {
+                    for item in turn["items"].as_array().into_iter().flatten() {
+                        out += &self.item_progress(item);
+                    }
+                }
+                out
+            }
+            "item.started" => self.item_started(&data["item"]),
+            "item.delta" => self.delta(data),
+            "item.completed" => self.item_progress(&data["item"]) + &self.item_done(&data["item"]),
+            "turn.ended" => match data["status"].as_str() {
+                Some("failed") => self.line(&format!(
+                    "[turn failed: {}]",
+                    data["error"].as_str().unwrap_or("no error given")
+                )),
+                Some("interrupted") => self.line("[interrupted]"),
+                _ => self.end_line(),
+            },
+            "model.retry" => self.line(&format!(
+                "[the model call failed (attempt {} of {}), retrying in {} ms: {}]",
+                data["attempt"],
+                data["max_attempts"],
+                data["delay_ms"],
+                data["error"].as_str().unwrap_or_default()
+            )),
+            "compaction.started" => self.line("[compressing the context…]"),
+            "compaction.completed" => self.line(&format!(
+                "[context compressed: {}]",
+                usage_line(&data["usage"])
+            )),
+            "compaction.failed" => self.line(&format!(
+                "[compressing the context failed: {}]",
+                data["error"].as_str().unwrap_or_default()
+            )),
+            _ => String::new(),
+        }
+    }
+
+    /// A stored item in full (history on resume, or a turn that ended before this terminal
+    /// followed it). Items already shown print nothing.
+    pub fn stored_item(&mut self, item: &Value) -> String {
+        if item["kind"] == "user_message" && !self.shown.contains_key(id_of(item)) {
+            self.shown.insert(
+                id_of(item).to_owned(),
+                Shown {
+                    kind: "user_message".to_owned(),
+                    bytes: 0,
+                    done: true,
+                },
+            );
+            return self.line(&format!(
+                "you: {}",
+                item["text"].as_str().unwrap_or_default()
+            ));
+        }
+        self.item_progress(item) + &self.item_done(item)
+    }
+
+    fn item_started(&mut self, item: &Value) -> String {
+        let id = id_of(item);
+        if self.shown.contains_key(id) {
+            return String::new();
+        }
+        let kind = item["kind"].as_str().unwrap_or_default().to_owned();
+        self.shown.insert(
+            id.to_owned(),
+            Shown {
+                kind: kind.clone(),
+                bytes: 0,
+                done: false,
+            },
+        );
+        match kind.as_str() {
+            "tool_call" => self.line(&format!(
+                "[{}] {}",
+                item["name"].as_str().unwrap_or("tool"),
+                arguments_line(&item["arguments"])
+            )),
+            _ => String::new(),
+        }
+    }
+
+    fn delta(&mut self, data: &Value) -> String {
+        let Some(shown) = self
+            .shown
+            .get_mut(data["item_id"].as_str().unwrap_or_default())
+        else {
+            return String::new();
+        };
+        let delta = data["delta"].as_str().unwrap_or_default();
+        if shown.kind == "reasoning" || delta.is_empty() {
+            return String::new();
+        }
+        let first = shown.bytes == 0 && shown.kind == "agent_message";
+        shown.bytes += delta.len();
+        let mut out = String::new();
+        if first {
+            out += &self.end_line();
+            out.push_str("agent: ");
+        }
+        out.push_str(delta);
+        self.mid_line = !out.ends_with('\n');
+        out
+    }
+
+    /// Whatever of an item's text or output is not on screen yet.
+    fn item_progress(&mut self, item: &Value) -> String {
+        let kind = item["kind"].as_str().unwrap_or_default();
+        let mut out = self.item_started(item);
+        let (text, limit) = match kind {
+            "agent_message" => (item["text"].as_str().unwrap_or_default(), usize::MAX),
+            "tool_call" => (
+                item["output"].as_str().unwrap_or_default(),
+                STORED_OUTPUT_SHOWN,
+            ),
+            _ => return out,
+        };
+        let shown = self.shown.get_mut(id_of(item)).expect("started above");
+        if shown.done || text.len() <= shown.bytes {
+            return out;
+        }
+        let first = shown.bytes == 0;
+        let mut rest = &text[floor_char_boundary(text, shown.bytes)..];
+        shown.bytes = text.len();
+        let mut cut = 0;
+        if first && rest.len() > limit {
+            cut = rest.len() - limit;
+            rest = &rest[floor_char_boundary(rest, cut)..];
+        }
+        if first && kind == "agent_message" {
+            out += &self.end_line();
+            out.push_str("agent: ");
+        }
+        if cut > 0 {
+            out += &self.end_line();
+            out += &format!("[… {cut} bytes of output not shown]\n");
+        }
+        out.push_str(rest);
+        self.mid_line = !out.ends_with('\n');
+        out
+    }
+
+    fn item_done(&mut self, item: &Value) -> String {
+        let id = id_of(item);
+        let kind = item["kind"].as_str().unwrap_or_default().to_owned();
+        if let Some(shown) = self.shown.get_mut(id) {
+            if shown.done {
+                return String::new();
+            }
+            shown.done = true;
+        } else {
+            self.shown.insert(
+                id.to_owned(),
+                Shown {
+                    kind: kind.clone(),
+                    bytes: 0,
+                    done: true,
+                },
+            );
+        }
+        let status = item["status"].as_str().unwrap_or_default();
+        match kind.as_str() {
+            "agent_message" => self.end_line(),
+            "tool_call" => {
+                let exit = match item["exit_code"].as_i64() {
+                    Some(code) => format!("exit {code}"),
+                    None => status.to_owned(),
+                };
+                let end = self.end_line();
+                end + &self.line(&format!("[{exit}]"))
+            }
+            "notice" => self.line(&format!(
+                "[notice] {}",
+                item["text"].as_str().unwrap_or_default()
+            )),
+            "summary" => self.line(&format!(
+                "[summary of the history through #{}] {}",
+                item["covers_through_seq"],
+                item["text"].as_str().unwrap_or_default()
+            )),
+            _ => String::new(),
+        }
+    }
+
+    /// A line of its own, after whatever is mid-line.
+    fn line(&mut self, text: &str) -> String {
+        let mut out = self.end_line();
+        out.push_str(text);
+        out.push('\n');
+        out
+    }
+
+    fn end_line(&mut self) -> String {
+        if std::mem::take(&mut self.mid_line) {
+            "\n".to_owned()
+        } else {
+            String::new()
+        }
+    }
+}
+
+/// `used / window tokens (percent), reported|estimated; compaction at threshold`.
+pub fn usage_line(usage: &Value) -> String {
+    format!(
+        "{} of {} tokens ({:.1} %), {}; compaction at {}",
+        usage["used_tokens"],
+        usage["context_window"],
+        usage["percent"].as_f64().unwrap_or(0.0),
+        usage["source"].as_str().unwrap_or("estimated"),
+        usage["threshold_tokens"]
+    )
+}
+
+fn id_of(item: &Value) -> &str {
+    item["id"].as_str().unwrap_or_default()
+}
+
+/// A tool call's arguments on one line: a shell command as `$ command`, else compact JSON.
+fn arguments_line(arguments: &Value) -> String {
+    match arguments["command"].as_str() {
+        Some(command) => format!("$ {command}"),
+        None => arguments.to_string(),
+    }
+}
+
+fn floor_char_boundary(text: &str, mut index: usize) -> usize {
+    index = index.min(text.len());
+    while !text.is_char_boundary(index) {
+        index -= 1;
+    }
+    index
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn agent(id: &str, text: &str, status: &str) -> Value {
+        json!({ "id": id, "kind": "agent_message", "text": text, "status": status })
+    }
+
+    #[test]
+    fn streamed_text_is_printed_once_even_when_completion_repeats_it() {
+        let mut r = Renderer::default();
+        let mut out = r.event(
+            "item.started",
+            &json!({ "item": agent("m1", "", "running") }),
+        );
+        out += &r.event(
+            "item.delta",
+            &json!({ "item_id": "m1", "field": "text", "delta": "Hel" }),
+        );
+        out += &r.event(
+            "item.delta",
+            &json!({ "item_id": "m1", "field": "text", "delta": "lo" }),
+        );
+        out += &r.event(
+            "item.completed",
+            &json!({ "item": agent("m1", "Hello", "completed") }),
+        );
+        out += &r.event("turn.ended", &json!({ "status": "completed" }));
+        assert_eq!(out, "agent: Hello\n");
+    }
+
+    #[test]
+    fn text_streamed_before_this_terminal_followed_is_caught_up() {
+        let mut r = Renderer::default();
+        let snapshot = json!({ "running": [{ "items": [agent("m1", "Hal", "running")] }] });
+        let mut out = r.event("snapshot", &snapshot);
+        out += &r.event(
+            "item.delta",
+            &json!({ "item_id": "m1", "field": "text", "delta": "f" }),
+        );
+        out += &r.event(
+            "item.completed",
+            &json!({ "item": agent("m1", "Half and more", "completed") }),
+        );
+        assert_eq!(out, "agent: Half and more\n");
+    }
+
+    #[test]
+    fn tool_calls_show_their_command_output_and_exit_code() {
+        let mut r = Renderer::default();
+        let call = json!({ "id": "t1", "kind": "tool_call", "name": "shell", "arguments": { "command": "echo hi" }, "output": "", "status": "running" });
+        let mut out = r.event("item.started", &json!({ "item": call }));
+        out += &r.event(
+            "item.delta",
+            &json!({ "item_id": "t1", "field": "output", "delta": "hi\n" }),
+        );
+        let done = json!({ "id": "t1", "kind": "tool_call", "name": "shell", "arguments": { "command": "echo hi" }, "output": "hi\n", "exit_code": 0, "status": "completed" });
+        out += &r.event("item.completed", &json!({ "item": done }));
+        assert_eq!(out, "[shell] $ echo hi\nhi\n[exit 0]\n");
+    }
+
+    #[test]
+    fn failures_and_stored_history_read_as_lines() {
+        let mut r = Renderer::default();
+        let user =
+            json!({ "id": "u1", "kind": "user_message", "text": "Hi", "status": "completed" });
+        let mut out = r.stored_item(&user);
+        out += &r.stored_item(&agent("m1", "Hello", "completed"));
+        out += &r.stored_item(&agent("m1", "Hello", "completed"));
+        out += &r.event(
+            "turn.ended",
+            &json!({ "status": "failed", "error": "boom" }),
+        );
+        assert_eq!(out, "you: Hi\nagent: Hello\n[turn failed: boom]\n");
+    }
+}

@@ -1,0 +1,126 @@
+//! The terminal client (`openvaala chat`, SPEC §10.3), driven through its stdin like a script.
+
+use std::process::Stdio;
+
+use tokio::io::AsyncWriteExt;
+use tokio::process::Command;
+
+use crate::harness::{Server, TIMEOUT, binary};
+
+/// Runs `openvaala chat` with `args` and `script` on stdin; returns what it printed and whether
+/// it exited successfully.
+async fn chat(args: &[&str], script: &str, cwd: &std::path::Path) -> (bool, String, String) {
+    let mut child = Command::new(binary())
+        .arg("chat")
+        .args(args)
+        .current_dir(cwd)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("the binary runs");
+    let mut stdin = child.stdin.take().unwrap();
+    stdin.write_all(script.as_bytes()).await.unwrap();
+    drop(stdin);
+    let output = tokio::time::timeout(TIMEOUT, child.wait_with_output())
+        .await
+        .expect("the chat ends in time")
+        .unwrap();
+    (
+        output.status.success(),
+        String::from_utf8_lossy(&output.stdout).into_owned(),
+        String::from_utf8_lossy(&output.stderr).into_owned(),
+    )
+}
+
+#[tokio::test]
+async fn a_script_talks_to_the_agent_and_uses_every_command() {
+    let server = Server::start().await;
+    let workdir = tempfile::tempdir().unwrap();
+    let script = "\
+Hello from a script
+//shell echo output-from-the-tool
+/context
+/compact
+/agents
+/fork
+/rewind
+/rewind 2
+/resume
+/bogus
+/quit
+";
+    let (ok, out, err) = chat(&["--url", &server.base], script, workdir.path()).await;
+    assert!(ok, "stdout:\n{out}\nstderr:\n{err}");
+    let expect = [
+        "agent: Demo model (offline, built in): you said \"Hello from a script\".",
+        "[shell] $ echo output-from-the-tool\noutput-from-the-tool\n[exit 0]\n",
+        "The shell tool returned 21 bytes (exit code 0).",
+        "[context: ",
+        "[compressing the context…]",
+        "[summary of the history through #",
+        "[context compressed: ",
+        "[root default (idle) s_",
+        "[forked into c_",
+        "[1] Hello from a script\n[2] /shell echo output-from-the-tool\n",
+        "[rewound into c_",
+        "your message was: /shell echo output-from-the-tool]",
+        "[unknown command /bogus; /help lists them]",
+    ];
+    let mut from = 0;
+    for expected in expect {
+        let at = out[from..]
+            .find(expected)
+            .unwrap_or_else(|| panic!("`{expected}` missing after byte {from} of:\n{out}"));
+        from += at + expected.len();
+    }
+    // The conversation was created in the directory the client ran in.
+    let (_, list) = server.get("/api/conversations?archived=all").await;
+    let conversations = list["conversations"].as_array().unwrap();
+    assert_eq!(
+        conversations.len(),
+        3,
+        "the original, the fork, the rewind: {list}"
+    );
+    let cwd = workdir.path().canonicalize().unwrap();
+    assert!(
+        conversations
+            .iter()
+            .all(|c| std::path::Path::new(c["cwd"].as_str().unwrap()) == cwd),
+        "{list}"
+    );
+}
+
+#[tokio::test]
+async fn resuming_shows_the_history_and_continues_the_conversation() {
+    let server = Server::start().await;
+    let created = server.create_and_wait("The first message").await;
+    let id = created["conversation"]["id"].as_str().unwrap();
+    let workdir = tempfile::tempdir().unwrap();
+    let (ok, out, err) = chat(
+        &["--url", &server.base, id],
+        "And a second one\n",
+        workdir.path(),
+    )
+    .await;
+    assert!(ok, "{out}\n{err}");
+    assert!(out.contains("you: The first message\n"), "{out}");
+    assert!(
+        out.contains("agent: Demo model (offline, built in): you said \"And a second one\"."),
+        "{out}"
+    );
+    let (_, items) = server.get(&format!("/api/conversations/{id}/items")).await;
+    assert_eq!(items["items"].as_array().unwrap().len(), 4, "{items}");
+}
+
+#[tokio::test]
+async fn no_service_is_a_clear_error() {
+    let workdir = tempfile::tempdir().unwrap();
+    let (ok, _, err) = chat(&["--url", "http://127.0.0.1:9"], "hello\n", workdir.path()).await;
+    assert!(!ok);
+    assert!(
+        err.contains("cannot reach the service at http://127.0.0.1:9"),
+        "{err}"
+    );
+}
