@@ -11,7 +11,7 @@ pub mod title;
 pub mod turn;
 pub mod usage;
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -187,8 +187,9 @@ pub struct Shared {
     /// Live conversations. Loading and unloading happen under this lock, so there is never
     /// more than one actor per conversation.
     actors: tokio::sync::Mutex<HashMap<String, ActorHandle>>,
-    /// Idempotency keys of creates in progress, so two concurrent retries create one thing.
-    creating: Mutex<HashSet<String>>,
+    /// Idempotency keys of creates in progress, so two concurrent retries create one thing:
+    /// the second waits for the first and then answers what it answered.
+    creating: Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>,
     stopping: std::sync::atomic::AtomicBool,
     /// Slow index work done after the answer, one job at a time in the order given (a fork of
     /// a fork copies search rows only after its source's own copy is done).
@@ -234,7 +235,7 @@ impl Runtime {
                 settings,
                 list_events: EventBus::new(),
                 actors: tokio::sync::Mutex::new(HashMap::new()),
-                creating: Mutex::new(HashSet::new()),
+                creating: Mutex::new(HashMap::new()),
                 stopping: std::sync::atomic::AtomicBool::new(false),
                 index_jobs,
                 index_jobs_pending,
@@ -276,7 +277,7 @@ impl Runtime {
         self.refuse_when_stopping()?;
         let scoped_key = idempotency_key.map(|key| format!("create:{key}"));
         let _guard = match &scoped_key {
-            Some(key) => Some(InFlight::claim(&self.shared, key)?),
+            Some(key) => Some(InFlight::claim(&self.shared, key).await),
             None => None,
         };
         if let Some(key) = &scoped_key
@@ -765,30 +766,37 @@ impl Drop for PendingJob<'_> {
 struct InFlight {
     shared: Arc<Shared>,
     key: String,
+    _turn: tokio::sync::OwnedMutexGuard<()>,
 }
 
 impl InFlight {
-    fn claim(shared: &Arc<Shared>, key: &str) -> Result<InFlight, RuntimeError> {
-        let mut creating = shared.creating.lock().expect("creating lock");
-        if !creating.insert(key.to_owned()) {
-            return Err(RuntimeError::Invalid(
-                "a request with this Idempotency-Key is still in progress; retry later".to_owned(),
-            ));
-        }
-        Ok(InFlight {
+    /// Waits until no other request with this key is in progress, then holds the key.
+    async fn claim(shared: &Arc<Shared>, key: &str) -> InFlight {
+        let lock = shared
+            .creating
+            .lock()
+            .expect("creating lock")
+            .entry(key.to_owned())
+            .or_default()
+            .clone();
+        InFlight {
             shared: shared.clone(),
             key: key.to_owned(),
-        })
+            _turn: lock.lock_owned().await,
+        }
     }
 }
 
 impl Drop for InFlight {
     fn drop(&mut self) {
-        self.shared
-            .creating
-            .lock()
-            .expect("creating lock")
-            .remove(&self.key);
+        let mut creating = self.shared.creating.lock().expect("creating lock");
+        // The map and this guard hold the lock; anyone more is waiting for it.
+        if creating
+            .get(&self.key)
+            .is_some_and(|lock| Arc::strong_count(lock) <= 2)
+        {
+            creating.remove(&self.key);
+        }
     }
 }
 

@@ -143,6 +143,20 @@ async fn an_empty_first_message_stores_nothing() {
 }
 
 #[tokio::test]
+async fn concurrent_creates_with_one_idempotency_key_create_once_and_answer_the_same() {
+    let server = Server::start().await;
+    let body = json!({ "text": "sent twice at once" });
+    let requests = (0..8).map(|_| server.post_with_key("/api/conversations", body.clone(), "same"));
+    let answers = futures::future::join_all(requests).await;
+    for (status, answer) in &answers {
+        assert_eq!(*status, 201, "{answer}");
+        assert_eq!(answer, &answers[0].1, "every retry gets the first answer");
+    }
+    let (_, list) = server.get("/api/conversations?archived=all").await;
+    assert_eq!(list["conversations"].as_array().unwrap().len(), 1, "{list}");
+}
+
+#[tokio::test]
 async fn the_same_idempotency_key_creates_once_and_answers_the_same() {
     let server = Server::start().await;
     let body = json!({ "text": "only once" });
