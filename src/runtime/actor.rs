@@ -61,6 +61,8 @@ pub enum Command {
         oneshot::Sender<Result<ForkOutcome, RuntimeError>>,
     ),
     Subscribe(Option<EventId>, oneshot::Sender<Subscription>),
+    /// A page of the root session's stored history: items after a seq, at most a count.
+    Items(u64, usize, oneshot::Sender<super::ItemsPage>),
     /// Manual compaction of the root session (SPEC §7.6).
     Compact(oneshot::Sender<Result<CompactOutcome, RuntimeError>>),
     Shutdown(oneshot::Sender<()>),
@@ -297,6 +299,9 @@ impl ConversationActor {
             }
             Command::Subscribe(after, reply) => {
                 let _ = reply.send(self.subscribe(after));
+            }
+            Command::Items(after_seq, limit, reply) => {
+                let _ = reply.send(super::items_page(&self.root_history, after_seq, limit));
             }
             Command::Compact(reply) => self.start_compaction(reply),
             Command::Shutdown(reply) => {

@@ -150,6 +150,22 @@ pub struct ItemsPage {
     pub next_after_seq: Option<u64>,
 }
 
+/// The items after `after_seq` (at most `limit`) of a history sorted by seq.
+pub fn items_page(items: &[Item], after_seq: u64, limit: usize) -> ItemsPage {
+    let start = items.partition_point(|item| item.seq <= after_seq);
+    let rest = &items[start..];
+    let page = rest[..rest.len().min(limit)].to_vec();
+    let next_after_seq = if rest.len() > limit {
+        page.last().map(|item| item.seq)
+    } else {
+        None
+    };
+    ItemsPage {
+        items: page,
+        next_after_seq,
+    }
+}
+
 /// Tunables that are not user configuration.
 #[derive(Debug, Clone)]
 pub struct RuntimeSettings {
@@ -466,22 +482,29 @@ impl Runtime {
         if !is_valid_id(session_id) || !self.shared.store.session_path(id, session_id).is_file() {
             return Err(RuntimeError::NotFound(format!("session {session_id}")));
         }
+        // A live conversation keeps its root history in memory, the same as the file: paging
+        // through a long one then costs a copy of each page, not a read of the whole file.
+        if session_id == conversation.root_session_id
+            && let Some(handle) = self.live_actor(id).await
+        {
+            let (reply, answer) = tokio::sync::oneshot::channel();
+            if handle
+                .send(Command::Items(after_seq, limit, reply))
+                .await
+                .is_ok()
+                && let Ok(page) = answer.await
+            {
+                return Ok(page);
+            }
+        }
         let items = self.shared.store.read_items(id, session_id)?;
-        let mut page: Vec<Item> = items
-            .into_iter()
-            .filter(|item| item.seq > after_seq)
-            .collect();
-        let more = page.len() > limit;
-        page.truncate(limit);
-        let next_after_seq = if more {
-            page.last().map(|item| item.seq)
-        } else {
-            None
-        };
-        Ok(ItemsPage {
-            items: page,
-            next_after_seq,
-        })
+        Ok(items_page(&items, after_seq, limit))
+    }
+
+    /// The actor of a conversation that is live now (without loading one).
+    async fn live_actor(&self, id: &str) -> Option<ActorHandle> {
+        let actors = self.shared.actors.lock().await;
+        actors.get(id).filter(|handle| !handle.is_closed()).cloned()
     }
 
     pub async fn send_message(

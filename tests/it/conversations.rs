@@ -1,7 +1,7 @@
 //! The conversation lifecycle over HTTP: create on the first message, list, get, items,
 //! rename, archive, delete; titles; idempotency; search.
 
-use serde_json::json;
+use serde_json::{Value, json};
 
 use crate::harness::{Server, snapshot_dir};
 
@@ -383,4 +383,57 @@ async fn idle_conversations_are_unloaded_and_load_again_on_demand() {
     server.wait_idle(&id).await;
     let (_, items) = server.get(&format!("/api/conversations/{id}/items")).await;
     assert_eq!(items["items"].as_array().unwrap().len(), 4);
+}
+
+/// Pages of `/items` of `limit` items, followed to the end.
+async fn all_pages(server: &Server, id: &str, limit: usize) -> Vec<Value> {
+    let mut items = Vec::new();
+    let mut after = 0;
+    loop {
+        let (status, page) = server
+            .get(&format!(
+                "/api/conversations/{id}/items?limit={limit}&after_seq={after}"
+            ))
+            .await;
+        assert_eq!(status, 200, "{page}");
+        let got = page["items"].as_array().unwrap();
+        assert!(got.len() <= limit, "{page}");
+        items.extend(got.iter().cloned());
+        match page["next_after_seq"].as_u64() {
+            Some(next) => after = next,
+            None => return items,
+        }
+    }
+}
+
+#[tokio::test]
+async fn history_pages_are_the_same_whether_the_conversation_is_live_or_read_from_disk() {
+    let server = Server::start().await;
+    let created = server.create_and_wait("first").await;
+    let id = created["conversation"]["id"].as_str().unwrap().to_owned();
+    for text in ["second", "third", "fourth"] {
+        let (status, _) = server
+            .post(
+                &format!("/api/conversations/{id}/messages"),
+                json!({ "text": text }),
+            )
+            .await;
+        assert_eq!(status, 202);
+        server.wait_idle(&id).await;
+    }
+    // Live: the actor answers from memory.
+    let (_, whole) = server.get(&format!("/api/conversations/{id}/items")).await;
+    let whole = whole["items"].as_array().unwrap().clone();
+    assert_eq!(whole.len(), 8, "four questions, four answers");
+    assert_eq!(all_pages(&server, &id, 3).await, whole);
+    assert_eq!(all_pages(&server, &id, 1).await, whole);
+
+    // After a restart nothing is live: the pages come from the file, the same.
+    let data_dir = server.stop().await;
+    let server = Server::start_in(&data_dir).await;
+    assert_eq!(all_pages(&server, &id, 3).await, whole);
+    let (_, past_the_end) = server
+        .get(&format!("/api/conversations/{id}/items?after_seq=100"))
+        .await;
+    assert_eq!(past_the_end, json!({ "items": [], "next_after_seq": null }));
 }
