@@ -81,12 +81,7 @@ impl Api {
         if (200..300).contains(&status) {
             return Ok(body);
         }
-        let error = &body["error"];
-        Err(ApiError::Service {
-            status,
-            code: error["code"].as_str().unwrap_or("unknown").to_owned(),
-            message: error["message"].as_str().unwrap_or("no message").to_owned(),
-        })
+        Err(service_error(status, &body))
     }
 
     fn unreachable(&self, error: reqwest::Error) -> ApiError {
@@ -114,17 +109,7 @@ impl Api {
         let status = response.status().as_u16();
         if status != 200 {
             let body: Value = response.json().await.unwrap_or_default();
-            return Err(ApiError::Service {
-                status,
-                code: body["error"]["code"]
-                    .as_str()
-                    .unwrap_or("unknown")
-                    .to_owned(),
-                message: body["error"]["message"]
-                    .as_str()
-                    .unwrap_or("no message")
-                    .to_owned(),
-            });
+            return Err(service_error(status, &body));
         }
         Ok(response
             .bytes_stream()
@@ -135,5 +120,15 @@ impl Api {
                 let data = serde_json::from_str(&event.data).ok()?;
                 Some((event.event, data))
             }))
+    }
+}
+
+/// The service's error body (`{"error": {code, message}}`) as an error.
+fn service_error(status: u16, body: &Value) -> ApiError {
+    let error = &body["error"];
+    ApiError::Service {
+        status,
+        code: error["code"].as_str().unwrap_or("unknown").to_owned(),
+        message: error["message"].as_str().unwrap_or("no message").to_owned(),
     }
 }
