@@ -263,7 +263,7 @@ impl Chat {
         let message = &answer["message"];
         if message["status"] == "waiting" {
             print_out(&format!(
-                "[your message waits ({}) for the running turn]\n",
+                "[the agent is busy: your message waits ({})]\n",
                 text_or(&message["mode"], "steer")
             ));
             return Ok(());
@@ -416,10 +416,25 @@ impl Chat {
         let events = self.api.events(id).await?;
         let (signals, receiver) = mpsc::unbounded_channel();
         let renderer = self.renderer.clone();
+        let api = self.api.clone();
+        let conversation = id.to_owned();
         let task = tokio::spawn(async move {
             use futures::StreamExt;
-            let mut events = std::pin::pin!(events);
-            while let Some((kind, data)) = events.next().await {
+            let mut events = events.boxed();
+            loop {
+                let Some((kind, data)) = events.next().await else {
+                    // The service restarted, or this stream fell too far behind: follow again
+                    // (the new snapshot shows what is running now).
+                    print_out("[the event stream ended; reconnecting…]\n");
+                    match reconnect(&api, &conversation).await {
+                        Some(again) => {
+                            print_out("[reconnected]\n");
+                            events = again.boxed();
+                            continue;
+                        }
+                        None => break,
+                    }
+                };
                 let out = renderer.lock().expect("renderer lock").event(&kind, &data);
                 print_out(&out);
                 let signal = match kind.as_str() {
@@ -463,10 +478,7 @@ impl Chat {
     async fn next_signal(&mut self) -> Option<Signal> {
         let following = self.following.as_mut()?;
         match following.signals.recv().await? {
-            Signal::Closed => {
-                print_out("[the service ended the event stream]\n");
-                None
-            }
+            Signal::Closed => None,
             signal => Some(signal),
         }
     }
@@ -514,6 +526,32 @@ impl Chat {
             }
         }
     }
+}
+
+/// Tries to follow a conversation again, once a second for a minute.
+async fn reconnect(
+    api: &Api,
+    conversation: &str,
+) -> Option<impl futures::Stream<Item = (String, Value)> + use<>> {
+    let mut last = None;
+    for _ in 0..60 {
+        tokio::time::sleep(std::time::Duration::from_secs(1)).await;
+        match api.events(conversation).await {
+            Ok(events) => return Some(events),
+            // Gone for good: no point in trying again.
+            Err(error) if error.code() == Some("not_found") => {
+                last = Some(error);
+                break;
+            }
+            Err(error) => last = Some(error),
+        }
+    }
+    if let Some(error) = last {
+        print_out(&format!(
+            "[cannot follow the conversation any more: {error}]\n"
+        ));
+    }
+    None
 }
 
 fn text(value: &Value) -> &str {

@@ -85,6 +85,10 @@ impl Renderer {
                 item["text"].as_str().unwrap_or_default()
             ));
         }
+        // A stored snapshot of a running item goes on streaming: it is not done yet.
+        if item["status"] == "running" {
+            return self.item_progress(item);
+        }
         self.item_progress(item) + &self.item_done(item)
     }
 
@@ -148,7 +152,10 @@ impl Renderer {
             _ => return out,
         };
         let shown = self.shown.get_mut(id_of(item)).expect("started above");
-        if shown.done || text.len() <= shown.bytes {
+        // A tool's stored output is capped (head, a note, tail), so it is not a continuation
+        // of what streamed: only output that never streamed here is printed from it.
+        let streamed_tool = kind == "tool_call" && shown.bytes > 0;
+        if shown.done || streamed_tool || text.len() <= shown.bytes {
             return out;
         }
         let first = shown.bytes == 0;
@@ -323,6 +330,34 @@ mod tests {
         let done = json!({ "id": "t1", "kind": "tool_call", "name": "shell", "arguments": { "command": "echo hi" }, "output": "hi\n", "exit_code": 0, "status": "completed" });
         out += &r.event("item.completed", &json!({ "item": done }));
         assert_eq!(out, "[shell] $ echo hi\nhi\n[exit 0]\n");
+    }
+
+    #[test]
+    fn a_capped_tool_output_is_not_printed_again_at_completion() {
+        let mut r = Renderer::default();
+        let call = json!({ "id": "t1", "kind": "tool_call", "name": "shell", "arguments": { "command": "yes" }, "output": "", "status": "running" });
+        let mut out = r.event("item.started", &json!({ "item": call }));
+        out += &r.event(
+            "item.delta",
+            &json!({ "item_id": "t1", "field": "output", "delta": "aaaa-END\n" }),
+        );
+        let done = json!({ "id": "t1", "kind": "tool_call", "name": "shell", "arguments": { "command": "yes" }, "output": "aa\n[… 2 bytes cut …]\na-END\n", "exit_code": 0, "status": "completed" });
+        out += &r.event("item.completed", &json!({ "item": done }));
+        assert_eq!(out, "[shell] $ yes\naaaa-END\n[exit 0]\n");
+    }
+
+    #[test]
+    fn a_running_item_from_the_history_keeps_streaming() {
+        let mut r = Renderer::default();
+        let running = json!({ "id": "t1", "kind": "tool_call", "name": "shell", "arguments": { "command": "sleep 1" }, "output": "start\n", "status": "running" });
+        let mut out = r.stored_item(&running);
+        out += &r.event(
+            "item.delta",
+            &json!({ "item_id": "t1", "field": "output", "delta": "more\n" }),
+        );
+        let done = json!({ "id": "t1", "kind": "tool_call", "name": "shell", "arguments": { "command": "sleep 1" }, "output": "start\nmore\n", "exit_code": 0, "status": "completed" });
+        out += &r.event("item.completed", &json!({ "item": done }));
+        assert_eq!(out, "[shell] $ sleep 1\nstart\nmore\n[exit 0]\n");
     }
 
     #[test]

@@ -858,7 +858,11 @@ impl ConversationActor {
                 delay_ms,
                 error,
             } => {
-                let session_id = self.running.as_ref().map(|r| r.session_id.clone());
+                // A manual compaction's retries belong to the root session.
+                let session_id = self.running.as_ref().map_or_else(
+                    || self.state.conversation.root_session_id.clone(),
+                    |running| running.session_id.clone(),
+                );
                 self.bus.publish(
                     "model.retry",
                     &json!({ "session_id": session_id, "attempt": attempt, "max_attempts": max_attempts, "delay_ms": delay_ms, "error": error }),
@@ -930,7 +934,7 @@ impl ConversationActor {
         } else {
             None
         };
-        if let Some(error) = refused {
+        if let Some(error) = refused.or_else(|| self.check_can_run().err()) {
             let _ = reply.send(Err(error));
             return;
         }
@@ -959,7 +963,15 @@ impl ConversationActor {
         });
         let done = self.turn_sender.clone();
         tokio::spawn(async move {
-            let result = compactor.summarize(&plan, &cancel).await;
+            let on_retry = |retry: compaction::Retry| {
+                let _ = done.send(TurnMsg::Retry {
+                    attempt: retry.attempt,
+                    max_attempts: retry.max_attempts,
+                    delay_ms: retry.delay_ms,
+                    error: retry.error,
+                });
+            };
+            let result = compactor.summarize(&plan, &cancel, on_retry).await;
             let _ = done.send(TurnMsg::ManualCompactionDone { plan, result });
         });
     }

@@ -7,6 +7,7 @@
 //! and the turn loop decides when to compact.
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use tokio_util::sync::CancellationToken;
 
@@ -162,8 +163,17 @@ impl Compactor {
         &self,
         plan: &Plan,
         cancel: &CancellationToken,
+        on_retry: impl Fn(Retry),
     ) -> Result<(String, Option<TokenUsage>), Failure> {
-        let mut history = plan.to_summarize.clone();
+        // Tool calls go as text: no tools are offered to a summary, and some protocols refuse
+        // tool blocks in a request without tools. Failed attempts' partial answers never reach
+        // a model, here as in a turn.
+        let mut history: Vec<Item> = plan
+            .to_summarize
+            .iter()
+            .filter(|item| super::turn::sent_to_model(item))
+            .map(flatten_tool_call)
+            .collect();
         let last = history.last().cloned();
         history.push(Item {
             id: new_id("m"),
@@ -208,6 +218,12 @@ impl Compactor {
                 }
             };
             let delay = super::turn::retry_delay(&self.retry, attempt, retry_after);
+            on_retry(Retry {
+                attempt,
+                max_attempts,
+                delay_ms: delay.as_millis() as u64,
+                error: error.to_string(),
+            });
             tokio::select! {
                 () = tokio::time::sleep(delay) => {}
                 () = cancel.cancelled() => return Err(Failure::Interrupted),
@@ -225,10 +241,17 @@ impl Compactor {
         let mut events = reader::read_ahead(self.client.stream(request));
         let mut text = String::new();
         let mut usage = None;
+        let chunk_timeout = Duration::from_millis(self.retry.chunk_timeout_ms);
         loop {
             let event = tokio::select! {
-                event = events.recv() => event,
+                event = tokio::time::timeout(chunk_timeout, events.recv()) => event,
                 () = cancel.cancelled() => return Err(Failure::Interrupted),
+            };
+            let Ok(event) = event else {
+                return Ok(Err(ModelError::transient(format!(
+                    "no data from the model for {:.1} s",
+                    chunk_timeout.as_secs_f64()
+                ))));
             };
             match event {
                 None => {
@@ -253,6 +276,64 @@ impl Compactor {
             }
         }
     }
+}
+
+/// A retry of the compaction call, for clients (`model.retry`).
+#[derive(Debug)]
+pub struct Retry {
+    pub attempt: u32,
+    pub max_attempts: u32,
+    pub delay_ms: u64,
+    pub error: String,
+}
+
+/// Most of a tool's output the compaction model reads: its head and its tail.
+const TOOL_OUTPUT_READ: usize = 4_000;
+
+/// A tool call as the compaction model reads it: text of the answer it belongs to.
+fn flatten_tool_call(item: &Item) -> Item {
+    let ItemKind::ToolCall {
+        name,
+        arguments,
+        output,
+        exit_code,
+        ..
+    } = &item.kind
+    else {
+        return item.clone();
+    };
+    let output = if output.len() > TOOL_OUTPUT_READ {
+        let head = floor_boundary(output, TOOL_OUTPUT_READ / 2);
+        let tail = ceil_boundary(output, output.len() - TOOL_OUTPUT_READ / 2);
+        format!(
+            "{}\n[… {} bytes …]\n{}",
+            &output[..head],
+            tail - head,
+            &output[tail..]
+        )
+    } else {
+        output.clone()
+    };
+    let exit = exit_code.map_or(String::new(), |code| format!(", exit code {code}"));
+    let mut flat = item.clone();
+    flat.kind = ItemKind::AgentMessage {
+        text: format!("[called the {name} tool with {arguments}{exit}; it returned:]\n{output}"),
+    };
+    flat
+}
+
+fn floor_boundary(text: &str, mut index: usize) -> usize {
+    while !text.is_char_boundary(index) {
+        index -= 1;
+    }
+    index
+}
+
+fn ceil_boundary(text: &str, mut index: usize) -> usize {
+    while !text.is_char_boundary(index) {
+        index += 1;
+    }
+    index
 }
 
 /// The summary item of a finished compaction (its seq is given when it is stored).

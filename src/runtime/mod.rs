@@ -575,13 +575,14 @@ impl Runtime {
             .await?
     }
 
-    /// Interrupts the running turn of a session (the root by default). Answers once the turn
-    /// has ended; `false` when nothing was running.
     /// Manual compaction of the root session (SPEC §7.6).
     pub async fn compact(&self, id: &str) -> Result<CompactOutcome, RuntimeError> {
+        self.refuse_when_stopping()?;
         self.call(id, Command::Compact).await?
     }
 
+    /// Interrupts the running turn of a session (the root by default). Answers once the turn
+    /// has ended; `false` when nothing was running.
     pub async fn interrupt(&self, id: &str, session: Option<String>) -> Result<bool, RuntimeError> {
         self.call(id, |reply| Command::Interrupt(session, reply))
             .await?

@@ -202,7 +202,19 @@ async fn compact(
         return Ok(());
     };
     link.send(TurnMsg::CompactionStarted);
-    match spec.compactor.summarize(&plan, &spec.cancel).await {
+    let on_retry = |retry: compaction::Retry| {
+        link.send(TurnMsg::Retry {
+            attempt: retry.attempt,
+            max_attempts: retry.max_attempts,
+            delay_ms: retry.delay_ms,
+            error: retry.error,
+        });
+    };
+    match spec
+        .compactor
+        .summarize(&plan, &spec.cancel, on_retry)
+        .await
+    {
         Ok((text, _report)) => {
             let mut summary =
                 compaction::summary_item(&spec.session_id, &spec.turn_id, text, &plan);
@@ -213,7 +225,12 @@ async fn compact(
             link.send(TurnMsg::Compacted { summary });
             Ok(())
         }
-        Err(Failure::Interrupted) => Err(TurnStop::Interrupted),
+        Err(Failure::Interrupted) => {
+            link.send(TurnMsg::CompactionFailed {
+                error: "interrupted".to_owned(),
+            });
+            Err(TurnStop::Interrupted)
+        }
         Err(Failure::Failed(error)) => {
             link.send(TurnMsg::CompactionFailed {
                 error: error.clone(),
@@ -589,7 +606,7 @@ async fn run_tool_call(
 }
 
 /// Failed attempts' partial output is kept for clients but never sent to the model.
-fn sent_to_model(item: &Item) -> bool {
+pub(crate) fn sent_to_model(item: &Item) -> bool {
     !matches!(
         (&item.kind, item.status),
         (

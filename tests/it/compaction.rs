@@ -300,3 +300,151 @@ async fn the_demo_model_writes_a_summary_without_any_configuration() {
         .await;
     assert_eq!(status, 404, "{body}");
 }
+
+#[tokio::test]
+async fn tool_calls_reach_the_compaction_model_as_text_on_every_protocol() {
+    // Anthropic refuses tool blocks in a request without tools; a summary offers no tools.
+    let setup = Setup::start(Wire::AnthropicMessages).await;
+    setup.fake.push(Reply::tool_call(
+        "shell",
+        json!({ "command": "echo compacted-tool-output" }),
+        2,
+    ));
+    setup.fake.push(Reply::text("Ran it."));
+    setup.turn("run the tool").await;
+    setup.fake.push(Reply::text("Fine."));
+    setup.turn("and now?").await;
+
+    setup.fake.push(Reply::text("SUMMARY with a tool"));
+    let before = setup.fake.requests().len();
+    let (status, body) = setup.server.post(&compact_path(&setup), json!({})).await;
+    assert_eq!(status, 200, "{body}");
+    let request = &setup.fake.requests()[before];
+    let sent = request.body.to_string();
+    assert!(
+        !sent.contains("tool_use") && !sent.contains("tool_result"),
+        "{sent}"
+    );
+    assert!(
+        request.body.get("tools").is_none_or(Value::is_null),
+        "{sent}"
+    );
+    assert!(
+        sent.contains("[called the shell tool") && sent.contains("compacted-tool-output"),
+        "{sent}"
+    );
+}
+
+#[tokio::test]
+async fn the_compaction_call_is_retried_visibly_and_times_out_like_any_model_call() {
+    let fake = FakeProvider::start(Wire::OpenaiChat).await;
+    let config = fake.config().replace(
+        "max_delay_ms = 50",
+        "max_delay_ms = 50\nchunk_timeout_ms = 200",
+    );
+    let setup = Setup::start_with(fake, config, Vec::new()).await;
+    setup.fake.push(Reply::text("Another answer."));
+    setup.turn("a second turn").await;
+
+    // Two server errors, then a summary: both retries are announced.
+    let mut events = setup.server.events(&setup.id).await;
+    setup.fake.push(Reply::status(503));
+    setup.fake.push(Reply::status(503));
+    setup.fake.push(Reply::text("SUMMARY after retries"));
+    let (status, body) = setup.server.post(&compact_path(&setup), json!({})).await;
+    assert_eq!(status, 200, "{body}");
+    let seen = events_until(&mut events, "compaction.completed").await;
+    let retries: Vec<&Value> = seen
+        .iter()
+        .filter(|(kind, _)| kind == "model.retry")
+        .map(|(_, data)| data)
+        .collect();
+    assert_eq!(retries.len(), 2, "{seen:?}");
+    assert_eq!(retries[1]["attempt"], 2);
+    let (_, conversation) = setup
+        .server
+        .get(&format!("/api/conversations/{}", setup.id))
+        .await;
+    assert_eq!(
+        retries[0]["session_id"], conversation["root_session_id"],
+        "{conversation}"
+    );
+
+    // A provider that goes silent: every attempt times out, and the compaction fails in the
+    // end instead of holding the conversation forever.
+    setup.fake.push(Reply::text("Third."));
+    setup.turn("a third turn").await;
+    setup.fake.set_pace(std::time::Duration::from_millis(1_000));
+    for _ in 0..10 {
+        setup.fake.push(Reply::text("too slow to arrive"));
+    }
+    let (status, body) = setup.server.post(&compact_path(&setup), json!({})).await;
+    assert_eq!(status, 502, "{body}");
+    assert_eq!(body["error"]["code"], "compaction_failed");
+    assert!(
+        body["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("no data from the model"),
+        "{body}"
+    );
+}
+
+#[tokio::test]
+async fn an_interrupted_automatic_compaction_says_so() {
+    let fake = FakeProvider::start(Wire::OpenaiChat).await;
+    let config = small_window_config(&fake);
+    let setup = Setup::start_with(fake, config, Vec::new()).await;
+    setup.fake.set_pace(std::time::Duration::from_millis(200));
+    setup
+        .fake
+        .push(Reply::text("a summary that takes its time to arrive"));
+    let mut events = setup.server.events(&setup.id).await;
+    let (status, _) = setup
+        .server
+        .post(
+            &format!("/api/conversations/{}/messages", setup.id),
+            json!({ "text": "lorem ipsum ".repeat(750) }),
+        )
+        .await;
+    assert_eq!(status, 202);
+    events_until(&mut events, "compaction.started").await;
+    let (status, body) = setup
+        .server
+        .post(
+            &format!("/api/conversations/{}/interrupt", setup.id),
+            json!({}),
+        )
+        .await;
+    assert_eq!(status, 200, "{body}");
+    let seen = events_until(&mut events, "turn.ended").await;
+    let failed = seen
+        .iter()
+        .find(|(kind, _)| kind == "compaction.failed")
+        .unwrap_or_else(|| panic!("no compaction.failed in {seen:?}"));
+    assert_eq!(failed.1["error"], "interrupted");
+    assert_eq!(seen.last().unwrap().1["status"], "interrupted");
+}
+
+#[tokio::test]
+async fn compaction_needs_the_working_directory_like_a_turn() {
+    let workdir = tempfile::tempdir().unwrap();
+    let cwd = workdir.path().join("project");
+    std::fs::create_dir(&cwd).unwrap();
+    let server = Server::start().await;
+    let (status, created) = server
+        .post(
+            "/api/conversations",
+            json!({ "text": "hello", "cwd": cwd.to_str().unwrap() }),
+        )
+        .await;
+    assert_eq!(status, 201, "{created}");
+    let id = created["conversation"]["id"].as_str().unwrap();
+    server.wait_idle(id).await;
+    std::fs::remove_dir(&cwd).unwrap();
+    let (status, body) = server
+        .post(&format!("/api/conversations/{id}/compact"), json!({}))
+        .await;
+    assert_eq!(status, 422, "{body}");
+    assert_eq!(body["error"]["code"], "cwd_missing");
+}
