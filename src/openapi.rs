@@ -166,7 +166,7 @@ gets exactly the events after that id, or a fresh `snapshot` when that id is unk
 
 | event | data |
 |---|---|
-| `snapshot` | `{\"conversation\", \"sessions\", \"pending\", \"usage\", \"running\": [{\"session_id\", \"turn_id\", \"items\": [Item]}], \"last_seq\": {\"<session_id>\": n}}` |
+| `snapshot` | `{\"conversation\", \"sessions\", \"pending\", \"usage\", \"running\": [{\"session_id\", \"turn_id\", \"items\": [Item]}], \"compacting\": bool (a manual compaction runs), \"last_seq\": {\"<session_id>\": n}}` |
 | `conversation.updated` | `{\"conversation\"}` |
 | `session.created`, `session.updated` | `{\"session\"}` |
 | `turn.started` | `{\"session_id\", \"turn_id\", \"message_ids\": [...]}` |

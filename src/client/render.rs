@@ -30,6 +30,9 @@ impl Renderer {
         match kind {
             "snapshot" => {
                 let mut out = String::new();
+                if data["compacting"] == true {
+                    out += &self.line("[compressing the context…]");
+                }
                 for turn in data["running"].as_array().into_iter().flatten() {
                     for item in turn["items"].as_array().into_iter().flatten() {
                         out += &self.item_progress(item);

@@ -1323,6 +1323,8 @@ impl ConversationActor {
             "pending": self.pending.list(),
             "usage": self.usage_view(),
             "running": running,
+            // A manual compaction in progress (an automatic one runs inside a turn).
+            "compacting": self.compacting.is_some(),
             "last_seq": self.last_seq,
         })
     }

@@ -239,6 +239,11 @@ async fn manual_compaction_waits_for_no_turn_and_a_message_sent_meanwhile_waits_
     let client = setup.server.client.clone();
     let compaction = tokio::spawn(async move { client.post(server).json(&json!({})).send().await });
     events_until(&mut events, "compaction.started").await;
+    // A client that connects now sees the compaction in its snapshot.
+    let mut late = setup.server.events(&setup.id).await;
+    let (kind, snapshot) = events_until(&mut late, "snapshot").await.remove(0);
+    assert_eq!(kind, "snapshot");
+    assert_eq!(snapshot["compacting"], true, "{snapshot}");
     let (status, body) = setup
         .server
         .post(

@@ -723,6 +723,9 @@
     if (!stored.length && !(snapshot.running || []).length) {
       $('items').append(el('p', { class: 'loading empty-history' }, 'No messages yet.'));
     }
+    if (snapshot.compacting && sessionId === state.conv.root_session_id) {
+      addLine('muted compaction', 'Compressing the context (manual)…');
+    }
     const queued = state.queued;
     state.queued = [];
     state.loadingItems = false;
