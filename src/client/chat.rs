@@ -102,8 +102,11 @@ pub async fn run(options: ChatOptions) -> anyhow::Result<()> {
         ));
     }
     let mut lines = tokio::io::BufReader::new(tokio::io::stdin()).lines();
+    // At a terminal the prompt comes back when the agent is done: after a command at once,
+    // after a message that started a turn when that turn ends (the follower shows it).
+    let mut prompt = true;
     loop {
-        if chat.interactive {
+        if chat.interactive && prompt {
             print_out("> ");
         }
         let Some(line) = lines.next_line().await? else {
@@ -118,14 +121,18 @@ pub async fn run(options: ChatOptions) -> anyhow::Result<()> {
             Some(rest) if rest.starts_with('/') => chat.send(rest, None).await,
             Some(command) => match chat.command(command).await {
                 Ok(Flow::Quit) => break,
-                Ok(Flow::Continue) => Ok(()),
+                Ok(Flow::Continue) => Ok(false),
                 Err(error) => Err(error),
             },
             None => chat.send(line, None).await,
         };
-        if let Err(error) = outcome {
-            print_out(&format!("[error: {error}]\n"));
-        }
+        prompt = match outcome {
+            Ok(turn_started) => !turn_started,
+            Err(error) => {
+                print_out(&format!("[error: {error}]\n"));
+                true
+            }
+        };
     }
     Ok(())
 }
@@ -198,7 +205,9 @@ impl Chat {
                     ));
                 }
             }
-            "queue" if !argument.is_empty() => self.send(argument, Some("queue")).await?,
+            "queue" if !argument.is_empty() => {
+                self.send(argument, Some("queue")).await?;
+            }
             "interrupt" => {
                 let id = self.current()?;
                 let answer = self
@@ -226,7 +235,9 @@ impl Chat {
     }
 
     /// Sends a message: a new conversation when there is none, else to the current one.
-    async fn send(&mut self, message_text: &str, mode: Option<&str>) -> Result<(), ApiError> {
+    /// Returns whether a turn started that is still running (at a terminal, its end brings
+    /// the prompt back).
+    async fn send(&mut self, message_text: &str, mode: Option<&str>) -> Result<bool, ApiError> {
         let Some(following) = &self.following else {
             *self.renderer.lock().expect("renderer lock") = Renderer::default();
             let created = self
@@ -246,10 +257,12 @@ impl Chat {
             if !running.contains(&turn_id) {
                 // The first turn ended before the stream began: show it from the history.
                 self.print_stored_turn(&id, &turn_id).await?;
-            } else if !self.interactive {
+                return Ok(false);
+            }
+            if !self.interactive {
                 self.wait_turn_end(&turn_id).await;
             }
-            return Ok(());
+            return Ok(self.interactive);
         };
         let id = following.id.clone();
         let mut body = json!({ "text": message_text });
@@ -266,7 +279,7 @@ impl Chat {
                 "[the agent is busy: your message waits ({})]\n",
                 text_or(&message["mode"], "steer")
             ));
-            return Ok(());
+            return Ok(false);
         }
         if !self.interactive {
             let message_id = text(&message["id"]).to_owned();
@@ -274,7 +287,7 @@ impl Chat {
                 self.wait_turn_end(&turn_id).await;
             }
         }
-        Ok(())
+        Ok(self.interactive)
     }
 
     /// Opens a conversation: shows the end of its history, then follows it.
@@ -418,6 +431,7 @@ impl Chat {
         let renderer = self.renderer.clone();
         let api = self.api.clone();
         let conversation = id.to_owned();
+        let interactive = self.interactive;
         let task = tokio::spawn(async move {
             use futures::StreamExt;
             let mut events = events.boxed();
@@ -435,7 +449,10 @@ impl Chat {
                         None => break,
                     }
                 };
-                let out = renderer.lock().expect("renderer lock").event(&kind, &data);
+                let mut out = renderer.lock().expect("renderer lock").event(&kind, &data);
+                if interactive && kind == "turn.ended" {
+                    out.push_str("> ");
+                }
                 print_out(&out);
                 let signal = match kind.as_str() {
                     "snapshot" => Signal::Snapshot {
