@@ -852,12 +852,12 @@ impl ConversationActor {
             TurnMsg::ManualCompactionDone { plan, result } => {
                 self.finish_compaction(&plan, result);
             }
-            TurnMsg::Retry {
+            TurnMsg::Retry(turn::Retry {
                 attempt,
                 max_attempts,
                 delay_ms,
                 error,
-            } => {
+            }) => {
                 // A manual compaction's retries belong to the root session.
                 let session_id = self.running.as_ref().map_or_else(
                     || self.state.conversation.root_session_id.clone(),
@@ -963,13 +963,8 @@ impl ConversationActor {
         });
         let done = self.turn_sender.clone();
         tokio::spawn(async move {
-            let on_retry = |retry: compaction::Retry| {
-                let _ = done.send(TurnMsg::Retry {
-                    attempt: retry.attempt,
-                    max_attempts: retry.max_attempts,
-                    delay_ms: retry.delay_ms,
-                    error: retry.error,
-                });
+            let on_retry = |retry| {
+                let _ = done.send(TurnMsg::Retry(retry));
             };
             let result = compactor.summarize(&plan, &cancel, on_retry).await;
             let _ = done.send(TurnMsg::ManualCompactionDone { plan, result });

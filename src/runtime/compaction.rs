@@ -11,6 +11,7 @@ use std::time::Duration;
 
 use tokio_util::sync::CancellationToken;
 
+use super::turn::{self, BackOff, Retry};
 use super::usage::{UsageTracker, estimate_item_tokens};
 use crate::config::RetryConfig;
 pub use crate::domain::mark_compacted;
@@ -171,7 +172,7 @@ impl Compactor {
         let mut history: Vec<Item> = plan
             .to_summarize
             .iter()
-            .filter(|item| super::turn::sent_to_model(item))
+            .filter(|item| turn::sent_to_model(item))
             .map(flatten_tool_call)
             .collect();
         let last = history.last().cloned();
@@ -202,33 +203,21 @@ impl Compactor {
             max_output_tokens: self.max_output_tokens,
             compaction: true,
         };
-        let max_attempts = self.retry.max_attempts.max(1);
         let mut attempt = 1;
         loop {
             let error = match self.once(request.clone(), cancel).await? {
                 Ok(done) => return Ok(done),
                 Err(error) => error,
             };
-            let retry_after = match &error {
-                ModelError::Transient { retry_after, .. } if attempt < max_attempts => *retry_after,
-                _ => {
+            match turn::back_off(&self.retry, attempt, &error, cancel, &on_retry).await {
+                BackOff::Retry => attempt += 1,
+                BackOff::GiveUp => {
                     return Err(Failure::Failed(format!(
                         "the compaction model failed: {error}"
                     )));
                 }
-            };
-            let delay = super::turn::retry_delay(&self.retry, attempt, retry_after);
-            on_retry(Retry {
-                attempt,
-                max_attempts,
-                delay_ms: delay.as_millis() as u64,
-                error: error.to_string(),
-            });
-            tokio::select! {
-                () = tokio::time::sleep(delay) => {}
-                () = cancel.cancelled() => return Err(Failure::Interrupted),
+                BackOff::Interrupted => return Err(Failure::Interrupted),
             }
-            attempt += 1;
         }
     }
 
@@ -276,15 +265,6 @@ impl Compactor {
             }
         }
     }
-}
-
-/// A retry of the compaction call, for clients (`model.retry`).
-#[derive(Debug)]
-pub struct Retry {
-    pub attempt: u32,
-    pub max_attempts: u32,
-    pub delay_ms: u64,
-    pub error: String,
 }
 
 /// Most of a tool's output the compaction model reads: its head and its tail.

@@ -74,12 +74,7 @@ pub enum TurnMsg {
         plan: compaction::Plan,
         result: Result<(String, Option<TokenUsage>), Failure>,
     },
-    Retry {
-        attempt: u32,
-        max_attempts: u32,
-        delay_ms: u64,
-        error: String,
-    },
+    Retry(Retry),
     Usage(TokenUsage),
     /// Before each model call: messages steered into this turn since the last call.
     TakeSteered {
@@ -202,14 +197,7 @@ async fn compact(
         return Ok(());
     };
     link.send(TurnMsg::CompactionStarted);
-    let on_retry = |retry: compaction::Retry| {
-        link.send(TurnMsg::Retry {
-            attempt: retry.attempt,
-            max_attempts: retry.max_attempts,
-            delay_ms: retry.delay_ms,
-            error: retry.error,
-        });
-    };
+    let on_retry = |retry: Retry| link.send(TurnMsg::Retry(retry));
     match spec
         .compactor
         .summarize(&plan, &spec.cancel, on_retry)
@@ -256,7 +244,6 @@ async fn call_model(
     step: u32,
     link: &ActorLink,
 ) -> Result<Answer, TurnStop> {
-    let max_attempts = spec.retry.max_attempts.max(1);
     let mut attempt = 1;
     loop {
         let request = ModelRequest {
@@ -290,26 +277,58 @@ async fn call_model(
             }
             Err(AttemptError::Model(error)) => {
                 partial.close(ItemStatus::Failed, link).await?;
-                let retry_after = match &error {
-                    ModelError::Transient { retry_after, .. } if attempt < max_attempts => {
-                        *retry_after
+                let announce = |retry: Retry| link.send(TurnMsg::Retry(retry));
+                match back_off(&spec.retry, attempt, &error, &spec.cancel, announce).await {
+                    BackOff::Retry => attempt += 1,
+                    BackOff::GiveUp => {
+                        return Err(TurnStop::Failed(model_failure(&error, attempt)));
                     }
-                    _ => return Err(TurnStop::Failed(model_failure(&error, attempt))),
-                };
-                let delay = retry_delay(&spec.retry, attempt, retry_after);
-                link.send(TurnMsg::Retry {
-                    attempt,
-                    max_attempts,
-                    delay_ms: delay.as_millis() as u64,
-                    error: error.to_string(),
-                });
-                tokio::select! {
-                    () = tokio::time::sleep(delay) => {}
-                    () = spec.cancel.cancelled() => return Err(TurnStop::Interrupted),
+                    BackOff::Interrupted => return Err(TurnStop::Interrupted),
                 }
-                attempt += 1;
             }
         }
+    }
+}
+
+/// A retry of a model call, announced to clients as `model.retry`.
+#[derive(Debug)]
+pub struct Retry {
+    pub attempt: u32,
+    pub max_attempts: u32,
+    pub delay_ms: u64,
+    pub error: String,
+}
+
+pub enum BackOff {
+    Retry,
+    GiveUp,
+    Interrupted,
+}
+
+/// After failed attempt number `attempt` of a model call: gives up on a fatal error or the
+/// last allowed attempt; otherwise announces the retry and waits for it (SPEC §2.3).
+pub async fn back_off(
+    retry: &RetryConfig,
+    attempt: u32,
+    error: &ModelError,
+    cancel: &CancellationToken,
+    announce: impl FnOnce(Retry),
+) -> BackOff {
+    let max_attempts = retry.max_attempts.max(1);
+    let retry_after = match error {
+        ModelError::Transient { retry_after, .. } if attempt < max_attempts => *retry_after,
+        _ => return BackOff::GiveUp,
+    };
+    let delay = retry_delay(retry, attempt, retry_after);
+    announce(Retry {
+        attempt,
+        max_attempts,
+        delay_ms: delay.as_millis() as u64,
+        error: error.to_string(),
+    });
+    tokio::select! {
+        () = tokio::time::sleep(delay) => BackOff::Retry,
+        () = cancel.cancelled() => BackOff::Interrupted,
     }
 }
 
