@@ -209,6 +209,11 @@ pub enum ItemKind {
     },
     Reasoning {
         text: String,
+        /// What the provider needs back to carry this reasoning into a later request (the
+        /// Responses API's reasoning item with its encrypted content). Opaque; absent when the
+        /// provider gave none.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        state: Option<Value>,
     },
     ToolCall {
         call_id: String,

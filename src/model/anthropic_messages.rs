@@ -48,6 +48,8 @@ pub fn request_body(request: &ModelRequest) -> Value {
     for entry in wire::entries(&request.history) {
         match entry {
             Entry::User { text, images } => messages.push("user", user_blocks(text, images)),
+            // Only the Responses API takes reasoning back.
+            Entry::Reasoning { .. } => {}
             Entry::Assistant { text, calls } => {
                 let mut blocks = Vec::new();
                 if !text.is_empty() {
@@ -372,6 +374,7 @@ mod tests {
                 parameters: json!({"type": "object"}),
             }],
             max_output_tokens: 99,
+            reasoning_context: None,
             compaction: false,
         };
         let body = request_body(&request);

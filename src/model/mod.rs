@@ -27,6 +27,9 @@ pub struct ModelRequest {
     pub history: Vec<Item>,
     pub tools: Vec<ToolSpec>,
     pub max_output_tokens: u64,
+    /// Whether earlier reasoning may be carried into this request (SPEC §7.8): the provider is
+    /// asked for what it takes to do so. Which reasoning is in `history` the caller decides.
+    pub reasoning_context: Option<crate::config::ReasoningContext>,
     /// A request for a compaction summary (SPEC §7.4). Real providers get it as any request
     /// (the instructions say what to write); the demo model answers it with its own summary.
     pub compaction: bool,
@@ -45,6 +48,9 @@ pub struct ToolSpec {
 pub enum ModelEvent {
     TextDelta(String),
     ReasoningDelta(String),
+    /// What the provider needs back to carry the reasoning just streamed into a later request
+    /// (kept with the reasoning item; see `ItemKind::Reasoning::state`).
+    ReasoningState(Value),
     ToolCall {
         call_id: String,
         name: String,

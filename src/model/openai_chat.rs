@@ -83,6 +83,8 @@ pub fn request_body(request: &ModelRequest, limit_field: LimitField) -> Value {
     for entry in wire::entries(&request.history) {
         match entry {
             Entry::User { text, images } => messages.push(user_message(text, images)),
+            // Only the Responses API takes reasoning back.
+            Entry::Reasoning { .. } => {}
             Entry::Assistant { text, calls } => {
                 let mut message = json!({
                     "role": "assistant",
@@ -378,6 +380,7 @@ mod tests {
             history: Vec::new(),
             tools: Vec::new(),
             max_output_tokens: 7,
+            reasoning_context: None,
             compaction: false,
         };
         let body = request_body(&request, LimitField::MaxCompletionTokens);
@@ -398,6 +401,7 @@ mod tests {
                 parameters: json!({"type": "object"}),
             }],
             max_output_tokens: 99,
+            reasoning_context: None,
             compaction: false,
         };
         let body = request_body(&request, LimitField::MaxTokens);

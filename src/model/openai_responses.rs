@@ -45,6 +45,7 @@ pub fn request_body(request: &ModelRequest) -> Value {
                 ));
                 input.push(json!({ "type": "message", "role": "user", "content": content }));
             }
+            Entry::Reasoning { state } => input.push(state.clone()),
             Entry::Assistant { text, calls } => {
                 if !text.is_empty() {
                     input.push(json!({
@@ -80,6 +81,10 @@ pub fn request_body(request: &ModelRequest) -> Value {
     });
     if let Some(instructions) = &request.instructions {
         body["instructions"] = json!(instructions);
+    }
+    if request.reasoning_context.is_some() {
+        // Stateless (`store: false`): reasoning can only come back as its encrypted content.
+        body["include"] = json!(["reasoning.encrypted_content"]);
     }
     if !request.tools.is_empty() {
         // `strict` defaults to true here, which would demand every parameter be required.
@@ -157,6 +162,13 @@ impl Decoder for ResponsesDecoder {
             }
             "response.output_item.done" if data["item"]["type"] == "function_call" => {
                 vec![self.finish_call(&data["item"])]
+            }
+            // Taken back whole in a later request (SPEC §7.8), when it carries its content.
+            "response.output_item.done"
+                if data["item"]["type"] == "reasoning"
+                    && data["item"]["encrypted_content"].is_string() =>
+            {
+                vec![ModelEvent::ReasoningState(data["item"].clone())]
             }
             "response.completed" | "response.incomplete" => {
                 let mut events: Vec<ModelEvent> = std::mem::take(&mut self.pending)
@@ -320,6 +332,61 @@ mod tests {
     }
 
     #[test]
+    fn reasoning_with_its_content_is_kept_to_be_taken_back() {
+        let kept =
+            json!({"id": "rs_1", "type": "reasoning", "summary": [], "encrypted_content": "gAAA"});
+        let body = [
+            json!({"type": "response.output_item.done", "item": kept}),
+            // Without its content (not asked for) there is nothing to take back.
+            json!({"type": "response.output_item.done", "item": {"id": "rs_2", "type": "reasoning", "summary": []}}),
+        ]
+        .map(event)
+        .concat();
+        assert_eq!(decode(&body), [Ok(ModelEvent::ReasoningState(kept))]);
+    }
+
+    #[test]
+    fn kept_reasoning_goes_back_before_the_answer_it_led_to() {
+        use crate::domain::{Item, ItemKind, ItemStatus};
+        let state =
+            json!({"id": "rs_1", "type": "reasoning", "summary": [], "encrypted_content": "gAAA"});
+        let item = |kind| Item {
+            id: "m".into(),
+            session_id: "s".into(),
+            turn_id: "t_1".into(),
+            seq: 1,
+            created_at: crate::domain::now(),
+            status: ItemStatus::Completed,
+            compacted: false,
+            step: Some(1),
+            kind,
+        };
+        let mut request = ModelRequest {
+            model: "o-x".into(),
+            instructions: None,
+            history: vec![
+                item(ItemKind::Reasoning {
+                    text: "thinking".into(),
+                    state: Some(state.clone()),
+                }),
+                item(ItemKind::AgentMessage {
+                    text: "Answer.".into(),
+                }),
+            ],
+            tools: Vec::new(),
+            max_output_tokens: 99,
+            reasoning_context: Some(crate::config::ReasoningContext::AllTurns),
+            compaction: false,
+        };
+        let body = request_body(&request);
+        assert_eq!(body["include"], json!(["reasoning.encrypted_content"]));
+        assert_eq!(body["input"][0], state);
+        assert_eq!(body["input"][1]["role"], "assistant");
+        request.reasoning_context = None;
+        assert!(request_body(&request).get("include").is_none());
+    }
+
+    #[test]
     fn failures_are_classified() {
         let failed = event(
             json!({"type": "response.failed", "response": {"status": "failed", "error": {"code": "server_error", "message": "boom"}}}),
@@ -354,6 +421,7 @@ mod tests {
                 parameters: json!({"type": "object"}),
             }],
             max_output_tokens: 99,
+            reasoning_context: None,
             compaction: false,
         };
         let body = request_body(&request);

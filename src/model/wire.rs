@@ -47,6 +47,8 @@ pub enum Entry<'a> {
     /// What the model answered in one step: its text (possibly empty), then the tool calls it
     /// made, each with its result.
     Assistant { text: String, calls: Vec<Call<'a>> },
+    /// Reasoning the provider can take back (its own opaque state), before the answer it led to.
+    Reasoning { state: &'a Value },
 }
 
 /// A tool call of the history with its result as the model should read it.
@@ -372,7 +374,13 @@ pub fn entries(history: &[Item]) -> Vec<Entry<'_>> {
                 });
                 assistant_turn = None;
             }
-            ItemKind::Reasoning { .. } => {}
+            ItemKind::Reasoning {
+                state: Some(state), ..
+            } => {
+                entries.push(Entry::Reasoning { state });
+                assistant_turn = None;
+            }
+            ItemKind::Reasoning { state: None, .. } => {}
             ItemKind::AgentMessage { text } => {
                 if text.is_empty() {
                     continue;
@@ -527,7 +535,14 @@ pub mod testing {
                 },
                 done,
             ),
-            item("t_1", ItemKind::Reasoning { text: "hmm".into() }, done),
+            item(
+                "t_1",
+                ItemKind::Reasoning {
+                    text: "hmm".into(),
+                    state: None,
+                },
+                done,
+            ),
             item(
                 "t_1",
                 ItemKind::AgentMessage {
@@ -747,6 +762,7 @@ mod tests {
                         .collect();
                     format!("assistant {text} [{}]", calls.join(", "))
                 }
+                Entry::Reasoning { state } => format!("reasoning {state}"),
             })
             .collect();
         assert_eq!(
@@ -785,7 +801,7 @@ mod tests {
             .iter()
             .map(|entry| match entry {
                 Entry::Assistant { calls, .. } => calls.iter().map(|c| c.call_id).collect(),
-                Entry::User { .. } => Vec::new(),
+                Entry::User { .. } | Entry::Reasoning { .. } => Vec::new(),
             })
             .collect();
         assert_eq!(calls, vec![vec!["a", "b"], vec!["c"]]);

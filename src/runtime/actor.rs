@@ -785,6 +785,7 @@ impl ConversationActor {
             context_window: model.context_window,
             usage: self.usage,
             compactor,
+            reasoning_context: model.reasoning_context,
         };
         tokio::spawn(turn::run(spec, self.turn_sender.clone()));
     }
@@ -1454,7 +1455,7 @@ fn remember(history: &mut Vec<Item>, item: &Item) {
 
 fn append_delta(item: &mut Item, delta: &str) {
     match &mut item.kind {
-        ItemKind::AgentMessage { text } | ItemKind::Reasoning { text } => text.push_str(delta),
+        ItemKind::AgentMessage { text } | ItemKind::Reasoning { text, .. } => text.push_str(delta),
         ItemKind::ToolCall { output, .. } => output.push_str(delta),
         _ => {}
     }

@@ -201,6 +201,7 @@ impl Compactor {
             history,
             tools: Vec::new(),
             max_output_tokens: self.max_output_tokens,
+            reasoning_context: None,
             compaction: true,
         };
         let mut attempt = 1;
@@ -261,7 +262,11 @@ impl Compactor {
                     return Ok(Ok((text, usage)));
                 }
                 // Reasoning is not part of the summary; tools were not offered.
-                Some(Ok(ModelEvent::ReasoningDelta(_) | ModelEvent::ToolCall { .. })) => {}
+                Some(Ok(
+                    ModelEvent::ReasoningDelta(_)
+                    | ModelEvent::ReasoningState(_)
+                    | ModelEvent::ToolCall { .. },
+                )) => {}
             }
         }
     }
@@ -270,8 +275,17 @@ impl Compactor {
 /// Most of a tool's output the compaction model reads: its head and its tail.
 const TOOL_OUTPUT_READ: usize = 4_000;
 
-/// A tool call as the compaction model reads it: text of the answer it belongs to.
+/// An item as the compaction model reads it: a tool call becomes text of the answer it belongs
+/// to, and reasoning goes without the provider state meant for the model that wrote it.
 fn flatten_tool_call(item: &Item) -> Item {
+    if let ItemKind::Reasoning { text, .. } = &item.kind {
+        let mut plain = item.clone();
+        plain.kind = ItemKind::Reasoning {
+            text: text.clone(),
+            state: None,
+        };
+        return plain;
+    }
     let ItemKind::ToolCall {
         name,
         arguments,

@@ -13,7 +13,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::compaction::{self, Compactor, Failure, Reason};
 use super::usage::UsageTracker;
-use crate::config::RetryConfig;
+use crate::config::{ReasoningContext, RetryConfig};
 use crate::domain::{Item, ItemKind, ItemStatus, TurnStatus, new_id, now};
 use crate::model::reader::{self, ModelEvents};
 use crate::model::{ModelClient, ModelError, ModelEvent, ModelRequest, TokenUsage, ToolSpec};
@@ -39,6 +39,8 @@ pub struct TurnSpec {
     pub context_window: u64,
     pub usage: UsageTracker,
     pub compactor: Compactor,
+    /// Which earlier reasoning the model takes back (SPEC §7.8); unset: that of this turn.
+    pub reasoning_context: Option<ReasoningContext>,
 }
 
 /// What a turn tells its actor. Messages carrying an `ack` wait until the actor has stored them.
@@ -252,7 +254,9 @@ async fn call_model(
             history: compaction::model_view(history)
                 .into_iter()
                 .filter(sent_to_model)
+                .map(|item| reasoning_for(item, spec.reasoning_context, &spec.turn_id))
                 .collect(),
+            reasoning_context: spec.reasoning_context,
             tools: spec.tools.clone(),
             max_output_tokens: spec.max_output_tokens,
             compaction: false,
@@ -408,6 +412,7 @@ async fn stream_once(
                 name,
                 arguments,
             } => partial.tool_calls.push((call_id, name, arguments)),
+            ModelEvent::ReasoningState(state) => partial.reasoning_state(state, link),
             ModelEvent::Usage(usage) => partial.usage = Some(usage),
             ModelEvent::Done => return Ok(()),
         }
@@ -504,6 +509,7 @@ impl Partial {
                 },
                 TextKind::Reasoning => ItemKind::Reasoning {
                     text: String::new(),
+                    state: None,
                 },
             };
             let item = self.new_item(item_kind, ItemStatus::Running);
@@ -511,7 +517,7 @@ impl Partial {
             self.texts.push((kind, item));
         }
         let (_, item) = self.texts.last_mut().expect("a current text item");
-        if let ItemKind::AgentMessage { text } | ItemKind::Reasoning { text } = &mut item.kind {
+        if let ItemKind::AgentMessage { text } | ItemKind::Reasoning { text, .. } = &mut item.kind {
             text.push_str(&delta);
         }
         link.send(TurnMsg::Delta {
@@ -519,6 +525,34 @@ impl Partial {
             field: "text",
             delta,
         });
+    }
+
+    /// Keeps the provider's state of the reasoning just streamed with its item (one is started
+    /// if the provider sent no readable reasoning).
+    fn reasoning_state(&mut self, state: Value, link: &ActorLink) {
+        let current = self
+            .texts
+            .iter_mut()
+            .rev()
+            .find(|(kind, _)| *kind == TextKind::Reasoning);
+        let item = match current {
+            Some((_, item)) => item,
+            None => {
+                let item = self.new_item(
+                    ItemKind::Reasoning {
+                        text: String::new(),
+                        state: None,
+                    },
+                    ItemStatus::Running,
+                );
+                link.send(TurnMsg::Started { item: item.clone() });
+                self.texts.push((TextKind::Reasoning, item));
+                &mut self.texts.last_mut().expect("just pushed").1
+            }
+        };
+        if let ItemKind::Reasoning { state: kept, .. } = &mut item.kind {
+            *kept = Some(state);
+        }
     }
 
     /// Stores the text items with a final status (after a failure or an interrupt).
@@ -624,6 +658,18 @@ async fn run_tool_call(
     Ok(item)
 }
 
+/// Reasoning goes back to the model with its provider state only where the model's
+/// `reasoning_context` keeps it (SPEC §7.8): every turn's for `all_turns`, else this turn's.
+fn reasoning_for(mut item: Item, context: Option<ReasoningContext>, turn_id: &str) -> Item {
+    let keep = context == Some(ReasoningContext::AllTurns) || item.turn_id == turn_id;
+    if let ItemKind::Reasoning { state, .. } = &mut item.kind
+        && !keep
+    {
+        *state = None;
+    }
+    item
+}
+
 /// Failed attempts' partial output is kept for clients but never sent to the model.
 pub(crate) fn sent_to_model(item: &Item) -> bool {
     !matches!(
@@ -672,6 +718,31 @@ mod tests {
             Some(None)
         );
         assert_eq!(delta, "d");
+    }
+
+    #[test]
+    fn reasoning_state_goes_back_for_this_turn_or_for_every_turn() {
+        let reasoning = |turn: &str| Item {
+            id: new_id("m"),
+            session_id: "s".into(),
+            turn_id: turn.into(),
+            seq: 1,
+            created_at: now(),
+            status: ItemStatus::Completed,
+            compacted: false,
+            step: Some(1),
+            kind: ItemKind::Reasoning {
+                text: "thought".into(),
+                state: Some(serde_json::json!({"type": "reasoning"})),
+            },
+        };
+        let kept = |item: Item| matches!(item.kind, ItemKind::Reasoning { state: Some(_), .. });
+        let all = Some(ReasoningContext::AllTurns);
+        let current = Some(ReasoningContext::CurrentTurn);
+        assert!(kept(reasoning_for(reasoning("t_old"), all, "t_now")));
+        assert!(!kept(reasoning_for(reasoning("t_old"), current, "t_now")));
+        assert!(kept(reasoning_for(reasoning("t_now"), current, "t_now")));
+        assert!(!kept(reasoning_for(reasoning("t_old"), None, "t_now")));
     }
 
     #[test]

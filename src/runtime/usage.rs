@@ -13,7 +13,7 @@ pub fn estimate_item_tokens(item: &Item) -> u64 {
     let text_tokens = match &item.kind {
         ItemKind::UserMessage { text, .. }
         | ItemKind::AgentMessage { text }
-        | ItemKind::Reasoning { text }
+        | ItemKind::Reasoning { text, .. }
         | ItemKind::Summary { text, .. }
         | ItemKind::Notice { text } => estimate_tokens(text),
         ItemKind::ToolCall {

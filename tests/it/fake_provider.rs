@@ -48,6 +48,9 @@ pub enum Reply {
     EndAfter { text: String, chunks: usize },
     /// The start of an answer, then a chunk that is not JSON.
     MalformedChunk,
+    /// Responses API only: a reasoning item (summary `Thinking.` and the given encrypted
+    /// content), then a text answer.
+    Reasoned { encrypted: String, text: String },
 }
 
 /// A request the fake received.
@@ -324,6 +327,32 @@ async fn answer(State(state): State<Arc<FakeState>>, request: Request) -> Respon
         }
         Reply::EndAfter { text, chunks } => {
             sse(Frames::text(wire, &id, &text).first(chunks), false, pace)
+        }
+        Reply::Reasoned { encrypted, text } => {
+            assert_eq!(
+                wire,
+                Wire::OpenaiResponses,
+                "reasoning state is a Responses API thing"
+            );
+            let reasoning_id = format!("rs_{id}");
+            let done = json!({
+                "id": reasoning_id, "type": "reasoning", "encrypted_content": encrypted,
+                "summary": [{ "type": "summary_text", "text": "Thinking." }],
+            });
+            let reasoning = [
+                responses(
+                    json!({ "type": "response.output_item.added", "output_index": 0, "item": { "id": reasoning_id, "type": "reasoning", "summary": [] } }),
+                ),
+                responses(
+                    json!({ "type": "response.reasoning_summary_text.delta", "item_id": reasoning_id, "output_index": 0, "summary_index": 0, "delta": "Thinking." }),
+                ),
+                responses(
+                    json!({ "type": "response.output_item.done", "output_index": 0, "item": done }),
+                ),
+            ];
+            let mut frames = Frames::text(wire, &id, &text);
+            frames.start.splice(2..2, reasoning);
+            sse(frames.all(), false, pace)
         }
         Reply::MalformedChunk => {
             let mut frames = Frames::text(wire, &id, "").start;

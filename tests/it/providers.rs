@@ -7,7 +7,7 @@ use std::time::Duration;
 use serde_json::json;
 
 use crate::fake_provider::{
-    FakeProvider, INPUT_TOKENS, MODEL_NAME, OUTPUT_TOKENS, Reply, Setup, Wire,
+    FakeProvider, INPUT_TOKENS, MODEL_NAME, OUTPUT_TOKENS, Recorded, Reply, Setup, Wire,
 };
 use crate::harness::{Server, ServerOptions, events_until};
 
@@ -226,4 +226,58 @@ async fn a_missing_api_key_fails_the_turn_without_a_request() {
     );
     assert!(events.iter().all(|(kind, _)| kind != "model.retry"));
     assert!(fake.requests().is_empty());
+}
+
+/// The reasoning items a Responses request takes back, by their encrypted content.
+fn reasoning_taken_back(request: &Recorded) -> Vec<String> {
+    request.body["input"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|item| item["type"] == "reasoning")
+        .map(|item| {
+            item["encrypted_content"]
+                .as_str()
+                .unwrap_or_default()
+                .to_owned()
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn reasoning_goes_back_to_the_model_as_its_reasoning_context_says() {
+    for (context, expected) in [("all_turns", vec!["ENC-A"]), ("current_turn", vec![])] {
+        let fake = FakeProvider::start(Wire::OpenaiResponses).await;
+        let config = fake.config().replace(
+            "max_output_tokens = 1000",
+            &format!("max_output_tokens = 1000\nreasoning_context = \"{context}\""),
+        );
+        let setup = Setup::start_with(fake, config, Vec::new()).await;
+        setup.fake.push(Reply::Reasoned {
+            encrypted: "ENC-A".into(),
+            text: "First answer.".into(),
+        });
+        let first = setup.turn("think about it").await;
+        assert_eq!(first.ended()["status"], "completed", "{:?}", first.events);
+        assert_eq!(
+            first.requests[0].body["include"],
+            json!(["reasoning.encrypted_content"])
+        );
+        // The reasoning is stored with what the provider needs to take it back.
+        let stored = setup.items().await;
+        let reasoning = stored
+            .iter()
+            .find(|item| item["kind"] == "reasoning")
+            .expect("a reasoning item");
+        assert_eq!(reasoning["text"], "Thinking.");
+        assert_eq!(reasoning["state"]["encrypted_content"], "ENC-A");
+
+        setup.fake.push(Reply::text("Second answer."));
+        let second = setup.turn("and then?").await;
+        assert_eq!(
+            reasoning_taken_back(&second.requests[0]),
+            expected,
+            "{context}"
+        );
+    }
 }
