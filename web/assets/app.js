@@ -981,6 +981,8 @@
           el('summary', {}, 'Reasoning ', statusBadge(item)),
           el('div', { class: 'text' }, item.text),
         );
+        // Reasoning the provider kept to itself (only its encrypted state came back): nothing to read.
+        if (!item.text && item.status !== 'running') details.hidden = true;
         if (wasOpen) details.open = true;
         return details;
       }
