@@ -340,7 +340,8 @@ mod tests {
                 }),
                 Ok(ModelEvent::Usage(TokenUsage {
                     input_tokens: 42,
-                    output_tokens: 12
+                    output_tokens: 12,
+                    reasoning_tokens: 0
                 })),
                 Ok(ModelEvent::Done),
             ]

@@ -45,6 +45,7 @@ impl ModelClient for DemoModel {
         all.push(ModelEvent::Usage(TokenUsage {
             input_tokens,
             output_tokens,
+            reasoning_tokens: 0,
         }));
         all.push(ModelEvent::Done);
         futures::stream::iter(all)

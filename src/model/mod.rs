@@ -65,6 +65,8 @@ pub enum ModelEvent {
 pub struct TokenUsage {
     pub input_tokens: u64,
     pub output_tokens: u64,
+    /// The part of `output_tokens` that was reasoning, when the provider says (SPEC §7.8).
+    pub reasoning_tokens: u64,
 }
 
 #[derive(Debug, Clone, thiserror::Error, PartialEq)]

@@ -222,6 +222,9 @@ impl Decoder for ChatDecoder {
             events.push(ModelEvent::Usage(TokenUsage {
                 input_tokens: usage["prompt_tokens"].as_u64().unwrap_or(0),
                 output_tokens: usage["completion_tokens"].as_u64().unwrap_or(0),
+                reasoning_tokens: usage["completion_tokens_details"]["reasoning_tokens"]
+                    .as_u64()
+                    .unwrap_or(0),
             }));
         }
         Ok(events)
@@ -294,7 +297,8 @@ mod tests {
                 Ok(ModelEvent::TextDelta("lo".into())),
                 Ok(ModelEvent::Usage(TokenUsage {
                     input_tokens: 10,
-                    output_tokens: 3
+                    output_tokens: 3,
+                    reasoning_tokens: 0
                 })),
                 Ok(ModelEvent::Done),
             ]

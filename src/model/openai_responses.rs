@@ -180,6 +180,9 @@ impl Decoder for ResponsesDecoder {
                     events.push(ModelEvent::Usage(TokenUsage {
                         input_tokens: usage["input_tokens"].as_u64().unwrap_or(0),
                         output_tokens: usage["output_tokens"].as_u64().unwrap_or(0),
+                        reasoning_tokens: usage["output_tokens_details"]["reasoning_tokens"]
+                            .as_u64()
+                            .unwrap_or(0),
                     }));
                 }
                 events.push(ModelEvent::Done);
@@ -324,7 +327,8 @@ mod tests {
                 }),
                 Ok(ModelEvent::Usage(TokenUsage {
                     input_tokens: 50,
-                    output_tokens: 7
+                    output_tokens: 7,
+                    reasoning_tokens: 0
                 })),
                 Ok(ModelEvent::Done),
             ]

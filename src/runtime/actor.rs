@@ -18,10 +18,11 @@ use super::events::{Event, EventBus, EventId, Replay};
 use super::fork;
 use super::pending::PendingQueue;
 use super::turn::{self, TurnMsg, TurnSpec};
-use super::usage::UsageTracker;
+use super::usage::{self, UsageTracker};
 use super::{
     Answer, ConversationPatch, IndexJob, NewMessage, PendingPatch, RuntimeError, Shared, user_item,
 };
+use crate::config::{Protocol, ReasoningContext};
 use crate::domain::{
     Conversation, ForkedFrom, Item, ItemKind, ItemStatus, Message, MessageMode, MessageSource,
     MessageStatus, Session, TurnStatus, Usage, new_id, now,
@@ -161,6 +162,7 @@ pub fn spawn(
     let mut actor = ConversationActor {
         usage: UsageTracker::estimated(&compaction::model_view(&root_items)),
         compacting: None,
+        turn_reasoning_tokens: 0,
         root_history: root_items.clone(),
         shared,
         id,
@@ -216,6 +218,8 @@ struct ConversationActor {
     /// Why the running turn is being interrupted, for the notice the model gets next.
     interrupt_cause: Option<InterruptCause>,
     usage: UsageTracker,
+    /// Reasoning tokens the running turn's model calls reported, while it gets them back.
+    turn_reasoning_tokens: u64,
     compacting: Option<Compacting>,
     turn_sender: mpsc::UnboundedSender<TurnMsg>,
     turn_messages: mpsc::UnboundedReceiver<TurnMsg>,
@@ -786,8 +790,21 @@ impl ConversationActor {
             usage: self.usage,
             compactor,
             reasoning_context: model.reasoning_context,
+            reasoning_carried: self.reasoning_carried(),
         };
+        self.turn_reasoning_tokens = 0;
         tokio::spawn(turn::run(spec, self.turn_sender.clone()));
+    }
+
+    /// Whether the conversation's model gets reasoning back (the Responses API with a
+    /// `reasoning_context`), so that reasoning takes room in its next request.
+    fn reasoning_carried(&self) -> bool {
+        let config = &self.shared.config;
+        config
+            .model(&self.state.conversation.model)
+            .filter(|model| model.reasoning_context.is_some())
+            .and_then(|model| config.providers.get(&model.provider))
+            .is_some_and(|provider| provider.protocol == Protocol::OpenaiResponses)
     }
 
     /// The model that writes this conversation's summaries: its agent's `compact_model`.
@@ -870,7 +887,11 @@ impl ConversationActor {
                 );
             }
             TurnMsg::Usage(usage) => {
-                self.usage.report(usage.input_tokens + usage.output_tokens);
+                let carried = self.reasoning_carried();
+                self.usage.report(usage::context_tokens(&usage, carried));
+                if carried {
+                    self.turn_reasoning_tokens += usage.reasoning_tokens;
+                }
                 self.bus
                     .publish("usage.updated", &json!({ "usage": self.usage_view() }));
             }
@@ -1130,6 +1151,19 @@ impl ConversationActor {
         let Some(mut running) = self.running.take() else {
             return;
         };
+        // Reasoning the model got back during the turn stays behind with it, unless every
+        // turn's reasoning is taken back (SPEC §7.8).
+        let reasoning = std::mem::take(&mut self.turn_reasoning_tokens);
+        let keeps_all = self
+            .shared
+            .config
+            .model(&self.state.conversation.model)
+            .is_some_and(|model| model.reasoning_context == Some(ReasoningContext::AllTurns));
+        if reasoning > 0 && !keeps_all {
+            self.usage.forget(reasoning);
+            self.bus
+                .publish("usage.updated", &json!({ "usage": self.usage_view() }));
+        }
         // Items the turn left running (it should not) are closed with the turn's status.
         for mut item in std::mem::take(&mut running.items)
             .into_iter()

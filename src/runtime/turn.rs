@@ -12,7 +12,7 @@ use tokio::sync::{mpsc, oneshot};
 use tokio_util::sync::CancellationToken;
 
 use super::compaction::{self, Compactor, Failure, Reason};
-use super::usage::UsageTracker;
+use super::usage::{UsageTracker, context_tokens};
 use crate::config::{ReasoningContext, RetryConfig};
 use crate::domain::{Item, ItemKind, ItemStatus, TurnStatus, new_id, now};
 use crate::model::reader::{self, ModelEvents};
@@ -41,6 +41,9 @@ pub struct TurnSpec {
     pub compactor: Compactor,
     /// Which earlier reasoning the model takes back (SPEC §7.8); unset: that of this turn.
     pub reasoning_context: Option<ReasoningContext>,
+    /// Whether the provider takes reasoning back at all (the Responses API with a
+    /// `reasoning_context`): if not, reasoning tokens take no room in the next request.
+    pub reasoning_carried: bool,
 }
 
 /// What a turn tells its actor. Messages carrying an `ack` wait until the actor has stored them.
@@ -158,7 +161,7 @@ async fn drive(spec: TurnSpec, link: &ActorLink) -> Result<(), TurnStop> {
             usage.add(item);
         }
         if let Some(reported) = answer.usage {
-            usage.report(reported.input_tokens + reported.output_tokens);
+            usage.report(context_tokens(&reported, spec.reasoning_carried));
         }
         history.extend(answer.items);
         if answer.tool_calls.is_empty() {

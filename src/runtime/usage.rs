@@ -2,6 +2,18 @@
 //! last request plus an estimate of what was added since.
 
 use crate::domain::{Item, ItemKind, Usage, UsageSource};
+use crate::model::TokenUsage;
+
+/// What a model call's token report means for the next request (SPEC §7.8): the reasoning it
+/// wrote takes room there only if the model gets it back.
+pub fn context_tokens(usage: &TokenUsage, reasoning_carried: bool) -> u64 {
+    let total = usage.input_tokens + usage.output_tokens;
+    if reasoning_carried {
+        total
+    } else {
+        total.saturating_sub(usage.reasoning_tokens)
+    }
+}
 
 /// A rough token estimate (about four bytes a token for English and code). Compaction will use
 /// a real tokenizer; the meter says `estimated` whenever this is in play.
@@ -52,6 +64,13 @@ impl UsageTracker {
         self.estimated_since_report = 0;
     }
 
+    /// Takes tokens out of the last report: reasoning that will not be sent again.
+    pub fn forget(&mut self, tokens: u64) {
+        if let Some(reported) = &mut self.reported {
+            *reported = reported.saturating_sub(tokens);
+        }
+    }
+
     pub fn add(&mut self, item: &Item) {
         self.estimated_since_report += estimate_item_tokens(item);
     }
@@ -78,5 +97,27 @@ impl UsageTracker {
                 used_tokens as f64 * 100.0 / context_window as f64
             },
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reasoning_counts_only_where_the_model_gets_it_back() {
+        let report = TokenUsage {
+            input_tokens: 100,
+            output_tokens: 30,
+            reasoning_tokens: 20,
+        };
+        assert_eq!(context_tokens(&report, true), 130);
+        assert_eq!(context_tokens(&report, false), 110);
+        let mut usage = UsageTracker::default();
+        usage.report(130);
+        usage.forget(20);
+        assert_eq!(usage.reported, Some(110));
+        usage.forget(1_000);
+        assert_eq!(usage.reported, Some(0), "never below zero");
     }
 }

@@ -83,6 +83,8 @@ pub const CHUNK_CHARS: usize = 5;
 /// The token counts every completed answer reports.
 pub const INPUT_TOKENS: u64 = 321;
 pub const OUTPUT_TOKENS: u64 = 12;
+/// Of the output tokens, reasoning (reported by the protocols that count it apart).
+pub const REASONING_TOKENS: u64 = 5;
 /// The provider's name for the model in the generated config.
 pub const MODEL_NAME: &str = "fake-model";
 
@@ -571,13 +573,14 @@ fn usage_json(wire: Wire) -> Value {
         Wire::OpenaiChat => json!({
             "prompt_tokens": INPUT_TOKENS,
             "completion_tokens": OUTPUT_TOKENS,
+            "completion_tokens_details": { "reasoning_tokens": REASONING_TOKENS },
             "total_tokens": INPUT_TOKENS + OUTPUT_TOKENS,
         }),
         Wire::OpenaiResponses => json!({
             "input_tokens": INPUT_TOKENS,
             "input_tokens_details": { "cached_tokens": 0 },
             "output_tokens": OUTPUT_TOKENS,
-            "output_tokens_details": { "reasoning_tokens": 0 },
+            "output_tokens_details": { "reasoning_tokens": REASONING_TOKENS },
             "total_tokens": INPUT_TOKENS + OUTPUT_TOKENS,
         }),
         Wire::AnthropicMessages => json!({ "output_tokens": OUTPUT_TOKENS }),

@@ -7,7 +7,8 @@ use std::time::Duration;
 use serde_json::json;
 
 use crate::fake_provider::{
-    FakeProvider, INPUT_TOKENS, MODEL_NAME, OUTPUT_TOKENS, Recorded, Reply, Setup, Wire,
+    FakeProvider, INPUT_TOKENS, MODEL_NAME, OUTPUT_TOKENS, REASONING_TOKENS, Recorded, Reply,
+    Setup, Wire,
 };
 use crate::harness::{Server, ServerOptions, events_until};
 
@@ -127,9 +128,15 @@ async fn usage_is_reported(wire: Wire) {
         .filter(|data| data["usage"]["source"] == "reported")
         .collect();
     assert!(!reported.is_empty(), "{:?}", turn.events);
+    // Reasoning the model will not get back takes no room in the next request (SPEC §7.8):
+    // the OpenAI protocols report it apart; Anthropic does not.
+    let reasoning = match wire {
+        Wire::AnthropicMessages => 0,
+        Wire::OpenaiChat | Wire::OpenaiResponses => REASONING_TOKENS,
+    };
     assert_eq!(
         reported[0]["usage"]["reported_tokens"],
-        INPUT_TOKENS + OUTPUT_TOKENS
+        INPUT_TOKENS + OUTPUT_TOKENS - reasoning
     );
 }
 
@@ -247,6 +254,12 @@ fn reasoning_taken_back(request: &Recorded) -> Vec<String> {
 #[tokio::test]
 async fn reasoning_goes_back_to_the_model_as_its_reasoning_context_says() {
     for (context, expected) in [("all_turns", vec!["ENC-A"]), ("current_turn", vec![])] {
+        // What the next request will hold: this turn's reasoning stays only with all_turns.
+        let kept_reasoning = if context == "all_turns" {
+            REASONING_TOKENS
+        } else {
+            0
+        };
         let fake = FakeProvider::start(Wire::OpenaiResponses).await;
         let config = fake.config().replace(
             "max_output_tokens = 1000",
@@ -271,6 +284,15 @@ async fn reasoning_goes_back_to_the_model_as_its_reasoning_context_says() {
             .expect("a reasoning item");
         assert_eq!(reasoning["text"], "Thinking.");
         assert_eq!(reasoning["state"]["encrypted_content"], "ENC-A");
+        let (_, usage) = setup
+            .server
+            .get(&format!("/api/conversations/{}/usage", setup.id))
+            .await;
+        assert_eq!(
+            usage["reported_tokens"],
+            INPUT_TOKENS + OUTPUT_TOKENS - REASONING_TOKENS + kept_reasoning,
+            "{context}: {usage}"
+        );
 
         setup.fake.push(Reply::text("Second answer."));
         let second = setup.turn("and then?").await;
