@@ -24,4 +24,5 @@ pub mod openapi;
 pub mod runtime;
 pub mod server;
 pub mod store;
+pub mod text;
 pub mod tools;

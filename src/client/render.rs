@@ -6,6 +6,8 @@ use std::collections::HashMap;
 
 use serde_json::Value;
 
+use crate::text::floor_char_boundary;
+
 /// Most of a tool's output shown when it did not stream here (printed from a stored item).
 const STORED_OUTPUT_SHOWN: usize = 2_000;
 
@@ -263,14 +265,6 @@ fn arguments_line(arguments: &Value) -> String {
         Some(command) => format!("$ {command}"),
         None => arguments.to_string(),
     }
-}
-
-fn floor_char_boundary(text: &str, mut index: usize) -> usize {
-    index = index.min(text.len());
-    while !text.is_char_boundary(index) {
-        index -= 1;
-    }
-    index
 }
 
 #[cfg(test)]

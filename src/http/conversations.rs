@@ -447,7 +447,7 @@ pub async fn fork(
     Path(id): Path<String>,
     body: Bytes,
 ) -> Result<Response, ApiError> {
-    let ForkRequest {} = optional_json(&body)?;
+    let EmptyBody {} = optional_json(&body)?;
     let conversation = state.runtime.fork(&id).await?;
     Ok((
         StatusCode::CREATED,
@@ -458,7 +458,8 @@ pub async fn fork(
 
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct ForkRequest {}
+/// The body of `fork` and `compact`: `{}` or nothing.
+pub struct EmptyBody {}
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -528,7 +529,7 @@ pub async fn compact(
     Path(id): Path<String>,
     body: Bytes,
 ) -> Result<Response, ApiError> {
-    let ForkRequest {} = optional_json(&body)?;
+    let EmptyBody {} = optional_json(&body)?;
     let outcome = state.runtime.compact(&id).await?;
     Ok(axum::Json(outcome).into_response())
 }

@@ -619,11 +619,7 @@ fn indexed_text(text: &str) -> &str {
     if text.len() <= MAX_INDEXED_BYTES {
         return text;
     }
-    let mut end = MAX_INDEXED_BYTES;
-    while !text.is_char_boundary(end) {
-        end -= 1;
-    }
-    &text[..end]
+    &text[..crate::text::floor_char_boundary(text, MAX_INDEXED_BYTES)]
 }
 
 async fn remove_in(tx: &mut sqlx::Transaction<'_, Sqlite>, id: &str) -> Result<(), IndexError> {

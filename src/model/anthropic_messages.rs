@@ -285,7 +285,6 @@ fn push_text(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::ToolSpec;
     use crate::model::wire::testing;
 
     fn decode(body: &str) -> Vec<Result<ModelEvent, ModelError>> {
@@ -365,19 +364,7 @@ mod tests {
 
     #[test]
     fn the_request_alternates_roles() {
-        let request = ModelRequest {
-            model: "claude-x".into(),
-            instructions: Some("be brief".into()),
-            history: testing::history(),
-            tools: vec![ToolSpec {
-                name: "shell",
-                description: "run",
-                parameters: json!({"type": "object"}),
-            }],
-            max_output_tokens: 99,
-            reasoning_context: None,
-            compaction: false,
-        };
+        let request = testing::request("claude-x");
         let body = request_body(&request);
         assert_eq!(body["system"], "be brief");
         assert_eq!(body["max_tokens"], 99);

@@ -271,7 +271,6 @@ impl ChatDecoder {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::ToolSpec;
     use crate::model::wire::testing;
 
     fn decode(body: &str) -> Vec<Result<ModelEvent, ModelError>> {
@@ -395,19 +394,7 @@ mod tests {
 
     #[test]
     fn the_request_carries_history_tools_and_limits() {
-        let request = ModelRequest {
-            model: "gpt-x".into(),
-            instructions: Some("be brief".into()),
-            history: testing::history(),
-            tools: vec![ToolSpec {
-                name: "shell",
-                description: "run",
-                parameters: json!({"type": "object"}),
-            }],
-            max_output_tokens: 99,
-            reasoning_context: None,
-            compaction: false,
-        };
+        let request = testing::request("gpt-x");
         let body = request_body(&request, LimitField::MaxTokens);
         assert_eq!(body["model"], "gpt-x");
         assert_eq!(body["stream"], true);

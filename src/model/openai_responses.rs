@@ -276,7 +276,6 @@ fn tool_call(call: PendingCall) -> ModelEvent {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::ToolSpec;
     use crate::model::wire::testing;
 
     fn decode(body: &str) -> Vec<Result<ModelEvent, ModelError>> {
@@ -415,19 +414,7 @@ mod tests {
 
     #[test]
     fn the_request_is_stateless_and_complete() {
-        let request = ModelRequest {
-            model: "gpt-x".into(),
-            instructions: Some("be brief".into()),
-            history: testing::history(),
-            tools: vec![ToolSpec {
-                name: "shell",
-                description: "run",
-                parameters: json!({"type": "object"}),
-            }],
-            max_output_tokens: 99,
-            reasoning_context: None,
-            compaction: false,
-        };
+        let request = testing::request("gpt-x");
         let body = request_body(&request);
         assert_eq!(body["store"], false);
         assert_eq!(body["stream"], true);

@@ -460,6 +460,23 @@ fn quote(text: &str) -> String {
 /// Test support shared by the protocol modules: run a decoder over a recorded SSE body.
 #[cfg(test)]
 pub mod testing {
+    /// A request as the protocols' request-body tests use it: the shared history and one tool.
+    pub fn request(model: &str) -> super::super::ModelRequest {
+        super::super::ModelRequest {
+            model: model.into(),
+            instructions: Some("be brief".into()),
+            history: history(),
+            tools: vec![super::super::ToolSpec {
+                name: "shell",
+                description: "run",
+                parameters: serde_json::json!({"type": "object"}),
+            }],
+            max_output_tokens: 99,
+            reasoning_context: None,
+            compaction: false,
+        }
+    }
+
     use eventsource_stream::Eventsource;
     use futures::StreamExt;
 

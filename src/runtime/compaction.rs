@@ -296,38 +296,13 @@ fn flatten_tool_call(item: &Item) -> Item {
     else {
         return item.clone();
     };
-    let output = if output.len() > TOOL_OUTPUT_READ {
-        let head = floor_boundary(output, TOOL_OUTPUT_READ / 2);
-        let tail = ceil_boundary(output, output.len() - TOOL_OUTPUT_READ / 2);
-        format!(
-            "{}\n[… {} bytes …]\n{}",
-            &output[..head],
-            tail - head,
-            &output[tail..]
-        )
-    } else {
-        output.clone()
-    };
+    let output = crate::tools::cap_head_and_tail(output, TOOL_OUTPUT_READ);
     let exit = exit_code.map_or(String::new(), |code| format!(", exit code {code}"));
     let mut flat = item.clone();
     flat.kind = ItemKind::AgentMessage {
         text: format!("[called the {name} tool with {arguments}{exit}; it returned:]\n{output}"),
     };
     flat
-}
-
-fn floor_boundary(text: &str, mut index: usize) -> usize {
-    while !text.is_char_boundary(index) {
-        index -= 1;
-    }
-    index
-}
-
-fn ceil_boundary(text: &str, mut index: usize) -> usize {
-    while !text.is_char_boundary(index) {
-        index += 1;
-    }
-    index
 }
 
 /// The summary item of a finished compaction (its seq is given when it is stored).

@@ -12,6 +12,7 @@ use tokio::sync::mpsc::UnboundedSender;
 use tokio_util::sync::CancellationToken;
 
 use crate::model::ToolSpec;
+use crate::text::{ceil_char_boundary, floor_char_boundary};
 
 /// Where and within which limits a tool call runs; the turn loop builds it from the conversation.
 #[derive(Debug, Clone)]
@@ -341,6 +342,14 @@ fn json_kind(value: &Value) -> &'static str {
     }
 }
 
+/// `text` as a tool's output would be stored: past `max_bytes`, its head and tail and a note
+/// of how much was cut in between.
+pub fn cap_head_and_tail(text: &str, max_bytes: usize) -> String {
+    let mut capped = CappedOutput::new(max_bytes);
+    capped.push(text);
+    capped.finish()
+}
+
 /// Collects a tool's output in arrival order. Past the cap it keeps only the head and the tail
 /// (half each) and says how much was cut, so memory stays bounded however much a command prints.
 struct CappedOutput {
@@ -407,24 +416,6 @@ impl CappedOutput {
             self.tail.drain(..start);
         }
     }
-}
-
-/// The largest char boundary of `text` at or before `index` (std's is not stable at our MSRV).
-fn floor_char_boundary(text: &str, index: usize) -> usize {
-    if index >= text.len() {
-        return text.len();
-    }
-    (0..=index)
-        .rev()
-        .find(|&i| text.is_char_boundary(i))
-        .unwrap_or(0)
-}
-
-/// The smallest char boundary of `text` at or after `index`.
-fn ceil_char_boundary(text: &str, index: usize) -> usize {
-    (index..text.len())
-        .find(|&i| text.is_char_boundary(i))
-        .unwrap_or(text.len())
 }
 
 /// The length of the longest prefix of `bytes` that does not end inside a UTF-8 character which
