@@ -29,9 +29,7 @@ use crate::domain::{
 };
 use crate::index::IndexUpdate;
 use crate::index::rebuild::{self, LoadedConversation};
-use crate::store::records::{
-    ConversationChanges, ConversationCreated, MetaRecord, SessionCreated, SessionRecord,
-};
+use crate::store::records::{ConversationChanges, ConversationCreated, MetaRecord, SessionRecord};
 use crate::store::state::ConversationState;
 use crate::store::{JsonlWriter, StoreError};
 use crate::tools::ToolContext;
@@ -557,33 +555,19 @@ impl ConversationActor {
         let created_at = now();
         let mut history = content[..end].to_vec();
         fork::rewrite_session_id(&mut history, &root, &session_id);
-        let records = [
-            MetaRecord::ConversationCreated {
-                conversation: ConversationCreated {
-                    id: conversation_id.clone(),
-                    title: format!("{} (fork)", source.title),
-                    created_at,
-                    cwd: source.cwd.clone(),
-                    agent: source.agent.clone(),
-                    model: source.model.clone(),
-                    root_session_id: session_id.clone(),
-                    forked_from: Some(ForkedFrom {
-                        conversation_id: self.id.clone(),
-                        item_id: last.id,
-                    }),
-                },
-            },
-            MetaRecord::SessionCreated {
-                session: SessionCreated {
-                    id: session_id.clone(),
-                    parent_id: None,
-                    agent: source.agent.clone(),
-                    model: source.model.clone(),
-                    task: None,
-                    created_at,
-                },
-            },
-        ];
+        let records = MetaRecord::conversation_start(ConversationCreated {
+            id: conversation_id.clone(),
+            title: format!("{} (fork)", source.title),
+            created_at,
+            cwd: source.cwd.clone(),
+            agent: source.agent.clone(),
+            model: source.model.clone(),
+            root_session_id: session_id.clone(),
+            forked_from: Some(ForkedFrom {
+                conversation_id: self.id.clone(),
+                item_id: last.id,
+            }),
+        });
         let meta_len = self.shared.store.create_conversation_raw(
             &conversation_id,
             &records,

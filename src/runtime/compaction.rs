@@ -173,7 +173,7 @@ impl Compactor {
             .to_summarize
             .iter()
             .filter(|item| turn::sent_to_model(item))
-            .map(flatten_tool_call)
+            .map(as_compaction_reads_it)
             .collect();
         let last = history.last().cloned();
         history.push(Item {
@@ -277,7 +277,7 @@ const TOOL_OUTPUT_READ: usize = 4_000;
 
 /// An item as the compaction model reads it: a tool call becomes text of the answer it belongs
 /// to, and reasoning goes without the provider state meant for the model that wrote it.
-fn flatten_tool_call(item: &Item) -> Item {
+fn as_compaction_reads_it(item: &Item) -> Item {
     if let ItemKind::Reasoning { text, .. } = &item.kind {
         let mut plain = item.clone();
         plain.kind = ItemKind::Reasoning {

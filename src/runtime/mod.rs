@@ -26,7 +26,7 @@ use crate::domain::{
 };
 use crate::index::{Index, IndexError, IndexUpdate, ListPage, ListQuery};
 use crate::model::Models;
-use crate::store::records::{ConversationCreated, MetaRecord, SessionCreated, SessionRecord};
+use crate::store::records::{ConversationCreated, MetaRecord, SessionRecord};
 use crate::store::state::ConversationState;
 use crate::store::{Store, StoreError, is_valid_id};
 pub use actor::ForkOutcome;
@@ -336,29 +336,17 @@ impl Runtime {
             created_at,
             images: request.images,
         };
-        let mut records = vec![
-            MetaRecord::ConversationCreated {
-                conversation: ConversationCreated {
-                    id: conversation_id.clone(),
-                    title: title::auto_title(&message.text),
-                    created_at,
-                    cwd,
-                    agent: agent_name.clone(),
-                    model: model.clone(),
-                    root_session_id: root_session_id.clone(),
-                    forked_from: None,
-                },
-            },
-            MetaRecord::SessionCreated {
-                session: SessionCreated {
-                    id: root_session_id.clone(),
-                    parent_id: None,
-                    agent: agent_name,
-                    model,
-                    task: None,
-                    created_at,
-                },
-            },
+        let mut records = MetaRecord::conversation_start(ConversationCreated {
+            id: conversation_id.clone(),
+            title: title::auto_title(&message.text),
+            created_at,
+            cwd,
+            agent: agent_name.clone(),
+            model: model.clone(),
+            root_session_id: root_session_id.clone(),
+            forked_from: None,
+        });
+        records.extend([
             MetaRecord::MessageAccepted {
                 message: message.clone(),
                 idempotency_key: scoped_key.clone(),
@@ -369,7 +357,7 @@ impl Runtime {
                 message_ids: vec![message.id.clone()],
                 at: created_at,
             },
-        ];
+        ]);
         let mut state = ConversationState::from_records(&records).expect("starts with creation");
         let answer = Answer {
             status: 201,

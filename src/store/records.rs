@@ -93,6 +93,25 @@ pub struct ConversationChanges {
     pub cwd: Option<String>,
 }
 
+impl MetaRecord {
+    /// The records every conversation starts with: the conversation, then its root session
+    /// (the root agent, on the conversation's agent and model).
+    pub fn conversation_start(conversation: ConversationCreated) -> Vec<MetaRecord> {
+        let session = SessionCreated {
+            id: conversation.root_session_id.clone(),
+            parent_id: None,
+            agent: conversation.agent.clone(),
+            model: conversation.model.clone(),
+            task: None,
+            created_at: conversation.created_at,
+        };
+        vec![
+            MetaRecord::ConversationCreated { conversation },
+            MetaRecord::SessionCreated { session },
+        ]
+    }
+}
+
 impl ConversationChanges {
     pub fn is_empty(&self) -> bool {
         *self == ConversationChanges::default()

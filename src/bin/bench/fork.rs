@@ -581,30 +581,16 @@ fn generate(store: &Store, turns: usize, seed: u64) -> anyhow::Result<Generated>
             at: at + TimeDelta::seconds(21),
         });
     }
-    let head = [
-        MetaRecord::ConversationCreated {
-            conversation: ConversationCreated {
-                id: conversation_id.clone(),
-                title: auto_title(&first_text),
-                created_at,
-                cwd,
-                agent: agent.clone(),
-                model: model.clone(),
-                root_session_id: root_session_id.clone(),
-                forked_from: None,
-            },
-        },
-        MetaRecord::SessionCreated {
-            session: SessionCreated {
-                id: root_session_id.clone(),
-                parent_id: None,
-                agent,
-                model,
-                task: None,
-                created_at,
-            },
-        },
-    ];
+    let head = MetaRecord::conversation_start(ConversationCreated {
+        id: conversation_id.clone(),
+        title: auto_title(&first_text),
+        created_at,
+        cwd,
+        agent: agent.clone(),
+        model: model.clone(),
+        root_session_id: root_session_id.clone(),
+        forked_from: None,
+    });
     let records: Vec<MetaRecord> = head.into_iter().chain(meta).collect();
     store.create_conversation(
         &conversation_id,

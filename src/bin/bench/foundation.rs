@@ -20,7 +20,7 @@ use openvaala::domain::{
 use openvaala::runtime::title::auto_title;
 use openvaala::runtime::user_item;
 use openvaala::store::Store;
-use openvaala::store::records::{ConversationCreated, MetaRecord, SessionCreated, SessionRecord};
+use openvaala::store::records::{ConversationCreated, MetaRecord, SessionRecord};
 use serde_json::Value;
 
 use super::text::{Rng, prose, sentence_case};
@@ -430,29 +430,17 @@ fn write_conversation(
         created_at,
         images: Vec::new(),
     };
-    let records = [
-        MetaRecord::ConversationCreated {
-            conversation: ConversationCreated {
-                id: conversation_id.clone(),
-                title: auto_title(&message.text),
-                created_at,
-                cwd: cwd.to_owned(),
-                agent: agent.to_owned(),
-                model: model.to_owned(),
-                root_session_id: root_session_id.clone(),
-                forked_from: None,
-            },
-        },
-        MetaRecord::SessionCreated {
-            session: SessionCreated {
-                id: root_session_id.clone(),
-                parent_id: None,
-                agent: agent.to_owned(),
-                model: model.to_owned(),
-                task: None,
-                created_at,
-            },
-        },
+    let mut records = MetaRecord::conversation_start(ConversationCreated {
+        id: conversation_id.clone(),
+        title: auto_title(&message.text),
+        created_at,
+        cwd: cwd.to_owned(),
+        agent: agent.to_owned(),
+        model: model.to_owned(),
+        root_session_id: root_session_id.clone(),
+        forked_from: None,
+    });
+    records.extend([
         MetaRecord::MessageAccepted {
             message: message.clone(),
             idempotency_key: None,
@@ -470,7 +458,7 @@ fn write_conversation(
             error: None,
             at: ended_at,
         },
-    ];
+    ]);
     let answer = Item {
         id: new_id("m"),
         session_id: root_session_id.clone(),
