@@ -5,9 +5,10 @@
 use std::collections::BTreeMap;
 
 use eventsource_stream::Event;
+use serde::Deserialize;
 use serde_json::{Value, json};
 
-use super::wire::{self, Decoder, Endpoint, Entry};
+use super::wire::{self, Decoder, Endpoint, Entry, LenientText};
 use super::{ModelClient, ModelError, ModelEvent, ModelRequest, ModelStream, TokenUsage};
 use crate::config::ProviderConfig;
 use crate::domain::Image;
@@ -182,8 +183,8 @@ impl Decoder for ChatDecoder {
             events.push(ModelEvent::Done);
             return Ok(events);
         }
-        let chunk = wire::parse_chunk(data)?;
-        if let Some(error) = chunk.get("error").filter(|error| !error.is_null()) {
+        let chunk: Chunk = wire::parse_chunk_as(data)?;
+        if let Some(error) = chunk.error.filter(|error| !error.is_null()) {
             let code = match (&error["code"], &error["type"]) {
                 (Value::Number(code), _) => Some(code.to_string()),
                 (Value::String(code), _) | (_, Value::String(code)) => Some(code.clone()),
@@ -195,30 +196,30 @@ impl Decoder for ChatDecoder {
             ));
         }
         let mut events = Vec::new();
-        if let Some(choice) = chunk["choices"].get(0) {
-            let delta = &choice["delta"];
+        if let Some(choice) = chunk.choices.unwrap_or_default().into_iter().next() {
+            let delta = choice.delta.unwrap_or_default();
             // Servers that show their reasoning use either name.
-            for field in ["reasoning_content", "reasoning"] {
-                let reasoning = wire::text_of(delta, field);
-                if !reasoning.is_empty() {
-                    events.push(ModelEvent::ReasoningDelta(reasoning.to_owned()));
+            for reasoning in [delta.reasoning_content, delta.reasoning] {
+                if !reasoning.0.is_empty() {
+                    events.push(ModelEvent::ReasoningDelta(reasoning.0.into_owned()));
                 }
             }
-            let content = wire::text_of(delta, "content");
-            if !content.is_empty() {
-                events.push(ModelEvent::TextDelta(content.to_owned()));
+            if !delta.content.0.is_empty() {
+                events.push(ModelEvent::TextDelta(delta.content.0.into_owned()));
             }
-            if let Some(calls) = delta["tool_calls"].as_array() {
+            if let Some(Value::Array(calls)) = &delta.tool_calls {
                 for (position, fragment) in calls.iter().enumerate() {
                     self.add_fragment(position, fragment);
                 }
             }
-            if choice["finish_reason"].is_string() {
+            if choice
+                .finish_reason
+                .is_some_and(|reason| reason.is_string())
+            {
                 events.extend(self.finish_calls());
             }
         }
-        if chunk["usage"].is_object() {
-            let usage = &chunk["usage"];
+        if let Some(usage) = chunk.usage.filter(Value::is_object) {
             events.push(ModelEvent::Usage(TokenUsage {
                 input_tokens: usage["prompt_tokens"].as_u64().unwrap_or(0),
                 output_tokens: usage["completion_tokens"].as_u64().unwrap_or(0),
@@ -229,6 +230,38 @@ impl Decoder for ChatDecoder {
         }
         Ok(events)
     }
+}
+
+/// One streamed chunk. Only the text of a delta is read as it comes (it is in almost every
+/// chunk, so no tree of the chunk is built for it); the rarer parts stay JSON values.
+#[derive(Deserialize)]
+struct Chunk<'a> {
+    #[serde(default, borrow)]
+    choices: Option<Vec<Choice<'a>>>,
+    #[serde(default)]
+    usage: Option<Value>,
+    #[serde(default)]
+    error: Option<Value>,
+}
+
+#[derive(Deserialize)]
+struct Choice<'a> {
+    #[serde(default, borrow)]
+    delta: Option<Delta<'a>>,
+    #[serde(default)]
+    finish_reason: Option<Value>,
+}
+
+#[derive(Deserialize, Default)]
+struct Delta<'a> {
+    #[serde(default, borrow)]
+    content: LenientText<'a>,
+    #[serde(default, borrow)]
+    reasoning_content: LenientText<'a>,
+    #[serde(default, borrow)]
+    reasoning: LenientText<'a>,
+    #[serde(default)]
+    tool_calls: Option<Value>,
 }
 
 impl ChatDecoder {
@@ -345,6 +378,29 @@ mod tests {
         assert!(
             message.starts_with("malformed chunk from provider"),
             "{message}"
+        );
+    }
+
+    #[test]
+    fn text_with_escapes_is_unescaped_and_fields_of_other_types_are_skipped() {
+        let events = decode(concat!(
+            "data: {\"choices\":[{\"delta\":{\"content\":\"say \\\"hi\\\"\\n\\u00e9\"}}]}\n\n",
+            "data: {\"choices\":[{\"delta\":{\"content\":[1,{\"a\":2}],\"reasoning\":7}}]}\n\n",
+            "data: {\"choices\":[{\"delta\":null,\"finish_reason\":null}],\"usage\":null}\n\n",
+            "data: {\"choices\":null,\"usage\":{\"prompt_tokens\":4,\"completion_tokens\":2}}\n\n",
+            "data: [DONE]\n\n",
+        ));
+        assert_eq!(
+            events,
+            [
+                Ok(ModelEvent::TextDelta("say \"hi\"\n\u{e9}".into())),
+                Ok(ModelEvent::Usage(TokenUsage {
+                    input_tokens: 4,
+                    output_tokens: 2,
+                    reasoning_tokens: 0
+                })),
+                Ok(ModelEvent::Done),
+            ]
         );
     }
 

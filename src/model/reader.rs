@@ -39,10 +39,14 @@ static READER: LazyLock<Handle> = LazyLock::new(|| {
 pub fn read_ahead(mut stream: ModelStream) -> ModelEvents {
     let (sender, receiver) = mpsc::unbounded_channel();
     READER.spawn(async move {
+        // One future for the whole stream: made anew per event, it would join and leave the
+        // channel's list of waiters every time.
+        let closed = sender.closed();
+        tokio::pin!(closed);
         loop {
             tokio::select! {
                 biased;
-                () = sender.closed() => return,
+                () = &mut closed => return,
                 next = stream.next() => match next {
                     Some(event) => {
                         if sender.send(event).is_err() {

@@ -106,6 +106,9 @@ struct FanOutTurn {
     events_median: (usize, usize, usize),
     /// First delta sent by the provider → last delta received by the last subscriber.
     wall: Duration,
+    /// First delta sent by the provider → last delta received by the first subscriber to get
+    /// it: about when the server had published every delta (the rest of `wall` is fan-out).
+    first_complete: Duration,
     /// First delta sent → last delta sent, by the provider.
     provider_stream: Duration,
     rss_after_kb: u64,
@@ -416,11 +419,12 @@ async fn fan_out(
             cpu_used,
         )?;
         eprintln!(
-            "  {}/{} subscribers got every delta; latency p50 {:.1} ms, p99 {:.1} ms; last delta after {:.0} ms",
+            "  {}/{} subscribers got every delta; latency p50 {:.1} ms, p99 {:.1} ms; last delta after {:.0} ms (first subscriber) / {:.0} ms (last)",
             turn.complete,
             args.subscribers,
             percentile_us(&turn.latencies_us, 0.50) as f64 / 1000.0,
             percentile_us(&turn.latencies_us, 0.99) as f64 / 1000.0,
+            ms(turn.first_complete),
             ms(turn.wall)
         );
         turns.push(turn);
@@ -486,6 +490,7 @@ fn summarize(
     let mut reconnects = 0;
     let mut snapshots = 0;
     let mut last_delta_ns = answer.first_delta_ns;
+    let mut first_complete_ns = u64::MAX;
     let mut events = Vec::with_capacity(subscribers);
     for (subscriber, seen) in seen {
         let turn = match seen {
@@ -500,6 +505,7 @@ fn summarize(
         events.push((turn.deltas, turn.events, turn.reads));
         if let Some(last) = turn.last_delta_ns {
             last_delta_ns = last_delta_ns.max(last);
+            first_complete_ns = first_complete_ns.min(last);
         }
         let before = latencies_us.len();
         for arrival in &turn.arrivals {
@@ -532,6 +538,11 @@ fn summarize(
         snapshots,
         events_median: events.get(events.len() / 2).copied().unwrap_or_default(),
         wall: Duration::from_nanos(last_delta_ns.saturating_sub(answer.first_delta_ns)),
+        first_complete: Duration::from_nanos(
+            first_complete_ns
+                .min(last_delta_ns)
+                .saturating_sub(answer.first_delta_ns),
+        ),
         provider_stream: Duration::from_nanos(
             answer.finished_ns.saturating_sub(answer.first_delta_ns),
         ),
@@ -770,7 +781,8 @@ fn results_table(results: &Results) -> String {
         );
         let _ = writeln!(
             out,
-            "| fan-out {label}: first delta sent → last subscriber got the last delta / provider's sending time | {:.0} / {:.0} ms |",
+            "| fan-out {label}: first delta sent → first / last subscriber got the last delta; provider's sending time | {:.0} / {:.0}; {:.0} ms |",
+            ms(turn.first_complete),
             ms(turn.wall),
             ms(turn.provider_stream)
         );
