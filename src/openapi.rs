@@ -422,7 +422,8 @@ pub struct Health {
     pub version: String,
     /// Conversations loaded in memory now (the others are only on disk).
     pub live_conversations: u64,
-    /// Background index jobs not finished yet (a fork's search rows being copied).
+    /// Background index jobs not finished yet (a fork's search rows being copied, finished
+    /// messages' search rows).
     pub index_jobs_pending: u64,
 }
 

@@ -924,7 +924,7 @@ impl ConversationActor {
             }
             self.bus.publish("item.completed", &json!({ "item": item }));
             self.usage.add(&item);
-            self.on_item_finished(&item).await;
+            self.on_item_finished(&item);
         }
         Ok(item.seq)
     }
@@ -1060,7 +1060,10 @@ impl ConversationActor {
             .publish("usage.updated", &json!({ "usage": usage }));
     }
 
-    async fn on_item_finished(&mut self, item: &Item) {
+    /// A finished item of the root session: the sidebar's last message, and its search row.
+    /// The row goes through the index queue rather than being awaited here: this is on the
+    /// way to the model's next call or to `turn.ended`, and the files already hold the item.
+    fn on_item_finished(&mut self, item: &Item) {
         if item.session_id != self.state.conversation.root_session_id {
             return;
         }
@@ -1070,13 +1073,11 @@ impl ConversationActor {
             root.last_message = Some(text.clone());
         }
         if let Some(text) = item.kind.searchable_text() {
-            self.shared
-                .index_quietly(&[IndexUpdate::SearchText {
-                    conversation_id: &self.id,
-                    seq: item.seq,
-                    text,
-                }])
-                .await;
+            self.shared.index_later(IndexJob::SearchText {
+                conversation_id: self.id.clone(),
+                seq: item.seq,
+                text: text.to_owned(),
+            });
         }
     }
 
@@ -1125,7 +1126,7 @@ impl ConversationActor {
             self.bus.publish("item.started", &json!({ "item": item }));
             self.bus.publish("item.completed", &json!({ "item": item }));
             self.usage.add(item);
-            self.on_item_finished(item).await;
+            self.on_item_finished(item);
         }
         self.publish_pending();
         items

@@ -207,8 +207,9 @@ pub struct Shared {
     /// the second waits for the first and then answers what it answered.
     creating: Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>,
     stopping: std::sync::atomic::AtomicBool,
-    /// Slow index work done after the answer, one job at a time in the order given (a fork of
-    /// a fork copies search rows only after its source's own copy is done).
+    /// Index work done after the answer (a fork's search rows, a finished message's), one job
+    /// at a time in the order given (a fork of a fork copies search rows only after its
+    /// source's own copy is done).
     index_jobs: tokio::sync::mpsc::UnboundedSender<IndexJob>,
     /// Jobs queued and not finished yet (shown by `/api/health`).
     index_jobs_pending: Arc<std::sync::atomic::AtomicUsize>,
@@ -217,6 +218,13 @@ pub struct Shared {
 /// Index work that runs in the background, in order.
 #[derive(Debug)]
 pub enum IndexJob {
+    /// A finished message's search row (see `IndexUpdate::SearchText`). Written moments after
+    /// the message is stored; a row for a conversation deleted meanwhile is not written.
+    SearchText {
+        conversation_id: String,
+        seq: u64,
+        text: String,
+    },
     /// A fork's search rows, copied from its source's (see `IndexUpdate::CopySearch`).
     CopySearch {
         from: String,
@@ -693,6 +701,22 @@ async fn run_index_jobs(
                 to,
                 below_seq,
             } => (from, to, below_seq),
+            IndexJob::SearchText {
+                conversation_id,
+                seq,
+                text,
+            } => {
+                let row = IndexUpdate::SearchText {
+                    conversation_id: &conversation_id,
+                    seq,
+                    text: &text,
+                };
+                if let Err(error) = index.apply(std::slice::from_ref(&row)).await {
+                    tracing::error!(%error, conversation = %conversation_id, "a message's search row failed");
+                    let _ = index.set_runtime_state("clean_shutdown", "0").await;
+                }
+                continue;
+            }
             IndexJob::Flush(done) => {
                 let _ = done.send(());
                 continue;

@@ -279,7 +279,9 @@ async fn search_finds_titles_and_message_text_and_pages_with_a_cursor() {
     assert_eq!(titles(&found), vec!["中文 对话 测试内容"]);
     let (_, found) = server.get("/api/conversations?q=nothing-like-this").await;
     assert!(titles(&found).is_empty());
-    // Agent replies are searchable too (the demo model quotes the first line).
+    // Agent replies are searchable too (the demo model quotes the first line), once the
+    // index queue has written their rows.
+    server.wait_index_settled().await;
     let (_, found) = server.get("/api/conversations?q=Demo%20model%20beta").await;
     assert_eq!(titles(&found), vec!["beta notes"]);
 
