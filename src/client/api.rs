@@ -91,18 +91,24 @@ impl Api {
         }
     }
 
-    /// A conversation's events, as `(type, data)`, from its `snapshot` on. Ends when the
-    /// service ends the stream.
+    /// A conversation's events from its `snapshot` on, or, given the id of the last event
+    /// seen, from the first one after it (or a fresh `snapshot` if the service cannot replay
+    /// them). Ends when the service ends the stream.
     pub async fn events(
         &self,
         conversation_id: &str,
-    ) -> Result<impl Stream<Item = (String, Value)> + use<>, ApiError> {
-        let response = self
+        last_event_id: Option<&str>,
+    ) -> Result<impl Stream<Item = ServerEvent> + use<>, ApiError> {
+        let mut request = self
             .request(
                 reqwest::Method::GET,
                 &format!("/api/conversations/{conversation_id}/events"),
             )
-            .header("accept", "text/event-stream")
+            .header("accept", "text/event-stream");
+        if let Some(id) = last_event_id {
+            request = request.header("last-event-id", id);
+        }
+        let response = request
             .send()
             .await
             .map_err(|error| self.unreachable(error))?;
@@ -118,9 +124,20 @@ impl Api {
             .filter_map(|event| async move {
                 let event = event.ok()?;
                 let data = serde_json::from_str(&event.data).ok()?;
-                Some((event.event, data))
+                Some(ServerEvent {
+                    id: event.id,
+                    kind: event.event,
+                    data,
+                })
             }))
     }
+}
+
+/// One event of a conversation's stream.
+pub struct ServerEvent {
+    pub id: String,
+    pub kind: String,
+    pub data: Value,
 }
 
 /// The service's error body (`{"error": {code, message}}`) as an error.

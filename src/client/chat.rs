@@ -11,7 +11,7 @@ use tokio::io::AsyncBufReadExt;
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 
-use super::api::{Api, ApiError};
+use super::api::{Api, ApiError, ServerEvent};
 use super::render::{Renderer, usage_line};
 
 const HELP: &str = "\
@@ -393,20 +393,7 @@ impl Chat {
 
     /// Every stored item of the root session.
     async fn stored_items(&self, id: &str) -> Result<Vec<Value>, ApiError> {
-        let mut items = Vec::new();
-        let mut after = None;
-        loop {
-            let mut path = format!("/api/conversations/{id}/items?limit=2000");
-            if let Some(after) = after {
-                path += &format!("&after_seq={after}");
-            }
-            let page = self.api.get(&path).await?;
-            items.extend(page["items"].as_array().cloned().unwrap_or_default());
-            match page["next_after_seq"].as_u64() {
-                Some(next) => after = Some(next),
-                None => return Ok(items),
-            }
-        }
+        items_after(&self.api, id, None).await
     }
 
     async fn print_stored_turn(&self, id: &str, turn_id: &str) -> Result<(), ApiError> {
@@ -426,7 +413,7 @@ impl Chat {
 
     /// Starts following a conversation's events (and stops following the previous one).
     async fn follow(&mut self, id: &str) -> Result<(), ApiError> {
-        let events = self.api.events(id).await?;
+        let events = self.api.events(id, None).await?;
         let (signals, receiver) = mpsc::unbounded_channel();
         let renderer = self.renderer.clone();
         let api = self.api.clone();
@@ -435,20 +422,43 @@ impl Chat {
         let task = tokio::spawn(async move {
             use futures::StreamExt;
             let mut events = events.boxed();
+            let mut position = Position::default();
+            let mut reconnected = false;
             loop {
-                let Some((kind, data)) = events.next().await else {
+                let Some(event) = events.next().await else {
                     // The service restarted, or this stream fell too far behind: follow again
-                    // (the new snapshot shows what is running now).
+                    // from the last event seen.
                     print_out("[the event stream ended; reconnecting…]\n");
-                    match reconnect(&api, &conversation).await {
+                    match reconnect(&api, &conversation, position.last_event_id.as_deref()).await {
                         Some(again) => {
                             print_out("[reconnected]\n");
                             events = again.boxed();
+                            reconnected = true;
                             continue;
                         }
                         None => break,
                     }
                 };
+                let ServerEvent { id, kind, data } = event;
+                if std::mem::take(&mut reconnected) && kind == "snapshot" {
+                    // The service could not replay what was missed (it restarted, or too much
+                    // happened): what was stored meanwhile comes from the history.
+                    let missed = items_after(&api, &conversation, Some(position.resume_after()))
+                        .await
+                        .unwrap_or_default();
+                    let mut out = String::new();
+                    {
+                        let mut renderer = renderer.lock().expect("renderer lock");
+                        for item in missed.iter().filter(|item| item["status"] != "running") {
+                            out += &renderer.stored_item(item);
+                        }
+                    }
+                    print_out(&out);
+                }
+                if !id.is_empty() {
+                    position.last_event_id = Some(id);
+                }
+                position.observe(&kind, &data);
                 let mut out = renderer.lock().expect("renderer lock").event(&kind, &data);
                 if interactive && kind == "turn.ended" {
                     out.push_str("> ");
@@ -509,24 +519,32 @@ impl Chat {
         Vec::new()
     }
 
+    /// The turn that took the message. `None` if the stream started over with a snapshot
+    /// meanwhile: the turn may have come and gone (what it stored has been shown).
     async fn wait_turn_start(&mut self, message_id: &str) -> Option<String> {
         while let Some(signal) = self.next_signal().await {
-            if let Signal::TurnStarted {
-                turn_id,
-                message_ids,
-            } = signal
-                && message_ids.iter().any(|id| id == message_id)
-            {
-                return Some(turn_id);
+            match signal {
+                Signal::TurnStarted {
+                    turn_id,
+                    message_ids,
+                } if message_ids.iter().any(|id| id == message_id) => return Some(turn_id),
+                Signal::Snapshot { .. } => return None,
+                _ => {}
             }
         }
         None
     }
 
+    /// Until the turn ends, or a snapshot after a reconnect no longer shows it running (it
+    /// ended while the stream was down: the service restarted, say).
     async fn wait_turn_end(&mut self, turn_id: &str) {
         while let Some(signal) = self.next_signal().await {
-            if matches!(&signal, Signal::TurnEnded { turn_id: ended } if ended == turn_id) {
-                return;
+            match &signal {
+                Signal::TurnEnded { turn_id: ended } if ended == turn_id => return,
+                Signal::Snapshot { running } if !running.iter().any(|id| id == turn_id) => {
+                    return;
+                }
+                _ => {}
             }
         }
     }
@@ -545,15 +563,91 @@ impl Chat {
     }
 }
 
+/// Where a terminal is in a conversation's stream, so that a reconnect misses nothing: the
+/// last event's id, and the root session's items it has seen start and finish.
+#[derive(Default)]
+struct Position {
+    last_event_id: Option<String>,
+    root_session_id: String,
+    /// The newest item seen.
+    newest_seq: u64,
+    /// Items seen start and not yet finish.
+    open: std::collections::BTreeSet<u64>,
+}
+
+impl Position {
+    fn observe(&mut self, kind: &str, data: &Value) {
+        match kind {
+            "snapshot" => {
+                self.root_session_id = text(&data["conversation"]["root_session_id"]).to_owned();
+                self.newest_seq = data["last_seq"][&self.root_session_id]
+                    .as_u64()
+                    .unwrap_or(0);
+                self.open = data["running"]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .flat_map(|turn| turn["items"].as_array().into_iter().flatten())
+                    .filter(|item| self.is_root(item) && item["status"] == "running")
+                    .filter_map(|item| item["seq"].as_u64())
+                    .collect();
+            }
+            "item.started" | "item.completed" => {
+                let item = &data["item"];
+                let Some(seq) = item["seq"].as_u64().filter(|_| self.is_root(item)) else {
+                    return;
+                };
+                self.newest_seq = self.newest_seq.max(seq);
+                if kind == "item.started" {
+                    self.open.insert(seq);
+                } else {
+                    self.open.remove(&seq);
+                }
+            }
+            _ => {}
+        }
+    }
+
+    fn is_root(&self, item: &Value) -> bool {
+        item["session_id"] == self.root_session_id.as_str()
+    }
+
+    /// The history after this `seq` holds everything not seen finished.
+    fn resume_after(&self) -> u64 {
+        self.open
+            .first()
+            .map_or(self.newest_seq, |&first| first.saturating_sub(1))
+    }
+}
+
+/// The stored items of the root session after `after` (all of them for `None`).
+async fn items_after(api: &Api, id: &str, after: Option<u64>) -> Result<Vec<Value>, ApiError> {
+    let mut items = Vec::new();
+    let mut after = after;
+    loop {
+        let mut path = format!("/api/conversations/{id}/items?limit=2000");
+        if let Some(after) = after {
+            path += &format!("&after_seq={after}");
+        }
+        let page = api.get(&path).await?;
+        items.extend(page["items"].as_array().cloned().unwrap_or_default());
+        match page["next_after_seq"].as_u64() {
+            Some(next) => after = Some(next),
+            None => return Ok(items),
+        }
+    }
+}
+
 /// Tries to follow a conversation again, once a second for a minute.
 async fn reconnect(
     api: &Api,
     conversation: &str,
-) -> Option<impl futures::Stream<Item = (String, Value)> + use<>> {
+    last_event_id: Option<&str>,
+) -> Option<impl futures::Stream<Item = ServerEvent> + use<>> {
     let mut last = None;
     for _ in 0..60 {
         tokio::time::sleep(std::time::Duration::from_secs(1)).await;
-        match api.events(conversation).await {
+        match api.events(conversation, last_event_id).await {
             Ok(events) => return Some(events),
             // Gone for good: no point in trying again.
             Err(error) if error.code() == Some("not_found") => {
@@ -598,4 +692,41 @@ fn query_escape(text: &str) -> String {
             _ => format!("%{b:02X}"),
         })
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn item(session: &str, seq: u64, status: &str) -> Value {
+        json!({ "item": { "session_id": session, "seq": seq, "status": status } })
+    }
+
+    #[test]
+    fn a_reconnect_asks_the_history_for_everything_not_seen_finished() {
+        let mut position = Position::default();
+        position.observe(
+            "snapshot",
+            &json!({
+                "conversation": { "root_session_id": "s_root" },
+                "last_seq": { "s_root": 5, "s_sub": 9 },
+                "running": [{ "items": [
+                    { "session_id": "s_root", "seq": 5, "status": "running" },
+                    { "session_id": "s_sub", "seq": 9, "status": "running" },
+                ] }],
+            }),
+        );
+        // Item 5 is still streaming: the history after 4 holds its end.
+        assert_eq!(position.resume_after(), 4);
+        position.observe("item.completed", &item("s_root", 5, "completed"));
+        assert_eq!(position.resume_after(), 5);
+        position.observe("item.started", &item("s_root", 6, "running"));
+        position.observe("item.started", &item("s_root", 7, "running"));
+        position.observe("item.completed", &item("s_root", 7, "completed"));
+        // A sub-agent's items have seqs of their own session: they do not count.
+        position.observe("item.completed", &item("s_sub", 12, "completed"));
+        assert_eq!(position.resume_after(), 5);
+        position.observe("item.completed", &item("s_root", 6, "completed"));
+        assert_eq!(position.resume_after(), 7);
+    }
 }

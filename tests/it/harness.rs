@@ -33,6 +33,8 @@ pub struct ServerOptions {
     pub config: Option<String>,
     pub env: Vec<(String, String)>,
     pub cwd: Option<PathBuf>,
+    /// Where to listen (default: a free port of 127.0.0.1 chosen by the server).
+    pub addr: Option<String>,
 }
 
 impl Server {
@@ -63,7 +65,7 @@ impl Server {
         command
             .arg("serve")
             .arg("--addr")
-            .arg("127.0.0.1:0")
+            .arg(options.addr.as_deref().unwrap_or("127.0.0.1:0"))
             .arg("--data-dir")
             .arg(&data_dir)
             .env("OPENVAALA_CONFIG", &config_path)

@@ -5,7 +5,9 @@ use std::process::Stdio;
 use tokio::io::AsyncWriteExt;
 use tokio::process::Command;
 
-use crate::harness::{Server, TIMEOUT, binary};
+use openvaala::index::rebuild::INTERRUPTED_BY_STOP;
+
+use crate::harness::{Server, ServerOptions, TIMEOUT, binary, events_until};
 
 /// Runs `openvaala chat` with `args` and `script` on stdin; returns what it printed and whether
 /// it exited successfully.
@@ -122,5 +124,63 @@ async fn no_service_is_a_clear_error() {
     assert!(
         err.contains("cannot reach the service at http://127.0.0.1:9"),
         "{err}"
+    );
+}
+
+#[tokio::test]
+async fn a_terminal_that_loses_the_service_mid_turn_shows_what_was_stored_meanwhile() {
+    // A fixed port, so the restarted service is where the terminal looks for it.
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let options = || ServerOptions {
+        addr: Some(format!("127.0.0.1:{port}")),
+        ..ServerOptions::default()
+    };
+    let server = Server::start_with(options()).await;
+    let created = server.create_and_wait("The first message").await;
+    let id = created["conversation"]["id"].as_str().unwrap().to_owned();
+    let mut events = server.events(&id).await;
+    let workdir = tempfile::tempdir().unwrap();
+    // `//` sends a line starting with `/`: the demo model streams one chunk every 300 ms.
+    let terminal = tokio::spawn({
+        let (base, id, dir) = (server.base.clone(), id.clone(), workdir.path().to_owned());
+        async move { chat(&["--url", &base, &id], "//sleep 300\n", &dir).await }
+    });
+    // The terminal's turn is streaming: the service crashes and comes back.
+    events_until(&mut events, "item.delta").await;
+    let data_dir = server.kill9().await;
+    let server = Server::start_with(ServerOptions {
+        data_dir: Some(data_dir),
+        ..options()
+    })
+    .await;
+
+    // The terminal reconnects, shows what the restart stored (the interrupted turn's notice)
+    // and, seeing the turn is no longer running, goes on to the end of its script.
+    let (ok, out, err) = terminal.await.unwrap();
+    assert!(ok, "{out}\n{err}");
+    assert!(
+        out.contains("[the event stream ended; reconnecting…]\n[reconnected]\n"),
+        "{out}"
+    );
+    assert!(
+        out.contains(&format!("[notice] {INTERRUPTED_BY_STOP}")),
+        "{out}"
+    );
+    let (_, items) = server.get(&format!("/api/conversations/{id}/items")).await;
+    let kinds: Vec<&str> = items["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|item| item["kind"].as_str().unwrap())
+        .collect();
+    // The streaming answer lived in memory only; the restart closed its turn with a notice.
+    assert_eq!(
+        kinds,
+        ["user_message", "agent_message", "user_message", "notice"],
+        "{items}"
     );
 }
