@@ -5,9 +5,10 @@
 use std::collections::BTreeMap;
 
 use eventsource_stream::Event;
+use serde::Deserialize;
 use serde_json::{Value, json};
 
-use super::wire::{self, Decoder, Endpoint, Entry};
+use super::wire::{self, Decoder, Endpoint, Entry, LenientText};
 use super::{ModelClient, ModelError, ModelEvent, ModelRequest, ModelStream, TokenUsage};
 use crate::config::ProviderConfig;
 use crate::domain::Image;
@@ -166,6 +167,32 @@ impl Decoder for MessagesDecoder {
         if event.data.trim().is_empty() {
             return Ok(Vec::new());
         }
+        // The deltas, nearly every event of a stream, are read without building a tree.
+        let peek: DeltaPeek = wire::parse_chunk_as(&event.data)?;
+        let peeked_kind = if peek.kind.0.is_empty() {
+            event.event.as_str()
+        } else {
+            &peek.kind.0
+        };
+        if peeked_kind == "content_block_delta" {
+            let delta = peek.delta.unwrap_or_default();
+            let (text, event): (_, fn(String) -> ModelEvent) = match delta.kind.0.as_ref() {
+                "text_delta" => (delta.text.0, ModelEvent::TextDelta),
+                "thinking_delta" => (delta.thinking.0, ModelEvent::ReasoningDelta),
+                "input_json_delta" => {
+                    let index = peek.index.as_ref().and_then(Value::as_u64).unwrap_or(0);
+                    if let Some(tool_use) = self.tool_uses.get_mut(&index) {
+                        tool_use.json.push_str(&delta.partial_json.0);
+                    }
+                    return Ok(Vec::new());
+                }
+                _ => return Ok(Vec::new()),
+            };
+            if text.is_empty() {
+                return Ok(Vec::new());
+            }
+            return Ok(vec![event(text.into_owned())]);
+        }
         let data = wire::parse_chunk(&event.data)?;
         let kind = data["type"].as_str().unwrap_or(&event.event);
         let index = data["index"].as_u64().unwrap_or(0);
@@ -189,23 +216,6 @@ impl Decoder for MessagesDecoder {
                     Some("text") => push_text(&mut events, block, "text", ModelEvent::TextDelta),
                     Some("thinking") => {
                         push_text(&mut events, block, "thinking", ModelEvent::ReasoningDelta)
-                    }
-                    _ => {}
-                }
-            }
-            "content_block_delta" => {
-                let delta = &data["delta"];
-                match delta["type"].as_str() {
-                    Some("text_delta") => {
-                        push_text(&mut events, delta, "text", ModelEvent::TextDelta)
-                    }
-                    Some("thinking_delta") => {
-                        push_text(&mut events, delta, "thinking", ModelEvent::ReasoningDelta)
-                    }
-                    Some("input_json_delta") => {
-                        if let Some(tool_use) = self.tool_uses.get_mut(&index) {
-                            tool_use.json.push_str(wire::text_of(delta, "partial_json"));
-                        }
                     }
                     _ => {}
                 }
@@ -268,6 +278,29 @@ impl ToolUse {
             arguments,
         }
     }
+}
+
+/// What the decoder reads of an event first: enough to handle a `content_block_delta`.
+#[derive(Deserialize)]
+struct DeltaPeek<'a> {
+    #[serde(rename = "type", default, borrow)]
+    kind: LenientText<'a>,
+    #[serde(default)]
+    index: Option<Value>,
+    #[serde(default, borrow)]
+    delta: Option<BlockDelta<'a>>,
+}
+
+#[derive(Deserialize, Default)]
+struct BlockDelta<'a> {
+    #[serde(rename = "type", default, borrow)]
+    kind: LenientText<'a>,
+    #[serde(default, borrow)]
+    text: LenientText<'a>,
+    #[serde(default, borrow)]
+    thinking: LenientText<'a>,
+    #[serde(default, borrow)]
+    partial_json: LenientText<'a>,
 }
 
 fn push_text(

@@ -3,9 +3,10 @@
 //! errors and retries are `wire`'s and the turn loop's.
 
 use eventsource_stream::Event;
+use serde::Deserialize;
 use serde_json::{Value, json};
 
-use super::wire::{self, Decoder, Endpoint, Entry};
+use super::wire::{self, Decoder, Endpoint, Entry, LenientText};
 use super::{ModelClient, ModelError, ModelEvent, ModelRequest, ModelStream, TokenUsage};
 use crate::config::ProviderConfig;
 
@@ -125,6 +126,16 @@ impl Decoder for ResponsesDecoder {
     fn decode(&mut self, event: &Event) -> Result<Vec<ModelEvent>, ModelError> {
         if event.data.trim().is_empty() {
             return Ok(Vec::new());
+        }
+        // Answer text, nearly every event of a stream, is read without building a tree.
+        let peek: TextPeek = wire::parse_chunk_as(&event.data)?;
+        let peeked_kind = if peek.kind.0.is_empty() {
+            event.event.as_str()
+        } else {
+            &peek.kind.0
+        };
+        if peeked_kind == "response.output_text.delta" {
+            return Ok(vec![ModelEvent::TextDelta(peek.delta.0.into_owned())]);
         }
         let data = wire::parse_chunk(&event.data)?;
         let kind = data["type"].as_str().unwrap_or(&event.event);
@@ -271,6 +282,15 @@ fn tool_call(call: PendingCall) -> ModelEvent {
         name: call.name,
         arguments: wire::parse_arguments(&call.arguments),
     }
+}
+
+/// What the decoder reads of an event first: enough to handle `response.output_text.delta`.
+#[derive(Deserialize)]
+struct TextPeek<'a> {
+    #[serde(rename = "type", default, borrow)]
+    kind: LenientText<'a>,
+    #[serde(default, borrow)]
+    delta: LenientText<'a>,
 }
 
 #[cfg(test)]
