@@ -144,10 +144,10 @@ fn event_stream(
         .into_response()
 }
 
-/// The frames of a batch as one chunk. One chunk per batch is one chunked-encoding frame and
-/// one write for the subscriber's connection: hyper queues at most 16 buffers (3 per chunk)
-/// before it writes, so a turn's burst sent event by event cost several writes per subscriber,
-/// and the writes are most of what a fan-out costs.
+/// The frames of a batch as one chunk: one chunked-encoding frame and one write for the
+/// subscriber's connection. hyper writes at most 16 queued body chunks at once, so a catch-up of
+/// thousands of events sent event by event would take hundreds of writes, and writes are most
+/// of what a fan-out costs.
 fn concat_frames(batch: &[Event]) -> Bytes {
     if let [event] = batch {
         return event.frame.clone();

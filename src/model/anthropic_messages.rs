@@ -169,11 +169,7 @@ impl Decoder for MessagesDecoder {
         }
         // The deltas, nearly every event of a stream, are read without building a tree.
         let peek: DeltaPeek = wire::parse_chunk_as(&event.data)?;
-        let peeked_kind = if peek.kind.0.is_empty() {
-            event.event.as_str()
-        } else {
-            &peek.kind.0
-        };
+        let peeked_kind = wire::kind_or_name(&peek.kind, event);
         if peeked_kind == "content_block_delta" {
             let delta = peek.delta.unwrap_or_default();
             let (text, event): (_, fn(String) -> ModelEvent) = match delta.kind.0.as_ref() {

@@ -129,11 +129,7 @@ impl Decoder for ResponsesDecoder {
         }
         // Answer text, nearly every event of a stream, is read without building a tree.
         let peek: TextPeek = wire::parse_chunk_as(&event.data)?;
-        let peeked_kind = if peek.kind.0.is_empty() {
-            event.event.as_str()
-        } else {
-            &peek.kind.0
-        };
+        let peeked_kind = wire::kind_or_name(&peek.kind, event);
         if peeked_kind == "response.output_text.delta" {
             return Ok(vec![ModelEvent::TextDelta(peek.delta.0.into_owned())]);
         }

@@ -360,6 +360,15 @@ pub fn parse_arguments(text: &str) -> Value {
     }
 }
 
+/// An event's type: its data's `type` field, or else its SSE event name.
+pub fn kind_or_name<'a>(kind: &'a LenientText<'_>, event: &'a Event) -> &'a str {
+    if kind.0.is_empty() {
+        &event.event
+    } else {
+        &kind.0
+    }
+}
+
 /// A text field of a streamed chunk, read leniently: a string (borrowed from the chunk when it
 /// has no escapes), or empty for a null, a missing field or any other type, which a chunk
 /// may carry where text is expected and which is not worth failing a stream over.
