@@ -185,11 +185,11 @@ fn follow(
                 () = &mut stopping => break,
                 received = receiver.recv() => received,
             };
+            let mut lagged = false;
             match received {
                 Ok(event) => {
                     let mut bytes = event.frame.len();
                     let mut batch = vec![event];
-                    let mut lagged = false;
                     while bytes < MAX_BATCH_BYTES {
                         match receiver.try_recv() {
                             Ok(event) => {
@@ -205,22 +205,16 @@ fn follow(
                     }
                     last = batch.last().map(|event| event.id);
                     yield batch;
-                    if lagged {
-                        let Some(missed) = catch_up(&bus, &mut receiver, last) else { break };
-                        if let Some(newest) = missed.last() {
-                            last = Some(newest.id);
-                            yield missed;
-                        }
-                    }
                 }
-                Err(RecvError::Lagged(_)) => {
-                    let Some(missed) = catch_up(&bus, &mut receiver, last) else { break };
-                    if let Some(newest) = missed.last() {
-                        last = Some(newest.id);
-                        yield missed;
-                    }
-                }
+                Err(RecvError::Lagged(_)) => lagged = true,
                 Err(RecvError::Closed) => break,
+            }
+            if lagged {
+                let Some(missed) = catch_up(&bus, &mut receiver, last) else { break };
+                if let Some(newest) = missed.last() {
+                    last = Some(newest.id);
+                    yield missed;
+                }
             }
         }
     }
