@@ -304,14 +304,7 @@ impl Chat {
         ));
         let items = self.stored_items(&id).await?;
         let shown = items.len().saturating_sub(6);
-        let mut out = String::new();
-        {
-            let mut renderer = self.renderer.lock().expect("renderer lock");
-            for item in &items[shown..] {
-                out += &renderer.stored_item(item);
-            }
-        }
-        print_out(&out);
+        print_stored(&self.renderer, &items[shown..]);
         self.follow(&id).await?;
         self.wait_snapshot().await;
         Ok(())
@@ -398,16 +391,11 @@ impl Chat {
 
     async fn print_stored_turn(&self, id: &str, turn_id: &str) -> Result<(), ApiError> {
         let items = self.stored_items(id).await?;
-        let mut out = String::new();
-        {
-            let mut renderer = self.renderer.lock().expect("renderer lock");
-            for item in items.iter().filter(|item| item["turn_id"] == turn_id) {
-                if item["kind"] != "user_message" {
-                    out += &renderer.stored_item(item);
-                }
-            }
-        }
-        print_out(&out);
+        let turn: Vec<Value> = items
+            .into_iter()
+            .filter(|item| item["turn_id"] == turn_id && item["kind"] != "user_message")
+            .collect();
+        print_stored(&self.renderer, &turn);
         Ok(())
     }
 
@@ -443,17 +431,13 @@ impl Chat {
                 if std::mem::take(&mut reconnected) && kind == "snapshot" {
                     // The service could not replay what was missed (it restarted, or too much
                     // happened): what was stored meanwhile comes from the history.
-                    let missed = items_after(&api, &conversation, Some(position.resume_after()))
-                        .await
-                        .unwrap_or_default();
-                    let mut out = String::new();
-                    {
-                        let mut renderer = renderer.lock().expect("renderer lock");
-                        for item in missed.iter().filter(|item| item["status"] != "running") {
-                            out += &renderer.stored_item(item);
-                        }
-                    }
-                    print_out(&out);
+                    let mut missed =
+                        items_after(&api, &conversation, Some(position.resume_after()))
+                            .await
+                            .unwrap_or_default();
+                    // The running ones come with the snapshot.
+                    missed.retain(|item| item["status"] != "running");
+                    print_stored(&renderer, &missed);
                 }
                 if !id.is_empty() {
                     position.last_event_id = Some(id);
@@ -618,6 +602,18 @@ impl Position {
             .first()
             .map_or(self.newest_seq, |&first| first.saturating_sub(1))
     }
+}
+
+/// Prints stored items in full (see `Renderer::stored_item`).
+fn print_stored(renderer: &Mutex<Renderer>, items: &[Value]) {
+    let mut out = String::new();
+    {
+        let mut renderer = renderer.lock().expect("renderer lock");
+        for item in items {
+            out += &renderer.stored_item(item);
+        }
+    }
+    print_out(&out);
 }
 
 /// The stored items of the root session after `after` (all of them for `None`).

@@ -169,14 +169,14 @@ impl Decoder for MessagesDecoder {
         }
         // The deltas, nearly every event of a stream, are read without building a tree.
         let peek: DeltaPeek = wire::parse_chunk_as(&event.data)?;
-        let peeked_kind = wire::kind_or_name(&peek.kind, event);
-        if peeked_kind == "content_block_delta" {
+        let kind = wire::kind_or_name(&peek.kind, event);
+        let index = peek.index.as_ref().and_then(Value::as_u64).unwrap_or(0);
+        if kind == "content_block_delta" {
             let delta = peek.delta.unwrap_or_default();
             let (text, event): (_, fn(String) -> ModelEvent) = match delta.kind.0.as_ref() {
                 "text_delta" => (delta.text.0, ModelEvent::TextDelta),
                 "thinking_delta" => (delta.thinking.0, ModelEvent::ReasoningDelta),
                 "input_json_delta" => {
-                    let index = peek.index.as_ref().and_then(Value::as_u64).unwrap_or(0);
                     if let Some(tool_use) = self.tool_uses.get_mut(&index) {
                         tool_use.json.push_str(&delta.partial_json.0);
                     }
@@ -190,8 +190,6 @@ impl Decoder for MessagesDecoder {
             return Ok(vec![event(text.into_owned())]);
         }
         let data = wire::parse_chunk(&event.data)?;
-        let kind = data["type"].as_str().unwrap_or(&event.event);
-        let index = data["index"].as_u64().unwrap_or(0);
         let mut events = Vec::new();
         match kind {
             "message_start" => self.read_usage(&data["message"]["usage"]),
@@ -276,7 +274,8 @@ impl ToolUse {
     }
 }
 
-/// What the decoder reads of an event first: enough to handle a `content_block_delta`.
+/// What the decoder reads of every event first: its type and block index, and enough to
+/// handle a `content_block_delta` without reading the event again.
 #[derive(Deserialize)]
 struct DeltaPeek<'a> {
     #[serde(rename = "type", default, borrow)]

@@ -129,12 +129,11 @@ impl Decoder for ResponsesDecoder {
         }
         // Answer text, nearly every event of a stream, is read without building a tree.
         let peek: TextPeek = wire::parse_chunk_as(&event.data)?;
-        let peeked_kind = wire::kind_or_name(&peek.kind, event);
-        if peeked_kind == "response.output_text.delta" {
+        let kind = wire::kind_or_name(&peek.kind, event);
+        if kind == "response.output_text.delta" {
             return Ok(vec![ModelEvent::TextDelta(peek.delta.0.into_owned())]);
         }
         let data = wire::parse_chunk(&event.data)?;
-        let kind = data["type"].as_str().unwrap_or(&event.event);
         let delta = || wire::text_of(&data, "delta").to_owned();
         let events = match kind {
             "response.output_text.delta" => vec![ModelEvent::TextDelta(delta())],

@@ -695,12 +695,15 @@ async fn run_index_jobs(
     while let Some(job) = jobs.recv().await {
         // Counted down when this iteration ends, whatever the job was.
         let _done = PendingJob(&pending);
-        let (from, to, below_seq) = match job {
+        let (result, what) = match job {
             IndexJob::CopySearch {
                 from,
                 to,
                 below_seq,
-            } => (from, to, below_seq),
+            } => (
+                copy_search_rows(&index, &from, &to, below_seq).await,
+                format!("copying the search rows of {from} to its fork {to}"),
+            ),
             IndexJob::SearchText {
                 conversation_id,
                 seq,
@@ -711,22 +714,27 @@ async fn run_index_jobs(
                     seq,
                     text: &text,
                 };
-                if let Err(error) = index.apply(std::slice::from_ref(&row)).await {
-                    tracing::error!(%error, conversation = %conversation_id, "a message's search row failed");
-                    let _ = index.set_runtime_state("clean_shutdown", "0").await;
-                }
-                continue;
+                (
+                    index.apply(std::slice::from_ref(&row)).await,
+                    format!("the search row of message {seq} of {conversation_id}"),
+                )
             }
             IndexJob::Flush(done) => {
                 let _ = done.send(());
                 continue;
             }
         };
-        if let Err(error) = copy_search_rows(&index, &from, &to, below_seq).await {
-            tracing::error!(%error, %from, %to, "copying a fork's search rows failed");
-            let _ = index.set_runtime_state("clean_shutdown", "0").await;
+        if let Err(error) = result {
+            index_failed(&index, &error, &what).await;
         }
     }
+}
+
+/// A failed index write is logged, not fatal: the files are already safe, and the index is
+/// marked so that the next start reconciles it with them.
+async fn index_failed(index: &Index, error: &IndexError, what: &str) {
+    tracing::error!(%error, what, "index update failed; the next start will reconcile it");
+    let _ = index.set_runtime_state("clean_shutdown", "0").await;
 }
 
 /// Copies a fork's search rows in slices of a few hundred messages, one transaction each, so
@@ -783,8 +791,7 @@ impl Shared {
     /// the next start reconciles the index with them.
     pub async fn index_quietly(&self, updates: &[IndexUpdate<'_>]) {
         if let Err(error) = self.index.apply(updates).await {
-            tracing::error!(%error, "index update failed; the next start will reconcile it");
-            let _ = self.index.set_runtime_state("clean_shutdown", "0").await;
+            index_failed(&self.index, &error, "live update").await;
         }
     }
 }
