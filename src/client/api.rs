@@ -2,9 +2,9 @@
 
 use std::time::Duration;
 
-use eventsource_stream::Eventsource;
 use futures::{Stream, StreamExt};
 use serde_json::Value;
+use sse_stream::SseByteStream;
 
 /// What went wrong with a call: the service's own `{"error": {code, message}}`, or no answer.
 #[derive(Debug, thiserror::Error)]
@@ -117,16 +117,14 @@ impl Api {
             let body: Value = response.json().await.unwrap_or_default();
             return Err(service_error(status, &body));
         }
-        Ok(response
-            .bytes_stream()
-            .eventsource()
+        Ok(SseByteStream::new(response.bytes_stream())
             .take_while(|event| std::future::ready(event.is_ok()))
             .filter_map(|event| async move {
                 let event = event.ok()?;
-                let data = serde_json::from_str(&event.data).ok()?;
+                let data = serde_json::from_str(event.data.as_deref()?).ok()?;
                 Some(ServerEvent {
-                    id: event.id,
-                    kind: event.event,
+                    id: event.id.unwrap_or_default(),
+                    kind: event.event.unwrap_or_default(),
                     data,
                 })
             }))

@@ -4,11 +4,10 @@
 
 use std::collections::BTreeMap;
 
-use eventsource_stream::Event;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use super::wire::{self, Decoder, Endpoint, Entry, LenientText};
+use super::wire::{self, Decoder, Endpoint, Entry, Event, LenientText};
 use super::{ModelClient, ModelError, ModelEvent, ModelRequest, ModelStream, TokenUsage};
 use crate::config::ProviderConfig;
 use crate::domain::Image;

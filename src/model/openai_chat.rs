@@ -4,11 +4,10 @@
 
 use std::collections::BTreeMap;
 
-use eventsource_stream::Event;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use super::wire::{self, Decoder, Endpoint, Entry, LenientText};
+use super::wire::{self, Decoder, Endpoint, Entry, Event, LenientText};
 use super::{ModelClient, ModelError, ModelEvent, ModelRequest, ModelStream, TokenUsage};
 use crate::config::ProviderConfig;
 use crate::domain::Image;
@@ -161,7 +160,7 @@ fn user_message(text: String, images: &[Image]) -> Value {
 /// Assembles the chunks of one answer. Tool calls arrive in fragments keyed by their index:
 /// the id and name in the first, the arguments as string pieces across the rest.
 #[derive(Default)]
-struct ChatDecoder {
+pub struct ChatDecoder {
     calls: BTreeMap<u64, PendingCall>,
 }
 

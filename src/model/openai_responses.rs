@@ -2,11 +2,10 @@
 //! whole history as `input` items on every call. It maps requests and events only; sending,
 //! errors and retries are `wire`'s and the turn loop's.
 
-use eventsource_stream::Event;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use super::wire::{self, Decoder, Endpoint, Entry, LenientText};
+use super::wire::{self, Decoder, Endpoint, Entry, Event, LenientText};
 use super::{ModelClient, ModelError, ModelEvent, ModelRequest, ModelStream, TokenUsage};
 use crate::config::ProviderConfig;
 

@@ -4,11 +4,11 @@
 
 use std::time::{Duration, SystemTime};
 
-use eventsource_stream::{Event, EventStreamError, Eventsource};
-use futures::StreamExt;
+use futures::{Stream, StreamExt};
 use reqwest::header::{CONTENT_TYPE, HeaderMap};
 use reqwest::{RequestBuilder, Response, StatusCode};
 use serde_json::{Value, json};
+use sse_stream::{Sse, SseByteStream};
 
 use super::{ModelError, ModelEvent, ModelStream};
 use crate::config::ProviderConfig;
@@ -31,6 +31,40 @@ pub struct Endpoint {
     /// The name of the variable holding the key; the key itself is read per request and never
     /// stored or logged.
     api_key_env: Option<String>,
+}
+
+/// One SSE event of a provider's stream: its `event:` name, if it has one, and its data.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Event {
+    pub name: Option<String>,
+    pub data: String,
+}
+
+/// The SSE events of a response body, in order. Blocks without data (only an id, a retry or
+/// comments) are not events (WHATWG SSE: an empty data buffer dispatches nothing); a broken
+/// body or invalid UTF-8 ends the stream with one transient error.
+///
+/// sse-stream parses every block straight out of the chunk it arrived in, however many events
+/// the chunk holds. (eventsource-stream, used before, copied the rest of its buffer after every
+/// line, which was quadratic in the size of a chunk, and took 1–1.4 µs per event against
+/// 0.2 µs here: BENCHMARKS.md, "Turns".)
+pub fn events<E>(
+    body: impl Stream<Item = Result<bytes::Bytes, E>>,
+) -> impl Stream<Item = Result<Event, ModelError>>
+where
+    E: std::error::Error + Send + Sync + 'static,
+{
+    SseByteStream::new(body).filter_map(|block| {
+        std::future::ready(match block {
+            Ok(Sse {
+                event: name,
+                data: Some(data),
+                ..
+            }) => Some(Ok(Event { name, data })),
+            Ok(_) => None,
+            Err(error) => Some(Err(event_stream_error(error))),
+        })
+    })
 }
 
 /// Turns a protocol's SSE events into model events. A decoder is fed every event of one
@@ -115,12 +149,13 @@ pub fn stream(
                 return;
             }
         };
-        let mut events = line_by_line(response.bytes_stream()).eventsource();
+        let events = events(response.bytes_stream());
+        futures::pin_mut!(events);
         while let Some(event) = events.next().await {
             let event = match event {
                 Ok(event) => event,
                 Err(error) => {
-                    yield Err(event_stream_error(error));
+                    yield Err(error);
                     return;
                 }
             };
@@ -187,11 +222,11 @@ fn request_error(error: reqwest::Error) -> ModelError {
     }
 }
 
-fn event_stream_error(error: EventStreamError<reqwest::Error>) -> ModelError {
+fn event_stream_error(error: sse_stream::Error) -> ModelError {
     match error {
-        EventStreamError::Transport(error) => ModelError::transient(format!(
+        sse_stream::Error::Body(error) => ModelError::transient(format!(
             "the provider's stream broke: {}",
-            error_chain(&error)
+            error_chain(&*error)
         )),
         other => ModelError::transient(format!("malformed event stream from provider: {other}")),
     }
@@ -264,35 +299,6 @@ fn duration_from_secs(seconds: f64) -> Option<Duration> {
     Duration::try_from_secs_f64(seconds.max(0.0)).ok()
 }
 
-/// The body's chunks cut after every line feed, without copying.
-///
-/// Why: eventsource-stream (0.2) moves the rest of its buffer into a new string after every
-/// line it parses, which is quadratic in the size of what it is handed at once. A provider's
-/// burst can arrive as one read of hundreds of kilobytes (many events per HTTP chunk, or an
-/// HTTP/2 frame): 5,000 deltas in one 300 KB piece took 110 ms to parse, against 7 ms when
-/// each came alone. Cut into lines, its buffer never holds more than one line. (A line feed
-/// is never part of a multi-byte UTF-8 character, so every cut falls between characters.)
-pub(super) fn line_by_line<E>(
-    body: impl futures::Stream<Item = Result<bytes::Bytes, E>>,
-) -> impl futures::Stream<Item = Result<bytes::Bytes, E>> {
-    body.flat_map(|chunk| {
-        let pieces: Vec<Result<bytes::Bytes, E>> = match chunk {
-            Ok(mut chunk) => {
-                let mut pieces = Vec::new();
-                while let Some(end) = memchr::memchr(b'\n', &chunk) {
-                    pieces.push(Ok(chunk.split_to(end + 1)));
-                }
-                if !chunk.is_empty() {
-                    pieces.push(Ok(chunk));
-                }
-                pieces
-            }
-            Err(error) => vec![Err(error)],
-        };
-        futures::stream::iter(pieces)
-    })
-}
-
 /// Parses one chunk's JSON; a chunk that is not JSON is worth retrying (a proxy cut it, or the
 /// server hiccupped), so it is transient.
 pub fn parse_chunk(data: &str) -> Result<Value, ModelError> {
@@ -363,7 +369,7 @@ pub fn parse_arguments(text: &str) -> Value {
 /// An event's type: its data's `type` field, or else its SSE event name.
 pub fn kind_or_name<'a>(kind: &'a LenientText<'_>, event: &'a Event) -> &'a str {
     if kind.0.is_empty() {
-        &event.event
+        event.name.as_deref().unwrap_or("message")
     } else {
         &kind.0
     }
@@ -581,7 +587,6 @@ pub mod testing {
         }
     }
 
-    use eventsource_stream::Eventsource;
     use futures::StreamExt;
 
     use super::{Decoder, ModelError, ModelEvent};
@@ -593,8 +598,7 @@ pub mod testing {
         let bytes = futures::stream::iter([Ok::<_, std::convert::Infallible>(
             bytes::Bytes::copy_from_slice(body.as_bytes()),
         )]);
-        let events: Vec<_> =
-            futures::executor::block_on(super::line_by_line(bytes).eventsource().collect());
+        let events: Vec<_> = futures::executor::block_on(super::events(bytes).collect());
         let mut out = Vec::new();
         for event in events {
             match decoder.decode(&event.expect("a well-formed SSE body")) {
@@ -731,16 +735,16 @@ mod tests {
 
     #[test]
     fn a_body_cut_anywhere_or_sent_whole_gives_the_same_events() {
-        let body = "event: a\ndata: {\"t\":\"h\u{e9}llo\"}\n\ndata: x\r\n\r\n: note\n\ndata: line 1\ndata: line 2\n\n";
+        let body = "event: a\ndata: {\"t\":\"h\u{e9}llo\"}\n\ndata: x\r\n\r\n: note\n\nid: 7\n\ndata: line 1\ndata: line 2\n\ndata:\n\n";
         let parse = |pieces: Vec<&[u8]>| -> Vec<(String, String)> {
             let body = futures::stream::iter(pieces.into_iter().map(|piece| {
                 Ok::<_, std::convert::Infallible>(bytes::Bytes::copy_from_slice(piece))
             }));
-            futures::executor::block_on(line_by_line(body).eventsource().collect::<Vec<_>>())
+            futures::executor::block_on(events(body).collect::<Vec<_>>())
                 .into_iter()
                 .map(|event| {
                     let event = event.expect("a valid event");
-                    (event.event, event.data)
+                    (event.name.unwrap_or_default(), event.data)
                 })
                 .collect()
         };
@@ -749,11 +753,16 @@ mod tests {
             whole,
             [
                 ("a".to_owned(), "{\"t\":\"h\u{e9}llo\"}".to_owned()),
-                ("message".to_owned(), "x".to_owned()),
-                ("message".to_owned(), "line 1\nline 2".to_owned()),
+                (String::new(), "x".to_owned()),
+                (String::new(), "line 1\nline 2".to_owned()),
+                (String::new(), String::new()),
             ]
         );
-        // Every cut, including the one inside the two bytes of "é".
+        // Every cut, including the one inside the two bytes of "é"; and the body many times
+        // over in one chunk, as a burst can arrive.
+        let many = parse(vec![body.repeat(1000).as_bytes()]);
+        assert_eq!(many.len(), whole.len() * 1000);
+        assert!(many.chunks(whole.len()).all(|events| events == whole));
         for cut in 1..body.len() {
             let (head, tail) = body.as_bytes().split_at(cut);
             assert_eq!(parse(vec![head, tail]), whole, "cut at {cut}");

@@ -6,9 +6,9 @@ use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::Duration;
 
-use eventsource_stream::Eventsource;
 use futures::{Stream, StreamExt};
 use serde_json::{Value, json};
+use sse_stream::SseByteStream;
 use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::process::{Child, Command};
 
@@ -240,10 +240,17 @@ impl Server {
         }
         let response = request.send().await.unwrap();
         assert_eq!(response.status(), 200, "event stream {path}");
-        Box::pin(response.bytes_stream().eventsource().map(|event| {
+        // Every block the service sends has an id, a type and JSON data; keep-alive comments
+        // are not blocks.
+        Box::pin(SseByteStream::new(response.bytes_stream()).map(|event| {
             let event = event.expect("a well-formed SSE event");
-            let data = serde_json::from_str(&event.data).expect("JSON event data");
-            (event.id, event.event, data)
+            let data = serde_json::from_str(event.data.as_deref().expect("event data"))
+                .expect("JSON event data");
+            (
+                event.id.expect("an event id"),
+                event.event.expect("an event type"),
+                data,
+            )
         }))
     }
 

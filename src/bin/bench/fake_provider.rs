@@ -287,7 +287,7 @@ async fn answer(State(state): State<Arc<FakeState>>, request: Request) -> Respon
         .expect("a valid response")
 }
 
-fn content_chunk(content: &str) -> Bytes {
+pub fn content_chunk(content: &str) -> Bytes {
     let delta = format!(
         "{{\"content\":{}}}",
         serde_json::to_string(content).expect("a string serializes")

@@ -5,9 +5,11 @@
 //!
 //! - `foundation`: reindex, start, list and search over many generated conversations.
 //! - `turns`: the runtime's own overhead per turn and the fan-out of a turn to many SSE
-//!   subscribers, against an in-process fake model provider.
+//!   subscribers, against an in-process fake model provider; and the decoding of a provider's
+//!   stream on its own (`decode`).
 //! - `fork`: fork and rewind latency over a generated 10,000-item conversation.
 
+mod decode;
 mod fake_provider;
 mod fork;
 mod foundation;

@@ -14,6 +14,7 @@ use serde_json::{Value, json};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
+use super::decode::{self, Decoding};
 use super::fake_provider::{Answered, FakeProvider, MODEL_NAME, Script, SendTimes, monotonic_ns};
 use super::sse::{self, Report, TurnReport};
 use super::{
@@ -62,6 +63,7 @@ struct Results {
     long: Overhead,
     short: Overhead,
     fanout: FanOut,
+    decoding: Decoding,
     open_file_limit: u64,
 }
 
@@ -124,6 +126,8 @@ pub fn turns(args: &TurnsArgs) -> anyhow::Result<()> {
         bail!("--turns, --reply-tokens and --fanout-deltas must be at least 1");
     }
     let server = server_binary()?;
+    // First, while nothing else runs.
+    let decoding = decode::measure(args.fanout_deltas)?;
     // Each subscriber holds one socket in the bench and one in the server; the server inherits
     // the raised limit.
     let open_file_limit = raise_open_file_limit(args.subscribers as u64 * 2 + 1024)?;
@@ -152,6 +156,7 @@ pub fn turns(args: &TurnsArgs) -> anyhow::Result<()> {
         long,
         short,
         fanout,
+        decoding,
         open_file_limit,
     };
     print!("{}", results_table(&results));
@@ -745,6 +750,16 @@ fn results_table(results: &Results) -> String {
         out,
         "| cost per provider delta ((long − short overhead median) / {}) | {per_delta:.1} µs |",
         results.long.deltas.saturating_sub(1)
+    );
+    let decoding = &results.decoding;
+    let _ = writeln!(
+        out,
+        "| decoding a provider's {}-chunk stream (SSE and JSON, no network), a read per chunk / all in one read | {:.1} / {:.1} ms ({:.2} / {:.2} µs per chunk) |",
+        thousands(decoding.chunks as u64),
+        ms(decoding.one_per_read),
+        ms(decoding.one_read),
+        decoding.one_per_read.as_secs_f64() * 1e6 / decoding.chunks as f64,
+        decoding.one_read.as_secs_f64() * 1e6 / decoding.chunks as f64,
     );
     let _ = writeln!(
         out,
