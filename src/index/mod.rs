@@ -325,6 +325,15 @@ impl Index {
         self.writer.close().await;
     }
 
+    /// Gives back the page caches of the writer and of a reader (SQLite frees what it can), for
+    /// a service that has gone idle. The caches fill again as they are used.
+    pub async fn release_memory(&self) -> Result<(), IndexError> {
+        for pool in [&self.writer, &self.reader] {
+            sqlx::query("PRAGMA shrink_memory").execute(pool).await?;
+        }
+        Ok(())
+    }
+
     /// Applies a batch of updates in one transaction. Every update is an idempotent upsert, so
     /// applying the same facts twice (a retry, a reconcile) changes nothing, and an older fact
     /// arriving late never overwrites a newer one: a conversation row only moves forward in its

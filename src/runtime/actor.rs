@@ -191,7 +191,11 @@ pub fn spawn(
     if let Some(turn_id) = start_turn {
         actor.run_turn(&turn_id, root_items);
     }
-    tokio::spawn(actor.run(commands));
+    let shared = actor.shared.clone();
+    tokio::spawn(async move {
+        actor.run(commands).await;
+        shared.after_unload().await;
+    });
     Ok(ActorHandle { sender, generation })
 }
 

@@ -73,8 +73,12 @@ impl std::str::FromStr for EventId {
     }
 }
 
-/// How many recent events a bus keeps for reconnecting clients.
+/// How many recent events a bus keeps for reconnecting clients, and how many bytes of them at
+/// most: the list's bus lives as long as the service, and a conversation's as long as it is
+/// loaded, so neither may hold more than a reconnect needs. A client that was away longer gets
+/// a fresh snapshot.
 const REPLAY_CAPACITY: usize = 4096;
+const REPLAY_BYTES: usize = 512 * 1024;
 /// How far a live subscriber may fall behind the broadcast channel before it has to catch up
 /// from the replay buffer. The channel allocates every slot up front, per live conversation,
 /// so it is kept small; the replay buffer only grows as events happen.
@@ -98,6 +102,8 @@ struct BusInner {
 struct Recent {
     next: u64,
     events: VecDeque<Event>,
+    /// The frames' bytes in `events`.
+    bytes: usize,
 }
 
 /// What a reconnecting client gets.
@@ -118,6 +124,7 @@ impl EventBus {
                 recent: Mutex::new(Recent {
                     next: 1,
                     events: VecDeque::new(),
+                    bytes: 0,
                 }),
             }),
         }
@@ -132,10 +139,15 @@ impl EventBus {
         };
         let event = Event::encode(id, kind, data);
         recent.next += 1;
-        if recent.events.len() == REPLAY_CAPACITY {
-            recent.events.pop_front();
-        }
+        recent.bytes += event.frame.len();
         recent.events.push_back(event.clone());
+        // The newest event always stays, however big.
+        while recent.events.len() > 1
+            && (recent.events.len() > REPLAY_CAPACITY || recent.bytes > REPLAY_BYTES)
+        {
+            let oldest = recent.events.pop_front().expect("more than one event");
+            recent.bytes -= oldest.frame.len();
+        }
         // Sent under the lock so that replay + subscribe never misses or repeats an event.
         let _ = self.inner.sender.send(event.clone());
         event
@@ -205,5 +217,65 @@ fn fresh_epoch() -> u64 {
             Ok(_) => return next,
             Err(actual) => last = actual,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn the_replay_buffer_keeps_recent_events_within_its_count_and_size() {
+        let bus = EventBus::new();
+        let first = bus.publish("item.delta", &json!({ "n": 0 }));
+        for n in 1..REPLAY_CAPACITY + 10 {
+            bus.publish("item.delta", &json!({ "n": n }));
+        }
+        let (_, replay) = bus.resume(first.id);
+        assert!(
+            matches!(replay, Replay::Snapshot),
+            "the first event is gone"
+        );
+        let recent = bus.inner.recent.lock().unwrap();
+        assert_eq!(recent.events.len(), REPLAY_CAPACITY);
+        drop(recent);
+
+        // Big events: bounded by bytes; a client just behind still gets exactly what it missed.
+        let text = "x".repeat(100 * 1024);
+        let mut ids = Vec::new();
+        for n in 0..20 {
+            ids.push(
+                bus.publish("item.delta", &json!({ "n": n, "text": text }))
+                    .id,
+            );
+        }
+        let recent = bus.inner.recent.lock().unwrap();
+        assert!(recent.bytes <= REPLAY_BYTES);
+        assert_eq!(
+            recent.bytes,
+            recent
+                .events
+                .iter()
+                .map(|event| event.frame.len())
+                .sum::<usize>()
+        );
+        drop(recent);
+        let (_, replay) = bus.resume(ids[17]);
+        let Replay::Events(missed) = replay else {
+            panic!("two events back is still in the buffer");
+        };
+        assert_eq!(
+            missed.iter().map(|event| event.id).collect::<Vec<_>>(),
+            ids[18..]
+        );
+        assert!(matches!(bus.resume(ids[0]).1, Replay::Snapshot));
+
+        // One event bigger than the whole budget is still kept, alone.
+        let huge = "y".repeat(REPLAY_BYTES + 1);
+        let last = bus.publish("item.delta", &json!({ "text": huge })).id;
+        let recent = bus.inner.recent.lock().unwrap();
+        assert_eq!(recent.events.len(), 1);
+        assert_eq!(recent.events[0].id, last);
     }
 }

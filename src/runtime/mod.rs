@@ -776,6 +776,20 @@ impl Shared {
         }
     }
 
+    /// After an actor has stopped and its memory is dropped: when no conversation is live any
+    /// more, the service hands what it freed back to the system, so a service that was busy
+    /// idles as small as one that was not (the allocator and SQLite otherwise keep their
+    /// high-water marks). Not done while conversations are live: they would take it again.
+    pub async fn after_unload(&self) {
+        if !self.actors.lock().await.is_empty() {
+            return;
+        }
+        if let Err(error) = self.index.release_memory().await {
+            tracing::debug!(%error, "could not shrink the index's caches");
+        }
+        let _ = tokio::task::spawn_blocking(return_freed_memory).await;
+    }
+
     /// Forgets an actor that has stopped, unless a newer one already took its place.
     pub async fn forget_actor(&self, id: &str, generation: u64) {
         let mut actors = self.actors.lock().await;
@@ -793,6 +807,18 @@ impl Shared {
         if let Err(error) = self.index.apply(updates).await {
             index_failed(&self.index, &error, "live update").await;
         }
+    }
+}
+
+/// Returns the allocator's free pages to the system. glibc keeps freed memory in its arenas
+/// (one per thread that allocated) and gives it back only at the top of the heap; after a busy
+/// hour that can be most of the process's memory.
+fn return_freed_memory() {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    // SAFETY: malloc_trim only walks the allocator's own free lists; it may be called at any
+    // time from any thread.
+    unsafe {
+        libc::malloc_trim(0);
     }
 }
 
