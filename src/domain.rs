@@ -84,6 +84,7 @@ pub enum SessionStatus {
 pub struct Turn {
     pub id: String,
     pub session_id: String,
+    /// The messages the turn answers: those that started it, then those steered into it.
     pub message_ids: Vec<String>,
     pub status: TurnStatus,
     pub started_at: Timestamp,
@@ -296,4 +297,23 @@ pub struct Usage {
 pub enum UsageSource {
     Reported,
     Estimated,
+}
+/// The item that stands for a user message in a session's history; its id is the message's.
+pub fn user_item(message: &Message, turn_id: &str, seq: u64) -> Item {
+    Item {
+        id: message.id.clone(),
+        session_id: message.session_id.clone(),
+        turn_id: turn_id.to_owned(),
+        seq,
+        created_at: message.created_at,
+        status: ItemStatus::Completed,
+        compacted: false,
+        step: None,
+        kind: ItemKind::UserMessage {
+            text: message.text.clone(),
+            source: message.source,
+            from_session_id: message.from_session_id.clone(),
+            images: message.images.clone(),
+        },
+    }
 }

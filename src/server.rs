@@ -13,14 +13,13 @@ use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
 use crate::config::Config;
-use crate::index::Index;
 use crate::index::rebuild;
+use crate::index::{CLEAN_SHUTDOWN, Index};
 use crate::runtime::{Runtime, RuntimeSettings};
 use crate::store::Store;
 use crate::store::lock::{LockOwner, RuntimeLock};
 
 pub const DEFAULT_ADDR: &str = "127.0.0.1:7341";
-const CLEAN_SHUTDOWN: &str = "clean_shutdown";
 
 pub struct ServeOptions {
     pub data_dir: PathBuf,
@@ -111,10 +110,9 @@ impl Service {
         });
         tracing::info!(%addr, "openvaala is serving");
         server.await.context("the HTTP server failed")?;
-        runtime
-            .index()
-            .set_runtime_state(CLEAN_SHUTDOWN, "1")
-            .await?;
+        if !runtime.index().mark_clean_shutdown().await? {
+            tracing::warn!("the index missed updates; the next start will reconcile it");
+        }
         runtime.index().close().await;
         drop(lock);
         tracing::info!("stopped");

@@ -5,7 +5,7 @@ use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use serde::Deserialize;
-use serde::de::DeserializeOwned;
+use serde::de::{DeserializeOwned, IgnoredAny};
 use serde_json::{Value, json};
 
 use super::extract::{IdempotencyKey, Json, Query};
@@ -13,6 +13,8 @@ use super::{ApiError, AppState};
 use crate::index::{ArchivedFilter, ListQuery};
 use crate::runtime::{Answer, ConversationPatch, NewConversation, NewMessage, PendingPatch};
 
+/// The query of `list`. An unknown parameter is refused, so that a misspelled one (`limt=5`)
+/// gets a 400 instead of being silently ignored; `access_token` is the one exception.
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ListParams {
@@ -20,6 +22,10 @@ pub struct ListParams {
     q: Option<String>,
     limit: Option<u32>,
     cursor: Option<String>,
+    /// Checked by `security::guard` (a browser's EventSource cannot send headers, so the UI
+    /// passes the token in the query); accepted here only so that it is not an unknown field.
+    #[serde(rename = "access_token")]
+    _access_token: Option<IgnoredAny>,
 }
 
 #[utoipa::path(
@@ -162,12 +168,17 @@ pub async fn delete(
     Ok(StatusCode::NO_CONTENT)
 }
 
+/// The query of `items`: unknown parameters are refused as in [`ListParams`], except
+/// `access_token`.
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ItemsParams {
     session: Option<String>,
     after_seq: Option<u64>,
     limit: Option<usize>,
+    /// Checked by `security::guard`, ignored here.
+    #[serde(rename = "access_token")]
+    _access_token: Option<IgnoredAny>,
 }
 
 #[utoipa::path(

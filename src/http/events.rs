@@ -61,6 +61,7 @@ pub async fn conversation_events(
         subscription.receiver,
         last,
         state.streams_done.clone(),
+        Ends::AtDeletion,
     );
     Ok(event_stream(first, live))
 }
@@ -105,7 +106,13 @@ pub async fn list_events(
             )
         }
     };
-    let live = follow(bus, receiver, Some(last), state.streams_done.clone());
+    let live = follow(
+        bus,
+        receiver,
+        Some(last),
+        state.streams_done.clone(),
+        Ends::Never,
+    );
     Ok(event_stream(first, live))
 }
 
@@ -160,6 +167,35 @@ fn concat_frames(batch: &[Event]) -> Bytes {
     chunk.freeze()
 }
 
+/// The last event of a deleted conversation's stream.
+const DELETED: &str = "conversation.deleted";
+
+/// Which events end a stream after they are sent.
+#[derive(Clone, Copy)]
+enum Ends {
+    /// A conversation's stream ends with its `conversation.deleted`: the actor is gone, but
+    /// the stream's clone of the bus would keep it open for good.
+    AtDeletion,
+    /// The list's stream carries every conversation's deletion and goes on.
+    Never,
+}
+
+impl Ends {
+    /// Drops what follows the stream's last event in `batch`; whether the batch holds it.
+    fn cut(self, batch: &mut Vec<Event>) -> bool {
+        let Ends::AtDeletion = self else {
+            return false;
+        };
+        match batch.iter().position(|event| event.kind == DELETED) {
+            Some(at) => {
+                batch.truncate(at + 1);
+                true
+            }
+            None => false,
+        }
+    }
+}
+
 /// How many bytes of events `follow` gathers into one batch at most.
 const MAX_BATCH_BYTES: usize = 64 * 1024;
 
@@ -172,6 +208,7 @@ fn follow(
     mut receiver: broadcast::Receiver<Event>,
     mut last: Option<EventId>,
     streams_done: CancellationToken,
+    ends: Ends,
 ) -> impl Stream<Item = Vec<Event>> {
     async_stream::stream! {
         // One future for the whole stream, not a new one per event.
@@ -204,16 +241,24 @@ fn follow(
                         }
                     }
                     last = batch.last().map(|event| event.id);
+                    let end = ends.cut(&mut batch);
                     yield batch;
+                    if end {
+                        break;
+                    }
                 }
                 Err(RecvError::Lagged(_)) => lagged = true,
                 Err(RecvError::Closed) => break,
             }
             if lagged {
-                let Some(missed) = catch_up(&bus, &mut receiver, last) else { break };
+                let Some(mut missed) = catch_up(&bus, &mut receiver, last) else { break };
                 if let Some(newest) = missed.last() {
                     last = Some(newest.id);
+                    let end = ends.cut(&mut missed);
                     yield missed;
+                    if end {
+                        break;
+                    }
                 }
             }
         }
@@ -259,7 +304,13 @@ mod tests {
         }
         let done = CancellationToken::new();
         let mut events: Vec<Event> = Vec::new();
-        let batches = follow(bus.clone(), receiver, Some(before), done.clone());
+        let batches = follow(
+            bus.clone(),
+            receiver,
+            Some(before),
+            done.clone(),
+            Ends::Never,
+        );
         tokio::pin!(batches);
         while events.len() < 3000 {
             events.extend(batches.next().await.expect("the stream goes on"));
@@ -290,7 +341,7 @@ mod tests {
             .map(|n| bus.publish("item.delta", &json!({ "n": n })))
             .collect();
         let done = CancellationToken::new();
-        let batches = follow(bus, receiver, before, done);
+        let batches = follow(bus, receiver, before, done, Ends::Never);
         tokio::pin!(batches);
         let batch = batches.next().await.expect("a batch");
         let ids: Vec<EventId> = batch.iter().map(|event| event.id).collect();
@@ -302,6 +353,21 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn a_conversation_stream_ends_with_its_deletion_though_the_bus_lives_on() {
+        let bus = EventBus::new();
+        let (receiver, before) = bus.subscribe();
+        bus.publish("conversation.updated", &json!({ "n": 0 }));
+        let deleted = bus.publish(DELETED, &json!({ "conversation_id": "c" }));
+        bus.publish("conversation.updated", &json!({ "n": 1 }));
+        let done = CancellationToken::new();
+        let live = follow(bus.clone(), receiver, before, done, Ends::AtDeletion);
+        let events: Vec<Event> = live.concat().await;
+        let kinds: Vec<&str> = events.iter().map(|event| event.kind).collect();
+        assert_eq!(kinds, ["conversation.updated", DELETED]);
+        assert_eq!(events[1].id, deleted.id);
+    }
+
+    #[tokio::test]
     async fn a_subscriber_too_far_behind_is_cut_loose_to_reconnect() {
         let bus = EventBus::new();
         let (receiver, _) = bus.subscribe();
@@ -310,7 +376,9 @@ mod tests {
             bus.publish("item.delta", &json!({ "n": n }));
         }
         let done = CancellationToken::new();
-        let events: Vec<Vec<Event>> = follow(bus, receiver, Some(first.id), done).collect().await;
+        let events: Vec<Vec<Event>> = follow(bus, receiver, Some(first.id), done, Ends::Never)
+            .collect()
+            .await;
         assert!(
             events.is_empty(),
             "the stream ends; a reconnect gets a snapshot"

@@ -7,6 +7,8 @@ pub mod rebuild;
 use std::collections::HashMap;
 use std::path::Path;
 use std::str::FromStr;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use serde_json::Value;
@@ -31,6 +33,10 @@ pub enum IndexError {
     Task(String),
 }
 
+/// The runtime state key that says whether the last run stopped cleanly ("1") with an index
+/// that matches the files; anything else makes the next start reconcile.
+pub const CLEAN_SHUTDOWN: &str = "clean_shutdown";
+
 /// A cheap `Clone` handle over the connection pools.
 #[derive(Debug, Clone)]
 pub struct Index {
@@ -39,6 +45,10 @@ pub struct Index {
     /// One connection: writers queue here, in order, instead of contending for SQLite's write
     /// lock (whose busy handler sleeps in steps of up to 100 ms).
     writer: SqlitePool,
+    /// An update failed since the index was opened: it no longer matches the files, and only a
+    /// reconcile at the next start repairs it. Kept in memory because the write that records
+    /// it in the database usually fails for the same reason the update did.
+    out_of_date: Arc<AtomicBool>,
 }
 
 /// One change to the index. A batch of them is applied in one transaction.
@@ -134,7 +144,11 @@ impl Index {
             .idle_timeout(Duration::from_secs(60))
             .connect_with(options.read_only(true))
             .await?;
-        Ok(Index { reader, writer })
+        Ok(Index {
+            reader,
+            writer,
+            out_of_date: Arc::default(),
+        })
     }
 
     /// A fresh index for a bulk load (`reindex`): one connection, no journal, no fsync, a big
@@ -162,6 +176,7 @@ impl Index {
         Ok(Index {
             reader: pool.clone(),
             writer: pool,
+            out_of_date: Arc::default(),
         })
     }
 
@@ -323,6 +338,23 @@ impl Index {
     pub async fn close(&self) {
         self.reader.close().await;
         self.writer.close().await;
+    }
+
+    /// Records that an update failed: the next start must reconcile the index with the files,
+    /// even after a clean stop.
+    pub async fn mark_out_of_date(&self) {
+        self.out_of_date.store(true, Ordering::SeqCst);
+        let _ = self.set_runtime_state(CLEAN_SHUTDOWN, "0").await;
+    }
+
+    /// Records a clean stop, which lets the next start skip the reconcile, unless an update
+    /// failed meanwhile. Returns whether it did.
+    pub async fn mark_clean_shutdown(&self) -> Result<bool, IndexError> {
+        if self.out_of_date.load(Ordering::SeqCst) {
+            return Ok(false);
+        }
+        self.set_runtime_state(CLEAN_SHUTDOWN, "1").await?;
+        Ok(true)
     }
 
     /// Gives back the page caches of the writer and of a reader (SQLite frees what it can), for
@@ -682,4 +714,37 @@ fn decode_cursor(cursor: &str) -> Result<(i64, String), IndexError> {
     let (updated_at, id) = cursor.split_once('.').ok_or(IndexError::BadCursor)?;
     let updated_at = updated_at.parse().map_err(|_| IndexError::BadCursor)?;
     Ok((updated_at, id.to_owned()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn a_clean_stop_after_a_failed_update_still_asks_for_a_reconcile() {
+        let dir = tempfile::tempdir().unwrap();
+        let index = Index::open(&dir.path().join("metadata.db")).await.unwrap();
+        assert!(index.mark_clean_shutdown().await.unwrap());
+        assert_eq!(
+            index
+                .runtime_state(CLEAN_SHUTDOWN)
+                .await
+                .unwrap()
+                .as_deref(),
+            Some("1")
+        );
+
+        index.set_runtime_state(CLEAN_SHUTDOWN, "0").await.unwrap();
+        index.clone().mark_out_of_date().await;
+        assert!(!index.mark_clean_shutdown().await.unwrap());
+        assert_eq!(
+            index
+                .runtime_state(CLEAN_SHUTDOWN)
+                .await
+                .unwrap()
+                .as_deref(),
+            Some("0")
+        );
+        index.close().await;
+    }
 }

@@ -5,7 +5,7 @@
 
 use std::path::PathBuf;
 
-use crate::domain::{Item, ItemKind, ItemStatus, TurnStatus, new_id, now};
+use crate::domain::{Item, ItemKind, ItemStatus, TurnStatus, new_id, now, user_item};
 use crate::index::{Index, IndexError, IndexUpdate};
 use crate::store::records::{MetaRecord, SessionRecord};
 use crate::store::state::ConversationState;
@@ -65,7 +65,8 @@ pub fn load_conversation(store: &Store, id: &str) -> Result<(LoadedConversation,
     let running: Vec<_> = state.running_turns().cloned().collect();
     for turn in &running {
         let items = session_items.entry(turn.session_id.clone()).or_default();
-        let records = close_interrupted_items(items, &turn.session_id, &turn.id);
+        let mut records = restore_accepted_items(&state, items, &turn.id);
+        records.extend(close_interrupted_items(items, &turn.session_id, &turn.id));
         store
             .open_session_writer(id, &turn.session_id)
             .and_then(|mut writer| writer.append(&records))
@@ -98,6 +99,40 @@ pub fn load_conversation(store: &Store, id: &str) -> Result<(LoadedConversation,
         },
         running.len(),
     ))
+}
+
+/// Accepting a message stores its `message.accepted` record first and its history item right
+/// after, in another file. A crash in between leaves an accepted message (whose request may
+/// already have its answer stored under an idempotency key) missing from the history; the
+/// record holds all of it, so these are the records that put the items of turn `turn_id`'s
+/// messages back, where its other items would follow them. `items` gets them too.
+pub fn restore_accepted_items(
+    state: &ConversationState,
+    items: &mut Vec<Item>,
+    turn_id: &str,
+) -> Vec<SessionRecord> {
+    let Some(turn) = state.turns.iter().rev().find(|turn| turn.id == turn_id) else {
+        return Vec::new();
+    };
+    let present: std::collections::HashSet<&str> =
+        items.iter().map(|item| item.id.as_str()).collect();
+    let missing: Vec<&crate::domain::Message> = turn
+        .message_ids
+        .iter()
+        .filter(|id| !present.contains(id.as_str()))
+        .filter_map(|id| state.accepted.get(id))
+        .collect();
+    let mut records = Vec::with_capacity(missing.len());
+    for message in missing {
+        let seq = items.last().map_or(1, |last| last.seq + 1);
+        let item = user_item(message, turn_id, seq);
+        items.push(item.clone());
+        records.push(SessionRecord::Item { item });
+    }
+    if !records.is_empty() {
+        tracing::warn!(turn = %turn_id, count = records.len(), "restored accepted messages that a crash kept out of the history");
+    }
+    records
 }
 
 /// The records that close a turn cut by a crash: its running items become `interrupted`, and a
@@ -204,7 +239,7 @@ pub async fn reindex(store: &Store) -> Result<RebuildReport, IndexError> {
     let ids = store.conversation_ids()?;
     index_conversations(store, &index, ids, Load::Bulk, &mut report).await?;
     // The index now matches the directories exactly: the next start needs no reconcile.
-    index.set_runtime_state("clean_shutdown", "1").await?;
+    index.set_runtime_state(super::CLEAN_SHUTDOWN, "1").await?;
     index.finish_bulk_load().await?;
     Ok(report)
 }
@@ -320,5 +355,72 @@ fn describe(error: &StoreError) -> String {
                 .unwrap_or_default()
         ),
         other => format!("unreadable: {other}"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::domain::{Message, MessageMode, MessageSource, MessageStatus};
+    use crate::store::records::ConversationCreated;
+
+    fn message(id: &str, status: MessageStatus) -> Message {
+        Message {
+            id: id.to_owned(),
+            session_id: "s_root".to_owned(),
+            text: format!("text of {id}"),
+            mode: MessageMode::Steer,
+            source: MessageSource::User,
+            from_session_id: None,
+            status,
+            created_at: now(),
+            images: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn messages_a_crash_kept_out_of_the_history_are_put_back_in_their_turn() {
+        let mut records = MetaRecord::conversation_start(ConversationCreated {
+            id: "c_1".to_owned(),
+            title: "t".to_owned(),
+            created_at: now(),
+            cwd: "/".to_owned(),
+            agent: "build".to_owned(),
+            model: "demo".to_owned(),
+            root_session_id: "s_root".to_owned(),
+            forked_from: None,
+        });
+        let started = message("m_started", MessageStatus::Started);
+        let steered = message("m_steered", MessageStatus::Steered);
+        records.extend([
+            MetaRecord::MessageAccepted {
+                message: started.clone(),
+                idempotency_key: None,
+                turn_id: None,
+            },
+            MetaRecord::TurnStarted {
+                session_id: "s_root".to_owned(),
+                turn_id: "t_1".to_owned(),
+                message_ids: vec![started.id.clone()],
+                at: now(),
+            },
+            MetaRecord::MessageAccepted {
+                message: steered.clone(),
+                idempotency_key: None,
+                turn_id: Some("t_1".to_owned()),
+            },
+        ]);
+        let state = ConversationState::from_records(&records).unwrap();
+        assert_eq!(state.turns[0].message_ids, ["m_started", "m_steered"]);
+
+        // The started message's item made it to the history; the steered one's did not.
+        let mut items = vec![user_item(&started, "t_1", 1)];
+        let restored = restore_accepted_items(&state, &mut items, "t_1");
+        assert_eq!(restored.len(), 1);
+        let SessionRecord::Item { item } = &restored[0];
+        assert_eq!(item, &user_item(&steered, "t_1", 2));
+        assert_eq!(items.len(), 2);
+        // Nothing is missing any more: nothing to restore.
+        assert!(restore_accepted_items(&state, &mut items, "t_1").is_empty());
     }
 }

@@ -127,6 +127,9 @@ impl ActorHandle {
 
 static GENERATION: AtomicU64 = AtomicU64::new(1);
 
+/// Commands queued for one actor before senders wait.
+const COMMAND_CAPACITY: usize = 64;
+
 /// Loads a stored conversation and starts its actor.
 pub fn load(shared: Arc<Shared>, id: &str) -> Result<ActorHandle, RuntimeError> {
     let log = shared.store.read_metadata(id)?;
@@ -149,7 +152,7 @@ pub fn spawn(
 ) -> Result<ActorHandle, RuntimeError> {
     let id = state.conversation.id.clone();
     let meta = shared.store.open_metadata_writer(&id)?;
-    let (sender, commands) = mpsc::channel(64);
+    let (sender, commands) = mpsc::channel(COMMAND_CAPACITY);
     let (turn_sender, turn_messages) = mpsc::unbounded_channel();
     let generation = GENERATION.fetch_add(1, Ordering::Relaxed);
     let mut last_seq = HashMap::new();
@@ -259,10 +262,14 @@ impl ConversationActor {
                     }
                 }
                 () = tokio::time::sleep_until(idle_deadline) => {
-                    if self.is_idle() && self.pending.is_empty() && self.bus.subscriber_count() == 0 {
+                    idle_deadline = Instant::now() + idle;
+                    if self.is_idle()
+                        && self.pending.is_empty()
+                        && self.bus.subscriber_count() == 0
+                        && self.retire(&mut commands).await
+                    {
                         break;
                     }
-                    idle_deadline = Instant::now() + idle;
                 }
             }
         }
@@ -272,6 +279,43 @@ impl ConversationActor {
             let _ = waiter.send(());
         }
         self.shared.forget_actor(&self.id, self.generation).await;
+    }
+
+    /// Leaves the registry of live conversations, unless commands came in meanwhile. Done
+    /// under the registry's lock, which callers take to find an actor: the channel is closed
+    /// first, and commands sent before that are handled here rather than dropped (their
+    /// callers would get a 503). If any came, the actor stays, with a fresh channel put in the
+    /// registry before the lock is released, so there is never a second actor for one
+    /// conversation. Returns whether the actor left (it must stop).
+    async fn retire(&mut self, commands: &mut mpsc::Receiver<Command>) -> bool {
+        let shared = self.shared.clone();
+        let mut actors = shared.actors.lock().await;
+        commands.close();
+        let mut late = Vec::new();
+        while let Ok(command) = commands.try_recv() {
+            late.push(command);
+        }
+        let ours = actors
+            .get(&self.id)
+            .is_some_and(|handle| handle.generation == self.generation);
+        if late.is_empty() {
+            if ours {
+                actors.remove(&self.id);
+            }
+            return true;
+        }
+        let (sender, receiver) = mpsc::channel(COMMAND_CAPACITY);
+        *commands = receiver;
+        if let Some(handle) = actors.get_mut(&self.id).filter(|_| ours) {
+            handle.sender = sender;
+        }
+        drop(actors);
+        for command in late {
+            if self.handle(command).await == Flow::Stop {
+                return true;
+            }
+        }
+        false
     }
 
     async fn handle(&mut self, command: Command) -> Flow {
@@ -645,6 +689,7 @@ impl ConversationActor {
             .map(|message| MetaRecord::MessageAccepted {
                 message: message.clone(),
                 idempotency_key: key.clone(),
+                turn_id: None,
             })
             .collect();
         records.push(MetaRecord::TurnStarted {
@@ -1109,6 +1154,7 @@ impl ConversationActor {
             .map(|message| MetaRecord::MessageAccepted {
                 message: message.clone(),
                 idempotency_key: None,
+                turn_id: Some(turn_id.clone()),
             })
             .collect();
         if let Err(error) = self.append_meta(records) {
@@ -1358,15 +1404,25 @@ impl ConversationActor {
             .collect();
         for (session_id, turn_id) in stale {
             let mut items = self.shared.store.read_items(&self.id, &session_id)?;
-            let records =
-                crate::index::rebuild::close_interrupted_items(&mut items, &session_id, &turn_id);
-            let items: Vec<Item> = records
+            let mut records =
+                crate::index::rebuild::restore_accepted_items(&self.state, &mut items, &turn_id);
+            records.extend(crate::index::rebuild::close_interrupted_items(
+                &mut items,
+                &session_id,
+                &turn_id,
+            ));
+            let records: Vec<Item> = records
                 .into_iter()
                 .map(|SessionRecord::Item { item }| item)
                 .collect();
-            self.append_items(&session_id, &items)?;
-            if let Some(last) = items.last() {
+            self.append_items(&session_id, &records)?;
+            if let Some(last) = records.last() {
                 self.last_seq.insert(session_id.clone(), last.seq);
+            }
+            // The model sees what the files now hold: restored messages and the notice.
+            if session_id == self.state.conversation.root_session_id {
+                self.usage = UsageTracker::estimated(&compaction::model_view(&items));
+                self.root_history = items;
             }
             self.append_meta(vec![MetaRecord::TurnEnded {
                 session_id,

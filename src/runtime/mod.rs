@@ -20,9 +20,10 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
 use crate::config::Config;
+pub use crate::domain::user_item;
 use crate::domain::{
-    Conversation, Image, Item, ItemKind, ItemStatus, Message, MessageMode, MessageSource,
-    MessageStatus, Session, new_id, now,
+    Conversation, Image, Item, Message, MessageMode, MessageSource, MessageStatus, Session, new_id,
+    now,
 };
 use crate::index::{Index, IndexError, IndexUpdate, ListPage, ListQuery};
 use crate::model::Models;
@@ -358,6 +359,7 @@ impl Runtime {
             MetaRecord::MessageAccepted {
                 message: message.clone(),
                 idempotency_key: scoped_key.clone(),
+                turn_id: None,
             },
             MetaRecord::TurnStarted {
                 session_id: root_session_id.clone(),
@@ -734,7 +736,7 @@ async fn run_index_jobs(
 /// marked so that the next start reconciles it with them.
 async fn index_failed(index: &Index, error: &IndexError, what: &str) {
     tracing::error!(%error, what, "index update failed; the next start will reconcile it");
-    let _ = index.set_runtime_state("clean_shutdown", "0").await;
+    index.mark_out_of_date().await;
 }
 
 /// Copies a fork's search rows in slices of a few hundred messages, one transaction each, so
@@ -917,24 +919,4 @@ fn checked_cwd(cwd: &str) -> Result<String, RuntimeError> {
         return Err(RuntimeError::CwdMissing(cwd.to_owned()));
     }
     Ok(cwd.to_owned())
-}
-
-/// The item that stands for a user message in a session's history; its id is the message's.
-pub fn user_item(message: &Message, turn_id: &str, seq: u64) -> Item {
-    Item {
-        id: message.id.clone(),
-        session_id: message.session_id.clone(),
-        turn_id: turn_id.to_owned(),
-        seq,
-        created_at: message.created_at,
-        status: ItemStatus::Completed,
-        compacted: false,
-        step: None,
-        kind: ItemKind::UserMessage {
-            text: message.text.clone(),
-            source: message.source,
-            from_session_id: message.from_session_id.clone(),
-            images: message.images.clone(),
-        },
-    }
 }

@@ -18,6 +18,9 @@ pub struct JsonlWriter {
     file: File,
     /// Bytes in the file, so the index can record how much of the log it has applied.
     len: u64,
+    /// A failed append may have left part of its bytes behind, and cutting them off failed
+    /// too: the next append must cut them first, or its line would be glued to them.
+    needs_cut: bool,
 }
 
 impl JsonlWriter {
@@ -35,6 +38,7 @@ impl JsonlWriter {
             path: path.to_owned(),
             file,
             len,
+            needs_cut: false,
         };
         writer.cut_torn_tail()?;
         Ok(writer)
@@ -52,11 +56,41 @@ impl JsonlWriter {
     /// returns, or the caller gets an error and must not acknowledge anything.
     pub fn append<R: Serialize>(&mut self, records: &[R]) -> Result<(), StoreError> {
         let buffer = encode_lines(records)?;
-        self.file
-            .write_all(&buffer)
-            .and_then(|()| self.file.sync_data())
-            .map_err(|source| StoreError::io(&self.path, source))?;
-        self.len += buffer.len() as u64;
+        self.write_durably(&buffer, |file, bytes| {
+            file.write_all(bytes).and_then(|()| file.sync_data())
+        })
+    }
+
+    /// Writes `bytes` with `write` (all of them, then an fsync). If that fails, whatever part
+    /// reached the file is cut off again, so the file still ends with the last acknowledged
+    /// line: a disk that filled up mid-line must not leave a broken line for the next append
+    /// to follow (a broken line in the middle is unreadable). After an fsync error nothing is
+    /// known about what is durable, so the bytes are cut too: the caller is told "not stored".
+    fn write_durably(
+        &mut self,
+        bytes: &[u8],
+        write: impl FnOnce(&mut File, &[u8]) -> io::Result<()>,
+    ) -> Result<(), StoreError> {
+        if self.needs_cut {
+            self.cut_back()
+                .map_err(|source| StoreError::io(&self.path, source))?;
+        }
+        if let Err(source) = write(&mut self.file, bytes) {
+            if let Err(error) = self.cut_back() {
+                tracing::error!(path = %self.path.display(), %error, "cannot cut a failed append off; will retry before the next one");
+            }
+            return Err(StoreError::io(&self.path, source));
+        }
+        self.len += bytes.len() as u64;
+        Ok(())
+    }
+
+    /// Cuts the file back to its last acknowledged line.
+    fn cut_back(&mut self) -> io::Result<()> {
+        self.needs_cut = true;
+        self.file.set_len(self.len)?;
+        self.file.sync_data()?;
+        self.needs_cut = false;
         Ok(())
     }
 
@@ -219,6 +253,38 @@ mod tests {
         assert_eq!(log.records.len(), 3);
         assert_eq!(log.torn_tail, None);
         assert_eq!(log.len, std::fs::metadata(&path).unwrap().len());
+    }
+
+    #[test]
+    fn a_failed_append_leaves_no_partial_line_for_the_next_one() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("log.jsonl");
+        let mut writer = JsonlWriter::open(&path).unwrap();
+        writer.append(&[Rec::A { n: 1 }]).unwrap();
+        let full = || io::Error::new(io::ErrorKind::StorageFull, "no space left on device");
+        // Half the line reaches the disk, then the disk is full.
+        let line = encode_lines(&[Rec::A { n: 2 }]).unwrap();
+        let error = writer
+            .write_durably(&line, |file, bytes| {
+                file.write_all(&bytes[..bytes.len() / 2])?;
+                Err(full())
+            })
+            .unwrap_err();
+        assert!(error.to_string().contains("no space"), "{error}");
+        assert_eq!(std::fs::metadata(&path).unwrap().len(), writer.len());
+        // The whole line is written, but the fsync fails: not acknowledged, so not kept either.
+        writer
+            .write_durably(&line, |file, bytes| {
+                file.write_all(bytes)?;
+                Err(io::Error::other("fsync failed"))
+            })
+            .unwrap_err();
+        assert_eq!(std::fs::metadata(&path).unwrap().len(), writer.len());
+        // Space is back: the next append follows the last acknowledged line.
+        writer.append(&[Rec::A { n: 3 }]).unwrap();
+        let log: ReadLog<Rec> = read_log(&path).unwrap();
+        assert_eq!(log.records, vec![Rec::A { n: 1 }, Rec::A { n: 3 }]);
+        assert_eq!(log.torn_tail, None);
     }
 
     #[test]

@@ -37,6 +37,10 @@ pub enum MetaRecord {
         message: Message,
         #[serde(default, skip_serializing_if = "Option::is_none")]
         idempotency_key: Option<String>,
+        /// The running turn a steered message joined. (A message that starts a turn is named
+        /// by that turn's `turn.started`.)
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        turn_id: Option<String>,
     },
     #[serde(rename = "turn.started")]
     TurnStarted {

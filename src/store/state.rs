@@ -112,8 +112,18 @@ impl ConversationState {
                 }
                 self.touch(*at);
             }
-            MetaRecord::MessageAccepted { message, .. } => {
+            MetaRecord::MessageAccepted {
+                message, turn_id, ..
+            } => {
                 self.accepted.insert(message.id.clone(), message.clone());
+                // A steered message is one of the messages its turn answers.
+                if let Some(turn) = turn_id
+                    .as_ref()
+                    .and_then(|turn_id| self.turns.iter_mut().rev().find(|t| t.id == *turn_id))
+                    && !turn.message_ids.contains(&message.id)
+                {
+                    turn.message_ids.push(message.id.clone());
+                }
                 self.touch(message.created_at);
             }
             MetaRecord::TurnStarted {

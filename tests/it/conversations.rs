@@ -439,3 +439,27 @@ async fn history_pages_are_the_same_whether_the_conversation_is_live_or_read_fro
         .await;
     assert_eq!(past_the_end, json!({ "items": [], "next_after_seq": null }));
 }
+
+/// With conversations unloading the moment they are idle, requests keep arriving while the
+/// actor is leaving: each one must be answered (by it, or by the actor loaded after it), never
+/// dropped with a 503.
+#[tokio::test]
+async fn requests_that_meet_an_unloading_conversation_are_answered() {
+    let server = Server::start_with(crate::harness::ServerOptions {
+        config: Some("[server]\nidle_unload_s = 0\n".to_owned()),
+        ..Default::default()
+    })
+    .await;
+    let created = server.create_and_wait("come and go").await;
+    let id = created["conversation"]["id"].as_str().unwrap().to_owned();
+    let path = format!("/api/conversations/{id}");
+    for _ in 0..5 {
+        let requests = (0..60).map(|_| server.get(&path));
+        let answers = futures::future::join_all(requests).await;
+        let failed: Vec<_> = answers
+            .iter()
+            .filter(|(status, _)| *status != 200)
+            .collect();
+        assert!(failed.is_empty(), "{failed:?}");
+    }
+}

@@ -162,3 +162,74 @@ async fn a_turn_cut_by_a_crash_is_interrupted_with_a_notice() {
     assert_eq!(status, 202);
     server.wait_idle(&id).await;
 }
+
+/// A message is accepted in two writes: its `message.accepted` record (with the answer kept
+/// for its idempotency key) in `metadata.jsonl`, then its item in the session's history. A crash
+/// between them must not leave an "accepted" message that is nowhere in the history.
+#[tokio::test]
+async fn a_message_accepted_just_before_a_crash_is_in_the_history_after_it() {
+    let server = Server::start().await;
+    let created = server.create_and_wait("first").await;
+    let id = created["conversation"]["id"].as_str().unwrap().to_owned();
+    let (_, conversation) = server.get(&format!("/api/conversations/{id}")).await;
+    let session_id = conversation["sessions"][0]["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let path = format!("/api/conversations/{id}/messages");
+    let body = json!({ "text": "second\n/sleep 200" });
+    let (status, answer) = server.post_with_key(&path, body.clone(), "k-2").await;
+    assert_eq!(status, 202, "{answer}");
+    let message_id = answer["message"]["id"].as_str().unwrap().to_owned();
+    let history_file = server
+        .conversation_dir(&id)
+        .join(format!("{session_id}.jsonl"));
+    let data_dir = server.kill9().await;
+
+    // Put the files in the state a crash between the two writes leaves: the message's item,
+    // the last line of the history, was never written.
+    let history = std::fs::read_to_string(&history_file).unwrap();
+    let mut lines: Vec<&str> = history.lines().collect();
+    let last = lines.pop().expect("a history");
+    assert!(
+        last.contains(&message_id),
+        "the message's item is last: {last}"
+    );
+    std::fs::write(&history_file, lines.join("\n") + "\n").unwrap();
+
+    let server = Server::start_in(&data_dir).await;
+    let (_, items) = server.get(&format!("/api/conversations/{id}/items")).await;
+    let items = items["items"].as_array().unwrap().clone();
+    let user_messages = |items: &[serde_json::Value]| -> Vec<String> {
+        items
+            .iter()
+            .filter(|item| item["kind"] == "user_message")
+            .map(|item| item["id"].as_str().unwrap().to_owned())
+            .collect()
+    };
+    assert_eq!(user_messages(&items)[1..], [message_id.as_str()]);
+    let restored = items
+        .iter()
+        .position(|item| item["id"] == message_id.as_str())
+        .unwrap();
+    assert_eq!(items[restored]["text"], "second\n/sleep 200");
+    assert!(
+        items[restored + 1..]
+            .iter()
+            .any(|item| item["kind"] == "notice"),
+        "the interrupted turn's notice follows the message: {items:?}"
+    );
+    let seqs: Vec<u64> = items
+        .iter()
+        .map(|item| item["seq"].as_u64().unwrap())
+        .collect();
+    assert!(seqs.windows(2).all(|pair| pair[0] < pair[1]), "{seqs:?}");
+
+    // The client never got its answer and retries: the same message, not a second one.
+    let (status, again) = server.post_with_key(&path, body, "k-2").await;
+    assert_eq!(status, 202, "{again}");
+    assert_eq!(again["message"]["id"], message_id.as_str());
+    let (_, items) = server.get(&format!("/api/conversations/{id}/items")).await;
+    let items = items["items"].as_array().unwrap();
+    assert_eq!(user_messages(items)[1..], [message_id.as_str()]);
+}

@@ -9,6 +9,7 @@ mod conversations;
 mod crash;
 mod events;
 mod history;
+mod http_fixes;
 mod lock;
 mod messages;
 mod providers;

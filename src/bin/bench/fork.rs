@@ -566,6 +566,7 @@ fn generate(store: &Store, turns: usize, seed: u64) -> anyhow::Result<Generated>
         meta.push(MetaRecord::MessageAccepted {
             message: message.clone(),
             idempotency_key: None,
+            turn_id: None,
         });
         meta.push(MetaRecord::TurnStarted {
             session_id: root_session_id.clone(),

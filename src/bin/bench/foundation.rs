@@ -444,6 +444,7 @@ fn write_conversation(
         MetaRecord::MessageAccepted {
             message: message.clone(),
             idempotency_key: None,
+            turn_id: None,
         },
         MetaRecord::TurnStarted {
             session_id: root_session_id.clone(),
