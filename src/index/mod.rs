@@ -481,20 +481,6 @@ impl Index {
         Ok(rows.iter().map(|row| row.get(0)).collect())
     }
 
-    /// The highest message seq with a search row in a conversation (0 when none).
-    pub async fn last_search_seq(&self, conversation_id: &str) -> Result<u64, IndexError> {
-        let row = sqlx::query(
-            "SELECT max(search.rowid) & ((1 << ?1) - 1) FROM search, conversations
-             WHERE conversations.id = ?2
-             AND search.rowid BETWEEN (conversations.num << ?1) AND (conversations.num << ?1) + ((1 << ?1) - 1)",
-        )
-        .bind(SEQ_BITS)
-        .bind(conversation_id)
-        .fetch_one(&self.reader)
-        .await?;
-        Ok(row.get::<Option<i64>, _>(0).unwrap_or(0) as u64)
-    }
-
     pub async fn runtime_state(&self, key: &str) -> Result<Option<String>, IndexError> {
         let row = sqlx::query("SELECT value FROM runtime_state WHERE key = ?")
             .bind(key)

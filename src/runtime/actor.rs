@@ -209,7 +209,7 @@ struct ConversationActor {
     state: ConversationState,
     meta: JsonlWriter,
     session_writers: HashMap<String, JsonlWriter>,
-    /// The last `seq` stored per session.
+    /// The last `seq` given out per session (see `stored_last_seq` for the last stored one).
     last_seq: HashMap<String, u64>,
     /// The root session's stored items (last snapshot of each, in `seq` order), kept in step
     /// with the file by `append_items` so a turn does not re-read the whole history.
@@ -572,9 +572,12 @@ impl ConversationActor {
         let mut text = None;
         if let Some(message_id) = &rewind_to {
             let at = fork::cut_offset(&content, &fork::Cut::BeforeItem(message_id));
-            let target = (at < content.len())
-                .then(|| fork::item_at(&content, at))
-                .flatten()
+            if at == content.len() {
+                return Err(RuntimeError::NotFound(format!(
+                    "message {message_id} in this conversation's root session"
+                )));
+            }
+            let target = fork::item_at(&content, at)
                 .filter(fork::is_user_message)
                 .ok_or_else(|| {
                     RuntimeError::Invalid(format!(
@@ -634,9 +637,13 @@ impl ConversationActor {
         // The copied messages' search rows are copied inside the index (same seqs, nothing
         // re-parsed), after the answer: indexing a long history is CPU work the fork's caller
         // should not wait for, and the index is derived data.
-        let below_seq = (end < content.len())
-            .then(|| fork::item_at(&content, end).map(|item| item.seq))
-            .flatten();
+        // The rows to copy end where the copy ends, fixed now: by the time the job runs, the
+        // source may have gone on (its new messages are not the fork's).
+        let below_seq = if end < content.len() {
+            fork::item_at(&content, end).map_or(last.seq, |item| item.seq)
+        } else {
+            self.root_history.last().map_or(last.seq, |item| item.seq) + 1
+        };
         self.shared.index_later(IndexJob::CopySearch {
             from: self.id.clone(),
             to: conversation_id.clone(),
@@ -1390,8 +1397,30 @@ impl ConversationActor {
             "running": running,
             // A manual compaction in progress (an automatic one runs inside a turn).
             "compacting": self.compacting.is_some(),
-            "last_seq": self.last_seq,
+            "last_seq": self.stored_last_seq(),
         })
+    }
+
+    /// The last stored item's `seq` per session. A streaming item takes its `seq` when it
+    /// starts and is stored only when it ends, so the newest `seq`s given out may not be stored.
+    fn stored_last_seq(&self) -> HashMap<&str, u64> {
+        let streaming: std::collections::HashSet<(&str, u64)> = self
+            .running
+            .iter()
+            .flat_map(|running| &running.items)
+            .filter(|item| item.status == ItemStatus::Running)
+            .map(|item| (item.session_id.as_str(), item.seq))
+            .collect();
+        self.last_seq
+            .iter()
+            .map(|(session_id, &given)| {
+                let mut seq = given;
+                while seq > 0 && streaming.contains(&(session_id.as_str(), seq)) {
+                    seq -= 1;
+                }
+                (session_id.as_str(), seq)
+            })
+            .collect()
     }
 
     /// Turns a crash left `running` are closed as `interrupted` before anything else happens.

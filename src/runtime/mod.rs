@@ -230,7 +230,8 @@ pub enum IndexJob {
     CopySearch {
         from: String,
         to: String,
-        below_seq: Option<u64>,
+        /// The first `seq` not copied: the fork's end, fixed when it was made.
+        below_seq: u64,
     },
     /// Answers once every job queued before it is done (at shutdown).
     Flush(tokio::sync::oneshot::Sender<()>),
@@ -741,17 +742,8 @@ async fn index_failed(index: &Index, error: &IndexError, what: &str) {
 
 /// Copies a fork's search rows in slices of a few hundred messages, one transaction each, so
 /// the index's single writer is never held for long: turns and other forks go in between.
-async fn copy_search_rows(
-    index: &Index,
-    from: &str,
-    to: &str,
-    below_seq: Option<u64>,
-) -> Result<(), IndexError> {
+async fn copy_search_rows(index: &Index, from: &str, to: &str, end: u64) -> Result<(), IndexError> {
     const SLICE: u64 = 256;
-    let end = match below_seq {
-        Some(seq) => seq,
-        None => index.last_search_seq(from).await? + 1,
-    };
     let mut start = 1;
     while start < end {
         let below = (start + SLICE).min(end);
@@ -902,6 +894,14 @@ fn validate_text(text: &str, images: &[Image]) -> Result<(), RuntimeError> {
             return Err(RuntimeError::Invalid(
                 "images: each image needs exactly one of `data` (base64) or `url`".to_owned(),
             ));
+        }
+        if let Some(data) = &image.data {
+            use base64::Engine as _;
+            if let Err(error) = base64::engine::general_purpose::STANDARD.decode(data) {
+                return Err(RuntimeError::Invalid(format!(
+                    "images: `data` is not valid base64 ({error})"
+                )));
+            }
         }
     }
     Ok(())

@@ -158,6 +158,31 @@ async fn bad_requests_get_clear_errors_and_change_nothing() {
             "invalid_request",
         ),
         (
+            "POST",
+            format!("{conversation}/rewind"),
+            Some(r#"{"message_id": "m_0123456789abcdef0123456789abcdef"}"#),
+            404,
+            "not_found",
+        ),
+        (
+            "POST",
+            "/api/conversations".into(),
+            Some(
+                r#"{"text": "look", "images": [{"media_type": "image/png", "data": "@@@ not base64"}]}"#,
+            ),
+            400,
+            "invalid_request",
+        ),
+        (
+            "POST",
+            messages.clone(),
+            Some(
+                r#"{"text": "look", "images": [{"media_type": "image/png", "data": "!!!notbase64"}]}"#,
+            ),
+            400,
+            "invalid_request",
+        ),
+        (
             "GET",
             "/api/conversations/c_unknown".into(),
             None,

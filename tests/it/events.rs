@@ -192,6 +192,12 @@ async fn a_client_joining_mid_turn_gets_the_partial_text_then_live_events() {
     let partial = answer["text"].as_str().unwrap().to_owned();
     assert!(!partial.is_empty(), "the snapshot carries the text so far");
     let answer_id = answer["id"].as_str().unwrap().to_owned();
+    // `last_seq` is the last stored item: the answer streaming now is not stored yet.
+    let session_id = running["session_id"].as_str().unwrap();
+    let (_, items) = server.get(&format!("/api/conversations/{id}/items")).await;
+    let stored_last = items["items"].as_array().unwrap().last().unwrap()["seq"].clone();
+    assert_eq!(snapshot["last_seq"][session_id], stored_last, "{snapshot}");
+    assert!(answer["seq"].as_u64() > stored_last.as_u64());
 
     let rest = until_turn_end(&mut late).await;
     let text = format!("{partial}{}", deltas_of(&rest, &answer_id, "text"));

@@ -231,6 +231,45 @@ async fn rewind_copies_up_to_a_user_message_and_the_model_continues_from_there()
     );
 }
 
+/// A fork's search rows are copied after the answer; what its source says afterwards is not
+/// the fork's, however long the copy waits in the queue.
+#[tokio::test]
+async fn a_fork_is_not_found_by_what_its_source_says_after_it() {
+    let server = Server::start().await;
+    let created = server.create_and_wait("source of a fork").await;
+    let id = created["conversation"]["id"].as_str().unwrap().to_owned();
+    let (status, fork) = server
+        .post(&format!("/api/conversations/{id}/fork"), json!({}))
+        .await;
+    assert_eq!(status, 201, "{fork}");
+    let fork_id = fork["conversation"]["id"].as_str().unwrap().to_owned();
+    server
+        .post(
+            &format!("/api/conversations/{id}/messages"),
+            json!({ "text": "yakwombat after the fork" }),
+        )
+        .await;
+    server.wait_idle(&id).await;
+    server.wait_index_settled().await;
+    let (_, found) = server.get("/api/conversations?q=yakwombat").await;
+    let found: Vec<&str> = found["conversations"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["id"].as_str().unwrap())
+        .collect();
+    assert_eq!(found, [id.as_str()]);
+    let (_, found) = server.get("/api/conversations?q=source").await;
+    assert_eq!(found["conversations"].as_array().unwrap().len(), 2);
+    assert!(
+        found["conversations"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|c| c["id"] == fork_id.as_str())
+    );
+}
+
 #[tokio::test]
 async fn rewind_to_the_first_message_or_to_a_bad_id_stores_nothing() {
     let server = Server::start().await;
@@ -259,17 +298,21 @@ async fn rewind_to_the_first_message_or_to_a_bad_id_stores_nothing() {
     );
 
     let agent_item = all.iter().find(|i| i["kind"] == "agent_message").unwrap();
-    for bad in [
-        json!({ "message_id": agent_item["id"] }),
-        json!({ "message_id": "m_missing" }),
-        json!({ "message_id": "x\"y" }),
-        json!({}),
+    for (bad, status_wanted, code) in [
+        (
+            json!({ "message_id": agent_item["id"] }),
+            400,
+            "invalid_request",
+        ),
+        (json!({ "message_id": "m_missing" }), 404, "not_found"),
+        (json!({ "message_id": "x\"y" }), 400, "invalid_request"),
+        (json!({}), 400, "invalid_request"),
     ] {
         let (status, error) = server
             .post(&format!("/api/conversations/{id}/rewind"), bad.clone())
             .await;
-        assert_eq!(status, 400, "{bad}: {error}");
-        assert_eq!(error["error"]["code"], "invalid_request");
+        assert_eq!(status, status_wanted, "{bad}: {error}");
+        assert_eq!(error["error"]["code"], code);
     }
     assert_eq!(snapshot_dir(&server.data_dir.join("conversations")), before);
     let (_, list) = server.get("/api/conversations?archived=all").await;
