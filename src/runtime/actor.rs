@@ -510,6 +510,55 @@ impl ConversationActor {
         Ok(answer)
     }
 
+    /// The answers given to the idempotency keys of `messages` while they waited, as records
+    /// to store with their acceptance: a retry of such a request, even after the conversation
+    /// was unloaded or the service restarted, gets the same answer instead of a second message.
+    fn take_pending_answers(&mut self, messages: &[Message]) -> Vec<MetaRecord> {
+        let ids: std::collections::HashSet<&str> = messages.iter().map(|m| m.id.as_str()).collect();
+        let keys: Vec<String> = self
+            .pending_answers
+            .iter()
+            .filter(|(_, answer)| {
+                answer.body["message"]["id"]
+                    .as_str()
+                    .is_some_and(|id| ids.contains(id))
+            })
+            .map(|(key, _)| key.clone())
+            .collect();
+        keys.into_iter()
+            .filter_map(|key| {
+                let answer = self.pending_answers.remove(&key)?;
+                Some(MetaRecord::RequestAnswered {
+                    key,
+                    status: answer.status,
+                    response: answer.body,
+                    at: now(),
+                })
+            })
+            .collect()
+    }
+
+    /// Puts back answers taken by `take_pending_answers` whose records could not be stored.
+    fn restore_pending_answers(&mut self, records: Vec<MetaRecord>) {
+        for record in records {
+            if let MetaRecord::RequestAnswered {
+                key,
+                status,
+                response,
+                ..
+            } = record
+            {
+                self.pending_answers.insert(
+                    key,
+                    Answer {
+                        status,
+                        body: response,
+                    },
+                );
+            }
+        }
+    }
+
     /// Changes a waiting message (SPEC §3.2). A mode of `steer` lets the running turn take it
     /// at its next model call; `interrupt` cuts in at once.
     fn update_pending(
@@ -705,6 +754,9 @@ impl ConversationActor {
             message_ids: messages.iter().map(|m| m.id.clone()).collect(),
             at: now(),
         });
+        // Messages that waited keep the answers their keys were given, from now on durably.
+        let waited_answers = self.take_pending_answers(&messages);
+        records.extend(waited_answers.iter().cloned());
         let answer = Answer {
             status: 202,
             body: json!({ "message": messages[0] }),
@@ -721,7 +773,10 @@ impl ConversationActor {
                 at: now(),
             });
         }
-        self.append_meta(records)?;
+        if let Err(error) = self.append_meta(records) {
+            self.restore_pending_answers(waited_answers);
+            return Err(error.into());
+        }
         let items: Vec<Item> = messages
             .iter()
             .map(|message| {
@@ -1156,7 +1211,7 @@ impl ConversationActor {
         if steered.is_empty() {
             return Vec::new();
         }
-        let records = steered
+        let mut records: Vec<MetaRecord> = steered
             .iter()
             .map(|message| MetaRecord::MessageAccepted {
                 message: message.clone(),
@@ -1164,7 +1219,10 @@ impl ConversationActor {
                 turn_id: Some(turn_id.clone()),
             })
             .collect();
+        let answers = self.take_pending_answers(&steered);
+        records.extend(answers.iter().cloned());
         if let Err(error) = self.append_meta(records) {
+            self.restore_pending_answers(answers);
             tracing::error!(%error, "cannot store steered messages; they stay waiting");
             self.pending.restore(steered);
             return Vec::new();

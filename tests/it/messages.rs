@@ -566,3 +566,77 @@ async fn races_between_edits_and_turn_ends_deliver_every_message_at_most_once() 
         }
     }
 }
+
+/// A message that waited keeps its idempotency key's answer once the agent takes it: a retry
+/// after the conversation left memory gets the same answer, not a second message.
+#[tokio::test]
+async fn a_retried_message_that_had_to_wait_is_not_sent_twice() {
+    let server = Server::start_with(crate::harness::ServerOptions {
+        config: Some("[server]\nidle_unload_s = 1\n".to_owned()),
+        ..Default::default()
+    })
+    .await;
+    let (status, created) = server
+        .post(
+            "/api/conversations",
+            json!({ "text": "busy for a moment\n/sleep 300" }),
+        )
+        .await;
+    assert_eq!(status, 201, "{created}");
+    let id = created["conversation"]["id"].as_str().unwrap().to_owned();
+    let path = format!("/api/conversations/{id}/messages");
+    for (mode, key, text) in [
+        ("queue", "k-queued", "queued while busy"),
+        ("steer", "k-steered", "steered while busy"),
+    ] {
+        let body = json!({ "text": text, "mode": mode });
+        let (status, first) = server.post_with_key(&path, body, key).await;
+        assert_eq!(status, 202, "{first}");
+        assert_eq!(first["message"]["status"], "waiting", "{first}");
+    }
+    let mut answers = Vec::new();
+    for key in ["k-queued", "k-steered"] {
+        let (_, answer) = server
+            .post_with_key(&path, json!({ "text": "ignored" }), key)
+            .await;
+        answers.push(answer);
+    }
+    server.wait_idle(&id).await;
+
+    // Wait until the conversation has left memory, then retry both.
+    tokio::time::timeout(TIMEOUT, async {
+        loop {
+            let (_, health) = server.get("/api/health").await;
+            if health["live_conversations"] == 0 {
+                return;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+        }
+    })
+    .await
+    .expect("the conversation was unloaded");
+    for (key, before) in ["k-queued", "k-steered"].into_iter().zip(&answers) {
+        let (status, again) = server
+            .post_with_key(&path, json!({ "text": "ignored" }), key)
+            .await;
+        assert_eq!(status, 202, "{again}");
+        assert_eq!(&again, before, "{key}");
+    }
+    let (_, items) = server.get(&format!("/api/conversations/{id}/items")).await;
+    let texts: Vec<&str> = items["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|item| item["kind"] == "user_message")
+        .map(|item| item["text"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        texts.iter().filter(|t| **t == "queued while busy").count(),
+        1
+    );
+    assert_eq!(
+        texts.iter().filter(|t| **t == "steered while busy").count(),
+        1
+    );
+    assert!(!texts.contains(&"ignored"), "{texts:?}");
+}
