@@ -18,6 +18,7 @@ use crate::index::{CLEAN_SHUTDOWN, Index};
 use crate::runtime::{Runtime, RuntimeSettings};
 use crate::store::Store;
 use crate::store::lock::{LockOwner, RuntimeLock};
+use crate::tools::group_records;
 
 pub const DEFAULT_ADDR: &str = "127.0.0.1:7341";
 
@@ -51,6 +52,10 @@ impl Service {
             format!("cannot open data directory {}", options.data_dir.display())
         })?;
         let mut lock = RuntimeLock::acquire(&store.lock_path())?;
+        // Under the lock and before anything runs: every shell command recorded now was left
+        // running by a run that died, and dies with it (each kill is logged).
+        let (process_records, _) = group_records::take_over(store.root())
+            .context("cannot clean up the shell commands a previous run left")?;
         let index = Index::open(&store.index_path())
             .await
             .context("cannot open metadata.db")?;
@@ -65,7 +70,11 @@ impl Service {
             pid: std::process::id(),
             addr: Some(addr.to_string()),
         })?;
-        let runtime = Runtime::new(store, index, Arc::new(options.config), options.settings);
+        let settings = RuntimeSettings {
+            process_records: Some(process_records),
+            ..options.settings
+        };
+        let runtime = Runtime::new(store, index, Arc::new(options.config), settings);
         Ok(Service {
             addr,
             runtime,

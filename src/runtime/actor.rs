@@ -876,6 +876,7 @@ impl ConversationActor {
                 cwd: conversation.cwd.clone().into(),
                 shell_timeout: config.tools.shell_timeout(),
                 max_output_bytes: config.tools.max_output_bytes,
+                process_records: self.shared.settings.process_records.clone(),
             },
             max_output_tokens: model.max_output_tokens,
             retry: config.retry.clone(),

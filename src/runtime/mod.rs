@@ -175,6 +175,8 @@ pub struct RuntimeSettings {
     pub idle_unload: Duration,
     /// The working directory of conversations created without one.
     pub default_cwd: PathBuf,
+    /// Where the shell tool records running commands (see `tools::group_records`).
+    pub process_records: Option<crate::tools::group_records::GroupRecords>,
 }
 
 impl Default for RuntimeSettings {
@@ -182,6 +184,7 @@ impl Default for RuntimeSettings {
         RuntimeSettings {
             idle_unload: Duration::from_secs(60),
             default_cwd: std::env::current_dir().unwrap_or_else(|_| PathBuf::from("/")),
+            process_records: None,
         }
     }
 }
@@ -208,6 +211,9 @@ pub struct Shared {
     /// the second waits for the first and then answers what it answered.
     creating: Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>,
     stopping: std::sync::atomic::AtomicBool,
+    /// Answers to create requests whose conversation the index missed (its write failed), by
+    /// idempotency key, until a restart reconciles the index.
+    unindexed_answers: Mutex<HashMap<String, Answer>>,
     /// Index work done after the answer (a fork's search rows, a finished message's), one job
     /// at a time in the order given (a fork of a fork copies search rows only after its
     /// source's own copy is done).
@@ -262,6 +268,7 @@ impl Runtime {
                 list_events: EventBus::new(),
                 actors: tokio::sync::Mutex::new(HashMap::new()),
                 creating: Mutex::new(HashMap::new()),
+                unindexed_answers: Mutex::new(HashMap::new()),
                 stopping: std::sync::atomic::AtomicBool::new(false),
                 index_jobs,
                 index_jobs_pending,
@@ -306,6 +313,12 @@ impl Runtime {
             Some(key) => Some(InFlight::claim(&self.shared, key).await),
             None => None,
         };
+        if let Some(key) = &scoped_key {
+            let unindexed = self.shared.unindexed_answers.lock().expect("answers lock");
+            if let Some(answer) = unindexed.get(key) {
+                return Ok(answer.clone());
+            }
+        }
         if let Some(key) = &scoped_key
             && let Some((status, body)) = self.shared.index.answer(key).await?
         {
@@ -404,10 +417,24 @@ impl Runtime {
             search_texts: vec![(user_item.seq, message.text.clone())],
             torn_files: Vec::new(),
         };
-        self.shared
+        // The files are the truth from here on: a failed index write must not leave a stored
+        // conversation that never runs. The next start reconciles the index; until then this
+        // run answers a retry of the request itself.
+        if let Err(error) = self
+            .shared
             .index
             .apply(&crate::index::rebuild::updates_for(&loaded))
-            .await?;
+            .await
+        {
+            index_failed(&self.shared.index, &error, "new conversation").await;
+            if let Some(key) = &scoped_key {
+                self.shared
+                    .unindexed_answers
+                    .lock()
+                    .expect("answers lock")
+                    .insert(key.clone(), answer.clone());
+            }
+        }
         self.shared.list_events.publish(
             "conversation.created",
             &json!({ "conversation": loaded.state.conversation }),
@@ -438,6 +465,10 @@ impl Runtime {
         id: &str,
         patch: ConversationPatch,
     ) -> Result<Conversation, RuntimeError> {
+        // A conversation that does not exist is the first thing to say, before its patch.
+        if !self.shared.store.exists(id) {
+            return Err(RuntimeError::NotFound(format!("conversation {id}")));
+        }
         if let Some(title) = &patch.title {
             let title = title.trim();
             if title.is_empty() {

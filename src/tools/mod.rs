@@ -2,6 +2,7 @@
 //! A tool's failure is a result text for the model (status `Failed`), never an error of the turn.
 
 mod files;
+pub mod group_records;
 mod shell;
 
 use std::path::PathBuf;
@@ -23,6 +24,9 @@ pub struct ToolContext {
     pub shell_timeout: Duration,
     /// Cap on the text a tool returns, so one command cannot flood the model's context.
     pub max_output_bytes: usize,
+    /// Where running shell commands are recorded, so a restart after a crash can kill them
+    /// (`group_records`); `None` records nothing.
+    pub process_records: Option<group_records::GroupRecords>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -446,6 +450,7 @@ mod tests {
             cwd: cwd.to_path_buf(),
             shell_timeout: Duration::from_secs(30),
             max_output_bytes: 64 * 1024,
+            process_records: None,
         }
     }
 

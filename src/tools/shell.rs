@@ -1,6 +1,7 @@
 //! The `shell` tool: `sh -c COMMAND` in its own process group, stdout and stderr streamed live.
 //! When the command exits, times out or is interrupted the whole group is killed, so nothing it
-//! started outlives the call or keeps it waiting.
+//! started outlives the call or keeps it waiting. While it runs, a record in the data directory
+//! (`group_records`) names the group, so that if the service dies first its next start kills it.
 
 use std::process::{ExitStatus, Stdio};
 use std::time::Duration;
@@ -12,6 +13,7 @@ use tokio::sync::mpsc::UnboundedSender;
 use tokio::time::{Instant, sleep_until};
 use tokio_util::sync::CancellationToken;
 
+use super::group_records::{GroupRecords, RecordFile};
 use super::{
     CappedOutput, ToolContext, ToolResult, ToolStatus, complete_utf8_prefix_len, optional_number,
     required_string,
@@ -67,7 +69,7 @@ pub(super) async fn run(
         Err(error) => return ToolResult::failed(format!("could not start sh: {error}")),
     };
     // The group is killed when this guard drops, even if the caller drops this future.
-    let mut group = ProcessGroup::new(child.id());
+    let mut group = ProcessGroup::new(child.id(), command, ctx.process_records.as_ref());
     let mut stdout = Pipe::new(child.stdout.take());
     let mut stderr = Pipe::new(child.stderr.take());
     let mut sink = Sink::new(ctx.max_output_bytes, live);
@@ -187,15 +189,22 @@ fn signal(status: ExitStatus) -> Option<i32> {
 /// The command's process group; its id is the id of the `sh` that leads it.
 struct ProcessGroup {
     pgid: Option<libc::pid_t>,
+    /// The group's record on disk, for a restart after a crash; removed only after the kill.
+    record: Option<RecordFile>,
 }
 
 impl ProcessGroup {
-    fn new(pid: Option<u32>) -> ProcessGroup {
+    /// Takes charge of the group `sh` leads, and records it. Call before `sh` is reaped, while
+    /// its pid still names it.
+    fn new(pid: Option<u32>, command: &str, records: Option<&GroupRecords>) -> ProcessGroup {
         // Never 0 or 1: `kill(-0)` would signal our own group and `kill(-1)` every process.
         let pgid = pid
             .and_then(|pid| libc::pid_t::try_from(pid).ok())
             .filter(|&pgid| pgid > 1);
-        ProcessGroup { pgid }
+        let record = pgid
+            .zip(records)
+            .and_then(|(pgid, records)| records.record_running(pgid, command));
+        ProcessGroup { pgid, record }
     }
 
     /// Sends SIGKILL to every process of the group, once: after that the id may be reused.
@@ -206,6 +215,9 @@ impl ProcessGroup {
                 libc::kill(-pgid, libc::SIGKILL);
             }
         }
+        // Only now: a record removed before the kill would let a crash in between leave the
+        // group running with nothing to name it.
+        self.record = None;
     }
 }
 

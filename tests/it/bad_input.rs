@@ -204,6 +204,13 @@ async fn bad_requests_get_clear_errors_and_change_nothing() {
             "not_found",
         ),
         (
+            "PATCH",
+            "/api/conversations/c_unknown".into(),
+            Some(r#"{"model": "nothing", "cwd": "relative"}"#),
+            404,
+            "not_found",
+        ),
+        (
             "DELETE",
             "/api/conversations/c_unknown".into(),
             None,

@@ -233,3 +233,50 @@ async fn a_message_accepted_just_before_a_crash_is_in_the_history_after_it() {
     let items = items["items"].as_array().unwrap();
     assert_eq!(user_messages(items)[1..], [message_id.as_str()]);
 }
+
+/// While the index cannot be written (another process holds its write lock longer than the
+/// service waits for it), a new conversation is still stored and runs, a retry of its request
+/// gets the same answer, and the next start, even after a clean stop, lists it.
+#[tokio::test]
+async fn a_conversation_created_while_the_index_is_locked_runs_and_is_listed_after_a_restart() {
+    use sqlx::Connection as _;
+    let server = Server::start().await;
+    let db = server.data_dir.join("metadata.db");
+    let mut holder = sqlx::SqliteConnection::connect(&format!("sqlite://{}", db.display()))
+        .await
+        .unwrap();
+    sqlx::query("BEGIN IMMEDIATE")
+        .execute(&mut holder)
+        .await
+        .unwrap();
+    let body = json!({ "text": "made while the index is locked" });
+    let (status, created) = server
+        .post_with_key("/api/conversations", body.clone(), "k-locked")
+        .await;
+    assert_eq!(status, 201, "{created}");
+    let id = created["conversation"]["id"].as_str().unwrap().to_owned();
+    let (status, again) = server
+        .post_with_key("/api/conversations", body, "k-locked")
+        .await;
+    assert_eq!(status, 201, "{again}");
+    assert_eq!(again, created, "the retry gets the first answer");
+    sqlx::query("ROLLBACK").execute(&mut holder).await.unwrap();
+    holder.close().await.unwrap();
+    server.wait_idle(&id).await;
+
+    let data_dir = server.stop().await;
+    let server = Server::start_in(&data_dir).await;
+    let (_, list) = server.get("/api/conversations").await;
+    let ids: Vec<&str> = list["conversations"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["id"].as_str().unwrap())
+        .collect();
+    assert_eq!(ids, [id.as_str()]);
+    let (_, items) = server.get(&format!("/api/conversations/{id}/items")).await;
+    assert_eq!(
+        items["items"][1]["kind"], "agent_message",
+        "the turn ran: {items}"
+    );
+}
