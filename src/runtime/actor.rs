@@ -1225,7 +1225,7 @@ impl ConversationActor {
         if let Err(error) = self.append_meta(records) {
             self.restore_pending_answers(answers);
             tracing::error!(%error, "cannot store steered messages; they stay waiting");
-            self.pending.restore(steered);
+            self.wait_again(steered);
             return Vec::new();
         }
         let items: Vec<Item> = steered
@@ -1236,7 +1236,17 @@ impl ConversationActor {
             })
             .collect();
         if let Err(error) = self.append_items(&session_id, &items) {
-            tracing::error!(%error, "cannot store steered items");
+            // Told to nobody, given to no model: the messages wait again, for the next turn,
+            // and this one stops, as it does when any of its items cannot be stored.
+            tracing::error!(%error, conversation = %self.id, "cannot store steered messages; interrupting the turn");
+            if let Some(last) = self.last_seq.get_mut(&session_id) {
+                *last -= items.len() as u64;
+            }
+            if let Some(running) = &self.running {
+                running.cancel.cancel();
+            }
+            self.wait_again(steered);
+            return Vec::new();
         }
         for item in &items {
             self.bus.publish("item.started", &json!({ "item": item }));
@@ -1246,6 +1256,19 @@ impl ConversationActor {
         }
         self.publish_pending();
         items
+    }
+
+    /// Puts messages the agent could not take back at the head of the waiting ones.
+    fn wait_again(&mut self, messages: Vec<Message>) {
+        self.pending.restore(
+            messages
+                .into_iter()
+                .map(|message| Message {
+                    status: MessageStatus::Waiting,
+                    ..message
+                })
+                .collect(),
+        );
     }
 
     async fn end_turn(&mut self, status: TurnStatus, error: Option<String>) {
@@ -1308,8 +1331,12 @@ impl ConversationActor {
             error: error.clone(),
             at: now(),
         };
-        if let Err(error) = self.append_meta(vec![record]) {
+        if let Err(error) = self.append_meta(vec![record.clone()]) {
+            // Clients are told the turn ended, and this actor must agree with them (a turn it
+            // thinks still runs would block every later one). On disk the turn stays open, so
+            // the next start closes it as interrupted.
             tracing::error!(%error, conversation = %self.id, "cannot store the end of a turn");
+            self.state.apply(&record);
         }
         // The end is on disk: followers of the conversation learn it now. The list-level
         // `conversation.updated` follows the index update, so a sidebar that reacts to it by
