@@ -135,7 +135,8 @@ impl Service {
 async fn recover(store: &Store, index: &Index) -> anyhow::Result<()> {
     // Only "1" (written by a clean stop or a reindex) skips the reconcile; a missing value
     // means a new or replaced metadata.db that may not know the directories.
-    let clean = index.runtime_state(CLEAN_SHUTDOWN).await?.as_deref() == Some("1");
+    let clean = index.runtime_state(CLEAN_SHUTDOWN).await?.as_deref() == Some("1")
+        && index.repairs().is_empty();
     if clean {
         for id in store.finish_interrupted_work()? {
             index.remove_conversation(&id).await?;

@@ -5,7 +5,7 @@
 pub mod rebuild;
 
 use std::collections::HashMap;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::str::FromStr;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -33,6 +33,13 @@ pub enum IndexError {
     Task(String),
 }
 
+/// Where an index at `path` notes the conversations it must re-index (see `Index::repairs`).
+fn repairs_path(path: &Path) -> PathBuf {
+    let mut name = path.file_name().unwrap_or_default().to_owned();
+    name.push(".repair");
+    path.with_file_name(name)
+}
+
 /// The runtime state key that says whether the last run stopped cleanly ("1") with an index
 /// that matches the files; anything else makes the next start reconcile.
 pub const CLEAN_SHUTDOWN: &str = "clean_shutdown";
@@ -49,6 +56,10 @@ pub struct Index {
     /// reconcile at the next start repairs it. Kept in memory because the write that records
     /// it in the database usually fails for the same reason the update did.
     out_of_date: Arc<AtomicBool>,
+    /// The conversations whose updates failed, one id a line, beside the database: the next
+    /// start re-indexes them from their files. (The reconcile alone would miss them when a
+    /// later update of the same conversation succeeded: its log length would match.)
+    repairs: Arc<PathBuf>,
 }
 
 /// One change to the index. A batch of them is applied in one transaction.
@@ -91,6 +102,33 @@ pub enum IndexUpdate<'a> {
         from_seq: u64,
         below_seq: u64,
     },
+}
+
+impl IndexUpdate<'_> {
+    /// The conversation whose rows the update writes.
+    pub fn conversation_id(&self) -> &str {
+        match self {
+            IndexUpdate::Conversation { conversation, .. } => &conversation.id,
+            IndexUpdate::Title {
+                conversation_id, ..
+            }
+            | IndexUpdate::Session {
+                conversation_id, ..
+            }
+            | IndexUpdate::Turn {
+                conversation_id, ..
+            }
+            | IndexUpdate::Answer {
+                conversation_id, ..
+            }
+            | IndexUpdate::SearchText {
+                conversation_id, ..
+            } => conversation_id,
+            IndexUpdate::CopySearch {
+                to_conversation_id, ..
+            } => to_conversation_id,
+        }
+    }
 }
 
 /// Search rows are numbered `(conversation num << SEQ_BITS) | seq`; the title is seq 0.
@@ -148,6 +186,7 @@ impl Index {
             reader,
             writer,
             out_of_date: Arc::default(),
+            repairs: Arc::new(repairs_path(path)),
         })
     }
 
@@ -177,6 +216,7 @@ impl Index {
             reader: pool.clone(),
             writer: pool,
             out_of_date: Arc::default(),
+            repairs: Arc::new(repairs_path(path)),
         })
     }
 
@@ -340,11 +380,44 @@ impl Index {
         self.writer.close().await;
     }
 
-    /// Records that an update failed: the next start must reconcile the index with the files,
-    /// even after a clean stop.
-    pub async fn mark_out_of_date(&self) {
+    /// Records that an update of these conversations failed: the next start must re-index them
+    /// from their files, even after a clean stop.
+    pub async fn mark_out_of_date(&self, conversation_ids: &[&str]) {
         self.out_of_date.store(true, Ordering::SeqCst);
+        if !conversation_ids.is_empty() {
+            let lines: String = conversation_ids
+                .iter()
+                .map(|id| format!("{id}\n"))
+                .collect();
+            let appended = std::fs::OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(&*self.repairs)
+                .and_then(|mut file| std::io::Write::write_all(&mut file, lines.as_bytes()));
+            if let Err(error) = appended {
+                tracing::error!(%error, path = %self.repairs.display(), "cannot note conversations to re-index");
+            }
+        }
         let _ = self.set_runtime_state(CLEAN_SHUTDOWN, "0").await;
+    }
+
+    /// The conversations noted by `mark_out_of_date` (in earlier runs too), each once.
+    pub fn repairs(&self) -> Vec<String> {
+        let text = std::fs::read_to_string(&*self.repairs).unwrap_or_default();
+        let mut ids: Vec<String> = text.lines().map(str::to_owned).collect();
+        ids.sort();
+        ids.dedup();
+        ids
+    }
+
+    /// Forgets the noted conversations, once they are re-indexed.
+    pub fn clear_repairs(&self) -> Result<(), IndexError> {
+        match std::fs::remove_file(&*self.repairs) {
+            Err(error) if error.kind() != std::io::ErrorKind::NotFound => Err(IndexError::Task(
+                format!("cannot remove {}: {error}", self.repairs.display()),
+            )),
+            _ => Ok(()),
+        }
     }
 
     /// Records a clean stop, which lets the next start skip the reconcile, unless an update
@@ -721,7 +794,8 @@ mod tests {
         );
 
         index.set_runtime_state(CLEAN_SHUTDOWN, "0").await.unwrap();
-        index.clone().mark_out_of_date().await;
+        index.clone().mark_out_of_date(&["c_a", "c_b", "c_a"]).await;
+        assert_eq!(index.repairs(), ["c_a", "c_b"]);
         assert!(!index.mark_clean_shutdown().await.unwrap());
         assert_eq!(
             index

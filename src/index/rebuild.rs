@@ -240,6 +240,7 @@ pub async fn reindex(store: &Store) -> Result<RebuildReport, IndexError> {
     index_conversations(store, &index, ids, Load::Bulk, &mut report).await?;
     // The index now matches the directories exactly: the next start needs no reconcile.
     index.set_runtime_state(super::CLEAN_SHUTDOWN, "1").await?;
+    index.clear_repairs()?;
     index.finish_bulk_load().await?;
     Ok(report)
 }
@@ -261,13 +262,15 @@ pub async fn reconcile(store: &Store, index: &Index) -> Result<RebuildReport, In
         .await?
         .into_iter()
         .collect();
+    // Conversations whose updates failed are re-indexed whatever their log length says.
+    let repairs: std::collections::HashSet<String> = index.repairs().into_iter().collect();
     let mut changed = Vec::new();
     for id in store.conversation_ids()? {
         let on_disk = std::fs::metadata(store.metadata_path(&id))
             .map(|m| m.len())
             .ok();
         let indexed = known.remove(&id);
-        if on_disk != indexed || running.contains(&id) {
+        if on_disk != indexed || running.contains(&id) || repairs.contains(&id) {
             changed.push(id);
         }
     }
@@ -278,6 +281,10 @@ pub async fn reconcile(store: &Store, index: &Index) -> Result<RebuildReport, In
         index.remove_conversation(id).await?;
     }
     index_conversations(store, index, changed, Load::Upsert, &mut report).await?;
+    for gone in repairs.iter().filter(|id| !store.exists(id)) {
+        index.remove_conversation(gone).await?;
+    }
+    index.clear_repairs()?;
     Ok(report)
 }
 

@@ -291,8 +291,10 @@ impl ConversationActor {
         let shared = self.shared.clone();
         let mut actors = shared.actors.lock().await;
         commands.close();
+        // `recv` (unlike `try_recv`) also waits for a sender that reserved its slot before the
+        // close and has not put its command in yet; it ends once the channel is empty.
         let mut late = Vec::new();
-        while let Ok(command) = commands.try_recv() {
+        while let Some(command) = commands.recv().await {
             late.push(command);
         }
         let ours = actors
@@ -440,7 +442,7 @@ impl ConversationActor {
         }
         self.shared.store.delete_conversation(&self.id)?;
         if let Err(error) = self.shared.index.remove_conversation(&self.id).await {
-            tracing::error!(%error, "index delete failed; the next start will reconcile it");
+            super::index_failed(&self.shared.index, &error, "delete", &[&self.id]).await;
         }
         self.shared.list_events.publish(
             "conversation.deleted",
@@ -689,7 +691,7 @@ impl ConversationActor {
         // The rows to copy end where the copy ends, fixed now: by the time the job runs, the
         // source may have gone on (its new messages are not the fork's).
         let below_seq = if end < content.len() {
-            fork::item_at(&content, end).map_or(last.seq, |item| item.seq)
+            fork::item_at(&content, end).map_or(last.seq + 1, |item| item.seq)
         } else {
             self.root_history.last().map_or(last.seq, |item| item.seq) + 1
         };
@@ -1487,14 +1489,21 @@ impl ConversationActor {
         })
     }
 
-    /// The last stored item's `seq` per session. A streaming item takes its `seq` when it
-    /// starts and is stored only when it ends, so the newest `seq`s given out may not be stored.
+    /// The last stored item's `seq` per session. Streaming text takes its `seq` when it starts
+    /// and is stored only when it ends, so the newest `seq`s given out may not be stored.
     fn stored_last_seq(&self) -> HashMap<&str, u64> {
         let streaming: std::collections::HashSet<(&str, u64)> = self
             .running
             .iter()
             .flat_map(|running| &running.items)
-            .filter(|item| item.status == ItemStatus::Running)
+            // Streaming text is stored when it ends; a tool call is stored when it starts.
+            .filter(|item| {
+                item.status == ItemStatus::Running
+                    && matches!(
+                        item.kind,
+                        ItemKind::AgentMessage { .. } | ItemKind::Reasoning { .. }
+                    )
+            })
             .map(|item| (item.session_id.as_str(), item.seq))
             .collect();
         self.last_seq

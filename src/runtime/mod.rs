@@ -426,7 +426,13 @@ impl Runtime {
             .apply(&crate::index::rebuild::updates_for(&loaded))
             .await
         {
-            index_failed(&self.shared.index, &error, "new conversation").await;
+            index_failed(
+                &self.shared.index,
+                &error,
+                "new conversation",
+                &[&conversation_id],
+            )
+            .await;
             if let Some(key) = &scoped_key {
                 self.shared
                     .unindexed_answers
@@ -634,12 +640,20 @@ impl Runtime {
         self.shared
             .stopping
             .store(true, std::sync::atomic::Ordering::SeqCst);
-        let handles: Vec<ActorHandle> = self.shared.actors.lock().await.values().cloned().collect();
+        let ids: Vec<String> = self.shared.actors.lock().await.keys().cloned().collect();
         let mut waits = Vec::new();
-        for handle in handles {
-            let (reply, done) = tokio::sync::oneshot::channel();
-            if handle.send(Command::Shutdown(reply)).await.is_ok() {
-                waits.push(done);
+        for id in ids {
+            // An actor retiring meanwhile either left (nothing to stop) or stayed with a fresh
+            // channel in the registry (stop it through that one).
+            for _ in 0..CALL_ATTEMPTS {
+                let Some(handle) = self.shared.actors.lock().await.get(&id).cloned() else {
+                    break;
+                };
+                let (reply, done) = tokio::sync::oneshot::channel();
+                if handle.send(Command::Shutdown(reply)).await.is_ok() {
+                    waits.push(done);
+                    break;
+                }
             }
         }
         for done in waits {
@@ -658,8 +672,8 @@ impl Runtime {
     ) -> Result<T, RuntimeError> {
         let (reply, answer) = tokio::sync::oneshot::channel();
         let mut command = Some(command(reply));
-        // An actor that just unloaded itself refuses the command; load it again, once.
-        for _ in 0..2 {
+        // An actor that just unloaded itself refuses the command; load it again.
+        for _ in 0..CALL_ATTEMPTS {
             let handle = self.actor(id).await?;
             match handle.send(command.take().expect("command")).await {
                 Ok(()) => return answer.await.map_err(|_| RuntimeError::ShuttingDown),
@@ -729,7 +743,7 @@ async fn run_index_jobs(
     while let Some(job) = jobs.recv().await {
         // Counted down when this iteration ends, whatever the job was.
         let _done = PendingJob(&pending);
-        let (result, what) = match job {
+        let (result, what, conversation_id) = match job {
             IndexJob::CopySearch {
                 from,
                 to,
@@ -737,6 +751,7 @@ async fn run_index_jobs(
             } => (
                 copy_search_rows(&index, &from, &to, below_seq).await,
                 format!("copying the search rows of {from} to its fork {to}"),
+                to,
             ),
             IndexJob::SearchText {
                 conversation_id,
@@ -751,6 +766,7 @@ async fn run_index_jobs(
                 (
                     index.apply(std::slice::from_ref(&row)).await,
                     format!("the search row of message {seq} of {conversation_id}"),
+                    conversation_id.clone(),
                 )
             }
             IndexJob::Flush(done) => {
@@ -759,16 +775,16 @@ async fn run_index_jobs(
             }
         };
         if let Err(error) = result {
-            index_failed(&index, &error, &what).await;
+            index_failed(&index, &error, &what, &[&conversation_id]).await;
         }
     }
 }
 
 /// A failed index write is logged, not fatal: the files are already safe, and the index is
 /// marked so that the next start reconciles it with them.
-async fn index_failed(index: &Index, error: &IndexError, what: &str) {
-    tracing::error!(%error, what, "index update failed; the next start will reconcile it");
-    index.mark_out_of_date().await;
+async fn index_failed(index: &Index, error: &IndexError, what: &str, conversation_ids: &[&str]) {
+    tracing::error!(%error, what, "index update failed; the next start will re-index the conversation");
+    index.mark_out_of_date(conversation_ids).await;
 }
 
 /// Copies a fork's search rows in slices of a few hundred messages, one transaction each, so
@@ -830,7 +846,9 @@ impl Shared {
     /// the next start reconciles the index with them.
     pub async fn index_quietly(&self, updates: &[IndexUpdate<'_>]) {
         if let Err(error) = self.index.apply(updates).await {
-            index_failed(&self.index, &error, "live update").await;
+            let mut ids: Vec<&str> = updates.iter().map(IndexUpdate::conversation_id).collect();
+            ids.dedup();
+            index_failed(&self.index, &error, "live update", &ids).await;
         }
     }
 }
@@ -846,6 +864,10 @@ fn return_freed_memory() {
         libc::malloc_trim(0);
     }
 }
+
+/// How many times a command is offered to a conversation's actor: one that unloads itself
+/// between being found and being sent to refuses it, and the next attempt loads it again.
+const CALL_ATTEMPTS: usize = 5;
 
 /// Counts a background index job as finished when dropped.
 struct PendingJob<'a>(&'a std::sync::atomic::AtomicUsize);

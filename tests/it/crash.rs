@@ -236,7 +236,7 @@ async fn a_message_accepted_just_before_a_crash_is_in_the_history_after_it() {
 
 /// While the index cannot be written (another process holds its write lock longer than the
 /// service waits for it), a new conversation is still stored and runs, a retry of its request
-/// gets the same answer, and the next start, even after a clean stop, lists it.
+/// gets the same answer, and the next start, even after a clean stop, re-indexes it whole.
 #[tokio::test]
 async fn a_conversation_created_while_the_index_is_locked_runs_and_is_listed_after_a_restart() {
     use sqlx::Connection as _;
@@ -279,4 +279,21 @@ async fn a_conversation_created_while_the_index_is_locked_runs_and_is_listed_aft
         items["items"][1]["kind"], "agent_message",
         "the turn ran: {items}"
     );
+    // What the failed write left out (the key's answer, the message's search row) is back,
+    // although later writes had already brought the conversation's row up to date.
+    let (status, retried) = server
+        .post_with_key(
+            "/api/conversations",
+            json!({ "text": "made while the index is locked" }),
+            "k-locked",
+        )
+        .await;
+    assert_eq!(status, 201, "{retried}");
+    assert_eq!(
+        retried["conversation"]["id"],
+        id.as_str(),
+        "no second conversation"
+    );
+    let (_, found) = server.get("/api/conversations?q=locked").await;
+    assert_eq!(found["conversations"][0]["id"], id.as_str(), "{found}");
 }
