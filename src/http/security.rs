@@ -71,14 +71,16 @@ impl Security {
             .and_then(|v| v.to_str().ok())
             .and_then(|v| v.strip_prefix("Bearer "));
         // EventSource cannot send headers, so the browser UI passes the token in the query.
+        // Decoded: the UI escapes it like any query value.
         let from_query = request.uri().query().and_then(|query| {
-            query
-                .split('&')
-                .find_map(|pair| pair.strip_prefix("access_token="))
+            form_urlencoded::parse(query.as_bytes())
+                .find_map(|(name, value)| (name == "access_token").then_some(value))
         });
-        from_header
-            .or(from_query)
-            .is_some_and(|given| constant_time_eq(given.as_bytes(), expected.as_bytes()))
+        match (from_header, from_query) {
+            (Some(given), _) => constant_time_eq(given.as_bytes(), expected.as_bytes()),
+            (None, Some(given)) => constant_time_eq(given.as_bytes(), expected.as_bytes()),
+            (None, None) => false,
+        }
     }
 }
 

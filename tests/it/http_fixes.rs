@@ -8,12 +8,14 @@ use serde_json::{Value, json};
 
 use crate::harness::{Server, ServerOptions, TIMEOUT, read};
 
-const TOKEN: &str = "s3cret";
+/// With characters a query must escape, as the UI does (`encodeURIComponent`).
+const TOKEN: &str = "s3cr+t/=&%x";
+const TOKEN_IN_QUERY: &str = "s3cr%2Bt%2F%3D%26%25x";
 
 /// A GET with the token in the query only (no `Authorization` header).
 async fn get_with_query_token(server: &Server, path: &str) -> (u16, Value) {
     let separator = if path.contains('?') { '&' } else { '?' };
-    let url = server.url(&format!("{path}{separator}access_token={TOKEN}"));
+    let url = server.url(&format!("{path}{separator}access_token={TOKEN_IN_QUERY}"));
     read(server.client.get(url).send().await.unwrap()).await
 }
 
@@ -54,7 +56,7 @@ async fn the_access_token_is_accepted_in_every_query_and_a_misspelled_parameter_
     let id = created["conversation"]["id"].as_str().unwrap().to_owned();
 
     // The event stream authenticates the way a browser's EventSource does.
-    let path = format!("/api/conversations/{id}/events?access_token={TOKEN}");
+    let path = format!("/api/conversations/{id}/events?access_token={TOKEN_IN_QUERY}");
     let mut events = server.raw_events(&path, None).await;
     until(&mut events, |kind, data| {
         matches!(kind, "snapshot" | "conversation.updated")
