@@ -1339,6 +1339,8 @@ impl ConversationActor {
             // the next start closes it as interrupted.
             tracing::error!(%error, conversation = %self.id, "cannot store the end of a turn");
             self.state.apply(&record);
+            // The index is about to be told how the turn ended; the files will say otherwise.
+            self.shared.index.mark_out_of_date(&[&self.id]).await;
         }
         // The end is on disk: followers of the conversation learn it now. The list-level
         // `conversation.updated` follows the index update, so a sidebar that reacts to it by
