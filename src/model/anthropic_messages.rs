@@ -52,7 +52,8 @@ pub fn request_body(request: &ModelRequest) -> Value {
             Entry::Reasoning { .. } => {}
             Entry::Assistant { text, calls } => {
                 let mut blocks = Vec::new();
-                if !text.is_empty() {
+                // The API refuses text blocks that are only whitespace.
+                if !text.trim().is_empty() {
                     blocks.push(json!({ "type": "text", "text": text }));
                 }
                 blocks.extend(calls.iter().map(|call| {
@@ -124,10 +125,10 @@ impl Messages {
     }
 }
 
-/// Text blocks must not be empty, so an image-only message has none.
+/// Text blocks must not be empty or only whitespace, so an image-only message has none.
 fn user_blocks(text: String, images: &[Image]) -> Vec<Value> {
     let mut blocks = Vec::new();
-    if !text.is_empty() {
+    if !text.trim().is_empty() {
         blocks.push(json!({ "type": "text", "text": text }));
     }
     for image in images {
@@ -387,6 +388,36 @@ mod tests {
             json!({"type": "error", "error": {"type": "invalid_request_error", "message": "bad"}}),
         );
         assert!(matches!(&decode(&invalid)[..], [Err(ModelError::Fatal(_))]));
+    }
+
+    #[test]
+    fn whitespace_only_text_is_not_sent() {
+        use crate::domain::{ItemKind, ItemStatus};
+        let mut request = testing::request("claude-x");
+        request.history = vec![
+            testing::item(
+                "t_1",
+                ItemKind::UserMessage {
+                    text: "hi".into(),
+                    source: crate::domain::MessageSource::User,
+                    from_session_id: None,
+                    images: vec![],
+                },
+                ItemStatus::Completed,
+            ),
+            testing::item(
+                "t_1",
+                ItemKind::AgentMessage {
+                    text: "\n\n".into(),
+                },
+                ItemStatus::Interrupted,
+            ),
+        ];
+        let body = request_body(&request);
+        assert_eq!(
+            body["messages"],
+            json!([{"role": "user", "content": [{"type": "text", "text": "hi"}]}])
+        );
     }
 
     #[test]

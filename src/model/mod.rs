@@ -57,6 +57,9 @@ pub enum ModelEvent {
         arguments: Value,
     },
     Usage(TokenUsage),
+    /// The provider sent something that is not yet an event of its own (a piece of a tool
+    /// call's arguments, a ping): the stream is alive. Sent at most every `PROGRESS_EVERY`.
+    Progress,
     /// The provider's completion marker. A stream that ends without it was cut.
     Done,
 }

@@ -161,7 +161,10 @@ fn user_message(text: String, images: &[Image]) -> Value {
 /// the id and name in the first, the arguments as string pieces across the rest.
 #[derive(Default)]
 pub struct ChatDecoder {
-    calls: BTreeMap<u64, PendingCall>,
+    /// The calls in the order they began.
+    calls: Vec<PendingCall>,
+    /// The call each index is filling now.
+    by_index: BTreeMap<u64, usize>,
 }
 
 #[derive(Default)]
@@ -266,7 +269,22 @@ struct Delta<'a> {
 impl ChatDecoder {
     fn add_fragment(&mut self, position: usize, fragment: &Value) {
         let index = fragment["index"].as_u64().unwrap_or(position as u64);
-        let call = self.calls.entry(index).or_default();
+        let id = wire::text_of(fragment, "id");
+        // A fragment with another id at an index in use is a new call: some compatible
+        // servers send parallel calls whole, every one at index 0.
+        let at = match self.by_index.get(&index) {
+            Some(&at)
+                if id.is_empty() || self.calls[at].id.is_empty() || self.calls[at].id == id =>
+            {
+                at
+            }
+            _ => {
+                self.calls.push(PendingCall::default());
+                self.by_index.insert(index, self.calls.len() - 1);
+                self.calls.len() - 1
+            }
+        };
+        let call = &mut self.calls[at];
         let function = &fragment["function"];
         if call.id.is_empty() {
             call.id = wire::text_of(fragment, "id").to_owned();
@@ -284,8 +302,9 @@ impl ChatDecoder {
 
     /// The assembled calls, once the answer says it is finished.
     fn finish_calls(&mut self) -> Vec<ModelEvent> {
+        self.by_index.clear();
         std::mem::take(&mut self.calls)
-            .into_values()
+            .into_iter()
             .map(|call| ModelEvent::ToolCall {
                 // Some local servers give no id; the history still needs one to pair results.
                 call_id: if call.id.is_empty() {
@@ -358,6 +377,32 @@ mod tests {
                     call_id: "call_2".into(),
                     name: "read_file".into(),
                     arguments: json!({"_raw": "{oops"}),
+                }),
+                Ok(ModelEvent::Done),
+            ]
+        );
+    }
+
+    #[test]
+    fn parallel_calls_sent_whole_at_one_index_stay_apart() {
+        let events = decode(concat!(
+            "data: {\"choices\":[{\"delta\":{\"tool_calls\":[{\"index\":0,\"id\":\"call_a\",\"function\":{\"name\":\"shell\",\"arguments\":\"{\\\"command\\\":\\\"ls\\\"}\"}}]}}]}\n\n",
+            "data: {\"choices\":[{\"delta\":{\"tool_calls\":[{\"index\":0,\"id\":\"call_b\",\"function\":{\"name\":\"read_file\",\"arguments\":\"{\\\"path\\\":\\\"x\\\"}\"}}]}}]}\n\n",
+            "data: {\"choices\":[{\"delta\":{},\"finish_reason\":\"tool_calls\"}]}\n\n",
+            "data: [DONE]\n\n",
+        ));
+        assert_eq!(
+            events,
+            [
+                Ok(ModelEvent::ToolCall {
+                    call_id: "call_a".into(),
+                    name: "shell".into(),
+                    arguments: json!({"command": "ls"}),
+                }),
+                Ok(ModelEvent::ToolCall {
+                    call_id: "call_b".into(),
+                    name: "read_file".into(),
+                    arguments: json!({"path": "x"}),
                 }),
                 Ok(ModelEvent::Done),
             ]

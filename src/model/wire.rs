@@ -2,7 +2,7 @@
 //! `Retry-After`, the API key, and the history regrouped into user and assistant entries. It
 //! knows no protocol's field names (each protocol module does) and never logs an API key.
 
-use std::time::{Duration, SystemTime};
+use std::time::{Duration, Instant, SystemTime};
 
 use futures::{Stream, StreamExt};
 use reqwest::header::{CONTENT_TYPE, HeaderMap};
@@ -14,6 +14,10 @@ use super::{ModelError, ModelEvent, ModelStream};
 use crate::config::ProviderConfig;
 use crate::domain::{Image, Item, ItemKind, ItemStatus};
 
+/// How often at most a stream that only sends what is not yet an event of its own (tool call
+/// arguments piece by piece, pings) reports that it is alive (`ModelEvent::Progress`): the
+/// turn times out a silent stream, and this keeps a slow tool call from looking silent.
+const PROGRESS_EVERY: Duration = Duration::from_millis(100);
 /// How long establishing a connection may take. There is deliberately no overall timeout: a
 /// stream may run for minutes, and the turn loop times out the gap between chunks instead.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
@@ -151,6 +155,7 @@ pub fn stream(
         };
         let events = events(response.bytes_stream());
         futures::pin_mut!(events);
+        let mut last_sent = Instant::now();
         while let Some(event) = events.next().await {
             let event = match event {
                 Ok(event) => event,
@@ -160,7 +165,14 @@ pub fn stream(
                 }
             };
             match decoder.decode(&event) {
+                Ok(model_events) if model_events.is_empty() => {
+                    if last_sent.elapsed() >= PROGRESS_EVERY {
+                        last_sent = Instant::now();
+                        yield Ok(ModelEvent::Progress);
+                    }
+                }
                 Ok(model_events) => {
+                    last_sent = Instant::now();
                     for model_event in model_events {
                         let done = model_event == ModelEvent::Done;
                         yield Ok(model_event);
@@ -538,7 +550,18 @@ pub fn entries(history: &[Item]) -> Vec<Entry<'_>> {
             }
         }
     }
-    entries
+    // Reasoning goes back only with the answer it led to: a provider rejects reasoning that
+    // no output follows (an interrupt between the two, or an incomplete response).
+    let mut kept = Vec::with_capacity(entries.len());
+    let mut entries = entries.into_iter().peekable();
+    while let Some(entry) = entries.next() {
+        let orphan = matches!(entry, Entry::Reasoning { .. })
+            && !matches!(entries.peek(), Some(Entry::Assistant { .. }));
+        if !orphan {
+            kept.push(entry);
+        }
+    }
+    kept
 }
 
 /// A tool's result as the model reads it: the output, then how it ended when that is not
@@ -968,6 +991,39 @@ mod tests {
             })
             .collect();
         assert_eq!(calls, vec![vec!["a", "b"], vec!["c"]]);
+    }
+
+    #[test]
+    fn reasoning_goes_back_only_with_the_answer_it_led_to() {
+        let user = |text: &str| ItemKind::UserMessage {
+            text: text.into(),
+            source: MessageSource::User,
+            from_session_id: None,
+            images: vec![],
+        };
+        let reasoning = || ItemKind::Reasoning {
+            text: "thinking".into(),
+            state: Some(serde_json::json!({"type": "reasoning", "id": "rs_1"})),
+        };
+        let done = ItemStatus::Completed;
+        // Interrupted between the reasoning and its answer: the reasoning is left out.
+        let cut = vec![
+            item("t_1", user("q1"), done),
+            item("t_1", reasoning(), ItemStatus::Interrupted),
+            item("t_2", user("q2"), done),
+        ];
+        assert!(
+            !entries(&cut)
+                .iter()
+                .any(|entry| matches!(entry, Entry::Reasoning { .. }))
+        );
+        // Followed by its answer: it goes back.
+        let whole = vec![
+            item("t_1", user("q1"), done),
+            item("t_1", reasoning(), done),
+            item("t_1", ItemKind::AgentMessage { text: "a1".into() }, done),
+        ];
+        assert!(matches!(entries(&whole)[1], Entry::Reasoning { .. }));
     }
 
     #[test]

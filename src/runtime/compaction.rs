@@ -261,11 +261,13 @@ impl Compactor {
                     }
                     return Ok(Ok((text, usage)));
                 }
-                // Reasoning is not part of the summary; tools were not offered.
+                // Reasoning is not part of the summary; tools were not offered; progress only
+                // restarts the silence timeout.
                 Some(Ok(
                     ModelEvent::ReasoningDelta(_)
                     | ModelEvent::ReasoningState(_)
-                    | ModelEvent::ToolCall { .. },
+                    | ModelEvent::ToolCall { .. }
+                    | ModelEvent::Progress,
                 )) => {}
             }
         }

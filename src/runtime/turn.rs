@@ -417,6 +417,8 @@ async fn stream_once(
             } => partial.tool_calls.push((call_id, name, arguments)),
             ModelEvent::ReasoningState(state) => partial.reasoning_state(state, link),
             ModelEvent::Usage(usage) => partial.usage = Some(usage),
+            // Only restarts the silence timeout, which every event does.
+            ModelEvent::Progress => {}
             ModelEvent::Done => return Ok(()),
         }
     }

@@ -171,3 +171,32 @@ async fn a_stream_that_ends_before_its_completion_marker_is_retried() {
     let answers = turn.completed("agent_message");
     assert_eq!(answers.last().unwrap()["text"], "An answer that is whole.");
 }
+
+/// The "no data" timeout counts time without any event from the provider, not without text:
+/// a tool call whose arguments stream slowly (or a provider's pings) keeps the call alive.
+#[tokio::test]
+async fn a_tool_call_streaming_slowly_is_not_cut_as_silence() {
+    use crate::fake_provider::FakeProvider;
+    let fake = FakeProvider::start(WIRE).await;
+    let config = fake.config().replace(
+        "max_delay_ms = 50",
+        "max_delay_ms = 50\nchunk_timeout_ms = 600",
+    );
+    let setup = Setup::start_with(fake, config, Vec::new()).await;
+    setup.fake.set_pace(std::time::Duration::from_millis(150));
+    setup.fake.push(Reply::tool_call(
+        "list_dir",
+        serde_json::json!({ "path": "." }),
+        10,
+    ));
+    setup.fake.push(Reply::text("Listed."));
+    let turn = setup.turn("List the directory, slowly.").await;
+
+    assert_eq!(turn.ended()["status"], "completed", "{:?}", turn.events);
+    assert!(turn.all("model.retry").is_empty(), "{:?}", turn.events);
+    assert_eq!(
+        turn.requests.len(),
+        2,
+        "one call for the tool, one for the answer"
+    );
+}
