@@ -22,10 +22,16 @@ pub fn estimate_tokens(text: &str) -> u64 {
 }
 
 pub fn estimate_item_tokens(item: &Item) -> u64 {
+    if !super::turn::sent_to_model(item) {
+        return 0;
+    }
     let text_tokens = match &item.kind {
+        // Reasoning text never goes back to a model: Chat Completions and Anthropic drop it,
+        // and the Responses API takes back only its encrypted state, which the provider counts
+        // in its next report.
+        ItemKind::Reasoning { .. } => return 0,
         ItemKind::UserMessage { text, .. }
         | ItemKind::AgentMessage { text }
-        | ItemKind::Reasoning { text, .. }
         | ItemKind::Summary { text, .. }
         | ItemKind::Notice { text } => estimate_tokens(text),
         ItemKind::ToolCall {
@@ -103,6 +109,45 @@ impl UsageTracker {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_estimate_counts_only_what_a_model_is_sent() {
+        use crate::domain::ItemStatus;
+        let item = |kind: ItemKind, status: ItemStatus| Item {
+            id: "m_1".into(),
+            session_id: "s".into(),
+            turn_id: "t".into(),
+            seq: 1,
+            created_at: crate::domain::now(),
+            status,
+            compacted: false,
+            step: Some(1),
+            kind,
+        };
+        let long = "x".repeat(4000);
+        let answer = item(
+            ItemKind::AgentMessage { text: long.clone() },
+            ItemStatus::Completed,
+        );
+        assert_eq!(estimate_item_tokens(&answer), 1004);
+        let failed = item(
+            ItemKind::AgentMessage { text: long.clone() },
+            ItemStatus::Failed,
+        );
+        let thought = item(
+            ItemKind::Reasoning {
+                text: long,
+                state: None,
+            },
+            ItemStatus::Completed,
+        );
+        assert_eq!(estimate_item_tokens(&failed), 0);
+        assert_eq!(estimate_item_tokens(&thought), 0);
+        assert_eq!(
+            UsageTracker::estimated(&[answer, failed, thought]).estimated_since_report,
+            1004
+        );
+    }
 
     #[test]
     fn reasoning_counts_only_where_the_model_gets_it_back() {
