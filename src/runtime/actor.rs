@@ -419,6 +419,7 @@ impl ConversationActor {
             return Ok(self.state.conversation.clone());
         }
         let title_changed = changes.title.is_some();
+        let model_changed = changes.model.is_some();
         self.append_meta(vec![MetaRecord::ConversationUpdated { at: now(), changes }])?;
         let conversation = &self.state.conversation;
         let mut updates = vec![self.conversation_update()];
@@ -430,6 +431,11 @@ impl ConversationActor {
         }
         self.shared.index_quietly(&updates).await;
         self.publish_conversation();
+        if model_changed {
+            // Another model, another context window: the meter changes scale.
+            self.bus
+                .publish("usage.updated", &json!({ "usage": self.usage_view() }));
+        }
         Ok(self.state.conversation.clone())
     }
 
@@ -827,6 +833,7 @@ impl ConversationActor {
             shared.index_quietly(&updates).await;
         });
         self.publish_conversation();
+        self.publish_session(&session_id);
         self.bus.publish(
             "turn.started",
             &json!({ "session_id": session_id, "turn_id": turn_id, "message_ids": messages.iter().map(|m| &m.id).collect::<Vec<_>>() }),
@@ -1185,6 +1192,8 @@ impl ConversationActor {
             && let Some(root) = self.state.sessions.first_mut()
         {
             root.last_message = Some(text.clone());
+            let root = root.id.clone();
+            self.publish_session(&root);
         }
         if let Some(text) = item.kind.searchable_text() {
             self.shared.index_later(IndexJob::SearchText {
@@ -1366,6 +1375,7 @@ impl ConversationActor {
         }
         self.shared.index_quietly(&updates).await;
         self.publish_conversation();
+        self.publish_session(&running.session_id);
         for waiter in self.interrupt_waiters.drain(..) {
             let _ = waiter.send(Ok(true));
         }
@@ -1614,6 +1624,14 @@ impl ConversationActor {
         self.shared
             .list_events
             .publish("conversation.updated", &data);
+    }
+
+    /// A session's status or last message changed (the Agents tab shows both).
+    fn publish_session(&self, session_id: &str) {
+        if let Some(session) = self.state.session(session_id) {
+            self.bus
+                .publish("session.updated", &json!({ "session": session }));
+        }
     }
 
     fn publish_pending(&self) {

@@ -241,6 +241,28 @@ test('"Compress context" adds a summary and marks the earlier turn compacted', {
     await checkBadges();
   }));
 
+test('a message sent while the agent works waits with its actions; the Agents tab and the sidebar follow the turn', { timeout: TEST_TIMEOUT }, () =>
+  withUi(async ({ page }) => {
+    await startConversation(page, 'busy for a while\n/sleep 150');
+    await page.locator('#running-indicator').waitFor({ state: 'visible' });
+    await page.fill('#message', 'wait for me');
+    await page.press('#message', 'Enter');
+    const waiting = page.locator('#pending-list li.pending-item', { hasText: 'wait for me' });
+    await waiting.locator('button', { hasText: 'Interrupt with this' }).waitFor();
+    const actions = await waiting.locator('button').allTextContents();
+    assert.deepEqual(actions, ['Edit', 'Withdraw', 'Interrupt with this']);
+    assert.ok(!(await waiting.textContent()).includes('null'), await waiting.textContent());
+
+    await page.click('#tab-agents');
+    const main = page.locator('#agents li.agent-row', { hasText: 'main agent' });
+    await main.locator('.badge', { hasText: 'running' }).waitFor();
+    // The waiting message is answered (by this turn or the next); then the main agent is idle and
+    // shows its last answer, without a reload.
+    await main.locator('.badge', { hasText: 'idle' }).waitFor();
+    await main.getByText('you said "wait for me"', { exact: false }).waitFor();
+    await page.waitForFunction(() => !document.querySelector('#conversation-list li.conv')?.textContent.includes('working'));
+  }));
+
 test('Fork opens a new conversation with the same messages', { timeout: TEST_TIMEOUT }, () =>
   withUi(async ({ page }) => {
     const source = await startConversation(page, 'fork me');

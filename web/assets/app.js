@@ -256,6 +256,9 @@
     const list = state.list.conversations;
     const index = list.findIndex((c) => c.id === conversation.id);
     if (index >= 0) {
+      // An answer can arrive after the stream already told of a later change (a short turn
+      // ends before its POST is answered): never go back to an older state.
+      if (Date.parse(list[index].updated_at) > Date.parse(conversation.updated_at)) return;
       if (listMatches(conversation)) list[index] = conversation;
       else list.splice(index, 1);
     } else if (listMatches(conversation) && !state.list.q) {
@@ -766,11 +769,8 @@
         break;
       case 'turn.ended':
         if (!viewing(data.session_id)) break;
+        // An interrupted or failed turn leaves a stored notice item that says why.
         clearRetryLines();
-        // An interrupted turn leaves a stored notice item; a failed one only this event.
-        if (data.status === 'failed') {
-          addLine('error', `The turn failed: ${data.error || 'unknown error'}`);
-        }
         break;
       case 'item.started':
       case 'item.completed':
@@ -1270,12 +1270,15 @@
             },
           }),
           el('button', { type: 'button', text: 'Withdraw', title: 'Take it back into the message box', onclick: () => withdrawPending(message) }),
-          message.mode !== 'steer'
-            ? el('button', { type: 'button', text: 'Steer now', title: 'Let the running turn read it before its next model call', onclick: () => patchPending(message, { mode: 'steer' }) })
-            : null,
-          message.mode !== 'interrupt'
-            ? el('button', { type: 'button', class: 'danger', text: 'Interrupt with this', onclick: () => patchPending(message, { mode: 'interrupt' }) })
-            : null,
+          // DOM `append` would write a `null` out as text: leave absent buttons out.
+          ...[
+            message.mode !== 'steer'
+              ? el('button', { type: 'button', text: 'Steer now', title: 'Let the running turn read it before its next model call', onclick: () => patchPending(message, { mode: 'steer' }) })
+              : null,
+            message.mode !== 'interrupt'
+              ? el('button', { type: 'button', class: 'danger', text: 'Interrupt with this', onclick: () => patchPending(message, { mode: 'interrupt' }) })
+              : null,
+          ].filter(Boolean),
         );
       }
       return el('li', { class: `pending-item${user ? '' : ' from-agent'}` }, head, el('div', { class: 'text' }, message.text));
@@ -1402,8 +1405,11 @@
         upsertListed(answer.conversation);
         location.hash = `#/c/${enc(answer.conversation.id)}`;
       } else {
-        // Restarting from the first message copies nothing: start afresh in the same directory.
-        openNew(text, source.cwd);
+        // Restarting from the first message copies nothing: start afresh in the same directory,
+        // as a new page (Back returns to the source, whose draft is kept by `route`).
+        state.drafts.set('new', text);
+        state.newCwd = source.cwd;
+        location.hash = '#/new';
       }
     } catch (error) {
       showError(error);
