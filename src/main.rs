@@ -174,8 +174,7 @@ fn chat(args: ChatArgs) -> anyhow::Result<()> {
                 .data
                 .resolve()
                 .ok()
-                .and_then(|dir| Store::open(&dir).ok())
-                .and_then(|store| lock::holder(&store.lock_path()).ok().flatten())
+                .and_then(|dir| lock::holder(&Store::lock_path_in(&dir)).ok().flatten())
                 .and_then(|owner| owner.addr);
             match running {
                 Some(addr) => format!("http://{addr}"),
@@ -204,7 +203,10 @@ fn chat(args: ChatArgs) -> anyhow::Result<()> {
 }
 
 fn stop(data_dir: &Path) -> anyhow::Result<()> {
-    let lock_path = Store::open(data_dir)?.lock_path();
+    if !data_dir.is_dir() {
+        anyhow::bail!("{} is not a data directory", data_dir.display());
+    }
+    let lock_path = Store::lock_path_in(data_dir);
     let Some(owner) = lock::holder(&lock_path)? else {
         println!("no openvaala is serving {}", data_dir.display());
         return Ok(());

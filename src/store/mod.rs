@@ -90,7 +90,13 @@ impl Store {
     }
 
     pub fn lock_path(&self) -> PathBuf {
-        self.root.join("runtime.lock")
+        Store::lock_path_in(&self.root)
+    }
+
+    /// Where the runtime lock of the data directory `root` is, without opening (or creating)
+    /// the directory: for commands that only look for a running service.
+    pub fn lock_path_in(root: &Path) -> PathBuf {
+        root.join("runtime.lock")
     }
 
     pub fn conversations_dir(&self) -> PathBuf {

@@ -305,3 +305,24 @@ async fn a_leaving_client_stops_nothing() {
         .unwrap();
     assert_eq!(answer["status"], "completed");
 }
+
+/// Switching the model changes the context window the meter measures against: every client is
+/// told at once, not at the next model call.
+#[tokio::test]
+async fn a_model_switch_tells_clients_the_new_context_window() {
+    use crate::fake_provider::{Setup, Wire};
+    let setup = Setup::start(Wire::OpenaiChat).await;
+    let path = format!("/api/conversations/{}", setup.id);
+    let (_, before) = setup.server.get(&format!("{path}/usage")).await;
+    let mut events = setup.server.events(&setup.id).await;
+    let (status, patched) = setup.server.patch(&path, json!({ "model": "demo" })).await;
+    assert_eq!(status, 200, "{patched}");
+    let seen = crate::harness::events_until(&mut events, "usage.updated").await;
+    let (_, usage) = seen.last().unwrap();
+    let (_, after) = setup.server.get(&format!("{path}/usage")).await;
+    assert_ne!(after["context_window"], before["context_window"]);
+    assert_eq!(
+        usage["usage"]["context_window"], after["context_window"],
+        "{usage}"
+    );
+}

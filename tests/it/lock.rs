@@ -135,3 +135,19 @@ async fn a_config_with_a_typo_fails_at_start_naming_the_key() {
     .await;
     assert!(stderr.contains("models.m.provider"), "{stderr}");
 }
+
+#[tokio::test]
+async fn serve_stop_with_a_mistyped_data_directory_says_so_and_creates_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let typo = dir.path().join("typo");
+    let output = Command::new(binary())
+        .args(["serve", "stop", "--data-dir"])
+        .arg(&typo)
+        .output()
+        .await
+        .unwrap();
+    assert!(!output.status.success(), "{output:?}");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.contains("is not a data directory"), "{stderr}");
+    assert!(!typo.exists(), "nothing is created");
+}
