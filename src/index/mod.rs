@@ -782,29 +782,24 @@ mod tests {
     #[tokio::test]
     async fn a_clean_stop_after_a_failed_update_still_asks_for_a_reconcile() {
         let dir = tempfile::tempdir().unwrap();
-        let index = Index::open(&dir.path().join("metadata.db")).await.unwrap();
+        let path = dir.path().join("metadata.db");
+        let index = Index::open(&path).await.unwrap();
+        let clean = async |index: &Index| index.runtime_state(CLEAN_SHUTDOWN).await.unwrap();
         assert!(index.mark_clean_shutdown().await.unwrap());
-        assert_eq!(
-            index
-                .runtime_state(CLEAN_SHUTDOWN)
-                .await
-                .unwrap()
-                .as_deref(),
-            Some("1")
-        );
+        assert_eq!(clean(&index).await.as_deref(), Some("1"));
 
         index.set_runtime_state(CLEAN_SHUTDOWN, "0").await.unwrap();
         index.clone().mark_out_of_date(&["c_a", "c_b", "c_a"]).await;
         assert_eq!(index.repairs(), ["c_a", "c_b"]);
         assert!(!index.mark_clean_shutdown().await.unwrap());
-        assert_eq!(
-            index
-                .runtime_state(CLEAN_SHUTDOWN)
-                .await
-                .unwrap()
-                .as_deref(),
-            Some("0")
-        );
+        assert_eq!(clean(&index).await.as_deref(), Some("0"));
+        index.close().await;
+
+        // The noted conversations outlive the run, until they are re-indexed.
+        let index = Index::open(&path).await.unwrap();
+        assert_eq!(index.repairs(), ["c_a", "c_b"]);
+        index.clear_repairs().unwrap();
+        assert!(index.repairs().is_empty());
         index.close().await;
     }
 }
