@@ -637,6 +637,14 @@ impl Validator<'_> {
                     format!("must start with http:// or https://, got `{base_url}`"),
                 ));
             }
+            let has_host = reqwest::Url::parse(base_url)
+                .is_ok_and(|url| url.host_str().is_some_and(|host| !host.is_empty()));
+            if !has_host {
+                return Err(self.invalid(
+                    format!("providers.{id}.base_url"),
+                    format!("must be a URL with a host, got `{base_url}`"),
+                ));
+            }
             if provider.api_key_env.as_deref().is_some_and(str::is_empty) {
                 return Err(self.invalid(
                     format!("providers.{id}.api_key_env"),
@@ -1023,6 +1031,7 @@ tools = ["read_file", "list_dir"]
             ("", "[tools]\nmax_output_bytes = 0\n", "tools.max_output_bytes", "at least 1"),
             ("http://127.0.0.1:11434/v1", "127.0.0.1:11434/v1", "providers.local.base_url", "must start with http:// or https://"),
             ("https://api", "ftp://api", "providers.cloud.base_url", "got `ftp://api.example.com/v1`"),
+            ("http://127.0.0.1:11434/v1", "http://", "providers.local.base_url", "must be a URL with a host, got `http://`"),
             (r#"base_url = "http"#, "api_key_env = \"\"\nbase_url = \"http", "providers.local.api_key_env", "environment variable"),
             (r#""openai_chat""#, r#""demo""#, "providers.local.protocol", "reserved for the built-in model"),
             ("[providers.local]", "[providers.builtin]", "providers.builtin", "reserved for the built-in provider"),

@@ -208,6 +208,7 @@ impl Chat {
             "queue" if !argument.is_empty() => {
                 self.send(argument, Some("queue")).await?;
             }
+            "queue" => print_out("[/queue TEXT sends TEXT to wait until the agent is done]\n"),
             "interrupt" => {
                 let id = self.current()?;
                 let answer = self

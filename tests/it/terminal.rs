@@ -50,6 +50,7 @@ Hello from a script
 /rewind
 /rewind 2
 /resume
+/queue
 /bogus
 /quit
 ";
@@ -68,6 +69,7 @@ Hello from a script
         "[1] Hello from a script\n[2] /shell echo output-from-the-tool\n",
         "[rewound into c_",
         "your message was: /shell echo output-from-the-tool]",
+        "[/queue TEXT sends TEXT to wait until the agent is done]",
         "[unknown command /bogus; /help lists them]",
     ];
     let mut from = 0;
