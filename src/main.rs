@@ -45,8 +45,9 @@ enum Command {
 struct ChatArgs {
     /// A conversation to continue (its id); otherwise the first message starts a new one.
     conversation: Option<String>,
-    /// The service's address [default: $OPENVAALA_URL, else the one the running service
-    /// wrote in its data directory, else http://127.0.0.1:7341].
+    /// The service's address [default: the one the running service wrote in the data directory
+    /// given with --data-dir, else $OPENVAALA_URL, else the one in the default data directory,
+    /// else http://127.0.0.1:7341].
     #[arg(long)]
     url: Option<String>,
     #[command(flatten)]
@@ -167,6 +168,8 @@ fn chat(args: ChatArgs) -> anyhow::Result<()> {
     let env_url = std::env::var("OPENVAALA_URL")
         .ok()
         .filter(|u| !u.is_empty());
+    // An explicit --data-dir names the service to talk to; $OPENVAALA_URL is the default.
+    let env_url = env_url.filter(|_| args.data.data_dir.is_none());
     let url = match args.url.or(env_url) {
         Some(url) => url,
         None => {
