@@ -54,7 +54,7 @@ impl Service {
         let mut lock = RuntimeLock::acquire(&store.lock_path())?;
         // Under the lock and before anything runs: every shell command recorded now was left
         // running by a run that died, and dies with it (each kill is logged).
-        let (process_records, _) = group_records::take_over(store.root())
+        let process_records = group_records::take_over(store.root())
             .context("cannot clean up the shell commands a previous run left")?;
         let index = Index::open(&store.index_path())
             .await
@@ -135,8 +135,7 @@ impl Service {
 async fn recover(store: &Store, index: &Index) -> anyhow::Result<()> {
     // Only "1" (written by a clean stop or a reindex) skips the reconcile; a missing value
     // means a new or replaced metadata.db that may not know the directories.
-    let clean = index.runtime_state(CLEAN_SHUTDOWN).await?.as_deref() == Some("1")
-        && index.repairs().is_empty();
+    let clean = index.was_clean_shutdown().await?;
     if clean {
         for id in store.finish_interrupted_work()? {
             index.remove_conversation(&id).await?;

@@ -123,7 +123,7 @@ impl Api {
                 let event = event.ok()?;
                 let data = serde_json::from_str(event.data.as_deref()?).ok()?;
                 Some(ServerEvent {
-                    id: event.id.unwrap_or_default(),
+                    id: event.id,
                     kind: event.event.unwrap_or_default(),
                     data,
                 })
@@ -133,7 +133,9 @@ impl Api {
 
 /// One event of a conversation's stream.
 pub struct ServerEvent {
-    pub id: String,
+    /// Every event the service sends has one; a stream could only lack it if something else
+    /// answered.
+    pub id: Option<String>,
     pub kind: String,
     pub data: Value,
 }

@@ -440,8 +440,8 @@ impl Chat {
                     missed.retain(|item| item["status"] != "running");
                     print_stored(&renderer, &missed);
                 }
-                if !id.is_empty() {
-                    position.last_event_id = Some(id);
+                if id.is_some() {
+                    position.last_event_id = id;
                 }
                 position.observe(&kind, &data);
                 let mut out = renderer.lock().expect("renderer lock").event(&kind, &data);

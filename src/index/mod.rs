@@ -401,6 +401,15 @@ impl Index {
         let _ = self.set_runtime_state(CLEAN_SHUTDOWN, "0").await;
     }
 
+    /// Whether the last run stopped cleanly with an index that matches the files, so this start
+    /// may skip the reconcile: a clean stop was recorded and no conversation is noted for repair.
+    pub async fn was_clean_shutdown(&self) -> Result<bool, IndexError> {
+        Ok(
+            self.runtime_state(CLEAN_SHUTDOWN).await?.as_deref() == Some("1")
+                && !self.repairs.exists(),
+        )
+    }
+
     /// The conversations noted by `mark_out_of_date` (in earlier runs too), each once.
     pub fn repairs(&self) -> Vec<String> {
         let text = std::fs::read_to_string(&*self.repairs).unwrap_or_default();

@@ -65,8 +65,7 @@ pub fn load_conversation(store: &Store, id: &str) -> Result<(LoadedConversation,
     let running: Vec<_> = state.running_turns().cloned().collect();
     for turn in &running {
         let items = session_items.entry(turn.session_id.clone()).or_default();
-        let mut records = restore_accepted_items(&state, items, &turn.id);
-        records.extend(close_interrupted_items(items, &turn.session_id, &turn.id));
+        let records = close_cut_turn(&state, items, &turn.session_id, &turn.id);
         store
             .open_session_writer(id, &turn.session_id)
             .and_then(|mut writer| writer.append(&records))
@@ -101,12 +100,26 @@ pub fn load_conversation(store: &Store, id: &str) -> Result<(LoadedConversation,
     ))
 }
 
+/// The records that close a turn a crash cut: the items of its accepted messages the crash
+/// kept out of the history, then its running items as `interrupted` and a notice. `items` (the
+/// session's history) is updated to match. Used at start-up and when an actor loads.
+pub fn close_cut_turn(
+    state: &ConversationState,
+    items: &mut Vec<Item>,
+    session_id: &str,
+    turn_id: &str,
+) -> Vec<SessionRecord> {
+    let mut records = restore_accepted_items(state, items, turn_id);
+    records.extend(close_interrupted_items(items, session_id, turn_id));
+    records
+}
+
 /// Accepting a message stores its `message.accepted` record first and its history item right
 /// after, in another file. A crash in between leaves an accepted message (whose request may
 /// already have its answer stored under an idempotency key) missing from the history; the
 /// record holds all of it, so these are the records that put the items of turn `turn_id`'s
 /// messages back, where its other items would follow them. `items` gets them too.
-pub fn restore_accepted_items(
+fn restore_accepted_items(
     state: &ConversationState,
     items: &mut Vec<Item>,
     turn_id: &str,
@@ -137,7 +150,7 @@ pub fn restore_accepted_items(
 
 /// The records that close a turn cut by a crash: its running items become `interrupted`, and a
 /// notice tells the model (and every client) what happened. `items` is updated to match.
-pub fn close_interrupted_items(
+fn close_interrupted_items(
     items: &mut Vec<Item>,
     session_id: &str,
     turn_id: &str,
@@ -280,10 +293,8 @@ pub async fn reconcile(store: &Store, index: &Index) -> Result<RebuildReport, In
     for id in &changed {
         index.remove_conversation(id).await?;
     }
+    // (A noted conversation whose directory is gone was dropped with the others above.)
     index_conversations(store, index, changed, Load::Upsert, &mut report).await?;
-    for gone in repairs.iter().filter(|id| !store.exists(id)) {
-        index.remove_conversation(gone).await?;
-    }
     index.clear_repairs()?;
     Ok(report)
 }

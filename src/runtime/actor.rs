@@ -19,13 +19,11 @@ use super::fork;
 use super::pending::PendingQueue;
 use super::turn::{self, TurnMsg, TurnSpec};
 use super::usage::{self, UsageTracker};
-use super::{
-    Answer, ConversationPatch, IndexJob, NewMessage, PendingPatch, RuntimeError, Shared, user_item,
-};
+use super::{Answer, ConversationPatch, IndexJob, NewMessage, PendingPatch, RuntimeError, Shared};
 use crate::config::{Protocol, ReasoningContext};
 use crate::domain::{
     Conversation, ForkedFrom, Item, ItemKind, ItemStatus, Message, MessageMode, MessageSource,
-    MessageStatus, Session, TurnStatus, Usage, new_id, now,
+    MessageStatus, Session, TurnStatus, Usage, new_id, now, user_item,
 };
 use crate::index::IndexUpdate;
 use crate::index::rebuild::{self, LoadedConversation};
@@ -521,50 +519,30 @@ impl ConversationActor {
     /// The answers given to the idempotency keys of `messages` while they waited, as records
     /// to store with their acceptance: a retry of such a request, even after the conversation
     /// was unloaded or the service restarted, gets the same answer instead of a second message.
-    fn take_pending_answers(&mut self, messages: &[Message]) -> Vec<MetaRecord> {
+    /// Once stored they are in `state.answers`, and `forget_stored_answers` drops them here.
+    fn pending_answer_records(&self, messages: &[Message]) -> Vec<MetaRecord> {
         let ids: std::collections::HashSet<&str> = messages.iter().map(|m| m.id.as_str()).collect();
-        let keys: Vec<String> = self
-            .pending_answers
+        self.pending_answers
             .iter()
             .filter(|(_, answer)| {
                 answer.body["message"]["id"]
                     .as_str()
                     .is_some_and(|id| ids.contains(id))
             })
-            .map(|(key, _)| key.clone())
-            .collect();
-        keys.into_iter()
-            .filter_map(|key| {
-                let answer = self.pending_answers.remove(&key)?;
-                Some(MetaRecord::RequestAnswered {
-                    key,
-                    status: answer.status,
-                    response: answer.body,
-                    at: now(),
-                })
+            .map(|(key, answer)| MetaRecord::RequestAnswered {
+                key: key.clone(),
+                status: answer.status,
+                response: answer.body.clone(),
+                at: now(),
             })
             .collect()
     }
 
-    /// Puts back answers taken by `take_pending_answers` whose records could not be stored.
-    fn restore_pending_answers(&mut self, records: Vec<MetaRecord>) {
-        for record in records {
-            if let MetaRecord::RequestAnswered {
-                key,
-                status,
-                response,
-                ..
-            } = record
-            {
-                self.pending_answers.insert(
-                    key,
-                    Answer {
-                        status,
-                        body: response,
-                    },
-                );
-            }
-        }
+    /// Drops the waiting messages' answers that are now stored (`state.answers` has them).
+    fn forget_stored_answers(&mut self) {
+        let stored = &self.state.answers;
+        self.pending_answers
+            .retain(|key, _| !stored.contains_key(key));
     }
 
     /// Changes a waiting message (SPEC §3.2). A mode of `steer` lets the running turn take it
@@ -763,8 +741,7 @@ impl ConversationActor {
             at: now(),
         });
         // Messages that waited keep the answers their keys were given, from now on durably.
-        let waited_answers = self.take_pending_answers(&messages);
-        records.extend(waited_answers.iter().cloned());
+        records.extend(self.pending_answer_records(&messages));
         let answer = Answer {
             status: 202,
             body: json!({ "message": messages[0] }),
@@ -781,10 +758,8 @@ impl ConversationActor {
                 at: now(),
             });
         }
-        if let Err(error) = self.append_meta(records) {
-            self.restore_pending_answers(waited_answers);
-            return Err(error.into());
-        }
+        self.append_meta(records)?;
+        self.forget_stored_answers();
         let items: Vec<Item> = messages
             .iter()
             .map(|message| {
@@ -1231,14 +1206,13 @@ impl ConversationActor {
                 turn_id: Some(turn_id.clone()),
             })
             .collect();
-        let answers = self.take_pending_answers(&steered);
-        records.extend(answers.iter().cloned());
+        records.extend(self.pending_answer_records(&steered));
         if let Err(error) = self.append_meta(records) {
-            self.restore_pending_answers(answers);
             tracing::error!(%error, "cannot store steered messages; they stay waiting");
             self.wait_again(steered);
             return Vec::new();
         }
+        self.forget_stored_answers();
         let items: Vec<Item> = steered
             .iter()
             .map(|message| {
@@ -1540,19 +1514,17 @@ impl ConversationActor {
             .collect();
         for (session_id, turn_id) in stale {
             let mut items = self.shared.store.read_items(&self.id, &session_id)?;
-            let mut records =
-                crate::index::rebuild::restore_accepted_items(&self.state, &mut items, &turn_id);
-            records.extend(crate::index::rebuild::close_interrupted_items(
+            let closing: Vec<Item> = crate::index::rebuild::close_cut_turn(
+                &self.state,
                 &mut items,
                 &session_id,
                 &turn_id,
-            ));
-            let records: Vec<Item> = records
-                .into_iter()
-                .map(|SessionRecord::Item { item }| item)
-                .collect();
-            self.append_items(&session_id, &records)?;
-            if let Some(last) = records.last() {
+            )
+            .into_iter()
+            .map(|SessionRecord::Item { item }| item)
+            .collect();
+            self.append_items(&session_id, &closing)?;
+            if let Some(last) = closing.last() {
                 self.last_seq.insert(session_id.clone(), last.seq);
             }
             // The model sees what the files now hold: restored messages and the notice.

@@ -20,10 +20,9 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
 use crate::config::Config;
-pub use crate::domain::user_item;
 use crate::domain::{
     Conversation, Image, Item, Message, MessageMode, MessageSource, MessageStatus, Session, new_id,
-    now,
+    now, user_item,
 };
 use crate::index::{Index, IndexError, IndexUpdate, ListPage, ListQuery};
 use crate::model::Models;

@@ -17,7 +17,7 @@ use crate::text::floor_char_boundary;
 
 /// The folder of the data directory that holds the records. The store neither lists nor
 /// cleans it (unlike `tmp/`, which start-up empties).
-pub const DIR_NAME: &str = "processes";
+const DIR_NAME: &str = "processes";
 const RECORD_VERSION: u32 = 1;
 /// Enough of the command to tell a person (and the log) what was running.
 const COMMAND_PREVIEW_BYTES: usize = 200;
@@ -26,6 +26,8 @@ const COMMAND_PREVIEW_BYTES: usize = 200;
 #[derive(Debug, Clone)]
 pub struct GroupRecords {
     dir: PathBuf,
+    /// This boot's id, read once: it cannot change while the process runs.
+    boot_id: String,
 }
 
 /// What `kill_leftovers` found.
@@ -59,12 +61,12 @@ struct GroupRecord {
 }
 
 /// At service start, while holding the data directory's lock and before any command runs:
-/// kills the groups that a previous run of `data_dir` left running. Returns the folder this
-/// run records its own commands in, and what was found.
-pub fn take_over(data_dir: &Path) -> io::Result<(GroupRecords, Leftovers)> {
+/// kills the groups that a previous run of `data_dir` left running (each kill is logged).
+/// Returns the folder this run records its own commands in.
+pub fn take_over(data_dir: &Path) -> io::Result<GroupRecords> {
     let records = GroupRecords::open(data_dir)?;
-    let leftovers = records.kill_leftovers()?;
-    Ok((records, leftovers))
+    records.kill_leftovers()?;
+    Ok(records)
 }
 
 impl GroupRecords {
@@ -82,23 +84,26 @@ impl GroupRecords {
     }
 
     /// Opens (and creates if needed) the records folder of a data directory.
-    pub fn open(data_dir: &Path) -> io::Result<GroupRecords> {
+    fn open(data_dir: &Path) -> io::Result<GroupRecords> {
         let dir = data_dir.join(DIR_NAME);
         fs::create_dir_all(&dir)?;
-        Ok(GroupRecords { dir })
+        Ok(GroupRecords {
+            dir,
+            boot_id: boot_id(),
+        })
     }
 
     /// Writes the record of the group led by `pgid`, which must still exist (alive, or a zombie
     /// not yet reaped). The file is named after the leader's identity, so a pid reused within
     /// one run never shares a file with an earlier command.
-    pub fn write(&self, pgid: libc::pid_t, command: &str) -> io::Result<RecordFile> {
+    fn write(&self, pgid: libc::pid_t, command: &str) -> io::Result<RecordFile> {
         let start_time = start_time(pgid)?;
         let preview = &command[..floor_char_boundary(command, COMMAND_PREVIEW_BYTES)];
         let record = GroupRecord {
             v: RECORD_VERSION,
             pgid,
             start_time,
-            boot_id: boot_id(),
+            boot_id: self.boot_id.clone(),
             command: preview.to_owned(),
         };
         let mut bytes = serde_json::to_vec(&record).map_err(io::Error::other)?;
@@ -113,12 +118,11 @@ impl GroupRecords {
     /// Kills the group of every record whose leader is still the process it names, then
     /// removes the record. Only for start-up, under the data directory's lock: every record
     /// present then belongs to a run that is dead.
-    pub fn kill_leftovers(&self) -> io::Result<Leftovers> {
+    fn kill_leftovers(&self) -> io::Result<Leftovers> {
         let mut leftovers = Leftovers::default();
-        let current_boot = boot_id();
         for (path, record) in self.list()? {
             match record {
-                Some(record) if record.names_a_live_leader(&current_boot) => {
+                Some(record) if record.names_a_live_leader(&self.boot_id) => {
                     kill_group(record.pgid);
                     leftovers.killed += 1;
                     tracing::warn!(
@@ -161,7 +165,6 @@ impl GroupRecord {
     /// Whether the record's leader is alive (or an unreaped zombie whose group may live on)
     /// and is the same process: same boot, same start time.
     fn names_a_live_leader(&self, current_boot: &str) -> bool {
-        // Never 0 or 1: `kill(-0)` would signal our own group and `kill(-1)` every process.
         self.pgid > 1
             && self.boot_id == current_boot
             && start_time(self.pgid).is_ok_and(|start_time| start_time == self.start_time)
@@ -176,11 +179,14 @@ impl Drop for RecordFile {
     }
 }
 
-/// SIGKILL to every process of the group.
-fn kill_group(pgid: libc::pid_t) {
-    // SAFETY: kill(2) touches no memory of ours; a group that is already gone gives ESRCH.
-    unsafe {
-        libc::kill(-pgid, libc::SIGKILL);
+/// SIGKILL to every process of the group. Never for 0 or 1: `kill(-0)` would signal our own
+/// group and `kill(-1)` every process.
+pub(super) fn kill_group(pgid: libc::pid_t) {
+    if pgid > 1 {
+        // SAFETY: kill(2) touches no memory of ours; a group that is already gone gives ESRCH.
+        unsafe {
+            libc::kill(-pgid, libc::SIGKILL);
+        }
     }
 }
 

@@ -13,7 +13,7 @@ use tokio::sync::mpsc::UnboundedSender;
 use tokio::time::{Instant, sleep_until};
 use tokio_util::sync::CancellationToken;
 
-use super::group_records::{GroupRecords, RecordFile};
+use super::group_records::{self, GroupRecords, RecordFile};
 use super::{
     CappedOutput, ToolContext, ToolResult, ToolStatus, complete_utf8_prefix_len, optional_number,
     required_string,
@@ -210,10 +210,7 @@ impl ProcessGroup {
     /// Sends SIGKILL to every process of the group, once: after that the id may be reused.
     fn kill(&mut self) {
         if let Some(pgid) = self.pgid.take() {
-            // SAFETY: kill(2) touches no memory of ours; a group that is already gone gives ESRCH.
-            unsafe {
-                libc::kill(-pgid, libc::SIGKILL);
-            }
+            group_records::kill_group(pgid);
         }
         // Only now: a record removed before the kill would let a crash in between leave the
         // group running with nothing to name it.

@@ -368,3 +368,12 @@ pub async fn events_until(
         Err(_) => panic!("no `{kind}` event in time; saw {seen:?}"),
     }
 }
+
+/// Whether a process exists and is not a zombie. A killed process whose parent is gone (a
+/// crashed server) stays a zombie until its new parent reaps it: dead, so it does not count.
+pub fn process_alive(pid: i32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|stat| {
+        stat.rsplit_once(')')
+            .is_some_and(|(_, rest)| !rest.trim_start().starts_with('Z'))
+    })
+}

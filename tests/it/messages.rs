@@ -5,7 +5,7 @@
 use futures::{Stream, StreamExt};
 use serde_json::{Value, json};
 
-use crate::harness::{Server, TIMEOUT};
+use crate::harness::{Server, TIMEOUT, process_alive};
 
 type Event = (String, String, Value);
 
@@ -281,19 +281,6 @@ async fn an_interrupt_keeps_the_partial_text_and_tells_the_next_turn() {
     assert_eq!(items(&server, &id).await, stored);
 }
 
-/// Whether a process exists and is not a zombie waiting to be reaped.
-fn alive(pid: i32) -> bool {
-    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
-        Ok(stat) => !stat
-            .rsplit(')')
-            .next()
-            .unwrap_or_default()
-            .trim_start()
-            .starts_with('Z'),
-        Err(_) => false,
-    }
-}
-
 #[tokio::test]
 async fn an_interrupt_during_a_shell_command_kills_it_and_its_children() {
     let server = Server::start().await;
@@ -324,14 +311,17 @@ async fn an_interrupt_during_a_shell_command_kills_it_and_its_children() {
             .unwrap()
     };
     let (child, shell) = (read_pid("child.pid"), read_pid("shell.pid"));
-    assert!(alive(child) && alive(shell));
+    assert!(process_alive(child) && process_alive(shell));
 
     let (_, body) = server
         .post(&format!("/api/conversations/{id}/interrupt"), json!({}))
         .await;
     assert_eq!(body["interrupted"], true);
-    assert!(!alive(child), "the background child {child} is gone");
-    assert!(!alive(shell), "the shell {shell} is gone");
+    assert!(
+        !process_alive(child),
+        "the background child {child} is gone"
+    );
+    assert!(!process_alive(shell), "the shell {shell} is gone");
     let stored = items(&server, &id).await;
     let tool = stored.iter().find(|i| i["kind"] == "tool_call").unwrap();
     assert_eq!(tool["status"], "interrupted");

@@ -6,7 +6,7 @@ use std::time::Duration;
 use futures::StreamExt;
 use serde_json::json;
 
-use crate::harness::{Server, TIMEOUT};
+use crate::harness::{Server, TIMEOUT, process_alive};
 
 #[tokio::test]
 async fn a_restart_kills_the_shell_commands_a_crashed_run_left_running() {
@@ -48,7 +48,7 @@ async fn a_restart_kills_the_shell_commands_a_crashed_run_left_running() {
 
     let data_dir = server.kill9().await;
     // The crash alone stops nothing: this is what the restart must clean up.
-    assert!(is_alive(leader) && is_alive(child), "{output}");
+    assert!(process_alive(leader) && process_alive(child), "{output}");
 
     let server = Server::start_in(&data_dir).await;
     wait_until_gone(leader).await;
@@ -76,18 +76,9 @@ fn pid_after(output: &str, label: &str) -> libc::pid_t {
         .unwrap_or_else(|| panic!("no {label} in {output:?}"))
 }
 
-/// Alive and not a zombie. A killed process whose parent (the crashed server) is gone stays a
-/// zombie until its new parent reaps it: dead, so it does not count.
-fn is_alive(pid: libc::pid_t) -> bool {
-    std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|stat| {
-        stat.rsplit_once(')')
-            .is_some_and(|(_, rest)| !rest.trim_start().starts_with('Z'))
-    })
-}
-
 async fn wait_until_gone(pid: libc::pid_t) {
     let gone = tokio::time::timeout(TIMEOUT, async {
-        while is_alive(pid) {
+        while process_alive(pid) {
             tokio::time::sleep(Duration::from_millis(10)).await;
         }
     })

@@ -12,13 +12,13 @@ use anyhow::{Context, bail};
 use chrono::{DateTime, TimeDelta};
 use clap::Args;
 use openvaala::config::Config;
+use openvaala::domain::user_item;
 use openvaala::domain::{
     ForkedFrom, Item, ItemKind, ItemStatus, Message, MessageMode, MessageSource, MessageStatus,
     TurnStatus, new_id,
 };
 use openvaala::runtime::fork;
 use openvaala::runtime::title::auto_title;
-use openvaala::runtime::user_item;
 use openvaala::store::Store;
 use openvaala::store::records::{ConversationCreated, MetaRecord, SessionCreated, SessionRecord};
 use serde_json::{Value, json};
