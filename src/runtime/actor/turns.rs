@@ -634,6 +634,13 @@ impl ConversationActor {
             "turn.ended",
             &json!({ "session_id": session_id, "turn_id": running.turn_id, "status": status, "error": error }),
         );
+        // What comes next (a sub-agent's report to its parent, this session's next waiting
+        // message) may start a turn: done before the conversation's new status is indexed and
+        // published, so that no client sees it idle in between.
+        if !self.stopping {
+            self.report_to_parent(session_id, &running.turn_id, status, error.as_deref());
+            self.start_next_waiting(session_id);
+        }
         let turn = self
             .state
             .turns
@@ -660,11 +667,6 @@ impl ConversationActor {
         for waiter in waiters {
             let _ = waiter.send(Ok(true));
         }
-        if self.stopping {
-            return;
-        }
-        self.report_to_parent(session_id, &running.turn_id, status, error.as_deref());
-        self.start_next_waiting(session_id);
     }
 
     /// A notice at the end of a turn that did not complete: the model reads it at its next
