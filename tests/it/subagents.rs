@@ -974,3 +974,25 @@ async fn the_demo_model_spawns_a_sub_agent_offline() {
     let root_items = items(&server, id, all[0]["id"].as_str().unwrap()).await;
     assert_eq!(reports(&root_items).len(), 1, "{root_items:?}");
 }
+
+#[tokio::test]
+async fn the_terminal_lists_sub_agents_and_shows_their_turns_as_lines() {
+    let server = Server::start().await;
+    let workdir = tempfile::tempdir().unwrap();
+    let script = "//spawn default: look around\n/agents\n";
+    let (ok, out, err) =
+        crate::terminal::chat(&["--url", &server.base], script, workdir.path()).await;
+    assert!(ok, "stdout:\n{out}\nstderr:\n{err}");
+    assert!(
+        out.contains("[sub-agent `default` (s_") && out.contains(") started: look around]"),
+        "{out}"
+    );
+    assert!(out.contains("[root default ("), "{out}");
+    assert!(out.contains("  [sub-agent default ("), "{out}");
+    assert!(out.contains(": look around]"), "{out}");
+    // The sub-agent's own answer streams in its session, not as the root agent's.
+    assert!(
+        !out.contains("agent: Demo model (offline, built in): you said \"look around\""),
+        "{out}"
+    );
+}

@@ -11,7 +11,7 @@ use crate::harness::{Server, ServerOptions, TIMEOUT, binary, events_until};
 
 /// Runs `openvaala chat` with `args` and `script` on stdin; returns what it printed and whether
 /// it exited successfully.
-async fn chat(args: &[&str], script: &str, cwd: &std::path::Path) -> (bool, String, String) {
+pub async fn chat(args: &[&str], script: &str, cwd: &std::path::Path) -> (bool, String, String) {
     let mut child = Command::new(binary())
         .arg("chat")
         .args(args)
