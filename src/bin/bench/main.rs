@@ -8,12 +8,15 @@
 //!   subscribers, against an in-process fake model provider; and the decoding of a provider's
 //!   stream on its own (`decode`).
 //! - `fork`: fork and rewind latency over a generated 10,000-item conversation.
+//! - `subagents`: how fast `spawn_agent` calls become running sub-agents, and the runtime's
+//!   time per sub-agent turn against a root agent's.
 
 mod decode;
 mod fake_provider;
 mod fork;
 mod foundation;
 mod sse;
+mod subagents;
 mod text;
 mod turns;
 
@@ -49,6 +52,10 @@ enum Bench {
     /// Fork and rewind latency over a conversation of 10,000 items (the target of the issue
     /// "Fork and rewind").
     Fork(fork::ForkArgs),
+    /// The time from a root agent's `spawn_agent` calls to its sub-agents' first model
+    /// requests, and the overhead per sub-agent turn against a root turn's (the targets of the
+    /// sub-agents issue).
+    Subagents(subagents::SubagentsArgs),
 }
 
 /// The health check is polled this often while the server starts.
@@ -61,6 +68,7 @@ fn main() -> anyhow::Result<()> {
         Bench::Foundation(args) => foundation::foundation(&args),
         Bench::Turns(args) => turns::turns(&args),
         Bench::Fork(args) => fork::fork(&args),
+        Bench::Subagents(args) => subagents::subagents(&args),
     }
 }
 
