@@ -8,6 +8,7 @@
 //!   subscribers, against an in-process fake model provider; and the decoding of a provider's
 //!   stream on its own (`decode`).
 //! - `fork`: fork and rewind latency over a generated 10,000-item conversation.
+//! - `decode`: decoding a provider's stream alone, as a burst and at a provider's pace.
 
 mod decode;
 mod fake_provider;
@@ -49,6 +50,8 @@ enum Bench {
     /// Fork and rewind latency over a conversation of 10,000 items (the target of the issue
     /// "Fork and rewind").
     Fork(fork::ForkArgs),
+    /// Decoding a provider's stream on its own: a burst, and chunks at a provider's pace.
+    Decode(decode::DecodeArgs),
 }
 
 /// The health check is polled this often while the server starts.
@@ -61,6 +64,7 @@ fn main() -> anyhow::Result<()> {
         Bench::Foundation(args) => foundation::foundation(&args),
         Bench::Turns(args) => turns::turns(&args),
         Bench::Fork(args) => fork::fork(&args),
+        Bench::Decode(args) => decode::decode(&args),
     }
 }
 
