@@ -92,6 +92,21 @@ impl ModelError {
             retry_after: None,
         }
     }
+
+    /// The same error with where it happened added in parentheses (the URL called and the
+    /// status it answered), keeping its class.
+    pub fn context(self, context: &str) -> ModelError {
+        match self {
+            ModelError::Transient {
+                message,
+                retry_after,
+            } => ModelError::Transient {
+                message: format!("{message} ({context})"),
+                retry_after,
+            },
+            ModelError::Fatal(message) => ModelError::Fatal(format!("{message} ({context})")),
+        }
+    }
 }
 
 pub type ModelStream = BoxStream<'static, Result<ModelEvent, ModelError>>;

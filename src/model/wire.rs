@@ -11,7 +11,7 @@ use reqwest::{RequestBuilder, Response, StatusCode};
 use serde_json::{Value, json};
 
 use super::{ModelError, ModelEvent, ModelStream};
-use crate::config::ProviderConfig;
+use crate::config::{Protocol, ProviderConfig};
 use crate::domain::{Image, Item, ItemKind, ItemStatus};
 
 /// How often at most a stream that only sends what is not yet an event of its own (tool call
@@ -149,12 +149,13 @@ impl Endpoint {
             .expect("the HTTP client can be built (its TLS backend is compiled in)");
         Endpoint {
             http,
-            base_url: provider.base_url.trim_end_matches('/').to_owned(),
+            base_url: api_base(provider.protocol, &provider.base_url),
             api_key_env: provider.api_key_env.clone(),
         }
     }
 
-    /// A JSON POST to `{base_url}{path}`.
+    /// A JSON POST to `{base_url}{path}`, where the base ends with the API's version (`/v1`)
+    /// and `path` is the endpoint under it (`/chat/completions`, `/messages`).
     pub fn post(&self, path: &str, body: &Value) -> RequestBuilder {
         self.http
             .post(format!("{}{path}", self.base_url))
@@ -173,6 +174,28 @@ impl Endpoint {
                 "environment variable {name} is not set"
             ))),
         }
+    }
+}
+
+/// The base URL the endpoints go under, from a `base_url` written the way either kind of SDK
+/// writes it. The Anthropic SDK's base has no version (`https://api.anthropic.com`, and
+/// gateways that stand in for it) and adds `/v1/messages`; the OpenAI SDK's base includes it
+/// (`https://api.openai.com/v1`, `http://localhost:11434/v1`). So an Anthropic base gets `/v1`
+/// unless it ends with it, and an OpenAI base gets `/v1` only when it is a bare host: other
+/// OpenAI-compatible servers put their API under paths of their own (`…/v1beta/openai`,
+/// `…/openai/v1`), which are used as written.
+pub fn api_base(protocol: Protocol, base_url: &str) -> String {
+    let base = base_url.trim_end_matches('/');
+    let bare_host = reqwest::Url::parse(base).is_ok_and(|url| url.path() == "/");
+    let add_version = match protocol {
+        Protocol::AnthropicMessages => !base.ends_with("/v1"),
+        Protocol::OpenaiChat | Protocol::OpenaiResponses => bare_host,
+        Protocol::Demo => false,
+    };
+    if add_version {
+        format!("{base}/v1")
+    } else {
+        base.to_owned()
     }
 }
 
@@ -195,6 +218,8 @@ pub fn stream(
                 return;
             }
         };
+        // Every error after the answer began names what answered it too.
+        let called = format!("POST {} answered {}", response.url(), response.status());
         let events = events(response.bytes_stream());
         futures::pin_mut!(events);
         let mut last_sent = Instant::now();
@@ -202,7 +227,7 @@ pub fn stream(
             let event = match event {
                 Ok(event) => event,
                 Err(error) => {
-                    yield Err(error);
+                    yield Err(error.context(&called));
                     return;
                 }
             };
@@ -224,7 +249,7 @@ pub fn stream(
                     }
                 }
                 Err(error) => {
-                    yield Err(error);
+                    yield Err(error.context(&called));
                     return;
                 }
             }
@@ -233,11 +258,19 @@ pub fn stream(
     .boxed()
 }
 
-/// Sends the request; anything but a successful event stream becomes an error.
+/// Sends the request; anything but a successful event stream becomes an error, which names
+/// the URL called and the status it answered (a wrong base URL shows as a 404 from it).
 async fn send(request: RequestBuilder) -> Result<Response, ModelError> {
-    let response = request.send().await.map_err(request_error)?;
+    let (http, request) = request.build_split();
+    let request = request.map_err(request_error)?;
+    let called = format!("POST {}", request.url());
+    let response = http
+        .execute(request)
+        .await
+        .map_err(|error| request_error(error).context(&called))?;
     let status = response.status();
-    tracing::debug!(url = %response.url(), %status, "provider answered");
+    let called = format!("{called} answered {status}");
+    tracing::debug!(%called, "provider answered");
     if status.is_success() {
         let json = response
             .headers()
@@ -252,11 +285,12 @@ async fn send(request: RequestBuilder) -> Result<Response, ModelError> {
         return Err(ModelError::Fatal(format!(
             "the provider answered JSON instead of an event stream: {}",
             provider_message(&body)
-        )));
+        ))
+        .context(&called));
     }
     let retry_after = retry_after(response.headers(), SystemTime::now());
     let body = error_body(response).await;
-    Err(status_error(status, retry_after, &body))
+    Err(status_error(status, retry_after, &body).context(&called))
 }
 
 async fn error_body(response: Response) -> String {
@@ -268,8 +302,13 @@ async fn error_body(response: Response) -> String {
 
 /// A request that never got an answer: transient unless the request itself could not be built.
 fn request_error(error: reqwest::Error) -> ModelError {
-    let message = format!("cannot reach the provider: {}", error_chain(&error));
-    if error.is_builder() {
+    // The URL is named by the caller's context, once.
+    let builder = error.is_builder();
+    let message = format!(
+        "cannot reach the provider: {}",
+        error_chain(&error.without_url())
+    );
+    if builder {
         ModelError::Fatal(message)
     } else {
         ModelError::transient(message)
@@ -1006,6 +1045,76 @@ mod tests {
             ))
         );
         assert_eq!(endpoint.base_url, "http://127.0.0.1:1/v1");
+    }
+
+    #[test]
+    fn base_urls_work_as_either_sdk_writes_them() {
+        let check = |protocol, base_url: &str, expected: &str| {
+            assert_eq!(
+                api_base(protocol, base_url),
+                expected,
+                "{protocol:?} {base_url}"
+            );
+        };
+        let anthropic = Protocol::AnthropicMessages;
+        check(
+            anthropic,
+            "https://api.anthropic.com",
+            "https://api.anthropic.com/v1",
+        );
+        check(
+            anthropic,
+            "https://api.anthropic.com/",
+            "https://api.anthropic.com/v1",
+        );
+        check(
+            anthropic,
+            "https://api.anthropic.com/v1",
+            "https://api.anthropic.com/v1",
+        );
+        check(
+            anthropic,
+            "https://api.anthropic.com/v1/",
+            "https://api.anthropic.com/v1",
+        );
+        check(
+            anthropic,
+            "https://gw.example/a/anthropic",
+            "https://gw.example/a/anthropic/v1",
+        );
+        for openai in [Protocol::OpenaiChat, Protocol::OpenaiResponses] {
+            check(
+                openai,
+                "https://api.openai.com",
+                "https://api.openai.com/v1",
+            );
+            check(
+                openai,
+                "https://api.openai.com/",
+                "https://api.openai.com/v1",
+            );
+            check(
+                openai,
+                "https://api.openai.com/v1",
+                "https://api.openai.com/v1",
+            );
+            check(
+                openai,
+                "http://127.0.0.1:11434/v1/",
+                "http://127.0.0.1:11434/v1",
+            );
+            // Compatible servers with paths of their own are used as written.
+            check(
+                openai,
+                "https://g.example/v1beta/openai",
+                "https://g.example/v1beta/openai",
+            );
+            check(
+                openai,
+                "https://r.example/api/v1",
+                "https://r.example/api/v1",
+            );
+        }
     }
 
     #[test]
