@@ -6,6 +6,7 @@ pub mod demo;
 pub mod openai_chat;
 pub mod openai_responses;
 pub mod reader;
+pub mod tokens;
 pub mod wire;
 
 use std::collections::BTreeMap;

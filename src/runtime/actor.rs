@@ -20,13 +20,14 @@ use super::pending::PendingQueue;
 use super::turn::{self, TurnMsg, TurnSpec};
 use super::usage::{self, UsageTracker};
 use super::{Answer, ConversationPatch, IndexJob, NewMessage, PendingPatch, RuntimeError, Shared};
-use crate::config::{Protocol, ReasoningContext};
+use crate::config::{Config, Protocol, ReasoningContext};
 use crate::domain::{
     Conversation, ForkedFrom, Item, ItemKind, ItemStatus, Message, MessageMode, MessageSource,
     MessageStatus, Session, TurnStatus, Usage, new_id, now, user_item,
 };
 use crate::index::IndexUpdate;
 use crate::index::rebuild::{self, LoadedConversation};
+use crate::model::tokens::Tokenizer;
 use crate::store::records::{ConversationChanges, ConversationCreated, MetaRecord, SessionRecord};
 use crate::store::state::ConversationState;
 use crate::store::{JsonlWriter, StoreError};
@@ -159,7 +160,8 @@ pub fn spawn(
         root_items.last().map_or(0, |item| item.seq),
     );
     let mut actor = ConversationActor {
-        usage: UsageTracker::estimated(&compaction::model_view(&root_items)),
+        usage: usage_tracker(&shared.config, &state.conversation)
+            .restart(&compaction::model_view(&root_items)),
         compacting: None,
         turn_reasoning_tokens: 0,
         root_history: root_items.clone(),
@@ -834,6 +836,8 @@ impl ConversationActor {
             cancel: cancel.clone(),
             items: Vec::new(),
         });
+        // The meter counts with this turn's model and request (AGENTS.md may have changed).
+        self.usage.adopt(usage_tracker(config, conversation));
         let agent = config.agent(&conversation.agent);
         let model = config.model(&conversation.model);
         let client = self.shared.models.client(config, &conversation.model);
@@ -968,9 +972,11 @@ impl ConversationActor {
             }
             TurnMsg::Usage(usage) => {
                 let carried = self.reasoning_carried();
-                self.usage.report(usage::context_tokens(&usage, carried));
-                if carried {
-                    self.turn_reasoning_tokens += usage.reasoning_tokens;
+                if let Some(tokens) = usage::context_tokens(&usage, carried) {
+                    self.usage.report(tokens);
+                    if carried {
+                        self.turn_reasoning_tokens += usage.reasoning_tokens;
+                    }
                 }
                 self.bus
                     .publish("usage.updated", &json!({ "usage": self.usage_view() }));
@@ -1019,9 +1025,9 @@ impl ConversationActor {
                 self.bus.publish("item.started", &json!({ "item": item }));
             }
             self.bus.publish("item.completed", &json!({ "item": item }));
-            self.usage.add(&item);
             self.on_item_finished(&item);
         }
+        self.usage.stored(&item, is_new);
         Ok(item.seq)
     }
 
@@ -1146,7 +1152,9 @@ impl ConversationActor {
     /// the usage meter start from it.
     fn on_compacted(&mut self, summary: &Item) {
         compaction::mark_compacted(&mut self.root_history);
-        self.usage = UsageTracker::estimated(&compaction::model_view(&self.root_history));
+        self.usage = self
+            .usage
+            .restart(&compaction::model_view(&self.root_history));
         let usage = self.usage_view();
         self.bus.publish(
             "compaction.completed",
@@ -1529,7 +1537,7 @@ impl ConversationActor {
             }
             // The model sees what the files now hold: restored messages and the notice.
             if session_id == self.state.conversation.root_session_id {
-                self.usage = UsageTracker::estimated(&compaction::model_view(&items));
+                self.usage = self.usage.restart(&compaction::model_view(&items));
                 self.root_history = items;
             }
             self.append_meta(vec![MetaRecord::TurnEnded {
@@ -1657,6 +1665,19 @@ fn append_delta(item: &mut Item, delta: &str) {
 }
 
 /// The agent's instructions, with the working directory's AGENTS.md after them (SPEC §7.5).
+/// The usage meter of a conversation's root agent (SPEC §7.2): its model's tokenizer, and what
+/// every request carries besides the history (the instructions with AGENTS.md, the tools).
+fn usage_tracker(config: &Config, conversation: &Conversation) -> UsageTracker {
+    let tokenizer = Tokenizer::for_model(config, &conversation.model);
+    let Some(agent) = config.agent(&conversation.agent) else {
+        return UsageTracker::new(tokenizer, 0);
+    };
+    let instructions = instructions(agent.instructions.as_deref(), &conversation.cwd);
+    let tools = crate::tools::specs(&agent.tools);
+    let overhead = tokenizer.request_overhead(instructions.as_deref(), &tools);
+    UsageTracker::new(tokenizer, overhead)
+}
+
 fn instructions(agent: Option<&str>, cwd: &str) -> Option<String> {
     let agents_md = std::fs::read_to_string(std::path::Path::new(cwd).join("AGENTS.md")).ok();
     match (agent, agents_md) {

@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use serde_json::json;
+use serde_json::{Value, json};
 
 use crate::fake_provider::{
     FakeProvider, INPUT_TOKENS, MODEL_NAME, OUTPUT_TOKENS, REASONING_TOKENS, Recorded, Reply,
@@ -40,6 +40,7 @@ per_protocol!(
     text_streams_and_is_stored,
     a_tool_call_runs_and_its_result_goes_back,
     usage_is_reported,
+    a_report_of_zero_tokens_leaves_the_meter_estimated,
     a_malformed_chunk_is_retried,
     the_api_key_comes_from_the_environment,
     base_urls_with_or_without_the_version_reach_the_api,
@@ -140,6 +141,41 @@ async fn usage_is_reported(wire: Wire) {
         reported[0]["usage"]["reported_tokens"],
         INPUT_TOKENS + OUTPUT_TOKENS - reasoning
     );
+}
+
+/// A provider that reports 0 tokens for a non-empty request does not count: the meter keeps
+/// its estimate of the whole request (the instructions and tool schemas included) and says so,
+/// until an answer reports real counts.
+async fn a_report_of_zero_tokens_leaves_the_meter_estimated(wire: Wire) {
+    let fake = FakeProvider::start(wire).await;
+    let server = Server::start_with(ServerOptions {
+        config: Some(fake.config()),
+        ..ServerOptions::default()
+    })
+    .await;
+    fake.push(Reply::Unmetered("Nothing counted.".into()));
+    let created = server.create_and_wait("How many tokens?").await;
+    let id = created["conversation"]["id"].as_str().unwrap();
+    let path = format!("/api/conversations/{id}/usage");
+    let (_, estimated) = server.get(&path).await;
+    assert_eq!(estimated["source"], "estimated", "{estimated}");
+    assert_eq!(estimated["reported_tokens"], Value::Null, "{estimated}");
+    // The shell tool's schema alone is about a hundred tokens; the two messages a few each.
+    let used = estimated["used_tokens"].as_u64().unwrap();
+    assert!((100..1_000).contains(&used), "{estimated}");
+    assert_eq!(estimated["estimated_since_report"], used, "{estimated}");
+
+    fake.push(Reply::text("Counted."));
+    let (status, sent) = server
+        .post(
+            &format!("/api/conversations/{id}/messages"),
+            json!({ "text": "And now?" }),
+        )
+        .await;
+    assert_eq!(status, 202, "{sent}");
+    server.wait_idle(id).await;
+    let (_, reported) = server.get(&path).await;
+    assert_eq!(reported["source"], "reported", "{reported}");
 }
 
 async fn a_malformed_chunk_is_retried(wire: Wire) {
