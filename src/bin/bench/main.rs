@@ -9,6 +9,7 @@
 //!   stream on its own (`decode`).
 //! - `fork`: fork and rewind latency over a generated 10,000-item conversation.
 //! - `decode`: decoding a provider's stream alone, as a burst and at a provider's pace.
+//! - `tokens`: estimating a 100,000-token history for the usage meter.
 
 mod decode;
 mod fake_provider;
@@ -16,6 +17,7 @@ mod fork;
 mod foundation;
 mod sse;
 mod text;
+mod tokens;
 mod turns;
 
 use std::fs;
@@ -52,6 +54,8 @@ enum Bench {
     Fork(fork::ForkArgs),
     /// Decoding a provider's stream on its own: a burst, and chunks at a provider's pace.
     Decode(decode::DecodeArgs),
+    /// What counting tokens for the usage meter costs: estimating a 100,000-token history.
+    Tokens(tokens::TokensArgs),
 }
 
 /// The health check is polled this often while the server starts.
@@ -65,6 +69,7 @@ fn main() -> anyhow::Result<()> {
         Bench::Turns(args) => turns::turns(&args),
         Bench::Fork(args) => fork::fork(&args),
         Bench::Decode(args) => decode::decode(&args),
+        Bench::Tokens(args) => tokens::tokens(&args),
     }
 }
 
