@@ -56,7 +56,10 @@ pub fn tokens(args: &TokensArgs) -> anyhow::Result<()> {
     }
     let warm = median_duration(&warm);
     let mut out = String::new();
-    let _ = writeln!(out, "| Measurement | Result | Target | |\n|---|---|---|---|");
+    let _ = writeln!(
+        out,
+        "| Measurement | Result | Target | |\n|---|---|---|---|"
+    );
     let _ = writeln!(
         out,
         "| estimating a {}-token history ({} items, {:.0} KB of text), counts remembered (median of {}) | {:.2} ms | < {} ms | {} |",
