@@ -17,6 +17,7 @@ mod reindex;
 mod retries;
 mod send;
 mod shell_orphans;
+mod subagents;
 mod terminal;
 mod turns;
 mod ui;
