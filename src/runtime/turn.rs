@@ -188,11 +188,14 @@ async fn drive(spec: TurnSpec, link: &ActorLink) -> Result<(), TurnStop> {
         }
 
         let answer = call_model(&spec, &history, step, link).await?;
-        for item in &answer.items {
-            usage.add(item);
+        for item in answer.items.iter().chain(&answer.tool_calls) {
+            usage.stored(item, true);
         }
-        if let Some(reported) = answer.usage {
-            usage.report(context_tokens(&reported, spec.reasoning_carried));
+        if let Some(tokens) = answer
+            .usage
+            .and_then(|reported| context_tokens(&reported, spec.reasoning_carried))
+        {
+            usage.report(tokens);
         }
         history.extend(answer.items);
         if answer.tool_calls.is_empty() {
@@ -202,7 +205,8 @@ async fn drive(spec: TurnSpec, link: &ActorLink) -> Result<(), TurnStop> {
         while let Some(call) = calls.next() {
             match run_tool_call(&spec, call, link).await {
                 Ok(item) => {
-                    usage.add(&item);
+                    // Its call was counted with the answer (and is in the report).
+                    usage.stored(&item, false);
                     history.push(item);
                 }
                 Err(stop) => {
@@ -245,7 +249,7 @@ async fn compact(
             summary.seq = link.store(summary.clone()).await?;
             history.push(summary.clone());
             compaction::mark_compacted(history);
-            *usage = UsageTracker::estimated(&compaction::model_view(history));
+            *usage = usage.restart(&compaction::model_view(history));
             link.send(TurnMsg::Compacted { summary });
             Ok(())
         }

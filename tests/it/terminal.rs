@@ -52,6 +52,7 @@ Hello from a script
 /resume
 /queue
 /bogus
+/shell ls -l
 /quit
 ";
     let (ok, out, err) = chat(&["--url", &server.base], script, workdir.path()).await;
@@ -71,6 +72,7 @@ Hello from a script
         "your message was: /shell echo output-from-the-tool]",
         "[/queue TEXT sends TEXT to wait until the agent is done]",
         "[unknown command /bogus; /help lists them]",
+        "[/shell is not a command here but a directive for the demo model: send it to the model with //shell ls -l]",
     ];
     let mut from = 0;
     for expected in expect {

@@ -49,7 +49,9 @@ impl SessionRun {
         SessionRun {
             id,
             last_seq: history.last().map_or(0, |item| item.seq),
-            usage: UsageTracker::estimated(&compaction::model_view(&history)),
+            // The model's tokenizer and the request overhead come with the first turn's spec
+            // (`ConversationActor::turn_spec`); until then the default encoding counts.
+            usage: UsageTracker::default().restart(&compaction::model_view(&history)),
             history,
             running: None,
             pending: PendingQueue::default(),

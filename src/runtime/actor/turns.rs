@@ -16,6 +16,7 @@ use crate::domain::{
     Item, ItemKind, ItemStatus, Message, MessageStatus, TurnStatus, new_id, now, user_item,
 };
 use crate::index::IndexUpdate;
+use crate::model::tokens::Tokenizer;
 use crate::runtime::compaction::Reason;
 use crate::runtime::pending::Waiting;
 use crate::runtime::turn::{self, FromTurn, TurnMsg, TurnSpec};
@@ -229,6 +230,11 @@ impl ConversationActor {
         let session: Arc<str> = Arc::from(session_id);
         match spec {
             Ok(spec) => {
+                // The meter counts with this turn's model and request (AGENTS.md may have
+                // changed, or the model).
+                if let Some(run) = self.run_mut(session_id) {
+                    run.usage.adopt(spec.usage);
+                }
                 tokio::spawn(turn::run(spec, session, sender));
             }
             Err(error) => {
@@ -263,20 +269,28 @@ impl ConversationActor {
         let model = config.model(&session.model).ok_or_else(missing)?;
         let client = self.shared.models.client(config, &session.model)?;
         let compactor = self.compactor(&session.agent)?;
-        let tools = crate::tools::specs(&agent.tools)
+        let tools: Vec<_> = crate::tools::specs(&agent.tools)
             .into_iter()
             .map(|spec| super::subagents::described(spec, config))
             .collect();
+        let instructions = instructions(
+            agent.instructions.as_deref(),
+            &conversation.cwd,
+            session.parent_id.is_some(),
+        );
+        // What every request of this turn carries besides the history (SPEC §7.2).
+        let tokenizer = Tokenizer::for_model(config, &session.model);
+        let mut usage = usage;
+        usage.adopt(usage::UsageTracker::new(
+            tokenizer,
+            tokenizer.request_overhead(instructions.as_deref(), &tools),
+        ));
         Ok(TurnSpec {
             session_id: session_id.to_owned(),
             turn_id: turn_id.to_owned(),
             client,
             model_name: model.name.clone(),
-            instructions: instructions(
-                agent.instructions.as_deref(),
-                &conversation.cwd,
-                session.parent_id.is_some(),
-            ),
+            instructions,
             history,
             tools,
             tool_context: ToolContext {
@@ -372,8 +386,10 @@ impl ConversationActor {
             }
             TurnMsg::Usage(usage) => {
                 let carried = self.reasoning_carried(session_id);
-                if let Some(run) = self.run_mut(session_id) {
-                    run.usage.report(usage::context_tokens(&usage, carried));
+                if let Some(run) = self.run_mut(session_id)
+                    && let Some(tokens) = usage::context_tokens(&usage, carried)
+                {
+                    run.usage.report(tokens);
                     if carried {
                         run.turn_reasoning_tokens += usage.reasoning_tokens;
                     }
@@ -440,10 +456,11 @@ impl ConversationActor {
                 self.bus.publish("item.started", &json!({ "item": item }));
             }
             self.bus.publish("item.completed", &json!({ "item": item }));
-            if let Some(run) = self.run_mut(session_id) {
-                run.usage.add(&item);
-            }
             self.on_item_finished(&item);
+        }
+        // A tool call's arguments count when it is first stored, its output when it ends.
+        if let Some(run) = self.run_mut(session_id) {
+            run.usage.stored(&item, is_new);
         }
         Ok(item.seq)
     }
