@@ -46,13 +46,21 @@ impl Renderer {
             "snapshot" => {
                 let root = &data["conversation"]["root_session_id"];
                 self.root_session = root.as_str().map(str::to_owned);
+                let mut out = String::new();
                 for session in data["sessions"].as_array().into_iter().flatten() {
-                    if session["id"] != *root {
-                        self.sub_agents
-                            .insert(text(&session["id"]), text(&session["agent"]));
+                    if session["id"] == *root {
+                        continue;
+                    }
+                    let (id, agent) = (text(&session["id"]), text(&session["agent"]));
+                    let new = self.sub_agents.insert(id.clone(), agent.clone()).is_none();
+                    // One this terminal has not seen start, and that works now.
+                    if new && session["status"] == "running" {
+                        out += &self.line(&format!(
+                            "[sub-agent `{agent}` ({id}) is working on: {}]",
+                            first_line(session["task"].as_str().unwrap_or_default())
+                        ));
                     }
                 }
-                let mut out = String::new();
                 if data["compacting"] == true {
                     out += &self.line("[compressing the context…]");
                 }
@@ -409,6 +417,26 @@ mod tests {
              [sub-agent `reviewer` (s_sub) finished its turn]\n\
              [report] Report: fine\n"
         );
+    }
+
+    #[test]
+    fn a_snapshot_shows_the_sub_agents_at_work() {
+        let mut r = Renderer::default();
+        let snapshot = json!({
+            "conversation": { "root_session_id": "s_root" },
+            "sessions": [
+                { "id": "s_root", "agent": "default", "status": "running" },
+                { "id": "s_a", "agent": "reviewer", "status": "running", "task": "check it" },
+                { "id": "s_b", "agent": "default", "status": "idle", "task": "done already" },
+            ],
+            "running": [],
+        });
+        assert_eq!(
+            r.event("snapshot", &snapshot),
+            "[sub-agent `reviewer` (s_a) is working on: check it]\n"
+        );
+        // A later snapshot (a reconnect) does not repeat it.
+        assert_eq!(r.event("snapshot", &snapshot), "");
     }
 
     #[test]

@@ -403,3 +403,39 @@ async fn reasoning_goes_back_to_the_model_as_its_reasoning_context_says() {
         );
     }
 }
+
+/// The meter estimates the whole request even before a session's first turn in this run: a
+/// conversation loaded after a restart counts its agent's instructions and tool schemas.
+#[tokio::test]
+async fn after_a_restart_the_estimate_still_counts_the_instructions_and_tools() {
+    let instructions = "Check every claim twice before you answer. ".repeat(200);
+    let config = format!(
+        "[agents.default]\ndescription = \"careful\"\nmodel = \"demo\"\ninstructions = \"{instructions}\"\n"
+    );
+    let server = Server::start_with(ServerOptions {
+        config: Some(config.clone()),
+        ..ServerOptions::default()
+    })
+    .await;
+    let created = server.create_and_wait("Hello").await;
+    let id = created["conversation"]["id"].as_str().unwrap().to_owned();
+    let path = format!("/api/conversations/{id}/usage");
+    let (_, before) = server.get(&path).await;
+    let data_dir = server.stop().await;
+    let server = Server::start_with(ServerOptions {
+        data_dir: Some(data_dir),
+        config: Some(config),
+        ..ServerOptions::default()
+    })
+    .await;
+    let (_, after) = server.get(&path).await;
+    assert_eq!(after["source"], "estimated", "{after}");
+    // 200 sentences of 8 words: well over a thousand tokens, whatever the encoding.
+    let used = after["used_tokens"].as_u64().unwrap();
+    assert!(used > 1_500, "the instructions are not counted: {after}");
+    let reported = before["used_tokens"].as_u64().unwrap();
+    assert!(
+        used.abs_diff(reported) * 10 < reported,
+        "the estimate ({used}) is far from the last count ({reported})"
+    );
+}

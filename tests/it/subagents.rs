@@ -997,10 +997,8 @@ async fn the_terminal_lists_sub_agents_and_shows_their_turns_as_lines() {
     let (ok, out, err) =
         crate::terminal::chat(&["--url", &server.base], script, workdir.path()).await;
     assert!(ok, "stdout:\n{out}\nstderr:\n{err}");
-    assert!(
-        out.contains("[sub-agent `default` (s_") && out.contains(") started: look around]"),
-        "{out}"
-    );
+    // (Whether the sub-agent's start shows as its own line depends on whether it began before
+    // the terminal's stream did; the renderer's unit tests cover both.)
     assert!(out.contains("[root default ("), "{out}");
     assert!(out.contains("  [sub-agent default ("), "{out}");
     assert!(out.contains(": look around]"), "{out}");

@@ -49,8 +49,8 @@ impl SessionRun {
         SessionRun {
             id,
             last_seq: history.last().map_or(0, |item| item.seq),
-            // The model's tokenizer and the request overhead come with the first turn's spec
-            // (`ConversationActor::turn_spec`); until then the default encoding counts.
+            // The actor sets the model's tokenizer and the request overhead right after
+            // (`ConversationActor::reset_meter`); a turn's spec adopts them again.
             usage: UsageTracker::default().restart(&compaction::model_view(&history)),
             history,
             running: None,

@@ -190,6 +190,7 @@ impl ConversationActor {
                 .collect();
         }
         for turn in turns {
+            self.reset_meter(turn.session_id());
             if let Err(error) = self.begin_turn(turn) {
                 // Stored as started: the next load closes it, as after a crash.
                 tracing::error!(%error, conversation = %self.id, "a sub-agent's first turn could not begin");

@@ -37,6 +37,12 @@ pub(super) struct PreparedTurn {
     new_session: bool,
 }
 
+impl PreparedTurn {
+    pub(super) fn session_id(&self) -> &str {
+        &self.session_id
+    }
+}
+
 /// `item.delta`, the most frequent event: serialized straight from borrowed fields.
 #[derive(Serialize)]
 struct DeltaEvent<'a> {
@@ -309,15 +315,7 @@ impl ConversationActor {
         let model = config.model(&session.model).ok_or_else(missing)?;
         let client = self.shared.models.client(config, &session.model)?;
         let compactor = self.compactor(&session.agent)?;
-        let tools: Vec<_> = crate::tools::specs(&agent.tools)
-            .into_iter()
-            .map(|spec| super::subagents::described(spec, config))
-            .collect();
-        let instructions = instructions(
-            agent.instructions.as_deref(),
-            &conversation.cwd,
-            session.parent_id.is_some(),
-        );
+        let (instructions, tools) = self.request_parts(session, agent);
         // What every request of this turn carries besides the history (SPEC §7.2).
         let tokenizer = Tokenizer::for_model(config, &session.model);
         let mut usage = usage;
@@ -349,6 +347,43 @@ impl ConversationActor {
             reasoning_context: model.reasoning_context,
             reasoning_carried,
         })
+    }
+
+    /// What every request of a session carries besides its history: its agent's
+    /// instructions (with AGENTS.md) and tool schemas.
+    fn request_parts(
+        &self,
+        session: &crate::domain::Session,
+        agent: &crate::config::AgentConfig,
+    ) -> (Option<String>, Vec<crate::model::ToolSpec>) {
+        let config = &self.shared.config;
+        let tools = crate::tools::specs(&agent.tools)
+            .into_iter()
+            .map(|spec| super::subagents::described(spec, config))
+            .collect();
+        let instructions = instructions(
+            agent.instructions.as_deref(),
+            &self.state.conversation.cwd,
+            session.parent_id.is_some(),
+        );
+        (instructions, tools)
+    }
+
+    /// Starts a session's meter over from its history, counted with its model's tokenizer and
+    /// with the fixed part of its requests (SPEC §7.2): when a session is loaded or created,
+    /// and when its model changes. (A turn adopts them again, as AGENTS.md may change.)
+    pub(super) fn reset_meter(&mut self, session_id: &str) {
+        let config = &self.shared.config;
+        let basis = self.state.session(session_id).and_then(|session| {
+            let agent = config.agent(&session.agent)?;
+            let (instructions, tools) = self.request_parts(session, agent);
+            let tokenizer = Tokenizer::for_model(config, &session.model);
+            let overhead = tokenizer.request_overhead(instructions.as_deref(), &tools);
+            Some(usage::UsageTracker::new(tokenizer, overhead))
+        });
+        if let (Some(basis), Some(run)) = (basis, self.sessions.get_mut(session_id)) {
+            run.usage = basis.restart(&crate::runtime::compaction::model_view(&run.history));
+        }
     }
 
     /// Whether a session's model gets reasoning back (the Responses API with a
@@ -826,6 +861,7 @@ impl ConversationActor {
             if let Some(run) = self.sessions.get_mut(&session_id) {
                 *run = super::session::SessionRun::new(session_id.clone(), items);
             }
+            self.reset_meter(&session_id);
             self.append_meta(vec![MetaRecord::TurnEnded {
                 session_id,
                 turn_id,
