@@ -15,6 +15,7 @@
 //! Data flows one way: HTTP → runtime actor → store (append, fsync) → index → event bus → SSE.
 
 pub mod client;
+pub mod cluster;
 pub mod config;
 pub mod domain;
 pub mod http;

@@ -2,6 +2,7 @@
 //! through sqlx, WAL mode). Everything here can be rebuilt from the directories by `reindex`;
 //! nothing is written here that is not already fsynced in a JSONL file.
 
+pub mod postgres;
 pub mod rebuild;
 
 use std::collections::HashMap;
@@ -724,7 +725,7 @@ fn search_rowid(num: i64, seq: u64) -> Option<i64> {
     (seq < 1 << SEQ_BITS).then_some((num << SEQ_BITS) | seq as i64)
 }
 
-fn indexed_text(text: &str) -> &str {
+pub(crate) fn indexed_text(text: &str) -> &str {
     if text.len() <= MAX_INDEXED_BYTES {
         return text;
     }
@@ -774,11 +775,11 @@ fn push_search_terms(sql: &mut QueryBuilder<Sqlite>, search: &str) {
     }
 }
 
-fn encode_cursor(updated_at: i64, id: String) -> String {
+pub(crate) fn encode_cursor(updated_at: i64, id: String) -> String {
     format!("{updated_at}.{id}")
 }
 
-fn decode_cursor(cursor: &str) -> Result<(i64, String), IndexError> {
+pub(crate) fn decode_cursor(cursor: &str) -> Result<(i64, String), IndexError> {
     let (updated_at, id) = cursor.split_once('.').ok_or(IndexError::BadCursor)?;
     let updated_at = updated_at.parse().map_err(|_| IndexError::BadCursor)?;
     Ok((updated_at, id.to_owned()))

@@ -4,6 +4,7 @@ mod fake_provider;
 mod harness;
 
 mod bad_input;
+mod cluster;
 mod compaction;
 mod conversations;
 mod crash;
@@ -12,6 +13,7 @@ mod history;
 mod http_fixes;
 mod lock;
 mod messages;
+mod postgres;
 mod providers;
 mod reindex;
 mod retries;

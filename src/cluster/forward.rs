@@ -1,0 +1,132 @@
+//! Forwarding a request to the instance that owns its conversation: the same method, path,
+//! query, headers and body, and the answer streamed back as it comes (an SSE stream stays a
+//! stream; `Last-Event-ID` goes along like any header). A forwarded request carries
+//! `x-openvaala-forwarded`, and is never forwarded again, so ownership that moves meanwhile
+//! ends in a clear 503 rather than a loop.
+
+use std::time::Duration;
+
+use axum::body::Body;
+use axum::extract::Request;
+use axum::http::{HeaderMap, HeaderName, HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use futures::TryStreamExt;
+
+/// Marks a request one instance sent another (its value: the sender's instance id).
+pub const FORWARDED: HeaderName = HeaderName::from_static("x-openvaala-forwarded");
+
+/// The largest body forwarded (the service refuses larger ones before this point anyway).
+const MAX_BODY: usize = 64 * 1024 * 1024;
+
+/// How long reaching the owner may take before the client is told to retry.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(2);
+
+/// The HTTP client instances forward with (connections to each owner are kept and reused).
+pub fn client() -> reqwest::Client {
+    reqwest::Client::builder()
+        .connect_timeout(CONNECT_TIMEOUT)
+        .tcp_nodelay(true)
+        .pool_idle_timeout(Duration::from_secs(90))
+        .build()
+        .expect("the forwarding client builds")
+}
+
+/// Sends `request` to the instance at `addr` and streams its answer back. `instance` is this
+/// instance's id, for the `x-openvaala-forwarded` header.
+pub async fn forward(
+    client: &reqwest::Client,
+    addr: &str,
+    instance: &str,
+    request: Request,
+) -> Response {
+    let (parts, body) = request.into_parts();
+    let path = parts.uri.path_and_query().map_or("/", |path| path.as_str());
+    let url = format!("http://{addr}{path}");
+    let method = match reqwest::Method::from_bytes(parts.method.as_str().as_bytes()) {
+        Ok(method) => method,
+        Err(_) => return unavailable("the request's method cannot be forwarded"),
+    };
+    let mut headers = outgoing_headers(&parts.headers);
+    if let Ok(value) = HeaderValue::from_str(instance) {
+        headers.insert(FORWARDED, value);
+    }
+    // Bodies are small JSON (the service limits them); read whole, they are sent with their
+    // length rather than chunked.
+    let body = match axum::body::to_bytes(body, MAX_BODY).await {
+        Ok(body) => body,
+        Err(_) => return unavailable("the request's body could not be read"),
+    };
+    let mut outgoing = client.request(method, &url).headers(headers);
+    if !body.is_empty() {
+        outgoing = outgoing.body(body);
+    }
+    let answer = outgoing.send().await;
+    let answer = match answer {
+        Ok(answer) => answer,
+        Err(error) => {
+            tracing::warn!(%error, %addr, "the owner of a conversation does not answer");
+            return unavailable(
+                "the instance that owns this conversation does not answer; it is taken over \
+                 when its lease expires: retry in a few seconds",
+            );
+        }
+    };
+    let mut response = Response::builder()
+        .status(StatusCode::from_u16(answer.status().as_u16()).unwrap_or(StatusCode::BAD_GATEWAY));
+    if let Some(headers) = response.headers_mut() {
+        for (name, value) in answer.headers() {
+            if !is_hop_by_hop(name.as_str()) {
+                headers.append(name.clone(), value.clone());
+            }
+        }
+    }
+    let stream = answer.bytes_stream().map_err(std::io::Error::other);
+    response
+        .body(Body::from_stream(stream))
+        .unwrap_or_else(|_| unavailable("the owner's answer could not be passed on"))
+}
+
+/// The request's headers as the owner should see them: without hop-by-hop headers, `Host`
+/// (the client sets the owner's) and `Origin` (this instance has already checked it against
+/// its own address; the owner's address differs, and would refuse it).
+fn outgoing_headers(incoming: &HeaderMap) -> reqwest::header::HeaderMap {
+    let mut headers = reqwest::header::HeaderMap::new();
+    for (name, value) in incoming {
+        let name_str = name.as_str();
+        if is_hop_by_hop(name_str)
+            || name == header::HOST
+            || name == header::ORIGIN
+            || name == header::CONTENT_LENGTH
+            || name == FORWARDED
+        {
+            continue;
+        }
+        headers.append(name.clone(), value.clone());
+    }
+    headers
+}
+
+fn is_hop_by_hop(name: &str) -> bool {
+    matches!(
+        name,
+        "connection"
+            | "keep-alive"
+            | "proxy-authenticate"
+            | "proxy-authorization"
+            | "te"
+            | "trailer"
+            | "transfer-encoding"
+            | "upgrade"
+    )
+}
+
+/// 503 in the API's error shape, with a retry hint.
+pub fn unavailable(message: &str) -> Response {
+    let body = serde_json::json!({ "error": { "code": "unavailable", "message": message } });
+    (
+        StatusCode::SERVICE_UNAVAILABLE,
+        [(header::RETRY_AFTER, "2")],
+        axum::Json(body),
+    )
+        .into_response()
+}

@@ -1,0 +1,273 @@
+//! Conversation leases (DESIGN invariant 2 across machines): an instance may write a
+//! conversation's files only while it holds that conversation's lease in PostgreSQL. Leases
+//! expire by the database's clock; the owner renews all of its leases together in the
+//! background and stops writing before a lease can have expired (`Fence::holds`). Each new
+//! owner gets a larger epoch, stamped on every record it writes, so a reader can tell records
+//! of a stale writer.
+//!
+//! The timing argument (also in ARCHITECTURE.md):
+//! - A claim or renewal sets `expires_at = now() + ttl` by the database's clock, at some moment
+//!   after the request was sent. So the database keeps the lease at least until
+//!   `sent + ttl`, measured on the database's clock.
+//! - The owner, on its own monotonic clock, treats the lease as held until
+//!   `sent + ttl - margin`, where `sent` is read before the request goes out. With clock rates
+//!   that differ by less than `margin / ttl` (a few percent here; real clocks differ by parts
+//!   per million), the owner's deadline comes before the database's expiry.
+//! - Another instance takes a conversation only when the database says its lease expired.
+//!   So at no moment may two instances write: the old owner stopped at its deadline, before
+//!   the expiry that lets the new one in.
+//! - A renewal that fails (the database is down, the lease was taken) leaves the deadline
+//!   where it was: the owner stops writing then. Renewals run every `ttl / 4`, so three can
+//!   fail before an owner that is merely slow loses anything.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, LazyLock, Mutex};
+use std::time::{Duration, Instant};
+
+use sqlx::{PgPool, Row};
+
+/// The process's clock origin, for deadlines held in atomics.
+static ORIGIN: LazyLock<Instant> = LazyLock::new(Instant::now);
+
+fn now_ns() -> u64 {
+    ORIGIN.elapsed().as_nanos() as u64
+}
+
+/// What an instance knows of its leases, and how it claims and renews them.
+#[derive(Clone)]
+pub struct Leases {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    pool: PgPool,
+    instance: String,
+    ttl: Duration,
+    margin: Duration,
+    held: Mutex<HashMap<String, Fence>>,
+}
+
+/// The right to write one conversation: its epoch, and until when (on this instance's clock)
+/// the lease is known to hold. Cheap to clone; the renewal task moves the deadline.
+#[derive(Debug, Clone)]
+pub struct Fence {
+    pub epoch: u64,
+    deadline_ns: Arc<AtomicU64>,
+}
+
+impl Fence {
+    /// Whether the lease still holds: writing is allowed.
+    pub fn holds(&self) -> bool {
+        now_ns() < self.deadline_ns.load(Ordering::Acquire)
+    }
+
+    fn extend_to(&self, deadline: Instant) {
+        let ns = deadline.saturating_duration_since(*ORIGIN).as_nanos() as u64;
+        self.deadline_ns.fetch_max(ns, Ordering::AcqRel);
+    }
+
+    fn revoke(&self) {
+        self.deadline_ns.store(0, Ordering::Release);
+    }
+}
+
+/// The outcome of a claim.
+#[derive(Debug, Clone)]
+pub enum Claim {
+    /// This instance owns the conversation now.
+    Owned(Fence),
+    /// Another instance does, and answers at `addr`.
+    HeldBy { owner: String, addr: String },
+}
+
+impl Leases {
+    pub fn new(pool: PgPool, instance: String, ttl: Duration) -> Leases {
+        Leases {
+            inner: Arc::new(Inner {
+                pool,
+                instance,
+                margin: (ttl / 10).max(Duration::from_millis(200)),
+                ttl,
+                held: Mutex::new(HashMap::new()),
+            }),
+        }
+    }
+
+    pub fn ttl(&self) -> Duration {
+        self.inner.ttl
+    }
+
+    /// The lease of a conversation this instance holds now, if any.
+    pub fn held(&self, conversation_id: &str) -> Option<Fence> {
+        let held = self.inner.held.lock().expect("leases lock");
+        held.get(conversation_id)
+            .filter(|fence| fence.holds())
+            .cloned()
+    }
+
+    /// How many conversations this instance owns now.
+    pub fn owned(&self) -> usize {
+        let held = self.inner.held.lock().expect("leases lock");
+        held.values().filter(|fence| fence.holds()).count()
+    }
+
+    /// Claims a conversation: a lease this instance already holds, else a free or expired
+    /// one (with the next epoch), else who holds it. `at_least` is the epoch the files already
+    /// carry: a new owner's epoch is always above it, even after the table was rebuilt.
+    pub async fn claim(&self, conversation_id: &str, at_least: u64) -> Result<Claim, sqlx::Error> {
+        if let Some(fence) = self.held(conversation_id) {
+            return Ok(Claim::Owned(fence));
+        }
+        let inner = &self.inner;
+        let sent = Instant::now();
+        let row = sqlx::query(
+            "INSERT INTO leases (conversation_id, owner, epoch, expires_at)
+             VALUES ($1, $2, $3 + 1, now() + $4 * interval '1 millisecond')
+             ON CONFLICT (conversation_id) DO UPDATE
+             SET owner = excluded.owner, epoch = GREATEST(leases.epoch, $3) + 1,
+                 expires_at = excluded.expires_at
+             WHERE leases.expires_at < now() OR leases.owner = excluded.owner
+             RETURNING epoch",
+        )
+        .bind(conversation_id)
+        .bind(&inner.instance)
+        .bind(at_least as i64)
+        .bind(inner.ttl.as_millis() as i64)
+        .fetch_optional(&inner.pool)
+        .await?;
+        if let Some(row) = row {
+            let fence = Fence {
+                epoch: row.get::<i64, _>(0) as u64,
+                deadline_ns: Arc::new(AtomicU64::new(0)),
+            };
+            fence.extend_to(sent + inner.ttl - inner.margin);
+            inner
+                .held
+                .lock()
+                .expect("leases lock")
+                .insert(conversation_id.to_owned(), fence.clone());
+            return Ok(Claim::Owned(fence));
+        }
+        let row = sqlx::query(
+            "SELECT leases.owner, instances.addr FROM leases
+             JOIN instances ON instances.id = leases.owner
+             WHERE leases.conversation_id = $1",
+        )
+        .bind(conversation_id)
+        .fetch_optional(&inner.pool)
+        .await?;
+        match row {
+            Some(row) => Ok(Claim::HeldBy {
+                owner: row.get(0),
+                addr: row.get(1),
+            }),
+            // Held by an instance that has left the table (it stopped): wait for the expiry.
+            None => Err(sqlx::Error::RowNotFound),
+        }
+    }
+
+    /// Gives a conversation up (it left memory): its lease expires now, its epoch stays.
+    pub async fn release(&self, conversation_id: &str) {
+        let fence = self
+            .inner
+            .held
+            .lock()
+            .expect("leases lock")
+            .remove(conversation_id);
+        let Some(fence) = fence else {
+            return;
+        };
+        fence.revoke();
+        let released = sqlx::query(
+            "UPDATE leases SET expires_at = now() WHERE conversation_id = $1 AND owner = $2",
+        )
+        .bind(conversation_id)
+        .bind(&self.inner.instance)
+        .execute(&self.inner.pool)
+        .await;
+        if let Err(error) = released {
+            // It expires on its own within the lease time.
+            tracing::warn!(%error, conversation = %conversation_id, "cannot release a lease");
+        }
+    }
+
+    /// Renews every lease this instance holds, in one statement. Leases the database no
+    /// longer gives this instance are revoked here at once; if the database does not answer,
+    /// the deadlines stay and pass. Returns the conversations whose lease is gone.
+    pub async fn renew(&self) -> Result<Vec<String>, sqlx::Error> {
+        let inner = &self.inner;
+        let ids: Vec<String> = inner
+            .held
+            .lock()
+            .expect("leases lock")
+            .keys()
+            .cloned()
+            .collect();
+        let sent = Instant::now();
+        let rows = sqlx::query(
+            "UPDATE leases SET expires_at = now() + $3 * interval '1 millisecond'
+             WHERE owner = $1 AND conversation_id = ANY($2) AND expires_at >= now()
+             RETURNING conversation_id",
+        )
+        .bind(&inner.instance)
+        .bind(&ids)
+        .bind(inner.ttl.as_millis() as i64)
+        .fetch_all(&inner.pool)
+        .await?;
+        let renewed: std::collections::HashSet<String> =
+            rows.iter().map(|row| row.get::<String, _>(0)).collect();
+        let mut lost = Vec::new();
+        let mut held = inner.held.lock().expect("leases lock");
+        for id in ids {
+            let Some(fence) = held.get(&id) else {
+                continue;
+            };
+            if renewed.contains(&id) {
+                fence.extend_to(sent + inner.ttl - inner.margin);
+            } else {
+                fence.revoke();
+                held.remove(&id);
+                lost.push(id);
+            }
+        }
+        Ok(lost)
+    }
+
+    /// The conversations whose lease passed its deadline without a renewal (the database was
+    /// unreachable): forgotten here, since another instance may own them by now.
+    pub fn expired(&self) -> Vec<String> {
+        let mut held = self.inner.held.lock().expect("leases lock");
+        let gone: Vec<String> = held
+            .iter()
+            .filter(|(_, fence)| !fence.holds())
+            .map(|(id, _)| id.clone())
+            .collect();
+        for id in &gone {
+            held.remove(id);
+        }
+        gone
+    }
+
+    /// Every lease this instance holds expires now (a clean stop).
+    pub async fn release_all(&self) {
+        let held: Vec<Fence> = self
+            .inner
+            .held
+            .lock()
+            .expect("leases lock")
+            .drain()
+            .map(|(_, fence)| fence)
+            .collect();
+        for fence in &held {
+            fence.revoke();
+        }
+        let released = sqlx::query("UPDATE leases SET expires_at = now() WHERE owner = $1")
+            .bind(&self.inner.instance)
+            .execute(&self.inner.pool)
+            .await;
+        if let Err(error) = released {
+            tracing::warn!(%error, "cannot release the leases at stop; they expire on their own");
+        }
+    }
+}

@@ -1,0 +1,346 @@
+//! The index in PostgreSQL, for cluster mode: the same rows as the embedded SQLite index
+//! (`sqlite.rs`), written by the same `IndexUpdate`s, with search through `pg_trgm` instead of
+//! FTS5. Every instance reads and writes it; like the SQLite one it is derived from the
+//! conversation directories and rebuilt by `reindex --database-url`.
+
+use std::collections::HashMap;
+use std::time::Duration;
+
+use serde_json::Value;
+use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
+use sqlx::{PgPool, Postgres, QueryBuilder, Row};
+
+use super::{
+    ArchivedFilter, IndexError, IndexUpdate, ListPage, ListQuery, decode_cursor, encode_cursor,
+    indexed_text,
+};
+use crate::domain::Conversation;
+
+/// How long a statement may wait for a connection: PostgreSQL being down must become an
+/// answer ("unavailable") in seconds, not a request hanging.
+const ACQUIRE_TIMEOUT: Duration = Duration::from_secs(3);
+
+/// The pool of one instance's connections to the shared database.
+#[derive(Debug, Clone)]
+pub struct PgIndex {
+    pool: PgPool,
+}
+
+impl PgIndex {
+    /// Connects and brings the schema up to date (migrations run under PostgreSQL's advisory
+    /// lock, so instances starting together do not race).
+    pub async fn open(url: &str) -> Result<PgIndex, IndexError> {
+        let options: PgConnectOptions = url.parse()?;
+        let pool = PgPoolOptions::new()
+            .max_connections(8)
+            .min_connections(1)
+            .acquire_timeout(ACQUIRE_TIMEOUT)
+            .idle_timeout(Duration::from_secs(60))
+            .connect_with(options)
+            .await?;
+        sqlx::migrate!("./migrations/postgres").run(&pool).await?;
+        Ok(PgIndex { pool })
+    }
+
+    pub fn pool(&self) -> &PgPool {
+        &self.pool
+    }
+
+    pub async fn close(&self) {
+        self.pool.close().await;
+    }
+
+    /// Empties the index tables (not the coordination ones) for a rebuild.
+    pub async fn truncate(&self) -> Result<(), IndexError> {
+        sqlx::query("TRUNCATE conversations, sessions, turns, answers, search, runtime_state")
+            .execute(&self.pool)
+            .await?;
+        Ok(())
+    }
+
+    pub async fn apply(&self, updates: &[IndexUpdate<'_>]) -> Result<(), IndexError> {
+        let mut tx = self.pool.begin().await?;
+        for update in updates {
+            apply_one(&mut tx, update).await?;
+        }
+        tx.commit().await?;
+        Ok(())
+    }
+
+    pub async fn remove_conversation(&self, id: &str) -> Result<(), IndexError> {
+        let mut tx = self.pool.begin().await?;
+        for statement in [
+            "DELETE FROM search WHERE conversation_id = $1",
+            "DELETE FROM sessions WHERE conversation_id = $1",
+            "DELETE FROM turns WHERE conversation_id = $1",
+            "DELETE FROM answers WHERE conversation_id = $1",
+            "DELETE FROM conversations WHERE id = $1",
+        ] {
+            sqlx::query(statement).bind(id).execute(&mut *tx).await?;
+        }
+        tx.commit().await?;
+        Ok(())
+    }
+
+    pub async fn get(&self, id: &str) -> Result<Option<Conversation>, IndexError> {
+        let row = sqlx::query("SELECT data FROM conversations WHERE id = $1")
+            .bind(id)
+            .fetch_optional(&self.pool)
+            .await?;
+        match row {
+            Some(row) => Ok(Some(serde_json::from_str(row.get::<&str, _>(0))?)),
+            None => Ok(None),
+        }
+    }
+
+    /// A page of conversations, newest `updated_at` first.
+    pub async fn list(&self, query: &ListQuery) -> Result<ListPage, IndexError> {
+        let limit = query.limit.clamp(1, 500);
+        let mut sql = QueryBuilder::<Postgres>::new(
+            "SELECT data, updated_at, id FROM conversations WHERE TRUE",
+        );
+        match query.archived {
+            ArchivedFilter::Active => sql.push(" AND NOT archived"),
+            ArchivedFilter::Archived => sql.push(" AND archived"),
+            ArchivedFilter::All => &mut sql,
+        };
+        if let Some(cursor) = &query.cursor {
+            let (updated_at, id) = decode_cursor(cursor)?;
+            sql.push(" AND (updated_at, id) < (")
+                .push_bind(updated_at)
+                .push(", ")
+                .push_bind(id)
+                .push(")");
+        }
+        if let Some(search) = query
+            .search
+            .as_deref()
+            .map(str::trim)
+            .filter(|s| !s.is_empty())
+        {
+            sql.push(" AND id IN (SELECT conversation_id FROM search WHERE TRUE");
+            // PostgreSQL's text cannot hold NUL, and no indexed text has one.
+            for term in search.split_whitespace().map(|term| term.replace('\0', "")) {
+                if term.is_empty() {
+                    continue;
+                }
+                // ILIKE with the trigram index: a substring, case-insensitively, in any script.
+                let escaped = term
+                    .replace('\\', "\\\\")
+                    .replace('%', "\\%")
+                    .replace('_', "\\_");
+                sql.push(" AND text ILIKE ")
+                    .push_bind(format!("%{escaped}%"));
+            }
+            sql.push(")");
+        }
+        sql.push(" ORDER BY updated_at DESC, id DESC LIMIT ")
+            .push_bind(i64::from(limit) + 1);
+        let rows = sql.build().fetch_all(&self.pool).await?;
+        let mut conversations = Vec::with_capacity(rows.len());
+        let mut next_cursor = None;
+        for (position, row) in rows.iter().enumerate() {
+            if position == limit as usize {
+                let last = &rows[position - 1];
+                next_cursor = Some(encode_cursor(last.get(1), last.get(2)));
+                break;
+            }
+            conversations.push(serde_json::from_str(row.get::<&str, _>(0))?);
+        }
+        Ok(ListPage {
+            conversations,
+            next_cursor,
+        })
+    }
+
+    pub async fn answer(&self, key: &str) -> Result<Option<(u16, Value)>, IndexError> {
+        let row = sqlx::query("SELECT status, response FROM answers WHERE key = $1")
+            .bind(key)
+            .fetch_optional(&self.pool)
+            .await?;
+        match row {
+            Some(row) => {
+                let status: i32 = row.get(0);
+                let response = serde_json::from_str(row.get::<&str, _>(1))?;
+                Ok(Some((status as u16, response)))
+            }
+            None => Ok(None),
+        }
+    }
+
+    pub async fn meta_lens(&self) -> Result<HashMap<String, u64>, IndexError> {
+        let rows = sqlx::query("SELECT id, meta_len FROM conversations")
+            .fetch_all(&self.pool)
+            .await?;
+        Ok(rows
+            .iter()
+            .map(|row| (row.get::<String, _>(0), row.get::<i64, _>(1) as u64))
+            .collect())
+    }
+
+    pub async fn running_conversation_ids(&self) -> Result<Vec<String>, IndexError> {
+        let rows = sqlx::query("SELECT id FROM conversations WHERE status = 'running'")
+            .fetch_all(&self.pool)
+            .await?;
+        Ok(rows.iter().map(|row| row.get(0)).collect())
+    }
+
+    pub async fn runtime_state(&self, key: &str) -> Result<Option<String>, IndexError> {
+        let row = sqlx::query("SELECT value FROM runtime_state WHERE key = $1")
+            .bind(key)
+            .fetch_optional(&self.pool)
+            .await?;
+        Ok(row.map(|row| row.get(0)))
+    }
+
+    pub async fn set_runtime_state(&self, key: &str, value: &str) -> Result<(), IndexError> {
+        sqlx::query(
+            "INSERT INTO runtime_state (key, value) VALUES ($1, $2)
+             ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+        )
+        .bind(key)
+        .bind(value)
+        .execute(&self.pool)
+        .await?;
+        Ok(())
+    }
+
+    /// Whether the database answers now (for `/api/health`).
+    pub async fn ping(&self) -> Result<(), IndexError> {
+        sqlx::query("SELECT 1").execute(&self.pool).await?;
+        Ok(())
+    }
+}
+
+async fn apply_one(
+    tx: &mut sqlx::Transaction<'_, Postgres>,
+    update: &IndexUpdate<'_>,
+) -> Result<(), IndexError> {
+    match update {
+        IndexUpdate::Conversation {
+            conversation,
+            meta_len,
+        } => {
+            // A row only moves forward in its log: an older fact arriving late is ignored.
+            sqlx::query(
+                "INSERT INTO conversations (id, updated_at, archived, status, meta_len, data)
+                 VALUES ($1, $2, $3, $4, $5, $6)
+                 ON CONFLICT (id) DO UPDATE SET updated_at = excluded.updated_at,
+                 archived = excluded.archived, status = excluded.status,
+                 meta_len = excluded.meta_len, data = excluded.data
+                 WHERE excluded.meta_len >= conversations.meta_len",
+            )
+            .bind(&conversation.id)
+            .bind(conversation.updated_at.timestamp_micros())
+            .bind(conversation.archived)
+            .bind(conversation.status.as_str())
+            .bind(*meta_len as i64)
+            .bind(serde_json::to_string(conversation)?)
+            .execute(&mut **tx)
+            .await?;
+        }
+        IndexUpdate::Title {
+            conversation_id,
+            title,
+        } => put_search_row(tx, conversation_id, 0, title).await?,
+        IndexUpdate::Session {
+            conversation_id,
+            session,
+        } => {
+            sqlx::query(
+                "INSERT INTO sessions (id, conversation_id, data) VALUES ($1, $2, $3)
+                 ON CONFLICT (id) DO UPDATE SET data = excluded.data",
+            )
+            .bind(&session.id)
+            .bind(conversation_id)
+            .bind(serde_json::to_string(session)?)
+            .execute(&mut **tx)
+            .await?;
+        }
+        IndexUpdate::Turn {
+            conversation_id,
+            turn,
+        } => {
+            // A finished turn never changes again.
+            sqlx::query(
+                "INSERT INTO turns (id, conversation_id, session_id, status, started_at, ended_at, error)
+                 VALUES ($1, $2, $3, $4, $5, $6, $7)
+                 ON CONFLICT (id) DO UPDATE SET status = excluded.status,
+                 ended_at = excluded.ended_at, error = excluded.error
+                 WHERE turns.status = 'running'",
+            )
+            .bind(&turn.id)
+            .bind(conversation_id)
+            .bind(&turn.session_id)
+            .bind(turn.status.as_str())
+            .bind(turn.started_at.to_rfc3339())
+            .bind(turn.ended_at.map(|t| t.to_rfc3339()))
+            .bind(&turn.error)
+            .execute(&mut **tx)
+            .await?;
+        }
+        IndexUpdate::Answer {
+            conversation_id,
+            key,
+            status,
+            response,
+        } => {
+            sqlx::query(
+                "INSERT INTO answers (key, conversation_id, status, response) VALUES ($1, $2, $3, $4)
+                 ON CONFLICT (key) DO NOTHING",
+            )
+            .bind(key)
+            .bind(conversation_id)
+            .bind(i32::from(*status))
+            .bind(serde_json::to_string(response)?)
+            .execute(&mut **tx)
+            .await?;
+        }
+        IndexUpdate::SearchText {
+            conversation_id,
+            seq,
+            text,
+        } => put_search_row(tx, conversation_id, *seq, text).await?,
+        IndexUpdate::CopySearch {
+            from_conversation_id,
+            to_conversation_id,
+            from_seq,
+            below_seq,
+        } => {
+            sqlx::query(
+                "INSERT INTO search (conversation_id, seq, text)
+                 SELECT $1, seq, text FROM search
+                 WHERE conversation_id = $2 AND seq >= $3 AND seq < $4
+                 ON CONFLICT (conversation_id, seq) DO UPDATE SET text = excluded.text",
+            )
+            .bind(to_conversation_id)
+            .bind(from_conversation_id)
+            .bind((*from_seq).max(1) as i64)
+            .bind((*below_seq).min(i64::MAX as u64) as i64)
+            .execute(&mut **tx)
+            .await?;
+        }
+    }
+    Ok(())
+}
+
+/// Writes (or replaces) the search row of a title (seq 0) or a message.
+async fn put_search_row(
+    tx: &mut sqlx::Transaction<'_, Postgres>,
+    conversation_id: &str,
+    seq: u64,
+    text: &str,
+) -> Result<(), IndexError> {
+    // PostgreSQL's text cannot hold NUL; search never needs it.
+    let text = indexed_text(text).replace('\0', "");
+    sqlx::query(
+        "INSERT INTO search (conversation_id, seq, text) VALUES ($1, $2, $3)
+         ON CONFLICT (conversation_id, seq) DO UPDATE SET text = excluded.text",
+    )
+    .bind(conversation_id)
+    .bind(seq as i64)
+    .bind(text)
+    .execute(&mut **tx)
+    .await?;
+    Ok(())
+}

@@ -1,0 +1,176 @@
+//! A real PostgreSQL server for the cluster tests, started by the test itself: `initdb` into a
+//! temporary directory, then `pg_ctl start` on a free loopback port. PostgreSQL refuses to run
+//! as root, so as root its commands run as the `postgres` user (Debian's package creates it).
+//! `.ci/run` installs Debian's `postgresql` when it is missing.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+/// A running PostgreSQL server; stopped (immediately) and removed when dropped.
+pub struct Postgres {
+    bin: PathBuf,
+    data: PathBuf,
+    port: u16,
+    _dir: tempfile::TempDir,
+}
+
+impl Postgres {
+    pub fn start() -> Postgres {
+        let bin = binaries();
+        let dir = tempfile::Builder::new()
+            .prefix("openvaala-pg-")
+            .tempdir()
+            .expect("a temporary directory");
+        if as_root() {
+            let uid = user_id("postgres");
+            std::os::unix::fs::chown(dir.path(), Some(uid), None).expect("chown to postgres");
+        }
+        let data = dir.path().join("data");
+        run(
+            &bin,
+            "initdb",
+            &[
+                "-D",
+                data.to_str().unwrap(),
+                "-U",
+                "postgres",
+                "--auth=trust",
+                "-E",
+                "UTF8",
+                "--no-sync",
+            ],
+        );
+        let port = free_port();
+        let server = Postgres {
+            bin,
+            data,
+            port,
+            _dir: dir,
+        };
+        server.resume();
+        server
+    }
+
+    /// `postgres://…` of the server's `postgres` database.
+    pub fn url(&self) -> String {
+        format!("postgres://postgres@127.0.0.1:{}/postgres", self.port)
+    }
+
+    /// Stops the server (fast: open connections are cut), as an outage would.
+    pub fn stop(&self) {
+        run(
+            &self.bin,
+            "pg_ctl",
+            &[
+                "-D",
+                self.data.to_str().unwrap(),
+                "-m",
+                "fast",
+                "-w",
+                "stop",
+            ],
+        );
+    }
+
+    /// Starts the server again on the same port, with the same data.
+    pub fn resume(&self) {
+        let options = format!(
+            "-p {} -c listen_addresses=127.0.0.1 -k {} -c max_connections=200",
+            self.port,
+            self.data.parent().unwrap().display()
+        );
+        let log = self.data.parent().unwrap().join("postgres.log");
+        run(
+            &self.bin,
+            "pg_ctl",
+            &[
+                "-D",
+                self.data.to_str().unwrap(),
+                "-l",
+                log.to_str().unwrap(),
+                "-o",
+                &options,
+                "-w",
+                "start",
+            ],
+        );
+    }
+}
+
+impl Drop for Postgres {
+    fn drop(&mut self) {
+        let _ = command(&self.bin, "pg_ctl")
+            .args(["-D", self.data.to_str().unwrap(), "-m", "immediate", "stop"])
+            .output();
+    }
+}
+
+/// Where PostgreSQL's server programs are: on PATH, else Debian's versioned directory.
+fn binaries() -> PathBuf {
+    if let Ok(output) = Command::new("sh")
+        .args(["-c", "command -v initdb"])
+        .output()
+        && output.status.success()
+    {
+        let path = PathBuf::from(String::from_utf8_lossy(&output.stdout).trim());
+        if let Some(dir) = path.parent() {
+            return dir.to_owned();
+        }
+    }
+    let mut versions: Vec<PathBuf> = std::fs::read_dir("/usr/lib/postgresql")
+        .expect("PostgreSQL is not installed: apt-get install -y postgresql (.ci/run does it)")
+        .filter_map(|entry| Some(entry.ok()?.path().join("bin")))
+        .filter(|bin| bin.join("initdb").exists())
+        .collect();
+    versions.sort();
+    versions
+        .pop()
+        .expect("no PostgreSQL server programs under /usr/lib/postgresql")
+}
+
+fn as_root() -> bool {
+    // SAFETY: geteuid has no preconditions.
+    unsafe { libc::geteuid() == 0 }
+}
+
+fn user_id(name: &str) -> u32 {
+    let output = Command::new("id")
+        .args(["-u", name])
+        .output()
+        .expect("id runs");
+    String::from_utf8_lossy(&output.stdout)
+        .trim()
+        .parse()
+        .unwrap_or_else(|_| panic!("no `{name}` user to run PostgreSQL as"))
+}
+
+fn command(bin: &Path, program: &str) -> Command {
+    let program = bin.join(program);
+    if as_root() {
+        let mut command = Command::new("runuser");
+        command.args(["-u", "postgres", "--"]).arg(program);
+        command
+    } else {
+        Command::new(program)
+    }
+}
+
+fn run(bin: &Path, program: &str, args: &[&str]) {
+    let output = command(bin, program)
+        .args(args)
+        .output()
+        .unwrap_or_else(|error| panic!("cannot run {program}: {error}"));
+    assert!(
+        output.status.success(),
+        "{program} failed:\n{}{}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|listener| listener.local_addr())
+        .map(|addr| addr.port())
+        .expect("a free port")
+}
