@@ -72,6 +72,16 @@ impl Fence {
     }
 }
 
+impl crate::store::WriteFence for Fence {
+    fn epoch(&self) -> u64 {
+        self.epoch
+    }
+
+    fn holds(&self) -> bool {
+        Fence::holds(self)
+    }
+}
+
 /// The outcome of a claim.
 #[derive(Debug, Clone)]
 pub enum Claim {

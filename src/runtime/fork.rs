@@ -129,7 +129,7 @@ mod tests {
                 },
             ),
         ];
-        let content = encode_lines(&records).unwrap();
+        let content = encode_lines(&records, None).unwrap();
         let turn_cut = cut_offset(&content, &Cut::BeforeTurn("t2"));
         assert_eq!(last_item(&content[..turn_cut]).unwrap().id, "m2");
         let item_cut = cut_offset(&content, &Cut::BeforeItem("m3"));

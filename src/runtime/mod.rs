@@ -409,6 +409,7 @@ impl Runtime {
             &conversation_id,
             &records,
             &[(&root_session_id, &session_records)],
+            None,
         )?;
 
         let loaded = crate::index::rebuild::LoadedConversation {

@@ -8,8 +8,10 @@ use std::path::{Path, PathBuf};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
-use super::StoreError;
+use std::sync::Arc;
+
 use super::records::{Envelope, SCHEMA_VERSION, VersionOnly};
+use super::{StoreError, WriteFence};
 
 /// An open JSONL file that only grows. Owned by one conversation actor (DESIGN invariant 2).
 #[derive(Debug)]
@@ -21,6 +23,9 @@ pub struct JsonlWriter {
     /// A failed append may have left part of its bytes behind, and cutting them off failed
     /// too: the next append must cut them first, or its line would be glued to them.
     needs_cut: bool,
+    /// In cluster mode, the lease this writer writes under: checked before every append, its
+    /// epoch stamped on every line.
+    fence: Option<Arc<dyn WriteFence>>,
 }
 
 impl JsonlWriter {
@@ -39,6 +44,7 @@ impl JsonlWriter {
             file,
             len,
             needs_cut: false,
+            fence: None,
         };
         writer.cut_torn_tail()?;
         Ok(writer)
@@ -52,10 +58,22 @@ impl JsonlWriter {
         self.len == 0
     }
 
+    /// From now on, appends only while `fence` holds, stamped with its epoch.
+    pub fn set_fence(&mut self, fence: Option<Arc<dyn WriteFence>>) {
+        self.fence = fence;
+    }
+
     /// Appends the records as lines in one write and one fsync: either all are durable when this
     /// returns, or the caller gets an error and must not acknowledge anything.
     pub fn append<R: Serialize>(&mut self, records: &[R]) -> Result<(), StoreError> {
-        let buffer = encode_lines(records)?;
+        if let Some(fence) = &self.fence
+            && !fence.holds()
+        {
+            return Err(StoreError::NotOwner {
+                path: self.path.clone(),
+            });
+        }
+        let buffer = encode_lines(records, self.fence.as_ref().map(|fence| fence.epoch()))?;
         self.write_durably(&buffer, |file, bytes| {
             file.write_all(bytes).and_then(|()| file.sync_data())
         })
@@ -117,12 +135,17 @@ impl JsonlWriter {
     }
 }
 
-/// Serializes records as `{"v":1,...}\n` lines into one buffer.
-pub fn encode_lines<R: Serialize>(records: &[R]) -> Result<Vec<u8>, StoreError> {
+/// Serializes records as `{"v":1,...}\n` lines into one buffer (with the writer's lease
+/// epoch in cluster mode).
+pub fn encode_lines<R: Serialize>(
+    records: &[R],
+    epoch: Option<u64>,
+) -> Result<Vec<u8>, StoreError> {
     let mut buffer = Vec::with_capacity(256 * records.len());
     for record in records {
         let envelope = Envelope {
             v: SCHEMA_VERSION,
+            epoch,
             record,
         };
         serde_json::to_writer(&mut buffer, &envelope).map_err(StoreError::Encode)?;
@@ -132,8 +155,12 @@ pub fn encode_lines<R: Serialize>(records: &[R]) -> Result<Vec<u8>, StoreError> 
 }
 
 /// Writes a whole new file and fsyncs it (used when a conversation directory is first built).
-pub fn write_new<R: Serialize>(path: &Path, records: &[R]) -> Result<u64, StoreError> {
-    write_bytes(path, &encode_lines(records)?)
+pub fn write_new<R: Serialize>(
+    path: &Path,
+    records: &[R],
+    epoch: Option<u64>,
+) -> Result<u64, StoreError> {
+    write_bytes(path, &encode_lines(records, epoch)?)
 }
 
 /// Writes bytes (whole JSONL lines) to a new file and fsyncs it.
@@ -157,6 +184,11 @@ pub struct ReadLog<R> {
     pub len: u64,
     /// A last line without its newline, left by a crash during an append: skipped.
     pub torn_tail: Option<usize>,
+    /// The largest lease epoch on a line (cluster mode; 0 when none is stamped).
+    pub epoch: u64,
+    /// Lines stamped with an epoch older than one before them: written by an instance whose
+    /// lease had ended (a stale writer). Skipped.
+    pub stale_lines: usize,
 }
 
 /// Reads every record of a JSONL file. A torn last line is skipped and reported in `torn_tail`;
@@ -170,6 +202,8 @@ pub fn read_log<R: DeserializeOwned>(path: &Path) -> Result<ReadLog<R>, StoreErr
                 records: Vec::new(),
                 len: 0,
                 torn_tail: None,
+                epoch: 0,
+                stale_lines: 0,
             });
         }
         Err(e) => return Err(StoreError::io(path, e)),
@@ -190,12 +224,22 @@ pub fn parse_log<R: DeserializeOwned>(
         tracing::warn!(path = %path.display(), bytes, "skipping a torn last line");
     }
     let mut records = Vec::new();
+    let (mut epoch, mut stale_lines) = (0, 0);
     for (index, line) in content[..complete].split(|b| *b == b'\n').enumerate() {
         if line.iter().all(u8::is_ascii_whitespace) {
             continue;
         }
         match serde_json::from_slice::<Envelope<R>>(line) {
-            Ok(envelope) if envelope.v <= SCHEMA_VERSION => records.push(envelope.record),
+            Ok(envelope) if envelope.v <= SCHEMA_VERSION => {
+                let line_epoch = envelope.epoch.unwrap_or(0);
+                if line_epoch < epoch {
+                    tracing::warn!(path = %path.display(), line = index + 1, line_epoch, epoch, "skipping a line of a stale writer");
+                    stale_lines += 1;
+                    continue;
+                }
+                epoch = line_epoch;
+                records.push(envelope.record);
+            }
             Ok(envelope) => return Err(StoreError::unknown_version(path, envelope.v)),
             Err(error) => {
                 if let Ok(VersionOnly { v }) = serde_json::from_slice(line)
@@ -215,6 +259,8 @@ pub fn parse_log<R: DeserializeOwned>(
         records,
         len: complete as u64,
         torn_tail,
+        epoch,
+        stale_lines,
     })
 }
 
@@ -228,6 +274,55 @@ mod tests {
     enum Rec {
         #[serde(rename = "a")]
         A { n: u32 },
+    }
+
+    /// A lease as the store sees it: an epoch, and whether it still holds.
+    #[derive(Debug)]
+    struct Lease(u64, std::sync::atomic::AtomicBool);
+
+    impl WriteFence for Lease {
+        fn epoch(&self) -> u64 {
+            self.0
+        }
+        fn holds(&self) -> bool {
+            self.1.load(std::sync::atomic::Ordering::SeqCst)
+        }
+    }
+
+    #[test]
+    fn lines_carry_their_lease_epoch_and_a_stale_writers_lines_are_skipped() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("log.jsonl");
+        let lease = |epoch| Arc::new(Lease(epoch, std::sync::atomic::AtomicBool::new(true)));
+        let mut old_owner = JsonlWriter::open(&path).unwrap();
+        old_owner.set_fence(Some(lease(1)));
+        old_owner.append(&[Rec::A { n: 1 }]).unwrap();
+        let mut new_owner = JsonlWriter::open(&path).unwrap();
+        new_owner.set_fence(Some(lease(2)));
+        new_owner.append(&[Rec::A { n: 2 }]).unwrap();
+        // The old owner writes after its lease ended (its fence was wrong): readers skip it.
+        let mut stale = JsonlWriter::open(&path).unwrap();
+        stale.set_fence(Some(lease(1)));
+        stale.append(&[Rec::A { n: 3 }]).unwrap();
+        let log = read_log::<Rec>(&path).unwrap();
+        assert_eq!(log.records, [Rec::A { n: 1 }, Rec::A { n: 2 }]);
+        assert_eq!((log.epoch, log.stale_lines), (2, 1));
+        let text = std::fs::read_to_string(&path).unwrap();
+        assert!(
+            text.starts_with(r#"{"v":1,"epoch":1,"type":"a","n":1}"#),
+            "{text}"
+        );
+
+        // A fence that no longer holds refuses the write, and nothing reaches the file.
+        let ended = lease(3);
+        ended.1.store(false, std::sync::atomic::Ordering::SeqCst);
+        new_owner.set_fence(Some(ended));
+        let before = std::fs::read(&path).unwrap();
+        assert!(matches!(
+            new_owner.append(&[Rec::A { n: 4 }]),
+            Err(StoreError::NotOwner { .. })
+        ));
+        assert_eq!(std::fs::read(&path).unwrap(), before);
     }
 
     #[test]
@@ -263,7 +358,7 @@ mod tests {
         writer.append(&[Rec::A { n: 1 }]).unwrap();
         let full = || io::Error::new(io::ErrorKind::StorageFull, "no space left on device");
         // Half the line reaches the disk, then the disk is full.
-        let line = encode_lines(&[Rec::A { n: 2 }]).unwrap();
+        let line = encode_lines(&[Rec::A { n: 2 }], None).unwrap();
         let error = writer
             .write_durably(&line, |file, bytes| {
                 file.write_all(&bytes[..bytes.len() / 2])?;

@@ -39,6 +39,16 @@ pub enum StoreError {
     Encode(serde_json::Error),
     #[error("{path}: {message}")]
     Invalid { path: PathBuf, message: String },
+    #[error("{path}: not written: this instance no longer owns the conversation (its lease ended)")]
+    NotOwner { path: PathBuf },
+}
+
+/// The right to write a conversation's files in cluster mode (a lease, see `cluster::leases`):
+/// the epoch every record is stamped with, and whether the right still holds. The store only
+/// asks; it knows nothing of how leases work.
+pub trait WriteFence: Send + Sync + std::fmt::Debug {
+    fn epoch(&self) -> u64;
+    fn holds(&self) -> bool;
 }
 
 impl StoreError {
@@ -122,22 +132,24 @@ impl Store {
 
     /// Builds a whole conversation directory out of sight in `tmp/`, fsyncs it, then renames it
     /// into `conversations/`: a crash leaves either no conversation or a complete one. Returns
-    /// the length of the new `metadata.jsonl`.
+    /// the length of the new `metadata.jsonl`. `epoch`: the lease it is written under
+    /// (cluster mode).
     pub fn create_conversation(
         &self,
         id: &str,
         metadata: &[MetaRecord],
         sessions: &[(&str, &[SessionRecord])],
+        epoch: Option<u64>,
     ) -> Result<u64, StoreError> {
         let encoded: Vec<(&str, Vec<u8>)> = sessions
             .iter()
-            .map(|(session_id, records)| Ok((*session_id, jsonl::encode_lines(records)?)))
+            .map(|(session_id, records)| Ok((*session_id, jsonl::encode_lines(records, epoch)?)))
             .collect::<Result<_, StoreError>>()?;
         let raw: Vec<(&str, &[u8])> = encoded
             .iter()
             .map(|(id, bytes)| (*id, bytes.as_slice()))
             .collect();
-        self.create_conversation_raw(id, metadata, &raw)
+        self.create_conversation_raw(id, metadata, &raw, epoch)
     }
 
     /// Like `create_conversation`, with session files given as ready JSONL bytes (a fork copies
@@ -147,10 +159,11 @@ impl Store {
         id: &str,
         metadata: &[MetaRecord],
         sessions: &[(&str, &[u8])],
+        epoch: Option<u64>,
     ) -> Result<u64, StoreError> {
         let building = self.root.join("tmp").join(id);
         fs::create_dir(&building).map_err(|e| StoreError::io(&building, e))?;
-        let meta_len = jsonl::write_new(&building.join(METADATA_FILE), metadata)?;
+        let meta_len = jsonl::write_new(&building.join(METADATA_FILE), metadata, epoch)?;
         for (session_id, bytes) in sessions {
             jsonl::write_bytes(&building.join(format!("{session_id}.jsonl")), bytes)?;
         }

@@ -139,10 +139,13 @@ pub enum SessionRecord {
     Item { item: Item },
 }
 
-/// What every line looks like: the version beside the record's own fields.
+/// What every line looks like: the version beside the record's own fields, and in cluster
+/// mode the epoch of the lease it was written under (see `store::WriteFence`).
 #[derive(Debug, Serialize, Deserialize)]
 pub struct Envelope<R> {
     pub v: u32,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub epoch: Option<u64>,
     #[serde(flatten)]
     pub record: R,
 }

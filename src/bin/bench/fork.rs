@@ -488,6 +488,7 @@ fn time_file_copies(
             &conversation_id,
             &records,
             &[(session_id.as_str(), &history[..])],
+            None,
         )?;
         copies.write.push(writing.elapsed());
         copies.total.push(started.elapsed());
@@ -597,6 +598,7 @@ fn generate(store: &Store, turns: usize, seed: u64) -> anyhow::Result<Generated>
         &conversation_id,
         &records,
         &[(root_session_id.as_str(), &items[..])],
+        None,
     )?;
     let session_bytes = fs::metadata(store.session_path(&conversation_id, &root_session_id))?.len();
     Ok(Generated {

@@ -483,6 +483,7 @@ fn write_conversation(
         &conversation_id,
         &records,
         &[(root_session_id.as_str(), &session_records[..])],
+        None,
     )?;
     Ok(())
 }

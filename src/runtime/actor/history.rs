@@ -80,6 +80,7 @@ impl ConversationActor {
             &conversation_id,
             &records,
             &[(&session_id, &history)],
+            None,
         )?;
         let state = ConversationState::from_records(&records).expect("starts with creation");
         let loaded = LoadedConversation {
