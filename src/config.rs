@@ -46,6 +46,8 @@ pub struct Config {
     pub turn: TurnConfig,
     pub tools: ToolsConfig,
     pub subagents: SubagentsConfig,
+    /// Cluster mode (several instances over one PostgreSQL database); `None`: embedded.
+    pub cluster: Option<ClusterConfig>,
     /// Always holds [`BUILTIN_PROVIDER`].
     pub providers: BTreeMap<String, ProviderConfig>,
     /// Always holds [`DEMO_MODEL`]; every model's provider is in `providers`.
@@ -90,6 +92,33 @@ pub struct RetryConfig {
 pub struct TurnConfig {
     /// The most model calls one turn may make; at least 1.
     pub max_steps: u32,
+}
+
+/// Cluster mode: the shared PostgreSQL database and the conversation leases.
+#[derive(Clone, PartialEq, Eq)]
+pub struct ClusterConfig {
+    /// `postgres://…`; may hold a password, so it is never logged or shown.
+    pub database_url: String,
+    /// How long a lease lasts without renewal: a dead instance's conversations are taken over
+    /// this long after its last renewal.
+    pub lease_ms: u64,
+}
+
+impl std::fmt::Debug for ClusterConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ClusterConfig")
+            .field("database_url", &"…")
+            .field("lease_ms", &self.lease_ms)
+            .finish()
+    }
+}
+
+impl ClusterConfig {
+    pub const DEFAULT_LEASE_MS: u64 = 10_000;
+
+    pub fn lease(&self) -> std::time::Duration {
+        std::time::Duration::from_millis(self.lease_ms)
+    }
 }
 
 /// Limits on sub-agents (SPEC §5); reaching one is a tool error for the model, never a crash.
@@ -215,6 +244,7 @@ impl Config {
             retry: RetryConfig::default(),
             turn: TurnConfig::default(),
             subagents: SubagentsConfig::default(),
+            cluster: None,
             tools: ToolsConfig::default(),
             providers: BTreeMap::from([(BUILTIN_PROVIDER.to_string(), builtin_provider())]),
             models: BTreeMap::from([(DEMO_MODEL.to_string(), demo_model())]),
@@ -468,6 +498,7 @@ struct RawConfig {
     tools: RawTools,
     #[serde(default)]
     subagents: RawSubagents,
+    cluster: Option<RawCluster>,
     #[serde(default)]
     providers: BTreeMap<String, RawProvider>,
     /// Spanned to find the first model in the file, which the fallback agent uses; the map
@@ -498,6 +529,13 @@ struct RawRetry {
 #[serde(deny_unknown_fields)]
 struct RawTurn {
     max_steps: Option<u32>,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+struct RawCluster {
+    database_url: Option<String>,
+    lease_ms: Option<u64>,
 }
 
 #[derive(Deserialize, Default)]
@@ -543,6 +581,16 @@ struct RawAgent {
     tools: Option<Vec<String>>,
 }
 
+/// A database URL must name PostgreSQL (the cluster's engine); the message names the problem
+/// without repeating the URL, which may hold a password.
+pub fn check_database_url(url: &str) -> Result<(), String> {
+    if url.starts_with("postgres://") || url.starts_with("postgresql://") {
+        Ok(())
+    } else {
+        Err("must be a PostgreSQL URL (postgres://user@host:port/database)".to_owned())
+    }
+}
+
 /// Turns the file's shape into a [`Config`], checking the rules toml cannot: names that must
 /// exist, reserved names and value ranges. Sections are checked in dependency order (providers,
 /// models, agents) so each check can rely on the previous ones.
@@ -564,6 +612,7 @@ impl Validator<'_> {
         let turn = self.turn(raw.turn)?;
         let tools = self.tools(raw.tools)?;
         let subagents = self.subagents(raw.subagents)?;
+        let cluster = raw.cluster.map(|raw| self.cluster(raw)).transpose()?;
         let providers = self.providers(raw.providers)?;
         let first_model = raw
             .models
@@ -598,6 +647,7 @@ impl Validator<'_> {
             turn,
             tools,
             subagents,
+            cluster,
             providers,
             models,
             agents,
@@ -639,6 +689,25 @@ impl Validator<'_> {
             return Err(self.invalid("turn.max_steps", "must be at least 1"));
         }
         Ok(turn)
+    }
+
+    fn cluster(&self, raw: RawCluster) -> Result<ClusterConfig, ConfigError> {
+        let database_url = raw.database_url.ok_or_else(|| {
+            self.invalid("cluster.database_url", "is required in a [cluster] table")
+        })?;
+        check_database_url(&database_url)
+            .map_err(|message| self.invalid("cluster.database_url", message))?;
+        let lease_ms = raw.lease_ms.unwrap_or(ClusterConfig::DEFAULT_LEASE_MS);
+        if !(1_000..=600_000).contains(&lease_ms) {
+            return Err(self.invalid(
+                "cluster.lease_ms",
+                "must be between 1000 and 600000 (1 s to 10 min)",
+            ));
+        }
+        Ok(ClusterConfig {
+            database_url,
+            lease_ms,
+        })
     }
 
     fn subagents(&self, raw: RawSubagents) -> Result<SubagentsConfig, ConfigError> {
@@ -1089,6 +1158,9 @@ tools = ["read_file", "list_dir"]
             ("", "[retry]\nchunk_timeout_ms = 0\n", "retry.chunk_timeout_ms", "at least 1"),
             ("", "[turn]\nmax_steps = 0\n", "turn.max_steps", "at least 1"),
             ("", "[subagents]\nmax_depth = 99\n", "subagents.max_depth", "at most 16"),
+            ("", "[cluster]\nlease_ms = 5000\n", "cluster.database_url", "is required"),
+            ("", "[cluster]\ndatabase_url = \"mysql://x\"\n", "cluster.database_url", "must be a PostgreSQL URL"),
+            ("", "[cluster]\ndatabase_url = \"postgres://db/x\"\nlease_ms = 10\n", "cluster.lease_ms", "between 1000 and 600000"),
             ("", "[tools]\nshell_timeout_s = 0\n", "tools.shell_timeout_s", "at least 1"),
             ("", "[tools]\nmax_output_bytes = 0\n", "tools.max_output_bytes", "at least 1"),
             ("http://127.0.0.1:11434/v1", "127.0.0.1:11434/v1", "providers.local.base_url", "must start with http:// or https://"),
