@@ -4,11 +4,15 @@
 
 use std::time::Duration;
 
+use futures::StreamExt;
+use serde_json::json;
+
 use openvaala::cluster::{Claim, Leases};
 use openvaala::domain::{Conversation, ConversationStatus, now};
 use openvaala::index::postgres::PgIndex;
 use openvaala::index::{ArchivedFilter, IndexUpdate, ListQuery};
 
+use crate::harness::{Server, ServerOptions, events_until};
 use crate::postgres::Postgres;
 
 fn conversation(id: &str, title: &str) -> Conversation {
@@ -239,4 +243,338 @@ async fn while_postgres_is_down_leases_cannot_be_renewed_and_stop_writes_in_time
         }
     };
     assert_eq!(claimed.epoch, 2);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Three instances of the binary over one PostgreSQL and one data directory.
+
+/// The lease the instances use: short, so a takeover is quick to wait for.
+const LEASE_MS: u64 = 2000;
+
+struct Cluster {
+    instances: Vec<Server>,
+    data_dir: std::path::PathBuf,
+    _dir: tempfile::TempDir,
+}
+
+fn cluster_config(postgres: &Postgres) -> String {
+    format!(
+        "[cluster]\ndatabase_url = \"{}\"\nlease_ms = {LEASE_MS}\n",
+        postgres.url()
+    )
+}
+
+async fn start_cluster(postgres: &Postgres, count: usize) -> Cluster {
+    let dir = tempfile::tempdir().unwrap();
+    let data_dir = dir.path().join("data");
+    let mut instances = Vec::new();
+    for _ in 0..count {
+        instances.push(start_instance(postgres, &data_dir).await);
+    }
+    Cluster {
+        instances,
+        data_dir,
+        _dir: dir,
+    }
+}
+
+async fn start_instance(postgres: &Postgres, data_dir: &std::path::Path) -> Server {
+    Server::start_with(ServerOptions {
+        data_dir: Some(data_dir.to_owned()),
+        config: Some(cluster_config(postgres)),
+        ..ServerOptions::default()
+    })
+    .await
+}
+
+async fn owned(server: &Server) -> u64 {
+    let (status, health) = server.get("/api/health").await;
+    assert_eq!(status, 200, "{health}");
+    health["cluster"]["conversations_owned"].as_u64().unwrap()
+}
+
+async fn create(server: &Server, text: &str) -> String {
+    let (status, body) = server
+        .post("/api/conversations", json!({ "text": text }))
+        .await;
+    assert_eq!(status, 201, "{body}");
+    body["conversation"]["id"].as_str().unwrap().to_owned()
+}
+
+#[tokio::test]
+async fn a_conversation_created_on_one_instance_is_listed_and_searched_on_the_others() {
+    let postgres = Postgres::start();
+    let cluster = start_cluster(&postgres, 3).await;
+    let [a, b, c] = &cluster.instances[..] else {
+        unreachable!()
+    };
+    let id = create(a, "Plan the 发布 of the parser").await;
+    a.wait_idle(&id).await;
+    for server in [b, c] {
+        let (_, listed) = server.get("/api/conversations").await;
+        assert_eq!(listed["conversations"][0]["id"], id.as_str(), "{listed}");
+        let (_, found) = server.get("/api/conversations?q=%E5%8F%91%E5%B8%83").await;
+        assert_eq!(found["conversations"][0]["id"], id.as_str(), "{found}");
+        let (_, none) = server.get("/api/conversations?q=nowhere").await;
+        assert_eq!(none["conversations"], json!([]));
+    }
+    let (status, health) = a.get("/api/health").await;
+    assert_eq!(status, 200);
+    assert!(
+        health["cluster"]["instance_id"]
+            .as_str()
+            .unwrap()
+            .starts_with("i_")
+    );
+    assert_eq!(health["cluster"]["postgres"], "ok");
+    assert_eq!(owned(a).await, 1);
+    assert_eq!(owned(b).await + owned(c).await, 0);
+}
+
+#[tokio::test]
+async fn a_message_through_one_instance_runs_on_the_owner_and_another_instance_streams_it() {
+    let postgres = Postgres::start();
+    let cluster = start_cluster(&postgres, 3).await;
+    let [a, b, c] = &cluster.instances[..] else {
+        unreachable!()
+    };
+    let id = create(a, "Hello").await;
+    a.wait_idle(&id).await;
+    let mut events = b.events(&id).await;
+    let (kind, _) = events.next().await.unwrap();
+    assert_eq!(kind, "snapshot");
+    let (status, sent) = c
+        .post(
+            &format!("/api/conversations/{id}/messages"),
+            json!({ "text": "Again\n/shell echo from-the-owner" }),
+        )
+        .await;
+    assert_eq!(status, 202, "{sent}");
+    let seen = events_until(&mut events, "turn.ended").await;
+    let kinds: Vec<&str> = seen.iter().map(|(kind, _)| kind.as_str()).collect();
+    assert_eq!(kinds.first(), Some(&"conversation.updated"), "{kinds:?}");
+    assert!(kinds.contains(&"turn.started"), "{kinds:?}");
+    assert!(kinds.contains(&"item.delta"), "{kinds:?}");
+    let output: String = seen
+        .iter()
+        .filter(|(kind, data)| kind == "item.delta" && data["field"] == "output")
+        .map(|(_, data)| data["delta"].as_str().unwrap())
+        .collect();
+    assert_eq!(output.trim(), "from-the-owner");
+    assert_eq!(seen.last().unwrap().1["status"], "completed");
+    // It ran on A: A owns the conversation, B and C forwarded.
+    assert_eq!(owned(a).await, 1);
+    assert_eq!(owned(b).await + owned(c).await, 0);
+}
+
+#[tokio::test]
+async fn instances_racing_for_an_idle_conversation_leave_exactly_one_owner_and_no_double_write() {
+    let postgres = Postgres::start();
+    let mut cluster = start_cluster(&postgres, 3).await;
+    let id = create(&cluster.instances[0], "Hello").await;
+    cluster.instances[0].wait_idle(&id).await;
+    // A stops cleanly: its lease is released, the conversation is idle and unowned.
+    let a = cluster.instances.remove(0);
+    a.stop().await;
+    let [b, c] = &cluster.instances[..] else {
+        unreachable!()
+    };
+    let path = format!("/api/conversations/{id}/messages");
+    let (first, second) = tokio::join!(
+        b.post(&path, json!({ "text": "from B", "mode": "queue" })),
+        c.post(&path, json!({ "text": "from C", "mode": "queue" })),
+    );
+    assert_eq!((first.0, second.0), (202, 202), "{first:?} {second:?}");
+    b.wait_idle(&id).await;
+    assert_eq!(owned(b).await + owned(c).await, 1);
+    // Every message is in the history exactly once, and no line of the files repeats.
+    let (_, items) = c.get(&format!("/api/conversations/{id}/items")).await;
+    let texts: Vec<&str> = items["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|item| item["kind"] == "user_message")
+        .map(|item| item["text"].as_str().unwrap())
+        .collect();
+    assert_eq!(texts.len(), 3, "{texts:?}");
+    for text in ["Hello", "from B", "from C"] {
+        assert_eq!(texts.iter().filter(|t| **t == text).count(), 1, "{texts:?}");
+    }
+    let metadata = std::fs::read_to_string(
+        cluster
+            .data_dir
+            .join("conversations")
+            .join(&id)
+            .join("metadata.jsonl"),
+    )
+    .unwrap();
+    let mut lines: Vec<&str> = metadata.lines().collect();
+    let count = lines.len();
+    lines.sort();
+    lines.dedup();
+    assert_eq!(
+        lines.len(),
+        count,
+        "a record was written twice:\n{metadata}"
+    );
+}
+
+#[tokio::test]
+async fn when_the_owner_is_killed_another_instance_takes_over_and_followers_resume() {
+    let postgres = Postgres::start();
+    let mut cluster = start_cluster(&postgres, 3).await;
+    let id = create(&cluster.instances[0], "Hello").await;
+    cluster.instances[0].wait_idle(&id).await;
+    // A long turn on A, followed through C.
+    let c = &cluster.instances[2];
+    let mut events = c
+        .raw_events(&format!("/api/conversations/{id}/events"), None)
+        .await;
+    let (status, _) = cluster.instances[0]
+        .post(
+            &format!("/api/conversations/{id}/messages"),
+            json!({ "text": "Slowly\n/sleep 200" }),
+        )
+        .await;
+    assert_eq!(status, 202);
+    let mut last_id = None;
+    while let Some((event_id, kind, _)) = events.next().await {
+        last_id = Some(event_id);
+        if kind == "item.delta" {
+            break;
+        }
+    }
+    let a = cluster.instances.remove(0);
+    let killed = std::time::Instant::now();
+    a.kill9().await;
+    // The stream through C ends with A; C's follower reconnects with Last-Event-ID.
+    let [b, c] = &cluster.instances[..] else {
+        unreachable!()
+    };
+    let taken = tokio::time::timeout(Duration::from_millis(LEASE_MS + 8_000), async {
+        loop {
+            let (status, body) = b.get(&format!("/api/conversations/{id}")).await;
+            if status == 200 {
+                return body;
+            }
+            assert_eq!(status, 503, "{body}");
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    })
+    .await
+    .expect("no instance took the conversation over");
+    let took = killed.elapsed();
+    assert!(
+        took < Duration::from_millis(LEASE_MS + 2_000),
+        "the takeover took {took:?}"
+    );
+    assert_eq!(taken["status"], "idle", "{taken}");
+    let (_, items) = b.get(&format!("/api/conversations/{id}/items")).await;
+    let last = items["items"].as_array().unwrap().last().unwrap().clone();
+    assert_eq!(last["kind"], "notice", "{last}");
+    assert!(
+        last["text"].as_str().unwrap().contains("interrupted"),
+        "{last}"
+    );
+    let mut resumed = c
+        .raw_events(
+            &format!("/api/conversations/{id}/events"),
+            last_id.as_deref(),
+        )
+        .await;
+    let (_, kind, snapshot) = resumed.next().await.unwrap();
+    // The new owner cannot replay A's events: a fresh snapshot, which shows the closed turn.
+    assert_eq!(kind, "snapshot");
+    assert_eq!(snapshot["conversation"]["status"], "idle");
+    assert_eq!(snapshot["running"], json!([]));
+}
+
+#[tokio::test]
+async fn while_postgres_is_down_instances_answer_503_and_recover_without_losing_writes() {
+    let postgres = Postgres::start();
+    let cluster = start_cluster(&postgres, 2).await;
+    let [a, b] = &cluster.instances[..] else {
+        unreachable!()
+    };
+    let id = create(a, "Before the outage").await;
+    a.wait_idle(&id).await;
+    postgres.stop();
+    for server in [a, b] {
+        let (status, health) = server.get("/api/health").await;
+        assert_eq!(status, 503, "{health}");
+        assert_eq!(health["cluster"]["postgres"], "unreachable", "{health}");
+        let (status, body) = server.get("/api/conversations").await;
+        assert_eq!(status, 503, "{body}");
+        assert!(
+            body["error"]["message"]
+                .as_str()
+                .unwrap()
+                .contains("PostgreSQL"),
+            "{body}"
+        );
+    }
+    postgres.resume();
+    let recovered = tokio::time::timeout(Duration::from_secs(20), async {
+        loop {
+            let (status, _) = b.get("/api/health").await;
+            if status == 200 {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    })
+    .await;
+    assert!(recovered.is_ok(), "the instance did not recover");
+    // What was acknowledged before the outage is all there.
+    let (status, items) = b.get(&format!("/api/conversations/{id}/items")).await;
+    assert_eq!(status, 200, "{items}");
+    assert_eq!(items["items"][0]["text"], "Before the outage");
+    let (status, sent) = b
+        .post(
+            &format!("/api/conversations/{id}/messages"),
+            json!({ "text": "After the outage" }),
+        )
+        .await;
+    assert_eq!(status, 202, "{sent}");
+}
+
+async fn listing(server: &Server, q: &str) -> serde_json::Value {
+    server
+        .get(&format!("/api/conversations?archived=all&q={q}"))
+        .await
+        .1
+}
+
+#[tokio::test]
+async fn a_reindex_into_an_empty_database_gives_the_same_listing_and_search() {
+    let postgres = Postgres::start();
+    let mut cluster = start_cluster(&postgres, 1).await;
+    let server = &cluster.instances[0];
+    for text in ["Alpha plan", "Beta 计划", "Gamma"] {
+        let id = create(server, text).await;
+        server.wait_idle(&id).await;
+    }
+    server.wait_index_settled().await;
+    let before = (
+        listing(server, "").await,
+        listing(server, "plan").await,
+        listing(server, "%E8%AE%A1%E5%88%92").await,
+    );
+    cluster.instances.remove(0).stop().await;
+    let other = Postgres::start();
+    let output = std::process::Command::new(crate::harness::binary())
+        .args(["reindex", "--data-dir"])
+        .arg(&cluster.data_dir)
+        .args(["--database-url", &other.url()])
+        .output()
+        .unwrap();
+    assert!(output.status.success(), "{output:?}");
+    let server = start_instance(&other, &cluster.data_dir).await;
+    let after = (
+        listing(&server, "").await,
+        listing(&server, "plan").await,
+        listing(&server, "%E8%AE%A1%E5%88%92").await,
+    );
+    assert_eq!(after, before);
+    assert_eq!(before.0["conversations"].as_array().unwrap().len(), 3);
 }
