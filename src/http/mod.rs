@@ -7,7 +7,9 @@ pub mod error;
 pub mod events;
 pub mod extract;
 pub mod meta;
+pub mod parse_errors;
 pub mod security;
+pub mod serve;
 pub mod ui;
 
 use std::net::SocketAddr;

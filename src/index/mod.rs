@@ -27,6 +27,9 @@ pub enum IndexError {
     Corrupt(#[from] serde_json::Error),
     #[error("invalid cursor")]
     BadCursor,
+    /// A search the index cannot run as asked (a NUL byte, too many words).
+    #[error("{0}")]
+    BadSearch(String),
     #[error(transparent)]
     Store(#[from] crate::store::StoreError),
     #[error("background task failed: {0}")]
@@ -133,6 +136,9 @@ impl IndexUpdate<'_> {
 
 /// Search rows are numbered `(conversation num << SEQ_BITS) | seq`; the title is seq 0.
 const SEQ_BITS: u32 = 24;
+/// The most distinct words a search may have: each is one more condition on the index, and
+/// SQLite limits how deep a query's expression tree may go.
+pub const MAX_SEARCH_WORDS: usize = 32;
 /// Only the start of a very long message is indexed for search, to keep the index and its
 /// updates small; messages are rarely this long (tool output is not indexed at all).
 const MAX_INDEXED_BYTES: usize = 8 * 1024;
@@ -498,16 +504,12 @@ impl Index {
                 .push_bind(id)
                 .push(")");
         }
-        if let Some(search) = query
-            .search
-            .as_deref()
-            .map(str::trim)
-            .filter(|s| !s.is_empty())
-        {
+        let terms = search_terms(query.search.as_deref().unwrap_or_default())?;
+        if !terms.is_empty() {
             sql.push(" AND num IN (SELECT rowid >> ")
                 .push(SEQ_BITS)
                 .push(" FROM search WHERE 1 = 1");
-            push_search_terms(&mut sql, search);
+            push_search_terms(&mut sql, &terms);
             sql.push(")");
         }
         sql.push(" ORDER BY updated_at DESC, id DESC LIMIT ")
@@ -755,10 +757,35 @@ async fn remove_in(tx: &mut sqlx::Transaction<'_, Sqlite>, id: &str) -> Result<(
     Ok(())
 }
 
-/// Adds one condition per whitespace-separated term (all must match, case-insensitively).
-/// Terms of three characters or more use the trigram index; shorter ones fall back to LIKE.
-fn push_search_terms(sql: &mut QueryBuilder<Sqlite>, search: &str) {
+/// The distinct whitespace-separated words of a search, in order. A NUL byte is refused:
+/// SQLite ends a text at it, so `"\0a"` would become an empty pattern that matches every
+/// conversation. So is a search of more than [`MAX_SEARCH_WORDS`] words.
+fn search_terms(search: &str) -> Result<Vec<&str>, IndexError> {
+    if search.contains('\0') {
+        return Err(IndexError::BadSearch(
+            "q must not contain a NUL character".to_owned(),
+        ));
+    }
+    let mut terms: Vec<&str> = Vec::new();
     for term in search.split_whitespace() {
+        if !terms.contains(&term) {
+            terms.push(term);
+        }
+    }
+    if terms.len() > MAX_SEARCH_WORDS {
+        return Err(IndexError::BadSearch(format!(
+            "q has {} different words; a search may have at most {MAX_SEARCH_WORDS}",
+            terms.len()
+        )));
+    }
+    Ok(terms)
+}
+
+/// Adds one condition per term (all must match, case-insensitively). Terms of three
+/// characters or more use the trigram index, each as one quoted phrase (so FTS5 syntax in a
+/// word is searched for as text); shorter ones fall back to LIKE.
+fn push_search_terms(sql: &mut QueryBuilder<Sqlite>, terms: &[&str]) {
+    for term in terms {
         if term.chars().count() >= 3 {
             sql.push(" AND search MATCH ")
                 .push_bind(format!("\"{}\"", term.replace('"', "\"\"")));
@@ -809,6 +836,38 @@ mod tests {
         assert_eq!(index.repairs(), ["c_a", "c_b"]);
         index.clear_repairs().unwrap();
         assert!(index.repairs().is_empty());
+        index.close().await;
+    }
+
+    #[tokio::test]
+    async fn searches_up_to_the_word_limit_run_and_longer_or_nul_ones_are_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let index = Index::open(&dir.path().join("metadata.db")).await.unwrap();
+        let search = |q: String| ListQuery {
+            archived: ArchivedFilter::All,
+            search: Some(q),
+            limit: 10,
+            cursor: None,
+        };
+        let mut words: Vec<String> = (0..MAX_SEARCH_WORDS / 2)
+            .map(|n| format!("word{n}"))
+            .collect();
+        words.extend((0..MAX_SEARCH_WORDS / 2).map(|n| format!("{n}")));
+        assert!(index.list(&search(words.join(" "))).await.is_ok());
+        words.push("one-more".to_owned());
+        assert!(matches!(
+            index.list(&search(words.join(" "))).await,
+            Err(IndexError::BadSearch(_))
+        ));
+        // Repeated words count once.
+        let repeated = vec!["same"; 500].join(" ");
+        assert!(index.list(&search(repeated)).await.is_ok());
+        for q in ["\0a", "a\0", "\0"] {
+            assert!(matches!(
+                index.list(&search(q.to_owned())).await,
+                Err(IndexError::BadSearch(_))
+            ));
+        }
         index.close().await;
     }
 }

@@ -61,8 +61,16 @@ pub enum RuntimeError {
     ModelUnavailable(String),
     #[error("{0}")]
     AgentUnavailable(String),
+    #[error(
+        "this Idempotency-Key was used for a request with a different body; use a new key for a new request"
+    )]
+    IdempotencyKeyReused,
     #[error("the service is stopping")]
     ShuttingDown,
+    /// A limit is reached (live conversations, open files), or the outcome of the request
+    /// cannot be known: 503 with `Retry-After`. The message says which.
+    #[error("{0}")]
+    Unavailable(String),
     #[error("{0}")]
     Internal(String),
 }
@@ -78,6 +86,7 @@ impl From<IndexError> for RuntimeError {
     fn from(error: IndexError) -> RuntimeError {
         match error {
             IndexError::BadCursor => RuntimeError::Invalid("invalid cursor".to_owned()),
+            IndexError::BadSearch(message) => RuntimeError::Invalid(message),
             error => {
                 tracing::error!(%error, "index error");
                 RuntimeError::Internal(format!("index error: {error}"))
@@ -177,6 +186,9 @@ pub struct RuntimeSettings {
     pub default_cwd: PathBuf,
     /// Where the shell tool records running commands (see `tools::group_records`).
     pub process_records: Option<crate::tools::group_records::GroupRecords>,
+    /// Conversations held in memory at most; past it the least recently used idle one
+    /// leaves, and when none can, the request is answered 503 (see `limits::caps`).
+    pub max_live_conversations: usize,
 }
 
 impl Default for RuntimeSettings {
@@ -185,6 +197,7 @@ impl Default for RuntimeSettings {
             idle_unload: Duration::from_secs(60),
             default_cwd: std::env::current_dir().unwrap_or_else(|_| PathBuf::from("/")),
             process_records: None,
+            max_live_conversations: 1000,
         }
     }
 }

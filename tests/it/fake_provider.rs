@@ -53,6 +53,9 @@ pub enum Reply {
     Reasoned { encrypted: String, text: String },
     /// Chat Completions only: several tool calls in one answer (each sent whole).
     ToolCalls(Vec<(String, Value)>),
+    /// An HTTP error whose message echoes the credentials the request carried (its
+    /// `Authorization` and `x-api-key` headers), as a careless provider or gateway does.
+    EchoCredentials { status: u16 },
     /// The reply, once the gate is opened (`Notify::notify_one`, before or after the request
     /// comes): a model call that takes as long as the test wants.
     After(Arc<tokio::sync::Notify>, Box<Reply>),
@@ -413,6 +416,22 @@ async fn answer(State(state): State<Arc<FakeState>>, request: Request) -> Respon
             let mut frames = Frames::text(wire, &id, &text);
             frames.start.splice(2..2, reasoning);
             sse(frames.all(), false, pace)
+        }
+        Reply::EchoCredentials { status } => {
+            let requests = state.requests.lock().unwrap();
+            let header = |name: &str| {
+                requests[number - 1]
+                    .headers
+                    .get(name)
+                    .map(|value| value.to_str().unwrap_or_default().to_owned())
+                    .unwrap_or_default()
+            };
+            let message = format!(
+                "invalid credentials: authorization={} x-api-key={}",
+                header("authorization"),
+                header("x-api-key")
+            );
+            error_response(wire, status, None, &message)
         }
         Reply::After(..) => unreachable!("gates are waited for above"),
         Reply::MalformedChunk => {
