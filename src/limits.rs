@@ -62,6 +62,17 @@ pub fn caps(open_files: u64, server: &ServerConfig) -> Caps {
     }
 }
 
+/// Which resource of the machine an I/O error says ran out, if any. Such a failure passes: it
+/// gets 503 (retry shortly), not 500.
+pub fn exhausted(error: &std::io::Error) -> Option<&'static str> {
+    match error.raw_os_error()? {
+        libc::EMFILE | libc::ENFILE => Some("open files"),
+        libc::ENOSPC | libc::EDQUOT => Some("disk space"),
+        libc::ENOMEM | libc::ENOBUFS => Some("memory"),
+        _ => None,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

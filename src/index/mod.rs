@@ -16,6 +16,7 @@ use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, S
 use sqlx::{QueryBuilder, Row, Sqlite, SqlitePool};
 
 use crate::domain::{Conversation, Session, Turn};
+pub use crate::store::state::StoredAnswer;
 
 #[derive(Debug, thiserror::Error)]
 pub enum IndexError {
@@ -34,6 +35,31 @@ pub enum IndexError {
     Store(#[from] crate::store::StoreError),
     #[error("background task failed: {0}")]
     Task(String),
+}
+
+impl IndexError {
+    /// Which resource of the machine the failure says ran out (files, disk, memory, the
+    /// database's connections), if any: such a failure passes.
+    pub fn exhausted(&self) -> Option<&'static str> {
+        match self {
+            IndexError::Sqlx(sqlx::Error::Io(error)) => crate::limits::exhausted(error),
+            IndexError::Sqlx(sqlx::Error::PoolTimedOut) => Some("database connections"),
+            IndexError::Sqlx(sqlx::Error::Database(error)) => {
+                // SQLite's primary result code is the low byte of the extended one.
+                let code = error.code()?.parse::<i32>().ok()? & 0xff;
+                match code {
+                    14 => Some("open files"), // SQLITE_CANTOPEN: no descriptor left to open with
+                    13 => Some("disk space"), // SQLITE_FULL
+                    7 => Some("memory"),      // SQLITE_NOMEM
+                    _ => None,
+                }
+            }
+            IndexError::Store(crate::store::StoreError::Io { source, .. }) => {
+                crate::limits::exhausted(source)
+            }
+            _ => None,
+        }
+    }
 }
 
 /// Where an index at `path` notes the conversations it must re-index (see `Index::repairs`).
@@ -90,6 +116,15 @@ pub enum IndexUpdate<'a> {
         key: &'a str,
         status: u16,
         response: &'a Value,
+        body_hash: Option<&'a str>,
+    },
+    /// The search rows now reflect the root session's file up to `root_len` bytes: every
+    /// finished message stored before that point has its row. Written after those rows (the
+    /// live path queues it behind them), so a crash in between leaves it behind the file and
+    /// the next start re-indexes the conversation.
+    SearchedThrough {
+        conversation_id: &'a str,
+        root_len: u64,
     },
     /// A finished message of the root session, by its `seq`.
     SearchText {
@@ -126,6 +161,9 @@ impl IndexUpdate<'_> {
             }
             | IndexUpdate::SearchText {
                 conversation_id, ..
+            }
+            | IndexUpdate::SearchedThrough {
+                conversation_id, ..
             } => conversation_id,
             IndexUpdate::CopySearch {
                 to_conversation_id, ..
@@ -157,6 +195,14 @@ pub struct ListQuery {
     pub search: Option<String>,
     pub limit: u32,
     pub cursor: Option<String>,
+}
+
+/// What the index reflects of one conversation's files (see `Index::indexed_lens`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct IndexedLens {
+    pub meta_len: u64,
+    pub root_len: u64,
+    pub root_session_id: String,
 }
 
 #[derive(Debug)]
@@ -259,6 +305,7 @@ impl Index {
         let mut sessions = Vec::new();
         let mut turns = Vec::new();
         let mut answers = Vec::new();
+        let mut root_lens: HashMap<&str, u64> = HashMap::new();
         for update in updates {
             match update {
                 IndexUpdate::Conversation {
@@ -307,9 +354,16 @@ impl Index {
                     key,
                     status,
                     response,
+                    body_hash,
                 } => {
                     let response = serde_json::to_string(response)?;
-                    answers.push((*conversation_id, *key, *status, response));
+                    answers.push((*conversation_id, *key, *status, response, *body_hash));
+                }
+                IndexUpdate::SearchedThrough {
+                    conversation_id,
+                    root_len,
+                } => {
+                    root_lens.insert(conversation_id, *root_len);
                 }
             }
         }
@@ -317,15 +371,17 @@ impl Index {
         // SQLite allows 32,766 bound values per statement; these chunks stay well below.
         for chunk in conversations.chunks(1000) {
             let mut sql = QueryBuilder::<Sqlite>::new(
-                "INSERT INTO conversations (num, id, updated_at, archived, status, meta_len, data) ",
+                "INSERT INTO conversations (num, id, updated_at, archived, status, meta_len, root_len, data) ",
             );
             sql.push_values(chunk, |mut row, (num, conversation, meta_len, data)| {
+                let root_len = root_lens.get(conversation.id.as_str()).copied();
                 row.push_bind(*num)
                     .push_bind(&conversation.id)
                     .push_bind(conversation.updated_at.timestamp_micros())
                     .push_bind(conversation.archived)
                     .push_bind(conversation.status.as_str())
                     .push_bind(*meta_len as i64)
+                    .push_bind(root_len.unwrap_or(0) as i64)
                     .push_bind(data);
             });
             sql.build().execute(&mut *tx).await?;
@@ -364,15 +420,16 @@ impl Index {
         }
         for chunk in answers.chunks(2000) {
             let mut sql = QueryBuilder::<Sqlite>::new(
-                "INSERT INTO answers (key, conversation_id, status, response) ",
+                "INSERT INTO answers (key, conversation_id, status, response, body_hash) ",
             );
             sql.push_values(
                 chunk,
-                |mut row, (conversation_id, key, status, response)| {
+                |mut row, (conversation_id, key, status, response, body_hash)| {
                     row.push_bind(*key)
                         .push_bind(*conversation_id)
                         .push_bind(i64::from(*status))
-                        .push_bind(response);
+                        .push_bind(response)
+                        .push_bind(*body_hash);
                 },
             );
             sql.build().execute(&mut *tx).await?;
@@ -532,29 +589,39 @@ impl Index {
     }
 
     /// The stored answer to a request with this (scope-qualified) idempotency key.
-    pub async fn answer(&self, key: &str) -> Result<Option<(u16, Value)>, IndexError> {
-        let row = sqlx::query("SELECT status, response FROM answers WHERE key = ?")
+    pub async fn answer(&self, key: &str) -> Result<Option<StoredAnswer>, IndexError> {
+        let row = sqlx::query("SELECT status, response, body_hash FROM answers WHERE key = ?")
             .bind(key)
             .fetch_optional(&self.reader)
             .await?;
         match row {
-            Some(row) => {
-                let status: i64 = row.get(0);
-                let response = serde_json::from_str(row.get::<&str, _>(1))?;
-                Ok(Some((status as u16, response)))
-            }
+            Some(row) => Ok(Some(StoredAnswer {
+                status: row.get::<i64, _>(0) as u16,
+                response: serde_json::from_str(row.get::<&str, _>(1))?,
+                body_hash: row.get(2),
+            })),
             None => Ok(None),
         }
     }
 
-    /// How many bytes of each conversation's `metadata.jsonl` the index reflects.
-    pub async fn meta_lens(&self) -> Result<HashMap<String, u64>, IndexError> {
-        let rows = sqlx::query("SELECT id, meta_len FROM conversations")
-            .fetch_all(&self.reader)
-            .await?;
+    /// What the index reflects of each conversation's files: the bytes of its
+    /// `metadata.jsonl`, and of its root session's file for search.
+    pub async fn indexed_lens(&self) -> Result<HashMap<String, IndexedLens>, IndexError> {
+        let rows = sqlx::query(
+            "SELECT id, meta_len, root_len, json_extract(data, '$.root_session_id') FROM conversations",
+        )
+        .fetch_all(&self.reader)
+        .await?;
         Ok(rows
             .iter()
-            .map(|row| (row.get::<String, _>(0), row.get::<i64, _>(1) as u64))
+            .map(|row| {
+                let lens = IndexedLens {
+                    meta_len: row.get::<i64, _>(1) as u64,
+                    root_len: row.get::<i64, _>(2) as u64,
+                    root_session_id: row.get::<Option<String>, _>(3).unwrap_or_default(),
+                };
+                (row.get::<String, _>(0), lens)
+            })
             .collect())
     }
 
@@ -651,17 +718,29 @@ async fn apply_one(
             key,
             status,
             response,
+            body_hash,
         } => {
             sqlx::query(
-                "INSERT INTO answers (key, conversation_id, status, response) VALUES (?, ?, ?, ?)
+                "INSERT INTO answers (key, conversation_id, status, response, body_hash) VALUES (?, ?, ?, ?, ?)
                  ON CONFLICT (key) DO NOTHING",
             )
             .bind(key)
             .bind(conversation_id)
             .bind(i64::from(*status))
             .bind(serde_json::to_string(response)?)
+            .bind(body_hash)
             .execute(&mut **tx)
             .await?;
+        }
+        IndexUpdate::SearchedThrough {
+            conversation_id,
+            root_len,
+        } => {
+            sqlx::query("UPDATE conversations SET root_len = MAX(root_len, ?) WHERE id = ?")
+                .bind(*root_len as i64)
+                .bind(conversation_id)
+                .execute(&mut **tx)
+                .await?;
         }
         IndexUpdate::SearchText {
             conversation_id,

@@ -19,8 +19,18 @@ pub struct ConversationState {
     pub turns: Vec<Turn>,
     /// Messages the agents accepted, by id (for rewind and for turn records).
     pub accepted: HashMap<String, Message>,
-    /// Answers to requests that carried an `Idempotency-Key`: key → (status, body).
-    pub answers: HashMap<String, (u16, Value)>,
+    /// Answers to requests that carried an `Idempotency-Key`, by key.
+    pub answers: HashMap<String, StoredAnswer>,
+}
+
+/// The answer given to a request with an `Idempotency-Key`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct StoredAnswer {
+    pub status: u16,
+    pub response: Value,
+    /// The hash of the request's body (absent in records older than it): a repeat of the key
+    /// with another body is refused instead of answered.
+    pub body_hash: Option<String>,
 }
 
 /// A `metadata.jsonl` that does not start with `conversation.created` cannot be folded.
@@ -171,10 +181,17 @@ impl ConversationState {
                 key,
                 status,
                 response,
+                body_hash,
                 ..
             } => {
-                self.answers
-                    .insert(key.clone(), (*status, response.clone()));
+                self.answers.insert(
+                    key.clone(),
+                    StoredAnswer {
+                        status: *status,
+                        response: response.clone(),
+                        body_hash: body_hash.clone(),
+                    },
+                );
             }
         }
         self.conversation.status = if self.running_turns().next().is_some() {

@@ -37,7 +37,7 @@ async fn creates_under_a_small_open_file_limit_get_201_or_503_and_503_stores_not
                 let response = server
                     .client
                     .post(server.url("/api/conversations"))
-                    .json(&json!({ "text": format!("create {batch}-{n}\n/sleep 200") }))
+                    .json(&json!({ "text": format!("create {batch}-{n}\n/sleep 10") }))
                     .send()
                     .await
                     .expect("the connection was accepted");

@@ -86,6 +86,8 @@ impl ConversationActor {
             state,
             meta_len,
             search_texts: Vec::new(),
+            // Search covers the copy once its rows are copied (the job below says so).
+            root_len: 0,
             torn_files: Vec::new(),
         };
         self.shared
@@ -105,6 +107,7 @@ impl ConversationActor {
             from: self.id.clone(),
             to: conversation_id.clone(),
             below_seq,
+            root_len: history.len() as u64,
         });
         let conversation = loaded.state.conversation;
         self.shared.list_events.publish(

@@ -19,7 +19,7 @@ use crate::index::IndexUpdate;
 use crate::runtime::compaction::Reason;
 use crate::runtime::pending::Waiting;
 use crate::runtime::turn::{self, FromTurn, TurnMsg, TurnSpec};
-use crate::runtime::{IndexJob, RuntimeError, usage};
+use crate::runtime::{IndexJob, RequestKey, RuntimeError, usage};
 use crate::store::StoreError;
 use crate::store::records::{MetaRecord, SessionRecord};
 use crate::tools::ToolContext;
@@ -39,7 +39,7 @@ impl ConversationActor {
         &mut self,
         session_id: &str,
         messages: Vec<Message>,
-        key: Option<String>,
+        key: Option<RequestKey>,
     ) -> Result<Answer, RuntimeError> {
         self.start_turn_with(session_id, messages, key, Vec::new(), Vec::new())
     }
@@ -51,7 +51,7 @@ impl ConversationActor {
         &mut self,
         session_id: &str,
         messages: Vec<Message>,
-        key: Option<String>,
+        key: Option<RequestKey>,
         leading_records: Vec<MetaRecord>,
         leading_items: Vec<Item>,
     ) -> Result<Answer, RuntimeError> {
@@ -73,7 +73,7 @@ impl ConversationActor {
         let mut records = leading_records;
         records.extend(messages.iter().map(|message| MetaRecord::MessageAccepted {
             message: message.clone(),
-            idempotency_key: key.clone(),
+            idempotency_key: key.as_ref().map(|key| key.key.clone()),
             turn_id: None,
         }));
         records.push(MetaRecord::TurnStarted {
@@ -89,17 +89,13 @@ impl ConversationActor {
             body: json!({ "message": messages[0] }),
         };
         // The key's answer also goes to the index, below.
-        let answer_key = key
-            .clone()
-            .map(|key| (key, answer.status, answer.body.clone()));
-        if let Some(key) = key {
-            records.push(MetaRecord::RequestAnswered {
-                key,
-                status: answer.status,
-                response: answer.body.clone(),
-                at: now(),
-            });
+        let answer_key = key.as_ref().map(|key| (key.clone(), key.stored(&answer)));
+        if let Some(key) = &key {
+            records.push(key.answered(&answer, now()));
         }
+        // The history's file is opened before anything is stored: running out of files then
+        // stores nothing, and the error answer is true.
+        self.session_writer(session_id)?;
         self.append_meta(records)?;
         self.forget_stored_answers();
         if messages.iter().any(|m| !self.is_report(m))
@@ -114,7 +110,9 @@ impl ConversationActor {
             let seq = self.next_seq(session_id);
             items.push(user_item(message, &turn_id, seq));
         }
-        self.append_items(session_id, &items)?;
+        // The messages are accepted: a failure now cannot take that back.
+        self.append_items(session_id, &items)
+            .map_err(RuntimeError::outcome_unknown)?;
         self.index_turn_start(session_id, &items, answer_key);
         self.publish_conversation();
         for new_session in &new_sessions {
@@ -141,7 +139,7 @@ impl ConversationActor {
         &self,
         session_id: &str,
         items: &[Item],
-        answer_key: Option<(String, u16, serde_json::Value)>,
+        answer_key: Option<(RequestKey, crate::store::state::StoredAnswer)>,
     ) {
         let shared = self.shared.clone();
         let id = self.id.clone();
@@ -180,12 +178,13 @@ impl ConversationActor {
                     text,
                 });
             }
-            if let Some((key, status, response)) = &answer_key {
+            if let Some((key, answer)) = &answer_key {
                 updates.push(IndexUpdate::Answer {
                     conversation_id: &id,
-                    key,
-                    status: *status,
-                    response,
+                    key: &key.key,
+                    status: answer.status,
+                    response: &answer.response,
+                    body_hash: answer.body_hash.as_deref(),
                 });
             }
             shared.index_quietly(&updates).await;
@@ -618,6 +617,9 @@ impl ConversationActor {
             error: error.clone(),
             at: now(),
         };
+        if session_id == self.root_id() {
+            self.note_searched_through();
+        }
         if let Err(error) = self.append_meta(vec![record.clone()]) {
             // Clients are told the turn ended, and this actor must agree with them (a turn it
             // thinks still runs would block every later one). On disk the turn stays open, so
