@@ -364,6 +364,13 @@ impl Runtime {
         settings: RuntimeSettings,
     ) -> Runtime {
         let models = Models::new(&config);
+        // Provider errors are stored and sent only without these variables' values.
+        crate::redact::register_key_variables(
+            config
+                .providers
+                .values()
+                .filter_map(|provider| provider.api_key_env.clone()),
+        );
         let (index_jobs, jobs) = tokio::sync::mpsc::unbounded_channel();
         let index_jobs_pending = Arc::new(std::sync::atomic::AtomicUsize::new(0));
         tokio::spawn(run_index_jobs(
