@@ -53,6 +53,11 @@ pub enum ApiError {
 }
 
 impl ApiError {
+    /// The machine-readable code of this error.
+    pub fn code(&self) -> &'static str {
+        self.status_and_code().1
+    }
+
     fn status_and_code(&self) -> (StatusCode, &'static str) {
         match self {
             ApiError::Invalid(_) => (StatusCode::BAD_REQUEST, "invalid_request"),
@@ -144,4 +149,56 @@ impl From<RuntimeError> for ApiError {
             RuntimeError::Internal(_) => ApiError::Internal(message),
         }
     }
+}
+
+/// One error of every kind the service answers with: each `RuntimeError` as the edge maps it,
+/// and the edge's own. For the test that the OpenAPI document lists every code.
+#[cfg(test)]
+pub fn one_of_each() -> Vec<ApiError> {
+    let text = String::new;
+    let runtime = vec![
+        RuntimeError::Invalid(text()),
+        RuntimeError::NotFound(text()),
+        RuntimeError::TurnRunning,
+        RuntimeError::MessagesWaiting,
+        RuntimeError::NotWaiting,
+        RuntimeError::CompactionRunning,
+        RuntimeError::NothingToCompact,
+        RuntimeError::CompactionFailed(text()),
+        RuntimeError::CwdMissing(text()),
+        RuntimeError::ModelUnavailable(text()),
+        RuntimeError::AgentUnavailable(text()),
+        RuntimeError::IdempotencyKeyReused,
+        RuntimeError::ShuttingDown,
+        RuntimeError::Unavailable(text()),
+        RuntimeError::Internal(text()),
+    ];
+    // A new variant must join the list above: this match stops compiling until it does.
+    for error in &runtime {
+        match error {
+            RuntimeError::Invalid(_)
+            | RuntimeError::NotFound(_)
+            | RuntimeError::TurnRunning
+            | RuntimeError::MessagesWaiting
+            | RuntimeError::NotWaiting
+            | RuntimeError::CompactionRunning
+            | RuntimeError::NothingToCompact
+            | RuntimeError::CompactionFailed(_)
+            | RuntimeError::CwdMissing(_)
+            | RuntimeError::ModelUnavailable(_)
+            | RuntimeError::AgentUnavailable(_)
+            | RuntimeError::IdempotencyKeyReused
+            | RuntimeError::ShuttingDown
+            | RuntimeError::Unavailable(_)
+            | RuntimeError::Internal(_) => {}
+        }
+    }
+    let mut errors: Vec<ApiError> = runtime.into_iter().map(ApiError::from).collect();
+    errors.extend([
+        ApiError::Unauthorized(text()),
+        ApiError::Forbidden(text()),
+        ApiError::MethodNotAllowed(text()),
+        ApiError::TooLarge(text()),
+    ]);
+    errors
 }

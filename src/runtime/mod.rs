@@ -410,6 +410,11 @@ impl Runtime {
         self.shared.actors.lock().await.len()
     }
 
+    /// The most conversations held in memory at once.
+    pub fn max_live_conversations(&self) -> usize {
+        self.shared.settings.max_live_conversations
+    }
+
     pub fn config(&self) -> &Config {
         &self.shared.config
     }
