@@ -502,11 +502,20 @@ impl Index {
         Ok(true)
     }
 
-    /// Gives back the page caches of the writer and of a reader (SQLite frees what it can), for
-    /// a service that has gone idle. The caches fill again as they are used.
+    /// Gives back the page caches of the writer and of every idle reader (SQLite frees what it
+    /// can), for a service that has gone idle. The caches fill again as they are used.
     pub async fn release_memory(&self) -> Result<(), IndexError> {
+        // Every idle connection has a cache of its own (a busy one is in use anyway).
+        let mut idle = Vec::new();
         for pool in [&self.writer, &self.reader] {
-            sqlx::query("PRAGMA shrink_memory").execute(pool).await?;
+            while let Some(connection) = pool.try_acquire() {
+                idle.push(connection);
+            }
+        }
+        for connection in &mut idle {
+            sqlx::query("PRAGMA shrink_memory")
+                .execute(&mut **connection)
+                .await?;
         }
         Ok(())
     }

@@ -8,11 +8,14 @@
 //!   subscribers, against an in-process fake model provider; and the decoding of a provider's
 //!   stream on its own (`decode`).
 //! - `fork`: fork and rewind latency over a generated 10,000-item conversation.
+//! - `live`: many conversations touched in a minute: live conversations at the cap, memory
+//!   and open files during the load and after.
 
 mod decode;
 mod fake_provider;
 mod fork;
 mod foundation;
+mod live;
 mod sse;
 mod text;
 mod turns;
@@ -49,6 +52,9 @@ enum Bench {
     /// Fork and rewind latency over a conversation of 10,000 items (the target of the issue
     /// "Fork and rewind").
     Fork(fork::ForkArgs),
+    /// 10,000 conversations touched in a minute: live conversations held at the cap, memory
+    /// and open files at the peak and after (the target of issue 14).
+    Live(live::LiveArgs),
 }
 
 /// The health check is polled this often while the server starts.
@@ -61,6 +67,7 @@ fn main() -> anyhow::Result<()> {
         Bench::Foundation(args) => foundation::foundation(&args),
         Bench::Turns(args) => turns::turns(&args),
         Bench::Fork(args) => fork::fork(&args),
+        Bench::Live(args) => live::live(&args),
     }
 }
 
