@@ -53,6 +53,11 @@ pub enum Reply {
     Reasoned { encrypted: String, text: String },
     /// Chat Completions only: several tool calls in one answer (each sent whole).
     ToolCalls(Vec<(String, Value)>),
+    /// The first `chunks` chunks of a text answer, then silence with the connection open (a
+    /// provider that hangs mid-answer).
+    StallAfter { text: String, chunks: usize },
+    /// A 200 event stream whose body is not server-sent events at all.
+    Garbage,
     /// An HTTP error whose message echoes the credentials the request carried (its
     /// `Authorization` and `x-api-key` headers), as a careless provider or gateway does.
     EchoCredentials { status: u16 },
@@ -391,6 +396,26 @@ async fn answer(State(state): State<Arc<FakeState>>, request: Request) -> Respon
         Reply::EndAfter { text, chunks } => {
             sse(Frames::text(wire, &id, &text).first(chunks), false, pace)
         }
+        Reply::StallAfter { text, chunks } => {
+            let frames = Frames::text(wire, &id, &text).first(chunks);
+            let stream = async_stream::stream! {
+                for frame in frames {
+                    yield Ok::<Bytes, std::io::Error>(Bytes::from(frame));
+                }
+                // Until the client gives up and closes the connection.
+                std::future::pending::<()>().await;
+            };
+            Response::builder()
+                .header(header::CONTENT_TYPE, "text/event-stream")
+                .body(Body::from_stream(stream))
+                .unwrap()
+        }
+        Reply::Garbage => Response::builder()
+            .header(header::CONTENT_TYPE, "text/event-stream")
+            .body(Body::from(
+                "\u{0}\u{1}<html>502 upstream went away</html>\n\n\u{fffd}\u{fffd}{{{{\n\n",
+            ))
+            .unwrap(),
         Reply::Reasoned { encrypted, text } => {
             assert_eq!(
                 wire,

@@ -8,6 +8,7 @@ mod compaction;
 mod conversations;
 mod crash;
 mod events;
+mod faults;
 mod history;
 mod hostile_input;
 mod http_fixes;
