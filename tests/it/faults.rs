@@ -84,9 +84,10 @@ fn faults() -> Vec<Fault> {
 async fn every_fault_ends_its_turn(wire: Wire) {
     let fake = FakeProvider::start(wire).await;
     // Silence counts as a transient error after 300 ms without data.
-    let config = fake
-        .config()
-        .replace("max_delay_ms = 50", "max_delay_ms = 50\nchunk_timeout_ms = 300");
+    let config = fake.config().replace(
+        "max_delay_ms = 50",
+        "max_delay_ms = 50\nchunk_timeout_ms = 300",
+    );
     let setup = Setup::start_with(fake, config, Vec::new()).await;
     let mut ended = Vec::new();
     for fault in faults() {
@@ -95,7 +96,11 @@ async fn every_fault_ends_its_turn(wire: Wire) {
         }
         let run = setup.turn(fault.name).await;
         let status = run.ended()["status"].as_str().unwrap().to_owned();
-        assert_eq!(status, fault.ends, "{wire:?}, {}: {:?}", fault.name, run.events);
+        assert_eq!(
+            status, fault.ends,
+            "{wire:?}, {}: {:?}",
+            fault.name, run.events
+        );
         assert_eq!(setup.fake.remaining(), 0, "{wire:?}, {}", fault.name);
         if status == "completed" {
             assert_eq!(

@@ -21,6 +21,7 @@ mod reindex;
 mod retries;
 mod search_recovery;
 mod secrets;
+mod send;
 mod shell_orphans;
 mod subagents;
 mod terminal;

@@ -10,6 +10,10 @@
 //! - `fork`: fork and rewind latency over a generated 10,000-item conversation.
 //! - `live`: many conversations touched in a minute: live conversations at the cap, memory
 //!   and open files during the load and after.
+//! - `decode`: decoding a provider's stream alone, as a burst and at a provider's pace.
+//! - `tokens`: estimating a 100,000-token history for the usage meter.
+//! - `subagents`: how fast `spawn_agent` calls become running sub-agents, and the runtime's
+//!   time per sub-agent turn against a root agent's.
 
 mod decode;
 mod fake_provider;
@@ -17,7 +21,9 @@ mod fork;
 mod foundation;
 mod live;
 mod sse;
+mod subagents;
 mod text;
+mod tokens;
 mod turns;
 
 use std::fs;
@@ -55,6 +61,14 @@ enum Bench {
     /// 10,000 conversations touched in a minute: live conversations held at the cap, memory
     /// and open files at the peak and after (the target of issue 14).
     Live(live::LiveArgs),
+    /// Decoding a provider's stream on its own: a burst, and chunks at a provider's pace.
+    Decode(decode::DecodeArgs),
+    /// What counting tokens for the usage meter costs: estimating a 100,000-token history.
+    Tokens(tokens::TokensArgs),
+    /// The time from a root agent's `spawn_agent` calls to its sub-agents' first model
+    /// requests, and the overhead per sub-agent turn against a root turn's (the targets of the
+    /// sub-agents issue).
+    Subagents(subagents::SubagentsArgs),
 }
 
 /// The health check is polled this often while the server starts.
@@ -68,6 +82,9 @@ fn main() -> anyhow::Result<()> {
         Bench::Turns(args) => turns::turns(&args),
         Bench::Fork(args) => fork::fork(&args),
         Bench::Live(args) => live::live(&args),
+        Bench::Decode(args) => decode::decode(&args),
+        Bench::Tokens(args) => tokens::tokens(&args),
+        Bench::Subagents(args) => subagents::subagents(&args),
     }
 }
 

@@ -25,10 +25,14 @@ pub fn read_view(
     let mut sessions = state.sessions.clone();
     let mut usages = HashMap::new();
     for session in &mut sessions {
-        let run = SessionRun::new(
+        let mut run = SessionRun::new(
             session.id.clone(),
             shared.store.read_items(id, &session.id)?,
         );
+        // As the actor does when it loads (`reset_meter`).
+        if let Some(basis) = super::turns::meter_basis(&shared.config, &state, &session.id) {
+            run.usage = basis.restart(&crate::runtime::compaction::model_view(&run.history));
+        }
         session.last_message = run.last_message();
         usages.insert(
             session.id.clone(),
