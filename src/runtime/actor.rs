@@ -643,7 +643,7 @@ impl ConversationActor {
         fork::rewrite_session_id(&mut history, &root, &session_id);
         let records = MetaRecord::conversation_start(ConversationCreated {
             id: conversation_id.clone(),
-            title: format!("{} (fork)", source.title),
+            title: super::title::fork_title(&source.title),
             created_at,
             cwd: source.cwd.clone(),
             agent: source.agent.clone(),
