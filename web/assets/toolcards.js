@@ -123,6 +123,7 @@ function updateCollapse(card, pre) {
   const toggle = card.querySelector('button.show-all');
   const long = (card.lines || 0) > COLLAPSED_LINES;
   pre.classList.toggle('collapsed', long && !card.expanded);
+  pre.classList.toggle('expanded', long && !!card.expanded);
   if (!toggle) return;
   toggle.hidden = !long;
   toggle.textContent = card.expanded ? 'Show less' : `Show all ${plural(card.lines, 'line')}`;
