@@ -25,53 +25,78 @@ export function renderComposer() {
   $('mode-label').hidden = !running;
   $('interrupt').hidden = !running;
   $('running-indicator').hidden = !running;
-  $('send').disabled = state.send.busy;
+  $('send').disabled = state.view === 'new' && state.send.busy;
   $('send').textContent = state.view === 'new' ? 'Start' : running ? 'Send while working' : 'Send';
 }
 
-export async function send() {
+// Sends what is in the box. The box is emptied at once, so what the user types next is a new
+// message (sent after this one, in order); if the service refuses or cannot be reached, the text
+// comes back into the box. A text sent again after a failure reuses its Idempotency-Key, so a
+// send whose answer was lost is not done twice.
+export function send() {
   const box = $('message');
   const text = box.value;
-  if (!text.trim() || state.send.busy) return;
-  // One key per message: a send that is retried (after an error) uses the same key, so the
-  // service does it only once; a changed text is a new message.
-  if (!state.send.key || state.send.text !== text) {
-    state.send.key = newKey();
-    state.send.text = text;
+  if (!text.trim()) return;
+  // A new conversation is created once: the box waits until it is open.
+  if (state.view === 'new' && state.send.busy) return;
+  let target;
+  if (state.view === 'new') {
+    target = { kind: 'new', cwd: $('cwd').value.trim(), model: $('model-select').value };
+  } else if (state.view === 'conversation' && state.conv) {
+    target = {
+      kind: 'message',
+      conversationId: state.conv.id,
+      mode: isRunning() ? $('mode').value : null,
+      sessionId: state.sessionId && state.sessionId !== state.conv.root_session_id ? state.sessionId : null,
+    };
+  } else {
+    return;
   }
-  const headers = { 'Idempotency-Key': state.send.key };
+  box.value = '';
+  $('mode').value = DEFAULT_MODE;
+  state.drafts.delete(target.kind === 'new' ? 'new' : target.conversationId);
+  const key = state.send.failed && state.send.failed.text === text ? state.send.failed.key : newKey();
+  state.send.failed = null;
+  sending = sending.then(() => deliver(text, key, target));
+}
+
+let sending = Promise.resolve();
+
+async function deliver(text, key, target) {
+  const headers = { 'Idempotency-Key': key };
   state.send.busy = true;
   renderComposer();
   try {
-    if (state.view === 'new') {
+    if (target.kind === 'new') {
       const body = { text };
-      const cwd = $('cwd').value.trim();
-      if (cwd) body.cwd = cwd;
-      const model = $('model-select').value;
-      if (model) body.model = model;
+      if (target.cwd) body.cwd = target.cwd;
+      if (target.model) body.model = target.model;
       const created = await api('POST', '/api/conversations', body, headers);
-      box.value = '';
-      state.drafts.delete('new');
       state.newCwd = '';
       upsertListed(created.conversation);
       location.hash = `#/c/${enc(created.conversation.id)}`;
-    } else if (state.view === 'conversation' && state.conv) {
+    } else {
       const body = { text };
-      if (isRunning()) body.mode = $('mode').value;
-      if (state.sessionId && state.sessionId !== state.conv.root_session_id) body.session_id = state.sessionId;
-      await api('POST', `/api/conversations/${enc(state.conv.id)}/messages`, body, headers);
-      if (box.value === text) box.value = '';
-      state.drafts.delete(state.conv.id);
+      if (target.mode) body.mode = target.mode;
+      if (target.sessionId) body.session_id = target.sessionId;
+      await api('POST', `/api/conversations/${enc(target.conversationId)}/messages`, body, headers);
     }
-    state.send.key = null;
-    state.send.text = null;
-    $('mode').value = DEFAULT_MODE;
   } catch (error) {
+    state.send.failed = { text, key };
+    const stillThere = target.kind === 'new' ? state.view === 'new' : state.conv && state.conv.id === target.conversationId;
+    if (stillThere) giveBack(text);
+    else state.drafts.set(target.kind === 'new' ? 'new' : target.conversationId, text);
     showError(error);
   } finally {
     state.send.busy = false;
     renderComposer();
   }
+}
+
+// A message that could not be sent goes back where it was typed, before anything typed since.
+function giveBack(text) {
+  const box = $('message');
+  box.value = box.value.trim() ? `${text}\n\n${box.value}` : text;
 }
 
 // ------------------------------------------------------------------------------------------------

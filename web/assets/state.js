@@ -25,7 +25,7 @@ export const state = {
   loadingItems: false,
   itemsLoad: 0,
   queued: [],
-  send: { key: null, text: null, busy: false },
+  send: { busy: false, failed: null }, // failed: { text, key } of the last send that did not go through
   drafts: new Map(), // conversation id (or 'new') → unsent composer text
   models: [],
   newCwd: '',
