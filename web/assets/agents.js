@@ -7,6 +7,7 @@ import { api } from './api.js';
 import { $, el, enc } from './dom.js';
 import { state } from './state.js';
 import { interruptSession } from './actions.js';
+import { renderTabs } from './header.js';
 
 const STATUS_TEXT = { running: 'working', idle: 'idle', interrupted: 'interrupted', closed: 'closed' };
 
@@ -74,6 +75,7 @@ export async function refreshSessions() {
     const answer = await api('GET', `/api/conversations/${enc(state.conv.id)}/sessions`);
     if (gen !== state.gen || !answer || !Array.isArray(answer.sessions)) return;
     state.sessions = answer.sessions;
+    renderTabs();
     renderAgents();
   } catch {
     // The stream's snapshot already gave a list; a failed refresh changes nothing.
