@@ -82,7 +82,7 @@ async fn assets_have_their_content_types_and_revalidate() {
         // Vendored libraries: module scripts need a JavaScript type, `.mjs` included.
         ("/vendor/marked/marked.esm.js", "javascript"),
         ("/vendor/dompurify/purify.es.mjs", "javascript"),
-        ("/vendor/highlight.js/github-dark.min.css", "text/css"),
+        ("/vendor/highlight.js/a11y-dark.min.css", "text/css"),
     ] {
         let response = server.client.get(server.url(path)).send().await.unwrap();
         assert_eq!(response.status(), 200, "{path}");

@@ -5,6 +5,7 @@
 
 import { api } from './api.js';
 import { $, el, enc } from './dom.js';
+import { renderMarkdown } from './markdown.js';
 import { state } from './state.js';
 import { interruptSession } from './actions.js';
 import { renderTabs } from './header.js';
@@ -37,6 +38,13 @@ function openSession(sessionId, focusComposer) {
   if (focusComposer) $('message').focus();
 }
 
+// The last message as the agent wrote it (Markdown), cut to a few lines.
+function lastMessage(text) {
+  const body = el('div', { class: 'md agent-last-text' });
+  renderMarkdown(body, text);
+  return el('div', { class: 'agent-last' }, el('span', { class: 'muted' }, 'Last message'), body);
+}
+
 export function renderAgents() {
   if (state.view !== 'conversation' || state.tab !== 'agents') return;
   const subAgents = state.sessions.filter((s) => s.parent_id);
@@ -60,7 +68,7 @@ export function renderAgents() {
         el('button', { type: 'button', text: root ? 'Open conversation' : 'Open', onclick: () => openSession(session.id, false) }),
       ),
       session.task ? el('div', { class: 'agent-task' }, el('span', { class: 'muted' }, 'Task: '), session.task) : null,
-      session.last_message ? el('div', { class: 'agent-last' }, el('span', { class: 'muted' }, 'Last message: '), session.last_message) : null,
+      session.last_message ? lastMessage(session.last_message) : null,
     );
   });
   $('agent-list').replaceChildren(...rows);

@@ -9,7 +9,8 @@ const MAX_ANNOUNCED_CHARS = 600;
 
 export function announce(text) {
   const region = $('announcer');
-  const trimmed = text.length > MAX_ANNOUNCED_CHARS ? `${text.slice(0, MAX_ANNOUNCED_CHARS)}…` : text;
+  const plain = text.replace(/\s+/g, ' ').trim();
+  const trimmed = plain.length > MAX_ANNOUNCED_CHARS ? `${plain.slice(0, MAX_ANNOUNCED_CHARS)}…` : plain;
   // A region whose text does not change is not read again: clear it first.
   region.textContent = '';
   requestAnimationFrame(() => {

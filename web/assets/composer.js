@@ -26,7 +26,9 @@ export function renderComposer() {
   $('interrupt').hidden = !running;
   $('running-indicator').hidden = !running;
   $('send').disabled = state.view === 'new' && state.send.busy;
-  $('send').textContent = state.view === 'new' ? 'Start' : running ? 'Send while working' : 'Send';
+  // On a phone " while working" is left out (CSS); the text stays whole for screen readers.
+  if (state.view === 'new') $('send').textContent = 'Start';
+  else $('send').replaceChildren('Send', running ? el('span', { class: 'send-while' }, ' while working') : '');
 }
 
 // Sends what is in the box. The box is emptied at once, so what the user types next is a new

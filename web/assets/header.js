@@ -140,6 +140,11 @@ export function wireHeader(render) {
     const items = [
       { label: 'Fork', run: fork },
       { label: 'Compress context', run: compact, disabled: conv.status === 'running' },
+      // The details line (directory, agent, model) does not fit a phone's one-line header.
+      {
+        label: document.body.classList.contains('show-meta') ? 'Hide details' : 'Show details',
+        run: () => document.body.classList.toggle('show-meta'),
+      },
     ];
     if (conv.forked_from) {
       const sourceId = conv.forked_from.conversation_id;

@@ -6,7 +6,7 @@
 import { api } from './api.js';
 import { $, el, enc } from './dom.js';
 import { clearNoticesExcept, showError, showNotice } from './banners.js';
-import { isRunning, state } from './state.js';
+import { isRunning, routeConversationId, state } from './state.js';
 import { closeMenu, isMenuOpen } from './menu.js';
 import { loadList, openListStream, renderList, wireSidebar } from './sidebar.js';
 import { closeConversation, openConversation } from './conversation.js';
@@ -17,16 +17,11 @@ import { interruptSession } from './actions.js';
 import { watchTimeline } from './timeline.js';
 import { render } from './view.js';
 
-function currentRouteId() {
-  const match = /^#\/c\/([^/]+)/.exec(location.hash);
-  return match ? decodeURIComponent(match[1]) : null;
-}
-
 function route() {
   saveDraft();
   document.body.classList.remove('sidebar-open');
   closeMenu(false);
-  const id = currentRouteId();
+  const id = routeConversationId();
   if (id) {
     if (!state.conv || state.conv.id !== id || state.view !== 'conversation') openConversation(id);
   } else {

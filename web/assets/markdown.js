@@ -98,6 +98,9 @@ function decorateCode(pre, highlight) {
     { class: 'code-block' },
     el('div', { class: 'code-head' }, el('span', { class: 'code-language' }, shownLanguage || 'text'), copyButton(code)),
   );
+  // A long line scrolls sideways: the block must be reachable with the keyboard to scroll it.
+  pre.tabIndex = 0;
+  pre.setAttribute('aria-label', `${shownLanguage || 'text'} code`);
   pre.replaceWith(block);
   block.append(pre);
 }

@@ -6,9 +6,9 @@
 
 import { api, ApiError, streamUrl } from './api.js';
 import { $, el, enc, relTime } from './dom.js';
-import { showError } from './banners.js';
+import { clearErrors, showError } from './banners.js';
 import { closeMenu, isMenuOpen, openMenu } from './menu.js';
-import { state } from './state.js';
+import { routeConversationId, state } from './state.js';
 
 let renderWaiting = false; // a render put off while a row's menu is open
 
@@ -73,11 +73,6 @@ export function listed(id) {
   return state.list.conversations.find((c) => c.id === id) || null;
 }
 
-function currentRouteId() {
-  const match = /^#\/c\/([^/]+)/.exec(location.hash);
-  return match ? decodeURIComponent(match[1]) : null;
-}
-
 export function renderList() {
   const ul = $('conversation-list');
   // Live updates wait while a title is edited or a row's menu is open: re-rendering would drop
@@ -89,7 +84,7 @@ export function renderList() {
   }
   renderWaiting = false;
   const focusedId = document.activeElement && ul.contains(document.activeElement) ? document.activeElement.closest('li')?.dataset.id : null;
-  const openId = state.conv && state.view === 'conversation' ? state.conv.id : currentRouteId();
+  const openId = state.conv && state.view === 'conversation' ? state.conv.id : routeConversationId();
   const rows = state.list.conversations.map((conversation) => listRow(conversation, conversation.id === openId));
   ul.replaceChildren(...rows);
   const empty = $('list-empty');
@@ -273,7 +268,7 @@ async function deleteConversation(conversation) {
   try {
     await api('DELETE', `/api/conversations/${enc(current.id)}`);
     removeListed(current.id);
-    if (currentRouteId() === current.id) location.hash = '';
+    if (routeConversationId() === current.id) location.hash = '';
   } catch (error) {
     // It started working while the question was open.
     if (error instanceof ApiError && error.code === 'turn_running') refuseRunning(current);
@@ -288,6 +283,7 @@ export function openListStream() {
   const status = $('list-connection');
   stream.addEventListener('open', () => {
     status.hidden = true;
+    clearErrors('network');
   });
   stream.addEventListener('error', () => {
     status.hidden = false;

@@ -30,7 +30,14 @@ export const state = {
   models: [],
   newCwd: '',
   titles: new Map(), // conversation id → title, for "forked from" links
+  arrival: null, // { id, kind, source } after a fork or rewind: the copy's notice, shown once it opens
 };
+
+// The conversation the address names (#/c/<id>), if any.
+export function routeConversationId() {
+  const match = /^#\/c\/([^/]+)/.exec(location.hash);
+  return match ? decodeURIComponent(match[1]) : null;
+}
 
 export function viewedSession() {
   return state.sessions.find((s) => s.id === state.sessionId) || null;
