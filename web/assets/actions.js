@@ -71,11 +71,14 @@ export async function interruptSession(sessionId) {
   }
 }
 
-// Retry of a failed turn: the same text, as a new message (a new key: it is meant to run again).
-export async function resendTurn(text) {
+// Retry of a failed turn: the same text, as a new message to the same agent (a new key: it is
+// meant to run again).
+export async function resendTurn(text, sessionId) {
   if (!state.conv) return;
+  const body = { text };
+  if (sessionId && sessionId !== state.conv.root_session_id) body.session_id = sessionId;
   try {
-    await api('POST', `/api/conversations/${enc(state.conv.id)}/messages`, { text }, { 'Idempotency-Key': newKey() });
+    await api('POST', `/api/conversations/${enc(state.conv.id)}/messages`, body, { 'Idempotency-Key': newKey() });
   } catch (error) {
     showError(error);
   }

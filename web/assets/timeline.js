@@ -351,7 +351,7 @@ export function showTurnEnd(turnId, status, error) {
         title: 'Send the same message again',
         onclick: (event) => {
           event.target.disabled = true;
-          resendTurn(texts.join('\n\n')).finally(() => {
+          resendTurn(texts.join('\n\n'), items[0] && items[0].session_id).finally(() => {
             event.target.disabled = false;
           });
         },
