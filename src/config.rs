@@ -45,6 +45,7 @@ pub struct Config {
     pub retry: RetryConfig,
     pub turn: TurnConfig,
     pub tools: ToolsConfig,
+    pub subagents: SubagentsConfig,
     /// Always holds [`BUILTIN_PROVIDER`].
     pub providers: BTreeMap<String, ProviderConfig>,
     /// Always holds [`DEMO_MODEL`]; every model's provider is in `providers`.
@@ -89,6 +90,24 @@ pub struct RetryConfig {
 pub struct TurnConfig {
     /// The most model calls one turn may make; at least 1.
     pub max_steps: u32,
+}
+
+/// Limits on sub-agents (SPEC §5); reaching one is a tool error for the model, never a crash.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SubagentsConfig {
+    /// How deep sub-agents may nest: the root agent is at depth 0, its sub-agents at 1.
+    pub max_depth: u32,
+    /// How many sub-agents of one conversation may run (have a turn in progress) at once.
+    pub max_live: u32,
+}
+
+impl Default for SubagentsConfig {
+    fn default() -> SubagentsConfig {
+        SubagentsConfig {
+            max_depth: 3,
+            max_live: 8,
+        }
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -183,6 +202,7 @@ impl Config {
             server: ServerConfig::default(),
             retry: RetryConfig::default(),
             turn: TurnConfig::default(),
+            subagents: SubagentsConfig::default(),
             tools: ToolsConfig::default(),
             providers: BTreeMap::from([(BUILTIN_PROVIDER.to_string(), builtin_provider())]),
             models: BTreeMap::from([(DEMO_MODEL.to_string(), demo_model())]),
@@ -434,6 +454,8 @@ struct RawConfig {
     #[serde(default)]
     tools: RawTools,
     #[serde(default)]
+    subagents: RawSubagents,
+    #[serde(default)]
     providers: BTreeMap<String, RawProvider>,
     /// Spanned to find the first model in the file, which the fallback agent uses; the map
     /// itself is sorted by name.
@@ -463,6 +485,13 @@ struct RawRetry {
 #[serde(deny_unknown_fields)]
 struct RawTurn {
     max_steps: Option<u32>,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+struct RawSubagents {
+    max_depth: Option<u32>,
+    max_live: Option<u32>,
 }
 
 #[derive(Deserialize, Default)]
@@ -520,6 +549,7 @@ impl Validator<'_> {
         let retry = self.retry(raw.retry)?;
         let turn = self.turn(raw.turn)?;
         let tools = self.tools(raw.tools)?;
+        let subagents = self.subagents(raw.subagents)?;
         let providers = self.providers(raw.providers)?;
         let first_model = raw
             .models
@@ -553,6 +583,7 @@ impl Validator<'_> {
             retry,
             turn,
             tools,
+            subagents,
             providers,
             models,
             agents,
@@ -594,6 +625,21 @@ impl Validator<'_> {
             return Err(self.invalid("turn.max_steps", "must be at least 1"));
         }
         Ok(turn)
+    }
+
+    fn subagents(&self, raw: RawSubagents) -> Result<SubagentsConfig, ConfigError> {
+        let defaults = SubagentsConfig::default();
+        let subagents = SubagentsConfig {
+            max_depth: raw.max_depth.unwrap_or(defaults.max_depth),
+            max_live: raw.max_live.unwrap_or(defaults.max_live),
+        };
+        if subagents.max_depth > 16 {
+            return Err(self.invalid("subagents.max_depth", "must be at most 16"));
+        }
+        if subagents.max_live > 256 {
+            return Err(self.invalid("subagents.max_live", "must be at most 256"));
+        }
+        Ok(subagents)
     }
 
     fn tools(&self, raw: RawTools) -> Result<ToolsConfig, ConfigError> {
@@ -1027,6 +1073,7 @@ tools = ["read_file", "list_dir"]
             ("", "[retry]\ninitial_delay_ms = 50\nmax_delay_ms = 10\n", "retry.initial_delay_ms", "50 > 10"),
             ("", "[retry]\nchunk_timeout_ms = 0\n", "retry.chunk_timeout_ms", "at least 1"),
             ("", "[turn]\nmax_steps = 0\n", "turn.max_steps", "at least 1"),
+            ("", "[subagents]\nmax_depth = 99\n", "subagents.max_depth", "at most 16"),
             ("", "[tools]\nshell_timeout_s = 0\n", "tools.shell_timeout_s", "at least 1"),
             ("", "[tools]\nmax_output_bytes = 0\n", "tools.max_output_bytes", "at least 1"),
             ("http://127.0.0.1:11434/v1", "127.0.0.1:11434/v1", "providers.local.base_url", "must start with http:// or https://"),

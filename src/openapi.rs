@@ -510,6 +510,14 @@ pub struct ItemsQuery {
     pub limit: Option<u32>,
 }
 
+/// The query of `GET …/usage`.
+#[derive(IntoParams)]
+#[into_params(parameter_in = Query)]
+pub struct UsageQuery {
+    /// The session whose context to measure; default: the root session.
+    pub session: Option<String>,
+}
+
 /// The `Idempotency-Key` header of the two POSTs that create something. Optional headers are
 /// `String`s with `required = false`: an `Option` would make them nullable, which a header is not.
 #[derive(IntoParams)]

@@ -400,19 +400,33 @@ pub async fn interrupt_session(
     operation_id = "get_usage",
     tag = "history",
     summary = "Context usage",
-    description = "How much of the model's context window the conversation uses: the last reported count plus an estimate since, or an estimate of everything.",
-    params(("id" = String, Path, description = "Conversation id")),
+    description = "How much of the model's context window a session (the root agent's by default) uses: the last reported count plus an estimate since, or an estimate of everything.",
+    params(("id" = String, Path, description = "Conversation id"), crate::openapi::UsageQuery),
     responses(
         (status = 200, description = "The usage", body = crate::domain::Usage),
-        (status = 404, description = "`not_found`: no such conversation", body = crate::openapi::ErrorBody),
+        (status = 400, description = "`invalid_request`: an unknown parameter", body = crate::openapi::ErrorBody),
+        (status = 404, description = "`not_found`: no such conversation or session", body = crate::openapi::ErrorBody),
         (status = 422, description = "`cwd_missing` or `agent_unavailable`: the conversation cannot open", body = crate::openapi::ErrorBody),
     ),
 )]
 pub async fn usage(
     State(state): State<AppState>,
     Path(id): Path<String>,
+    Query(params): Query<UsageParams>,
 ) -> Result<Response, ApiError> {
-    Ok(axum::Json(state.runtime.conversation(&id).await?.usage).into_response())
+    // Opening the conversation checks that it can open (its cwd and agent exist).
+    state.runtime.conversation(&id).await?;
+    Ok(axum::Json(state.runtime.usage(&id, params.session).await?).into_response())
+}
+
+/// The query of `usage`: which session (the root by default).
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct UsageParams {
+    session: Option<String>,
+    /// Checked by `security::guard`, ignored here.
+    #[serde(rename = "access_token")]
+    _access_token: Option<IgnoredAny>,
 }
 
 /// An idempotent answer goes out exactly as it was first given.

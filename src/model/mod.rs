@@ -38,7 +38,8 @@ pub struct ModelRequest {
 #[derive(Debug, Clone)]
 pub struct ToolSpec {
     pub name: &'static str,
-    pub description: &'static str,
+    /// Fixed for most tools; `spawn_agent`'s lists the configured agents.
+    pub description: std::borrow::Cow<'static, str>,
     /// JSON Schema of the parameters.
     pub parameters: Value,
 }

@@ -601,7 +601,7 @@ pub mod testing {
             history: history(),
             tools: vec![super::super::ToolSpec {
                 name: "shell",
-                description: "run",
+                description: "run".into(),
                 parameters: serde_json::json!({"type": "object"}),
             }],
             max_output_tokens: 99,

@@ -3,6 +3,7 @@
 //! handlers call the functions of `Runtime`; they never touch files themselves.
 
 pub mod actor;
+pub mod collab;
 pub mod compaction;
 pub mod events;
 pub mod fork;
@@ -21,8 +22,8 @@ use serde_json::{Value, json};
 
 use crate::config::Config;
 use crate::domain::{
-    Conversation, Image, Item, Message, MessageMode, MessageSource, MessageStatus, Session, new_id,
-    now, user_item,
+    Conversation, Image, Item, Message, MessageMode, MessageSource, MessageStatus, Session, Usage,
+    new_id, now, user_item,
 };
 use crate::index::{Index, IndexError, IndexUpdate, ListPage, ListQuery};
 use crate::model::Models;
@@ -448,7 +449,7 @@ impl Runtime {
         let handle = actor::spawn(
             self.shared.clone(),
             loaded.state,
-            vec![user_item],
+            HashMap::from([(root_session_id, vec![user_item])]),
             Some(turn_id),
         )?;
         actors.insert(conversation_id, handle);
@@ -514,26 +515,33 @@ impl Runtime {
     ) -> Result<ItemsPage, RuntimeError> {
         let conversation = self.stored_conversation(id).await?;
         let session_id = session.unwrap_or(&conversation.root_session_id);
-        if !is_valid_id(session_id) || !self.shared.store.session_path(id, session_id).is_file() {
+        // Only a session of this conversation is read (`metadata` names a file here, not a
+        // session).
+        if !is_valid_id(session_id) || !session_id.starts_with("s_") {
             return Err(RuntimeError::NotFound(format!("session {session_id}")));
         }
-        // A live conversation keeps its root history in memory, the same as the file: paging
-        // through a long one then costs a copy of each page, not a read of the whole file.
-        if session_id == conversation.root_session_id
-            && let Some(handle) = self.live_actor(id).await
-        {
+        // A live conversation keeps its sessions' histories in memory, the same as the files:
+        // paging through a long one then costs a copy of each page, not a read of a file.
+        if let Some(handle) = self.live_actor(id).await {
             let (reply, answer) = tokio::sync::oneshot::channel();
-            if handle
-                .send(Command::Items(after_seq, limit, reply))
-                .await
-                .is_ok()
+            let command = Command::Items(Some(session_id.to_owned()), after_seq, limit, reply);
+            if handle.send(command).await.is_ok()
                 && let Ok(page) = answer.await
             {
-                return Ok(page);
+                return page;
             }
+        }
+        if !self.shared.store.session_path(id, session_id).is_file() {
+            return Err(RuntimeError::NotFound(format!("session {session_id}")));
         }
         let items = self.shared.store.read_items(id, session_id)?;
         Ok(items_page(&items, after_seq, limit))
+    }
+
+    /// The usage meter of one session (the root by default).
+    pub async fn usage(&self, id: &str, session: Option<String>) -> Result<Usage, RuntimeError> {
+        self.call(id, |reply| Command::Usage(session, reply))
+            .await?
     }
 
     /// The actor of a conversation that is live now (without loading one).

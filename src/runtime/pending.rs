@@ -1,80 +1,114 @@
 //! Waiting messages (SPEC §3): messages sent while the agent works, kept in memory only (§3.4).
-//! The queue keeps the user's messages before sub-agents' reports (§3.3), puts an interrupting
-//! message first, and decides which messages a steer or the next turn takes. It is plain data,
+//! The queue keeps messages from above (the user's, or a parent agent's) before sub-agents'
+//! reports (§3.3), puts an interrupting message first, and decides which messages a steer or
+//! the next turn takes. It is plain data,
 //! owned by the conversation actor, so every race is settled by the actor's order of commands.
 
-use crate::domain::{Message, MessageMode, MessageSource};
+use crate::domain::{Message, MessageMode};
 
 #[derive(Debug, Default)]
 pub struct PendingQueue {
-    /// User messages first (an interrupting one at the very front), then agents' messages.
-    messages: Vec<Message>,
-    /// Set when the user interrupts the root agent: agents' messages then wait until the user
-    /// sends another message (SPEC §4.3).
-    hold_agent_messages: bool,
+    /// Messages from above (the user's, or a parent agent's) first, an interrupting one at the
+    /// very front; then sub-agents' reports.
+    entries: Vec<Waiting>,
+    /// Set when the user interrupts the agent: reports then wait until the user (or, for a
+    /// sub-agent, its parent) sends another message (SPEC §4.3).
+    hold_reports: bool,
+}
+
+/// A waiting message, and whether it is a sub-agent's report (reports come last).
+#[derive(Debug, Clone)]
+pub struct Waiting {
+    pub message: Message,
+    pub report: bool,
 }
 
 impl PendingQueue {
-    pub fn list(&self) -> &[Message] {
-        &self.messages
+    pub fn list(&self) -> impl Iterator<Item = &Message> {
+        self.entries.iter().map(|entry| &entry.message)
     }
 
     pub fn is_empty(&self) -> bool {
-        self.messages.is_empty()
+        self.entries.is_empty()
     }
 
-    /// Adds a waiting message in its place.
+    /// Adds a waiting message from above (the user, or a parent agent) in its place.
     pub fn push(&mut self, message: Message) {
-        let position = self.position_for(&message);
-        self.messages.insert(position, message);
+        self.insert(Waiting {
+            message,
+            report: false,
+        });
     }
 
-    fn position_for(&self, message: &Message) -> usize {
-        let first_agent = self
-            .messages
+    /// Adds a sub-agent's report: after everything else (SPEC §3.3).
+    pub fn push_report(&mut self, message: Message) {
+        self.insert(Waiting {
+            message,
+            report: true,
+        });
+    }
+
+    fn insert(&mut self, entry: Waiting) {
+        let position = match (entry.report, entry.message.mode) {
+            (true, _) => self.entries.len(),
+            (false, MessageMode::Interrupt) => 0,
+            (false, _) => self.first_report(),
+        };
+        self.entries.insert(position, entry);
+    }
+
+    fn first_report(&self) -> usize {
+        self.entries
             .iter()
-            .position(|m| m.source == MessageSource::Agent)
-            .unwrap_or(self.messages.len());
-        match (message.source, message.mode) {
-            (MessageSource::User, MessageMode::Interrupt) => 0,
-            (MessageSource::User, _) => first_agent,
-            (MessageSource::Agent, _) => self.messages.len(),
-        }
+            .position(|entry| entry.report)
+            .unwrap_or(self.entries.len())
     }
 
-    /// The user's steer messages, which join the running turn before its next model call.
-    pub fn take_steered(&mut self) -> Vec<Message> {
-        let (steered, rest) = std::mem::take(&mut self.messages)
+    /// What joins the running turn before its next model call: the steer messages from above,
+    /// then, when nothing else from above still waits and reports are not held, the reports.
+    pub fn take_steered(&mut self) -> Vec<Waiting> {
+        let (mut steered, rest): (Vec<Waiting>, Vec<Waiting>) = std::mem::take(&mut self.entries)
             .into_iter()
-            .partition(|m| m.source == MessageSource::User && m.mode == MessageMode::Steer);
-        self.messages = rest;
+            .partition(|entry| !entry.report && entry.message.mode == MessageMode::Steer);
+        self.entries = rest;
+        let above_waits = self.entries.iter().any(|entry| !entry.report);
+        if !above_waits && !self.hold_reports {
+            steered.append(&mut self.entries);
+        }
         steered
     }
 
-    /// The messages that start the next turn: the first user message (with the steer messages
-    /// right after it when it is one: they all meant to join the turn that ended), else the
-    /// first agent message unless those are held. Empty when nothing may start.
-    pub fn take_next_turn(&mut self) -> Vec<Message> {
-        let Some(first) = self.messages.first() else {
+    /// The messages that start the next turn: the first message from above (with the steer
+    /// messages right after it when it is one: they all meant to join the turn that ended),
+    /// else the waiting reports, together, unless they are held. Empty when nothing may start.
+    pub fn take_next_turn(&mut self) -> Vec<Waiting> {
+        let Some(first) = self.entries.first() else {
             return Vec::new();
         };
-        if first.source == MessageSource::Agent && self.hold_agent_messages {
-            return Vec::new();
-        }
-        let mut count = 1;
-        if first.source == MessageSource::User && first.mode == MessageMode::Steer {
-            count = self
-                .messages
+        let count = if first.report {
+            if self.hold_reports {
+                return Vec::new();
+            }
+            self.entries.len()
+        } else if first.message.mode == MessageMode::Steer {
+            self.entries
                 .iter()
-                .take_while(|m| m.source == MessageSource::User && m.mode == MessageMode::Steer)
-                .count();
-        }
-        self.messages.drain(..count).collect()
+                .take_while(|entry| !entry.report && entry.message.mode == MessageMode::Steer)
+                .count()
+        } else {
+            1
+        };
+        self.entries.drain(..count).collect()
     }
 
-    /// Puts messages back at the front (a turn could not start with them).
-    pub fn restore(&mut self, messages: Vec<Message>) {
-        self.messages.splice(0..0, messages);
+    /// Puts messages back in their places (a turn could not take them), ahead of the others
+    /// of their kind.
+    pub fn restore(&mut self, entries: Vec<Waiting>) {
+        let (reports, above): (Vec<Waiting>, Vec<Waiting>) =
+            entries.into_iter().partition(|entry| entry.report);
+        self.entries.splice(0..0, above);
+        let first_report = self.first_report();
+        self.entries.splice(first_report..first_report, reports);
     }
 
     /// Changes a waiting message's text and/or mode; a new mode may move it. Returns the
@@ -85,45 +119,56 @@ impl PendingQueue {
         text: Option<String>,
         mode: Option<MessageMode>,
     ) -> Option<Message> {
-        let index = self.messages.iter().position(|m| m.id == message_id)?;
-        let mut message = self.messages.remove(index);
+        let index = self
+            .entries
+            .iter()
+            .position(|entry| entry.message.id == message_id)?;
+        let mut entry = self.entries.remove(index);
         if let Some(text) = text {
-            message.text = text;
+            entry.message.text = text;
         }
-        let moved = mode.is_some_and(|mode| mode != message.mode);
+        let moved = mode.is_some_and(|mode| mode != entry.message.mode);
         if let Some(mode) = mode {
-            message.mode = mode;
+            entry.message.mode = mode;
         }
+        let message = entry.message.clone();
         if moved {
-            self.push(message.clone());
+            self.insert(entry);
         } else {
-            self.messages.insert(index, message.clone());
+            self.entries.insert(index, entry);
         }
         Some(message)
     }
 
     pub fn withdraw(&mut self, message_id: &str) -> Option<Message> {
-        let index = self.messages.iter().position(|m| m.id == message_id)?;
-        Some(self.messages.remove(index))
+        let index = self
+            .entries
+            .iter()
+            .position(|entry| entry.message.id == message_id)?;
+        Some(self.entries.remove(index).message)
     }
 
     pub fn hold_agent_messages(&mut self, hold: bool) {
-        self.hold_agent_messages = hold;
+        self.hold_reports = hold;
+    }
+
+    pub fn holds_agent_messages(&self) -> bool {
+        self.hold_reports
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::domain::{MessageStatus, now};
+    use crate::domain::{MessageSource, MessageStatus, now};
 
-    fn message(id: &str, source: MessageSource, mode: MessageMode) -> Message {
+    fn message(id: &str, mode: MessageMode) -> Message {
         Message {
             id: id.to_owned(),
             session_id: "s".to_owned(),
             text: id.to_owned(),
             mode,
-            source,
+            source: MessageSource::User,
             from_session_id: None,
             status: MessageStatus::Waiting,
             created_at: now(),
@@ -131,61 +176,92 @@ mod tests {
         }
     }
 
-    fn ids(messages: &[Message]) -> Vec<&str> {
-        messages.iter().map(|m| m.id.as_str()).collect()
+    fn ids<'a>(messages: impl IntoIterator<Item = &'a Message>) -> Vec<&'a str> {
+        messages.into_iter().map(|m| m.id.as_str()).collect()
+    }
+
+    fn taken(entries: &[Waiting]) -> Vec<&str> {
+        ids(entries.iter().map(|entry| &entry.message))
     }
 
     use MessageMode::{Interrupt, Queue, Steer};
-    use MessageSource::{Agent, User};
 
     #[test]
-    fn user_messages_come_before_agents_and_an_interrupt_goes_first() {
+    fn messages_from_above_come_before_reports_and_an_interrupt_goes_first() {
         let mut queue = PendingQueue::default();
-        queue.push(message("agent1", Agent, Queue));
-        queue.push(message("user1", User, Queue));
-        queue.push(message("agent2", Agent, Queue));
-        queue.push(message("user2", User, Steer));
-        queue.push(message("now", User, Interrupt));
+        queue.push_report(message("report1", Steer));
+        queue.push(message("user1", Queue));
+        queue.push_report(message("report2", Steer));
+        queue.push(message("user2", Steer));
+        queue.push(message("now", Interrupt));
         assert_eq!(
             ids(queue.list()),
-            ["now", "user1", "user2", "agent1", "agent2"]
+            ["now", "user1", "user2", "report1", "report2"]
         );
     }
 
     #[test]
-    fn a_steer_takes_only_the_users_steer_messages() {
+    fn a_steer_takes_reports_only_when_nothing_from_above_still_waits() {
         let mut queue = PendingQueue::default();
-        queue.push(message("q", User, Queue));
-        queue.push(message("s1", User, Steer));
-        queue.push(message("a", Agent, Steer));
-        queue.push(message("s2", User, Steer));
-        assert_eq!(ids(&queue.take_steered()), ["s1", "s2"]);
-        assert_eq!(ids(queue.list()), ["q", "a"]);
+        queue.push(message("q", Queue));
+        queue.push(message("s1", Steer));
+        queue.push_report(message("r", Steer));
+        queue.push(message("s2", Steer));
+        assert_eq!(taken(&queue.take_steered()), ["s1", "s2"]);
+        assert_eq!(ids(queue.list()), ["q", "r"]);
+        assert_eq!(taken(&queue.take_next_turn()), ["q"]);
+        queue.push(message("s3", Steer));
+        assert_eq!(taken(&queue.take_steered()), ["s3", "r"]);
+        assert!(queue.is_empty());
+    }
+
+    #[test]
+    fn held_reports_wait_until_released() {
+        let mut queue = PendingQueue::default();
+        queue.push_report(message("r1", Steer));
+        queue.push_report(message("r2", Steer));
+        queue.hold_agent_messages(true);
+        assert!(queue.take_steered().is_empty());
+        assert!(queue.take_next_turn().is_empty());
+        queue.hold_agent_messages(false);
+        assert_eq!(taken(&queue.take_next_turn()), ["r1", "r2"]);
     }
 
     #[test]
     fn the_next_turn_takes_one_queued_message_or_a_run_of_steers() {
         let mut queue = PendingQueue::default();
-        queue.push(message("s1", User, Steer));
-        queue.push(message("s2", User, Steer));
-        queue.push(message("q1", User, Queue));
-        queue.push(message("q2", User, Queue));
-        queue.push(message("a", Agent, Queue));
-        assert_eq!(ids(&queue.take_next_turn()), ["s1", "s2"]);
-        assert_eq!(ids(&queue.take_next_turn()), ["q1"]);
-        assert_eq!(ids(&queue.take_next_turn()), ["q2"]);
+        queue.push(message("s1", Steer));
+        queue.push(message("s2", Steer));
+        queue.push(message("q1", Queue));
+        queue.push(message("q2", Queue));
+        queue.push_report(message("a", Queue));
+        assert_eq!(taken(&queue.take_next_turn()), ["s1", "s2"]);
+        assert_eq!(taken(&queue.take_next_turn()), ["q1"]);
+        assert_eq!(taken(&queue.take_next_turn()), ["q2"]);
         queue.hold_agent_messages(true);
         assert!(queue.take_next_turn().is_empty());
         queue.hold_agent_messages(false);
-        assert_eq!(ids(&queue.take_next_turn()), ["a"]);
+        assert_eq!(taken(&queue.take_next_turn()), ["a"]);
         assert!(queue.take_next_turn().is_empty());
+    }
+
+    #[test]
+    fn restored_messages_go_back_to_their_places() {
+        let mut queue = PendingQueue::default();
+        queue.push(message("s", Steer));
+        queue.push_report(message("r", Steer));
+        let steered = queue.take_steered();
+        queue.push(message("q", Queue));
+        queue.push_report(message("r2", Steer));
+        queue.restore(steered);
+        assert_eq!(ids(queue.list()), ["s", "q", "r", "r2"]);
     }
 
     #[test]
     fn updating_the_mode_moves_a_message_and_withdrawing_removes_it() {
         let mut queue = PendingQueue::default();
-        queue.push(message("q1", User, Queue));
-        queue.push(message("q2", User, Queue));
+        queue.push(message("q1", Queue));
+        queue.push(message("q2", Queue));
         let updated = queue
             .update("q2", Some("new text".into()), Some(Interrupt))
             .unwrap();

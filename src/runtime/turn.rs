@@ -11,6 +11,7 @@ use tokio::sync::mpsc::error::TryRecvError;
 use tokio::sync::{mpsc, oneshot};
 use tokio_util::sync::CancellationToken;
 
+use super::collab;
 use super::compaction::{self, Compactor, Failure, Reason};
 use super::usage::{UsageTracker, context_tokens};
 use crate::config::{ReasoningContext, RetryConfig};
@@ -85,15 +86,28 @@ pub enum TurnMsg {
     TakeSteered {
         reply: oneshot::Sender<Vec<Item>>,
     },
+    /// A collaboration tool call (spawn a sub-agent, message, wait for, interrupt or list
+    /// them): the actor owns the session tree, so it answers.
+    Agents {
+        request: collab::AgentsRequest,
+        reply: oneshot::Sender<Result<collab::AgentsReply, String>>,
+    },
     Ended {
         status: TurnStatus,
         error: Option<String>,
     },
 }
 
-/// Runs a turn to its end. Always sends exactly one `Ended`, last.
-pub async fn run(spec: TurnSpec, actor: mpsc::UnboundedSender<TurnMsg>) {
-    let link = ActorLink { actor };
+/// What a turn (or a manual compaction) sends its actor: a message and the session it is for.
+#[derive(Debug)]
+pub struct FromTurn {
+    pub session_id: Arc<str>,
+    pub msg: TurnMsg,
+}
+
+/// Runs a turn of `session_id` to its end. Always sends exactly one `Ended`, last.
+pub async fn run(spec: TurnSpec, session_id: Arc<str>, actor: mpsc::UnboundedSender<FromTurn>) {
+    let link = ActorLink { actor, session_id };
     let (status, error) = match drive(spec, &link).await {
         Ok(()) => (TurnStatus::Completed, None),
         Err(TurnStop::Interrupted) => (TurnStatus::Interrupted, None),
@@ -107,14 +121,31 @@ enum TurnStop {
     Failed(String),
 }
 
-struct ActorLink {
-    actor: mpsc::UnboundedSender<TurnMsg>,
+/// A turn's way to its actor: every message names the turn's session.
+pub(crate) struct ActorLink {
+    actor: mpsc::UnboundedSender<FromTurn>,
+    session_id: Arc<str>,
 }
 
 impl ActorLink {
     fn send(&self, msg: TurnMsg) {
         // The actor outlives its turns; if it is gone the service is stopping anyway.
-        let _ = self.actor.send(msg);
+        let _ = self.actor.send(FromTurn {
+            session_id: self.session_id.clone(),
+            msg,
+        });
+    }
+
+    /// Asks the actor to carry out a collaboration tool call.
+    pub(crate) async fn agents(
+        &self,
+        request: collab::AgentsRequest,
+    ) -> Result<collab::AgentsReply, String> {
+        let (reply, answer) = oneshot::channel();
+        self.send(TurnMsg::Agents { request, reply });
+        answer
+            .await
+            .unwrap_or_else(|_| Err("the conversation is stopping".to_owned()))
     }
 
     /// Stores an item and waits until it is on disk; returns its `seq`.
@@ -620,7 +651,9 @@ async fn run_tool_call(
             delta: chunk,
         })
     };
-    let result = {
+    let result = if collab::is_collaboration_tool(&name) {
+        collab::run(&name, &arguments, link, &spec.cancel).await
+    } else {
         let (live, mut chunks) = mpsc::unbounded_channel::<String>();
         let run = tools::run_tool(&name, &arguments, &spec.tool_context, &live, &spec.cancel);
         tokio::pin!(run);

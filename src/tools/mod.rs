@@ -73,18 +73,10 @@ impl ToolResult {
     }
 }
 
-/// The collaboration tools: their specs exist so agents can be configured with them, but the
-/// runtime does not run them yet.
-const SUB_AGENT_TOOLS: [&str; 5] = [
-    "spawn_agent",
-    "send_message",
-    "wait_agents",
-    "interrupt_agent",
-    "list_agents",
-];
-
 /// Runs one tool call. Live output chunks (shell stdout/stderr as they arrive) go to `live`.
 /// Never panics and never returns Err: a tool's error is a result text for the model (status Failed).
+/// The collaboration tools (`spawn_agent`, …) are not run here but by `runtime::collab`, since
+/// they act on the conversation's sessions.
 pub async fn run_tool(
     name: &str,
     arguments: &Value,
@@ -108,9 +100,6 @@ pub async fn run_tool(
                 }
                 result = files::run(name, arguments, ctx) => result,
             }
-        }
-        _ if SUB_AGENT_TOOLS.contains(&name) => {
-            ToolResult::failed(format!("tool `{name}` is not available yet"))
         }
         _ => ToolResult::failed(format!("unknown tool `{name}`")),
     }
@@ -288,19 +277,22 @@ fn spec(name: &str) -> Option<ToolSpec> {
     };
     Some(ToolSpec {
         name,
-        description,
+        description: description.into(),
         parameters,
     })
 }
 
 /// A required string parameter; the error names the parameter so the model can fix its call.
-fn required_string<'a>(arguments: &'a Value, name: &str) -> Result<&'a str, String> {
+pub(crate) fn required_string<'a>(arguments: &'a Value, name: &str) -> Result<&'a str, String> {
     optional_string(arguments, name)?
         .ok_or_else(|| format!("missing required parameter `{name}` (a string)"))
 }
 
 /// An optional string parameter; `null` counts as absent.
-fn optional_string<'a>(arguments: &'a Value, name: &str) -> Result<Option<&'a str>, String> {
+pub(crate) fn optional_string<'a>(
+    arguments: &'a Value,
+    name: &str,
+) -> Result<Option<&'a str>, String> {
     match parameter(arguments, name)? {
         None => Ok(None),
         Some(Value::String(text)) => Ok(Some(text)),
@@ -312,7 +304,7 @@ fn optional_string<'a>(arguments: &'a Value, name: &str) -> Result<Option<&'a st
 }
 
 /// An optional number parameter; `null` counts as absent.
-fn optional_number(arguments: &Value, name: &str) -> Result<Option<f64>, String> {
+pub(crate) fn optional_number(arguments: &Value, name: &str) -> Result<Option<f64>, String> {
     match parameter(arguments, name)? {
         None => Ok(None),
         Some(Value::Number(number)) => Ok(number.as_f64()),
@@ -472,15 +464,6 @@ mod tests {
         let result = run("frobnicate", json!({})).await;
         assert_eq!(result.status, ToolStatus::Failed);
         assert_eq!(result.output, "unknown tool `frobnicate`");
-    }
-
-    #[tokio::test]
-    async fn sub_agent_tools_are_not_available_yet() {
-        for name in SUB_AGENT_TOOLS {
-            let result = run(name, json!({})).await;
-            assert_eq!(result.status, ToolStatus::Failed);
-            assert_eq!(result.output, format!("tool `{name}` is not available yet"));
-        }
     }
 
     #[tokio::test]

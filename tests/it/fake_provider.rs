@@ -51,7 +51,16 @@ pub enum Reply {
     /// Responses API only: a reasoning item (summary `Thinking.` and the given encrypted
     /// content), then a text answer.
     Reasoned { encrypted: String, text: String },
+    /// Chat Completions only: several tool calls in one answer (each sent whole).
+    ToolCalls(Vec<(String, Value)>),
+    /// The reply, once the gate is opened (`Notify::notify_one`, before or after the request
+    /// comes): a model call that takes as long as the test wants.
+    After(Arc<tokio::sync::Notify>, Box<Reply>),
 }
+
+/// Picks the reply to a request from its body, before the queue is looked at; `None` falls
+/// back to the queue. For tests where concurrent sessions call the model in no fixed order.
+pub type Script = Arc<dyn Fn(&Value) -> Option<Reply> + Send + Sync>;
 
 /// A request the fake received.
 #[derive(Debug, Clone)]
@@ -76,6 +85,10 @@ struct FakeState {
     requests: Mutex<Vec<Recorded>>,
     /// The wait between two chunks of a streamed answer.
     pace: Mutex<Duration>,
+    script: Mutex<Option<Script>>,
+    /// Answers being streamed now, and the most ever streamed at once.
+    streaming: std::sync::atomic::AtomicUsize,
+    most_streaming: std::sync::atomic::AtomicUsize,
 }
 
 /// Characters per streamed text chunk.
@@ -202,6 +215,9 @@ impl FakeProvider {
             replies: Mutex::new(VecDeque::new()),
             requests: Mutex::new(Vec::new()),
             pace: Mutex::new(Duration::from_millis(2)),
+            script: Mutex::new(None),
+            streaming: std::sync::atomic::AtomicUsize::new(0),
+            most_streaming: std::sync::atomic::AtomicUsize::new(0),
         });
         let app = Router::new().fallback(answer).with_state(state.clone());
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
@@ -219,6 +235,18 @@ impl FakeProvider {
 
     pub fn push(&self, reply: Reply) {
         self.state.replies.lock().unwrap().push_back(reply);
+    }
+
+    /// Replies chosen from each request's body (see [`Script`]).
+    pub fn script(&self, script: impl Fn(&Value) -> Option<Reply> + Send + Sync + 'static) {
+        *self.state.script.lock().unwrap() = Some(Arc::new(script));
+    }
+
+    /// The most answers that were ever being streamed at the same time.
+    pub fn most_streaming_at_once(&self) -> usize {
+        self.state
+            .most_streaming
+            .load(std::sync::atomic::Ordering::SeqCst)
     }
 
     pub fn set_pace(&self, pace: Duration) {
@@ -298,7 +326,13 @@ async fn answer(State(state): State<Arc<FakeState>>, request: Request) -> Respon
     if path != wire.path() {
         return error_response(wire, 404, None, &format!("no route for {path}"));
     }
-    let Some(reply) = state.replies.lock().unwrap().pop_front() else {
+    let scripted = state
+        .script
+        .lock()
+        .unwrap()
+        .clone()
+        .and_then(|script| script(&state.requests.lock().unwrap()[number - 1].body));
+    let Some(mut reply) = scripted.or_else(|| state.replies.lock().unwrap().pop_front()) else {
         return error_response(
             wire,
             400,
@@ -306,10 +340,34 @@ async fn answer(State(state): State<Arc<FakeState>>, request: Request) -> Respon
             "the fake provider has no reply scripted for this request",
         );
     };
+    while let Reply::After(gate, then) = reply {
+        gate.notified().await;
+        reply = *then;
+    }
     let pace = *state.pace.lock().unwrap();
     let id = format!("fake_{number}");
+    let sse = |frames, cut, pace| sse(frames, cut, pace, state.clone());
     match reply {
         Reply::Text(text) => sse(Frames::text(wire, &id, &text).all(), false, pace),
+        Reply::ToolCalls(calls) => {
+            assert_eq!(
+                wire,
+                Wire::OpenaiChat,
+                "parallel calls are scripted for chat only"
+            );
+            let tool_calls: Vec<Value> = calls
+                .iter()
+                .enumerate()
+                .map(|(index, (name, arguments))| {
+                    json!({ "index": index, "id": format!("call_{id}_{index}"), "type": "function",
+                            "function": { "name": name, "arguments": arguments.to_string() } })
+                })
+                .collect();
+            let first = json!({ "role": "assistant", "content": null, "tool_calls": tool_calls });
+            let mut frames = vec![chat(&id, first, None)];
+            frames.extend(chat_end(&id, "tool_calls"));
+            sse(frames, false, pace)
+        }
         Reply::ToolCall {
             name,
             arguments,
@@ -356,6 +414,7 @@ async fn answer(State(state): State<Arc<FakeState>>, request: Request) -> Respon
             frames.start.splice(2..2, reasoning);
             sse(frames.all(), false, pace)
         }
+        Reply::After(..) => unreachable!("gates are waited for above"),
         Reply::MalformedChunk => {
             let mut frames = Frames::text(wire, &id, "").start;
             let event = match wire {
@@ -371,8 +430,13 @@ async fn answer(State(state): State<Arc<FakeState>>, request: Request) -> Respon
 
 /// Streams SSE frames, pausing between them; `cut` drops the connection instead of ending the
 /// body, as a proxy or a crashed server would.
-fn sse(frames: Vec<String>, cut: bool, pace: Duration) -> Response {
+fn sse(frames: Vec<String>, cut: bool, pace: Duration, state: Arc<FakeState>) -> Response {
+    use std::sync::atomic::Ordering::SeqCst;
+    let now = state.streaming.fetch_add(1, SeqCst) + 1;
+    state.most_streaming.fetch_max(now, SeqCst);
+    let streaming = Streaming(state);
     let stream = async_stream::stream! {
+        let _streaming = streaming;
         for frame in frames {
             yield Ok::<Bytes, std::io::Error>(Bytes::from(frame));
             tokio::time::sleep(pace).await;
@@ -386,6 +450,17 @@ fn sse(frames: Vec<String>, cut: bool, pace: Duration) -> Response {
         .header(header::CACHE_CONTROL, "no-cache")
         .body(Body::from_stream(stream))
         .unwrap()
+}
+
+/// Counts an answer as no longer streaming when its body is dropped (finished or abandoned).
+struct Streaming(Arc<FakeState>);
+
+impl Drop for Streaming {
+    fn drop(&mut self) {
+        self.0
+            .streaming
+            .fetch_sub(1, std::sync::atomic::Ordering::SeqCst);
+    }
 }
 
 /// An error answer in the protocol's documented shape.

@@ -16,6 +16,7 @@ mod providers;
 mod reindex;
 mod retries;
 mod shell_orphans;
+mod subagents;
 mod terminal;
 mod turns;
 mod ui;

@@ -1,0 +1,195 @@
+//! Compaction inside the actor (SPEC §7): the manual compaction of the root session, which
+//! runs its model call in a task of its own, and what any stored summary changes (the history
+//! the next turn reads and the usage meter start from it).
+
+use serde::Serialize;
+use serde_json::json;
+use tokio::sync::oneshot;
+use tokio_util::sync::CancellationToken;
+
+use super::ConversationActor;
+use crate::domain::{Item, Usage};
+use crate::runtime::RuntimeError;
+use crate::runtime::compaction::{self, Compactor, Reason};
+use crate::runtime::turn::{FromTurn, TurnMsg};
+use crate::runtime::usage::UsageTracker;
+
+/// `POST /api/conversations/{id}/compact`: the stored summary and the usage it leaves.
+#[derive(Debug, Clone, Serialize)]
+pub struct CompactOutcome {
+    pub summary: Item,
+    pub usage: Usage,
+}
+
+/// A manual compaction in progress: its model call runs in a task of its own, so the
+/// conversation keeps answering; messages sent meanwhile wait, as they would behind a turn.
+pub(super) struct Compacting {
+    pub cancel: CancellationToken,
+    reply: oneshot::Sender<Result<CompactOutcome, RuntimeError>>,
+}
+
+impl ConversationActor {
+    /// The model that writes an agent's summaries: its `compact_model`.
+    pub(super) fn compactor(&self, agent: &str) -> Result<Compactor, String> {
+        let config = &self.shared.config;
+        let agent = config
+            .agent(agent)
+            .ok_or_else(|| format!("agent `{agent}` is not configured"))?;
+        let model_id = agent.compaction_model();
+        let model = config
+            .model(model_id)
+            .ok_or_else(|| format!("model `{model_id}` is not configured"))?;
+        Ok(Compactor {
+            client: self.shared.models.client(config, model_id)?,
+            model_name: model.name.clone(),
+            max_output_tokens: model.max_output_tokens,
+            retry: config.retry.clone(),
+        })
+    }
+
+    /// Starts a manual compaction (SPEC §7.6): only when no turn runs and no message waits.
+    pub(super) fn start_compaction(
+        &mut self,
+        reply: oneshot::Sender<Result<CompactOutcome, RuntimeError>>,
+    ) {
+        let root = self.root_id().to_owned();
+        let refused = if self.root().running.is_some() {
+            Some(RuntimeError::TurnRunning)
+        } else if self.compacting.is_some() {
+            Some(RuntimeError::CompactionRunning)
+        } else if !self.root().pending.is_empty() {
+            Some(RuntimeError::MessagesWaiting)
+        } else {
+            None
+        };
+        if let Some(error) = refused.or_else(|| self.check_can_run(&root).err()) {
+            let _ = reply.send(Err(error));
+            return;
+        }
+        let conversation = &self.state.conversation;
+        let compactor = match self.compactor(&conversation.agent) {
+            Ok(compactor) => compactor,
+            Err(error) => {
+                let _ = reply.send(Err(RuntimeError::ModelUnavailable(error)));
+                return;
+            }
+        };
+        let window = self
+            .shared
+            .config
+            .model(&conversation.model)
+            .map_or(0, |model| model.context_window);
+        let view = compaction::model_view(&self.root().history);
+        let Some(plan) = compaction::plan(&view, window, Reason::Manual) else {
+            let _ = reply.send(Err(RuntimeError::NothingToCompact));
+            return;
+        };
+        self.publish_compaction_started(&root, Reason::Manual);
+        let cancel = CancellationToken::new();
+        self.compacting = Some(Compacting {
+            cancel: cancel.clone(),
+            reply,
+        });
+        let done = self.turn_sender.clone();
+        let session_id: std::sync::Arc<str> = std::sync::Arc::from(root.as_str());
+        tokio::spawn(async move {
+            let send = |msg| {
+                let _ = done.send(FromTurn {
+                    session_id: session_id.clone(),
+                    msg,
+                });
+            };
+            let result = compactor
+                .summarize(&plan, &cancel, |retry| send(TurnMsg::Retry(retry)))
+                .await;
+            send(TurnMsg::ManualCompactionDone { plan, result });
+        });
+    }
+
+    /// Stores a manual compaction's summary (or reports its failure), answers the request, and
+    /// lets a message that arrived meanwhile start its turn.
+    pub(super) fn finish_compaction(
+        &mut self,
+        plan: &compaction::Plan,
+        result: Result<(String, Option<crate::model::TokenUsage>), compaction::Failure>,
+    ) {
+        let Some(compacting) = self.compacting.take() else {
+            return;
+        };
+        let root = self.root_id().to_owned();
+        let outcome = match result {
+            Ok((text, _report)) => {
+                let turn_id = self
+                    .state
+                    .turns
+                    .iter()
+                    .rev()
+                    .find(|turn| turn.session_id == root)
+                    .map(|turn| turn.id.clone())
+                    .unwrap_or_default();
+                let mut summary = compaction::summary_item(&root, &turn_id, text, plan);
+                summary.seq = self.next_seq(&root);
+                match self.append_items(&root, std::slice::from_ref(&summary)) {
+                    Ok(()) => {
+                        self.bus
+                            .publish("item.started", &json!({ "item": summary }));
+                        self.bus
+                            .publish("item.completed", &json!({ "item": summary }));
+                        self.on_compacted(&summary);
+                        Ok(CompactOutcome {
+                            summary,
+                            usage: self.usage_view(&root),
+                        })
+                    }
+                    Err(error) => {
+                        self.publish_compaction_failed(&root, "the summary could not be stored");
+                        Err(RuntimeError::from(error))
+                    }
+                }
+            }
+            Err(compaction::Failure::Interrupted) => {
+                let error = "interrupted".to_owned();
+                self.publish_compaction_failed(&root, &error);
+                Err(RuntimeError::CompactionFailed(error))
+            }
+            Err(compaction::Failure::Failed(error)) => {
+                self.publish_compaction_failed(&root, &error);
+                Err(RuntimeError::CompactionFailed(error))
+            }
+        };
+        let _ = compacting.reply.send(outcome);
+        if !self.stopping {
+            self.start_next_waiting(&root);
+        }
+    }
+
+    pub(super) fn publish_compaction_started(&self, session_id: &str, reason: Reason) {
+        self.bus.publish(
+            "compaction.started",
+            &json!({ "session_id": session_id, "reason": reason.as_str() }),
+        );
+    }
+
+    pub(super) fn publish_compaction_failed(&self, session_id: &str, error: &str) {
+        self.bus.publish(
+            "compaction.failed",
+            &json!({ "session_id": session_id, "error": error }),
+        );
+    }
+
+    /// A stored summary now stands for what it covers: the history the next turn of its
+    /// session reads and its usage meter start from it.
+    pub(super) fn on_compacted(&mut self, summary: &Item) {
+        let session_id = summary.session_id.clone();
+        if let Some(run) = self.run_mut(&session_id) {
+            compaction::mark_compacted(&mut run.history);
+            run.usage = UsageTracker::estimated(&compaction::model_view(&run.history));
+        }
+        let usage = self.usage_view(&session_id);
+        self.bus.publish(
+            "compaction.completed",
+            &json!({ "session_id": session_id, "summary": summary, "usage": usage }),
+        );
+        self.publish_usage(&session_id);
+    }
+}

@@ -1,0 +1,119 @@
+//! Fork and rewind (SPEC §6.1–6.2): a new conversation from a copy of the root session's
+//! history. Only the root agent's history is copied (not sub-agents, waiting messages or the
+//! archive state), and the source is only read.
+
+use serde_json::json;
+
+use super::{ConversationActor, ForkOutcome};
+use crate::domain::{ForkedFrom, ItemKind, new_id, now};
+use crate::index::rebuild::{self, LoadedConversation};
+use crate::runtime::{IndexJob, RuntimeError, fork, title};
+use crate::store::StoreError;
+use crate::store::records::{ConversationCreated, MetaRecord};
+use crate::store::state::ConversationState;
+
+impl ConversationActor {
+    /// Copies the root session's history into a new conversation (SPEC §6.1–6.2): up to the
+    /// last finished turn, or up to just before `rewind_to`. The source is only read.
+    pub(super) async fn fork(
+        &mut self,
+        rewind_to: Option<String>,
+    ) -> Result<ForkOutcome, RuntimeError> {
+        let root = self.state.conversation.root_session_id.clone();
+        let path = self.shared.store.session_path(&self.id, &root);
+        let content = std::fs::read(&path).map_err(|e| StoreError::io(&path, e))?;
+        let mut end = match &self.root().running {
+            Some(running) => fork::cut_offset(&content, &fork::Cut::BeforeTurn(&running.turn_id)),
+            None => content.len(),
+        };
+        let mut text = None;
+        if let Some(message_id) = &rewind_to {
+            let at = fork::cut_offset(&content, &fork::Cut::BeforeItem(message_id));
+            if at == content.len() {
+                return Err(RuntimeError::NotFound(format!(
+                    "message {message_id} in this conversation's root session"
+                )));
+            }
+            let target = fork::item_at(&content, at)
+                .filter(fork::is_user_message)
+                .ok_or_else(|| {
+                    RuntimeError::Invalid(format!(
+                        "message_id `{message_id}` is not a user message of this conversation's root session"
+                    ))
+                })?;
+            if let ItemKind::UserMessage { text: message, .. } = target.kind {
+                text = Some(message);
+            }
+            end = end.min(at);
+        }
+        let Some(last) = fork::last_item(&content[..end]) else {
+            if rewind_to.is_some() {
+                // Rewinding to the first message leaves nothing to store (SPEC §1.2).
+                return Ok(ForkOutcome {
+                    conversation: None,
+                    text,
+                });
+            }
+            return Err(RuntimeError::TurnRunning);
+        };
+
+        let source = &self.state.conversation;
+        let conversation_id = new_id("c");
+        let session_id = new_id("s");
+        let created_at = now();
+        let mut history = content[..end].to_vec();
+        fork::rewrite_session_id(&mut history, &root, &session_id);
+        let records = MetaRecord::conversation_start(ConversationCreated {
+            id: conversation_id.clone(),
+            title: title::fork_title(&source.title),
+            created_at,
+            cwd: source.cwd.clone(),
+            agent: source.agent.clone(),
+            model: source.model.clone(),
+            root_session_id: session_id.clone(),
+            forked_from: Some(ForkedFrom {
+                conversation_id: self.id.clone(),
+                item_id: last.id,
+            }),
+        });
+        let meta_len = self.shared.store.create_conversation_raw(
+            &conversation_id,
+            &records,
+            &[(&session_id, &history)],
+        )?;
+        let state = ConversationState::from_records(&records).expect("starts with creation");
+        let loaded = LoadedConversation {
+            state,
+            meta_len,
+            search_texts: Vec::new(),
+            torn_files: Vec::new(),
+        };
+        self.shared
+            .index_quietly(&rebuild::updates_for(&loaded))
+            .await;
+        // The copied messages' search rows are copied inside the index (same seqs, nothing
+        // re-parsed), after the answer: indexing a long history is CPU work the fork's caller
+        // should not wait for, and the index is derived data.
+        // The rows to copy end where the copy ends, fixed now: by the time the job runs, the
+        // source may have gone on (its new messages are not the fork's).
+        let below_seq = if end < content.len() {
+            fork::item_at(&content, end).map_or(last.seq + 1, |item| item.seq)
+        } else {
+            self.root().history.last().map_or(last.seq, |item| item.seq) + 1
+        };
+        self.shared.index_later(IndexJob::CopySearch {
+            from: self.id.clone(),
+            to: conversation_id.clone(),
+            below_seq,
+        });
+        let conversation = loaded.state.conversation;
+        self.shared.list_events.publish(
+            "conversation.created",
+            &json!({ "conversation": conversation }),
+        );
+        Ok(ForkOutcome {
+            conversation: Some(conversation),
+            text,
+        })
+    }
+}

@@ -1,0 +1,659 @@
+//! The conversation actor (DESIGN invariant 2): one task owns a conversation's files, its state
+//! and the running turns of all its agents (the root agent and its sub-agents). Commands arrive
+//! on a channel and are handled one at a time, so every race (a message arriving as a turn
+//! ends, a delete during a send, a sub-agent's report as its parent is interrupted) is settled
+//! by their order here. Every change is appended and fsynced, then indexed, then published.
+//!
+//! The actor's work is split by concern: `session.rs` (one agent's live state), `turns.rs`
+//! (starting, feeding and ending turns), `messages.rs` (sending and waiting messages),
+//! `subagents.rs` (spawning sub-agents, their reports, the collaboration tools), `history.rs`
+//! (fork and rewind), `compacting.rs` (manual compaction) and `subscribe.rs` (snapshots).
+
+mod compacting;
+mod history;
+mod messages;
+mod session;
+mod subagents;
+mod subscribe;
+mod turns;
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use serde::Serialize;
+use serde_json::{Value, json};
+use tokio::sync::{broadcast, mpsc, oneshot, watch};
+use tokio::time::Instant;
+
+use super::events::{Event, EventBus, EventId};
+use super::turn::FromTurn;
+use super::{Answer, ConversationPatch, NewMessage, PendingPatch, RuntimeError, Shared};
+use crate::domain::{Conversation, Item, Message, MessageSource, Session, Usage};
+use crate::index::IndexUpdate;
+use crate::store::records::{ConversationChanges, MetaRecord, SessionRecord};
+use crate::store::state::ConversationState;
+use crate::store::{JsonlWriter, StoreError};
+use session::{InterruptCause, SessionRun};
+
+/// The commands handlers send. Each carries the channel its answer goes back on.
+pub enum Command {
+    View(oneshot::Sender<Result<ConversationView, RuntimeError>>),
+    Update(
+        ConversationPatch,
+        oneshot::Sender<Result<Conversation, RuntimeError>>,
+    ),
+    Delete(oneshot::Sender<Result<(), RuntimeError>>),
+    Send(
+        NewMessage,
+        Option<String>,
+        oneshot::Sender<Result<Answer, RuntimeError>>,
+    ),
+    /// Interrupts a session's running turn (the root's when no session is named).
+    Interrupt(Option<String>, oneshot::Sender<Result<bool, RuntimeError>>),
+    UpdatePending(
+        String,
+        PendingPatch,
+        oneshot::Sender<Result<Message, RuntimeError>>,
+    ),
+    WithdrawPending(String, oneshot::Sender<Result<Message, RuntimeError>>),
+    /// Fork (no message id) or rewind to just before a user message of the root session.
+    Fork(
+        Option<String>,
+        oneshot::Sender<Result<ForkOutcome, RuntimeError>>,
+    ),
+    Subscribe(Option<EventId>, oneshot::Sender<Subscription>),
+    /// A page of a session's stored history (the root's when none is named): items after a
+    /// seq, at most a count.
+    Items(
+        Option<String>,
+        u64,
+        usize,
+        oneshot::Sender<Result<super::ItemsPage, RuntimeError>>,
+    ),
+    /// A session's usage meter (the root's when none is named).
+    Usage(Option<String>, oneshot::Sender<Result<Usage, RuntimeError>>),
+    /// Manual compaction of the root session (SPEC §7.6).
+    Compact(oneshot::Sender<Result<CompactOutcome, RuntimeError>>),
+    Shutdown(oneshot::Sender<()>),
+}
+
+pub use compacting::CompactOutcome;
+
+/// `GET /api/conversations/{id}`: the conversation with its sessions, waiting messages and usage.
+#[derive(Debug, Clone, Serialize)]
+pub struct ConversationView {
+    #[serde(flatten)]
+    pub conversation: Conversation,
+    pub sessions: Vec<Session>,
+    pub pending: Vec<Message>,
+    pub usage: Usage,
+}
+
+/// The result of a fork or rewind: the new conversation (none when a rewind to the first
+/// message leaves nothing to copy) and, for a rewind, the message's text for the input box.
+#[derive(Debug, Clone)]
+pub struct ForkOutcome {
+    pub conversation: Option<Conversation>,
+    pub text: Option<String>,
+}
+
+/// What a new SSE client gets: a snapshot or the events it missed, then live events.
+pub struct Subscription {
+    pub snapshot: Option<(EventId, Value)>,
+    pub replay: Vec<Event>,
+    pub receiver: broadcast::Receiver<Event>,
+    /// The bus itself, so a subscriber that falls behind can catch up from its replay buffer.
+    pub bus: EventBus,
+}
+
+#[derive(Clone)]
+pub struct ActorHandle {
+    sender: mpsc::Sender<Command>,
+    pub generation: u64,
+}
+
+impl ActorHandle {
+    /// Sends a command; gives it back if the actor has stopped.
+    pub async fn send(&self, command: Command) -> Result<(), Command> {
+        self.sender.send(command).await.map_err(|error| error.0)
+    }
+
+    pub fn is_closed(&self) -> bool {
+        self.sender.is_closed()
+    }
+}
+
+static GENERATION: AtomicU64 = AtomicU64::new(1);
+
+/// Commands queued for one actor before senders wait.
+const COMMAND_CAPACITY: usize = 64;
+
+/// Loads a stored conversation and starts its actor.
+pub fn load(shared: Arc<Shared>, id: &str) -> Result<ActorHandle, RuntimeError> {
+    let log = shared.store.read_metadata(id)?;
+    let state = ConversationState::from_records(&log.records).map_err(|error| {
+        RuntimeError::Internal(format!("conversation {id} cannot be read: {error}"))
+    })?;
+    let mut histories = HashMap::new();
+    for session in &state.sessions {
+        histories.insert(
+            session.id.clone(),
+            shared.store.read_items(id, &session.id)?,
+        );
+    }
+    spawn(shared, state, histories, None)
+}
+
+/// Starts the actor of a conversation whose state is known, with each session's stored items.
+/// `start_turn` names a root turn that is already stored as started (the first message of a
+/// new conversation) and must now run.
+pub fn spawn(
+    shared: Arc<Shared>,
+    state: ConversationState,
+    mut histories: HashMap<String, Vec<Item>>,
+    start_turn: Option<String>,
+) -> Result<ActorHandle, RuntimeError> {
+    let id = state.conversation.id.clone();
+    let meta = shared.store.open_metadata_writer(&id)?;
+    let (sender, commands) = mpsc::channel(COMMAND_CAPACITY);
+    let (turn_sender, turn_messages) = mpsc::unbounded_channel();
+    let generation = GENERATION.fetch_add(1, Ordering::Relaxed);
+    let sessions = state
+        .sessions
+        .iter()
+        .map(|session| {
+            let history = histories.remove(&session.id).unwrap_or_default();
+            (
+                session.id.clone(),
+                SessionRun::new(session.id.clone(), history),
+            )
+        })
+        .collect();
+    let mut actor = ConversationActor {
+        compacting: None,
+        shared,
+        id,
+        generation,
+        state,
+        meta,
+        session_writers: HashMap::new(),
+        sessions,
+        bus: EventBus::new(),
+        pending_answers: HashMap::new(),
+        turn_sender,
+        turn_messages,
+        shutdown_waiters: Vec::new(),
+        stopping: false,
+        session_changes: watch::Sender::new(0),
+    };
+    for session in &mut actor.state.sessions {
+        session.last_message = actor
+            .sessions
+            .get(&session.id)
+            .and_then(SessionRun::last_message);
+    }
+    actor.close_stale_turns(start_turn.as_deref())?;
+    if let Some(turn_id) = start_turn {
+        let root = actor.root_id().to_owned();
+        actor.run_turn(&root, &turn_id);
+    }
+    let shared = actor.shared.clone();
+    tokio::spawn(async move {
+        actor.run(commands).await;
+        shared.after_unload().await;
+    });
+    Ok(ActorHandle { sender, generation })
+}
+
+struct ConversationActor {
+    shared: Arc<Shared>,
+    id: String,
+    generation: u64,
+    state: ConversationState,
+    meta: JsonlWriter,
+    session_writers: HashMap<String, JsonlWriter>,
+    /// The live part of every session (root and sub-agents), by session id.
+    sessions: HashMap<String, SessionRun>,
+    bus: EventBus,
+    /// Answers to `Idempotency-Key`s of messages that went to wait (in memory, like them).
+    pending_answers: HashMap<String, Answer>,
+    compacting: Option<compacting::Compacting>,
+    turn_sender: mpsc::UnboundedSender<FromTurn>,
+    turn_messages: mpsc::UnboundedReceiver<FromTurn>,
+    shutdown_waiters: Vec<oneshot::Sender<()>>,
+    stopping: bool,
+    /// Bumped whenever a session's status changes: `wait_agents` calls watch it.
+    session_changes: watch::Sender<u64>,
+}
+
+impl ConversationActor {
+    async fn run(mut self, mut commands: mpsc::Receiver<Command>) {
+        let idle = self.shared.settings.idle_unload;
+        let mut idle_deadline = Instant::now() + idle;
+        loop {
+            tokio::select! {
+                command = commands.recv() => {
+                    let Some(command) = command else { break };
+                    idle_deadline = Instant::now() + idle;
+                    if self.handle(command).await == Flow::Stop {
+                        break;
+                    }
+                }
+                Some(message) = self.turn_messages.recv() => {
+                    idle_deadline = Instant::now() + idle;
+                    self.on_turn(message).await;
+                    if self.stopping && !self.any_running() {
+                        break;
+                    }
+                }
+                () = tokio::time::sleep_until(idle_deadline) => {
+                    idle_deadline = Instant::now() + idle;
+                    if self.is_quiet()
+                        && self.bus.subscriber_count() == 0
+                        && self.retire(&mut commands).await
+                    {
+                        break;
+                    }
+                }
+            }
+        }
+        // Stop taking commands before leaving the registry, so none is lost in between.
+        commands.close();
+        for waiter in self.shutdown_waiters.drain(..) {
+            let _ = waiter.send(());
+        }
+        self.shared.forget_actor(&self.id, self.generation).await;
+    }
+
+    /// Leaves the registry of live conversations, unless commands came in meanwhile. Done
+    /// under the registry's lock, which callers take to find an actor: the channel is closed
+    /// first, and commands sent before that are handled here rather than dropped (their
+    /// callers would get a 503). If any came, the actor stays, with a fresh channel put in the
+    /// registry before the lock is released, so there is never a second actor for one
+    /// conversation. Returns whether the actor left (it must stop).
+    async fn retire(&mut self, commands: &mut mpsc::Receiver<Command>) -> bool {
+        let shared = self.shared.clone();
+        let mut actors = shared.actors.lock().await;
+        commands.close();
+        // `recv` (unlike `try_recv`) also waits for a sender that reserved its slot before the
+        // close and has not put its command in yet; it ends once the channel is empty.
+        let mut late = Vec::new();
+        while let Some(command) = commands.recv().await {
+            late.push(command);
+        }
+        let ours = actors
+            .get(&self.id)
+            .is_some_and(|handle| handle.generation == self.generation);
+        if late.is_empty() {
+            if ours {
+                actors.remove(&self.id);
+            }
+            return true;
+        }
+        let (sender, receiver) = mpsc::channel(COMMAND_CAPACITY);
+        *commands = receiver;
+        if let Some(handle) = actors.get_mut(&self.id).filter(|_| ours) {
+            handle.sender = sender;
+        }
+        drop(actors);
+        for command in late {
+            if self.handle(command).await == Flow::Stop {
+                return true;
+            }
+        }
+        false
+    }
+
+    async fn handle(&mut self, command: Command) -> Flow {
+        match command {
+            Command::View(reply) => {
+                let _ = reply.send(Ok(self.view()));
+            }
+            Command::Update(patch, reply) => {
+                let _ = reply.send(self.update(patch).await);
+            }
+            Command::Delete(reply) => {
+                let result = self.delete().await;
+                let deleted = result.is_ok();
+                let _ = reply.send(result);
+                if deleted {
+                    return Flow::Stop;
+                }
+            }
+            Command::Send(request, key, reply) => {
+                let _ = reply.send(self.send(request, key).await);
+            }
+            Command::Interrupt(session, reply) => self.interrupt(session, reply),
+            Command::UpdatePending(message_id, patch, reply) => {
+                let _ = reply.send(self.update_pending(&message_id, patch));
+            }
+            Command::WithdrawPending(message_id, reply) => {
+                let _ = reply.send(self.withdraw_pending(&message_id));
+            }
+            Command::Fork(rewind_to, reply) => {
+                let _ = reply.send(self.fork(rewind_to).await);
+            }
+            Command::Subscribe(after, reply) => {
+                let _ = reply.send(self.subscribe(after));
+            }
+            Command::Items(session, after_seq, limit, reply) => {
+                let page = self
+                    .session_run(session.as_deref())
+                    .map(|run| super::items_page(&run.history, after_seq, limit));
+                let _ = reply.send(page);
+            }
+            Command::Usage(session, reply) => {
+                let usage = self
+                    .session_run(session.as_deref())
+                    .map(|run| run.id.clone())
+                    .map(|session_id| self.usage_view(&session_id));
+                let _ = reply.send(usage);
+            }
+            Command::Compact(reply) => self.start_compaction(reply),
+            Command::Shutdown(reply) => {
+                if let Some(compacting) = &self.compacting {
+                    compacting.cancel.cancel();
+                }
+                self.stopping = true;
+                self.shutdown_waiters.push(reply);
+                for run in self.sessions.values_mut() {
+                    run.interrupt(InterruptCause::Shutdown);
+                }
+                if !self.any_running() {
+                    return Flow::Stop;
+                }
+            }
+        }
+        Flow::Continue
+    }
+
+    fn root_id(&self) -> &str {
+        &self.state.conversation.root_session_id
+    }
+
+    fn root(&self) -> &SessionRun {
+        self.sessions
+            .get(&self.state.conversation.root_session_id)
+            .expect("the root session is always live")
+    }
+
+    /// The live part of a session (the root's for `None`), or 404.
+    fn session_run(&self, session_id: Option<&str>) -> Result<&SessionRun, RuntimeError> {
+        let session_id = session_id.unwrap_or(self.root_id());
+        self.sessions
+            .get(session_id)
+            .ok_or_else(|| RuntimeError::NotFound(format!("session {session_id}")))
+    }
+
+    fn run_mut(&mut self, session_id: &str) -> Option<&mut SessionRun> {
+        self.sessions.get_mut(session_id)
+    }
+
+    /// Whether any session (root or sub-agent) has a turn running.
+    fn any_running(&self) -> bool {
+        self.sessions.values().any(|run| run.running.is_some())
+    }
+
+    /// A session can start a turn now: none runs in it, and (for the root) no manual
+    /// compaction either.
+    fn session_is_idle(&self, session_id: &str) -> bool {
+        let root_compacting = self.compacting.is_some() && session_id == self.root_id();
+        !root_compacting
+            && self
+                .sessions
+                .get(session_id)
+                .is_some_and(|run| run.running.is_none())
+    }
+
+    /// Nothing runs or waits anywhere in the conversation: it may leave memory.
+    fn is_quiet(&self) -> bool {
+        self.compacting.is_none()
+            && self
+                .sessions
+                .values()
+                .all(|run| run.running.is_none() && run.pending.is_empty())
+    }
+
+    fn view(&self) -> ConversationView {
+        ConversationView {
+            conversation: self.state.conversation.clone(),
+            sessions: self.state.sessions.clone(),
+            pending: self.pending_list(),
+            usage: self.usage_view(self.root_id()),
+        }
+    }
+
+    /// Every waiting message of the conversation: the user's first, then sub-agents' reports;
+    /// each names the session it waits for.
+    fn pending_list(&self) -> Vec<Message> {
+        let mut pending: Vec<Message> = self
+            .state
+            .sessions
+            .iter()
+            .filter_map(|session| self.sessions.get(&session.id))
+            .flat_map(|run| run.pending.list().cloned())
+            .collect();
+        pending.sort_by_key(|message| message.source != MessageSource::User);
+        pending
+    }
+
+    /// A session's usage meter, against its own model's window.
+    fn usage_view(&self, session_id: &str) -> Usage {
+        let model = self
+            .state
+            .session(session_id)
+            .map_or(&self.state.conversation.model, |session| &session.model);
+        let (window, max_output) = self.shared.config.model(model).map_or((0, 0), |model| {
+            (model.context_window, model.max_output_tokens)
+        });
+        self.sessions
+            .get(session_id)
+            .map(|run| run.usage)
+            .unwrap_or_default()
+            .view(window, max_output)
+    }
+
+    async fn update(&mut self, patch: ConversationPatch) -> Result<Conversation, RuntimeError> {
+        let current = &self.state.conversation;
+        let mut changes = ConversationChanges::default();
+        if let Some(title) = patch.title
+            && (title != current.title || !current.title_custom)
+        {
+            changes.title = Some(title);
+            changes.title_custom = Some(true);
+        }
+        if let Some(archived) = patch.archived.filter(|a| *a != current.archived) {
+            changes.archived = Some(archived);
+        }
+        if let Some(model) = patch.model.filter(|m| *m != current.model) {
+            changes.model = Some(model);
+        }
+        if let Some(cwd) = patch.cwd.filter(|c| *c != current.cwd) {
+            changes.cwd = Some(cwd);
+        }
+        if changes.is_empty() {
+            return Ok(self.state.conversation.clone());
+        }
+        let title_changed = changes.title.is_some();
+        let model_changed = changes.model.is_some();
+        self.append_meta(vec![MetaRecord::ConversationUpdated {
+            at: crate::domain::now(),
+            changes,
+        }])?;
+        let conversation = &self.state.conversation;
+        let mut updates = vec![self.conversation_update()];
+        if title_changed {
+            updates.push(IndexUpdate::Title {
+                conversation_id: &conversation.id,
+                title: &conversation.title,
+            });
+        }
+        self.shared.index_quietly(&updates).await;
+        self.publish_conversation();
+        if model_changed {
+            // Another model, another context window: the meter changes scale.
+            self.publish_usage(self.root_id());
+        }
+        Ok(self.state.conversation.clone())
+    }
+
+    async fn delete(&mut self) -> Result<(), RuntimeError> {
+        // Refused while any agent works, sub-agents included: their turns own files here.
+        if self.any_running() {
+            return Err(RuntimeError::TurnRunning);
+        }
+        if self.compacting.is_some() {
+            return Err(RuntimeError::CompactionRunning);
+        }
+        self.shared.store.delete_conversation(&self.id)?;
+        if let Err(error) = self.shared.index.remove_conversation(&self.id).await {
+            super::index_failed(&self.shared.index, &error, "delete", &[&self.id]).await;
+        }
+        self.shared.list_events.publish(
+            "conversation.deleted",
+            &json!({ "conversation_id": self.id }),
+        );
+        self.bus.publish(
+            "conversation.deleted",
+            &json!({ "conversation_id": self.id }),
+        );
+        Ok(())
+    }
+
+    /// A conversation whose working directory, agent or model is gone cannot run a turn in
+    /// `session_id`.
+    fn check_can_run(&self, session_id: &str) -> Result<(), RuntimeError> {
+        let conversation = &self.state.conversation;
+        super::check_openable(&self.shared.config, conversation)?;
+        let model = self
+            .state
+            .session(session_id)
+            .map_or(&conversation.model, |session| &session.model);
+        if let Err(reason) = self.shared.models.client(&self.shared.config, model) {
+            return Err(RuntimeError::ModelUnavailable(format!(
+                "{reason}; switch the conversation's model with PATCH {{\"model\": …}}"
+            )));
+        }
+        Ok(())
+    }
+
+    fn append_meta(&mut self, records: Vec<MetaRecord>) -> Result<(), StoreError> {
+        self.meta.append(&records)?;
+        for record in &records {
+            self.state.apply(record);
+        }
+        Ok(())
+    }
+
+    fn append_items(&mut self, session_id: &str, items: &[Item]) -> Result<(), StoreError> {
+        let writer = match self.session_writers.entry(session_id.to_owned()) {
+            std::collections::hash_map::Entry::Occupied(entry) => entry.into_mut(),
+            std::collections::hash_map::Entry::Vacant(entry) => entry.insert(
+                self.shared
+                    .store
+                    .open_session_writer(&self.id, session_id)?,
+            ),
+        };
+        let records: Vec<SessionRecord> = items
+            .iter()
+            .map(|item| SessionRecord::Item { item: item.clone() })
+            .collect();
+        writer.append(&records)?;
+        if let Some(run) = self.sessions.get_mut(session_id) {
+            for item in items {
+                session::remember(&mut run.history, item);
+            }
+        }
+        Ok(())
+    }
+
+    fn next_seq(&mut self, session_id: &str) -> u64 {
+        self.sessions
+            .get_mut(session_id)
+            .map_or(0, SessionRun::next_seq)
+    }
+
+    fn conversation_update(&self) -> IndexUpdate<'_> {
+        IndexUpdate::Conversation {
+            conversation: &self.state.conversation,
+            meta_len: self.meta.len(),
+        }
+    }
+
+    fn conversation_update_owned(&self) -> (Conversation, u64) {
+        (self.state.conversation.clone(), self.meta.len())
+    }
+
+    fn publish_conversation(&self) {
+        let data = json!({ "conversation": self.state.conversation });
+        self.bus.publish("conversation.updated", &data);
+        self.shared
+            .list_events
+            .publish("conversation.updated", &data);
+    }
+
+    /// A session's status or last message changed (the Agents tab shows both); `wait_agents`
+    /// calls look again.
+    fn publish_session(&self, session_id: &str) {
+        if let Some(session) = self.state.session(session_id) {
+            self.bus
+                .publish("session.updated", &json!({ "session": session }));
+        }
+        self.session_changes.send_modify(|n| *n += 1);
+    }
+
+    fn publish_pending(&self) {
+        self.bus.publish(
+            "pending.updated",
+            &json!({ "pending": self.pending_list() }),
+        );
+    }
+
+    /// `usage.updated` is the root session's meter (the one the UI shows); a sub-agent's is
+    /// read with `GET …/usage?session=`.
+    fn publish_usage(&self, session_id: &str) {
+        if session_id == self.root_id() {
+            self.bus.publish(
+                "usage.updated",
+                &json!({ "session_id": session_id, "usage": self.usage_view(session_id) }),
+            );
+        }
+    }
+}
+
+#[derive(PartialEq)]
+enum Flow {
+    Continue,
+    Stop,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::session::remember;
+    use crate::domain::{Item, ItemKind, ItemStatus, now};
+
+    fn item(id: &str, seq: u64, text: &str) -> Item {
+        Item {
+            id: id.into(),
+            session_id: "s".into(),
+            turn_id: "t".into(),
+            seq,
+            created_at: now(),
+            status: ItemStatus::Completed,
+            compacted: false,
+            step: None,
+            kind: ItemKind::AgentMessage { text: text.into() },
+        }
+    }
+
+    #[test]
+    fn a_history_keeps_the_last_snapshot_of_each_item_in_seq_order() {
+        let mut history = vec![item("a", 1, "a"), item("c", 3, "c")];
+        remember(&mut history, &item("b", 2, "b"));
+        remember(&mut history, &item("a", 1, "a2"));
+        let seen: Vec<(&str, u64)> = history.iter().map(|i| (i.id.as_str(), i.seq)).collect();
+        assert_eq!(seen, [("a", 1), ("b", 2), ("c", 3)]);
+        assert!(matches!(&history[0].kind, ItemKind::AgentMessage { text } if text == "a2"));
+    }
+}

@@ -1,0 +1,402 @@
+//! Sub-agents inside the actor (SPEC §5): the session tree, `spawn_agent` and the other
+//! collaboration tools (carried out here for a turn, `runtime::collab`), and the report a
+//! sub-agent sends its parent after each of its turns. An agent can only address its own
+//! descendants; limits on depth and on running sub-agents are tool errors, never crashes.
+
+use std::borrow::Cow;
+
+use serde_json::{Value, json};
+
+use super::ConversationActor;
+use super::session::{InterruptCause, SessionRun};
+use crate::config::Config;
+use crate::domain::{
+    Item, ItemKind, ItemStatus, Message, MessageMode, MessageSource, MessageStatus, Session,
+    SessionStatus, TurnStatus, new_id, now,
+};
+use crate::model::ToolSpec;
+use crate::runtime::collab::{AgentsReply, AgentsRequest, IncludeHistory};
+use crate::runtime::compaction;
+use crate::runtime::turn::sent_to_model;
+use crate::store::records::{MetaRecord, SessionCreated};
+
+/// `spawn_agent`'s description names every configured agent, so the model can choose one.
+pub(super) fn described(spec: ToolSpec, config: &Config) -> ToolSpec {
+    if spec.name != "spawn_agent" {
+        return spec;
+    }
+    let mut description = spec.description.into_owned();
+    description.push_str("\n\nConfigured agents:");
+    for (name, agent) in &config.agents {
+        description.push_str(&format!(
+            "\n- `{name}` (model `{}`): {}",
+            agent.model, agent.description
+        ));
+    }
+    ToolSpec {
+        description: Cow::Owned(description),
+        ..spec
+    }
+}
+
+impl ConversationActor {
+    /// Carries out a collaboration tool call made by a turn of `caller`.
+    pub(super) async fn collaborate(
+        &mut self,
+        caller: &str,
+        request: AgentsRequest,
+    ) -> Result<AgentsReply, String> {
+        match request {
+            AgentsRequest::Spawn {
+                agent,
+                task,
+                model,
+                include_history,
+            } => self
+                .spawn_agent(caller, &agent, task, model, include_history)
+                .map(AgentsReply::Done),
+            AgentsRequest::Send {
+                session_id,
+                text,
+                mode,
+            } => {
+                self.check_descendant(caller, &session_id)?;
+                let message = Message {
+                    id: new_id("m"),
+                    session_id: session_id.clone(),
+                    text,
+                    mode,
+                    source: MessageSource::Agent,
+                    from_session_id: Some(caller.to_owned()),
+                    status: MessageStatus::Waiting,
+                    created_at: now(),
+                    images: Vec::new(),
+                };
+                let answer = self
+                    .deliver(message, None)
+                    .map_err(|error| format!("the message could not be delivered: {error}"))?;
+                let message = &answer.body["message"];
+                Ok(AgentsReply::Done(json!({
+                    "message_id": message["id"],
+                    "session_id": session_id,
+                    "status": message["status"],
+                })))
+            }
+            AgentsRequest::Interrupt { session_id } => {
+                self.check_descendant(caller, &session_id)?;
+                let run = self.sessions.get_mut(&session_id).expect("checked");
+                let interrupted = run.interrupt(InterruptCause::User);
+                Ok(AgentsReply::Done(json!({
+                    "session_id": session_id,
+                    "interrupted": interrupted,
+                })))
+            }
+            AgentsRequest::List => {
+                let agents: Vec<Value> = self
+                    .state
+                    .sessions
+                    .iter()
+                    .filter(|session| self.is_descendant(caller, &session.id))
+                    .map(|session| self.describe(session))
+                    .collect();
+                Ok(AgentsReply::Done(json!({ "agents": agents })))
+            }
+            AgentsRequest::Status { session_ids } => {
+                for session_id in &session_ids {
+                    self.check_descendant(caller, session_id)?;
+                }
+                let sessions: Vec<&Session> = session_ids
+                    .iter()
+                    .filter_map(|id| self.state.session(id))
+                    .collect();
+                Ok(AgentsReply::Status {
+                    all_idle: sessions
+                        .iter()
+                        .all(|session| session.status != SessionStatus::Running),
+                    agents: sessions
+                        .into_iter()
+                        .map(|session| self.describe(session))
+                        .collect(),
+                    changes: self.session_changes.subscribe(),
+                })
+            }
+        }
+    }
+
+    /// `spawn_agent`: a new session under `caller`, stored with its task as its first turn
+    /// (one append to `metadata.jsonl`, one to its own file), then run at once.
+    fn spawn_agent(
+        &mut self,
+        caller: &str,
+        agent_name: &str,
+        task: String,
+        model: Option<String>,
+        include_history: IncludeHistory,
+    ) -> Result<Value, String> {
+        let config = self.shared.config.clone();
+        let agent = config.agent(agent_name).ok_or_else(|| {
+            format!(
+                "agent `{agent_name}` is not configured; configured agents: {}",
+                config.agents.keys().cloned().collect::<Vec<_>>().join(", ")
+            )
+        })?;
+        let model = model.unwrap_or_else(|| agent.model.clone());
+        if config.model(&model).is_none() {
+            return Err(format!(
+                "model `{model}` is not configured; configured models: {}",
+                config.models.keys().cloned().collect::<Vec<_>>().join(", ")
+            ));
+        }
+        self.shared.models.client(&config, &model)?;
+        let limits = &config.subagents;
+        let depth = self.depth(caller) + 1;
+        if depth > limits.max_depth {
+            return Err(format!(
+                "cannot start a sub-agent here: sub-agents nest at most {} deep \
+                 (subagents.max_depth), and this one would be at depth {depth}; do the work \
+                 yourself",
+                limits.max_depth
+            ));
+        }
+        let live = self
+            .sessions
+            .values()
+            .filter(|run| run.running.is_some() && run.id != self.root_id())
+            .count();
+        if live >= limits.max_live as usize {
+            return Err(format!(
+                "cannot start a sub-agent now: {live} sub-agents are already running in this \
+                 conversation, the most allowed (subagents.max_live); wait for some with \
+                 wait_agents, or interrupt one"
+            ));
+        }
+
+        let session_id = new_id("s");
+        let created_at = now();
+        let history = self.inherited_history(caller, &session_id, include_history);
+        let session = SessionCreated {
+            id: session_id.clone(),
+            parent_id: Some(caller.to_owned()),
+            agent: agent_name.to_owned(),
+            model: model.clone(),
+            task: Some(task.clone()),
+            created_at,
+        };
+        let mut run = SessionRun::new(session_id.clone(), Vec::new());
+        run.last_seq = history.len() as u64;
+        self.sessions.insert(session_id.clone(), run);
+        let message = Message {
+            id: new_id("m"),
+            session_id: session_id.clone(),
+            text: task,
+            mode: MessageMode::Steer,
+            source: MessageSource::Agent,
+            from_session_id: Some(caller.to_owned()),
+            status: MessageStatus::Waiting,
+            created_at,
+            images: Vec::new(),
+        };
+        let started = self.start_turn_with(
+            &session_id,
+            vec![message],
+            None,
+            vec![MetaRecord::SessionCreated { session }],
+            history,
+        );
+        if let Err(error) = started {
+            if self.state.session(&session_id).is_none() {
+                // Nothing of it is on disk: the session never existed.
+                self.sessions.remove(&session_id);
+            }
+            return Err(format!("the sub-agent could not be started: {error}"));
+        }
+        Ok(json!({
+            "session_id": session_id,
+            "agent": agent_name,
+            "model": model,
+            "status": "running",
+        }))
+    }
+
+    /// The part of `caller`'s history a new sub-agent starts with: none, the last finished
+    /// turn, or everything finished (never the running turn). Copied as the model reads it
+    /// (a summary first, then what it does not cover), with fresh ids, renumbered from 1.
+    fn inherited_history(
+        &self,
+        caller: &str,
+        session_id: &str,
+        include: IncludeHistory,
+    ) -> Vec<Item> {
+        let Some(parent) = self.sessions.get(caller) else {
+            return Vec::new();
+        };
+        let running_turn = parent
+            .running
+            .as_ref()
+            .map(|running| running.turn_id.as_str());
+        let finished: Vec<Item> = compaction::model_view(&parent.history)
+            .into_iter()
+            .filter(|item| Some(item.turn_id.as_str()) != running_turn)
+            .filter(|item| item.status != ItemStatus::Running && sent_to_model(item))
+            .collect();
+        let chosen: Vec<Item> = match include {
+            IncludeHistory::None => Vec::new(),
+            IncludeHistory::All => finished,
+            IncludeHistory::LastTurn => {
+                let last_turn = self
+                    .state
+                    .turns
+                    .iter()
+                    .rev()
+                    .find(|turn| turn.session_id == caller && turn.status != TurnStatus::Running)
+                    .map(|turn| turn.id.clone());
+                finished
+                    .into_iter()
+                    .filter(|item| Some(&item.turn_id) == last_turn.as_ref())
+                    .collect()
+            }
+        };
+        chosen
+            .into_iter()
+            .enumerate()
+            .map(|(index, mut item)| {
+                item.id = new_id("m");
+                item.session_id = session_id.to_owned();
+                item.seq = index as u64 + 1;
+                item.compacted = false;
+                if let ItemKind::Summary {
+                    covers_through_seq, ..
+                } = &mut item.kind
+                {
+                    // It stands for the parent's items, none of which are in this file.
+                    *covers_through_seq = 0;
+                }
+                item
+            })
+            .collect()
+    }
+
+    /// After each turn of a sub-agent, its parent gets a report as a waiting message (SPEC
+    /// §5.1): the final answer, or how the turn failed or was interrupted. The parent takes it
+    /// after the user's messages (§3.3), and not before the user speaks again if the user
+    /// interrupted the parent (§4.3).
+    pub(super) fn report_to_parent(
+        &mut self,
+        session_id: &str,
+        turn_id: &str,
+        status: TurnStatus,
+        error: Option<&str>,
+    ) {
+        let Some(session) = self.state.session(session_id) else {
+            return;
+        };
+        let Some(parent_id) = session.parent_id.clone() else {
+            return;
+        };
+        if !self.sessions.contains_key(&parent_id) {
+            return;
+        }
+        let answer = self.sessions.get(session_id).and_then(|run| {
+            run.history.iter().rev().find_map(|item| match &item.kind {
+                ItemKind::AgentMessage { text } if item.turn_id == turn_id => Some(text.clone()),
+                _ => None,
+            })
+        });
+        let who = format!("Report from sub-agent `{}` ({session_id})", session.agent);
+        let text = match status {
+            TurnStatus::Completed => format!(
+                "{who}: its turn completed.\n\n{}",
+                answer.as_deref().unwrap_or("(it gave no final message)")
+            ),
+            TurnStatus::Failed => format!(
+                "{who}: its turn failed: {}.{}",
+                error.unwrap_or("unknown error"),
+                answer.map_or(String::new(), |text| format!(
+                    "\n\nIts last answer:\n{text}"
+                ))
+            ),
+            TurnStatus::Interrupted | TurnStatus::Running => format!(
+                "{who}: its turn was interrupted before it finished.{}",
+                answer.map_or(String::new(), |text| format!(
+                    "\n\nWhat it had written:\n{text}"
+                ))
+            ),
+        };
+        let report = Message {
+            id: new_id("m"),
+            session_id: parent_id,
+            text,
+            mode: MessageMode::Steer,
+            source: MessageSource::Agent,
+            from_session_id: Some(session_id.to_owned()),
+            status: MessageStatus::Waiting,
+            created_at: now(),
+            images: Vec::new(),
+        };
+        if let Err(error) = self.deliver(report, None) {
+            tracing::error!(%error, conversation = %self.id, session = %session_id, "a sub-agent's report could not be delivered");
+        }
+    }
+
+    /// Whether `message` is a sub-agent's report to its parent (rather than something from
+    /// above: the user's message, or a parent agent's).
+    pub(super) fn is_report(&self, message: &Message) -> bool {
+        message.source == MessageSource::Agent
+            && message
+                .from_session_id
+                .as_deref()
+                .and_then(|from| self.state.session(from))
+                .and_then(|from| from.parent_id.as_deref())
+                == Some(message.session_id.as_str())
+    }
+
+    /// How many parents a session has (the root agent is at depth 0).
+    fn depth(&self, session_id: &str) -> u32 {
+        let mut depth = 0;
+        let mut current = self.state.session(session_id);
+        while let Some(parent) = current.and_then(|session| session.parent_id.as_deref()) {
+            depth += 1;
+            current = self.state.session(parent);
+        }
+        depth
+    }
+
+    /// Whether `session_id` is below `ancestor` in the tree (itself excluded).
+    fn is_descendant(&self, ancestor: &str, session_id: &str) -> bool {
+        let mut current = self.state.session(session_id);
+        while let Some(parent) = current.and_then(|session| session.parent_id.as_deref()) {
+            if parent == ancestor {
+                return true;
+            }
+            current = self.state.session(parent);
+        }
+        false
+    }
+
+    fn check_descendant(&self, caller: &str, session_id: &str) -> Result<(), String> {
+        if self.is_descendant(caller, session_id) {
+            return Ok(());
+        }
+        Err(if self.state.session(session_id).is_none() {
+            format!("there is no sub-agent with session id `{session_id}` in this conversation")
+        } else {
+            format!(
+                "session `{session_id}` is not one of your sub-agents; you can only address \
+                 sub-agents you started (or they started)"
+            )
+        })
+    }
+
+    /// A sub-agent as `list_agents` and `wait_agents` show it to a model.
+    fn describe(&self, session: &Session) -> Value {
+        json!({
+            "session_id": session.id,
+            "parent_id": session.parent_id,
+            "agent": session.agent,
+            "model": session.model,
+            "task": session.task,
+            "status": session.status,
+            "last_message": session.last_message,
+        })
+    }
+}

@@ -1,0 +1,87 @@
+//! A new subscriber of the conversation's events: the events it missed, or a snapshot of every
+//! session (its running turn with the text and tool output so far, its last stored `seq`).
+
+use std::collections::HashMap;
+
+use serde_json::{Value, json};
+
+use super::{ConversationActor, Subscription};
+use crate::domain::{ItemKind, ItemStatus};
+use crate::runtime::events::{EventId, Replay};
+
+impl ConversationActor {
+    pub(super) fn subscribe(&self, after: Option<EventId>) -> Subscription {
+        if let Some(after) = after {
+            let (receiver, replay) = self.bus.resume(after);
+            if let Replay::Events(replay) = replay {
+                return Subscription {
+                    snapshot: None,
+                    replay,
+                    receiver,
+                    bus: self.bus.clone(),
+                };
+            }
+        }
+        // Subscribe first, then snapshot: nothing can fall in between because events of this
+        // conversation are only published by this task.
+        let (receiver, _) = self.bus.subscribe();
+        Subscription {
+            snapshot: Some((self.bus.last_id(), self.snapshot())),
+            replay: Vec::new(),
+            receiver,
+            bus: self.bus.clone(),
+        }
+    }
+
+    fn snapshot(&self) -> Value {
+        // Root first, then sub-agents in the order they were created.
+        let running: Vec<Value> = self
+            .state
+            .sessions
+            .iter()
+            .filter_map(|session| {
+                let running = self.sessions.get(&session.id)?.running.as_ref()?;
+                Some(json!({ "session_id": session.id, "turn_id": running.turn_id, "items": running.items }))
+            })
+            .collect();
+        json!({
+            "conversation": self.state.conversation,
+            "sessions": self.state.sessions,
+            "pending": self.pending_list(),
+            "usage": self.usage_view(self.root_id()),
+            "running": running,
+            // A manual compaction in progress (an automatic one runs inside a turn).
+            "compacting": self.compacting.is_some(),
+            "last_seq": self.stored_last_seq(),
+        })
+    }
+
+    /// The last stored item's `seq` per session. Streaming text takes its `seq` when it starts
+    /// and is stored only when it ends, so the newest `seq`s given out may not be stored.
+    fn stored_last_seq(&self) -> HashMap<&str, u64> {
+        self.sessions
+            .values()
+            .map(|run| {
+                let streaming: std::collections::HashSet<u64> = run
+                    .running
+                    .iter()
+                    .flat_map(|running| &running.items)
+                    // Streaming text is stored when it ends; a tool call when it starts.
+                    .filter(|item| {
+                        item.status == ItemStatus::Running
+                            && matches!(
+                                item.kind,
+                                ItemKind::AgentMessage { .. } | ItemKind::Reasoning { .. }
+                            )
+                    })
+                    .map(|item| item.seq)
+                    .collect();
+                let mut seq = run.last_seq;
+                while seq > 0 && streaming.contains(&seq) {
+                    seq -= 1;
+                }
+                (run.id.as_str(), seq)
+            })
+            .collect()
+    }
+}
