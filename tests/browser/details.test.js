@@ -102,9 +102,15 @@ test('"New output below" appears when the reader scrolled up during a stream', {
     });
     const button = page.locator('#new-output');
     assert.equal(await button.isVisible(), false, 'following the end: no button');
-    await timeline.evaluate((t) => t.scrollTo(0, 0));
+    // The reader scrolls up with the mouse wheel.
+    const box = await timeline.boundingBox();
+    await page.mouse.move(box.x + box.width / 2, box.y + box.height / 2);
+    await page.mouse.wheel(0, -100_000);
+    await page.waitForFunction(() => document.getElementById('timeline').scrollTop === 0);
     await button.waitFor({ state: 'visible' });
-    // Reading stays where the reader is.
+    // Reading stays where the reader is while the output goes on.
+    const height = await timeline.evaluate((t) => t.scrollHeight);
+    await page.waitForFunction((h) => document.getElementById('timeline').scrollHeight > h, height);
     assert.equal(await timeline.evaluate((t) => t.scrollTop), 0);
     await button.click();
     await button.waitFor({ state: 'hidden' });

@@ -22,8 +22,14 @@ const MAX_GUESS_CHARS = 3000;
 // A group of blocks with no blank line in it (one long list) is cut before a list item or a
 // heading once it is this long, so the growing part stays small.
 const LONG_GROUP_CHARS = 4000;
-// Rendering work per animation frame, for all views together.
-const FRAME_BUDGET_MS = 8;
+// Rendering work per animation frame, for all views together, and the least time between two
+// frames that change the page: text that streams is redrawn about 30 times a second, which reads
+// as smooth and leaves the browser most of each frame for the rest of the page.
+// A frame also pays the style and layout of what it added, after the budget: at most a few
+// finished groups go in per frame (a stream that stalled catches up over a few frames).
+const FRAME_BUDGET_MS = 4;
+const MAX_GROUPS_PER_FRAME = 4;
+const MIN_FRAME_INTERVAL_MS = 32;
 
 const ESCAPES = { '&': '&amp;', '<': '&lt;', '>': '&gt;', '"': '&quot;', "'": '&#39;' };
 const escapeHtml = (text) => String(text).replace(/[&<>"']/g, (c) => ESCAPES[c]);
@@ -149,18 +155,24 @@ export function renderMarkdown(node, text) {
 
 const dirty = new Set();
 let frame = 0;
+let lastFlush = 0;
 
 function schedule(view) {
   dirty.add(view);
   if (!frame) frame = requestAnimationFrame(flush);
 }
 
-function flush() {
+function flush(now) {
   frame = 0;
-  const deadline = performance.now() + FRAME_BUDGET_MS;
+  if (now - lastFlush < MIN_FRAME_INTERVAL_MS) {
+    frame = requestAnimationFrame(flush);
+    return;
+  }
+  lastFlush = now;
+  const budget = { deadline: performance.now() + FRAME_BUDGET_MS, groups: MAX_GROUPS_PER_FRAME };
   for (const view of [...dirty]) {
-    if (performance.now() > deadline) break;
-    if (view.step(deadline)) dirty.delete(view);
+    if (performance.now() > budget.deadline || budget.groups <= 0) break;
+    if (view.step(budget)) dirty.delete(view);
   }
   if (dirty.size) frame = requestAnimationFrame(flush);
 }
@@ -206,21 +218,23 @@ export class MarkdownView {
   }
 
   renderNow() {
-    this.step(Infinity);
+    this.step({ deadline: Infinity, groups: Infinity });
     dirty.delete(this);
   }
 
   // Renders what the budget allows; true when the view is up to date.
-  step(deadline) {
+  step(budget) {
     this.scan();
     let worked = false;
+    const spent = () => performance.now() > budget.deadline || budget.groups <= 0;
     while (this.frozen < this.cuts.length) {
-      if (worked && performance.now() > deadline) return false;
+      if (worked && spent()) return false;
       this.freeze(this.cuts[this.frozen]);
       this.frozen++;
+      budget.groups--;
       worked = true;
     }
-    if (worked && performance.now() > deadline) return false;
+    if (worked && spent()) return false;
     if (this.final) {
       if (this.frozenEnd < this.text.length) this.freeze(this.text.length);
       if (this.tail) this.tail.remove();

@@ -25,10 +25,11 @@ export function resetTimeline() {
   turnEnds.clear();
   fileContents.clear();
   lastShownMs = 0;
+  autoScrollTop = 0;
   clearRetry();
   $('items').replaceChildren();
   $('status-lines').querySelectorAll('.line:not(.connection-line)').forEach((line) => line.remove());
-  $('new-output').hidden = true;
+  showNewOutput(false);
 }
 
 export function hasItem(id) {
@@ -70,7 +71,6 @@ export function upsertItem(item, live) {
       existing.node = node;
       if (item.kind === 'tool_call') showOutputEnd(node);
     }
-    followOutput();
     return;
   }
   // Items arrive in order; an older one (a late completion) goes before the first newer one.
@@ -96,7 +96,6 @@ export function upsertItem(item, live) {
   if (entry.view && live && item.status !== 'running') {
     entry.view.onDone = () => announce(`Agent: ${entry.node.querySelector('.md').textContent}`);
   }
-  followOutput();
 }
 
 export function applyDelta(delta) {
@@ -116,7 +115,7 @@ export function applyDelta(delta) {
       entry.node.hidden = false;
     }
   }
-  followOutput();
+  // Following the growth is the ResizeObserver's job (once a frame), not every delta's.
 }
 
 // A compaction's summary now stands for what it covers, and for any older summary.
@@ -189,10 +188,16 @@ function compactedBadge(item) {
 
 function itemHead(item, shownMs) {
   const fromAgent = item.kind === 'user_message' && item.source === 'agent';
+  // A message from another agent is the task or a message from the agent that spawned this
+  // one, or a report from a sub-agent this one spawned.
+  const sender = fromAgent ? state.sessions.find((s) => s.id === item.from_session_id) : null;
+  const fromParent = fromAgent && sender && state.sessions.some((s) => s.id === item.session_id && s.parent_id === sender.id);
   const who =
     item.kind === 'user_message'
       ? fromAgent
-        ? `Report from sub-agent ${sessionLabel(item.from_session_id)}`
+        ? fromParent
+          ? `From the agent that started this one, ${sessionLabel(item.from_session_id)}`
+          : `Report from sub-agent ${sessionLabel(item.from_session_id)}`
         : 'You'
       : item.kind === 'agent_message'
         ? 'Agent'
@@ -211,6 +216,14 @@ function itemHead(item, shownMs) {
     statusBadge(item),
     compactedBadge(item),
     el('span', { class: 'spacer' }),
+    fromAgent && !fromParent && item.from_session_id
+      ? el('button', {
+        type: 'button',
+        class: 'link-button',
+        text: 'Open the sub-agent',
+        onclick: () => document.dispatchEvent(new CustomEvent('show-session', { detail: item.from_session_id })),
+      })
+      : null,
     rewindable
       ? el('button', {
         type: 'button',
@@ -232,13 +245,15 @@ function renderItem(item, shownMs, previous, entry) {
           ? el('img', { src: `data:${image.media_type};base64,${image.data}`, alt: 'attached image' })
           : el('a', { href: image.url, target: '_blank', rel: 'noopener noreferrer' }, image.url),
       );
-      return el(
-        'div',
-        attrs,
-        itemHead(item, shownMs),
-        el('div', { class: 'text' }, item.text),
-        images.length ? el('div', { class: 'images' }, images) : null,
-      );
+      // A sub-agent's report carries its Markdown; the user's own text is shown as typed.
+      let body;
+      if (item.source === 'agent') {
+        body = el('div', { class: 'md' });
+        renderMarkdown(body, item.text || '');
+      } else {
+        body = el('div', { class: 'text' }, item.text);
+      }
+      return el('div', attrs, itemHead(item, shownMs), body, images.length ? el('div', { class: 'images' }, images) : null);
     }
     case 'agent_message': {
       const body = el('div', { class: 'md' });
@@ -362,7 +377,6 @@ export function showTurnEnd(turnId, status, error) {
   const last = [...$('items').children].filter((node) => items.some((item) => item.id === node.dataset.id)).pop();
   if (last) last.after(block);
   else $('items').append(block);
-  followOutput();
 }
 
 // A newer turn started: Retry belongs to the last turn only.
@@ -402,7 +416,6 @@ export function showRetry(data) {
   tick();
   retry = { line, timer: setInterval(tick, 250) };
   $('status-lines').append(line);
-  followOutput();
 }
 
 export function clearRetry() {
@@ -419,7 +432,6 @@ export function hasRetry() {
 export function addLine(kind, text) {
   const line = el('div', { class: `line ${kind}`, role: 'status' }, text);
   $('status-lines').append(line);
-  followOutput();
   return line;
 }
 
@@ -445,40 +457,59 @@ export function setConnection(text) {
 // Scrolling.
 
 let stickToBottom = true;
+// Where the page last scrolled to by itself. A scroll event can come after more content
+// arrived; only a position above this one means the reader moved up.
+let autoScrollTop = 0;
+
+// The button's attribute is written only when it changes: a write is a DOM mutation, and
+// scroll events come many times a second.
+function showNewOutput(shown) {
+  const button = $('new-output');
+  if (button.hidden === shown) button.hidden = !shown;
+}
+
+function scrollToEnd(timeline) {
+  timeline.scrollTop = timeline.scrollHeight;
+  autoScrollTop = timeline.scrollTop;
+}
 
 export function scrollToBottom() {
   stickToBottom = true;
-  const timeline = $('timeline');
-  timeline.scrollTop = timeline.scrollHeight;
-  $('new-output').hidden = true;
+  scrollToEnd($('timeline'));
+  showNewOutput(false);
 }
 
 // New content: followed when the reader is at the end, else announced by the button.
 function followOutput() {
-  if (stickToBottom) {
-    const timeline = $('timeline');
-    timeline.scrollTop = timeline.scrollHeight;
-  } else if (state.view === 'conversation') {
-    $('new-output').hidden = false;
-  }
+  if (stickToBottom) scrollToEnd($('timeline'));
+  else if (state.view === 'conversation') showNewOutput(true);
 }
 
 export function watchTimeline() {
   const timeline = $('timeline');
   timeline.addEventListener('scroll', () => {
-    stickToBottom = timeline.scrollHeight - timeline.scrollTop - timeline.clientHeight < 40;
-    if (stickToBottom) $('new-output').hidden = true;
+    const atEnd = timeline.scrollHeight - timeline.scrollTop - timeline.clientHeight < 40;
+    if (atEnd) stickToBottom = true;
+    else if (timeline.scrollTop < autoScrollTop - 2) stickToBottom = false;
+    if (stickToBottom) showNewOutput(false);
   });
+  // The reader asking to go up wins at once, even if new output arrives before the scroll.
+  const moveUp = () => {
+    if (timeline.scrollHeight > timeline.clientHeight) stickToBottom = false;
+  };
+  timeline.addEventListener('wheel', (event) => event.deltaY < 0 && moveUp(), { passive: true });
+  timeline.addEventListener('touchmove', moveUp, { passive: true });
+  timeline.addEventListener('keydown', (event) => ['ArrowUp', 'PageUp', 'Home'].includes(event.key) && moveUp());
   $('new-output').addEventListener('click', scrollToBottom);
-  // Streamed text grows inside the items between events (frame by frame): follow it too.
-  if (window.ResizeObserver) {
-    let lastHeight = 0;
-    const observer = new ResizeObserver(() => {
-      const height = $('items').offsetHeight;
-      if (height > lastHeight) followOutput();
-      lastHeight = height;
-    });
-    observer.observe($('items'));
-    observer.observe(timeline);
-  }
+  // New output is followed once a frame, after layout, when the timeline's content grew: never
+  // from an event handler, where asking for the height would force a layout per event.
+  let lastHeight = 0;
+  const observer = new ResizeObserver(() => {
+    const height = $('items').offsetHeight + $('status-lines').offsetHeight;
+    if (height > lastHeight) followOutput();
+    lastHeight = height;
+  });
+  observer.observe($('items'));
+  observer.observe($('status-lines'));
+  observer.observe(timeline);
 }

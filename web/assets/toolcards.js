@@ -11,7 +11,17 @@ const COLLAPSED_LINES = 12;
 // Unchanged lines kept around each change of a diff.
 const DIFF_CONTEXT = 3;
 
-const TITLES = { shell: 'Shell', read_file: 'Read file', write_file: 'Write file', list_dir: 'List directory' };
+const TITLES = {
+  shell: 'Shell',
+  read_file: 'Read file',
+  write_file: 'Write file',
+  list_dir: 'List directory',
+  spawn_agent: 'Sub-agent',
+  send_message: 'Message to a sub-agent',
+  wait_agents: 'Wait for sub-agents',
+  interrupt_agent: 'Interrupt a sub-agent',
+  list_agents: 'List sub-agents',
+};
 
 // `context.time`: the card's time element; `context.knownContent(path, seq)`: what the file
 // held before this call, as far as the conversation shows (null when unknown);
@@ -30,7 +40,10 @@ export function renderToolCall(item, classes, context) {
   );
   const card = el('div', { class: `${classes} tool-${name.replace(/_/g, '-')} state-${state.kind}`, 'data-seq': item.seq }, head);
   let lines;
-  if (name === 'write_file') {
+  if (name === 'spawn_agent') {
+    card.append(...spawnBody(item, args));
+    lines = 0;
+  } else if (name === 'write_file') {
     const write = {};
     card.append(...writeBody(item, args, context, write));
     lines = write.lines || 0;
@@ -66,7 +79,37 @@ function toolState(item) {
   return { kind: 'ran', label: 'done' };
 }
 
+// A spawn: the task given, and a way to the sub-agent once it exists.
+function spawnBody(item, args) {
+  const nodes = [el('div', { class: 'tool-task' }, String(args.task || ''))];
+  let started = null;
+  try {
+    started = JSON.parse(item.output || 'null');
+  } catch {
+    started = null;
+  }
+  if (started && started.session_id) {
+    nodes.push(
+      el(
+        'div',
+        { class: 'tool-summary' },
+        `started${started.model ? ` on ${started.model}` : ''} · `,
+        el('button', {
+          type: 'button',
+          class: 'link-button open-session',
+          text: 'Open the sub-agent',
+          onclick: () => document.dispatchEvent(new CustomEvent('show-session', { detail: started.session_id })),
+        }),
+      ),
+    );
+  } else if (item.status !== 'running' && item.output) {
+    nodes.push(el('div', { class: 'tool-summary' }, el('span', { class: 'tool-error' }, item.output.split('\n')[0])));
+  }
+  return nodes;
+}
+
 function subject(name, args) {
+  if (name === 'spawn_agent') return el('code', { class: 'tool-subject' }, String(args.agent || ''));
   if (name === 'shell') return el('code', { class: 'tool-subject' }, `$ ${args.command === undefined ? '' : args.command}`);
   if (name === 'read_file' || name === 'write_file') return el('code', { class: 'tool-subject' }, String(args.path || ''));
   if (name === 'list_dir') return el('code', { class: 'tool-subject' }, args.path ? String(args.path) : 'working directory');

@@ -27,4 +27,6 @@ export function render() {
   renderPending();
   renderUsage();
   renderComposer();
+  // The tabs and the meter share a line, shown when either is.
+  document.querySelector('.subheader').hidden = $('tabs').hidden && $('usage').hidden;
 }
