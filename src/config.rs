@@ -138,6 +138,18 @@ pub struct ModelConfig {
     pub max_output_tokens: u64,
     /// Only on models whose provider speaks [`Protocol::OpenaiResponses`].
     pub reasoning_context: Option<ReasoningContext>,
+    /// How the usage meter counts this model's tokens; `None`: chosen from the protocol and
+    /// the model's name (`model::tokens::Tokenizer::for_model`).
+    pub tokenizer: Option<TokenizerName>,
+}
+
+/// The `tokenizer` key of a model.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum TokenizerName {
+    O200kBase,
+    Cl100kBase,
+    Anthropic,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -420,6 +432,7 @@ fn demo_model() -> ModelConfig {
         context_window: 32_768,
         max_output_tokens: 4_096,
         reasoning_context: None,
+        tokenizer: None,
     }
 }
 
@@ -517,6 +530,7 @@ struct RawModel {
     context_window: u64,
     max_output_tokens: u64,
     reasoning_context: Option<ReasoningContext>,
+    tokenizer: Option<TokenizerName>,
 }
 
 #[derive(Deserialize)]
@@ -764,6 +778,7 @@ impl Validator<'_> {
                     context_window: model.context_window,
                     max_output_tokens: model.max_output_tokens,
                     reasoning_context: model.reasoning_context,
+                    tokenizer: model.tokenizer,
                 },
             );
         }
@@ -1167,6 +1182,12 @@ tools = ["read_file", "list_dir"]
                 2,
             ),
             ("[server]\naddr = \"localhost\"\n", "socket address", 2),
+            (
+                "[models.m]\nprovider = \"builtin\"\nname = \"m\"\ncontext_window = 10\n\
+                 max_output_tokens = 1\ntokenizer = \"gpt2\"\n",
+                "unknown variant `gpt2`, expected one of `o200k_base`, `cl100k_base`, `anthropic`",
+                6,
+            ),
             ("[retry]\nmax_attempts = -1\n", "max_attempts", 2),
             (
                 "[agents.a]\nmodel = \"demo\"\n",

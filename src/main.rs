@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use anyhow::Context;
 use clap::{Args, Parser, Subcommand};
+use openvaala::client::api::Api;
 use openvaala::config::Config;
 use openvaala::runtime::RuntimeSettings;
 use openvaala::server::{self, ServeOptions, Service};
@@ -39,12 +40,51 @@ enum Command {
     /// Talk to the agent in this terminal (type /help inside). Finds the running service
     /// through its data directory unless --url is given.
     Chat(ChatArgs),
+    /// Send one message and print the agent's reply as it streams (for scripts and editors).
+    /// Exits 0 when the turn completed, 1 when it failed, 130 when it was interrupted, 2 on a
+    /// usage error; the conversation id goes to stderr.
+    Send(SendArgs),
 }
 
 #[derive(Args)]
 struct ChatArgs {
     /// A conversation to continue (its id); otherwise the first message starts a new one.
     conversation: Option<String>,
+    #[command(flatten)]
+    service: ServiceArgs,
+}
+
+#[derive(Args)]
+struct SendArgs {
+    /// The message; `-` reads it from stdin.
+    text: String,
+    /// The conversation to send to (its id); otherwise the message starts a new one.
+    #[arg(long)]
+    conversation: Option<String>,
+    /// How the message joins a running turn.
+    #[arg(long, value_enum)]
+    mode: Option<SendMode>,
+    /// The working directory of a new conversation [default: the current directory].
+    #[arg(long, conflicts_with = "conversation")]
+    cwd: Option<PathBuf>,
+    /// Write every event of the conversation as a JSON line ({"id", "event", "data"}) instead
+    /// of the reply's text.
+    #[arg(long)]
+    json: bool,
+    #[command(flatten)]
+    service: ServiceArgs,
+}
+
+#[derive(Clone, Copy, clap::ValueEnum)]
+enum SendMode {
+    Steer,
+    Queue,
+    Interrupt,
+}
+
+/// How a client finds the service.
+#[derive(Args)]
+struct ServiceArgs {
     /// The service's address [default: the one the running service wrote in the data directory
     /// given with --data-dir, else $OPENVAALA_URL, else the one in the default data directory,
     /// else http://127.0.0.1:7341].
@@ -122,6 +162,7 @@ fn main() -> ExitCode {
         Command::Serve { action: None, args } => serve(args),
         Command::Reindex { data } => data.resolve().and_then(|dir| reindex(&dir)),
         Command::Chat(args) => chat(args),
+        Command::Send(args) => return send(args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
@@ -163,31 +204,38 @@ fn serve(args: ServeArgs) -> anyhow::Result<()> {
     })
 }
 
+impl ServiceArgs {
+    /// A client of the service these arguments name, with `$OPENVAALA_TOKEN` if set.
+    fn api(&self) -> Api {
+        let env_url = std::env::var("OPENVAALA_URL")
+            .ok()
+            .filter(|u| !u.is_empty());
+        // An explicit --data-dir names the service to talk to; $OPENVAALA_URL is the default.
+        let env_url = env_url.filter(|_| self.data.data_dir.is_none());
+        let url = match self.url.clone().or(env_url) {
+            Some(url) => url,
+            None => {
+                let running = self
+                    .data
+                    .resolve()
+                    .ok()
+                    .and_then(|dir| lock::holder(&Store::lock_path_in(&dir)).ok().flatten())
+                    .and_then(|owner| owner.addr);
+                match running {
+                    Some(addr) => format!("http://{addr}"),
+                    None => format!("http://{}", server::DEFAULT_ADDR),
+                }
+            }
+        };
+        let token = std::env::var("OPENVAALA_TOKEN")
+            .ok()
+            .filter(|t| !t.is_empty());
+        Api::new(&url, token)
+    }
+}
+
 fn chat(args: ChatArgs) -> anyhow::Result<()> {
     use std::io::IsTerminal;
-    let env_url = std::env::var("OPENVAALA_URL")
-        .ok()
-        .filter(|u| !u.is_empty());
-    // An explicit --data-dir names the service to talk to; $OPENVAALA_URL is the default.
-    let env_url = env_url.filter(|_| args.data.data_dir.is_none());
-    let url = match args.url.or(env_url) {
-        Some(url) => url,
-        None => {
-            let running = args
-                .data
-                .resolve()
-                .ok()
-                .and_then(|dir| lock::holder(&Store::lock_path_in(&dir)).ok().flatten())
-                .and_then(|owner| owner.addr);
-            match running {
-                Some(addr) => format!("http://{addr}"),
-                None => format!("http://{}", server::DEFAULT_ADDR),
-            }
-        }
-    };
-    let token = std::env::var("OPENVAALA_TOKEN")
-        .ok()
-        .filter(|t| !t.is_empty());
     let cwd = std::env::current_dir()
         .context("cannot read the current directory")?
         .display()
@@ -197,12 +245,66 @@ fn chat(args: ChatArgs) -> anyhow::Result<()> {
         .build()?;
     runtime.block_on(openvaala::client::chat::run(
         openvaala::client::chat::ChatOptions {
-            api: openvaala::client::api::Api::new(&url, token),
+            api: args.service.api(),
             resume: args.conversation,
             cwd,
             interactive: std::io::stdin().is_terminal(),
         },
     ))
+}
+
+/// `openvaala send`: the exit code tells how the turn ended (see `client::send`).
+fn send(args: SendArgs) -> ExitCode {
+    use openvaala::client::send::{self, SendError, SendOptions};
+    let options = (|| {
+        let usage = |message: String| SendError {
+            code: send::EXIT_USAGE,
+            message,
+        };
+        let text = if args.text == "-" {
+            std::io::read_to_string(std::io::stdin())
+                .map_err(|error| usage(format!("cannot read the message from stdin: {error}")))?
+        } else {
+            args.text.clone()
+        };
+        let cwd = match &args.cwd {
+            Some(dir) => std::path::absolute(dir),
+            None => std::env::current_dir(),
+        }
+        .map_err(|error| usage(format!("cannot resolve the working directory: {error}")))?;
+        Ok(SendOptions {
+            api: args.service.api(),
+            text,
+            conversation: args.conversation.clone(),
+            mode: args.mode.map(|mode| {
+                match mode {
+                    SendMode::Steer => "steer",
+                    SendMode::Queue => "queue",
+                    SendMode::Interrupt => "interrupt",
+                }
+                .to_owned()
+            }),
+            cwd: cwd.display().to_string(),
+            json: args.json,
+        })
+    })();
+    let outcome = options.and_then(|options| {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .map_err(|error| SendError {
+                code: send::EXIT_FAILED,
+                message: format!("cannot start: {error}"),
+            })?;
+        runtime.block_on(send::run(options))
+    });
+    match outcome {
+        Ok(code) => ExitCode::from(code),
+        Err(error) => {
+            eprintln!("openvaala send: {error}");
+            ExitCode::from(error.code)
+        }
+    }
 }
 
 fn stop(data_dir: &Path) -> anyhow::Result<()> {

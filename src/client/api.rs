@@ -4,7 +4,8 @@ use std::time::Duration;
 
 use futures::{Stream, StreamExt};
 use serde_json::Value;
-use sse_stream::SseByteStream;
+
+use crate::model::wire::sse_events;
 
 /// What went wrong with a call: the service's own `{"error": {code, message}}`, or no answer.
 #[derive(Debug, thiserror::Error)]
@@ -117,14 +118,15 @@ impl Api {
             let body: Value = response.json().await.unwrap_or_default();
             return Err(service_error(status, &body));
         }
-        Ok(SseByteStream::new(response.bytes_stream())
+        // A replay of what was missed comes as one large chunk: parsed in pieces (`sse_events`).
+        Ok(sse_events(response.bytes_stream())
             .take_while(|event| std::future::ready(event.is_ok()))
             .filter_map(|event| async move {
                 let event = event.ok()?;
-                let data = serde_json::from_str(event.data.as_deref()?).ok()?;
+                let data = serde_json::from_str(&event.data).ok()?;
                 Some(ServerEvent {
-                    id: event.id,
-                    kind: event.event.unwrap_or_default(),
+                    id: Some(event.id).filter(|id| !id.is_empty()),
+                    kind: event.event,
                     data,
                 })
             }))

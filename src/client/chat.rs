@@ -28,6 +28,10 @@ Type a message to send it to the agent. Commands:
   /quit                leave (also Ctrl-D)
 Start a line with // to send a line that begins with / (e.g. the demo model's //shell ls).";
 
+/// The built-in demo model's directives (`model/demo.rs`): typed with one `/` they would be
+/// taken for commands of this client, so the client says how to send them.
+const DEMO_DIRECTIVES: &[&str] = &["shell", "read", "sleep", "fail", "spawn"];
+
 pub struct ChatOptions {
     pub api: Api,
     /// A conversation to continue; otherwise the first message starts one.
@@ -187,23 +191,8 @@ impl Chat {
                     .api
                     .get(&format!("/api/conversations/{id}/sessions"))
                     .await?;
-                for session in sessions["sessions"].as_array().into_iter().flatten() {
-                    let role = if session["parent_id"].is_null() {
-                        "root"
-                    } else {
-                        "sub-agent"
-                    };
-                    let task = session["task"]
-                        .as_str()
-                        .map(|task| format!(": {task}"))
-                        .unwrap_or_default();
-                    print_out(&format!(
-                        "[{role} {} ({}) {}{task}]\n",
-                        text(&session["agent"]),
-                        text(&session["status"]),
-                        text(&session["id"])
-                    ));
-                }
+                let sessions = sessions["sessions"].as_array().cloned().unwrap_or_default();
+                print_out(&agents_tree(&sessions));
             }
             "queue" if !argument.is_empty() => {
                 self.send(argument, Some("queue")).await?;
@@ -219,6 +208,10 @@ impl Chat {
                     print_out("[nothing was running]\n");
                 }
             }
+            _ if DEMO_DIRECTIVES.contains(&name) => print_out(&format!(
+                "[/{name} is not a command here but a directive for the demo model: \
+                 send it to the model with //{line}]\n"
+            )),
             _ => print_out(&format!("[unknown command /{name}; /help lists them]\n")),
         }
         Ok(Flow::Continue)
@@ -445,7 +438,11 @@ impl Chat {
                 }
                 position.observe(&kind, &data);
                 let mut out = renderer.lock().expect("renderer lock").event(&kind, &data);
-                if interactive && kind == "turn.ended" {
+                // The prompt comes back when the root agent is done (not a sub-agent).
+                if interactive
+                    && kind == "turn.ended"
+                    && data["session_id"] == position.root_session_id.as_str()
+                {
                     out.push_str("> ");
                 }
                 print_out(&out);
@@ -662,6 +659,57 @@ async fn reconnect(
     None
 }
 
+/// `/agents`: the root agent, then each sub-agent under its parent, indented by depth, with
+/// its status, task and last answer.
+fn agents_tree(sessions: &[Value]) -> String {
+    let depth = |session: &Value| {
+        let mut depth = 0;
+        let mut parent = &session["parent_id"];
+        while let Some(up) = sessions.iter().find(|s| s["id"] == *parent) {
+            depth += 1;
+            parent = &up["parent_id"];
+        }
+        depth
+    };
+    let mut out = String::new();
+    // Depth-first from the root, children in the order they were created.
+    let mut stack: Vec<&Value> = sessions
+        .iter()
+        .filter(|s| s["parent_id"].is_null())
+        .rev()
+        .collect();
+    while let Some(session) = stack.pop() {
+        let indent = "  ".repeat(depth(session));
+        let role = if session["parent_id"].is_null() {
+            "root"
+        } else {
+            "sub-agent"
+        };
+        let task = session["task"]
+            .as_str()
+            .map(|task| format!(": {}", task.lines().next().unwrap_or_default()))
+            .unwrap_or_default();
+        out.push_str(&format!(
+            "{indent}[{role} {} ({}) {}{task}]\n",
+            text(&session["agent"]),
+            text(&session["status"]),
+            text(&session["id"])
+        ));
+        if let Some(last) = session["last_message"].as_str() {
+            let line = last.lines().next().unwrap_or_default();
+            let excerpt: String = line.chars().take(100).collect();
+            out.push_str(&format!("{indent}  last: {excerpt}\n"));
+        }
+        stack.extend(
+            sessions
+                .iter()
+                .filter(|s| s["parent_id"] == session["id"])
+                .rev(),
+        );
+    }
+    out
+}
+
 fn text(value: &Value) -> &str {
     value.as_str().unwrap_or_default()
 }
@@ -694,6 +742,29 @@ fn query_escape(text: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn agents_are_listed_as_a_tree_under_their_parents() {
+        let session = |id: &str, parent: Option<&str>, task: Option<&str>, last: Option<&str>| json!({ "id": id, "parent_id": parent, "agent": "default", "status": "idle", "task": task, "last_message": last });
+        let tree = agents_tree(&[
+            session("s_root", None, None, Some("All done.")),
+            session("s_a", Some("s_root"), Some("look at A"), None),
+            session(
+                "s_b",
+                Some("s_root"),
+                Some("look at B\nin depth"),
+                Some("B is fine"),
+            ),
+            session("s_a1", Some("s_a"), Some("deeper"), None),
+        ]);
+        assert_eq!(
+            tree,
+            "[root default (idle) s_root]\n  last: All done.\n\
+             \x20 [sub-agent default (idle) s_a: look at A]\n\
+             \x20   [sub-agent default (idle) s_a1: deeper]\n\
+             \x20 [sub-agent default (idle) s_b: look at B]\n    last: B is fine\n"
+        );
+    }
 
     fn item(session: &str, seq: u64, status: &str) -> Value {
         json!({ "item": { "session_id": session, "seq": seq, "status": status } })

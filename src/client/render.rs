@@ -1,6 +1,7 @@
-//! A conversation's events as terminal text: the agent's answers and tool output as they
-//! stream, then short bracketed lines for everything else. Pure, so it is tested without a
-//! terminal: every method returns the text to print.
+//! A conversation's events as terminal text: the root agent's answers and tool output as they
+//! stream, then short bracketed lines for everything else (a sub-agent shows as a line when it
+//! starts and when each of its turns ends; `/agents` lists them). Pure, so it is tested without
+//! a terminal: every method returns the text to print.
 
 use std::collections::HashMap;
 
@@ -18,6 +19,10 @@ pub struct Renderer {
     shown: HashMap<String, Shown>,
     /// Whether the cursor is in the middle of a line.
     mid_line: bool,
+    /// The root agent's session, from the snapshot; other sessions are sub-agents.
+    root_session: Option<String>,
+    /// Sub-agents' agent names, by session id.
+    sub_agents: HashMap<String, String>,
 }
 
 struct Shown {
@@ -29,18 +34,56 @@ struct Shown {
 impl Renderer {
     /// The text to print for one event of the conversation's stream.
     pub fn event(&mut self, kind: &str, data: &Value) -> String {
+        let session = data["session_id"]
+            .as_str()
+            .or(data["item"]["session_id"].as_str());
+        if let Some(session) = session
+            && !self.is_root(session)
+        {
+            return self.sub_agent_event(kind, session, data);
+        }
         match kind {
             "snapshot" => {
+                let root = &data["conversation"]["root_session_id"];
+                self.root_session = root.as_str().map(str::to_owned);
                 let mut out = String::new();
+                for session in data["sessions"].as_array().into_iter().flatten() {
+                    if session["id"] == *root {
+                        continue;
+                    }
+                    let (id, agent) = (text(&session["id"]), text(&session["agent"]));
+                    let new = self.sub_agents.insert(id.clone(), agent.clone()).is_none();
+                    // One this terminal has not seen start, and that works now.
+                    if new && session["status"] == "running" {
+                        out += &self.line(&format!(
+                            "[sub-agent `{agent}` ({id}) is working on: {}]",
+                            first_line(session["task"].as_str().unwrap_or_default())
+                        ));
+                    }
+                }
                 if data["compacting"] == true {
                     out += &self.line("[compressing the context…]");
                 }
                 for turn in data["running"].as_array().into_iter().flatten() {
+                    if !self.is_root(turn["session_id"].as_str().unwrap_or_default()) {
+                        continue;
+                    }
                     for item in turn["items"].as_array().into_iter().flatten() {
                         out += &self.item_progress(item);
                     }
                 }
                 out
+            }
+            "session.created" => {
+                let session = &data["session"];
+                self.sub_agents
+                    .insert(text(&session["id"]), text(&session["agent"]));
+                self.line(&format!(
+                    "[sub-agent `{}` ({}) started: {}]",
+                    text(&session["agent"]),
+                    text(&session["id"]),
+                    first_line(session["task"].as_str().unwrap_or_default())
+                ))
             }
             "item.started" => self.item_started(&data["item"]),
             "item.delta" => self.delta(data),
@@ -73,10 +116,41 @@ impl Renderer {
         }
     }
 
+    /// Whether events of `session` are the root agent's (before the snapshot, all are).
+    fn is_root(&self, session: &str) -> bool {
+        self.root_session
+            .as_deref()
+            .is_none_or(|root| root == session)
+    }
+
+    /// A sub-agent's events show only as the end of each of its turns.
+    fn sub_agent_event(&mut self, kind: &str, session: &str, data: &Value) -> String {
+        if kind != "turn.ended" {
+            return String::new();
+        }
+        let agent = self
+            .sub_agents
+            .get(session)
+            .cloned()
+            .unwrap_or_else(|| "sub-agent".to_owned());
+        let how = match data["status"].as_str() {
+            Some("failed") => format!(
+                "failed: {}",
+                data["error"].as_str().unwrap_or("no error given")
+            ),
+            Some("interrupted") => "was interrupted".to_owned(),
+            _ => "finished its turn".to_owned(),
+        };
+        self.line(&format!("[sub-agent `{agent}` ({session}) {how}]"))
+    }
+
     /// A stored item in full (history on resume, or a turn that ended before this terminal
     /// followed it). Items already shown print nothing.
     pub fn stored_item(&mut self, item: &Value) -> String {
-        if item["kind"] == "user_message" && !self.shown.contains_key(id_of(item)) {
+        if item["kind"] == "user_message"
+            && item["source"] != "agent"
+            && !self.shown.contains_key(id_of(item))
+        {
             self.shown.insert(
                 id_of(item).to_owned(),
                 Shown {
@@ -217,6 +291,11 @@ impl Renderer {
                 "[notice] {}",
                 item["text"].as_str().unwrap_or_default()
             )),
+            // A sub-agent's report to the root agent (the user's own messages are not echoed).
+            "user_message" if item["source"] == "agent" => self.line(&format!(
+                "[report] {}",
+                item["text"].as_str().unwrap_or_default()
+            )),
             "summary" => self.line(&format!(
                 "[summary of the history through #{}] {}",
                 item["covers_through_seq"],
@@ -259,6 +338,14 @@ fn id_of(item: &Value) -> &str {
     item["id"].as_str().unwrap_or_default()
 }
 
+fn text(value: &Value) -> String {
+    value.as_str().unwrap_or_default().to_owned()
+}
+
+fn first_line(text: &str) -> &str {
+    text.lines().next().unwrap_or_default()
+}
+
 /// A tool call's arguments on one line: a shell command as `$ command`, else compact JSON.
 fn arguments_line(arguments: &Value) -> String {
     match arguments["command"].as_str() {
@@ -297,6 +384,59 @@ mod tests {
         );
         out += &r.event("turn.ended", &json!({ "status": "completed" }));
         assert_eq!(out, "agent: Hello\n");
+    }
+
+    #[test]
+    fn sub_agents_show_as_a_line_when_they_start_and_end_and_their_reports_as_lines() {
+        let mut r = Renderer::default();
+        let snapshot = json!({
+            "conversation": { "root_session_id": "s_root" },
+            "sessions": [{ "id": "s_root", "agent": "default" }],
+            "running": [],
+        });
+        let mut out = r.event("snapshot", &snapshot);
+        out += &r.event(
+            "session.created",
+            &json!({ "session": { "id": "s_sub", "agent": "reviewer", "task": "check it\nwell" } }),
+        );
+        let sub_item = json!({ "id": "m9", "session_id": "s_sub", "kind": "agent_message", "text": "", "status": "running" });
+        out += &r.event("item.started", &json!({ "item": sub_item }));
+        out += &r.event(
+            "item.delta",
+            &json!({ "session_id": "s_sub", "item_id": "m9", "field": "text", "delta": "hidden" }),
+        );
+        out += &r.event(
+            "turn.ended",
+            &json!({ "session_id": "s_sub", "status": "completed" }),
+        );
+        let report = json!({ "id": "m10", "session_id": "s_root", "kind": "user_message", "source": "agent", "text": "Report: fine", "status": "completed" });
+        out += &r.event("item.completed", &json!({ "item": report }));
+        assert_eq!(
+            out,
+            "[sub-agent `reviewer` (s_sub) started: check it]\n\
+             [sub-agent `reviewer` (s_sub) finished its turn]\n\
+             [report] Report: fine\n"
+        );
+    }
+
+    #[test]
+    fn a_snapshot_shows_the_sub_agents_at_work() {
+        let mut r = Renderer::default();
+        let snapshot = json!({
+            "conversation": { "root_session_id": "s_root" },
+            "sessions": [
+                { "id": "s_root", "agent": "default", "status": "running" },
+                { "id": "s_a", "agent": "reviewer", "status": "running", "task": "check it" },
+                { "id": "s_b", "agent": "default", "status": "idle", "task": "done already" },
+            ],
+            "running": [],
+        });
+        assert_eq!(
+            r.event("snapshot", &snapshot),
+            "[sub-agent `reviewer` (s_a) is working on: check it]\n"
+        );
+        // A later snapshot (a reconnect) does not repeat it.
+        assert_eq!(r.event("snapshot", &snapshot), "");
     }
 
     #[test]

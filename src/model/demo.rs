@@ -14,6 +14,7 @@ use std::time::Duration;
 use futures::StreamExt;
 use serde_json::json;
 
+use super::tokens::Tokenizer;
 use super::{ModelClient, ModelError, ModelEvent, ModelRequest, ModelStream, TokenUsage};
 use crate::domain::{Item, ItemKind};
 
@@ -32,12 +33,25 @@ impl ModelClient for DemoModel {
             Ok(plan) => plan,
             Err(error) => return futures::stream::once(async move { Err(error) }).boxed(),
         };
-        let input_tokens = estimate_tokens_of(&request.history);
+        // Counted as a provider would: the whole request in, what it wrote out (with the
+        // encoding the meter uses for it, so a report and an estimate agree).
+        let tokenizer = Tokenizer::default();
+        let input_tokens = tokenizer
+            .request_overhead(request.instructions.as_deref(), &request.tools)
+            + request
+                .history
+                .iter()
+                .map(|item| {
+                    let (written, added) = tokenizer.item_tokens(item);
+                    written + added
+                })
+                .sum::<u64>();
         let Plan { events, delay } = plan;
         let output_tokens: u64 = events
             .iter()
             .map(|event| match event {
-                ModelEvent::TextDelta(text) => crate::runtime::usage::estimate_tokens(text),
+                ModelEvent::TextDelta(text) => tokenizer.count(text),
+                ModelEvent::ToolCall { arguments, .. } => tokenizer.count(&arguments.to_string()),
                 _ => 0,
             })
             .sum();
@@ -204,11 +218,4 @@ fn first_line_excerpt(text: &str) -> String {
         excerpt.push('…');
     }
     excerpt
-}
-
-fn estimate_tokens_of(history: &[Item]) -> u64 {
-    history
-        .iter()
-        .map(crate::runtime::usage::estimate_item_tokens)
-        .sum()
 }

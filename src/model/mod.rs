@@ -6,6 +6,7 @@ pub mod demo;
 pub mod openai_chat;
 pub mod openai_responses;
 pub mod reader;
+pub mod tokens;
 pub mod wire;
 
 use std::collections::BTreeMap;
@@ -91,6 +92,21 @@ impl ModelError {
         ModelError::Transient {
             message: message.into(),
             retry_after: None,
+        }
+    }
+
+    /// The same error with where it happened added in parentheses (the URL called and the
+    /// status it answered), keeping its class.
+    pub fn context(self, context: &str) -> ModelError {
+        match self {
+            ModelError::Transient {
+                message,
+                retry_after,
+            } => ModelError::Transient {
+                message: format!("{message} ({context})"),
+                retry_after,
+            },
+            ModelError::Fatal(message) => ModelError::Fatal(format!("{message} ({context})")),
         }
     }
 }

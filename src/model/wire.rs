@@ -4,14 +4,14 @@
 
 use std::time::{Duration, Instant, SystemTime};
 
+use eventsource_stream::{EventStreamError, Eventsource};
 use futures::{Stream, StreamExt};
 use reqwest::header::{CONTENT_TYPE, HeaderMap};
 use reqwest::{RequestBuilder, Response, StatusCode};
 use serde_json::{Value, json};
-use sse_stream::{Sse, SseByteStream};
 
 use super::{ModelError, ModelEvent, ModelStream};
-use crate::config::ProviderConfig;
+use crate::config::{Protocol, ProviderConfig};
 use crate::domain::{Image, Item, ItemKind, ItemStatus};
 
 /// How often at most a stream that only sends what is not yet an event of its own (tool call
@@ -37,38 +37,80 @@ pub struct Endpoint {
     api_key_env: Option<String>,
 }
 
-/// One SSE event of a provider's stream: its `event:` name, if it has one, and its data.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Event {
-    pub name: Option<String>,
-    pub data: String,
+/// One SSE event: its `event:` name (`message` when it has none), its data, and the last
+/// event id seen.
+pub use eventsource_stream::Event;
+
+/// The most bytes of a body handed to eventsource-stream at once (see [`sse_events`]).
+pub const PIECE_BYTES: usize = 4 * 1024;
+
+/// The SSE events of a body, in order, parsed by eventsource-stream (the stack the project's
+/// card names) from pieces of at most [`PIECE_BYTES`] whole lines. Blocks without data (only an
+/// id, a retry or comments) are not events.
+///
+/// Why pieces: eventsource-stream moves the rest of its buffer into a new string after every
+/// line it parses, which is quadratic in the size of what it is handed at once. A provider's
+/// burst can arrive as one read of hundreds of kilobytes (many events per HTTP chunk, or an
+/// HTTP/2 frame), and the service's own event streams send what piled up for a subscriber as
+/// one chunk. Cut into pieces of a few KB (zero-copy, after a line feed, which is never inside
+/// a multi-byte UTF-8 character), its buffer never holds much more than one piece: a 5,000-event
+/// read costs the same per event as 5,000 small reads (BENCHMARKS.md, "Decoding").
+pub fn sse_events<E>(
+    body: impl Stream<Item = Result<bytes::Bytes, E>>,
+) -> eventsource_stream::EventStream<impl Stream<Item = Result<bytes::Bytes, E>>> {
+    body.flat_map(|chunk| futures::stream::iter(Pieces::of(chunk)))
+        .eventsource()
 }
 
-/// The SSE events of a response body, in order. Blocks without data (only an id, a retry or
-/// comments) are not events (WHATWG SSE: an empty data buffer dispatches nothing); a broken
-/// body or invalid UTF-8 ends the stream with one transient error.
-///
-/// sse-stream parses every block straight out of the chunk it arrived in, however many events
-/// the chunk holds. (eventsource-stream, used before, copied the rest of its buffer after every
-/// line, which was quadratic in the size of a chunk, and took 1–1.4 µs per event against
-/// 0.2 µs here: BENCHMARKS.md, "Turns".)
+/// A provider's SSE events; a broken body or invalid SSE ends the stream with one transient
+/// error.
 pub fn events<E>(
     body: impl Stream<Item = Result<bytes::Bytes, E>>,
 ) -> impl Stream<Item = Result<Event, ModelError>>
 where
     E: std::error::Error + Send + Sync + 'static,
 {
-    SseByteStream::new(body).filter_map(|block| {
-        std::future::ready(match block {
-            Ok(Sse {
-                event: name,
-                data: Some(data),
-                ..
-            }) => Some(Ok(Event { name, data })),
-            Ok(_) => None,
-            Err(error) => Some(Err(event_stream_error(error))),
-        })
-    })
+    sse_events(body).map(|event| event.map_err(event_stream_error))
+}
+
+/// One chunk of a body as pieces of at most [`PIECE_BYTES`], each ending after a line feed
+/// (a line longer than that is a piece of its own; the chunk's end may cut a line, as the
+/// network may).
+enum Pieces<E> {
+    Chunk(bytes::Bytes),
+    Error(Option<E>),
+}
+
+impl<E> Pieces<E> {
+    fn of(chunk: Result<bytes::Bytes, E>) -> Pieces<E> {
+        match chunk {
+            Ok(chunk) => Pieces::Chunk(chunk),
+            Err(error) => Pieces::Error(Some(error)),
+        }
+    }
+}
+
+impl<E> Iterator for Pieces<E> {
+    type Item = Result<bytes::Bytes, E>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        let rest = match self {
+            Pieces::Error(error) => return error.take().map(Err),
+            Pieces::Chunk(rest) => rest,
+        };
+        if rest.is_empty() {
+            return None;
+        }
+        if rest.len() <= PIECE_BYTES {
+            return Some(Ok(std::mem::take(rest)));
+        }
+        let end = match memchr::memrchr(b'\n', &rest[..PIECE_BYTES]) {
+            Some(line_feed) => line_feed + 1,
+            None => memchr::memchr(b'\n', &rest[PIECE_BYTES..])
+                .map_or(rest.len(), |line_feed| PIECE_BYTES + line_feed + 1),
+        };
+        Some(Ok(rest.split_to(end)))
+    }
 }
 
 /// Turns a protocol's SSE events into model events. A decoder is fed every event of one
@@ -107,12 +149,13 @@ impl Endpoint {
             .expect("the HTTP client can be built (its TLS backend is compiled in)");
         Endpoint {
             http,
-            base_url: provider.base_url.trim_end_matches('/').to_owned(),
+            base_url: api_base(provider.protocol, &provider.base_url),
             api_key_env: provider.api_key_env.clone(),
         }
     }
 
-    /// A JSON POST to `{base_url}{path}`.
+    /// A JSON POST to `{base_url}{path}`, where the base ends with the API's version (`/v1`)
+    /// and `path` is the endpoint under it (`/chat/completions`, `/messages`).
     pub fn post(&self, path: &str, body: &Value) -> RequestBuilder {
         self.http
             .post(format!("{}{path}", self.base_url))
@@ -131,6 +174,28 @@ impl Endpoint {
                 "environment variable {name} is not set"
             ))),
         }
+    }
+}
+
+/// The base URL the endpoints go under, from a `base_url` written the way either kind of SDK
+/// writes it. The Anthropic SDK's base has no version (`https://api.anthropic.com`, and
+/// gateways that stand in for it) and adds `/v1/messages`; the OpenAI SDK's base includes it
+/// (`https://api.openai.com/v1`, `http://localhost:11434/v1`). So an Anthropic base gets `/v1`
+/// unless it ends with it, and an OpenAI base gets `/v1` only when it is a bare host: other
+/// OpenAI-compatible servers put their API under paths of their own (`…/v1beta/openai`,
+/// `…/openai/v1`), which are used as written.
+pub fn api_base(protocol: Protocol, base_url: &str) -> String {
+    let base = base_url.trim_end_matches('/');
+    let bare_host = reqwest::Url::parse(base).is_ok_and(|url| url.path() == "/");
+    let add_version = match protocol {
+        Protocol::AnthropicMessages => !base.ends_with("/v1"),
+        Protocol::OpenaiChat | Protocol::OpenaiResponses => bare_host,
+        Protocol::Demo => false,
+    };
+    if add_version {
+        format!("{base}/v1")
+    } else {
+        base.to_owned()
     }
 }
 
@@ -153,6 +218,8 @@ pub fn stream(
                 return;
             }
         };
+        // Every error after the answer began names what answered it too.
+        let called = format!("POST {} answered {}", response.url(), response.status());
         let events = events(response.bytes_stream());
         futures::pin_mut!(events);
         let mut last_sent = Instant::now();
@@ -160,7 +227,7 @@ pub fn stream(
             let event = match event {
                 Ok(event) => event,
                 Err(error) => {
-                    yield Err(error);
+                    yield Err(error.context(&called));
                     return;
                 }
             };
@@ -182,7 +249,7 @@ pub fn stream(
                     }
                 }
                 Err(error) => {
-                    yield Err(error);
+                    yield Err(error.context(&called));
                     return;
                 }
             }
@@ -191,11 +258,19 @@ pub fn stream(
     .boxed()
 }
 
-/// Sends the request; anything but a successful event stream becomes an error.
+/// Sends the request; anything but a successful event stream becomes an error, which names
+/// the URL called and the status it answered (a wrong base URL shows as a 404 from it).
 async fn send(request: RequestBuilder) -> Result<Response, ModelError> {
-    let response = request.send().await.map_err(request_error)?;
+    let (http, request) = request.build_split();
+    let request = request.map_err(request_error)?;
+    let called = format!("POST {}", request.url());
+    let response = http
+        .execute(request)
+        .await
+        .map_err(|error| request_error(error).context(&called))?;
     let status = response.status();
-    tracing::debug!(url = %response.url(), %status, "provider answered");
+    let called = format!("{called} answered {status}");
+    tracing::debug!(%called, "provider answered");
     if status.is_success() {
         let json = response
             .headers()
@@ -210,11 +285,12 @@ async fn send(request: RequestBuilder) -> Result<Response, ModelError> {
         return Err(ModelError::Fatal(format!(
             "the provider answered JSON instead of an event stream: {}",
             provider_message(&body)
-        )));
+        ))
+        .context(&called));
     }
     let retry_after = retry_after(response.headers(), SystemTime::now());
     let body = error_body(response).await;
-    Err(status_error(status, retry_after, &body))
+    Err(status_error(status, retry_after, &body).context(&called))
 }
 
 async fn error_body(response: Response) -> String {
@@ -226,19 +302,24 @@ async fn error_body(response: Response) -> String {
 
 /// A request that never got an answer: transient unless the request itself could not be built.
 fn request_error(error: reqwest::Error) -> ModelError {
-    let message = format!("cannot reach the provider: {}", error_chain(&error));
-    if error.is_builder() {
+    // The URL is named by the caller's context, once.
+    let builder = error.is_builder();
+    let message = format!(
+        "cannot reach the provider: {}",
+        error_chain(&error.without_url())
+    );
+    if builder {
         ModelError::Fatal(message)
     } else {
         ModelError::transient(message)
     }
 }
 
-fn event_stream_error(error: sse_stream::Error) -> ModelError {
+fn event_stream_error<E: std::error::Error>(error: EventStreamError<E>) -> ModelError {
     match error {
-        sse_stream::Error::Body(error) => ModelError::transient(format!(
+        EventStreamError::Transport(error) => ModelError::transient(format!(
             "the provider's stream broke: {}",
-            error_chain(&*error)
+            error_chain(&error)
         )),
         other => ModelError::transient(format!("malformed event stream from provider: {other}")),
     }
@@ -381,7 +462,7 @@ pub fn parse_arguments(text: &str) -> Value {
 /// An event's type: its data's `type` field, or else its SSE event name.
 pub fn kind_or_name<'a>(kind: &'a LenientText<'_>, event: &'a Event) -> &'a str {
     if kind.0.is_empty() {
-        event.name.as_deref().unwrap_or("message")
+        &event.event
     } else {
         &kind.0
     }
@@ -756,40 +837,73 @@ mod tests {
     use crate::domain::MessageSource;
     use testing::item;
 
+    /// The (name, data) of the events of a body that arrives in these reads.
+    fn parse(reads: Vec<&[u8]>) -> Vec<(String, String)> {
+        let body = futures::stream::iter(
+            reads
+                .into_iter()
+                .map(|read| Ok::<_, std::io::Error>(bytes::Bytes::copy_from_slice(read))),
+        );
+        futures::executor::block_on(events(body).collect::<Vec<_>>())
+            .into_iter()
+            .map(|event| {
+                let event = event.expect("a valid event");
+                (event.event, event.data)
+            })
+            .collect()
+    }
+
     #[test]
     fn a_body_cut_anywhere_or_sent_whole_gives_the_same_events() {
-        let body = "event: a\ndata: {\"t\":\"h\u{e9}llo\"}\n\ndata: x\r\n\r\n: note\n\nid: 7\n\ndata: line 1\ndata: line 2\n\ndata:\n\n";
-        let parse = |pieces: Vec<&[u8]>| -> Vec<(String, String)> {
-            let body = futures::stream::iter(pieces.into_iter().map(|piece| {
-                Ok::<_, std::convert::Infallible>(bytes::Bytes::copy_from_slice(piece))
-            }));
-            futures::executor::block_on(events(body).collect::<Vec<_>>())
-                .into_iter()
-                .map(|event| {
-                    let event = event.expect("a valid event");
-                    (event.name.unwrap_or_default(), event.data)
-                })
-                .collect()
-        };
+        // A data line longer than a piece, with two-, three- and four-byte characters in it.
+        let long = "h\u{e9}llo \u{4e16}\u{754c} \u{1f600} ".repeat(PIECE_BYTES / 8);
+        let body = format!(
+            "event: a\ndata: {{\"t\":\"h\u{e9}llo\"}}\n\ndata: x\r\n\r\n: note\n\nid: 7\n\ndata: line 1\ndata: line 2\n\ndata:\n\ndata: {long}\n\n"
+        );
         let whole = parse(vec![body.as_bytes()]);
+        let message = || "message".to_owned();
         assert_eq!(
             whole,
             [
                 ("a".to_owned(), "{\"t\":\"h\u{e9}llo\"}".to_owned()),
-                (String::new(), "x".to_owned()),
-                (String::new(), "line 1\nline 2".to_owned()),
-                (String::new(), String::new()),
+                (message(), "x".to_owned()),
+                (message(), "line 1\nline 2".to_owned()),
+                (message(), String::new()),
+                (message(), long.clone()),
             ]
         );
-        // Every cut, including the one inside the two bytes of "é"; and the body many times
-        // over in one chunk, as a burst can arrive.
-        let many = parse(vec![body.repeat(1000).as_bytes()]);
-        assert_eq!(many.len(), whole.len() * 1000);
-        assert!(many.chunks(whole.len()).all(|events| events == whole));
+        // A byte per read: every cut, inside each multi-byte character too.
+        let bytes: Vec<&[u8]> = body.as_bytes().chunks(1).collect();
+        assert_eq!(parse(bytes), whole);
+        // Every cut into two reads.
         for cut in 1..body.len() {
             let (head, tail) = body.as_bytes().split_at(cut);
             assert_eq!(parse(vec![head, tail]), whole, "cut at {cut}");
         }
+        // The body many times over in one giant read, as a burst can arrive.
+        let many = parse(vec![body.repeat(200).as_bytes()]);
+        assert_eq!(many.len(), whole.len() * 200);
+        assert!(many.chunks(whole.len()).all(|events| events == whole));
+    }
+
+    #[test]
+    fn a_read_is_cut_into_pieces_of_whole_lines() {
+        let line = |n: usize| format!("data: {}\n", "x".repeat(n));
+        let read = [line(100).repeat(100), line(3 * PIECE_BYTES), line(10)].concat();
+        let pieces: Vec<bytes::Bytes> =
+            Pieces::<std::io::Error>::of(Ok(bytes::Bytes::from(read.clone())))
+                .map(|piece| piece.expect("no error"))
+                .collect();
+        assert_eq!(pieces.concat(), read.as_bytes());
+        for piece in &pieces {
+            assert!(piece.ends_with(b"\n"), "a piece ends after a line feed");
+            let lines = piece.iter().filter(|&&byte| byte == b'\n').count();
+            assert!(piece.len() <= PIECE_BYTES || lines == 1, "{}", piece.len());
+        }
+        assert!(pieces.len() > 3, "{} pieces", pieces.len());
+        // A read no longer than a piece is handed on whole, line ends or not.
+        let short = Pieces::<std::io::Error>::of(Ok(bytes::Bytes::from_static(b"data: a\ndat")));
+        assert_eq!(short.count(), 1);
     }
 
     #[test]
@@ -931,6 +1045,76 @@ mod tests {
             ))
         );
         assert_eq!(endpoint.base_url, "http://127.0.0.1:1/v1");
+    }
+
+    #[test]
+    fn base_urls_work_as_either_sdk_writes_them() {
+        let check = |protocol, base_url: &str, expected: &str| {
+            assert_eq!(
+                api_base(protocol, base_url),
+                expected,
+                "{protocol:?} {base_url}"
+            );
+        };
+        let anthropic = Protocol::AnthropicMessages;
+        check(
+            anthropic,
+            "https://api.anthropic.com",
+            "https://api.anthropic.com/v1",
+        );
+        check(
+            anthropic,
+            "https://api.anthropic.com/",
+            "https://api.anthropic.com/v1",
+        );
+        check(
+            anthropic,
+            "https://api.anthropic.com/v1",
+            "https://api.anthropic.com/v1",
+        );
+        check(
+            anthropic,
+            "https://api.anthropic.com/v1/",
+            "https://api.anthropic.com/v1",
+        );
+        check(
+            anthropic,
+            "https://gw.example/a/anthropic",
+            "https://gw.example/a/anthropic/v1",
+        );
+        for openai in [Protocol::OpenaiChat, Protocol::OpenaiResponses] {
+            check(
+                openai,
+                "https://api.openai.com",
+                "https://api.openai.com/v1",
+            );
+            check(
+                openai,
+                "https://api.openai.com/",
+                "https://api.openai.com/v1",
+            );
+            check(
+                openai,
+                "https://api.openai.com/v1",
+                "https://api.openai.com/v1",
+            );
+            check(
+                openai,
+                "http://127.0.0.1:11434/v1/",
+                "http://127.0.0.1:11434/v1",
+            );
+            // Compatible servers with paths of their own are used as written.
+            check(
+                openai,
+                "https://g.example/v1beta/openai",
+                "https://g.example/v1beta/openai",
+            );
+            check(
+                openai,
+                "https://r.example/api/v1",
+                "https://r.example/api/v1",
+            );
+        }
     }
 
     #[test]

@@ -25,15 +25,20 @@ pub enum IncludeHistory {
     All,
 }
 
+/// One `spawn_agent` call, with its arguments checked.
+#[derive(Debug, Clone)]
+pub struct SpawnRequest {
+    pub agent: String,
+    pub task: String,
+    pub model: Option<String>,
+    pub include_history: IncludeHistory,
+}
+
 /// A collaboration tool call, with its arguments checked.
 #[derive(Debug)]
 pub enum AgentsRequest {
-    Spawn {
-        agent: String,
-        task: String,
-        model: Option<String>,
-        include_history: IncludeHistory,
-    },
+    /// One or more `spawn_agent` calls of one answer, started together.
+    Spawn(Vec<SpawnRequest>),
     Send {
         session_id: String,
         text: String,
@@ -54,6 +59,8 @@ pub enum AgentsRequest {
 pub enum AgentsReply {
     /// The tool's result, as JSON for the model.
     Done(Value),
+    /// Each `spawn_agent` call's result, in order.
+    Spawned(Vec<Result<Value, String>>),
     /// The named sub-agents as they are now, whether none of them runs, and a watch that
     /// changes whenever any session's status does.
     Status {
@@ -80,6 +87,9 @@ pub(crate) async fn run(
     if cancel.is_cancelled() {
         return ToolResult::interrupted(format!("interrupted before `{name}` started"));
     }
+    if name == "spawn_agent" {
+        return spawn_all(&[arguments], link, cancel).await.remove(0);
+    }
     let request = match parse(name, arguments) {
         Ok(request) => request,
         Err(error) => return ToolResult::failed(error),
@@ -96,34 +106,79 @@ pub(crate) async fn run(
         Ok(AgentsReply::Status { agents, .. }) => {
             ToolResult::completed(pretty(&json!({ "agents": agents })))
         }
+        Ok(AgentsReply::Spawned(_)) => ToolResult::failed("unexpected answer from the actor"),
         Err(error) => ToolResult::failed(error),
     }
 }
 
+/// Runs `spawn_agent` calls (one, or several of one answer) as one request to the actor, so
+/// the sub-agents start together; one result per call, in order.
+pub(crate) async fn spawn_all(
+    arguments: &[&Value],
+    link: &ActorLink,
+    cancel: &CancellationToken,
+) -> Vec<ToolResult> {
+    if cancel.is_cancelled() {
+        return arguments
+            .iter()
+            .map(|_| ToolResult::interrupted("interrupted before `spawn_agent` started"))
+            .collect();
+    }
+    let parsed: Vec<Result<SpawnRequest, String>> =
+        arguments.iter().map(|args| parse_spawn(args)).collect();
+    let requests: Vec<SpawnRequest> = parsed
+        .iter()
+        .filter_map(|request| request.as_ref().ok())
+        .cloned()
+        .collect();
+    let mut answers = match link.agents(AgentsRequest::Spawn(requests)).await {
+        Ok(AgentsReply::Spawned(answers)) => answers.into_iter(),
+        Ok(_) => Vec::new().into_iter(),
+        Err(error) => {
+            return arguments
+                .iter()
+                .map(|_| ToolResult::failed(error.clone()))
+                .collect();
+        }
+    };
+    parsed
+        .into_iter()
+        .map(|request| match request {
+            Err(error) => ToolResult::failed(error),
+            Ok(_) => match answers.next() {
+                Some(Ok(output)) => ToolResult::completed(pretty(&output)),
+                Some(Err(error)) => ToolResult::failed(error),
+                None => ToolResult::failed("the sub-agent could not be started"),
+            },
+        })
+        .collect()
+}
+
+fn parse_spawn(arguments: &Value) -> Result<SpawnRequest, String> {
+    let task = required_string(arguments, "task")?;
+    if task.trim().is_empty() {
+        return Err("parameter `task` must not be empty".to_owned());
+    }
+    let include_history = match optional_string(arguments, "include_history")? {
+        None | Some("none") => IncludeHistory::None,
+        Some("last_turn") => IncludeHistory::LastTurn,
+        Some("all") => IncludeHistory::All,
+        Some(other) => {
+            return Err(format!(
+                "parameter `include_history` must be `none`, `last_turn` or `all`, not `{other}`"
+            ));
+        }
+    };
+    Ok(SpawnRequest {
+        agent: required_string(arguments, "agent")?.to_owned(),
+        task: task.to_owned(),
+        model: optional_string(arguments, "model")?.map(str::to_owned),
+        include_history,
+    })
+}
+
 fn parse(name: &str, arguments: &Value) -> Result<AgentsRequest, String> {
     Ok(match name {
-        "spawn_agent" => {
-            let task = required_string(arguments, "task")?;
-            if task.trim().is_empty() {
-                return Err("parameter `task` must not be empty".to_owned());
-            }
-            let include_history = match optional_string(arguments, "include_history")? {
-                None | Some("none") => IncludeHistory::None,
-                Some("last_turn") => IncludeHistory::LastTurn,
-                Some("all") => IncludeHistory::All,
-                Some(other) => {
-                    return Err(format!(
-                        "parameter `include_history` must be `none`, `last_turn` or `all`, not `{other}`"
-                    ));
-                }
-            };
-            AgentsRequest::Spawn {
-                agent: required_string(arguments, "agent")?.to_owned(),
-                task: task.to_owned(),
-                model: optional_string(arguments, "model")?.map(str::to_owned),
-                include_history,
-            }
-        }
         "send_message" => {
             let text = required_string(arguments, "text")?;
             if text.trim().is_empty() {
@@ -205,7 +260,7 @@ async fn wait(
                 all_idle,
                 changes,
             }) => (agents, all_idle, changes),
-            Ok(AgentsReply::Done(other)) => return ToolResult::completed(pretty(&other)),
+            Ok(_) => return ToolResult::failed("unexpected answer from the actor"),
             Err(error) => return ToolResult::failed(error),
         };
         let outcome = |timed_out: bool| {

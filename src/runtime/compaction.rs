@@ -17,6 +17,7 @@ use crate::config::RetryConfig;
 pub use crate::domain::mark_compacted;
 use crate::domain::{Item, ItemKind, ItemStatus, MessageSource, latest_summary, new_id, now};
 use crate::model::reader;
+use crate::model::tokens::Tokenizer;
 use crate::model::{ModelClient, ModelError, ModelEvent, ModelRequest, TokenUsage};
 
 /// The recent part the model keeps seeing after a compaction: at least this share of the window.
@@ -103,7 +104,8 @@ pub fn plan(view: &[Item], context_window: u64, reason: Reason) -> Option<Plan> 
     let mut kept_tokens = 0;
     let mut cut = None;
     for index in (0..view.len()).rev() {
-        kept_tokens += estimate_item_tokens(&view[index]);
+        // The cut needs sizes, not the model's exact count: the default encoding does.
+        kept_tokens += estimate_item_tokens(Tokenizer::default(), &view[index]);
         if kept_tokens >= keep_tokens && starts_step(index) {
             cut = Some(index);
             break;
@@ -420,7 +422,7 @@ mod tests {
         assert_ne!(last.seq, 4, "a step was split");
         let kept: u64 = history[plan.to_summarize.len()..]
             .iter()
-            .map(estimate_item_tokens)
+            .map(|item| estimate_item_tokens(Tokenizer::default(), item))
             .sum();
         assert!(
             kept >= 200,

@@ -18,7 +18,7 @@ use crate::config::{ReasoningContext, RetryConfig};
 use crate::domain::{Item, ItemKind, ItemStatus, TurnStatus, new_id, now};
 use crate::model::reader::{self, ModelEvents};
 use crate::model::{ModelClient, ModelError, ModelEvent, ModelRequest, TokenUsage, ToolSpec};
-use crate::tools::{self, ToolContext, ToolStatus};
+use crate::tools::{self, ToolContext, ToolResult, ToolStatus};
 
 /// Everything a turn needs, handed over by the actor when the turn starts.
 pub struct TurnSpec {
@@ -60,11 +60,11 @@ pub enum TurnMsg {
         field: &'static str,
         delta: String,
     },
-    /// Store this snapshot of an item (write-ahead), then publish it. The ack carries the
-    /// item's `seq`.
+    /// Store these snapshots of items (write-ahead, in one append), then publish them. The
+    /// ack carries their `seq`s.
     Store {
-        item: Item,
-        ack: oneshot::Sender<u64>,
+        items: Vec<Item>,
+        ack: oneshot::Sender<Vec<u64>>,
     },
     /// An automatic compaction begins (SPEC §7.3).
     CompactionStarted,
@@ -150,8 +150,14 @@ impl ActorLink {
 
     /// Stores an item and waits until it is on disk; returns its `seq`.
     async fn store(&self, item: Item) -> Result<u64, TurnStop> {
+        Ok(self.store_all(vec![item]).await?[0])
+    }
+
+    /// Stores items with one append (one fsync) and waits until they are on disk; returns
+    /// their `seq`s.
+    async fn store_all(&self, items: Vec<Item>) -> Result<Vec<u64>, TurnStop> {
         let (ack, stored) = oneshot::channel();
-        self.send(TurnMsg::Store { item, ack });
+        self.send(TurnMsg::Store { items, ack });
         stored
             .await
             .map_err(|_| TurnStop::Failed("the conversation could not store an item".to_owned()))
@@ -188,30 +194,51 @@ async fn drive(spec: TurnSpec, link: &ActorLink) -> Result<(), TurnStop> {
         }
 
         let answer = call_model(&spec, &history, step, link).await?;
-        for item in &answer.items {
-            usage.add(item);
+        for item in answer.items.iter().chain(&answer.tool_calls) {
+            usage.stored(item, true);
         }
-        if let Some(reported) = answer.usage {
-            usage.report(context_tokens(&reported, spec.reasoning_carried));
+        if let Some(tokens) = answer
+            .usage
+            .and_then(|reported| context_tokens(&reported, spec.reasoning_carried))
+        {
+            usage.report(tokens);
         }
         history.extend(answer.items);
         if answer.tool_calls.is_empty() {
             return Ok(());
         }
-        let mut calls = answer.tool_calls.into_iter();
+        let mut calls = answer.tool_calls.into_iter().peekable();
         while let Some(call) = calls.next() {
-            match run_tool_call(&spec, call, link).await {
-                Ok(item) => {
-                    usage.add(&item);
-                    history.push(item);
-                }
-                Err(stop) => {
-                    // Calls the model asked for but that never ran are closed too.
-                    for mut unrun in calls {
-                        unrun.status = ItemStatus::Interrupted;
-                        link.store(unrun).await?;
+            // Sub-agents asked for in one answer start together, in one request to the actor.
+            let mut batch = vec![call];
+            while tool_name(&batch[0]) == "spawn_agent"
+                && calls
+                    .peek()
+                    .is_some_and(|next| tool_name(next) == "spawn_agent")
+            {
+                batch.extend(calls.next());
+            }
+            let results = if batch.len() > 1 {
+                let arguments: Vec<&Value> = batch.iter().map(tool_arguments).collect();
+                collab::spawn_all(&arguments, link, &spec.cancel).await
+            } else {
+                vec![run_tool(&spec, &batch[0], link).await]
+            };
+            for (call, result) in batch.into_iter().zip(results) {
+                match finish_tool_call(call, result, link).await {
+                    Ok(item) => {
+                        // Its call was counted with the answer (and is in the report).
+                        usage.stored(&item, false);
+                        history.push(item);
                     }
-                    return Err(stop);
+                    Err(stop) => {
+                        // Calls the model asked for but that never ran are closed too.
+                        for mut unrun in calls {
+                            unrun.status = ItemStatus::Interrupted;
+                            link.store(unrun).await?;
+                        }
+                        return Err(stop);
+                    }
                 }
             }
         }
@@ -245,7 +272,7 @@ async fn compact(
             summary.seq = link.store(summary.clone()).await?;
             history.push(summary.clone());
             compaction::mark_compacted(history);
-            *usage = UsageTracker::estimated(&compaction::model_view(history));
+            *usage = usage.restart(&compaction::model_view(history));
             link.send(TurnMsg::Compacted { summary });
             Ok(())
         }
@@ -603,26 +630,33 @@ impl Partial {
     /// Stores the finished answer: its text items, then its tool calls as `running` (before they
     /// run: write-ahead).
     async fn finish(mut self, link: &ActorLink) -> Result<Answer, TurnStop> {
-        let mut items = Vec::new();
-        for (_, mut item) in std::mem::take(&mut self.texts) {
-            item.status = ItemStatus::Completed;
-            item.seq = link.store(item.clone()).await?;
-            items.push(item);
-        }
-        let mut tool_calls = Vec::new();
-        for (call_id, name, arguments) in std::mem::take(&mut self.tool_calls) {
-            let mut item = self.new_item(
-                ItemKind::ToolCall {
-                    call_id,
-                    name,
-                    arguments,
-                    output: String::new(),
-                    exit_code: None,
-                },
-                ItemStatus::Running,
-            );
-            item.seq = link.store(item.clone()).await?;
-            tool_calls.push(item);
+        let mut items: Vec<Item> = std::mem::take(&mut self.texts)
+            .into_iter()
+            .map(|(_, mut item)| {
+                item.status = ItemStatus::Completed;
+                item
+            })
+            .collect();
+        let mut tool_calls: Vec<Item> = std::mem::take(&mut self.tool_calls)
+            .into_iter()
+            .map(|(call_id, name, arguments)| {
+                self.new_item(
+                    ItemKind::ToolCall {
+                        call_id,
+                        name,
+                        arguments,
+                        output: String::new(),
+                        exit_code: None,
+                    },
+                    ItemStatus::Running,
+                )
+            })
+            .collect();
+        // One append for the whole answer: a step with many tool calls costs one fsync.
+        let all: Vec<Item> = items.iter().chain(&tool_calls).cloned().collect();
+        let seqs = link.store_all(all).await?;
+        for (item, seq) in items.iter_mut().chain(tool_calls.iter_mut()).zip(seqs) {
+            item.seq = seq;
         }
         Ok(Answer {
             items,
@@ -632,18 +666,9 @@ impl Partial {
     }
 }
 
-/// Runs one stored tool call, streaming its output, and stores its result.
-async fn run_tool_call(
-    spec: &TurnSpec,
-    mut item: Item,
-    link: &ActorLink,
-) -> Result<Item, TurnStop> {
-    let ItemKind::ToolCall {
-        name, arguments, ..
-    } = item.kind.clone()
-    else {
-        unreachable!("run_tool_call is given tool calls");
-    };
+/// Runs one stored tool call, streaming its output to clients.
+async fn run_tool(spec: &TurnSpec, item: &Item, link: &ActorLink) -> ToolResult {
+    let (name, arguments) = (tool_name(item), tool_arguments(item));
     let forward = |chunk: String| {
         link.send(TurnMsg::Delta {
             item_id: item.id.clone(),
@@ -651,11 +676,11 @@ async fn run_tool_call(
             delta: chunk,
         })
     };
-    let result = if collab::is_collaboration_tool(&name) {
-        collab::run(&name, &arguments, link, &spec.cancel).await
+    if collab::is_collaboration_tool(name) {
+        collab::run(name, arguments, link, &spec.cancel).await
     } else {
         let (live, mut chunks) = mpsc::unbounded_channel::<String>();
-        let run = tools::run_tool(&name, &arguments, &spec.tool_context, &live, &spec.cancel);
+        let run = tools::run_tool(name, arguments, &spec.tool_context, &live, &spec.cancel);
         tokio::pin!(run);
         let result = loop {
             tokio::select! {
@@ -676,7 +701,16 @@ async fn run_tool_call(
             forward(chunk);
         }
         result
-    };
+    }
+}
+
+/// Stores a tool call's result (its output, exit code and status); an interrupted tool stops
+/// the turn.
+async fn finish_tool_call(
+    mut item: Item,
+    result: ToolResult,
+    link: &ActorLink,
+) -> Result<Item, TurnStop> {
     if let ItemKind::ToolCall {
         output, exit_code, ..
     } = &mut item.kind
@@ -694,6 +728,20 @@ async fn run_tool_call(
         return Err(TurnStop::Interrupted);
     }
     Ok(item)
+}
+
+fn tool_name(item: &Item) -> &str {
+    match &item.kind {
+        ItemKind::ToolCall { name, .. } => name,
+        _ => "",
+    }
+}
+
+fn tool_arguments(item: &Item) -> &Value {
+    match &item.kind {
+        ItemKind::ToolCall { arguments, .. } => arguments,
+        _ => &Value::Null,
+    }
 }
 
 /// Reasoning goes back to the model with its provider state only where the model's

@@ -48,6 +48,9 @@ pub enum Reply {
     EndAfter { text: String, chunks: usize },
     /// The start of an answer, then a chunk that is not JSON.
     MalformedChunk,
+    /// A streamed text answer whose usage report counts 0 tokens everywhere, as some
+    /// compatible servers send.
+    Unmetered(String),
     /// Responses API only: a reasoning item (summary `Thinking.` and the given encrypted
     /// content), then a text answer.
     Reasoned { encrypted: String, text: String },
@@ -349,6 +352,11 @@ async fn answer(State(state): State<Arc<FakeState>>, request: Request) -> Respon
     let sse = |frames, cut, pace| sse(frames, cut, pace, state.clone());
     match reply {
         Reply::Text(text) => sse(Frames::text(wire, &id, &text).all(), false, pace),
+        Reply::Unmetered(text) => sse(
+            Frames::text_metered(wire, &id, &text, false).all(),
+            false,
+            pace,
+        ),
         Reply::ToolCalls(calls) => {
             assert_eq!(
                 wire,
@@ -365,7 +373,7 @@ async fn answer(State(state): State<Arc<FakeState>>, request: Request) -> Respon
                 .collect();
             let first = json!({ "role": "assistant", "content": null, "tool_calls": tool_calls });
             let mut frames = vec![chat(&id, first, None)];
-            frames.extend(chat_end(&id, "tool_calls"));
+            frames.extend(chat_end(&id, "tool_calls", true));
             sse(frames, false, pace)
         }
         Reply::ToolCall {
@@ -508,6 +516,11 @@ impl Frames {
     }
 
     fn text(wire: Wire, id: &str, text: &str) -> Frames {
+        Frames::text_metered(wire, id, text, true)
+    }
+
+    /// A text answer; `metered: false` reports 0 tokens.
+    fn text_metered(wire: Wire, id: &str, text: &str, metered: bool) -> Frames {
         let pieces = chunks(text);
         match wire {
             Wire::OpenaiChat => Frames {
@@ -516,7 +529,7 @@ impl Frames {
                     .iter()
                     .map(|piece| chat(id, json!({ "content": piece }), None))
                     .collect(),
-                end: chat_end(id, "stop"),
+                end: chat_end(id, "stop", metered),
             },
             Wire::OpenaiResponses => {
                 let item_id = format!("msg_{id}");
@@ -541,13 +554,13 @@ impl Frames {
                         responses(json!({ "type": "response.output_text.done", "item_id": item_id, "output_index": 0, "content_index": 0, "text": text, "logprobs": [] })),
                         responses(json!({ "type": "response.content_part.done", "item_id": item_id, "output_index": 0, "content_index": 0, "part": { "type": "output_text", "text": text, "annotations": [] } })),
                         responses(json!({ "type": "response.output_item.done", "output_index": 0, "item": done_item })),
-                        responses(json!({ "type": "response.completed", "response": response_object(id, "completed", json!([done_item]), Some(usage_json(wire))) })),
+                        responses(json!({ "type": "response.completed", "response": response_object(id, "completed", json!([done_item]), Some(usage_json(wire, metered))) })),
                     ],
                 }
             }
             Wire::AnthropicMessages => Frames {
                 start: vec![
-                    anthropic_start(id),
+                    anthropic_start(id, metered),
                     anthropic(json!({ "type": "content_block_start", "index": 0, "content_block": { "type": "text", "text": "" } })),
                     anthropic(json!({ "type": "ping" })),
                 ],
@@ -557,7 +570,7 @@ impl Frames {
                         anthropic(json!({ "type": "content_block_delta", "index": 0, "delta": { "type": "text_delta", "text": piece } }))
                     })
                     .collect(),
-                end: anthropic_end(0, "end_turn"),
+                end: anthropic_end(0, "end_turn", metered),
             },
         }
     }
@@ -579,7 +592,7 @@ impl Frames {
                             chat(id, json!({ "tool_calls": [{ "index": 0, "function": { "arguments": piece } }] }), None)
                         })
                         .collect(),
-                    end: chat_end(id, "tool_calls"),
+                    end: chat_end(id, "tool_calls", true),
                 }
             }
             Wire::OpenaiResponses => {
@@ -602,13 +615,13 @@ impl Frames {
                     end: vec![
                         responses(json!({ "type": "response.function_call_arguments.done", "item_id": item_id, "output_index": 0, "arguments": arguments })),
                         responses(json!({ "type": "response.output_item.done", "output_index": 0, "item": item("completed", &arguments) })),
-                        responses(json!({ "type": "response.completed", "response": response_object(id, "completed", json!([item("completed", &arguments)]), Some(usage_json(wire))) })),
+                        responses(json!({ "type": "response.completed", "response": response_object(id, "completed", json!([item("completed", &arguments)]), Some(usage_json(wire, true))) })),
                     ],
                 }
             }
             Wire::AnthropicMessages => Frames {
                 start: vec![
-                    anthropic_start(id),
+                    anthropic_start(id, true),
                     anthropic(json!({ "type": "content_block_start", "index": 0, "content_block": { "type": "tool_use", "id": format!("toolu_{id}"), "name": name, "input": {} } })),
                     anthropic(json!({ "type": "content_block_delta", "index": 0, "delta": { "type": "input_json_delta", "partial_json": "" } })),
                 ],
@@ -618,7 +631,7 @@ impl Frames {
                         anthropic(json!({ "type": "content_block_delta", "index": 0, "delta": { "type": "input_json_delta", "partial_json": piece } }))
                     })
                     .collect(),
-                end: anthropic_end(0, "tool_use"),
+                end: anthropic_end(0, "tool_use", true),
             },
         }
     }
@@ -643,7 +656,25 @@ fn split(text: &str, parts: usize) -> Vec<String> {
         .collect()
 }
 
-fn usage_json(wire: Wire) -> Value {
+/// The usage report of an answer; `metered: false` counts 0 everywhere.
+fn usage_json(wire: Wire, metered: bool) -> Value {
+    let report = usage_report(wire);
+    if metered {
+        return report;
+    }
+    zeroed(report)
+}
+
+/// Every number in a JSON value set to 0.
+fn zeroed(value: Value) -> Value {
+    match value {
+        Value::Number(_) => json!(0),
+        Value::Object(map) => map.into_iter().map(|(k, v)| (k, zeroed(v))).collect(),
+        other => other,
+    }
+}
+
+fn usage_report(wire: Wire) -> Value {
     match wire {
         Wire::OpenaiChat => json!({
             "prompt_tokens": INPUT_TOKENS,
@@ -674,14 +705,14 @@ fn chat(id: &str, delta: Value, finish_reason: Option<&str>) -> String {
     format!("data: {chunk}\n\n")
 }
 
-fn chat_end(id: &str, finish_reason: &str) -> Vec<String> {
+fn chat_end(id: &str, finish_reason: &str, metered: bool) -> Vec<String> {
     let usage = json!({
         "id": format!("chatcmpl-{id}"),
         "object": "chat.completion.chunk",
         "created": 1_700_000_000,
         "model": MODEL_NAME,
         "choices": [],
-        "usage": usage_json(Wire::OpenaiChat),
+        "usage": usage_json(Wire::OpenaiChat, metered),
     });
     vec![
         chat(id, json!({}), Some(finish_reason)),
@@ -718,24 +749,25 @@ fn anthropic(data: Value) -> String {
     )
 }
 
-fn anthropic_start(id: &str) -> String {
+fn anthropic_start(id: &str, metered: bool) -> String {
+    let input_tokens = if metered { INPUT_TOKENS } else { 0 };
     anthropic(json!({
         "type": "message_start",
         "message": {
             "id": format!("msg_{id}"), "type": "message", "role": "assistant", "content": [],
             "model": MODEL_NAME, "stop_reason": null, "stop_sequence": null,
-            "usage": { "input_tokens": INPUT_TOKENS, "output_tokens": 1 },
+            "usage": { "input_tokens": input_tokens, "output_tokens": u64::from(metered) },
         },
     }))
 }
 
-fn anthropic_end(index: u64, stop_reason: &str) -> Vec<String> {
+fn anthropic_end(index: u64, stop_reason: &str, metered: bool) -> Vec<String> {
     vec![
         anthropic(json!({ "type": "content_block_stop", "index": index })),
         anthropic(json!({
             "type": "message_delta",
             "delta": { "stop_reason": stop_reason, "stop_sequence": null },
-            "usage": usage_json(Wire::AnthropicMessages),
+            "usage": usage_json(Wire::AnthropicMessages, metered),
         })),
         anthropic(json!({ "type": "message_stop" })),
     ]

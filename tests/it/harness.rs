@@ -7,8 +7,8 @@ use std::process::Stdio;
 use std::time::Duration;
 
 use futures::{Stream, StreamExt};
+use openvaala::model::wire::sse_events;
 use serde_json::{Value, json};
-use sse_stream::SseByteStream;
 use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::process::{Child, Command};
 
@@ -241,16 +241,12 @@ impl Server {
         let response = request.send().await.unwrap();
         assert_eq!(response.status(), 200, "event stream {path}");
         // Every block the service sends has an id, a type and JSON data; keep-alive comments
-        // are not blocks.
-        Box::pin(SseByteStream::new(response.bytes_stream()).map(|event| {
+        // are not blocks. (eventsource-stream, fed pieces of a few KB by `sse_events`.)
+        Box::pin(sse_events(response.bytes_stream()).map(|event| {
             let event = event.expect("a well-formed SSE event");
-            let data = serde_json::from_str(event.data.as_deref().expect("event data"))
-                .expect("JSON event data");
-            (
-                event.id.expect("an event id"),
-                event.event.expect("an event type"),
-                data,
-            )
+            let data = serde_json::from_str(&event.data).expect("JSON event data");
+            assert!(!event.id.is_empty(), "an event id: {event:?}");
+            (event.id, event.event, data)
         }))
     }
 

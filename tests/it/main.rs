@@ -15,6 +15,7 @@ mod messages;
 mod providers;
 mod reindex;
 mod retries;
+mod send;
 mod shell_orphans;
 mod subagents;
 mod terminal;

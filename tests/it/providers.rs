@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use serde_json::json;
+use serde_json::{Value, json};
 
 use crate::fake_provider::{
     FakeProvider, INPUT_TOKENS, MODEL_NAME, OUTPUT_TOKENS, REASONING_TOKENS, Recorded, Reply,
@@ -40,8 +40,11 @@ per_protocol!(
     text_streams_and_is_stored,
     a_tool_call_runs_and_its_result_goes_back,
     usage_is_reported,
+    a_report_of_zero_tokens_leaves_the_meter_estimated,
     a_malformed_chunk_is_retried,
     the_api_key_comes_from_the_environment,
+    base_urls_with_or_without_the_version_reach_the_api,
+    a_wrong_base_url_fails_naming_the_url_and_the_status,
 );
 
 async fn text_streams_and_is_stored(wire: Wire) {
@@ -140,6 +143,41 @@ async fn usage_is_reported(wire: Wire) {
     );
 }
 
+/// A provider that reports 0 tokens for a non-empty request does not count: the meter keeps
+/// its estimate of the whole request (the instructions and tool schemas included) and says so,
+/// until an answer reports real counts.
+async fn a_report_of_zero_tokens_leaves_the_meter_estimated(wire: Wire) {
+    let fake = FakeProvider::start(wire).await;
+    let server = Server::start_with(ServerOptions {
+        config: Some(fake.config()),
+        ..ServerOptions::default()
+    })
+    .await;
+    fake.push(Reply::Unmetered("Nothing counted.".into()));
+    let created = server.create_and_wait("How many tokens?").await;
+    let id = created["conversation"]["id"].as_str().unwrap();
+    let path = format!("/api/conversations/{id}/usage");
+    let (_, estimated) = server.get(&path).await;
+    assert_eq!(estimated["source"], "estimated", "{estimated}");
+    assert_eq!(estimated["reported_tokens"], Value::Null, "{estimated}");
+    // The shell tool's schema alone is about a hundred tokens; the two messages a few each.
+    let used = estimated["used_tokens"].as_u64().unwrap();
+    assert!((100..1_000).contains(&used), "{estimated}");
+    assert_eq!(estimated["estimated_since_report"], used, "{estimated}");
+
+    fake.push(Reply::text("Counted."));
+    let (status, sent) = server
+        .post(
+            &format!("/api/conversations/{id}/messages"),
+            json!({ "text": "And now?" }),
+        )
+        .await;
+    assert_eq!(status, 202, "{sent}");
+    server.wait_idle(id).await;
+    let (_, reported) = server.get(&path).await;
+    assert_eq!(reported["source"], "reported", "{reported}");
+}
+
 async fn a_malformed_chunk_is_retried(wire: Wire) {
     let setup = Setup::start(wire).await;
     setup.fake.push(Reply::MalformedChunk);
@@ -187,6 +225,68 @@ async fn the_api_key_comes_from_the_environment(wire: Wire) {
             assert_eq!(header("authorization"), None);
         }
     }
+}
+
+/// The fake's config with `base_url` set to `base_url`.
+fn config_with_base_url(fake: &FakeProvider, base_url: &str) -> String {
+    fake.config().replace(
+        &format!("base_url = \"{}\"", fake.base_url),
+        &format!("base_url = \"{base_url}\""),
+    )
+}
+
+/// Base URLs as each SDK writes them (Anthropic's without `/v1`, OpenAI's with it), and the
+/// other way round, with or without a trailing slash: every form reaches the API's endpoint.
+async fn base_urls_with_or_without_the_version_reach_the_api(wire: Wire) {
+    for form in ["", "/", "/v1", "/v1/"] {
+        let fake = FakeProvider::start(wire).await;
+        let base_url = format!("{}{form}", fake.base_url.trim_end_matches("/v1"));
+        let config = config_with_base_url(&fake, &base_url);
+        let setup = Setup::start_with(fake, config, Vec::new()).await;
+        let requests = setup.fake.requests();
+        assert_eq!(requests.len(), 1, "{base_url}");
+        assert_eq!(requests[0].path, wire.path(), "{base_url}");
+        let items = setup.items().await;
+        let answer = items.last().unwrap();
+        assert_eq!(
+            (answer["kind"].as_str(), answer["text"].as_str()),
+            (Some("agent_message"), Some("Ready.")),
+            "{base_url}: {items:?}"
+        );
+    }
+}
+
+/// A base URL under the wrong path gets a 404: the turn fails at once, and its error names
+/// the URL that was called and the status, so the mistake is plain.
+async fn a_wrong_base_url_fails_naming_the_url_and_the_status(wire: Wire) {
+    let fake = FakeProvider::start(wire).await;
+    let host = fake.base_url.trim_end_matches("/v1").to_owned();
+    let base_url = format!("{host}/api/v2");
+    let path = match wire {
+        Wire::AnthropicMessages => "/api/v2/v1/messages",
+        Wire::OpenaiChat => "/api/v2/chat/completions",
+        Wire::OpenaiResponses => "/api/v2/responses",
+    };
+    let config = config_with_base_url(&fake, &base_url);
+    let server = Server::start_with(ServerOptions {
+        config: Some(config),
+        ..ServerOptions::default()
+    })
+    .await;
+    let (status, created) = server
+        .post("/api/conversations", json!({ "text": "Hello" }))
+        .await;
+    assert_eq!(status, 201, "{created}");
+    let id = created["conversation"]["id"].as_str().unwrap();
+    server.wait_idle(id).await;
+    let (_, items) = server.get(&format!("/api/conversations/{id}/items")).await;
+    let notice = items["items"].as_array().unwrap().last().unwrap().clone();
+    let error = notice["text"].as_str().unwrap();
+    assert!(error.contains(&format!("POST {host}{path}")), "{error}");
+    assert!(error.contains("404 Not Found"), "{error}");
+    let requests = fake.requests();
+    assert_eq!(requests.len(), 1, "a 404 is not retried");
+    assert_eq!(requests[0].path, path);
 }
 
 /// A provider whose key variable is not set fails the turn at once, naming the variable, and
@@ -302,4 +402,40 @@ async fn reasoning_goes_back_to_the_model_as_its_reasoning_context_says() {
             "{context}"
         );
     }
+}
+
+/// The meter estimates the whole request even before a session's first turn in this run: a
+/// conversation loaded after a restart counts its agent's instructions and tool schemas.
+#[tokio::test]
+async fn after_a_restart_the_estimate_still_counts_the_instructions_and_tools() {
+    let instructions = "Check every claim twice before you answer. ".repeat(200);
+    let config = format!(
+        "[agents.default]\ndescription = \"careful\"\nmodel = \"demo\"\ninstructions = \"{instructions}\"\n"
+    );
+    let server = Server::start_with(ServerOptions {
+        config: Some(config.clone()),
+        ..ServerOptions::default()
+    })
+    .await;
+    let created = server.create_and_wait("Hello").await;
+    let id = created["conversation"]["id"].as_str().unwrap().to_owned();
+    let path = format!("/api/conversations/{id}/usage");
+    let (_, before) = server.get(&path).await;
+    let data_dir = server.stop().await;
+    let server = Server::start_with(ServerOptions {
+        data_dir: Some(data_dir),
+        config: Some(config),
+        ..ServerOptions::default()
+    })
+    .await;
+    let (_, after) = server.get(&path).await;
+    assert_eq!(after["source"], "estimated", "{after}");
+    // 200 sentences of 8 words: well over a thousand tokens, whatever the encoding.
+    let used = after["used_tokens"].as_u64().unwrap();
+    assert!(used > 1_500, "the instructions are not counted: {after}");
+    let reported = before["used_tokens"].as_u64().unwrap();
+    assert!(
+        used.abs_diff(reported) * 10 < reported,
+        "the estimate ({used}) is far from the last count ({reported})"
+    );
 }

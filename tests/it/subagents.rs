@@ -388,19 +388,23 @@ async fn sub_agents_nest_until_the_depth_limit_and_the_live_limit_is_a_tool_erro
 }
 
 #[tokio::test]
-async fn include_history_last_turn_gives_the_child_the_last_finished_turn_only() {
+async fn include_history_gives_the_child_the_parents_finished_turns_only() {
     let (fake, server) = start("").await;
     fake.script(|body| {
         let first = first_user(body);
         let last = user_texts(body).last().cloned().unwrap_or_default();
         Some(match (first.as_str(), last.as_str(), tool_outputs(body).len()) {
-            ("CHILD TASK", _, _) => Reply::text("child answer"),
             (_, "first question", _) => Reply::text("first answer"),
-            (_, "second question", 0) => Reply::tool_call(
-                "spawn_agent",
-                json!({"agent": "default", "task": "CHILD TASK", "include_history": "last_turn"}),
-                1,
-            ),
+            (_, "second question", 0) => Reply::ToolCalls(vec![
+                (
+                    "spawn_agent".to_owned(),
+                    json!({"agent": "default", "task": "CHILD TASK", "include_history": "last_turn"}),
+                ),
+                (
+                    "spawn_agent".to_owned(),
+                    json!({"agent": "default", "task": "ALL TASK", "include_history": "all"}),
+                ),
+            ]),
             _ => Reply::text("fine"),
         })
     });
@@ -418,13 +422,15 @@ async fn include_history_last_turn_gives_the_child_the_last_finished_turn_only()
         until(&mut events, turn_ended_in(&root)).await;
     }
     server.wait_idle(&id).await;
-    let child_request = fake
-        .requests()
-        .into_iter()
-        .map(|request| request.body)
-        .find(|body| user_texts(body).last().map(String::as_str) == Some("CHILD TASK"))
-        .expect("the child's first request");
-    let text = child_request["messages"].to_string();
+    let first_request = |task: &str| {
+        fake.requests()
+            .into_iter()
+            .map(|request| request.body)
+            .find(|body| user_texts(body).last().map(String::as_str) == Some(task))
+            .expect("the child's first request")["messages"]
+            .to_string()
+    };
+    let text = first_request("CHILD TASK");
     assert!(text.contains("first question"), "{text}");
     assert!(text.contains("first answer"), "{text}");
     assert!(
@@ -432,6 +438,14 @@ async fn include_history_last_turn_gives_the_child_the_last_finished_turn_only()
         "the running turn leaked: {text}"
     );
     assert!(!text.contains("Hello"), "an older turn leaked: {text}");
+    let text = first_request("ALL TASK");
+    for earlier in ["Hello", "first question", "first answer"] {
+        assert!(text.contains(earlier), "{earlier} is missing: {text}");
+    }
+    assert!(
+        !text.contains("second question"),
+        "the running turn leaked: {text}"
+    );
 }
 
 #[tokio::test]
@@ -973,4 +987,24 @@ async fn the_demo_model_spawns_a_sub_agent_offline() {
     assert_eq!(all[1]["task"], "count the files");
     let root_items = items(&server, id, all[0]["id"].as_str().unwrap()).await;
     assert_eq!(reports(&root_items).len(), 1, "{root_items:?}");
+}
+
+#[tokio::test]
+async fn the_terminal_lists_sub_agents_and_shows_their_turns_as_lines() {
+    let server = Server::start().await;
+    let workdir = tempfile::tempdir().unwrap();
+    let script = "//spawn default: look around\n/agents\n";
+    let (ok, out, err) =
+        crate::terminal::chat(&["--url", &server.base], script, workdir.path()).await;
+    assert!(ok, "stdout:\n{out}\nstderr:\n{err}");
+    // (Whether the sub-agent's start shows as its own line depends on whether it began before
+    // the terminal's stream did; the renderer's unit tests cover both.)
+    assert!(out.contains("[root default ("), "{out}");
+    assert!(out.contains("  [sub-agent default ("), "{out}");
+    assert!(out.contains(": look around]"), "{out}");
+    // The sub-agent's own answer streams in its session, not as the root agent's.
+    assert!(
+        !out.contains("agent: Demo model (offline, built in): you said \"look around\""),
+        "{out}"
+    );
 }

@@ -11,7 +11,7 @@ use crate::harness::{Server, ServerOptions, TIMEOUT, binary, events_until};
 
 /// Runs `openvaala chat` with `args` and `script` on stdin; returns what it printed and whether
 /// it exited successfully.
-async fn chat(args: &[&str], script: &str, cwd: &std::path::Path) -> (bool, String, String) {
+pub async fn chat(args: &[&str], script: &str, cwd: &std::path::Path) -> (bool, String, String) {
     let mut child = Command::new(binary())
         .arg("chat")
         .args(args)
@@ -52,6 +52,7 @@ Hello from a script
 /resume
 /queue
 /bogus
+/shell ls -l
 /quit
 ";
     let (ok, out, err) = chat(&["--url", &server.base], script, workdir.path()).await;
@@ -71,6 +72,7 @@ Hello from a script
         "your message was: /shell echo output-from-the-tool]",
         "[/queue TEXT sends TEXT to wait until the agent is done]",
         "[unknown command /bogus; /help lists them]",
+        "[/shell is not a command here but a directive for the demo model: send it to the model with //shell ls -l]",
     ];
     let mut from = 0;
     for expected in expect {

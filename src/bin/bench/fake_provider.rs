@@ -35,19 +35,25 @@ pub enum Script {
         interval: Duration,
         sent: SendTimes,
     },
+    /// A root agent's request that carries no tool result yet is answered with `children`
+    /// `spawn_agent` calls in one answer; every other request (a sub-agent's, or the root's
+    /// later ones) with `deltas` words.
+    Spawner { children: usize, deltas: usize },
 }
 
 impl Script {
     fn deltas(&self) -> usize {
         match self {
-            Script::Words { deltas } | Script::Stamped { deltas, .. } => *deltas,
+            Script::Words { deltas }
+            | Script::Stamped { deltas, .. }
+            | Script::Spawner { deltas, .. } => *deltas,
         }
     }
 
     /// Delta `index` of the reply.
     fn delta(&self, index: usize) -> String {
         match self {
-            Script::Words { .. } => {
+            Script::Words { .. } | Script::Spawner { .. } => {
                 let word = WORDS[index % WORDS.len()];
                 if index == 0 {
                     word.to_owned()
@@ -124,6 +130,10 @@ pub struct Answered {
     /// When the last byte (`data: [DONE]`) was handed to the connection.
     pub finished_ns: u64,
     pub request_bytes: usize,
+    /// The request came from a sub-agent (its system prompt says so).
+    pub sub_agent: bool,
+    /// The answer was `spawn_agent` calls (`Script::Spawner`).
+    pub spawned: bool,
 }
 
 impl Answered {
@@ -235,17 +245,33 @@ async fn answer(State(state): State<Arc<FakeState>>, request: Request) -> Respon
     }
     // Read the whole request as a real provider would, so its transfer counts as the
     // provider's time rather than the runtime's.
-    let request_bytes = match axum::body::to_bytes(request.into_body(), usize::MAX).await {
-        Ok(bytes) => bytes.len(),
+    let body = match axum::body::to_bytes(request.into_body(), usize::MAX).await {
+        Ok(bytes) => bytes,
         Err(error) => return (StatusCode::BAD_REQUEST, error.to_string()).into_response(),
     };
+    let request_bytes = body.len();
+    let sub_agent = memchr::memmem::find(&body, b"You are a sub-agent").is_some();
     let script = state.script.lock().expect("script lock").clone();
+    if let Script::Spawner { children, .. } = script
+        && !sub_agent
+        && memchr::memmem::find(&body, b"tool_call_id").is_none()
+    {
+        state.answered.lock().expect("answers lock").push(Answered {
+            started_ns,
+            first_delta_ns: 0,
+            finished_ns: monotonic_ns(),
+            request_bytes,
+            sub_agent,
+            spawned: true,
+        });
+        return spawn_answer(children);
+    }
     let output_tokens = script.deltas();
     let stream = async_stream::stream! {
         yield Ok::<Bytes, std::io::Error>(chunk(r#"{"role":"assistant","content":""}"#, "null"));
         let mut first_delta_ns = 0;
         let (interval, sent) = match &script {
-            Script::Words { .. } => (Duration::ZERO, None),
+            Script::Words { .. } | Script::Spawner { .. } => (Duration::ZERO, None),
             Script::Stamped { interval, sent, .. } => (*interval, Some(sent)),
         };
         let mut ticks = (!interval.is_zero()).then(|| {
@@ -278,12 +304,43 @@ async fn answer(State(state): State<Arc<FakeState>>, request: Request) -> Respon
             first_delta_ns,
             finished_ns: monotonic_ns(),
             request_bytes,
+            sub_agent,
+            spawned: false,
         });
     };
     Response::builder()
         .header(header::CONTENT_TYPE, "text/event-stream")
         .header(header::CACHE_CONTROL, "no-cache")
         .body(Body::from_stream(stream))
+        .expect("a valid response")
+}
+
+/// `children` `spawn_agent` calls in one answer, each whole in the first chunk. (Recorded as
+/// answered when built: the body is one short write.)
+fn spawn_answer(children: usize) -> Response {
+    let calls: Vec<String> = (0..children)
+        .map(|index| {
+            let arguments = serde_json::to_string(&format!(
+                r#"{{"agent":"default","task":"Sub-task {index}: answer it."}}"#
+            ))
+            .expect("a string serializes");
+            format!(
+                r#"{{"index":{index},"id":"call_spawn_{index}","type":"function","function":{{"name":"spawn_agent","arguments":{arguments}}}}}"#
+            )
+        })
+        .collect();
+    let delta = format!(
+        r#"{{"role":"assistant","content":null,"tool_calls":[{}]}}"#,
+        calls.join(",")
+    );
+    let mut body = Vec::new();
+    body.extend_from_slice(&chunk(&delta, "null"));
+    body.extend_from_slice(&chunk("{}", r#""tool_calls""#));
+    body.extend_from_slice(b"data: [DONE]\n\n");
+    Response::builder()
+        .header(header::CONTENT_TYPE, "text/event-stream")
+        .header(header::CACHE_CONTROL, "no-cache")
+        .body(Body::from(body))
         .expect("a valid response")
 }
 

@@ -8,13 +8,19 @@
 //!   subscribers, against an in-process fake model provider; and the decoding of a provider's
 //!   stream on its own (`decode`).
 //! - `fork`: fork and rewind latency over a generated 10,000-item conversation.
+//! - `decode`: decoding a provider's stream alone, as a burst and at a provider's pace.
+//! - `tokens`: estimating a 100,000-token history for the usage meter.
+//! - `subagents`: how fast `spawn_agent` calls become running sub-agents, and the runtime's
+//!   time per sub-agent turn against a root agent's.
 
 mod decode;
 mod fake_provider;
 mod fork;
 mod foundation;
 mod sse;
+mod subagents;
 mod text;
+mod tokens;
 mod turns;
 
 use std::fs;
@@ -49,6 +55,14 @@ enum Bench {
     /// Fork and rewind latency over a conversation of 10,000 items (the target of the issue
     /// "Fork and rewind").
     Fork(fork::ForkArgs),
+    /// Decoding a provider's stream on its own: a burst, and chunks at a provider's pace.
+    Decode(decode::DecodeArgs),
+    /// What counting tokens for the usage meter costs: estimating a 100,000-token history.
+    Tokens(tokens::TokensArgs),
+    /// The time from a root agent's `spawn_agent` calls to its sub-agents' first model
+    /// requests, and the overhead per sub-agent turn against a root turn's (the targets of the
+    /// sub-agents issue).
+    Subagents(subagents::SubagentsArgs),
 }
 
 /// The health check is polled this often while the server starts.
@@ -61,6 +75,9 @@ fn main() -> anyhow::Result<()> {
         Bench::Foundation(args) => foundation::foundation(&args),
         Bench::Turns(args) => turns::turns(&args),
         Bench::Fork(args) => fork::fork(&args),
+        Bench::Decode(args) => decode::decode(&args),
+        Bench::Tokens(args) => tokens::tokens(&args),
+        Bench::Subagents(args) => subagents::subagents(&args),
     }
 }
 

@@ -36,6 +36,8 @@ pub enum Report {
 pub struct TurnReport {
     pub subscriber: usize,
     pub turn_id: String,
+    /// The session (root agent or sub-agent) whose turn it was.
+    pub session_id: String,
     pub status: String,
     /// `item.delta` events of the answer (field `text`). The server merges deltas that reach it
     /// together, so this can be fewer than the provider sent.
@@ -401,6 +403,7 @@ impl Follower {
                     None => self.new_turn(turn_id.clone()),
                 };
                 turn.turn_id = turn_id;
+                turn.session_id = json_field(event.data, "session_id");
                 turn.status = json_field(event.data, "status");
                 turn.ended_ns = received_ns;
                 turn.reconnects = std::mem::take(&mut self.reconnects);
@@ -415,6 +418,7 @@ impl Follower {
         TurnReport {
             subscriber: self.subscriber,
             turn_id,
+            session_id: String::new(),
             status: String::new(),
             deltas: 0,
             events: 0,

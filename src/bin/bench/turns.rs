@@ -50,7 +50,7 @@ pub struct TurnsArgs {
 }
 
 /// How long one ordinary turn may take before the bench gives up.
-const TURN_TIMEOUT: Duration = Duration::from_secs(60);
+pub(super) const TURN_TIMEOUT: Duration = Duration::from_secs(60);
 /// How long 1,000 subscribers may take to connect, and a fan-out turn to reach all of them
 /// (beyond the time its deltas are paced over).
 const FANOUT_TIMEOUT: Duration = Duration::from_secs(600);
@@ -203,10 +203,10 @@ fn run(
 
 /// What the client side needs: a client for requests (with a timeout) and where to send them.
 /// (SSE subscribers bring their own lean client: `sse`.)
-struct Session {
-    client: reqwest::Client,
-    base: String,
-    workspace: PathBuf,
+pub(super) struct Session {
+    pub client: reqwest::Client,
+    pub base: String,
+    pub workspace: PathBuf,
 }
 
 /// The server's config: the fake provider as an `openai_chat` provider, a model with a context
@@ -570,7 +570,7 @@ fn percentile_us(sorted: &[u32], fraction: f64) -> u32 {
 // ---------------------------------------------------------------------------------------------
 // Requests.
 
-fn events_url(session: &Session, conversation_id: &str) -> String {
+pub(super) fn events_url(session: &Session, conversation_id: &str) -> String {
     format!(
         "{}/api/conversations/{conversation_id}/events",
         session.base
@@ -578,7 +578,7 @@ fn events_url(session: &Session, conversation_id: &str) -> String {
 }
 
 /// Creates a conversation in the workspace and waits until its first turn has ended.
-async fn create_conversation(session: &Session) -> anyhow::Result<String> {
+pub(super) async fn create_conversation(session: &Session) -> anyhow::Result<String> {
     let body = json!({
         "text": "Benchmark conversation: answer every message.",
         "cwd": session.workspace,
@@ -609,7 +609,12 @@ async fn send_message(session: &Session, conversation_id: &str, text: &str) -> a
     Ok(())
 }
 
-async fn post(session: &Session, path: &str, body: &Value, expected: u16) -> anyhow::Result<Value> {
+pub(super) async fn post(
+    session: &Session,
+    path: &str,
+    body: &Value,
+    expected: u16,
+) -> anyhow::Result<Value> {
     let url = format!("{}{path}", session.base);
     let response = session.client.post(&url).json(body).send().await?;
     let status = response.status();
@@ -620,7 +625,7 @@ async fn post(session: &Session, path: &str, body: &Value, expected: u16) -> any
     serde_json::from_str(&text).with_context(|| format!("POST {path}: not JSON"))
 }
 
-async fn wait_connected(
+pub(super) async fn wait_connected(
     reports: &mut mpsc::UnboundedReceiver<Report>,
     subscribers: usize,
     timeout: Duration,
@@ -647,7 +652,7 @@ async fn wait_connected(
     Ok(())
 }
 
-async fn next_turn_end(
+pub(super) async fn next_turn_end(
     reports: &mut mpsc::UnboundedReceiver<Report>,
     timeout: Duration,
 ) -> anyhow::Result<TurnReport> {

@@ -12,7 +12,6 @@ use crate::domain::{Item, Usage};
 use crate::runtime::RuntimeError;
 use crate::runtime::compaction::{self, Compactor, Reason};
 use crate::runtime::turn::{FromTurn, TurnMsg};
-use crate::runtime::usage::UsageTracker;
 
 /// `POST /api/conversations/{id}/compact`: the stored summary and the usage it leaves.
 #[derive(Debug, Clone, Serialize)]
@@ -183,7 +182,7 @@ impl ConversationActor {
         let session_id = summary.session_id.clone();
         if let Some(run) = self.run_mut(&session_id) {
             compaction::mark_compacted(&mut run.history);
-            run.usage = UsageTracker::estimated(&compaction::model_view(&run.history));
+            run.usage = run.usage.restart(&compaction::model_view(&run.history));
         }
         let usage = self.usage_view(&session_id);
         self.bus.publish(

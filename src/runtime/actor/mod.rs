@@ -193,6 +193,10 @@ pub fn spawn(
             .get(&session.id)
             .and_then(SessionRun::last_message);
     }
+    let session_ids: Vec<String> = actor.sessions.keys().cloned().collect();
+    for session_id in &session_ids {
+        actor.reset_meter(session_id);
+    }
     actor.close_stale_turns(start_turn.as_deref())?;
     if let Some(turn_id) = start_turn {
         let root = actor.root_id().to_owned();
@@ -492,8 +496,10 @@ impl ConversationActor {
         self.shared.index_quietly(&updates).await;
         self.publish_conversation();
         if model_changed {
-            // Another model, another context window: the meter changes scale.
-            self.publish_usage(self.root_id());
+            // Another model, another tokenizer and context window: the meter starts over.
+            let root = self.root_id().to_owned();
+            self.reset_meter(&root);
+            self.publish_usage(&root);
         }
         Ok(self.state.conversation.clone())
     }

@@ -49,7 +49,9 @@ impl SessionRun {
         SessionRun {
             id,
             last_seq: history.last().map_or(0, |item| item.seq),
-            usage: UsageTracker::estimated(&compaction::model_view(&history)),
+            // The actor sets the model's tokenizer and the request overhead right after
+            // (`ConversationActor::reset_meter`); a turn's spec adopts them again.
+            usage: UsageTracker::default().restart(&compaction::model_view(&history)),
             history,
             running: None,
             pending: PendingQueue::default(),

@@ -15,7 +15,7 @@ use crate::domain::{
     SessionStatus, TurnStatus, new_id, now,
 };
 use crate::model::ToolSpec;
-use crate::runtime::collab::{AgentsReply, AgentsRequest, IncludeHistory};
+use crate::runtime::collab::{AgentsReply, AgentsRequest, IncludeHistory, SpawnRequest};
 use crate::runtime::compaction;
 use crate::runtime::turn::sent_to_model;
 use crate::store::records::{MetaRecord, SessionCreated};
@@ -47,14 +47,9 @@ impl ConversationActor {
         request: AgentsRequest,
     ) -> Result<AgentsReply, String> {
         match request {
-            AgentsRequest::Spawn {
-                agent,
-                task,
-                model,
-                include_history,
-            } => self
-                .spawn_agent(caller, &agent, task, model, include_history)
-                .map(AgentsReply::Done),
+            AgentsRequest::Spawn(requests) => {
+                Ok(AgentsReply::Spawned(self.spawn_agents(caller, requests)))
+            }
             AgentsRequest::Send {
                 session_id,
                 text,
@@ -123,31 +118,111 @@ impl ConversationActor {
         }
     }
 
-    /// `spawn_agent`: a new session under `caller`, stored with its task as its first turn
-    /// (one append to `metadata.jsonl`, one to its own file), then run at once.
-    fn spawn_agent(
+    /// `spawn_agent` calls of one answer of `caller`: each valid one becomes a new session
+    /// under it, stored with its task as its first turn. All of them are stored with one
+    /// append to `metadata.jsonl` (and one to each new session's file), then run at once.
+    /// One result per request, in order.
+    fn spawn_agents(
         &mut self,
         caller: &str,
-        agent_name: &str,
-        task: String,
-        model: Option<String>,
-        include_history: IncludeHistory,
-    ) -> Result<Value, String> {
-        let config = self.shared.config.clone();
+        requests: Vec<SpawnRequest>,
+    ) -> Vec<Result<Value, String>> {
+        let mut results = Vec::with_capacity(requests.len());
+        let mut records = Vec::new();
+        let mut turns = Vec::new();
+        for request in requests {
+            let model = match self.check_spawn(caller, &request, turns.len()) {
+                Ok(model) => model,
+                Err(error) => {
+                    results.push(Err(error));
+                    continue;
+                }
+            };
+            let session_id = new_id("s");
+            let created_at = now();
+            let history = self.inherited_history(caller, &session_id, request.include_history);
+            records.push(MetaRecord::SessionCreated {
+                session: SessionCreated {
+                    id: session_id.clone(),
+                    parent_id: Some(caller.to_owned()),
+                    agent: request.agent.clone(),
+                    model: model.clone(),
+                    task: Some(request.task.clone()),
+                    created_at,
+                },
+            });
+            let mut run = SessionRun::new(session_id.clone(), Vec::new());
+            run.last_seq = history.len() as u64;
+            self.sessions.insert(session_id.clone(), run);
+            let message = Message {
+                id: new_id("m"),
+                session_id: session_id.clone(),
+                text: request.task,
+                mode: MessageMode::Steer,
+                source: MessageSource::Agent,
+                from_session_id: Some(caller.to_owned()),
+                status: MessageStatus::Waiting,
+                created_at,
+                images: Vec::new(),
+            };
+            let (turn_records, turn, _) =
+                self.prepare_turn(&session_id, vec![message], None, history, true);
+            records.extend(turn_records);
+            turns.push(turn);
+            results.push(Ok(json!({
+                "session_id": session_id,
+                "agent": request.agent,
+                "model": model,
+                "status": "running",
+            })));
+        }
+        if turns.is_empty() {
+            return results;
+        }
+        if let Err(error) = self.append_meta(records) {
+            // Nothing of them is on disk: the sessions never existed.
+            self.sessions
+                .retain(|id, _| self.state.session(id).is_some());
+            let error = format!("the sub-agent could not be started: {error}");
+            return results
+                .into_iter()
+                .map(|result| result.and(Err(error.clone())))
+                .collect();
+        }
+        for turn in turns {
+            self.reset_meter(turn.session_id());
+            if let Err(error) = self.begin_turn(turn) {
+                // Stored as started: the next load closes it, as after a crash.
+                tracing::error!(%error, conversation = %self.id, "a sub-agent's first turn could not begin");
+            }
+        }
+        results
+    }
+
+    /// Whether `caller` may start a sub-agent as `request` asks, `planned` more being started
+    /// with it; the model to use.
+    fn check_spawn(
+        &self,
+        caller: &str,
+        request: &SpawnRequest,
+        planned: usize,
+    ) -> Result<String, String> {
+        let config = &self.shared.config;
+        let agent_name = &request.agent;
         let agent = config.agent(agent_name).ok_or_else(|| {
             format!(
                 "agent `{agent_name}` is not configured; configured agents: {}",
                 config.agents.keys().cloned().collect::<Vec<_>>().join(", ")
             )
         })?;
-        let model = model.unwrap_or_else(|| agent.model.clone());
+        let model = request.model.clone().unwrap_or_else(|| agent.model.clone());
         if config.model(&model).is_none() {
             return Err(format!(
                 "model `{model}` is not configured; configured models: {}",
                 config.models.keys().cloned().collect::<Vec<_>>().join(", ")
             ));
         }
-        self.shared.models.client(&config, &model)?;
+        self.shared.models.client(config, &model)?;
         let limits = &config.subagents;
         let depth = self.depth(caller) + 1;
         if depth > limits.max_depth {
@@ -158,11 +233,12 @@ impl ConversationActor {
                 limits.max_depth
             ));
         }
-        let live = self
-            .sessions
-            .values()
-            .filter(|run| run.running.is_some() && run.id != self.root_id())
-            .count();
+        let live = planned
+            + self
+                .sessions
+                .values()
+                .filter(|run| run.running.is_some() && run.id != self.root_id())
+                .count();
         if live >= limits.max_live as usize {
             return Err(format!(
                 "cannot start a sub-agent now: {live} sub-agents are already running in this \
@@ -170,52 +246,7 @@ impl ConversationActor {
                  wait_agents, or interrupt one"
             ));
         }
-
-        let session_id = new_id("s");
-        let created_at = now();
-        let history = self.inherited_history(caller, &session_id, include_history);
-        let session = SessionCreated {
-            id: session_id.clone(),
-            parent_id: Some(caller.to_owned()),
-            agent: agent_name.to_owned(),
-            model: model.clone(),
-            task: Some(task.clone()),
-            created_at,
-        };
-        let mut run = SessionRun::new(session_id.clone(), Vec::new());
-        run.last_seq = history.len() as u64;
-        self.sessions.insert(session_id.clone(), run);
-        let message = Message {
-            id: new_id("m"),
-            session_id: session_id.clone(),
-            text: task,
-            mode: MessageMode::Steer,
-            source: MessageSource::Agent,
-            from_session_id: Some(caller.to_owned()),
-            status: MessageStatus::Waiting,
-            created_at,
-            images: Vec::new(),
-        };
-        let started = self.start_turn_with(
-            &session_id,
-            vec![message],
-            None,
-            vec![MetaRecord::SessionCreated { session }],
-            history,
-        );
-        if let Err(error) = started {
-            if self.state.session(&session_id).is_none() {
-                // Nothing of it is on disk: the session never existed.
-                self.sessions.remove(&session_id);
-            }
-            return Err(format!("the sub-agent could not be started: {error}"));
-        }
-        Ok(json!({
-            "session_id": session_id,
-            "agent": agent_name,
-            "model": model,
-            "status": "running",
-        }))
+        Ok(model)
     }
 
     /// The part of `caller`'s history a new sub-agent starts with: none, the last finished

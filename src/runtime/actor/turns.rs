@@ -16,6 +16,7 @@ use crate::domain::{
     Item, ItemKind, ItemStatus, Message, MessageStatus, TurnStatus, new_id, now, user_item,
 };
 use crate::index::IndexUpdate;
+use crate::model::tokens::Tokenizer;
 use crate::runtime::compaction::Reason;
 use crate::runtime::pending::Waiting;
 use crate::runtime::turn::{self, FromTurn, TurnMsg, TurnSpec};
@@ -23,6 +24,24 @@ use crate::runtime::{IndexJob, RuntimeError, usage};
 use crate::store::StoreError;
 use crate::store::records::{MetaRecord, SessionRecord};
 use crate::tools::ToolContext;
+
+/// A turn accepted but not begun: its records are being stored (see `prepare_turn`).
+pub(super) struct PreparedTurn {
+    session_id: String,
+    turn_id: String,
+    messages: Vec<Message>,
+    leading_items: Vec<Item>,
+    /// An `Idempotency-Key`'s answer, for the index.
+    answer_key: Option<(String, u16, serde_json::Value)>,
+    /// The session is created with this turn (`session.created` goes out first).
+    new_session: bool,
+}
+
+impl PreparedTurn {
+    pub(super) fn session_id(&self) -> &str {
+        &self.session_id
+    }
+}
 
 /// `item.delta`, the most frequent event: serialized straight from borrowed fields.
 #[derive(Serialize)]
@@ -41,20 +60,26 @@ impl ConversationActor {
         messages: Vec<Message>,
         key: Option<String>,
     ) -> Result<Answer, RuntimeError> {
-        self.start_turn_with(session_id, messages, key, Vec::new(), Vec::new())
+        let (records, turn, answer) =
+            self.prepare_turn(session_id, messages, key, Vec::new(), false);
+        self.append_meta(records)?;
+        self.begin_turn(turn)?;
+        Ok(answer)
     }
 
-    /// `start_turn`, with records stored before the turn's in the same append (a new
-    /// sub-agent's `session.created`) and items stored before its messages (the history a
-    /// sub-agent starts with), so that a new session costs one fsync per file.
-    pub(super) fn start_turn_with(
-        &mut self,
+    /// The records that accept `messages` as a new turn of `session_id`, and what is left to
+    /// do once they are stored (`begin_turn`). Several turns can be stored in one append (the
+    /// sub-agents one answer starts). `leading_items` go in the session's file before the
+    /// messages (the history a sub-agent starts with); `new_session` says the session is
+    /// being created with it.
+    pub(super) fn prepare_turn(
+        &self,
         session_id: &str,
         messages: Vec<Message>,
         key: Option<String>,
-        leading_records: Vec<MetaRecord>,
         leading_items: Vec<Item>,
-    ) -> Result<Answer, RuntimeError> {
+        new_session: bool,
+    ) -> (Vec<MetaRecord>, PreparedTurn, Answer) {
         let turn_id = new_id("t");
         let messages: Vec<Message> = messages
             .into_iter()
@@ -63,19 +88,14 @@ impl ConversationActor {
                 ..message
             })
             .collect();
-        let new_sessions: Vec<String> = leading_records
+        let mut records: Vec<MetaRecord> = messages
             .iter()
-            .filter_map(|record| match record {
-                MetaRecord::SessionCreated { session } => Some(session.id.clone()),
-                _ => None,
+            .map(|message| MetaRecord::MessageAccepted {
+                message: message.clone(),
+                idempotency_key: key.clone(),
+                turn_id: None,
             })
             .collect();
-        let mut records = leading_records;
-        records.extend(messages.iter().map(|message| MetaRecord::MessageAccepted {
-            message: message.clone(),
-            idempotency_key: key.clone(),
-            turn_id: None,
-        }));
         records.push(MetaRecord::TurnStarted {
             session_id: session_id.to_owned(),
             turn_id: turn_id.clone(),
@@ -88,7 +108,7 @@ impl ConversationActor {
             status: 202,
             body: json!({ "message": messages[0] }),
         };
-        // The key's answer also goes to the index, below.
+        // The key's answer also goes to the index (`index_turn_start`).
         let answer_key = key
             .clone()
             .map(|key| (key, answer.status, answer.body.clone()));
@@ -100,7 +120,29 @@ impl ConversationActor {
                 at: now(),
             });
         }
-        self.append_meta(records)?;
+        let turn = PreparedTurn {
+            session_id: session_id.to_owned(),
+            turn_id,
+            messages,
+            leading_items,
+            answer_key,
+            new_session,
+        };
+        (records, turn, answer)
+    }
+
+    /// A turn whose records are stored: its items go to the session's file, the index and
+    /// clients learn of it, and its task starts.
+    pub(super) fn begin_turn(&mut self, turn: PreparedTurn) -> Result<(), RuntimeError> {
+        let PreparedTurn {
+            session_id,
+            turn_id,
+            messages,
+            leading_items,
+            answer_key,
+            new_session,
+        } = turn;
+        let session_id = session_id.as_str();
         self.forget_stored_answers();
         if messages.iter().any(|m| !self.is_report(m))
             && let Some(run) = self.run_mut(session_id)
@@ -115,13 +157,11 @@ impl ConversationActor {
             items.push(user_item(message, &turn_id, seq));
         }
         self.append_items(session_id, &items)?;
-        self.index_turn_start(session_id, &items, answer_key);
+        self.index_turn_start(session_id, &turn_id, &items, answer_key);
         self.publish_conversation();
-        for new_session in &new_sessions {
-            if let Some(session) = self.state.session(new_session) {
-                self.bus
-                    .publish("session.created", &json!({ "session": session }));
-            }
+        if new_session && let Some(session) = self.state.session(session_id) {
+            self.bus
+                .publish("session.created", &json!({ "session": session }));
         }
         self.publish_session(session_id);
         self.bus.publish(
@@ -132,7 +172,7 @@ impl ConversationActor {
             self.publish_stored(item);
         }
         self.run_turn(session_id, &turn_id);
-        Ok(answer)
+        Ok(())
     }
 
     /// Indexes a turn that just started, in the background of the turn: the files are already
@@ -140,13 +180,20 @@ impl ConversationActor {
     fn index_turn_start(
         &self,
         session_id: &str,
+        turn_id: &str,
         items: &[Item],
         answer_key: Option<(String, u16, serde_json::Value)>,
     ) {
         let shared = self.shared.clone();
         let id = self.id.clone();
         let conversation_update = self.conversation_update_owned();
-        let turn = self.state.turns.last().cloned();
+        let turn = self
+            .state
+            .turns
+            .iter()
+            .rev()
+            .find(|t| t.id == turn_id)
+            .cloned();
         let session = self.state.session(session_id).cloned();
         let search: Vec<(u64, String)> = if session_id == self.root_id() {
             items
@@ -229,6 +276,11 @@ impl ConversationActor {
         let session: Arc<str> = Arc::from(session_id);
         match spec {
             Ok(spec) => {
+                // The meter counts with this turn's model and request (AGENTS.md may have
+                // changed, or the model).
+                if let Some(run) = self.run_mut(session_id) {
+                    run.usage.adopt(spec.usage);
+                }
                 tokio::spawn(turn::run(spec, session, sender));
             }
             Err(error) => {
@@ -263,20 +315,20 @@ impl ConversationActor {
         let model = config.model(&session.model).ok_or_else(missing)?;
         let client = self.shared.models.client(config, &session.model)?;
         let compactor = self.compactor(&session.agent)?;
-        let tools = crate::tools::specs(&agent.tools)
-            .into_iter()
-            .map(|spec| super::subagents::described(spec, config))
-            .collect();
+        let (instructions, tools) = self.request_parts(session, agent);
+        // What every request of this turn carries besides the history (SPEC §7.2).
+        let tokenizer = Tokenizer::for_model(config, &session.model);
+        let mut usage = usage;
+        usage.adopt(usage::UsageTracker::new(
+            tokenizer,
+            tokenizer.request_overhead(instructions.as_deref(), &tools),
+        ));
         Ok(TurnSpec {
             session_id: session_id.to_owned(),
             turn_id: turn_id.to_owned(),
             client,
             model_name: model.name.clone(),
-            instructions: instructions(
-                agent.instructions.as_deref(),
-                &conversation.cwd,
-                session.parent_id.is_some(),
-            ),
+            instructions,
             history,
             tools,
             tool_context: ToolContext {
@@ -295,6 +347,43 @@ impl ConversationActor {
             reasoning_context: model.reasoning_context,
             reasoning_carried,
         })
+    }
+
+    /// What every request of a session carries besides its history: its agent's
+    /// instructions (with AGENTS.md) and tool schemas.
+    fn request_parts(
+        &self,
+        session: &crate::domain::Session,
+        agent: &crate::config::AgentConfig,
+    ) -> (Option<String>, Vec<crate::model::ToolSpec>) {
+        let config = &self.shared.config;
+        let tools = crate::tools::specs(&agent.tools)
+            .into_iter()
+            .map(|spec| super::subagents::described(spec, config))
+            .collect();
+        let instructions = instructions(
+            agent.instructions.as_deref(),
+            &self.state.conversation.cwd,
+            session.parent_id.is_some(),
+        );
+        (instructions, tools)
+    }
+
+    /// Starts a session's meter over from its history, counted with its model's tokenizer and
+    /// with the fixed part of its requests (SPEC §7.2): when a session is loaded or created,
+    /// and when its model changes. (A turn adopts them again, as AGENTS.md may change.)
+    pub(super) fn reset_meter(&mut self, session_id: &str) {
+        let config = &self.shared.config;
+        let basis = self.state.session(session_id).and_then(|session| {
+            let agent = config.agent(&session.agent)?;
+            let (instructions, tools) = self.request_parts(session, agent);
+            let tokenizer = Tokenizer::for_model(config, &session.model);
+            let overhead = tokenizer.request_overhead(instructions.as_deref(), &tools);
+            Some(usage::UsageTracker::new(tokenizer, overhead))
+        });
+        if let (Some(basis), Some(run)) = (basis, self.sessions.get_mut(session_id)) {
+            run.usage = basis.restart(&crate::runtime::compaction::model_view(&run.history));
+        }
     }
 
     /// Whether a session's model gets reasoning back (the Responses API with a
@@ -346,9 +435,9 @@ impl ConversationActor {
                 };
                 self.bus.publish("item.delta", &event);
             }
-            TurnMsg::Store { item, ack } => {
-                if let Ok(seq) = self.store_turn_item(session_id, item).await {
-                    let _ = ack.send(seq);
+            TurnMsg::Store { items, ack } => {
+                if let Ok(seqs) = self.store_turn_items(session_id, items) {
+                    let _ = ack.send(seqs);
                 }
             }
             TurnMsg::CompactionStarted => self.publish_compaction_started(session_id, Reason::Auto),
@@ -372,8 +461,10 @@ impl ConversationActor {
             }
             TurnMsg::Usage(usage) => {
                 let carried = self.reasoning_carried(session_id);
-                if let Some(run) = self.run_mut(session_id) {
-                    run.usage.report(usage::context_tokens(&usage, carried));
+                if let Some(run) = self.run_mut(session_id)
+                    && let Some(tokens) = usage::context_tokens(&usage, carried)
+                {
+                    run.usage.report(tokens);
                     if carried {
                         run.turn_reasoning_tokens += usage.reasoning_tokens;
                     }
@@ -392,25 +483,28 @@ impl ConversationActor {
         }
     }
 
-    /// Stores an item of a running turn (a new one gets its `seq`), then publishes it.
-    /// Returns the item's `seq`.
-    async fn store_turn_item(
+    /// Stores snapshots of items of a running turn with one append (a new item gets its
+    /// `seq`), then publishes them. Returns their `seq`s.
+    fn store_turn_items(
         &mut self,
         session_id: &str,
-        mut item: Item,
-    ) -> Result<u64, StoreError> {
-        let known = self
-            .sessions
-            .get(session_id)
-            .and_then(|run| run.running.as_ref())
-            .and_then(|running| running.items.iter().find(|i| i.id == item.id))
-            .map(|existing| existing.seq);
-        let is_new = known.is_none();
-        item.seq = match known {
-            Some(seq) => seq,
-            None => self.next_seq(session_id),
-        };
-        if let Err(error) = self.append_items(session_id, std::slice::from_ref(&item)) {
+        mut items: Vec<Item>,
+    ) -> Result<Vec<u64>, StoreError> {
+        let mut new = Vec::with_capacity(items.len());
+        for item in &mut items {
+            let known = self
+                .sessions
+                .get(session_id)
+                .and_then(|run| run.running.as_ref())
+                .and_then(|running| running.items.iter().find(|i| i.id == item.id))
+                .map(|existing| existing.seq);
+            new.push(known.is_none());
+            item.seq = match known {
+                Some(seq) => seq,
+                None => self.next_seq(session_id),
+            };
+        }
+        if let Err(error) = self.append_items(session_id, &items) {
             tracing::error!(%error, conversation = %self.id, "cannot store an item; interrupting the turn");
             if let Some(running) = self
                 .sessions
@@ -421,31 +515,31 @@ impl ConversationActor {
             }
             return Err(error);
         }
-        if let Some(running) = self
-            .sessions
-            .get_mut(session_id)
-            .and_then(|r| r.running.as_mut())
-        {
-            match running.items.iter_mut().find(|i| i.id == item.id) {
-                Some(existing) => *existing = item.clone(),
-                None => running.items.push(item.clone()),
+        for (item, is_new) in items.iter().zip(new) {
+            if let Some(running) = self
+                .sessions
+                .get_mut(session_id)
+                .and_then(|r| r.running.as_mut())
+            {
+                match running.items.iter_mut().find(|i| i.id == item.id) {
+                    Some(existing) => *existing = item.clone(),
+                    None => running.items.push(item.clone()),
+                }
             }
-        }
-        let finished = item.status != ItemStatus::Running;
-        if is_new && !finished {
-            self.bus.publish("item.started", &json!({ "item": item }));
-        }
-        if finished {
+            let finished = item.status != ItemStatus::Running;
             if is_new {
                 self.bus.publish("item.started", &json!({ "item": item }));
             }
-            self.bus.publish("item.completed", &json!({ "item": item }));
-            if let Some(run) = self.run_mut(session_id) {
-                run.usage.add(&item);
+            if finished {
+                self.bus.publish("item.completed", &json!({ "item": item }));
+                self.on_item_finished(item);
             }
-            self.on_item_finished(&item);
+            // A tool call's arguments count when it is first stored, its output when it ends.
+            if let Some(run) = self.run_mut(session_id) {
+                run.usage.stored(item, is_new);
+            }
         }
-        Ok(item.seq)
+        Ok(items.iter().map(|item| item.seq).collect())
     }
 
     /// A finished item: its session's last message (the Agents tab), and for the root
@@ -767,6 +861,7 @@ impl ConversationActor {
             if let Some(run) = self.sessions.get_mut(&session_id) {
                 *run = super::session::SessionRun::new(session_id.clone(), items);
             }
+            self.reset_meter(&session_id);
             self.append_meta(vec![MetaRecord::TurnEnded {
                 session_id,
                 turn_id,

@@ -1,0 +1,260 @@
+//! Token counts for the context meter (SPEC §7.2): OpenAI's BPE encodings (`o200k_base`,
+//! `cl100k_base`, from tiktoken-rs, whose tables are compiled in, so counting works offline),
+//! and an approximation for Anthropic's models, whose tokenizer is not published.
+//!
+//! Counting is the cost the meter adds to a turn, so it is kept cheap: each encoding is built
+//! once, on first use (≈0.2 s), and shared; and a text of some length is encoded once and its
+//! count remembered (`MEMO`), so the request overhead (instructions, AGENTS.md, tool schemas)
+//! and a history's items are not encoded again every turn or every time a history is
+//! re-estimated (after a compaction, on load).
+
+use std::collections::HashMap;
+use std::hash::{Hash, Hasher};
+use std::sync::{LazyLock, Mutex};
+
+use serde_json::json;
+
+use super::ToolSpec;
+use crate::config::{Config, Protocol, TokenizerName};
+use crate::domain::{Item, ItemKind};
+
+/// How a model's tokens are counted.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub enum Tokenizer {
+    /// GPT-4o, GPT-4.1, GPT-5, o-series; also the default for models it cannot tell, since
+    /// most current open models have vocabularies of that size too.
+    #[default]
+    O200kBase,
+    /// GPT-4, GPT-3.5.
+    Cl100kBase,
+    /// Claude models, approximated by `cl100k_base`. Anthropic publishes no tokenizer for its
+    /// current models. The one it has published (`@anthropic-ai/tokenizer` 0.0.4, for Claude 1
+    /// and 2) counts the project's corpus (`tokens/corpus.txt`) at 835 tokens, `cl100k_base` at
+    /// 837: +0.2 % overall, but English −2.5 % (154 / 158), Chinese +10.5 % (315 / 285) and
+    /// code −5.6 % (368 / 390); `o200k_base` would be −10 % overall (754). Claude 3 and later
+    /// count differently again, so this only matters until the first model call: Anthropic
+    /// reports every request's input tokens, and the meter then shows `reported`.
+    Anthropic,
+}
+
+/// Tokens of framing every message carries in every protocol (role, separators).
+pub const MESSAGE_FRAMING: u64 = 4;
+
+/// Texts at least this long have their counts remembered; shorter ones cost less to encode
+/// than to look up.
+const MEMO_MIN_BYTES: usize = 256;
+/// Counts remembered at most; the memo starts over when full (about 24 bytes an entry).
+const MEMO_CAPACITY: usize = 100_000;
+
+/// Remembered counts by (tokenizer, hash of the text).
+static MEMO: LazyLock<Mutex<HashMap<(Tokenizer, u64), u64>>> =
+    LazyLock::new(|| Mutex::new(HashMap::new()));
+
+impl Tokenizer {
+    /// The tokenizer of a configured model: its `tokenizer` key, else what its protocol and
+    /// name say (Anthropic's protocol or a `claude` name → Anthropic; an OpenAI model name
+    /// tiktoken-rs knows → its encoding; anything else → `o200k_base`).
+    pub fn for_model(config: &Config, model_id: &str) -> Tokenizer {
+        let Some(model) = config.model(model_id) else {
+            return Tokenizer::default();
+        };
+        if let Some(name) = model.tokenizer {
+            return match name {
+                TokenizerName::O200kBase => Tokenizer::O200kBase,
+                TokenizerName::Cl100kBase => Tokenizer::Cl100kBase,
+                TokenizerName::Anthropic => Tokenizer::Anthropic,
+            };
+        }
+        let anthropic_protocol = config
+            .providers
+            .get(&model.provider)
+            .is_some_and(|provider| provider.protocol == Protocol::AnthropicMessages);
+        Tokenizer::for_name(&model.name, anthropic_protocol)
+    }
+
+    fn for_name(name: &str, anthropic_protocol: bool) -> Tokenizer {
+        if anthropic_protocol || name.to_ascii_lowercase().contains("claude") {
+            return Tokenizer::Anthropic;
+        }
+        match tiktoken_rs::tokenizer::get_tokenizer(name) {
+            Some(tiktoken_rs::tokenizer::Tokenizer::Cl100kBase) => Tokenizer::Cl100kBase,
+            _ => Tokenizer::O200kBase,
+        }
+    }
+
+    /// The tokens of a text.
+    pub fn count(self, text: &str) -> u64 {
+        if text.len() < MEMO_MIN_BYTES {
+            return self.encode_count(text);
+        }
+        let mut hasher = std::hash::DefaultHasher::new();
+        text.hash(&mut hasher);
+        let key = (self, hasher.finish());
+        if let Some(&count) = MEMO.lock().expect("token memo lock").get(&key) {
+            return count;
+        }
+        let count = self.encode_count(text);
+        let mut memo = MEMO.lock().expect("token memo lock");
+        if memo.len() >= MEMO_CAPACITY {
+            memo.clear();
+        }
+        memo.insert(key, count);
+        count
+    }
+
+    /// Encodes the text (no memo).
+    pub fn encode_count(self, text: &str) -> u64 {
+        match self {
+            Tokenizer::O200kBase => tiktoken_rs::o200k_base_singleton().count_ordinary(text) as u64,
+            Tokenizer::Cl100kBase | Tokenizer::Anthropic => {
+                tiktoken_rs::cl100k_base_singleton().count_ordinary(text) as u64
+            }
+        }
+    }
+
+    /// An item's tokens as a model reads them, in two parts: what the model wrote (its text,
+    /// or a tool call's name and arguments) with the message framing, and what the runtime
+    /// added to it (a tool call's output). A provider's report covers the first part of the
+    /// answer it reports, never the second.
+    pub fn item_tokens(self, item: &Item) -> (u64, u64) {
+        match &item.kind {
+            ItemKind::UserMessage { text, .. }
+            | ItemKind::AgentMessage { text }
+            | ItemKind::Summary { text, .. }
+            | ItemKind::Notice { text }
+            | ItemKind::Reasoning { text, .. } => (self.count(text) + MESSAGE_FRAMING, 0),
+            ItemKind::ToolCall {
+                name,
+                arguments,
+                output,
+                ..
+            } => (
+                self.count(name) + self.count(&arguments.to_string()) + MESSAGE_FRAMING,
+                self.count(output),
+            ),
+        }
+    }
+
+    /// What every request carries besides the history: the instructions (the agent's, with
+    /// AGENTS.md) and the tool schemas, counted as the JSON a provider is sent.
+    pub fn request_overhead(self, instructions: Option<&str>, tools: &[ToolSpec]) -> u64 {
+        let instructions = instructions.map_or(0, |text| self.count(text) + MESSAGE_FRAMING);
+        let tools: u64 = tools
+            .iter()
+            .map(|tool| {
+                let schema = json!({
+                    "name": tool.name,
+                    "description": tool.description,
+                    "parameters": tool.parameters,
+                });
+                self.count(&schema.to_string()) + MESSAGE_FRAMING
+            })
+            .sum();
+        instructions + tools
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const CORPUS: &str = include_str!("tokens/corpus.txt");
+
+    /// The corpus in items the size of messages: paragraphs, code blocks.
+    fn messages() -> Vec<&'static str> {
+        CORPUS
+            .split("\n\n")
+            .filter(|part| !part.is_empty())
+            .collect()
+    }
+
+    #[test]
+    fn the_estimate_is_within_two_percent_of_the_encoding() {
+        for (tokenizer, exact) in [
+            (Tokenizer::O200kBase, tiktoken_rs::o200k_base().unwrap()),
+            (Tokenizer::Cl100kBase, tiktoken_rs::cl100k_base().unwrap()),
+        ] {
+            // Counted message by message (as the meter counts items), against the whole
+            // corpus encoded at once by a fresh encoder.
+            let estimate: u64 = messages().iter().map(|text| tokenizer.count(text)).sum();
+            let exact = exact.encode_ordinary(CORPUS).len() as f64;
+            let error = (estimate as f64 - exact) / exact;
+            assert!(
+                error.abs() <= 0.02,
+                "{tokenizer:?}: estimate {estimate}, exact {exact}, error {:.2} %",
+                error * 100.0
+            );
+            // A remembered count is the count.
+            let long = messages()
+                .into_iter()
+                .max_by_key(|text| text.len())
+                .unwrap();
+            assert!(long.len() >= MEMO_MIN_BYTES);
+            assert_eq!(tokenizer.count(long), tokenizer.count(long));
+            assert_eq!(tokenizer.count(long), tokenizer.encode_count(long));
+        }
+    }
+
+    #[test]
+    fn anthropic_is_close_to_claudes_published_tokenizer() {
+        // What Anthropic's published tokenizer (`@anthropic-ai/tokenizer` 0.0.4, Claude 1 and
+        // 2) counts for the corpus and its parts, measured with its `countTokens`.
+        let zh = CORPUS.find("代理").unwrap();
+        let code = CORPUS.find("```rust").unwrap();
+        for (text, claude, error) in [
+            (CORPUS, 835.0, 0.01),
+            (&CORPUS[..zh], 158.0, 0.03),
+            (&CORPUS[zh..code], 285.0, 0.11),
+            (&CORPUS[code..], 390.0, 0.06),
+        ] {
+            let estimate = Tokenizer::Anthropic.encode_count(text) as f64;
+            assert!(
+                (estimate - claude).abs() / claude <= error,
+                "{estimate} against {claude}"
+            );
+        }
+    }
+
+    #[test]
+    fn models_get_their_family_encoding() {
+        let check = |name: &str, anthropic: bool, expected: Tokenizer| {
+            assert_eq!(Tokenizer::for_name(name, anthropic), expected, "{name}");
+        };
+        check("gpt-4o-mini", false, Tokenizer::O200kBase);
+        check("gpt-5", false, Tokenizer::O200kBase);
+        check("o3-mini", false, Tokenizer::O200kBase);
+        check("gpt-4-turbo", false, Tokenizer::Cl100kBase);
+        check("gpt-3.5-turbo", false, Tokenizer::Cl100kBase);
+        check("claude-sonnet-4-5", false, Tokenizer::Anthropic);
+        check("anything", true, Tokenizer::Anthropic);
+        check("qwen2.5-coder:7b", false, Tokenizer::O200kBase);
+    }
+
+    #[test]
+    fn a_tool_call_counts_its_call_and_its_output_apart() {
+        let item = Item {
+            id: "m_1".into(),
+            session_id: "s".into(),
+            turn_id: "t".into(),
+            seq: 1,
+            created_at: crate::domain::now(),
+            status: crate::domain::ItemStatus::Completed,
+            compacted: false,
+            step: Some(1),
+            kind: ItemKind::ToolCall {
+                call_id: "c".into(),
+                name: "shell".into(),
+                arguments: json!({"command": "ls -l"}),
+                output: "total 0\n".into(),
+                exit_code: Some(0),
+            },
+        };
+        let tokenizer = Tokenizer::O200kBase;
+        let (call, result) = tokenizer.item_tokens(&item);
+        assert_eq!(
+            call,
+            tokenizer.count("shell") + tokenizer.count(r#"{"command":"ls -l"}"#) + MESSAGE_FRAMING
+        );
+        assert_eq!(result, tokenizer.count("total 0\n"));
+    }
+}
