@@ -125,6 +125,7 @@ test('live regions: only status lines and finished messages; streamed text is ne
   withUi({ fake: true }, async ({ page, fake }) => {
     await startConversation(page, 'warm up');
     await waitIdle(page);
+    await page.locator('#announcer', { hasText: 'Agent: Echo: warm up' }).waitFor({ state: 'attached' });
     // What the announcer said, and every live region or status role on the page.
     await page.evaluate(() => {
       window.__announced = [];
