@@ -42,6 +42,8 @@ const REPLY = [
 
 async function checkRendered(page) {
   const md = page.locator('#items .item.agent-message.status-completed .md').last();
+  // A finished reply is drawn in groups of blocks over a few frames: wait for its end.
+  await md.locator('a', { hasText: 'bad link' }).waitFor();
   await md.locator('h2', { hasText: 'Plan' }).waitFor();
   assert.equal(await md.locator('strong').first().textContent(), 'bold');
   assert.equal(await md.locator('em').first().textContent(), 'emphasis');
