@@ -34,7 +34,7 @@ const FOR_PEOPLE = {
 const NETWORK_CODES = new Set(['network', 'unavailable', 'internal']);
 
 // The sentence a person reads for an error, and the technical details beside it.
-export function describeError(error, text) {
+function describeError(error, text) {
   if (error instanceof ApiError) {
     const known = FOR_PEOPLE[error.code];
     return {

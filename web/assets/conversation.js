@@ -99,7 +99,7 @@ export async function openConversation(id, sessionId) {
   $('message').focus();
 }
 
-export function showSession(sessionId) {
+function showSession(sessionId) {
   state.tab = 'conversation';
   if (sessionId === state.sessionId) {
     render();
@@ -123,7 +123,7 @@ function showArrival(conversation) {
   showNotice(parts, { key: 'arrival', conversationId: conversation.id });
 }
 
-export function showBlocked(id, error) {
+function showBlocked(id, error) {
   state.view = 'blocked';
   const box = $('blocked');
   const title =

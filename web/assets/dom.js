@@ -26,14 +26,6 @@ export function el(tag, attrs, ...children) {
   return node;
 }
 
-export function debounce(fn, ms) {
-  let timer = null;
-  return (...args) => {
-    clearTimeout(timer);
-    timer = setTimeout(() => fn(...args), ms);
-  };
-}
-
 // A fresh Idempotency-Key. randomUUID needs a secure context; getRandomValues does not (the
 // service reached by a LAN address).
 export function newKey() {
@@ -96,9 +88,3 @@ export function lineCount(text) {
   return lines[lines.length - 1] === '' ? lines.length - 1 : lines.length;
 }
 
-// A short one-line excerpt of a text, for labels.
-export function excerpt(text, max = 60) {
-  const line = (text || '').split('\n').find((l) => l.trim()) || '';
-  const trimmed = line.trim();
-  return trimmed.length > max ? `${trimmed.slice(0, max - 1)}…` : trimmed;
-}

@@ -90,7 +90,7 @@ export function recoverLost(hasItem) {
 // ------------------------------------------------------------------------------------------------
 // Editing: the message is held back while it is edited.
 
-export async function startEdit(message) {
+async function startEdit(message) {
   if (held) {
     focusHeld();
     return;
@@ -129,10 +129,6 @@ export function editLastWaiting() {
   if (!mine.length) return false;
   startEdit(mine[mine.length - 1]);
   return true;
-}
-
-export function isEditing() {
-  return held !== null;
 }
 
 // Sends the held message: the edited text on save, the original on cancel.

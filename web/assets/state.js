@@ -39,12 +39,8 @@ export function routeConversationId() {
   return match ? decodeURIComponent(match[1]) : null;
 }
 
-export function viewedSession() {
+function viewedSession() {
   return state.sessions.find((s) => s.id === state.sessionId) || null;
-}
-
-export function viewingRoot() {
-  return !!state.conv && (!state.sessionId || state.sessionId === state.conv.root_session_id);
 }
 
 // Whether the session shown is working now.

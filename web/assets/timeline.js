@@ -36,7 +36,7 @@ export function hasItem(id) {
   return entries.has(id);
 }
 
-export function itemsOfTurn(turnId) {
+function itemsOfTurn(turnId) {
   return [...entries.values()].filter((entry) => entry.item.turn_id === turnId).map((entry) => entry.item);
 }
 
@@ -423,10 +423,6 @@ export function clearRetry() {
   clearInterval(retry.timer);
   retry.line.remove();
   retry = null;
-}
-
-export function hasRetry() {
-  return retry !== null;
 }
 
 export function addLine(kind, text) {
