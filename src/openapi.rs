@@ -12,8 +12,9 @@ use utoipa::openapi::{ContentBuilder, Ref, RefOr, ResponseBuilder};
 use utoipa::{IntoParams, Modify, OpenApi, ToSchema};
 
 use crate::domain::{
-    Conversation, ConversationStatus, ForkedFrom, Image, Item, ItemKind, ItemStatus, Message,
-    MessageMode, MessageSource, MessageStatus, Session, SessionStatus, Usage, UsageSource,
+    Conversation, ConversationStatus, ForkedFrom, Image, Item, ItemKind, ItemStatus, LastTurn,
+    Message, MessageMode, MessageSource, MessageStatus, Session, SessionStatus, TurnStatus, Usage,
+    UsageSource,
 };
 
 /// The document, built once: it depends only on the code, not on the configuration.
@@ -63,6 +64,8 @@ pub fn document() -> Value {
         Conversation,
         ConversationStatus,
         ForkedFrom,
+        LastTurn,
+        TurnStatus,
         Session,
         SessionStatus,
         Message,

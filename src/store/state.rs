@@ -8,7 +8,8 @@ use serde_json::Value;
 
 use super::records::MetaRecord;
 use crate::domain::{
-    Conversation, ConversationStatus, Message, Session, SessionStatus, Timestamp, Turn, TurnStatus,
+    Conversation, ConversationStatus, LastTurn, Message, Session, SessionStatus, Timestamp, Turn,
+    TurnStatus,
 };
 
 #[derive(Debug, Clone)]
@@ -60,6 +61,7 @@ impl ConversationState {
                 model: conversation.model.clone(),
                 root_session_id: conversation.root_session_id.clone(),
                 forked_from: conversation.forked_from.clone(),
+                last_turn: None,
             },
             sessions: Vec::new(),
             turns: Vec::new(),
@@ -174,6 +176,13 @@ impl ConversationState {
                 };
                 if let Some(session) = self.session_mut(session_id) {
                     session.status = session_status;
+                }
+                if *session_id == self.conversation.root_session_id {
+                    self.conversation.last_turn = Some(LastTurn {
+                        turn_id: turn_id.clone(),
+                        status: *status,
+                        error: error.clone(),
+                    });
                 }
                 self.touch(*at);
             }
