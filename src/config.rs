@@ -65,6 +65,13 @@ pub struct ServerConfig {
     /// A conversation with no turn, waiting message, subscriber or request for this long is
     /// unloaded from memory (it stays on disk and loads again on the next request).
     pub idle_unload_s: u64,
+    /// Conversations held in memory at most (each holds its open log files); `None` derives
+    /// it from the process's open-file limit at start.
+    pub max_live_conversations: Option<usize>,
+    /// HTTP connections served at once; `None` derives it from the open-file limit.
+    pub max_connections: Option<usize>,
+    /// How long a client may take to send a request's headers.
+    pub header_read_timeout_s: u64,
 }
 
 impl Default for ServerConfig {
@@ -72,6 +79,9 @@ impl Default for ServerConfig {
         ServerConfig {
             addr: None,
             idle_unload_s: 60,
+            max_live_conversations: None,
+            max_connections: None,
+            header_read_timeout_s: 10,
         }
     }
 }
@@ -514,6 +524,9 @@ struct RawConfig {
 struct RawServer {
     addr: Option<SocketAddr>,
     idle_unload_s: Option<u64>,
+    max_live_conversations: Option<usize>,
+    max_connections: Option<usize>,
+    header_read_timeout_s: Option<u64>,
 }
 
 #[derive(Deserialize, Default)]
@@ -608,6 +621,7 @@ impl Validator<'_> {
     }
 
     fn build(&self, raw: RawConfig) -> Result<Config, ConfigError> {
+        let server = self.server(raw.server)?;
         let retry = self.retry(raw.retry)?;
         let turn = self.turn(raw.turn)?;
         let tools = self.tools(raw.tools)?;
@@ -639,10 +653,7 @@ impl Validator<'_> {
         }
         Ok(Config {
             default_agent,
-            server: ServerConfig {
-                addr: raw.server.addr,
-                idle_unload_s: raw.server.idle_unload_s.unwrap_or(60),
-            },
+            server,
             retry,
             turn,
             tools,
@@ -723,6 +734,29 @@ impl Validator<'_> {
             return Err(self.invalid("subagents.max_live", "must be at most 256"));
         }
         Ok(subagents)
+    }
+
+    fn server(&self, raw: RawServer) -> Result<ServerConfig, ConfigError> {
+        let defaults = ServerConfig::default();
+        let server = ServerConfig {
+            addr: raw.addr,
+            idle_unload_s: raw.idle_unload_s.unwrap_or(defaults.idle_unload_s),
+            max_live_conversations: raw.max_live_conversations,
+            max_connections: raw.max_connections,
+            header_read_timeout_s: raw
+                .header_read_timeout_s
+                .unwrap_or(defaults.header_read_timeout_s),
+        };
+        if server.max_live_conversations == Some(0) {
+            return Err(self.invalid("server.max_live_conversations", "must be at least 1"));
+        }
+        if server.max_connections == Some(0) {
+            return Err(self.invalid("server.max_connections", "must be at least 1"));
+        }
+        if server.header_read_timeout_s == 0 {
+            return Err(self.invalid("server.header_read_timeout_s", "must be at least 1"));
+        }
+        Ok(server)
     }
 
     fn tools(&self, raw: RawTools) -> Result<ToolsConfig, ConfigError> {
@@ -1162,6 +1196,9 @@ tools = ["read_file", "list_dir"]
             ("", "[cluster]\ndatabase_url = \"mysql://x\"\n", "cluster.database_url", "must be a PostgreSQL URL"),
             ("", "[cluster]\ndatabase_url = \"postgres://db/x\"\nlease_ms = 10\n", "cluster.lease_ms", "between 1000 and 600000"),
             ("", "[tools]\nshell_timeout_s = 0\n", "tools.shell_timeout_s", "at least 1"),
+            ("", "[server]\nmax_live_conversations = 0\n", "server.max_live_conversations", "at least 1"),
+            ("", "[server]\nmax_connections = 0\n", "server.max_connections", "at least 1"),
+            ("", "[server]\nheader_read_timeout_s = 0\n", "server.header_read_timeout_s", "at least 1"),
             ("", "[tools]\nmax_output_bytes = 0\n", "tools.max_output_bytes", "at least 1"),
             ("http://127.0.0.1:11434/v1", "127.0.0.1:11434/v1", "providers.local.base_url", "must start with http:// or https://"),
             ("https://api", "ftp://api", "providers.cloud.base_url", "got `ftp://api.example.com/v1`"),

@@ -34,6 +34,19 @@ pub struct Conversation {
     pub model: String,
     pub root_session_id: String,
     pub forked_from: Option<ForkedFrom>,
+    /// How the root agent's most recent turn ended, once one has: lists mark a conversation
+    /// whose last turn failed or was interrupted. Derived from `metadata.jsonl` like `status`
+    /// (absent from index rows written before it existed, hence the default).
+    #[serde(default)]
+    pub last_turn: Option<LastTurn>,
+}
+
+/// The end of a conversation's latest finished root turn.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, utoipa::ToSchema)]
+pub struct LastTurn {
+    pub turn_id: String,
+    pub status: TurnStatus,
+    pub error: Option<String>,
 }
 
 #[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq, utoipa::ToSchema)]
@@ -92,7 +105,7 @@ pub struct Turn {
     pub error: Option<String>,
 }
 
-#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq, utoipa::ToSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum TurnStatus {
     Running,

@@ -10,6 +10,8 @@
 //! - `runtime`  — conversation actors (one writer each), the turn loop, event buses
 //! - `http`     — axum routes, SSE, errors as JSON, security middleware
 //! - `server`   — start-up and shutdown: lock, recovery, serve(listener, shutdown)
+//! - `limits`   — the open-file limit and the caps derived from it
+//! - `redact`   — secrets taken out of provider errors before they are stored or sent
 //! - `openapi`  — the OpenAPI document of every route
 //!
 //! Data flows one way: HTTP → runtime actor → store (append, fsync) → index → event bus → SSE.
@@ -20,8 +22,10 @@ pub mod config;
 pub mod domain;
 pub mod http;
 pub mod index;
+pub mod limits;
 pub mod model;
 pub mod openapi;
+pub mod redact;
 pub mod runtime;
 pub mod server;
 pub mod store;

@@ -6,13 +6,15 @@
 use std::sync::OnceLock;
 
 use serde_json::Value;
+use utoipa::openapi::schema::{AdditionalProperties, ObjectBuilder, OneOfBuilder, Schema, Type};
 use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
 use utoipa::openapi::{ContentBuilder, Ref, RefOr, ResponseBuilder};
 use utoipa::{IntoParams, Modify, OpenApi, ToSchema};
 
 use crate::domain::{
-    Conversation, ConversationStatus, ForkedFrom, Image, Item, ItemKind, ItemStatus, Message,
-    MessageMode, MessageSource, MessageStatus, Session, SessionStatus, Usage, UsageSource,
+    Conversation, ConversationStatus, ForkedFrom, Image, Item, ItemKind, ItemStatus, LastTurn,
+    Message, MessageMode, MessageSource, MessageStatus, Session, SessionStatus, TurnStatus, Usage,
+    UsageSource,
 };
 
 /// The document, built once: it depends only on the code, not on the configuration.
@@ -62,6 +64,8 @@ pub fn document() -> Value {
         Conversation,
         ConversationStatus,
         ForkedFrom,
+        LastTurn,
+        TurnStatus,
         Session,
         SessionStatus,
         Message,
@@ -69,6 +73,7 @@ pub fn document() -> Value {
         MessageSource,
         MessageStatus,
         Image,
+        ImageInput,
         Item,
         ItemStatus,
         ItemKind,
@@ -93,11 +98,27 @@ pub fn document() -> Value {
 )]
 struct ApiDoc;
 
-/// Adds what every route shares: the bearer scheme, and the 401, 403 and 500 answers the
-/// security middleware and the error mapping can give on any route.
+/// Adds what every route shares: the bearer scheme, and the answers the HTTP layer, the
+/// security middleware, the limits and the error mapping can give on any route.
 struct CommonResponses;
 
-const COMMON_RESPONSES: [(&str, &str, &str); 3] = [
+const COMMON_RESPONSES: [(&str, &str, &str); 7] = [
+    (
+        "400",
+        "BadRequest",
+        "`invalid_request`: the request is not valid HTTP (answered by the HTTP layer), or a \
+         parameter or body is invalid",
+    ),
+    (
+        "414",
+        "UriTooLong",
+        "`too_large`: the request target is longer than 65,534 bytes",
+    ),
+    (
+        "431",
+        "HeadersTooLarge",
+        "`too_large`: more than 100 request headers, or about 400 KB of them",
+    ),
     (
         "401",
         "Unauthorized",
@@ -112,6 +133,13 @@ const COMMON_RESPONSES: [(&str, &str, &str); 3] = [
         "500",
         "Internal",
         "`internal`: an unexpected failure; the details are in the service log",
+    ),
+    (
+        "503",
+        "Unavailable",
+        "`unavailable`, with `Retry-After`: a limit is reached (connections, conversations in \
+         memory, open files), the outcome of a request is unknown (retry it with the same \
+         `Idempotency-Key`), or the service is stopping",
     ),
 ];
 
@@ -229,7 +257,11 @@ pub enum ErrorCode {
     MessagesWaiting,
     /// 409: a pending message was already consumed.
     NotWaiting,
-    /// 413: the request body is too large.
+    /// 409: a compaction is running.
+    CompactionRunning,
+    /// 409: the history is already its summary.
+    NothingToCompact,
+    /// 413: the request body is too large; 414: the request target; 431: the headers.
     TooLarge,
     /// 422: the conversation's working directory does not exist.
     CwdMissing,
@@ -239,7 +271,12 @@ pub enum ErrorCode {
     AgentUnavailable,
     /// 422: a fork's source conversation is missing (SPEC §9.4).
     SourceMissing,
-    /// 503: the service is stopping.
+    /// 422: an `Idempotency-Key` sent again with a different body.
+    IdempotencyKeyReused,
+    /// 502: the compaction model failed.
+    CompactionFailed,
+    /// 503 (with `Retry-After`): a limit is reached, the outcome is unknown, or the service
+    /// is stopping.
     Unavailable,
     /// 500.
     Internal,
@@ -260,9 +297,10 @@ pub struct NewConversationRequest {
     /// A configured model; default: the agent's model.
     pub model: Option<String>,
     /// An absolute path to an existing directory; default: the service's working directory.
+    #[schema(pattern = "^/")]
     pub cwd: Option<String>,
     #[serde(default)]
-    pub images: Vec<Image>,
+    pub images: Vec<ImageInput>,
 }
 
 /// `POST /api/conversations/{id}/messages`. `text` may be empty only when `images` are given.
@@ -279,9 +317,9 @@ pub struct NewMessageRequest {
     pub mode: MessageMode,
     /// The session to send to; default: the root session.
     pub session_id: Option<String>,
-    /// Images, inline as base64 `data`.
+    /// Images, inline as base64 `data` or by `url`.
     #[serde(default)]
-    pub images: Vec<Image>,
+    pub images: Vec<ImageInput>,
 }
 
 /// `PATCH /api/conversations/{id}`: only the given fields change.
@@ -295,6 +333,7 @@ pub struct ConversationPatchRequest {
     /// Switches the conversation to another configured model.
     pub model: Option<String>,
     /// Repoints a moved conversation to an existing absolute directory.
+    #[schema(pattern = "^/")]
     pub cwd: Option<String>,
 }
 
@@ -325,6 +364,51 @@ pub struct RewindRequest {
     #[schema(pattern = "^[A-Za-z0-9_-]{1,100}$")]
     pub message_id: String,
 }
+
+/// An image sent with a message: its `media_type` and exactly one of `data` (base64) or
+/// `url`. (`Image` describes them as stored, where both are optional in form.)
+pub struct ImageInput;
+
+impl utoipa::PartialSchema for ImageInput {
+    fn schema() -> RefOr<Schema> {
+        let media_type = || {
+            ObjectBuilder::new()
+                .schema_type(Type::String)
+                .pattern(Some("^image/"))
+                .description(Some("An image type, such as `image/png`."))
+        };
+        let data = ObjectBuilder::new()
+            .schema_type(Type::String)
+            .content_encoding("base64")
+            // Canonical base64 only: the unused bits of the last character are zero.
+            .pattern(Some(
+                "^(?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/][AQgw]==|[A-Za-z0-9+/]{2}[AEIMQUYcgkosw048]=)?$",
+            ))
+            .description(Some(
+                "The image's bytes, base64 (standard alphabet, padded, canonical).",
+            ));
+        let url = ObjectBuilder::new()
+            .schema_type(Type::String)
+            .description(Some("Where the model fetches the image."));
+        let with = |field: &str, property: ObjectBuilder| {
+            ObjectBuilder::new()
+                .property("media_type", media_type())
+                .property(field, property)
+                .required("media_type")
+                .required(field)
+                .additional_properties(Some(AdditionalProperties::FreeForm(false)))
+        };
+        OneOfBuilder::new()
+            .item(with("data", data))
+            .item(with("url", url))
+            .description(Some(
+                "An image: `media_type` and exactly one of `data` (base64) or `url`.",
+            ))
+            .into()
+    }
+}
+
+impl ToSchema for ImageInput {}
 
 /// `{}`: the operation takes no parameters.
 #[derive(ToSchema)]
@@ -422,9 +506,20 @@ pub struct Health {
     pub version: String,
     /// Conversations loaded in memory now (the others are only on disk).
     pub live_conversations: u64,
+    /// The most conversations held in memory at once (`server.max_live_conversations`).
+    pub max_live_conversations: u64,
+    /// Answers given since the start (this one not included).
+    pub answers: AnswerCounts,
     /// Background index jobs not finished yet (a fork's search rows being copied, finished
     /// messages' search rows).
     pub index_jobs_pending: u64,
+}
+
+#[derive(ToSchema)]
+pub struct AnswerCounts {
+    pub total: u64,
+    /// Of them, server errors (5xx).
+    pub server_errors: u64,
 }
 
 #[derive(ToSchema)]
@@ -477,11 +572,14 @@ pub struct ListConversationsQuery {
     /// Which conversations: active (`false`), archived (`true`) or `all`.
     #[param(inline, default = "false")]
     pub archived: Option<ArchivedFilter>,
-    /// Searches titles and message text.
+    /// Searches titles and message text: conversations holding every word (at most 32
+    /// different words; no NUL character).
+    #[param(pattern = "^[^\\x00]*$")]
     pub q: Option<String>,
     #[param(default = 50, minimum = 1, maximum = 500)]
     pub limit: Option<u32>,
-    /// The `next_cursor` of the previous page.
+    /// The `next_cursor` of the previous page (empty: the first page).
+    #[param(pattern = "^(-?[0-9]{1,18}[.].*)?$")]
     pub cursor: Option<String>,
 }
 
@@ -501,8 +599,8 @@ pub struct ItemsQuery {
     /// The session whose history to read; default: the root session.
     pub session: Option<String>,
     /// Only items with a larger `seq` (the `next_after_seq` of the previous page).
-    #[param(default = 0, minimum = 0)]
-    pub after_seq: Option<u64>,
+    #[param(default = 0, minimum = 0, maximum = 9223372036854775807_i64)]
+    pub after_seq: Option<i64>,
     #[param(default = 200, minimum = 1, maximum = 2000)]
     pub limit: Option<u32>,
 }
@@ -628,6 +726,74 @@ mod tests {
             assert!(
                 document.pointer(pointer).is_some(),
                 "dangling reference {target}"
+            );
+        }
+    }
+
+    #[test]
+    fn openapi_error_codes_are_the_codes_the_service_sends() {
+        use std::collections::BTreeSet;
+        let document = document();
+        let documented: BTreeSet<&str> = document["components"]["schemas"]["ErrorCode"]["enum"]
+            .as_array()
+            .expect("ErrorCode is an enum")
+            .iter()
+            .map(|code| code.as_str().unwrap())
+            .collect();
+        let mut sent: BTreeSet<&str> = crate::http::error::one_of_each()
+            .iter()
+            .map(|error| error.code())
+            .collect();
+        // The HTTP layer's own answers (`http::parse_errors`) use two of these codes.
+        sent.extend(["invalid_request", "too_large"]);
+        // API.md reserves `source_missing` (SPEC §9.4) for a fork whose source is gone.
+        sent.insert("source_missing");
+        assert_eq!(documented, sent);
+    }
+
+    #[test]
+    fn openapi_documents_integer_ranges_and_the_images_one_of() {
+        let document = document();
+        let parameter = |path: &str, name: &str| {
+            document["paths"][path]["get"]["parameters"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .find(|parameter| parameter["name"] == name)
+                .unwrap()["schema"]
+                .clone()
+        };
+        let limit = parameter("/api/conversations", "limit");
+        assert_eq!(
+            (&limit["minimum"], &limit["maximum"]),
+            (&1.into(), &500.into())
+        );
+        let limit = parameter("/api/conversations/{id}/items", "limit");
+        assert_eq!(
+            (&limit["minimum"], &limit["maximum"]),
+            (&1.into(), &2000.into())
+        );
+        let after = parameter("/api/conversations/{id}/items", "after_seq");
+        assert_eq!(after["minimum"], 0);
+        assert_eq!(after["maximum"], i64::MAX);
+        let image = &document["components"]["schemas"]["ImageInput"]["oneOf"];
+        let required: Vec<&Value> = image
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|choice| &choice["required"])
+            .collect();
+        assert_eq!(
+            required,
+            [
+                &serde_json::json!(["media_type", "data"]),
+                &serde_json::json!(["media_type", "url"])
+            ]
+        );
+        for request in ["NewConversationRequest", "NewMessageRequest"] {
+            assert_eq!(
+                document["components"]["schemas"][request]["properties"]["images"]["items"]["$ref"],
+                "#/components/schemas/ImageInput"
             );
         }
     }

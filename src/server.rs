@@ -8,11 +8,11 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use anyhow::{Context, bail};
-use axum::serve::ListenerExt;
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
 use crate::config::Config;
+use crate::http::serve::ConnectionLimits;
 use crate::index::rebuild;
 use crate::index::{CLEAN_SHUTDOWN, Index};
 use crate::runtime::{Runtime, RuntimeSettings};
@@ -38,16 +38,35 @@ pub struct Service {
     listener: TcpListener,
     lock: RuntimeLock,
     token: Option<String>,
+    connection_limits: ConnectionLimits,
 }
 
 impl Service {
     pub async fn start(options: ServeOptions) -> anyhow::Result<Service> {
-        if !options.addr.ip().is_loopback() && options.token.is_none() {
-            bail!(
-                "serving on {} (not loopback) needs a token: set OPENVAALA_TOKEN; clients then send `Authorization: Bearer <token>`",
-                options.addr
-            );
+        if !options.addr.ip().is_loopback() {
+            let Some(token) = &options.token else {
+                bail!(
+                    "serving on {} (not loopback) needs a token: set OPENVAALA_TOKEN; clients then send `Authorization: Bearer <token>`",
+                    options.addr
+                );
+            };
+            if let Some(weakness) = crate::http::security::weak_token(token) {
+                bail!(
+                    "serving on {} (not loopback) needs a strong token: {weakness}",
+                    options.addr
+                );
+            }
         }
+        // Every live conversation and connection holds files: take all the system allows,
+        // then size the caps to fit.
+        let open_files = crate::limits::raise_open_file_limit();
+        let caps = crate::limits::caps(open_files, &options.config.server);
+        tracing::info!(
+            open_files,
+            max_live_conversations = caps.max_live_conversations,
+            max_connections = caps.max_connections,
+            "limits"
+        );
         let store = Store::open(&options.data_dir).with_context(|| {
             format!("cannot open data directory {}", options.data_dir.display())
         })?;
@@ -72,7 +91,14 @@ impl Service {
         })?;
         let settings = RuntimeSettings {
             process_records: Some(process_records),
+            max_live_conversations: caps.max_live_conversations,
             ..options.settings
+        };
+        let connection_limits = ConnectionLimits {
+            max_connections: caps.max_connections,
+            header_read_timeout: std::time::Duration::from_secs(
+                options.config.server.header_read_timeout_s,
+            ),
         };
         let runtime = Runtime::new(store, index, Arc::new(options.config), settings);
         Ok(Service {
@@ -81,6 +107,7 @@ impl Service {
             listener,
             lock,
             token: options.token,
+            connection_limits,
         })
     }
 
@@ -100,25 +127,19 @@ impl Service {
             listener,
             lock,
             token,
+            connection_limits,
         } = self;
         let streams_done = CancellationToken::new();
         let app = crate::http::router(runtime.clone(), addr, token, streams_done.clone());
         let stopping = runtime.clone();
-        // Event streams are many small writes: send each at once instead of waiting to
-        // coalesce them (Nagle), which would delay live deltas.
-        let listener = listener.tap_io(|stream| {
-            if let Err(error) = stream.set_nodelay(true) {
-                tracing::debug!(%error, "cannot set TCP_NODELAY");
-            }
-        });
-        let server = axum::serve(listener, app).with_graceful_shutdown(async move {
+        let stopped = async move {
             shutdown.await;
             tracing::info!("stopping: interrupting running turns");
             stopping.shutdown().await;
             streams_done.cancel();
-        });
+        };
         tracing::info!(%addr, "openvaala is serving");
-        server.await.context("the HTTP server failed")?;
+        crate::http::serve::serve(listener, app, connection_limits, stopped).await;
         if !runtime.index().mark_clean_shutdown().await? {
             tracing::warn!("the index missed updates; the next start will reconcile it");
         }

@@ -11,6 +11,7 @@ CREATE TABLE conversations (
     archived    BOOLEAN NOT NULL,
     status      TEXT NOT NULL,
     meta_len    BIGINT NOT NULL,           -- bytes of metadata.jsonl this row reflects
+    root_len    BIGINT NOT NULL DEFAULT 0, -- bytes of the root session's file search reflects
     data        TEXT NOT NULL              -- the Conversation object as JSON
 );
 CREATE INDEX conversations_by_archived ON conversations (archived, updated_at DESC, id DESC);
@@ -40,7 +41,8 @@ CREATE TABLE answers (
     key             TEXT PRIMARY KEY,
     conversation_id TEXT NOT NULL,
     status          INTEGER NOT NULL,
-    response        TEXT NOT NULL
+    response        TEXT NOT NULL,
+    body_hash       TEXT                   -- the first body's hash: another body is refused
 );
 CREATE INDEX answers_by_conversation ON answers (conversation_id);
 

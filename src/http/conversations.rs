@@ -38,7 +38,7 @@ pub struct ListParams {
     params(crate::openapi::ListConversationsQuery),
     responses(
         (status = 200, description = "A page of conversations", body = crate::openapi::ConversationList),
-        (status = 400, description = "`invalid_request`: a bad `archived`, `limit` or `cursor`, or an unknown parameter", body = crate::openapi::ErrorBody),
+        (status = 400, description = "`invalid_request`: a bad `archived`, `limit` or `cursor`, a `q` with a NUL or more than 32 different words, or an unknown parameter", body = crate::openapi::ErrorBody),
     ),
 )]
 pub async fn list(
@@ -88,8 +88,8 @@ pub async fn list(
         (status = 201, description = "Stored; the first turn is running", body = crate::openapi::ConversationCreated),
         (status = 400, description = "`invalid_request`: bad JSON, an unknown field, empty text, a bad image or a relative `cwd` (nothing stored)", body = crate::openapi::ErrorBody),
         (status = 413, description = "`too_large`: the body is over 16 MiB", body = crate::openapi::ErrorBody),
-        (status = 422, description = "`cwd_missing`, `model_unavailable` or `agent_unavailable`", body = crate::openapi::ErrorBody),
-        (status = 503, description = "`unavailable`: the service is stopping", body = crate::openapi::ErrorBody),
+        (status = 422, description = "`cwd_missing`, `model_unavailable` or `agent_unavailable`; `idempotency_key_reused`: the `Idempotency-Key` came before with another body (nothing stored)", body = crate::openapi::ErrorBody),
+        (status = 503, description = "`unavailable` (with `Retry-After`): too many conversations are busy, the service is out of files, the outcome is unknown (retry with the same `Idempotency-Key`), or the service is stopping", body = crate::openapi::ErrorBody),
     ),
 )]
 pub async fn create(
@@ -174,7 +174,8 @@ pub async fn delete(
 #[serde(deny_unknown_fields)]
 pub struct ItemsParams {
     session: Option<String>,
-    after_seq: Option<u64>,
+    /// Signed like the document says (an int64): larger numbers are refused, not accepted.
+    after_seq: Option<i64>,
     limit: Option<usize>,
     /// Checked by `security::guard`, ignored here.
     #[serde(rename = "access_token")]
@@ -206,14 +207,11 @@ pub async fn items(
             "limit must be between 1 and 2000, not {limit}"
         )));
     }
+    let after_seq = u64::try_from(params.after_seq.unwrap_or(0))
+        .map_err(|_| ApiError::Invalid("after_seq must be 0 or more".to_owned()))?;
     let page = state
         .runtime
-        .items(
-            &id,
-            params.session.as_deref(),
-            params.after_seq.unwrap_or(0),
-            limit,
-        )
+        .items(&id, params.session.as_deref(), after_seq, limit)
         .await?;
     Ok(axum::Json(page).into_response())
 }
@@ -251,8 +249,8 @@ pub async fn sessions(
         (status = 400, description = "`invalid_request`: bad JSON, an unknown field or mode, empty text, a bad image", body = crate::openapi::ErrorBody),
         (status = 404, description = "`not_found`: no such conversation or session", body = crate::openapi::ErrorBody),
         (status = 413, description = "`too_large`: the body is over 16 MiB", body = crate::openapi::ErrorBody),
-        (status = 422, description = "`cwd_missing`, `model_unavailable`, `agent_unavailable` or `source_missing`", body = crate::openapi::ErrorBody),
-        (status = 503, description = "`unavailable`: the service is stopping", body = crate::openapi::ErrorBody),
+        (status = 422, description = "`cwd_missing`, `model_unavailable`, `agent_unavailable` or `source_missing`; `idempotency_key_reused`: the `Idempotency-Key` came before with another body (nothing stored)", body = crate::openapi::ErrorBody),
+        (status = 503, description = "`unavailable` (with `Retry-After`): too many conversations are busy, the service is out of files, the outcome is unknown (retry with the same `Idempotency-Key`), or the service is stopping", body = crate::openapi::ErrorBody),
     ),
 )]
 pub async fn send_message(
@@ -435,9 +433,10 @@ fn answer(answer: Answer) -> Response {
     (status, axum::Json::<Value>(answer.body)).into_response()
 }
 
-/// A body that may be empty (`POST …/interrupt` with no body means the defaults).
+/// A body that may be absent (`POST …/interrupt` with no body means the defaults); one that
+/// is there must be a JSON object (blank space is not JSON).
 fn optional_json<T: DeserializeOwned + Default>(body: &Bytes) -> Result<T, ApiError> {
-    if body.iter().all(u8::is_ascii_whitespace) {
+    if body.is_empty() {
         return Ok(T::default());
     }
     let value = serde_json::from_slice(body)

@@ -3,11 +3,14 @@
 //! Converting has no side effects; internal details are logged where they happen, not sent.
 
 use axum::Json;
-use axum::http::StatusCode;
+use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use serde_json::json;
 
 use crate::runtime::RuntimeError;
+
+/// What a 503 tells a client to wait before retrying: limits free up as requests end.
+const RETRY_AFTER_SECONDS: &str = "1";
 
 #[derive(Debug, thiserror::Error)]
 pub enum ApiError {
@@ -33,13 +36,15 @@ pub enum ApiError {
     /// 413 `too_large`.
     #[error("{0}")]
     TooLarge(String),
-    /// 422 with the given code: `cwd_missing`, `model_unavailable`, `agent_unavailable`, `source_missing`.
+    /// 422 with the given code: `cwd_missing`, `model_unavailable`, `agent_unavailable`,
+    /// `source_missing`, `idempotency_key_reused`.
     #[error("{message}")]
     Unprocessable { code: &'static str, message: String },
     /// 502 with the given code: the model behind an operation failed (`compaction_failed`).
     #[error("{message}")]
     BadGateway { code: &'static str, message: String },
-    /// 503 `unavailable`: the service is stopping.
+    /// 503 `unavailable`: a limit is reached, the outcome of a request is unknown, or the
+    /// service is stopping. Answered with `Retry-After`.
     #[error("{0}")]
     Unavailable(String),
     /// 500 `internal`: the message is generic; the details are in the log.
@@ -48,6 +53,11 @@ pub enum ApiError {
 }
 
 impl ApiError {
+    /// The machine-readable code of this error.
+    pub fn code(&self) -> &'static str {
+        self.status_and_code().1
+    }
+
     fn status_and_code(&self) -> (StatusCode, &'static str) {
         match self {
             ApiError::Invalid(_) => (StatusCode::BAD_REQUEST, "invalid_request"),
@@ -72,11 +82,18 @@ impl IntoResponse for ApiError {
             ApiError::Internal(_) => "internal error; see the service log".to_owned(),
             other => other.to_string(),
         };
-        (
+        let mut response = (
             status,
             Json(json!({ "error": { "code": code, "message": message } })),
         )
-            .into_response()
+            .into_response();
+        if status == StatusCode::SERVICE_UNAVAILABLE {
+            response.headers_mut().insert(
+                header::RETRY_AFTER,
+                HeaderValue::from_static(RETRY_AFTER_SECONDS),
+            );
+        }
+        response
     }
 }
 
@@ -122,8 +139,66 @@ impl From<RuntimeError> for ApiError {
                 code: "agent_unavailable",
                 message,
             },
-            RuntimeError::ShuttingDown => ApiError::Unavailable(message),
+            RuntimeError::IdempotencyKeyReused => ApiError::Unprocessable {
+                code: "idempotency_key_reused",
+                message,
+            },
+            RuntimeError::ShuttingDown | RuntimeError::Unavailable(_) => {
+                ApiError::Unavailable(message)
+            }
             RuntimeError::Internal(_) => ApiError::Internal(message),
         }
     }
+}
+
+/// One error of every kind the service answers with: each `RuntimeError` as the edge maps it,
+/// and the edge's own. For the test that the OpenAPI document lists every code.
+#[cfg(test)]
+pub fn one_of_each() -> Vec<ApiError> {
+    let text = String::new;
+    let runtime = vec![
+        RuntimeError::Invalid(text()),
+        RuntimeError::NotFound(text()),
+        RuntimeError::TurnRunning,
+        RuntimeError::MessagesWaiting,
+        RuntimeError::NotWaiting,
+        RuntimeError::CompactionRunning,
+        RuntimeError::NothingToCompact,
+        RuntimeError::CompactionFailed(text()),
+        RuntimeError::CwdMissing(text()),
+        RuntimeError::ModelUnavailable(text()),
+        RuntimeError::AgentUnavailable(text()),
+        RuntimeError::IdempotencyKeyReused,
+        RuntimeError::ShuttingDown,
+        RuntimeError::Unavailable(text()),
+        RuntimeError::Internal(text()),
+    ];
+    // A new variant must join the list above: this match stops compiling until it does.
+    for error in &runtime {
+        match error {
+            RuntimeError::Invalid(_)
+            | RuntimeError::NotFound(_)
+            | RuntimeError::TurnRunning
+            | RuntimeError::MessagesWaiting
+            | RuntimeError::NotWaiting
+            | RuntimeError::CompactionRunning
+            | RuntimeError::NothingToCompact
+            | RuntimeError::CompactionFailed(_)
+            | RuntimeError::CwdMissing(_)
+            | RuntimeError::ModelUnavailable(_)
+            | RuntimeError::AgentUnavailable(_)
+            | RuntimeError::IdempotencyKeyReused
+            | RuntimeError::ShuttingDown
+            | RuntimeError::Unavailable(_)
+            | RuntimeError::Internal(_) => {}
+        }
+    }
+    let mut errors: Vec<ApiError> = runtime.into_iter().map(ApiError::from).collect();
+    errors.extend([
+        ApiError::Unauthorized(text()),
+        ApiError::Forbidden(text()),
+        ApiError::MethodNotAllowed(text()),
+        ApiError::TooLarge(text()),
+    ]);
+    errors
 }

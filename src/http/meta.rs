@@ -1,5 +1,7 @@
 //! Service-level routes: health, the OpenAPI document, the configured agents and models.
 
+use std::sync::atomic::Ordering;
+
 use axum::extract::State;
 use axum::response::IntoResponse;
 use axum::{Json, http::Uri};
@@ -19,6 +21,11 @@ pub async fn health(State(state): State<AppState>) -> Json<Value> {
         "status": "ok",
         "version": env!("CARGO_PKG_VERSION"),
         "live_conversations": state.runtime.live_conversations().await,
+        "max_live_conversations": state.runtime.max_live_conversations(),
+        "answers": {
+            "total": state.answers.total.load(Ordering::Relaxed),
+            "server_errors": state.answers.server_errors.load(Ordering::Relaxed),
+        },
         "index_jobs_pending": state.runtime.index_jobs_pending(),
     }))
 }

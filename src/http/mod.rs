@@ -7,11 +7,14 @@ pub mod error;
 pub mod events;
 pub mod extract;
 pub mod meta;
+pub mod parse_errors;
 pub mod security;
+pub mod serve;
 pub mod ui;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use axum::Router;
 use axum::extract::DefaultBodyLimit;
@@ -35,6 +38,16 @@ pub struct AppState {
     pub runtime: Runtime,
     /// Cancelled at shutdown so that open event streams end and the server can stop.
     pub streams_done: CancellationToken,
+    /// Answers given since the start, for `/api/health`.
+    pub answers: Arc<AnswerCounts>,
+}
+
+/// How many answers the routes gave, and how many of them were server errors (5xx): the
+/// service's own account, which the fuzzing and load scripts report.
+#[derive(Debug, Default)]
+pub struct AnswerCounts {
+    pub total: AtomicU64,
+    pub server_errors: AtomicU64,
 }
 
 /// Every route of the service, in one greppable table.
@@ -80,16 +93,36 @@ pub fn router(
         .merge(ui::router())
         .fallback(meta::not_found)
         .method_not_allowed_fallback(meta::method_not_allowed);
+    let answers = Arc::new(AnswerCounts::default());
     api.layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
         .layer(axum::middleware::from_fn(reject_oversized))
         .layer(axum::middleware::from_fn_with_state(
             Arc::new(Security::new(addr, token)),
             security::guard,
         ))
+        .layer(axum::middleware::from_fn_with_state(
+            answers.clone(),
+            count_answers,
+        ))
         .with_state(AppState {
             runtime,
             streams_done,
+            answers,
         })
+}
+
+/// Counts every answer, and the server errors among them.
+async fn count_answers(
+    axum::extract::State(answers): axum::extract::State<Arc<AnswerCounts>>,
+    request: Request,
+    next: Next,
+) -> Response {
+    let response = next.run(request).await;
+    answers.total.fetch_add(1, Ordering::Relaxed);
+    if response.status().is_server_error() {
+        answers.server_errors.fetch_add(1, Ordering::Relaxed);
+    }
+    response
 }
 
 /// Answers 413 from the headers when the announced body is too large, without reading it (the

@@ -69,7 +69,7 @@ impl Security {
             .headers()
             .get(header::AUTHORIZATION)
             .and_then(|v| v.to_str().ok())
-            .and_then(|v| v.strip_prefix("Bearer "));
+            .and_then(bearer_token);
         // EventSource cannot send headers, so the browser UI passes the token in the query.
         // Decoded: the UI escapes it like any query value.
         let from_query = request.uri().query().and_then(|query| {
@@ -84,18 +84,56 @@ impl Security {
     }
 }
 
+/// The token of an `Authorization: Bearer <token>` value; the scheme's name is
+/// case-insensitive (RFC 9110 §11.1).
+fn bearer_token(value: &str) -> Option<&str> {
+    let (scheme, token) = value.split_once(' ')?;
+    let token = token.trim_start_matches(' ');
+    (scheme.eq_ignore_ascii_case("bearer") && !token.is_empty()).then_some(token)
+}
+
+/// The host a request is addressed to. It must be named once: two `Host` headers are refused
+/// (proxies and the service could each pick another), and so is an absolute-form target
+/// (`GET http://other/…`) naming a host other than `Host`, which takes precedence over it.
+fn addressed_host(request: &Request) -> Result<String, ApiError> {
+    let mut hosts = request.headers().get_all(header::HOST).iter();
+    let header_host = hosts.next();
+    if hosts.next().is_some() {
+        return Err(ApiError::Invalid(
+            "the request has more than one Host header".to_owned(),
+        ));
+    }
+    let header_host = header_host
+        .map(|value| {
+            value
+                .to_str()
+                .map_err(|_| ApiError::Invalid("the Host header is not valid text".to_owned()))
+        })
+        .transpose()?;
+    let target_host = request.uri().authority().map(|a| a.as_str());
+    match (header_host, target_host) {
+        (Some(header_host), Some(target_host))
+            if !header_host.eq_ignore_ascii_case(target_host) =>
+        {
+            Err(ApiError::Forbidden(format!(
+                "the request target names host `{target_host}`, not `{header_host}`"
+            )))
+        }
+        (header_host, target_host) => {
+            Ok(target_host.or(header_host).unwrap_or_default().to_owned())
+        }
+    }
+}
+
 pub async fn guard(
     State(security): State<Arc<Security>>,
     request: Request,
     next: Next,
 ) -> Response {
-    let host = request
-        .headers()
-        .get(header::HOST)
-        .and_then(|v| v.to_str().ok())
-        .or_else(|| request.uri().authority().map(|a| a.as_str()))
-        .unwrap_or_default()
-        .to_owned();
+    let host = match addressed_host(&request) {
+        Ok(host) => host,
+        Err(error) => return error.into_response(),
+    };
     if !security.host_allowed(&host) {
         return ApiError::Forbidden(format!(
             "requests must be addressed to this service, not to host `{host}`"
@@ -124,6 +162,55 @@ pub async fn guard(
     next.run(request).await
 }
 
+/// Why a token cannot guard a service reachable from other machines, if it cannot: it must have
+/// at least [`MIN_TOKEN_CHARS`] characters, not all of them whitespace.
+pub fn weak_token(token: &str) -> Option<String> {
+    if token.trim().is_empty() {
+        return Some("OPENVAALA_TOKEN is only whitespace".to_owned());
+    }
+    if token.chars().count() < MIN_TOKEN_CHARS {
+        return Some(format!(
+            "OPENVAALA_TOKEN must have at least {MIN_TOKEN_CHARS} characters off loopback (it has {})",
+            token.chars().count()
+        ));
+    }
+    None
+}
+
+/// The shortest token accepted when the service listens beyond loopback.
+pub const MIN_TOKEN_CHARS: usize = 16;
+
 fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
     a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_bearer_scheme_is_case_insensitive_and_needs_a_token() {
+        for (value, token) in [
+            ("Bearer abc", Some("abc")),
+            ("bearer abc", Some("abc")),
+            ("BEARER  abc", Some("abc")),
+            ("Basic abc", None),
+            ("Bearer", None),
+            ("Bearer ", None),
+            ("Bearerabc", None),
+        ] {
+            assert_eq!(bearer_token(value), token, "{value:?}");
+        }
+    }
+
+    #[test]
+    fn weak_tokens_are_named() {
+        assert!(weak_token("short").unwrap().contains("16 characters"));
+        assert!(
+            weak_token("                   ")
+                .unwrap()
+                .contains("whitespace")
+        );
+        assert!(weak_token("0123456789abcdef").is_none());
+    }
 }

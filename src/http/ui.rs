@@ -1,6 +1,8 @@
-//! The bundled web UI: the page at `/` (an askama template, `web/index.html`) and its static
-//! files under `/assets/` (embedded with rust-embed from `web/assets/`). The UI is a client of
-//! the public API like any other: this module serves files and holds no conversation logic.
+//! The bundled web UI: the page at `/` (an askama template, `web/index.html`), its own files
+//! under `/assets/` (ES modules and CSS from `web/assets/`) and the third-party browser code
+//! under `/vendor/` (`web/vendor/`, written by `scripts/vendor-web`), both embedded with
+//! rust-embed. The UI is a client of the public API like any other: this module serves files
+//! and holds no conversation logic.
 
 use std::borrow::Cow;
 
@@ -10,7 +12,7 @@ use axum::extract::{Path, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{Html, IntoResponse, Response};
 use axum::routing::get;
-use rust_embed::RustEmbed;
+use rust_embed::{EmbeddedFile, RustEmbed};
 
 use super::{ApiError, AppState};
 use crate::config::DEMO_MODEL;
@@ -29,6 +31,7 @@ pub fn router() -> Router<AppState> {
     Router::new()
         .route("/", get(index))
         .route("/assets/{*path}", get(asset))
+        .route("/vendor/{*path}", get(vendored))
 }
 
 /// `web/assets/`, embedded in release builds; debug builds read the folder from disk (without
@@ -36,6 +39,12 @@ pub fn router() -> Router<AppState> {
 #[derive(RustEmbed)]
 #[folder = "web/assets"]
 struct Assets;
+
+/// `web/vendor/`: Markdown, sanitizer, highlighter and diff libraries at pinned versions, so
+/// neither the build nor the page needs npm or a third-party origin.
+#[derive(RustEmbed)]
+#[folder = "web/vendor"]
+struct Vendored;
 
 #[derive(Template)]
 #[template(path = "index.html", config = "web/askama.toml")]
@@ -79,13 +88,25 @@ async fn index(State(state): State<AppState>) -> Result<Response, ApiError> {
 }
 
 async fn asset(Path(path): Path<String>, request_headers: HeaderMap) -> Response {
+    serve_file(&path, Assets::get, &request_headers)
+}
+
+async fn vendored(Path(path): Path<String>, request_headers: HeaderMap) -> Response {
+    serve_file(&path, Vendored::get, &request_headers)
+}
+
+fn serve_file(
+    path: &str,
+    get_file: fn(&str) -> Option<EmbeddedFile>,
+    request_headers: &HeaderMap,
+) -> Response {
     let not_found = || ApiError::NotFound(format!("no asset `{path}`")).into_response();
     // rust-embed guards its folder too; refusing `..` here keeps that true in debug builds,
     // where files are read from disk.
     if path.split(['/', '\\']).any(|part| part == "..") {
         return not_found();
     }
-    let Some(file) = Assets::get(&path) else {
+    let Some(file) = get_file(path) else {
         return not_found();
     };
     let etag = etag_of(&file.metadata.sha256_hash());
@@ -171,7 +192,7 @@ mod tests {
         };
         let html = page.render().unwrap();
         assert!(html.contains("demo model (offline, built in)"));
-        assert!(html.contains("/assets/app.js"));
+        assert!(html.contains(r#"<script type="module" src="/assets/main.js">"#));
         assert!(
             !html.contains("<script>"),
             "no inline script: the CSP forbids it"

@@ -17,6 +17,7 @@ use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, S
 use sqlx::{QueryBuilder, Row, Sqlite, SqlitePool};
 
 use crate::domain::{Conversation, Session, Turn};
+pub use crate::store::state::StoredAnswer;
 
 #[derive(Debug, thiserror::Error)]
 pub enum IndexError {
@@ -28,10 +29,50 @@ pub enum IndexError {
     Corrupt(#[from] serde_json::Error),
     #[error("invalid cursor")]
     BadCursor,
+    /// A search the index cannot run as asked (a NUL byte, too many words).
+    #[error("{0}")]
+    BadSearch(String),
     #[error(transparent)]
     Store(#[from] crate::store::StoreError),
     #[error("background task failed: {0}")]
     Task(String),
+}
+
+impl IndexError {
+    /// Which resource of the machine the failure says ran out (files, disk, memory, the
+    /// database's connections), if any: such a failure passes.
+    pub fn exhausted(&self) -> Option<&'static str> {
+        match self {
+            IndexError::Sqlx(sqlx::Error::Io(error)) => crate::limits::exhausted(error),
+            IndexError::Sqlx(sqlx::Error::PoolTimedOut) => Some("database connections"),
+            IndexError::Sqlx(sqlx::Error::Database(error)) => {
+                // SQLite's primary result code is the low byte of the extended one.
+                let code = error.code()?.parse::<i32>().ok()? & 0xff;
+                match code {
+                    14 => Some("open files"), // SQLITE_CANTOPEN: no descriptor left to open with
+                    13 => Some("disk space"), // SQLITE_FULL
+                    7 => Some("memory"),      // SQLITE_NOMEM
+                    _ => None,
+                }
+            }
+            IndexError::Store(crate::store::StoreError::Io { source, .. }) => {
+                crate::limits::exhausted(source)
+            }
+            _ => None,
+        }
+    }
+}
+
+#[derive(Debug, Clone)]
+enum Backend {
+    Sqlite {
+        /// Readers never wait for writers in WAL mode.
+        reader: SqlitePool,
+        /// One connection: writers queue here, in order, instead of contending for SQLite's
+        /// write lock (whose busy handler sleeps in steps of up to 100 ms).
+        writer: SqlitePool,
+    },
+    Postgres(postgres::PgIndex),
 }
 
 /// Where an index at `path` notes the conversations it must re-index (see `Index::repairs`).
@@ -45,14 +86,11 @@ fn repairs_path(path: &Path) -> PathBuf {
 /// that matches the files; anything else makes the next start reconcile.
 pub const CLEAN_SHUTDOWN: &str = "clean_shutdown";
 
-/// A cheap `Clone` handle over the connection pools.
+/// A cheap `Clone` handle over the connection pools: the embedded SQLite database, or the
+/// cluster's PostgreSQL one (`postgres.rs`). Callers see one API either way.
 #[derive(Debug, Clone)]
 pub struct Index {
-    /// Readers never wait for writers in WAL mode.
-    reader: SqlitePool,
-    /// One connection: writers queue here, in order, instead of contending for SQLite's write
-    /// lock (whose busy handler sleeps in steps of up to 100 ms).
-    writer: SqlitePool,
+    backend: Backend,
     /// An update failed since the index was opened: it no longer matches the files, and only a
     /// reconcile at the next start repairs it. Kept in memory because the write that records
     /// it in the database usually fails for the same reason the update did.
@@ -88,6 +126,15 @@ pub enum IndexUpdate<'a> {
         key: &'a str,
         status: u16,
         response: &'a Value,
+        body_hash: Option<&'a str>,
+    },
+    /// The search rows now reflect the root session's file up to `root_len` bytes: every
+    /// finished message stored before that point has its row. Written after those rows (the
+    /// live path queues it behind them), so a crash in between leaves it behind the file and
+    /// the next start re-indexes the conversation.
+    SearchedThrough {
+        conversation_id: &'a str,
+        root_len: u64,
     },
     /// A finished message of the root session, by its `seq`.
     SearchText {
@@ -124,6 +171,9 @@ impl IndexUpdate<'_> {
             }
             | IndexUpdate::SearchText {
                 conversation_id, ..
+            }
+            | IndexUpdate::SearchedThrough {
+                conversation_id, ..
             } => conversation_id,
             IndexUpdate::CopySearch {
                 to_conversation_id, ..
@@ -132,8 +182,15 @@ impl IndexUpdate<'_> {
     }
 }
 
+fn bulk_load_is_sqlite() -> IndexError {
+    IndexError::Task("a bulk load is for the embedded SQLite index".to_owned())
+}
+
 /// Search rows are numbered `(conversation num << SEQ_BITS) | seq`; the title is seq 0.
 const SEQ_BITS: u32 = 24;
+/// The most distinct words a search may have: each is one more condition on the index, and
+/// SQLite limits how deep a query's expression tree may go.
+pub const MAX_SEARCH_WORDS: usize = 32;
 /// Only the start of a very long message is indexed for search, to keep the index and its
 /// updates small; messages are rarely this long (tool output is not indexed at all).
 const MAX_INDEXED_BYTES: usize = 8 * 1024;
@@ -152,6 +209,14 @@ pub struct ListQuery {
     pub search: Option<String>,
     pub limit: u32,
     pub cursor: Option<String>,
+}
+
+/// What the index reflects of one conversation's files (see `Index::indexed_lens`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct IndexedLens {
+    pub meta_len: u64,
+    pub root_len: u64,
+    pub root_session_id: String,
 }
 
 #[derive(Debug)]
@@ -184,11 +249,36 @@ impl Index {
             .connect_with(options.read_only(true))
             .await?;
         Ok(Index {
-            reader,
-            writer,
+            backend: Backend::Sqlite { reader, writer },
             out_of_date: Arc::default(),
             repairs: Arc::new(repairs_path(path)),
         })
+    }
+
+    /// The cluster's index in PostgreSQL. Conversations whose updates failed are noted in
+    /// `repairs` (a file in the shared data directory) for the next start to re-index.
+    pub async fn open_postgres(url: &str, repairs: &Path) -> Result<Index, IndexError> {
+        Ok(Index {
+            backend: Backend::Postgres(postgres::PgIndex::open(url).await?),
+            out_of_date: Arc::default(),
+            repairs: Arc::new(repairs.to_owned()),
+        })
+    }
+
+    /// The PostgreSQL index, in cluster mode.
+    pub fn postgres(&self) -> Option<&postgres::PgIndex> {
+        match &self.backend {
+            Backend::Postgres(pg) => Some(pg),
+            Backend::Sqlite { .. } => None,
+        }
+    }
+
+    /// The SQLite pools, or the PostgreSQL index to hand the call to.
+    fn sqlite(&self) -> Result<(&SqlitePool, &SqlitePool), &postgres::PgIndex> {
+        match &self.backend {
+            Backend::Sqlite { reader, writer } => Ok((reader, writer)),
+            Backend::Postgres(pg) => Err(pg),
+        }
     }
 
     /// A fresh index for a bulk load (`reindex`): one connection, no journal, no fsync, a big
@@ -214,8 +304,10 @@ impl Index {
             sqlx::query(setting).execute(&pool).await?;
         }
         Ok(Index {
-            reader: pool.clone(),
-            writer: pool,
+            backend: Backend::Sqlite {
+                reader: pool.clone(),
+                writer: pool,
+            },
             out_of_date: Arc::default(),
             repairs: Arc::new(repairs_path(path)),
         })
@@ -224,15 +316,16 @@ impl Index {
     /// Ends a bulk load: merges the search index once, restores the merge settings the live
     /// service wants, and switches to WAL.
     pub async fn finish_bulk_load(self) -> Result<(), IndexError> {
+        let (_, writer) = self.sqlite().map_err(|_| bulk_load_is_sqlite())?;
         for statement in [
             "INSERT INTO search (search) VALUES ('optimize')",
             "INSERT INTO search (search, rank) VALUES ('automerge', 4)",
             "INSERT INTO search (search, rank) VALUES ('crisismerge', 16)",
         ] {
-            sqlx::query(statement).execute(&self.writer).await?;
+            sqlx::query(statement).execute(writer).await?;
         }
         sqlx::query("PRAGMA journal_mode = WAL")
-            .execute(&self.writer)
+            .execute(writer)
             .await?;
         self.close().await;
         Ok(())
@@ -254,6 +347,7 @@ impl Index {
         let mut sessions = Vec::new();
         let mut turns = Vec::new();
         let mut answers = Vec::new();
+        let mut root_lens: HashMap<&str, u64> = HashMap::new();
         for update in updates {
             match update {
                 IndexUpdate::Conversation {
@@ -302,25 +396,35 @@ impl Index {
                     key,
                     status,
                     response,
+                    body_hash,
                 } => {
                     let response = serde_json::to_string(response)?;
-                    answers.push((*conversation_id, *key, *status, response));
+                    answers.push((*conversation_id, *key, *status, response, *body_hash));
+                }
+                IndexUpdate::SearchedThrough {
+                    conversation_id,
+                    root_len,
+                } => {
+                    root_lens.insert(conversation_id, *root_len);
                 }
             }
         }
-        let mut tx = self.writer.begin().await?;
+        let (_, writer) = self.sqlite().map_err(|_| bulk_load_is_sqlite())?;
+        let mut tx = writer.begin().await?;
         // SQLite allows 32,766 bound values per statement; these chunks stay well below.
         for chunk in conversations.chunks(1000) {
             let mut sql = QueryBuilder::<Sqlite>::new(
-                "INSERT INTO conversations (num, id, updated_at, archived, status, meta_len, data) ",
+                "INSERT INTO conversations (num, id, updated_at, archived, status, meta_len, root_len, data) ",
             );
             sql.push_values(chunk, |mut row, (num, conversation, meta_len, data)| {
+                let root_len = root_lens.get(conversation.id.as_str()).copied();
                 row.push_bind(*num)
                     .push_bind(&conversation.id)
                     .push_bind(conversation.updated_at.timestamp_micros())
                     .push_bind(conversation.archived)
                     .push_bind(conversation.status.as_str())
                     .push_bind(*meta_len as i64)
+                    .push_bind(root_len.unwrap_or(0) as i64)
                     .push_bind(data);
             });
             sql.build().execute(&mut *tx).await?;
@@ -359,15 +463,16 @@ impl Index {
         }
         for chunk in answers.chunks(2000) {
             let mut sql = QueryBuilder::<Sqlite>::new(
-                "INSERT INTO answers (key, conversation_id, status, response) ",
+                "INSERT INTO answers (key, conversation_id, status, response, body_hash) ",
             );
             sql.push_values(
                 chunk,
-                |mut row, (conversation_id, key, status, response)| {
+                |mut row, (conversation_id, key, status, response, body_hash)| {
                     row.push_bind(*key)
                         .push_bind(*conversation_id)
                         .push_bind(i64::from(*status))
-                        .push_bind(response);
+                        .push_bind(response)
+                        .push_bind(*body_hash);
                 },
             );
             sql.build().execute(&mut *tx).await?;
@@ -377,8 +482,13 @@ impl Index {
     }
 
     pub async fn close(&self) {
-        self.reader.close().await;
-        self.writer.close().await;
+        match &self.backend {
+            Backend::Sqlite { reader, writer } => {
+                reader.close().await;
+                writer.close().await;
+            }
+            Backend::Postgres(pg) => pg.close().await,
+        }
     }
 
     /// Records that an update of these conversations failed: the next start must re-index them
@@ -440,11 +550,24 @@ impl Index {
         Ok(true)
     }
 
-    /// Gives back the page caches of the writer and of a reader (SQLite frees what it can), for
-    /// a service that has gone idle. The caches fill again as they are used.
+    /// Gives back the page caches of the writer and of every idle reader (SQLite frees what it
+    /// can), for a service that has gone idle. The caches fill again as they are used.
     pub async fn release_memory(&self) -> Result<(), IndexError> {
-        for pool in [&self.writer, &self.reader] {
-            sqlx::query("PRAGMA shrink_memory").execute(pool).await?;
+        // Every idle connection has a cache of its own (a busy one is in use anyway).
+        let Ok((reader, writer)) = self.sqlite() else {
+            // PostgreSQL's memory is the database server's.
+            return Ok(());
+        };
+        let mut idle = Vec::new();
+        for pool in [writer, reader] {
+            while let Some(connection) = pool.try_acquire() {
+                idle.push(connection);
+            }
+        }
+        for connection in &mut idle {
+            sqlx::query("PRAGMA shrink_memory")
+                .execute(&mut **connection)
+                .await?;
         }
         Ok(())
     }
@@ -454,7 +577,11 @@ impl Index {
     /// arriving late never overwrites a newer one: a conversation row only moves forward in its
     /// log (`meta_len`), and a finished turn never changes again.
     pub async fn apply(&self, updates: &[IndexUpdate<'_>]) -> Result<(), IndexError> {
-        let mut tx = self.writer.begin().await?;
+        let writer = match self.sqlite() {
+            Ok((_, writer)) => writer,
+            Err(pg) => return pg.apply(updates).await,
+        };
+        let mut tx = writer.begin().await?;
         for update in updates {
             apply_one(&mut tx, update).await?;
         }
@@ -463,16 +590,24 @@ impl Index {
     }
 
     pub async fn remove_conversation(&self, id: &str) -> Result<(), IndexError> {
-        let mut tx = self.writer.begin().await?;
+        let writer = match self.sqlite() {
+            Ok((_, writer)) => writer,
+            Err(pg) => return pg.remove_conversation(id).await,
+        };
+        let mut tx = writer.begin().await?;
         remove_in(&mut tx, id).await?;
         tx.commit().await?;
         Ok(())
     }
 
     pub async fn get(&self, id: &str) -> Result<Option<Conversation>, IndexError> {
+        let reader = match self.sqlite() {
+            Ok((reader, _)) => reader,
+            Err(pg) => return pg.get(id).await,
+        };
         let row = sqlx::query("SELECT data FROM conversations WHERE id = ?")
             .bind(id)
-            .fetch_optional(&self.reader)
+            .fetch_optional(reader)
             .await?;
         match row {
             Some(row) => Ok(Some(serde_json::from_str(row.get::<&str, _>(0))?)),
@@ -482,6 +617,10 @@ impl Index {
 
     /// A page of conversations, newest `updated_at` first.
     pub async fn list(&self, query: &ListQuery) -> Result<ListPage, IndexError> {
+        let reader = match self.sqlite() {
+            Ok((reader, _)) => reader,
+            Err(pg) => return pg.list(query).await,
+        };
         let limit = query.limit.clamp(1, 500);
         let mut sql = QueryBuilder::<Sqlite>::new(
             "SELECT data, updated_at, id FROM conversations WHERE 1 = 1",
@@ -499,21 +638,17 @@ impl Index {
                 .push_bind(id)
                 .push(")");
         }
-        if let Some(search) = query
-            .search
-            .as_deref()
-            .map(str::trim)
-            .filter(|s| !s.is_empty())
-        {
+        let terms = search_terms(query.search.as_deref().unwrap_or_default())?;
+        if !terms.is_empty() {
             sql.push(" AND num IN (SELECT rowid >> ")
                 .push(SEQ_BITS)
                 .push(" FROM search WHERE 1 = 1");
-            push_search_terms(&mut sql, search);
+            push_search_terms(&mut sql, &terms);
             sql.push(")");
         }
         sql.push(" ORDER BY updated_at DESC, id DESC LIMIT ")
             .push_bind(i64::from(limit) + 1);
-        let rows = sql.build().fetch_all(&self.reader).await?;
+        let rows = sql.build().fetch_all(reader).await?;
         let mut conversations = Vec::with_capacity(rows.len());
         let mut next_cursor = None;
         for (position, row) in rows.iter().enumerate() {
@@ -531,52 +666,82 @@ impl Index {
     }
 
     /// The stored answer to a request with this (scope-qualified) idempotency key.
-    pub async fn answer(&self, key: &str) -> Result<Option<(u16, Value)>, IndexError> {
-        let row = sqlx::query("SELECT status, response FROM answers WHERE key = ?")
+    pub async fn answer(&self, key: &str) -> Result<Option<StoredAnswer>, IndexError> {
+        let reader = match self.sqlite() {
+            Ok((reader, _)) => reader,
+            Err(pg) => return pg.answer(key).await,
+        };
+        let row = sqlx::query("SELECT status, response, body_hash FROM answers WHERE key = ?")
             .bind(key)
-            .fetch_optional(&self.reader)
+            .fetch_optional(reader)
             .await?;
         match row {
-            Some(row) => {
-                let status: i64 = row.get(0);
-                let response = serde_json::from_str(row.get::<&str, _>(1))?;
-                Ok(Some((status as u16, response)))
-            }
+            Some(row) => Ok(Some(StoredAnswer {
+                status: row.get::<i64, _>(0) as u16,
+                response: serde_json::from_str(row.get::<&str, _>(1))?,
+                body_hash: row.get(2),
+            })),
             None => Ok(None),
         }
     }
 
-    /// How many bytes of each conversation's `metadata.jsonl` the index reflects.
-    pub async fn meta_lens(&self) -> Result<HashMap<String, u64>, IndexError> {
-        let rows = sqlx::query("SELECT id, meta_len FROM conversations")
-            .fetch_all(&self.reader)
-            .await?;
+    /// What the index reflects of each conversation's files: the bytes of its
+    /// `metadata.jsonl`, and of its root session's file for search.
+    pub async fn indexed_lens(&self) -> Result<HashMap<String, IndexedLens>, IndexError> {
+        let reader = match self.sqlite() {
+            Ok((reader, _)) => reader,
+            Err(pg) => return pg.indexed_lens().await,
+        };
+        let rows = sqlx::query(
+            "SELECT id, meta_len, root_len, json_extract(data, '$.root_session_id') FROM conversations",
+        )
+        .fetch_all(reader)
+        .await?;
         Ok(rows
             .iter()
-            .map(|row| (row.get::<String, _>(0), row.get::<i64, _>(1) as u64))
+            .map(|row| {
+                let lens = IndexedLens {
+                    meta_len: row.get::<i64, _>(1) as u64,
+                    root_len: row.get::<i64, _>(2) as u64,
+                    root_session_id: row.get::<Option<String>, _>(3).unwrap_or_default(),
+                };
+                (row.get::<String, _>(0), lens)
+            })
             .collect())
     }
 
     pub async fn running_conversation_ids(&self) -> Result<Vec<String>, IndexError> {
+        let reader = match self.sqlite() {
+            Ok((reader, _)) => reader,
+            Err(pg) => return pg.running_conversation_ids().await,
+        };
         let rows = sqlx::query("SELECT id FROM conversations WHERE status = 'running'")
-            .fetch_all(&self.reader)
+            .fetch_all(reader)
             .await?;
         Ok(rows.iter().map(|row| row.get(0)).collect())
     }
 
     pub async fn runtime_state(&self, key: &str) -> Result<Option<String>, IndexError> {
+        let reader = match self.sqlite() {
+            Ok((reader, _)) => reader,
+            Err(pg) => return pg.runtime_state(key).await,
+        };
         let row = sqlx::query("SELECT value FROM runtime_state WHERE key = ?")
             .bind(key)
-            .fetch_optional(&self.reader)
+            .fetch_optional(reader)
             .await?;
         Ok(row.map(|row| row.get(0)))
     }
 
     pub async fn set_runtime_state(&self, key: &str, value: &str) -> Result<(), IndexError> {
+        let writer = match self.sqlite() {
+            Ok((_, writer)) => writer,
+            Err(pg) => return pg.set_runtime_state(key, value).await,
+        };
         sqlx::query("INSERT INTO runtime_state (key, value) VALUES (?, ?) ON CONFLICT (key) DO UPDATE SET value = excluded.value")
             .bind(key)
             .bind(value)
-            .execute(&self.writer)
+            .execute(writer)
             .await?;
         Ok(())
     }
@@ -650,17 +815,29 @@ async fn apply_one(
             key,
             status,
             response,
+            body_hash,
         } => {
             sqlx::query(
-                "INSERT INTO answers (key, conversation_id, status, response) VALUES (?, ?, ?, ?)
+                "INSERT INTO answers (key, conversation_id, status, response, body_hash) VALUES (?, ?, ?, ?, ?)
                  ON CONFLICT (key) DO NOTHING",
             )
             .bind(key)
             .bind(conversation_id)
             .bind(i64::from(*status))
             .bind(serde_json::to_string(response)?)
+            .bind(body_hash)
             .execute(&mut **tx)
             .await?;
+        }
+        IndexUpdate::SearchedThrough {
+            conversation_id,
+            root_len,
+        } => {
+            sqlx::query("UPDATE conversations SET root_len = MAX(root_len, ?) WHERE id = ?")
+                .bind(*root_len as i64)
+                .bind(conversation_id)
+                .execute(&mut **tx)
+                .await?;
         }
         IndexUpdate::SearchText {
             conversation_id,
@@ -756,10 +933,35 @@ async fn remove_in(tx: &mut sqlx::Transaction<'_, Sqlite>, id: &str) -> Result<(
     Ok(())
 }
 
-/// Adds one condition per whitespace-separated term (all must match, case-insensitively).
-/// Terms of three characters or more use the trigram index; shorter ones fall back to LIKE.
-fn push_search_terms(sql: &mut QueryBuilder<Sqlite>, search: &str) {
+/// The distinct whitespace-separated words of a search, in order. A NUL byte is refused:
+/// SQLite ends a text at it, so `"\0a"` would become an empty pattern that matches every
+/// conversation. So is a search of more than [`MAX_SEARCH_WORDS`] words.
+pub(crate) fn search_terms(search: &str) -> Result<Vec<&str>, IndexError> {
+    if search.contains('\0') {
+        return Err(IndexError::BadSearch(
+            "q must not contain a NUL character".to_owned(),
+        ));
+    }
+    let mut terms: Vec<&str> = Vec::new();
     for term in search.split_whitespace() {
+        if !terms.contains(&term) {
+            terms.push(term);
+        }
+    }
+    if terms.len() > MAX_SEARCH_WORDS {
+        return Err(IndexError::BadSearch(format!(
+            "q has {} different words; a search may have at most {MAX_SEARCH_WORDS}",
+            terms.len()
+        )));
+    }
+    Ok(terms)
+}
+
+/// Adds one condition per term (all must match, case-insensitively). Terms of three
+/// characters or more use the trigram index, each as one quoted phrase (so FTS5 syntax in a
+/// word is searched for as text); shorter ones fall back to LIKE.
+fn push_search_terms(sql: &mut QueryBuilder<Sqlite>, terms: &[&str]) {
+    for term in terms {
         if term.chars().count() >= 3 {
             sql.push(" AND search MATCH ")
                 .push_bind(format!("\"{}\"", term.replace('"', "\"\"")));
@@ -810,6 +1012,38 @@ mod tests {
         assert_eq!(index.repairs(), ["c_a", "c_b"]);
         index.clear_repairs().unwrap();
         assert!(index.repairs().is_empty());
+        index.close().await;
+    }
+
+    #[tokio::test]
+    async fn searches_up_to_the_word_limit_run_and_longer_or_nul_ones_are_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let index = Index::open(&dir.path().join("metadata.db")).await.unwrap();
+        let search = |q: String| ListQuery {
+            archived: ArchivedFilter::All,
+            search: Some(q),
+            limit: 10,
+            cursor: None,
+        };
+        let mut words: Vec<String> = (0..MAX_SEARCH_WORDS / 2)
+            .map(|n| format!("word{n}"))
+            .collect();
+        words.extend((0..MAX_SEARCH_WORDS / 2).map(|n| format!("{n}")));
+        assert!(index.list(&search(words.join(" "))).await.is_ok());
+        words.push("one-more".to_owned());
+        assert!(matches!(
+            index.list(&search(words.join(" "))).await,
+            Err(IndexError::BadSearch(_))
+        ));
+        // Repeated words count once.
+        let repeated = vec!["same"; 500].join(" ");
+        assert!(index.list(&search(repeated)).await.is_ok());
+        for q in ["\0a", "a\0", "\0"] {
+            assert!(matches!(
+                index.list(&search(q.to_owned())).await,
+                Err(IndexError::BadSearch(_))
+            ));
+        }
         index.close().await;
     }
 }

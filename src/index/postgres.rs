@@ -6,13 +6,12 @@
 use std::collections::HashMap;
 use std::time::Duration;
 
-use serde_json::Value;
 use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
 use sqlx::{PgPool, Postgres, QueryBuilder, Row};
 
 use super::{
-    ArchivedFilter, IndexError, IndexUpdate, ListPage, ListQuery, decode_cursor, encode_cursor,
-    indexed_text,
+    ArchivedFilter, IndexError, IndexUpdate, IndexedLens, ListPage, ListQuery, StoredAnswer,
+    decode_cursor, encode_cursor, indexed_text, search_terms,
 };
 use crate::domain::Conversation;
 
@@ -112,18 +111,11 @@ impl PgIndex {
                 .push_bind(id)
                 .push(")");
         }
-        if let Some(search) = query
-            .search
-            .as_deref()
-            .map(str::trim)
-            .filter(|s| !s.is_empty())
-        {
+        // The same words as the embedded index takes (no NUL, a bounded number of them).
+        let terms = search_terms(query.search.as_deref().unwrap_or_default())?;
+        if !terms.is_empty() {
             sql.push(" AND id IN (SELECT conversation_id FROM search WHERE TRUE");
-            // PostgreSQL's text cannot hold NUL, and no indexed text has one.
-            for term in search.split_whitespace().map(|term| term.replace('\0', "")) {
-                if term.is_empty() {
-                    continue;
-                }
+            for term in terms {
                 // ILIKE with the trigram index: a substring, case-insensitively, in any script.
                 let escaped = term
                     .replace('\\', "\\\\")
@@ -153,28 +145,37 @@ impl PgIndex {
         })
     }
 
-    pub async fn answer(&self, key: &str) -> Result<Option<(u16, Value)>, IndexError> {
-        let row = sqlx::query("SELECT status, response FROM answers WHERE key = $1")
+    pub async fn answer(&self, key: &str) -> Result<Option<StoredAnswer>, IndexError> {
+        let row = sqlx::query("SELECT status, response, body_hash FROM answers WHERE key = $1")
             .bind(key)
             .fetch_optional(&self.pool)
             .await?;
         match row {
-            Some(row) => {
-                let status: i32 = row.get(0);
-                let response = serde_json::from_str(row.get::<&str, _>(1))?;
-                Ok(Some((status as u16, response)))
-            }
+            Some(row) => Ok(Some(StoredAnswer {
+                status: row.get::<i32, _>(0) as u16,
+                response: serde_json::from_str(row.get::<&str, _>(1))?,
+                body_hash: row.get(2),
+            })),
             None => Ok(None),
         }
     }
 
-    pub async fn meta_lens(&self) -> Result<HashMap<String, u64>, IndexError> {
-        let rows = sqlx::query("SELECT id, meta_len FROM conversations")
-            .fetch_all(&self.pool)
-            .await?;
+    pub async fn indexed_lens(&self) -> Result<HashMap<String, IndexedLens>, IndexError> {
+        let rows = sqlx::query(
+            "SELECT id, meta_len, root_len, (data::json)->>'root_session_id' FROM conversations",
+        )
+        .fetch_all(&self.pool)
+        .await?;
         Ok(rows
             .iter()
-            .map(|row| (row.get::<String, _>(0), row.get::<i64, _>(1) as u64))
+            .map(|row| {
+                let lens = IndexedLens {
+                    meta_len: row.get::<i64, _>(1) as u64,
+                    root_len: row.get::<i64, _>(2) as u64,
+                    root_session_id: row.get::<Option<String>, _>(3).unwrap_or_default(),
+                };
+                (row.get::<String, _>(0), lens)
+            })
             .collect())
     }
 
@@ -284,17 +285,29 @@ async fn apply_one(
             key,
             status,
             response,
+            body_hash,
         } => {
             sqlx::query(
-                "INSERT INTO answers (key, conversation_id, status, response) VALUES ($1, $2, $3, $4)
-                 ON CONFLICT (key) DO NOTHING",
+                "INSERT INTO answers (key, conversation_id, status, response, body_hash)
+                 VALUES ($1, $2, $3, $4, $5) ON CONFLICT (key) DO NOTHING",
             )
             .bind(key)
             .bind(conversation_id)
             .bind(i32::from(*status))
             .bind(serde_json::to_string(response)?)
+            .bind(body_hash)
             .execute(&mut **tx)
             .await?;
+        }
+        IndexUpdate::SearchedThrough {
+            conversation_id,
+            root_len,
+        } => {
+            sqlx::query("UPDATE conversations SET root_len = GREATEST(root_len, $1) WHERE id = $2")
+                .bind(*root_len as i64)
+                .bind(conversation_id)
+                .execute(&mut **tx)
+                .await?;
         }
         IndexUpdate::SearchText {
             conversation_id,

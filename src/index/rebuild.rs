@@ -18,6 +18,9 @@ pub struct LoadedConversation {
     pub meta_len: u64,
     /// Root-session message texts that search should find: (item id, text).
     pub search_texts: Vec<(u64, String)>,
+    /// The bytes of the root session's file that `search_texts` cover (0 when they were not
+    /// read from it: a new conversation, a fork whose rows are copied later).
+    pub root_len: u64,
     /// Files whose torn last line was skipped.
     pub torn_files: Vec<PathBuf>,
 }
@@ -89,11 +92,14 @@ pub fn load_conversation(store: &Store, id: &str) -> Result<(LoadedConversation,
         .get(&root_session)
         .map(|items| searchable(items))
         .unwrap_or_default();
+    // Read after the turns above were closed (which appends to the file).
+    let root_len = std::fs::metadata(store.session_path(id, &root_session)).map_or(0, |m| m.len());
     Ok((
         LoadedConversation {
             state,
             meta_len,
             search_texts,
+            root_len,
             torn_files,
         },
         running.len(),
@@ -213,11 +219,12 @@ pub fn updates_for(loaded: &LoadedConversation) -> Vec<IndexUpdate<'_>> {
         state
             .answers
             .iter()
-            .map(|(key, (status, response))| IndexUpdate::Answer {
+            .map(|(key, answer)| IndexUpdate::Answer {
                 conversation_id: id,
                 key,
-                status: *status,
-                response,
+                status: answer.status,
+                response: &answer.response,
+                body_hash: answer.body_hash.as_deref(),
             }),
     );
     updates.extend(
@@ -230,6 +237,12 @@ pub fn updates_for(loaded: &LoadedConversation) -> Vec<IndexUpdate<'_>> {
                 text,
             }),
     );
+    if loaded.root_len > 0 {
+        updates.push(IndexUpdate::SearchedThrough {
+            conversation_id: id,
+            root_len: loaded.root_len,
+        });
+    }
     updates
 }
 
@@ -259,8 +272,10 @@ pub async fn reindex(store: &Store) -> Result<RebuildReport, IndexError> {
 }
 
 /// Brings the index up to date with the directories after an unclean stop: re-reads only the
-/// conversations whose `metadata.jsonl` length differs from what the index recorded, drops rows
-/// whose directory is gone, and closes turns left running.
+/// conversations whose `metadata.jsonl` or root session file differs in length from what the
+/// index recorded (a finished message's search row is written after its answer, so a crash
+/// can leave the file ahead of search), drops rows whose directory is gone, and closes turns
+/// left running. The result is what `reindex` would build.
 pub async fn reconcile(store: &Store, index: &Index) -> Result<RebuildReport, IndexError> {
     let mut report = RebuildReport {
         finished_deletes: store.finish_interrupted_work()?,
@@ -269,7 +284,7 @@ pub async fn reconcile(store: &Store, index: &Index) -> Result<RebuildReport, In
     for id in &report.finished_deletes {
         index.remove_conversation(id).await?;
     }
-    let mut known = index.meta_lens().await?;
+    let mut known = index.indexed_lens().await?;
     let running: std::collections::HashSet<String> = index
         .running_conversation_ids()
         .await?
@@ -279,11 +294,16 @@ pub async fn reconcile(store: &Store, index: &Index) -> Result<RebuildReport, In
     let repairs: std::collections::HashSet<String> = index.repairs().into_iter().collect();
     let mut changed = Vec::new();
     for id in store.conversation_ids()? {
-        let on_disk = std::fs::metadata(store.metadata_path(&id))
-            .map(|m| m.len())
-            .ok();
-        let indexed = known.remove(&id);
-        if on_disk != indexed || running.contains(&id) || repairs.contains(&id) {
+        let file_len = |path: std::path::PathBuf| std::fs::metadata(path).map(|m| m.len()).ok();
+        let current = match known.remove(&id) {
+            Some(indexed) => {
+                file_len(store.metadata_path(&id)) == Some(indexed.meta_len)
+                    && file_len(store.session_path(&id, &indexed.root_session_id))
+                        == Some(indexed.root_len)
+            }
+            None => false,
+        };
+        if !current || running.contains(&id) || repairs.contains(&id) {
             changed.push(id);
         }
     }

@@ -251,7 +251,8 @@ impl Compactor {
                         "the model's stream ended before its completion marker",
                     )));
                 }
-                Some(Err(error)) => return Ok(Err(error)),
+                // A provider's error may echo the credentials: they go no further.
+                Some(Err(error)) => return Ok(Err(crate::redact::model_error(error))),
                 Some(Ok(ModelEvent::TextDelta(delta))) => text.push_str(&delta),
                 Some(Ok(ModelEvent::Usage(reported))) => usage = Some(reported),
                 Some(Ok(ModelEvent::Done)) => {

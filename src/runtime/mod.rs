@@ -28,7 +28,7 @@ use crate::domain::{
 use crate::index::{Index, IndexError, IndexUpdate, ListPage, ListQuery};
 use crate::model::Models;
 use crate::store::records::{ConversationCreated, MetaRecord, SessionRecord};
-use crate::store::state::ConversationState;
+use crate::store::state::{ConversationState, StoredAnswer};
 use crate::store::{Store, StoreError, is_valid_id};
 pub use actor::ForkOutcome;
 use actor::{ActorHandle, Command, CompactOutcome, ConversationView, Subscription};
@@ -61,14 +61,28 @@ pub enum RuntimeError {
     ModelUnavailable(String),
     #[error("{0}")]
     AgentUnavailable(String),
+    #[error(
+        "this Idempotency-Key was used for a request with a different body; use a new key for a new request"
+    )]
+    IdempotencyKeyReused,
     #[error("the service is stopping")]
     ShuttingDown,
+    /// A limit is reached (live conversations, open files), or the outcome of the request
+    /// cannot be known: 503 with `Retry-After`. The message says which.
+    #[error("{0}")]
+    Unavailable(String),
     #[error("{0}")]
     Internal(String),
 }
 
 impl From<StoreError> for RuntimeError {
     fn from(error: StoreError) -> RuntimeError {
+        if let StoreError::Io { source, .. } = &error
+            && let Some(what) = crate::limits::exhausted(source)
+        {
+            tracing::warn!(%error, "out of {what}");
+            return RuntimeError::out_of(what);
+        }
         tracing::error!(%error, "store error");
         RuntimeError::Internal(format!("storage error: {error}"))
     }
@@ -78,11 +92,36 @@ impl From<IndexError> for RuntimeError {
     fn from(error: IndexError) -> RuntimeError {
         match error {
             IndexError::BadCursor => RuntimeError::Invalid("invalid cursor".to_owned()),
+            IndexError::BadSearch(message) => RuntimeError::Invalid(message),
+            IndexError::Store(error) => error.into(),
             error => {
+                if let Some(what) = error.exhausted() {
+                    tracing::warn!(%error, "index: out of {what}");
+                    return RuntimeError::out_of(what);
+                }
                 tracing::error!(%error, "index error");
                 RuntimeError::Internal(format!("index error: {error}"))
             }
         }
+    }
+}
+
+impl RuntimeError {
+    /// 503: a resource of the machine ran out (files, disk, memory).
+    fn out_of(what: &str) -> RuntimeError {
+        RuntimeError::Unavailable(format!(
+            "the service is out of {what} for the moment; retry shortly"
+        ))
+    }
+
+    /// 503 when a request failed after part of it was stored: the client cannot know what
+    /// happened, so it retries, with the same `Idempotency-Key`.
+    pub fn outcome_unknown(error: impl std::fmt::Display) -> RuntimeError {
+        tracing::error!(%error, "a request failed after part of it was stored");
+        RuntimeError::Unavailable(
+            "the request failed midway and may have been stored: retry it with the same Idempotency-Key (one was needed to retry safely)"
+                .to_owned(),
+        )
     }
 }
 
@@ -93,8 +132,64 @@ pub struct Answer {
     pub body: Value,
 }
 
+/// An `Idempotency-Key` (qualified by what it is used for) with the hash of the request body
+/// it came with: a repeat gets the first answer only when it carries the same body.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RequestKey {
+    pub key: String,
+    /// SHA-256 (hex) of the request as the service read it: the same for the same JSON,
+    /// whatever its spacing or the order of its fields.
+    pub body_hash: String,
+}
+
+impl RequestKey {
+    pub fn new(key: String, request: &impl Serialize) -> RequestKey {
+        use sha2::Digest as _;
+        let canonical = serde_json::to_vec(request).expect("requests serialize");
+        let digest = sha2::Sha256::digest(&canonical);
+        let body_hash = digest.iter().map(|byte| format!("{byte:02x}")).collect();
+        RequestKey { key, body_hash }
+    }
+
+    /// The answer to a repeat of this key: the first one for the same body (or for an answer
+    /// stored before bodies were hashed), 422 for another body.
+    pub fn replay(&self, stored: &StoredAnswer) -> Result<Answer, RuntimeError> {
+        if stored
+            .body_hash
+            .as_ref()
+            .is_some_and(|hash| *hash != self.body_hash)
+        {
+            return Err(RuntimeError::IdempotencyKeyReused);
+        }
+        Ok(Answer {
+            status: stored.status,
+            body: stored.response.clone(),
+        })
+    }
+
+    /// The answer as kept for this key.
+    pub fn stored(&self, answer: &Answer) -> StoredAnswer {
+        StoredAnswer {
+            status: answer.status,
+            response: answer.body.clone(),
+            body_hash: Some(self.body_hash.clone()),
+        }
+    }
+
+    /// The record that stores the answer for this key.
+    pub fn answered(&self, answer: &Answer, at: crate::domain::Timestamp) -> MetaRecord {
+        MetaRecord::RequestAnswered {
+            key: self.key.clone(),
+            status: answer.status,
+            response: answer.body.clone(),
+            at,
+            body_hash: Some(self.body_hash.clone()),
+        }
+    }
+}
+
 /// `POST /api/conversations`.
-#[derive(Debug, Clone, Default, Deserialize)]
+#[derive(Debug, Clone, Default, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct NewConversation {
     pub text: String,
@@ -109,7 +204,7 @@ pub struct NewConversation {
 }
 
 /// `POST /api/conversations/{id}/messages`.
-#[derive(Debug, Clone, Default, Deserialize)]
+#[derive(Debug, Clone, Default, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct NewMessage {
     pub text: String,
@@ -177,6 +272,9 @@ pub struct RuntimeSettings {
     pub default_cwd: PathBuf,
     /// Where the shell tool records running commands (see `tools::group_records`).
     pub process_records: Option<crate::tools::group_records::GroupRecords>,
+    /// Conversations held in memory at most; past it the least recently used idle one
+    /// leaves, and when none can, the request is answered 503 (see `limits::caps`).
+    pub max_live_conversations: usize,
 }
 
 impl Default for RuntimeSettings {
@@ -185,6 +283,7 @@ impl Default for RuntimeSettings {
             idle_unload: Duration::from_secs(60),
             default_cwd: std::env::current_dir().unwrap_or_else(|_| PathBuf::from("/")),
             process_records: None,
+            max_live_conversations: 1000,
         }
     }
 }
@@ -205,15 +304,21 @@ pub struct Shared {
     /// `GET /api/events`: list-level changes for sidebars.
     pub list_events: EventBus,
     /// Live conversations. Loading and unloading happen under this lock, so there is never
-    /// more than one actor per conversation.
+    /// more than one actor per conversation. At most `settings.max_live_conversations`, slots
+    /// promised to creates in progress (`reserved`) included.
     actors: tokio::sync::Mutex<HashMap<String, ActorHandle>>,
+    /// Slots of the registry promised to conversations being created (stored, not yet live).
+    reserved: std::sync::atomic::AtomicUsize,
+    /// Woken whenever a slot of the registry may have come free (an actor left, a
+    /// reservation ended, an asked actor answered).
+    pub slot_freed: tokio::sync::Notify,
     /// Idempotency keys of creates in progress, so two concurrent retries create one thing:
     /// the second waits for the first and then answers what it answered.
     creating: Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>,
     stopping: std::sync::atomic::AtomicBool,
     /// Answers to create requests whose conversation the index missed (its write failed), by
     /// idempotency key, until a restart reconciles the index.
-    unindexed_answers: Mutex<HashMap<String, Answer>>,
+    unindexed_answers: Mutex<HashMap<String, StoredAnswer>>,
     /// Index work done after the answer (a fork's search rows, a finished message's), one job
     /// at a time in the order given (a fork of a fork copies search rows only after its
     /// source's own copy is done).
@@ -238,6 +343,14 @@ pub enum IndexJob {
         to: String,
         /// The first `seq` not copied: the fork's end, fixed when it was made.
         below_seq: u64,
+        /// The length of the fork's root session file: once copied, search covers it.
+        root_len: u64,
+    },
+    /// Search covers a conversation's root session file up to here (see
+    /// `IndexUpdate::SearchedThrough`); queued behind the rows it vouches for.
+    SearchedThrough {
+        conversation_id: String,
+        root_len: u64,
     },
     /// Answers once every job queued before it is done (at shutdown).
     Flush(tokio::sync::oneshot::Sender<()>),
@@ -251,6 +364,13 @@ impl Runtime {
         settings: RuntimeSettings,
     ) -> Runtime {
         let models = Models::new(&config);
+        // Provider errors are stored and sent only without these variables' values.
+        crate::redact::register_key_variables(
+            config
+                .providers
+                .values()
+                .filter_map(|provider| provider.api_key_env.clone()),
+        );
         let (index_jobs, jobs) = tokio::sync::mpsc::unbounded_channel();
         let index_jobs_pending = Arc::new(std::sync::atomic::AtomicUsize::new(0));
         tokio::spawn(run_index_jobs(
@@ -267,6 +387,8 @@ impl Runtime {
                 settings,
                 list_events: EventBus::new(),
                 actors: tokio::sync::Mutex::new(HashMap::new()),
+                reserved: std::sync::atomic::AtomicUsize::new(0),
+                slot_freed: tokio::sync::Notify::new(),
                 creating: Mutex::new(HashMap::new()),
                 unindexed_answers: Mutex::new(HashMap::new()),
                 stopping: std::sync::atomic::AtomicBool::new(false),
@@ -288,6 +410,11 @@ impl Runtime {
         self.shared.actors.lock().await.len()
     }
 
+    /// The most conversations held in memory at once.
+    pub fn max_live_conversations(&self) -> usize {
+        self.shared.settings.max_live_conversations
+    }
+
     pub fn config(&self) -> &Config {
         &self.shared.config
     }
@@ -301,28 +428,28 @@ impl Runtime {
     }
 
     /// Creates a conversation with its first message and starts its first turn (SPEC §1.2:
-    /// nothing is stored before this call succeeds).
+    /// nothing is stored before this call succeeds, and nothing stays stored when it fails).
     pub async fn create_conversation(
         &self,
         request: NewConversation,
         idempotency_key: Option<String>,
     ) -> Result<Answer, RuntimeError> {
         self.refuse_when_stopping()?;
-        let scoped_key = idempotency_key.map(|key| format!("create:{key}"));
-        let _guard = match &scoped_key {
-            Some(key) => Some(InFlight::claim(&self.shared, key).await),
+        let key = idempotency_key.map(|key| RequestKey::new(format!("create:{key}"), &request));
+        let _guard = match &key {
+            Some(key) => Some(InFlight::claim(&self.shared, &key.key).await),
             None => None,
         };
-        if let Some(key) = &scoped_key {
+        if let Some(key) = &key {
             let unindexed = self.shared.unindexed_answers.lock().expect("answers lock");
-            if let Some(answer) = unindexed.get(key) {
-                return Ok(answer.clone());
+            if let Some(stored) = unindexed.get(&key.key) {
+                return key.replay(stored);
             }
         }
-        if let Some(key) = &scoped_key
-            && let Some((status, body)) = self.shared.index.answer(key).await?
+        if let Some(key) = &key
+            && let Some(stored) = self.shared.index.answer(&key.key).await?
         {
-            return Ok(Answer { status, body });
+            return key.replay(&stored);
         }
         validate_text(&request.text, &request.images)?;
         let config = &self.shared.config;
@@ -343,6 +470,9 @@ impl Runtime {
                 .to_string_lossy()
                 .into_owned(),
         };
+        // The new conversation will be live: its place is taken before anything is stored,
+        // so that a full registry answers 503 with nothing stored.
+        let slot = self.reserve_slot().await?;
 
         let created_at = now();
         let conversation_id = new_id("c");
@@ -372,7 +502,7 @@ impl Runtime {
         records.extend([
             MetaRecord::MessageAccepted {
                 message: message.clone(),
-                idempotency_key: scoped_key.clone(),
+                idempotency_key: key.as_ref().map(|key| key.key.clone()),
                 turn_id: None,
             },
             MetaRecord::TurnStarted {
@@ -391,13 +521,8 @@ impl Runtime {
                 "turn_id": turn_id,
             }),
         };
-        if let Some(key) = &scoped_key {
-            let record = MetaRecord::RequestAnswered {
-                key: key.clone(),
-                status: answer.status,
-                response: answer.body.clone(),
-                at: created_at,
-            };
+        if let Some(key) = &key {
+            let record = key.answered(&answer, created_at);
             state.apply(&record);
             records.push(record);
         }
@@ -416,55 +541,101 @@ impl Runtime {
             state,
             meta_len,
             search_texts: vec![(user_item.seq, message.text.clone())],
+            // The first turn runs: a crash before it ends re-indexes the conversation anyway,
+            // and its end records how far search goes.
+            root_len: 0,
             torn_files: Vec::new(),
         };
         // The files are the truth from here on: a failed index write must not leave a stored
         // conversation that never runs. The next start reconciles the index; until then this
         // run answers a retry of the request itself.
-        if let Err(error) = self
+        let indexed = match self
             .shared
             .index
             .apply(&crate::index::rebuild::updates_for(&loaded))
             .await
         {
-            index_failed(
-                &self.shared.index,
-                &error,
-                "new conversation",
-                &[&conversation_id],
-            )
-            .await;
-            if let Some(key) = &scoped_key {
-                self.shared
-                    .unindexed_answers
-                    .lock()
-                    .expect("answers lock")
-                    .insert(key.clone(), answer.clone());
+            Ok(()) => true,
+            Err(error) => {
+                index_failed(
+                    &self.shared.index,
+                    &error,
+                    "new conversation",
+                    &[&conversation_id],
+                )
+                .await;
+                false
             }
-        }
+        };
         self.shared.list_events.publish(
             "conversation.created",
             &json!({ "conversation": loaded.state.conversation }),
         );
         let mut actors = self.shared.actors.lock().await;
-        let handle = actor::spawn(
+        let handle = match actor::spawn(
             self.shared.clone(),
             loaded.state,
             HashMap::from([(root_session_id, vec![user_item])]),
             Some(turn_id),
-        )?;
+        ) {
+            Ok(handle) => handle,
+            Err(error) => {
+                drop(actors);
+                return Err(self.take_back(&conversation_id, error).await);
+            }
+        };
         actors.insert(conversation_id, handle);
+        drop(slot);
+        drop(actors);
+        if !indexed && let Some(key) = &key {
+            self.shared
+                .unindexed_answers
+                .lock()
+                .expect("answers lock")
+                .insert(key.key.clone(), key.stored(&answer));
+        }
         Ok(answer)
+    }
+
+    /// Removes a conversation that was stored but could not start (its actor could not open
+    /// its files), so that the error answer is true: nothing stays stored. When even that
+    /// fails, the answer says the outcome is unknown.
+    async fn take_back(&self, id: &str, error: RuntimeError) -> RuntimeError {
+        tracing::warn!(%error, conversation = %id, "a new conversation could not start; removing it");
+        if let Err(removal) = self.shared.store.delete_conversation(id) {
+            return RuntimeError::outcome_unknown(format!("{error}; then {removal}"));
+        }
+        if let Err(index_error) = self.shared.index.remove_conversation(id).await {
+            index_failed(&self.shared.index, &index_error, "take back", &[id]).await;
+        }
+        self.shared
+            .list_events
+            .publish("conversation.deleted", &json!({ "conversation_id": id }));
+        match error {
+            RuntimeError::Unavailable(_) => error,
+            other => RuntimeError::Unavailable(format!(
+                "the conversation could not start ({other}); nothing was stored, retry shortly"
+            )),
+        }
     }
 
     pub async fn list(&self, query: &ListQuery) -> Result<ListPage, RuntimeError> {
         Ok(self.shared.index.list(query).await?)
     }
 
+    /// A conversation with its sessions, waiting messages and usage: from its actor when it
+    /// is live, else from its files (without loading it).
     pub async fn conversation(&self, id: &str) -> Result<ConversationView, RuntimeError> {
-        let view = self.call(id, Command::View).await??;
+        let view = self.view(id).await?;
         check_openable(&self.shared.config, &view.conversation)?;
         Ok(view)
+    }
+
+    async fn view(&self, id: &str) -> Result<ConversationView, RuntimeError> {
+        if let Some(view) = self.ask_live(id, Command::View).await {
+            return view;
+        }
+        Ok(self.read_stored(id)?.0)
     }
 
     pub async fn update(
@@ -503,7 +674,7 @@ impl Runtime {
     }
 
     pub async fn sessions(&self, id: &str) -> Result<Vec<Session>, RuntimeError> {
-        Ok(self.call(id, Command::View).await??.sessions)
+        Ok(self.view(id).await?.sessions)
     }
 
     /// Stored items of one session (the root by default), in `seq` order.
@@ -523,32 +694,78 @@ impl Runtime {
         }
         // A live conversation keeps its sessions' histories in memory, the same as the files:
         // paging through a long one then costs a copy of each page, not a read of a file.
-        if let Some(handle) = self.live_actor(id).await {
-            let (reply, answer) = tokio::sync::oneshot::channel();
-            let command = Command::Items(Some(session_id.to_owned()), after_seq, limit, reply);
-            if handle.send(command).await.is_ok()
-                && let Ok(page) = answer.await
-            {
-                return page;
-            }
+        let session = Some(session_id.to_owned());
+        if let Some(page) = self
+            .ask_live(id, |reply| Command::Items(session, after_seq, limit, reply))
+            .await
+        {
+            return page;
         }
         if !self.shared.store.session_path(id, session_id).is_file() {
             return Err(RuntimeError::NotFound(format!("session {session_id}")));
         }
-        let items = self.shared.store.read_items(id, session_id)?;
+        let items = self
+            .shared
+            .store
+            .read_items(id, session_id)
+            .map_err(|error| self.gone_or(id, error.into()))?;
         Ok(items_page(&items, after_seq, limit))
     }
 
     /// The usage meter of one session (the root by default).
     pub async fn usage(&self, id: &str, session: Option<String>) -> Result<Usage, RuntimeError> {
-        self.call(id, |reply| Command::Usage(session, reply))
-            .await?
+        let asked = session.clone();
+        if let Some(usage) = self
+            .ask_live(id, |reply| Command::Usage(asked, reply))
+            .await
+        {
+            return usage;
+        }
+        let (view, mut usages) = self.read_stored(id)?;
+        let session_id = session.unwrap_or(view.conversation.root_session_id);
+        usages
+            .remove(&session_id)
+            .ok_or_else(|| RuntimeError::NotFound(format!("session {session_id}")))
     }
 
     /// The actor of a conversation that is live now (without loading one).
     async fn live_actor(&self, id: &str) -> Option<ActorHandle> {
         let actors = self.shared.actors.lock().await;
         actors.get(id).filter(|handle| !handle.is_closed()).cloned()
+    }
+
+    /// Asks a conversation's actor if it is live now, without loading it; `None` when it is
+    /// not (or left before answering): the caller reads the files instead.
+    async fn ask_live<T>(
+        &self,
+        id: &str,
+        command: impl FnOnce(tokio::sync::oneshot::Sender<T>) -> Command,
+    ) -> Option<T> {
+        let handle = self.live_actor(id).await?;
+        handle.touch();
+        let (reply, answer) = tokio::sync::oneshot::channel();
+        handle.send(command(reply)).await.ok()?;
+        answer.await.ok()
+    }
+
+    /// A conversation read from its files, without loading it (see `actor::read_view`).
+    fn read_stored(
+        &self,
+        id: &str,
+    ) -> Result<(ConversationView, HashMap<String, Usage>), RuntimeError> {
+        if !self.shared.store.exists(id) {
+            return Err(RuntimeError::NotFound(format!("conversation {id}")));
+        }
+        actor::read_view(&self.shared, id).map_err(|error| self.gone_or(id, error))
+    }
+
+    /// A read that failed because the conversation was deleted meanwhile is a 404.
+    fn gone_or(&self, id: &str, error: RuntimeError) -> RuntimeError {
+        if self.shared.store.exists(id) {
+            error
+        } else {
+            RuntimeError::NotFound(format!("conversation {id}"))
+        }
     }
 
     pub async fn send_message(
@@ -559,13 +776,21 @@ impl Runtime {
     ) -> Result<Answer, RuntimeError> {
         self.refuse_when_stopping()?;
         validate_text(&request.text, &request.images)?;
-        let key = idempotency_key.map(|key| format!("{id}:{key}"));
+        let key = idempotency_key.map(|key| RequestKey::new(format!("{id}:{key}"), &request));
         self.call(id, |reply| Command::Send(request, key, reply))
             .await?
     }
 
+    /// Waiting messages live only in a live conversation's memory (SPEC §3.4): one that is
+    /// not live has none, and is not loaded to say so.
     pub async fn pending(&self, id: &str) -> Result<Vec<Message>, RuntimeError> {
-        Ok(self.call(id, Command::View).await??.pending)
+        if let Some(view) = self.ask_live(id, Command::View).await {
+            return Ok(view?.pending);
+        }
+        if !self.shared.store.exists(id) {
+            return Err(RuntimeError::NotFound(format!("conversation {id}")));
+        }
+        Ok(Vec::new())
     }
 
     /// Changes a waiting message's text or mode (SPEC §3.2); 409 once the agent has taken it.
@@ -684,29 +909,94 @@ impl Runtime {
         for _ in 0..CALL_ATTEMPTS {
             let handle = self.actor(id).await?;
             match handle.send(command.take().expect("command")).await {
-                Ok(()) => return answer.await.map_err(|_| RuntimeError::ShuttingDown),
+                Ok(()) => return answer.await.map_err(|_| self.unanswered(id)),
                 Err(returned) => command = Some(returned),
             }
         }
-        Err(RuntimeError::Internal(
-            "the conversation could not be loaded".to_owned(),
+        Err(RuntimeError::Unavailable(
+            "the conversation is being loaded and unloaded too often; retry shortly".to_owned(),
         ))
     }
 
-    async fn actor(&self, id: &str) -> Result<ActorHandle, RuntimeError> {
-        let mut actors = self.shared.actors.lock().await;
-        if let Some(handle) = actors.get(id)
-            && !handle.is_closed()
+    /// Why an actor stopped without answering a command it was given: the conversation was
+    /// deleted by the command before it (404), or the service is stopping.
+    fn unanswered(&self, id: &str) -> RuntimeError {
+        if self
+            .shared
+            .stopping
+            .load(std::sync::atomic::Ordering::SeqCst)
         {
-            return Ok(handle.clone());
+            RuntimeError::ShuttingDown
+        } else if !self.shared.store.exists(id) {
+            RuntimeError::NotFound(format!("conversation {id}"))
+        } else {
+            RuntimeError::Unavailable("the conversation stopped; retry shortly".to_owned())
         }
-        // Only a conversation that is not live costs a look at the disk.
-        if !self.shared.store.exists(id) {
-            return Err(RuntimeError::NotFound(format!("conversation {id}")));
+    }
+
+    /// The actor of a conversation, loaded if it is not live. A full registry first asks the
+    /// least recently used idle conversation to leave memory, and waits (briefly) for it.
+    async fn actor(&self, id: &str) -> Result<ActorHandle, RuntimeError> {
+        self.in_registry(|shared, actors| {
+            if let Some(handle) = actors.get(id)
+                && !handle.is_closed()
+            {
+                handle.touch();
+                return Ok(Some(handle.clone()));
+            }
+            // Only a conversation that is not live costs a look at the disk.
+            if !shared.store.exists(id) {
+                return Err(RuntimeError::NotFound(format!("conversation {id}")));
+            }
+            if !shared.make_room(actors)? {
+                return Ok(None);
+            }
+            let handle = actor::load(shared.clone(), id)?;
+            actors.insert(id.to_owned(), handle.clone());
+            Ok(Some(handle))
+        })
+        .await
+    }
+
+    /// Takes a place in the registry for a conversation about to be created.
+    async fn reserve_slot(&self) -> Result<Reservation, RuntimeError> {
+        self.in_registry(|shared, actors| {
+            if !shared.make_room(actors)? {
+                return Ok(None);
+            }
+            shared
+                .reserved
+                .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            Ok(Some(Reservation(shared.clone())))
+        })
+        .await
+    }
+
+    /// Runs `attempt` under the registry's lock until it is done (`Some`), waiting for a slot
+    /// to come free in between, at most [`ROOM_WAIT`]: then the answer is 503.
+    async fn in_registry<T>(
+        &self,
+        mut attempt: impl FnMut(
+            &Arc<Shared>,
+            &mut HashMap<String, ActorHandle>,
+        ) -> Result<Option<T>, RuntimeError>,
+    ) -> Result<T, RuntimeError> {
+        let deadline = tokio::time::Instant::now() + ROOM_WAIT;
+        loop {
+            // Listening before looking: a slot freed in between still wakes this wait.
+            let freed = self.shared.slot_freed.notified();
+            let mut freed = std::pin::pin!(freed);
+            freed.as_mut().enable();
+            {
+                let mut actors = self.shared.actors.lock().await;
+                if let Some(done) = attempt(&self.shared, &mut actors)? {
+                    return Ok(done);
+                }
+            }
+            if tokio::time::timeout_at(deadline, freed).await.is_err() {
+                return Err(self.shared.full());
+            }
         }
-        let handle = actor::load(self.shared.clone(), id)?;
-        actors.insert(id.to_owned(), handle.clone());
-        Ok(handle)
     }
 
     async fn stored_conversation(&self, id: &str) -> Result<Conversation, RuntimeError> {
@@ -715,7 +1005,7 @@ impl Runtime {
         }
         match self.shared.index.get(id).await? {
             Some(conversation) => Ok(conversation),
-            None => Ok(self.call(id, Command::View).await??.conversation),
+            None => Ok(self.view(id).await?.conversation),
         }
     }
 
@@ -756,11 +1046,26 @@ async fn run_index_jobs(
                 from,
                 to,
                 below_seq,
+                root_len,
             } => (
-                copy_search_rows(&index, &from, &to, below_seq).await,
+                copy_search_rows(&index, &from, &to, below_seq, root_len).await,
                 format!("copying the search rows of {from} to its fork {to}"),
                 to,
             ),
+            IndexJob::SearchedThrough {
+                conversation_id,
+                root_len,
+            } => {
+                let note = IndexUpdate::SearchedThrough {
+                    conversation_id: &conversation_id,
+                    root_len,
+                };
+                (
+                    index.apply(std::slice::from_ref(&note)).await,
+                    format!("noting how far search covers {conversation_id}"),
+                    conversation_id.clone(),
+                )
+            }
             IndexJob::SearchText {
                 conversation_id,
                 seq,
@@ -797,7 +1102,13 @@ async fn index_failed(index: &Index, error: &IndexError, what: &str, conversatio
 
 /// Copies a fork's search rows in slices of a few hundred messages, one transaction each, so
 /// the index's single writer is never held for long: turns and other forks go in between.
-async fn copy_search_rows(index: &Index, from: &str, to: &str, end: u64) -> Result<(), IndexError> {
+async fn copy_search_rows(
+    index: &Index,
+    from: &str,
+    to: &str,
+    end: u64,
+    root_len: u64,
+) -> Result<(), IndexError> {
     const SLICE: u64 = 256;
     let mut start = 1;
     while start < end {
@@ -811,7 +1122,11 @@ async fn copy_search_rows(index: &Index, from: &str, to: &str, end: u64) -> Resu
         index.apply(std::slice::from_ref(&copy)).await?;
         start = below;
     }
-    Ok(())
+    let copied = IndexUpdate::SearchedThrough {
+        conversation_id: to,
+        root_len,
+    };
+    index.apply(std::slice::from_ref(&copied)).await
 }
 
 impl Shared {
@@ -847,7 +1162,42 @@ impl Shared {
             .is_some_and(|handle| handle.generation == generation)
         {
             actors.remove(id);
+            self.slot_freed.notify_waiters();
         }
+    }
+
+    /// Whether the registry has room for one more conversation now. When it is full, the
+    /// least recently used conversation that could leave memory is asked to (it answers by
+    /// leaving, which frees a slot, or by staying); the caller then waits for a slot. 503
+    /// when no conversation can leave: every one is busy or followed.
+    fn make_room(&self, actors: &mut HashMap<String, ActorHandle>) -> Result<bool, RuntimeError> {
+        // Actors that stopped (deleted, unloaded) and are not forgotten yet hold no place.
+        actors.retain(|_, handle| !handle.is_closed());
+        let taken = actors.len() + self.reserved.load(std::sync::atomic::Ordering::SeqCst);
+        if taken < self.settings.max_live_conversations {
+            return Ok(true);
+        }
+        let mut idle: Vec<(u64, &ActorHandle)> = actors
+            .values()
+            .filter_map(|handle| Some((handle.idle_since()?, handle)))
+            .collect();
+        idle.sort_unstable_by_key(|(last_used, _)| *last_used);
+        if idle.into_iter().any(|(_, handle)| handle.ask_to_unload()) {
+            return Ok(false);
+        }
+        // Others may have asked already: their answers come.
+        if actors.values().any(ActorHandle::unload_asked) {
+            return Ok(false);
+        }
+        Err(self.full())
+    }
+
+    /// 503 for a registry whose every place is taken by a conversation that cannot leave.
+    fn full(&self) -> RuntimeError {
+        RuntimeError::Unavailable(format!(
+            "{} conversations are busy or followed (the most this service holds at once); retry shortly",
+            self.settings.max_live_conversations
+        ))
     }
 
     /// Applies index updates; a failure is logged, not fatal: the files are already safe and
@@ -876,6 +1226,22 @@ fn return_freed_memory() {
 /// How many times a command is offered to a conversation's actor: one that unloads itself
 /// between being found and being sent to refuses it, and the next attempt loads it again.
 const CALL_ATTEMPTS: usize = 5;
+
+/// How long a request waits for a place in a full registry before it is answered 503.
+const ROOM_WAIT: Duration = Duration::from_secs(2);
+
+/// A place in the registry taken for a conversation being created; given back when dropped
+/// (by then the conversation is in the registry, or nothing was created).
+struct Reservation(Arc<Shared>);
+
+impl Drop for Reservation {
+    fn drop(&mut self) {
+        self.0
+            .reserved
+            .fetch_sub(1, std::sync::atomic::Ordering::SeqCst);
+        self.0.slot_freed.notify_waiters();
+    }
+}
 
 /// Counts a background index job as finished when dropped.
 struct PendingJob<'a>(&'a std::sync::atomic::AtomicUsize);

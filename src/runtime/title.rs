@@ -5,6 +5,22 @@ use unicode_segmentation::UnicodeSegmentation;
 
 pub const MAX_TITLE_CHARS: usize = 40;
 
+/// What a fork's title adds to its source's title.
+const FORK_SUFFIX: &str = " (fork)";
+
+/// A fork's title: its source's, marked as a fork once. A fork of a fork does not grow into
+/// "… (fork) (fork)"; its header links to the source it came from.
+pub fn fork_title(source: &str) -> String {
+    let mut base = source.trim_end();
+    while let Some(shorter) = base.strip_suffix(FORK_SUFFIX) {
+        base = shorter.trim_end();
+    }
+    if base.is_empty() {
+        base = "Untitled";
+    }
+    format!("{base}{FORK_SUFFIX}")
+}
+
 pub fn auto_title(text: &str) -> String {
     let line = text
         .lines()
@@ -46,6 +62,20 @@ mod tests {
             let title = auto_title(input);
             assert_eq!(&title, expected, "input {input:?}");
             assert!(title.chars().count() <= MAX_TITLE_CHARS);
+        }
+    }
+
+    #[test]
+    fn a_fork_is_marked_once_however_deep() {
+        let cases: &[(&str, &str)] = &[
+            ("original plan", "original plan (fork)"),
+            ("original plan (fork)", "original plan (fork)"),
+            ("original plan (fork) (fork)", "original plan (fork)"),
+            ("plan (forked)", "plan (forked) (fork)"),
+            (" (fork)", "Untitled (fork)"),
+        ];
+        for (source, expected) in cases {
+            assert_eq!(&fork_title(source), expected, "source {source:?}");
         }
     }
 }

@@ -456,7 +456,10 @@ async fn stream_once(
                     "the model's stream ended before its completion marker",
                 )));
             }
-            Ok(Some(Err(error))) => return Err(AttemptError::Model(error)),
+            // A provider's error may echo the credentials: they go no further.
+            Ok(Some(Err(error))) => {
+                return Err(AttemptError::Model(crate::redact::model_error(error)));
+            }
             Ok(Some(Ok(event))) => event,
         };
         match event {

@@ -66,6 +66,9 @@ pub enum MetaRecord {
         status: u16,
         response: Value,
         at: Timestamp,
+        /// SHA-256 of the request's body (hex): the same key with another body is refused.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        body_hash: Option<String>,
     },
 }
 

@@ -8,7 +8,8 @@ use serde_json::Value;
 
 use super::records::MetaRecord;
 use crate::domain::{
-    Conversation, ConversationStatus, Message, Session, SessionStatus, Timestamp, Turn, TurnStatus,
+    Conversation, ConversationStatus, LastTurn, Message, Session, SessionStatus, Timestamp, Turn,
+    TurnStatus,
 };
 
 #[derive(Debug, Clone)]
@@ -19,8 +20,18 @@ pub struct ConversationState {
     pub turns: Vec<Turn>,
     /// Messages the agents accepted, by id (for rewind and for turn records).
     pub accepted: HashMap<String, Message>,
-    /// Answers to requests that carried an `Idempotency-Key`: key → (status, body).
-    pub answers: HashMap<String, (u16, Value)>,
+    /// Answers to requests that carried an `Idempotency-Key`, by key.
+    pub answers: HashMap<String, StoredAnswer>,
+}
+
+/// The answer given to a request with an `Idempotency-Key`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct StoredAnswer {
+    pub status: u16,
+    pub response: Value,
+    /// The hash of the request's body (absent in records older than it): a repeat of the key
+    /// with another body is refused instead of answered.
+    pub body_hash: Option<String>,
 }
 
 /// A `metadata.jsonl` that does not start with `conversation.created` cannot be folded.
@@ -50,6 +61,7 @@ impl ConversationState {
                 model: conversation.model.clone(),
                 root_session_id: conversation.root_session_id.clone(),
                 forked_from: conversation.forked_from.clone(),
+                last_turn: None,
             },
             sessions: Vec::new(),
             turns: Vec::new(),
@@ -165,16 +177,30 @@ impl ConversationState {
                 if let Some(session) = self.session_mut(session_id) {
                     session.status = session_status;
                 }
+                if *session_id == self.conversation.root_session_id {
+                    self.conversation.last_turn = Some(LastTurn {
+                        turn_id: turn_id.clone(),
+                        status: *status,
+                        error: error.clone(),
+                    });
+                }
                 self.touch(*at);
             }
             MetaRecord::RequestAnswered {
                 key,
                 status,
                 response,
+                body_hash,
                 ..
             } => {
-                self.answers
-                    .insert(key.clone(), (*status, response.clone()));
+                self.answers.insert(
+                    key.clone(),
+                    StoredAnswer {
+                        status: *status,
+                        response: response.clone(),
+                        body_hash: body_hash.clone(),
+                    },
+                );
             }
         }
         self.conversation.status = if self.running_turns().next().is_some() {

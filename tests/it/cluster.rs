@@ -29,6 +29,7 @@ fn conversation(id: &str, title: &str) -> Conversation {
         model: "demo".to_owned(),
         root_session_id: "s_1".to_owned(),
         forked_from: None,
+        last_turn: None,
     }
 }
 

@@ -56,6 +56,14 @@ pub enum Reply {
     Reasoned { encrypted: String, text: String },
     /// Chat Completions only: several tool calls in one answer (each sent whole).
     ToolCalls(Vec<(String, Value)>),
+    /// The first `chunks` chunks of a text answer, then silence with the connection open (a
+    /// provider that hangs mid-answer).
+    StallAfter { text: String, chunks: usize },
+    /// A 200 event stream whose body is not server-sent events at all.
+    Garbage,
+    /// An HTTP error whose message echoes the credentials the request carried (its
+    /// `Authorization` and `x-api-key` headers), as a careless provider or gateway does.
+    EchoCredentials { status: u16 },
     /// The reply, once the gate is opened (`Notify::notify_one`, before or after the request
     /// comes): a model call that takes as long as the test wants.
     After(Arc<tokio::sync::Notify>, Box<Reply>),
@@ -396,6 +404,26 @@ async fn answer(State(state): State<Arc<FakeState>>, request: Request) -> Respon
         Reply::EndAfter { text, chunks } => {
             sse(Frames::text(wire, &id, &text).first(chunks), false, pace)
         }
+        Reply::StallAfter { text, chunks } => {
+            let frames = Frames::text(wire, &id, &text).first(chunks);
+            let stream = async_stream::stream! {
+                for frame in frames {
+                    yield Ok::<Bytes, std::io::Error>(Bytes::from(frame));
+                }
+                // Until the client gives up and closes the connection.
+                std::future::pending::<()>().await;
+            };
+            Response::builder()
+                .header(header::CONTENT_TYPE, "text/event-stream")
+                .body(Body::from_stream(stream))
+                .unwrap()
+        }
+        Reply::Garbage => Response::builder()
+            .header(header::CONTENT_TYPE, "text/event-stream")
+            .body(Body::from(
+                "\u{0}\u{1}<html>502 upstream went away</html>\n\n\u{fffd}\u{fffd}{{{{\n\n",
+            ))
+            .unwrap(),
         Reply::Reasoned { encrypted, text } => {
             assert_eq!(
                 wire,
@@ -421,6 +449,22 @@ async fn answer(State(state): State<Arc<FakeState>>, request: Request) -> Respon
             let mut frames = Frames::text(wire, &id, &text);
             frames.start.splice(2..2, reasoning);
             sse(frames.all(), false, pace)
+        }
+        Reply::EchoCredentials { status } => {
+            let requests = state.requests.lock().unwrap();
+            let header = |name: &str| {
+                requests[number - 1]
+                    .headers
+                    .get(name)
+                    .map(|value| value.to_str().unwrap_or_default().to_owned())
+                    .unwrap_or_default()
+            };
+            let message = format!(
+                "invalid credentials: authorization={} x-api-key={}",
+                header("authorization"),
+                header("x-api-key")
+            );
+            error_response(wire, status, None, &message)
         }
         Reply::After(..) => unreachable!("gates are waited for above"),
         Reply::MalformedChunk => {

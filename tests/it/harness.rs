@@ -35,6 +35,8 @@ pub struct ServerOptions {
     pub cwd: Option<PathBuf>,
     /// Where to listen (default: a free port of 127.0.0.1 chosen by the server).
     pub addr: Option<String>,
+    /// The open-file limit (soft and hard) the server runs under, as `ulimit -n` would set it.
+    pub open_files: Option<u64>,
 }
 
 impl Server {
@@ -86,6 +88,9 @@ impl Server {
         }
         for (key, value) in &options.env {
             command.env(key, value);
+        }
+        if let Some(limit) = options.open_files {
+            limit_open_files(&mut command, limit);
         }
         let mut child = command.spawn().expect("spawn openvaala");
         let stderr = child.stderr.take().unwrap();
@@ -285,6 +290,23 @@ impl Server {
             let _ = temp.keep();
         }
         dir
+    }
+}
+
+/// Runs the command under an open-file limit (soft and hard, so the server cannot raise it).
+fn limit_open_files(command: &mut Command, limit: u64) {
+    // SAFETY: between fork and exec only setrlimit runs, which is async-signal-safe.
+    unsafe {
+        command.pre_exec(move || {
+            let value = libc::rlimit {
+                rlim_cur: limit,
+                rlim_max: limit,
+            };
+            if libc::setrlimit(libc::RLIMIT_NOFILE, &value) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
     }
 }
 

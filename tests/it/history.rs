@@ -122,14 +122,16 @@ async fn a_fork_during_a_turn_copies_finished_turns_and_leaves_the_source_alone(
     assert_eq!(after.len(), finished.len() + 2);
     assert_eq!(after[finished.len()]["seq"], finished.len() as u64 + 1);
 
-    // A fork of the fork, and the list shows all three.
+    // A fork of the fork, and the list shows all three. Its title does not grow another
+    // "(fork)"; it names its own source.
     let (status, again) = server
         .post(&format!("/api/conversations/{fork_id}/fork"), json!({}))
         .await;
     assert_eq!(status, 201);
+    assert_eq!(again["conversation"]["title"], "original plan (fork)");
     assert_eq!(
-        again["conversation"]["title"],
-        "original plan (fork) (fork)"
+        again["conversation"]["forked_from"]["conversation_id"],
+        fork_id
     );
     assert_eq!(
         comparable(&items(&server, again["conversation"]["id"].as_str().unwrap()).await),

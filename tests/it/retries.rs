@@ -2,7 +2,10 @@
 //! visibly up to `max_attempts` calls in all, rejections fail at once, and a cut stream's
 //! partial answer is kept for clients but never shown to the model.
 
+use serde_json::Value;
+
 use crate::fake_provider::{Reply, Setup, Wire, chunks};
+use crate::harness::events_until;
 
 /// The protocol these tests use; the retry rule lives in the turn loop, the same for all.
 const WIRE: Wire = Wire::OpenaiChat;
@@ -67,7 +70,8 @@ async fn a_rejected_request_fails_at_once_with_the_providers_message() {
         400,
         "the model `fake-model` does not accept this",
     ));
-    setup.fake.push(Reply::text("never sent"));
+    setup.fake.push(Reply::text("Now it works."));
+    let mut list_events = setup.server.events_from("/api/events", None).await;
     let turn = setup.turn("Something invalid").await;
 
     let ended = turn.ended();
@@ -92,6 +96,50 @@ async fn a_rejected_request_fails_at_once_with_the_providers_message() {
             .contains("does not accept this"),
         "{notice}"
     );
+
+    // The conversation says how its last turn ended, and so does the list (a sidebar marks a
+    // failed conversation): the list learns it with the `conversation.updated` that follows
+    // the index update.
+    let listed = idle_update(&mut list_events, &setup.id).await;
+    let last = &listed["last_turn"];
+    assert_eq!(last["status"], "failed", "{listed}");
+    assert_eq!(last["turn_id"], ended["turn_id"], "{listed}");
+    assert!(
+        last["error"]
+            .as_str()
+            .unwrap()
+            .contains("does not accept this"),
+        "{listed}"
+    );
+    let (_, list) = setup.server.get("/api/conversations").await;
+    assert_eq!(list["conversations"][0]["last_turn"], *last, "{list}");
+    let (_, conversation) = setup
+        .server
+        .get(&format!("/api/conversations/{}", setup.id))
+        .await;
+    assert_eq!(conversation["last_turn"], *last, "{conversation}");
+
+    // A turn that completes replaces the mark.
+    let again = setup.turn("Try again").await;
+    assert_eq!(again.ended()["status"], "completed", "{:?}", again.events);
+    let listed = idle_update(&mut list_events, &setup.id).await;
+    assert_eq!(listed["last_turn"]["status"], "completed", "{listed}");
+    assert_eq!(listed["last_turn"]["error"], Value::Null, "{listed}");
+}
+
+/// The next list-level `conversation.updated` that shows the conversation idle.
+async fn idle_update(
+    events: &mut (impl futures::Stream<Item = (String, Value)> + Unpin),
+    id: &str,
+) -> Value {
+    loop {
+        let seen = events_until(events, "conversation.updated").await;
+        let (_, data) = seen.last().unwrap();
+        let conversation = &data["conversation"];
+        if conversation["id"] == id && conversation["status"] == "idle" {
+            return conversation.clone();
+        }
+    }
 }
 
 #[tokio::test]

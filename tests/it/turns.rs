@@ -104,6 +104,12 @@ async fn after_an_interrupt_the_next_request_tells_the_model() {
         .post(&format!("/api/conversations/{id}/interrupt"), json!({}))
         .await;
     assert_eq!(body["interrupted"], true);
+    // The interrupt answers once the turn is closed: the conversation says how it ended.
+    let (_, conversation) = server.get(&format!("/api/conversations/{id}")).await;
+    assert_eq!(
+        conversation["last_turn"]["status"], "interrupted",
+        "{conversation}"
+    );
 
     setup.fake.set_pace(std::time::Duration::from_millis(1));
     setup.fake.push(Reply::text("Understood."));

@@ -24,7 +24,10 @@ async fn the_page_is_html_with_a_strict_csp_and_names_the_demo_model() {
     assert!(!csp.contains("unsafe-inline"), "{csp}");
     assert!(!csp.contains("unsafe-eval"), "{csp}");
     let page = response.text().await.unwrap();
-    assert!(page.contains(r#"src="/assets/app.js""#), "{page}");
+    assert!(
+        page.contains(r#"<script type="module" src="/assets/main.js">"#),
+        "{page}"
+    );
     assert!(page.contains(r#"href="/assets/app.css""#), "{page}");
     assert!(page.contains("demo model (offline, built in)"), "{page}");
     assert!(page.contains(env!("CARGO_PKG_VERSION")), "{page}");
@@ -73,8 +76,13 @@ model = "coder"
 async fn assets_have_their_content_types_and_revalidate() {
     let server = Server::start().await;
     for (path, expected) in [
-        ("/assets/app.js", "javascript"),
+        ("/assets/main.js", "javascript"),
+        ("/assets/markdown.js", "javascript"),
         ("/assets/app.css", "text/css"),
+        // Vendored libraries: module scripts need a JavaScript type, `.mjs` included.
+        ("/vendor/marked/marked.esm.js", "javascript"),
+        ("/vendor/dompurify/purify.es.mjs", "javascript"),
+        ("/vendor/highlight.js/a11y-dark.min.css", "text/css"),
     ] {
         let response = server.client.get(server.url(path)).send().await.unwrap();
         assert_eq!(response.status(), 200, "{path}");
@@ -104,6 +112,8 @@ async fn an_unknown_asset_is_a_404() {
         "/assets/nothing-here.js",
         "/assets/..%2F..%2FCargo.toml",
         "/assets/%2E%2E/index.html",
+        "/vendor/nothing-here.js",
+        "/vendor/..%2F..%2FCargo.toml",
     ] {
         let (status, body) = server.get(path).await;
         assert_eq!(status, 404, "{path}: {body}");

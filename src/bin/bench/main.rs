@@ -8,6 +8,8 @@
 //!   subscribers, against an in-process fake model provider; and the decoding of a provider's
 //!   stream on its own (`decode`).
 //! - `fork`: fork and rewind latency over a generated 10,000-item conversation.
+//! - `live`: many conversations touched in a minute: live conversations at the cap, memory
+//!   and open files during the load and after.
 //! - `decode`: decoding a provider's stream alone, as a burst and at a provider's pace.
 //! - `tokens`: estimating a 100,000-token history for the usage meter.
 //! - `subagents`: how fast `spawn_agent` calls become running sub-agents, and the runtime's
@@ -17,6 +19,7 @@ mod decode;
 mod fake_provider;
 mod fork;
 mod foundation;
+mod live;
 mod sse;
 mod subagents;
 mod text;
@@ -55,6 +58,9 @@ enum Bench {
     /// Fork and rewind latency over a conversation of 10,000 items (the target of the issue
     /// "Fork and rewind").
     Fork(fork::ForkArgs),
+    /// 10,000 conversations touched in a minute: live conversations held at the cap, memory
+    /// and open files at the peak and after (the target of issue 14).
+    Live(live::LiveArgs),
     /// Decoding a provider's stream on its own: a burst, and chunks at a provider's pace.
     Decode(decode::DecodeArgs),
     /// What counting tokens for the usage meter costs: estimating a 100,000-token history.
@@ -75,6 +81,7 @@ fn main() -> anyhow::Result<()> {
         Bench::Foundation(args) => foundation::foundation(&args),
         Bench::Turns(args) => turns::turns(&args),
         Bench::Fork(args) => fork::fork(&args),
+        Bench::Live(args) => live::live(&args),
         Bench::Decode(args) => decode::decode(&args),
         Bench::Tokens(args) => tokens::tokens(&args),
         Bench::Subagents(args) => subagents::subagents(&args),

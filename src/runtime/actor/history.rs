@@ -7,7 +7,7 @@ use serde_json::json;
 use super::{ConversationActor, ForkOutcome};
 use crate::domain::{ForkedFrom, ItemKind, new_id, now};
 use crate::index::rebuild::{self, LoadedConversation};
-use crate::runtime::{IndexJob, RuntimeError, fork};
+use crate::runtime::{IndexJob, RuntimeError, fork, title};
 use crate::store::StoreError;
 use crate::store::records::{ConversationCreated, MetaRecord};
 use crate::store::state::ConversationState;
@@ -65,7 +65,7 @@ impl ConversationActor {
         fork::rewrite_session_id(&mut history, &root, &session_id);
         let records = MetaRecord::conversation_start(ConversationCreated {
             id: conversation_id.clone(),
-            title: format!("{} (fork)", source.title),
+            title: title::fork_title(&source.title),
             created_at,
             cwd: source.cwd.clone(),
             agent: source.agent.clone(),
@@ -87,6 +87,8 @@ impl ConversationActor {
             state,
             meta_len,
             search_texts: Vec::new(),
+            // Search covers the copy once its rows are copied (the job below says so).
+            root_len: 0,
             torn_files: Vec::new(),
         };
         self.shared
@@ -106,6 +108,7 @@ impl ConversationActor {
             from: self.id.clone(),
             to: conversation_id.clone(),
             below_seq,
+            root_len: history.len() as u64,
         });
         let conversation = loaded.state.conversation;
         self.shared.list_events.publish(

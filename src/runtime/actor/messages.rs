@@ -7,23 +7,22 @@ use serde_json::json;
 use super::session::InterruptCause;
 use super::{Answer, ConversationActor};
 use crate::domain::{Message, MessageMode, MessageSource, MessageStatus, new_id, now};
-use crate::runtime::{NewMessage, PendingPatch, RuntimeError};
+use crate::runtime::{NewMessage, PendingPatch, RequestKey, RuntimeError};
 use crate::store::records::MetaRecord;
 
 impl ConversationActor {
     pub(super) async fn send(
         &mut self,
         request: NewMessage,
-        key: Option<String>,
+        key: Option<RequestKey>,
     ) -> Result<Answer, RuntimeError> {
-        if let Some((status, body)) = key.as_ref().and_then(|key| self.state.answers.get(key)) {
-            return Ok(Answer {
-                status: *status,
-                body: body.clone(),
-            });
-        }
-        if let Some(answer) = key.as_ref().and_then(|key| self.pending_answers.get(key)) {
-            return Ok(answer.clone());
+        if let Some(key) = &key {
+            if let Some(stored) = self.state.answers.get(&key.key) {
+                return key.replay(stored);
+            }
+            if let Some((answer, first)) = self.pending_answers.get(&key.key) {
+                return key.replay(&first.stored(answer));
+            }
         }
         let session_id = request
             .session_id
@@ -52,7 +51,7 @@ impl ConversationActor {
     pub(super) fn deliver(
         &mut self,
         message: Message,
-        key: Option<String>,
+        key: Option<RequestKey>,
     ) -> Result<Answer, RuntimeError> {
         let session_id = message.session_id.clone();
         let report = self.is_report(&message);
@@ -83,7 +82,8 @@ impl ConversationActor {
             run.pending.push(message);
         }
         if let Some(key) = key {
-            self.pending_answers.insert(key, answer.clone());
+            self.pending_answers
+                .insert(key.key.clone(), (answer.clone(), key));
         }
         self.publish_pending();
         Ok(answer)
@@ -97,17 +97,12 @@ impl ConversationActor {
         let ids: std::collections::HashSet<&str> = messages.iter().map(|m| m.id.as_str()).collect();
         self.pending_answers
             .iter()
-            .filter(|(_, answer)| {
+            .filter(|(_, (answer, _))| {
                 answer.body["message"]["id"]
                     .as_str()
                     .is_some_and(|id| ids.contains(id))
             })
-            .map(|(key, answer)| MetaRecord::RequestAnswered {
-                key: key.clone(),
-                status: answer.status,
-                response: answer.body.clone(),
-                at: now(),
-            })
+            .map(|(_, (answer, key))| key.answered(answer, now()))
             .collect()
     }
 

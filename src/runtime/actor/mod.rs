@@ -13,13 +13,14 @@ mod compacting;
 mod history;
 mod messages;
 mod session;
+mod stored;
 mod subagents;
 mod subscribe;
 mod turns;
 
 use std::collections::HashMap;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 use serde::Serialize;
 use serde_json::{Value, json};
@@ -28,7 +29,9 @@ use tokio::time::Instant;
 
 use super::events::{Event, EventBus, EventId};
 use super::turn::FromTurn;
-use super::{Answer, ConversationPatch, NewMessage, PendingPatch, RuntimeError, Shared};
+use super::{
+    Answer, ConversationPatch, NewMessage, PendingPatch, RequestKey, RuntimeError, Shared,
+};
 use crate::domain::{Conversation, Item, Message, MessageSource, Session, Usage};
 use crate::index::IndexUpdate;
 use crate::store::records::{ConversationChanges, MetaRecord, SessionRecord};
@@ -46,7 +49,7 @@ pub enum Command {
     Delete(oneshot::Sender<Result<(), RuntimeError>>),
     Send(
         NewMessage,
-        Option<String>,
+        Option<RequestKey>,
         oneshot::Sender<Result<Answer, RuntimeError>>,
     ),
     /// Interrupts a session's running turn (the root's when no session is named).
@@ -76,9 +79,13 @@ pub enum Command {
     /// Manual compaction of the root session (SPEC §7.6).
     Compact(oneshot::Sender<Result<CompactOutcome, RuntimeError>>),
     Shutdown(oneshot::Sender<()>),
+    /// The registry is full: leave memory if nothing runs, waits or is followed here (the
+    /// least recently used idle conversation is asked first).
+    Unload,
 }
 
 pub use compacting::CompactOutcome;
+pub use stored::read_view;
 
 /// `GET /api/conversations/{id}`: the conversation with its sessions, waiting messages and usage.
 #[derive(Debug, Clone, Serialize)]
@@ -111,7 +118,24 @@ pub struct Subscription {
 pub struct ActorHandle {
     sender: mpsc::Sender<Command>,
     pub generation: u64,
+    status: Arc<ActorStatus>,
 }
+
+/// What the registry reads of a live conversation without asking its actor: when it was last
+/// used, and whether it could leave memory now (so a full registry knows whom to ask).
+struct ActorStatus {
+    /// A tick of [`USE_CLOCK`]: larger is more recent.
+    last_used: AtomicU64,
+    /// Nothing runs or waits in the conversation (kept by the actor after each step).
+    quiet: AtomicBool,
+    /// The registry has asked it to leave and not heard back yet.
+    unload_asked: AtomicBool,
+    /// Its followers (a followed conversation stays).
+    bus: EventBus,
+}
+
+/// Orders uses of live conversations, for "least recently used".
+static USE_CLOCK: AtomicU64 = AtomicU64::new(1);
 
 impl ActorHandle {
     /// Sends a command; gives it back if the actor has stopped.
@@ -121,6 +145,39 @@ impl ActorHandle {
 
     pub fn is_closed(&self) -> bool {
         self.sender.is_closed()
+    }
+
+    /// Marks the conversation as used now.
+    pub fn touch(&self) {
+        let now = USE_CLOCK.fetch_add(1, Ordering::Relaxed);
+        self.status.last_used.store(now, Ordering::Relaxed);
+    }
+
+    /// When it could leave memory, how recently it was used (older is smaller); `None` when it
+    /// cannot leave now or was already asked to.
+    pub fn idle_since(&self) -> Option<u64> {
+        let status = &self.status;
+        let idle = status.quiet.load(Ordering::Relaxed)
+            && status.bus.subscriber_count() == 0
+            && !status.unload_asked.load(Ordering::Relaxed)
+            && !self.sender.is_closed();
+        idle.then(|| status.last_used.load(Ordering::Relaxed))
+    }
+
+    /// Whether the registry asked it to leave and it has not answered yet.
+    pub fn unload_asked(&self) -> bool {
+        self.status.unload_asked.load(Ordering::Relaxed)
+    }
+
+    /// Asks the actor to leave memory if it still can; `false` when the request could not be
+    /// delivered now (its queue is full: it is busy anyway).
+    pub fn ask_to_unload(&self) -> bool {
+        self.status.unload_asked.store(true, Ordering::Relaxed);
+        let sent = self.sender.try_send(Command::Unload).is_ok();
+        if !sent {
+            self.status.unload_asked.store(false, Ordering::Relaxed);
+        }
+        sent
     }
 }
 
@@ -159,6 +216,13 @@ pub fn spawn(
     let (sender, commands) = mpsc::channel(COMMAND_CAPACITY);
     let (turn_sender, turn_messages) = mpsc::unbounded_channel();
     let generation = GENERATION.fetch_add(1, Ordering::Relaxed);
+    let bus = EventBus::new();
+    let status = Arc::new(ActorStatus {
+        last_used: AtomicU64::new(USE_CLOCK.fetch_add(1, Ordering::Relaxed)),
+        quiet: AtomicBool::new(false),
+        unload_asked: AtomicBool::new(false),
+        bus: bus.clone(),
+    });
     let sessions = state
         .sessions
         .iter()
@@ -179,7 +243,9 @@ pub fn spawn(
         meta,
         session_writers: HashMap::new(),
         sessions,
-        bus: EventBus::new(),
+        bus,
+        status: status.clone(),
+        searched_through: 0,
         pending_answers: HashMap::new(),
         turn_sender,
         turn_messages,
@@ -202,12 +268,17 @@ pub fn spawn(
         let root = actor.root_id().to_owned();
         actor.run_turn(&root, &turn_id);
     }
+    actor.note_quiet();
     let shared = actor.shared.clone();
     tokio::spawn(async move {
         actor.run(commands).await;
         shared.after_unload().await;
     });
-    Ok(ActorHandle { sender, generation })
+    Ok(ActorHandle {
+        sender,
+        generation,
+        status,
+    })
 }
 
 struct ConversationActor {
@@ -220,8 +291,13 @@ struct ConversationActor {
     /// The live part of every session (root and sub-agents), by session id.
     sessions: HashMap<String, SessionRun>,
     bus: EventBus,
-    /// Answers to `Idempotency-Key`s of messages that went to wait (in memory, like them).
-    pending_answers: HashMap<String, Answer>,
+    /// What the registry reads of this actor (see `ActorStatus`).
+    status: Arc<ActorStatus>,
+    /// How far in the root session's file search was last noted to reach.
+    searched_through: u64,
+    /// Answers to `Idempotency-Key`s of messages that went to wait (in memory, like them),
+    /// by key, with the hash of the body they came with.
+    pending_answers: HashMap<String, (Answer, RequestKey)>,
     compacting: Option<compacting::Compacting>,
     turn_sender: mpsc::UnboundedSender<FromTurn>,
     turn_messages: mpsc::UnboundedReceiver<FromTurn>,
@@ -239,6 +315,19 @@ impl ConversationActor {
             tokio::select! {
                 command = commands.recv() => {
                     let Some(command) = command else { break };
+                    if let Command::Unload = command {
+                        // Asked by a full registry: leave if nothing keeps the conversation
+                        // here; either way the registry may look again.
+                        self.status.unload_asked.store(false, Ordering::Relaxed);
+                        let leaving = self.is_quiet()
+                            && self.bus.subscriber_count() == 0
+                            && self.retire(&mut commands).await;
+                        self.shared.slot_freed.notify_waiters();
+                        if leaving {
+                            break;
+                        }
+                        continue;
+                    }
                     idle_deadline = Instant::now() + idle;
                     if self.handle(command).await == Flow::Stop {
                         break;
@@ -261,6 +350,7 @@ impl ConversationActor {
                     }
                 }
             }
+            self.note_quiet();
         }
         // Stop taking commands before leaving the registry, so none is lost in between.
         commands.close();
@@ -268,6 +358,11 @@ impl ConversationActor {
             let _ = waiter.send(());
         }
         self.shared.forget_actor(&self.id, self.generation).await;
+    }
+
+    /// Tells the registry whether the conversation could leave memory now.
+    fn note_quiet(&self) {
+        self.status.quiet.store(self.is_quiet(), Ordering::Relaxed);
     }
 
     /// Leaves the registry of live conversations, unless commands came in meanwhile. Done
@@ -292,6 +387,7 @@ impl ConversationActor {
         if late.is_empty() {
             if ours {
                 actors.remove(&self.id);
+                shared.slot_freed.notify_waiters();
             }
             return true;
         }
@@ -355,6 +451,9 @@ impl ConversationActor {
                 let _ = reply.send(usage);
             }
             Command::Compact(reply) => self.start_compaction(reply),
+            // Handled by `run` when it arrives; one that was queued behind a retirement's
+            // fresh channel finds the actor used again, which then stays.
+            Command::Unload => self.status.unload_asked.store(false, Ordering::Relaxed),
             Command::Shutdown(reply) => {
                 if let Some(compacting) = &self.compacting {
                     compacting.cancel.cancel();
@@ -444,18 +543,12 @@ impl ConversationActor {
 
     /// A session's usage meter, against its own model's window.
     fn usage_view(&self, session_id: &str) -> Usage {
-        let model = self
-            .state
-            .session(session_id)
-            .map_or(&self.state.conversation.model, |session| &session.model);
-        let (window, max_output) = self.shared.config.model(model).map_or((0, 0), |model| {
-            (model.context_window, model.max_output_tokens)
-        });
-        self.sessions
+        let tracker = self
+            .sessions
             .get(session_id)
             .map(|run| run.usage)
-            .unwrap_or_default()
-            .view(window, max_output)
+            .unwrap_or_default();
+        usage_of(&self.shared.config, &self.state, session_id, tracker)
     }
 
     async fn update(&mut self, patch: ConversationPatch) -> Result<Conversation, RuntimeError> {
@@ -552,26 +645,47 @@ impl ConversationActor {
         Ok(())
     }
 
-    fn append_items(&mut self, session_id: &str, items: &[Item]) -> Result<(), StoreError> {
-        let writer = match self.session_writers.entry(session_id.to_owned()) {
+    /// The writer of a session's file, opened the first time it is needed.
+    fn session_writer(&mut self, session_id: &str) -> Result<&mut JsonlWriter, StoreError> {
+        Ok(match self.session_writers.entry(session_id.to_owned()) {
             std::collections::hash_map::Entry::Occupied(entry) => entry.into_mut(),
             std::collections::hash_map::Entry::Vacant(entry) => entry.insert(
                 self.shared
                     .store
                     .open_session_writer(&self.id, session_id)?,
             ),
-        };
+        })
+    }
+
+    fn append_items(&mut self, session_id: &str, items: &[Item]) -> Result<(), StoreError> {
         let records: Vec<SessionRecord> = items
             .iter()
             .map(|item| SessionRecord::Item { item: item.clone() })
             .collect();
-        writer.append(&records)?;
+        self.session_writer(session_id)?.append(&records)?;
         if let Some(run) = self.sessions.get_mut(session_id) {
             for item in items {
                 session::remember(&mut run.history, item);
             }
         }
         Ok(())
+    }
+
+    /// Queues, behind the search rows of the root session's finished messages, the note that
+    /// search now covers its file up to here (`IndexUpdate::SearchedThrough`): a crash before
+    /// the queue gets there leaves the note behind the file, and the next start re-indexes.
+    fn note_searched_through(&mut self) {
+        let root = self.state.conversation.root_session_id.clone();
+        let Some(root_len) = self.session_writers.get(&root).map(JsonlWriter::len) else {
+            return;
+        };
+        if root_len > self.searched_through {
+            self.searched_through = root_len;
+            self.shared.index_later(super::IndexJob::SearchedThrough {
+                conversation_id: self.id.clone(),
+                root_len,
+            });
+        }
     }
 
     fn next_seq(&mut self, session_id: &str) -> u64 {
@@ -626,6 +740,22 @@ impl ConversationActor {
             );
         }
     }
+}
+
+/// The meter of one session (`tracker` is its count), against that session's model's window.
+fn usage_of(
+    config: &crate::config::Config,
+    state: &ConversationState,
+    session_id: &str,
+    tracker: super::usage::UsageTracker,
+) -> Usage {
+    let model = state
+        .session(session_id)
+        .map_or(&state.conversation.model, |session| &session.model);
+    let (window, max_output) = config.model(model).map_or((0, 0), |model| {
+        (model.context_window, model.max_output_tokens)
+    });
+    tracker.view(window, max_output)
 }
 
 #[derive(PartialEq)]

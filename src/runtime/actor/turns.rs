@@ -20,9 +20,10 @@ use crate::model::tokens::Tokenizer;
 use crate::runtime::compaction::Reason;
 use crate::runtime::pending::Waiting;
 use crate::runtime::turn::{self, FromTurn, TurnMsg, TurnSpec};
-use crate::runtime::{IndexJob, RuntimeError, usage};
+use crate::runtime::{IndexJob, RequestKey, RuntimeError, usage};
 use crate::store::StoreError;
 use crate::store::records::{MetaRecord, SessionRecord};
+use crate::store::state::StoredAnswer;
 use crate::tools::ToolContext;
 
 /// A turn accepted but not begun: its records are being stored (see `prepare_turn`).
@@ -32,7 +33,7 @@ pub(super) struct PreparedTurn {
     messages: Vec<Message>,
     leading_items: Vec<Item>,
     /// An `Idempotency-Key`'s answer, for the index.
-    answer_key: Option<(String, u16, serde_json::Value)>,
+    answer_key: Option<(RequestKey, StoredAnswer)>,
     /// The session is created with this turn (`session.created` goes out first).
     new_session: bool,
 }
@@ -58,12 +59,17 @@ impl ConversationActor {
         &mut self,
         session_id: &str,
         messages: Vec<Message>,
-        key: Option<String>,
+        key: Option<RequestKey>,
     ) -> Result<Answer, RuntimeError> {
         let (records, turn, answer) =
             self.prepare_turn(session_id, messages, key, Vec::new(), false);
+        // The history's file is opened before anything is stored: running out of files then
+        // stores nothing, and the error answer is true.
+        self.session_writer(session_id)?;
         self.append_meta(records)?;
-        self.begin_turn(turn)?;
+        // The messages are accepted: a failure now cannot take that back.
+        self.begin_turn(turn)
+            .map_err(RuntimeError::outcome_unknown)?;
         Ok(answer)
     }
 
@@ -76,7 +82,7 @@ impl ConversationActor {
         &self,
         session_id: &str,
         messages: Vec<Message>,
-        key: Option<String>,
+        key: Option<RequestKey>,
         leading_items: Vec<Item>,
         new_session: bool,
     ) -> (Vec<MetaRecord>, PreparedTurn, Answer) {
@@ -92,7 +98,7 @@ impl ConversationActor {
             .iter()
             .map(|message| MetaRecord::MessageAccepted {
                 message: message.clone(),
-                idempotency_key: key.clone(),
+                idempotency_key: key.as_ref().map(|key| key.key.clone()),
                 turn_id: None,
             })
             .collect();
@@ -109,16 +115,9 @@ impl ConversationActor {
             body: json!({ "message": messages[0] }),
         };
         // The key's answer also goes to the index (`index_turn_start`).
-        let answer_key = key
-            .clone()
-            .map(|key| (key, answer.status, answer.body.clone()));
-        if let Some(key) = key {
-            records.push(MetaRecord::RequestAnswered {
-                key,
-                status: answer.status,
-                response: answer.body.clone(),
-                at: now(),
-            });
+        let answer_key = key.as_ref().map(|key| (key.clone(), key.stored(&answer)));
+        if let Some(key) = &key {
+            records.push(key.answered(&answer, now()));
         }
         let turn = PreparedTurn {
             session_id: session_id.to_owned(),
@@ -182,7 +181,7 @@ impl ConversationActor {
         session_id: &str,
         turn_id: &str,
         items: &[Item],
-        answer_key: Option<(String, u16, serde_json::Value)>,
+        answer_key: Option<(RequestKey, StoredAnswer)>,
     ) {
         let shared = self.shared.clone();
         let id = self.id.clone();
@@ -227,12 +226,13 @@ impl ConversationActor {
                     text,
                 });
             }
-            if let Some((key, status, response)) = &answer_key {
+            if let Some((key, answer)) = &answer_key {
                 updates.push(IndexUpdate::Answer {
                     conversation_id: &id,
-                    key,
-                    status: *status,
-                    response,
+                    key: &key.key,
+                    status: answer.status,
+                    response: &answer.response,
+                    body_hash: answer.body_hash.as_deref(),
                 });
             }
             shared.index_quietly(&updates).await;
@@ -356,31 +356,19 @@ impl ConversationActor {
         session: &crate::domain::Session,
         agent: &crate::config::AgentConfig,
     ) -> (Option<String>, Vec<crate::model::ToolSpec>) {
-        let config = &self.shared.config;
-        let tools = crate::tools::specs(&agent.tools)
-            .into_iter()
-            .map(|spec| super::subagents::described(spec, config))
-            .collect();
-        let instructions = instructions(
-            agent.instructions.as_deref(),
+        request_parts(
+            &self.shared.config,
             &self.state.conversation.cwd,
-            session.parent_id.is_some(),
-        );
-        (instructions, tools)
+            session,
+            agent,
+        )
     }
 
     /// Starts a session's meter over from its history, counted with its model's tokenizer and
     /// with the fixed part of its requests (SPEC §7.2): when a session is loaded or created,
     /// and when its model changes. (A turn adopts them again, as AGENTS.md may change.)
     pub(super) fn reset_meter(&mut self, session_id: &str) {
-        let config = &self.shared.config;
-        let basis = self.state.session(session_id).and_then(|session| {
-            let agent = config.agent(&session.agent)?;
-            let (instructions, tools) = self.request_parts(session, agent);
-            let tokenizer = Tokenizer::for_model(config, &session.model);
-            let overhead = tokenizer.request_overhead(instructions.as_deref(), &tools);
-            Some(usage::UsageTracker::new(tokenizer, overhead))
-        });
+        let basis = meter_basis(&self.shared.config, &self.state, session_id);
         if let (Some(basis), Some(run)) = (basis, self.sessions.get_mut(session_id)) {
             run.usage = basis.restart(&crate::runtime::compaction::model_view(&run.history));
         }
@@ -712,6 +700,9 @@ impl ConversationActor {
             error: error.clone(),
             at: now(),
         };
+        if session_id == self.root_id() {
+            self.note_searched_through();
+        }
         if let Err(error) = self.append_meta(vec![record.clone()]) {
             // Clients are told the turn ended, and this actor must agree with them (a turn it
             // thinks still runs would block every later one). On disk the turn stays open, so
@@ -872,6 +863,41 @@ impl ConversationActor {
         }
         Ok(())
     }
+}
+
+/// What every request of a session carries besides its history (see
+/// `ConversationActor::request_parts`).
+fn request_parts(
+    config: &crate::config::Config,
+    cwd: &str,
+    session: &crate::domain::Session,
+    agent: &crate::config::AgentConfig,
+) -> (Option<String>, Vec<crate::model::ToolSpec>) {
+    let tools = crate::tools::specs(&agent.tools)
+        .into_iter()
+        .map(|spec| super::subagents::described(spec, config))
+        .collect();
+    let instructions = instructions(
+        agent.instructions.as_deref(),
+        cwd,
+        session.parent_id.is_some(),
+    );
+    (instructions, tools)
+}
+
+/// The meter a session starts from: its model's tokenizer and the fixed part of its requests
+/// (see `ConversationActor::reset_meter`; also used for a conversation read from its files).
+pub(super) fn meter_basis(
+    config: &crate::config::Config,
+    state: &crate::store::state::ConversationState,
+    session_id: &str,
+) -> Option<usage::UsageTracker> {
+    let session = state.session(session_id)?;
+    let agent = config.agent(&session.agent)?;
+    let (instructions, tools) = request_parts(config, &state.conversation.cwd, session, agent);
+    let tokenizer = Tokenizer::for_model(config, &session.model);
+    let overhead = tokenizer.request_overhead(instructions.as_deref(), &tools);
+    Some(usage::UsageTracker::new(tokenizer, overhead))
 }
 
 /// The agent's instructions, with the working directory's AGENTS.md after them (SPEC §7.5). A

@@ -1,0 +1,245 @@
+//! The connection loop under the router: accepts TCP connections and serves each with hyper
+//! (HTTP/1.1 or HTTP/2), with the limits `axum::serve` does not offer. A client must send its
+//! request headers within a timeout; connections past a limit get a 503 instead of a file each;
+//! running out of files while accepting waits instead of failing; and hyper's own error answers
+//! carry the API's JSON body (`parse_errors`). It knows nothing about the routes.
+
+use std::convert::Infallible;
+use std::future::Future;
+use std::pin::pin;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::time::Duration;
+
+use axum::Router;
+use axum::extract::Request;
+use axum::response::IntoResponse;
+use hyper::body::Incoming;
+use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
+use hyper_util::server::conn::auto::Builder;
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::{Notify, watch};
+use tower::ServiceExt as _;
+
+use super::ApiError;
+use super::parse_errors::JsonParseErrors;
+
+/// The limits of the HTTP edge.
+#[derive(Debug, Clone, Copy)]
+pub struct ConnectionLimits {
+    /// Connections served at once. Past it, a few more are answered 503 (`Retry-After`), and
+    /// beyond those new ones wait in the kernel's queue until one ends.
+    pub max_connections: usize,
+    /// How long a client may take to send a request's headers (the first one from connecting,
+    /// the next ones on a kept-alive connection from the previous answer).
+    pub header_read_timeout: Duration,
+}
+
+/// How long the loop waits before accepting again when the process is out of files.
+const OUT_OF_FILES_PAUSE: Duration = Duration::from_millis(50);
+
+/// Serves `app` on `listener` until `shutdown` completes; then stops accepting, lets each
+/// connection finish its request in flight (event streams end through the app's own signal),
+/// and returns once they are closed.
+pub async fn serve(
+    listener: TcpListener,
+    app: Router,
+    limits: ConnectionLimits,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) {
+    let (stop_sender, stop) = watch::channel(false);
+    tokio::spawn(async move {
+        shutdown.await;
+        let _ = stop_sender.send(true);
+    });
+    let counts = Arc::new(Counts::default());
+    // Connections answered 503 also hold a file: only so many of them at once.
+    let max_refusing = limits.max_connections / 8 + 4;
+    let mut stopped = stop.clone();
+    loop {
+        let accepted = tokio::select! {
+            accepted = listener.accept() => accepted,
+            _ = stopped.wait_for(|stop| *stop) => break,
+        };
+        let stream = match accepted {
+            Ok((stream, _)) => stream,
+            Err(error) => {
+                pause_after_accept_error(&error).await;
+                continue;
+            }
+        };
+        // Event streams are many small writes: send each at once instead of waiting to
+        // coalesce them (Nagle), which would delay live deltas.
+        if let Err(error) = stream.set_nodelay(true) {
+            tracing::debug!(%error, "cannot set TCP_NODELAY");
+        }
+        if counts.serving.load(Ordering::SeqCst) < limits.max_connections {
+            let guard = Counted::new(&counts, Slot::Serving);
+            let app = app.clone();
+            let stop = stop.clone();
+            tokio::spawn(async move {
+                serve_connection(stream, app, limits.header_read_timeout, stop).await;
+                drop(guard);
+            });
+        } else {
+            let guard = Counted::new(&counts, Slot::Refusing);
+            tokio::spawn(async move {
+                refuse_connection(stream, limits.header_read_timeout).await;
+                drop(guard);
+            });
+            // Past the refusals too: accept nothing more until some connection ends.
+            while counts.refusing.load(Ordering::SeqCst) >= max_refusing {
+                let ended = counts.ended.notified();
+                if counts.refusing.load(Ordering::SeqCst) < max_refusing {
+                    break;
+                }
+                ended.await;
+            }
+        }
+    }
+    drop(listener);
+    while counts.serving.load(Ordering::SeqCst) + counts.refusing.load(Ordering::SeqCst) > 0 {
+        let ended = counts.ended.notified();
+        if counts.serving.load(Ordering::SeqCst) + counts.refusing.load(Ordering::SeqCst) == 0 {
+            break;
+        }
+        ended.await;
+    }
+}
+
+/// Connections open now, by kind; `ended` wakes whoever waits for one to close.
+#[derive(Default)]
+struct Counts {
+    serving: AtomicUsize,
+    refusing: AtomicUsize,
+    ended: Notify,
+}
+
+#[derive(Clone, Copy)]
+enum Slot {
+    Serving,
+    Refusing,
+}
+
+/// One open connection, counted until dropped.
+struct Counted {
+    counts: Arc<Counts>,
+    slot: Slot,
+}
+
+impl Counted {
+    fn new(counts: &Arc<Counts>, slot: Slot) -> Counted {
+        counts.counter(slot).fetch_add(1, Ordering::SeqCst);
+        Counted {
+            counts: counts.clone(),
+            slot,
+        }
+    }
+}
+
+impl Counts {
+    fn counter(&self, slot: Slot) -> &AtomicUsize {
+        match slot {
+            Slot::Serving => &self.serving,
+            Slot::Refusing => &self.refusing,
+        }
+    }
+}
+
+impl Drop for Counted {
+    fn drop(&mut self) {
+        self.counts
+            .counter(self.slot)
+            .fetch_sub(1, Ordering::SeqCst);
+        self.counts.ended.notify_waiters();
+    }
+}
+
+/// An accept that failed: out of files (the connection stays in the kernel's queue until one
+/// is free, it is not refused), or a connection that went away before it was accepted.
+async fn pause_after_accept_error(error: &std::io::Error) {
+    match error.raw_os_error() {
+        Some(libc::ECONNABORTED | libc::EINTR | libc::EPROTO) => {}
+        Some(libc::EMFILE | libc::ENFILE | libc::ENOBUFS | libc::ENOMEM) => {
+            tracing::warn!(%error, "cannot accept a connection now; waiting for a free file");
+            tokio::time::sleep(OUT_OF_FILES_PAUSE).await;
+        }
+        _ => {
+            tracing::warn!(%error, "accepting a connection failed");
+            tokio::time::sleep(OUT_OF_FILES_PAUSE).await;
+        }
+    }
+}
+
+/// Serves one connection with the app until it closes, or until shutdown (after the request
+/// in flight). Until the first request's headers have arrived, the connection lives at most
+/// `header_read_timeout` (hyper's own timeout covers each HTTP/1 request after that, but not
+/// the bytes it reads to tell HTTP/1 from HTTP/2).
+async fn serve_connection(
+    stream: TcpStream,
+    app: Router,
+    header_read_timeout: Duration,
+    mut stop: watch::Receiver<bool>,
+) {
+    let first_request = Arc::new(AtomicBool::new(false));
+    let seen = first_request.clone();
+    let service = hyper::service::service_fn(move |request: Request<Incoming>| {
+        seen.store(true, Ordering::Relaxed);
+        app.clone().oneshot(request.map(axum::body::Body::new))
+    });
+    let mut builder = Builder::new(TokioExecutor::new());
+    builder
+        .http1()
+        .timer(TokioTimer::new())
+        .header_read_timeout(header_read_timeout);
+    let io = TokioIo::new(JsonParseErrors::new(stream));
+    let mut connection = pin!(builder.serve_connection_with_upgrades(io, service));
+    let first_deadline = tokio::time::sleep(header_read_timeout);
+    let mut first_deadline = pin!(first_deadline);
+    let mut deadline_done = false;
+    let mut stopping = false;
+    loop {
+        tokio::select! {
+            result = connection.as_mut() => {
+                if let Err(error) = result {
+                    tracing::trace!(%error, "connection ended with an error");
+                }
+                return;
+            }
+            () = first_deadline.as_mut(), if !deadline_done => {
+                deadline_done = true;
+                if !first_request.load(Ordering::Relaxed) {
+                    tracing::debug!("no request headers in time; closing the connection");
+                    return;
+                }
+            }
+            _ = stop.wait_for(|stop| *stop), if !stopping => {
+                stopping = true;
+                connection.as_mut().graceful_shutdown();
+            }
+        }
+    }
+}
+
+/// Answers every request of a connection past the limit with 503 and `Retry-After`, then
+/// closes it. The request is read first: closing a socket with unread data resets it, and the
+/// client could lose the answer.
+async fn refuse_connection(stream: TcpStream, header_read_timeout: Duration) {
+    let service = hyper::service::service_fn(|_request: Request<Incoming>| async {
+        let mut response = ApiError::Unavailable(
+            "the service has too many connections open; retry shortly".to_owned(),
+        )
+        .into_response();
+        response.headers_mut().insert(
+            axum::http::header::CONNECTION,
+            axum::http::HeaderValue::from_static("close"),
+        );
+        Ok::<_, Infallible>(response)
+    });
+    let connection = hyper::server::conn::http1::Builder::new()
+        .keep_alive(false)
+        .timer(TokioTimer::new())
+        .header_read_timeout(header_read_timeout)
+        .serve_connection(TokioIo::new(JsonParseErrors::new(stream)), service);
+    let _ = tokio::time::timeout(header_read_timeout * 2, connection).await;
+}

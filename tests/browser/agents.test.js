@@ -1,0 +1,74 @@
+// The Agents tab with real sub-agents (the demo model's `/spawn AGENT: TASK`): the tree with
+// status, agent, task and last message; a sub-agent opened, its text seen streaming; it is
+// interrupted and messaged; spawns and reports in the main timeline lead to it. With no
+// sub-agents the tab says so (details.test.js).
+'use strict';
+
+const { test } = require('node:test');
+const assert = require('node:assert/strict');
+const { TEST_TIMEOUT, waitIdle, withUi } = require('./harness');
+
+test('the Agents tab shows the tree of sub-agents; one is opened while it streams, interrupted and messaged', { timeout: TEST_TIMEOUT }, () =>
+  withUi(async ({ page }) => {
+    // The main agent spawns a helper, which spawns its own helper that writes slowly.
+    await page.fill('#message', 'Delegate this\n/spawn default: /spawn default: /sleep 250');
+    await page.press('#message', 'Enter');
+    await page.waitForURL(/#\/c\/[^/]+$/);
+
+    // The spawn reads as a card, not JSON, and leads to the sub-agent.
+    const spawn = page.locator('#items .item.tool-call.tool-spawn-agent');
+    await spawn.locator('.open-session').waitFor();
+    assert.equal(await spawn.locator('.tool-name').textContent(), 'Sub-agent');
+    assert.equal(await spawn.locator('.tool-task').textContent(), '/spawn default: /sleep 250');
+    assert.ok(!(await spawn.textContent()).includes('session_id'), await spawn.textContent());
+
+    await page.click('#tab-agents');
+    const rows = page.locator('#agent-list li.agent-row');
+    await rows.nth(2).waitFor();
+    assert.equal(await page.textContent('#agents-count'), '2');
+    assert.equal(await page.locator('#agents-empty').isVisible(), false);
+    // The tree: each sub-agent under the one that spawned it, with its task.
+    assert.deepEqual(await rows.evaluateAll((nodes) => nodes.map((n) => n.dataset.depth)), ['0', '1', '2']);
+    assert.equal(await rows.nth(0).locator('.agent-name').textContent(), 'default (main agent)');
+    assert.match(await rows.nth(1).locator('.agent-task').textContent(), /\/spawn default: \/sleep 250/);
+    const slow = rows.nth(2);
+    assert.match(await slow.locator('.agent-task').textContent(), /^Task: \/sleep 250$/);
+    await slow.locator('.badge', { hasText: 'working' }).waitFor();
+    assert.deepEqual(await slow.locator('button').allTextContents(), ['Interrupt', 'Message', 'Open']);
+
+    // Opened: its own history, its text streaming.
+    await slow.locator('button', { hasText: 'Open' }).click();
+    await page.locator('#session-crumb', { hasText: 'Viewing sub-agent “default”: /sleep 250' }).waitFor();
+    const streaming = page.locator('#items .item.agent-message.status-running .md');
+    await streaming.filter({ hasText: 'Demo' }).waitFor();
+    const before = (await streaming.textContent()).length;
+    await page.waitForFunction((length) => {
+      const node = document.querySelector('#items .item.agent-message.status-running .md');
+      return node && node.textContent.length > length;
+    }, before);
+    const task = page.locator('#items .item.user-message.from-agent').first();
+    assert.equal(await task.locator('.who').textContent(), 'From the agent that started this one, “default”');
+    assert.equal(await task.locator('.md').textContent(), '/sleep 250\n');
+
+    // Interrupted from its view.
+    await page.click('#interrupt');
+    await page.locator('#items .item.agent-message.status-interrupted').waitFor();
+    await page.click('#tab-agents');
+    await slow.locator('.badge', { hasText: 'interrupted' }).waitFor();
+
+    // Messaged: its reply appears in its history.
+    await slow.locator('button', { hasText: 'Message' }).click();
+    assert.equal(await page.evaluate(() => document.activeElement.id), 'message');
+    await page.keyboard.type('hello, helper');
+    await page.keyboard.press('Enter');
+    await page.locator('#items .item.agent-message.status-completed', { hasText: 'you said "hello, helper"' }).waitFor();
+    await waitIdle(page);
+
+    // Back to the main agent: its timeline holds the reports, each leading to its sub-agent.
+    await page.locator('#session-crumb button', { hasText: 'Back to the main agent' }).click();
+    await page.locator('#session-crumb').waitFor({ state: 'hidden' });
+    const report = page.locator('#items .item.user-message.from-agent').first();
+    await report.waitFor();
+    await report.locator('button', { hasText: 'Open the sub-agent' }).click();
+    await page.locator('#session-crumb', { hasText: 'Viewing sub-agent “default”' }).waitFor();
+  }));

@@ -1,0 +1,172 @@
+// Issue 15, point 10: the smaller points. Deleting a working conversation is refused before the
+// "cannot be undone" question; the sidebar's row actions never move the rows; shown times follow
+// the order of the timeline; "New output below" appears when the reader scrolled up during a
+// stream; errors are written for people (the API code in small type); the Agents tab says plainly
+// when there are no sub-agents; the context meter reads as figures with its threshold labelled.
+'use strict';
+
+const { test } = require('node:test');
+const assert = require('node:assert/strict');
+const fs = require('node:fs');
+const path = require('node:path');
+const { TEST_TIMEOUT, startConversation, waitForReply, waitIdle, withUi } = require('./harness');
+
+test('deleting a working conversation is refused before asking whether to delete it', { timeout: TEST_TIMEOUT }, () =>
+  withUi(async ({ page }) => {
+    const dialogs = [];
+    page.on('dialog', (dialog) => {
+      dialogs.push(dialog.message());
+      dialog.dismiss();
+    });
+    await startConversation(page, 'stay busy\n/sleep 300');
+    const row = page.locator('#conversation-list li.conv.running');
+    await row.waitFor();
+    await row.hover();
+    await row.locator('button.conv-menu').click();
+    await page.locator('.menu [role="menuitem"]', { hasText: 'Delete' }).click();
+    const banner = page.locator('#banners .banner.error', { hasText: 'is still working, so it cannot be deleted' });
+    await banner.waitFor();
+    assert.deepEqual(dialogs, [], 'no "cannot be undone" question for a conversation that cannot be deleted');
+
+    // Its action interrupts; then deleting asks first, and deletes.
+    await banner.locator('button', { hasText: 'Interrupt it' }).click();
+    await page.locator('#conversation-list li.conv:not(.running)').waitFor();
+    await page.locator('#conversation-list li.conv button.conv-menu').click();
+    page.removeAllListeners('dialog');
+    page.once('dialog', (dialog) => {
+      dialogs.push(dialog.message());
+      dialog.accept();
+    });
+    await page.locator('.menu [role="menuitem"]', { hasText: 'Delete' }).click();
+    await page.locator('#conversation-list li.conv').waitFor({ state: 'detached' });
+    assert.match(dialogs[0], /This cannot be undone\./);
+  }));
+
+test('showing a row’s actions does not move the rows below it', { timeout: TEST_TIMEOUT }, () =>
+  withUi(async ({ page }) => {
+    for (const text of ['one', 'two', 'three']) {
+      await startConversation(page, text);
+      await waitForReply(page, text);
+    }
+    const rows = page.locator('#conversation-list li.conv');
+    await rows.nth(2).waitFor();
+    const boxes = async () => Promise.all([0, 1, 2].map((i) => rows.nth(i).boundingBox()));
+    await page.mouse.move(1000, 800);
+    const before = await boxes();
+    await rows.nth(1).hover();
+    await rows.nth(1).locator('button.conv-menu').waitFor({ state: 'visible' });
+    assert.equal(await rows.nth(1).locator('button.conv-menu').evaluate((b) => getComputedStyle(b).opacity), '1');
+    assert.deepEqual(await boxes(), before);
+    await rows.nth(1).locator('button.conv-menu').click();
+    await page.locator('.menu').waitFor();
+    assert.deepEqual(await boxes(), before);
+  }));
+
+test('shown times follow the order of the timeline', { timeout: TEST_TIMEOUT }, () =>
+  withUi({ fake: true }, async ({ page, fake, server }) => {
+    // A turn of two steps: a command that waits for the test, then an answer. A message queued
+    // during the command is written before the answer but joins the timeline after it.
+    // The model takes a moment over step two, as real ones do.
+    fake.push(
+      { tool: 'shell', args: { command: 'while [ ! -e go ]; do sleep 0.05; done; echo went' } },
+      () => ({ waitFor: new Promise((resolve) => setTimeout(resolve, 1500)), then: { text: 'Step two is done.' } }),
+    );
+    await startConversation(page, 'two steps');
+    await page.locator('#items .item.tool-call .tool-state.state-running').waitFor();
+    await page.selectOption('#mode', 'queue');
+    await page.fill('#message', 'the question I queued');
+    await page.press('#message', 'Enter');
+    await page.locator('#pending-list li.pending-item', { hasText: 'the question I queued' }).waitFor();
+    // The answer is written after the queued message (times are compared to the millisecond).
+    fs.writeFileSync(path.join(server().cwd, 'go'), '');
+    await page.locator('#items .item.agent-message', { hasText: 'Echo: the question I queued' }).waitFor();
+    await waitIdle(page);
+
+    const times = await page.locator('#items time').evaluateAll((nodes) => nodes.map((node) => node.getAttribute('datetime')));
+    const sorted = [...times].sort();
+    assert.deepEqual(times, sorted, 'times never go backwards down the page');
+    // The queued message shows when it joined; when it was written is in its tooltip.
+    const queued = page.locator('#items .item.user-message', { hasText: 'the question I queued' }).locator('time');
+    assert.match(await queued.getAttribute('title'), /^Sent .*; it joined the conversation when the agent took it/);
+  }));
+
+test('"New output below" appears when the reader scrolled up during a stream', { timeout: TEST_TIMEOUT }, () =>
+  withUi({ fake: true }, async ({ page, fake }) => {
+    const paragraphs = Array.from({ length: 80 }, (_, n) => `Paragraph ${n + 1} of a long answer that keeps coming.`).join('\n\n');
+    fake.push({ text: paragraphs, chunkChars: 12, paceMs: 15 });
+    await startConversation(page, 'a long answer please');
+    const timeline = page.locator('#timeline');
+    await page.waitForFunction(() => {
+      const t = document.getElementById('timeline');
+      return t.scrollHeight > t.clientHeight + 200;
+    });
+    const button = page.locator('#new-output');
+    assert.equal(await button.isVisible(), false, 'following the end: no button');
+    // The reader scrolls up with the mouse wheel.
+    const box = await timeline.boundingBox();
+    await page.mouse.move(box.x + box.width / 2, box.y + box.height / 2);
+    await page.mouse.wheel(0, -100_000);
+    await page.waitForFunction(() => document.getElementById('timeline').scrollTop === 0);
+    await button.waitFor({ state: 'visible' });
+    // Reading stays where the reader is while the output goes on.
+    const height = await timeline.evaluate((t) => t.scrollHeight);
+    await page.waitForFunction((h) => document.getElementById('timeline').scrollHeight > h, height);
+    assert.equal(await timeline.evaluate((t) => t.scrollTop), 0);
+    await button.click();
+    await button.waitFor({ state: 'hidden' });
+    await page.waitForFunction(() => {
+      const t = document.getElementById('timeline');
+      return t.scrollHeight - t.scrollTop - t.clientHeight < 40;
+    });
+    await page.locator('#items .item.agent-message.status-completed').waitFor();
+  }));
+
+test('errors are written for people, with the API code in small type', { timeout: TEST_TIMEOUT }, () =>
+  withUi({ allowConsole: [/status of 409/] }, async ({ page }) => {
+    await startConversation(page, 'hello');
+    await waitForReply(page, 'hello');
+    await page.click('#compact');
+    await page.locator('#items details.item.summary').waitFor();
+    await page.click('#compact');
+    const banner = page.locator('#banners .banner.error');
+    await banner.waitFor();
+    assert.equal(
+      await banner.locator('.banner-text').textContent(),
+      'There is nothing to compress: the model already reads only the summary and what came after it.',
+    );
+    assert.equal(await banner.locator('.banner-detail code').textContent(), 'nothing_to_compact');
+    const sizes = await banner.evaluate((node) => [
+      parseFloat(getComputedStyle(node.querySelector('.banner-text')).fontSize),
+      parseFloat(getComputedStyle(node.querySelector('.banner-detail')).fontSize),
+    ]);
+    assert.ok(sizes[1] < sizes[0], `the code is smaller: ${sizes}`);
+    await banner.locator('button.banner-close').click();
+    await banner.waitFor({ state: 'detached' });
+  }));
+
+test('the Agents tab says plainly when there are no sub-agents', { timeout: TEST_TIMEOUT }, () =>
+  withUi(async ({ page }) => {
+    await startConversation(page, 'alone');
+    await waitForReply(page, 'alone');
+    await page.click('#tab-agents');
+    const empty = page.locator('#agents-empty');
+    await empty.waitFor();
+    assert.match(await empty.textContent(), /^This conversation has no sub-agents\./);
+    assert.equal(await page.locator('#agent-list li.agent-row').count(), 1);
+    assert.match(await page.locator('#agent-list li.agent-row').textContent(), /default \(main agent\)idle/);
+  }));
+
+test('the context meter shows used / window in figures, explains reported and estimated, and labels the threshold', { timeout: TEST_TIMEOUT }, () =>
+  withUi(async ({ page }) => {
+    await startConversation(page, 'measure me');
+    await waitForReply(page, 'measure me');
+    const meter = page.locator('#usage');
+    await meter.waitFor();
+    assert.match(await page.textContent('#usage-figures'), /^\d+(\.\d)?k? \/ 33k tokens$/);
+    const source = await page.textContent('#usage-source');
+    assert.ok(['reported', 'estimated'].includes(source), source);
+    assert.match(await page.getAttribute('#usage-source', 'title'), source === 'reported' ? /^Reported: the model provider counted/ : /^Estimated: the service counted this itself/);
+    assert.match(await meter.getAttribute('title'), /^Context in use: [\d,]+ of 32,768 tokens .* At 26,214 tokens \(the compaction threshold\) older history is summarized\.$/);
+    assert.equal(await page.textContent('#usage-threshold-label'), 'compacts at 26k');
+    assert.match(await page.getAttribute('#usage-bar', 'aria-valuetext'), /^[\d,]+ of 32,768 tokens \(\d+%\), (reported|estimated)$/);
+  }));

@@ -1,0 +1,86 @@
+// Issue 15, point 3: failures and retries. Each model.retry updates one line with a countdown;
+// a failed turn shows as failed, in red, on the turn itself, with a Retry button that sends the
+// same message again; the sidebar marks failed and interrupted conversations.
+'use strict';
+
+const { test } = require('node:test');
+const assert = require('node:assert/strict');
+const { TEST_TIMEOUT, startConversation, waitIdle, withUi } = require('./harness');
+
+test('retries update one line with a countdown instead of stacking banners', { timeout: TEST_TIMEOUT }, () =>
+  withUi({ fake: { retry: { initialDelayMs: 1500, maxDelayMs: 3000 } } }, async ({ page, fake }) => {
+    await startConversation(page, 'hello');
+    await waitIdle(page);
+    fake.push({ status: 500, message: 'upstream hiccup' }, { status: 500, message: 'upstream hiccup' }, { text: 'Through at last.' });
+    // Everything the retry line showed, and how many retry lines there ever were at once.
+    await page.evaluate(() => {
+      window.__retry = { most: 0, texts: new Set() };
+      new MutationObserver(() => {
+        const lines = document.querySelectorAll('.line.retry');
+        window.__retry.most = Math.max(window.__retry.most, lines.length + document.querySelectorAll('.banner').length);
+        for (const line of lines) window.__retry.texts.add(line.textContent);
+      }).observe(document.body, { subtree: true, childList: true, characterData: true });
+    });
+    await page.fill('#message', 'try hard');
+    await page.press('#message', 'Enter');
+    const line = page.locator('#status-lines .line.retry');
+    await line.filter({ hasText: 'Attempt 2 of 10' }).waitFor();
+    assert.match(await line.textContent(), /The model call failed \(.*upstream hiccup.*\)\. Attempt 2 of 10 (in \d s|now)/);
+    await line.filter({ hasText: 'Attempt 3 of 10' }).waitFor();
+    await page.locator('#items .item.agent-message', { hasText: 'Through at last.' }).waitFor();
+    await line.waitFor({ state: 'detached' });
+    await waitIdle(page);
+
+    const seen = await page.evaluate(() => ({ most: window.__retry.most, texts: [...window.__retry.texts] }));
+    assert.equal(seen.most, 1, `one retry line at a time, no banners: ${JSON.stringify(seen)}`);
+    // The countdown went down by the second (the second wait is 3 s).
+    const countdowns = seen.texts.filter((text) => text.includes('Attempt 3 of 10')).map((text) => /in (\d) s/.exec(text)?.[1]);
+    assert.ok(countdowns.includes('3') && countdowns.includes('2') && countdowns.includes('1'), JSON.stringify(seen.texts));
+  }));
+
+test('a failed turn shows as failed on the turn itself, and Retry sends the same message again', { timeout: TEST_TIMEOUT }, () =>
+  withUi({ fake: true }, async ({ page, fake }) => {
+    fake.push({ status: 400, message: 'the model refuses this request' }, { text: 'Second time lucky.' });
+    await startConversation(page, 'please do the thing');
+
+    const failed = page.locator('#items .turn-end.failed');
+    await failed.waitFor();
+    assert.match(await failed.textContent(), /^This turn failed\. .*the model refuses this request/);
+    // Red, on the turn: right after its message, and the model's notice ("the previous turn
+    // failed") is not shown for the turn that is the current one.
+    assert.equal(await failed.evaluate((node) => node.previousElementSibling.previousElementSibling.querySelector('.text')?.textContent), 'please do the thing');
+    const colour = await failed.locator('strong').evaluate((node) => getComputedStyle(node).color);
+    const [r, g, b] = colour.match(/\d+/g).map(Number);
+    assert.ok(r > 150 && g < 80 && b < 80, `red: ${colour}`);
+    assert.equal(await page.getByText('The previous turn failed', { exact: false }).filter({ visible: true }).count(), 0);
+    // The sidebar marks it.
+    const row = page.locator('#conversation-list li.conv.selected');
+    await row.locator('.row-badge.failed', { hasText: 'failed' }).waitFor();
+
+    // After a reload, from the stored history and the conversation's last turn.
+    await page.reload();
+    await failed.waitFor();
+    await row.locator('.row-badge.failed').waitFor();
+
+    await failed.locator('button', { hasText: 'Retry' }).click();
+    await page.locator('#items .item.agent-message', { hasText: 'Second time lucky.' }).waitFor();
+    await waitIdle(page);
+    assert.deepEqual(await page.locator('#items .item.user-message .text').allTextContents(), ['please do the thing', 'please do the thing']);
+    // The failure stays in the history, without its Retry; the sidebar mark is gone.
+    assert.equal(await failed.count(), 1);
+    assert.equal(await failed.locator('button').count(), 0);
+    await row.locator('.row-badge').waitFor({ state: 'detached' });
+  }));
+
+test('an interrupted turn says so on the turn, and the sidebar marks the conversation', { timeout: TEST_TIMEOUT }, () =>
+  withUi({ fake: true }, async ({ page, fake }) => {
+    fake.push({ text: 'A long answer that will not be finished, because the user stops it early on.', paceMs: 200 });
+    await startConversation(page, 'start talking');
+    await page.locator('#items .item.agent-message.status-running .md', { hasText: 'A long' }).waitFor();
+    await page.click('#interrupt');
+    const ended = page.locator('#items .turn-end.interrupted');
+    await ended.waitFor();
+    assert.match(await ended.textContent(), /^This turn was interrupted\./);
+    await page.locator('#items .item.agent-message.status-interrupted').waitFor();
+    await page.locator('#conversation-list li.conv.selected .row-badge.interrupted', { hasText: 'interrupted' }).waitFor();
+  }));

@@ -1,0 +1,143 @@
+// Issue 15, point 4: the user's text is never lost. Editing a waiting message holds it back
+// (the agent cannot take the old text meanwhile); waiting messages lost in a restart come back
+// into the message box with a notice; error banners clear once things work again; the send mode
+// goes back to the default after a send.
+'use strict';
+
+const { test } = require('node:test');
+const assert = require('node:assert/strict');
+const { TEST_TIMEOUT, apiGet, conversationId, startConversation, waitIdle, withUi } = require('./harness');
+
+// A reply the fake provider holds until the test lets it go.
+function heldReply(text) {
+  let release;
+  const released = new Promise((resolve) => (release = resolve));
+  return { reply: { waitFor: released, then: { text } }, release };
+}
+
+test('editing a waiting message holds it back, so the agent never takes the old text', { timeout: TEST_TIMEOUT }, () =>
+  withUi({ fake: true }, async ({ page, fake, server }) => {
+    const first = heldReply('First answer.');
+    fake.push(first.reply);
+    await startConversation(page, 'start working');
+    const id = conversationId(page);
+    await page.locator('#running-indicator').waitFor();
+    await page.fill('#message', 'first draft');
+    await page.press('#message', 'Enter');
+    const waiting = page.locator('#pending-list li.pending-item', { hasText: 'first draft' });
+    await waiting.locator('button', { hasText: 'Edit' }).click();
+
+    const editing = page.locator('#pending-list li.pending-item.editing');
+    await editing.locator('.held-note', { hasText: 'Held back while you edit' }).waitFor();
+    // Held back: the service has nothing waiting while the user edits.
+    assert.deepEqual((await apiGet(server(), `/api/conversations/${id}/pending`)).pending, []);
+
+    // The running turn ends while the user is still editing: the old text is not taken.
+    first.release();
+    await page.locator('#items .item.agent-message.status-completed', { hasText: 'First answer.' }).waitFor();
+    await waitIdle(page);
+    const area = editing.locator('textarea');
+    assert.equal(await area.inputValue(), 'first draft');
+    await area.fill('second draft');
+    await area.press('Enter');
+
+    // Saved: the edited text starts the next turn (the fake echoes it).
+    await page.locator('#items .item.agent-message.status-completed', { hasText: 'Echo: second draft' }).waitFor();
+    await waitIdle(page);
+    await editing.waitFor({ state: 'detached' });
+    const items = (await apiGet(server(), `/api/conversations/${id}/items`)).items;
+    const userTexts = items.filter((item) => item.kind === 'user_message').map((item) => item.text);
+    assert.deepEqual(userTexts, ['start working', 'second draft']);
+  }));
+
+test('an edit survives a reload of the page, still held back', { timeout: TEST_TIMEOUT }, () =>
+  withUi({ fake: true }, async ({ page, fake, server }) => {
+    const first = heldReply('Done.');
+    fake.push(first.reply);
+    await startConversation(page, 'start working');
+    const id = conversationId(page);
+    await page.locator('#running-indicator').waitFor();
+    await page.fill('#message', 'keep me');
+    await page.press('#message', 'Enter');
+    await page.locator('#pending-list li.pending-item', { hasText: 'keep me' }).locator('button', { hasText: 'Edit' }).click();
+    const area = page.locator('#pending-list li.pending-item.editing textarea');
+    await area.fill('keep me, edited');
+
+    await page.reload();
+    await page.locator('#pending-list li.pending-item.editing .held-note').waitFor();
+    assert.equal(await area.inputValue(), 'keep me, edited');
+    assert.deepEqual((await apiGet(server(), `/api/conversations/${id}/pending`)).pending, []);
+    await page.locator('#pending-list li.pending-item.editing button', { hasText: 'Save' }).click();
+    await page.locator('#pending-list li.pending-item:not(.editing)', { hasText: 'keep me, edited' }).waitFor();
+    first.release();
+    await page.locator('#items .item.agent-message', { hasText: 'Echo: keep me, edited' }).waitFor();
+  }));
+
+test('waiting messages lost when the service restarts come back into the message box, with a notice', { timeout: TEST_TIMEOUT }, () =>
+  withUi(
+    { fake: true, allowConsole: [/ERR_CONNECTION_REFUSED/, /Failed to load resource/] },
+    async ({ page, fake, restartServer }) => {
+      // The first turn never ends by itself: the restart interrupts it.
+      fake.push({ waitFor: new Promise(() => {}), then: { text: 'never' } });
+      await startConversation(page, 'work until the restart');
+      await page.locator('#running-indicator').waitFor();
+      await page.fill('#message', 'please remember this message');
+      await page.press('#message', 'Enter');
+      await page.locator('#pending-list li.pending-item', { hasText: 'please remember this message' }).waitFor();
+      await page.fill('#message', 'half typed');
+
+      await restartServer();
+      // The page reconnects by itself and finds the message gone from the service.
+      const notice = page.locator('#banners .banner.notice', { hasText: 'lost' });
+      await notice.waitFor();
+      assert.match(await notice.textContent(), /1 waiting message was lost: the service restarted.*Its text is back in the message box\./);
+      assert.equal(await page.inputValue('#message'), 'please remember this message\n\nhalf typed');
+      await page.locator('#pending').waitFor({ state: 'hidden' });
+      await page.locator('#items .turn-end.interrupted').waitFor();
+    },
+  ));
+
+test('error banners clear when the next call succeeds or the stream reconnects', { timeout: TEST_TIMEOUT }, () =>
+  withUi(
+    { allowConsole: [/ERR_CONNECTION_REFUSED/, /Failed to load resource/] },
+    async ({ page, restartServer }) => {
+      await startConversation(page, 'hello');
+      await waitIdle(page);
+      // A refused action, then one that works.
+      await page.click('#compact');
+      await page.locator('#items details.item.summary').waitFor();
+      await page.click('#compact');
+      const refused = page.locator('#banners .banner.error', { hasText: 'There is nothing to compress' });
+      await refused.waitFor();
+      await page.fill('#message', 'and now this');
+      await page.press('#message', 'Enter');
+      await refused.waitFor({ state: 'detached' });
+      await waitIdle(page);
+
+      // The service goes away: sending fails and says so; once it is back and the stream
+      // reconnects, the banner goes.
+      await restartServer(async () => {
+        await page.fill('#message', 'while it is down');
+        await page.press('#message', 'Enter');
+        await page.locator('#banners .banner.error', { hasText: 'does not answer' }).waitFor();
+      });
+      await page.locator('#banners .banner.error').waitFor({ state: 'detached' });
+      // The text is still in the box, to send again.
+      assert.equal(await page.inputValue('#message'), 'while it is down');
+    },
+  ));
+
+test('the send mode goes back to steer after a send', { timeout: TEST_TIMEOUT }, () =>
+  withUi({ fake: true }, async ({ page, fake }) => {
+    const first = heldReply('Done.');
+    fake.push(first.reply);
+    await startConversation(page, 'start working');
+    await page.locator('#mode').waitFor();
+    await page.selectOption('#mode', 'queue');
+    await page.fill('#message', 'after this turn');
+    await page.press('#message', 'Enter');
+    await page.locator('#pending-list li.pending-item .badge.mode-queue').waitFor();
+    assert.equal(await page.inputValue('#mode'), 'steer');
+    first.release();
+    await page.locator('#items .item.agent-message', { hasText: 'Echo: after this turn' }).waitFor();
+  }));

@@ -1,0 +1,85 @@
+// What the user does to the open conversation besides writing: fork, restart from a message
+// (rewind), compress the context, interrupt, and send a failed turn's message again.
+
+import { api } from './api.js';
+import { enc, newKey } from './dom.js';
+import { showError } from './banners.js';
+import { state } from './state.js';
+import { upsertListed } from './sidebar.js';
+
+// Fork and rewind open the copy; the copy then says where it came from (conversation.js shows
+// `state.arrival` once the copy is open).
+export async function fork() {
+  const source = state.conv;
+  if (!source) return;
+  try {
+    const answer = await api('POST', `/api/conversations/${enc(source.id)}/fork`, {});
+    upsertListed(answer.conversation);
+    state.arrival = { id: answer.conversation.id, kind: 'fork', source: { id: source.id, title: source.title } };
+    location.hash = `#/c/${enc(answer.conversation.id)}`;
+  } catch (error) {
+    showError(error);
+  }
+}
+
+// "Restart from here": a copy up to just before the message, with its text in the message box
+// of the copy, ready to edit and send (the edit-and-resend pattern).
+export async function rewind(item) {
+  const source = state.conv;
+  if (!source) return;
+  try {
+    const answer = await api('POST', `/api/conversations/${enc(source.id)}/rewind`, { message_id: item.id });
+    const text = answer.text !== undefined && answer.text !== null ? answer.text : item.text;
+    const from = { id: source.id, title: source.title };
+    if (answer.conversation) {
+      state.drafts.set(answer.conversation.id, text);
+      upsertListed(answer.conversation);
+      state.arrival = { id: answer.conversation.id, kind: 'rewind', source: from };
+      location.hash = `#/c/${enc(answer.conversation.id)}`;
+    } else {
+      // Restarting from the first message copies nothing: a new conversation in the same
+      // directory, as a new page (Back returns to the source).
+      state.drafts.set('new', text);
+      state.newCwd = source.cwd;
+      state.arrival = { id: 'new', kind: 'rewind-first', source: from };
+      location.hash = '#/new';
+    }
+  } catch (error) {
+    showError(error);
+  }
+}
+
+export async function compact() {
+  if (!state.conv) return;
+  try {
+    await api('POST', `/api/conversations/${enc(state.conv.id)}/compact`, {});
+  } catch (error) {
+    showError(error);
+  }
+}
+
+export async function interruptSession(sessionId) {
+  if (!state.conv) return;
+  try {
+    const path =
+      sessionId && sessionId !== state.conv.root_session_id
+        ? `/api/conversations/${enc(state.conv.id)}/sessions/${enc(sessionId)}/interrupt`
+        : `/api/conversations/${enc(state.conv.id)}/interrupt`;
+    await api('POST', path, {});
+  } catch (error) {
+    showError(error);
+  }
+}
+
+// Retry of a failed turn: the same text, as a new message to the same agent (a new key: it is
+// meant to run again).
+export async function resendTurn(text, sessionId) {
+  if (!state.conv) return;
+  const body = { text };
+  if (sessionId && sessionId !== state.conv.root_session_id) body.session_id = sessionId;
+  try {
+    await api('POST', `/api/conversations/${enc(state.conv.id)}/messages`, body, { 'Idempotency-Key': newKey() });
+  } catch (error) {
+    showError(error);
+  }
+}

@@ -1,0 +1,149 @@
+// The message box and its bar: sending (a new conversation's first message, or a message to the
+// open one in the chosen mode while the agent works), drafts kept per conversation, and the
+// keys: Enter sends, Shift+Enter adds a line, ↑ in an empty box edits the last waiting message.
+// After a send the mode goes back to the default (steer).
+
+import { api } from './api.js';
+import { $, el, enc, newKey } from './dom.js';
+import { showError } from './banners.js';
+import { isRunning, state } from './state.js';
+import { upsertListed } from './sidebar.js';
+import { editLastWaiting } from './pending.js';
+
+const DEFAULT_MODE = 'steer';
+
+// Text handed back to the user (a withdrawn or lost message) goes before what they are typing.
+export function insertIntoComposer(text) {
+  const box = $('message');
+  box.value = box.value.trim() ? `${text}\n\n${box.value}` : text;
+  box.focus();
+  box.setSelectionRange(text.length, text.length);
+}
+
+export function renderComposer() {
+  const running = isRunning();
+  $('mode-label').hidden = !running;
+  $('interrupt').hidden = !running;
+  $('running-indicator').hidden = !running;
+  $('send').disabled = state.view === 'new' && state.send.busy;
+  // On a phone " while working" is left out (CSS); the text stays whole for screen readers.
+  if (state.view === 'new') $('send').textContent = 'Start';
+  else $('send').replaceChildren('Send', running ? el('span', { class: 'send-while' }, ' while working') : '');
+}
+
+// Sends what is in the box. The box is emptied at once, so what the user types next is a new
+// message (sent after this one, in order); if the service refuses or cannot be reached, the text
+// comes back into the box. A text sent again after a failure reuses its Idempotency-Key, so a
+// send whose answer was lost is not done twice.
+export function send() {
+  const box = $('message');
+  const text = box.value;
+  if (!text.trim()) return;
+  // A new conversation is created once: the box waits until it is open.
+  if (state.view === 'new' && state.send.busy) return;
+  let target;
+  if (state.view === 'new') {
+    target = { kind: 'new', cwd: $('cwd').value.trim(), model: $('model-select').value };
+  } else if (state.view === 'conversation' && state.conv) {
+    target = {
+      kind: 'message',
+      conversationId: state.conv.id,
+      mode: isRunning() ? $('mode').value : null,
+      sessionId: state.sessionId && state.sessionId !== state.conv.root_session_id ? state.sessionId : null,
+    };
+  } else {
+    return;
+  }
+  box.value = '';
+  $('mode').value = DEFAULT_MODE;
+  state.drafts.delete(target.kind === 'new' ? 'new' : target.conversationId);
+  const key = state.send.failed && state.send.failed.text === text ? state.send.failed.key : newKey();
+  state.send.failed = null;
+  sending = sending.then(() => deliver(text, key, target));
+}
+
+let sending = Promise.resolve();
+
+async function deliver(text, key, target) {
+  const headers = { 'Idempotency-Key': key };
+  state.send.busy = true;
+  renderComposer();
+  try {
+    if (target.kind === 'new') {
+      const body = { text };
+      if (target.cwd) body.cwd = target.cwd;
+      if (target.model) body.model = target.model;
+      const created = await api('POST', '/api/conversations', body, headers);
+      state.newCwd = '';
+      upsertListed(created.conversation);
+      location.hash = `#/c/${enc(created.conversation.id)}`;
+    } else {
+      const body = { text };
+      if (target.mode) body.mode = target.mode;
+      if (target.sessionId) body.session_id = target.sessionId;
+      await api('POST', `/api/conversations/${enc(target.conversationId)}/messages`, body, headers);
+    }
+  } catch (error) {
+    state.send.failed = { text, key };
+    const stillThere = target.kind === 'new' ? state.view === 'new' : state.conv && state.conv.id === target.conversationId;
+    if (stillThere) giveBack(text);
+    else state.drafts.set(target.kind === 'new' ? 'new' : target.conversationId, text);
+    showError(error);
+  } finally {
+    state.send.busy = false;
+    renderComposer();
+  }
+}
+
+// A message that could not be sent goes back where it was typed, before anything typed since.
+function giveBack(text) {
+  const box = $('message');
+  box.value = box.value.trim() ? `${text}\n\n${box.value}` : text;
+}
+
+// ------------------------------------------------------------------------------------------------
+// Drafts: what was typed stays with its conversation while the user looks at another.
+
+function draftKey() {
+  if (state.view === 'new') return 'new';
+  return state.conv ? state.conv.id : null;
+}
+
+export function saveDraft() {
+  const key = draftKey();
+  if (!key) return;
+  const text = $('message').value;
+  if (text) state.drafts.set(key, text);
+  else state.drafts.delete(key);
+  if (state.view === 'new') state.newCwd = $('cwd').value;
+}
+
+export function restoreDraft(key) {
+  $('message').value = state.drafts.get(key) || '';
+}
+
+export function fillModels() {
+  const select = $('model-select');
+  const defaultModel = document.body.dataset.defaultModel;
+  select.replaceChildren(
+    el('option', { value: '' }, `agent's default${defaultModel ? ` (${defaultModel})` : ''}`),
+    ...state.models.map((model) => el('option', { value: model.id }, model.id)),
+  );
+  select.closest('label').hidden = state.models.length <= 1;
+}
+
+export function wireComposer(interrupt) {
+  $('composer').addEventListener('submit', (event) => {
+    event.preventDefault();
+    send();
+  });
+  $('message').addEventListener('keydown', (event) => {
+    if (event.key === 'Enter' && !event.shiftKey && !event.isComposing && !event.altKey) {
+      event.preventDefault();
+      send();
+    } else if (event.key === 'ArrowUp' && !event.shiftKey && !event.altKey && $('message').value === '' && state.view === 'conversation') {
+      if (editLastWaiting()) event.preventDefault();
+    }
+  });
+  $('interrupt').addEventListener('click', interrupt);
+}

@@ -1,0 +1,367 @@
+// One open conversation: GET it (which says clearly when it cannot open), then follow its event
+// stream. A snapshot (the first event, and again after a reconnect that missed too much)
+// replaces everything: the stored history comes from /items, the running turn's items from the
+// snapshot, and events that arrive meanwhile wait in `state.queued`.
+
+import { api, ApiError, streamUrl } from './api.js';
+import { $, el, enc } from './dom.js';
+import { clearErrors, clearNoticesExcept, showError, showNotice } from './banners.js';
+import { state } from './state.js';
+import { removeListed, renderList, upsertListed } from './sidebar.js';
+import { render } from './view.js';
+import { renderHeader, renderTabs } from './header.js';
+import { renderAgents } from './agents.js';
+import { recoverLost, rememberWaiting, renderPending, restoreHeld } from './pending.js';
+import { renderUsage } from './meter.js';
+import { renderComposer, restoreDraft } from './composer.js';
+import {
+  addLine,
+  applyDelta,
+  clearRetry,
+  hasItem,
+  markCompacted,
+  removeLines,
+  resetTimeline,
+  retireRetryButtons,
+  scrollToBottom,
+  setConnection,
+  showPlaceholder,
+  showRetry,
+  showTurnEnd,
+  upsertItem,
+} from './timeline.js';
+
+const EVENTS = [
+  'snapshot',
+  'conversation.updated',
+  'conversation.deleted',
+  'session.created',
+  'session.updated',
+  'turn.started',
+  'turn.ended',
+  'item.started',
+  'item.delta',
+  'item.completed',
+  'model.retry',
+  'usage.updated',
+  'pending.updated',
+  'compaction.started',
+  'compaction.completed',
+  'compaction.failed',
+];
+
+export function closeConversation() {
+  state.gen++;
+  if (state.stream) state.stream.close();
+  state.stream = null;
+  state.conv = null;
+  state.sessions = [];
+  state.pending = [];
+  state.usage = null;
+  state.queued = [];
+  state.loadingItems = false;
+  state.tab = 'conversation';
+  resetTimeline();
+  setConnection(null);
+}
+
+export async function openConversation(id, sessionId) {
+  closeConversation();
+  const gen = state.gen;
+  state.view = 'conversation';
+  clearNoticesExcept(id);
+  $('conversation-title').textContent = 'Loading…';
+  $('conversation-meta').replaceChildren();
+  render();
+  let detail;
+  try {
+    detail = await api('GET', `/api/conversations/${enc(id)}`);
+  } catch (error) {
+    if (gen !== state.gen) return;
+    showBlocked(id, error);
+    return;
+  }
+  if (gen !== state.gen) return;
+  const { sessions, pending, usage, ...conversation } = detail;
+  state.conv = conversation;
+  state.titles.set(conversation.id, conversation.title);
+  state.sessions = sessions || [];
+  state.pending = pending || [];
+  state.usage = usage || null;
+  state.sessionId = sessionId || conversation.root_session_id;
+  restoreDraft(id);
+  restoreHeld(id);
+  render();
+  renderList();
+  showArrival(conversation);
+  showPlaceholder('Loading history…');
+  follow(gen);
+  $('message').focus();
+}
+
+function showSession(sessionId) {
+  state.tab = 'conversation';
+  if (sessionId === state.sessionId) {
+    render();
+    return;
+  }
+  // A fresh stream gives a fresh snapshot, whose last_seq and running items cover this session.
+  openConversation(state.conv.id, sessionId);
+}
+
+// After a fork or a rewind, the copy says what it is, that the original is unchanged, and links
+// back to it.
+function showArrival(conversation) {
+  const arrival = state.arrival;
+  if (!arrival || arrival.id !== conversation.id) return;
+  state.arrival = null;
+  const original = el('a', { href: `#/c/${enc(arrival.source.id)}` }, `“${arrival.source.title}”`);
+  const parts =
+    arrival.kind === 'fork'
+      ? ['This is a copy of ', original, ' up to its last finished turn. The original is unchanged.']
+      : ['This copy of ', original, ' restarts just before your message, which is back in the message box: edit it and send it. The original is unchanged.'];
+  showNotice(parts, { key: 'arrival', conversationId: conversation.id });
+}
+
+function showBlocked(id, error) {
+  state.view = 'blocked';
+  const box = $('blocked');
+  const title =
+    error.status === 404
+      ? 'This conversation does not exist (any more).'
+      : error.code === 'cwd_missing'
+        ? 'This conversation cannot open: its working directory is missing.'
+        : 'This conversation cannot open.';
+  const children = [el('h2', {}, title), el('p', { class: 'blocked-message' }, error.message)];
+  if (error.code) children.push(el('p', { class: 'hint' }, el('code', {}, error.code)));
+  if (error.code === 'cwd_missing') {
+    const input = el('input', {
+      type: 'text',
+      placeholder: 'new absolute path of the working directory',
+      'aria-label': 'New working directory',
+      spellcheck: false,
+    });
+    const form = el(
+      'form',
+      {
+        class: 'repoint',
+        onsubmit: async (event) => {
+          event.preventDefault();
+          const cwd = input.value.trim();
+          if (!cwd) return;
+          try {
+            await api('PATCH', `/api/conversations/${enc(id)}`, { cwd });
+            openConversation(id);
+          } catch (patchError) {
+            showError(patchError);
+          }
+        },
+      },
+      el('p', {}, 'Recreate that directory and retry, or point the conversation to where it moved:'),
+      el('div', { class: 'row' }, input, el('button', { type: 'submit', class: 'primary', text: 'Use this directory' })),
+    );
+    children.push(form);
+  }
+  if (error.status !== 404) children.push(el('button', { type: 'button', text: 'Retry', onclick: () => openConversation(id) }));
+  box.replaceChildren(...children);
+  $('conversation-title').textContent = 'Cannot open the conversation';
+  render();
+}
+
+function follow(gen) {
+  const id = state.conv.id;
+  const stream = new EventSource(streamUrl(`/api/conversations/${enc(id)}/events`));
+  state.stream = stream;
+  let snapshots = 0;
+  for (const type of EVENTS) {
+    stream.addEventListener(type, (event) => {
+      if (gen !== state.gen) return;
+      let data;
+      try {
+        data = JSON.parse(event.data);
+      } catch {
+        return;
+      }
+      if (type === 'snapshot') {
+        snapshots++;
+        applySnapshot(data, gen);
+      } else if (state.loadingItems) {
+        state.queued.push([type, data]);
+      } else {
+        applyEvent(type, data);
+      }
+    });
+  }
+  stream.addEventListener('open', () => {
+    if (gen !== state.gen) return;
+    setConnection(null);
+    // The service is back: what said it could not be reached is past.
+    clearErrors('network');
+  });
+  stream.addEventListener('error', () => {
+    if (gen !== state.gen) return;
+    if (stream.readyState === EventSource.CLOSED) {
+      // The service refused the stream (deleted, cannot open): ask why, and say it.
+      setConnection('Live updates stopped.');
+      api('GET', `/api/conversations/${enc(id)}`).then(
+        () => {
+          if (gen !== state.gen) return;
+          setConnection('Live updates stopped: reconnecting…');
+          setTimeout(() => gen === state.gen && follow(gen), 2000);
+        },
+        (error) => gen === state.gen && showBlocked(id, error),
+      );
+    } else {
+      // EventSource reconnects by itself, sending Last-Event-ID.
+      setConnection(snapshots ? 'Connection lost: reconnecting…' : 'Connecting…');
+    }
+  });
+}
+
+async function applySnapshot(snapshot, gen) {
+  const load = ++state.itemsLoad;
+  state.loadingItems = true;
+  state.queued = [];
+  state.conv = snapshot.conversation;
+  state.sessions = snapshot.sessions || [];
+  state.pending = snapshot.pending || [];
+  state.usage = snapshot.usage || null;
+  if (!state.sessions.some((s) => s.id === state.sessionId)) state.sessionId = state.conv.root_session_id;
+  render();
+  const sessionId = state.sessionId;
+  const lastSeq = (snapshot.last_seq || {})[sessionId] || 0;
+  const stored = [];
+  try {
+    let after = null;
+    while (lastSeq > 0) {
+      const params = new URLSearchParams({ session: sessionId, limit: '1000' });
+      if (after !== null) params.set('after_seq', String(after));
+      const page = await api('GET', `/api/conversations/${enc(state.conv.id)}/items?${params}`);
+      if (gen !== state.gen || load !== state.itemsLoad) return;
+      for (const item of page.items) if (item.seq <= lastSeq) stored.push(item);
+      const last = page.items.length ? page.items[page.items.length - 1].seq : null;
+      if (page.next_after_seq === null || page.next_after_seq === undefined || last === null || last >= lastSeq) break;
+      after = page.next_after_seq;
+    }
+  } catch (error) {
+    if (gen !== state.gen || load !== state.itemsLoad) return;
+    showError(error);
+  }
+  if (gen !== state.gen || load !== state.itemsLoad) return;
+  resetTimeline();
+  for (const item of stored) upsertItem(item, false);
+  const running = (snapshot.running || []).filter((r) => r.session_id === sessionId);
+  for (const turn of running) for (const item of turn.items || []) upsertItem(item, false);
+  if (!stored.length && !running.length) showPlaceholder('No messages yet.');
+  // How the last turn ended, on the turn itself, when it did not complete.
+  const last = state.conv.last_turn;
+  if (last && sessionId === state.conv.root_session_id && hasAnyItemOf(stored, last.turn_id)) {
+    showTurnEnd(last.turn_id, last.status, last.error);
+    if (state.conv.status === 'running') retireRetryButtons();
+  }
+  if (snapshot.compacting && sessionId === state.conv.root_session_id) addLine('muted compaction', 'Compressing the context (manual)…');
+  recoverLost(hasItem);
+  const queued = state.queued;
+  state.queued = [];
+  state.loadingItems = false;
+  for (const [type, data] of queued) applyEvent(type, data);
+  render();
+  scrollToBottom();
+}
+
+function hasAnyItemOf(items, turnId) {
+  return items.some((item) => item.turn_id === turnId);
+}
+
+function viewing(sessionId) {
+  return sessionId === state.sessionId;
+}
+
+function applyEvent(type, data) {
+  switch (type) {
+    case 'conversation.updated':
+      state.conv = data.conversation;
+      upsertListed(data.conversation);
+      renderHeader();
+      renderComposer();
+      break;
+    case 'conversation.deleted':
+      removeListed(data.conversation_id);
+      if (state.stream) state.stream.close();
+      showBlocked(data.conversation_id, new ApiError(404, 'not_found', 'It was deleted (maybe from another window).'));
+      break;
+    case 'session.created':
+    case 'session.updated': {
+      const index = state.sessions.findIndex((s) => s.id === data.session.id);
+      if (index >= 0) state.sessions[index] = data.session;
+      else state.sessions.push(data.session);
+      renderTabs();
+      renderAgents();
+      renderComposer();
+      break;
+    }
+    case 'turn.started':
+      if (!viewing(data.session_id)) break;
+      clearRetry();
+      retireRetryButtons();
+      break;
+    case 'turn.ended':
+      if (!viewing(data.session_id)) break;
+      clearRetry();
+      showTurnEnd(data.turn_id, data.status, data.error);
+      break;
+    case 'item.started':
+    case 'item.completed':
+      if (!viewing(data.item.session_id)) break;
+      if (type === 'item.started') clearRetry();
+      upsertItem(data.item, true);
+      break;
+    case 'item.delta':
+      if (!viewing(data.session_id)) break;
+      clearRetry();
+      applyDelta(data);
+      break;
+    case 'model.retry':
+      if (data.session_id && !viewing(data.session_id)) break;
+      showRetry(data);
+      break;
+    case 'usage.updated':
+      state.usage = data.usage;
+      renderUsage();
+      break;
+    case 'pending.updated':
+      state.pending = data.pending || [];
+      rememberWaiting();
+      renderPending();
+      break;
+    case 'compaction.started':
+      if (viewing(data.session_id)) addLine('muted compaction', `Compressing the context (${data.reason})…`);
+      break;
+    case 'compaction.completed':
+      if (data.usage) {
+        state.usage = data.usage;
+        renderUsage();
+      }
+      if (viewing(data.session_id)) {
+        removeLines('compaction');
+        if (data.summary) markCompacted(data.summary);
+      }
+      break;
+    case 'compaction.failed':
+      if (viewing(data.session_id)) {
+        removeLines('compaction');
+        addLine('error', `Compressing the context failed: ${data.error}`);
+      }
+      break;
+    default:
+      break;
+  }
+}
+
+document.addEventListener('show-session', (event) => showSession(event.detail));
+document.addEventListener('conversation-changed', (event) => {
+  if (state.conv && state.conv.id === event.detail.id) {
+    state.conv = event.detail;
+    renderHeader();
+  }
+});

@@ -1,0 +1,156 @@
+// The conversation's header: its title, where it works (directory, agent, model), the source it
+// was forked from (by title, as a link), its actions, and the Conversation / Agents tabs. On a
+// phone the header is one line: the details and actions move into the "⋯" menu.
+
+import { api } from './api.js';
+import { $, el, enc } from './dom.js';
+import { showError } from './banners.js';
+import { openMenu } from './menu.js';
+import { state } from './state.js';
+import { compact, fork } from './actions.js';
+
+const titleRequests = new Map(); // conversation id → Promise of its title (null when gone)
+
+// The title of the conversation a fork came from: from the list when it is there, else asked
+// for once.
+function sourceTitle(id) {
+  if (state.titles.has(id)) return Promise.resolve(state.titles.get(id));
+  if (!titleRequests.has(id)) {
+    titleRequests.set(
+      id,
+      api('GET', `/api/conversations/${enc(id)}`).then(
+        (conversation) => {
+          state.titles.set(id, conversation.title);
+          return conversation.title;
+        },
+        (error) => (error.status === 404 ? null : undefined),
+      ),
+    );
+  }
+  return titleRequests.get(id);
+}
+
+function forkedFromLink(conv) {
+  const sourceId = conv.forked_from.conversation_id;
+  const link = el('a', { class: 'forked-from', href: `#/c/${enc(sourceId)}` }, 'forked from …');
+  sourceTitle(sourceId).then((title) => {
+    if (title === null) link.replaceWith(el('span', { class: 'forked-from' }, 'forked from a conversation that was deleted'));
+    else link.textContent = `forked from “${title === undefined ? sourceId : title}”`;
+  });
+  return link;
+}
+
+export function renderHeader() {
+  const view = state.view;
+  const actions = $('conversation-actions');
+  $('header-menu').hidden = !(view === 'conversation' && state.conv);
+  actions.hidden = $('header-menu').hidden;
+  if (view === 'new') {
+    $('conversation-title').textContent = 'New conversation';
+    $('conversation-meta').replaceChildren(el('span', {}, 'Nothing is stored until you send the first message.'));
+    document.title = 'OpenVaala';
+    return;
+  }
+  if (view !== 'conversation' || !state.conv) return;
+  const conv = state.conv;
+  $('conversation-title').textContent = conv.title || '(untitled)';
+  document.title = `${conv.title || 'Conversation'} — OpenVaala`;
+  const meta = [el('span', { class: 'cwd', title: 'Working directory' }, conv.cwd), el('span', {}, `agent ${conv.agent}`)];
+  if (state.models.length > 1) {
+    const select = el(
+      'select',
+      {
+        class: 'model-switch',
+        'aria-label': 'Model',
+        title: 'Switch the model for the next messages',
+        onchange: async (event) => {
+          try {
+            state.conv = await api('PATCH', `/api/conversations/${enc(conv.id)}`, { model: event.target.value });
+          } catch (error) {
+            showError(error);
+          }
+          renderHeader();
+        },
+      },
+      state.models.map((model) => el('option', { value: model.id, selected: model.id === conv.model }, model.id)),
+    );
+    if (!state.models.some((model) => model.id === conv.model)) {
+      select.prepend(el('option', { value: conv.model, selected: true, disabled: true }, `${conv.model} (missing)`));
+    }
+    meta.push(el('label', {}, 'model ', select));
+  } else {
+    meta.push(el('span', {}, `model ${conv.model}${conv.model === 'demo' ? ' (demo, offline)' : ''}`));
+  }
+  if (conv.archived) meta.push(el('span', { class: 'badge archived' }, 'archived'));
+  if (conv.forked_from) meta.push(forkedFromLink(conv));
+  $('conversation-meta').replaceChildren(...meta);
+  $('compact').disabled = conv.status === 'running';
+}
+
+export function renderTabs() {
+  const inConversation = state.view === 'conversation' && !!state.conv;
+  $('tabs').hidden = !inConversation;
+  if (!inConversation) return;
+  const subAgents = state.sessions.filter((s) => s.parent_id).length;
+  $('agents-count').textContent = subAgents ? String(subAgents) : '';
+  for (const [id, tab] of [
+    ['tab-conversation', 'conversation'],
+    ['tab-agents', 'agents'],
+  ]) {
+    const selected = state.tab === tab;
+    $(id).setAttribute('aria-selected', String(selected));
+    $(id).tabIndex = selected ? 0 : -1;
+  }
+  const crumb = $('session-crumb');
+  const session = state.sessions.find((s) => s.id === state.sessionId);
+  const viewingSub = state.tab === 'conversation' && session && session.parent_id;
+  crumb.hidden = !viewingSub;
+  if (viewingSub) {
+    crumb.replaceChildren(
+      el('span', {}, `Viewing sub-agent “${session.agent}”`, session.task ? `: ${session.task}` : ''),
+      el('span', { class: 'spacer' }),
+      el('button', {
+        type: 'button',
+        text: 'Back to the main agent',
+        onclick: () => document.dispatchEvent(new CustomEvent('show-session', { detail: state.conv.root_session_id })),
+      }),
+    );
+  }
+}
+
+export function wireHeader(render) {
+  $('fork').addEventListener('click', fork);
+  $('compact').addEventListener('click', compact);
+  const selectTab = (tab, focus) => {
+    state.tab = tab;
+    render();
+    if (focus) $(`tab-${tab}`).focus();
+  };
+  $('tab-conversation').addEventListener('click', () => selectTab('conversation'));
+  $('tab-agents').addEventListener('click', () => selectTab('agents'));
+  $('tabs').addEventListener('keydown', (event) => {
+    if (!['ArrowLeft', 'ArrowRight', 'Home', 'End'].includes(event.key)) return;
+    event.preventDefault();
+    const next = event.key === 'Home' ? 'conversation' : event.key === 'End' ? 'agents' : state.tab === 'agents' ? 'conversation' : 'agents';
+    selectTab(next, true);
+  });
+  $('header-menu').addEventListener('click', () => {
+    const conv = state.conv;
+    if (!conv) return;
+    const items = [
+      { label: 'Fork', run: fork },
+      { label: 'Compress context', run: compact, disabled: conv.status === 'running' },
+      // The details line (directory, agent, model) does not fit a phone's one-line header.
+      {
+        label: document.body.classList.contains('show-meta') ? 'Hide details' : 'Show details',
+        run: () => document.body.classList.toggle('show-meta'),
+      },
+    ];
+    if (conv.forked_from) {
+      const sourceId = conv.forked_from.conversation_id;
+      const title = state.titles.get(sourceId);
+      items.push({ label: `Open the original${title ? `: “${title}”` : ''}`, run: () => (location.hash = `#/c/${enc(sourceId)}`) });
+    }
+    openMenu($('header-menu'), items, 'Conversation actions');
+  });
+}

@@ -1,0 +1,136 @@
+// The web UI's entry: a plain client of the public HTTP + SSE API (API.md), in native ES
+// modules with no build step. It wires the page, routes (#/c/<id> opens a conversation; anything
+// else is the message box of a new one, ready to type in) and holds the global keys:
+// Esc interrupts a running turn, Ctrl+Shift+O (⌘⇧O) starts a new conversation.
+
+import { api } from './api.js';
+import { $, el, enc } from './dom.js';
+import { clearNoticesExcept, showError, showNotice } from './banners.js';
+import { isRunning, routeConversationId, state } from './state.js';
+import { closeMenu, isMenuOpen } from './menu.js';
+import { loadList, openListStream, renderList, wireSidebar } from './sidebar.js';
+import { closeConversation, openConversation } from './conversation.js';
+import { fillModels, restoreDraft, saveDraft, wireComposer } from './composer.js';
+import { renderHeader, wireHeader } from './header.js';
+import { refreshSessions } from './agents.js';
+import { interruptSession } from './actions.js';
+import { watchTimeline } from './timeline.js';
+import { render } from './view.js';
+
+function route() {
+  saveDraft();
+  document.body.classList.remove('sidebar-open');
+  closeMenu(false);
+  const id = routeConversationId();
+  if (id) {
+    if (!state.conv || state.conv.id !== id || state.view !== 'conversation') openConversation(id);
+  } else {
+    openNew();
+  }
+  renderList();
+}
+
+function openNew() {
+  closeConversation();
+  state.view = 'new';
+  clearNoticesExcept('new');
+  $('cwd').value = state.newCwd || '';
+  restoreDraft('new');
+  render();
+  const arrival = state.arrival;
+  if (arrival && arrival.id === 'new') {
+    state.arrival = null;
+    showNotice(
+      [
+        el('a', { href: `#/c/${enc(arrival.source.id)}` }, `“${arrival.source.title}”`),
+        ' started with this message, so there was nothing to copy: it is in the box of a new conversation, to edit and send. The original is unchanged.',
+      ],
+      { key: 'arrival', conversationId: 'new' },
+    );
+  }
+  $('message').focus();
+}
+
+function newConversation() {
+  if (location.hash === '#/new' || location.hash === '' || location.hash === '#') {
+    saveDraft();
+    openNew();
+    renderList();
+  } else {
+    location.hash = '#/new';
+  }
+}
+
+function interruptShown() {
+  return interruptSession(state.sessionId);
+}
+
+function wireKeys() {
+  document.addEventListener('keydown', (event) => {
+    const key = event.key.toLowerCase();
+    if ((event.ctrlKey || event.metaKey) && event.shiftKey && key === 'o') {
+      event.preventDefault();
+      newConversation();
+      return;
+    }
+    if (event.key !== 'Escape' || event.defaultPrevented) return;
+    if (isMenuOpen()) {
+      closeMenu(true);
+      return;
+    }
+    if (document.body.classList.contains('sidebar-open')) {
+      document.body.classList.remove('sidebar-open');
+      $('sidebar-open').focus();
+      return;
+    }
+    // Esc in a search box clears the search, nothing more.
+    if (event.target.matches && event.target.matches('input[type="search"]') && event.target.value) return;
+    if (isRunning()) {
+      event.preventDefault();
+      interruptShown();
+    }
+  });
+}
+
+function wire() {
+  wireSidebar();
+  wireComposer(interruptShown);
+  wireHeader(() => {
+    render();
+    if (state.tab === 'agents') refreshSessions();
+  });
+  wireKeys();
+  $('new-conversation').addEventListener('click', newConversation);
+  $('sidebar-open').addEventListener('click', () => {
+    document.body.classList.add('sidebar-open');
+    const first = $('conversation-list').querySelector('a.conv-link') || $('new-conversation');
+    first.focus();
+  });
+  $('sidebar-close').addEventListener('click', () => {
+    document.body.classList.remove('sidebar-open');
+    $('sidebar-open').focus();
+  });
+  $('sidebar-scrim').addEventListener('click', () => document.body.classList.remove('sidebar-open'));
+  window.addEventListener('hashchange', route);
+}
+
+async function loadModels() {
+  try {
+    const answer = await api('GET', '/api/models');
+    state.models = answer.models || [];
+    fillModels();
+    renderHeader();
+  } catch (error) {
+    showError(error);
+  }
+}
+
+wire();
+watchTimeline();
+openListStream();
+loadModels();
+route();
+// If the list stream cannot connect, still show the list.
+setTimeout(() => {
+  if (!state.list.loaded) loadList(false);
+}, 3000);

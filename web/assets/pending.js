@@ -1,0 +1,287 @@
+// Waiting messages: what the user sent while the agent worked, until the agent takes it (SPEC
+// §3.2: edit, withdraw, steer now, interrupt with it). Two rules keep the user's text safe:
+//
+// - Editing holds the message back: "Edit" withdraws it from the service (its text comes back)
+//   and Save sends the edited text in its place, so the agent can never take the old text while
+//   the user rewrites it. A held message survives a reload of the page (sessionStorage).
+// - Waiting messages live only in the service's memory (SPEC §3.4). When the stream comes back
+//   with a fresh snapshot that no longer holds a waiting message the page knew, and the history
+//   does not have it either, the service restarted: its text goes back into the message box,
+//   with a notice.
+
+import { api, ApiError } from './api.js';
+import { $, el, enc, newKey, plural } from './dom.js';
+import { showError, showNotice } from './banners.js';
+import { isRunning, sessionLabel, state } from './state.js';
+import { insertIntoComposer } from './composer.js';
+
+const HELD_KEY = 'openvaala.held.';
+const WAITING_KEY = 'openvaala.waiting.';
+
+let held = null; // { conversationId, sessionId, mode, original, text, key, fresh }
+
+function store(key, value) {
+  if (value === null || (Array.isArray(value) && value.length === 0)) sessionStorage.removeItem(key);
+  else sessionStorage.setItem(key, JSON.stringify(value));
+}
+
+function load(key) {
+  try {
+    return JSON.parse(sessionStorage.getItem(key) || 'null');
+  } catch {
+    return null;
+  }
+}
+
+// A conversation opens: its held message (from before a reload) comes back.
+export function restoreHeld(conversationId) {
+  held = load(HELD_KEY + conversationId);
+}
+
+function saveHeld() {
+  if (held) store(HELD_KEY + held.conversationId, held);
+}
+
+function dropHeld() {
+  if (held) sessionStorage.removeItem(HELD_KEY + held.conversationId);
+  held = null;
+}
+
+function viewedSessionId() {
+  return state.sessionId || (state.conv && state.conv.root_session_id);
+}
+
+function userMessagesOf(pending) {
+  const session = viewedSessionId();
+  return pending.filter((m) => m.source === 'user' && m.session_id === session);
+}
+
+// ------------------------------------------------------------------------------------------------
+// Remembering what waits, to notice what a restart lost.
+
+// The service said what waits now (a live update): that is the truth, nothing was lost.
+export function rememberWaiting() {
+  if (!state.conv) return;
+  store(
+    WAITING_KEY + state.conv.id,
+    userMessagesOf(state.pending).map((m) => ({ id: m.id, text: m.text })),
+  );
+}
+
+// After a snapshot's history is loaded: messages the page knew as waiting that neither wait
+// nor are in the history any more were lost with the service's memory.
+export function recoverLost(hasItem) {
+  if (!state.conv) return;
+  const known = load(WAITING_KEY + state.conv.id) || [];
+  const waiting = new Set(state.pending.map((m) => m.id));
+  const lost = known.filter((m) => !waiting.has(m.id) && !hasItem(m.id));
+  rememberWaiting();
+  if (!lost.length) return;
+  insertIntoComposer(lost.map((m) => m.text).join('\n\n'));
+  showNotice(
+    [
+      `${plural(lost.length, 'waiting message was', 'waiting messages were')} lost: the service restarted, and waiting messages are kept only in its memory. `,
+      lost.length === 1 ? 'Its text is back in the message box.' : 'Their text is back in the message box.',
+    ],
+    { key: 'lost-waiting', conversationId: state.conv.id, kind: 'warning' },
+  );
+}
+
+// ------------------------------------------------------------------------------------------------
+// Editing: the message is held back while it is edited.
+
+async function startEdit(message) {
+  if (held) {
+    focusHeld();
+    return;
+  }
+  const conversationId = state.conv.id;
+  try {
+    const withdrawn = await api('DELETE', `/api/conversations/${enc(conversationId)}/pending/${enc(message.id)}`);
+    const text = (withdrawn && withdrawn.text) || message.text;
+    held = {
+      conversationId,
+      sessionId: message.session_id,
+      mode: message.mode,
+      original: text,
+      text,
+      key: newKey(),
+      fresh: true,
+    };
+    saveHeld();
+    renderPending();
+  } catch (error) {
+    if (error instanceof ApiError && error.code === 'not_waiting') {
+      showError(error, { text: 'The agent took that message before it could be edited; it is in the conversation as it was.' });
+    } else {
+      showError(error);
+    }
+  }
+}
+
+// ↑ in the empty message box: the last waiting message of the user is edited.
+export function editLastWaiting() {
+  if (held) {
+    focusHeld();
+    return true;
+  }
+  const mine = userMessagesOf(state.pending);
+  if (!mine.length) return false;
+  startEdit(mine[mine.length - 1]);
+  return true;
+}
+
+// Sends the held message: the edited text on save, the original on cancel.
+async function sendHeld(text) {
+  if (!held || held.sending) return;
+  const current = held;
+  if (!text.trim()) {
+    showError(new Error('A message cannot be empty. Withdraw it instead, or write something.'));
+    return;
+  }
+  current.sending = true;
+  renderPending();
+  const body = { text };
+  if (isRunning()) body.mode = current.mode;
+  if (current.sessionId && state.conv && current.sessionId !== state.conv.root_session_id) body.session_id = current.sessionId;
+  if (text !== current.sentText) {
+    current.sentText = text;
+    current.key = newKey();
+    saveHeld();
+  }
+  try {
+    await api('POST', `/api/conversations/${enc(current.conversationId)}/messages`, body, { 'Idempotency-Key': current.key });
+    if (held === current) dropHeld();
+  } catch (error) {
+    showError(error);
+  } finally {
+    current.sending = false;
+    renderPending();
+  }
+}
+
+// The held message is withdrawn for good: its text goes into the message box.
+function withdrawHeld() {
+  if (!held) return;
+  const text = held.text;
+  dropHeld();
+  renderPending();
+  insertIntoComposer(text);
+}
+
+function focusHeld() {
+  const area = $('pending-list').querySelector('textarea');
+  if (area) area.focus();
+}
+
+async function withdraw(message) {
+  try {
+    const withdrawn = await api('DELETE', `/api/conversations/${enc(state.conv.id)}/pending/${enc(message.id)}`);
+    insertIntoComposer((withdrawn && withdrawn.text) || message.text);
+  } catch (error) {
+    if (error instanceof ApiError && error.code === 'not_waiting') {
+      showError(error, { text: 'The agent already took that message, so it cannot be withdrawn.' });
+    } else {
+      showError(error);
+    }
+  }
+}
+
+async function patch(message, change) {
+  try {
+    await api('PATCH', `/api/conversations/${enc(state.conv.id)}/pending/${enc(message.id)}`, change);
+  } catch (error) {
+    showError(error);
+  }
+}
+
+// ------------------------------------------------------------------------------------------------
+
+function heldRow() {
+  const area = el('textarea', {
+    rows: 3,
+    value: held.text,
+    'aria-label': 'Edit the waiting message',
+    disabled: held.sending,
+    oninput: (event) => {
+      held.text = event.target.value;
+      saveHeld();
+    },
+    onkeydown: (event) => {
+      if (event.key === 'Enter' && !event.shiftKey && !event.isComposing && !event.altKey) {
+        event.preventDefault();
+        sendHeld(held.text);
+      } else if (event.key === 'Escape') {
+        event.preventDefault();
+        event.stopPropagation();
+        sendHeld(held.original);
+      }
+    },
+  });
+  return el(
+    'li',
+    { class: 'pending-item editing' },
+    el(
+      'div',
+      { class: 'pending-head' },
+      el('span', { class: `badge mode-${held.mode}` }, held.mode),
+      el('span', { class: 'held-note' }, 'Held back while you edit: the agent will not take it until you save.'),
+      el('span', { class: 'spacer' }),
+      el('button', { type: 'button', class: 'primary', text: 'Save', title: 'Send the edited message (Enter)', disabled: held.sending, onclick: () => sendHeld(held.text) }),
+      el('button', { type: 'button', text: 'Cancel', title: 'Put the message back as it was (Esc)', disabled: held.sending, onclick: () => sendHeld(held.original) }),
+      el('button', { type: 'button', text: 'Withdraw', title: 'Take it back into the message box', disabled: held.sending, onclick: withdrawHeld }),
+    ),
+    area,
+  );
+}
+
+function waitingRow(message) {
+  const user = message.source === 'user';
+  const target =
+    state.conv && message.session_id !== state.conv.root_session_id ? el('span', { class: 'muted' }, `to ${sessionLabel(message.session_id)}`) : null;
+  const head = el(
+    'div',
+    { class: 'pending-head' },
+    el('span', { class: `badge mode-${message.mode}` }, message.mode),
+    user ? null : el('span', { class: 'muted' }, `report from ${sessionLabel(message.from_session_id)}`),
+    target,
+    el('span', { class: 'spacer' }),
+  );
+  if (user) {
+    head.append(
+      el('button', { type: 'button', text: 'Edit', title: 'Hold it back and edit it (↑ in the empty message box)', onclick: () => startEdit(message) }),
+      el('button', { type: 'button', text: 'Withdraw', title: 'Take it back into the message box', onclick: () => withdraw(message) }),
+      ...[
+        message.mode !== 'steer'
+          ? el('button', { type: 'button', text: 'Steer now', title: 'Let the running turn read it before its next model call', onclick: () => patch(message, { mode: 'steer' }) })
+          : null,
+        message.mode !== 'interrupt'
+          ? el('button', { type: 'button', class: 'danger', text: 'Interrupt with this', onclick: () => patch(message, { mode: 'interrupt' }) })
+          : null,
+      ].filter(Boolean),
+    );
+  }
+  return el('li', { class: `pending-item${user ? '' : ' from-agent'}`, 'data-id': message.id }, head, el('div', { class: 'text' }, message.text));
+}
+
+export function renderPending() {
+  const box = $('pending');
+  const inConversation = state.view === 'conversation' && state.conv;
+  const pending = inConversation ? state.pending : [];
+  const showHeld = inConversation && held && held.conversationId === state.conv.id;
+  box.hidden = pending.length === 0 && !showHeld;
+  const rows = pending.map(waitingRow);
+  if (showHeld) rows.unshift(heldRow());
+  const list = $('pending-list');
+  const focused = list.querySelector('textarea') === document.activeElement;
+  const caret = focused ? document.activeElement.selectionStart : null;
+  list.replaceChildren(...rows);
+  $('pending-count').textContent = `(${rows.length})`;
+  const area = list.querySelector('textarea');
+  if (area && (focused || held.fresh)) {
+    held.fresh = false;
+    area.focus();
+    const at = caret === null ? area.value.length : caret;
+    area.setSelectionRange(at, at);
+  }
+}

@@ -1,0 +1,329 @@
+// The sidebar: the list of conversations (search, active or archived), kept live by the
+// list-level stream `/api/events`. Each row is one tab stop (its link); its actions (rename,
+// archive, delete) are in a menu opened by the "⋯" button or Shift+F10, so showing them never
+// moves the rows. A row says when its conversation is working, or when its last turn failed or
+// was interrupted.
+
+import { api, ApiError, streamUrl } from './api.js';
+import { $, el, enc, relTime } from './dom.js';
+import { clearErrors, showError } from './banners.js';
+import { closeMenu, isMenuOpen, openMenu } from './menu.js';
+import { routeConversationId, state } from './state.js';
+
+let renderWaiting = false; // a render put off while a row's menu is open
+
+function listMatches(conversation) {
+  return conversation.archived === state.list.archived;
+}
+
+function sortList() {
+  state.list.conversations.sort((a, b) => (a.updated_at < b.updated_at ? 1 : a.updated_at > b.updated_at ? -1 : 0));
+}
+
+export async function loadList(more) {
+  const request = ++state.list.request;
+  const params = new URLSearchParams();
+  params.set('archived', state.list.archived ? 'true' : 'false');
+  if (state.list.q) params.set('q', state.list.q);
+  params.set('limit', '50');
+  if (more && state.list.nextCursor) params.set('cursor', state.list.nextCursor);
+  try {
+    const page = await api('GET', `/api/conversations?${params}`);
+    if (request !== state.list.request) return;
+    if (more) {
+      const known = new Set(state.list.conversations.map((c) => c.id));
+      state.list.conversations.push(...page.conversations.filter((c) => !known.has(c.id)));
+    } else {
+      state.list.conversations = page.conversations;
+    }
+    for (const conversation of page.conversations) state.titles.set(conversation.id, conversation.title);
+    state.list.nextCursor = page.next_cursor;
+    state.list.loaded = true;
+    renderList();
+  } catch (error) {
+    if (request === state.list.request) showError(error);
+  }
+}
+
+export function upsertListed(conversation) {
+  state.titles.set(conversation.id, conversation.title);
+  const list = state.list.conversations;
+  const index = list.findIndex((c) => c.id === conversation.id);
+  if (index >= 0) {
+    // An answer can arrive after the stream already told of a later change (a short turn
+    // ends before its POST is answered): never go back to an older state.
+    if (Date.parse(list[index].updated_at) > Date.parse(conversation.updated_at)) return;
+    if (listMatches(conversation)) list[index] = conversation;
+    else list.splice(index, 1);
+  } else if (listMatches(conversation) && !state.list.q) {
+    // A search result list only takes changes of what it shows: it cannot tell whether
+    // another conversation matches the search.
+    list.push(conversation);
+  }
+  sortList();
+  renderList();
+}
+
+export function removeListed(id) {
+  state.list.conversations = state.list.conversations.filter((c) => c.id !== id);
+  renderList();
+}
+
+export function listed(id) {
+  return state.list.conversations.find((c) => c.id === id) || null;
+}
+
+export function renderList() {
+  const ul = $('conversation-list');
+  // Live updates wait while a title is edited or a row's menu is open: re-rendering would drop
+  // the field or the menu's row.
+  if (state.list.renaming && ul.querySelector('input.rename')) return;
+  if (isMenuOpen() && ul.querySelector('[aria-expanded="true"]')) {
+    renderWaiting = true;
+    return;
+  }
+  renderWaiting = false;
+  const focusedId = document.activeElement && ul.contains(document.activeElement) ? document.activeElement.closest('li')?.dataset.id : null;
+  const openId = state.conv && state.view === 'conversation' ? state.conv.id : routeConversationId();
+  const rows = state.list.conversations.map((conversation) => listRow(conversation, conversation.id === openId));
+  ul.replaceChildren(...rows);
+  const empty = $('list-empty');
+  if (state.list.loaded && rows.length === 0) {
+    empty.hidden = false;
+    empty.textContent = state.list.q
+      ? 'Nothing matches this search.'
+      : state.list.archived
+        ? 'No archived conversations.'
+        : 'No conversations yet. Write your first message to start one.';
+  } else {
+    empty.hidden = true;
+  }
+  $('load-more').hidden = !state.list.nextCursor;
+  const input = ul.querySelector('input.rename');
+  if (input && document.activeElement !== input) {
+    input.focus();
+    input.setSelectionRange(input.value.length, input.value.length);
+  } else if (focusedId) {
+    const link = ul.querySelector(`li[data-id="${CSS.escape(focusedId)}"] a.conv-link`);
+    if (link) link.focus();
+  }
+}
+
+// How the conversation's last turn ended, when that needs the reader's attention.
+function turnMark(conversation) {
+  if (conversation.status === 'running') return el('span', { class: 'row-badge running' }, el('span', { class: 'status-dot' }), 'working');
+  const last = conversation.last_turn;
+  if (last && last.status === 'failed') return el('span', { class: 'row-badge failed', title: last.error || '' }, 'failed');
+  if (last && last.status === 'interrupted') return el('span', { class: 'row-badge interrupted' }, 'interrupted');
+  return null;
+}
+
+function listRow(conversation, selected) {
+  const id = conversation.id;
+  const classes = ['conv'];
+  if (selected) classes.push('selected');
+  if (conversation.status === 'running') classes.push('running');
+  else if (conversation.last_turn && conversation.last_turn.status !== 'completed') classes.push(conversation.last_turn.status);
+  if (state.list.renaming === id) {
+    const input = el('input', {
+      class: 'rename',
+      type: 'text',
+      value: state.list.renameValue,
+      'aria-label': 'New title',
+      oninput: (event) => {
+        state.list.renameValue = event.target.value;
+      },
+      onkeydown: (event) => {
+        if (event.key === 'Enter') {
+          event.preventDefault();
+          finishRename(id, true);
+        } else if (event.key === 'Escape') {
+          event.stopPropagation();
+          finishRename(id, false);
+        }
+      },
+      onblur: () => finishRename(id, true),
+    });
+    return el('li', { class: `${classes.join(' ')} renaming`, 'data-id': id }, input);
+  }
+  const cwdName = (conversation.cwd || '').split('/').filter(Boolean).pop() || '/';
+  const title = conversation.title || '(untitled)';
+  const menuButton = el('button', {
+    type: 'button',
+    class: 'conv-menu',
+    tabindex: '-1',
+    'aria-haspopup': 'menu',
+    'aria-expanded': 'false',
+    'aria-label': `Actions for “${title}”`,
+    title: 'Rename, archive or delete',
+    text: '⋯',
+    onclick: () => showRowMenu(conversation, menuButton, link),
+  });
+  const link = el(
+    'a',
+    {
+      class: 'conv-link',
+      href: `#/c/${enc(id)}`,
+      title,
+      'aria-current': selected ? 'page' : null,
+      'aria-describedby': 'list-keys',
+      'aria-keyshortcuts': 'Shift+F10 F2',
+      onkeydown: (event) => rowKeys(event, conversation, menuButton, link),
+    },
+    el('span', { class: 'conv-title' }, title),
+    el('span', { class: 'conv-meta' }, turnMark(conversation), el('span', { class: 'conv-when' }, relTime(conversation.updated_at), ` · ${cwdName}`)),
+  );
+  return el('li', { class: classes.join(' '), 'data-id': id }, link, menuButton);
+}
+
+// Arrow keys move between rows; Shift+F10 (or the context-menu key) opens the row's actions;
+// F2 renames.
+function rowKeys(event, conversation, menuButton, link) {
+  const row = link.closest('li');
+  if (event.key === 'ArrowDown' || event.key === 'ArrowUp') {
+    const sibling = event.key === 'ArrowDown' ? row.nextElementSibling : row.previousElementSibling;
+    const target = sibling && sibling.querySelector('a.conv-link');
+    if (target) {
+      event.preventDefault();
+      target.focus();
+    }
+  } else if (event.key === 'ContextMenu' || (event.key === 'F10' && event.shiftKey)) {
+    event.preventDefault();
+    showRowMenu(conversation, menuButton, link);
+  } else if (event.key === 'F2') {
+    event.preventDefault();
+    startRename(conversation);
+  }
+}
+
+function showRowMenu(conversation, menuButton, link) {
+  openMenu(
+    menuButton,
+    [
+      { label: 'Rename', run: () => startRename(conversation) },
+      { label: conversation.archived ? 'Unarchive' : 'Archive', run: () => setArchived(conversation, !conversation.archived) },
+      { label: 'Delete…', danger: true, run: () => deleteConversation(conversation) },
+    ],
+    `Actions for “${conversation.title}”`,
+    () => {
+      if (document.activeElement === menuButton && link.isConnected) link.focus();
+      if (renderWaiting) renderList();
+    },
+  );
+}
+
+function startRename(conversation) {
+  state.list.renaming = conversation.id;
+  state.list.renameValue = conversation.title || '';
+  renderList();
+}
+
+async function finishRename(id, save) {
+  if (state.list.renaming !== id) return;
+  const title = state.list.renameValue.trim();
+  const before = state.list.conversations.find((c) => c.id === id);
+  state.list.renaming = null;
+  renderList();
+  const link = $('conversation-list').querySelector(`li[data-id="${CSS.escape(id)}"] a.conv-link`);
+  if (link) link.focus();
+  if (!save || !title || (before && before.title === title)) return;
+  try {
+    const conversation = await api('PATCH', `/api/conversations/${enc(id)}`, { title });
+    upsertListed(conversation);
+    document.dispatchEvent(new CustomEvent('conversation-changed', { detail: conversation }));
+  } catch (error) {
+    showError(error);
+  }
+}
+
+async function setArchived(conversation, archived) {
+  try {
+    const updated = await api('PATCH', `/api/conversations/${enc(conversation.id)}`, { archived });
+    upsertListed(updated);
+    document.dispatchEvent(new CustomEvent('conversation-changed', { detail: updated }));
+  } catch (error) {
+    showError(error);
+  }
+}
+
+// A conversation that is working cannot be deleted: that is said first, instead of asking
+// whether to delete it and then refusing.
+function refuseRunning(conversation) {
+  showError(new Error(`“${conversation.title}” is still working, so it cannot be deleted. Interrupt it first, then delete it.`), {
+    action: {
+      label: 'Interrupt it',
+      run: () => api('POST', `/api/conversations/${enc(conversation.id)}/interrupt`, {}).catch(showError),
+    },
+  });
+}
+
+async function deleteConversation(conversation) {
+  const current = listed(conversation.id) || conversation;
+  if (current.status === 'running') {
+    refuseRunning(current);
+    return;
+  }
+  const sure = window.confirm(`Delete “${current.title}”?\n\nIts whole history is removed from disk. This cannot be undone.`);
+  if (!sure) return;
+  try {
+    await api('DELETE', `/api/conversations/${enc(current.id)}`);
+    removeListed(current.id);
+    if (routeConversationId() === current.id) location.hash = '';
+  } catch (error) {
+    // It started working while the question was open.
+    if (error instanceof ApiError && error.code === 'turn_running') refuseRunning(current);
+    else showError(error);
+  }
+}
+
+// ------------------------------------------------------------------------------------------------
+
+export function openListStream() {
+  const stream = new EventSource(streamUrl('/api/events'));
+  const status = $('list-connection');
+  stream.addEventListener('open', () => {
+    status.hidden = true;
+    clearErrors('network');
+  });
+  stream.addEventListener('error', () => {
+    status.hidden = false;
+    status.textContent = stream.readyState === EventSource.CLOSED ? 'Live updates stopped. Reload the page.' : 'Reconnecting…';
+  });
+  // A snapshot (first connection, or a reconnect that missed too much) means: reload the list
+  // with the current filters, which the snapshot does not know about.
+  stream.addEventListener('snapshot', () => loadList(false));
+  stream.addEventListener('conversation.created', (event) => upsertListed(JSON.parse(event.data).conversation));
+  stream.addEventListener('conversation.updated', (event) => upsertListed(JSON.parse(event.data).conversation));
+  stream.addEventListener('conversation.deleted', (event) => removeListed(JSON.parse(event.data).conversation_id));
+}
+
+export function wireSidebar() {
+  const search = $('search');
+  let timer = null;
+  search.addEventListener('input', () => {
+    clearTimeout(timer);
+    timer = setTimeout(() => {
+      state.list.q = search.value.trim();
+      state.list.nextCursor = null;
+      loadList(false);
+    }, 250);
+  });
+  const setArchivedFilter = (archived) => {
+    state.list.archived = archived;
+    state.list.nextCursor = null;
+    $('show-active').setAttribute('aria-pressed', String(!archived));
+    $('show-archived').setAttribute('aria-pressed', String(archived));
+    state.list.conversations = [];
+    state.list.loaded = false;
+    closeMenu(false);
+    renderList();
+    loadList(false);
+  };
+  $('show-active').addEventListener('click', () => setArchivedFilter(false));
+  $('show-archived').addEventListener('click', () => setArchivedFilter(true));
+  $('load-more').addEventListener('click', () => loadList(true));
+  // Relative times in the list age.
+  setInterval(() => {
+    if (!state.list.renaming) renderList();
+  }, 60000);
+}

@@ -1,0 +1,57 @@
+// The page's state, shared by the modules. `view` is what the main area shows; `conv` the open
+// conversation and everything its live stream keeps current. Only the modules change it; the
+// render functions read it.
+
+export const state = {
+  list: {
+    archived: false,
+    q: '',
+    conversations: [],
+    nextCursor: null,
+    request: 0,
+    renaming: null,
+    renameValue: '',
+    loaded: false,
+  },
+  view: 'new', // 'new' (the composer of a new conversation, also the landing page) | 'conversation' | 'blocked'
+  gen: 0, // bumped whenever the open conversation changes: late answers for an old one are dropped
+  conv: null,
+  sessions: [],
+  pending: [],
+  usage: null,
+  sessionId: null, // the session shown in the timeline: the root agent's, or a sub-agent's
+  tab: 'conversation',
+  stream: null,
+  loadingItems: false,
+  itemsLoad: 0,
+  queued: [],
+  send: { busy: false, failed: null }, // failed: { text, key } of the last send that did not go through
+  drafts: new Map(), // conversation id (or 'new') → unsent composer text
+  models: [],
+  newCwd: '',
+  titles: new Map(), // conversation id → title, for "forked from" links
+  arrival: null, // { id, kind, source } after a fork or rewind: the copy's notice, shown once it opens
+};
+
+// The conversation the address names (#/c/<id>), if any.
+export function routeConversationId() {
+  const match = /^#\/c\/([^/]+)/.exec(location.hash);
+  return match ? decodeURIComponent(match[1]) : null;
+}
+
+function viewedSession() {
+  return state.sessions.find((s) => s.id === state.sessionId) || null;
+}
+
+// Whether the session shown is working now.
+export function isRunning() {
+  if (state.view !== 'conversation' || !state.conv) return false;
+  const session = viewedSession();
+  if (session && session.parent_id) return session.status === 'running';
+  return state.conv.status === 'running';
+}
+
+export function sessionLabel(sessionId) {
+  const session = state.sessions.find((s) => s.id === sessionId);
+  return session ? `“${session.agent}”` : sessionId || '';
+}

@@ -1,0 +1,511 @@
+// The timeline of the session shown: its items in order (messages as Markdown, tool calls as
+// cards), the end of a turn that failed or was interrupted (with Retry), the status lines
+// (a retry's countdown, the connection), and scrolling: it follows new output while the reader
+// is at the end, and offers a "New output below" button once they have scrolled up.
+//
+// Shown times never go backwards down the page: a message sent while the agent worked joins the
+// timeline later than it was written, so it shows when it joined (its sending time is in the
+// tooltip).
+
+import { $, clockTime, el, fullTime } from './dom.js';
+import { state, sessionLabel } from './state.js';
+import { MarkdownView, renderMarkdown } from './markdown.js';
+import { appendToolOutput, renderToolCall, showOutputEnd } from './toolcards.js';
+import { announce } from './announcer.js';
+import { resendTurn, rewind } from './actions.js';
+
+const entries = new Map(); // item id → { item, node, view, shownMs }
+const turnEnds = new Map(); // turn id → the block that says how a turn ended
+const fileContents = new Map(); // path → [{ seq, content }]: what the file tools saw, in order
+let retry = null; // { line, timer }
+let lastShownMs = 0; // the shown time of the last item
+
+export function resetTimeline() {
+  entries.clear();
+  turnEnds.clear();
+  fileContents.clear();
+  lastShownMs = 0;
+  autoScrollTop = 0;
+  clearRetry();
+  $('items').replaceChildren();
+  $('status-lines').querySelectorAll('.line:not(.connection-line)').forEach((line) => line.remove());
+  showNewOutput(false);
+}
+
+export function hasItem(id) {
+  return entries.has(id);
+}
+
+function itemsOfTurn(turnId) {
+  return [...entries.values()].filter((entry) => entry.item.turn_id === turnId).map((entry) => entry.item);
+}
+
+export function showPlaceholder(text) {
+  $('items').replaceChildren(el('p', { class: 'loading' }, text));
+}
+
+// ------------------------------------------------------------------------------------------------
+// Items.
+
+// `live`: the item arrived on the stream now (a finished agent message is announced).
+export function upsertItem(item, live) {
+  const container = $('items');
+  const placeholder = container.querySelector('.loading');
+  if (placeholder) placeholder.remove();
+  noteFileContent(item);
+  const existing = entries.get(item.id);
+  if (existing) {
+    const wasRunning = existing.item.status === 'running';
+    existing.item = item;
+    if (existing.view) {
+      // An agent message keeps its node: only its head changes, and its text is completed.
+      existing.node.className = itemClasses(item);
+      existing.node.querySelector('.item-head').replaceWith(itemHead(item, existing.shownMs));
+      existing.view.set(item.text || '', item.status !== 'running');
+      if (live && wasRunning && item.status === 'completed') {
+        existing.view.onDone = () => announce(`Agent: ${existing.node.querySelector('.md').textContent}`);
+      }
+    } else {
+      const node = renderItem(item, existing.shownMs, existing.node);
+      existing.node.replaceWith(node);
+      existing.node = node;
+      if (item.kind === 'tool_call') showOutputEnd(node);
+    }
+    return;
+  }
+  // Items arrive in order; an older one (a late completion) goes before the first newer one.
+  let next = null;
+  for (const entry of entries.values()) {
+    if (entry.item.session_id === item.session_id && entry.item.seq > item.seq && (!next || entry.item.seq < next.item.seq)) {
+      next = entry;
+    }
+  }
+  const entry = { item, node: null, view: null, shownMs: 0 };
+  entry.shownMs = next ? Date.parse(item.created_at) || 0 : shownTime(item);
+  entry.node = renderItem(item, entry.shownMs, null, entry);
+  if (next) container.insertBefore(entry.node, next.node);
+  else {
+    const lastEnd = [...turnEnds.values()].find((block) => block.dataset.turn === item.turn_id);
+    container.append(entry.node);
+    // A turn's end block stays after the turn's items.
+    if (lastEnd) container.append(lastEnd);
+  }
+  entries.set(item.id, entry);
+  if (next) refreshTimes();
+  if (item.kind === 'tool_call') showOutputEnd(entry.node);
+  if (entry.view && live && item.status !== 'running') {
+    entry.view.onDone = () => announce(`Agent: ${entry.node.querySelector('.md').textContent}`);
+  }
+}
+
+export function applyDelta(delta) {
+  const entry = entries.get(delta.item_id);
+  // A delta for an item already stored in full (it came from /items) is already in its text.
+  if (!entry || entry.item.status !== 'running') return;
+  const field = delta.field === 'output' ? 'output' : 'text';
+  entry.item[field] = (entry.item[field] || '') + delta.delta;
+  if (field === 'output') {
+    appendToolOutput(entry.node, delta.delta);
+  } else if (entry.view) {
+    entry.view.append(delta.delta);
+  } else {
+    const target = entry.node.querySelector('.text');
+    if (target) {
+      target.append(delta.delta);
+      entry.node.hidden = false;
+    }
+  }
+  // Following the growth is the ResizeObserver's job (once a frame), not every delta's.
+}
+
+// A compaction's summary now stands for what it covers, and for any older summary.
+export function markCompacted(summary) {
+  for (const entry of [...entries.values()]) {
+    const covered = entry.item.seq <= summary.covers_through_seq || (entry.item.kind === 'summary' && entry.item.id !== summary.id);
+    if (covered && !entry.item.compacted) upsertItem({ ...entry.item, compacted: true }, false);
+  }
+  upsertItem(summary, true);
+}
+
+// The items whose place moved (an older item arrived late) get their shown times again.
+function refreshTimes() {
+  let last = 0;
+  for (const node of $('items').querySelectorAll(':scope > [data-id]')) {
+    const entry = entries.get(node.dataset.id);
+    if (!entry) continue;
+    const created = Date.parse(entry.item.created_at) || 0;
+    entry.shownMs = Math.max(created, last);
+    last = entry.shownMs;
+    lastShownMs = last;
+    const time = node.querySelector('time');
+    if (time) time.replaceWith(timeElement(entry.item, entry.shownMs));
+  }
+}
+
+// When the item joined the timeline, as far as the page can tell: not before it was written,
+// and not before the item above it. (An item that goes in between gets its time from
+// `refreshTimes`.)
+function shownTime(item) {
+  const created = Date.parse(item.created_at) || 0;
+  lastShownMs = Math.max(created, lastShownMs);
+  return lastShownMs;
+}
+
+function timeElement(item, shownMs) {
+  const created = Date.parse(item.created_at) || shownMs;
+  const later = shownMs - created > 1000;
+  return el(
+    'time',
+    {
+      datetime: new Date(shownMs).toISOString(),
+      title: later
+        ? `Sent ${fullTime(created)}; it joined the conversation when the agent took it, after what comes above.`
+        : fullTime(shownMs),
+    },
+    clockTime(shownMs),
+  );
+}
+
+function itemClasses(item) {
+  const classes = ['item', item.kind.replace(/_/g, '-'), `status-${item.status}`];
+  if (item.compacted) classes.push('compacted');
+  if (item.kind === 'user_message' && item.source === 'agent') classes.push('from-agent');
+  return classes.join(' ');
+}
+
+function statusBadge(item) {
+  if (item.status === 'running') return el('span', { class: 'badge running' }, el('span', { class: 'spinner' }), 'writing');
+  if (item.status === 'interrupted') return el('span', { class: 'badge interrupted', title: 'Stopped by an interrupt' }, 'interrupted');
+  if (item.status === 'failed') return el('span', { class: 'badge failed' }, 'failed');
+  return null;
+}
+
+function compactedBadge(item) {
+  return item.compacted
+    ? el('span', { class: 'badge compacted', title: 'The model now reads only the summary that covers this' }, 'compacted')
+    : null;
+}
+
+function itemHead(item, shownMs) {
+  const fromAgent = item.kind === 'user_message' && item.source === 'agent';
+  // A message from another agent is the task or a message from the agent that spawned this
+  // one, or a report from a sub-agent this one spawned.
+  const sender = fromAgent ? state.sessions.find((s) => s.id === item.from_session_id) : null;
+  const fromParent = fromAgent && sender && state.sessions.some((s) => s.id === item.session_id && s.parent_id === sender.id);
+  const who =
+    item.kind === 'user_message'
+      ? fromAgent
+        ? fromParent
+          ? `From the agent that started this one, ${sessionLabel(item.from_session_id)}`
+          : `Report from sub-agent ${sessionLabel(item.from_session_id)}`
+        : 'You'
+      : item.kind === 'agent_message'
+        ? 'Agent'
+        : item.kind;
+  const rewindable =
+    item.kind === 'user_message' &&
+    !fromAgent &&
+    state.conv &&
+    item.session_id === state.conv.root_session_id &&
+    item.status !== 'running';
+  return el(
+    'div',
+    { class: 'item-head' },
+    el('span', { class: 'who' }, who),
+    timeElement(item, shownMs),
+    statusBadge(item),
+    compactedBadge(item),
+    el('span', { class: 'spacer' }),
+    fromAgent && !fromParent && item.from_session_id
+      ? el('button', {
+        type: 'button',
+        class: 'link-button',
+        text: 'Open the sub-agent',
+        onclick: () => document.dispatchEvent(new CustomEvent('show-session', { detail: item.from_session_id })),
+      })
+      : null,
+    rewindable
+      ? el('button', {
+        type: 'button',
+        class: 'link-button',
+        title: 'Copy the conversation up to just before this message into a new one, with this text in the message box to edit and send again. This conversation stays as it is.',
+        text: 'Restart from here',
+        onclick: () => rewind(item),
+      })
+      : null,
+  );
+}
+
+function renderItem(item, shownMs, previous, entry) {
+  const attrs = { class: itemClasses(item), 'data-seq': item.seq, 'data-id': item.id };
+  switch (item.kind) {
+    case 'user_message': {
+      const images = (item.images || []).map((image) =>
+        image.data
+          ? el('img', { src: `data:${image.media_type};base64,${image.data}`, alt: 'attached image' })
+          : el('a', { href: image.url, target: '_blank', rel: 'noopener noreferrer' }, image.url),
+      );
+      // A sub-agent's report carries its Markdown; the user's own text is shown as typed.
+      let body;
+      if (item.source === 'agent') {
+        body = el('div', { class: 'md' });
+        renderMarkdown(body, item.text || '');
+      } else {
+        body = el('div', { class: 'text' }, item.text);
+      }
+      return el('div', attrs, itemHead(item, shownMs), body, images.length ? el('div', { class: 'images' }, images) : null);
+    }
+    case 'agent_message': {
+      const body = el('div', { class: 'md' });
+      const node = el('div', attrs, itemHead(item, shownMs), body);
+      const view = new MarkdownView(body);
+      view.set(item.text || '', item.status !== 'running');
+      // A finished message from the history is on the page at once; a streaming one is drawn
+      // frame by frame.
+      if (item.status !== 'running') view.renderNow();
+      if (entry) entry.view = view;
+      return node;
+    }
+    case 'reasoning': {
+      const wasOpen = previous && previous.tagName === 'DETAILS' ? previous.open : false;
+      const details = el(
+        'details',
+        attrs,
+        el('summary', {}, 'Reasoning ', statusBadge(item)),
+        el('div', { class: 'text' }, item.text),
+      );
+      // Reasoning the provider kept to itself (only its encrypted state came back): nothing to read.
+      if (!item.text && item.status !== 'running') details.hidden = true;
+      details.open = wasOpen;
+      return details;
+    }
+    case 'tool_call':
+      return renderToolCall(item, attrs.class, {
+        time: timeElement(item, shownMs),
+        knownContent,
+        previous,
+      });
+    case 'summary': {
+      const wasOpen = previous && previous.tagName === 'DETAILS' ? previous.open : false;
+      const body = el('div', { class: 'md' });
+      renderMarkdown(body, item.text || '');
+      const details = el(
+        'details',
+        attrs,
+        el('summary', {}, `Context summary (stands for the history through #${item.covers_through_seq})`, compactedBadge(item)),
+        body,
+      );
+      details.open = wasOpen;
+      return details;
+    }
+    case 'notice': {
+      const notice = el('div', attrs, el('span', { class: 'text' }, item.text));
+      // The end block of the turn says the same, for people.
+      if (turnEnds.has(item.turn_id)) notice.hidden = true;
+      return notice;
+    }
+    default:
+      return el('div', attrs, itemHead(item, shownMs), el('pre', { class: 'arguments' }, JSON.stringify(item, null, 2)));
+  }
+}
+
+// ------------------------------------------------------------------------------------------------
+// What the file tools saw, for the diff of a later write.
+
+function normalPath(path) {
+  return String(path || '').replace(/^\.\//, '');
+}
+
+function noteFileContent(item) {
+  if (item.kind !== 'tool_call' || item.status !== 'completed') return;
+  const args = item.arguments || {};
+  let content = null;
+  if (item.name === 'read_file' && typeof item.output === 'string' && !item.output.includes('[... file cut after')) content = item.output;
+  if (item.name === 'write_file' && typeof args.content === 'string') content = args.content;
+  if (content === null) return;
+  const path = normalPath(args.path);
+  const seen = fileContents.get(path) || [];
+  if (!seen.some((entry) => entry.seq === item.seq)) seen.push({ seq: item.seq, content });
+  seen.sort((a, b) => a.seq - b.seq);
+  fileContents.set(path, seen);
+}
+
+function knownContent(path, seq) {
+  const seen = (fileContents.get(normalPath(path)) || []).filter((entry) => entry.seq < seq);
+  return seen.length ? seen[seen.length - 1].content : null;
+}
+
+// ------------------------------------------------------------------------------------------------
+// How a turn ended, on the turn itself.
+
+// A failed turn is marked in red with its error and a Retry button that sends its message
+// again; an interrupted one says so. The turn's notice (written for the model: "the previous
+// turn …") is folded into this block.
+export function showTurnEnd(turnId, status, error) {
+  if (status !== 'failed' && status !== 'interrupted') return;
+  const old = turnEnds.get(turnId);
+  if (old) old.remove();
+  const items = itemsOfTurn(turnId);
+  const notices = items.filter((item) => item.kind === 'notice');
+  for (const notice of notices) entries.get(notice.id).node.hidden = true;
+  const texts = items.filter((item) => item.kind === 'user_message' && item.source !== 'agent').map((item) => item.text);
+  const failed = status === 'failed';
+  const block = el(
+    'div',
+    { class: `turn-end ${status}`, 'data-turn': turnId },
+    el('strong', {}, failed ? 'This turn failed.' : 'This turn was interrupted.'),
+    ' ',
+    failed
+      ? el('span', { class: 'turn-error' }, error ? readableError(error) : 'The model call did not succeed.')
+      : el('span', {}, notices.length ? noticeCause(notices[notices.length - 1].text) : 'What was written before the interrupt is kept.'),
+    failed && texts.length
+      ? el('button', {
+        type: 'button',
+        class: 'retry-turn',
+        text: 'Retry',
+        title: 'Send the same message again',
+        onclick: (event) => {
+          event.target.disabled = true;
+          resendTurn(texts.join('\n\n'), items[0] && items[0].session_id).finally(() => {
+            event.target.disabled = false;
+          });
+        },
+      })
+      : null,
+  );
+  turnEnds.set(turnId, block);
+  const last = [...$('items').children].filter((node) => items.some((item) => item.id === node.dataset.id)).pop();
+  if (last) last.after(block);
+  else $('items').append(block);
+}
+
+// A newer turn started: Retry belongs to the last turn only.
+export function retireRetryButtons() {
+  $('items').querySelectorAll('.turn-end .retry-turn').forEach((button) => button.remove());
+}
+
+function readableError(error) {
+  const text = String(error);
+  return text.charAt(0).toUpperCase() + text.slice(1) + (/[.!?]$/.test(text) ? '' : '.');
+}
+
+function noticeCause(text) {
+  if (/service stopped/.test(text)) return 'The service stopped before it finished; what was written is kept.';
+  return 'What was written before the interrupt is kept.';
+}
+
+// ------------------------------------------------------------------------------------------------
+// Status lines under the items: a retry's countdown, compaction, the connection.
+
+// One line for all the retries of a model call, counting down to the next attempt.
+export function showRetry(data) {
+  clearRetry();
+  const next = data.attempt + 1;
+  const until = Date.now() + data.delay_ms;
+  const countdown = el('span', { class: 'countdown', 'aria-hidden': 'true' });
+  const line = el(
+    'div',
+    { class: 'line retry', role: 'status' },
+    el('span', {}, `The model call failed (${data.error}). Attempt ${next} of ${data.max_attempts} `),
+    countdown,
+  );
+  const tick = () => {
+    const seconds = Math.ceil((until - Date.now()) / 1000);
+    countdown.textContent = seconds > 0 ? `in ${seconds} s` : 'now';
+  };
+  tick();
+  retry = { line, timer: setInterval(tick, 250) };
+  $('status-lines').append(line);
+}
+
+export function clearRetry() {
+  if (!retry) return;
+  clearInterval(retry.timer);
+  retry.line.remove();
+  retry = null;
+}
+
+export function addLine(kind, text) {
+  const line = el('div', { class: `line ${kind}`, role: 'status' }, text);
+  $('status-lines').append(line);
+  return line;
+}
+
+export function removeLines(kind) {
+  $('status-lines').querySelectorAll(`.line.${kind}`).forEach((line) => line.remove());
+}
+
+export function setConnection(text) {
+  const lines = $('status-lines');
+  let line = lines.querySelector('.connection-line');
+  if (!text) {
+    if (line) line.remove();
+    return;
+  }
+  if (!line) {
+    line = el('div', { class: 'line connection-line', role: 'status' });
+    lines.append(line);
+  }
+  line.textContent = text;
+}
+
+// ------------------------------------------------------------------------------------------------
+// Scrolling.
+
+let stickToBottom = true;
+// Where the page last scrolled to by itself. A scroll event can come after more content
+// arrived; only a position above this one means the reader moved up.
+let autoScrollTop = 0;
+
+// The button's attribute is written only when it changes: a write is a DOM mutation, and
+// scroll events come many times a second.
+function showNewOutput(shown) {
+  const button = $('new-output');
+  if (button.hidden === shown) button.hidden = !shown;
+}
+
+function scrollToEnd(timeline) {
+  timeline.scrollTop = timeline.scrollHeight;
+  autoScrollTop = timeline.scrollTop;
+}
+
+export function scrollToBottom() {
+  stickToBottom = true;
+  scrollToEnd($('timeline'));
+  showNewOutput(false);
+}
+
+// New content: followed when the reader is at the end, else announced by the button.
+function followOutput() {
+  if (stickToBottom) scrollToEnd($('timeline'));
+  else if (state.view === 'conversation') showNewOutput(true);
+}
+
+export function watchTimeline() {
+  const timeline = $('timeline');
+  timeline.addEventListener('scroll', () => {
+    const atEnd = timeline.scrollHeight - timeline.scrollTop - timeline.clientHeight < 40;
+    if (atEnd) stickToBottom = true;
+    else if (timeline.scrollTop < autoScrollTop - 2) stickToBottom = false;
+    if (stickToBottom) showNewOutput(false);
+  });
+  // The reader asking to go up wins at once, even if new output arrives before the scroll.
+  const moveUp = () => {
+    if (timeline.scrollHeight > timeline.clientHeight) stickToBottom = false;
+  };
+  timeline.addEventListener('wheel', (event) => event.deltaY < 0 && moveUp(), { passive: true });
+  timeline.addEventListener('touchmove', moveUp, { passive: true });
+  timeline.addEventListener('keydown', (event) => ['ArrowUp', 'PageUp', 'Home'].includes(event.key) && moveUp());
+  $('new-output').addEventListener('click', scrollToBottom);
+  // New output is followed once a frame, after layout, when the timeline's content grew: never
+  // from an event handler, where asking for the height would force a layout per event.
+  let lastHeight = 0;
+  const observer = new ResizeObserver(() => {
+    const height = $('items').offsetHeight + $('status-lines').offsetHeight;
+    if (height > lastHeight) followOutput();
+    lastHeight = height;
+  });
+  observer.observe($('items'));
+  observer.observe($('status-lines'));
+  observer.observe(timeline);
+}

@@ -1,0 +1,248 @@
+// Tool calls as cards people read: a shell call shows its command and its live output; the file
+// tools show their path and a summary, a write shows what it changed (a line diff against the
+// file as this conversation last saw it). Each card says whether the tool ran, failed (with its
+// exit code) or was interrupted. Long output is collapsed, with "Show all".
+
+import { diffLines } from '/vendor/diff/diff/line.js';
+import { el, formatBytes, lineCount, plural } from './dom.js';
+
+// Output longer than this many lines is collapsed until the reader asks for all of it.
+const COLLAPSED_LINES = 12;
+// Unchanged lines kept around each change of a diff.
+const DIFF_CONTEXT = 3;
+
+const TITLES = {
+  shell: 'Shell',
+  read_file: 'Read file',
+  write_file: 'Write file',
+  list_dir: 'List directory',
+  spawn_agent: 'Sub-agent',
+  send_message: 'Message to a sub-agent',
+  wait_agents: 'Wait for sub-agents',
+  interrupt_agent: 'Interrupt a sub-agent',
+  list_agents: 'List sub-agents',
+};
+
+// `context.time`: the card's time element; `context.knownContent(path, seq)`: what the file
+// held before this call, as far as the conversation shows (null when unknown);
+// `context.previous`: the card this one replaces, if any.
+export function renderToolCall(item, classes, context) {
+  const args = item.arguments || {};
+  const name = item.name;
+  const state = toolState(item);
+  const head = el(
+    'div',
+    { class: 'tool-head' },
+    el('span', { class: 'tool-name' }, TITLES[name] || name),
+    subject(name, args),
+    el('span', { class: `tool-state state-${state.kind}` }, state.kind === 'running' ? el('span', { class: 'spinner' }) : null, state.label),
+    context.time,
+  );
+  const card = el('div', { class: `${classes} tool-${name.replace(/_/g, '-')} state-${state.kind}`, 'data-seq': item.seq }, head);
+  let lines;
+  if (name === 'spawn_agent') {
+    card.append(...spawnBody(item, args));
+    lines = 0;
+  } else if (name === 'write_file') {
+    const write = {};
+    card.append(...writeBody(item, args, context, write));
+    lines = write.lines || 0;
+  } else {
+    const summary = outputSummary(item, args);
+    if (summary) card.append(el('div', { class: 'tool-summary' }, summary));
+    if (!['shell', 'read_file', 'list_dir'].includes(name)) card.append(argumentList(args));
+    card.append(...outputBlock(item.output || '', name === 'shell' ? 'tail' : 'head', item.status === 'running' && name !== 'shell'));
+    lines = lineCount(item.output || '');
+  }
+  setUpCollapse(card, lines, context.previous);
+  return card;
+}
+
+// Live output of a running call.
+export function appendToolOutput(card, delta) {
+  const output = card.querySelector('pre.output');
+  if (!output) return;
+  output.hidden = false;
+  output.append(delta);
+  card.lines = (card.lines || 0) + (delta.match(/\n/g) || []).length;
+  updateCollapse(card, output);
+  if (output.classList.contains('from-tail')) output.scrollTop = output.scrollHeight;
+}
+
+function toolState(item) {
+  const exit = item.exit_code;
+  if (item.status === 'running') return { kind: 'running', label: 'running' };
+  if (item.status === 'interrupted') return { kind: 'interrupted', label: 'interrupted' };
+  if (exit !== null && exit !== undefined && exit !== 0) return { kind: 'failed', label: `failed · exit ${exit}` };
+  if (item.status === 'failed') return { kind: 'failed', label: 'failed' };
+  if (exit === 0) return { kind: 'ran', label: 'ran · exit 0' };
+  return { kind: 'ran', label: 'done' };
+}
+
+// A spawn: the task given, and a way to the sub-agent once it exists.
+function spawnBody(item, args) {
+  const nodes = [el('div', { class: 'tool-task' }, String(args.task || ''))];
+  let started = null;
+  try {
+    started = JSON.parse(item.output || 'null');
+  } catch {
+    started = null;
+  }
+  if (started && started.session_id) {
+    nodes.push(
+      el(
+        'div',
+        { class: 'tool-summary' },
+        `started${started.model ? ` on ${started.model}` : ''} · `,
+        el('button', {
+          type: 'button',
+          class: 'link-button open-session',
+          text: 'Open the sub-agent',
+          onclick: () => document.dispatchEvent(new CustomEvent('show-session', { detail: started.session_id })),
+        }),
+      ),
+    );
+  } else if (item.status !== 'running' && item.output) {
+    nodes.push(el('div', { class: 'tool-summary' }, el('span', { class: 'tool-error' }, item.output.split('\n')[0])));
+  }
+  return nodes;
+}
+
+function subject(name, args) {
+  if (name === 'spawn_agent') return el('code', { class: 'tool-subject' }, String(args.agent || ''));
+  if (name === 'shell') return el('code', { class: 'tool-subject' }, `$ ${args.command === undefined ? '' : args.command}`);
+  if (name === 'read_file' || name === 'write_file') return el('code', { class: 'tool-subject' }, String(args.path || ''));
+  if (name === 'list_dir') return el('code', { class: 'tool-subject' }, args.path ? String(args.path) : 'working directory');
+  return null;
+}
+
+function outputSummary(item, args) {
+  const output = item.output || '';
+  if (item.status === 'running') return null;
+  if (item.status === 'failed' || item.status === 'interrupted') {
+    if (item.name === 'shell' || !output) return null;
+    return el('span', { class: 'tool-error' }, output.split('\n')[0]);
+  }
+  if (item.name === 'read_file') return `${plural(lineCount(output), 'line')} · ${formatBytes(new TextEncoder().encode(output).length)}`;
+  if (item.name === 'list_dir') {
+    if (output === '(empty directory)') return 'empty directory';
+    const names = output.split('\n').filter(Boolean);
+    const folders = names.filter((n) => n.endsWith('/')).length;
+    return `${plural(names.length, 'entry', 'entries')} (${plural(folders, 'folder')}, ${plural(names.length - folders, 'file')})`;
+  }
+  if (item.name === 'shell' && !output) return 'no output';
+  return null;
+}
+
+// The output, collapsed when long: a shell's keeps its last lines in view, a file's its first.
+function outputBlock(output, keep, hideWhileRunning) {
+  const pre = el('pre', { class: `output from-${keep}` }, output);
+  pre.hidden = !output || hideWhileRunning;
+  return [pre, el('button', { type: 'button', class: 'show-all link-button', hidden: true })];
+}
+
+// Wires a built card's "Show all" button; a card that replaces an expanded one stays expanded.
+function setUpCollapse(card, lines, previous) {
+  const pre = card.querySelector('pre.output');
+  const toggle = card.querySelector('button.show-all');
+  if (!pre || !toggle) return;
+  card.lines = lines;
+  card.expanded = !!(previous && previous.expanded);
+  toggle.addEventListener('click', () => {
+    card.expanded = !card.expanded;
+    updateCollapse(card, pre);
+    if (pre.classList.contains('from-tail')) pre.scrollTop = pre.scrollHeight;
+  });
+  updateCollapse(card, pre);
+}
+
+// A shell's output shows its end: scrolled there once the card is on the page.
+export function showOutputEnd(card) {
+  const pre = card.querySelector('pre.output.from-tail');
+  if (pre) pre.scrollTop = pre.scrollHeight;
+}
+
+function updateCollapse(card, pre) {
+  const toggle = card.querySelector('button.show-all');
+  const long = (card.lines || 0) > COLLAPSED_LINES;
+  pre.classList.toggle('collapsed', long && !card.expanded);
+  pre.classList.toggle('expanded', long && !!card.expanded);
+  if (!toggle) return;
+  toggle.hidden = !long;
+  toggle.textContent = card.expanded ? 'Show less' : `Show all ${plural(card.lines, 'line')}`;
+  toggle.setAttribute('aria-expanded', String(!!card.expanded));
+}
+
+function writeBody(item, args, context, write) {
+  const content = typeof args.content === 'string' ? args.content : '';
+  if (item.status === 'failed' || item.status === 'interrupted') {
+    return [el('div', { class: 'tool-summary' }, el('span', { class: 'tool-error' }, (item.output || 'not written').split('\n')[0]))];
+  }
+  const before = context.knownContent(String(args.path || ''), item.seq);
+  const rows = [];
+  let added = 0;
+  let removed = 0;
+  if (before === null) {
+    for (const line of splitLines(content)) rows.push(['add', line]);
+    added = rows.length;
+  } else {
+    const parts = diffLines(before, content);
+    parts.forEach((part, index) => {
+      const lines = splitLines(part.value);
+      if (part.added) {
+        added += lines.length;
+        for (const line of lines) rows.push(['add', line]);
+      } else if (part.removed) {
+        removed += lines.length;
+        for (const line of lines) rows.push(['del', line]);
+      } else {
+        // Unchanged: a few lines of context next to each change, the rest folded.
+        const first = index === 0;
+        const last = index === parts.length - 1;
+        const head = first ? 0 : DIFF_CONTEXT;
+        const tail = last ? 0 : DIFF_CONTEXT;
+        if (lines.length <= head + tail + 1) {
+          for (const line of lines) rows.push(['same', line]);
+        } else {
+          for (const line of lines.slice(0, head)) rows.push(['same', line]);
+          rows.push(['fold', `⋯ ${plural(lines.length - head - tail, 'unchanged line')}`]);
+          for (const line of lines.slice(lines.length - tail)) rows.push(['same', line]);
+        }
+      }
+    });
+  }
+  const summary =
+    before === null
+      ? `${plural(lineCount(content), 'line')} written · ${formatBytes(new TextEncoder().encode(content).length)} (what the file held before is not in this conversation)`
+      : added === 0 && removed === 0
+        ? 'no change'
+        : `+${added} −${removed} lines`;
+  const pre = el(
+    'pre',
+    { class: 'output diff from-head', 'aria-label': `Changes to ${args.path || 'the file'}` },
+    rows.map(([kind, line]) =>
+      el('span', { class: `diff-line diff-${kind}` }, el('span', { class: 'diff-sign', 'aria-hidden': 'true' }, { add: '+', del: '−', same: ' ', fold: ' ' }[kind]), `${line}\n`),
+    ),
+  );
+  pre.hidden = rows.length === 0;
+  const toggle = el('button', { type: 'button', class: 'show-all link-button', hidden: true });
+  write.lines = rows.length;
+  return [el('div', { class: 'tool-summary' }, summary), pre, toggle];
+}
+
+function splitLines(text) {
+  if (!text) return [];
+  const lines = text.split('\n');
+  if (lines[lines.length - 1] === '') lines.pop();
+  return lines;
+}
+
+function argumentList(args) {
+  const entries = Object.entries(args);
+  if (!entries.length) return el('div', { class: 'tool-args muted' }, 'no arguments');
+  return el(
+    'dl',
+    { class: 'tool-args' },
+    entries.map(([key, value]) => [el('dt', {}, key), el('dd', {}, typeof value === 'string' ? value : JSON.stringify(value))]),
+  );
+}
