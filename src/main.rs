@@ -36,6 +36,14 @@ enum Command {
     Reindex {
         #[command(flatten)]
         data: DataDirArg,
+        /// Rebuild a cluster's PostgreSQL index (every instance stopped) instead of the
+        /// embedded metadata.db [default: cluster.database_url from the config, if any].
+        #[arg(long)]
+        database_url: Option<String>,
+        /// Config file, for its [cluster] table [default: $OPENVAALA_CONFIG, else
+        /// ~/.config/openvaala/config.toml].
+        #[arg(long)]
+        config: Option<PathBuf>,
     },
     /// Talk to the agent in this terminal (type /help inside). Finds the running service
     /// through its data directory unless --url is given.
@@ -113,6 +121,10 @@ struct ServeArgs {
     /// Config file [default: $OPENVAALA_CONFIG, else ~/.config/openvaala/config.toml].
     #[arg(long)]
     config: Option<PathBuf>,
+    /// Cluster mode: the PostgreSQL database this instance shares with the others
+    /// (postgres://…) [default: cluster.database_url from the config; none: embedded].
+    #[arg(long)]
+    database_url: Option<String>,
 }
 
 #[derive(Args)]
@@ -160,7 +172,13 @@ fn main() -> ExitCode {
             ..
         } => data.resolve().and_then(|dir| stop(&dir)),
         Command::Serve { action: None, args } => serve(args),
-        Command::Reindex { data } => data.resolve().and_then(|dir| reindex(&dir)),
+        Command::Reindex {
+            data,
+            database_url,
+            config,
+        } => data
+            .resolve()
+            .and_then(|dir| reindex(&dir, database_url, config.as_deref())),
         Command::Chat(args) => chat(args),
         Command::Send(args) => return send(args),
     };
@@ -174,7 +192,21 @@ fn main() -> ExitCode {
 }
 
 fn serve(args: ServeArgs) -> anyhow::Result<()> {
-    let config = Config::load(args.config.as_deref())?;
+    let mut config = Config::load(args.config.as_deref())?;
+    if let Some(url) = args.database_url {
+        openvaala::config::check_database_url(&url)
+            .map_err(|message| anyhow::anyhow!("--database-url {message}"))?;
+        let lease_ms = config
+            .cluster
+            .as_ref()
+            .map_or(openvaala::config::ClusterConfig::DEFAULT_LEASE_MS, |c| {
+                c.lease_ms
+            });
+        config.cluster = Some(openvaala::config::ClusterConfig {
+            database_url: url,
+            lease_ms,
+        });
+    }
     let data_dir = args.data.resolve()?;
     let addr = match (args.addr, config.server.addr) {
         (Some(addr), _) | (None, Some(addr)) => addr,
@@ -316,14 +348,11 @@ fn stop(data_dir: &Path) -> anyhow::Result<()> {
         println!("no openvaala is serving {}", data_dir.display());
         return Ok(());
     };
-    let pid = libc::pid_t::try_from(owner.pid).context("invalid pid in runtime.lock")?;
-    // SAFETY: kill(2) with a pid read from the lock file and a valid signal number.
-    if unsafe { libc::kill(pid, libc::SIGTERM) } != 0 {
-        anyhow::bail!(
-            "cannot signal openvaala ({owner}): {}",
-            std::io::Error::last_os_error()
-        );
+    if owner.pid == 0 {
+        // Cluster instances hold the lock together and each says who it is in its folder.
+        return stop_instances(data_dir);
     }
+    signal_stop(&owner)?;
     println!("stopping openvaala ({owner})…");
     if !lock::wait_until_free(&lock_path, Duration::from_secs(60)) {
         anyhow::bail!("openvaala ({owner}) did not stop within 60 s");
@@ -332,7 +361,66 @@ fn stop(data_dir: &Path) -> anyhow::Result<()> {
     Ok(())
 }
 
-fn reindex(data_dir: &Path) -> anyhow::Result<()> {
+/// Sends SIGTERM (a graceful stop) to a service.
+fn signal_stop(owner: &lock::LockOwner) -> anyhow::Result<()> {
+    let pid = libc::pid_t::try_from(owner.pid).context("invalid pid")?;
+    // Never a process group or init: 0, 1 and negative pids mean something else to kill(2).
+    if pid <= 1 {
+        anyhow::bail!("refusing to signal pid {pid} ({owner})");
+    }
+    // SAFETY: kill(2) with a positive pid read from the data directory and a valid signal.
+    if unsafe { libc::kill(pid, libc::SIGTERM) } != 0 {
+        anyhow::bail!(
+            "cannot signal openvaala ({owner}): {}",
+            std::io::Error::last_os_error()
+        );
+    }
+    Ok(())
+}
+
+/// Cluster mode: stops every instance serving this data directory on this machine.
+fn stop_instances(data_dir: &Path) -> anyhow::Result<()> {
+    let owners = openvaala::store::lock::instance_owners(data_dir);
+    if owners.is_empty() {
+        println!(
+            "no openvaala instance of this machine is serving {}",
+            data_dir.display()
+        );
+        return Ok(());
+    }
+    for owner in &owners {
+        signal_stop(owner)?;
+        println!("stopping openvaala ({owner})…");
+    }
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    while owners
+        .iter()
+        .any(|owner| openvaala::store::lock::process_runs(owner.pid))
+    {
+        if std::time::Instant::now() > deadline {
+            anyhow::bail!("the instances did not stop within 60 s");
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    println!("stopped");
+    Ok(())
+}
+
+fn reindex(
+    data_dir: &Path,
+    database_url: Option<String>,
+    config: Option<&Path>,
+) -> anyhow::Result<()> {
+    let database_url = match database_url {
+        Some(url) => Some(url),
+        None => Config::load(config)?
+            .cluster
+            .map(|cluster| cluster.database_url),
+    };
+    if let Some(url) = &database_url {
+        openvaala::config::check_database_url(url)
+            .map_err(|message| anyhow::anyhow!("--database-url {message}"))?;
+    }
     let store = Store::open(data_dir)?;
     let _lock = match RuntimeLock::acquire(&store.lock_path()) {
         Ok(lock) => lock,
@@ -345,7 +433,12 @@ fn reindex(data_dir: &Path) -> anyhow::Result<()> {
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()?;
-    let report = runtime.block_on(openvaala::index::rebuild::reindex(&store))?;
+    let report = runtime.block_on(async {
+        match &database_url {
+            Some(url) => openvaala::index::rebuild::reindex_postgres(&store, url).await,
+            None => openvaala::index::rebuild::reindex(&store).await,
+        }
+    })?;
     let seconds = started.elapsed().as_secs_f64();
     for id in &report.finished_deletes {
         println!("finished the interrupted delete of {id}");

@@ -70,6 +70,9 @@ impl Service {
         let store = Store::open(&options.data_dir).with_context(|| {
             format!("cannot open data directory {}", options.data_dir.display())
         })?;
+        if let Some(cluster) = options.config.cluster.clone() {
+            return Service::start_in_cluster(options, store, cluster, caps).await;
+        }
         let mut lock = RuntimeLock::acquire(&store.lock_path())?;
         // Under the lock and before anything runs: every shell command recorded now was left
         // running by a run that died, and dies with it (each kill is logged).
@@ -111,6 +114,104 @@ impl Service {
         })
     }
 
+    /// Cluster mode: several instances share the data directory (a shared lock, so an
+    /// embedded service or a `reindex` stays out) and one PostgreSQL database (the index and
+    /// the leases). Nothing here writes a conversation's files: an instance writes only those
+    /// it takes, under their lease.
+    async fn start_in_cluster(
+        options: ServeOptions,
+        store: Store,
+        cluster_config: crate::config::ClusterConfig,
+        caps: crate::limits::Caps,
+    ) -> anyhow::Result<Service> {
+        if options.addr.ip().is_unspecified() {
+            bail!(
+                "in cluster mode other instances reach this one at the address it listens on: \
+                 give a specific one (--addr), not {}",
+                options.addr
+            );
+        }
+        let lock = RuntimeLock::acquire_shared(&store.lock_path())?;
+        let index = Index::open_postgres(
+            &cluster_config.database_url,
+            &store.root().join(crate::index::POSTGRES_REPAIRS),
+        )
+        .await
+        .context("cannot open the cluster's PostgreSQL database")?;
+        let pool = index.postgres().expect("a PostgreSQL index").pool().clone();
+        let listener = TcpListener::bind(options.addr)
+            .await
+            .with_context(|| format!("cannot listen on {}", options.addr))?;
+        let addr = listener.local_addr()?;
+        let cluster =
+            crate::cluster::Cluster::join(pool.clone(), addr.to_string(), cluster_config.lease())
+                .await
+                .context("cannot join the cluster")?;
+        let process_records = take_over_dead_instances(&store, &cluster).await?;
+        // Who this instance is, for `serve stop` (the shared lock cannot say it for several).
+        let owner = LockOwner {
+            pid: std::process::id(),
+            addr: Some(addr.to_string()),
+        };
+        std::fs::write(
+            crate::store::lock::instance_owner_path(store.root(), cluster.instance_id()),
+            serde_json::to_string(&owner)?,
+        )
+        .context("cannot record this instance in the data directory")?;
+        let report = rebuild::catch_up(&store, &index).await?;
+        if report.indexed > 0 {
+            tracing::info!(
+                reindexed = report.indexed,
+                "the shared index caught up with the files"
+            );
+        }
+        tracing::info!(instance = cluster.instance_id(), %addr, "joined the cluster");
+        let settings = RuntimeSettings {
+            process_records: Some(process_records),
+            max_live_conversations: caps.max_live_conversations,
+            cluster: Some(cluster.clone()),
+            ..options.settings
+        };
+        let connection_limits = ConnectionLimits {
+            max_connections: caps.max_connections,
+            header_read_timeout: std::time::Duration::from_secs(
+                options.config.server.header_read_timeout_s,
+            ),
+        };
+        let runtime = Runtime::new(store, index.clone(), Arc::new(options.config), settings);
+        // Leases renewed in the background; a conversation whose lease is lost stops here.
+        let ticking = runtime.clone();
+        tokio::spawn(async move {
+            let mut ticks = tokio::time::interval(cluster.tick_interval());
+            loop {
+                ticks.tick().await;
+                let lost = cluster.tick().await;
+                if !lost.is_empty() {
+                    ticking.leases_lost(&lost).await;
+                }
+            }
+        });
+        let pg = index.postgres().expect("a PostgreSQL index").clone();
+        tokio::spawn(crate::cluster::notify::listen(
+            pool,
+            runtime
+                .cluster()
+                .expect("cluster mode")
+                .instance_id()
+                .to_owned(),
+            runtime.list_events().clone(),
+            pg,
+        ));
+        Ok(Service {
+            addr,
+            runtime,
+            listener,
+            lock,
+            token: options.token,
+            connection_limits,
+        })
+    }
+
     pub fn runtime(&self) -> &Runtime {
         &self.runtime
     }
@@ -140,6 +241,18 @@ impl Service {
         };
         tracing::info!(%addr, "openvaala is serving");
         crate::http::serve::serve(listener, app, connection_limits, stopped).await;
+        if let Some(cluster) = runtime.cluster() {
+            // Each instance's stop is its own; the shared index is caught up at every start.
+            let folder =
+                crate::store::lock::instance_owner_path(runtime.data_dir(), cluster.instance_id());
+            if let Some(folder) = folder.parent() {
+                let _ = std::fs::remove_dir_all(folder);
+            }
+            runtime.index().close().await;
+            drop(lock);
+            tracing::info!("stopped");
+            return Ok(());
+        }
         if !runtime.index().mark_clean_shutdown().await? {
             tracing::warn!("the index missed updates; the next start will reconcile it");
         }
@@ -179,6 +292,39 @@ async fn recover(store: &Store, index: &Index) -> anyhow::Result<()> {
         tracing::warn!(path = %path.display(), "skipped a torn last line");
     }
     Ok(())
+}
+
+/// Cluster mode: this instance records its shell commands in a folder of its own, and kills
+/// those that instances which died on this machine left running (an instance that is still
+/// seen in the database is alive: its folder is left alone).
+async fn take_over_dead_instances(
+    store: &Store,
+    cluster: &crate::cluster::Cluster,
+) -> anyhow::Result<group_records::GroupRecords> {
+    let instances = store.root().join("instances");
+    let live: std::collections::HashSet<String> = sqlx::query_scalar(
+        "SELECT id FROM instances WHERE seen_at > now() - $1 * interval '1 millisecond'",
+    )
+    .bind((cluster.leases().ttl() * 3).as_millis() as i64)
+    .fetch_all(cluster.pool())
+    .await
+    .context("cannot read the instances table")?
+    .into_iter()
+    .collect();
+    if let Ok(entries) = std::fs::read_dir(&instances) {
+        for entry in entries.flatten() {
+            let name = entry.file_name().to_string_lossy().into_owned();
+            if name == cluster.instance_id() || live.contains(&name) {
+                continue;
+            }
+            group_records::take_over(&entry.path())
+                .context("cannot clean up the shell commands a dead instance left")?;
+            let _ = std::fs::remove_dir_all(entry.path());
+        }
+    }
+    let own = instances.join(cluster.instance_id());
+    std::fs::create_dir_all(&own).with_context(|| format!("cannot create {}", own.display()))?;
+    Ok(group_records::take_over(&own)?)
 }
 
 /// Completes when the process gets SIGTERM (what `serve stop` sends) or SIGINT (Ctrl-C).

@@ -37,6 +37,17 @@ struct Inner {
     http: reqwest::Client,
     /// Whether the last statement (a renewal, a heartbeat) reached the database.
     database_answers: AtomicBool,
+    /// List-level events for the other instances, sent in order by one task.
+    notifications: tokio::sync::mpsc::UnboundedSender<(&'static str, serde_json::Value)>,
+}
+
+impl std::fmt::Debug for Cluster {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Cluster")
+            .field("instance", &self.inner.instance)
+            .field("addr", &self.inner.addr)
+            .finish_non_exhaustive()
+    }
 }
 
 /// Where a request for a conversation is served.
@@ -56,19 +67,37 @@ pub enum RouteError {
         "this conversation's owner stopped and its lease has not expired yet; retry in a few seconds"
     )]
     OwnerGone,
+    #[error("the conversation could not be taken over here: {0}")]
+    TakeOver(String),
 }
 
 impl Cluster {
-    /// Registers this instance (a fresh id every start) at `addr`.
+    /// Registers this instance (a fresh id every start) at `addr`. Rows of instances not seen
+    /// for a long time (they died) are cleared on the way.
     pub async fn join(pool: PgPool, addr: String, lease: Duration) -> Result<Cluster, sqlx::Error> {
         let instance = crate::domain::new_id("i");
+        sqlx::query(
+            "DELETE FROM instances WHERE seen_at < now() - $1 * interval '1 millisecond'
+             AND id NOT IN (SELECT owner FROM leases WHERE expires_at >= now())",
+        )
+        .bind((lease * 20).as_millis() as i64)
+        .execute(&pool)
+        .await?;
         sqlx::query("INSERT INTO instances (id, addr) VALUES ($1, $2)")
             .bind(&instance)
             .bind(&addr)
             .execute(&pool)
             .await?;
+        let (notifications, mut outgoing) = tokio::sync::mpsc::unbounded_channel();
+        let (sender_pool, sender_instance) = (pool.clone(), instance.clone());
+        tokio::spawn(async move {
+            while let Some((kind, data)) = outgoing.recv().await {
+                notify::notify(&sender_pool, &sender_instance, kind, &data).await;
+            }
+        });
         Ok(Cluster {
             inner: Arc::new(Inner {
+                notifications,
                 leases: Leases::new(pool.clone(), instance.clone(), lease),
                 instance,
                 addr,
@@ -124,6 +153,62 @@ impl Cluster {
                 Err(RouteError::Database(error.to_string()))
             }
         }
+    }
+
+    /// The instance that owns `conversation_id` now, if another one does (its address): a
+    /// read of a conversation nobody owns is served from the files, without taking it.
+    pub async fn current_owner(&self, conversation_id: &str) -> Result<Option<String>, RouteError> {
+        if self.inner.leases.held(conversation_id).is_some() {
+            return Ok(None);
+        }
+        let row = sqlx::query(
+            "SELECT instances.addr FROM leases JOIN instances ON instances.id = leases.owner
+             WHERE leases.conversation_id = $1 AND leases.expires_at >= now()
+             AND leases.owner <> $2",
+        )
+        .bind(conversation_id)
+        .bind(&self.inner.instance)
+        .fetch_optional(&self.inner.pool)
+        .await
+        .map_err(|error| {
+            self.inner.database_answers.store(false, Ordering::SeqCst);
+            RouteError::Database(error.to_string())
+        })?;
+        self.inner.database_answers.store(true, Ordering::SeqCst);
+        match row {
+            Some(row) => {
+                let addr: String = sqlx::Row::get(&row, 0);
+                if addr == self.inner.addr {
+                    // An earlier run of this instance at the same address: wait for expiry.
+                    return Err(RouteError::OwnerGone);
+                }
+                Ok(Some(addr))
+            }
+            None => Ok(None),
+        }
+    }
+
+    /// Tells the other instances about a list-level event (in order, in the background).
+    pub fn notify(&self, kind: &'static str, data: &serde_json::Value) {
+        let _ = self.inner.notifications.send((kind, data.clone()));
+    }
+
+    /// The write fence of a conversation this instance owns now.
+    pub fn fence(&self, conversation_id: &str) -> Option<Arc<dyn crate::store::WriteFence>> {
+        self.inner
+            .leases
+            .held(conversation_id)
+            .map(|fence| Arc::new(fence) as Arc<dyn crate::store::WriteFence>)
+    }
+
+    /// Checks that PostgreSQL answers (for `/api/health`).
+    pub async fn ping(&self) -> bool {
+        let answers = sqlx::query("SELECT 1")
+            .execute(&self.inner.pool)
+            .await
+            .is_ok();
+        self.inner.database_answers.store(answers, Ordering::SeqCst);
+        answers
     }
 
     /// One round of the background work: renews the leases and this instance's heartbeat.

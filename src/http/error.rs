@@ -143,9 +143,9 @@ impl From<RuntimeError> for ApiError {
                 code: "idempotency_key_reused",
                 message,
             },
-            RuntimeError::ShuttingDown | RuntimeError::Unavailable(_) => {
-                ApiError::Unavailable(message)
-            }
+            RuntimeError::ShuttingDown
+            | RuntimeError::Unavailable(_)
+            | RuntimeError::EpochBehind(_) => ApiError::Unavailable(message),
             RuntimeError::Internal(_) => ApiError::Internal(message),
         }
     }
@@ -171,6 +171,7 @@ pub fn one_of_each() -> Vec<ApiError> {
         RuntimeError::IdempotencyKeyReused,
         RuntimeError::ShuttingDown,
         RuntimeError::Unavailable(text()),
+        RuntimeError::EpochBehind(0),
         RuntimeError::Internal(text()),
     ];
     // A new variant must join the list above: this match stops compiling until it does.
@@ -190,6 +191,7 @@ pub fn one_of_each() -> Vec<ApiError> {
             | RuntimeError::IdempotencyKeyReused
             | RuntimeError::ShuttingDown
             | RuntimeError::Unavailable(_)
+            | RuntimeError::EpochBehind(_)
             | RuntimeError::Internal(_) => {}
         }
     }

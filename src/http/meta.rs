@@ -16,9 +16,25 @@ use super::{ApiError, AppState};
     summary = "Health",
     responses((status = 200, description = "The service is up", body = crate::openapi::Health)),
 )]
-pub async fn health(State(state): State<AppState>) -> Json<Value> {
-    Json(json!({
-        "status": "ok",
+pub async fn health(State(state): State<AppState>) -> axum::response::Response {
+    use axum::response::IntoResponse as _;
+    // Cluster mode: the instance, what it owns, and whether PostgreSQL answers; without
+    // PostgreSQL the instance cannot serve, and says so.
+    let (cluster, reachable) = match state.runtime.cluster() {
+        Some(cluster) => {
+            let reachable = cluster.ping().await;
+            let figures = json!({
+                "instance_id": cluster.instance_id(),
+                "addr": cluster.addr(),
+                "conversations_owned": cluster.leases().owned(),
+                "postgres": if reachable { "ok" } else { "unreachable" },
+            });
+            (Some(figures), reachable)
+        }
+        None => (None, true),
+    };
+    let mut body = json!({
+        "status": if reachable { "ok" } else { "unavailable" },
         "version": env!("CARGO_PKG_VERSION"),
         "live_conversations": state.runtime.live_conversations().await,
         "max_live_conversations": state.runtime.max_live_conversations(),
@@ -27,7 +43,17 @@ pub async fn health(State(state): State<AppState>) -> Json<Value> {
             "server_errors": state.answers.server_errors.load(Ordering::Relaxed),
         },
         "index_jobs_pending": state.runtime.index_jobs_pending(),
-    }))
+    });
+    if let Some(cluster) = cluster {
+        body["cluster"] = cluster;
+    }
+    if !reachable {
+        body["reason"] = json!(
+            "PostgreSQL does not answer: this instance cannot list, search or take conversations until it is back"
+        );
+        return (axum::http::StatusCode::SERVICE_UNAVAILABLE, Json(body)).into_response();
+    }
+    Json(body).into_response()
 }
 
 #[utoipa::path(

@@ -2,6 +2,7 @@
 //! Handlers extract, call one runtime function and map the result; they hold no logic of their
 //! own and never touch files.
 
+pub mod cluster;
 pub mod conversations;
 pub mod error;
 pub mod events;
@@ -94,21 +95,26 @@ pub fn router(
         .fallback(meta::not_found)
         .method_not_allowed_fallback(meta::method_not_allowed);
     let answers = Arc::new(AnswerCounts::default());
-    api.layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
-        .layer(axum::middleware::from_fn(reject_oversized))
-        .layer(axum::middleware::from_fn_with_state(
-            Arc::new(Security::new(addr, token)),
-            security::guard,
-        ))
-        .layer(axum::middleware::from_fn_with_state(
-            answers.clone(),
-            count_answers,
-        ))
-        .with_state(AppState {
-            runtime,
-            streams_done,
-            answers,
-        })
+    let state = AppState {
+        runtime,
+        streams_done,
+        answers: answers.clone(),
+    };
+    api.layer(axum::middleware::from_fn_with_state(
+        state.clone(),
+        cluster::route_to_owner,
+    ))
+    .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
+    .layer(axum::middleware::from_fn(reject_oversized))
+    .layer(axum::middleware::from_fn_with_state(
+        Arc::new(Security::new(addr, token)),
+        security::guard,
+    ))
+    .layer(axum::middleware::from_fn_with_state(
+        answers.clone(),
+        count_answers,
+    ))
+    .with_state(state)
 }
 
 /// Counts every answer, and the server errors among them.

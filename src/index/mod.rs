@@ -29,6 +29,9 @@ pub enum IndexError {
     Corrupt(#[from] serde_json::Error),
     #[error("invalid cursor")]
     BadCursor,
+    /// Cluster mode: PostgreSQL does not answer.
+    #[error("PostgreSQL does not answer ({0})")]
+    Unreachable(String),
     /// A search the index cannot run as asked (a NUL byte, too many words).
     #[error("{0}")]
     BadSearch(String),
@@ -39,6 +42,30 @@ pub enum IndexError {
 }
 
 impl IndexError {
+    /// An error of the PostgreSQL index: one that says the database cannot be reached becomes
+    /// `Unreachable` (the service answers 503 with the reason, never a 500).
+    pub fn from_postgres(error: IndexError) -> IndexError {
+        match error {
+            IndexError::Sqlx(
+                error @ (sqlx::Error::Io(_)
+                | sqlx::Error::PoolTimedOut
+                | sqlx::Error::PoolClosed
+                | sqlx::Error::Tls(_)
+                | sqlx::Error::Protocol(_)
+                | sqlx::Error::WorkerCrashed),
+            ) => IndexError::Unreachable(error.to_string()),
+            IndexError::Sqlx(sqlx::Error::Database(error))
+                if error.code().is_some_and(|code| {
+                    // Class 08 (connection exception), 57P (operator intervention: shutdown).
+                    code.starts_with("08") || code.starts_with("57P")
+                }) =>
+            {
+                IndexError::Unreachable(error.to_string())
+            }
+            other => other,
+        }
+    }
+
     /// Which resource of the machine the failure says ran out (files, disk, memory, the
     /// database's connections), if any: such a failure passes.
     pub fn exhausted(&self) -> Option<&'static str> {
@@ -81,6 +108,10 @@ fn repairs_path(path: &Path) -> PathBuf {
     name.push(".repair");
     path.with_file_name(name)
 }
+
+/// Cluster mode: where conversations whose PostgreSQL updates failed are noted, in the shared
+/// data directory (any instance's next start re-indexes them).
+pub const POSTGRES_REPAIRS: &str = "postgres.repair";
 
 /// The runtime state key that says whether the last run stopped cleanly ("1") with an index
 /// that matches the files; anything else makes the next start reconcile.
@@ -530,6 +561,29 @@ impl Index {
         ids
     }
 
+    /// The noted conversations, moved out of the way first so that notes added meanwhile (by
+    /// another instance, in cluster mode) go to a new file and are not lost.
+    pub fn take_repairs(&self) -> Result<std::collections::HashSet<String>, IndexError> {
+        let taking = self
+            .repairs
+            .with_extension(format!("taking-{}", std::process::id()));
+        match std::fs::rename(&*self.repairs, &taking) {
+            Ok(()) => {}
+            Err(error) if error.kind() == std::io::ErrorKind::NotFound => {
+                return Ok(Default::default());
+            }
+            Err(error) => {
+                return Err(IndexError::Task(format!(
+                    "cannot take {}: {error}",
+                    self.repairs.display()
+                )));
+            }
+        }
+        let text = std::fs::read_to_string(&taking).unwrap_or_default();
+        let _ = std::fs::remove_file(&taking);
+        Ok(text.lines().map(str::to_owned).collect())
+    }
+
     /// Forgets the noted conversations, once they are re-indexed.
     pub fn clear_repairs(&self) -> Result<(), IndexError> {
         match std::fs::remove_file(&*self.repairs) {
@@ -579,7 +633,7 @@ impl Index {
     pub async fn apply(&self, updates: &[IndexUpdate<'_>]) -> Result<(), IndexError> {
         let writer = match self.sqlite() {
             Ok((_, writer)) => writer,
-            Err(pg) => return pg.apply(updates).await,
+            Err(pg) => return pg.apply(updates).await.map_err(IndexError::from_postgres),
         };
         let mut tx = writer.begin().await?;
         for update in updates {
@@ -592,7 +646,12 @@ impl Index {
     pub async fn remove_conversation(&self, id: &str) -> Result<(), IndexError> {
         let writer = match self.sqlite() {
             Ok((_, writer)) => writer,
-            Err(pg) => return pg.remove_conversation(id).await,
+            Err(pg) => {
+                return pg
+                    .remove_conversation(id)
+                    .await
+                    .map_err(IndexError::from_postgres);
+            }
         };
         let mut tx = writer.begin().await?;
         remove_in(&mut tx, id).await?;
@@ -603,7 +662,7 @@ impl Index {
     pub async fn get(&self, id: &str) -> Result<Option<Conversation>, IndexError> {
         let reader = match self.sqlite() {
             Ok((reader, _)) => reader,
-            Err(pg) => return pg.get(id).await,
+            Err(pg) => return pg.get(id).await.map_err(IndexError::from_postgres),
         };
         let row = sqlx::query("SELECT data FROM conversations WHERE id = ?")
             .bind(id)
@@ -619,7 +678,7 @@ impl Index {
     pub async fn list(&self, query: &ListQuery) -> Result<ListPage, IndexError> {
         let reader = match self.sqlite() {
             Ok((reader, _)) => reader,
-            Err(pg) => return pg.list(query).await,
+            Err(pg) => return pg.list(query).await.map_err(IndexError::from_postgres),
         };
         let limit = query.limit.clamp(1, 500);
         let mut sql = QueryBuilder::<Sqlite>::new(
@@ -669,7 +728,7 @@ impl Index {
     pub async fn answer(&self, key: &str) -> Result<Option<StoredAnswer>, IndexError> {
         let reader = match self.sqlite() {
             Ok((reader, _)) => reader,
-            Err(pg) => return pg.answer(key).await,
+            Err(pg) => return pg.answer(key).await.map_err(IndexError::from_postgres),
         };
         let row = sqlx::query("SELECT status, response, body_hash FROM answers WHERE key = ?")
             .bind(key)
@@ -690,7 +749,7 @@ impl Index {
     pub async fn indexed_lens(&self) -> Result<HashMap<String, IndexedLens>, IndexError> {
         let reader = match self.sqlite() {
             Ok((reader, _)) => reader,
-            Err(pg) => return pg.indexed_lens().await,
+            Err(pg) => return pg.indexed_lens().await.map_err(IndexError::from_postgres),
         };
         let rows = sqlx::query(
             "SELECT id, meta_len, root_len, json_extract(data, '$.root_session_id') FROM conversations",
@@ -713,7 +772,12 @@ impl Index {
     pub async fn running_conversation_ids(&self) -> Result<Vec<String>, IndexError> {
         let reader = match self.sqlite() {
             Ok((reader, _)) => reader,
-            Err(pg) => return pg.running_conversation_ids().await,
+            Err(pg) => {
+                return pg
+                    .running_conversation_ids()
+                    .await
+                    .map_err(IndexError::from_postgres);
+            }
         };
         let rows = sqlx::query("SELECT id FROM conversations WHERE status = 'running'")
             .fetch_all(reader)
@@ -724,7 +788,12 @@ impl Index {
     pub async fn runtime_state(&self, key: &str) -> Result<Option<String>, IndexError> {
         let reader = match self.sqlite() {
             Ok((reader, _)) => reader,
-            Err(pg) => return pg.runtime_state(key).await,
+            Err(pg) => {
+                return pg
+                    .runtime_state(key)
+                    .await
+                    .map_err(IndexError::from_postgres);
+            }
         };
         let row = sqlx::query("SELECT value FROM runtime_state WHERE key = ?")
             .bind(key)
@@ -736,7 +805,12 @@ impl Index {
     pub async fn set_runtime_state(&self, key: &str, value: &str) -> Result<(), IndexError> {
         let writer = match self.sqlite() {
             Ok((_, writer)) => writer,
-            Err(pg) => return pg.set_runtime_state(key, value).await,
+            Err(pg) => {
+                return pg
+                    .set_runtime_state(key, value)
+                    .await
+                    .map_err(IndexError::from_postgres);
+            }
         };
         sqlx::query("INSERT INTO runtime_state (key, value) VALUES (?, ?) ON CONFLICT (key) DO UPDATE SET value = excluded.value")
             .bind(key)

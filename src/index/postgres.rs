@@ -206,6 +206,43 @@ impl PgIndex {
         Ok(())
     }
 
+    /// A rebuild needs the data directory to itself: refused while an instance has been seen
+    /// lately.
+    pub async fn refuse_while_instances_run(&self) -> Result<(), IndexError> {
+        let running: i64 = sqlx::query_scalar(
+            "SELECT count(*) FROM instances WHERE seen_at > now() - interval '60 seconds'",
+        )
+        .fetch_one(&self.pool)
+        .await?;
+        if running > 0 {
+            return Err(IndexError::Task(format!(
+                "{running} instance(s) of the cluster are running; stop them first"
+            )));
+        }
+        Ok(())
+    }
+
+    /// Keeps each conversation's lease epoch at least at what its files carry (after a
+    /// rebuild the next owner's epoch must be above them).
+    pub async fn raise_epochs(&self, epochs: &[(String, u64)]) -> Result<(), IndexError> {
+        let (ids, values): (Vec<&str>, Vec<i64>) = epochs
+            .iter()
+            .filter(|(_, epoch)| *epoch > 0)
+            .map(|(id, epoch)| (id.as_str(), *epoch as i64))
+            .unzip();
+        sqlx::query(
+            "INSERT INTO leases (conversation_id, owner, epoch, expires_at)
+             SELECT id, '', epoch, now() FROM unnest($1::text[], $2::bigint[]) AS t(id, epoch)
+             ON CONFLICT (conversation_id) DO UPDATE
+             SET epoch = GREATEST(leases.epoch, excluded.epoch)",
+        )
+        .bind(&ids)
+        .bind(&values)
+        .execute(&self.pool)
+        .await?;
+        Ok(())
+    }
+
     /// Whether the database answers now (for `/api/health`).
     pub async fn ping(&self) -> Result<(), IndexError> {
         sqlx::query("SELECT 1").execute(&self.pool).await?;

@@ -23,6 +23,8 @@ pub struct LoadedConversation {
     pub root_len: u64,
     /// Files whose torn last line was skipped.
     pub torn_files: Vec<PathBuf>,
+    /// The newest lease epoch its files carry (cluster mode; 0 when none).
+    pub epoch: u64,
 }
 
 /// What a rebuild did, for the report `reindex` prints.
@@ -35,14 +37,22 @@ pub struct RebuildReport {
     pub finished_deletes: Vec<String>,
     /// Turns found `running` and closed as `interrupted`.
     pub closed_turns: usize,
+    /// The newest lease epoch of each conversation indexed (cluster mode).
+    pub epochs: Vec<(String, u64)>,
 }
 
 pub const INTERRUPTED_BY_STOP: &str =
     "The previous turn was interrupted: the service stopped before it finished.";
 
-/// Reads one conversation directory and closes turns a crash left running.
-pub fn load_conversation(store: &Store, id: &str) -> Result<(LoadedConversation, usize), String> {
+/// Reads one conversation directory and, with `close_turns`, closes turns a crash left running
+/// (without, nothing is written: in cluster mode another instance may own the conversation).
+pub fn load_conversation(
+    store: &Store,
+    id: &str,
+    close_turns: bool,
+) -> Result<(LoadedConversation, usize), String> {
     let log = store.read_metadata(id).map_err(|e| describe(&e))?;
+    let mut epoch = log.epoch;
     let mut torn_files = Vec::new();
     if log.torn_tail.is_some() {
         torn_files.push(store.metadata_path(id));
@@ -59,13 +69,18 @@ pub fn load_conversation(store: &Store, id: &str) -> Result<(LoadedConversation,
         if session_log.torn_tail.is_some() {
             torn_files.push(path);
         }
+        epoch = epoch.max(session_log.epoch);
         session_items.insert(
             session.id.clone(),
             crate::store::fold_items(session_log.records),
         );
     }
 
-    let running: Vec<_> = state.running_turns().cloned().collect();
+    let running: Vec<_> = if close_turns {
+        state.running_turns().cloned().collect()
+    } else {
+        Vec::new()
+    };
     for turn in &running {
         let items = session_items.entry(turn.session_id.clone()).or_default();
         let records = close_cut_turn(&state, items, &turn.session_id, &turn.id);
@@ -101,6 +116,7 @@ pub fn load_conversation(store: &Store, id: &str) -> Result<(LoadedConversation,
             search_texts,
             root_len,
             torn_files,
+            epoch,
         },
         running.len(),
     ))
@@ -326,6 +342,9 @@ pub async fn reconcile(store: &Store, index: &Index) -> Result<RebuildReport, In
 enum Load {
     Bulk,
     Upsert,
+    /// Upserts that write no conversation file (cluster mode: turns left running may belong
+    /// to a live instance; whoever takes the conversation closes them).
+    ReadOnly,
 }
 
 async fn index_conversations(
@@ -343,7 +362,8 @@ async fn index_conversations(
     let reader_store = store.clone();
     let reader = tokio::task::spawn_blocking(move || {
         for id in ids {
-            let loaded = load_conversation(&reader_store, &id).map_err(|reason| (id, reason));
+            let loaded = load_conversation(&reader_store, &id, load != Load::ReadOnly)
+                .map_err(|reason| (id, reason));
             if sender.blocking_send(loaded).is_err() {
                 return;
             }
@@ -366,9 +386,14 @@ async fn index_conversations(
             let updates: Vec<IndexUpdate<'_>> = batch.iter().flat_map(updates_for).collect();
             match load {
                 Load::Bulk => next_num = index.bulk_insert(&updates, next_num).await?,
-                Load::Upsert => index.apply(&updates).await?,
+                Load::Upsert | Load::ReadOnly => index.apply(&updates).await?,
             }
             report.indexed += batch.len();
+            report.epochs.extend(
+                batch
+                    .iter()
+                    .map(|loaded| (loaded.state.conversation.id.clone(), loaded.epoch)),
+            );
             batch.clear();
         }
         if done {
@@ -461,4 +486,58 @@ mod tests {
         // Nothing is missing any more: nothing to restore.
         assert!(restore_accepted_items(&state, &mut items, "t_1").is_empty());
     }
+}
+
+/// Cluster mode, at an instance's start: brings the shared index up to the files without
+/// writing any file (other instances may be running): conversations whose files grew past what
+/// the index reflects, or whose updates failed (noted in the repairs file), are re-indexed;
+/// directories that are gone leave the index. Turns left running stay so until an instance
+/// takes their conversation and closes them.
+pub async fn catch_up(store: &Store, index: &Index) -> Result<RebuildReport, IndexError> {
+    let mut report = RebuildReport::default();
+    let mut known = index.indexed_lens().await?;
+    // Taken out of the way first: notes other instances add meanwhile go to a new file.
+    let repairs = index.take_repairs()?;
+    let mut changed = Vec::new();
+    for id in store.conversation_ids()? {
+        let file_len = |path: std::path::PathBuf| std::fs::metadata(path).map(|m| m.len()).ok();
+        let current = match known.remove(&id) {
+            Some(indexed) => {
+                file_len(store.metadata_path(&id)) == Some(indexed.meta_len)
+                    && file_len(store.session_path(&id, &indexed.root_session_id))
+                        == Some(indexed.root_len)
+            }
+            None => false,
+        };
+        if !current || repairs.contains(&id) {
+            changed.push(id);
+        }
+    }
+    for gone in known.keys() {
+        if !store.conversation_dir(gone).exists() {
+            index.remove_conversation(gone).await?;
+        }
+    }
+    index_conversations(store, index, changed, Load::ReadOnly, &mut report).await?;
+    Ok(report)
+}
+
+/// `reindex --database-url`: rebuilds the cluster's PostgreSQL index from the directories
+/// (every instance stopped), and keeps each conversation's lease epoch above what its files
+/// carry, so the next owner's records are never taken for a stale writer's.
+pub async fn reindex_postgres(store: &Store, url: &str) -> Result<RebuildReport, IndexError> {
+    let index = Index::open_postgres(url, &store.root().join(super::POSTGRES_REPAIRS)).await?;
+    let pg = index.postgres().expect("a PostgreSQL index");
+    pg.refuse_while_instances_run().await?;
+    let mut report = RebuildReport {
+        finished_deletes: store.finish_interrupted_work()?,
+        ..RebuildReport::default()
+    };
+    pg.truncate().await?;
+    let ids = store.conversation_ids()?;
+    index_conversations(store, &index, ids, Load::Upsert, &mut report).await?;
+    pg.raise_epochs(&report.epochs).await?;
+    index.clear_repairs()?;
+    index.close().await;
+    Ok(report)
 }

@@ -71,6 +71,10 @@ pub enum RuntimeError {
     /// cannot be known: 503 with `Retry-After`. The message says which.
     #[error("{0}")]
     Unavailable(String),
+    /// Cluster mode: a conversation's files carry this epoch, and the lease taken is not newer
+    /// (its row was rebuilt): the lease must be taken again above it. Handled by the registry.
+    #[error("the conversation's lease is older than its files; retry")]
+    EpochBehind(u64),
     #[error("{0}")]
     Internal(String),
 }
@@ -93,6 +97,12 @@ impl From<IndexError> for RuntimeError {
         match error {
             IndexError::BadCursor => RuntimeError::Invalid("invalid cursor".to_owned()),
             IndexError::BadSearch(message) => RuntimeError::Invalid(message),
+            IndexError::Unreachable(reason) => {
+                tracing::warn!(%reason, "the PostgreSQL index does not answer");
+                RuntimeError::Unavailable(format!(
+                    "PostgreSQL does not answer ({reason}); the cluster's index is unavailable, retry when it is back"
+                ))
+            }
             IndexError::Store(error) => error.into(),
             error => {
                 if let Some(what) = error.exhausted() {
@@ -275,6 +285,8 @@ pub struct RuntimeSettings {
     /// Conversations held in memory at most; past it the least recently used idle one
     /// leaves, and when none can, the request is answered 503 (see `limits::caps`).
     pub max_live_conversations: usize,
+    /// Cluster mode: this instance's leases and peers (`None`: embedded, one process).
+    pub cluster: Option<crate::cluster::Cluster>,
 }
 
 impl Default for RuntimeSettings {
@@ -284,6 +296,7 @@ impl Default for RuntimeSettings {
             default_cwd: std::env::current_dir().unwrap_or_else(|_| PathBuf::from("/")),
             process_records: None,
             max_live_conversations: 1000,
+            cluster: None,
         }
     }
 }
@@ -423,6 +436,16 @@ impl Runtime {
         &self.shared.index
     }
 
+    /// Cluster mode: this instance's place in the cluster.
+    pub fn cluster(&self) -> Option<&crate::cluster::Cluster> {
+        self.shared.cluster()
+    }
+
+    /// The data directory.
+    pub fn data_dir(&self) -> &Path {
+        self.shared.store.root()
+    }
+
     pub fn list_events(&self) -> &EventBus {
         &self.shared.list_events
     }
@@ -530,11 +553,14 @@ impl Runtime {
         let session_records = [SessionRecord::Item {
             item: user_item.clone(),
         }];
+        // In cluster mode the new conversation is this instance's from the start: its files are
+        // written under its lease.
+        let epoch = self.shared.claim(&conversation_id, 0).await?;
         let meta_len = self.shared.store.create_conversation(
             &conversation_id,
             &records,
             &[(&root_session_id, &session_records)],
-            None,
+            epoch,
         )?;
 
         let loaded = crate::index::rebuild::LoadedConversation {
@@ -545,6 +571,7 @@ impl Runtime {
             // and its end records how far search goes.
             root_len: 0,
             torn_files: Vec::new(),
+            epoch: epoch.unwrap_or(0),
         };
         // The files are the truth from here on: a failed index write must not leave a stored
         // conversation that never runs. The next start reconciles the index; until then this
@@ -567,7 +594,7 @@ impl Runtime {
                 false
             }
         };
-        self.shared.list_events.publish(
+        self.shared.publish_list(
             "conversation.created",
             &json!({ "conversation": loaded.state.conversation }),
         );
@@ -609,8 +636,7 @@ impl Runtime {
             index_failed(&self.shared.index, &index_error, "take back", &[id]).await;
         }
         self.shared
-            .list_events
-            .publish("conversation.deleted", &json!({ "conversation_id": id }));
+            .publish_list("conversation.deleted", &json!({ "conversation_id": id }));
         match error {
             RuntimeError::Unavailable(_) => error,
             other => RuntimeError::Unavailable(format!(
@@ -895,6 +921,67 @@ impl Runtime {
         let (flushed, done) = tokio::sync::oneshot::channel();
         self.shared.index_later(IndexJob::Flush(flushed));
         let _ = done.await;
+        if let Some(cluster) = self.shared.cluster() {
+            cluster.leave().await;
+        }
+    }
+
+    /// Cluster mode: conversations whose lease this instance lost (the database did not answer
+    /// in time, or another instance took them). Their actors stop at once: they can write
+    /// nothing more, and what they hold in memory (waiting messages) is lost with them.
+    pub async fn leases_lost(&self, ids: &[String]) {
+        for id in ids {
+            let handle = self.shared.actors.lock().await.get(id).cloned();
+            if let Some(handle) = handle {
+                tracing::warn!(conversation = %id, "lost the lease of a live conversation; it stops here");
+                let (reply, _done) = tokio::sync::oneshot::channel();
+                let _ = handle.send(Command::Shutdown(reply)).await;
+            }
+        }
+    }
+
+    /// Where a request for conversation `id` is served in cluster mode. A read (`writes`
+    /// false) of a conversation nobody owns is served here from its files without taking it;
+    /// anything else takes it when it is free. `None` when embedded.
+    pub async fn route(
+        &self,
+        id: &str,
+        writes: bool,
+    ) -> Option<Result<crate::cluster::Route, crate::cluster::RouteError>> {
+        let cluster = self.shared.cluster()?;
+        if !is_valid_id(id) || !self.shared.store.exists(id) {
+            // Answered here (404) whatever the others hold.
+            return None;
+        }
+        if let Some(fence) = cluster.leases().held(id) {
+            return Some(Ok(crate::cluster::Route::Local(fence)));
+        }
+        if !writes {
+            match cluster.current_owner(id).await {
+                Ok(Some(addr)) => return Some(Ok(crate::cluster::Route::Remote(addr))),
+                Err(error) => return Some(Err(error)),
+                Ok(None) => {}
+            }
+            // Nobody owns it. A turn that still runs in its files was cut with its owner (it
+            // died): whoever reads it first takes it, and closes that turn. Otherwise the files
+            // are read here as they are.
+            let cut = matches!(
+                self.shared.index.get(id).await,
+                Ok(Some(conversation)) if conversation.status == crate::domain::ConversationStatus::Running
+            );
+            if !cut {
+                return None;
+            }
+            // Loaded here, so the cut turn is closed before the read answers.
+            return match self.actor(id).await {
+                Ok(_) => cluster
+                    .leases()
+                    .held(id)
+                    .map(|fence| Ok(crate::cluster::Route::Local(fence))),
+                Err(error) => Some(Err(crate::cluster::RouteError::TakeOver(error.to_string()))),
+            };
+        }
+        Some(cluster.route(id, 0).await)
     }
 
     /// Sends a command to a conversation's actor, loading the conversation if needed.
@@ -937,6 +1024,23 @@ impl Runtime {
     /// The actor of a conversation, loaded if it is not live. A full registry first asks the
     /// least recently used idle conversation to leave memory, and waits (briefly) for it.
     async fn actor(&self, id: &str) -> Result<ActorHandle, RuntimeError> {
+        // In cluster mode a conversation is loaded only under its lease.
+        if self.shared.cluster().is_some() && self.shared.store.exists(id) {
+            self.shared.claim(id, 0).await?;
+        }
+        match self.load_actor(id).await {
+            Err(RuntimeError::EpochBehind(epoch)) => {
+                if let Some(cluster) = self.shared.cluster() {
+                    cluster.leases().release(id).await;
+                }
+                self.shared.claim(id, epoch).await?;
+                self.load_actor(id).await
+            }
+            loaded => loaded,
+        }
+    }
+
+    async fn load_actor(&self, id: &str) -> Result<ActorHandle, RuntimeError> {
         self.in_registry(|shared, actors| {
             if let Some(handle) = actors.get(id)
                 && !handle.is_closed()
@@ -1163,6 +1267,54 @@ impl Shared {
         {
             actors.remove(id);
             self.slot_freed.notify_waiters();
+            // Out of memory, out of this instance's hands: any instance may take it now.
+            if let Some(cluster) = self.cluster() {
+                cluster.leases().release(id).await;
+            }
+        }
+    }
+
+    /// Cluster mode: this instance's place in the cluster.
+    pub fn cluster(&self) -> Option<&crate::cluster::Cluster> {
+        self.settings.cluster.as_ref()
+    }
+
+    /// Cluster mode: takes (or keeps) the lease of a conversation for this instance, whose
+    /// files carry epochs up to `at_least`; its epoch, to stamp records with. Embedded: `None`.
+    pub async fn claim(&self, id: &str, at_least: u64) -> Result<Option<u64>, RuntimeError> {
+        let Some(cluster) = self.cluster() else {
+            return Ok(None);
+        };
+        match cluster.route(id, at_least).await {
+            Ok(crate::cluster::Route::Local(fence)) => Ok(Some(fence.epoch)),
+            Ok(crate::cluster::Route::Remote(addr)) => Err(RuntimeError::Unavailable(format!(
+                "conversation {id} is owned by the instance at {addr} now; retry"
+            ))),
+            Err(error) => Err(RuntimeError::Unavailable(error.to_string())),
+        }
+    }
+
+    /// The write fence of a conversation (cluster mode), or `None` when embedded.
+    pub fn fence(
+        &self,
+        id: &str,
+    ) -> Result<Option<Arc<dyn crate::store::WriteFence>>, RuntimeError> {
+        let Some(cluster) = self.cluster() else {
+            return Ok(None);
+        };
+        cluster.fence(id).map(Some).ok_or_else(|| {
+            RuntimeError::Unavailable(format!(
+                "this instance does not own conversation {id} (its lease ended); retry"
+            ))
+        })
+    }
+
+    /// Publishes a list-level event (`/api/events`); in cluster mode every other instance's
+    /// sidebars get it too.
+    pub fn publish_list(&self, kind: &'static str, data: &Value) {
+        self.list_events.publish(kind, data);
+        if let Some(cluster) = self.cluster() {
+            cluster.notify(kind, data);
         }
     }
 

@@ -68,6 +68,32 @@ impl RuntimeLock {
         }
     }
 
+    /// Takes the lock in shared mode (cluster mode: several instances serve one data
+    /// directory; an embedded service or a `reindex`, which need it alone, are kept out).
+    pub fn acquire_shared(path: &Path) -> Result<RuntimeLock, LockError> {
+        let io = |source| LockError::Io {
+            path: path.to_owned(),
+            source,
+        };
+        let file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .open(path)
+            .map_err(io)?;
+        match file.try_lock_shared() {
+            Ok(()) => Ok(RuntimeLock {
+                file,
+                path: path.to_owned(),
+            }),
+            Err(TryLockError::WouldBlock) => Err(LockError::Held {
+                owner: read_owner(path).unwrap_or_default(),
+            }),
+            Err(TryLockError::Error(source)) => Err(io(source)),
+        }
+    }
+
     /// Records who holds the lock, once the address is known.
     pub fn write_owner(&mut self, owner: &LockOwner) -> Result<(), LockError> {
         let text = serde_json::to_string(owner).expect("lock owner serializes");
@@ -108,4 +134,40 @@ pub fn wait_until_free(path: &Path, timeout: std::time::Duration) -> bool {
         let _ = sender.send(free);
     });
     receiver.recv_timeout(timeout).unwrap_or(false)
+}
+
+/// Cluster mode: where an instance says who it is (`instances/<id>/runtime.json`), since the
+/// shared lock file cannot say it for several.
+pub fn instance_owner_path(data_dir: &Path, instance: &str) -> PathBuf {
+    data_dir
+        .join("instances")
+        .join(instance)
+        .join("runtime.json")
+}
+
+/// Cluster mode: the instances of this machine serving `data_dir` now (their process exists).
+pub fn instance_owners(data_dir: &Path) -> Vec<LockOwner> {
+    let Ok(entries) = std::fs::read_dir(data_dir.join("instances")) else {
+        return Vec::new();
+    };
+    entries
+        .flatten()
+        .filter_map(|entry| read_owner(&entry.path().join("runtime.json")))
+        .filter(|owner| {
+            // Alive, and an openvaala (a pid is reused once its process is gone).
+            owner.pid > 1 && process_runs(owner.pid)
+        })
+        .collect()
+}
+
+/// Whether a process runs (it exists and is not a zombie) and is an openvaala: a pid is
+/// reused once its process is gone.
+pub fn process_runs(pid: u32) -> bool {
+    let running = std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|stat| {
+        stat.rsplit_once(')')
+            .is_some_and(|(_, rest)| !rest.trim_start().starts_with('Z'))
+    });
+    running
+        && std::fs::read(format!("/proc/{pid}/cmdline"))
+            .is_ok_and(|cmdline| String::from_utf8_lossy(&cmdline).contains("openvaala"))
 }

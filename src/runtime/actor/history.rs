@@ -76,12 +76,20 @@ impl ConversationActor {
                 item_id: last.id,
             }),
         });
-        let meta_len = self.shared.store.create_conversation_raw(
+        // Cluster mode: the fork is written under a lease of its own, above every epoch of the
+        // history it copies, then left for any instance to take.
+        let at_least = self.fence.as_ref().map_or(0, |fence| fence.epoch());
+        let epoch = self.shared.claim(&conversation_id, at_least).await?;
+        let created = self.shared.store.create_conversation_raw(
             &conversation_id,
             &records,
             &[(&session_id, &history)],
-            None,
-        )?;
+            epoch,
+        );
+        if let Some(cluster) = self.shared.cluster() {
+            cluster.leases().release(&conversation_id).await;
+        }
+        let meta_len = created?;
         let state = ConversationState::from_records(&records).expect("starts with creation");
         let loaded = LoadedConversation {
             state,
@@ -90,6 +98,7 @@ impl ConversationActor {
             // Search covers the copy once its rows are copied (the job below says so).
             root_len: 0,
             torn_files: Vec::new(),
+            epoch: epoch.unwrap_or(0),
         };
         self.shared
             .index_quietly(&rebuild::updates_for(&loaded))
@@ -111,7 +120,7 @@ impl ConversationActor {
             root_len: history.len() as u64,
         });
         let conversation = loaded.state.conversation;
-        self.shared.list_events.publish(
+        self.shared.publish_list(
             "conversation.created",
             &json!({ "conversation": conversation }),
         );

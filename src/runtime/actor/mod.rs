@@ -189,6 +189,13 @@ const COMMAND_CAPACITY: usize = 64;
 /// Loads a stored conversation and starts its actor.
 pub fn load(shared: Arc<Shared>, id: &str) -> Result<ActorHandle, RuntimeError> {
     let log = shared.store.read_metadata(id)?;
+    // Cluster mode: the lease must be newer than anything in the files (a rebuilt database
+    // may have forgotten how far epochs went).
+    if let Some(fence) = shared.fence(id)?
+        && log.epoch >= fence.epoch()
+    {
+        return Err(RuntimeError::EpochBehind(log.epoch));
+    }
     let state = ConversationState::from_records(&log.records).map_err(|error| {
         RuntimeError::Internal(format!("conversation {id} cannot be read: {error}"))
     })?;
@@ -212,7 +219,9 @@ pub fn spawn(
     start_turn: Option<String>,
 ) -> Result<ActorHandle, RuntimeError> {
     let id = state.conversation.id.clone();
-    let meta = shared.store.open_metadata_writer(&id)?;
+    let fence = shared.fence(&id)?;
+    let mut meta = shared.store.open_metadata_writer(&id)?;
+    meta.set_fence(fence.clone());
     let (sender, commands) = mpsc::channel(COMMAND_CAPACITY);
     let (turn_sender, turn_messages) = mpsc::unbounded_channel();
     let generation = GENERATION.fetch_add(1, Ordering::Relaxed);
@@ -241,6 +250,7 @@ pub fn spawn(
         generation,
         state,
         meta,
+        fence,
         session_writers: HashMap::new(),
         sessions,
         bus,
@@ -287,6 +297,8 @@ struct ConversationActor {
     generation: u64,
     state: ConversationState,
     meta: JsonlWriter,
+    /// Cluster mode: the lease every write goes under (see `store::WriteFence`).
+    fence: Option<Arc<dyn crate::store::WriteFence>>,
     session_writers: HashMap<String, JsonlWriter>,
     /// The live part of every session (root and sub-agents), by session id.
     sessions: HashMap<String, SessionRun>,
@@ -609,7 +621,7 @@ impl ConversationActor {
         if let Err(error) = self.shared.index.remove_conversation(&self.id).await {
             super::index_failed(&self.shared.index, &error, "delete", &[&self.id]).await;
         }
-        self.shared.list_events.publish(
+        self.shared.publish_list(
             "conversation.deleted",
             &json!({ "conversation_id": self.id }),
         );
@@ -649,11 +661,14 @@ impl ConversationActor {
     fn session_writer(&mut self, session_id: &str) -> Result<&mut JsonlWriter, StoreError> {
         Ok(match self.session_writers.entry(session_id.to_owned()) {
             std::collections::hash_map::Entry::Occupied(entry) => entry.into_mut(),
-            std::collections::hash_map::Entry::Vacant(entry) => entry.insert(
-                self.shared
+            std::collections::hash_map::Entry::Vacant(entry) => {
+                let mut writer = self
+                    .shared
                     .store
-                    .open_session_writer(&self.id, session_id)?,
-            ),
+                    .open_session_writer(&self.id, session_id)?;
+                writer.set_fence(self.fence.clone());
+                entry.insert(writer)
+            }
         })
     }
 
@@ -708,9 +723,7 @@ impl ConversationActor {
     fn publish_conversation(&self) {
         let data = json!({ "conversation": self.state.conversation });
         self.bus.publish("conversation.updated", &data);
-        self.shared
-            .list_events
-            .publish("conversation.updated", &data);
+        self.shared.publish_list("conversation.updated", &data);
     }
 
     /// A session's status or last message changed (the Agents tab shows both); `wait_agents`
