@@ -421,6 +421,60 @@ fn describe(error: &StoreError) -> String {
     }
 }
 
+/// Cluster mode, at an instance's start: brings the shared index up to the files without
+/// writing any file (other instances may be running): conversations whose files grew past what
+/// the index reflects, or whose updates failed (noted in the repairs file), are re-indexed;
+/// directories that are gone leave the index. Turns left running stay so until an instance
+/// takes their conversation and closes them.
+pub async fn catch_up(store: &Store, index: &Index) -> Result<RebuildReport, IndexError> {
+    let mut report = RebuildReport::default();
+    let mut known = index.indexed_lens().await?;
+    // Taken out of the way first: notes other instances add meanwhile go to a new file.
+    let repairs = index.take_repairs()?;
+    let mut changed = Vec::new();
+    for id in store.conversation_ids()? {
+        let file_len = |path: std::path::PathBuf| std::fs::metadata(path).map(|m| m.len()).ok();
+        let current = match known.remove(&id) {
+            Some(indexed) => {
+                file_len(store.metadata_path(&id)) == Some(indexed.meta_len)
+                    && file_len(store.session_path(&id, &indexed.root_session_id))
+                        == Some(indexed.root_len)
+            }
+            None => false,
+        };
+        if !current || repairs.contains(&id) {
+            changed.push(id);
+        }
+    }
+    for gone in known.keys() {
+        if !store.conversation_dir(gone).exists() {
+            index.remove_conversation(gone).await?;
+        }
+    }
+    index_conversations(store, index, changed, Load::ReadOnly, &mut report).await?;
+    Ok(report)
+}
+
+/// `reindex --database-url`: rebuilds the cluster's PostgreSQL index from the directories
+/// (every instance stopped), and keeps each conversation's lease epoch above what its files
+/// carry, so the next owner's records are never taken for a stale writer's.
+pub async fn reindex_postgres(store: &Store, url: &str) -> Result<RebuildReport, IndexError> {
+    let index = Index::open_postgres(url, &store.root().join(super::POSTGRES_REPAIRS)).await?;
+    let pg = index.postgres().expect("a PostgreSQL index");
+    pg.refuse_while_instances_run().await?;
+    let mut report = RebuildReport {
+        finished_deletes: store.finish_interrupted_work()?,
+        ..RebuildReport::default()
+    };
+    pg.truncate().await?;
+    let ids = store.conversation_ids()?;
+    index_conversations(store, &index, ids, Load::Upsert, &mut report).await?;
+    pg.raise_epochs(&report.epochs).await?;
+    index.clear_repairs()?;
+    index.close().await;
+    Ok(report)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -486,58 +540,4 @@ mod tests {
         // Nothing is missing any more: nothing to restore.
         assert!(restore_accepted_items(&state, &mut items, "t_1").is_empty());
     }
-}
-
-/// Cluster mode, at an instance's start: brings the shared index up to the files without
-/// writing any file (other instances may be running): conversations whose files grew past what
-/// the index reflects, or whose updates failed (noted in the repairs file), are re-indexed;
-/// directories that are gone leave the index. Turns left running stay so until an instance
-/// takes their conversation and closes them.
-pub async fn catch_up(store: &Store, index: &Index) -> Result<RebuildReport, IndexError> {
-    let mut report = RebuildReport::default();
-    let mut known = index.indexed_lens().await?;
-    // Taken out of the way first: notes other instances add meanwhile go to a new file.
-    let repairs = index.take_repairs()?;
-    let mut changed = Vec::new();
-    for id in store.conversation_ids()? {
-        let file_len = |path: std::path::PathBuf| std::fs::metadata(path).map(|m| m.len()).ok();
-        let current = match known.remove(&id) {
-            Some(indexed) => {
-                file_len(store.metadata_path(&id)) == Some(indexed.meta_len)
-                    && file_len(store.session_path(&id, &indexed.root_session_id))
-                        == Some(indexed.root_len)
-            }
-            None => false,
-        };
-        if !current || repairs.contains(&id) {
-            changed.push(id);
-        }
-    }
-    for gone in known.keys() {
-        if !store.conversation_dir(gone).exists() {
-            index.remove_conversation(gone).await?;
-        }
-    }
-    index_conversations(store, index, changed, Load::ReadOnly, &mut report).await?;
-    Ok(report)
-}
-
-/// `reindex --database-url`: rebuilds the cluster's PostgreSQL index from the directories
-/// (every instance stopped), and keeps each conversation's lease epoch above what its files
-/// carry, so the next owner's records are never taken for a stale writer's.
-pub async fn reindex_postgres(store: &Store, url: &str) -> Result<RebuildReport, IndexError> {
-    let index = Index::open_postgres(url, &store.root().join(super::POSTGRES_REPAIRS)).await?;
-    let pg = index.postgres().expect("a PostgreSQL index");
-    pg.refuse_while_instances_run().await?;
-    let mut report = RebuildReport {
-        finished_deletes: store.finish_interrupted_work()?,
-        ..RebuildReport::default()
-    };
-    pg.truncate().await?;
-    let ids = store.conversation_ids()?;
-    index_conversations(store, &index, ids, Load::Upsert, &mut report).await?;
-    pg.raise_epochs(&report.epochs).await?;
-    index.clear_repairs()?;
-    index.close().await;
-    Ok(report)
 }
