@@ -17,6 +17,7 @@ mod idempotency;
 mod limits;
 mod lock;
 mod messages;
+#[path = "../../src/bin/bench/postgres.rs"]
 mod postgres;
 mod providers;
 mod reindex;

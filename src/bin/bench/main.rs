@@ -12,14 +12,17 @@
 //!   and open files during the load and after.
 //! - `decode`: decoding a provider's stream alone, as a burst and at a provider's pace.
 //! - `tokens`: estimating a 100,000-token history for the usage meter.
+//! - `cluster`: forwarding, turn overhead and failover in cluster mode.
 //! - `subagents`: how fast `spawn_agent` calls become running sub-agents, and the runtime's
 //!   time per sub-agent turn against a root agent's.
 
+mod cluster;
 mod decode;
 mod fake_provider;
 mod fork;
 mod foundation;
 mod live;
+mod postgres;
 mod sse;
 mod subagents;
 mod text;
@@ -69,6 +72,9 @@ enum Bench {
     /// requests, and the overhead per sub-agent turn against a root turn's (the targets of the
     /// sub-agents issue).
     Subagents(subagents::SubagentsArgs),
+    /// Cluster mode against a PostgreSQL server it starts: a forwarded request against a direct
+    /// one, the turn overhead against an embedded service, and the takeover after kill -9.
+    Cluster(cluster::ClusterArgs),
 }
 
 /// The health check is polled this often while the server starts.
@@ -85,6 +91,7 @@ fn main() -> anyhow::Result<()> {
         Bench::Decode(args) => decode::decode(&args),
         Bench::Tokens(args) => tokens::tokens(&args),
         Bench::Subagents(args) => subagents::subagents(&args),
+        Bench::Cluster(args) => cluster::cluster(&args),
     }
 }
 
@@ -256,6 +263,12 @@ impl ServerProcess {
 
     fn peak_rss_kb(&self) -> anyhow::Result<u64> {
         proc_status_kb(self.child.id(), "VmHWM")
+    }
+
+    /// SIGKILL, as a crash would (the process is reaped).
+    fn kill9(mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
     }
 
     /// `openvaala serve stop`, then waits for the process to exit; returns the time taken.

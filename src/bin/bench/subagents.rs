@@ -42,6 +42,13 @@ pub struct SubagentsArgs {
     keep: bool,
 }
 
+/// How many turns a measurement of overhead runs, and how long their answers are.
+pub(super) struct TurnCounts {
+    pub warmups: usize,
+    pub turns: usize,
+    pub reply_tokens: usize,
+}
+
 /// What `subagents` measured.
 struct Results {
     children: usize,
@@ -103,8 +110,13 @@ fn run(
         provider.set_script(Script::Words {
             deltas: args.reply_tokens,
         });
-        let root = turn_overheads(&session, &provider, args, None).await?;
-        let child = turn_overheads(&session, &provider, args, Some(&starts.1)).await?;
+        let counts = TurnCounts {
+            warmups: args.warmups,
+            turns: args.turns,
+            reply_tokens: args.reply_tokens,
+        };
+        let root = turn_overheads(&session, &provider, &counts, None).await?;
+        let child = turn_overheads(&session, &provider, &counts, Some(&starts.1)).await?;
         anyhow::Ok(Results {
             children: args.children,
             starts: starts.0,
@@ -211,10 +223,10 @@ async fn spawn_rounds(
 /// agent of a fresh conversation, or of a sub-agent (`child`: its conversation and session).
 /// After each sub-agent turn, the root's turn that reads its report is waited for, so that
 /// turns never overlap.
-async fn turn_overheads(
+pub(super) async fn turn_overheads(
     session: &Session,
     provider: &FakeProvider,
-    args: &SubagentsArgs,
+    args: &TurnCounts,
     child: Option<&(String, String)>,
 ) -> anyhow::Result<Vec<Duration>> {
     let (conversation_id, session_id) = match child {

@@ -1,7 +1,8 @@
-//! A real PostgreSQL server for the cluster tests, started by the test itself: `initdb` into a
-//! temporary directory, then `pg_ctl start` on a free loopback port. PostgreSQL refuses to run
-//! as root, so as root its commands run as the `postgres` user (Debian's package creates it).
-//! `.ci/run` installs Debian's `postgresql` when it is missing.
+//! A real PostgreSQL server for the cluster benchmark and the cluster tests (which include this
+//! file), started by them: `initdb` into a temporary directory, then `pg_ctl start` on a free
+//! loopback port. PostgreSQL refuses to run as root, so as root its commands run as the
+//! `postgres` user (Debian's package creates it). `.ci/run` installs Debian's `postgresql` when
+//! it is missing.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -11,21 +12,19 @@ pub struct Postgres {
     bin: PathBuf,
     data: PathBuf,
     port: u16,
-    _dir: tempfile::TempDir,
+    dir: PathBuf,
 }
 
 impl Postgres {
     pub fn start() -> Postgres {
         let bin = binaries();
-        let dir = tempfile::Builder::new()
-            .prefix("openvaala-pg-")
-            .tempdir()
-            .expect("a temporary directory");
+        let dir = std::env::temp_dir().join(format!("openvaala-pg-{}", uuid::Uuid::now_v7()));
+        std::fs::create_dir(&dir).expect("a temporary directory");
         if as_root() {
             let uid = user_id("postgres");
-            std::os::unix::fs::chown(dir.path(), Some(uid), None).expect("chown to postgres");
+            std::os::unix::fs::chown(&dir, Some(uid), None).expect("chown to postgres");
         }
-        let data = dir.path().join("data");
+        let data = dir.join("data");
         run(
             &bin,
             "initdb",
@@ -45,7 +44,7 @@ impl Postgres {
             bin,
             data,
             port,
-            _dir: dir,
+            dir,
         };
         server.resume();
         server
@@ -57,6 +56,7 @@ impl Postgres {
     }
 
     /// Stops the server (fast: open connections are cut), as an outage would.
+    #[allow(dead_code, reason = "the tests stop it early; the benchmark does not")]
     pub fn stop(&self) {
         run(
             &self.bin,
@@ -102,6 +102,7 @@ impl Drop for Postgres {
         let _ = command(&self.bin, "pg_ctl")
             .args(["-D", self.data.to_str().unwrap(), "-m", "immediate", "stop"])
             .output();
+        let _ = std::fs::remove_dir_all(&self.dir);
     }
 }
 
