@@ -97,12 +97,7 @@ impl Service {
             max_live_conversations: caps.max_live_conversations,
             ..options.settings
         };
-        let connection_limits = ConnectionLimits {
-            max_connections: caps.max_connections,
-            header_read_timeout: std::time::Duration::from_secs(
-                options.config.server.header_read_timeout_s,
-            ),
-        };
+        let connection_limits = connection_limits(&caps, &options.config);
         let runtime = Runtime::new(store, index, Arc::new(options.config), settings);
         Ok(Service {
             addr,
@@ -172,12 +167,7 @@ impl Service {
             cluster: Some(cluster.clone()),
             ..options.settings
         };
-        let connection_limits = ConnectionLimits {
-            max_connections: caps.max_connections,
-            header_read_timeout: std::time::Duration::from_secs(
-                options.config.server.header_read_timeout_s,
-            ),
-        };
+        let connection_limits = connection_limits(&caps, &options.config);
         let runtime = Runtime::new(store, index.clone(), Arc::new(options.config), settings);
         // Leases renewed in the background; a conversation whose lease is lost stops here.
         let ticking = runtime.clone();
@@ -325,6 +315,13 @@ async fn take_over_dead_instances(
     let own = instances.join(cluster.instance_id());
     std::fs::create_dir_all(&own).with_context(|| format!("cannot create {}", own.display()))?;
     Ok(group_records::take_over(&own)?)
+}
+
+fn connection_limits(caps: &crate::limits::Caps, config: &Config) -> ConnectionLimits {
+    ConnectionLimits {
+        max_connections: caps.max_connections,
+        header_read_timeout: std::time::Duration::from_secs(config.server.header_read_timeout_s),
+    }
 }
 
 /// Completes when the process gets SIGTERM (what `serve stop` sends) or SIGINT (Ctrl-C).

@@ -308,21 +308,9 @@ pub async fn reconcile(store: &Store, index: &Index) -> Result<RebuildReport, In
         .collect();
     // Conversations whose updates failed are re-indexed whatever their log length says.
     let repairs: std::collections::HashSet<String> = index.repairs().into_iter().collect();
-    let mut changed = Vec::new();
-    for id in store.conversation_ids()? {
-        let file_len = |path: std::path::PathBuf| std::fs::metadata(path).map(|m| m.len()).ok();
-        let current = match known.remove(&id) {
-            Some(indexed) => {
-                file_len(store.metadata_path(&id)) == Some(indexed.meta_len)
-                    && file_len(store.session_path(&id, &indexed.root_session_id))
-                        == Some(indexed.root_len)
-            }
-            None => false,
-        };
-        if !current || running.contains(&id) || repairs.contains(&id) {
-            changed.push(id);
-        }
-    }
+    let changed = behind_the_files(store, &mut known, |id| {
+        running.contains(id) || repairs.contains(id)
+    })?;
     for gone in known.keys() {
         index.remove_conversation(gone).await?;
     }
@@ -421,6 +409,29 @@ fn describe(error: &StoreError) -> String {
     }
 }
 
+/// The conversations of the data directory whose files the index does not reflect (their
+/// `metadata.jsonl` or root session file is not the length it recorded), plus those `also`
+/// names. What is found is taken out of `known`: what is left there has no directory.
+fn behind_the_files(
+    store: &Store,
+    known: &mut std::collections::HashMap<String, super::IndexedLens>,
+    also: impl Fn(&str) -> bool,
+) -> Result<Vec<String>, IndexError> {
+    let file_len = |path: std::path::PathBuf| std::fs::metadata(path).map(|m| m.len()).ok();
+    let mut changed = Vec::new();
+    for id in store.conversation_ids()? {
+        let current = known.remove(&id).is_some_and(|indexed| {
+            file_len(store.metadata_path(&id)) == Some(indexed.meta_len)
+                && file_len(store.session_path(&id, &indexed.root_session_id))
+                    == Some(indexed.root_len)
+        });
+        if !current || also(&id) {
+            changed.push(id);
+        }
+    }
+    Ok(changed)
+}
+
 /// Cluster mode, at an instance's start: brings the shared index up to the files without
 /// writing any file (other instances may be running): conversations whose files grew past what
 /// the index reflects, or whose updates failed (noted in the repairs file), are re-indexed;
@@ -431,21 +442,7 @@ pub async fn catch_up(store: &Store, index: &Index) -> Result<RebuildReport, Ind
     let mut known = index.indexed_lens().await?;
     // Taken out of the way first: notes other instances add meanwhile go to a new file.
     let repairs = index.take_repairs()?;
-    let mut changed = Vec::new();
-    for id in store.conversation_ids()? {
-        let file_len = |path: std::path::PathBuf| std::fs::metadata(path).map(|m| m.len()).ok();
-        let current = match known.remove(&id) {
-            Some(indexed) => {
-                file_len(store.metadata_path(&id)) == Some(indexed.meta_len)
-                    && file_len(store.session_path(&id, &indexed.root_session_id))
-                        == Some(indexed.root_len)
-            }
-            None => false,
-        };
-        if !current || repairs.contains(&id) {
-            changed.push(id);
-        }
-    }
+    let changed = behind_the_files(store, &mut known, |id| repairs.contains(id))?;
     for gone in known.keys() {
         if !store.conversation_dir(gone).exists() {
             index.remove_conversation(gone).await?;

@@ -45,32 +45,19 @@ pub struct RuntimeLock {
 impl RuntimeLock {
     /// Takes the lock without waiting, or says who holds it.
     pub fn acquire(path: &Path) -> Result<RuntimeLock, LockError> {
-        let io = |source| LockError::Io {
-            path: path.to_owned(),
-            source,
-        };
-        let file = OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create(true)
-            .truncate(false)
-            .open(path)
-            .map_err(io)?;
-        match file.try_lock() {
-            Ok(()) => Ok(RuntimeLock {
-                file,
-                path: path.to_owned(),
-            }),
-            Err(TryLockError::WouldBlock) => Err(LockError::Held {
-                owner: read_owner(path).unwrap_or_default(),
-            }),
-            Err(TryLockError::Error(source)) => Err(io(source)),
-        }
+        RuntimeLock::take(path, File::try_lock)
     }
 
     /// Takes the lock in shared mode (cluster mode: several instances serve one data
     /// directory; an embedded service or a `reindex`, which need it alone, are kept out).
     pub fn acquire_shared(path: &Path) -> Result<RuntimeLock, LockError> {
+        RuntimeLock::take(path, File::try_lock_shared)
+    }
+
+    fn take(
+        path: &Path,
+        try_lock: fn(&File) -> Result<(), TryLockError>,
+    ) -> Result<RuntimeLock, LockError> {
         let io = |source| LockError::Io {
             path: path.to_owned(),
             source,
@@ -82,7 +69,7 @@ impl RuntimeLock {
             .truncate(false)
             .open(path)
             .map_err(io)?;
-        match file.try_lock_shared() {
+        match try_lock(&file) {
             Ok(()) => Ok(RuntimeLock {
                 file,
                 path: path.to_owned(),

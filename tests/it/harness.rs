@@ -273,26 +273,17 @@ impl Server {
 
     /// Stops this one server gracefully with SIGTERM (what `serve stop` sends), as when one
     /// instance of a cluster stops and the others go on.
-    pub async fn terminate(mut self) -> PathBuf {
+    pub async fn terminate(self) -> PathBuf {
         let pid = self.child.id().expect("a running server") as i32;
         // SAFETY: kill(2) on our own child's pid with a valid signal.
         unsafe {
             libc::kill(pid, libc::SIGTERM);
         }
-        let status = tokio::time::timeout(TIMEOUT, self.child.wait())
-            .await
-            .expect("the server did not exit")
-            .unwrap();
-        assert!(status.success(), "the server exited with {status}");
-        let dir = self.data_dir.clone();
-        if let Some(temp) = self._temp.take() {
-            let _ = temp.keep();
-        }
-        dir
+        self.stopped().await
     }
 
     /// Stops the server gracefully through `openvaala serve stop`.
-    pub async fn stop(mut self) -> PathBuf {
+    pub async fn stop(self) -> PathBuf {
         let output = Command::new(binary())
             .args(["serve", "stop", "--data-dir"])
             .arg(&self.data_dir)
@@ -300,6 +291,11 @@ impl Server {
             .await
             .unwrap();
         assert!(output.status.success(), "serve stop: {output:?}");
+        self.stopped().await
+    }
+
+    /// Waits for a server told to stop to exit cleanly; keeps its data directory.
+    async fn stopped(mut self) -> PathBuf {
         let status = tokio::time::timeout(TIMEOUT, self.child.wait())
             .await
             .expect("the server did not exit")

@@ -14,10 +14,10 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, bail};
 use clap::Args;
 
-use super::fake_provider::{FakeProvider, MODEL_NAME, Script};
+use super::fake_provider::{FakeProvider, Script};
 use super::postgres::Postgres;
 use super::subagents::{TurnCounts, turn_overheads};
-use super::turns::{Session, create_conversation};
+use super::turns::{FILE_TOOLS, Session, bench_config, create_conversation};
 use super::{ServerProcess, http_client, ms, percentile, server_binary, verdict};
 
 #[derive(Args)]
@@ -189,28 +189,7 @@ fn config_file(base_url: &str, cluster: Option<(&str, u64)>) -> String {
     let cluster = cluster.map_or(String::new(), |(url, lease_ms)| {
         format!("[cluster]\ndatabase_url = \"{url}\"\nlease_ms = {lease_ms}\n\n")
     });
-    format!(
-        r#"{cluster}[retry]
-max_attempts = 3
-initial_delay_ms = 10
-max_delay_ms = 50
-
-[providers.fake]
-protocol = "openai_chat"
-base_url = "{base_url}"
-
-[models.bench]
-provider = "fake"
-name = "{MODEL_NAME}"
-context_window = 100000000
-max_output_tokens = 100000
-
-[agents.default]
-description = "benchmark agent"
-model = "bench"
-tools = ["shell", "read_file", "write_file", "list_dir"]
-"#
-    )
+    bench_config(base_url, &cluster, FILE_TOOLS)
 }
 
 fn table(results: &Results) -> String {

@@ -14,10 +14,11 @@ use serde_json::{Value, json};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
-use super::fake_provider::{Answered, FakeProvider, MODEL_NAME, Script, monotonic_ns};
+use super::fake_provider::{Answered, FakeProvider, Script, monotonic_ns};
 use super::sse;
 use super::turns::{
-    Session, TURN_TIMEOUT, create_conversation, events_url, next_turn_end, post, wait_connected,
+    FILE_TOOLS, Session, TURN_TIMEOUT, bench_config, create_conversation, events_url,
+    next_turn_end, post, wait_connected,
 };
 use super::{ServerProcess, http_client, ms, percentile, server_binary, verdict};
 
@@ -132,32 +133,11 @@ fn run(
 /// The server's config: one agent with the sub-agent tools, a model whose window never fills,
 /// and room for every child of a round to run at once.
 fn config_file(base_url: &str, children: usize) -> String {
-    format!(
-        r#"default_agent = "default"
-
-[retry]
-max_attempts = 3
-initial_delay_ms = 10
-max_delay_ms = 50
-
-[subagents]
-max_live = {children}
-
-[providers.fake]
-protocol = "openai_chat"
-base_url = "{base_url}"
-
-[models.bench]
-provider = "fake"
-name = "{MODEL_NAME}"
-context_window = 100000000
-max_output_tokens = 100000
-
-[agents.default]
-description = "benchmark agent"
-model = "bench"
-tools = ["shell", "read_file", "write_file", "list_dir", "spawn_agent", "wait_agents", "list_agents"]
-"#
+    let tools = format!(r#"{FILE_TOOLS}, "spawn_agent", "wait_agents", "list_agents""#);
+    bench_config(
+        base_url,
+        &format!("[subagents]\nmax_live = {children}\n\n"),
+        &tools,
     )
 }
 

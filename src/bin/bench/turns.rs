@@ -213,10 +213,20 @@ pub(super) struct Session {
 /// window large enough that no turn ever compacts, and a default agent with the usual tools
 /// (so every request carries their schemas, as a real one does).
 fn config_file(base_url: &str) -> String {
+    bench_config(base_url, "", FILE_TOOLS)
+}
+
+/// The tools of the benchmarks' default agent.
+pub(super) const FILE_TOOLS: &str = r#""shell", "read_file", "write_file", "list_dir""#;
+
+/// A config for the benchmarks: `tables` (TOML tables, each ending with a blank line) first,
+/// the fake provider at `base_url`, its model, and a default agent with `tools` (a TOML list's
+/// items).
+pub(super) fn bench_config(base_url: &str, tables: &str, tools: &str) -> String {
     format!(
         r#"default_agent = "default"
 
-[retry]
+{tables}[retry]
 max_attempts = 3
 initial_delay_ms = 10
 max_delay_ms = 50
@@ -234,7 +244,7 @@ max_output_tokens = 100000
 [agents.default]
 description = "benchmark agent"
 model = "bench"
-tools = ["shell", "read_file", "write_file", "list_dir"]
+tools = [{tools}]
 "#
     )
 }
