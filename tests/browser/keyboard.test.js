@@ -27,8 +27,11 @@ test('Ctrl+Shift+O starts a new conversation from anywhere', { timeout: TEST_TIM
     await page.keyboard.press('Enter');
     await waitForReply(page, 'the first one');
     await page.locator('#items').click();
+    // Keys typed right after the shortcut belong to the new conversation, none to the old one.
     await page.keyboard.press('Control+Shift+O');
+    await page.keyboard.type('typed at once');
     await page.locator('#conversation-title', { hasText: 'New conversation' }).waitFor();
+    assert.equal(await page.inputValue('#message'), 'typed at once');
     assert.equal(await focused(page), 'message');
     assert.equal(await page.textContent('#send'), 'Start');
     assert.equal(await page.getAttribute('#new-conversation', 'aria-keyshortcuts'), 'Control+Shift+O Meta+Shift+O');

@@ -17,7 +17,13 @@ import { interruptSession } from './actions.js';
 import { watchTimeline } from './timeline.js';
 import { render } from './view.js';
 
+// The hash last routed: newConversation routes at once, and the 'hashchange' that follows
+// must not open the new conversation a second time (it would move what was typed meanwhile).
+let routedHash = null;
+
 function route() {
+  if (location.hash === routedHash) return;
+  routedHash = location.hash;
   saveDraft();
   document.body.classList.remove('sidebar-open');
   closeMenu(false);
@@ -57,7 +63,10 @@ function newConversation() {
     openNew();
     renderList();
   } else {
+    // Open the new conversation's box now, not when 'hashchange' arrives: the event is
+    // asynchronous, and keys typed right after the shortcut would land in the old box.
     location.hash = '#/new';
+    route();
   }
 }
 
