@@ -4,7 +4,7 @@
 import { api } from './api.js';
 import { enc, newKey } from './dom.js';
 import { showError } from './banners.js';
-import { state } from './state.js';
+import { navigate, state } from './state.js';
 import { upsertListed } from './sidebar.js';
 
 // Fork and rewind open the copy; the copy then says where it came from (conversation.js shows
@@ -16,7 +16,7 @@ export async function fork() {
     const answer = await api('POST', `/api/conversations/${enc(source.id)}/fork`, {});
     upsertListed(answer.conversation);
     state.arrival = { id: answer.conversation.id, kind: 'fork', source: { id: source.id, title: source.title } };
-    location.hash = `#/c/${enc(answer.conversation.id)}`;
+    navigate(`#/c/${enc(answer.conversation.id)}`);
   } catch (error) {
     showError(error);
   }
@@ -35,14 +35,14 @@ export async function rewind(item) {
       state.drafts.set(answer.conversation.id, text);
       upsertListed(answer.conversation);
       state.arrival = { id: answer.conversation.id, kind: 'rewind', source: from };
-      location.hash = `#/c/${enc(answer.conversation.id)}`;
+      navigate(`#/c/${enc(answer.conversation.id)}`);
     } else {
       // Restarting from the first message copies nothing: a new conversation in the same
       // directory, as a new page (Back returns to the source).
       state.drafts.set('new', text);
       state.newCwd = source.cwd;
       state.arrival = { id: 'new', kind: 'rewind-first', source: from };
-      location.hash = '#/new';
+      navigate('#/new');
     }
   } catch (error) {
     showError(error);

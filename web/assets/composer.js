@@ -6,7 +6,7 @@
 import { api } from './api.js';
 import { $, el, enc, newKey } from './dom.js';
 import { showError } from './banners.js';
-import { isRunning, state } from './state.js';
+import { isRunning, navigate, state } from './state.js';
 import { upsertListed } from './sidebar.js';
 import { editLastWaiting } from './pending.js';
 
@@ -76,7 +76,7 @@ async function deliver(text, key, target) {
       const created = await api('POST', '/api/conversations', body, headers);
       state.newCwd = '';
       upsertListed(created.conversation);
-      location.hash = `#/c/${enc(created.conversation.id)}`;
+      navigate(`#/c/${enc(created.conversation.id)}`);
     } else {
       const body = { text };
       if (target.mode) body.mode = target.mode;

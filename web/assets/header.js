@@ -6,7 +6,7 @@ import { api } from './api.js';
 import { $, el, enc } from './dom.js';
 import { showError } from './banners.js';
 import { openMenu } from './menu.js';
-import { state } from './state.js';
+import { navigate, state } from './state.js';
 import { compact, fork } from './actions.js';
 
 const titleRequests = new Map(); // conversation id → Promise of its title (null when gone)
@@ -149,7 +149,7 @@ export function wireHeader(render) {
     if (conv.forked_from) {
       const sourceId = conv.forked_from.conversation_id;
       const title = state.titles.get(sourceId);
-      items.push({ label: `Open the original${title ? `: “${title}”` : ''}`, run: () => (location.hash = `#/c/${enc(sourceId)}`) });
+      items.push({ label: `Open the original${title ? `: “${title}”` : ''}`, run: () => navigate(`#/c/${enc(sourceId)}`) });
     }
     openMenu($('header-menu'), items, 'Conversation actions');
   });

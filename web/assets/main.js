@@ -6,7 +6,7 @@
 import { api } from './api.js';
 import { $, el, enc } from './dom.js';
 import { clearNoticesExcept, showError, showNotice } from './banners.js';
-import { isRunning, routeConversationId, state } from './state.js';
+import { isRunning, navigate, routeConversationId, setRouter, state } from './state.js';
 import { closeMenu, isMenuOpen } from './menu.js';
 import { loadList, openListStream, renderList, wireSidebar } from './sidebar.js';
 import { closeConversation, openConversation } from './conversation.js';
@@ -17,8 +17,8 @@ import { interruptSession } from './actions.js';
 import { watchTimeline } from './timeline.js';
 import { render } from './view.js';
 
-// The hash last routed: newConversation routes at once, and the 'hashchange' that follows
-// must not open the new conversation a second time (it would move what was typed meanwhile).
+// The hash last routed: navigate() routes at once, and the 'hashchange' that follows must not
+// open the view a second time (it would move what was typed meanwhile).
 let routedHash = null;
 
 function route() {
@@ -63,10 +63,7 @@ function newConversation() {
     openNew();
     renderList();
   } else {
-    // Open the new conversation's box now, not when 'hashchange' arrives: the event is
-    // asynchronous, and keys typed right after the shortcut would land in the old box.
-    location.hash = '#/new';
-    route();
+    navigate('#/new');
   }
 }
 
@@ -120,6 +117,7 @@ function wire() {
     $('sidebar-open').focus();
   });
   $('sidebar-scrim').addEventListener('click', () => document.body.classList.remove('sidebar-open'));
+  setRouter(route);
   window.addEventListener('hashchange', route);
 }
 

@@ -8,7 +8,7 @@ import { api, ApiError, streamUrl } from './api.js';
 import { $, el, enc, relTime } from './dom.js';
 import { clearErrors, showError } from './banners.js';
 import { closeMenu, isMenuOpen, openMenu } from './menu.js';
-import { routeConversationId, state } from './state.js';
+import { navigate, routeConversationId, state } from './state.js';
 
 let renderWaiting = false; // a render put off while a row's menu is open
 
@@ -268,7 +268,7 @@ async function deleteConversation(conversation) {
   try {
     await api('DELETE', `/api/conversations/${enc(current.id)}`);
     removeListed(current.id);
-    if (routeConversationId() === current.id) location.hash = '';
+    if (routeConversationId() === current.id) navigate('');
   } catch (error) {
     // It started working while the question was open.
     if (error instanceof ApiError && error.code === 'turn_running') refuseRunning(current);

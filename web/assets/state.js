@@ -39,6 +39,20 @@ export function routeConversationId() {
   return match ? decodeURIComponent(match[1]) : null;
 }
 
+// Going somewhere from code: the address changes and the view follows at once. 'hashchange'
+// comes later, asynchronously, and keys typed meanwhile would land in the old view; the router
+// (main.js) ignores the event for a hash it has already shown.
+let router = () => {};
+
+export function setRouter(route) {
+  router = route;
+}
+
+export function navigate(hash) {
+  location.hash = hash;
+  router();
+}
+
 function viewedSession() {
   return state.sessions.find((s) => s.id === state.sessionId) || null;
 }
