@@ -112,6 +112,9 @@ pub struct ClusterConfig {
     /// How long a lease lasts without renewal: a dead instance's conversations are taken over
     /// this long after its last renewal.
     pub lease_ms: u64,
+    /// `host:port` at which the other instances reach this one, when that is not the address
+    /// it listens on (it listens on every interface, or behind a NAT) [default: that address].
+    pub advertise_addr: Option<String>,
 }
 
 impl std::fmt::Debug for ClusterConfig {
@@ -119,6 +122,7 @@ impl std::fmt::Debug for ClusterConfig {
         f.debug_struct("ClusterConfig")
             .field("database_url", &"…")
             .field("lease_ms", &self.lease_ms)
+            .field("advertise_addr", &self.advertise_addr)
             .finish()
     }
 }
@@ -549,6 +553,7 @@ struct RawTurn {
 struct RawCluster {
     database_url: Option<String>,
     lease_ms: Option<u64>,
+    advertise_addr: Option<String>,
 }
 
 #[derive(Deserialize, Default)]
@@ -602,6 +607,35 @@ pub fn check_database_url(url: &str) -> Result<(), String> {
     } else {
         Err("must be a PostgreSQL URL (postgres://user@host:port/database)".to_owned())
     }
+}
+
+/// An instance's advertised address is `host:port` (a name, an IPv4 address or a bracketed
+/// IPv6 one), which the other instances put after `http://`; an address of every interface
+/// names no machine.
+pub fn check_advertise_addr(addr: &str) -> Result<(), String> {
+    let shape = || format!("must be host:port (10.0.0.5:7341, node-1.internal:7341), got `{addr}`");
+    let (host, port) = addr.rsplit_once(':').ok_or_else(shape)?;
+    let port_ok = port.parse::<u16>().is_ok_and(|port| port != 0);
+    let host_ok = !host.is_empty()
+        && !host
+            .chars()
+            .any(|c| c.is_whitespace() || c.is_control() || matches!(c, '/' | '@' | '?' | '#'));
+    if !port_ok || !host_ok {
+        return Err(shape());
+    }
+    let ip = host
+        .strip_prefix('[')
+        .and_then(|h| h.strip_suffix(']'))
+        .unwrap_or(host);
+    if ip
+        .parse::<std::net::IpAddr>()
+        .is_ok_and(|ip| ip.is_unspecified())
+    {
+        return Err(format!(
+            "names every interface, not this machine: give an address the other instances can reach, got `{addr}`"
+        ));
+    }
+    Ok(())
 }
 
 /// Turns the file's shape into a [`Config`], checking the rules toml cannot: names that must
@@ -715,9 +749,14 @@ impl Validator<'_> {
                 "must be between 1000 and 600000 (1 s to 10 min)",
             ));
         }
+        if let Some(addr) = &raw.advertise_addr {
+            check_advertise_addr(addr)
+                .map_err(|message| self.invalid("cluster.advertise_addr", message))?;
+        }
         Ok(ClusterConfig {
             database_url,
             lease_ms,
+            advertise_addr: raw.advertise_addr,
         })
     }
 
@@ -1195,6 +1234,11 @@ tools = ["read_file", "list_dir"]
             ("", "[cluster]\nlease_ms = 5000\n", "cluster.database_url", "is required"),
             ("", "[cluster]\ndatabase_url = \"mysql://x\"\n", "cluster.database_url", "must be a PostgreSQL URL"),
             ("", "[cluster]\ndatabase_url = \"postgres://db/x\"\nlease_ms = 10\n", "cluster.lease_ms", "between 1000 and 600000"),
+            ("", "[cluster]\ndatabase_url = \"postgres://db/x\"\nadvertise_addr = \"10.0.0.5\"\n", "cluster.advertise_addr", "must be host:port"),
+            ("", "[cluster]\ndatabase_url = \"postgres://db/x\"\nadvertise_addr = \"http://node:7341\"\n", "cluster.advertise_addr", "must be host:port"),
+            ("", "[cluster]\ndatabase_url = \"postgres://db/x\"\nadvertise_addr = \"node:0\"\n", "cluster.advertise_addr", "must be host:port"),
+            ("", "[cluster]\ndatabase_url = \"postgres://db/x\"\nadvertise_addr = \"0.0.0.0:7341\"\n", "cluster.advertise_addr", "names every interface"),
+            ("", "[cluster]\ndatabase_url = \"postgres://db/x\"\nadvertise_addr = \"[::]:7341\"\n", "cluster.advertise_addr", "names every interface"),
             ("", "[tools]\nshell_timeout_s = 0\n", "tools.shell_timeout_s", "at least 1"),
             ("", "[server]\nmax_live_conversations = 0\n", "server.max_live_conversations", "at least 1"),
             ("", "[server]\nmax_connections = 0\n", "server.max_connections", "at least 1"),
@@ -1359,6 +1403,16 @@ tools = ["read_file", "list_dir"]
         );
 
         std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn advertised_addresses_name_a_host_and_a_port() {
+        for addr in ["10.0.0.5:7341", "node-1.internal:7341", "[fd00::1]:7341"] {
+            assert_eq!(check_advertise_addr(addr), Ok(()), "{addr}");
+        }
+        for addr in ["node-1", ":7341", "node 1:7341", "user@node:7341", "[::]:7341"] {
+            assert!(check_advertise_addr(addr).is_err(), "{addr}");
+        }
     }
 
     #[test]

@@ -125,6 +125,11 @@ struct ServeArgs {
     /// (postgres://…) [default: cluster.database_url from the config; none: embedded].
     #[arg(long)]
     database_url: Option<String>,
+    /// Cluster mode: the host:port at which the other instances reach this one, when it is
+    /// not the address it listens on (--addr 0.0.0.0:7341, a NAT) [default:
+    /// cluster.advertise_addr from the config, else the --addr].
+    #[arg(long)]
+    advertise_addr: Option<String>,
 }
 
 #[derive(Args)]
@@ -196,16 +201,25 @@ fn serve(args: ServeArgs) -> anyhow::Result<()> {
     if let Some(url) = args.database_url {
         openvaala::config::check_database_url(&url)
             .map_err(|message| anyhow::anyhow!("--database-url {message}"))?;
-        let lease_ms = config
-            .cluster
-            .as_ref()
-            .map_or(openvaala::config::ClusterConfig::DEFAULT_LEASE_MS, |c| {
-                c.lease_ms
-            });
+        let (lease_ms, advertise_addr) = config.cluster.take().map_or(
+            (openvaala::config::ClusterConfig::DEFAULT_LEASE_MS, None),
+            |c| (c.lease_ms, c.advertise_addr),
+        );
         config.cluster = Some(openvaala::config::ClusterConfig {
             database_url: url,
             lease_ms,
+            advertise_addr,
         });
+    }
+    if let Some(addr) = args.advertise_addr {
+        openvaala::config::check_advertise_addr(&addr)
+            .map_err(|message| anyhow::anyhow!("--advertise-addr {message}"))?;
+        let cluster = config.cluster.as_mut().ok_or_else(|| {
+            anyhow::anyhow!(
+                "--advertise-addr is for cluster mode: give --database-url (or a [cluster] table) too"
+            )
+        })?;
+        cluster.advertise_addr = Some(addr);
     }
     let data_dir = args.data.resolve()?;
     let addr = match (args.addr, config.server.addr) {

@@ -513,6 +513,22 @@ pub struct Health {
     /// Background index jobs not finished yet (a fork's search rows being copied, finished
     /// messages' search rows).
     pub index_jobs_pending: u64,
+    /// Cluster mode only: this instance.
+    pub cluster: Option<ClusterHealth>,
+}
+
+#[derive(ToSchema)]
+pub struct ClusterHealth {
+    /// A fresh id every start.
+    pub instance_id: String,
+    /// Where the other instances reach this one (`host:port`): `--advertise-addr`, else the
+    /// address it listens on.
+    pub addr: String,
+    /// Conversations whose lease this instance holds.
+    pub conversations_owned: u64,
+    /// `ok` or `unreachable` (then the status is `unavailable`, with 503).
+    #[schema(example = "ok")]
+    pub postgres: String,
 }
 
 #[derive(ToSchema)]

@@ -119,10 +119,11 @@ impl Service {
         cluster_config: crate::config::ClusterConfig,
         caps: crate::limits::Caps,
     ) -> anyhow::Result<Service> {
-        if options.addr.ip().is_unspecified() {
+        if options.addr.ip().is_unspecified() && cluster_config.advertise_addr.is_none() {
             bail!(
-                "in cluster mode other instances reach this one at the address it listens on: \
-                 give a specific one (--addr), not {}",
+                "in cluster mode other instances reach this one at the address it listens on, \
+                 and {} names no machine: give the address they can reach with \
+                 --advertise-addr (or cluster.advertise_addr), or listen on it (--addr)",
                 options.addr
             );
         }
@@ -138,8 +139,12 @@ impl Service {
             .await
             .with_context(|| format!("cannot listen on {}", options.addr))?;
         let addr = listener.local_addr()?;
+        let advertised = cluster_config
+            .advertise_addr
+            .clone()
+            .unwrap_or_else(|| addr.to_string());
         let cluster =
-            crate::cluster::Cluster::join(pool.clone(), addr.to_string(), cluster_config.lease())
+            crate::cluster::Cluster::join(pool.clone(), advertised.clone(), cluster_config.lease())
                 .await
                 .context("cannot join the cluster")?;
         let process_records = take_over_dead_instances(&store, &cluster).await?;
@@ -160,7 +165,12 @@ impl Service {
                 "the shared index caught up with the files"
             );
         }
-        tracing::info!(instance = cluster.instance_id(), %addr, "joined the cluster");
+        tracing::info!(
+            instance = cluster.instance_id(),
+            %addr,
+            %advertised,
+            "joined the cluster"
+        );
         let settings = RuntimeSettings {
             process_records: Some(process_records),
             max_live_conversations: caps.max_live_conversations,

@@ -286,6 +286,88 @@ async fn start_instance(postgres: &Postgres, data_dir: &std::path::Path) -> Serv
     .await
 }
 
+/// An instance that listens on every interface names the address the others reach it at: it
+/// refuses to start without one, and with one the requests forwarded to it arrive there.
+#[tokio::test]
+async fn an_instance_on_every_interface_is_reached_at_its_advertised_address() {
+    const TOKEN: &str = "a-cluster-token-0123456789";
+    let postgres = Postgres::start();
+    let dir = tempfile::tempdir().unwrap();
+    let data_dir = dir.path().join("data");
+    let config_path = dir.path().join("cluster.toml");
+    std::fs::write(&config_path, cluster_config(&postgres)).unwrap();
+    for (extra, why) in [
+        (None, "--advertise-addr"),
+        (Some("0.0.0.0:7341"), "names every interface"),
+        (Some("http://node-1:7341"), "must be host:port"),
+    ] {
+        let mut command = tokio::process::Command::new(crate::harness::binary());
+        command
+            .args(["serve", "--addr", "0.0.0.0:0", "--data-dir"])
+            .arg(&data_dir)
+            .env("OPENVAALA_CONFIG", &config_path)
+            .env("OPENVAALA_TOKEN", TOKEN)
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::piped())
+            .kill_on_drop(true);
+        if let Some(addr) = extra {
+            command.args(["--advertise-addr", addr]);
+        }
+        let output = tokio::time::timeout(
+            crate::harness::TIMEOUT,
+            command.spawn().unwrap().wait_with_output(),
+        )
+        .await
+        .unwrap_or_else(|_| panic!("{extra:?}: the instance started"))
+        .unwrap();
+        assert!(!output.status.success(), "{extra:?}: the instance started");
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert!(stderr.contains(why), "{extra:?}: {stderr}");
+    }
+
+    // The port is chosen first, as an operator would, so the advertised address can name it.
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let everywhere = Server::start_with(ServerOptions {
+        data_dir: Some(data_dir.clone()),
+        addr: Some(format!("0.0.0.0:{port}")),
+        config: Some(format!(
+            "{}advertise_addr = \"127.0.0.1:{port}\"\n",
+            cluster_config(&postgres)
+        )),
+        token: Some(TOKEN.to_owned()),
+        ..ServerOptions::default()
+    })
+    .await;
+    let other = Server::start_with(ServerOptions {
+        data_dir: Some(data_dir.clone()),
+        config: Some(cluster_config(&postgres)),
+        token: Some(TOKEN.to_owned()),
+        ..ServerOptions::default()
+    })
+    .await;
+    let id = create(&everywhere, "Hello").await;
+    everywhere.wait_idle(&id).await;
+    let mut events = other.events(&id).await;
+    let (status, sent) = other
+        .post(
+            &format!("/api/conversations/{id}/messages"),
+            json!({ "text": "Again\n/shell echo reached" }),
+        )
+        .await;
+    assert_eq!(status, 202, "{sent}");
+    let seen = events_until(&mut events, "turn.ended").await;
+    assert_eq!(seen.last().unwrap().1["status"], "completed", "{seen:?}");
+    // It ran where the conversation lives, which the others know by its advertised address.
+    assert_eq!(owned(&everywhere).await, 1);
+    assert_eq!(owned(&other).await, 0);
+    let (_, health) = everywhere.get("/api/health").await;
+    assert_eq!(health["cluster"]["addr"], format!("127.0.0.1:{port}"));
+}
+
 async fn owned(server: &Server) -> u64 {
     let (status, health) = server.get("/api/health").await;
     assert_eq!(status, 200, "{health}");

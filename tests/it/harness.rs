@@ -37,6 +37,8 @@ pub struct ServerOptions {
     pub addr: Option<String>,
     /// The open-file limit (soft and hard) the server runs under, as `ulimit -n` would set it.
     pub open_files: Option<u64>,
+    /// `OPENVAALA_TOKEN` for the server, which the harness's client then sends with every call.
+    pub token: Option<String>,
 }
 
 impl Server {
@@ -92,6 +94,16 @@ impl Server {
         if let Some(limit) = options.open_files {
             limit_open_files(&mut command, limit);
         }
+        let mut client = reqwest::Client::builder();
+        if let Some(token) = &options.token {
+            command.env("OPENVAALA_TOKEN", token);
+            let mut headers = reqwest::header::HeaderMap::new();
+            headers.insert(
+                reqwest::header::AUTHORIZATION,
+                format!("Bearer {token}").parse().unwrap(),
+            );
+            client = client.default_headers(headers);
+        }
         let mut child = command.spawn().expect("spawn openvaala");
         let stderr = child.stderr.take().unwrap();
         let mut lines = BufReader::new(stderr).lines();
@@ -116,7 +128,7 @@ impl Server {
             base,
             data_dir,
             child,
-            client: reqwest::Client::new(),
+            client: client.build().unwrap(),
             _temp: temp,
         }
     }
