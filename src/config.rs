@@ -1410,7 +1410,13 @@ tools = ["read_file", "list_dir"]
         for addr in ["10.0.0.5:7341", "node-1.internal:7341", "[fd00::1]:7341"] {
             assert_eq!(check_advertise_addr(addr), Ok(()), "{addr}");
         }
-        for addr in ["node-1", ":7341", "node 1:7341", "user@node:7341", "[::]:7341"] {
+        for addr in [
+            "node-1",
+            ":7341",
+            "node 1:7341",
+            "user@node:7341",
+            "[::]:7341",
+        ] {
             assert!(check_advertise_addr(addr).is_err(), "{addr}");
         }
     }

@@ -9,6 +9,7 @@ pub mod events;
 pub mod extract;
 pub mod meta;
 pub mod parse_errors;
+pub mod plain_errors;
 pub mod security;
 pub mod serve;
 pub mod ui;
@@ -110,6 +111,7 @@ pub fn router(
         Arc::new(Security::new(addr, token)),
         security::guard,
     ))
+    .layer(axum::middleware::from_fn(plain_errors::as_json))
     .layer(axum::middleware::from_fn_with_state(
         answers.clone(),
         count_answers,

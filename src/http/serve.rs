@@ -31,7 +31,8 @@ pub struct ConnectionLimits {
     /// beyond those new ones wait in the kernel's queue until one ends.
     pub max_connections: usize,
     /// How long a client may take to send a request's headers (the first one from connecting,
-    /// the next ones on a kept-alive connection from the previous answer).
+    /// the next ones on a kept-alive connection from the previous answer), and how long a
+    /// request's body may pause between two pieces.
     pub header_read_timeout: Duration,
 }
 
@@ -185,7 +186,11 @@ async fn serve_connection(
     let seen = first_request.clone();
     let service = hyper::service::service_fn(move |request: Request<Incoming>| {
         seen.store(true, Ordering::Relaxed);
-        app.clone().oneshot(request.map(axum::body::Body::new))
+        // A body that stalls fails its read (400) instead of holding the connection forever.
+        let body_timeout = header_read_timeout;
+        app.clone().oneshot(request.map(|body| {
+            axum::body::Body::new(tower_http::timeout::TimeoutBody::new(body_timeout, body))
+        }))
     });
     let mut builder = Builder::new(TokioExecutor::new());
     builder

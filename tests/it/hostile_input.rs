@@ -264,6 +264,85 @@ async fn the_http_layers_own_errors_are_json() {
     assert_eq!(answer.body["status"], "ok");
 }
 
+/// axum's own rejections (a body too long when sent in chunks, a path segment that is not
+/// UTF-8) and a body that stalls get the JSON error shape, and the stalled one is let go.
+#[tokio::test]
+async fn rejections_before_the_handlers_are_json_and_a_stalled_body_is_let_go() {
+    let server = Server::start_with(ServerOptions {
+        config: Some("[server]\nheader_read_timeout_s = 1\n".to_owned()),
+        ..Default::default()
+    })
+    .await;
+    let host = authority(&server);
+    let created = server.create_and_wait("Hello").await;
+    let id = created["conversation"]["id"].as_str().unwrap();
+    let (_, before) = server.get("/api/conversations").await;
+
+    // 17 MiB in chunks of 1 MiB, to the routes that read the raw body: 413.
+    let chunk = "a".repeat(1 << 20);
+    let chunks: String = (0..17)
+        .map(|_| format!("{:x}\r\n{chunk}\r\n", chunk.len()))
+        .collect();
+    for route in ["fork", "interrupt", "compact"] {
+        let answer = raw_exchange(
+            &server,
+            format!(
+                "POST /api/conversations/{id}/{route} HTTP/1.1\r\nHost: {host}\r\n\
+                 Content-Type: application/json\r\nTransfer-Encoding: chunked\r\n\
+                 Connection: close\r\n\r\n{chunks}0\r\n\r\n"
+            )
+            .as_bytes(),
+        )
+        .await;
+        assert_error(&answer, 413, "too_large");
+    }
+
+    // A path segment that is not UTF-8: 400.
+    for (method, path) in [
+        ("GET", "/api/conversations/%ff".to_owned()),
+        ("DELETE", format!("/api/conversations/{id}/pending/%ff")),
+        (
+            "POST",
+            format!("/api/conversations/{id}/sessions/%ff/interrupt"),
+        ),
+    ] {
+        let answer = raw_exchange(
+            &server,
+            format!("{method} {path} HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n")
+                .as_bytes(),
+        )
+        .await;
+        assert_error(&answer, 400, "invalid_request");
+    }
+
+    // A body that announces 100 bytes and stops after 8: answered once it has paused past the
+    // timeout, instead of holding the connection.
+    let mut stream = TcpStream::connect(&host).await.unwrap();
+    stream
+        .write_all(
+            format!(
+                "POST /api/conversations HTTP/1.1\r\nHost: {host}\r\n\
+                 Content-Type: application/json\r\nContent-Length: 100\r\n\r\n{{\"text\":"
+            )
+            .as_bytes(),
+        )
+        .await
+        .unwrap();
+    let answer = read_answer(&mut stream).await;
+    assert_error(&answer, 400, "invalid_request");
+    assert!(
+        answer.body["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("timeout"),
+        "{answer:?}"
+    );
+
+    // None of it changed anything.
+    let (_, after) = server.get("/api/conversations").await;
+    assert_eq!(before, after);
+}
+
 #[tokio::test]
 async fn duplicate_hosts_and_absolute_targets_naming_another_host_are_refused() {
     let server = Server::start().await;
