@@ -870,6 +870,13 @@ async fn clients_follow_and_message_sub_agents_through_the_api() {
     let (status, body) = server.delete(&format!("/api/conversations/{id}")).await;
     assert_eq!(status, 409, "{body}");
     assert_eq!(body["error"]["code"], "turn_running");
+    // So is compacting, once the root has answered and only the child works.
+    until(&mut events, turn_ended_in(&root)).await;
+    let (status, body) = server
+        .post(&format!("/api/conversations/{id}/compact"), json!({}))
+        .await;
+    assert_eq!(status, 409, "{body}");
+    assert_eq!(body["error"]["code"], "turn_running");
 
     // A message for the busy child waits for it, and says so.
     let (status, sent) = server

@@ -52,7 +52,9 @@ impl ConversationActor {
         reply: oneshot::Sender<Result<CompactOutcome, RuntimeError>>,
     ) {
         let root = self.root_id().to_owned();
-        let refused = if self.root().running.is_some() {
+        // Any session: while a sub-agent works the conversation is running (its report is
+        // still to come into the history being summarised).
+        let refused = if self.any_running() {
             Some(RuntimeError::TurnRunning)
         } else if self.compacting.is_some() {
             Some(RuntimeError::CompactionRunning)
