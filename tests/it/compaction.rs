@@ -432,7 +432,7 @@ async fn an_interrupted_automatic_compaction_says_so() {
 }
 
 #[tokio::test]
-async fn compaction_needs_the_working_directory_like_a_turn() {
+async fn compaction_fork_and_rewind_need_the_working_directory_like_a_turn() {
     let workdir = tempfile::tempdir().unwrap();
     let cwd = workdir.path().join("project");
     std::fs::create_dir(&cwd).unwrap();
@@ -446,10 +446,21 @@ async fn compaction_needs_the_working_directory_like_a_turn() {
     assert_eq!(status, 201, "{created}");
     let id = created["conversation"]["id"].as_str().unwrap();
     server.wait_idle(id).await;
+    let (_, items) = server.get(&format!("/api/conversations/{id}/items")).await;
+    let message_id = items["items"][0]["id"].as_str().unwrap().to_owned();
     std::fs::remove_dir(&cwd).unwrap();
-    let (status, body) = server
-        .post(&format!("/api/conversations/{id}/compact"), json!({}))
-        .await;
-    assert_eq!(status, 422, "{body}");
-    assert_eq!(body["error"]["code"], "cwd_missing");
+    // A copy could not open either, so none is made.
+    for (route, body) in [
+        ("compact", json!({})),
+        ("fork", json!({})),
+        ("rewind", json!({ "message_id": message_id })),
+    ] {
+        let (status, answer) = server
+            .post(&format!("/api/conversations/{id}/{route}"), body)
+            .await;
+        assert_eq!(status, 422, "{route}: {answer}");
+        assert_eq!(answer["error"]["code"], "cwd_missing", "{route}");
+    }
+    let (_, listed) = server.get("/api/conversations").await;
+    assert_eq!(listed["conversations"].as_array().unwrap().len(), 1);
 }

@@ -19,6 +19,9 @@ impl ConversationActor {
         &mut self,
         rewind_to: Option<String>,
     ) -> Result<ForkOutcome, RuntimeError> {
+        // A copy of a conversation that cannot open (its directory or agent is gone) could not
+        // open either: the user recreates the directory (or the agent) first.
+        super::super::check_openable(&self.shared.config, &self.state.conversation)?;
         let root = self.state.conversation.root_session_id.clone();
         let path = self.shared.store.session_path(&self.id, &root);
         let content = std::fs::read(&path).map_err(|e| StoreError::io(&path, e))?;
