@@ -123,6 +123,16 @@ impl ConversationChanges {
     pub fn is_empty(&self) -> bool {
         *self == ConversationChanges::default()
     }
+
+    /// Whether this changes the conversation itself, which moves it to the top of the list.
+    /// Archiving or unarchiving does not (SPEC §6.3: it hides the conversation "without
+    /// changing it"), so it comes back where it was.
+    pub fn changes_the_conversation(&self) -> bool {
+        ConversationChanges {
+            archived: None,
+            ..self.clone()
+        } != ConversationChanges::default()
+    }
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]

@@ -99,7 +99,9 @@ impl ConversationState {
                 if let Some(cwd) = &changes.cwd {
                     conversation.cwd = cwd.clone();
                 }
-                self.touch(*at);
+                if changes.changes_the_conversation() {
+                    self.touch(*at);
+                }
             }
             MetaRecord::SessionCreated { session } => {
                 self.sessions.push(Session {

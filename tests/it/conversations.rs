@@ -110,6 +110,26 @@ async fn lifecycle_from_first_message_to_delete() {
         ids(server.get("/api/conversations").await.1),
         vec![id.clone()]
     );
+    // Archiving changes nothing in the conversation (SPEC §6.3): after a round trip it is
+    // where it was in the list, below a newer one.
+    assert_eq!(unarchived["updated_at"], renamed["updated_at"]);
+    let newer = server.create_and_wait("A newer one").await;
+    let newer = newer["conversation"]["id"].as_str().unwrap().to_owned();
+    for archived in [true, false] {
+        let (status, _) = server
+            .patch(
+                &format!("/api/conversations/{id}"),
+                json!({ "archived": archived }),
+            )
+            .await;
+        assert_eq!(status, 200);
+    }
+    assert_eq!(
+        ids(server.get("/api/conversations").await.1),
+        vec![newer.clone(), id.clone()]
+    );
+    let (status, _) = server.delete(&format!("/api/conversations/{newer}")).await;
+    assert_eq!(status, 204);
 
     // delete: the directory is gone, then 404 everywhere
     let (status, _) = server.delete(&format!("/api/conversations/{id}")).await;
