@@ -191,6 +191,11 @@ async fn a_client_joining_mid_turn_gets_the_partial_text_then_live_events() {
         .expect("the answer in progress");
     let partial = answer["text"].as_str().unwrap().to_owned();
     assert!(!partial.is_empty(), "the snapshot carries the text so far");
+    // The running turn starts with the message it answers.
+    let first = &running["items"][0];
+    assert_eq!(first["kind"], "user_message", "{running}");
+    assert_eq!(first["text"], "stream this slowly please\n/sleep 60");
+    assert_eq!(first["turn_id"], running["turn_id"]);
     let answer_id = answer["id"].as_str().unwrap().to_owned();
     // `last_seq` is the last stored item: the answer streaming now is not stored yet.
     let session_id = running["session_id"].as_str().unwrap();

@@ -6,7 +6,8 @@ use std::collections::HashMap;
 use serde_json::{Value, json};
 
 use super::{ConversationActor, Subscription};
-use crate::domain::{ItemKind, ItemStatus};
+use super::session::RunningTurn;
+use crate::domain::{Item, ItemKind, ItemStatus};
 use crate::runtime::events::{EventId, Replay};
 
 impl ConversationActor {
@@ -40,8 +41,13 @@ impl ConversationActor {
             .sessions
             .iter()
             .filter_map(|session| {
-                let running = self.sessions.get(&session.id)?.running.as_ref()?;
-                Some(json!({ "session_id": session.id, "turn_id": running.turn_id, "items": running.items }))
+                let run = self.sessions.get(&session.id)?;
+                let running = run.running.as_ref()?;
+                Some(json!({
+                    "session_id": session.id,
+                    "turn_id": running.turn_id,
+                    "items": turn_items(&run.history, running),
+                }))
             })
             .collect();
         json!({
@@ -84,4 +90,18 @@ impl ConversationActor {
             })
             .collect()
     }
+}
+
+/// A running turn's items as a snapshot shows them: the user messages it answers (stored
+/// before it started, or steered into it) and what it has produced so far, in `seq` order.
+fn turn_items<'a>(history: &'a [Item], running: &'a RunningTurn) -> Vec<&'a Item> {
+    let mut items: Vec<&Item> = history
+        .iter()
+        .rev()
+        .take_while(|item| item.turn_id == running.turn_id)
+        .filter(|item| matches!(item.kind, ItemKind::UserMessage { .. }))
+        .chain(&running.items)
+        .collect();
+    items.sort_by_key(|item| item.seq);
+    items
 }
