@@ -683,6 +683,12 @@ impl Runtime {
                     "title must be at most 200 characters".to_owned(),
                 ));
             }
+            // A title is one line in a sidebar: no line breaks, NULs or other control codes.
+            if title.chars().any(char::is_control) {
+                return Err(RuntimeError::Invalid(
+                    "title must be one line of text, without control characters".to_owned(),
+                ));
+            }
         }
         if let Some(model) = &patch.model {
             self.check_model(model)?;
@@ -1347,7 +1353,7 @@ impl Shared {
     /// 503 for a registry whose every place is taken by a conversation that cannot leave.
     fn full(&self) -> RuntimeError {
         RuntimeError::Unavailable(format!(
-            "{} conversations are busy or followed (the most this service holds at once); retry shortly",
+            "every place for a live conversation is taken ({} at most, all busy or followed); retry shortly",
             self.settings.max_live_conversations
         ))
     }

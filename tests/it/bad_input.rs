@@ -96,6 +96,20 @@ async fn bad_requests_get_clear_errors_and_change_nothing() {
         (
             "PATCH",
             conversation.clone(),
+            Some(r#"{"title": "two\nlines"}"#),
+            400,
+            "invalid_request",
+        ),
+        (
+            "PATCH",
+            conversation.clone(),
+            Some(r#"{"title": "a\u0000b"}"#),
+            400,
+            "invalid_request",
+        ),
+        (
+            "PATCH",
+            conversation.clone(),
             Some(r#"{"archived": "yes"}"#),
             400,
             "invalid_request",
