@@ -5,8 +5,8 @@ use std::collections::HashMap;
 
 use serde_json::{Value, json};
 
-use super::{ConversationActor, Subscription};
 use super::session::RunningTurn;
+use super::{ConversationActor, Subscription};
 use crate::domain::{Item, ItemKind, ItemStatus};
 use crate::runtime::events::{EventId, Replay};
 
