@@ -326,8 +326,9 @@ pub struct NewMessageRequest {
 #[derive(ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ConversationPatchRequest {
-    /// A new title (1 to 200 characters after trimming); sets `title_custom`.
-    #[schema(pattern = "\\S", max_length = 200)]
+    /// A new title (at most 200 characters, at least one visible); sets `title_custom`. Line
+    /// breaks and other control characters become spaces, and the ends are trimmed.
+    #[schema(pattern = "[^\\s\\x00-\\x1F\\x7F-\\x9F]", max_length = 200)]
     pub title: Option<String>,
     pub archived: Option<bool>,
     /// Switches the conversation to another configured model.

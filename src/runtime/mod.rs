@@ -673,8 +673,20 @@ impl Runtime {
         if !self.shared.store.exists(id) {
             return Err(RuntimeError::NotFound(format!("conversation {id}")));
         }
+        // A title is one line in a sidebar: line breaks, NULs and other control codes become
+        // spaces (a pasted two-line title reads as one).
+        let patch = ConversationPatch {
+            title: patch.title.map(|title| {
+                title
+                    .chars()
+                    .map(|c| if c.is_control() { ' ' } else { c })
+                    .collect::<String>()
+                    .trim()
+                    .to_owned()
+            }),
+            ..patch
+        };
         if let Some(title) = &patch.title {
-            let title = title.trim();
             if title.is_empty() {
                 return Err(RuntimeError::Invalid("title must not be empty".to_owned()));
             }
@@ -683,19 +695,12 @@ impl Runtime {
                     "title must be at most 200 characters".to_owned(),
                 ));
             }
-            // A title is one line in a sidebar: no line breaks, NULs or other control codes.
-            if title.chars().any(char::is_control) {
-                return Err(RuntimeError::Invalid(
-                    "title must be one line of text, without control characters".to_owned(),
-                ));
-            }
         }
         if let Some(model) = &patch.model {
             self.check_model(model)?;
         }
         let patch = ConversationPatch {
             cwd: patch.cwd.as_deref().map(checked_cwd).transpose()?,
-            title: patch.title.map(|t| t.trim().to_owned()),
             ..patch
         };
         self.call(id, |reply| Command::Update(patch, reply)).await?

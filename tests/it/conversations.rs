@@ -70,6 +70,22 @@ async fn lifecycle_from_first_message_to_delete() {
     assert_eq!(status, 200, "{renamed}");
     assert_eq!(renamed["title"], "Release plan");
     assert_eq!(renamed["title_custom"], true);
+    // A title is one line: line breaks and other control characters become spaces.
+    let (status, one_line) = server
+        .patch(
+            &format!("/api/conversations/{id}"),
+            json!({ "title": "Release\nplan\u{0}v2\r\n" }),
+        )
+        .await;
+    assert_eq!(status, 200, "{one_line}");
+    assert_eq!(one_line["title"], "Release plan v2");
+    let (status, renamed) = server
+        .patch(
+            &format!("/api/conversations/{id}"),
+            json!({ "title": "Release plan" }),
+        )
+        .await;
+    assert_eq!(status, 200, "{renamed}");
 
     // archive: gone from the default list, present with archived=true and all
     let (status, archived) = server
