@@ -10,6 +10,8 @@ const { TEST_TIMEOUT, startConversation, waitIdle, withUi } = require('./harness
 test('retries update one line with a countdown instead of stacking banners', { timeout: TEST_TIMEOUT }, () =>
   withUi({ fake: { retry: { initialDelayMs: 1500, maxDelayMs: 3000 } } }, async ({ page, fake }) => {
     await startConversation(page, 'hello');
+    // The first turn's answer, before the failures are queued: they are for the second turn.
+    await page.locator('#items .item.agent-message.status-completed').first().waitFor();
     await waitIdle(page);
     fake.push({ status: 500, message: 'upstream hiccup' }, { status: 500, message: 'upstream hiccup' }, { text: 'Through at last.' });
     // Everything the retry line showed, and how many retry lines there ever were at once.

@@ -384,10 +384,15 @@ function conversationId(page) {
   return decodeURIComponent(new URL(page.url()).hash.slice('#/c/'.length));
 }
 
-// Waits until the turn is over: the composer no longer says the agent is working.
+// Waits until the turn is over: the conversation is loaded (while it loads, the page knows
+// nothing of its turn, and looks idle) and the composer no longer says the agent is working.
 async function waitIdle(page) {
   await page.waitForFunction(
-    () => document.getElementById('running-indicator').hidden && document.getElementById('send').textContent === 'Send',
+    () =>
+      document.getElementById('conversation-title').textContent !== 'Loading…' &&
+      ![...document.querySelectorAll('#items > p.loading')].some((p) => p.textContent === 'Loading history…') &&
+      document.getElementById('running-indicator').hidden &&
+      document.getElementById('send').textContent === 'Send',
   );
 }
 
