@@ -1,15 +1,16 @@
 //! axum's own rejections answer in plain text: a path segment that is not UTF-8, a body that
 //! could not be read (too long when sent in chunks, or stalled past the timeout). The API
-//! promises its JSON error shape for every error, so this middleware rewrites any error answer
-//! that is not JSON into that shape, keeping its status and headers and using its text as the
-//! message. Our own errors are JSON already and pass untouched, as do successful answers
-//! (event streams among them).
+//! promises its JSON error shape for every error, so this middleware turns any error answer
+//! that is not JSON into the [`ApiError`] of its status, using its text as the message and
+//! keeping its other headers (`Allow`, say). Our own errors are JSON already and pass
+//! untouched, as do successful answers (event streams among them).
 
-use axum::body::Body;
 use axum::extract::Request;
-use axum::http::{HeaderValue, StatusCode, header};
+use axum::http::{StatusCode, header};
 use axum::middleware::Next;
-use axum::response::Response;
+use axum::response::{IntoResponse, Response};
+
+use super::ApiError;
 
 /// Plain error texts are a line or two; more is cut.
 const MAX_PLAIN_ERROR_BYTES: usize = 4096;
@@ -30,38 +31,17 @@ pub async fn as_json(request: Request, next: Next) -> Response {
         Ok(bytes) => String::from_utf8_lossy(&bytes).trim().to_owned(),
         Err(_) => String::new(),
     };
-    let (code, message) = code_and_message(status, text);
-    let body = serde_json::json!({ "error": { "code": code, "message": message } });
-    parts.headers.insert(
-        header::CONTENT_TYPE,
-        HeaderValue::from_static("application/json"),
-    );
+    let mut answer = api_error(status, text).into_response();
     parts.headers.remove(header::CONTENT_LENGTH);
-    Response::from_parts(parts, Body::from(body.to_string()))
+    parts.headers.remove(header::CONTENT_TYPE);
+    answer.headers_mut().extend(parts.headers);
+    answer
 }
 
-/// The API's code for a status, and a message: the plain text, or a sentence when there is
-/// none. A server error's text is never shown (it could hold internal details).
-fn code_and_message(status: StatusCode, text: String) -> (&'static str, String) {
-    let code = match status {
-        StatusCode::UNAUTHORIZED => "unauthorized",
-        StatusCode::FORBIDDEN => "forbidden",
-        StatusCode::NOT_FOUND => "not_found",
-        StatusCode::METHOD_NOT_ALLOWED => "method_not_allowed",
-        StatusCode::PAYLOAD_TOO_LARGE => "too_large",
-        StatusCode::SERVICE_UNAVAILABLE => "unavailable",
-        status if status.is_server_error() => "internal",
-        _ => "invalid_request",
-    };
-    let message = if status.is_server_error() {
-        "internal error; see the service log".to_owned()
-    } else if status == StatusCode::PAYLOAD_TOO_LARGE {
-        // axum says "length limit exceeded"; the limit is what the client needs to know.
-        format!(
-            "the request body is larger than {} MiB",
-            super::MAX_BODY_BYTES / (1024 * 1024)
-        )
-    } else if text.is_empty() {
+/// The API's error for a status and axum's text (or the status's reason when there is none).
+/// A server error's text is never shown: `ApiError::Internal` answers a generic message.
+fn api_error(status: StatusCode, text: String) -> ApiError {
+    let message = if text.is_empty() {
         status
             .canonical_reason()
             .unwrap_or("the request was refused")
@@ -69,7 +49,20 @@ fn code_and_message(status: StatusCode, text: String) -> (&'static str, String) 
     } else {
         text
     };
-    (code, message)
+    match status {
+        StatusCode::UNAUTHORIZED => ApiError::Unauthorized(message),
+        StatusCode::FORBIDDEN => ApiError::Forbidden(message),
+        StatusCode::NOT_FOUND => ApiError::NotFound(message),
+        StatusCode::METHOD_NOT_ALLOWED => ApiError::MethodNotAllowed(message),
+        // axum says "length limit exceeded"; the limit is what the client needs to know.
+        StatusCode::PAYLOAD_TOO_LARGE => ApiError::TooLarge(format!(
+            "the request body is larger than {} MiB",
+            super::MAX_BODY_BYTES / (1024 * 1024)
+        )),
+        StatusCode::SERVICE_UNAVAILABLE => ApiError::Unavailable(message),
+        status if status.is_server_error() => ApiError::Internal(message),
+        _ => ApiError::Invalid(message),
+    }
 }
 
 #[cfg(test)]
@@ -77,28 +70,36 @@ mod tests {
     use super::*;
 
     #[test]
-    fn statuses_get_the_apis_codes_and_server_errors_hide_their_text() {
+    fn statuses_get_the_apis_errors_and_server_errors_hide_their_text() {
+        let answer = |status, text: &str| {
+            let error = api_error(status, text.to_owned());
+            (error.code(), error.to_string())
+        };
         assert_eq!(
-            code_and_message(StatusCode::BAD_REQUEST, "Invalid URL".to_owned()),
+            answer(StatusCode::BAD_REQUEST, "Invalid URL"),
             ("invalid_request", "Invalid URL".to_owned())
         );
         assert_eq!(
-            code_and_message(StatusCode::PAYLOAD_TOO_LARGE, String::new()),
+            answer(StatusCode::PAYLOAD_TOO_LARGE, ""),
             (
                 "too_large",
                 "the request body is larger than 16 MiB".to_owned()
             )
         );
         assert_eq!(
-            code_and_message(StatusCode::REQUEST_TIMEOUT, String::new()),
+            answer(StatusCode::REQUEST_TIMEOUT, ""),
             ("invalid_request", "Request Timeout".to_owned())
         );
-        assert_eq!(
-            code_and_message(
-                StatusCode::INTERNAL_SERVER_ERROR,
-                "at src/x.rs:1".to_owned()
-            ),
-            ("internal", "internal error; see the service log".to_owned())
+        let internal = api_error(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "at src/x.rs:1".to_owned(),
         );
+        assert_eq!(internal.code(), "internal");
+        let body = futures::executor::block_on(axum::body::to_bytes(
+            internal.into_response().into_body(),
+            1024,
+        ))
+        .unwrap();
+        assert!(!String::from_utf8_lossy(&body).contains("src/x.rs"));
     }
 }

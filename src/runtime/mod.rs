@@ -673,33 +673,17 @@ impl Runtime {
         if !self.shared.store.exists(id) {
             return Err(RuntimeError::NotFound(format!("conversation {id}")));
         }
-        // A title is one line in a sidebar: line breaks, NULs and other control codes become
-        // spaces (a pasted two-line title reads as one).
-        let patch = ConversationPatch {
-            title: patch.title.map(|title| {
-                title
-                    .chars()
-                    .map(|c| if c.is_control() { ' ' } else { c })
-                    .collect::<String>()
-                    .trim()
-                    .to_owned()
-            }),
-            ..patch
-        };
-        if let Some(title) = &patch.title {
-            if title.is_empty() {
-                return Err(RuntimeError::Invalid("title must not be empty".to_owned()));
-            }
-            if title.chars().count() > 200 {
-                return Err(RuntimeError::Invalid(
-                    "title must be at most 200 characters".to_owned(),
-                ));
-            }
-        }
+        let title = patch
+            .title
+            .as_deref()
+            .map(title::user_title)
+            .transpose()
+            .map_err(RuntimeError::Invalid)?;
         if let Some(model) = &patch.model {
             self.check_model(model)?;
         }
         let patch = ConversationPatch {
+            title,
             cwd: patch.cwd.as_deref().map(checked_cwd).transpose()?,
             ..patch
         };

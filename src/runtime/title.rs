@@ -5,6 +5,32 @@ use unicode_segmentation::UnicodeSegmentation;
 
 pub const MAX_TITLE_CHARS: usize = 40;
 
+/// The longest title a user may give (a rename).
+pub const MAX_USER_TITLE_CHARS: usize = 200;
+
+/// A title is one line of a sidebar, however it came: control characters (a NUL, a tab, a
+/// line break) become spaces.
+fn without_controls(text: &str) -> String {
+    text.chars()
+        .map(|c| if c.is_control() { ' ' } else { c })
+        .collect()
+}
+
+/// A title the user gives: one line, trimmed, at least one visible character and at most
+/// [`MAX_USER_TITLE_CHARS`].
+pub fn user_title(title: &str) -> Result<String, String> {
+    let title = without_controls(title).trim().to_owned();
+    if title.is_empty() {
+        return Err("title must not be empty".to_owned());
+    }
+    if title.chars().count() > MAX_USER_TITLE_CHARS {
+        return Err(format!(
+            "title must be at most {MAX_USER_TITLE_CHARS} characters"
+        ));
+    }
+    Ok(title)
+}
+
 /// What a fork's title adds to its source's title.
 const FORK_SUFFIX: &str = " (fork)";
 
@@ -24,9 +50,9 @@ pub fn fork_title(source: &str) -> String {
 pub fn auto_title(text: &str) -> String {
     let line = text
         .lines()
-        .map(str::trim)
+        .map(|line| without_controls(line).trim().to_owned())
         .find(|line| !line.is_empty())
-        .unwrap_or("Untitled");
+        .unwrap_or_else(|| "Untitled".to_owned());
     let mut title = String::new();
     let mut chars = 0;
     for grapheme in line.graphemes(true) {
@@ -45,6 +71,17 @@ mod tests {
     use super::*;
 
     #[test]
+    fn a_users_title_is_one_trimmed_line_of_at_most_two_hundred_characters() {
+        assert_eq!(
+            user_title("  Release\nplan\u{0}v2\r\n").unwrap(),
+            "Release plan v2"
+        );
+        assert!(user_title("\u{7}\n ").is_err());
+        assert!(user_title(&"a".repeat(200)).is_ok());
+        assert!(user_title(&"a".repeat(201)).is_err());
+    }
+
+    #[test]
     fn titles_are_first_lines_cut_at_forty_characters_without_splitting_one() {
         let forty = "a".repeat(40);
         let cases: &[(&str, &str)] = &[
@@ -57,6 +94,8 @@ mod tests {
             // A family emoji is 7 chars in one grapheme: 5 fit (35 chars), the 6th would not.
             (&"👨‍👩‍👧‍👦".repeat(6), &"👨‍👩‍👧‍👦".repeat(5)),
             ("   ", "Untitled"),
+            ("a\u{0}b\tc\r\nnext", "a b c"),
+            ("\u{7}\n\u{0}", "Untitled"),
         ];
         for (input, expected) in cases {
             let title = auto_title(input);
