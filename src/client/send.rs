@@ -10,7 +10,7 @@ use futures::{Stream, StreamExt};
 use serde_json::{Value, json};
 
 use super::api::{Api, ApiError, ServerEvent};
-use crate::runtime::events::EventId;
+use crate::bus::EventId;
 
 /// Exit codes, as a shell reads them.
 pub const EXIT_COMPLETED: u8 = 0;

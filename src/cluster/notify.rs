@@ -9,8 +9,8 @@ use serde_json::{Value, json};
 use sqlx::PgPool;
 use sqlx::postgres::PgListener;
 
+use crate::bus::EventBus;
 use crate::index::postgres::PgIndex;
-use crate::runtime::events::EventBus;
 
 /// The channel every instance listens on.
 const CHANNEL: &str = "openvaala_list";

@@ -19,8 +19,8 @@ use tokio::sync::broadcast::error::{RecvError, TryRecvError};
 use tokio_util::sync::CancellationToken;
 
 use super::{ApiError, AppState};
+use crate::bus::{Event, EventBus, EventId, Replay};
 use crate::index::ListQuery;
-use crate::runtime::events::{Event, EventBus, EventId, Replay};
 
 /// How often an SSE stream sends a comment, so that proxies keep an idle stream open and a
 /// client that has gone is noticed.

@@ -27,11 +27,11 @@ use serde_json::{Value, json};
 use tokio::sync::{broadcast, mpsc, oneshot, watch};
 use tokio::time::Instant;
 
-use super::events::{Event, EventBus, EventId};
 use super::turn::FromTurn;
 use super::{
     Answer, ConversationPatch, NewMessage, PendingPatch, RequestKey, RuntimeError, Shared,
 };
+use crate::bus::{Event, EventBus, EventId};
 use crate::domain::{Conversation, Item, Message, MessageSource, Session, Usage};
 use crate::index::IndexUpdate;
 use crate::store::records::{ConversationChanges, MetaRecord, SessionRecord};

@@ -7,8 +7,8 @@ use serde_json::{Value, json};
 
 use super::session::RunningTurn;
 use super::{ConversationActor, Subscription};
+use crate::bus::{EventId, Replay};
 use crate::domain::{Item, ItemKind, ItemStatus};
-use crate::runtime::events::{EventId, Replay};
 
 impl ConversationActor {
     pub(super) fn subscribe(&self, after: Option<EventId>) -> Subscription {

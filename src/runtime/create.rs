@@ -1,0 +1,208 @@
+//! Creating a conversation with its first message: validated, stored in one piece, indexed,
+//! announced, and its first turn started.
+
+use std::collections::HashMap;
+
+use serde_json::json;
+
+use super::*;
+use crate::domain::{Message, MessageMode, MessageSource, MessageStatus, new_id, now, user_item};
+use crate::store::records::{ConversationCreated, MetaRecord, SessionRecord};
+use crate::store::state::ConversationState;
+
+impl Runtime {
+    /// Creates a conversation with its first message and starts its first turn (SPEC §1.2:
+    /// nothing is stored before this call succeeds, and nothing stays stored when it fails).
+    pub async fn create_conversation(
+        &self,
+        request: NewConversation,
+        idempotency_key: Option<String>,
+    ) -> Result<Answer, RuntimeError> {
+        self.refuse_when_stopping()?;
+        let key = idempotency_key.map(|key| RequestKey::new(format!("create:{key}"), &request));
+        let _guard = match &key {
+            Some(key) => Some(InFlight::claim(&self.shared, &key.key).await),
+            None => None,
+        };
+        if let Some(key) = &key {
+            let unindexed = self.shared.unindexed_answers.lock().expect("answers lock");
+            if let Some(stored) = unindexed.get(&key.key) {
+                return key.replay(stored);
+            }
+        }
+        if let Some(key) = &key
+            && let Some(stored) = self.shared.index.answer(&key.key).await?
+        {
+            return key.replay(&stored);
+        }
+        validate_text(&request.text, &request.images)?;
+        let config = &self.shared.config;
+        let agent_name = request
+            .agent
+            .unwrap_or_else(|| config.default_agent.clone());
+        let agent = config.agent(&agent_name).ok_or_else(|| {
+            RuntimeError::AgentUnavailable(format!("agent `{agent_name}` is not configured"))
+        })?;
+        let model = request.model.unwrap_or_else(|| agent.model.clone());
+        self.check_model(&model)?;
+        let cwd = match request.cwd {
+            Some(cwd) => checked_cwd(&cwd)?,
+            None => self
+                .shared
+                .settings
+                .default_cwd
+                .to_string_lossy()
+                .into_owned(),
+        };
+        // The new conversation will be live: its place is taken before anything is stored,
+        // so that a full registry answers 503 with nothing stored.
+        let slot = self.reserve_slot().await?;
+
+        let created_at = now();
+        let conversation_id = new_id("c");
+        let root_session_id = new_id("s");
+        let turn_id = new_id("t");
+        let message = Message {
+            id: new_id("m"),
+            session_id: root_session_id.clone(),
+            text: request.text,
+            mode: MessageMode::Steer,
+            source: MessageSource::User,
+            from_session_id: None,
+            status: MessageStatus::Started,
+            created_at,
+            images: request.images,
+        };
+        let mut records = MetaRecord::conversation_start(ConversationCreated {
+            id: conversation_id.clone(),
+            title: title::auto_title(&message.text),
+            created_at,
+            cwd,
+            agent: agent_name.clone(),
+            model: model.clone(),
+            root_session_id: root_session_id.clone(),
+            forked_from: None,
+        });
+        records.extend([
+            MetaRecord::MessageAccepted {
+                message: message.clone(),
+                idempotency_key: key.as_ref().map(|key| key.key.clone()),
+                turn_id: None,
+            },
+            MetaRecord::TurnStarted {
+                session_id: root_session_id.clone(),
+                turn_id: turn_id.clone(),
+                message_ids: vec![message.id.clone()],
+                at: created_at,
+            },
+        ]);
+        let mut state = ConversationState::from_records(&records).expect("starts with creation");
+        let answer = Answer {
+            status: 201,
+            body: json!({
+                "conversation": state.conversation,
+                "message": message,
+                "turn_id": turn_id,
+            }),
+        };
+        if let Some(key) = &key {
+            let record = key.answered(&answer, created_at);
+            state.apply(&record);
+            records.push(record);
+        }
+        let user_item = user_item(&message, &turn_id, 1);
+        let session_records = [SessionRecord::Item {
+            item: user_item.clone(),
+        }];
+        // In cluster mode the new conversation is this instance's from the start: its files are
+        // written under its lease.
+        let epoch = self.shared.claim(&conversation_id, 0).await?;
+        let meta_len = self.shared.store.create_conversation(
+            &conversation_id,
+            &records,
+            &[(&root_session_id, &session_records)],
+            epoch,
+        )?;
+
+        let loaded = crate::index::rebuild::LoadedConversation {
+            state,
+            meta_len,
+            search_texts: vec![(user_item.seq, message.text.clone())],
+            // The first turn runs: a crash before it ends re-indexes the conversation anyway,
+            // and its end records how far search goes.
+            root_len: 0,
+            torn_files: Vec::new(),
+            epoch: epoch.unwrap_or(0),
+        };
+        // The files are the truth from here on: a failed index write must not leave a stored
+        // conversation that never runs. The next start reconciles the index; until then this
+        // run answers a retry of the request itself.
+        let indexed = match self
+            .shared
+            .index
+            .apply(&crate::index::rebuild::updates_for(&loaded))
+            .await
+        {
+            Ok(()) => true,
+            Err(error) => {
+                index_failed(
+                    &self.shared.index,
+                    &error,
+                    "new conversation",
+                    &[&conversation_id],
+                )
+                .await;
+                false
+            }
+        };
+        self.shared.publish_list(
+            "conversation.created",
+            &json!({ "conversation": loaded.state.conversation }),
+        );
+        let mut actors = self.shared.actors.lock().await;
+        let handle = match actor::spawn(
+            self.shared.clone(),
+            loaded.state,
+            HashMap::from([(root_session_id, vec![user_item])]),
+            Some(turn_id),
+        ) {
+            Ok(handle) => handle,
+            Err(error) => {
+                drop(actors);
+                return Err(self.take_back(&conversation_id, error).await);
+            }
+        };
+        actors.insert(conversation_id, handle);
+        drop(slot);
+        drop(actors);
+        if !indexed && let Some(key) = &key {
+            self.shared
+                .unindexed_answers
+                .lock()
+                .expect("answers lock")
+                .insert(key.key.clone(), key.stored(&answer));
+        }
+        Ok(answer)
+    }
+
+    /// Removes a conversation that was stored but could not start (its actor could not open
+    /// its files), so that the error answer is true: nothing stays stored. When even that
+    /// fails, the answer says the outcome is unknown.
+    pub(super) async fn take_back(&self, id: &str, error: RuntimeError) -> RuntimeError {
+        tracing::warn!(%error, conversation = %id, "a new conversation could not start; removing it");
+        if let Err(removal) = self.shared.store.delete_conversation(id) {
+            return RuntimeError::outcome_unknown(format!("{error}; then {removal}"));
+        }
+        if let Err(index_error) = self.shared.index.remove_conversation(id).await {
+            index_failed(&self.shared.index, &index_error, "take back", &[id]).await;
+        }
+        self.shared
+            .publish_list("conversation.deleted", &json!({ "conversation_id": id }));
+        match error {
+            RuntimeError::Unavailable(_) => error,
+            other => RuntimeError::Unavailable(format!(
+                "the conversation could not start ({other}); nothing was stored, retry shortly"
+            )),
+        }
+    }
+}

@@ -1,0 +1,105 @@
+//! Why a runtime operation was refused, and how lower layers' errors become such reasons.
+
+use crate::index::IndexError;
+use crate::store::StoreError;
+
+/// Why a runtime operation was refused; the HTTP layer maps each to a status and code.
+#[derive(Debug, thiserror::Error)]
+pub enum RuntimeError {
+    #[error("{0}")]
+    Invalid(String),
+    #[error("{0} not found")]
+    NotFound(String),
+    #[error("a turn is running; wait for it to end or interrupt it")]
+    TurnRunning,
+    #[error("messages are waiting; send or withdraw them first")]
+    MessagesWaiting,
+    #[error("the message is no longer waiting: the agent has taken it")]
+    NotWaiting,
+    #[error("a compaction is running; wait for it to end")]
+    CompactionRunning,
+    #[error("there is nothing to compact: the history is already its summary")]
+    NothingToCompact,
+    #[error("the compaction failed: {0}")]
+    CompactionFailed(String),
+    #[error(
+        "the working directory {0} does not exist; recreate it or repoint the conversation with PATCH {{\"cwd\": …}}"
+    )]
+    CwdMissing(String),
+    #[error("{0}")]
+    ModelUnavailable(String),
+    #[error("{0}")]
+    AgentUnavailable(String),
+    #[error(
+        "this Idempotency-Key was used for a request with a different body; use a new key for a new request"
+    )]
+    IdempotencyKeyReused,
+    #[error("the service is stopping")]
+    ShuttingDown,
+    /// A limit is reached (live conversations, open files), or the outcome of the request
+    /// cannot be known: 503 with `Retry-After`. The message says which.
+    #[error("{0}")]
+    Unavailable(String),
+    /// Cluster mode: a conversation's files carry this epoch, and the lease taken is not newer
+    /// (its row was rebuilt): the lease must be taken again above it. Handled by the registry.
+    #[error("the conversation's lease is older than its files; retry")]
+    EpochBehind(u64),
+    #[error("{0}")]
+    Internal(String),
+}
+
+impl From<StoreError> for RuntimeError {
+    fn from(error: StoreError) -> RuntimeError {
+        if let StoreError::Io { source, .. } = &error
+            && let Some(what) = crate::limits::exhausted(source)
+        {
+            tracing::warn!(%error, "out of {what}");
+            return RuntimeError::out_of(what);
+        }
+        tracing::error!(%error, "store error");
+        RuntimeError::Internal(format!("storage error: {error}"))
+    }
+}
+
+impl From<IndexError> for RuntimeError {
+    fn from(error: IndexError) -> RuntimeError {
+        match error {
+            IndexError::BadCursor => RuntimeError::Invalid("invalid cursor".to_owned()),
+            IndexError::BadSearch(message) => RuntimeError::Invalid(message),
+            IndexError::Unreachable(reason) => {
+                tracing::warn!(%reason, "the PostgreSQL index does not answer");
+                RuntimeError::Unavailable(format!(
+                    "PostgreSQL does not answer ({reason}); the cluster's index is unavailable, retry when it is back"
+                ))
+            }
+            IndexError::Store(error) => error.into(),
+            error => {
+                if let Some(what) = error.exhausted() {
+                    tracing::warn!(%error, "index: out of {what}");
+                    return RuntimeError::out_of(what);
+                }
+                tracing::error!(%error, "index error");
+                RuntimeError::Internal(format!("index error: {error}"))
+            }
+        }
+    }
+}
+
+impl RuntimeError {
+    /// 503: a resource of the machine ran out (files, disk, memory).
+    pub(super) fn out_of(what: &str) -> RuntimeError {
+        RuntimeError::Unavailable(format!(
+            "the service is out of {what} for the moment; retry shortly"
+        ))
+    }
+
+    /// 503 when a request failed after part of it was stored: the client cannot know what
+    /// happened, so it retries, with the same `Idempotency-Key`.
+    pub fn outcome_unknown(error: impl std::fmt::Display) -> RuntimeError {
+        tracing::error!(%error, "a request failed after part of it was stored");
+        RuntimeError::Unavailable(
+            "the request failed midway and may have been stored: retry it with the same Idempotency-Key (one was needed to retry safely)"
+                .to_owned(),
+        )
+    }
+}

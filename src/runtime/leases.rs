@@ -1,0 +1,90 @@
+//! Cluster mode seen from the runtime: where a request is served, taking a conversation's
+//! lease, and the write fence its files are written under.
+
+use std::sync::Arc;
+
+use super::*;
+use crate::store::is_valid_id;
+
+impl Runtime {
+    /// Where a request for conversation `id` is served in cluster mode. A read (`writes`
+    /// false) of a conversation nobody owns is served here from its files without taking it;
+    /// anything else takes it when it is free. `None` when embedded.
+    pub async fn route(
+        &self,
+        id: &str,
+        writes: bool,
+    ) -> Option<Result<crate::cluster::Route, crate::cluster::RouteError>> {
+        let cluster = self.shared.cluster()?;
+        if !is_valid_id(id) || !self.shared.store.exists(id) {
+            // Answered here (404) whatever the others hold.
+            return None;
+        }
+        if let Some(fence) = cluster.leases().held(id) {
+            return Some(Ok(crate::cluster::Route::Local(fence)));
+        }
+        if !writes {
+            match cluster.current_owner(id).await {
+                Ok(Some(addr)) => return Some(Ok(crate::cluster::Route::Remote(addr))),
+                Err(error) => return Some(Err(error)),
+                Ok(None) => {}
+            }
+            // Nobody owns it. A turn that still runs in its files was cut with its owner (it
+            // died): whoever reads it first takes it, and closes that turn. Otherwise the files
+            // are read here as they are.
+            let cut = matches!(
+                self.shared.index.get(id).await,
+                Ok(Some(conversation)) if conversation.status == crate::domain::ConversationStatus::Running
+            );
+            if !cut {
+                return None;
+            }
+            // Loaded here, so the cut turn is closed before the read answers.
+            return match self.actor(id).await {
+                Ok(_) => cluster
+                    .leases()
+                    .held(id)
+                    .map(|fence| Ok(crate::cluster::Route::Local(fence))),
+                Err(error) => Some(Err(crate::cluster::RouteError::TakeOver(error.to_string()))),
+            };
+        }
+        Some(cluster.route(id, 0).await)
+    }
+}
+
+impl Shared {
+    /// Cluster mode: this instance's place in the cluster.
+    pub fn cluster(&self) -> Option<&crate::cluster::Cluster> {
+        self.settings.cluster.as_ref()
+    }
+
+    /// Cluster mode: takes (or keeps) the lease of a conversation for this instance, whose
+    /// files carry epochs up to `at_least`; its epoch, to stamp records with. Embedded: `None`.
+    pub async fn claim(&self, id: &str, at_least: u64) -> Result<Option<u64>, RuntimeError> {
+        let Some(cluster) = self.cluster() else {
+            return Ok(None);
+        };
+        match cluster.route(id, at_least).await {
+            Ok(crate::cluster::Route::Local(fence)) => Ok(Some(fence.epoch)),
+            Ok(crate::cluster::Route::Remote(addr)) => Err(RuntimeError::Unavailable(format!(
+                "conversation {id} is owned by the instance at {addr} now; retry"
+            ))),
+            Err(error) => Err(RuntimeError::Unavailable(error.to_string())),
+        }
+    }
+
+    /// The write fence of a conversation (cluster mode), or `None` when embedded.
+    pub fn fence(
+        &self,
+        id: &str,
+    ) -> Result<Option<Arc<dyn crate::store::WriteFence>>, RuntimeError> {
+        let Some(cluster) = self.cluster() else {
+            return Ok(None);
+        };
+        cluster.fence(id).map(Some).ok_or_else(|| {
+            RuntimeError::Unavailable(format!(
+                "this instance does not own conversation {id} (its lease ended); retry"
+            ))
+        })
+    }
+}

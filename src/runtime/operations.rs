@@ -1,0 +1,285 @@
+//! The public operations on one conversation, as the HTTP layer calls them: each is a command
+//! to the conversation's actor, or a read of its files when it is not live.
+
+use std::collections::HashMap;
+
+use super::*;
+use crate::bus::EventId;
+use crate::domain::{Conversation, Item, Message, Session, Usage};
+use crate::index::{ListPage, ListQuery};
+use crate::store::is_valid_id;
+use actor::{Command, CompactOutcome, ConversationView, Subscription};
+
+/// The items after `after_seq` (at most `limit`) of a history sorted by seq.
+pub fn items_page(items: &[Item], after_seq: u64, limit: usize) -> ItemsPage {
+    let start = items.partition_point(|item| item.seq <= after_seq);
+    let rest = &items[start..];
+    let page = rest[..rest.len().min(limit)].to_vec();
+    let next_after_seq = if rest.len() > limit {
+        page.last().map(|item| item.seq)
+    } else {
+        None
+    };
+    ItemsPage {
+        items: page,
+        next_after_seq,
+    }
+}
+
+impl Runtime {
+    pub async fn list(&self, query: &ListQuery) -> Result<ListPage, RuntimeError> {
+        Ok(self.shared.index.list(query).await?)
+    }
+
+    /// A conversation with its sessions, waiting messages and usage: from its actor when it
+    /// is live, else from its files (without loading it).
+    pub async fn conversation(&self, id: &str) -> Result<ConversationView, RuntimeError> {
+        let view = self.view(id).await?;
+        check_openable(&self.shared.config, &view.conversation)?;
+        Ok(view)
+    }
+
+    pub(super) async fn view(&self, id: &str) -> Result<ConversationView, RuntimeError> {
+        if let Some(view) = self.ask_live(id, Command::View).await {
+            return view;
+        }
+        Ok(self.read_stored(id)?.0)
+    }
+
+    pub async fn update(
+        &self,
+        id: &str,
+        patch: ConversationPatch,
+    ) -> Result<Conversation, RuntimeError> {
+        // A conversation that does not exist is the first thing to say, before its patch.
+        if !self.shared.store.exists(id) {
+            return Err(RuntimeError::NotFound(format!("conversation {id}")));
+        }
+        let title = patch
+            .title
+            .as_deref()
+            .map(title::user_title)
+            .transpose()
+            .map_err(RuntimeError::Invalid)?;
+        if let Some(model) = &patch.model {
+            self.check_model(model)?;
+        }
+        let patch = ConversationPatch {
+            title,
+            cwd: patch.cwd.as_deref().map(checked_cwd).transpose()?,
+            ..patch
+        };
+        self.call(id, |reply| Command::Update(patch, reply)).await?
+    }
+
+    pub async fn delete(&self, id: &str) -> Result<(), RuntimeError> {
+        self.call(id, Command::Delete).await?
+    }
+
+    pub async fn sessions(&self, id: &str) -> Result<Vec<Session>, RuntimeError> {
+        Ok(self.view(id).await?.sessions)
+    }
+
+    /// Stored items of one session (the root by default), in `seq` order.
+    pub async fn items(
+        &self,
+        id: &str,
+        session: Option<&str>,
+        after_seq: u64,
+        limit: usize,
+    ) -> Result<ItemsPage, RuntimeError> {
+        let conversation = self.stored_conversation(id).await?;
+        let session_id = session.unwrap_or(&conversation.root_session_id);
+        // Only a session of this conversation is read (`metadata` names a file here, not a
+        // session).
+        if !is_valid_id(session_id) || !session_id.starts_with("s_") {
+            return Err(RuntimeError::NotFound(format!("session {session_id}")));
+        }
+        // A live conversation keeps its sessions' histories in memory, the same as the files:
+        // paging through a long one then costs a copy of each page, not a read of a file.
+        let session = Some(session_id.to_owned());
+        if let Some(page) = self
+            .ask_live(id, |reply| Command::Items(session, after_seq, limit, reply))
+            .await
+        {
+            return page;
+        }
+        if !self.shared.store.session_path(id, session_id).is_file() {
+            return Err(RuntimeError::NotFound(format!("session {session_id}")));
+        }
+        let items = self
+            .shared
+            .store
+            .read_items(id, session_id)
+            .map_err(|error| self.gone_or(id, error.into()))?;
+        Ok(items_page(&items, after_seq, limit))
+    }
+
+    /// The usage meter of one session (the root by default).
+    pub async fn usage(&self, id: &str, session: Option<String>) -> Result<Usage, RuntimeError> {
+        let asked = session.clone();
+        if let Some(usage) = self
+            .ask_live(id, |reply| Command::Usage(asked, reply))
+            .await
+        {
+            return usage;
+        }
+        let (view, mut usages) = self.read_stored(id)?;
+        let session_id = session.unwrap_or(view.conversation.root_session_id);
+        usages
+            .remove(&session_id)
+            .ok_or_else(|| RuntimeError::NotFound(format!("session {session_id}")))
+    }
+
+    /// A conversation read from its files, without loading it (see `actor::read_view`).
+    pub(super) fn read_stored(
+        &self,
+        id: &str,
+    ) -> Result<(ConversationView, HashMap<String, Usage>), RuntimeError> {
+        if !self.shared.store.exists(id) {
+            return Err(RuntimeError::NotFound(format!("conversation {id}")));
+        }
+        actor::read_view(&self.shared, id).map_err(|error| self.gone_or(id, error))
+    }
+
+    /// A read that failed because the conversation was deleted meanwhile is a 404.
+    pub(super) fn gone_or(&self, id: &str, error: RuntimeError) -> RuntimeError {
+        if self.shared.store.exists(id) {
+            error
+        } else {
+            RuntimeError::NotFound(format!("conversation {id}"))
+        }
+    }
+
+    pub async fn send_message(
+        &self,
+        id: &str,
+        request: NewMessage,
+        idempotency_key: Option<String>,
+    ) -> Result<Answer, RuntimeError> {
+        self.refuse_when_stopping()?;
+        validate_text(&request.text, &request.images)?;
+        let key = idempotency_key.map(|key| RequestKey::new(format!("{id}:{key}"), &request));
+        self.call(id, |reply| Command::Send(request, key, reply))
+            .await?
+    }
+
+    /// Waiting messages live only in a live conversation's memory (SPEC §3.4): one that is
+    /// not live has none, and is not loaded to say so.
+    pub async fn pending(&self, id: &str) -> Result<Vec<Message>, RuntimeError> {
+        if let Some(view) = self.ask_live(id, Command::View).await {
+            return Ok(view?.pending);
+        }
+        if !self.shared.store.exists(id) {
+            return Err(RuntimeError::NotFound(format!("conversation {id}")));
+        }
+        Ok(Vec::new())
+    }
+
+    /// Changes a waiting message's text or mode (SPEC §3.2); 409 once the agent has taken it.
+    pub async fn update_pending(
+        &self,
+        id: &str,
+        message_id: &str,
+        patch: PendingPatch,
+    ) -> Result<Message, RuntimeError> {
+        if patch
+            .text
+            .as_deref()
+            .is_some_and(|text| text.trim().is_empty())
+        {
+            return Err(RuntimeError::Invalid("text must not be empty".to_owned()));
+        }
+        let message_id = message_id.to_owned();
+        self.call(id, |reply| Command::UpdatePending(message_id, patch, reply))
+            .await?
+    }
+
+    /// Withdraws a waiting message and returns it (its text goes back to the input box).
+    pub async fn withdraw_pending(
+        &self,
+        id: &str,
+        message_id: &str,
+    ) -> Result<Message, RuntimeError> {
+        let message_id = message_id.to_owned();
+        self.call(id, |reply| Command::WithdrawPending(message_id, reply))
+            .await?
+    }
+
+    /// A copy of the conversation up to its last finished turn (SPEC §6.1).
+    pub async fn fork(&self, id: &str) -> Result<Conversation, RuntimeError> {
+        let outcome = self.call(id, |reply| Command::Fork(None, reply)).await??;
+        outcome
+            .conversation
+            .ok_or_else(|| RuntimeError::Internal("a fork produced no conversation".to_owned()))
+    }
+
+    /// A copy up to just before one of the user's messages, and that message's text
+    /// ("restart from here", SPEC §6.2). No conversation when it is the first message.
+    pub async fn rewind(&self, id: &str, message_id: &str) -> Result<ForkOutcome, RuntimeError> {
+        if !is_valid_id(message_id) {
+            return Err(RuntimeError::Invalid(format!(
+                "message_id `{message_id}` is not a user message of this conversation's root session"
+            )));
+        }
+        let message_id = message_id.to_owned();
+        self.call(id, |reply| Command::Fork(Some(message_id), reply))
+            .await?
+    }
+
+    /// Manual compaction of the root session (SPEC §7.6).
+    pub async fn compact(&self, id: &str) -> Result<CompactOutcome, RuntimeError> {
+        self.refuse_when_stopping()?;
+        self.call(id, Command::Compact).await?
+    }
+
+    /// Interrupts the running turn of a session (the root by default). Answers once the turn
+    /// has ended; `false` when nothing was running.
+    pub async fn interrupt(&self, id: &str, session: Option<String>) -> Result<bool, RuntimeError> {
+        self.call(id, |reply| Command::Interrupt(session, reply))
+            .await?
+    }
+
+    /// A live subscription to one conversation's events: a snapshot or the missed events, then
+    /// everything that follows.
+    pub async fn subscribe(
+        &self,
+        id: &str,
+        last_event_id: Option<EventId>,
+    ) -> Result<Subscription, RuntimeError> {
+        self.call(id, |reply| Command::Subscribe(last_event_id, reply))
+            .await
+    }
+
+    pub(super) async fn stored_conversation(&self, id: &str) -> Result<Conversation, RuntimeError> {
+        if !self.shared.store.exists(id) {
+            return Err(RuntimeError::NotFound(format!("conversation {id}")));
+        }
+        match self.shared.index.get(id).await? {
+            Some(conversation) => Ok(conversation),
+            None => Ok(self.view(id).await?.conversation),
+        }
+    }
+
+    pub(super) fn check_model(&self, model: &str) -> Result<(), RuntimeError> {
+        let config = &self.shared.config;
+        if config.model(model).is_none() {
+            return Err(RuntimeError::ModelUnavailable(format!(
+                "model `{model}` is not configured; configured models: {}",
+                config.models.keys().cloned().collect::<Vec<_>>().join(", ")
+            )));
+        }
+        Ok(())
+    }
+
+    pub(super) fn refuse_when_stopping(&self) -> Result<(), RuntimeError> {
+        if self
+            .shared
+            .stopping
+            .load(std::sync::atomic::Ordering::SeqCst)
+        {
+            return Err(RuntimeError::ShuttingDown);
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,297 @@
+//! The registry of live conversations: loading an actor under one lock, a command sent to it,
+//! the cap on live conversations (the least recently used idle one leaves first), shutdown.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use super::*;
+use actor::{ActorHandle, Command};
+
+impl Runtime {
+    /// The actor of a conversation that is live now (without loading one).
+    pub(super) async fn live_actor(&self, id: &str) -> Option<ActorHandle> {
+        let actors = self.shared.actors.lock().await;
+        actors.get(id).filter(|handle| !handle.is_closed()).cloned()
+    }
+
+    /// Asks a conversation's actor if it is live now, without loading it; `None` when it is
+    /// not (or left before answering): the caller reads the files instead.
+    pub(super) async fn ask_live<T>(
+        &self,
+        id: &str,
+        command: impl FnOnce(tokio::sync::oneshot::Sender<T>) -> Command,
+    ) -> Option<T> {
+        let handle = self.live_actor(id).await?;
+        handle.touch();
+        let (reply, answer) = tokio::sync::oneshot::channel();
+        handle.send(command(reply)).await.ok()?;
+        answer.await.ok()
+    }
+
+    /// Stops every live conversation: running turns end `interrupted`, files are flushed.
+    pub async fn shutdown(&self) {
+        self.shared
+            .stopping
+            .store(true, std::sync::atomic::Ordering::SeqCst);
+        let ids: Vec<String> = self.shared.actors.lock().await.keys().cloned().collect();
+        let mut waits = Vec::new();
+        for id in ids {
+            // An actor retiring meanwhile either left (nothing to stop) or stayed with a fresh
+            // channel in the registry (stop it through that one).
+            for _ in 0..CALL_ATTEMPTS {
+                let Some(handle) = self.shared.actors.lock().await.get(&id).cloned() else {
+                    break;
+                };
+                let (reply, done) = tokio::sync::oneshot::channel();
+                if handle.send(Command::Shutdown(reply)).await.is_ok() {
+                    waits.push(done);
+                    break;
+                }
+            }
+        }
+        for done in waits {
+            let _ = done.await;
+        }
+        let (flushed, done) = tokio::sync::oneshot::channel();
+        self.shared.index_later(IndexJob::Flush(flushed));
+        let _ = done.await;
+        if let Some(cluster) = self.shared.cluster() {
+            cluster.leave().await;
+        }
+    }
+
+    /// Cluster mode: conversations whose lease this instance lost (the database did not answer
+    /// in time, or another instance took them). Their actors stop at once: they can write
+    /// nothing more, and what they hold in memory (waiting messages) is lost with them.
+    pub async fn leases_lost(&self, ids: &[String]) {
+        for id in ids {
+            let handle = self.shared.actors.lock().await.get(id).cloned();
+            if let Some(handle) = handle {
+                tracing::warn!(conversation = %id, "lost the lease of a live conversation; it stops here");
+                let (reply, _done) = tokio::sync::oneshot::channel();
+                let _ = handle.send(Command::Shutdown(reply)).await;
+            }
+        }
+    }
+
+    /// Sends a command to a conversation's actor, loading the conversation if needed.
+    pub(super) async fn call<T>(
+        &self,
+        id: &str,
+        command: impl FnOnce(tokio::sync::oneshot::Sender<T>) -> Command,
+    ) -> Result<T, RuntimeError> {
+        let (reply, answer) = tokio::sync::oneshot::channel();
+        let mut command = Some(command(reply));
+        // An actor that just unloaded itself refuses the command; load it again.
+        for _ in 0..CALL_ATTEMPTS {
+            let handle = self.actor(id).await?;
+            match handle.send(command.take().expect("command")).await {
+                Ok(()) => return answer.await.map_err(|_| self.unanswered(id)),
+                Err(returned) => command = Some(returned),
+            }
+        }
+        Err(RuntimeError::Unavailable(
+            "the conversation is being loaded and unloaded too often; retry shortly".to_owned(),
+        ))
+    }
+
+    /// Why an actor stopped without answering a command it was given: the conversation was
+    /// deleted by the command before it (404), or the service is stopping.
+    pub(super) fn unanswered(&self, id: &str) -> RuntimeError {
+        if self
+            .shared
+            .stopping
+            .load(std::sync::atomic::Ordering::SeqCst)
+        {
+            RuntimeError::ShuttingDown
+        } else if !self.shared.store.exists(id) {
+            RuntimeError::NotFound(format!("conversation {id}"))
+        } else {
+            RuntimeError::Unavailable("the conversation stopped; retry shortly".to_owned())
+        }
+    }
+
+    /// The actor of a conversation, loaded if it is not live. A full registry first asks the
+    /// least recently used idle conversation to leave memory, and waits (briefly) for it.
+    pub(super) async fn actor(&self, id: &str) -> Result<ActorHandle, RuntimeError> {
+        // In cluster mode a conversation is loaded only under its lease.
+        if self.shared.cluster().is_some() && self.shared.store.exists(id) {
+            self.shared.claim(id, 0).await?;
+        }
+        match self.load_actor(id).await {
+            Err(RuntimeError::EpochBehind(epoch)) => {
+                if let Some(cluster) = self.shared.cluster() {
+                    cluster.leases().release(id).await;
+                }
+                self.shared.claim(id, epoch).await?;
+                self.load_actor(id).await
+            }
+            loaded => loaded,
+        }
+    }
+
+    pub(super) async fn load_actor(&self, id: &str) -> Result<ActorHandle, RuntimeError> {
+        self.in_registry(|shared, actors| {
+            if let Some(handle) = actors.get(id)
+                && !handle.is_closed()
+            {
+                handle.touch();
+                return Ok(Some(handle.clone()));
+            }
+            // Only a conversation that is not live costs a look at the disk.
+            if !shared.store.exists(id) {
+                return Err(RuntimeError::NotFound(format!("conversation {id}")));
+            }
+            if !shared.make_room(actors)? {
+                return Ok(None);
+            }
+            let handle = actor::load(shared.clone(), id)?;
+            actors.insert(id.to_owned(), handle.clone());
+            Ok(Some(handle))
+        })
+        .await
+    }
+
+    /// Takes a place in the registry for a conversation about to be created.
+    pub(super) async fn reserve_slot(&self) -> Result<Reservation, RuntimeError> {
+        self.in_registry(|shared, actors| {
+            if !shared.make_room(actors)? {
+                return Ok(None);
+            }
+            shared
+                .reserved
+                .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            Ok(Some(Reservation(shared.clone())))
+        })
+        .await
+    }
+
+    /// Runs `attempt` under the registry's lock until it is done (`Some`), waiting for a slot
+    /// to come free in between, at most [`ROOM_WAIT`]: then the answer is 503.
+    pub(super) async fn in_registry<T>(
+        &self,
+        mut attempt: impl FnMut(
+            &Arc<Shared>,
+            &mut HashMap<String, ActorHandle>,
+        ) -> Result<Option<T>, RuntimeError>,
+    ) -> Result<T, RuntimeError> {
+        let deadline = tokio::time::Instant::now() + ROOM_WAIT;
+        loop {
+            // Listening before looking: a slot freed in between still wakes this wait.
+            let freed = self.shared.slot_freed.notified();
+            let mut freed = std::pin::pin!(freed);
+            freed.as_mut().enable();
+            {
+                let mut actors = self.shared.actors.lock().await;
+                if let Some(done) = attempt(&self.shared, &mut actors)? {
+                    return Ok(done);
+                }
+            }
+            if tokio::time::timeout_at(deadline, freed).await.is_err() {
+                return Err(self.shared.full());
+            }
+        }
+    }
+}
+
+impl Shared {
+    /// After an actor has stopped and its memory is dropped: when no conversation is live any
+    /// more, the service hands what it freed back to the system, so a service that was busy
+    /// idles as small as one that was not (the allocator and SQLite otherwise keep their
+    /// high-water marks). Not done while conversations are live: they would take it again.
+    pub async fn after_unload(&self) {
+        if !self.actors.lock().await.is_empty() {
+            return;
+        }
+        if let Err(error) = self.index.release_memory().await {
+            tracing::debug!(%error, "could not shrink the index's caches");
+        }
+        let _ = tokio::task::spawn_blocking(return_freed_memory).await;
+    }
+
+    /// Forgets an actor that has stopped, unless a newer one already took its place.
+    pub async fn forget_actor(&self, id: &str, generation: u64) {
+        let mut actors = self.actors.lock().await;
+        if actors
+            .get(id)
+            .is_some_and(|handle| handle.generation == generation)
+        {
+            actors.remove(id);
+            self.slot_freed.notify_waiters();
+            // Out of memory, out of this instance's hands: any instance may take it now.
+            if let Some(cluster) = self.cluster() {
+                cluster.leases().release(id).await;
+            }
+        }
+    }
+
+    /// Whether the registry has room for one more conversation now. When it is full, the
+    /// least recently used conversation that could leave memory is asked to (it answers by
+    /// leaving, which frees a slot, or by staying); the caller then waits for a slot. 503
+    /// when no conversation can leave: every one is busy or followed.
+    pub(super) fn make_room(
+        &self,
+        actors: &mut HashMap<String, ActorHandle>,
+    ) -> Result<bool, RuntimeError> {
+        // Actors that stopped (deleted, unloaded) and are not forgotten yet hold no place.
+        actors.retain(|_, handle| !handle.is_closed());
+        let taken = actors.len() + self.reserved.load(std::sync::atomic::Ordering::SeqCst);
+        if taken < self.settings.max_live_conversations {
+            return Ok(true);
+        }
+        let mut idle: Vec<(u64, &ActorHandle)> = actors
+            .values()
+            .filter_map(|handle| Some((handle.idle_since()?, handle)))
+            .collect();
+        idle.sort_unstable_by_key(|(last_used, _)| *last_used);
+        if idle.into_iter().any(|(_, handle)| handle.ask_to_unload()) {
+            return Ok(false);
+        }
+        // Others may have asked already: their answers come.
+        if actors.values().any(ActorHandle::unload_asked) {
+            return Ok(false);
+        }
+        Err(self.full())
+    }
+
+    /// 503 for a registry whose every place is taken by a conversation that cannot leave.
+    pub(super) fn full(&self) -> RuntimeError {
+        RuntimeError::Unavailable(format!(
+            "every place for a live conversation is taken ({} at most, all busy or followed); retry shortly",
+            self.settings.max_live_conversations
+        ))
+    }
+}
+
+/// Returns the allocator's free pages to the system. glibc keeps freed memory in its arenas
+/// (one per thread that allocated) and gives it back only at the top of the heap; after a busy
+/// hour that can be most of the process's memory.
+pub(super) fn return_freed_memory() {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    // SAFETY: malloc_trim only walks the allocator's own free lists; it may be called at any
+    // time from any thread.
+    unsafe {
+        libc::malloc_trim(0);
+    }
+}
+
+/// How many times a command is offered to a conversation's actor: one that unloads itself
+/// between being found and being sent to refuses it, and the next attempt loads it again.
+pub(super) const CALL_ATTEMPTS: usize = 5;
+
+/// How long a request waits for a place in a full registry before it is answered 503.
+pub(super) const ROOM_WAIT: Duration = Duration::from_secs(2);
+
+/// A place in the registry taken for a conversation being created; given back when dropped
+/// (by then the conversation is in the registry, or nothing was created).
+pub(super) struct Reservation(Arc<Shared>);
+
+impl Drop for Reservation {
+    fn drop(&mut self) {
+        self.0
+            .reserved
+            .fetch_sub(1, std::sync::atomic::Ordering::SeqCst);
+        self.0.slot_freed.notify_waiters();
+    }
+}

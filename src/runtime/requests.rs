@@ -1,0 +1,63 @@
+//! The request bodies the runtime takes.
+
+use serde::{Deserialize, Serialize};
+
+use crate::domain::{Image, Item, MessageMode};
+
+/// `POST /api/conversations`.
+#[derive(Debug, Clone, Default, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct NewConversation {
+    pub text: String,
+    #[serde(default)]
+    pub agent: Option<String>,
+    #[serde(default)]
+    pub model: Option<String>,
+    #[serde(default)]
+    pub cwd: Option<String>,
+    #[serde(default)]
+    pub images: Vec<Image>,
+}
+
+/// `POST /api/conversations/{id}/messages`.
+#[derive(Debug, Clone, Default, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct NewMessage {
+    pub text: String,
+    #[serde(default)]
+    pub mode: MessageMode,
+    #[serde(default)]
+    pub session_id: Option<String>,
+    #[serde(default)]
+    pub images: Vec<Image>,
+}
+
+/// `PATCH /api/conversations/{id}`.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ConversationPatch {
+    #[serde(default)]
+    pub title: Option<String>,
+    #[serde(default)]
+    pub archived: Option<bool>,
+    #[serde(default)]
+    pub model: Option<String>,
+    #[serde(default)]
+    pub cwd: Option<String>,
+}
+
+/// `PATCH /api/conversations/{id}/pending/{message_id}`.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PendingPatch {
+    #[serde(default)]
+    pub text: Option<String>,
+    #[serde(default)]
+    pub mode: Option<MessageMode>,
+}
+
+#[derive(Debug, Serialize)]
+pub struct ItemsPage {
+    pub items: Vec<Item>,
+    pub next_after_seq: Option<u64>,
+}

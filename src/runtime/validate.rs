@@ -1,0 +1,69 @@
+//! Checks of a request's content before anything is stored (invariant 7, bad input changes
+//! nothing).
+
+use std::path::Path;
+
+use super::*;
+use crate::config::Config;
+use crate::domain::{Conversation, Image};
+
+/// A conversation opens only where its working directory and agent exist (SPEC §9.2–9.3); its
+/// model is checked only when a turn would run, so the user can still switch it.
+pub(super) fn check_openable(
+    config: &Config,
+    conversation: &Conversation,
+) -> Result<(), RuntimeError> {
+    if !Path::new(&conversation.cwd).is_dir() {
+        return Err(RuntimeError::CwdMissing(conversation.cwd.clone()));
+    }
+    if config.agent(&conversation.agent).is_none() {
+        return Err(RuntimeError::AgentUnavailable(format!(
+            "this conversation uses agent `{}`, which is not in the config",
+            conversation.agent
+        )));
+    }
+    Ok(())
+}
+
+/// A message needs text (or at least an image).
+pub(super) fn validate_text(text: &str, images: &[Image]) -> Result<(), RuntimeError> {
+    if text.trim().is_empty() && images.is_empty() {
+        return Err(RuntimeError::Invalid("text must not be empty".to_owned()));
+    }
+    for image in images {
+        if !image.media_type.starts_with("image/") {
+            return Err(RuntimeError::Invalid(format!(
+                "images: media_type `{}` is not an image type",
+                image.media_type
+            )));
+        }
+        if image.data.is_none() == image.url.is_none() {
+            return Err(RuntimeError::Invalid(
+                "images: each image needs exactly one of `data` (base64) or `url`".to_owned(),
+            ));
+        }
+        if let Some(data) = &image.data {
+            use base64::Engine as _;
+            if let Err(error) = base64::engine::general_purpose::STANDARD.decode(data) {
+                return Err(RuntimeError::Invalid(format!(
+                    "images: `data` is not valid base64 ({error})"
+                )));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// A working directory must be an absolute path to an existing directory.
+pub(super) fn checked_cwd(cwd: &str) -> Result<String, RuntimeError> {
+    let path = Path::new(cwd);
+    if !path.is_absolute() {
+        return Err(RuntimeError::Invalid(format!(
+            "cwd must be an absolute path, got `{cwd}`"
+        )));
+    }
+    if !path.is_dir() {
+        return Err(RuntimeError::CwdMissing(cwd.to_owned()));
+    }
+    Ok(cwd.to_owned())
+}
