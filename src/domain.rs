@@ -245,6 +245,20 @@ pub enum ItemKind {
     },
 }
 
+impl Item {
+    /// Whether the model is sent this item: a failed attempt's partial output (text or
+    /// reasoning) is kept for clients but never sent to the model as if it were complete.
+    pub fn sent_to_model(&self) -> bool {
+        !matches!(
+            (&self.kind, self.status),
+            (
+                ItemKind::AgentMessage { .. } | ItemKind::Reasoning { .. },
+                ItemStatus::Failed
+            )
+        )
+    }
+}
+
 impl ItemKind {
     /// The text a search for `q=` should find this item by, if any.
     pub fn searchable_text(&self) -> Option<&str> {

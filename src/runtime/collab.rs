@@ -7,68 +7,12 @@
 use std::time::Duration;
 
 use serde_json::{Value, json};
-use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
-use super::turn::ActorLink;
+use super::agent_requests::{AgentsReply, AgentsRequest, IncludeHistory, MAX_WAIT, SpawnRequest};
+use super::link::ActorLink;
 use crate::domain::MessageMode;
 use crate::tools::{ToolResult, optional_number, optional_string, required_string};
-
-/// The longest `wait_agents` waits, and how long it waits when no timeout is given.
-pub const MAX_WAIT: Duration = Duration::from_secs(3600);
-
-/// How much of the parent's completed history a new sub-agent starts with.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum IncludeHistory {
-    None,
-    LastTurn,
-    All,
-}
-
-/// One `spawn_agent` call, with its arguments checked.
-#[derive(Debug, Clone)]
-pub struct SpawnRequest {
-    pub agent: String,
-    pub task: String,
-    pub model: Option<String>,
-    pub include_history: IncludeHistory,
-}
-
-/// A collaboration tool call, with its arguments checked.
-#[derive(Debug)]
-pub enum AgentsRequest {
-    /// One or more `spawn_agent` calls of one answer, started together.
-    Spawn(Vec<SpawnRequest>),
-    Send {
-        session_id: String,
-        text: String,
-        mode: MessageMode,
-    },
-    Interrupt {
-        session_id: String,
-    },
-    List,
-    /// The status of the named sub-agents (for `wait_agents`).
-    Status {
-        session_ids: Vec<String>,
-    },
-}
-
-/// The actor's answer to an `AgentsRequest`.
-#[derive(Debug)]
-pub enum AgentsReply {
-    /// The tool's result, as JSON for the model.
-    Done(Value),
-    /// Each `spawn_agent` call's result, in order.
-    Spawned(Vec<Result<Value, String>>),
-    /// The named sub-agents as they are now, whether none of them runs, and a watch that
-    /// changes whenever any session's status does.
-    Status {
-        agents: Vec<Value>,
-        all_idle: bool,
-        changes: watch::Receiver<u64>,
-    },
-}
 
 pub fn is_collaboration_tool(name: &str) -> bool {
     matches!(

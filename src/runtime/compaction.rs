@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use tokio_util::sync::CancellationToken;
 
-use super::turn::{self, BackOff, Retry};
+use super::retry::{self, BackOff, Retry};
 use super::usage::{UsageTracker, estimate_item_tokens};
 use crate::config::RetryConfig;
 pub use crate::domain::mark_compacted;
@@ -174,7 +174,7 @@ impl Compactor {
         let mut history: Vec<Item> = plan
             .to_summarize
             .iter()
-            .filter(|item| turn::sent_to_model(item))
+            .filter(|item| item.sent_to_model())
             .map(as_compaction_reads_it)
             .collect();
         let last = history.last().cloned();
@@ -212,7 +212,7 @@ impl Compactor {
                 Ok(done) => return Ok(done),
                 Err(error) => error,
             };
-            match turn::back_off(&self.retry, attempt, &error, cancel, &on_retry).await {
+            match retry::back_off(&self.retry, attempt, &error, cancel, &on_retry).await {
                 BackOff::Retry => attempt += 1,
                 BackOff::GiveUp => {
                     return Err(Failure::Failed(format!(

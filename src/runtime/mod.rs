@@ -3,10 +3,14 @@
 //! handlers call the functions of `Runtime`; they never touch files themselves.
 
 pub mod actor;
+pub mod agent_requests;
 pub mod collab;
 pub mod compaction;
 pub mod fork;
+pub mod link;
 pub mod pending;
+pub mod prompt;
+pub mod retry;
 pub mod title;
 pub mod turn;
 pub mod usage;

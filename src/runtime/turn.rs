@@ -7,12 +7,15 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use serde_json::Value;
+use tokio::sync::mpsc;
 use tokio::sync::mpsc::error::TryRecvError;
-use tokio::sync::{mpsc, oneshot};
 use tokio_util::sync::CancellationToken;
 
 use super::collab;
 use super::compaction::{self, Compactor, Failure, Reason};
+use super::link::{ActorLink, FromTurn, TurnMsg, TurnStop};
+use super::prompt;
+use super::retry::{BackOff, Retry, back_off, model_failure};
 use super::usage::{UsageTracker, context_tokens};
 use crate::config::{ReasoningContext, RetryConfig};
 use crate::domain::{Item, ItemKind, ItemStatus, TurnStatus, new_id, now};
@@ -47,127 +50,15 @@ pub struct TurnSpec {
     pub reasoning_carried: bool,
 }
 
-/// What a turn tells its actor. Messages carrying an `ack` wait until the actor has stored them.
-#[derive(Debug)]
-pub enum TurnMsg {
-    /// A new item that streams (text, reasoning): published, kept in memory until it ends.
-    Started {
-        item: Item,
-    },
-    /// Live text or tool output of a started item.
-    Delta {
-        item_id: String,
-        field: &'static str,
-        delta: String,
-    },
-    /// Store these snapshots of items (write-ahead, in one append), then publish them. The
-    /// ack carries their `seq`s.
-    Store {
-        items: Vec<Item>,
-        ack: oneshot::Sender<Vec<u64>>,
-    },
-    /// An automatic compaction begins (SPEC §7.3).
-    CompactionStarted,
-    /// Its summary is stored: the actor's history now reads from it.
-    Compacted {
-        summary: Item,
-    },
-    CompactionFailed {
-        error: String,
-    },
-    /// A manual compaction's model call ended (sent by its own task, not by a turn).
-    ManualCompactionDone {
-        plan: compaction::Plan,
-        result: Result<(String, Option<TokenUsage>), Failure>,
-    },
-    Retry(Retry),
-    Usage(TokenUsage),
-    /// Before each model call: messages steered into this turn since the last call.
-    TakeSteered {
-        reply: oneshot::Sender<Vec<Item>>,
-    },
-    /// A collaboration tool call (spawn a sub-agent, message, wait for, interrupt or list
-    /// them): the actor owns the session tree, so it answers.
-    Agents {
-        request: collab::AgentsRequest,
-        reply: oneshot::Sender<Result<collab::AgentsReply, String>>,
-    },
-    Ended {
-        status: TurnStatus,
-        error: Option<String>,
-    },
-}
-
-/// What a turn (or a manual compaction) sends its actor: a message and the session it is for.
-#[derive(Debug)]
-pub struct FromTurn {
-    pub session_id: Arc<str>,
-    pub msg: TurnMsg,
-}
-
 /// Runs a turn of `session_id` to its end. Always sends exactly one `Ended`, last.
 pub async fn run(spec: TurnSpec, session_id: Arc<str>, actor: mpsc::UnboundedSender<FromTurn>) {
-    let link = ActorLink { actor, session_id };
+    let link = ActorLink::new(actor, session_id);
     let (status, error) = match drive(spec, &link).await {
         Ok(()) => (TurnStatus::Completed, None),
         Err(TurnStop::Interrupted) => (TurnStatus::Interrupted, None),
         Err(TurnStop::Failed(error)) => (TurnStatus::Failed, Some(error)),
     };
     link.send(TurnMsg::Ended { status, error });
-}
-
-enum TurnStop {
-    Interrupted,
-    Failed(String),
-}
-
-/// A turn's way to its actor: every message names the turn's session.
-pub(crate) struct ActorLink {
-    actor: mpsc::UnboundedSender<FromTurn>,
-    session_id: Arc<str>,
-}
-
-impl ActorLink {
-    fn send(&self, msg: TurnMsg) {
-        // The actor outlives its turns; if it is gone the service is stopping anyway.
-        let _ = self.actor.send(FromTurn {
-            session_id: self.session_id.clone(),
-            msg,
-        });
-    }
-
-    /// Asks the actor to carry out a collaboration tool call.
-    pub(crate) async fn agents(
-        &self,
-        request: collab::AgentsRequest,
-    ) -> Result<collab::AgentsReply, String> {
-        let (reply, answer) = oneshot::channel();
-        self.send(TurnMsg::Agents { request, reply });
-        answer
-            .await
-            .unwrap_or_else(|_| Err("the conversation is stopping".to_owned()))
-    }
-
-    /// Stores an item and waits until it is on disk; returns its `seq`.
-    async fn store(&self, item: Item) -> Result<u64, TurnStop> {
-        Ok(self.store_all(vec![item]).await?[0])
-    }
-
-    /// Stores items with one append (one fsync) and waits until they are on disk; returns
-    /// their `seq`s.
-    async fn store_all(&self, items: Vec<Item>) -> Result<Vec<u64>, TurnStop> {
-        let (ack, stored) = oneshot::channel();
-        self.send(TurnMsg::Store { items, ack });
-        stored
-            .await
-            .map_err(|_| TurnStop::Failed("the conversation could not store an item".to_owned()))
-    }
-
-    async fn take_steered(&self) -> Vec<Item> {
-        let (reply, steered) = oneshot::channel();
-        self.send(TurnMsg::TakeSteered { reply });
-        steered.await.unwrap_or_default()
-    }
 }
 
 async fn drive(spec: TurnSpec, link: &ActorLink) -> Result<(), TurnStop> {
@@ -312,11 +203,7 @@ async fn call_model(
         let request = ModelRequest {
             model: spec.model_name.clone(),
             instructions: spec.instructions.clone(),
-            history: compaction::model_view(history)
-                .into_iter()
-                .filter(sent_to_model)
-                .map(|item| reasoning_for(item, spec.reasoning_context, &spec.turn_id))
-                .collect(),
+            history: prompt::model_history(history, spec.reasoning_context, &spec.turn_id),
             reasoning_context: spec.reasoning_context,
             tools: spec.tools.clone(),
             max_output_tokens: spec.max_output_tokens,
@@ -353,68 +240,6 @@ async fn call_model(
             }
         }
     }
-}
-
-/// A retry of a model call, announced to clients as `model.retry`.
-#[derive(Debug)]
-pub struct Retry {
-    pub attempt: u32,
-    pub max_attempts: u32,
-    pub delay_ms: u64,
-    pub error: String,
-}
-
-pub enum BackOff {
-    Retry,
-    GiveUp,
-    Interrupted,
-}
-
-/// After failed attempt number `attempt` of a model call: gives up on a fatal error or the
-/// last allowed attempt; otherwise announces the retry and waits for it (SPEC §2.3).
-pub async fn back_off(
-    retry: &RetryConfig,
-    attempt: u32,
-    error: &ModelError,
-    cancel: &CancellationToken,
-    announce: impl FnOnce(Retry),
-) -> BackOff {
-    let max_attempts = retry.max_attempts.max(1);
-    let retry_after = match error {
-        ModelError::Transient { retry_after, .. } if attempt < max_attempts => *retry_after,
-        _ => return BackOff::GiveUp,
-    };
-    let delay = retry_delay(retry, attempt, retry_after);
-    announce(Retry {
-        attempt,
-        max_attempts,
-        delay_ms: delay.as_millis() as u64,
-        error: error.to_string(),
-    });
-    tokio::select! {
-        () = tokio::time::sleep(delay) => BackOff::Retry,
-        () = cancel.cancelled() => BackOff::Interrupted,
-    }
-}
-
-fn model_failure(error: &ModelError, attempt: u32) -> String {
-    match error {
-        ModelError::Transient { message, .. } => {
-            format!("the model call failed {attempt} times; last error: {message}")
-        }
-        ModelError::Fatal(message) => format!("the model call failed: {message}"),
-    }
-}
-
-/// The wait before retry number `attempt`: from the initial delay, doubling, capped; a
-/// provider's `Retry-After` is honoured up to the same cap.
-pub fn retry_delay(retry: &RetryConfig, attempt: u32, retry_after: Option<Duration>) -> Duration {
-    let cap = Duration::from_millis(retry.max_delay_ms);
-    if let Some(wanted) = retry_after {
-        return wanted.min(cap);
-    }
-    let factor = 2u64.saturating_pow(attempt.saturating_sub(1));
-    Duration::from_millis(retry.initial_delay_ms.saturating_mul(factor)).min(cap)
 }
 
 enum AttemptError {
@@ -747,29 +572,6 @@ fn tool_arguments(item: &Item) -> &Value {
     }
 }
 
-/// Reasoning goes back to the model with its provider state only where the model's
-/// `reasoning_context` keeps it (SPEC §7.8): every turn's for `all_turns`, else this turn's.
-fn reasoning_for(mut item: Item, context: Option<ReasoningContext>, turn_id: &str) -> Item {
-    let keep = context == Some(ReasoningContext::AllTurns) || item.turn_id == turn_id;
-    if let ItemKind::Reasoning { state, .. } = &mut item.kind
-        && !keep
-    {
-        *state = None;
-    }
-    item
-}
-
-/// Failed attempts' partial output is kept for clients but never sent to the model.
-pub(crate) fn sent_to_model(item: &Item) -> bool {
-    !matches!(
-        (&item.kind, item.status),
-        (
-            ItemKind::AgentMessage { .. } | ItemKind::Reasoning { .. },
-            ItemStatus::Failed
-        )
-    )
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -807,31 +609,6 @@ mod tests {
             Some(None)
         );
         assert_eq!(delta, "d");
-    }
-
-    #[test]
-    fn reasoning_state_goes_back_for_this_turn_or_for_every_turn() {
-        let reasoning = |turn: &str| Item {
-            id: new_id("m"),
-            session_id: "s".into(),
-            turn_id: turn.into(),
-            seq: 1,
-            created_at: now(),
-            status: ItemStatus::Completed,
-            compacted: false,
-            step: Some(1),
-            kind: ItemKind::Reasoning {
-                text: "thought".into(),
-                state: Some(serde_json::json!({"type": "reasoning"})),
-            },
-        };
-        let kept = |item: Item| matches!(item.kind, ItemKind::Reasoning { state: Some(_), .. });
-        let all = Some(ReasoningContext::AllTurns);
-        let current = Some(ReasoningContext::CurrentTurn);
-        assert!(kept(reasoning_for(reasoning("t_old"), all, "t_now")));
-        assert!(!kept(reasoning_for(reasoning("t_old"), current, "t_now")));
-        assert!(kept(reasoning_for(reasoning("t_now"), current, "t_now")));
-        assert!(!kept(reasoning_for(reasoning("t_old"), None, "t_now")));
     }
 
     #[test]

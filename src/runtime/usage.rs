@@ -37,7 +37,7 @@ pub fn estimate_item_tokens(tokenizer: Tokenizer, item: &Item) -> u64 {
 /// Responses API takes back only its encrypted state, which the provider counts in its next
 /// report), and a failed attempt's partial output is never sent.
 fn sent_to_model(item: &Item) -> bool {
-    !matches!(item.kind, ItemKind::Reasoning { .. }) && super::turn::sent_to_model(item)
+    !matches!(item.kind, ItemKind::Reasoning { .. }) && item.sent_to_model()
 }
 
 /// What the meter knows: the model's tokenizer, the fixed part of every request, the last

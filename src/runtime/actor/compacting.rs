@@ -11,7 +11,7 @@ use super::ConversationActor;
 use crate::domain::{Item, Usage};
 use crate::runtime::RuntimeError;
 use crate::runtime::compaction::{self, Compactor, Reason};
-use crate::runtime::turn::{FromTurn, TurnMsg};
+use crate::runtime::link::{FromTurn, TurnMsg};
 
 /// `POST /api/conversations/{id}/compact`: the stored summary and the usage it leaves.
 #[derive(Debug, Clone, Serialize)]

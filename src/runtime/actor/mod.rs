@@ -27,7 +27,7 @@ use serde_json::{Value, json};
 use tokio::sync::{broadcast, mpsc, oneshot, watch};
 use tokio::time::Instant;
 
-use super::turn::FromTurn;
+use super::link::FromTurn;
 use super::{
     Answer, ConversationPatch, NewMessage, PendingPatch, RequestKey, RuntimeError, Shared,
 };

@@ -15,9 +15,8 @@ use crate::domain::{
     SessionStatus, TurnStatus, new_id, now,
 };
 use crate::model::ToolSpec;
-use crate::runtime::collab::{AgentsReply, AgentsRequest, IncludeHistory, SpawnRequest};
+use crate::runtime::agent_requests::{AgentsReply, AgentsRequest, IncludeHistory, SpawnRequest};
 use crate::runtime::compaction;
-use crate::runtime::turn::sent_to_model;
 use crate::store::records::{MetaRecord, SessionCreated};
 
 /// `spawn_agent`'s description names every configured agent, so the model can choose one.
@@ -268,7 +267,7 @@ impl ConversationActor {
         let finished: Vec<Item> = compaction::model_view(&parent.history)
             .into_iter()
             .filter(|item| Some(item.turn_id.as_str()) != running_turn)
-            .filter(|item| item.status != ItemStatus::Running && sent_to_model(item))
+            .filter(|item| item.status != ItemStatus::Running && item.sent_to_model())
             .collect();
         let chosen: Vec<Item> = match include {
             IncludeHistory::None => Vec::new(),

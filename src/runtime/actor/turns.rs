@@ -18,8 +18,10 @@ use crate::domain::{
 use crate::index::IndexUpdate;
 use crate::model::tokens::Tokenizer;
 use crate::runtime::compaction::Reason;
+use crate::runtime::link::{FromTurn, TurnMsg};
 use crate::runtime::pending::Waiting;
-use crate::runtime::turn::{self, FromTurn, TurnMsg, TurnSpec};
+use crate::runtime::retry::Retry;
+use crate::runtime::turn::{self, TurnSpec};
 use crate::runtime::{IndexJob, RequestKey, RuntimeError, usage};
 use crate::store::StoreError;
 use crate::store::records::{MetaRecord, SessionRecord};
@@ -436,7 +438,7 @@ impl ConversationActor {
             TurnMsg::ManualCompactionDone { plan, result } => {
                 self.finish_compaction(&plan, result);
             }
-            TurnMsg::Retry(turn::Retry {
+            TurnMsg::Retry(Retry {
                 attempt,
                 max_attempts,
                 delay_ms,
