@@ -16,6 +16,7 @@
 //!
 //! Data flows one way: HTTP → runtime actor → store (append, fsync) → index → event bus → SSE.
 
+pub mod api;
 pub mod bus;
 pub mod client;
 pub mod cluster;

@@ -22,7 +22,6 @@ mod index_jobs;
 mod leases;
 mod operations;
 mod registry;
-mod requests;
 mod validate;
 
 use std::collections::HashMap;
@@ -30,6 +29,8 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+pub use crate::api::requests::{ConversationPatch, NewConversation, NewMessage, PendingPatch};
+pub use crate::api::responses::{CompactOutcome, ConversationView, ItemsPage};
 use crate::bus::EventBus;
 use crate::config::Config;
 use crate::index::Index;
@@ -37,14 +38,13 @@ use crate::model::Models;
 use crate::store::Store;
 use crate::store::state::StoredAnswer;
 use actor::ActorHandle;
-pub use actor::{CompactOutcome, ConversationView, ForkOutcome, Subscription};
+pub use actor::{ForkOutcome, Subscription};
 pub use error::RuntimeError;
 use idempotency::InFlight;
 pub use idempotency::{Answer, RequestKey};
 pub use index_jobs::IndexJob;
 use index_jobs::{index_failed, run_index_jobs};
 pub use operations::items_page;
-pub use requests::{ConversationPatch, ItemsPage, NewConversation, NewMessage, PendingPatch};
 use serde_json::Value;
 use validate::{check_openable, checked_cwd, validate_text};
 

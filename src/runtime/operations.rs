@@ -4,11 +4,12 @@
 use std::collections::HashMap;
 
 use super::*;
+use crate::api::responses::{CompactOutcome, ConversationView};
 use crate::bus::EventId;
 use crate::domain::{Conversation, Item, Message, Session, Usage};
 use crate::index::{ListPage, ListQuery};
 use crate::store::is_valid_id;
-use actor::{Command, CompactOutcome, ConversationView, Subscription};
+use actor::{Command, Subscription};
 
 /// The items after `after_seq` (at most `limit`) of a history sorted by seq.
 pub fn items_page(items: &[Item], after_seq: u64, limit: usize) -> ItemsPage {

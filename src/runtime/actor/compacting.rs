@@ -2,23 +2,16 @@
 //! runs its model call in a task of its own, and what any stored summary changes (the history
 //! the next turn reads and the usage meter start from it).
 
-use serde::Serialize;
 use serde_json::json;
 use tokio::sync::oneshot;
 use tokio_util::sync::CancellationToken;
 
 use super::ConversationActor;
-use crate::domain::{Item, Usage};
+use crate::api::responses::CompactOutcome;
+use crate::domain::Item;
 use crate::runtime::RuntimeError;
 use crate::runtime::compaction::{self, Compactor, Reason};
 use crate::runtime::link::{FromTurn, TurnMsg};
-
-/// `POST /api/conversations/{id}/compact`: the stored summary and the usage it leaves.
-#[derive(Debug, Clone, Serialize)]
-pub struct CompactOutcome {
-    pub summary: Item,
-    pub usage: Usage,
-}
 
 /// A manual compaction in progress: its model call runs in a task of its own, so the
 /// conversation keeps answering; messages sent meanwhile wait, as they would behind a turn.

@@ -22,7 +22,6 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
-use serde::Serialize;
 use serde_json::{Value, json};
 use tokio::sync::{broadcast, mpsc, oneshot, watch};
 use tokio::time::Instant;
@@ -31,8 +30,9 @@ use super::link::FromTurn;
 use super::{
     Answer, ConversationPatch, NewMessage, PendingPatch, RequestKey, RuntimeError, Shared,
 };
+use crate::api::responses::{CompactOutcome, ConversationView};
 use crate::bus::{Event, EventBus, EventId};
-use crate::domain::{Conversation, Item, Message, MessageSource, Session, Usage};
+use crate::domain::{Conversation, Item, Message, MessageSource, Usage};
 use crate::index::IndexUpdate;
 use crate::store::records::{ConversationChanges, MetaRecord, SessionRecord};
 use crate::store::state::ConversationState;
@@ -84,18 +84,7 @@ pub enum Command {
     Unload,
 }
 
-pub use compacting::CompactOutcome;
 pub use stored::read_view;
-
-/// `GET /api/conversations/{id}`: the conversation with its sessions, waiting messages and usage.
-#[derive(Debug, Clone, Serialize)]
-pub struct ConversationView {
-    #[serde(flatten)]
-    pub conversation: Conversation,
-    pub sessions: Vec<Session>,
-    pub pending: Vec<Message>,
-    pub usage: Usage,
-}
 
 /// The result of a fork or rewind: the new conversation (none when a rewind to the first
 /// message leaves nothing to copy) and, for a rewind, the message's text for the input box.

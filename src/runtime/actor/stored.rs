@@ -8,7 +8,8 @@
 use std::collections::HashMap;
 
 use super::session::SessionRun;
-use super::{ConversationView, usage_of};
+use super::usage_of;
+use crate::api::responses::ConversationView;
 use crate::domain::Usage;
 use crate::runtime::{RuntimeError, Shared};
 use crate::store::state::ConversationState;

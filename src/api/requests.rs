@@ -1,8 +1,8 @@
-//! The request bodies the runtime takes.
+//! The request bodies of the API, as the service reads them (unknown fields are refused).
 
 use serde::{Deserialize, Serialize};
 
-use crate::domain::{Image, Item, MessageMode};
+use crate::domain::{Image, MessageMode};
 
 /// `POST /api/conversations`.
 #[derive(Debug, Clone, Default, Deserialize, Serialize)]
@@ -54,10 +54,4 @@ pub struct PendingPatch {
     pub text: Option<String>,
     #[serde(default)]
     pub mode: Option<MessageMode>,
-}
-
-#[derive(Debug, Serialize)]
-pub struct ItemsPage {
-    pub items: Vec<Item>,
-    pub next_after_seq: Option<u64>,
 }

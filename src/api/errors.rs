@@ -1,0 +1,1 @@
+//! The error codes of the API.

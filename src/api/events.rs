@@ -1,0 +1,1 @@
+//! The events of the two SSE streams.
