@@ -1,8 +1,9 @@
 //! The event bus of one conversation (or of the conversation list): events get an increasing id,
 //! are encoded once as the SSE frame every subscriber is sent, kept in a short replay buffer for
 //! `Last-Event-ID`, and fanned out on a broadcast channel. A subscriber that falls behind loses
-//! its place rather than slowing anyone (DESIGN invariant 5): it is told so and gets a fresh
-//! snapshot.
+//! its place rather than slowing anyone (invariant 5, the same view for every client): it is
+//! told so and gets a fresh snapshot. The bus knows events only as `BusEvent`s: something with
+//! an SSE `event:` name that serializes as its `data:` (the typed events are in `api::events`).
 
 use std::collections::VecDeque;
 use std::io::Write as _;
@@ -11,6 +12,11 @@ use std::sync::{Arc, Mutex};
 use bytes::Bytes;
 use serde::Serialize;
 use tokio::sync::broadcast;
+
+/// What a bus carries: an event that names its SSE `event:` and serializes as its `data:`.
+pub trait BusEvent: Serialize {
+    fn kind(&self) -> &'static str;
+}
 
 /// One event, encoded once as it goes out on SSE (`id:`, `event:`, `data:` with JSON on one
 /// line, a blank line); every subscriber is sent the same bytes.
@@ -38,6 +44,11 @@ impl Event {
             frame: frame.into(),
             data_start,
         }
+    }
+
+    /// Encodes a typed event under its own name.
+    pub fn of(id: EventId, event: &impl BusEvent) -> Event {
+        Event::encode(id, event.kind(), event)
     }
 
     /// The event's JSON.
@@ -131,7 +142,18 @@ impl EventBus {
     }
 
     /// Publishes an event to every subscriber. Never waits.
-    pub fn publish(&self, kind: &'static str, data: &impl Serialize) -> Event {
+    pub fn publish(&self, event: &impl BusEvent) -> Event {
+        self.publish_encoded(event.kind(), event)
+    }
+
+    /// Publishes any JSON under any name: for the bus's own tests and those of the SSE writer,
+    /// which need many cheap events; the service publishes only `BusEvent`s.
+    #[cfg(test)]
+    pub(crate) fn publish_as(&self, kind: &'static str, data: &impl Serialize) -> Event {
+        self.publish_encoded(kind, data)
+    }
+
+    fn publish_encoded(&self, kind: &'static str, data: &impl Serialize) -> Event {
         let mut recent = self.inner.recent.lock().expect("event bus lock");
         let id = EventId {
             epoch: self.inner.epoch,
@@ -228,9 +250,9 @@ mod tests {
     #[test]
     fn the_replay_buffer_keeps_recent_events_within_its_count_and_size() {
         let bus = EventBus::new();
-        let first = bus.publish("item.delta", &json!({ "n": 0 }));
+        let first = bus.publish_as("item.delta", &json!({ "n": 0 }));
         for n in 1..REPLAY_CAPACITY + 10 {
-            bus.publish("item.delta", &json!({ "n": n }));
+            bus.publish_as("item.delta", &json!({ "n": n }));
         }
         let (_, replay) = bus.resume(first.id);
         assert!(
@@ -246,7 +268,7 @@ mod tests {
         let mut ids = Vec::new();
         for n in 0..20 {
             ids.push(
-                bus.publish("item.delta", &json!({ "n": n, "text": text }))
+                bus.publish_as("item.delta", &json!({ "n": n, "text": text }))
                     .id,
             );
         }
@@ -273,7 +295,7 @@ mod tests {
 
         // One event bigger than the whole budget is still kept, alone.
         let huge = "y".repeat(REPLAY_BYTES + 1);
-        let last = bus.publish("item.delta", &json!({ "text": huge })).id;
+        let last = bus.publish_as("item.delta", &json!({ "text": huge })).id;
         let recent = bus.inner.recent.lock().unwrap();
         assert_eq!(recent.events.len(), 1);
         assert_eq!(recent.events[0].id, last);

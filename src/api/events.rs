@@ -1,1 +1,229 @@
-//! The events of the two SSE streams.
+//! The events of the two SSE streams, one enum each: `ConversationEvent` for
+//! `/api/conversations/{id}/events` and `ListEvent` for `/api/events`. Each serializes as its
+//! `data:` JSON with its own `type` (the SSE `event:` name) inside, so a client can decode an
+//! event with no SSE library. The actor publishes these and nothing else, the bus encodes them,
+//! and the OpenAPI document shows them (`ConversationEvent`, `ListEvent`: a `oneOf` with a
+//! `type` discriminator), so what is sent and what is documented are one type.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+use utoipa::ToSchema;
+
+use crate::bus::BusEvent;
+use crate::domain::{Conversation, Item, Message, Session, TurnStatus, Usage};
+
+/// An event of one conversation's stream.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+#[serde(tag = "type")]
+pub enum ConversationEvent {
+    /// The first event of a stream (and of a reconnect whose `Last-Event-ID` is unknown or too
+    /// old): the whole conversation as it is now.
+    #[serde(rename = "snapshot")]
+    Snapshot {
+        conversation: Conversation,
+        /// The root session first, then sub-agents in the order they were created.
+        sessions: Vec<Session>,
+        /// Messages waiting while the agent works (every session's).
+        pending: Vec<Message>,
+        /// The root session's context meter.
+        usage: Usage,
+        /// Each running turn with its items so far: the user messages it answers, then what
+        /// it has produced (streaming text as far as it has come).
+        running: Vec<RunningTurnView>,
+        /// Whether a manual compaction is in progress (an automatic one runs inside a turn).
+        compacting: bool,
+        /// The last stored item's `seq` per session id: `GET …/items?after_seq=` from here
+        /// reads what is stored later.
+        last_seq: BTreeMap<String, u64>,
+    },
+    /// The conversation's title, status, model, working directory or archive flag changed.
+    #[serde(rename = "conversation.updated")]
+    ConversationUpdated { conversation: Conversation },
+    /// The conversation was deleted; the stream ends after this event.
+    #[serde(rename = "conversation.deleted")]
+    ConversationDeleted { conversation_id: String },
+    /// A sub-agent's session was created.
+    #[serde(rename = "session.created")]
+    SessionCreated { session: Session },
+    /// A session's status or last message changed.
+    #[serde(rename = "session.updated")]
+    SessionUpdated { session: Session },
+    /// The waiting messages changed (sent, edited, withdrawn, taken by the agent).
+    #[serde(rename = "pending.updated")]
+    PendingUpdated { pending: Vec<Message> },
+    /// The root session's context meter changed.
+    #[serde(rename = "usage.updated")]
+    UsageUpdated { session_id: String, usage: Usage },
+    /// A turn started with these messages.
+    #[serde(rename = "turn.started")]
+    TurnStarted {
+        session_id: String,
+        turn_id: String,
+        message_ids: Vec<String>,
+    },
+    /// A turn ended: `completed`, `failed` (with the error) or `interrupted`.
+    #[serde(rename = "turn.ended")]
+    TurnEnded {
+        session_id: String,
+        turn_id: String,
+        status: TurnStatus,
+        error: Option<String>,
+    },
+    /// An item appeared: streaming text or reasoning (`running`), a tool call, a message.
+    #[serde(rename = "item.started")]
+    ItemStarted { item: Item },
+    /// Live text of a started item: `field` is `text` (an answer or reasoning) or `output` (a
+    /// tool's output); `delta` is appended to it.
+    #[serde(rename = "item.delta")]
+    ItemDelta {
+        session_id: String,
+        item_id: String,
+        field: DeltaField,
+        delta: String,
+    },
+    /// An item is stored in its final form.
+    #[serde(rename = "item.completed")]
+    ItemCompleted { item: Item },
+    /// A model call failed with a transient error and is tried again after `delay_ms`.
+    #[serde(rename = "model.retry")]
+    ModelRetry {
+        session_id: String,
+        attempt: u32,
+        max_attempts: u32,
+        delay_ms: u64,
+        error: String,
+    },
+    /// Older history is being summarised.
+    #[serde(rename = "compaction.started")]
+    CompactionStarted {
+        session_id: String,
+        reason: CompactionReason,
+    },
+    /// The summary is stored (it also arrives as an item) and the meter starts again from it.
+    #[serde(rename = "compaction.completed")]
+    CompactionCompleted {
+        session_id: String,
+        summary: Item,
+        usage: Usage,
+    },
+    /// The summary could not be made; nothing changed.
+    #[serde(rename = "compaction.failed")]
+    CompactionFailed { session_id: String, error: String },
+}
+
+/// An event of the conversation list's stream.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+#[serde(tag = "type")]
+pub enum ListEvent {
+    /// The first event of a stream: the first page of the list, newest first.
+    #[serde(rename = "snapshot")]
+    Snapshot {
+        conversations: Vec<Conversation>,
+        /// Where `GET /api/conversations?cursor=` continues, if there is more.
+        next_cursor: Option<String>,
+    },
+    #[serde(rename = "conversation.created")]
+    ConversationCreated { conversation: Conversation },
+    #[serde(rename = "conversation.updated")]
+    ConversationUpdated { conversation: Conversation },
+    #[serde(rename = "conversation.deleted")]
+    ConversationDeleted { conversation_id: String },
+}
+
+/// A running turn as a snapshot shows it.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct RunningTurnView {
+    pub session_id: String,
+    pub turn_id: String,
+    pub items: Vec<Item>,
+}
+
+/// Which text of an item a delta extends.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum DeltaField {
+    /// An answer's or a reasoning's text.
+    Text,
+    /// A tool call's output.
+    Output,
+}
+
+/// Why a compaction runs: before a model call that would reach the threshold (`auto`), or
+/// asked for (`manual`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum CompactionReason {
+    Auto,
+    Manual,
+}
+
+impl BusEvent for ConversationEvent {
+    fn kind(&self) -> &'static str {
+        match self {
+            ConversationEvent::Snapshot { .. } => "snapshot",
+            ConversationEvent::ConversationUpdated { .. } => "conversation.updated",
+            ConversationEvent::ConversationDeleted { .. } => "conversation.deleted",
+            ConversationEvent::SessionCreated { .. } => "session.created",
+            ConversationEvent::SessionUpdated { .. } => "session.updated",
+            ConversationEvent::PendingUpdated { .. } => "pending.updated",
+            ConversationEvent::UsageUpdated { .. } => "usage.updated",
+            ConversationEvent::TurnStarted { .. } => "turn.started",
+            ConversationEvent::TurnEnded { .. } => "turn.ended",
+            ConversationEvent::ItemStarted { .. } => "item.started",
+            ConversationEvent::ItemDelta { .. } => "item.delta",
+            ConversationEvent::ItemCompleted { .. } => "item.completed",
+            ConversationEvent::ModelRetry { .. } => "model.retry",
+            ConversationEvent::CompactionStarted { .. } => "compaction.started",
+            ConversationEvent::CompactionCompleted { .. } => "compaction.completed",
+            ConversationEvent::CompactionFailed { .. } => "compaction.failed",
+        }
+    }
+}
+
+impl BusEvent for ListEvent {
+    fn kind(&self) -> &'static str {
+        match self {
+            ListEvent::Snapshot { .. } => "snapshot",
+            ListEvent::ConversationCreated { .. } => "conversation.created",
+            ListEvent::ConversationUpdated { .. } => "conversation.updated",
+            ListEvent::ConversationDeleted { .. } => "conversation.deleted",
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The SSE `event:` name and the `type` inside `data` are one name.
+    #[test]
+    fn the_event_name_is_the_type_in_the_data() {
+        let events = [
+            ConversationEvent::ConversationDeleted {
+                conversation_id: "c_1".into(),
+            },
+            ConversationEvent::ItemDelta {
+                session_id: "s".into(),
+                item_id: "i".into(),
+                field: DeltaField::Output,
+                delta: "x".into(),
+            },
+            ConversationEvent::CompactionStarted {
+                session_id: "s".into(),
+                reason: CompactionReason::Manual,
+            },
+        ];
+        for event in events {
+            let data = serde_json::to_value(&event).unwrap();
+            assert_eq!(data["type"], event.kind());
+        }
+        let deleted = ListEvent::ConversationDeleted {
+            conversation_id: "c_1".into(),
+        };
+        assert_eq!(
+            serde_json::to_value(&deleted).unwrap(),
+            serde_json::json!({"type": "conversation.deleted", "conversation_id": "c_1"})
+        );
+    }
+}

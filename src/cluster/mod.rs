@@ -10,6 +10,7 @@ pub mod forward;
 pub mod leases;
 pub mod notify;
 
+use crate::api::events::ListEvent;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
@@ -38,7 +39,7 @@ struct Inner {
     /// Whether the last statement (a renewal, a heartbeat) reached the database.
     database_answers: AtomicBool,
     /// List-level events for the other instances, sent in order by one task.
-    notifications: tokio::sync::mpsc::UnboundedSender<(&'static str, serde_json::Value)>,
+    notifications: tokio::sync::mpsc::UnboundedSender<ListEvent>,
 }
 
 impl std::fmt::Debug for Cluster {
@@ -91,8 +92,8 @@ impl Cluster {
         let (notifications, mut outgoing) = tokio::sync::mpsc::unbounded_channel();
         let (sender_pool, sender_instance) = (pool.clone(), instance.clone());
         tokio::spawn(async move {
-            while let Some((kind, data)) = outgoing.recv().await {
-                notify::notify(&sender_pool, &sender_instance, kind, &data).await;
+            while let Some(event) = outgoing.recv().await {
+                notify::notify(&sender_pool, &sender_instance, &event).await;
             }
         });
         Ok(Cluster {
@@ -189,8 +190,8 @@ impl Cluster {
     }
 
     /// Tells the other instances about a list-level event (in order, in the background).
-    pub fn notify(&self, kind: &'static str, data: &serde_json::Value) {
-        let _ = self.inner.notifications.send((kind, data.clone()));
+    pub fn notify(&self, event: &ListEvent) {
+        let _ = self.inner.notifications.send(event.clone());
     }
 
     /// The write fence of a conversation this instance owns now.

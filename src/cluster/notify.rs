@@ -9,7 +9,10 @@ use serde_json::{Value, json};
 use sqlx::PgPool;
 use sqlx::postgres::PgListener;
 
-use crate::bus::EventBus;
+use serde::Deserialize;
+
+use crate::api::events::ListEvent;
+use crate::bus::{BusEvent, EventBus};
 use crate::index::postgres::PgIndex;
 
 /// The channel every instance listens on.
@@ -21,14 +24,18 @@ const MAX_PAYLOAD: usize = 7_000;
 const RECONNECT_DELAY: Duration = Duration::from_secs(1);
 
 /// Tells the other instances about a list-level event this instance published.
-pub async fn notify(pool: &PgPool, instance: &str, kind: &str, data: &Value) {
-    let mut payload = json!({ "from": instance, "kind": kind, "data": data }).to_string();
+pub async fn notify(pool: &PgPool, instance: &str, event: &ListEvent) {
+    let mut payload = json!({ "from": instance, "event": event }).to_string();
     if payload.len() > MAX_PAYLOAD {
-        let conversation_id = data["conversation"]["id"]
-            .as_str()
-            .or(data["conversation_id"].as_str());
-        payload = json!({ "from": instance, "kind": kind, "conversation_id": conversation_id })
-            .to_string();
+        let conversation_id = match event {
+            ListEvent::ConversationCreated { conversation }
+            | ListEvent::ConversationUpdated { conversation } => Some(conversation.id.as_str()),
+            ListEvent::ConversationDeleted { conversation_id } => Some(conversation_id.as_str()),
+            ListEvent::Snapshot { .. } => None,
+        };
+        payload =
+            json!({ "from": instance, "kind": event.kind(), "conversation_id": conversation_id })
+                .to_string();
     }
     let sent = sqlx::query("SELECT pg_notify($1, $2)")
         .bind(CHANNEL)
@@ -37,7 +44,7 @@ pub async fn notify(pool: &PgPool, instance: &str, kind: &str, data: &Value) {
         .await;
     if let Err(error) = sent {
         // Sidebars of other instances miss this change until their next list.
-        tracing::warn!(%error, kind, "cannot tell the other instances about a list event");
+        tracing::warn!(%error, kind = event.kind(), "cannot tell the other instances about a list event");
     }
 }
 
@@ -77,25 +84,33 @@ pub async fn listen(pool: PgPool, instance: String, bus: EventBus, index: PgInde
     }
 }
 
+/// Publishes on this instance's bus what another instance notified: the event itself, or, for
+/// one too big for a notification, the conversation as the index has it now.
 async fn republish(bus: &EventBus, index: &PgIndex, payload: &Value) {
-    let kind: &'static str = match payload["kind"].as_str() {
-        Some("conversation.created") => "conversation.created",
-        Some("conversation.updated") => "conversation.updated",
-        Some("conversation.deleted") => "conversation.deleted",
-        _ => return,
-    };
-    if !payload["data"].is_null() {
-        bus.publish(kind, &payload["data"]);
+    if let Ok(event) = ListEvent::deserialize(&payload["event"]) {
+        if !matches!(event, ListEvent::Snapshot { .. }) {
+            bus.publish(&event);
+        }
         return;
     }
     let Some(id) = payload["conversation_id"].as_str() else {
         return;
     };
-    if kind == "conversation.deleted" {
-        bus.publish(kind, &json!({ "conversation_id": id }));
-        return;
-    }
-    if let Ok(Some(conversation)) = index.get(id).await {
-        bus.publish(kind, &json!({ "conversation": conversation }));
-    }
+    let event = match payload["kind"].as_str() {
+        Some("conversation.deleted") => ListEvent::ConversationDeleted {
+            conversation_id: id.to_owned(),
+        },
+        Some(kind @ ("conversation.created" | "conversation.updated")) => {
+            let Ok(Some(conversation)) = index.get(id).await else {
+                return;
+            };
+            if kind == "conversation.created" {
+                ListEvent::ConversationCreated { conversation }
+            } else {
+                ListEvent::ConversationUpdated { conversation }
+            }
+        }
+        _ => return,
+    };
+    bus.publish(&event);
 }

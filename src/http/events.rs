@@ -13,12 +13,12 @@ use axum::http::header::{CACHE_CONTROL, CONTENT_TYPE};
 use axum::response::{IntoResponse, Response};
 use bytes::BytesMut;
 use futures::{Stream, StreamExt};
-use serde_json::json;
 use tokio::sync::broadcast;
 use tokio::sync::broadcast::error::{RecvError, TryRecvError};
 use tokio_util::sync::CancellationToken;
 
 use super::{ApiError, AppState};
+use crate::api::events::ListEvent;
 use crate::bus::{Event, EventBus, EventId, Replay};
 use crate::index::ListQuery;
 
@@ -49,7 +49,7 @@ pub async fn conversation_events(
     let mut first = Vec::new();
     let mut last = resume_after;
     if let Some((id, snapshot)) = subscription.snapshot {
-        first.push(Event::encode(id, "snapshot", &snapshot));
+        first.push(Event::of(id, &snapshot));
         last = Some(id);
     }
     for event in subscription.replay {
@@ -97,13 +97,11 @@ pub async fn list_events(
                 ..ListQuery::default()
             };
             let page = state.runtime.list(&query).await?;
-            let snapshot =
-                json!({ "conversations": page.conversations, "next_cursor": page.next_cursor });
-            (
-                receiver,
-                vec![Event::encode(last, "snapshot", &snapshot)],
-                last,
-            )
+            let snapshot = ListEvent::Snapshot {
+                conversations: page.conversations,
+                next_cursor: page.next_cursor,
+            };
+            (receiver, vec![Event::of(last, &snapshot)], last)
         }
     };
     let live = follow(
@@ -297,10 +295,10 @@ mod tests {
         let bus = EventBus::new();
         let (receiver, _) = bus.subscribe();
         let before = bus.last_id();
-        let first = bus.publish("item.delta", &json!({ "n": 0 }));
+        let first = bus.publish_as("item.delta", &json!({ "n": 0 }));
         // Three times the channel's capacity, while the subscriber reads nothing.
         for n in 1..3000 {
-            bus.publish("item.delta", &json!({ "n": n }));
+            bus.publish_as("item.delta", &json!({ "n": n }));
         }
         let done = CancellationToken::new();
         let mut events: Vec<Event> = Vec::new();
@@ -338,7 +336,7 @@ mod tests {
         let bus = EventBus::new();
         let (receiver, before) = bus.subscribe();
         let published: Vec<Event> = (0..10)
-            .map(|n| bus.publish("item.delta", &json!({ "n": n })))
+            .map(|n| bus.publish_as("item.delta", &json!({ "n": n })))
             .collect();
         let done = CancellationToken::new();
         let batches = follow(bus, receiver, before, done, Ends::Never);
@@ -356,9 +354,9 @@ mod tests {
     async fn a_conversation_stream_ends_with_its_deletion_though_the_bus_lives_on() {
         let bus = EventBus::new();
         let (receiver, before) = bus.subscribe();
-        bus.publish("conversation.updated", &json!({ "n": 0 }));
+        bus.publish_as("conversation.updated", &json!({ "n": 0 }));
         let deleted = bus.publish(DELETED, &json!({ "conversation_id": "c" }));
-        bus.publish("conversation.updated", &json!({ "n": 1 }));
+        bus.publish_as("conversation.updated", &json!({ "n": 1 }));
         let done = CancellationToken::new();
         let live = follow(bus.clone(), receiver, before, done, Ends::AtDeletion);
         let events: Vec<Event> = live.concat().await;
@@ -371,9 +369,9 @@ mod tests {
     async fn a_subscriber_too_far_behind_is_cut_loose_to_reconnect() {
         let bus = EventBus::new();
         let (receiver, _) = bus.subscribe();
-        let first = bus.publish("item.delta", &json!({ "n": 0 }));
+        let first = bus.publish_as("item.delta", &json!({ "n": 0 }));
         for n in 1..10_000 {
-            bus.publish("item.delta", &json!({ "n": n }));
+            bus.publish_as("item.delta", &json!({ "n": n }));
         }
         let done = CancellationToken::new();
         let events: Vec<Vec<Event>> = follow(bus, receiver, Some(first.id), done, Ends::Never)

@@ -13,6 +13,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::retry::{self, BackOff, Retry};
 use super::usage::{UsageTracker, estimate_item_tokens};
+use crate::api::events::CompactionReason;
 use crate::config::RetryConfig;
 pub use crate::domain::mark_compacted;
 use crate::domain::{Item, ItemKind, ItemStatus, MessageSource, latest_summary, new_id, now};
@@ -31,22 +32,6 @@ involved, results and errors, and what remains to do. If the conversation starts
 earlier summary, fold it in: your summary replaces it. Write only the summary.";
 
 const REQUEST: &str = "Summarize the conversation above now, as instructed.";
-
-/// Why a compaction runs (the `reason` of `compaction.started`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Reason {
-    Auto,
-    Manual,
-}
-
-impl Reason {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Reason::Auto => "auto",
-            Reason::Manual => "manual",
-        }
-    }
-}
 
 /// The history as the model reads it: the latest summary first, then what it does not cover.
 /// (The summary is stored after the items it covers, and after some it does not.)
@@ -86,7 +71,7 @@ pub struct Plan {
 /// When the whole view is shorter than that, an automatic compaction has nothing to gain
 /// (`None`); a manual one keeps only the last turn, or summarizes everything when there is a
 /// single turn, so that the button always compacts something.
-pub fn plan(view: &[Item], context_window: u64, reason: Reason) -> Option<Plan> {
+pub fn plan(view: &[Item], context_window: u64, reason: CompactionReason) -> Option<Plan> {
     let keep_tokens = (context_window as f64 * KEEP_SHARE) as u64;
     let starts_step = |index: usize| -> bool {
         let item = &view[index];
@@ -113,8 +98,8 @@ pub fn plan(view: &[Item], context_window: u64, reason: Reason) -> Option<Plan> 
     }
     let cut = match (cut, reason) {
         (Some(cut), _) => cut,
-        (None, Reason::Auto) => return None,
-        (None, Reason::Manual) => view
+        (None, CompactionReason::Auto) => return None,
+        (None, CompactionReason::Manual) => view
             .iter()
             .rposition(|item| {
                 matches!(
@@ -417,7 +402,7 @@ mod tests {
     fn the_cut_keeps_a_fifth_of_the_window_and_never_splits_a_step() {
         let history = history();
         // A window whose fifth is about the last turn plus part of the second.
-        let plan = plan(&history, 1_000, Reason::Auto).expect("something to compact");
+        let plan = plan(&history, 1_000, CompactionReason::Auto).expect("something to compact");
         let last = plan.to_summarize.last().unwrap();
         // Items 4 and 5 are one model call: the cut is before 4 or after 5, never between.
         assert_ne!(last.seq, 4, "a step was split");
@@ -434,9 +419,9 @@ mod tests {
 
     #[test]
     fn nothing_is_compacted_automatically_while_all_of_it_fits_in_a_fifth() {
-        assert!(plan(&history(), 1_000_000, Reason::Auto).is_none());
+        assert!(plan(&history(), 1_000_000, CompactionReason::Auto).is_none());
         // A manual compaction still summarizes all but the last turn.
-        let manual = plan(&history(), 1_000_000, Reason::Manual).expect("a manual plan");
+        let manual = plan(&history(), 1_000_000, CompactionReason::Manual).expect("a manual plan");
         assert_eq!(manual.covers_through_seq, 6);
         assert_eq!(manual.to_summarize.len(), 6);
     }
@@ -444,7 +429,7 @@ mod tests {
     #[test]
     fn a_single_turn_is_summarized_whole_by_a_manual_compaction() {
         let one_turn = history()[..2].to_vec();
-        let manual = plan(&one_turn, 1_000_000, Reason::Manual).expect("a manual plan");
+        let manual = plan(&one_turn, 1_000_000, CompactionReason::Manual).expect("a manual plan");
         assert_eq!(manual.covers_through_seq, 2);
     }
 
@@ -476,7 +461,7 @@ mod tests {
         items.push(summary(9, 3));
         mark_compacted(&mut items);
         let view = model_view(&items);
-        let plan = plan(&view, 1_000_000, Reason::Manual).expect("a manual plan");
+        let plan = plan(&view, 1_000_000, CompactionReason::Manual).expect("a manual plan");
         // The old summary is read again and folded in; the new one covers through seq 6.
         assert!(matches!(
             plan.to_summarize[0].kind,

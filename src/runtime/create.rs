@@ -3,6 +3,7 @@
 
 use std::collections::HashMap;
 
+use crate::api::events::ListEvent;
 use serde_json::json;
 
 use super::*;
@@ -155,10 +156,9 @@ impl Runtime {
                 false
             }
         };
-        self.shared.publish_list(
-            "conversation.created",
-            &json!({ "conversation": loaded.state.conversation }),
-        );
+        self.shared.publish_list(&ListEvent::ConversationCreated {
+            conversation: loaded.state.conversation.clone(),
+        });
         let mut actors = self.shared.actors.lock().await;
         let handle = match actor::spawn(
             self.shared.clone(),
@@ -196,8 +196,9 @@ impl Runtime {
         if let Err(index_error) = self.shared.index.remove_conversation(id).await {
             index_failed(&self.shared.index, &index_error, "take back", &[id]).await;
         }
-        self.shared
-            .publish_list("conversation.deleted", &json!({ "conversation_id": id }));
+        self.shared.publish_list(&ListEvent::ConversationDeleted {
+            conversation_id: id.to_owned(),
+        });
         match error {
             RuntimeError::Unavailable(_) => error,
             other => RuntimeError::Unavailable(format!(

@@ -9,6 +9,7 @@ use tokio::sync::{mpsc, oneshot};
 use super::agent_requests::{AgentsReply, AgentsRequest};
 use super::compaction::{Failure, Plan};
 use super::retry::Retry;
+use crate::api::events::DeltaField;
 use crate::domain::{Item, TurnStatus};
 use crate::model::TokenUsage;
 
@@ -22,7 +23,7 @@ pub enum TurnMsg {
     /// Live text or tool output of a started item.
     Delta {
         item_id: String,
-        field: &'static str,
+        field: DeltaField,
         delta: String,
     },
     /// Store these snapshots of items (write-ahead, in one append), then publish them. The

@@ -29,6 +29,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use crate::api::events::ListEvent;
 pub use crate::api::requests::{ConversationPatch, NewConversation, NewMessage, PendingPatch};
 pub use crate::api::responses::{CompactOutcome, ConversationView, ItemsPage};
 use crate::bus::EventBus;
@@ -45,7 +46,6 @@ pub use idempotency::{Answer, RequestKey};
 pub use index_jobs::IndexJob;
 use index_jobs::{index_failed, run_index_jobs};
 pub use operations::items_page;
-use serde_json::Value;
 use validate::{check_openable, checked_cwd, validate_text};
 
 /// Tunables that are not user configuration.
@@ -201,10 +201,10 @@ impl Runtime {
 impl Shared {
     /// Publishes a list-level event (`/api/events`); in cluster mode every other instance's
     /// sidebars get it too.
-    pub fn publish_list(&self, kind: &'static str, data: &Value) {
-        self.list_events.publish(kind, data);
+    pub fn publish_list(&self, event: &ListEvent) {
+        self.list_events.publish(event);
         if let Some(cluster) = self.cluster() {
-            cluster.notify(kind, data);
+            cluster.notify(event);
         }
     }
 }

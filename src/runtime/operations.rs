@@ -41,7 +41,7 @@ impl Runtime {
     }
 
     pub(super) async fn view(&self, id: &str) -> Result<ConversationView, RuntimeError> {
-        if let Some(view) = self.ask_live(id, Command::View).await {
+        if let Some(view) = self.ask_live(id, |reply| Command::View { reply }).await {
             return view;
         }
         Ok(self.read_stored(id)?.0)
@@ -70,11 +70,12 @@ impl Runtime {
             cwd: patch.cwd.as_deref().map(checked_cwd).transpose()?,
             ..patch
         };
-        self.call(id, |reply| Command::Update(patch, reply)).await?
+        self.call(id, |reply| Command::Update { patch, reply })
+            .await?
     }
 
     pub async fn delete(&self, id: &str) -> Result<(), RuntimeError> {
-        self.call(id, Command::Delete).await?
+        self.call(id, |reply| Command::Delete { reply }).await?
     }
 
     pub async fn sessions(&self, id: &str) -> Result<Vec<Session>, RuntimeError> {
@@ -100,7 +101,12 @@ impl Runtime {
         // paging through a long one then costs a copy of each page, not a read of a file.
         let session = Some(session_id.to_owned());
         if let Some(page) = self
-            .ask_live(id, |reply| Command::Items(session, after_seq, limit, reply))
+            .ask_live(id, |reply| Command::Items {
+                session,
+                after_seq,
+                limit,
+                reply,
+            })
             .await
         {
             return page;
@@ -120,7 +126,10 @@ impl Runtime {
     pub async fn usage(&self, id: &str, session: Option<String>) -> Result<Usage, RuntimeError> {
         let asked = session.clone();
         if let Some(usage) = self
-            .ask_live(id, |reply| Command::Usage(asked, reply))
+            .ask_live(id, |reply| Command::Usage {
+                session: asked,
+                reply,
+            })
             .await
         {
             return usage;
@@ -161,14 +170,18 @@ impl Runtime {
         self.refuse_when_stopping()?;
         validate_text(&request.text, &request.images)?;
         let key = idempotency_key.map(|key| RequestKey::new(format!("{id}:{key}"), &request));
-        self.call(id, |reply| Command::Send(request, key, reply))
-            .await?
+        self.call(id, |reply| Command::Send {
+            request,
+            key,
+            reply,
+        })
+        .await?
     }
 
     /// Waiting messages live only in a live conversation's memory (SPEC §3.4): one that is
     /// not live has none, and is not loaded to say so.
     pub async fn pending(&self, id: &str) -> Result<Vec<Message>, RuntimeError> {
-        if let Some(view) = self.ask_live(id, Command::View).await {
+        if let Some(view) = self.ask_live(id, |reply| Command::View { reply }).await {
             return Ok(view?.pending);
         }
         if !self.shared.store.exists(id) {
@@ -192,8 +205,12 @@ impl Runtime {
             return Err(RuntimeError::Invalid("text must not be empty".to_owned()));
         }
         let message_id = message_id.to_owned();
-        self.call(id, |reply| Command::UpdatePending(message_id, patch, reply))
-            .await?
+        self.call(id, |reply| Command::UpdatePending {
+            message_id,
+            patch,
+            reply,
+        })
+        .await?
     }
 
     /// Withdraws a waiting message and returns it (its text goes back to the input box).
@@ -203,13 +220,18 @@ impl Runtime {
         message_id: &str,
     ) -> Result<Message, RuntimeError> {
         let message_id = message_id.to_owned();
-        self.call(id, |reply| Command::WithdrawPending(message_id, reply))
+        self.call(id, |reply| Command::WithdrawPending { message_id, reply })
             .await?
     }
 
     /// A copy of the conversation up to its last finished turn (SPEC §6.1).
     pub async fn fork(&self, id: &str) -> Result<Conversation, RuntimeError> {
-        let outcome = self.call(id, |reply| Command::Fork(None, reply)).await??;
+        let outcome = self
+            .call(id, |reply| Command::Fork {
+                rewind_to: None,
+                reply,
+            })
+            .await??;
         outcome
             .conversation
             .ok_or_else(|| RuntimeError::Internal("a fork produced no conversation".to_owned()))
@@ -224,20 +246,23 @@ impl Runtime {
             )));
         }
         let message_id = message_id.to_owned();
-        self.call(id, |reply| Command::Fork(Some(message_id), reply))
-            .await?
+        self.call(id, |reply| Command::Fork {
+            rewind_to: Some(message_id),
+            reply,
+        })
+        .await?
     }
 
     /// Manual compaction of the root session (SPEC §7.6).
     pub async fn compact(&self, id: &str) -> Result<CompactOutcome, RuntimeError> {
         self.refuse_when_stopping()?;
-        self.call(id, Command::Compact).await?
+        self.call(id, |reply| Command::Compact { reply }).await?
     }
 
     /// Interrupts the running turn of a session (the root by default). Answers once the turn
     /// has ended; `false` when nothing was running.
     pub async fn interrupt(&self, id: &str, session: Option<String>) -> Result<bool, RuntimeError> {
-        self.call(id, |reply| Command::Interrupt(session, reply))
+        self.call(id, |reply| Command::Interrupt { session, reply })
             .await?
     }
 
@@ -248,8 +273,11 @@ impl Runtime {
         id: &str,
         last_event_id: Option<EventId>,
     ) -> Result<Subscription, RuntimeError> {
-        self.call(id, |reply| Command::Subscribe(last_event_id, reply))
-            .await
+        self.call(id, |reply| Command::Subscribe {
+            after: last_event_id,
+            reply,
+        })
+        .await
     }
 
     pub(super) async fn stored_conversation(&self, id: &str) -> Result<Conversation, RuntimeError> {

@@ -44,7 +44,7 @@ impl Runtime {
                     break;
                 };
                 let (reply, done) = tokio::sync::oneshot::channel();
-                if handle.send(Command::Shutdown(reply)).await.is_ok() {
+                if handle.send(Command::Shutdown { reply }).await.is_ok() {
                     waits.push(done);
                     break;
                 }
@@ -70,7 +70,7 @@ impl Runtime {
             if let Some(handle) = handle {
                 tracing::warn!(conversation = %id, "lost the lease of a live conversation; it stops here");
                 let (reply, _done) = tokio::sync::oneshot::channel();
-                let _ = handle.send(Command::Shutdown(reply)).await;
+                let _ = handle.send(Command::Shutdown { reply }).await;
             }
         }
     }

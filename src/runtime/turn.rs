@@ -12,11 +12,13 @@ use tokio::sync::mpsc::error::TryRecvError;
 use tokio_util::sync::CancellationToken;
 
 use super::collab;
-use super::compaction::{self, Compactor, Failure, Reason};
+use super::compaction::{self, Compactor, Failure};
 use super::link::{ActorLink, FromTurn, TurnMsg, TurnStop};
 use super::prompt;
 use super::retry::{BackOff, Retry, back_off, model_failure};
 use super::usage::{UsageTracker, context_tokens};
+use crate::api::events::CompactionReason;
+use crate::api::events::DeltaField;
 use crate::config::{ReasoningContext, RetryConfig};
 use crate::domain::{Item, ItemKind, ItemStatus, TurnStatus, new_id, now};
 use crate::model::reader::{self, ModelEvents};
@@ -146,7 +148,7 @@ async fn compact(
     link: &ActorLink,
 ) -> Result<(), TurnStop> {
     let view = compaction::model_view(history);
-    let Some(plan) = compaction::plan(&view, spec.context_window, Reason::Auto) else {
+    let Some(plan) = compaction::plan(&view, spec.context_window, CompactionReason::Auto) else {
         // Everything is recent: there is nothing older to summarize.
         return Ok(());
     };
@@ -413,7 +415,7 @@ impl Partial {
         }
         link.send(TurnMsg::Delta {
             item_id: item.id.clone(),
-            field: "text",
+            field: DeltaField::Text,
             delta,
         });
     }
@@ -500,7 +502,7 @@ async fn run_tool(spec: &TurnSpec, item: &Item, link: &ActorLink) -> ToolResult 
     let forward = |chunk: String| {
         link.send(TurnMsg::Delta {
             item_id: item.id.clone(),
-            field: "output",
+            field: DeltaField::Output,
             delta: chunk,
         })
     };

@@ -2,15 +2,15 @@
 //! runs its model call in a task of its own, and what any stored summary changes (the history
 //! the next turn reads and the usage meter start from it).
 
-use serde_json::json;
 use tokio::sync::oneshot;
 use tokio_util::sync::CancellationToken;
 
 use super::ConversationActor;
+use crate::api::events::{CompactionReason, ConversationEvent};
 use crate::api::responses::CompactOutcome;
 use crate::domain::Item;
 use crate::runtime::RuntimeError;
-use crate::runtime::compaction::{self, Compactor, Reason};
+use crate::runtime::compaction::{self, Compactor};
 use crate::runtime::link::{FromTurn, TurnMsg};
 
 /// A manual compaction in progress: its model call runs in a task of its own, so the
@@ -74,11 +74,11 @@ impl ConversationActor {
             .model(&conversation.model)
             .map_or(0, |model| model.context_window);
         let view = compaction::model_view(&self.root().history);
-        let Some(plan) = compaction::plan(&view, window, Reason::Manual) else {
+        let Some(plan) = compaction::plan(&view, window, CompactionReason::Manual) else {
             let _ = reply.send(Err(RuntimeError::NothingToCompact));
             return;
         };
-        self.publish_compaction_started(&root, Reason::Manual);
+        self.publish_compaction_started(&root, CompactionReason::Manual);
         let cancel = CancellationToken::new();
         self.compacting = Some(Compacting {
             cancel: cancel.clone(),
@@ -125,10 +125,8 @@ impl ConversationActor {
                 summary.seq = self.next_seq(&root);
                 match self.append_items(&root, std::slice::from_ref(&summary)) {
                     Ok(()) => {
-                        self.bus
-                            .publish("item.started", &json!({ "item": summary }));
-                        self.bus
-                            .publish("item.completed", &json!({ "item": summary }));
+                        self.publish_item_started(&summary);
+                        self.publish_item_completed(&summary);
                         self.on_compacted(&summary);
                         Ok(CompactOutcome {
                             summary,
@@ -157,18 +155,18 @@ impl ConversationActor {
         }
     }
 
-    pub(super) fn publish_compaction_started(&self, session_id: &str, reason: Reason) {
-        self.bus.publish(
-            "compaction.started",
-            &json!({ "session_id": session_id, "reason": reason.as_str() }),
-        );
+    pub(super) fn publish_compaction_started(&self, session_id: &str, reason: CompactionReason) {
+        self.bus.publish(&ConversationEvent::CompactionStarted {
+            session_id: session_id.to_owned(),
+            reason,
+        });
     }
 
     pub(super) fn publish_compaction_failed(&self, session_id: &str, error: &str) {
-        self.bus.publish(
-            "compaction.failed",
-            &json!({ "session_id": session_id, "error": error }),
-        );
+        self.bus.publish(&ConversationEvent::CompactionFailed {
+            session_id: session_id.to_owned(),
+            error: error.to_owned(),
+        });
     }
 
     /// A stored summary now stands for what it covers: the history the next turn of its
@@ -180,10 +178,11 @@ impl ConversationActor {
             run.usage = run.usage.restart(&compaction::model_view(&run.history));
         }
         let usage = self.usage_view(&session_id);
-        self.bus.publish(
-            "compaction.completed",
-            &json!({ "session_id": session_id, "summary": summary, "usage": usage }),
-        );
+        self.bus.publish(&ConversationEvent::CompactionCompleted {
+            session_id: session_id.to_owned(),
+            summary: summary.clone(),
+            usage,
+        });
         self.publish_usage(&session_id);
     }
 }

@@ -2,7 +2,7 @@
 //! history. Only the root agent's history is copied (not sub-agents, waiting messages or the
 //! archive state), and the source is only read.
 
-use serde_json::json;
+use crate::api::events::ListEvent;
 
 use super::{ConversationActor, ForkOutcome};
 use crate::domain::{ForkedFrom, ItemKind, new_id, now};
@@ -123,10 +123,9 @@ impl ConversationActor {
             root_len: history.len() as u64,
         });
         let conversation = loaded.state.conversation;
-        self.shared.publish_list(
-            "conversation.created",
-            &json!({ "conversation": conversation }),
-        );
+        self.shared.publish_list(&ListEvent::ConversationCreated {
+            conversation: conversation.clone(),
+        });
         Ok(ForkOutcome {
             conversation: Some(conversation),
             text,

@@ -10,28 +10,29 @@
 //! (fork and rewind), `compacting.rs` (manual compaction) and `subscribe.rs` (snapshots).
 
 mod compacting;
+mod from_turn;
+mod handle;
 mod history;
 mod messages;
 mod session;
 mod stored;
 mod subagents;
 mod subscribe;
+mod turn_end;
 mod turns;
 
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
-use serde_json::{Value, json};
-use tokio::sync::{broadcast, mpsc, oneshot, watch};
+use tokio::sync::{mpsc, oneshot, watch};
 use tokio::time::Instant;
 
 use super::link::FromTurn;
-use super::{
-    Answer, ConversationPatch, NewMessage, PendingPatch, RequestKey, RuntimeError, Shared,
-};
-use crate::api::responses::{CompactOutcome, ConversationView};
-use crate::bus::{Event, EventBus, EventId};
+use super::{Answer, ConversationPatch, RequestKey, RuntimeError, Shared};
+use crate::api::events::{ConversationEvent, ListEvent};
+use crate::api::responses::ConversationView;
+use crate::bus::EventBus;
 use crate::domain::{Conversation, Item, Message, MessageSource, Usage};
 use crate::index::IndexUpdate;
 use crate::store::records::{ConversationChanges, MetaRecord, SessionRecord};
@@ -39,136 +40,9 @@ use crate::store::state::ConversationState;
 use crate::store::{JsonlWriter, StoreError};
 use session::{InterruptCause, SessionRun};
 
-/// The commands handlers send. Each carries the channel its answer goes back on.
-pub enum Command {
-    View(oneshot::Sender<Result<ConversationView, RuntimeError>>),
-    Update(
-        ConversationPatch,
-        oneshot::Sender<Result<Conversation, RuntimeError>>,
-    ),
-    Delete(oneshot::Sender<Result<(), RuntimeError>>),
-    Send(
-        NewMessage,
-        Option<RequestKey>,
-        oneshot::Sender<Result<Answer, RuntimeError>>,
-    ),
-    /// Interrupts a session's running turn (the root's when no session is named).
-    Interrupt(Option<String>, oneshot::Sender<Result<bool, RuntimeError>>),
-    UpdatePending(
-        String,
-        PendingPatch,
-        oneshot::Sender<Result<Message, RuntimeError>>,
-    ),
-    WithdrawPending(String, oneshot::Sender<Result<Message, RuntimeError>>),
-    /// Fork (no message id) or rewind to just before a user message of the root session.
-    Fork(
-        Option<String>,
-        oneshot::Sender<Result<ForkOutcome, RuntimeError>>,
-    ),
-    Subscribe(Option<EventId>, oneshot::Sender<Subscription>),
-    /// A page of a session's stored history (the root's when none is named): items after a
-    /// seq, at most a count.
-    Items(
-        Option<String>,
-        u64,
-        usize,
-        oneshot::Sender<Result<super::ItemsPage, RuntimeError>>,
-    ),
-    /// A session's usage meter (the root's when none is named).
-    Usage(Option<String>, oneshot::Sender<Result<Usage, RuntimeError>>),
-    /// Manual compaction of the root session (SPEC §7.6).
-    Compact(oneshot::Sender<Result<CompactOutcome, RuntimeError>>),
-    Shutdown(oneshot::Sender<()>),
-    /// The registry is full: leave memory if nothing runs, waits or is followed here (the
-    /// least recently used idle conversation is asked first).
-    Unload,
-}
-
+pub use handle::{ActorHandle, Command, ForkOutcome, Subscription};
+use handle::{ActorStatus, USE_CLOCK};
 pub use stored::read_view;
-
-/// The result of a fork or rewind: the new conversation (none when a rewind to the first
-/// message leaves nothing to copy) and, for a rewind, the message's text for the input box.
-#[derive(Debug, Clone)]
-pub struct ForkOutcome {
-    pub conversation: Option<Conversation>,
-    pub text: Option<String>,
-}
-
-/// What a new SSE client gets: a snapshot or the events it missed, then live events.
-pub struct Subscription {
-    pub snapshot: Option<(EventId, Value)>,
-    pub replay: Vec<Event>,
-    pub receiver: broadcast::Receiver<Event>,
-    /// The bus itself, so a subscriber that falls behind can catch up from its replay buffer.
-    pub bus: EventBus,
-}
-
-#[derive(Clone)]
-pub struct ActorHandle {
-    sender: mpsc::Sender<Command>,
-    pub generation: u64,
-    status: Arc<ActorStatus>,
-}
-
-/// What the registry reads of a live conversation without asking its actor: when it was last
-/// used, and whether it could leave memory now (so a full registry knows whom to ask).
-struct ActorStatus {
-    /// A tick of [`USE_CLOCK`]: larger is more recent.
-    last_used: AtomicU64,
-    /// Nothing runs or waits in the conversation (kept by the actor after each step).
-    quiet: AtomicBool,
-    /// The registry has asked it to leave and not heard back yet.
-    unload_asked: AtomicBool,
-    /// Its followers (a followed conversation stays).
-    bus: EventBus,
-}
-
-/// Orders uses of live conversations, for "least recently used".
-static USE_CLOCK: AtomicU64 = AtomicU64::new(1);
-
-impl ActorHandle {
-    /// Sends a command; gives it back if the actor has stopped.
-    pub async fn send(&self, command: Command) -> Result<(), Command> {
-        self.sender.send(command).await.map_err(|error| error.0)
-    }
-
-    pub fn is_closed(&self) -> bool {
-        self.sender.is_closed()
-    }
-
-    /// Marks the conversation as used now.
-    pub fn touch(&self) {
-        let now = USE_CLOCK.fetch_add(1, Ordering::Relaxed);
-        self.status.last_used.store(now, Ordering::Relaxed);
-    }
-
-    /// When it could leave memory, how recently it was used (older is smaller); `None` when it
-    /// cannot leave now or was already asked to.
-    pub fn idle_since(&self) -> Option<u64> {
-        let status = &self.status;
-        let idle = status.quiet.load(Ordering::Relaxed)
-            && status.bus.subscriber_count() == 0
-            && !status.unload_asked.load(Ordering::Relaxed)
-            && !self.sender.is_closed();
-        idle.then(|| status.last_used.load(Ordering::Relaxed))
-    }
-
-    /// Whether the registry asked it to leave and it has not answered yet.
-    pub fn unload_asked(&self) -> bool {
-        self.status.unload_asked.load(Ordering::Relaxed)
-    }
-
-    /// Asks the actor to leave memory if it still can; `false` when the request could not be
-    /// delivered now (its queue is full: it is busy anyway).
-    pub fn ask_to_unload(&self) -> bool {
-        self.status.unload_asked.store(true, Ordering::Relaxed);
-        let sent = self.sender.try_send(Command::Unload).is_ok();
-        if !sent {
-            self.status.unload_asked.store(false, Ordering::Relaxed);
-        }
-        sent
-    }
-}
 
 static GENERATION: AtomicU64 = AtomicU64::new(1);
 
@@ -408,13 +282,13 @@ impl ConversationActor {
 
     async fn handle(&mut self, command: Command) -> Flow {
         match command {
-            Command::View(reply) => {
+            Command::View { reply } => {
                 let _ = reply.send(Ok(self.view()));
             }
-            Command::Update(patch, reply) => {
+            Command::Update { patch, reply } => {
                 let _ = reply.send(self.update(patch).await);
             }
-            Command::Delete(reply) => {
+            Command::Delete { reply } => {
                 let result = self.delete().await;
                 let deleted = result.is_ok();
                 let _ = reply.send(result);
@@ -422,40 +296,53 @@ impl ConversationActor {
                     return Flow::Stop;
                 }
             }
-            Command::Send(request, key, reply) => {
+            Command::Send {
+                request,
+                key,
+                reply,
+            } => {
                 let _ = reply.send(self.send(request, key).await);
             }
-            Command::Interrupt(session, reply) => self.interrupt(session, reply),
-            Command::UpdatePending(message_id, patch, reply) => {
+            Command::Interrupt { session, reply } => self.interrupt(session, reply),
+            Command::UpdatePending {
+                message_id,
+                patch,
+                reply,
+            } => {
                 let _ = reply.send(self.update_pending(&message_id, patch));
             }
-            Command::WithdrawPending(message_id, reply) => {
+            Command::WithdrawPending { message_id, reply } => {
                 let _ = reply.send(self.withdraw_pending(&message_id));
             }
-            Command::Fork(rewind_to, reply) => {
+            Command::Fork { rewind_to, reply } => {
                 let _ = reply.send(self.fork(rewind_to).await);
             }
-            Command::Subscribe(after, reply) => {
+            Command::Subscribe { after, reply } => {
                 let _ = reply.send(self.subscribe(after));
             }
-            Command::Items(session, after_seq, limit, reply) => {
+            Command::Items {
+                session,
+                after_seq,
+                limit,
+                reply,
+            } => {
                 let page = self
                     .session_run(session.as_deref())
                     .map(|run| super::items_page(&run.history, after_seq, limit));
                 let _ = reply.send(page);
             }
-            Command::Usage(session, reply) => {
+            Command::Usage { session, reply } => {
                 let usage = self
                     .session_run(session.as_deref())
                     .map(|run| run.id.clone())
                     .map(|session_id| self.usage_view(&session_id));
                 let _ = reply.send(usage);
             }
-            Command::Compact(reply) => self.start_compaction(reply),
+            Command::Compact { reply } => self.start_compaction(reply),
             // Handled by `run` when it arrives; one that was queued behind a retirement's
             // fresh channel finds the actor used again, which then stays.
             Command::Unload => self.status.unload_asked.store(false, Ordering::Relaxed),
-            Command::Shutdown(reply) => {
+            Command::Shutdown { reply } => {
                 if let Some(compacting) = &self.compacting {
                     compacting.cancel.cancel();
                 }
@@ -610,14 +497,12 @@ impl ConversationActor {
         if let Err(error) = self.shared.index.remove_conversation(&self.id).await {
             super::index_failed(&self.shared.index, &error, "delete", &[&self.id]).await;
         }
-        self.shared.publish_list(
-            "conversation.deleted",
-            &json!({ "conversation_id": self.id }),
-        );
-        self.bus.publish(
-            "conversation.deleted",
-            &json!({ "conversation_id": self.id }),
-        );
+        self.shared.publish_list(&ListEvent::ConversationDeleted {
+            conversation_id: self.id.clone(),
+        });
+        self.bus.publish(&ConversationEvent::ConversationDeleted {
+            conversation_id: self.id.clone(),
+        });
         Ok(())
     }
 
@@ -710,36 +595,50 @@ impl ConversationActor {
     }
 
     fn publish_conversation(&self) {
-        let data = json!({ "conversation": self.state.conversation });
-        self.bus.publish("conversation.updated", &data);
-        self.shared.publish_list("conversation.updated", &data);
+        let conversation = &self.state.conversation;
+        self.bus.publish(&ConversationEvent::ConversationUpdated {
+            conversation: conversation.clone(),
+        });
+        self.shared.publish_list(&ListEvent::ConversationUpdated {
+            conversation: conversation.clone(),
+        });
+    }
+
+    fn publish_item_started(&self, item: &Item) {
+        self.bus
+            .publish(&ConversationEvent::ItemStarted { item: item.clone() });
+    }
+
+    fn publish_item_completed(&self, item: &Item) {
+        self.bus
+            .publish(&ConversationEvent::ItemCompleted { item: item.clone() });
     }
 
     /// A session's status or last message changed (the Agents tab shows both); `wait_agents`
     /// calls look again.
     fn publish_session(&self, session_id: &str) {
         if let Some(session) = self.state.session(session_id) {
-            self.bus
-                .publish("session.updated", &json!({ "session": session }));
+            self.bus.publish(&ConversationEvent::SessionUpdated {
+                session: session.clone(),
+            });
         }
         self.session_changes.send_modify(|n| *n += 1);
     }
 
     fn publish_pending(&self) {
-        self.bus.publish(
-            "pending.updated",
-            &json!({ "pending": self.pending_list() }),
-        );
+        self.bus.publish(&ConversationEvent::PendingUpdated {
+            pending: self.pending_list(),
+        });
     }
 
     /// `usage.updated` is the root session's meter (the one the UI shows); a sub-agent's is
     /// read with `GET …/usage?session=`.
     fn publish_usage(&self, session_id: &str) {
         if session_id == self.root_id() {
-            self.bus.publish(
-                "usage.updated",
-                &json!({ "session_id": session_id, "usage": self.usage_view(session_id) }),
-            );
+            self.bus.publish(&ConversationEvent::UsageUpdated {
+                session_id: session_id.to_owned(),
+                usage: self.usage_view(session_id),
+            });
         }
     }
 }

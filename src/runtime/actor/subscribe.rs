@@ -1,9 +1,9 @@
 //! A new subscriber of the conversation's events: the events it missed, or a snapshot of every
 //! session (its running turn with the text and tool output so far, its last stored `seq`).
 
-use std::collections::HashMap;
+use std::collections::BTreeMap;
 
-use serde_json::{Value, json};
+use crate::api::events::{ConversationEvent, RunningTurnView};
 
 use super::session::RunningTurn;
 use super::{ConversationActor, Subscription};
@@ -34,37 +34,40 @@ impl ConversationActor {
         }
     }
 
-    fn snapshot(&self) -> Value {
+    fn snapshot(&self) -> ConversationEvent {
         // Root first, then sub-agents in the order they were created.
-        let running: Vec<Value> = self
+        let running: Vec<RunningTurnView> = self
             .state
             .sessions
             .iter()
             .filter_map(|session| {
                 let run = self.sessions.get(&session.id)?;
                 let running = run.running.as_ref()?;
-                Some(json!({
-                    "session_id": session.id,
-                    "turn_id": running.turn_id,
-                    "items": turn_items(&run.history, running),
-                }))
+                Some(RunningTurnView {
+                    session_id: session.id.clone(),
+                    turn_id: running.turn_id.clone(),
+                    items: turn_items(&run.history, running)
+                        .into_iter()
+                        .cloned()
+                        .collect(),
+                })
             })
             .collect();
-        json!({
-            "conversation": self.state.conversation,
-            "sessions": self.state.sessions,
-            "pending": self.pending_list(),
-            "usage": self.usage_view(self.root_id()),
-            "running": running,
+        ConversationEvent::Snapshot {
+            conversation: self.state.conversation.clone(),
+            sessions: self.state.sessions.clone(),
+            pending: self.pending_list(),
+            usage: self.usage_view(self.root_id()),
+            running,
             // A manual compaction in progress (an automatic one runs inside a turn).
-            "compacting": self.compacting.is_some(),
-            "last_seq": self.stored_last_seq(),
-        })
+            compacting: self.compacting.is_some(),
+            last_seq: self.stored_last_seq(),
+        }
     }
 
     /// The last stored item's `seq` per session. Streaming text takes its `seq` when it starts
     /// and is stored only when it ends, so the newest `seq`s given out may not be stored.
-    fn stored_last_seq(&self) -> HashMap<&str, u64> {
+    fn stored_last_seq(&self) -> BTreeMap<String, u64> {
         self.sessions
             .values()
             .map(|run| {
@@ -86,7 +89,7 @@ impl ConversationActor {
                 while seq > 0 && streaming.contains(&seq) {
                     seq -= 1;
                 }
-                (run.id.as_str(), seq)
+                (run.id.clone(), seq)
             })
             .collect()
     }

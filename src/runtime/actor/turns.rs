@@ -4,27 +4,20 @@
 
 use std::sync::Arc;
 
-use serde::Serialize;
 use serde_json::json;
-use tokio::sync::oneshot;
 use tokio_util::sync::CancellationToken;
 
-use super::session::{InterruptCause, RunningTurn, append_delta};
+use super::session::RunningTurn;
 use super::{Answer, ConversationActor};
-use crate::config::{Protocol, ReasoningContext};
-use crate::domain::{
-    Item, ItemKind, ItemStatus, Message, MessageStatus, TurnStatus, new_id, now, user_item,
-};
+use crate::api::events::ConversationEvent;
+use crate::config::Protocol;
+use crate::domain::{Item, Message, MessageStatus, TurnStatus, new_id, now, user_item};
 use crate::index::IndexUpdate;
 use crate::model::tokens::Tokenizer;
-use crate::runtime::compaction::Reason;
 use crate::runtime::link::{FromTurn, TurnMsg};
-use crate::runtime::pending::Waiting;
-use crate::runtime::retry::Retry;
 use crate::runtime::turn::{self, TurnSpec};
-use crate::runtime::{IndexJob, RequestKey, RuntimeError, usage};
-use crate::store::StoreError;
-use crate::store::records::{MetaRecord, SessionRecord};
+use crate::runtime::{RequestKey, RuntimeError, usage};
+use crate::store::records::MetaRecord;
 use crate::store::state::StoredAnswer;
 use crate::tools::ToolContext;
 
@@ -44,15 +37,6 @@ impl PreparedTurn {
     pub(super) fn session_id(&self) -> &str {
         &self.session_id
     }
-}
-
-/// `item.delta`, the most frequent event: serialized straight from borrowed fields.
-#[derive(Serialize)]
-struct DeltaEvent<'a> {
-    session_id: &'a str,
-    item_id: &'a str,
-    field: &'a str,
-    delta: &'a str,
 }
 
 impl ConversationActor {
@@ -161,14 +145,16 @@ impl ConversationActor {
         self.index_turn_start(session_id, &turn_id, &items, answer_key);
         self.publish_conversation();
         if new_session && let Some(session) = self.state.session(session_id) {
-            self.bus
-                .publish("session.created", &json!({ "session": session }));
+            self.bus.publish(&ConversationEvent::SessionCreated {
+                session: session.clone(),
+            });
         }
         self.publish_session(session_id);
-        self.bus.publish(
-            "turn.started",
-            &json!({ "session_id": session_id, "turn_id": turn_id, "message_ids": messages.iter().map(|m| &m.id).collect::<Vec<_>>() }),
-        );
+        self.bus.publish(&ConversationEvent::TurnStarted {
+            session_id: session_id.to_owned(),
+            turn_id: turn_id.clone(),
+            message_ids: messages.iter().map(|m| m.id.clone()).collect(),
+        });
         for item in &items {
             self.publish_stored(item);
         }
@@ -244,8 +230,8 @@ impl ConversationActor {
     /// Publishes an item that is stored whole at once (a message, a notice) and counts it in
     /// its session's meter.
     pub(super) fn publish_stored(&mut self, item: &Item) {
-        self.bus.publish("item.started", &json!({ "item": item }));
-        self.bus.publish("item.completed", &json!({ "item": item }));
+        self.publish_item_started(item);
+        self.publish_item_completed(item);
         if let Some(run) = self.run_mut(&item.session_id) {
             run.usage.add(item);
         }
@@ -388,482 +374,6 @@ impl ConversationActor {
             .filter(|model| model.reasoning_context.is_some())
             .and_then(|model| config.providers.get(&model.provider))
             .is_some_and(|provider| provider.protocol == Protocol::OpenaiResponses)
-    }
-
-    pub(super) async fn on_turn(&mut self, from: FromTurn) {
-        let FromTurn { session_id, msg } = from;
-        let session_id: &str = &session_id;
-        match msg {
-            TurnMsg::Started { mut item } => {
-                item.seq = self.next_seq(session_id);
-                self.bus.publish("item.started", &json!({ "item": item }));
-                if let Some(running) = self.run_mut(session_id).and_then(|r| r.running.as_mut()) {
-                    running.items.push(item);
-                }
-            }
-            TurnMsg::Delta {
-                item_id,
-                field,
-                delta,
-            } => {
-                let Some(running) = self
-                    .sessions
-                    .get_mut(session_id)
-                    .and_then(|r| r.running.as_mut())
-                else {
-                    return;
-                };
-                // The newest item is almost always the one streaming.
-                if let Some(item) = running.items.iter_mut().rev().find(|i| i.id == item_id) {
-                    append_delta(item, &delta);
-                }
-                let event = DeltaEvent {
-                    session_id,
-                    item_id: &item_id,
-                    field,
-                    delta: &delta,
-                };
-                self.bus.publish("item.delta", &event);
-            }
-            TurnMsg::Store { items, ack } => {
-                if let Ok(seqs) = self.store_turn_items(session_id, items) {
-                    let _ = ack.send(seqs);
-                }
-            }
-            TurnMsg::CompactionStarted => self.publish_compaction_started(session_id, Reason::Auto),
-            TurnMsg::Compacted { summary } => self.on_compacted(&summary),
-            TurnMsg::CompactionFailed { error } => {
-                self.publish_compaction_failed(session_id, &error);
-            }
-            TurnMsg::ManualCompactionDone { plan, result } => {
-                self.finish_compaction(&plan, result);
-            }
-            TurnMsg::Retry(Retry {
-                attempt,
-                max_attempts,
-                delay_ms,
-                error,
-            }) => {
-                self.bus.publish(
-                    "model.retry",
-                    &json!({ "session_id": session_id, "attempt": attempt, "max_attempts": max_attempts, "delay_ms": delay_ms, "error": error }),
-                );
-            }
-            TurnMsg::Usage(usage) => {
-                let carried = self.reasoning_carried(session_id);
-                if let Some(run) = self.run_mut(session_id)
-                    && let Some(tokens) = usage::context_tokens(&usage, carried)
-                {
-                    run.usage.report(tokens);
-                    if carried {
-                        run.turn_reasoning_tokens += usage.reasoning_tokens;
-                    }
-                }
-                self.publish_usage(session_id);
-            }
-            TurnMsg::TakeSteered { reply } => {
-                let items = self.take_steered(session_id).await;
-                let _ = reply.send(items);
-            }
-            TurnMsg::Agents { request, reply } => {
-                let answer = self.collaborate(session_id, request).await;
-                let _ = reply.send(answer);
-            }
-            TurnMsg::Ended { status, error } => self.end_turn(session_id, status, error).await,
-        }
-    }
-
-    /// Stores snapshots of items of a running turn with one append (a new item gets its
-    /// `seq`), then publishes them. Returns their `seq`s.
-    fn store_turn_items(
-        &mut self,
-        session_id: &str,
-        mut items: Vec<Item>,
-    ) -> Result<Vec<u64>, StoreError> {
-        let mut new = Vec::with_capacity(items.len());
-        for item in &mut items {
-            let known = self
-                .sessions
-                .get(session_id)
-                .and_then(|run| run.running.as_ref())
-                .and_then(|running| running.items.iter().find(|i| i.id == item.id))
-                .map(|existing| existing.seq);
-            new.push(known.is_none());
-            item.seq = match known {
-                Some(seq) => seq,
-                None => self.next_seq(session_id),
-            };
-        }
-        if let Err(error) = self.append_items(session_id, &items) {
-            tracing::error!(%error, conversation = %self.id, "cannot store an item; interrupting the turn");
-            if let Some(running) = self
-                .sessions
-                .get(session_id)
-                .and_then(|r| r.running.as_ref())
-            {
-                running.cancel.cancel();
-            }
-            return Err(error);
-        }
-        for (item, is_new) in items.iter().zip(new) {
-            if let Some(running) = self
-                .sessions
-                .get_mut(session_id)
-                .and_then(|r| r.running.as_mut())
-            {
-                match running.items.iter_mut().find(|i| i.id == item.id) {
-                    Some(existing) => *existing = item.clone(),
-                    None => running.items.push(item.clone()),
-                }
-            }
-            let finished = item.status != ItemStatus::Running;
-            if is_new {
-                self.bus.publish("item.started", &json!({ "item": item }));
-            }
-            if finished {
-                self.bus.publish("item.completed", &json!({ "item": item }));
-                self.on_item_finished(item);
-            }
-            // A tool call's arguments count when it is first stored, its output when it ends.
-            if let Some(run) = self.run_mut(session_id) {
-                run.usage.stored(item, is_new);
-            }
-        }
-        Ok(items.iter().map(|item| item.seq).collect())
-    }
-
-    /// A finished item: its session's last message (the Agents tab), and for the root
-    /// session its search row. The row goes through the index queue rather than being awaited
-    /// here: this is on the way to the model's next call or to `turn.ended`, and the files
-    /// already hold the item.
-    pub(super) fn on_item_finished(&mut self, item: &Item) {
-        if let ItemKind::AgentMessage { text } = &item.kind
-            && item.status == ItemStatus::Completed
-            && let Some(session) = self
-                .state
-                .sessions
-                .iter_mut()
-                .find(|s| s.id == item.session_id)
-        {
-            session.last_message = Some(text.clone());
-            self.publish_session(&item.session_id);
-        }
-        if item.session_id != self.root_id() {
-            return;
-        }
-        if let Some(text) = item.kind.searchable_text() {
-            self.shared.index_later(IndexJob::SearchText {
-                conversation_id: self.id.clone(),
-                seq: item.seq,
-                text: text.to_owned(),
-            });
-        }
-    }
-
-    /// Messages steered into a session's running turn before its next model call (SPEC
-    /// §3.1): the user's steer messages, then sub-agents' reports (SPEC §3.3).
-    async fn take_steered(&mut self, session_id: &str) -> Vec<Item> {
-        let Some(run) = self.sessions.get_mut(session_id) else {
-            return Vec::new();
-        };
-        let Some(running) = &run.running else {
-            return Vec::new();
-        };
-        let turn_id = running.turn_id.clone();
-        let entries = run.pending.take_steered();
-        if entries.is_empty() {
-            return Vec::new();
-        }
-        let from_above = entries.iter().any(|entry| !entry.report);
-        let steered: Vec<Message> = entries
-            .iter()
-            .map(|entry| Message {
-                status: MessageStatus::Steered,
-                ..entry.message.clone()
-            })
-            .collect();
-        let mut records: Vec<MetaRecord> = steered
-            .iter()
-            .map(|message| MetaRecord::MessageAccepted {
-                message: message.clone(),
-                idempotency_key: None,
-                turn_id: Some(turn_id.clone()),
-            })
-            .collect();
-        records.extend(self.pending_answer_records(&steered));
-        if let Err(error) = self.append_meta(records) {
-            tracing::error!(%error, "cannot store steered messages; they stay waiting");
-            self.wait_again(session_id, entries);
-            return Vec::new();
-        }
-        self.forget_stored_answers();
-        if from_above && let Some(run) = self.run_mut(session_id) {
-            run.pending.hold_agent_messages(false);
-        }
-        let items: Vec<Item> = steered
-            .iter()
-            .map(|message| {
-                let seq = self.next_seq(session_id);
-                user_item(message, &turn_id, seq)
-            })
-            .collect();
-        if let Err(error) = self.append_items(session_id, &items) {
-            // Told to nobody, given to no model: the messages wait again, for the next turn,
-            // and this one stops, as it does when any of its items cannot be stored.
-            tracing::error!(%error, conversation = %self.id, "cannot store steered messages; interrupting the turn");
-            if let Some(run) = self.run_mut(session_id) {
-                run.last_seq -= items.len() as u64;
-                if let Some(running) = &run.running {
-                    running.cancel.cancel();
-                }
-            }
-            self.wait_again(session_id, entries);
-            return Vec::new();
-        }
-        for item in &items {
-            self.publish_stored(item);
-            self.on_item_finished(item);
-        }
-        self.publish_pending();
-        items
-    }
-
-    /// Puts messages the agent could not take back at the head of their kind of waiting ones.
-    fn wait_again(&mut self, session_id: &str, entries: Vec<Waiting>) {
-        if let Some(run) = self.run_mut(session_id) {
-            run.pending.restore(entries);
-        }
-    }
-
-    async fn end_turn(&mut self, session_id: &str, status: TurnStatus, error: Option<String>) {
-        let keeps_all = self
-            .state
-            .session(session_id)
-            .and_then(|session| self.shared.config.model(&session.model))
-            .is_some_and(|model| model.reasoning_context == Some(ReasoningContext::AllTurns));
-        let Some(run) = self.sessions.get_mut(session_id) else {
-            return;
-        };
-        let Some(mut running) = run.running.take() else {
-            return;
-        };
-        // Reasoning the model got back during the turn stays behind with it, unless every
-        // turn's reasoning is taken back (SPEC §7.8).
-        let reasoning = std::mem::take(&mut run.turn_reasoning_tokens);
-        let cause = run.interrupt_cause.take();
-        let waiters = std::mem::take(&mut run.interrupt_waiters);
-        if reasoning > 0 && !keeps_all {
-            run.usage.forget(reasoning);
-            self.publish_usage(session_id);
-        }
-        // Items the turn left running (it should not) are closed with the turn's status.
-        for mut item in std::mem::take(&mut running.items)
-            .into_iter()
-            .filter(|i| i.status == ItemStatus::Running)
-        {
-            item.status = match status {
-                TurnStatus::Failed => ItemStatus::Failed,
-                _ => ItemStatus::Interrupted,
-            };
-            if self
-                .append_items(session_id, std::slice::from_ref(&item))
-                .is_ok()
-            {
-                self.bus.publish("item.completed", &json!({ "item": item }));
-            }
-        }
-        match status {
-            TurnStatus::Interrupted => {
-                let text = match cause.unwrap_or(InterruptCause::User) {
-                    InterruptCause::User => {
-                        "The user interrupted the previous turn before it finished.".to_owned()
-                    }
-                    InterruptCause::Shutdown => "The previous turn was interrupted: the service \
-                        stopped before it finished."
-                        .to_owned(),
-                };
-                self.store_notice(session_id, &running.turn_id, text);
-            }
-            // The error stays visible in the history (and the model learns of it next turn).
-            TurnStatus::Failed => {
-                let error = error.as_deref().unwrap_or("unknown error");
-                self.store_notice(
-                    session_id,
-                    &running.turn_id,
-                    format!("The previous turn failed: {error}"),
-                );
-            }
-            TurnStatus::Completed | TurnStatus::Running => {}
-        }
-        let record = MetaRecord::TurnEnded {
-            session_id: session_id.to_owned(),
-            turn_id: running.turn_id.clone(),
-            status,
-            error: error.clone(),
-            at: now(),
-        };
-        if session_id == self.root_id() {
-            self.note_searched_through();
-        }
-        if let Err(error) = self.append_meta(vec![record.clone()]) {
-            // Clients are told the turn ended, and this actor must agree with them (a turn it
-            // thinks still runs would block every later one). On disk the turn stays open, so
-            // the next start closes it as interrupted.
-            tracing::error!(%error, conversation = %self.id, "cannot store the end of a turn");
-            self.state.apply(&record);
-            // The index is about to be told how the turn ended; the files will say otherwise.
-            self.shared.index.mark_out_of_date(&[&self.id]).await;
-        }
-        // The end is on disk: followers of the conversation learn it now. The list-level
-        // `conversation.updated` follows the index update, so a sidebar that reacts to it by
-        // listing sees the same state.
-        self.bus.publish(
-            "turn.ended",
-            &json!({ "session_id": session_id, "turn_id": running.turn_id, "status": status, "error": error }),
-        );
-        // What comes next (a sub-agent's report to its parent, this session's next waiting
-        // message) may start a turn: done before the conversation's new status is indexed and
-        // published, so that no client sees it idle in between.
-        if !self.stopping {
-            self.report_to_parent(session_id, &running.turn_id, status, error.as_deref());
-            self.start_next_waiting(session_id);
-        }
-        let turn = self
-            .state
-            .turns
-            .iter()
-            .rev()
-            .find(|t| t.id == running.turn_id)
-            .cloned();
-        let mut updates = vec![self.conversation_update()];
-        if let Some(turn) = &turn {
-            updates.push(IndexUpdate::Turn {
-                conversation_id: &self.id,
-                turn,
-            });
-        }
-        if let Some(session) = self.state.session(session_id) {
-            updates.push(IndexUpdate::Session {
-                conversation_id: &self.id,
-                session,
-            });
-        }
-        self.shared.index_quietly(&updates).await;
-        self.publish_conversation();
-        self.publish_session(session_id);
-        for waiter in waiters {
-            let _ = waiter.send(Ok(true));
-        }
-    }
-
-    /// A notice at the end of a turn that did not complete: the model reads it at its next
-    /// call (SPEC §4.2) and every client sees it.
-    fn store_notice(&mut self, session_id: &str, turn_id: &str, text: String) {
-        let notice = Item {
-            id: new_id("m"),
-            session_id: session_id.to_owned(),
-            turn_id: turn_id.to_owned(),
-            seq: self.next_seq(session_id),
-            created_at: now(),
-            status: ItemStatus::Completed,
-            compacted: false,
-            step: None,
-            kind: ItemKind::Notice { text },
-        };
-        if let Err(error) = self.append_items(session_id, std::slice::from_ref(&notice)) {
-            tracing::error!(%error, "cannot store a notice");
-            return;
-        }
-        self.publish_stored(&notice);
-    }
-
-    /// When a session is idle: its next waiting message (the user's first, then agents')
-    /// starts its next turn.
-    pub(super) fn start_next_waiting(&mut self, session_id: &str) {
-        if !self.session_is_idle(session_id) {
-            return;
-        }
-        let Some(run) = self.run_mut(session_id) else {
-            return;
-        };
-        let next = run.pending.take_next_turn();
-        if next.is_empty() {
-            return;
-        }
-        let messages = next.iter().map(|entry| entry.message.clone()).collect();
-        if let Err(error) = self
-            .check_can_run(session_id)
-            .and_then(|()| self.start_turn(session_id, messages, None))
-        {
-            tracing::warn!(%error, "waiting messages could not start a turn; they keep waiting");
-            if let Some(run) = self.run_mut(session_id) {
-                run.pending.restore(next);
-            }
-        }
-        self.publish_pending();
-    }
-
-    pub(super) fn interrupt(
-        &mut self,
-        session: Option<String>,
-        reply: oneshot::Sender<Result<bool, RuntimeError>>,
-    ) {
-        let session_id = session.unwrap_or_else(|| self.root_id().to_owned());
-        if !self.sessions.contains_key(&session_id) {
-            let _ = reply.send(Err(RuntimeError::NotFound(format!("session {session_id}"))));
-            return;
-        }
-        if let Some(compacting) = &self.compacting
-            && session_id == self.root_id()
-        {
-            // Answered when the compaction ends; its request gets the failure.
-            compacting.cancel.cancel();
-            let _ = reply.send(Ok(true));
-            return;
-        }
-        let run = self.sessions.get_mut(&session_id).expect("checked above");
-        if !run.interrupt(InterruptCause::User) {
-            let _ = reply.send(Ok(false));
-            return;
-        }
-        run.interrupt_waiters.push(reply);
-    }
-
-    /// Turns a crash left `running` are closed as `interrupted` before anything else happens,
-    /// in every session.
-    pub(super) fn close_stale_turns(&mut self, except: Option<&str>) -> Result<(), RuntimeError> {
-        let stale: Vec<(String, String)> = self
-            .state
-            .running_turns()
-            .filter(|t| Some(t.id.as_str()) != except)
-            .map(|t| (t.session_id.clone(), t.id.clone()))
-            .collect();
-        for (session_id, turn_id) in stale {
-            let mut items = self.shared.store.read_items(&self.id, &session_id)?;
-            let closing: Vec<Item> = crate::index::rebuild::close_cut_turn(
-                &self.state,
-                &mut items,
-                &session_id,
-                &turn_id,
-            )
-            .into_iter()
-            .map(|SessionRecord::Item { item }| item)
-            .collect();
-            self.append_items(&session_id, &closing)?;
-            // The model sees what the files now hold: restored messages and the notice.
-            if let Some(run) = self.sessions.get_mut(&session_id) {
-                *run = super::session::SessionRun::new(session_id.clone(), items);
-            }
-            self.reset_meter(&session_id);
-            self.append_meta(vec![MetaRecord::TurnEnded {
-                session_id,
-                turn_id,
-                status: TurnStatus::Interrupted,
-                error: Some("the service stopped during the turn".to_owned()),
-                at: now(),
-            }])?;
-        }
-        Ok(())
     }
 }
 

@@ -1,0 +1,265 @@
+//! What a turn task sends its actor, handled in the actor: streaming items and deltas
+//! published, finished items stored write-ahead then published, retries and usage reports
+//! announced, steered messages handed over before each model call.
+
+use super::ConversationActor;
+use super::session::append_delta;
+use crate::api::events::{CompactionReason, ConversationEvent};
+use crate::domain::{Item, ItemKind, ItemStatus, Message, MessageStatus, user_item};
+use crate::runtime::link::{FromTurn, TurnMsg};
+use crate::runtime::pending::Waiting;
+use crate::runtime::retry::Retry;
+use crate::runtime::{IndexJob, usage};
+use crate::store::StoreError;
+use crate::store::records::MetaRecord;
+
+impl ConversationActor {
+    pub(super) async fn on_turn(&mut self, from: FromTurn) {
+        let FromTurn { session_id, msg } = from;
+        let session_id: &str = &session_id;
+        match msg {
+            TurnMsg::Started { mut item } => {
+                item.seq = self.next_seq(session_id);
+                self.publish_item_started(&item);
+                if let Some(running) = self.run_mut(session_id).and_then(|r| r.running.as_mut()) {
+                    running.items.push(item);
+                }
+            }
+            TurnMsg::Delta {
+                item_id,
+                field,
+                delta,
+            } => {
+                let Some(running) = self
+                    .sessions
+                    .get_mut(session_id)
+                    .and_then(|r| r.running.as_mut())
+                else {
+                    return;
+                };
+                // The newest item is almost always the one streaming.
+                if let Some(item) = running.items.iter_mut().rev().find(|i| i.id == item_id) {
+                    append_delta(item, &delta);
+                }
+                self.bus.publish(&ConversationEvent::ItemDelta {
+                    session_id: session_id.to_owned(),
+                    item_id,
+                    field,
+                    delta,
+                });
+            }
+            TurnMsg::Store { items, ack } => {
+                if let Ok(seqs) = self.store_turn_items(session_id, items) {
+                    let _ = ack.send(seqs);
+                }
+            }
+            TurnMsg::CompactionStarted => {
+                self.publish_compaction_started(session_id, CompactionReason::Auto)
+            }
+            TurnMsg::Compacted { summary } => self.on_compacted(&summary),
+            TurnMsg::CompactionFailed { error } => {
+                self.publish_compaction_failed(session_id, &error);
+            }
+            TurnMsg::ManualCompactionDone { plan, result } => {
+                self.finish_compaction(&plan, result);
+            }
+            TurnMsg::Retry(Retry {
+                attempt,
+                max_attempts,
+                delay_ms,
+                error,
+            }) => {
+                self.bus.publish(&ConversationEvent::ModelRetry {
+                    session_id: session_id.to_owned(),
+                    attempt,
+                    max_attempts,
+                    delay_ms,
+                    error,
+                });
+            }
+            TurnMsg::Usage(usage) => {
+                let carried = self.reasoning_carried(session_id);
+                if let Some(run) = self.run_mut(session_id)
+                    && let Some(tokens) = usage::context_tokens(&usage, carried)
+                {
+                    run.usage.report(tokens);
+                    if carried {
+                        run.turn_reasoning_tokens += usage.reasoning_tokens;
+                    }
+                }
+                self.publish_usage(session_id);
+            }
+            TurnMsg::TakeSteered { reply } => {
+                let items = self.take_steered(session_id).await;
+                let _ = reply.send(items);
+            }
+            TurnMsg::Agents { request, reply } => {
+                let answer = self.collaborate(session_id, request).await;
+                let _ = reply.send(answer);
+            }
+            TurnMsg::Ended { status, error } => self.end_turn(session_id, status, error).await,
+        }
+    }
+
+    /// Stores snapshots of items of a running turn with one append (a new item gets its
+    /// `seq`), then publishes them. Returns their `seq`s.
+    pub(super) fn store_turn_items(
+        &mut self,
+        session_id: &str,
+        mut items: Vec<Item>,
+    ) -> Result<Vec<u64>, StoreError> {
+        let mut new = Vec::with_capacity(items.len());
+        for item in &mut items {
+            let known = self
+                .sessions
+                .get(session_id)
+                .and_then(|run| run.running.as_ref())
+                .and_then(|running| running.items.iter().find(|i| i.id == item.id))
+                .map(|existing| existing.seq);
+            new.push(known.is_none());
+            item.seq = match known {
+                Some(seq) => seq,
+                None => self.next_seq(session_id),
+            };
+        }
+        if let Err(error) = self.append_items(session_id, &items) {
+            tracing::error!(%error, conversation = %self.id, "cannot store an item; interrupting the turn");
+            if let Some(running) = self
+                .sessions
+                .get(session_id)
+                .and_then(|r| r.running.as_ref())
+            {
+                running.cancel.cancel();
+            }
+            return Err(error);
+        }
+        for (item, is_new) in items.iter().zip(new) {
+            if let Some(running) = self
+                .sessions
+                .get_mut(session_id)
+                .and_then(|r| r.running.as_mut())
+            {
+                match running.items.iter_mut().find(|i| i.id == item.id) {
+                    Some(existing) => *existing = item.clone(),
+                    None => running.items.push(item.clone()),
+                }
+            }
+            let finished = item.status != ItemStatus::Running;
+            if is_new {
+                self.publish_item_started(item);
+            }
+            if finished {
+                self.publish_item_completed(item);
+                self.on_item_finished(item);
+            }
+            // A tool call's arguments count when it is first stored, its output when it ends.
+            if let Some(run) = self.run_mut(session_id) {
+                run.usage.stored(item, is_new);
+            }
+        }
+        Ok(items.iter().map(|item| item.seq).collect())
+    }
+
+    /// A finished item: its session's last message (the Agents tab), and for the root
+    /// session its search row. The row goes through the index queue rather than being awaited
+    /// here: this is on the way to the model's next call or to `turn.ended`, and the files
+    /// already hold the item.
+    pub(super) fn on_item_finished(&mut self, item: &Item) {
+        if let ItemKind::AgentMessage { text } = &item.kind
+            && item.status == ItemStatus::Completed
+            && let Some(session) = self
+                .state
+                .sessions
+                .iter_mut()
+                .find(|s| s.id == item.session_id)
+        {
+            session.last_message = Some(text.clone());
+            self.publish_session(&item.session_id);
+        }
+        if item.session_id != self.root_id() {
+            return;
+        }
+        if let Some(text) = item.kind.searchable_text() {
+            self.shared.index_later(IndexJob::SearchText {
+                conversation_id: self.id.clone(),
+                seq: item.seq,
+                text: text.to_owned(),
+            });
+        }
+    }
+
+    /// Messages steered into a session's running turn before its next model call (SPEC
+    /// §3.1): the user's steer messages, then sub-agents' reports (SPEC §3.3).
+    pub(super) async fn take_steered(&mut self, session_id: &str) -> Vec<Item> {
+        let Some(run) = self.sessions.get_mut(session_id) else {
+            return Vec::new();
+        };
+        let Some(running) = &run.running else {
+            return Vec::new();
+        };
+        let turn_id = running.turn_id.clone();
+        let entries = run.pending.take_steered();
+        if entries.is_empty() {
+            return Vec::new();
+        }
+        let from_above = entries.iter().any(|entry| !entry.report);
+        let steered: Vec<Message> = entries
+            .iter()
+            .map(|entry| Message {
+                status: MessageStatus::Steered,
+                ..entry.message.clone()
+            })
+            .collect();
+        let mut records: Vec<MetaRecord> = steered
+            .iter()
+            .map(|message| MetaRecord::MessageAccepted {
+                message: message.clone(),
+                idempotency_key: None,
+                turn_id: Some(turn_id.clone()),
+            })
+            .collect();
+        records.extend(self.pending_answer_records(&steered));
+        if let Err(error) = self.append_meta(records) {
+            tracing::error!(%error, "cannot store steered messages; they stay waiting");
+            self.wait_again(session_id, entries);
+            return Vec::new();
+        }
+        self.forget_stored_answers();
+        if from_above && let Some(run) = self.run_mut(session_id) {
+            run.pending.hold_agent_messages(false);
+        }
+        let items: Vec<Item> = steered
+            .iter()
+            .map(|message| {
+                let seq = self.next_seq(session_id);
+                user_item(message, &turn_id, seq)
+            })
+            .collect();
+        if let Err(error) = self.append_items(session_id, &items) {
+            // Told to nobody, given to no model: the messages wait again, for the next turn,
+            // and this one stops, as it does when any of its items cannot be stored.
+            tracing::error!(%error, conversation = %self.id, "cannot store steered messages; interrupting the turn");
+            if let Some(run) = self.run_mut(session_id) {
+                run.last_seq -= items.len() as u64;
+                if let Some(running) = &run.running {
+                    running.cancel.cancel();
+                }
+            }
+            self.wait_again(session_id, entries);
+            return Vec::new();
+        }
+        for item in &items {
+            self.publish_stored(item);
+            self.on_item_finished(item);
+        }
+        self.publish_pending();
+        items
+    }
+
+    /// Puts messages the agent could not take back at the head of their kind of waiting ones.
+    pub(super) fn wait_again(&mut self, session_id: &str, entries: Vec<Waiting>) {
+        if let Some(run) = self.run_mut(session_id) {
+            run.pending.restore(entries);
+        }
+    }
+}

@@ -1,0 +1,254 @@
+//! The end of a turn in the actor: its running items closed, a notice for an interrupt or a
+//! failure, the end stored, then what follows (a sub-agent's report to its parent, the next
+//! waiting message); interrupts and turns left open by a crash.
+
+use tokio::sync::oneshot;
+
+use super::ConversationActor;
+use super::session::InterruptCause;
+use crate::api::events::ConversationEvent;
+use crate::config::ReasoningContext;
+use crate::domain::{Item, ItemKind, ItemStatus, TurnStatus, new_id, now};
+use crate::index::IndexUpdate;
+use crate::runtime::RuntimeError;
+use crate::store::records::{MetaRecord, SessionRecord};
+
+impl ConversationActor {
+    pub(super) async fn end_turn(
+        &mut self,
+        session_id: &str,
+        status: TurnStatus,
+        error: Option<String>,
+    ) {
+        let keeps_all = self
+            .state
+            .session(session_id)
+            .and_then(|session| self.shared.config.model(&session.model))
+            .is_some_and(|model| model.reasoning_context == Some(ReasoningContext::AllTurns));
+        let Some(run) = self.sessions.get_mut(session_id) else {
+            return;
+        };
+        let Some(mut running) = run.running.take() else {
+            return;
+        };
+        // Reasoning the model got back during the turn stays behind with it, unless every
+        // turn's reasoning is taken back (SPEC §7.8).
+        let reasoning = std::mem::take(&mut run.turn_reasoning_tokens);
+        let cause = run.interrupt_cause.take();
+        let waiters = std::mem::take(&mut run.interrupt_waiters);
+        if reasoning > 0 && !keeps_all {
+            run.usage.forget(reasoning);
+            self.publish_usage(session_id);
+        }
+        // Items the turn left running (it should not) are closed with the turn's status.
+        for mut item in std::mem::take(&mut running.items)
+            .into_iter()
+            .filter(|i| i.status == ItemStatus::Running)
+        {
+            item.status = match status {
+                TurnStatus::Failed => ItemStatus::Failed,
+                _ => ItemStatus::Interrupted,
+            };
+            if self
+                .append_items(session_id, std::slice::from_ref(&item))
+                .is_ok()
+            {
+                self.publish_item_completed(&item);
+            }
+        }
+        match status {
+            TurnStatus::Interrupted => {
+                let text = match cause.unwrap_or(InterruptCause::User) {
+                    InterruptCause::User => {
+                        "The user interrupted the previous turn before it finished.".to_owned()
+                    }
+                    InterruptCause::Shutdown => "The previous turn was interrupted: the service \
+                        stopped before it finished."
+                        .to_owned(),
+                };
+                self.store_notice(session_id, &running.turn_id, text);
+            }
+            // The error stays visible in the history (and the model learns of it next turn).
+            TurnStatus::Failed => {
+                let error = error.as_deref().unwrap_or("unknown error");
+                self.store_notice(
+                    session_id,
+                    &running.turn_id,
+                    format!("The previous turn failed: {error}"),
+                );
+            }
+            TurnStatus::Completed | TurnStatus::Running => {}
+        }
+        let record = MetaRecord::TurnEnded {
+            session_id: session_id.to_owned(),
+            turn_id: running.turn_id.clone(),
+            status,
+            error: error.clone(),
+            at: now(),
+        };
+        if session_id == self.root_id() {
+            self.note_searched_through();
+        }
+        if let Err(error) = self.append_meta(vec![record.clone()]) {
+            // Clients are told the turn ended, and this actor must agree with them (a turn it
+            // thinks still runs would block every later one). On disk the turn stays open, so
+            // the next start closes it as interrupted.
+            tracing::error!(%error, conversation = %self.id, "cannot store the end of a turn");
+            self.state.apply(&record);
+            // The index is about to be told how the turn ended; the files will say otherwise.
+            self.shared.index.mark_out_of_date(&[&self.id]).await;
+        }
+        // The end is on disk: followers of the conversation learn it now. The list-level
+        // `conversation.updated` follows the index update, so a sidebar that reacts to it by
+        // listing sees the same state.
+        self.bus.publish(&ConversationEvent::TurnEnded {
+            session_id: session_id.to_owned(),
+            turn_id: running.turn_id.clone(),
+            status,
+            error: error.clone(),
+        });
+        // What comes next (a sub-agent's report to its parent, this session's next waiting
+        // message) may start a turn: done before the conversation's new status is indexed and
+        // published, so that no client sees it idle in between.
+        if !self.stopping {
+            self.report_to_parent(session_id, &running.turn_id, status, error.as_deref());
+            self.start_next_waiting(session_id);
+        }
+        let turn = self
+            .state
+            .turns
+            .iter()
+            .rev()
+            .find(|t| t.id == running.turn_id)
+            .cloned();
+        let mut updates = vec![self.conversation_update()];
+        if let Some(turn) = &turn {
+            updates.push(IndexUpdate::Turn {
+                conversation_id: &self.id,
+                turn,
+            });
+        }
+        if let Some(session) = self.state.session(session_id) {
+            updates.push(IndexUpdate::Session {
+                conversation_id: &self.id,
+                session,
+            });
+        }
+        self.shared.index_quietly(&updates).await;
+        self.publish_conversation();
+        self.publish_session(session_id);
+        for waiter in waiters {
+            let _ = waiter.send(Ok(true));
+        }
+    }
+
+    /// A notice at the end of a turn that did not complete: the model reads it at its next
+    /// call (SPEC §4.2) and every client sees it.
+    pub(super) fn store_notice(&mut self, session_id: &str, turn_id: &str, text: String) {
+        let notice = Item {
+            id: new_id("m"),
+            session_id: session_id.to_owned(),
+            turn_id: turn_id.to_owned(),
+            seq: self.next_seq(session_id),
+            created_at: now(),
+            status: ItemStatus::Completed,
+            compacted: false,
+            step: None,
+            kind: ItemKind::Notice { text },
+        };
+        if let Err(error) = self.append_items(session_id, std::slice::from_ref(&notice)) {
+            tracing::error!(%error, "cannot store a notice");
+            return;
+        }
+        self.publish_stored(&notice);
+    }
+
+    /// When a session is idle: its next waiting message (the user's first, then agents')
+    /// starts its next turn.
+    pub(super) fn start_next_waiting(&mut self, session_id: &str) {
+        if !self.session_is_idle(session_id) {
+            return;
+        }
+        let Some(run) = self.run_mut(session_id) else {
+            return;
+        };
+        let next = run.pending.take_next_turn();
+        if next.is_empty() {
+            return;
+        }
+        let messages = next.iter().map(|entry| entry.message.clone()).collect();
+        if let Err(error) = self
+            .check_can_run(session_id)
+            .and_then(|()| self.start_turn(session_id, messages, None))
+        {
+            tracing::warn!(%error, "waiting messages could not start a turn; they keep waiting");
+            if let Some(run) = self.run_mut(session_id) {
+                run.pending.restore(next);
+            }
+        }
+        self.publish_pending();
+    }
+
+    pub(super) fn interrupt(
+        &mut self,
+        session: Option<String>,
+        reply: oneshot::Sender<Result<bool, RuntimeError>>,
+    ) {
+        let session_id = session.unwrap_or_else(|| self.root_id().to_owned());
+        if !self.sessions.contains_key(&session_id) {
+            let _ = reply.send(Err(RuntimeError::NotFound(format!("session {session_id}"))));
+            return;
+        }
+        if let Some(compacting) = &self.compacting
+            && session_id == self.root_id()
+        {
+            // Answered when the compaction ends; its request gets the failure.
+            compacting.cancel.cancel();
+            let _ = reply.send(Ok(true));
+            return;
+        }
+        let run = self.sessions.get_mut(&session_id).expect("checked above");
+        if !run.interrupt(InterruptCause::User) {
+            let _ = reply.send(Ok(false));
+            return;
+        }
+        run.interrupt_waiters.push(reply);
+    }
+
+    /// Turns a crash left `running` are closed as `interrupted` before anything else happens,
+    /// in every session.
+    pub(super) fn close_stale_turns(&mut self, except: Option<&str>) -> Result<(), RuntimeError> {
+        let stale: Vec<(String, String)> = self
+            .state
+            .running_turns()
+            .filter(|t| Some(t.id.as_str()) != except)
+            .map(|t| (t.session_id.clone(), t.id.clone()))
+            .collect();
+        for (session_id, turn_id) in stale {
+            let mut items = self.shared.store.read_items(&self.id, &session_id)?;
+            let closing: Vec<Item> = crate::index::rebuild::close_cut_turn(
+                &self.state,
+                &mut items,
+                &session_id,
+                &turn_id,
+            )
+            .into_iter()
+            .map(|SessionRecord::Item { item }| item)
+            .collect();
+            self.append_items(&session_id, &closing)?;
+            // The model sees what the files now hold: restored messages and the notice.
+            if let Some(run) = self.sessions.get_mut(&session_id) {
+                *run = super::session::SessionRun::new(session_id.clone(), items);
+            }
+            self.reset_meter(&session_id);
+            self.append_meta(vec![MetaRecord::TurnEnded {
+                session_id,
+                turn_id,
+                status: TurnStatus::Interrupted,
+                error: Some("the service stopped during the turn".to_owned()),
+                at: now(),
+            }])?;
+        }
+        Ok(())
+    }
+}
