@@ -355,7 +355,11 @@ mod tests {
         let bus = EventBus::new();
         let (receiver, before) = bus.subscribe();
         bus.publish_as("conversation.updated", &json!({ "n": 0 }));
-        let deleted = bus.publish(DELETED, &json!({ "conversation_id": "c" }));
+        let deleted = bus.publish(
+            &crate::api::events::ConversationEvent::ConversationDeleted {
+                conversation_id: "c".to_owned(),
+            },
+        );
         bus.publish_as("conversation.updated", &json!({ "n": 1 }));
         let done = CancellationToken::new();
         let live = follow(bus.clone(), receiver, before, done, Ends::AtDeletion);
