@@ -123,10 +123,13 @@ pub enum ListEvent {
         /// Where `GET /api/conversations?cursor=` continues, if there is more.
         next_cursor: Option<String>,
     },
+    /// A conversation was created (also by a fork or a rewind).
     #[serde(rename = "conversation.created")]
     ConversationCreated { conversation: Conversation },
+    /// A conversation's title, status, archive flag or `updated_at` changed.
     #[serde(rename = "conversation.updated")]
     ConversationUpdated { conversation: Conversation },
+    /// A conversation was deleted.
     #[serde(rename = "conversation.deleted")]
     ConversationDeleted { conversation_id: String },
 }

@@ -4,5 +4,6 @@
 
 pub mod errors;
 pub mod events;
+pub mod reference;
 pub mod requests;
 pub mod responses;
