@@ -269,7 +269,7 @@ impl ItemKind {
     }
 }
 
-/// The summary a history's model view starts from (SPEC §7.4): the one that covers the most.
+/// The summary a history's model view starts from: the one that covers the most.
 pub fn latest_summary(items: &[Item]) -> Option<usize> {
     items
         .iter()
@@ -306,7 +306,7 @@ pub fn mark_compacted(items: &mut [Item]) {
     }
 }
 
-/// How much of the model's context window a conversation uses (SPEC §7.2).
+/// How much of the model's context window a conversation uses.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, utoipa::ToSchema)]
 pub struct Usage {
     pub used_tokens: u64,

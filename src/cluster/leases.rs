@@ -1,4 +1,5 @@
-//! Conversation leases (DESIGN invariant 2 across machines): an instance may write a
+//! Conversation leases (invariant 2, one writer per conversation, across machines): an
+//! instance may write a
 //! conversation's files only while it holds that conversation's lease in PostgreSQL. Leases
 //! expire by the database's clock; the owner renews all of its leases together in the
 //! background and stops writing before a lease can have expired (`Fence::holds`). Each new

@@ -1,4 +1,4 @@
-//! The collaboration tools (SPEC §5.2) as a turn runs them: `spawn_agent`, `send_message`,
+//! The collaboration tools as a turn runs them: `spawn_agent`, `send_message`,
 //! `wait_agents`, `interrupt_agent` and `list_agents`. Their arguments are checked here; the
 //! session tree belongs to the conversation actor, which carries each request out
 //! (`actor/subagents.rs`). Like every tool, a mistake is a result text for the model, never a

@@ -1,4 +1,4 @@
-//! Compaction (SPEC §7): when a conversation's history nears the model's context window, one call
+//! Compaction: when a conversation's history nears the model's context window, one call
 //! to the compaction model writes a cumulative summary of the older part; from then on the model
 //! reads the summary plus the recent part. Nothing is deleted: the summary is one more item, and
 //! the items it stands for are marked `compacted` when a history is read.
@@ -49,7 +49,8 @@ pub fn model_view(history: &[Item]) -> Vec<Item> {
     view
 }
 
-/// Whether a request of `used` tokens has reached the threshold of SPEC §7.3.
+/// Whether a request of `used` tokens has reached the compaction threshold:
+/// `min(0.8 × context_window, context_window − max_output_tokens)`.
 pub fn needed(usage: &UsageTracker, context_window: u64, max_output_tokens: u64) -> bool {
     let view = usage.view(context_window, max_output_tokens);
     view.used_tokens >= view.threshold_tokens

@@ -12,8 +12,8 @@ use crate::store::records::{ConversationCreated, MetaRecord, SessionRecord};
 use crate::store::state::ConversationState;
 
 impl Runtime {
-    /// Creates a conversation with its first message and starts its first turn (SPEC §1.2:
-    /// nothing is stored before this call succeeds, and nothing stays stored when it fails).
+    /// Creates a conversation with its first message and starts its first turn: nothing is
+    /// stored before this call succeeds, and nothing stays stored when it fails.
     pub async fn create_conversation(
         &self,
         request: NewConversation,

@@ -1,4 +1,4 @@
-//! Fork and rewind (SPEC §6.1–6.2) work on the bytes of the root session's file: the copy is the
+//! Fork and rewind work on the bytes of the root session's file: the copy is the
 //! prefix of complete lines before a cut, with the session id rewritten in place, so a fork of
 //! 10,000 items is one sequential read and write rather than item-by-item work.
 

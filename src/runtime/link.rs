@@ -32,7 +32,7 @@ pub enum TurnMsg {
         items: Vec<Item>,
         ack: oneshot::Sender<Vec<u64>>,
     },
-    /// An automatic compaction begins (SPEC §7.3).
+    /// An automatic compaction begins.
     CompactionStarted,
     /// Its summary is stored: the actor's history now reads from it.
     Compacted {

@@ -178,7 +178,7 @@ impl Runtime {
         .await?
     }
 
-    /// Waiting messages live only in a live conversation's memory (SPEC §3.4): one that is
+    /// Waiting messages live only in a live conversation's memory: one that is
     /// not live has none, and is not loaded to say so.
     pub async fn pending(&self, id: &str) -> Result<Vec<Message>, RuntimeError> {
         if let Some(view) = self.ask_live(id, |reply| Command::View { reply }).await {
@@ -190,7 +190,7 @@ impl Runtime {
         Ok(Vec::new())
     }
 
-    /// Changes a waiting message's text or mode (SPEC §3.2); 409 once the agent has taken it.
+    /// Changes a waiting message's text or mode; 409 once the agent has taken it.
     pub async fn update_pending(
         &self,
         id: &str,
@@ -224,7 +224,7 @@ impl Runtime {
             .await?
     }
 
-    /// A copy of the conversation up to its last finished turn (SPEC §6.1).
+    /// A copy of the conversation up to its last finished turn.
     pub async fn fork(&self, id: &str) -> Result<Conversation, RuntimeError> {
         let outcome = self
             .call(id, |reply| Command::Fork {
@@ -238,7 +238,7 @@ impl Runtime {
     }
 
     /// A copy up to just before one of the user's messages, and that message's text
-    /// ("restart from here", SPEC §6.2). No conversation when it is the first message.
+    /// ("restart from here"). No conversation when it is the first message.
     pub async fn rewind(&self, id: &str, message_id: &str) -> Result<ForkOutcome, RuntimeError> {
         if !is_valid_id(message_id) {
             return Err(RuntimeError::Invalid(format!(
@@ -253,7 +253,7 @@ impl Runtime {
         .await?
     }
 
-    /// Manual compaction of the root session (SPEC §7.6).
+    /// Manual compaction of the root session.
     pub async fn compact(&self, id: &str) -> Result<CompactOutcome, RuntimeError> {
         self.refuse_when_stopping()?;
         self.call(id, |reply| Command::Compact { reply }).await?

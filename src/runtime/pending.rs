@@ -1,6 +1,7 @@
-//! Waiting messages (SPEC §3): messages sent while the agent works, kept in memory only (§3.4).
+//! Waiting messages: messages sent while the agent works, kept in memory only (lost when
+//! the service stops).
 //! The queue keeps messages from above (the user's, or a parent agent's) before sub-agents'
-//! reports (§3.3), puts an interrupting message first, and decides which messages a steer or
+//! reports, puts an interrupting message first, and decides which messages a steer or
 //! the next turn takes. It is plain data,
 //! owned by the conversation actor, so every race is settled by the actor's order of commands.
 
@@ -12,7 +13,7 @@ pub struct PendingQueue {
     /// very front; then sub-agents' reports.
     entries: Vec<Waiting>,
     /// Set when the user interrupts the agent: reports then wait until the user (or, for a
-    /// sub-agent, its parent) sends another message (SPEC §4.3).
+    /// sub-agent, its parent) sends another message.
     hold_reports: bool,
 }
 
@@ -40,7 +41,7 @@ impl PendingQueue {
         });
     }
 
-    /// Adds a sub-agent's report: after everything else (SPEC §3.3).
+    /// Adds a sub-agent's report: after everything else (they come last).
     pub fn push_report(&mut self, message: Message) {
         self.insert(Waiting {
             message,

@@ -1,4 +1,4 @@
-//! The automatic title (SPEC §6.5): the first line of the first message, at most 40 characters,
+//! The automatic title: the first line of the first message, at most 40 characters,
 //! never cut inside a character or a grapheme cluster (a flag, a family emoji, a combining mark).
 
 use unicode_segmentation::UnicodeSegmentation;

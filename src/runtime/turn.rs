@@ -1,4 +1,4 @@
-//! The turn loop (SPEC §2): model call → the tools it asks for → results back to the model → …
+//! The turn loop: model call → the tools it asks for → results back to the model → …
 //! until it answers without tool calls. The loop runs in its own task and owns no files: every
 //! item it produces goes to the conversation actor (`TurnMsg`), which stores it write-ahead and
 //! publishes it, so there is still exactly one writer per conversation.
@@ -45,7 +45,7 @@ pub struct TurnSpec {
     pub context_window: u64,
     pub usage: UsageTracker,
     pub compactor: Compactor,
-    /// Which earlier reasoning the model takes back (SPEC §7.8); unset: that of this turn.
+    /// Which earlier reasoning the model takes back; unset: that of this turn.
     pub reasoning_context: Option<ReasoningContext>,
     /// Whether the provider takes reasoning back at all (the Responses API with a
     /// `reasoning_context`): if not, reasoning tokens take no room in the next request.
@@ -138,7 +138,7 @@ async fn drive(spec: TurnSpec, link: &ActorLink) -> Result<(), TurnStop> {
     }
 }
 
-/// Compacts the history before a model call that would reach the threshold (SPEC §7.3–7.5):
+/// Compacts the history before a model call that would reach the threshold:
 /// the summary is stored, and the rest of the turn reads from it. A failed compaction fails
 /// the turn.
 async fn compact(
@@ -192,7 +192,7 @@ struct Answer {
     usage: Option<TokenUsage>,
 }
 
-/// Calls the model, retrying transient errors (SPEC §2.3). Output streamed by a failed attempt
+/// Calls the model, retrying transient errors. Output streamed by a failed attempt
 /// is stored as `failed` and never reaches the model as if it were complete.
 async fn call_model(
     spec: &TurnSpec,

@@ -1,4 +1,4 @@
-//! Token accounting for the context-usage meter (SPEC §7.2): what the provider reported for the
+//! Token accounting for the context-usage meter: what the provider reported for the
 //! last request plus an estimate of what was added since; without a report, an estimate of the
 //! whole request (its fixed overhead and the history), counted with the model's tokenizer
 //! (`model::tokens`).
@@ -7,7 +7,7 @@ use crate::domain::{Item, ItemKind, ItemStatus, Usage, UsageSource};
 use crate::model::TokenUsage;
 use crate::model::tokens::Tokenizer;
 
-/// What a model call's token report means for the next request (SPEC §7.8): the reasoning it
+/// What a model call's token report means for the next request: the reasoning it
 /// wrote takes room there only if the model gets it back. `None` when the provider reported
 /// no input tokens: every request has some, so a 0 is a provider that does not count (some
 /// compatible servers send zeros), and the estimate stands.

@@ -7,7 +7,7 @@ use super::*;
 use crate::config::Config;
 use crate::domain::{Conversation, Image};
 
-/// A conversation opens only where its working directory and agent exist (SPEC §9.2–9.3); its
+/// A conversation opens only where its working directory and agent exist; its
 /// model is checked only when a turn would run, so the user can still switch it.
 pub(super) fn check_openable(
     config: &Config,

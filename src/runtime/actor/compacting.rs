@@ -1,4 +1,4 @@
-//! Compaction inside the actor (SPEC §7): the manual compaction of the root session, which
+//! Compaction inside the actor: the manual compaction of the root session, which
 //! runs its model call in a task of its own, and what any stored summary changes (the history
 //! the next turn reads and the usage meter start from it).
 
@@ -39,7 +39,7 @@ impl ConversationActor {
         })
     }
 
-    /// Starts a manual compaction (SPEC §7.6): only when no turn runs and no message waits.
+    /// Starts a manual compaction: only when no turn runs and no message waits.
     pub(super) fn start_compaction(
         &mut self,
         reply: oneshot::Sender<Result<CompactOutcome, RuntimeError>>,

@@ -188,8 +188,8 @@ impl ConversationActor {
         }
     }
 
-    /// Messages steered into a session's running turn before its next model call (SPEC
-    /// §3.1): the user's steer messages, then sub-agents' reports (SPEC §3.3).
+    /// Messages steered into a session's running turn before its next model call: the user's
+    /// steer messages, then sub-agents' reports.
     pub(super) async fn take_steered(&mut self, session_id: &str) -> Vec<Item> {
         let Some(run) = self.sessions.get_mut(session_id) else {
             return Vec::new();

@@ -1,4 +1,4 @@
-//! Fork and rewind (SPEC §6.1–6.2): a new conversation from a copy of the root session's
+//! Fork and rewind: a new conversation from a copy of the root session's
 //! history. Only the root agent's history is copied (not sub-agents, waiting messages or the
 //! archive state), and the source is only read.
 
@@ -13,7 +13,7 @@ use crate::store::records::{ConversationCreated, MetaRecord};
 use crate::store::state::ConversationState;
 
 impl ConversationActor {
-    /// Copies the root session's history into a new conversation (SPEC §6.1–6.2): up to the
+    /// Copies the root session's history into a new conversation: up to the
     /// last finished turn, or up to just before `rewind_to`. The source is only read.
     pub(super) async fn fork(
         &mut self,
@@ -51,7 +51,7 @@ impl ConversationActor {
         }
         let Some(last) = fork::last_item(&content[..end]) else {
             if rewind_to.is_some() {
-                // Rewinding to the first message leaves nothing to store (SPEC §1.2).
+                // Rewinding to the first message leaves nothing to store.
                 return Ok(ForkOutcome {
                     conversation: None,
                     text,

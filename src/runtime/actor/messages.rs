@@ -1,4 +1,4 @@
-//! Messages sent to an agent (SPEC §3): a new turn when the agent is idle, else a waiting
+//! Messages sent to an agent: a new turn when the agent is idle, else a waiting
 //! message (steer, queue, interrupt) that can still be edited, withdrawn or promoted. A message
 //! can go to the root agent or, with `session_id`, straight to a sub-agent.
 
@@ -113,7 +113,7 @@ impl ConversationActor {
             .retain(|key, _| !stored.contains_key(key));
     }
 
-    /// Changes a waiting message (SPEC §3.2). A mode of `steer` lets the running turn take it
+    /// Changes a waiting message. A mode of `steer` lets the running turn take it
     /// at its next model call; `interrupt` cuts in at once.
     pub(super) fn update_pending(
         &mut self,

@@ -1,4 +1,5 @@
-//! The conversation actor (DESIGN invariant 2): one task owns a conversation's files, its state
+//! The conversation actor (invariant 2, one writer per conversation): one task owns a
+//! conversation's files, its state
 //! and the running turns of all its agents (the root agent and its sub-agents). Commands arrive
 //! on a channel and are handled one at a time, so every race (a message arriving as a turn
 //! ends, a delete during a send, a sub-agent's report as its parent is interrupted) is settled

@@ -1,5 +1,5 @@
-//! The live part of one agent inside a conversation actor: the root agent or a sub-agent
-//! (SPEC §5). Each has its own stored history, its running turn, its waiting messages and its
+//! The live part of one agent inside a conversation actor: the root agent or a sub-agent.
+//! Each has its own stored history, its running turn, its waiting messages and its
 //! usage meter; the actor holds one `SessionRun` per session and is still the only writer.
 
 use tokio::sync::oneshot;
@@ -19,7 +19,7 @@ pub(super) struct SessionRun {
     /// The last `seq` given out (see `stored_last_seq` for the last stored one).
     pub last_seq: u64,
     pub running: Option<RunningTurn>,
-    /// Waiting messages, in memory only (SPEC §3.4): user messages first, then agents'.
+    /// Waiting messages, in memory only: user messages first, then agents'.
     pub pending: PendingQueue,
     pub usage: UsageTracker,
     /// Reasoning tokens the running turn's model calls reported, while it gets them back.
@@ -77,7 +77,7 @@ impl SessionRun {
     }
 
     /// Cancels the running turn; it ends `interrupted` once its task has stored what it had.
-    /// A user's interrupt holds sub-agents' reports until the user speaks again (SPEC §4.3).
+    /// A user's interrupt holds sub-agents' reports until the user speaks again.
     pub fn interrupt(&mut self, cause: InterruptCause) -> bool {
         let Some(running) = &self.running else {
             return false;

@@ -1,4 +1,4 @@
-//! Sub-agents inside the actor (SPEC §5): the session tree, `spawn_agent` and the other
+//! Sub-agents inside the actor: the session tree, `spawn_agent` and the other
 //! collaboration tools (carried out here for a turn, `runtime::collab`), and the report a
 //! sub-agent sends its parent after each of its turns. An agent can only address its own
 //! descendants; limits on depth and on running sub-agents are tool errors, never crashes.
@@ -306,10 +306,10 @@ impl ConversationActor {
             .collect()
     }
 
-    /// After each turn of a sub-agent, its parent gets a report as a waiting message (SPEC
-    /// §5.1): the final answer, or how the turn failed or was interrupted. The parent takes it
-    /// after the user's messages (§3.3), and not before the user speaks again if the user
-    /// interrupted the parent (§4.3).
+    /// After each turn of a sub-agent, its parent gets a report as a waiting message:
+    /// the final answer, or how the turn failed or was interrupted. The parent takes it after
+    /// the user's messages, and not before the user speaks again if the user interrupted the
+    /// parent.
     pub(super) fn report_to_parent(
         &mut self,
         session_id: &str,

@@ -32,7 +32,7 @@ impl ConversationActor {
             return;
         };
         // Reasoning the model got back during the turn stays behind with it, unless every
-        // turn's reasoning is taken back (SPEC §7.8).
+        // turn's reasoning is taken back.
         let reasoning = std::mem::take(&mut run.turn_reasoning_tokens);
         let cause = run.interrupt_cause.take();
         let waiters = std::mem::take(&mut run.interrupt_waiters);
@@ -143,7 +143,7 @@ impl ConversationActor {
     }
 
     /// A notice at the end of a turn that did not complete: the model reads it at its next
-    /// call (SPEC §4.2) and every client sees it.
+    /// call and every client sees it.
     pub(super) fn store_notice(&mut self, session_id: &str, turn_id: &str, text: String) {
         let notice = Item {
             id: new_id("m"),

@@ -304,7 +304,7 @@ impl ConversationActor {
         let client = self.shared.models.client(config, &session.model)?;
         let compactor = self.compactor(&session.agent)?;
         let (instructions, tools) = self.request_parts(session, agent);
-        // What every request of this turn carries besides the history (SPEC §7.2).
+        // What every request of this turn carries besides the history.
         let tokenizer = Tokenizer::for_model(config, &session.model);
         let mut usage = usage;
         usage.adopt(usage::UsageTracker::new(
@@ -353,7 +353,7 @@ impl ConversationActor {
     }
 
     /// Starts a session's meter over from its history, counted with its model's tokenizer and
-    /// with the fixed part of its requests (SPEC §7.2): when a session is loaded or created,
+    /// with the fixed part of its requests: when a session is loaded or created,
     /// and when its model changes. (A turn adopts them again, as AGENTS.md may change.)
     pub(super) fn reset_meter(&mut self, session_id: &str) {
         let basis = meter_basis(&self.shared.config, &self.state, session_id);
@@ -412,7 +412,7 @@ pub(super) fn meter_basis(
     Some(usage::UsageTracker::new(tokenizer, overhead))
 }
 
-/// The agent's instructions, with the working directory's AGENTS.md after them (SPEC §7.5). A
+/// The agent's instructions, with the working directory's AGENTS.md after them. A
 /// sub-agent is also told how its work reaches its parent.
 fn instructions(agent: Option<&str>, cwd: &str, sub_agent: bool) -> Option<String> {
     let agents_md = std::fs::read_to_string(std::path::Path::new(cwd).join("AGENTS.md")).ok();
@@ -429,7 +429,7 @@ fn instructions(agent: Option<&str>, cwd: &str, sub_agent: bool) -> Option<Strin
     (!parts.is_empty()).then(|| parts.join("\n\n"))
 }
 
-/// What a sub-agent is told about its place (SPEC §5.1).
+/// What a sub-agent is told about its place.
 const SUB_AGENT_NOTE: &str = "You are a sub-agent: another agent gave you the task in the \
 first message. Work on it on your own; your final message of each turn is reported to that \
 agent automatically, so end with what it needs to know.";
