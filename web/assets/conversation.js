@@ -15,21 +15,17 @@ import { recoverLost, rememberWaiting, renderPending, restoreHeld } from './pend
 import { renderUsage } from './meter.js';
 import { renderComposer, restoreDraft } from './composer.js';
 import {
-  addLine,
   applyDelta,
-  clearRetry,
   hasItem,
   markCompacted,
-  removeLines,
   resetTimeline,
   retireRetryButtons,
-  scrollToBottom,
-  setConnection,
   showPlaceholder,
-  showRetry,
   showTurnEnd,
   upsertItem,
 } from './timeline.js';
+import { addLine, clearRetry, removeLines, setConnection, showRetry } from './statuslines.js';
+import { scrollToBottom } from './scroll.js';
 
 const EVENTS = [
   'snapshot',

@@ -15,7 +15,7 @@ import { fillModels, restoreDraft, saveDraft, wireComposer } from './composer.js
 import { renderHeader, wireHeader } from './header.js';
 import { refreshSessions } from './agents.js';
 import { interruptSession } from './actions.js';
-import { watchTimeline } from './timeline.js';
+import { watchTimeline } from './scroll.js';
 import { render } from './view.js';
 
 // The hash last routed: navigate() routes at once, and the 'hashchange' that follows must not
