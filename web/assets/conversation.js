@@ -8,7 +8,7 @@ import { $, el, enc } from './dom.js';
 import { clearErrors, clearNoticesExcept, showError, showNotice } from './banners.js';
 import { state } from './state.js';
 import { removeListed, renderList, upsertListed } from './sidebar.js';
-import { render } from './view.js';
+import { render, renderViewState } from './view.js';
 import { renderHeader, renderTabs } from './header.js';
 import { renderAgents } from './agents.js';
 import { recoverLost, rememberWaiting, renderPending, restoreHeld } from './pending.js';
@@ -56,6 +56,7 @@ export function closeConversation() {
   state.usage = null;
   state.queued = [];
   state.loadingItems = false;
+  state.historyShown = false;
   state.tab = 'conversation';
   resetTimeline();
   setConnection(null);
@@ -260,6 +261,7 @@ async function applySnapshot(snapshot, gen) {
   const queued = state.queued;
   state.queued = [];
   state.loadingItems = false;
+  state.historyShown = true;
   for (const [type, data] of queued) applyEvent(type, data);
   render();
   scrollToBottom();
@@ -280,6 +282,7 @@ function applyEvent(type, data) {
       upsertListed(data.conversation);
       renderHeader();
       renderComposer();
+      renderViewState();
       break;
     case 'conversation.deleted':
       removeListed(data.conversation_id);
@@ -294,6 +297,7 @@ function applyEvent(type, data) {
       renderTabs();
       renderAgents();
       renderComposer();
+      renderViewState();
       break;
     }
     case 'turn.started':
