@@ -1,6 +1,6 @@
-// Issue 15, point 3: failures and retries. Each model.retry updates one line with a countdown;
-// a failed turn shows as failed, in red, on the turn itself, with a Retry button that sends the
-// same message again; the sidebar marks failed and interrupted conversations.
+// Failures and retries. Each model.retry updates one line with a countdown; a failed turn shows
+// as failed, in red, on the turn itself, with a Retry button that sends the same message again;
+// the sidebar marks failed and interrupted conversations.
 'use strict';
 
 const { test } = require('node:test');

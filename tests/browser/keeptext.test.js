@@ -1,7 +1,7 @@
-// Issue 15, point 4: the user's text is never lost. Editing a waiting message holds it back
-// (the agent cannot take the old text meanwhile); waiting messages lost in a restart come back
-// into the message box with a notice; error banners clear once things work again; the send mode
-// goes back to the default after a send.
+// The user's text is never lost. Editing a waiting message holds it back (the agent cannot take
+// the old text meanwhile); waiting messages lost in a restart come back into the message box with
+// a notice; error banners clear once things work again; the send mode goes back to the default
+// after a send.
 'use strict';
 
 const { test } = require('node:test');

@@ -1,10 +1,10 @@
-// Issue 15, points 8 and 9, and the screenshots: one realistic scene (Markdown, tool cards, a
+// Accessibility, dark mode and the screenshots: one realistic scene (Markdown, tool cards, a
 // running turn with a waiting message, a failed and an interrupted conversation in the list),
 // seen at 1400×900 and 420×800, light and dark. Each view is checked by axe-core (no serious or
 // critical findings) and saved as a PNG under OPENVAALA_SCREENSHOTS for people to look at. Dark
 // mode follows prefers-color-scheme. The accessibility structure is checked too: live regions
-// only on status lines and finished messages, a labelled message box, tab roles, one tab stop
-// per sidebar row with its actions in a menu.
+// only on status lines and finished messages, a labelled message box, tab roles, one tab stop per
+// sidebar row with its actions in a menu.
 'use strict';
 
 const { test } = require('node:test');

@@ -1,6 +1,6 @@
-// Issue 15, point 7: on a phone (420×800) the header is one line plus the meter, the list is
-// reachable, the waiting messages scroll in their own area (the message box stays in view),
-// buttons stay tappable, and nothing makes the page scroll sideways.
+// On a phone (420×800) the header is one line plus the meter, the list is reachable, the waiting
+// messages scroll in their own area (the message box stays in view), buttons stay tappable, and
+// nothing makes the page scroll sideways.
 'use strict';
 
 const { test } = require('node:test');
