@@ -113,10 +113,10 @@ test('"New output below" appears when the reader scrolled up during a stream', {
     await page.mouse.move(box.x + box.width / 2, box.y + box.height / 2);
     await page.mouse.wheel(0, -100_000);
     await page.waitForFunction(() => document.getElementById('timeline').scrollTop === 0);
-    await button.waitFor({ state: 'visible' });
-    // Reading stays where the reader is while the output goes on.
+    // More output arrives: the button says so, and reading stays where the reader is.
     const height = await timeline.evaluate((t) => t.scrollHeight);
     await gate.write(paragraphs(41, 80));
+    await button.waitFor({ state: 'visible' });
     await page.waitForFunction((h) => document.getElementById('timeline').scrollHeight > h, height);
     assert.equal(await timeline.evaluate((t) => t.scrollTop), 0);
     await button.click();
