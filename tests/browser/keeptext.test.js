@@ -122,7 +122,7 @@ test('the send mode goes back to steer after a send', { timeout: TEST_TIMEOUT },
   withUi({ fake: true }, async ({ page, fake }) => {
     const first = fake.hold({ text: 'Done.' });
     await startConversation(page, 'start working');
-    await page.locator('#mode').waitFor();
+    await waitRunning(page);
     await page.selectOption('#mode', 'queue');
     await page.fill('#message', 'after this turn');
     await page.press('#message', 'Enter');
