@@ -2,16 +2,33 @@
 // status, agent, task and last message; a sub-agent opened, its text seen streaming; it is
 // interrupted and messaged; spawns and reports in the main timeline lead to it. With no
 // sub-agents the tab says so (details.test.js).
+//
+// The main agent and its first sub-agent run on the demo model, whose directive spawns them;
+// the last sub-agent ("helper") runs on the fake provider, whose answer the test holds, so it is
+// certainly working while the test opens it, watches its text arrive and interrupts it.
 'use strict';
 
 const { test } = require('node:test');
 const assert = require('node:assert/strict');
 const { TEST_TIMEOUT, waitIdle, withUi } = require('./harness');
 
+const AGENTS = `
+[agents.default]
+description = "the main agent, on the demo model"
+model = "demo"
+
+[agents.helper]
+description = "a sub-agent on the fake provider"
+model = "m"
+tools = ["list_dir"]
+`;
+
 test('the Agents tab shows the tree of sub-agents; one is opened while it streams, interrupted and messaged', { timeout: TEST_TIMEOUT }, () =>
-  withUi(async ({ page }) => {
-    // The main agent spawns a helper, which spawns its own helper that writes slowly.
-    await page.fill('#message', 'Delegate this\n/spawn default: /spawn default: /sleep 250');
+  withUi({ fake: { agents: AGENTS } }, async ({ page, fake }) => {
+    // The main agent spawns a sub-agent, which spawns its own helper; the helper's answer waits
+    // for the test.
+    const gate = fake.hold({ text: 'never sent: the helper is interrupted first' });
+    await page.fill('#message', 'Delegate this\n/spawn default: /spawn helper: write slowly');
     await page.press('#message', 'Enter');
     await page.waitForURL(/#\/c\/[^/]+$/);
 
@@ -19,7 +36,7 @@ test('the Agents tab shows the tree of sub-agents; one is opened while it stream
     const spawn = page.locator('#items .item.tool-call.tool-spawn-agent');
     await spawn.locator('.open-session').waitFor();
     assert.equal(await spawn.locator('.tool-name').textContent(), 'Sub-agent');
-    assert.equal(await spawn.locator('.tool-task').textContent(), '/spawn default: /sleep 250');
+    assert.equal(await spawn.locator('.tool-task').textContent(), '/spawn helper: write slowly');
     assert.ok(!(await spawn.textContent()).includes('session_id'), await spawn.textContent());
 
     await page.click('#tab-agents');
@@ -30,25 +47,28 @@ test('the Agents tab shows the tree of sub-agents; one is opened while it stream
     // The tree: each sub-agent under the one that spawned it, with its task.
     assert.deepEqual(await rows.evaluateAll((nodes) => nodes.map((n) => n.dataset.depth)), ['0', '1', '2']);
     assert.equal(await rows.nth(0).locator('.agent-name').textContent(), 'default (main agent)');
-    assert.match(await rows.nth(1).locator('.agent-task').textContent(), /\/spawn default: \/sleep 250/);
+    assert.match(await rows.nth(1).locator('.agent-task').textContent(), /\/spawn helper: write slowly/);
     const slow = rows.nth(2);
-    assert.match(await slow.locator('.agent-task').textContent(), /^Task: \/sleep 250$/);
+    assert.match(await slow.locator('.agent-task').textContent(), /^Task: write slowly$/);
+    await gate.requested;
     await slow.locator('.badge', { hasText: 'working' }).waitFor();
     assert.deepEqual(await slow.locator('button').allTextContents(), ['Interrupt', 'Message', 'Open']);
 
     // Opened: its own history, its text streaming.
     await slow.locator('button', { hasText: 'Open' }).click();
-    await page.locator('#session-crumb', { hasText: 'Viewing sub-agent “default”: /sleep 250' }).waitFor();
+    await page.locator('#session-crumb', { hasText: 'Viewing sub-agent “helper”: write slowly' }).waitFor();
+    await gate.write('Writing');
     const streaming = page.locator('#items .item.agent-message.status-running .md');
-    await streaming.filter({ hasText: 'Demo' }).waitFor();
+    await streaming.filter({ hasText: 'Writing' }).waitFor();
     const before = (await streaming.textContent()).length;
+    await gate.write(' slowly, one piece at a time');
     await page.waitForFunction((length) => {
       const node = document.querySelector('#items .item.agent-message.status-running .md');
       return node && node.textContent.length > length;
     }, before);
     const task = page.locator('#items .item.user-message.from-agent').first();
     assert.equal(await task.locator('.who').textContent(), 'From the agent that started this one, “default”');
-    assert.equal(await task.locator('.md').textContent(), '/sleep 250\n');
+    assert.equal(await task.locator('.md').textContent(), 'write slowly\n');
 
     // Interrupted from its view.
     await page.click('#interrupt');
@@ -56,12 +76,12 @@ test('the Agents tab shows the tree of sub-agents; one is opened while it stream
     await page.click('#tab-agents');
     await slow.locator('.badge', { hasText: 'interrupted' }).waitFor();
 
-    // Messaged: its reply appears in its history.
+    // Messaged: its reply (the fake echoes it) appears in its history.
     await slow.locator('button', { hasText: 'Message' }).click();
     assert.equal(await page.evaluate(() => document.activeElement.id), 'message');
     await page.keyboard.type('hello, helper');
     await page.keyboard.press('Enter');
-    await page.locator('#items .item.agent-message.status-completed', { hasText: 'you said "hello, helper"' }).waitFor();
+    await page.locator('#items .item.agent-message.status-completed', { hasText: 'Echo: hello, helper' }).waitFor();
     await waitIdle(page);
 
     // Back to the main agent: its timeline holds the reports, each leading to its sub-agent.

@@ -1,8 +1,8 @@
-// Issue 15, point 10: the smaller points. Deleting a working conversation is refused before the
-// "cannot be undone" question; the sidebar's row actions never move the rows; shown times follow
-// the order of the timeline; "New output below" appears when the reader scrolled up during a
-// stream; errors are written for people (the API code in small type); the Agents tab says plainly
-// when there are no sub-agents; the context meter reads as figures with its threshold labelled.
+// The smaller points of the UI. Deleting a working conversation is refused before the "cannot be
+// undone" question; the sidebar's row actions never move the rows; shown times follow the order
+// of the timeline; "New output below" appears when the reader scrolled up during a stream; errors
+// are written for people (the API code in small type); the Agents tab says plainly when there are
+// no sub-agents; the context meter reads as figures with its threshold labelled.
 'use strict';
 
 const { test } = require('node:test');
@@ -12,13 +12,16 @@ const path = require('node:path');
 const { TEST_TIMEOUT, startConversation, waitForReply, waitIdle, withUi } = require('./harness');
 
 test('deleting a working conversation is refused before asking whether to delete it', { timeout: TEST_TIMEOUT }, () =>
-  withUi(async ({ page }) => {
+  withUi({ fake: true }, async ({ page, fake }) => {
     const dialogs = [];
     page.on('dialog', (dialog) => {
       dialogs.push(dialog.message());
       dialog.dismiss();
     });
-    await startConversation(page, 'stay busy\n/sleep 300');
+    // The answer is held: the conversation works until the test interrupts it.
+    const gate = fake.hold({ text: 'never sent: the turn is interrupted first' });
+    await startConversation(page, 'stay busy');
+    await gate.requested;
     const row = page.locator('#conversation-list li.conv.running');
     await row.waitFor();
     await row.hover();
@@ -92,9 +95,12 @@ test('shown times follow the order of the timeline', { timeout: TEST_TIMEOUT }, 
 
 test('"New output below" appears when the reader scrolled up during a stream', { timeout: TEST_TIMEOUT }, () =>
   withUi({ fake: true }, async ({ page, fake }) => {
-    const paragraphs = Array.from({ length: 80 }, (_, n) => `Paragraph ${n + 1} of a long answer that keeps coming.`).join('\n\n');
-    fake.push({ text: paragraphs, chunkChars: 12, paceMs: 15 });
+    const paragraphs = (from, to) =>
+      Array.from({ length: to - from + 1 }, (_, n) => `Paragraph ${from + n} of a long answer that keeps coming.`).join('\n\n') + '\n\n';
+    // The answer arrives in pieces the test writes: more comes after the reader scrolled up.
+    const gate = fake.hold({ text: '\n\nThe end.' });
     await startConversation(page, 'a long answer please');
+    await gate.write(paragraphs(1, 40));
     const timeline = page.locator('#timeline');
     await page.waitForFunction(() => {
       const t = document.getElementById('timeline');
@@ -107,9 +113,10 @@ test('"New output below" appears when the reader scrolled up during a stream', {
     await page.mouse.move(box.x + box.width / 2, box.y + box.height / 2);
     await page.mouse.wheel(0, -100_000);
     await page.waitForFunction(() => document.getElementById('timeline').scrollTop === 0);
-    await button.waitFor({ state: 'visible' });
-    // Reading stays where the reader is while the output goes on.
+    // More output arrives: the button says so, and reading stays where the reader is.
     const height = await timeline.evaluate((t) => t.scrollHeight);
+    await gate.write(paragraphs(41, 80));
+    await button.waitFor({ state: 'visible' });
     await page.waitForFunction((h) => document.getElementById('timeline').scrollHeight > h, height);
     assert.equal(await timeline.evaluate((t) => t.scrollTop), 0);
     await button.click();
@@ -118,6 +125,7 @@ test('"New output below" appears when the reader scrolled up during a stream', {
       const t = document.getElementById('timeline');
       return t.scrollHeight - t.scrollTop - t.clientHeight < 40;
     });
+    gate.release();
     await page.locator('#items .item.agent-message.status-completed').waitFor();
   }));
 

@@ -1,6 +1,6 @@
-// Issue 15, point 3: failures and retries. Each model.retry updates one line with a countdown;
-// a failed turn shows as failed, in red, on the turn itself, with a Retry button that sends the
-// same message again; the sidebar marks failed and interrupted conversations.
+// Failures and retries. Each model.retry updates one line with a countdown; a failed turn shows
+// as failed, in red, on the turn itself, with a Retry button that sends the same message again;
+// the sidebar marks failed and interrupted conversations.
 'use strict';
 
 const { test } = require('node:test');
@@ -80,8 +80,10 @@ test('a failed turn shows as failed on the turn itself, and Retry sends the same
 
 test('an interrupted turn says so on the turn, and the sidebar marks the conversation', { timeout: TEST_TIMEOUT }, () =>
   withUi({ fake: true }, async ({ page, fake }) => {
-    fake.push({ text: 'A long answer that will not be finished, because the user stops it early on.', paceMs: 200 });
+    // The answer has begun and the rest is held: the turn runs until the user stops it.
+    const gate = fake.hold({ text: ' never sent: the user stops it first' });
     await startConversation(page, 'start talking');
+    await gate.write('A long answer that will not be finished');
     await page.locator('#items .item.agent-message.status-running .md', { hasText: 'A long' }).waitFor();
     await page.click('#interrupt');
     const ended = page.locator('#items .turn-end.interrupted');

@@ -1,7 +1,7 @@
-// Issue 15, point 5: fork and "Restart from here" are clear. A fork's title names its source
-// and never grows "(fork) (fork)"; the header links to the source by its title; after a fork or
-// a rewind a notice says the original is unchanged and links back; a rewind puts the message
-// into the message box of the new conversation, ready to edit and send.
+// Fork and "Restart from here" are clear. A fork's title names its source and never grows
+// "(fork) (fork)"; the header links to the source by its title; after a fork or a rewind a notice
+// says the original is unchanged and links back; a rewind puts the message into the message box
+// of the new conversation, ready to edit and send.
 'use strict';
 
 const { test } = require('node:test');

@@ -1,7 +1,8 @@
 // What the browser tests share: the real `openvaala` binary on port 0 with a fresh data
-// directory, a fake OpenAI-chat provider written here in Node (scripted replies, paced streams,
-// errors, tool calls), Debian's Chromium driven by playwright-core, axe-core checks, and
-// screenshots. Every wait is on a selector or a condition with a timeout, never a fixed sleep.
+// directory, the fake OpenAI-chat provider of fakeprovider.js (scripted replies, paced streams,
+// errors, tool calls, replies held until the test releases them), Debian's Chromium driven by
+// playwright-core, axe-core checks, and screenshots. Every wait is on a selector or a condition
+// with a timeout, never a fixed sleep.
 // Any page error or console error fails a test (a test names the ones it expects).
 //
 // OPENVAALA_BIN names the binary (default ../../target/debug/openvaala); screenshots go to
@@ -11,12 +12,11 @@
 const assert = require('node:assert/strict');
 const { spawn } = require('node:child_process');
 const fs = require('node:fs');
-const http = require('node:http');
 const os = require('node:os');
 const path = require('node:path');
 const readline = require('node:readline');
-const { once } = require('node:events');
 const { chromium } = require('playwright-core');
+const { startFakeProvider } = require('./fakeprovider');
 
 const BIN = process.env.OPENVAALA_BIN
   ? path.resolve(process.env.OPENVAALA_BIN)
@@ -98,188 +98,10 @@ async function startServer(root, options = {}) {
 }
 
 // ------------------------------------------------------------------------------------------------
-// The fake provider: OpenAI chat completions, streamed as the real API does. Replies come from a
-// queue the test fills; with the queue empty it answers "Echo: <the last user message>".
-//
-// A reply is one of:
-//   { text, chunkChars?, paceMs? }      a streamed answer (5 characters a chunk, 1 ms apart)
-//   { tokens: [...], msPerToken }       each token one chunk, at that pace on average
-//   { tool: name, args }                one tool call
-//   { status, message }                 an HTTP error in OpenAI's error shape
-//   { waitFor: promise, then: reply }   holds the request until the promise settles
-// or a function of the request body giving one of these.
-
-const MODEL_NAME = 'fake-model';
-
-async function startFakeProvider() {
-  const replies = [];
-  const requests = [];
-  const sockets = new Set();
-  let number = 0;
-  const server = http.createServer(async (request, response) => {
-    const chunks = [];
-    for await (const chunk of request) chunks.push(chunk);
-    let body = null;
-    try {
-      body = JSON.parse(Buffer.concat(chunks).toString('utf8'));
-    } catch {
-      body = null;
-    }
-    requests.push({ url: request.url, body });
-    if (request.url !== '/v1/chat/completions') {
-      sendError(response, 404, `no route for ${request.url}`);
-      return;
-    }
-    let reply = replies.length ? replies.shift() : { text: `Echo: ${lastUserText(body)}` };
-    if (typeof reply === 'function') reply = reply(body);
-    while (reply.waitFor) {
-      await reply.waitFor;
-      reply = typeof reply.then === 'function' ? reply.then(body) : reply.then;
-    }
-    const id = `chatcmpl-${++number}`;
-    try {
-      await answer(response, id, reply);
-    } catch {
-      // The service went away mid-stream (an interrupt or a stop): nothing more to send.
-      response.destroy();
-    }
-  });
-  server.on('connection', (socket) => {
-    sockets.add(socket);
-    socket.on('close', () => sockets.delete(socket));
-  });
-  server.listen(0, '127.0.0.1');
-  await once(server, 'listening');
-  const { port } = server.address();
-  return {
-    baseUrl: `http://127.0.0.1:${port}/v1`,
-    requests,
-    push(...items) {
-      replies.push(...items);
-    },
-    remaining: () => replies.length,
-    config(retry = {}) {
-      return `
-[retry]
-max_attempts = 10
-initial_delay_ms = ${retry.initialDelayMs || 10}
-max_delay_ms = ${retry.maxDelayMs || 50}
-
-[providers.fake]
-protocol = "openai_chat"
-base_url = "http://127.0.0.1:${port}/v1"
-
-[models.m]
-provider = "fake"
-name = "${MODEL_NAME}"
-context_window = 100000
-max_output_tokens = 1000
-
-[agents.default]
-description = "test agent"
-model = "m"
-tools = ["shell", "read_file", "write_file", "list_dir"]
-`;
-    },
-    async close() {
-      for (const socket of sockets) socket.destroy();
-      server.close();
-    },
-  };
-}
-
-function lastUserText(body) {
-  const messages = (body && body.messages) || [];
-  for (let i = messages.length - 1; i >= 0; i--) {
-    if (messages[i].role === 'user') {
-      const content = messages[i].content;
-      return typeof content === 'string' ? content : (content || []).map((part) => part.text || '').join('');
-    }
-  }
-  return '';
-}
-
-function chunk(id, delta, finishReason) {
-  const data = {
-    id,
-    object: 'chat.completion.chunk',
-    created: 1_700_000_000,
-    model: MODEL_NAME,
-    choices: [{ index: 0, delta, logprobs: null, finish_reason: finishReason || null }],
-  };
-  return `data: ${JSON.stringify(data)}\n\n`;
-}
-
-function ending(id, finishReason) {
-  const usage = {
-    id,
-    object: 'chat.completion.chunk',
-    created: 1_700_000_000,
-    model: MODEL_NAME,
-    choices: [],
-    usage: { prompt_tokens: 321, completion_tokens: 12, total_tokens: 333 },
-  };
-  return `${chunk(id, {}, finishReason)}data: ${JSON.stringify(usage)}\n\ndata: [DONE]\n\n`;
-}
-
-function sendError(response, status, message) {
-  const type = status === 429 ? 'rate_limit_error' : status >= 500 ? 'api_error' : 'invalid_request_error';
-  response.writeHead(status, { 'content-type': 'application/json' });
-  response.end(JSON.stringify({ error: { message, type, param: null, code: null } }));
-}
-
-const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
-
-async function write(response, text) {
-  if (!response.write(text)) await once(response, 'drain');
-}
-
-async function answer(response, id, reply) {
-  if (reply.status) {
-    sendError(response, reply.status, reply.message || `fake provider failure ${reply.status}`);
-    return;
-  }
-  response.writeHead(200, { 'content-type': 'text/event-stream', 'cache-control': 'no-cache' });
-  if (reply.tool) {
-    const callId = `call_${id}`;
-    await write(
-      response,
-      chunk(id, { role: 'assistant', content: null, tool_calls: [{ index: 0, id: callId, type: 'function', function: { name: reply.tool, arguments: '' } }] }),
-    );
-    await write(response, chunk(id, { tool_calls: [{ index: 0, function: { arguments: JSON.stringify(reply.args || {}) } }] }));
-    await write(response, ending(id, 'tool_calls'));
-    response.end();
-    return;
-  }
-  await write(response, chunk(id, { role: 'assistant', content: '' }));
-  if (reply.tokens) {
-    // Each token is due at its time; tokens that fell due together go out in one write, as a
-    // provider's would after a pause.
-    const start = performance.now();
-    let sent = 0;
-    while (sent < reply.tokens.length) {
-      const due = Math.min(reply.tokens.length, Math.floor((performance.now() - start) / reply.msPerToken) + 1);
-      let batch = '';
-      while (sent < due) batch += chunk(id, { content: reply.tokens[sent++] });
-      await write(response, batch);
-      await sleep(reply.msPerToken);
-    }
-  } else {
-    const size = reply.chunkChars || 5;
-    const text = [...(reply.text || '')];
-    for (let i = 0; i < text.length; i += size) {
-      await write(response, chunk(id, { content: text.slice(i, i + size).join('') }));
-      await sleep(reply.paceMs === undefined ? 1 : reply.paceMs);
-    }
-  }
-  await write(response, ending(id, 'stop'));
-  response.end();
-}
-
-// ------------------------------------------------------------------------------------------------
 // One test = one server (+ a fake provider when asked) + one browser, all removed afterwards.
 //
-// options: { fake: true | { retry }, viewport, colorScheme, allowConsole: [RegExp], demoConfig }
+// options: { fake: true | { retry, agents }, viewport, colorScheme, allowConsole: [RegExp], config }
+// (`agents`: the configuration's [agents.*] tables, see fakeprovider.js)
 // The body gets { page, server, fake, context, restartServer }.
 
 async function withUi(options, body) {
@@ -297,7 +119,7 @@ async function withUi(options, body) {
   };
   try {
     if (options.fake) fake = await startFakeProvider();
-    const config = fake ? fake.config(options.fake.retry) : options.config;
+    const config = fake ? fake.config(options.fake.retry, options.fake.agents) : options.config;
     server = await startServer(root, { config, log });
   } catch (error) {
     await cleanup();
@@ -314,7 +136,7 @@ async function withUi(options, body) {
     assert.deepEqual(result, { code: 0, signal: null }, 'the server stops cleanly');
     if (between) await between();
     const addr = new URL(server.base).host;
-    const config = fake ? fake.config(options.fake.retry) : options.config;
+    const config = fake ? fake.config(options.fake.retry, options.fake.agents) : options.config;
     server = await startServer(root, { config, log, addr });
     return server;
   };
@@ -372,8 +194,7 @@ async function withUi(options, body) {
 // sent with Enter; resolves with the conversation id once the UI has opened it (#/c/<id>).
 async function startConversation(page, text) {
   if (!/^#?\/?$|^#\/new$/.test(new URL(page.url()).hash)) await page.click('#new-conversation');
-  await page.locator('#composer').waitFor();
-  await page.waitForFunction(() => document.getElementById('send').textContent === 'Start');
+  await page.locator('#main[data-view="new"] #composer').waitFor();
   await page.fill('#message', text);
   await page.press('#message', 'Enter');
   await page.waitForURL(/#\/c\/[^/]+$/);
@@ -384,16 +205,21 @@ function conversationId(page) {
   return decodeURIComponent(new URL(page.url()).hash.slice('#/c/'.length));
 }
 
-// Waits until the turn is over: the conversation is loaded (while it loads, the page knows
-// nothing of its turn, and looks idle) and the composer no longer says the agent is working.
-async function waitIdle(page) {
-  await page.waitForFunction(
-    () =>
-      document.getElementById('conversation-title').textContent !== 'Loading…' &&
-      ![...document.querySelectorAll('#items > p.loading')].some((p) => p.textContent === 'Loading history…') &&
-      document.getElementById('running-indicator').hidden &&
-      document.getElementById('send').textContent === 'Send',
-  );
+// The conversation view says what it does in #main's data-state (view.js): "loading" until the
+// conversation and its history are on the page, then "running" while the session shown works
+// and "idle" when it does not.
+function waitForViewState(page, value) {
+  return page.locator(`#main[data-view="conversation"][data-state="${value}"]`).waitFor();
+}
+
+// Waits until the conversation is loaded and no turn runs in the session shown.
+function waitIdle(page) {
+  return waitForViewState(page, 'idle');
+}
+
+// Waits until the conversation is loaded and a turn runs in the session shown.
+function waitRunning(page) {
+  return waitForViewState(page, 'running');
 }
 
 // The demo's reply to `text`, complete, and the turn over.
@@ -531,5 +357,6 @@ module.exports = {
   startConversation,
   waitForReply,
   waitIdle,
+  waitRunning,
   withUi,
 };

@@ -1,27 +1,19 @@
-// Issue 15, point 4: the user's text is never lost. Editing a waiting message holds it back
-// (the agent cannot take the old text meanwhile); waiting messages lost in a restart come back
-// into the message box with a notice; error banners clear once things work again; the send mode
-// goes back to the default after a send.
+// The user's text is never lost. Editing a waiting message holds it back (the agent cannot take
+// the old text meanwhile); waiting messages lost in a restart come back into the message box with
+// a notice; error banners clear once things work again; the send mode goes back to the default
+// after a send.
 'use strict';
 
 const { test } = require('node:test');
 const assert = require('node:assert/strict');
-const { TEST_TIMEOUT, apiGet, conversationId, startConversation, waitIdle, withUi } = require('./harness');
-
-// A reply the fake provider holds until the test lets it go.
-function heldReply(text) {
-  let release;
-  const released = new Promise((resolve) => (release = resolve));
-  return { reply: { waitFor: released, then: { text } }, release };
-}
+const { TEST_TIMEOUT, apiGet, conversationId, startConversation, waitIdle, waitRunning, withUi } = require('./harness');
 
 test('editing a waiting message holds it back, so the agent never takes the old text', { timeout: TEST_TIMEOUT }, () =>
   withUi({ fake: true }, async ({ page, fake, server }) => {
-    const first = heldReply('First answer.');
-    fake.push(first.reply);
+    const first = fake.hold({ text: 'First answer.' });
     await startConversation(page, 'start working');
     const id = conversationId(page);
-    await page.locator('#running-indicator').waitFor();
+    await waitRunning(page);
     await page.fill('#message', 'first draft');
     await page.press('#message', 'Enter');
     const waiting = page.locator('#pending-list li.pending-item', { hasText: 'first draft' });
@@ -52,11 +44,10 @@ test('editing a waiting message holds it back, so the agent never takes the old 
 
 test('an edit survives a reload of the page, still held back', { timeout: TEST_TIMEOUT }, () =>
   withUi({ fake: true }, async ({ page, fake, server }) => {
-    const first = heldReply('Done.');
-    fake.push(first.reply);
+    const first = fake.hold({ text: 'Done.' });
     await startConversation(page, 'start working');
     const id = conversationId(page);
-    await page.locator('#running-indicator').waitFor();
+    await waitRunning(page);
     await page.fill('#message', 'keep me');
     await page.press('#message', 'Enter');
     await page.locator('#pending-list li.pending-item', { hasText: 'keep me' }).locator('button', { hasText: 'Edit' }).click();
@@ -78,9 +69,9 @@ test('waiting messages lost when the service restarts come back into the message
     { fake: true, allowConsole: [/ERR_CONNECTION_REFUSED/, /Failed to load resource/] },
     async ({ page, fake, restartServer }) => {
       // The first turn never ends by itself: the restart interrupts it.
-      fake.push({ waitFor: new Promise(() => {}), then: { text: 'never' } });
+      fake.hold({ text: 'never sent: the restart interrupts the turn' });
       await startConversation(page, 'work until the restart');
-      await page.locator('#running-indicator').waitFor();
+      await waitRunning(page);
       await page.fill('#message', 'please remember this message');
       await page.press('#message', 'Enter');
       await page.locator('#pending-list li.pending-item', { hasText: 'please remember this message' }).waitFor();
@@ -129,10 +120,9 @@ test('error banners clear when the next call succeeds or the stream reconnects',
 
 test('the send mode goes back to steer after a send', { timeout: TEST_TIMEOUT }, () =>
   withUi({ fake: true }, async ({ page, fake }) => {
-    const first = heldReply('Done.');
-    fake.push(first.reply);
+    const first = fake.hold({ text: 'Done.' });
     await startConversation(page, 'start working');
-    await page.locator('#mode').waitFor();
+    await waitRunning(page);
     await page.selectOption('#mode', 'queue');
     await page.fill('#message', 'after this turn');
     await page.press('#message', 'Enter');

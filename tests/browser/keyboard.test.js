@@ -1,12 +1,12 @@
-// Issue 15, point 6: the keyboard. The landing page has the message box ready; Esc interrupts a
-// running turn; ↑ in an empty box edits the last waiting message and Enter saves the edit;
-// Ctrl+Shift+O starts a new conversation; the sidebar's rows are reached with the arrow keys and
-// their actions with Shift+F10.
+// The keyboard. The landing page has the message box ready; Esc interrupts a running turn; ↑ in
+// an empty box edits the last waiting message and Enter saves the edit; Ctrl+Shift+O starts a new
+// conversation; the sidebar's rows are reached with the arrow keys and their actions with
+// Shift+F10.
 'use strict';
 
 const { test } = require('node:test');
 const assert = require('node:assert/strict');
-const { TEST_TIMEOUT, apiGet, conversationId, waitForReply, waitIdle, withUi } = require('./harness');
+const { TEST_TIMEOUT, apiGet, conversationId, waitForReply, waitIdle, waitRunning, withUi } = require('./harness');
 
 const focused = (page) => page.evaluate(() => document.activeElement && (document.activeElement.id || document.activeElement.className));
 
@@ -38,10 +38,13 @@ test('Ctrl+Shift+O starts a new conversation from anywhere', { timeout: TEST_TIM
   }));
 
 test('Esc interrupts the running turn', { timeout: TEST_TIMEOUT }, () =>
-  withUi(async ({ page }) => {
-    await page.fill('#message', 'talk slowly\n/sleep 300');
+  withUi({ fake: true }, async ({ page, fake }) => {
+    // The answer has begun and the rest is held: the turn runs until Esc stops it.
+    const gate = fake.hold({ text: ' never sent: the turn is interrupted first' });
+    await page.fill('#message', 'talk slowly');
     await page.keyboard.press('Enter');
-    await page.locator('#items .item.agent-message.status-running').waitFor();
+    await gate.write('Talking slowly');
+    await page.locator('#items .item.agent-message.status-running', { hasText: 'Talking slowly' }).waitFor();
     await page.locator('#items').click();
     await page.keyboard.press('Escape');
     await page.locator('#items .turn-end.interrupted').waitFor();
@@ -51,13 +54,12 @@ test('Esc interrupts the running turn', { timeout: TEST_TIMEOUT }, () =>
 
 test('↑ in the empty message box edits the last waiting message, and Enter saves the edit', { timeout: TEST_TIMEOUT }, () =>
   withUi({ fake: true }, async ({ page, fake, server }) => {
-    let release;
-    fake.push({ waitFor: new Promise((resolve) => (release = resolve)), then: { text: 'Done.' } });
+    const gate = fake.hold({ text: 'Done.' });
     await page.keyboard.type('work on it');
     await page.keyboard.press('Enter');
     await page.waitForURL(/#\/c\/[^/]+$/);
     const id = conversationId(page);
-    await page.locator('#running-indicator').waitFor();
+    await waitRunning(page);
     await page.keyboard.type('one');
     await page.keyboard.press('Enter');
     await page.keyboard.type('two');
@@ -76,7 +78,7 @@ test('↑ in the empty message box edits the last waiting message, and Enter sav
     await page.locator('#pending-list li.pending-item:not(.editing)', { hasText: 'two, edited' }).waitFor();
     const pending = (await apiGet(server(), `/api/conversations/${id}/pending`)).pending.map((m) => m.text);
     assert.deepEqual(pending, ['one', 'two, edited']);
-    release();
+    gate.release();
   }));
 
 test('the sidebar: arrow keys move between rows, Shift+F10 opens the row actions, Esc closes them', { timeout: TEST_TIMEOUT }, () =>

@@ -1,15 +1,15 @@
-// Issue 15, points 8 and 9, and the screenshots: one realistic scene (Markdown, tool cards, a
+// Accessibility, dark mode and the screenshots: one realistic scene (Markdown, tool cards, a
 // running turn with a waiting message, a failed and an interrupted conversation in the list),
 // seen at 1400×900 and 420×800, light and dark. Each view is checked by axe-core (no serious or
 // critical findings) and saved as a PNG under OPENVAALA_SCREENSHOTS for people to look at. Dark
 // mode follows prefers-color-scheme. The accessibility structure is checked too: live regions
-// only on status lines and finished messages, a labelled message box, tab roles, one tab stop
-// per sidebar row with its actions in a menu.
+// only on status lines and finished messages, a labelled message box, tab roles, one tab stop per
+// sidebar row with its actions in a menu.
 'use strict';
 
 const { test } = require('node:test');
 const assert = require('node:assert/strict');
-const { DESKTOP, PHONE, TEST_TIMEOUT, checkAxe, screenshot, startConversation, waitIdle, withUi } = require('./harness');
+const { DESKTOP, PHONE, TEST_TIMEOUT, checkAxe, screenshot, startConversation, waitIdle, waitRunning, withUi } = require('./harness');
 
 const REPLY = [
   'Here is the **release checklist**. I checked the `Cargo.toml` version and wrote the notes.',
@@ -40,9 +40,11 @@ async function buildScene(page, fake) {
   // A conversation whose last turn failed, and one that was interrupted.
   fake.push({ status: 400, message: 'the model refuses this request' });
   await api('/api/conversations', { text: 'Deploy to staging' });
-  fake.push({ text: 'Reading every file of the project, one at a time, slowly…', paceMs: 300 });
-  const slow = await api('/api/conversations', { text: 'Analyse the whole code base' });
   await page.locator('#conversation-list li.conv.failed').waitFor();
+  // Its answer is held, so it is still working when the interrupt comes.
+  const analysis = fake.hold({ text: 'never sent: the turn is interrupted first' });
+  const slow = await api('/api/conversations', { text: 'Analyse the whole code base' });
+  await analysis.requested;
   await page.locator('#conversation-list li.conv.running').waitFor();
   await api(`/api/conversations/${slow.conversation.id}/interrupt`, {});
   await page.locator('#conversation-list li.conv.interrupted').waitFor();
@@ -57,15 +59,14 @@ async function buildScene(page, fake) {
   await startConversation(page, 'Prepare the release checklist');
   await page.locator('#items .item.agent-message.status-completed .code-block').waitFor();
   await waitIdle(page);
-  let release;
-  fake.push({ waitFor: new Promise((resolve) => (release = resolve)), then: { text: 'Done.' } });
+  const announcement = fake.hold({ text: 'Done.' });
   await page.fill('#message', 'Now write the announcement');
   await page.press('#message', 'Enter');
-  await page.locator('#running-indicator').waitFor();
+  await waitRunning(page);
   await page.fill('#message', 'Keep it under 100 words');
   await page.press('#message', 'Enter');
   await page.locator('#pending-list li.pending-item').waitFor();
-  return release;
+  return () => announcement.release();
 }
 
 async function dark(page) {
@@ -133,9 +134,12 @@ test('live regions: only status lines and finished messages; streamed text is ne
         if (text) window.__announced.push(text);
       }).observe(document.getElementById('announcer'), { childList: true, characterData: true, subtree: true });
     });
-    fake.push({ text: 'A streamed **answer** that arrives in many small pieces, one after another.', chunkChars: 3, paceMs: 20 });
+    // The answer streams in small pieces; its end is held until the page has been looked at
+    // while the text streams.
+    const gate = fake.hold({ text: ' in many small pieces, one after another.', chunkChars: 3, paceMs: 20 });
     await page.fill('#message', 'stream please');
     await page.press('#message', 'Enter');
+    for (const piece of ['A s', 'tre', 'amed', ' **ans', 'wer**', ' that', ' arrives']) await gate.write(piece);
     const streaming = page.locator('#items .item.agent-message.status-running .md');
     await streaming.filter({ hasText: 'A streamed' }).waitFor();
     // No ancestor of the streaming text is a live region.
@@ -154,6 +158,7 @@ test('live regions: only status lines and finished messages; streamed text is ne
     for (const region of regions) {
       assert.match(region, /^(announcer|running-indicator|list-connection|line .*|banner .*)$/, `unexpected live region: ${region}`);
     }
+    gate.release();
     await page.locator('#items .item.agent-message.status-completed', { hasText: 'one after another' }).waitFor();
     // The streamed answer is announced once, whole. (The warm-up reply may be announced too, if
     // it streamed after the page connected: that is not this answer.)

@@ -1,7 +1,6 @@
-// Issue 15, point 1: replies render as Markdown (headings, lists, emphasis, links, tables,
-// inline code, fenced code with highlighting and a copy button); agent text is untrusted (raw
-// HTML is shown as text, links open in a new tab without a referrer); and a long streamed reply
-// keeps the page responsive.
+// Replies render as Markdown (headings, lists, emphasis, links, tables, inline code, fenced code
+// with highlighting and a copy button); agent text is untrusted (raw HTML is shown as text, links
+// open in a new tab without a referrer); and a long streamed reply keeps the page responsive.
 'use strict';
 
 const { test } = require('node:test');

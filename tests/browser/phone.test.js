@@ -1,11 +1,11 @@
-// Issue 15, point 7: on a phone (420×800) the header is one line plus the meter, the list is
-// reachable, the waiting messages scroll in their own area (the message box stays in view),
-// buttons stay tappable, and nothing makes the page scroll sideways.
+// On a phone (420×800) the header is one line plus the meter, the list is reachable, the waiting
+// messages scroll in their own area (the message box stays in view), buttons stay tappable, and
+// nothing makes the page scroll sideways.
 'use strict';
 
 const { test } = require('node:test');
 const assert = require('node:assert/strict');
-const { PHONE, TEST_TIMEOUT, conversationId, startConversation, waitIdle, withUi } = require('./harness');
+const { PHONE, TEST_TIMEOUT, conversationId, startConversation, waitIdle, waitRunning, withUi } = require('./harness');
 
 // Smallest height of anything tappable on a phone, in CSS pixels.
 const TAP_MIN = 32;
@@ -17,10 +17,9 @@ test('on a phone: a one-line header with the meter, the list reachable, waiting 
     const first = conversationId(page);
     await page.click('#sidebar-open');
     await page.click('#new-conversation');
-    let release;
-    fake.push({ waitFor: new Promise((resolve) => (release = resolve)), then: { text: 'Done at last.' } });
+    const gate = fake.hold({ text: 'Done at last.' });
     await startConversation(page, 'A conversation with a rather long title that cannot fit on one line of a phone');
-    await page.locator('#running-indicator').waitFor();
+    await waitRunning(page);
     for (let n = 1; n <= 6; n++) {
       await page.fill('#message', `waiting message number ${n}\nwith a second line`);
       await page.press('#message', 'Enter');
@@ -74,5 +73,5 @@ test('on a phone: a one-line header with the meter, the list reachable, waiting 
     await page.waitForURL((url) => url.hash.endsWith(encodeURIComponent(first)));
     await page.locator('#conversation-title', { hasText: 'an earlier conversation' }).waitFor();
     await page.waitForFunction(() => !document.body.classList.contains('sidebar-open'));
-    release();
+    gate.release();
   }));

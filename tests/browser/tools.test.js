@@ -1,7 +1,7 @@
-// Issue 15, point 2: tool calls read as tools, not JSON. A shell call shows its command and its
-// live output; read_file, write_file and list_dir show their path and a summary, a write shows
-// what changed; long output collapses with "Show all"; each card says whether the tool ran,
-// failed (with its exit code) or was interrupted.
+// Tool calls read as tools, not JSON. A shell call shows its command and its live output;
+// read_file, write_file and list_dir show their path and a summary, a write shows what changed;
+// long output collapses with "Show all"; each card says whether the tool ran, failed (with its
+// exit code) or was interrupted.
 'use strict';
 
 const { test } = require('node:test');

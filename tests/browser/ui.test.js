@@ -1,11 +1,11 @@
-// The web UI's main paths with the built-in demo model: a first message, a shell call, context
-// compression, waiting messages with the Agents tab, and a fork. harness.js starts the binary
-// and the browser.
+// The web UI's main paths: with the built-in demo model a first message, a shell call, context
+// compression and a fork; with the fake provider (whose reply the test holds while the agent
+// works) waiting messages with the Agents tab. harness.js starts the binary and the browser.
 'use strict';
 
 const { test } = require('node:test');
 const assert = require('node:assert/strict');
-const { TEST_TIMEOUT, messageTexts, sendMessage, startConversation, waitForReply, withUi } = require('./harness');
+const { TEST_TIMEOUT, messageTexts, sendMessage, startConversation, waitForReply, waitRunning, withUi } = require('./harness');
 
 test('a first message gets the demo reply and the conversation is listed under its title', { timeout: TEST_TIMEOUT }, () =>
   withUi(async ({ page }) => {
@@ -68,9 +68,12 @@ test('"Compress context" adds a summary and marks the earlier turn compacted', {
   }));
 
 test('a message sent while the agent works waits with its actions; the Agents tab and the sidebar follow the turn', { timeout: TEST_TIMEOUT }, () =>
-  withUi(async ({ page }) => {
-    await startConversation(page, 'busy for a while\n/sleep 150');
-    await page.locator('#running-indicator').waitFor({ state: 'visible' });
+  withUi({ fake: true }, async ({ page, fake }) => {
+    // The first answer is held until the test has seen the turn at work.
+    const gate = fake.hold({ text: 'Done with the first.' });
+    await startConversation(page, 'busy for a while');
+    await gate.requested;
+    await waitRunning(page);
     await page.fill('#message', 'wait for me');
     await page.press('#message', 'Enter');
     const waiting = page.locator('#pending-list li.pending-item', { hasText: 'wait for me' });
@@ -82,10 +85,11 @@ test('a message sent while the agent works waits with its actions; the Agents ta
     await page.click('#tab-agents');
     const main = page.locator('#agents li.agent-row', { hasText: 'main agent' });
     await main.locator('.badge', { hasText: 'working' }).waitFor();
-    // The waiting message is answered (by this turn or the next); then the main agent is idle and
-    // shows its last answer, without a reload.
+    // The waiting message is answered (by this turn or the next; the fake echoes it); then the
+    // main agent is idle and shows its last answer, without a reload.
+    gate.release();
     await main.locator('.badge', { hasText: 'idle' }).waitFor();
-    await main.getByText('you said "wait for me"', { exact: false }).waitFor();
+    await main.getByText('Echo: wait for me', { exact: false }).waitFor();
     await page.waitForFunction(() => !document.querySelector('#conversation-list li.conv')?.textContent.includes('working'));
   }));
 

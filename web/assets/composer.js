@@ -9,16 +9,9 @@ import { showError } from './banners.js';
 import { isRunning, navigate, state } from './state.js';
 import { upsertListed } from './sidebar.js';
 import { editLastWaiting } from './pending.js';
+import { putBack } from './messagebox.js';
 
 const DEFAULT_MODE = 'steer';
-
-// Text handed back to the user (a withdrawn or lost message) goes before what they are typing.
-export function insertIntoComposer(text) {
-  const box = $('message');
-  box.value = box.value.trim() ? `${text}\n\n${box.value}` : text;
-  box.focus();
-  box.setSelectionRange(text.length, text.length);
-}
 
 export function renderComposer() {
   const running = isRunning();
@@ -86,19 +79,14 @@ async function deliver(text, key, target) {
   } catch (error) {
     state.send.failed = { text, key };
     const stillThere = target.kind === 'new' ? state.view === 'new' : state.conv && state.conv.id === target.conversationId;
-    if (stillThere) giveBack(text);
+    // A message that could not be sent goes back where it was typed, before anything typed since.
+    if (stillThere) putBack(text);
     else state.drafts.set(target.kind === 'new' ? 'new' : target.conversationId, text);
     showError(error);
   } finally {
     state.send.busy = false;
     renderComposer();
   }
-}
-
-// A message that could not be sent goes back where it was typed, before anything typed since.
-function giveBack(text) {
-  const box = $('message');
-  box.value = box.value.trim() ? `${text}\n\n${box.value}` : text;
 }
 
 // ------------------------------------------------------------------------------------------------

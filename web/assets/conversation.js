@@ -8,28 +8,24 @@ import { $, el, enc } from './dom.js';
 import { clearErrors, clearNoticesExcept, showError, showNotice } from './banners.js';
 import { state } from './state.js';
 import { removeListed, renderList, upsertListed } from './sidebar.js';
-import { render } from './view.js';
+import { render, renderViewState } from './view.js';
 import { renderHeader, renderTabs } from './header.js';
 import { renderAgents } from './agents.js';
 import { recoverLost, rememberWaiting, renderPending, restoreHeld } from './pending.js';
 import { renderUsage } from './meter.js';
 import { renderComposer, restoreDraft } from './composer.js';
 import {
-  addLine,
   applyDelta,
-  clearRetry,
   hasItem,
   markCompacted,
-  removeLines,
   resetTimeline,
   retireRetryButtons,
-  scrollToBottom,
-  setConnection,
   showPlaceholder,
-  showRetry,
   showTurnEnd,
   upsertItem,
 } from './timeline.js';
+import { addLine, clearRetry, removeLines, setConnection, showRetry } from './statuslines.js';
+import { scrollToBottom } from './scroll.js';
 
 const EVENTS = [
   'snapshot',
@@ -60,6 +56,7 @@ export function closeConversation() {
   state.usage = null;
   state.queued = [];
   state.loadingItems = false;
+  state.historyShown = false;
   state.tab = 'conversation';
   resetTimeline();
   setConnection(null);
@@ -264,6 +261,7 @@ async function applySnapshot(snapshot, gen) {
   const queued = state.queued;
   state.queued = [];
   state.loadingItems = false;
+  state.historyShown = true;
   for (const [type, data] of queued) applyEvent(type, data);
   render();
   scrollToBottom();
@@ -284,6 +282,7 @@ function applyEvent(type, data) {
       upsertListed(data.conversation);
       renderHeader();
       renderComposer();
+      renderViewState();
       break;
     case 'conversation.deleted':
       removeListed(data.conversation_id);
@@ -298,6 +297,7 @@ function applyEvent(type, data) {
       renderTabs();
       renderAgents();
       renderComposer();
+      renderViewState();
       break;
     }
     case 'turn.started':

@@ -1,7 +1,8 @@
-// The web UI's entry: a plain client of the public HTTP + SSE API (API.md), in native ES
-// modules with no build step. It wires the page, routes (#/c/<id> opens a conversation; anything
-// else is the message box of a new one, ready to type in) and holds the global keys:
-// Esc interrupts a running turn, Ctrl+Shift+O (⌘⇧O) starts a new conversation.
+// The web UI's entry: a plain client of the public HTTP + SSE API (described by
+// /api/openapi.json), in native ES modules with no build step. It wires the page, routes
+// (#/c/<id> opens a conversation; anything else is the message box of a new one, ready to type
+// in) and holds the global keys: Esc interrupts a running turn, Ctrl+Shift+O (⌘⇧O) starts a
+// new conversation.
 
 import { api } from './api.js';
 import { $, el, enc } from './dom.js';
@@ -14,7 +15,7 @@ import { fillModels, restoreDraft, saveDraft, wireComposer } from './composer.js
 import { renderHeader, wireHeader } from './header.js';
 import { refreshSessions } from './agents.js';
 import { interruptSession } from './actions.js';
-import { watchTimeline } from './timeline.js';
+import { watchTimeline } from './scroll.js';
 import { render } from './view.js';
 
 // The hash last routed: navigate() routes at once, and the 'hashchange' that follows must not

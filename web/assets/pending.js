@@ -1,19 +1,20 @@
-// Waiting messages: what the user sent while the agent worked, until the agent takes it (SPEC
-// §3.2: edit, withdraw, steer now, interrupt with it). Two rules keep the user's text safe:
+// Waiting messages: what the user sent while the agent worked, until the agent takes it; until
+// then the user may edit it, withdraw it, let the running turn read it now (steer) or interrupt
+// the turn with it. Two rules keep the user's text safe:
 //
 // - Editing holds the message back: "Edit" withdraws it from the service (its text comes back)
 //   and Save sends the edited text in its place, so the agent can never take the old text while
 //   the user rewrites it. A held message survives a reload of the page (sessionStorage).
-// - Waiting messages live only in the service's memory (SPEC §3.4). When the stream comes back
-//   with a fresh snapshot that no longer holds a waiting message the page knew, and the history
-//   does not have it either, the service restarted: its text goes back into the message box,
-//   with a notice.
+// - Waiting messages live only in the service's memory: they are not stored. When the stream
+//   comes back with a fresh snapshot that no longer holds a waiting message the page knew, and
+//   the history does not have it either, the service restarted: its text goes back into the
+//   message box, with a notice.
 
 import { api, ApiError } from './api.js';
 import { $, el, enc, newKey, plural } from './dom.js';
 import { showError, showNotice } from './banners.js';
 import { isRunning, sessionLabel, state } from './state.js';
-import { insertIntoComposer } from './composer.js';
+import { insertIntoComposer } from './messagebox.js';
 
 const HELD_KEY = 'openvaala.held.';
 const WAITING_KEY = 'openvaala.waiting.';

@@ -23,6 +23,7 @@ export const state = {
   tab: 'conversation',
   stream: null,
   loadingItems: false,
+  historyShown: false, // the open conversation's history is on the page (a snapshot was applied)
   itemsLoad: 0,
   queued: [],
   send: { busy: false, failed: null }, // failed: { text, key } of the last send that did not go through

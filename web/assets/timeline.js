@@ -1,7 +1,6 @@
 // The timeline of the session shown: its items in order (messages as Markdown, tool calls as
-// cards), the end of a turn that failed or was interrupted (with Retry), the status lines
-// (a retry's countdown, the connection), and scrolling: it follows new output while the reader
-// is at the end, and offers a "New output below" button once they have scrolled up.
+// cards) and the end of a turn that failed or was interrupted (with Retry). The status lines
+// under the items are statuslines.js's, the scrolling scroll.js's.
 //
 // Shown times never go backwards down the page: a message sent while the agent worked joins the
 // timeline later than it was written, so it shows when it joined (its sending time is in the
@@ -13,23 +12,22 @@ import { MarkdownView, renderMarkdown } from './markdown.js';
 import { appendToolOutput, renderToolCall, showOutputEnd } from './toolcards.js';
 import { announce } from './announcer.js';
 import { resendTurn, rewind } from './actions.js';
+import { forgetFileContents, knownContent, noteFileContent } from './filecontents.js';
+import { clearStatusLines } from './statuslines.js';
+import { resetScroll } from './scroll.js';
 
 const entries = new Map(); // item id → { item, node, view, shownMs }
 const turnEnds = new Map(); // turn id → the block that says how a turn ended
-const fileContents = new Map(); // path → [{ seq, content }]: what the file tools saw, in order
-let retry = null; // { line, timer }
 let lastShownMs = 0; // the shown time of the last item
 
 export function resetTimeline() {
   entries.clear();
   turnEnds.clear();
-  fileContents.clear();
+  forgetFileContents();
   lastShownMs = 0;
-  autoScrollTop = 0;
-  clearRetry();
+  clearStatusLines();
   $('items').replaceChildren();
-  $('status-lines').querySelectorAll('.line:not(.connection-line)').forEach((line) => line.remove());
-  showNewOutput(false);
+  resetScroll();
 }
 
 export function hasItem(id) {
@@ -310,32 +308,6 @@ function renderItem(item, shownMs, previous, entry) {
 }
 
 // ------------------------------------------------------------------------------------------------
-// What the file tools saw, for the diff of a later write.
-
-function normalPath(path) {
-  return String(path || '').replace(/^\.\//, '');
-}
-
-function noteFileContent(item) {
-  if (item.kind !== 'tool_call' || item.status !== 'completed') return;
-  const args = item.arguments || {};
-  let content = null;
-  if (item.name === 'read_file' && typeof item.output === 'string' && !item.output.includes('[... file cut after')) content = item.output;
-  if (item.name === 'write_file' && typeof args.content === 'string') content = args.content;
-  if (content === null) return;
-  const path = normalPath(args.path);
-  const seen = fileContents.get(path) || [];
-  if (!seen.some((entry) => entry.seq === item.seq)) seen.push({ seq: item.seq, content });
-  seen.sort((a, b) => a.seq - b.seq);
-  fileContents.set(path, seen);
-}
-
-function knownContent(path, seq) {
-  const seen = (fileContents.get(normalPath(path)) || []).filter((entry) => entry.seq < seq);
-  return seen.length ? seen[seen.length - 1].content : null;
-}
-
-// ------------------------------------------------------------------------------------------------
 // How a turn ended, on the turn itself.
 
 // A failed turn is marked in red with its error and a Retry button that sends its message
@@ -392,120 +364,4 @@ function readableError(error) {
 function noticeCause(text) {
   if (/service stopped/.test(text)) return 'The service stopped before it finished; what was written is kept.';
   return 'What was written before the interrupt is kept.';
-}
-
-// ------------------------------------------------------------------------------------------------
-// Status lines under the items: a retry's countdown, compaction, the connection.
-
-// One line for all the retries of a model call, counting down to the next attempt.
-export function showRetry(data) {
-  clearRetry();
-  const next = data.attempt + 1;
-  const until = Date.now() + data.delay_ms;
-  const countdown = el('span', { class: 'countdown', 'aria-hidden': 'true' });
-  const line = el(
-    'div',
-    { class: 'line retry', role: 'status' },
-    el('span', {}, `The model call failed (${data.error}). Attempt ${next} of ${data.max_attempts} `),
-    countdown,
-  );
-  const tick = () => {
-    const seconds = Math.ceil((until - Date.now()) / 1000);
-    countdown.textContent = seconds > 0 ? `in ${seconds} s` : 'now';
-  };
-  tick();
-  retry = { line, timer: setInterval(tick, 250) };
-  $('status-lines').append(line);
-}
-
-export function clearRetry() {
-  if (!retry) return;
-  clearInterval(retry.timer);
-  retry.line.remove();
-  retry = null;
-}
-
-export function addLine(kind, text) {
-  const line = el('div', { class: `line ${kind}`, role: 'status' }, text);
-  $('status-lines').append(line);
-  return line;
-}
-
-export function removeLines(kind) {
-  $('status-lines').querySelectorAll(`.line.${kind}`).forEach((line) => line.remove());
-}
-
-export function setConnection(text) {
-  const lines = $('status-lines');
-  let line = lines.querySelector('.connection-line');
-  if (!text) {
-    if (line) line.remove();
-    return;
-  }
-  if (!line) {
-    line = el('div', { class: 'line connection-line', role: 'status' });
-    lines.append(line);
-  }
-  line.textContent = text;
-}
-
-// ------------------------------------------------------------------------------------------------
-// Scrolling.
-
-let stickToBottom = true;
-// Where the page last scrolled to by itself. A scroll event can come after more content
-// arrived; only a position above this one means the reader moved up.
-let autoScrollTop = 0;
-
-// The button's attribute is written only when it changes: a write is a DOM mutation, and
-// scroll events come many times a second.
-function showNewOutput(shown) {
-  const button = $('new-output');
-  if (button.hidden === shown) button.hidden = !shown;
-}
-
-function scrollToEnd(timeline) {
-  timeline.scrollTop = timeline.scrollHeight;
-  autoScrollTop = timeline.scrollTop;
-}
-
-export function scrollToBottom() {
-  stickToBottom = true;
-  scrollToEnd($('timeline'));
-  showNewOutput(false);
-}
-
-// New content: followed when the reader is at the end, else announced by the button.
-function followOutput() {
-  if (stickToBottom) scrollToEnd($('timeline'));
-  else if (state.view === 'conversation') showNewOutput(true);
-}
-
-export function watchTimeline() {
-  const timeline = $('timeline');
-  timeline.addEventListener('scroll', () => {
-    const atEnd = timeline.scrollHeight - timeline.scrollTop - timeline.clientHeight < 40;
-    if (atEnd) stickToBottom = true;
-    else if (timeline.scrollTop < autoScrollTop - 2) stickToBottom = false;
-    if (stickToBottom) showNewOutput(false);
-  });
-  // The reader asking to go up wins at once, even if new output arrives before the scroll.
-  const moveUp = () => {
-    if (timeline.scrollHeight > timeline.clientHeight) stickToBottom = false;
-  };
-  timeline.addEventListener('wheel', (event) => event.deltaY < 0 && moveUp(), { passive: true });
-  timeline.addEventListener('touchmove', moveUp, { passive: true });
-  timeline.addEventListener('keydown', (event) => ['ArrowUp', 'PageUp', 'Home'].includes(event.key) && moveUp());
-  $('new-output').addEventListener('click', scrollToBottom);
-  // New output is followed once a frame, after layout, when the timeline's content grew: never
-  // from an event handler, where asking for the height would force a layout per event.
-  let lastHeight = 0;
-  const observer = new ResizeObserver(() => {
-    const height = $('items').offsetHeight + $('status-lines').offsetHeight;
-    if (height > lastHeight) followOutput();
-    lastHeight = height;
-  });
-  observer.observe($('items'));
-  observer.observe($('status-lines'));
-  observer.observe(timeline);
 }

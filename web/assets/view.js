@@ -1,9 +1,10 @@
 // What the main area shows for the current view: the new-conversation composer (also the
 // landing page), a conversation (its timeline or its Agents tab), or why a conversation cannot
-// open. Each part renders itself from the state; this only decides which parts are visible.
+// open. Each part renders itself from the state; this only decides which parts are visible, and
+// says what the view is doing in attributes of #main (renderViewState).
 
 import { $ } from './dom.js';
-import { state } from './state.js';
+import { isRunning, state } from './state.js';
 import { renderHeader, renderTabs } from './header.js';
 import { renderAgents } from './agents.js';
 import { renderPending } from './pending.js';
@@ -29,4 +30,19 @@ export function render() {
   renderComposer();
   // The tabs and the meter share a line, shown when either is.
   document.querySelector('.subheader').hidden = $('tabs').hidden && $('usage').hidden;
+  renderViewState();
+}
+
+// What the view is doing, for tests and tools that must know it without reading the words on
+// the page. data-view is the view shown: "new", "conversation" or "blocked". In a conversation,
+// data-state is "loading" until the conversation and its history are on the page (and again
+// while a fresh snapshot replaces them), then "running" while the session shown works (the
+// composer says the agent is working) and "idle" when it does not. Called wherever the page
+// decides what to show: with every render, and when a live update changes whether it works.
+export function renderViewState() {
+  const main = $('main');
+  main.dataset.view = state.view;
+  if (state.view !== 'conversation') delete main.dataset.state;
+  else if (!state.conv || !state.historyShown || state.loadingItems) main.dataset.state = 'loading';
+  else main.dataset.state = isRunning() ? 'running' : 'idle';
 }

@@ -1,0 +1,32 @@
+// What the file tools saw of each file, in the order of the timeline: what `read_file` read
+// (whole) and what `write_file` wrote. A later write's card shows its diff against the last
+// content seen before it.
+
+const fileContents = new Map(); // path → [{ seq, content }]
+
+export function forgetFileContents() {
+  fileContents.clear();
+}
+
+function normalPath(path) {
+  return String(path || '').replace(/^\.\//, '');
+}
+
+export function noteFileContent(item) {
+  if (item.kind !== 'tool_call' || item.status !== 'completed') return;
+  const args = item.arguments || {};
+  let content = null;
+  if (item.name === 'read_file' && typeof item.output === 'string' && !item.output.includes('[... file cut after')) content = item.output;
+  if (item.name === 'write_file' && typeof args.content === 'string') content = args.content;
+  if (content === null) return;
+  const path = normalPath(args.path);
+  const seen = fileContents.get(path) || [];
+  if (!seen.some((entry) => entry.seq === item.seq)) seen.push({ seq: item.seq, content });
+  seen.sort((a, b) => a.seq - b.seq);
+  fileContents.set(path, seen);
+}
+
+export function knownContent(path, seq) {
+  const seen = (fileContents.get(normalPath(path)) || []).filter((entry) => entry.seq < seq);
+  return seen.length ? seen[seen.length - 1].content : null;
+}

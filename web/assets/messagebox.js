@@ -1,0 +1,19 @@
+// Text handed back to the user goes into the message box, before what they are typing: a send
+// that failed, a waiting message they withdrew, waiting messages a restart of the service lost.
+// Nothing the user wrote is dropped, and nothing they typed since is overwritten.
+
+import { $ } from './dom.js';
+
+// The text first, then a blank line, then what was already in the box.
+export function putBack(text) {
+  const box = $('message');
+  box.value = box.value.trim() ? `${text}\n\n${box.value}` : text;
+}
+
+// Put back with the box focused and the caret after the text, ready to edit it.
+export function insertIntoComposer(text) {
+  putBack(text);
+  const box = $('message');
+  box.focus();
+  box.setSelectionRange(text.length, text.length);
+}

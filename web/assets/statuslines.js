@@ -1,0 +1,64 @@
+// The status lines under the timeline's items: one line for a model call's retries (counting
+// down to the next attempt), a line while the context is compressed, and the connection's state.
+
+import { $, el } from './dom.js';
+
+let retry = null; // { line, timer }
+
+// A conversation closes: its lines go, except the connection's (the stream says when it is back).
+export function clearStatusLines() {
+  clearRetry();
+  $('status-lines').querySelectorAll('.line:not(.connection-line)').forEach((line) => line.remove());
+}
+
+// One line for all the retries of a model call, counting down to the next attempt.
+export function showRetry(data) {
+  clearRetry();
+  const next = data.attempt + 1;
+  const until = Date.now() + data.delay_ms;
+  const countdown = el('span', { class: 'countdown', 'aria-hidden': 'true' });
+  const line = el(
+    'div',
+    { class: 'line retry', role: 'status' },
+    el('span', {}, `The model call failed (${data.error}). Attempt ${next} of ${data.max_attempts} `),
+    countdown,
+  );
+  const tick = () => {
+    const seconds = Math.ceil((until - Date.now()) / 1000);
+    countdown.textContent = seconds > 0 ? `in ${seconds} s` : 'now';
+  };
+  tick();
+  retry = { line, timer: setInterval(tick, 250) };
+  $('status-lines').append(line);
+}
+
+export function clearRetry() {
+  if (!retry) return;
+  clearInterval(retry.timer);
+  retry.line.remove();
+  retry = null;
+}
+
+export function addLine(kind, text) {
+  const line = el('div', { class: `line ${kind}`, role: 'status' }, text);
+  $('status-lines').append(line);
+  return line;
+}
+
+export function removeLines(kind) {
+  $('status-lines').querySelectorAll(`.line.${kind}`).forEach((line) => line.remove());
+}
+
+export function setConnection(text) {
+  const lines = $('status-lines');
+  let line = lines.querySelector('.connection-line');
+  if (!text) {
+    if (line) line.remove();
+    return;
+  }
+  if (!line) {
+    line = el('div', { class: 'line connection-line', role: 'status' });
+    lines.append(line);
+  }
+  line.textContent = text;
+}
