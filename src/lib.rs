@@ -1,20 +1,24 @@
-//! OpenVaala, an agent runtime service. The code reads top-down in the order data flows:
+//! OpenVaala, an agent runtime service. The modules, in the order data flows through them:
 //!
-//! - `config`   — config.toml: providers, models, agents; validation with clear errors
+//! - `api`      — the typed contract: request and response bodies, error codes, SSE events
+//! - `config`   — config.toml: server, providers and models, agents, limits, cluster
 //! - `domain`   — the objects of the API and of the files: Conversation, Session, Item, …
 //! - `store`    — the source of truth on disk: JSONL append + fsync, tolerant reader, lock
-//! - `index`    — metadata.db (SQLite): listing, search, rebuild (`reindex`)
-//! - `model`    — one trait for model calls: openai_chat, openai_responses,
-//!   anthropic_messages (shared HTTP/SSE code in `wire`), the built-in `demo` model
+//! - `index`    — the derived index (SQLite, or PostgreSQL in cluster mode): list, search, rebuild
+//! - `model`    — one trait for model calls and a client per wire protocol, the `demo` model
 //! - `tools`    — the tools agents call: shell (live output), files
-//! - `runtime`  — conversation actors (one writer each), the turn loop, event buses
-//! - `http`     — axum routes, SSE, errors as JSON, security middleware
+//! - `runtime`  — the registry of conversation actors (one writer each) and the turn loop
+//! - `bus`      — event buses: ids, each event encoded once, replay for `Last-Event-ID`
+//! - `cluster`  — several instances over one PostgreSQL: leases, forwarding, list events
+//! - `http`     — axum routes, SSE, errors as JSON, security, the OpenAPI document
 //! - `server`   — start-up and shutdown: lock, recovery, serve(listener, shutdown)
+//! - `client`   — the terminal clients `openvaala chat` and `send`, plain API clients
 //! - `limits`   — the open-file limit and the caps derived from it
 //! - `redact`   — secrets taken out of provider errors before they are stored or sent
-//! - `openapi`  — the OpenAPI document of every route
+//! - `text`     — cutting text on character boundaries
 //!
 //! Data flows one way: HTTP → runtime actor → store (append, fsync) → index → event bus → SSE.
+//! ARCHITECTURE.md has the map of every file and the invariants.
 
 pub mod api;
 pub mod bus;
