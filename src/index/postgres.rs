@@ -9,11 +9,10 @@ use std::time::Duration;
 use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
 use sqlx::{PgPool, Postgres, QueryBuilder, Row};
 
-use super::{
-    ArchivedFilter, IndexError, IndexUpdate, IndexedLens, ListPage, ListQuery, StoredAnswer,
-    decode_cursor, encode_cursor, indexed_text, search_terms,
-};
+use super::query::{decode_cursor, encode_cursor, indexed_text, search_terms};
+use super::types::{ArchivedFilter, IndexError, IndexUpdate, IndexedLens, ListPage, ListQuery};
 use crate::domain::Conversation;
+use crate::store::state::StoredAnswer;
 
 /// How long a statement may wait for a connection: PostgreSQL being down must become an
 /// answer ("unavailable") in seconds, not a request hanging.

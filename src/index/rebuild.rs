@@ -1,12 +1,14 @@
 //! Building the index from the directories: `openvaala reindex` (everything, into a fresh
 //! `metadata.db`) and the reconcile at start-up after a crash (only conversations whose
 //! `metadata.jsonl` changed behind the index's back). Both also close turns a crash left
-//! `running` (DESIGN invariant 4) and finish interrupted deletes.
+//! `running` (invariant 4, crash-safe) and finish interrupted deletes.
 
 use std::path::PathBuf;
 
+use super::Index;
+use super::repairs::{CLEAN_SHUTDOWN, POSTGRES_REPAIRS};
+use super::types::{IndexError, IndexUpdate, IndexedLens};
 use crate::domain::{Item, ItemKind, ItemStatus, TurnStatus, new_id, now, user_item};
-use crate::index::{Index, IndexError, IndexUpdate};
 use crate::store::records::{MetaRecord, SessionRecord};
 use crate::store::state::ConversationState;
 use crate::store::{Store, StoreError};
@@ -281,7 +283,7 @@ pub async fn reindex(store: &Store) -> Result<RebuildReport, IndexError> {
     let ids = store.conversation_ids()?;
     index_conversations(store, &index, ids, Load::Bulk, &mut report).await?;
     // The index now matches the directories exactly: the next start needs no reconcile.
-    index.set_runtime_state(super::CLEAN_SHUTDOWN, "1").await?;
+    index.set_runtime_state(CLEAN_SHUTDOWN, "1").await?;
     index.clear_repairs()?;
     index.finish_bulk_load().await?;
     Ok(report)
@@ -414,7 +416,7 @@ fn describe(error: &StoreError) -> String {
 /// names. What is found is taken out of `known`: what is left there has no directory.
 fn behind_the_files(
     store: &Store,
-    known: &mut std::collections::HashMap<String, super::IndexedLens>,
+    known: &mut std::collections::HashMap<String, IndexedLens>,
     also: impl Fn(&str) -> bool,
 ) -> Result<Vec<String>, IndexError> {
     let file_len = |path: std::path::PathBuf| std::fs::metadata(path).map(|m| m.len()).ok();
@@ -456,7 +458,7 @@ pub async fn catch_up(store: &Store, index: &Index) -> Result<RebuildReport, Ind
 /// (every instance stopped), and keeps each conversation's lease epoch above what its files
 /// carry, so the next owner's records are never taken for a stale writer's.
 pub async fn reindex_postgres(store: &Store, url: &str) -> Result<RebuildReport, IndexError> {
-    let index = Index::open_postgres(url, &store.root().join(super::POSTGRES_REPAIRS)).await?;
+    let index = Index::open_postgres(url, &store.root().join(POSTGRES_REPAIRS)).await?;
     let pg = index.postgres().expect("a PostgreSQL index");
     pg.refuse_while_instances_run().await?;
     let mut report = RebuildReport {

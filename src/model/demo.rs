@@ -1,6 +1,6 @@
 //! The built-in offline model `demo`: deterministic, needs no network or key, and obeys
 //! directives on lines of the latest user message so every feature can be tried by hand and in
-//! tests (DESIGN.md). It is a demonstration aid, not a language model.
+//! tests. It is a demonstration aid, not a language model.
 //!
 //! - `/shell CMD` calls the `shell` tool, `/read PATH` calls `read_file`,
 //!   `/spawn AGENT: TASK` calls `spawn_agent` (each once per user message);

@@ -28,11 +28,13 @@ pub struct ModelRequest {
     pub history: Vec<Item>,
     pub tools: Vec<ToolSpec>,
     pub max_output_tokens: u64,
-    /// Whether earlier reasoning may be carried into this request (SPEC §7.8): the provider is
-    /// asked for what it takes to do so. Which reasoning is in `history` the caller decides.
+    /// Whether earlier reasoning may be carried into this request (`reasoning_context`): the
+    /// provider is asked for what it takes to do so. Which reasoning is in `history` the
+    /// caller decides.
     pub reasoning_context: Option<crate::config::ReasoningContext>,
-    /// A request for a compaction summary (SPEC §7.4). Real providers get it as any request
-    /// (the instructions say what to write); the demo model answers it with its own summary.
+    /// A request for a compaction summary of the older history. Real providers get it as any
+    /// request (the instructions say what to write); the demo model answers it with its own
+    /// summary.
     pub compaction: bool,
 }
 
@@ -70,13 +72,14 @@ pub enum ModelEvent {
 pub struct TokenUsage {
     pub input_tokens: u64,
     pub output_tokens: u64,
-    /// The part of `output_tokens` that was reasoning, when the provider says (SPEC §7.8).
+    /// The part of `output_tokens` that was reasoning, when the provider says.
     pub reasoning_tokens: u64,
 }
 
 #[derive(Debug, Clone, thiserror::Error, PartialEq)]
 pub enum ModelError {
-    /// Worth retrying (SPEC §2.3): connection errors, timeouts, 408/429/5xx, a cut stream.
+    /// Worth retrying (the turn retries it, waiting longer each time): connection errors,
+    /// timeouts, 408/429/5xx, a cut stream.
     #[error("{message}")]
     Transient {
         message: String,

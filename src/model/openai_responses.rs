@@ -168,7 +168,8 @@ impl Decoder for ResponsesDecoder {
             "response.output_item.done" if data["item"]["type"] == "function_call" => {
                 vec![self.finish_call(&data["item"])]
             }
-            // Taken back whole in a later request (SPEC §7.8), when it carries its content.
+            // Taken back whole in a later request (`reasoning_context = "all_turns"`), when it
+            // carries its content.
             "response.output_item.done"
                 if data["item"]["type"] == "reasoning"
                     && data["item"]["encrypted_content"].is_string() =>

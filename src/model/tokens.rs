@@ -1,6 +1,7 @@
-//! Token counts for the context meter (SPEC §7.2): OpenAI's BPE encodings (`o200k_base`,
-//! `cl100k_base`, from tiktoken-rs, whose tables are compiled in, so counting works offline),
-//! and an approximation for Anthropic's models, whose tokenizer is not published.
+//! Token counts for the context meter (the last reported usage plus an estimate of what was
+//! added since): OpenAI's BPE encodings (`o200k_base`, `cl100k_base`, from tiktoken-rs, whose
+//! tables are compiled in, so counting works offline), and an approximation for Anthropic's
+//! models, whose tokenizer is not published.
 //!
 //! Counting is the cost the meter adds to a turn, so it is kept cheap: each encoding is built
 //! once, on first use (≈0.2 s), and shared; and a text of some length is encoded once and its

@@ -13,7 +13,8 @@ use std::sync::Arc;
 use super::records::{Envelope, SCHEMA_VERSION, VersionOnly};
 use super::{StoreError, WriteFence};
 
-/// An open JSONL file that only grows. Owned by one conversation actor (DESIGN invariant 2).
+/// An open JSONL file that only grows. Owned by one conversation actor (invariant 2, one writer
+/// per conversation).
 #[derive(Debug)]
 pub struct JsonlWriter {
     path: PathBuf,

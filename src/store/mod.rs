@@ -1,6 +1,7 @@
 //! The source of truth on disk: one self-contained directory of JSONL files per conversation
-//! (SPEC §8). Every change is appended and fsynced here before anything else learns of it. The
-//! store knows nothing about HTTP, the index or running turns.
+//! (the layout is below). Every change is appended and fsynced here before anything else learns
+//! of it (invariant 1, write-ahead). The store knows nothing about HTTP, the index or running
+//! turns.
 //!
 //! ```text
 //! <data>/conversations/<id>/metadata.jsonl      the conversation, sessions, turns

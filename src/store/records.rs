@@ -31,7 +31,7 @@ pub enum MetaRecord {
         at: Timestamp,
     },
     /// A message the agent accepted (it started a turn or joined one). Waiting messages are
-    /// never stored (SPEC §3.4); this record is what makes the acceptance durable.
+    /// never stored (they live only in memory); this record is what makes the acceptance durable.
     #[serde(rename = "message.accepted")]
     MessageAccepted {
         message: Message,
@@ -125,8 +125,8 @@ impl ConversationChanges {
     }
 
     /// Whether this changes the conversation itself, which moves it to the top of the list.
-    /// Archiving or unarchiving does not (SPEC §6.3: it hides the conversation "without
-    /// changing it"), so it comes back where it was.
+    /// Archiving or unarchiving does not (it hides the conversation from the main list without
+    /// changing it), so it comes back where it was.
     pub fn changes_the_conversation(&self) -> bool {
         ConversationChanges {
             archived: None,

@@ -1,0 +1,189 @@
+//! The `[agents.*]` tables: each agent's model, compaction model, instructions and tools, and
+//! the agent added when a file defines none.
+
+use std::collections::BTreeMap;
+
+use serde::Deserialize;
+
+use super::providers::ModelConfig;
+use super::{ConfigError, Validator, join_names};
+
+/// Every tool the runtime offers; an agent without a `tools` list gets all of them.
+pub const ALL_TOOLS: &[&str] = &[
+    "shell",
+    "read_file",
+    "write_file",
+    "list_dir",
+    "spawn_agent",
+    "send_message",
+    "wait_agents",
+    "interrupt_agent",
+    "list_agents",
+];
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AgentConfig {
+    /// Shown to models choosing an agent for `spawn_agent`, and to users.
+    pub description: String,
+    pub model: String,
+    /// Writes compaction summaries; `None` means `model`. Its context window is at least the
+    /// model's, so a summary of what the model saw always fits.
+    pub compact_model: Option<String>,
+    /// The system prompt; AGENTS.md from the working directory is added after it.
+    pub instructions: Option<String>,
+    /// Names from [`ALL_TOOLS`].
+    pub tools: Vec<String>,
+}
+
+impl AgentConfig {
+    /// The model that writes this agent's compaction summaries.
+    pub fn compaction_model(&self) -> &str {
+        self.compact_model.as_deref().unwrap_or(&self.model)
+    }
+}
+
+/// The agent added when a file defines none.
+pub(super) fn fallback_agent(model: &str) -> AgentConfig {
+    AgentConfig {
+        description: "General coding agent (built-in)".to_string(),
+        model: model.to_string(),
+        compact_model: None,
+        instructions: None,
+        tools: all_tools(),
+    }
+}
+
+pub(super) fn all_tools() -> Vec<String> {
+    ALL_TOOLS.iter().map(ToString::to_string).collect()
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawAgent {
+    description: String,
+    model: String,
+    compact_model: Option<String>,
+    instructions: Option<String>,
+    tools: Option<Vec<String>>,
+}
+
+impl Validator<'_> {
+    pub(super) fn agents(
+        &self,
+        raw: BTreeMap<String, RawAgent>,
+        models: &BTreeMap<String, ModelConfig>,
+    ) -> Result<BTreeMap<String, AgentConfig>, ConfigError> {
+        let mut agents = BTreeMap::new();
+        for (name, agent) in raw {
+            let unknown_model = |key: &str, model: &str| {
+                self.invalid(
+                    format!("agents.{name}.{key}"),
+                    format!(
+                        "unknown model `{model}` (models: {})",
+                        join_names(models.keys())
+                    ),
+                )
+            };
+            let Some(model) = models.get(&agent.model) else {
+                return Err(unknown_model("model", &agent.model));
+            };
+            if let Some(compact_id) = &agent.compact_model {
+                let Some(compact) = models.get(compact_id) else {
+                    return Err(unknown_model("compact_model", compact_id));
+                };
+                if compact.context_window < model.context_window {
+                    return Err(self.invalid(
+                        format!("agents.{name}.compact_model"),
+                        format!(
+                            "`{compact_id}` has a context window of {} tokens, smaller than \
+                             the {} tokens of model `{}`",
+                            compact.context_window, model.context_window, agent.model
+                        ),
+                    ));
+                }
+            }
+            let tools = agent.tools.unwrap_or_else(all_tools);
+            if let Some(unknown) = tools
+                .iter()
+                .find(|tool| !ALL_TOOLS.contains(&tool.as_str()))
+            {
+                return Err(self.invalid(
+                    format!("agents.{name}.tools"),
+                    format!(
+                        "unknown tool `{unknown}` (tools: {})",
+                        join_names(ALL_TOOLS.iter())
+                    ),
+                ));
+            }
+            agents.insert(
+                name,
+                AgentConfig {
+                    description: agent.description,
+                    model: agent.model,
+                    compact_model: agent.compact_model,
+                    instructions: agent.instructions,
+                    tools,
+                },
+            );
+        }
+        Ok(agents)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::Path;
+
+    use crate::config::{Config, ConfigError, DEFAULT_AGENT, DEMO_MODEL};
+
+    fn parse(text: &str) -> Result<Config, ConfigError> {
+        Config::from_toml_str(text, Some(Path::new("config.toml")))
+    }
+
+    #[test]
+    fn fallback_agent_uses_the_first_model_in_the_file() {
+        // `zeta` sorts after `alpha` but comes first in the file.
+        let text = r#"
+[providers.p]
+protocol = "anthropic_messages"
+base_url = "https://api.example.com"
+
+[models.zeta]
+provider = "p"
+name = "z"
+context_window = 1000
+max_output_tokens = 100
+
+[models.alpha]
+provider = "p"
+name = "a"
+context_window = 1000
+max_output_tokens = 100
+"#;
+        let config = parse(text).unwrap();
+        let agent = config.default_agent();
+        assert_eq!(agent.model, "zeta");
+        assert_eq!(agent.description, "General coding agent (built-in)");
+
+        let providers_only = "[providers.p]\nprotocol = \"openai_chat\"\nbase_url = \"http://x\"\n";
+        assert_eq!(
+            parse(providers_only).unwrap().default_agent().model,
+            DEMO_MODEL
+        );
+    }
+
+    #[test]
+    fn agents_may_use_the_demo_model_and_a_subset_of_tools() {
+        let text = r#"
+default_agent = "reader"
+
+[agents.reader]
+description = "Reads files"
+model = "demo"
+tools = ["read_file", "list_dir"]
+"#;
+        let config = parse(text).unwrap();
+        assert_eq!(config.default_agent().tools, ["read_file", "list_dir"]);
+        assert!(config.agent(DEFAULT_AGENT).is_none());
+    }
+}

@@ -1,0 +1,253 @@
+//! The limits on what the runtime does: model-call retries (`[retry]`), model calls per turn
+//! (`[turn]`), tool timeouts and output size (`[tools]`) and sub-agent nesting (`[subagents]`).
+
+use std::time::Duration;
+
+use serde::Deserialize;
+
+use super::{ConfigError, Validator};
+
+/// Retries of transient model-call errors (a cut stream, a reset connection, a timeout, HTTP
+/// 429/5xx): 10 attempts, waits growing from 1 s to 30 s. Tests shrink the delays, never the rule.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RetryConfig {
+    /// At least 1.
+    pub max_attempts: u32,
+    /// At most `max_delay_ms`.
+    pub initial_delay_ms: u64,
+    pub max_delay_ms: u64,
+    /// A provider stream silent this long counts as a transient error.
+    pub chunk_timeout_ms: u64,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TurnConfig {
+    /// The most model calls one turn may make; at least 1.
+    pub max_steps: u32,
+}
+
+/// Limits on sub-agents (agents spawned with `spawn_agent`); reaching one is a tool error for the
+/// model, never a crash.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SubagentsConfig {
+    /// How deep sub-agents may nest: the root agent is at depth 0, its sub-agents at 1.
+    pub max_depth: u32,
+    /// How many sub-agents of one conversation may run (have a turn in progress) at once.
+    pub max_live: u32,
+}
+
+impl Default for SubagentsConfig {
+    fn default() -> SubagentsConfig {
+        SubagentsConfig {
+            max_depth: 3,
+            max_live: 8,
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ToolsConfig {
+    /// Default timeout of a `shell` call when the model gives none.
+    pub shell_timeout_s: u64,
+    /// Tool output beyond this many bytes is cut before it goes back to the model.
+    pub max_output_bytes: usize,
+}
+
+impl Default for RetryConfig {
+    fn default() -> Self {
+        RetryConfig {
+            max_attempts: 10,
+            initial_delay_ms: 1_000,
+            max_delay_ms: 30_000,
+            chunk_timeout_ms: 120_000,
+        }
+    }
+}
+
+impl RetryConfig {
+    pub fn initial_delay(&self) -> Duration {
+        Duration::from_millis(self.initial_delay_ms)
+    }
+
+    pub fn max_delay(&self) -> Duration {
+        Duration::from_millis(self.max_delay_ms)
+    }
+
+    pub fn chunk_timeout(&self) -> Duration {
+        Duration::from_millis(self.chunk_timeout_ms)
+    }
+}
+
+impl Default for TurnConfig {
+    fn default() -> Self {
+        TurnConfig { max_steps: 200 }
+    }
+}
+
+impl Default for ToolsConfig {
+    fn default() -> Self {
+        ToolsConfig {
+            shell_timeout_s: 600,
+            max_output_bytes: 65_536,
+        }
+    }
+}
+
+impl ToolsConfig {
+    pub fn shell_timeout(&self) -> Duration {
+        Duration::from_secs(self.shell_timeout_s)
+    }
+}
+
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawRetry {
+    max_attempts: Option<u32>,
+    initial_delay_ms: Option<u64>,
+    max_delay_ms: Option<u64>,
+    chunk_timeout_ms: Option<u64>,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawTurn {
+    max_steps: Option<u32>,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawSubagents {
+    max_depth: Option<u32>,
+    max_live: Option<u32>,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawTools {
+    shell_timeout_s: Option<u64>,
+    max_output_bytes: Option<usize>,
+}
+
+impl Validator<'_> {
+    pub(super) fn retry(&self, raw: RawRetry) -> Result<RetryConfig, ConfigError> {
+        let defaults = RetryConfig::default();
+        let retry = RetryConfig {
+            max_attempts: raw.max_attempts.unwrap_or(defaults.max_attempts),
+            initial_delay_ms: raw.initial_delay_ms.unwrap_or(defaults.initial_delay_ms),
+            max_delay_ms: raw.max_delay_ms.unwrap_or(defaults.max_delay_ms),
+            chunk_timeout_ms: raw.chunk_timeout_ms.unwrap_or(defaults.chunk_timeout_ms),
+        };
+        if retry.max_attempts == 0 {
+            return Err(self.invalid("retry.max_attempts", "must be at least 1"));
+        }
+        if retry.initial_delay_ms > retry.max_delay_ms {
+            return Err(self.invalid(
+                "retry.initial_delay_ms",
+                format!(
+                    "must not exceed retry.max_delay_ms ({} > {})",
+                    retry.initial_delay_ms, retry.max_delay_ms
+                ),
+            ));
+        }
+        if retry.chunk_timeout_ms == 0 {
+            return Err(self.invalid("retry.chunk_timeout_ms", "must be at least 1"));
+        }
+        Ok(retry)
+    }
+
+    pub(super) fn turn(&self, raw: RawTurn) -> Result<TurnConfig, ConfigError> {
+        let turn = TurnConfig {
+            max_steps: raw.max_steps.unwrap_or(TurnConfig::default().max_steps),
+        };
+        if turn.max_steps == 0 {
+            return Err(self.invalid("turn.max_steps", "must be at least 1"));
+        }
+        Ok(turn)
+    }
+
+    pub(super) fn subagents(&self, raw: RawSubagents) -> Result<SubagentsConfig, ConfigError> {
+        let defaults = SubagentsConfig::default();
+        let subagents = SubagentsConfig {
+            max_depth: raw.max_depth.unwrap_or(defaults.max_depth),
+            max_live: raw.max_live.unwrap_or(defaults.max_live),
+        };
+        if subagents.max_depth > 16 {
+            return Err(self.invalid("subagents.max_depth", "must be at most 16"));
+        }
+        if subagents.max_live > 256 {
+            return Err(self.invalid("subagents.max_live", "must be at most 256"));
+        }
+        Ok(subagents)
+    }
+
+    pub(super) fn tools(&self, raw: RawTools) -> Result<ToolsConfig, ConfigError> {
+        let defaults = ToolsConfig::default();
+        let tools = ToolsConfig {
+            shell_timeout_s: raw.shell_timeout_s.unwrap_or(defaults.shell_timeout_s),
+            max_output_bytes: raw.max_output_bytes.unwrap_or(defaults.max_output_bytes),
+        };
+        if tools.shell_timeout_s == 0 {
+            return Err(self.invalid("tools.shell_timeout_s", "must be at least 1"));
+        }
+        if tools.max_output_bytes == 0 {
+            return Err(self.invalid("tools.max_output_bytes", "must be at least 1"));
+        }
+        Ok(tools)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::Path;
+
+    use super::*;
+    use crate::config::{Config, ConfigError};
+
+    fn parse(text: &str) -> Result<Config, ConfigError> {
+        Config::from_toml_str(text, Some(Path::new("config.toml")))
+    }
+
+    #[test]
+    fn defaults_match_the_spec() {
+        let retry = RetryConfig::default();
+        assert_eq!(retry.max_attempts, 10);
+        assert_eq!(retry.initial_delay(), Duration::from_secs(1));
+        assert_eq!(retry.max_delay(), Duration::from_secs(30));
+        assert_eq!(retry.chunk_timeout(), Duration::from_secs(120));
+        assert_eq!(TurnConfig::default().max_steps, 200);
+        assert_eq!(
+            ToolsConfig::default().shell_timeout(),
+            Duration::from_secs(600)
+        );
+        assert_eq!(ToolsConfig::default().max_output_bytes, 65536);
+    }
+
+    #[test]
+    fn sections_override_defaults() {
+        let text = r#"
+[retry]
+max_attempts = 3
+initial_delay_ms = 0
+max_delay_ms = 5
+chunk_timeout_ms = 200
+
+[turn]
+max_steps = 7
+
+[tools]
+shell_timeout_s = 2
+max_output_bytes = 100
+"#;
+        let config = parse(text).unwrap();
+        let retry = RetryConfig {
+            max_attempts: 3,
+            initial_delay_ms: 0,
+            max_delay_ms: 5,
+            chunk_timeout_ms: 200,
+        };
+        assert_eq!(config.retry, retry);
+        assert_eq!(config.turn.max_steps, 7);
+        assert_eq!(config.tools.shell_timeout_s, 2);
+        assert_eq!(config.tools.max_output_bytes, 100);
+    }
+}

@@ -1,0 +1,274 @@
+//! The `[providers.*]` and `[models.*]` tables: the wire protocol and URL of each provider, the
+//! models each serves with their context sizes, and the built-in offline provider and model.
+
+use std::collections::BTreeMap;
+use std::fmt;
+
+use serde::{Deserialize, Serialize};
+use toml::Spanned;
+
+use super::{BUILTIN_PROVIDER, ConfigError, DEMO_MODEL, Validator, join_names};
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ProviderConfig {
+    pub protocol: Protocol,
+    /// Starts with `http://` or `https://`; empty only for the built-in provider.
+    pub base_url: String,
+    /// The name of the environment variable holding the API key, not the key itself.
+    pub api_key_env: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ModelConfig {
+    /// Names an entry of `Config::providers`.
+    pub provider: String,
+    /// The provider's name for the model.
+    pub name: String,
+    /// In tokens; greater than `max_output_tokens`.
+    pub context_window: u64,
+    pub max_output_tokens: u64,
+    /// Only on models whose provider speaks [`Protocol::OpenaiResponses`].
+    pub reasoning_context: Option<ReasoningContext>,
+    /// How the usage meter counts this model's tokens; `None`: chosen from the protocol and
+    /// the model's name (`model::tokens::Tokenizer::for_model`).
+    pub tokenizer: Option<TokenizerName>,
+}
+
+/// The `tokenizer` key of a model.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum TokenizerName {
+    O200kBase,
+    Cl100kBase,
+    Anthropic,
+}
+
+/// The wire protocol a provider speaks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Protocol {
+    OpenaiChat,
+    OpenaiResponses,
+    AnthropicMessages,
+    /// The built-in offline model; not allowed in a file.
+    Demo,
+}
+
+/// Whether earlier turns' reasoning stays in the context; only the `openai_responses` protocol
+/// reads it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ReasoningContext {
+    AllTurns,
+    CurrentTurn,
+}
+
+impl Protocol {
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            Protocol::OpenaiChat => "openai_chat",
+            Protocol::OpenaiResponses => "openai_responses",
+            Protocol::AnthropicMessages => "anthropic_messages",
+            Protocol::Demo => "demo",
+        }
+    }
+}
+
+impl fmt::Display for Protocol {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl ReasoningContext {
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            ReasoningContext::AllTurns => "all_turns",
+            ReasoningContext::CurrentTurn => "current_turn",
+        }
+    }
+}
+
+impl fmt::Display for ReasoningContext {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+pub(super) fn builtin_provider() -> ProviderConfig {
+    ProviderConfig {
+        protocol: Protocol::Demo,
+        base_url: String::new(),
+        api_key_env: None,
+    }
+}
+
+pub(super) fn demo_model() -> ModelConfig {
+    ModelConfig {
+        provider: BUILTIN_PROVIDER.to_string(),
+        name: DEMO_MODEL.to_string(),
+        context_window: 32_768,
+        max_output_tokens: 4_096,
+        reasoning_context: None,
+        tokenizer: None,
+    }
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawProvider {
+    protocol: Protocol,
+    base_url: String,
+    api_key_env: Option<String>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawModel {
+    provider: String,
+    name: String,
+    context_window: u64,
+    max_output_tokens: u64,
+    reasoning_context: Option<ReasoningContext>,
+    tokenizer: Option<TokenizerName>,
+}
+
+impl Validator<'_> {
+    pub(super) fn providers(
+        &self,
+        raw: BTreeMap<String, RawProvider>,
+    ) -> Result<BTreeMap<String, ProviderConfig>, ConfigError> {
+        let mut providers = BTreeMap::new();
+        for (id, provider) in raw {
+            if id == BUILTIN_PROVIDER {
+                return Err(self.invalid(
+                    format!("providers.{id}"),
+                    format!("`{BUILTIN_PROVIDER}` is reserved for the built-in provider"),
+                ));
+            }
+            if provider.protocol == Protocol::Demo {
+                return Err(self.invalid(
+                    format!("providers.{id}.protocol"),
+                    "`demo` is reserved for the built-in model \
+                     (use openai_chat, openai_responses or anthropic_messages)",
+                ));
+            }
+            let base_url = &provider.base_url;
+            if !(base_url.starts_with("http://") || base_url.starts_with("https://")) {
+                return Err(self.invalid(
+                    format!("providers.{id}.base_url"),
+                    format!("must start with http:// or https://, got `{base_url}`"),
+                ));
+            }
+            let has_host = reqwest::Url::parse(base_url)
+                .is_ok_and(|url| url.host_str().is_some_and(|host| !host.is_empty()));
+            if !has_host {
+                return Err(self.invalid(
+                    format!("providers.{id}.base_url"),
+                    format!("must be a URL with a host, got `{base_url}`"),
+                ));
+            }
+            if provider.api_key_env.as_deref().is_some_and(str::is_empty) {
+                return Err(self.invalid(
+                    format!("providers.{id}.api_key_env"),
+                    "must name an environment variable, or be left out",
+                ));
+            }
+            providers.insert(
+                id,
+                ProviderConfig {
+                    protocol: provider.protocol,
+                    base_url: provider.base_url,
+                    api_key_env: provider.api_key_env,
+                },
+            );
+        }
+        providers.insert(BUILTIN_PROVIDER.to_string(), builtin_provider());
+        Ok(providers)
+    }
+
+    pub(super) fn models(
+        &self,
+        raw: BTreeMap<String, Spanned<RawModel>>,
+        providers: &BTreeMap<String, ProviderConfig>,
+    ) -> Result<BTreeMap<String, ModelConfig>, ConfigError> {
+        let mut models = BTreeMap::new();
+        for (id, model) in raw {
+            let model = model.into_inner();
+            if id == DEMO_MODEL {
+                return Err(self.invalid(
+                    format!("models.{id}"),
+                    format!("`{DEMO_MODEL}` is reserved for the built-in model"),
+                ));
+            }
+            if !providers.contains_key(&model.provider) {
+                return Err(self.invalid(
+                    format!("models.{id}.provider"),
+                    format!(
+                        "unknown provider `{}` (providers: {})",
+                        model.provider,
+                        join_names(providers.keys())
+                    ),
+                ));
+            }
+            if model.context_window == 0 {
+                return Err(
+                    self.invalid(format!("models.{id}.context_window"), "must be at least 1")
+                );
+            }
+            if model.max_output_tokens == 0 {
+                return Err(self.invalid(
+                    format!("models.{id}.max_output_tokens"),
+                    "must be at least 1",
+                ));
+            }
+            if model.max_output_tokens >= model.context_window {
+                return Err(self.invalid(
+                    format!("models.{id}.max_output_tokens"),
+                    format!(
+                        "must be smaller than context_window ({} >= {})",
+                        model.max_output_tokens, model.context_window
+                    ),
+                ));
+            }
+            // The documented example sets reasoning_context on an openai_chat model, so it is
+            // accepted everywhere and only read by the openai_responses protocol.
+            models.insert(
+                id,
+                ModelConfig {
+                    provider: model.provider,
+                    name: model.name,
+                    context_window: model.context_window,
+                    max_output_tokens: model.max_output_tokens,
+                    reasoning_context: model.reasoning_context,
+                    tokenizer: model.tokenizer,
+                },
+            );
+        }
+        models.insert(DEMO_MODEL.to_string(), demo_model());
+        Ok(models)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn protocol_names_match_serde() {
+        #[derive(Deserialize)]
+        struct Wrapper {
+            protocol: Protocol,
+        }
+        for protocol in [
+            Protocol::OpenaiChat,
+            Protocol::OpenaiResponses,
+            Protocol::AnthropicMessages,
+            Protocol::Demo,
+        ] {
+            let toml_text = format!("protocol = \"{}\"", protocol.as_str());
+            let wrapper: Wrapper = toml::from_str(&toml_text).unwrap();
+            assert_eq!(wrapper.protocol, protocol);
+        }
+    }
+}

@@ -1,0 +1,71 @@
+//! The `[server]` table: the listening address, when idle conversations unload, and the caps on
+//! live conversations, connections and slow request headers.
+
+use std::net::SocketAddr;
+
+use serde::Deserialize;
+
+use super::{ConfigError, Validator};
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ServerConfig {
+    /// `None` lets the command line or the server pick its default loopback address.
+    pub addr: Option<SocketAddr>,
+    /// A conversation with no turn, waiting message, subscriber or request for this long is
+    /// unloaded from memory (it stays on disk and loads again on the next request).
+    pub idle_unload_s: u64,
+    /// Conversations held in memory at most (each holds its open log files); `None` derives
+    /// it from the process's open-file limit at start.
+    pub max_live_conversations: Option<usize>,
+    /// HTTP connections served at once; `None` derives it from the open-file limit.
+    pub max_connections: Option<usize>,
+    /// How long a client may take to send a request's headers.
+    pub header_read_timeout_s: u64,
+}
+
+impl Default for ServerConfig {
+    fn default() -> ServerConfig {
+        ServerConfig {
+            addr: None,
+            idle_unload_s: 60,
+            max_live_conversations: None,
+            max_connections: None,
+            header_read_timeout_s: 10,
+        }
+    }
+}
+
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawServer {
+    addr: Option<SocketAddr>,
+    idle_unload_s: Option<u64>,
+    max_live_conversations: Option<usize>,
+    max_connections: Option<usize>,
+    header_read_timeout_s: Option<u64>,
+}
+
+impl Validator<'_> {
+    pub(super) fn server(&self, raw: RawServer) -> Result<ServerConfig, ConfigError> {
+        let defaults = ServerConfig::default();
+        let server = ServerConfig {
+            addr: raw.addr,
+            idle_unload_s: raw.idle_unload_s.unwrap_or(defaults.idle_unload_s),
+            max_live_conversations: raw.max_live_conversations,
+            max_connections: raw.max_connections,
+            header_read_timeout_s: raw
+                .header_read_timeout_s
+                .unwrap_or(defaults.header_read_timeout_s),
+        };
+        if server.max_live_conversations == Some(0) {
+            return Err(self.invalid("server.max_live_conversations", "must be at least 1"));
+        }
+        if server.max_connections == Some(0) {
+            return Err(self.invalid("server.max_connections", "must be at least 1"));
+        }
+        if server.header_read_timeout_s == 0 {
+            return Err(self.invalid("server.header_read_timeout_s", "must be at least 1"));
+        }
+        Ok(server)
+    }
+}

@@ -1,0 +1,138 @@
+//! What keeps the index honest after a failed update (invariant 3, the index is derived): the
+//! conversations to re-index noted beside the database (`metadata.db.repair`, or
+//! `postgres.repair` in cluster mode), and the clean-stop mark that lets the next start skip the
+//! reconcile only when nothing failed.
+
+use std::path::{Path, PathBuf};
+use std::sync::atomic::Ordering;
+
+use super::Index;
+use super::types::IndexError;
+
+/// Where an index at `path` notes the conversations it must re-index (see `Index::repairs`).
+pub(super) fn repairs_path(path: &Path) -> PathBuf {
+    let mut name = path.file_name().unwrap_or_default().to_owned();
+    name.push(".repair");
+    path.with_file_name(name)
+}
+
+/// Cluster mode: where conversations whose PostgreSQL updates failed are noted, in the shared
+/// data directory (any instance's next start re-indexes them).
+pub const POSTGRES_REPAIRS: &str = "postgres.repair";
+
+/// The runtime state key that says whether the last run stopped cleanly ("1") with an index
+/// that matches the files; anything else makes the next start reconcile.
+pub const CLEAN_SHUTDOWN: &str = "clean_shutdown";
+
+impl Index {
+    /// Records that an update of these conversations failed: the next start must re-index them
+    /// from their files, even after a clean stop.
+    pub async fn mark_out_of_date(&self, conversation_ids: &[&str]) {
+        self.out_of_date.store(true, Ordering::SeqCst);
+        if !conversation_ids.is_empty() {
+            let lines: String = conversation_ids
+                .iter()
+                .map(|id| format!("{id}\n"))
+                .collect();
+            let appended = std::fs::OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(&*self.repairs)
+                .and_then(|mut file| std::io::Write::write_all(&mut file, lines.as_bytes()));
+            if let Err(error) = appended {
+                tracing::error!(%error, path = %self.repairs.display(), "cannot note conversations to re-index");
+            }
+        }
+        let _ = self.set_runtime_state(CLEAN_SHUTDOWN, "0").await;
+    }
+
+    /// Whether the last run stopped cleanly with an index that matches the files, so this start
+    /// may skip the reconcile: a clean stop was recorded and no conversation is noted for repair.
+    pub async fn was_clean_shutdown(&self) -> Result<bool, IndexError> {
+        Ok(
+            self.runtime_state(CLEAN_SHUTDOWN).await?.as_deref() == Some("1")
+                && !self.repairs.exists(),
+        )
+    }
+
+    /// The conversations noted by `mark_out_of_date` (in earlier runs too), each once.
+    pub fn repairs(&self) -> Vec<String> {
+        let text = std::fs::read_to_string(&*self.repairs).unwrap_or_default();
+        let mut ids: Vec<String> = text.lines().map(str::to_owned).collect();
+        ids.sort();
+        ids.dedup();
+        ids
+    }
+
+    /// The noted conversations, moved out of the way first so that notes added meanwhile (by
+    /// another instance, in cluster mode) go to a new file and are not lost.
+    pub fn take_repairs(&self) -> Result<std::collections::HashSet<String>, IndexError> {
+        let taking = self
+            .repairs
+            .with_extension(format!("taking-{}", std::process::id()));
+        match std::fs::rename(&*self.repairs, &taking) {
+            Ok(()) => {}
+            Err(error) if error.kind() == std::io::ErrorKind::NotFound => {
+                return Ok(Default::default());
+            }
+            Err(error) => {
+                return Err(IndexError::Task(format!(
+                    "cannot take {}: {error}",
+                    self.repairs.display()
+                )));
+            }
+        }
+        let text = std::fs::read_to_string(&taking).unwrap_or_default();
+        let _ = std::fs::remove_file(&taking);
+        Ok(text.lines().map(str::to_owned).collect())
+    }
+
+    /// Forgets the noted conversations, once they are re-indexed.
+    pub fn clear_repairs(&self) -> Result<(), IndexError> {
+        match std::fs::remove_file(&*self.repairs) {
+            Err(error) if error.kind() != std::io::ErrorKind::NotFound => Err(IndexError::Task(
+                format!("cannot remove {}: {error}", self.repairs.display()),
+            )),
+            _ => Ok(()),
+        }
+    }
+
+    /// Records a clean stop, which lets the next start skip the reconcile, unless an update
+    /// failed meanwhile. Returns whether it did.
+    pub async fn mark_clean_shutdown(&self) -> Result<bool, IndexError> {
+        if self.out_of_date.load(Ordering::SeqCst) {
+            return Ok(false);
+        }
+        self.set_runtime_state(CLEAN_SHUTDOWN, "1").await?;
+        Ok(true)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn a_clean_stop_after_a_failed_update_still_asks_for_a_reconcile() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("metadata.db");
+        let index = Index::open(&path).await.unwrap();
+        let clean = async |index: &Index| index.runtime_state(CLEAN_SHUTDOWN).await.unwrap();
+        assert!(index.mark_clean_shutdown().await.unwrap());
+        assert_eq!(clean(&index).await.as_deref(), Some("1"));
+
+        index.set_runtime_state(CLEAN_SHUTDOWN, "0").await.unwrap();
+        index.clone().mark_out_of_date(&["c_a", "c_b", "c_a"]).await;
+        assert_eq!(index.repairs(), ["c_a", "c_b"]);
+        assert!(!index.mark_clean_shutdown().await.unwrap());
+        assert_eq!(clean(&index).await.as_deref(), Some("0"));
+        index.close().await;
+
+        // The noted conversations outlive the run, until they are re-indexed.
+        let index = Index::open(&path).await.unwrap();
+        assert_eq!(index.repairs(), ["c_a", "c_b"]);
+        index.clear_repairs().unwrap();
+        assert!(index.repairs().is_empty());
+        index.close().await;
+    }
+}

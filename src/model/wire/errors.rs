@@ -1,0 +1,238 @@
+//! How a provider's failure becomes a `ModelError`: transient (worth retrying) or fatal, by HTTP
+//! status or by the code of an error event, with the wait `Retry-After` asks for and the
+//! provider's own message quoted.
+
+use std::time::{Duration, SystemTime};
+
+use reqwest::StatusCode;
+use reqwest::header::HeaderMap;
+use serde_json::Value;
+
+use crate::model::ModelError;
+
+/// Provider text quoted in an error is cut to this many characters.
+const QUOTE_CHARS: usize = 500;
+
+/// The error for an unsuccessful HTTP status: 408, 409, 429 and 5xx are worth retrying (the
+/// turn retries transient model-call errors), any other status is not.
+pub fn status_error(status: StatusCode, retry_after: Option<Duration>, body: &str) -> ModelError {
+    let message = format!("provider answered {status}: {}", provider_message(body));
+    if matches!(status.as_u16(), 408 | 409 | 429) || status.is_server_error() {
+        ModelError::Transient {
+            message,
+            retry_after,
+        }
+    } else {
+        ModelError::Fatal(message)
+    }
+}
+
+/// The provider's own explanation in an error body: `error.message` (OpenAI, Anthropic and
+/// most compatible servers), a few other common shapes, else the text itself.
+pub fn provider_message(body: &str) -> String {
+    if let Ok(json) = serde_json::from_str::<Value>(body) {
+        let candidates = [
+            &json["error"]["message"],
+            &json["error"],
+            &json["message"],
+            &json["detail"],
+        ];
+        if let Some(message) = candidates.iter().find_map(|value| value.as_str()) {
+            return quote(message);
+        }
+    }
+    let body = body.trim();
+    if body.is_empty() {
+        return "(no message)".to_owned();
+    }
+    quote(body)
+}
+
+/// The wait a provider asks for: OpenAI's `retry-after-ms`, else `Retry-After` in seconds or
+/// as an HTTP date (a date in the past means now).
+pub fn retry_after(headers: &HeaderMap, now: SystemTime) -> Option<Duration> {
+    let header = |name: &str| headers.get(name)?.to_str().ok().map(str::trim);
+    if let Some(ms) = header("retry-after-ms").and_then(|value| value.parse::<f64>().ok()) {
+        return duration_from_secs(ms / 1000.0);
+    }
+    let value = header("retry-after")?;
+    if let Ok(seconds) = value.parse::<f64>() {
+        return duration_from_secs(seconds);
+    }
+    let date = chrono::DateTime::parse_from_rfc2822(value).ok()?;
+    let date = SystemTime::from(date);
+    Some(date.duration_since(now).unwrap_or(Duration::ZERO))
+}
+
+fn duration_from_secs(seconds: f64) -> Option<Duration> {
+    Duration::try_from_secs_f64(seconds.max(0.0)).ok()
+}
+
+/// An error event inside a stream the provider had accepted (HTTP 200). Rate limits, overloads
+/// and server errors are transient; any other named error is not; an error without a code is
+/// taken as transient, since the request itself was accepted.
+pub fn stream_error(code: Option<&str>, message: Option<&str>) -> ModelError {
+    let message = format!(
+        "the provider reported an error{}: {}",
+        code.map(|code| format!(" ({code})")).unwrap_or_default(),
+        quote(message.unwrap_or("(no message)"))
+    );
+    let Some(code) = code else {
+        return ModelError::transient(message);
+    };
+    if let Ok(status) = code.parse::<u16>()
+        && let Ok(status) = StatusCode::from_u16(status)
+    {
+        return match status_error(status, None, "") {
+            ModelError::Transient { .. } => ModelError::transient(message),
+            ModelError::Fatal(_) => ModelError::Fatal(message),
+        };
+    }
+    const TRANSIENT: &[&str] = &[
+        "overloaded",
+        "rate_limit",
+        "server_error",
+        "api_error",
+        "timeout",
+        "unavailable",
+        "internal",
+    ];
+    let code = code.to_ascii_lowercase();
+    if TRANSIENT.iter().any(|word| code.contains(word)) {
+        ModelError::transient(message)
+    } else {
+        ModelError::Fatal(message)
+    }
+}
+
+/// An error and its causes on one line: reqwest's own message rarely says what went wrong.
+pub(super) fn error_chain(error: &dyn std::error::Error) -> String {
+    let mut text = error.to_string();
+    let mut source = error.source();
+    while let Some(cause) = source {
+        text.push_str(": ");
+        text.push_str(&cause.to_string());
+        source = cause.source();
+    }
+    text
+}
+
+/// Text quoted in an error, cut to a readable length.
+pub(super) fn quote(text: &str) -> String {
+    let mut quoted: String = text.chars().take(QUOTE_CHARS).collect();
+    if text.chars().count() > QUOTE_CHARS {
+        quoted.push('…');
+    }
+    quoted
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn statuses_are_classified_by_the_retry_rule() {
+        let transient = [408, 409, 429, 500, 502, 503, 504, 529];
+        let fatal = [400, 401, 403, 404, 413, 422];
+        for status in transient {
+            let error = status_error(StatusCode::from_u16(status).unwrap(), None, "");
+            assert!(
+                matches!(error, ModelError::Transient { .. }),
+                "{status}: {error:?}"
+            );
+        }
+        for status in fatal {
+            let error = status_error(StatusCode::from_u16(status).unwrap(), None, "");
+            assert!(matches!(error, ModelError::Fatal(_)), "{status}: {error:?}");
+        }
+    }
+
+    #[test]
+    fn the_provider_message_is_quoted() {
+        let check = |body: &str, expected: &str| {
+            assert_eq!(provider_message(body), expected, "{body}");
+        };
+        check(
+            r#"{"error": {"message": "bad model", "type": "invalid_request_error"}}"#,
+            "bad model",
+        );
+        check(
+            r#"{"type": "error", "error": {"type": "x", "message": "too long"}}"#,
+            "too long",
+        );
+        check(r#"{"error": "plain"}"#, "plain");
+        check(
+            r#"{"object": "error", "message": "vllm says no"}"#,
+            "vllm says no",
+        );
+        check("  Bad Gateway\n", "Bad Gateway");
+        check("", "(no message)");
+        let long = "x".repeat(QUOTE_CHARS + 10);
+        assert_eq!(provider_message(&long).chars().count(), QUOTE_CHARS + 1);
+    }
+
+    #[test]
+    fn a_rejection_carries_status_and_message() {
+        let error = status_error(
+            StatusCode::BAD_REQUEST,
+            None,
+            r#"{"error": {"message": "no such model"}}"#,
+        );
+        assert_eq!(
+            error,
+            ModelError::Fatal("provider answered 400 Bad Request: no such model".into())
+        );
+    }
+
+    #[test]
+    fn retry_after_reads_seconds_milliseconds_and_dates() {
+        let now = SystemTime::UNIX_EPOCH + Duration::from_secs(784_111_777); // 1994-11-06 08:49:37 UTC
+        let check = |headers: &[(&'static str, &str)], expected: Option<Duration>| {
+            let mut map = HeaderMap::new();
+            for (name, value) in headers {
+                map.insert(*name, value.parse().unwrap());
+            }
+            assert_eq!(retry_after(&map, now), expected, "{headers:?}");
+        };
+        check(&[], None);
+        check(&[("retry-after", "0")], Some(Duration::ZERO));
+        check(&[("retry-after", "7")], Some(Duration::from_secs(7)));
+        check(&[("retry-after", "1.5")], Some(Duration::from_millis(1500)));
+        check(
+            &[("retry-after", "Sun, 06 Nov 1994 08:49:47 GMT")],
+            Some(Duration::from_secs(10)),
+        );
+        check(
+            &[("retry-after", "Sun, 06 Nov 1994 08:00:00 GMT")],
+            Some(Duration::ZERO),
+        );
+        check(&[("retry-after", "soon")], None);
+        check(
+            &[("retry-after", "3"), ("retry-after-ms", "250")],
+            Some(Duration::from_millis(250)),
+        );
+    }
+
+    #[test]
+    fn stream_errors_are_transient_only_when_retrying_can_help() {
+        let transient = [
+            None,
+            Some("overloaded_error"),
+            Some("rate_limit_exceeded"),
+            Some("server_error"),
+            Some("api_error"),
+            Some("502"),
+        ];
+        for code in transient {
+            let error = stream_error(code, Some("m"));
+            assert!(
+                matches!(error, ModelError::Transient { .. }),
+                "{code:?}: {error:?}"
+            );
+        }
+        for code in ["invalid_request_error", "invalid_prompt", "400"] {
+            let error = stream_error(Some(code), Some("m"));
+            assert!(matches!(error, ModelError::Fatal(_)), "{code}: {error:?}");
+        }
+    }
+}
