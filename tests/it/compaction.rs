@@ -4,7 +4,8 @@
 use serde_json::{Value, json};
 
 use crate::fake_provider::{FakeProvider, Recorded, Reply, Setup, Wire};
-use crate::harness::{Server, ServerOptions, events_until};
+use crate::harness::{Server, ServerOptions};
+use crate::support::events_until;
 
 /// Everything the model was sent in one request, as text.
 fn request_text(request: &Recorded) -> String {

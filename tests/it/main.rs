@@ -2,6 +2,7 @@
 
 mod fake_provider;
 mod harness;
+mod support;
 
 mod bad_input;
 mod cluster;
@@ -17,8 +18,6 @@ mod idempotency;
 mod limits;
 mod lock;
 mod messages;
-#[path = "../../src/bin/bench/postgres.rs"]
-mod postgres;
 mod providers;
 mod reindex;
 mod retries;

@@ -5,7 +5,7 @@
 use serde_json::Value;
 
 use crate::fake_provider::{Reply, Setup, Wire, chunks};
-use crate::harness::events_until;
+use crate::support::events_until;
 
 /// The protocol these tests use; the retry rule lives in the turn loop, the same for all.
 const WIRE: Wire = Wire::OpenaiChat;

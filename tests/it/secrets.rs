@@ -6,7 +6,8 @@
 use serde_json::json;
 
 use crate::fake_provider::{FakeProvider, Reply, Setup, Wire};
-use crate::harness::{events_until, snapshot_dir};
+use crate::harness::snapshot_dir;
+use crate::support::events_until;
 
 /// Not shaped like any known key: only the configured value tells it is one.
 const KEY: &str = "vaala-test-key-7f3a9c21e5d4";

@@ -7,7 +7,8 @@ use tokio::process::Command;
 
 use openvaala::index::rebuild::INTERRUPTED_BY_STOP;
 
-use crate::harness::{Server, ServerOptions, TIMEOUT, binary, events_until};
+use crate::harness::{Server, ServerOptions, TIMEOUT, binary};
+use crate::support::events_until;
 
 /// Runs `openvaala chat` with `args` and `script` on stdin; returns what it printed and whether
 /// it exited successfully.

@@ -99,7 +99,7 @@ async fn after_an_interrupt_the_next_request_tells_the_model() {
             json!({ "text": "talk" }),
         )
         .await;
-    crate::harness::events_until(&mut events, "item.delta").await;
+    crate::support::events_until(&mut events, "item.delta").await;
     let (_, body) = server
         .post(&format!("/api/conversations/{id}/interrupt"), json!({}))
         .await;

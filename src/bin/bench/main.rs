@@ -22,7 +22,6 @@ mod fake_provider;
 mod fork;
 mod foundation;
 mod live;
-mod postgres;
 mod sse;
 mod subagents;
 mod text;
