@@ -7,6 +7,7 @@ mod support;
 mod bad_input;
 mod cluster;
 mod compaction;
+mod contract;
 mod conversations;
 mod crash;
 mod events;
