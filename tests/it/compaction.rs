@@ -1,4 +1,4 @@
-//! Compaction (SPEC §7): manual through the API, automatic before a model call that would reach
+//! Compaction: manual through the API, automatic before a model call that would reach
 //! the threshold, and what the model and the clients see afterwards.
 
 use serde_json::{Value, json};

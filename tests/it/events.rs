@@ -1,6 +1,6 @@
-//! Live events (SPEC §1.1, API.md "Event streams"): every client sees the same events in the same
-//! order, a client joining mid-turn gets the partial state first, a reconnecting client gets
-//! exactly what it missed, and a client leaving stops nothing.
+//! Live events (invariant 5, same view for every client): every client sees the same events in
+//! the same order, a client joining mid-turn gets the partial state first, a reconnecting
+//! client gets exactly what it missed, and a client leaving stops nothing.
 
 use futures::StreamExt;
 use serde_json::{Value, json};

@@ -276,7 +276,7 @@ impl FakeProvider {
     }
 
     /// A config file using this provider for the default agent's model, with short retry
-    /// delays (SPEC §2.3 lets tests shrink the delays, never the rule).
+    /// delays (tests may shrink the delays, never the rule).
     pub fn config(&self) -> String {
         self.config_with("")
     }

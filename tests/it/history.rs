@@ -1,4 +1,4 @@
-//! Fork and rewind (SPEC §6.1–6.2): copies of the root history into new conversations, the
+//! Fork and rewind: copies of the root history into new conversations, the
 //! original untouched byte for byte, crash-safe.
 
 use futures::StreamExt;

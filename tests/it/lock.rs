@@ -1,4 +1,4 @@
-//! runtime.lock (SPEC §8): one service per data directory, `serve stop`, and `reindex` refusing
+//! runtime.lock: one service per data directory, `serve stop`, and `reindex` refusing
 //! to run under a live service.
 
 use tokio::process::Command;

@@ -1,4 +1,4 @@
-//! Messages while the agent works (SPEC §3, §4): steer, queue, interrupt, and waiting messages
+//! Messages while the agent works: steer, queue, interrupt, and waiting messages
 //! that can be edited, withdrawn or promoted. The built-in demo model is enough here: it quotes
 //! the latest user message it was given, which shows what reached the model.
 
@@ -559,7 +559,7 @@ async fn a_retried_message_that_had_to_wait_is_not_sent_twice() {
     for (key, body) in &sent {
         let (_, answer) = server.post_with_key(&path, body.clone(), key).await;
         answers.push(answer);
-        // The same key with another body is refused, not answered (issue 14).
+        // The same key with another body is refused, not answered.
         let (status, refused) = server
             .post_with_key(&path, json!({ "text": "ignored" }), key)
             .await;

@@ -132,7 +132,7 @@ async fn usage_is_reported(wire: Wire) {
         .filter(|data| data["usage"]["source"] == "reported")
         .collect();
     assert!(!reported.is_empty(), "{:?}", turn.events);
-    // Reasoning the model will not get back takes no room in the next request (SPEC §7.8):
+    // Reasoning the model will not get back takes no room in the next request:
     // the OpenAI protocols report it apart; Anthropic does not.
     let reasoning = match wire {
         Wire::AnthropicMessages => 0,

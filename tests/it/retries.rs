@@ -1,4 +1,4 @@
-//! Model-call retries (SPEC §2.3) against the fake provider: transient failures are retried
+//! Model-call retries against the fake provider: transient failures are retried
 //! visibly up to `max_attempts` calls in all, rejections fail at once, and a cut stream's
 //! partial answer is kept for clients but never shown to the model.
 

@@ -1,7 +1,7 @@
-//! Secrets stay secret (issue 14 §5): a provider that echoes the API key in its error body must
-//! not get the key into a stored item, `turn.ended`, `model.retry`, a compaction's error or the
-//! search index. Configured key values and `Bearer …` / `sk-…` shaped strings are redacted from
-//! every provider error before it is stored or sent.
+//! Secrets stay secret (invariant 8, secure by default): a provider that echoes the API key in
+//! its error body must not get the key into a stored item, `turn.ended`, `model.retry`, a
+//! compaction's error or the search index. Configured key values and `Bearer …` / `sk-…`
+//! shaped strings are redacted from every provider error before it is stored or sent.
 
 use serde_json::json;
 

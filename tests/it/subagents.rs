@@ -1,4 +1,4 @@
-//! Sub-agents end to end (SPEC §5, §3.3, §4.3): `spawn_agent` and the collaboration tools, the
+//! Sub-agents end to end: `spawn_agent` and the collaboration tools, the
 //! reports a sub-agent sends its parent, the interrupt rules, the session API and events, crash
 //! recovery and forks. The model is the fake provider (Chat Completions) with a script that
 //! answers each session by what its request holds, since sessions call the model concurrently.

@@ -1,4 +1,4 @@
-//! The terminal client (`openvaala chat`, SPEC §10.3), driven through its stdin like a script.
+//! The terminal client (`openvaala chat`), driven through its stdin like a script.
 
 use std::process::Stdio;
 

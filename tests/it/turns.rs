@@ -1,4 +1,4 @@
-//! The turn loop's rules (SPEC §2, §7.5): a step limit stops a runaway loop, a tool's error goes
+//! The turn loop's rules: a step limit stops a runaway loop, a tool's error goes
 //! back to the model instead of failing the turn, and AGENTS.md reaches every model call.
 
 use serde_json::json;

@@ -61,7 +61,7 @@ enum Bench {
     /// "Fork and rewind").
     Fork(fork::ForkArgs),
     /// 10,000 conversations touched in a minute: live conversations held at the cap, memory
-    /// and open files at the peak and after (the target of issue 14).
+    /// and open files at the peak and after, against the targets in `live.rs`.
     Live(live::LiveArgs),
     /// Decoding a provider's stream on its own: a burst, and chunks at a provider's pace.
     Decode(decode::DecodeArgs),
