@@ -28,7 +28,7 @@ pub struct TokensArgs {
     seed: u64,
 }
 
-/// The target for estimating a 100,000-token history.
+/// The target for estimating a 100,000-token history.
 const TARGET: Duration = Duration::from_millis(20);
 
 pub fn tokens(args: &TokensArgs) -> anyhow::Result<()> {
