@@ -359,6 +359,12 @@ fn check(document: &Value, seen: &[(Feed, String, Value)]) -> Vec<String> {
                 continue;
             }
         };
+        let discriminator = &document["components"]["schemas"][schema]["discriminator"];
+        if discriminator["propertyName"] != "type" {
+            problems.push(format!(
+                "components.schemas.{schema} has no discriminator on `type`: {discriminator}"
+            ));
+        }
         let validator = match validator(document, schema) {
             Ok(validator) => validator,
             Err(error) => {
@@ -414,12 +420,6 @@ fn kinds_in(document: &Value, schema: &str) -> Result<BTreeSet<String>, String> 
     let union = &document["components"]["schemas"][schema];
     if union.is_null() {
         return Err(format!("the document has no components.schemas.{schema}"));
-    }
-    if union["discriminator"]["propertyName"] != "type" {
-        return Err(format!(
-            "components.schemas.{schema} has no discriminator on `type`: {}",
-            union["discriminator"]
-        ));
     }
     let mut kinds = BTreeSet::new();
     if let Some(mapping) = union["discriminator"]["mapping"].as_object() {
