@@ -35,5 +35,6 @@ pub mod redact;
 pub mod runtime;
 pub mod server;
 pub mod store;
+pub mod testkit;
 pub mod text;
 pub mod tools;

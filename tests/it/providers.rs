@@ -10,7 +10,8 @@ use crate::fake_provider::{
     FakeProvider, INPUT_TOKENS, MODEL_NAME, OUTPUT_TOKENS, REASONING_TOKENS, Recorded, Reply,
     Setup, Wire,
 };
-use crate::harness::{Server, ServerOptions, events_until};
+use crate::harness::{Server, ServerOptions};
+use crate::support::events_until;
 
 /// Runs each scenario once per protocol, as `<scenario>::<protocol>`.
 macro_rules! per_protocol {
@@ -131,7 +132,7 @@ async fn usage_is_reported(wire: Wire) {
         .filter(|data| data["usage"]["source"] == "reported")
         .collect();
     assert!(!reported.is_empty(), "{:?}", turn.events);
-    // Reasoning the model will not get back takes no room in the next request (SPEC §7.8):
+    // Reasoning the model will not get back takes no room in the next request:
     // the OpenAI protocols report it apart; Anthropic does not.
     let reasoning = match wire {
         Wire::AnthropicMessages => 0,

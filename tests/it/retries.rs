@@ -1,11 +1,11 @@
-//! Model-call retries (SPEC §2.3) against the fake provider: transient failures are retried
+//! Model-call retries against the fake provider: transient failures are retried
 //! visibly up to `max_attempts` calls in all, rejections fail at once, and a cut stream's
 //! partial answer is kept for clients but never shown to the model.
 
 use serde_json::Value;
 
 use crate::fake_provider::{Reply, Setup, Wire, chunks};
-use crate::harness::events_until;
+use crate::support::events_until;
 
 /// The protocol these tests use; the retry rule lives in the turn loop, the same for all.
 const WIRE: Wire = Wire::OpenaiChat;
