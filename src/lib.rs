@@ -8,11 +8,11 @@
 //!   anthropic_messages (shared HTTP/SSE code in `wire`), the built-in `demo` model
 //! - `tools`    — the tools agents call: shell (live output), files
 //! - `runtime`  — conversation actors (one writer each), the turn loop, event buses
-//! - `http`     — axum routes, SSE, errors as JSON, security middleware
+//! - `api`      — the typed contract: request and response bodies, error codes, events
+//! - `http`     — axum routes, SSE, errors as JSON, security middleware, the OpenAPI document
 //! - `server`   — start-up and shutdown: lock, recovery, serve(listener, shutdown)
 //! - `limits`   — the open-file limit and the caps derived from it
 //! - `redact`   — secrets taken out of provider errors before they are stored or sent
-//! - `openapi`  — the OpenAPI document of every route
 //!
 //! Data flows one way: HTTP → runtime actor → store (append, fsync) → index → event bus → SSE.
 
@@ -26,7 +26,6 @@ pub mod http;
 pub mod index;
 pub mod limits;
 pub mod model;
-pub mod openapi;
 pub mod redact;
 pub mod runtime;
 pub mod server;

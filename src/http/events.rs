@@ -13,12 +13,13 @@ use axum::http::header::{CACHE_CONTROL, CONTENT_TYPE};
 use axum::response::{IntoResponse, Response};
 use bytes::BytesMut;
 use futures::{Stream, StreamExt};
-use serde_json::json;
 use tokio::sync::broadcast;
 use tokio::sync::broadcast::error::{RecvError, TryRecvError};
 use tokio_util::sync::CancellationToken;
 
 use super::{ApiError, AppState};
+use crate::api::errors::ErrorBody;
+use crate::api::responses::ConversationList;
 use crate::bus::{Event, EventBus, EventId, Replay};
 use crate::index::ListQuery;
 
@@ -27,16 +28,68 @@ use crate::index::ListQuery;
 const KEEP_ALIVE: Duration = Duration::from_secs(15);
 const KEEP_ALIVE_COMMENT: &[u8] = b":\n\n";
 
+/// The description of `GET /api/conversations/{id}/events`.
+pub const CONVERSATION_EVENTS: &str = "\
+Everything about one conversation, its sub-agents included, as Server-Sent Events. Each event \
+has `id:` (opaque, increasing), `event:` (the type) and `data:` (JSON); a keep-alive comment goes \
+out at least every 15 s. A new connection first gets `snapshot`; a reconnect with `Last-Event-ID` \
+gets exactly the events after that id, or a fresh `snapshot` when that id is unknown or too old.
+
+| event | data |
+|---|---|
+| `snapshot` | `{\"conversation\", \"sessions\", \"pending\", \"usage\", \"running\": [{\"session_id\", \"turn_id\", \"items\": [Item]}], \"compacting\": bool (a manual compaction runs), \"last_seq\": {\"<session_id>\": n}}` |
+| `conversation.updated` | `{\"conversation\"}` |
+| `session.created`, `session.updated` | `{\"session\"}` |
+| `turn.started` | `{\"session_id\", \"turn_id\", \"message_ids\": [...]}` |
+| `item.started` | `{\"item\"}` (a steered message appears as a `user_message` of the running turn) |
+| `item.delta` | `{\"session_id\", \"item_id\", \"field\": \"text\" \\| \"output\", \"delta\"}` |
+| `item.completed` | `{\"item\"}` (final, with `status`) |
+| `turn.ended` | `{\"session_id\", \"turn_id\", \"status\": \"completed\" \\| \"failed\" \\| \"interrupted\", \"error\": null \\| \"...\"}` |
+| `model.retry` | `{\"session_id\", \"attempt\", \"max_attempts\", \"delay_ms\", \"error\"}` |
+| `usage.updated` | `{\"usage\"}` |
+| `compaction.started` | `{\"session_id\", \"reason\": \"auto\" \\| \"manual\"}` |
+| `compaction.completed` | `{\"session_id\", \"summary\": Item, \"usage\"}` |
+| `compaction.failed` | `{\"session_id\", \"error\"}` |
+| `pending.updated` | `{\"pending\": [Message]}` |";
+
+/// The description of `GET /api/events`.
+pub const LIST_EVENTS: &str = "\
+List-level changes for sidebars, as Server-Sent Events. Each event has `id:` (opaque, \
+increasing), `event:` (the type) and `data:` (JSON); a keep-alive comment goes out at least every \
+15 s. A new connection first gets `snapshot` (`{\"conversations\": [Conversation], \
+\"next_cursor\"}`, the first page of the active list); a reconnect with `Last-Event-ID` gets \
+exactly the events after that id, or a fresh `snapshot`.
+
+| event | data |
+|---|---|
+| `snapshot` | `{\"conversations\": [Conversation], \"next_cursor\": null \\| \"...\"}` |
+| `conversation.created` | `{\"conversation\"}` |
+| `conversation.updated` | `{\"conversation\"}` (title, archived, status, updated_at) |
+| `conversation.deleted` | `{\"conversation_id\"}` |";
+
+/// The `Last-Event-ID` header of the event streams. Documentation only: the handlers read the
+/// header from the request's headers (`last_event_id`), because axum has no extractor that
+/// reads a header into a struct. Optional headers are `String`s with `required = false`: an
+/// `Option` would make them nullable, which a header is not.
+#[derive(utoipa::IntoParams)]
+#[into_params(parameter_in = Header)]
+pub struct LastEventIdHeader {
+    /// The last event id seen: a reconnect gets exactly the events after it, or a fresh
+    /// `snapshot` when it is unknown or too old.
+    #[param(rename = "Last-Event-ID", required = false)]
+    pub last_event_id: String,
+}
+
 #[utoipa::path(
     get,
     path = "/api/conversations/{id}/events",
     tag = "events",
     summary = "Follow one conversation",
-    description = crate::openapi::CONVERSATION_EVENTS,
-    params(("id" = String, Path, description = "Conversation id"), crate::openapi::LastEventIdHeader),
+    description = CONVERSATION_EVENTS,
+    params(("id" = String, Path, description = "Conversation id"), LastEventIdHeader),
     responses(
         (status = 200, description = "A stream of Server-Sent Events: `snapshot` (or the missed events), then live events", content_type = "text/event-stream", body = serde_json::Value),
-        (status = 404, description = "`not_found`: no such conversation", body = crate::openapi::ErrorBody),
+        (status = 404, description = "`not_found`: no such conversation", body = ErrorBody),
     ),
 )]
 pub async fn conversation_events(
@@ -71,8 +124,8 @@ pub async fn conversation_events(
     path = "/api/events",
     tag = "events",
     summary = "Follow the conversation list",
-    description = crate::openapi::LIST_EVENTS,
-    params(crate::openapi::LastEventIdHeader),
+    description = LIST_EVENTS,
+    params(LastEventIdHeader),
     responses(
         (status = 200, description = "A stream of Server-Sent Events: `snapshot` (or the missed events), then live events", content_type = "text/event-stream", body = serde_json::Value),
     ),
@@ -97,8 +150,10 @@ pub async fn list_events(
                 ..ListQuery::default()
             };
             let page = state.runtime.list(&query).await?;
-            let snapshot =
-                json!({ "conversations": page.conversations, "next_cursor": page.next_cursor });
+            let snapshot = ConversationList {
+                conversations: page.conversations,
+                next_cursor: page.next_cursor,
+            };
             (
                 receiver,
                 vec![Event::encode(last, "snapshot", &snapshot)],
