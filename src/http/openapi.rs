@@ -310,7 +310,7 @@ mod tests {
                 .iter()
                 .map(|(_, code, _)| code.as_str()),
         );
-        // Reserved by the contract for a fork whose source conversation is gone; the service
+        // Reserved by the contract (`docs/api.md`) for a fork whose source conversation is gone; the service
         // does not send it yet.
         sent.insert(ErrorCode::SourceMissing.as_str());
         assert_eq!(documented, sent);

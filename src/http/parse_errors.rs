@@ -1,9 +1,10 @@
 //! hyper answers a request it cannot parse by itself (400, 414 URI too long, 431 headers too
 //! large), with an empty body, before any of our code sees the request. The API promises the
-//! JSON error shape for every error, so this wrapper of the connection's socket recognises
-//! those answers as they are written (an error status with `content-length: 0` and no
-//! `content-type`: our own error answers always have a JSON body) and writes the same answer
-//! with the JSON body instead. Everything else passes through untouched.
+//! JSON error shape for every error (`docs/api.md`), so this wrapper of the connection's
+//! socket recognises those answers as they are written (an error status with
+//! `content-length: 0` and no `content-type`: our own error answers always have a JSON body)
+//! and writes the same answer with the JSON body instead. Everything else passes through
+//! untouched.
 
 use std::io;
 use std::pin::Pin;

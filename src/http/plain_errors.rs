@@ -1,9 +1,9 @@
 //! axum's own rejections answer in plain text: a path segment that is not UTF-8, a body that
 //! could not be read (too long when sent in chunks, or stalled past the timeout). The API
-//! promises its JSON error shape for every error, so this middleware turns any error answer
-//! that is not JSON into the [`ApiError`] of its status, using its text as the message and
-//! keeping its other headers (`Allow`, say). Our own errors are JSON already and pass
-//! untouched, as do successful answers (event streams among them).
+//! promises its JSON error shape for every error (`docs/api.md`), so this middleware turns any
+//! error answer that is not JSON into the [`ApiError`] of its status, using its text as the
+//! message and keeping its other headers (`Allow`, say). Our own errors are JSON already and
+//! pass untouched, as do successful answers (event streams among them).
 
 use axum::extract::Request;
 use axum::http::{StatusCode, header};
