@@ -27,6 +27,7 @@ mod subagents;
 mod text;
 mod tokens;
 mod turns;
+mod turns_results;
 
 use std::fs;
 use std::io::Read as _;
