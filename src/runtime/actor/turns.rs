@@ -250,6 +250,7 @@ impl ConversationActor {
             turn_id: turn_id.to_owned(),
             cancel: cancel.clone(),
             items: Vec::new(),
+            retry: None,
         });
         run.turn_reasoning_tokens = 0;
         let history = run.history.clone();
