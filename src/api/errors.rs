@@ -68,6 +68,9 @@ pub enum ErrorCode {
     SourceMissing,
     /// 422: an `Idempotency-Key` sent again with a different body.
     IdempotencyKeyReused,
+    /// 422: an image that is not one of its media type, or has more pixels or bytes than the
+    /// models take.
+    InvalidImage,
     /// 502: the compaction model failed.
     CompactionFailed,
     /// 503 (with `Retry-After`): a limit is reached, the outcome is unknown, or the service
@@ -79,7 +82,7 @@ pub enum ErrorCode {
 
 impl ErrorCode {
     /// Every code, in the document's order.
-    pub const ALL: [ErrorCode; 19] = [
+    pub const ALL: [ErrorCode; 20] = [
         ErrorCode::InvalidRequest,
         ErrorCode::Unauthorized,
         ErrorCode::Forbidden,
@@ -96,6 +99,7 @@ impl ErrorCode {
         ErrorCode::AgentUnavailable,
         ErrorCode::SourceMissing,
         ErrorCode::IdempotencyKeyReused,
+        ErrorCode::InvalidImage,
         ErrorCode::CompactionFailed,
         ErrorCode::Unavailable,
         ErrorCode::Internal,
@@ -120,6 +124,7 @@ impl ErrorCode {
             ErrorCode::AgentUnavailable => "agent_unavailable",
             ErrorCode::SourceMissing => "source_missing",
             ErrorCode::IdempotencyKeyReused => "idempotency_key_reused",
+            ErrorCode::InvalidImage => "invalid_image",
             ErrorCode::CompactionFailed => "compaction_failed",
             ErrorCode::Unavailable => "unavailable",
             ErrorCode::Internal => "internal",
@@ -159,6 +164,7 @@ mod tests {
                 | ErrorCode::AgentUnavailable
                 | ErrorCode::SourceMissing
                 | ErrorCode::IdempotencyKeyReused
+                | ErrorCode::InvalidImage
                 | ErrorCode::CompactionFailed
                 | ErrorCode::Unavailable
                 | ErrorCode::Internal => {}

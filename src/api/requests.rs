@@ -28,9 +28,15 @@ pub struct NewConversation {
     #[schema(pattern = "^/")]
     pub cwd: Option<String>,
     #[serde(default)]
-    #[schema(value_type = Vec<ImageInput>)]
+    #[schema(value_type = Vec<ImageInput>, max_items = 20)]
     pub images: Vec<Image>,
 }
+
+/// The image types the providers accept (OpenAI, Anthropic): the same four everywhere.
+pub const IMAGE_MEDIA_TYPES: [&str; 4] = ["image/png", "image/jpeg", "image/gif", "image/webp"];
+/// At most this many images in one message (Anthropic takes 100 per request in all, and a
+/// message is one part of a request). The schemas' `max_items` say the same.
+pub const MAX_IMAGES: usize = 20;
 
 /// `POST /api/conversations/{id}/messages`. `text` may be empty only when `images` are given.
 #[derive(Debug, Clone, Default, Deserialize, Serialize, ToSchema)]
@@ -49,7 +55,7 @@ pub struct NewMessage {
     pub session_id: Option<String>,
     /// Images, inline as base64 `data` or by `url`.
     #[serde(default)]
-    #[schema(value_type = Vec<ImageInput>)]
+    #[schema(value_type = Vec<ImageInput>, max_items = 20)]
     pub images: Vec<Image>,
 }
 
@@ -120,11 +126,12 @@ impl utoipa::PartialSchema for ImageInput {
         let media_type = || {
             ObjectBuilder::new()
                 .schema_type(Type::String)
-                .pattern(Some("^image/"))
-                .description(Some("An image type, such as `image/png`."))
+                .enum_values(Some(IMAGE_MEDIA_TYPES))
+                .description(Some("The image's type: one the models accept."))
         };
         let data = ObjectBuilder::new()
             .schema_type(Type::String)
+            .min_length(Some(4))
             .content_encoding("base64")
             // Canonical base64 only: the unused bits of the last character are zero.
             .pattern(Some(
@@ -135,7 +142,12 @@ impl utoipa::PartialSchema for ImageInput {
             ));
         let url = ObjectBuilder::new()
             .schema_type(Type::String)
-            .description(Some("Where the model fetches the image."));
+            .pattern(Some(
+                "^(https://[^\\x00-\\x1F\\x7F]+|data:image/(png|jpeg|gif|webp);base64,.+)$",
+            ))
+            .description(Some(
+                "Where the model fetches the image (`https:`), or the image itself (`data:`).",
+            ));
         let with = |field: &str, property: ObjectBuilder| {
             ObjectBuilder::new()
                 .property("media_type", media_type())

@@ -100,6 +100,10 @@ impl From<RuntimeError> for ApiError {
         let message = error.to_string();
         match error {
             RuntimeError::Invalid(_) => ApiError::Invalid(message),
+            RuntimeError::InvalidImage(_) => ApiError::Unprocessable {
+                code: ErrorCode::InvalidImage,
+                message,
+            },
             RuntimeError::NotFound(_) => ApiError::NotFound(message),
             RuntimeError::TurnRunning => ApiError::Conflict {
                 code: ErrorCode::TurnRunning,
@@ -156,6 +160,7 @@ pub fn one_of_each() -> Vec<ApiError> {
     let text = String::new;
     let runtime = vec![
         RuntimeError::Invalid(text()),
+        RuntimeError::InvalidImage(text()),
         RuntimeError::NotFound(text()),
         RuntimeError::TurnRunning,
         RuntimeError::MessagesWaiting,
@@ -176,6 +181,7 @@ pub fn one_of_each() -> Vec<ApiError> {
     for error in &runtime {
         match error {
             RuntimeError::Invalid(_)
+            | RuntimeError::InvalidImage(_)
             | RuntimeError::NotFound(_)
             | RuntimeError::TurnRunning
             | RuntimeError::MessagesWaiting

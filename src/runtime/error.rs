@@ -8,6 +8,9 @@ use crate::store::StoreError;
 pub enum RuntimeError {
     #[error("{0}")]
     Invalid(String),
+    /// A message's image has the documented shape, but is no image a model can use.
+    #[error("{0}")]
+    InvalidImage(String),
     #[error("{0} not found")]
     NotFound(String),
     #[error("a turn is running; wait for it to end or interrupt it")]

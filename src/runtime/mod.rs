@@ -18,6 +18,7 @@ pub mod usage;
 mod create;
 mod error;
 mod idempotency;
+pub mod images;
 mod index_jobs;
 mod leases;
 mod operations;

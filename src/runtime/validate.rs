@@ -3,6 +3,7 @@
 
 use std::path::Path;
 
+use super::images::Refusal;
 use super::*;
 use crate::config::Config;
 use crate::domain::{Conversation, Image};
@@ -30,27 +31,10 @@ pub(super) fn validate_text(text: &str, images: &[Image]) -> Result<(), RuntimeE
     if text.trim().is_empty() && images.is_empty() {
         return Err(RuntimeError::Invalid("text must not be empty".to_owned()));
     }
-    for image in images {
-        if !image.media_type.starts_with("image/") {
-            return Err(RuntimeError::Invalid(format!(
-                "images: media_type `{}` is not an image type",
-                image.media_type
-            )));
-        }
-        if image.data.is_none() == image.url.is_none() {
-            return Err(RuntimeError::Invalid(
-                "images: each image needs exactly one of `data` (base64) or `url`".to_owned(),
-            ));
-        }
-        if let Some(data) = &image.data {
-            use base64::Engine as _;
-            if let Err(error) = base64::engine::general_purpose::STANDARD.decode(data) {
-                return Err(RuntimeError::Invalid(format!(
-                    "images: `data` is not valid base64 ({error})"
-                )));
-            }
-        }
-    }
+    super::images::check(images).map_err(|refusal| match refusal {
+        Refusal::Invalid(message) => RuntimeError::Invalid(message),
+        Refusal::Unusable(message) => RuntimeError::InvalidImage(message),
+    })?;
     Ok(())
 }
 

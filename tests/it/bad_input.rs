@@ -427,3 +427,99 @@ async fn oversized_post(server: &Server, path: &str) -> (u16, Value) {
     let body = answer.split("\r\n\r\n").nth(1).unwrap_or_default();
     (status, serde_json::from_str(body).unwrap_or(Value::Null))
 }
+
+/// A PNG signature and IHDR chunk claiming `width` × `height` (all a header check reads).
+fn png(width: u32, height: u32) -> String {
+    use base64::Engine as _;
+    let mut bytes = b"\x89PNG\r\n\x1a\n\0\0\0\x0dIHDR".to_vec();
+    bytes.extend_from_slice(&width.to_be_bytes());
+    bytes.extend_from_slice(&height.to_be_bytes());
+    bytes.extend_from_slice(&[8, 6, 0, 0, 0, 0, 0, 0, 0]);
+    base64::engine::general_purpose::STANDARD.encode(bytes)
+}
+
+/// Images that every later model call would carry are checked when they arrive: each bad
+/// one is refused with its index and the reason, on create and on send, and nothing is stored.
+#[tokio::test]
+async fn images_a_model_cannot_use_are_refused_with_nothing_stored() {
+    let server = Server::start().await;
+    let created = server.create_and_wait("existing conversation").await;
+    let id = created["conversation"]["id"].as_str().unwrap().to_owned();
+    let before = snapshot_conversations(&server.data_dir);
+    let good = json!({ "media_type": "image/png", "data": png(16, 16) });
+    let many: Vec<Value> = (0..21).map(|_| good.clone()).collect();
+    // (images, status, code, what the message says)
+    let cases: Vec<(Value, u16, &str, &str)> = vec![
+        (
+            json!([{ "media_type": "image/png", "data": "" }]),
+            400,
+            "invalid_request",
+            "images[0]: `data` is empty",
+        ),
+        (
+            json!([good, { "media_type": "image/", "data": png(1, 1) }]),
+            400,
+            "invalid_request",
+            "images[1]: media_type \"image/\"",
+        ),
+        (
+            json!([{ "media_type": "image/png\r\nX: y", "data": png(1, 1) }]),
+            400,
+            "invalid_request",
+            "\\r\\n",
+        ),
+        (
+            json!([{ "media_type": "image/png", "url": "javascript:alert(1)" }]),
+            400,
+            "invalid_request",
+            "not javascript:",
+        ),
+        (
+            json!([{ "media_type": "image/png", "url": "file:///etc/passwd" }]),
+            400,
+            "invalid_request",
+            "not file:",
+        ),
+        (
+            json!([{ "media_type": "image/png", "data": png(100_000, 100_000) }]),
+            422,
+            "invalid_image",
+            "100000 × 100000 pixels",
+        ),
+        (
+            json!([{ "media_type": "image/png", "data": "aGVsbG8gd29ybGQ=" }]),
+            422,
+            "invalid_image",
+            "not a image/png image",
+        ),
+        (
+            Value::Array(many),
+            400,
+            "invalid_request",
+            "at most 20 images",
+        ),
+    ];
+    for path in [
+        "/api/conversations".to_owned(),
+        format!("/api/conversations/{id}/messages"),
+    ] {
+        for (images, status, code, says) in &cases {
+            let (got, body) = server
+                .post(&path, json!({ "text": "look at this", "images": images }))
+                .await;
+            assert_eq!(got, *status, "{path} {images}: {body}");
+            assert_eq!(body["error"]["code"], *code, "{body}");
+            let message = body["error"]["message"].as_str().unwrap();
+            assert!(message.contains(says), "{message} should say {says}");
+        }
+    }
+    assert_eq!(snapshot_conversations(&server.data_dir), before);
+    // A good image still goes through.
+    let (status, body) = server
+        .post(
+            &format!("/api/conversations/{id}/messages"),
+            json!({ "text": "and this", "images": [good] }),
+        )
+        .await;
+    assert_eq!(status, 202, "{body}");
+}
