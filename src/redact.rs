@@ -1,79 +1,327 @@
-//! Secrets never travel in a provider's error. Providers and gateways sometimes echo the
-//! request's credentials in their error bodies; an error is stored (the turn's notice, its end
-//! record, the index) and sent (`turn.ended`, `model.retry`, a compaction's answer), so every
-//! model error is passed through [`model_error`] where it enters the runtime. Redacted: the
-//! values of the configured key variables, and strings shaped like keys (`Bearer <token>`,
-//! `sk-…`).
+//! Configured secrets never leave, in any form, by any path. Providers and gateways sometimes
+//! echo the request's credentials (in error bodies, in error events inside a stream, even in
+//! the model's own text), and a tool can print them. Everything that is stored or sent passes
+//! through here first: model errors ([`model_error`], also key-shaped strings and URL
+//! credentials), the model's streamed text and tool output ([`StreamRedactor`], then
+//! [`redact`] on the stored whole), and tool arguments ([`redact_json`]).
 //!
-//! The key values live in the process environment, which is global; so is the list of the
-//! variables that hold them ([`register_key_variables`], called when the runtime starts).
+//! What counts as a secret: the values of the providers' key variables (`api_key_env`) and the
+//! userinfo and query values of their `base_url`s. What is redacted: any stretch of 8 or more
+//! characters of a secret, in any case, raw, URL-encoded or base64 (at any alignment). So a key
+//! upper-cased, split in two halves or encoded is caught as well as the raw form. The secrets
+//! are registered once, when the runtime starts ([`register_key_variables`],
+//! [`register_secrets`]), and kept compiled as the set of their 8-character stretches.
 
-use std::sync::RwLock;
+use std::borrow::Cow;
+use std::collections::HashSet;
+use std::sync::{Arc, RwLock};
+
+use base64::Engine as _;
+use serde_json::Value;
 
 use crate::model::ModelError;
 
 /// What stands where a secret was.
 pub const REDACTED: &str = "[redacted]";
 
-/// The environment variables whose values are API keys.
-static KEY_VARIABLES: RwLock<Vec<String>> = RwLock::new(Vec::new());
-
 /// Key values shorter than this are not searched for (they would redact ordinary words); no
 /// real API key is this short.
 const MIN_SECRET_CHARS: usize = 6;
 /// An `sk-` prefix needs this many key characters after it to count as a key.
 const MIN_SK_TAIL: usize = 8;
+/// The shortest stretch of a secret that is redacted wherever it appears.
+const STRETCH: usize = 8;
 
-/// Adds the variables holding API keys (the providers' `api_key_env`).
+/// The registered secrets, compiled.
+#[derive(Default)]
+struct Secrets {
+    /// Every secret, raw (short ones are replaced whole: they have no stretch of 8).
+    values: Vec<String>,
+    /// Every 8-byte stretch of every form of every secret, lower-cased, as a number.
+    stretches: HashSet<u64>,
+}
+
+static SECRETS: RwLock<Option<Arc<Secrets>>> = RwLock::new(None);
+
+fn secrets() -> Option<Arc<Secrets>> {
+    SECRETS.read().unwrap_or_else(|e| e.into_inner()).clone()
+}
+
+/// Adds the values of the variables holding API keys (the providers' `api_key_env`), as they
+/// are now in the environment.
 pub fn register_key_variables(names: impl IntoIterator<Item = String>) {
-    let mut variables = KEY_VARIABLES.write().unwrap_or_else(|e| e.into_inner());
-    for name in names {
-        if !variables.contains(&name) {
-            variables.push(name);
+    register_secrets(
+        names
+            .into_iter()
+            .filter_map(|name| std::env::var(name).ok()),
+    );
+}
+
+/// Adds secrets given as values (the credentials in a `base_url`).
+pub fn register_secrets(values: impl IntoIterator<Item = String>) {
+    let mut guard = SECRETS.write().unwrap_or_else(|e| e.into_inner());
+    let mut all: Vec<String> = guard.as_ref().map(|s| s.values.clone()).unwrap_or_default();
+    for value in values {
+        let value = value.trim().to_owned();
+        if value.chars().count() >= MIN_SECRET_CHARS && !all.contains(&value) {
+            all.push(value);
         }
+    }
+    if all.is_empty() {
+        return;
+    }
+    *guard = Some(Arc::new(compile(all)));
+}
+
+/// The secrets in a provider's `base_url`: its userinfo (user and password) and the values of
+/// its query (an API key passed as `?key=…`).
+pub fn url_secrets(url: &str) -> Vec<String> {
+    let mut found = Vec::new();
+    let Some((_, rest)) = url.split_once("://") else {
+        return found;
+    };
+    let authority = rest.split(['/', '?', '#']).next().unwrap_or("");
+    if let Some((userinfo, _)) = authority.rsplit_once('@') {
+        found.extend(userinfo.split(':').map(str::to_owned));
+    }
+    if let Some((_, query)) = rest.split_once('?') {
+        let query = query.split('#').next().unwrap_or("");
+        found.extend(form_urlencoded::parse(query.as_bytes()).map(|(_, value)| value.into_owned()));
+    }
+    found
+}
+
+fn compile(values: Vec<String>) -> Secrets {
+    let mut stretches = HashSet::new();
+    for value in &values {
+        for form in forms(value) {
+            let bytes = form.to_ascii_lowercase().into_bytes();
+            for window in bytes.windows(STRETCH) {
+                stretches.insert(stretch_key(window));
+            }
+        }
+    }
+    Secrets { values, stretches }
+}
+
+/// The forms a secret can travel in: raw, URL-encoded, and base64 (standard and URL-safe) at
+/// each of the three alignments it can have inside a longer encoded text (the last characters
+/// of each depend on what follows, so they are left out).
+fn forms(value: &str) -> Vec<String> {
+    let mut forms = vec![
+        value.to_owned(),
+        form_urlencoded::byte_serialize(value.as_bytes()).collect(),
+    ];
+    let bytes = value.as_bytes();
+    for skip in 0..3.min(bytes.len()) {
+        for engine in [
+            &base64::engine::general_purpose::STANDARD,
+            &base64::engine::general_purpose::URL_SAFE,
+        ] {
+            let encoded = engine.encode(&bytes[skip..]);
+            let stable = encoded.len().saturating_sub(4);
+            forms.push(encoded[..stable].to_owned());
+        }
+    }
+    forms
+}
+
+fn stretch_key(window: &[u8]) -> u64 {
+    let mut key = [0u8; 8];
+    key.copy_from_slice(window);
+    u64::from_le_bytes(key)
+}
+
+impl Secrets {
+    /// The byte ranges of `text` that hold a stretch of a secret (merged, in order).
+    fn ranges(&self, text: &str) -> Vec<(usize, usize)> {
+        let bytes = text.as_bytes();
+        let mut ranges: Vec<(usize, usize)> = Vec::new();
+        if bytes.len() >= STRETCH && !self.stretches.is_empty() {
+            let mut window = [0u8; 8];
+            for start in 0..=bytes.len() - STRETCH {
+                for (to, from) in window.iter_mut().zip(&bytes[start..start + STRETCH]) {
+                    *to = from.to_ascii_lowercase();
+                }
+                // Secrets are ASCII, so a match never starts or ends inside a character.
+                if self.stretches.contains(&u64::from_le_bytes(window)) {
+                    let end = start + STRETCH;
+                    match ranges.last_mut() {
+                        Some(last) if start <= last.1 => last.1 = end,
+                        _ => ranges.push((start, end)),
+                    }
+                }
+            }
+        }
+        for value in self.values.iter().filter(|v| v.len() < STRETCH) {
+            for (start, _) in text.match_indices(value.as_str()) {
+                ranges.push((start, start + value.len()));
+            }
+        }
+        ranges.sort_unstable();
+        ranges
+    }
+
+    fn redact<'a>(&self, text: &'a str) -> Cow<'a, str> {
+        let ranges = self.ranges(text);
+        if ranges.is_empty() {
+            return Cow::Borrowed(text);
+        }
+        let mut out = String::with_capacity(text.len());
+        let mut rest = 0;
+        for (start, end) in ranges {
+            if end <= rest {
+                continue;
+            }
+            out.push_str(&text[rest..start.max(rest)]);
+            out.push_str(REDACTED);
+            rest = end;
+        }
+        out.push_str(&text[rest..]);
+        Cow::Owned(out)
     }
 }
 
-/// A model error with every secret in its message redacted.
+/// Whether any secret is configured: without one, nothing needs looking at.
+pub fn active() -> bool {
+    secrets().is_some()
+}
+
+/// `text` with every stretch of a configured secret replaced by [`REDACTED`]: the model's text,
+/// a tool's output.
+pub fn redact(text: &str) -> Cow<'_, str> {
+    match secrets() {
+        Some(secrets) => Cow::Owned(secrets.redact(text).into_owned()),
+        None => Cow::Borrowed(text),
+    }
+}
+
+/// Every string inside a JSON value redacted (a tool call's arguments).
+pub fn redact_json(value: &mut Value) {
+    let Some(secrets) = secrets() else {
+        return;
+    };
+    fn walk(value: &mut Value, secrets: &Secrets) {
+        match value {
+            Value::String(text) => {
+                if let Cow::Owned(clean) = secrets.redact(text) {
+                    *text = clean;
+                }
+            }
+            Value::Array(values) => values.iter_mut().for_each(|v| walk(v, secrets)),
+            Value::Object(map) => map.values_mut().for_each(|v| walk(v, secrets)),
+            _ => {}
+        }
+    }
+    walk(value, &secrets);
+}
+
+/// Redacts a text that arrives in pieces (a streamed answer, a command's live output), so that
+/// a secret split across pieces is caught too: the last characters of each piece are held back
+/// until the next one (or the end) shows whether they start a secret.
+#[derive(Debug, Default)]
+pub struct StreamRedactor {
+    pending: String,
+}
+
+impl StreamRedactor {
+    /// What may be sent of the text so far, after this piece.
+    pub fn push(&mut self, piece: &str) -> String {
+        let Some(secrets) = secrets() else {
+            return piece.to_owned();
+        };
+        self.pending.push_str(piece);
+        let ranges = secrets.ranges(&self.pending);
+        // The last STRETCH − 1 bytes may begin a stretch that the next piece completes; a
+        // stretch already found that reaches into them is sent now, redacted.
+        let mut cut = self.pending.len().saturating_sub(STRETCH - 1);
+        if let Some(&(_, end)) = ranges
+            .iter()
+            .find(|(start, end)| *start < cut && *end > cut)
+        {
+            cut = end;
+        }
+        while !self.pending.is_char_boundary(cut) {
+            cut -= 1;
+        }
+        let rest = self.pending.split_off(cut);
+        let ready = std::mem::replace(&mut self.pending, rest);
+        secrets.redact(&ready).into_owned()
+    }
+
+    /// What is left to send at the end of the text.
+    pub fn finish(&mut self) -> String {
+        let rest = std::mem::take(&mut self.pending);
+        redact(&rest).into_owned()
+    }
+}
+
+/// A model error with every secret in its message redacted: configured secrets in any form,
+/// key-shaped strings (`Bearer …`, `sk-…`), and the credentials of any URL it names.
 pub fn model_error(error: ModelError) -> ModelError {
     match error {
         ModelError::Transient {
             message,
             retry_after,
         } => ModelError::Transient {
-            message: redact(&message),
+            message: redact_error(&message),
             retry_after,
         },
-        ModelError::Fatal(message) => ModelError::Fatal(redact(&message)),
+        ModelError::Fatal(message) => ModelError::Fatal(redact_error(&message)),
     }
 }
 
-/// `text` with the configured key values and key-shaped strings replaced by [`REDACTED`].
-pub fn redact(text: &str) -> String {
-    let keys: Vec<String> = KEY_VARIABLES
-        .read()
-        .unwrap_or_else(|e| e.into_inner())
-        .iter()
-        .filter_map(|name| std::env::var(name).ok())
-        .collect();
-    redact_with(text, &keys)
+/// An error message with secrets, key-shaped strings and URL credentials taken out.
+pub fn redact_error(text: &str) -> String {
+    let text = without_url_credentials(text);
+    let text = redact(&text).into_owned();
+    let text = redact_bearer_tokens(&text);
+    redact_sk_keys(&text)
 }
 
 /// `text` with each of `keys` (and key-shaped strings) replaced by [`REDACTED`].
 pub fn redact_with(text: &str, keys: &[String]) -> String {
-    let mut text = text.to_owned();
-    // Longest first: a key that contains another is replaced whole.
-    let mut keys: Vec<&str> = keys
-        .iter()
-        .map(|key| key.trim())
-        .filter(|key| key.chars().count() >= MIN_SECRET_CHARS)
-        .collect();
-    keys.sort_by_key(|key| std::cmp::Reverse(key.len()));
-    for key in keys {
-        text = text.replace(key, REDACTED);
-    }
+    let secrets = compile(
+        keys.iter()
+            .map(|key| key.trim().to_owned())
+            .filter(|key| key.chars().count() >= MIN_SECRET_CHARS)
+            .collect(),
+    );
+    let text = secrets.redact(text).into_owned();
     let text = redact_bearer_tokens(&text);
     redact_sk_keys(&text)
+}
+
+/// URLs in an error message lose their userinfo and query (`https://user:pass@host/v1?key=…`
+/// becomes `https://host/v1`): either can hold a credential.
+fn without_url_credentials(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(found) = rest.find("://") {
+        let scheme_start = rest[..found]
+            .rfind(|c: char| !(c.is_ascii_alphanumeric() || "+-.".contains(c)))
+            .map_or(0, |i| i + 1);
+        let after = found + 3;
+        let url_len = rest[after..]
+            .find(|c: char| c.is_whitespace() || "\"'<>`)]},".contains(c))
+            .unwrap_or(rest.len() - after);
+        let url = &rest[after..after + url_len];
+        out.push_str(&rest[..after]);
+        let _ = scheme_start;
+        let (authority, path) = match url.find(['/', '?', '#']) {
+            Some(i) => url.split_at(i),
+            None => (url, ""),
+        };
+        let host = authority
+            .rsplit_once('@')
+            .map_or(authority, |(_, host)| host);
+        let path = path.split(['?', '#']).next().unwrap_or("");
+        out.push_str(host);
+        out.push_str(path);
+        rest = &rest[after + url_len..];
+    }
+    out.push_str(rest);
+    out
 }
 
 /// Characters of a token in `Authorization: Bearer <token>` (RFC 6750's b64token).
@@ -150,6 +398,76 @@ fn redact_sk_keys(text: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_secret_is_caught_in_any_case_split_or_encoded() {
+        let key = "sk-test-Vaala0123456789abcdefXYZ";
+        let secrets = compile(vec![key.to_owned()]);
+        let encoded = base64::engine::general_purpose::STANDARD.encode(format!("user:{key}"));
+        let (first, second) = key.split_at(15);
+        let cases = [
+            format!("echo {key} back"),
+            format!("echo {} back", key.to_uppercase()),
+            format!("half {first} and the other {second}"),
+            format!(
+                "percent {}",
+                form_urlencoded::byte_serialize(key.as_bytes()).collect::<String>()
+            ),
+            format!("basic {encoded}"),
+            format!("a stretch {} only", &key[7..16]),
+        ];
+        for text in cases {
+            let clean = secrets.redact(&text);
+            assert!(clean.contains(REDACTED), "{text} → {clean}");
+            for window in key.as_bytes().windows(STRETCH) {
+                let window = std::str::from_utf8(window).unwrap().to_ascii_lowercase();
+                assert!(
+                    !clean.to_ascii_lowercase().contains(&window),
+                    "{text} → {clean}"
+                );
+            }
+        }
+        assert_eq!(
+            secrets.redact("no secret here, 中文 too"),
+            "no secret here, 中文 too"
+        );
+    }
+
+    #[test]
+    fn a_streamed_secret_split_across_pieces_never_goes_out() {
+        let key = "Vaala-stream-secret-0123456789";
+        *SECRETS.write().unwrap() = Some(Arc::new(compile(vec![key.to_owned()])));
+        let text = format!("the key is {key}, done");
+        for size in [1, 3, 7, 8, 13] {
+            let mut redactor = StreamRedactor::default();
+            let mut sent = String::new();
+            for piece in text.as_bytes().chunks(size) {
+                sent.push_str(&redactor.push(std::str::from_utf8(piece).unwrap()));
+            }
+            sent.push_str(&redactor.finish());
+            assert!(!sent.contains(&key[..STRETCH]), "{size}: {sent}");
+            assert!(
+                sent.starts_with("the key is ") && sent.ends_with(", done"),
+                "{sent}"
+            );
+            assert!(sent.contains(REDACTED), "{sent}");
+        }
+        *SECRETS.write().unwrap() = None;
+    }
+
+    #[test]
+    fn urls_lose_their_credentials_and_queries_name_secrets() {
+        assert_eq!(
+            without_url_credentials(
+                "calling https://bob:pw@api.example.com/v1/chat?key=abc failed"
+            ),
+            "calling https://api.example.com/v1/chat failed"
+        );
+        assert_eq!(
+            url_secrets("https://bob:hunter2pw@host/v1?key=secret-in-query&x=1"),
+            ["bob", "hunter2pw", "secret-in-query", "1"]
+        );
+    }
 
     #[test]
     fn configured_keys_and_key_shaped_strings_are_redacted() {

@@ -125,12 +125,19 @@ impl Runtime {
         settings: RuntimeSettings,
     ) -> Runtime {
         let models = Models::new(&config);
-        // Provider errors are stored and sent only without these variables' values.
+        // Nothing is stored or sent with a configured secret in it: the keys (by their
+        // variables' values) and the credentials in a provider's URL.
         crate::redact::register_key_variables(
             config
                 .providers
                 .values()
                 .filter_map(|provider| provider.api_key_env.clone()),
+        );
+        crate::redact::register_secrets(
+            config
+                .providers
+                .values()
+                .flat_map(|provider| crate::redact::url_secrets(&provider.base_url)),
         );
         let (index_jobs, jobs) = tokio::sync::mpsc::unbounded_channel();
         let index_jobs_pending = Arc::new(std::sync::atomic::AtomicUsize::new(0));

@@ -23,6 +23,7 @@ use crate::config::{ReasoningContext, RetryConfig};
 use crate::domain::{Item, ItemKind, ItemStatus, TurnStatus, new_id, now};
 use crate::model::reader::{self, ModelEvents};
 use crate::model::{ModelClient, ModelError, ModelEvent, ModelRequest, TokenUsage, ToolSpec};
+use crate::redact::{self, StreamRedactor};
 use crate::tools::{self, ToolContext, ToolResult, ToolStatus};
 
 /// Everything a turn needs, handed over by the actor when the turn starts.
@@ -357,8 +358,9 @@ struct Partial {
     step: u32,
     session_id: String,
     turn_id: String,
-    /// Streaming text items in the order they started: (kind, item).
-    texts: Vec<(TextKind, Item)>,
+    /// Streaming text items in the order they started: (kind, item, what of its text is still
+    /// held back from clients until it is known to hold no secret).
+    texts: Vec<(TextKind, Item, StreamRedactor)>,
     tool_calls: Vec<(String, String, Value)>,
     /// The provider's token report for this call, sent once the answer is stored.
     usage: Option<TokenUsage>,
@@ -395,7 +397,7 @@ impl Partial {
         if delta.is_empty() {
             return;
         }
-        let current = self.texts.last().filter(|(k, _)| *k == kind).is_some();
+        let current = self.texts.last().filter(|(k, _, _)| *k == kind).is_some();
         if !current {
             let item_kind = match kind {
                 TextKind::Answer => ItemKind::AgentMessage {
@@ -408,17 +410,20 @@ impl Partial {
             };
             let item = self.new_item(item_kind, ItemStatus::Running);
             link.send(TurnMsg::Started { item: item.clone() });
-            self.texts.push((kind, item));
+            self.texts.push((kind, item, StreamRedactor::default()));
         }
-        let (_, item) = self.texts.last_mut().expect("a current text item");
+        let (_, item, redactor) = self.texts.last_mut().expect("a current text item");
         if let ItemKind::AgentMessage { text } | ItemKind::Reasoning { text, .. } = &mut item.kind {
             text.push_str(&delta);
         }
-        link.send(TurnMsg::Delta {
-            item_id: item.id.clone(),
-            field: DeltaField::Text,
-            delta,
-        });
+        let delta = redactor.push(&delta);
+        if !delta.is_empty() {
+            link.send(TurnMsg::Delta {
+                item_id: item.id.clone(),
+                field: DeltaField::Text,
+                delta,
+            });
+        }
     }
 
     /// Keeps the provider's state of the reasoning just streamed with its item (one is started
@@ -428,9 +433,9 @@ impl Partial {
             .texts
             .iter_mut()
             .rev()
-            .find(|(kind, _)| *kind == TextKind::Reasoning);
+            .find(|(kind, _, _)| *kind == TextKind::Reasoning);
         let item = match current {
-            Some((_, item)) => item,
+            Some((_, item, _)) => item,
             None => {
                 let item = self.new_item(
                     ItemKind::Reasoning {
@@ -440,7 +445,8 @@ impl Partial {
                     ItemStatus::Running,
                 );
                 link.send(TurnMsg::Started { item: item.clone() });
-                self.texts.push((TextKind::Reasoning, item));
+                self.texts
+                    .push((TextKind::Reasoning, item, StreamRedactor::default()));
                 &mut self.texts.last_mut().expect("just pushed").1
             }
         };
@@ -451,9 +457,10 @@ impl Partial {
 
     /// Stores the text items with a final status (after a failure or an interrupt).
     async fn close(&mut self, status: ItemStatus, link: &ActorLink) -> Result<(), TurnStop> {
-        for (_, mut item) in self.texts.drain(..) {
+        for (_, mut item, mut redactor) in self.texts.drain(..) {
             item.status = status;
-            link.store(item).await?;
+            link.store(finished_text(&mut item, &mut redactor, link))
+                .await?;
         }
         Ok(())
     }
@@ -463,14 +470,16 @@ impl Partial {
     async fn finish(mut self, link: &ActorLink) -> Result<Answer, TurnStop> {
         let mut items: Vec<Item> = std::mem::take(&mut self.texts)
             .into_iter()
-            .map(|(_, mut item)| {
+            .map(|(_, mut item, mut redactor)| {
                 item.status = ItemStatus::Completed;
-                item
+                finished_text(&mut item, &mut redactor, link)
             })
             .collect();
         let mut tool_calls: Vec<Item> = std::mem::take(&mut self.tool_calls)
             .into_iter()
-            .map(|(call_id, name, arguments)| {
+            .map(|(call_id, name, mut arguments)| {
+                // Stored, shown and run without a configured secret.
+                redact::redact_json(&mut arguments);
                 self.new_item(
                     ItemKind::ToolCall {
                         call_id,
@@ -497,17 +506,41 @@ impl Partial {
     }
 }
 
+/// A streamed text item at its end: what its redactor still held goes out, and the item is
+/// stored with its whole text redacted (a secret the model wrote is never stored).
+fn finished_text(item: &mut Item, redactor: &mut StreamRedactor, link: &ActorLink) -> Item {
+    let rest = redactor.finish();
+    if !rest.is_empty() {
+        link.send(TurnMsg::Delta {
+            item_id: item.id.clone(),
+            field: DeltaField::Text,
+            delta: rest,
+        });
+    }
+    if let ItemKind::AgentMessage { text } | ItemKind::Reasoning { text, .. } = &mut item.kind
+        && let std::borrow::Cow::Owned(clean) = redact::redact(text)
+    {
+        *text = clean;
+    }
+    item.clone()
+}
+
 /// Runs one stored tool call, streaming its output to clients.
 async fn run_tool(spec: &TurnSpec, item: &Item, link: &ActorLink) -> ToolResult {
     let (name, arguments) = (tool_name(item), tool_arguments(item));
-    let forward = |chunk: String| {
-        link.send(TurnMsg::Delta {
-            item_id: item.id.clone(),
-            field: DeltaField::Output,
-            delta: chunk,
-        })
+    // A command's output can print a secret: it goes out redacted, piece by piece.
+    let mut redactor = StreamRedactor::default();
+    let mut forward = |chunk: String| {
+        let chunk = redactor.push(&chunk);
+        if !chunk.is_empty() {
+            link.send(TurnMsg::Delta {
+                item_id: item.id.clone(),
+                field: DeltaField::Output,
+                delta: chunk,
+            })
+        }
     };
-    if collab::is_collaboration_tool(name) {
+    let mut result = if collab::is_collaboration_tool(name) {
         collab::run(name, arguments, link, &spec.cancel).await
     } else {
         let (live, mut chunks) = mpsc::unbounded_channel::<String>();
@@ -532,6 +565,23 @@ async fn run_tool(spec: &TurnSpec, item: &Item, link: &ActorLink) -> ToolResult 
             forward(chunk);
         }
         result
+    };
+    forward_rest(&mut redactor, item, link);
+    if let std::borrow::Cow::Owned(clean) = redact::redact(&result.output) {
+        result.output = clean;
+    }
+    result
+}
+
+/// What a tool's output redactor still held, sent at the end of the output.
+fn forward_rest(redactor: &mut StreamRedactor, item: &Item, link: &ActorLink) {
+    let rest = redactor.finish();
+    if !rest.is_empty() {
+        link.send(TurnMsg::Delta {
+            item_id: item.id.clone(),
+            field: DeltaField::Output,
+            delta: rest,
+        });
     }
 }
 

@@ -97,3 +97,96 @@ async fn a_provider_echoing_the_key_gets_it_redacted_openai_chat() {
 async fn a_provider_echoing_the_key_gets_it_redacted_anthropic_messages() {
     check(Wire::AnthropicMessages).await;
 }
+
+/// Whether `text` holds any stretch of 8 characters of `secret`, in any case.
+fn holds_a_stretch_of(text: &str, secret: &str) -> bool {
+    let text = text.to_ascii_lowercase();
+    secret
+        .to_ascii_lowercase()
+        .as_bytes()
+        .windows(8)
+        .any(|window| text.contains(std::str::from_utf8(window).unwrap()))
+}
+
+/// The key in other forms and by other paths: upper-cased or split in a provider's error, in
+/// the model's own answer (streamed a few characters a chunk), in a tool call's arguments and
+/// in a command's output. No stretch of 8 of its characters is streamed, stored or answered.
+#[tokio::test]
+async fn the_key_in_any_form_by_any_path_is_never_stored_or_sent() {
+    let fake = FakeProvider::start(Wire::OpenaiChat).await;
+    let config = fake.config_with(r#"api_key_env = "FAKE_PROVIDER_KEY""#);
+    let env = vec![("FAKE_PROVIDER_KEY".to_owned(), KEY.to_owned())];
+    let setup = Setup::start_with(fake, config, env).await;
+    let (first, second) = KEY.split_at(12);
+
+    // A provider error with the key upper-cased and cut in two.
+    setup.fake.push(Reply::rejected(
+        400,
+        &format!(
+            "bad key {} (halves: {first} | {second})",
+            KEY.to_uppercase()
+        ),
+    ));
+    let run = setup.turn("try").await;
+    let error = run.ended()["error"].as_str().unwrap();
+    assert!(error.contains("bad key [redacted]"), "{error}");
+    assert!(!holds_a_stretch_of(error, KEY), "{error}");
+
+    // The model's own answer repeats it, in pieces of a few characters.
+    setup.fake.push(Reply::text(&format!(
+        "Your key is {KEY}, or {}.",
+        KEY.to_uppercase()
+    )));
+    let run = setup.turn("what is my key?").await;
+    let streamed: String = run
+        .all("item.delta")
+        .iter()
+        .map(|delta| delta["delta"].as_str().unwrap())
+        .collect();
+    assert!(streamed.starts_with("Your key is [redacted]"), "{streamed}");
+    assert!(!holds_a_stretch_of(&streamed, KEY), "{streamed}");
+    let answer = run.completed("agent_message")[0]["text"].as_str().unwrap();
+    assert!(!holds_a_stretch_of(answer, KEY), "{answer}");
+
+    // A command whose arguments name the key, and one whose output prints it.
+    let (_, conversation) = setup
+        .server
+        .get(&format!("/api/conversations/{}", setup.id))
+        .await;
+    let cwd = std::path::PathBuf::from(conversation["cwd"].as_str().unwrap());
+    std::fs::write(cwd.join("leaked.txt"), format!("token={KEY}\n")).unwrap();
+    setup.fake.push(Reply::tool_call(
+        "shell",
+        json!({ "command": format!("echo {KEY}; cat leaked.txt") }),
+        3,
+    ));
+    setup.fake.push(Reply::text("Done."));
+    let run = setup.turn("show it").await;
+    assert_eq!(run.ended()["status"], "completed", "{:?}", run.events);
+    let events = serde_json::to_string(&run.events).unwrap();
+    assert!(!holds_a_stretch_of(&events, KEY), "{events}");
+    let call = run.completed("tool_call")[0];
+    assert!(
+        call["output"]
+            .as_str()
+            .unwrap()
+            .contains("token=[redacted]"),
+        "{call}"
+    );
+    // The model's next request carries the redacted call and output, nothing else.
+    let next = serde_json::to_string(&run.requests.last().unwrap().body).unwrap();
+    assert!(!holds_a_stretch_of(&next, KEY), "{next}");
+
+    let items = serde_json::to_string(&setup.items().await).unwrap();
+    assert!(!holds_a_stretch_of(&items, KEY), "{items}");
+    std::fs::remove_file(cwd.join("leaked.txt")).unwrap();
+    let data_dir = setup.server.stop().await;
+    for (path, bytes) in snapshot_dir(&data_dir) {
+        let text = String::from_utf8_lossy(&bytes);
+        assert!(
+            !holds_a_stretch_of(&text, KEY),
+            "{} holds the key",
+            path.display()
+        );
+    }
+}
