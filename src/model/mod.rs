@@ -16,7 +16,7 @@ use std::time::Duration;
 use futures::stream::BoxStream;
 use serde_json::Value;
 
-use crate::config::{Config, Protocol};
+use crate::config::{Config, ModelOptions, Protocol};
 use crate::domain::Item;
 
 /// What a model call needs: the instructions, the history as items, and the tools it may call.
@@ -121,13 +121,31 @@ pub trait ModelClient: Send + Sync {
     fn stream(&self, request: ModelRequest) -> ModelStream;
 }
 
+/// A provider's endpoint, shared by every model it serves: each call says the options of the
+/// model it is for.
+pub trait ProviderClient: Send + Sync {
+    fn stream(&self, request: ModelRequest, options: &ModelOptions) -> ModelStream;
+}
+
+/// One configured model on its provider's shared endpoint: its requests carry its options.
+struct ConfiguredModel {
+    provider: Arc<dyn ProviderClient>,
+    options: ModelOptions,
+}
+
+impl ModelClient for ConfiguredModel {
+    fn stream(&self, request: ModelRequest) -> ModelStream {
+        self.provider.stream(request, &self.options)
+    }
+}
+
 /// The clients of the configured models, built once at start: one per provider, so a provider's
 /// connections are shared by every model and turn that uses it.
 #[derive(Clone)]
 pub struct Models {
     demo: Arc<demo::DemoModel>,
     /// By provider name; the built-in provider is `demo`, not in here.
-    providers: BTreeMap<String, Arc<dyn ModelClient>>,
+    providers: BTreeMap<String, Arc<dyn ProviderClient>>,
 }
 
 impl Models {
@@ -136,7 +154,7 @@ impl Models {
             .providers
             .iter()
             .filter_map(|(name, provider)| {
-                let client: Arc<dyn ModelClient> = match provider.protocol {
+                let client: Arc<dyn ProviderClient> = match provider.protocol {
                     Protocol::OpenaiChat => Arc::new(openai_chat::OpenaiChat::new(provider)),
                     Protocol::OpenaiResponses => {
                         Arc::new(openai_responses::OpenaiResponses::new(provider))
@@ -167,11 +185,19 @@ impl Models {
         if provider.protocol == Protocol::Demo {
             return Ok(self.demo.clone());
         }
-        self.providers.get(&model.provider).cloned().ok_or_else(|| {
-            format!(
-                "provider `{}` was not configured when the service started",
-                model.provider
-            )
-        })
+        let provider = self
+            .providers
+            .get(&model.provider)
+            .cloned()
+            .ok_or_else(|| {
+                format!(
+                    "provider `{}` was not configured when the service started",
+                    model.provider
+                )
+            })?;
+        Ok(Arc::new(ConfiguredModel {
+            provider,
+            options: model.options.clone(),
+        }))
     }
 }

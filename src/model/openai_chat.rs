@@ -8,8 +8,8 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 
 use super::wire::{self, Decoder, Endpoint, Entry, Event, LenientText};
-use super::{ModelClient, ModelError, ModelEvent, ModelRequest, ModelStream, TokenUsage};
-use crate::config::ProviderConfig;
+use super::{ModelError, ModelEvent, ModelRequest, ModelStream, ProviderClient, TokenUsage};
+use crate::config::{ModelOptions, ProviderConfig};
 use crate::domain::Image;
 
 pub struct OpenaiChat {
@@ -59,8 +59,8 @@ impl LimitField {
     }
 }
 
-impl ModelClient for OpenaiChat {
-    fn stream(&self, request: ModelRequest) -> ModelStream {
+impl ProviderClient for OpenaiChat {
+    fn stream(&self, request: ModelRequest, _options: &ModelOptions) -> ModelStream {
         let request = self.endpoint.api_key().map(|key| {
             let http = self.endpoint.post(
                 "/chat/completions",
@@ -83,7 +83,7 @@ pub fn request_body(request: &ModelRequest, limit_field: LimitField) -> Value {
     for entry in wire::entries(&request.history) {
         match entry {
             Entry::User { text, images } => messages.push(user_message(text, images)),
-            // Only the Responses API takes reasoning back.
+            // The protocol has no way to take reasoning back.
             Entry::Reasoning { .. } => {}
             Entry::Assistant { text, calls } => {
                 let mut message = json!({

@@ -6,8 +6,8 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 
 use super::wire::{self, Decoder, Endpoint, Entry, Event, LenientText};
-use super::{ModelClient, ModelError, ModelEvent, ModelRequest, ModelStream, TokenUsage};
-use crate::config::ProviderConfig;
+use super::{ModelError, ModelEvent, ModelRequest, ModelStream, ProviderClient, TokenUsage};
+use crate::config::{ModelOptions, ProviderConfig};
 
 pub struct OpenaiResponses {
     endpoint: Endpoint,
@@ -21,8 +21,8 @@ impl OpenaiResponses {
     }
 }
 
-impl ModelClient for OpenaiResponses {
-    fn stream(&self, request: ModelRequest) -> ModelStream {
+impl ProviderClient for OpenaiResponses {
+    fn stream(&self, request: ModelRequest, _options: &ModelOptions) -> ModelStream {
         let request = self.endpoint.api_key().map(|key| {
             let http = self.endpoint.post("/responses", &request_body(&request));
             match key {
@@ -45,7 +45,9 @@ pub fn request_body(request: &ModelRequest) -> Value {
                 ));
                 input.push(json!({ "type": "message", "role": "user", "content": content }));
             }
-            Entry::Reasoning { state } => input.push(state.clone()),
+            // Only its own reasoning items (another protocol's state is not one).
+            Entry::Reasoning { state } if state["type"] == "reasoning" => input.push(state.clone()),
+            Entry::Reasoning { .. } => {}
             Entry::Assistant { text, calls } => {
                 if !text.is_empty() {
                     input.push(json!({

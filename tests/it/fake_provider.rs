@@ -64,6 +64,15 @@ pub enum Reply {
     /// An HTTP error whose message echoes the credentials the request carried (its
     /// `Authorization` and `x-api-key` headers), as a careless provider or gateway does.
     EchoCredentials { status: u16 },
+    /// Anthropic only: extended thinking as the API streams it (a thinking block, its text in
+    /// pieces and then its signature, and a redacted thinking block), then a call of `name`.
+    Thought {
+        thinking: String,
+        signature: String,
+        redacted: String,
+        name: String,
+        arguments: Value,
+    },
     /// The reply, once the gate is opened (`Notify::notify_one`, before or after the request
     /// comes): a model call that takes as long as the test wants.
     After(Arc<tokio::sync::Notify>, Box<Reply>),
@@ -275,7 +284,7 @@ impl FakeProvider {
     }
 
     /// A config file using this provider for the default agent's model, with short retry
-    /// delays (SPEC §2.3 lets tests shrink the delays, never the rule).
+    /// delays (tests may shrink the delays, never the rule).
     pub fn config(&self) -> String {
         self.config_with("")
     }
@@ -465,6 +474,22 @@ async fn answer(State(state): State<Arc<FakeState>>, request: Request) -> Respon
                 header("x-api-key")
             );
             error_response(wire, status, None, &message)
+        }
+        Reply::Thought {
+            thinking,
+            signature,
+            redacted,
+            name,
+            arguments,
+        } => {
+            assert_eq!(
+                wire,
+                Wire::AnthropicMessages,
+                "thinking blocks are an Anthropic thing"
+            );
+            let frames =
+                anthropic_thought(&id, [&thinking, &signature, &redacted], &name, &arguments);
+            sse(frames, false, pace)
         }
         Reply::After(..) => unreachable!("gates are waited for above"),
         Reply::MalformedChunk => {
@@ -815,6 +840,36 @@ fn anthropic_end(index: u64, stop_reason: &str, metered: bool) -> Vec<String> {
         })),
         anthropic(json!({ "type": "message_stop" })),
     ]
+}
+
+/// A thinking block (its text, then its signature), a redacted thinking block, then a tool use:
+/// the blocks numbered as the API numbers them.
+fn anthropic_thought(
+    id: &str,
+    [thinking, signature, redacted]: [&str; 3],
+    name: &str,
+    arguments: &Value,
+) -> Vec<String> {
+    let block = |data: Value| anthropic(data);
+    let mut frames = vec![
+        anthropic_start(id, true),
+        block(
+            json!({ "type": "content_block_start", "index": 0, "content_block": { "type": "thinking", "thinking": "" } }),
+        ),
+    ];
+    frames.extend(chunks(thinking).iter().map(|piece| {
+        block(json!({ "type": "content_block_delta", "index": 0, "delta": { "type": "thinking_delta", "thinking": piece } }))
+    }));
+    frames.extend([
+        block(json!({ "type": "content_block_delta", "index": 0, "delta": { "type": "signature_delta", "signature": signature } })),
+        block(json!({ "type": "content_block_stop", "index": 0 })),
+        block(json!({ "type": "content_block_start", "index": 1, "content_block": { "type": "redacted_thinking", "data": redacted } })),
+        block(json!({ "type": "content_block_stop", "index": 1 })),
+        block(json!({ "type": "content_block_start", "index": 2, "content_block": { "type": "tool_use", "id": format!("toolu_{id}"), "name": name, "input": {} } })),
+        block(json!({ "type": "content_block_delta", "index": 2, "delta": { "type": "input_json_delta", "partial_json": arguments.to_string() } })),
+    ]);
+    frames.extend(anthropic_end(2, "tool_use", true));
+    frames
 }
 
 /// The real server configured with a fake provider, and a conversation whose first turn has

@@ -20,6 +20,7 @@ mod messages;
 #[path = "../../src/bin/bench/postgres.rs"]
 mod postgres;
 mod providers;
+mod providers_fidelity;
 mod reindex;
 mod retries;
 mod search_recovery;

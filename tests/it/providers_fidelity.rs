@@ -1,0 +1,103 @@
+//! What each protocol's reference requires of a request beyond the history: Anthropic's signed
+//! thinking blocks going back ahead of the tool use they led to, the Responses API's
+//! reasoning, Chat Completions' output limit. Each test asserts the exact bodies the fake
+//! provider received.
+
+use serde_json::{Value, json};
+
+use crate::fake_provider::{FakeProvider, Reply, Setup, Wire};
+
+/// The fake's config with `lines` added to its model (whose `max_output_tokens` becomes 4000).
+fn model_config(fake: &FakeProvider, lines: &str) -> String {
+    fake.config().replace(
+        "max_output_tokens = 1000",
+        &format!("max_output_tokens = 4000\n{lines}"),
+    )
+}
+
+/// The thinking blocks of every assistant message of an Anthropic request, in order.
+fn thinking_sent(body: &Value) -> Vec<Value> {
+    body["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|message| message["role"] == "assistant")
+        .flat_map(|message| message["content"].as_array().unwrap().clone())
+        .filter(|block| block["type"] == "thinking" || block["type"] == "redacted_thinking")
+        .collect()
+}
+
+#[tokio::test]
+async fn anthropic_thinking_goes_back_signed_ahead_of_the_tool_use() {
+    for context in ["current_turn", "all_turns"] {
+        let fake = FakeProvider::start(Wire::AnthropicMessages).await;
+        let config = model_config(
+            &fake,
+            &format!("thinking = {{ budget_tokens = 2000 }}\nreasoning_context = \"{context}\""),
+        );
+        let setup = Setup::start_with(fake, config, Vec::new()).await;
+        setup.fake.push(Reply::Thought {
+            thinking: "The user wants a listing.".into(),
+            signature: "SIG-1".into(),
+            redacted: "REDACTED-1".into(),
+            name: "shell".into(),
+            arguments: json!({ "command": "echo hello" }),
+        });
+        setup.fake.push(Reply::text("It printed hello."));
+        let turn = setup.turn("Run echo hello").await;
+        assert_eq!(turn.ended()["status"], "completed", "{:?}", turn.events);
+
+        // Thinking is asked for, and no temperature is sent with it.
+        let first = &turn.requests[0].body;
+        assert_eq!(
+            first["thinking"],
+            json!({ "type": "enabled", "budget_tokens": 2000 })
+        );
+        assert_eq!(first["max_tokens"], 4000);
+        assert!(first.get("temperature").is_none(), "{first}");
+
+        // The follow-up sends the thinking back unchanged, ahead of the tool use.
+        let blocks = json!([
+            { "type": "thinking", "thinking": "The user wants a listing.", "signature": "SIG-1" },
+            { "type": "redacted_thinking", "data": "REDACTED-1" },
+        ]);
+        let call = turn.completed("tool_call")[0];
+        let call_id = call["call_id"].as_str().unwrap();
+        let messages = turn.requests[1].body["messages"].as_array().unwrap();
+        let n = messages.len();
+        assert_eq!(
+            messages[n - 2],
+            json!({ "role": "assistant", "content": [
+                blocks[0], blocks[1],
+                { "type": "tool_use", "id": call_id, "name": "shell", "input": { "command": "echo hello" } },
+            ] })
+        );
+        assert_eq!(messages[n - 1]["content"][0]["tool_use_id"], call_id);
+
+        // The thinking streamed as reasoning and is stored with its blocks.
+        let reasoning = turn.completed("reasoning");
+        assert_eq!(reasoning.len(), 1, "{:?}", turn.events);
+        let item_id = reasoning[0]["id"].as_str().unwrap();
+        assert_eq!(turn.streamed_text(item_id), "The user wants a listing.");
+        let stored = setup.items().await;
+        let stored = stored
+            .iter()
+            .find(|item| item["kind"] == "reasoning")
+            .expect("a reasoning item");
+        assert_eq!(stored["text"], "The user wants a listing.");
+        assert_eq!(
+            stored["state"],
+            json!({ "type": "anthropic_thinking", "blocks": blocks })
+        );
+
+        // The next turn takes it back only with all_turns.
+        setup.fake.push(Reply::text("Next."));
+        let next = setup.turn("and now?").await;
+        let expected = if context == "all_turns" {
+            blocks.as_array().unwrap().clone()
+        } else {
+            Vec::new()
+        };
+        assert_eq!(thinking_sent(&next.requests[0].body), expected, "{context}");
+    }
+}
