@@ -43,6 +43,37 @@ pub struct ModelConfig {
 pub struct ModelOptions {
     /// `anthropic_messages`: extended thinking.
     pub thinking: Option<Thinking>,
+    /// `openai_responses`: the request's `reasoning` object.
+    pub reasoning: Option<Reasoning>,
+}
+
+/// The `reasoning` key of an `openai_responses` model: how hard a reasoning model thinks and
+/// whether it writes a summary of its reasoning (what clients see of it); either may be left
+/// to the provider's default.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Reasoning {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub effort: Option<ReasoningEffort>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub summary: Option<ReasoningSummary>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ReasoningEffort {
+    Minimal,
+    Low,
+    Medium,
+    High,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ReasoningSummary {
+    Auto,
+    Concise,
+    Detailed,
 }
 
 /// The `thinking` key of an `anthropic_messages` model: `{ budget_tokens = N }` or
@@ -159,6 +190,7 @@ pub(super) struct RawModel {
     tokenizer: Option<TokenizerName>,
     /// Read by [`Validator::thinking`], which explains a wrong shape better than serde.
     thinking: Option<toml::Value>,
+    reasoning: Option<Reasoning>,
 }
 
 impl Validator<'_> {
@@ -262,7 +294,12 @@ impl Validator<'_> {
             let protocol = providers[&model.provider].protocol;
             let options = ModelOptions {
                 thinking: self.thinking(&id, &model, protocol)?,
+                reasoning: model.reasoning,
             };
+            if model.reasoning.is_some() {
+                let key = format!("models.{id}.reasoning");
+                self.only_for(&key, protocol, Protocol::OpenaiResponses)?;
+            }
             // The documented example sets reasoning_context on an openai_chat model, so it is
             // accepted everywhere and only read by the protocols that take reasoning back.
             models.insert(
@@ -426,6 +463,41 @@ max_output_tokens = 16000
         let error = error_of("o", "thinking = \"adaptive\"");
         assert!(
             error.contains("models.o.thinking") && error.contains("only anthropic_messages"),
+            "{error}"
+        );
+    }
+
+    #[test]
+    fn reasoning_is_for_responses_models_only() {
+        let text = |line: &str| {
+            format!(
+                "[providers.r]\nprotocol = \"openai_responses\"\nbase_url = \"https://api.openai.com/v1\"\n\
+                 [models.r]\nprovider = \"r\"\nname = \"o-x\"\ncontext_window = 9000\n\
+                 max_output_tokens = 1000\n{line}\n"
+            )
+        };
+        let parse = |line: &str| super::super::Config::from_toml_str(&text(line), None);
+        let config = parse("reasoning = { effort = \"high\", summary = \"auto\" }").unwrap();
+        assert_eq!(
+            config.models["r"].options.reasoning,
+            Some(Reasoning {
+                effort: Some(ReasoningEffort::High),
+                summary: Some(ReasoningSummary::Auto),
+            })
+        );
+        let config = parse("reasoning = { effort = \"minimal\" }").unwrap();
+        assert_eq!(
+            config.models["r"].options.reasoning,
+            Some(Reasoning {
+                effort: Some(ReasoningEffort::Minimal),
+                summary: None,
+            })
+        );
+        assert!(parse("reasoning = { effort = \"extreme\" }").is_err());
+        assert!(parse("reasoning = { budget = 3 }").is_err());
+        let error = error_of("o", "reasoning = { effort = \"low\" }");
+        assert!(
+            error.contains("models.o.reasoning") && error.contains("only openai_responses"),
             "{error}"
         );
     }

@@ -560,6 +560,7 @@ mod tests {
         request.history = thought_call(json!({"type": "anthropic_thinking", "blocks": blocks}));
         let options = ModelOptions {
             thinking: Some(Thinking::Budget(2048)),
+            ..ModelOptions::default()
         };
         let body = request_body(&request, &options);
         assert_eq!(
@@ -583,6 +584,7 @@ mod tests {
         assert!(body.get("temperature").is_none());
         let adaptive = ModelOptions {
             thinking: Some(Thinking::Adaptive),
+            ..ModelOptions::default()
         };
         assert_eq!(
             request_body(&request, &adaptive)["thinking"],

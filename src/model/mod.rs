@@ -28,9 +28,9 @@ pub struct ModelRequest {
     pub history: Vec<Item>,
     pub tools: Vec<ToolSpec>,
     pub max_output_tokens: u64,
-    /// Whether earlier reasoning may be carried into this request (`reasoning_context`): the
-    /// provider is asked for what it takes to do so. Which reasoning is in `history` the
-    /// caller decides.
+    /// Which earlier reasoning the model takes back (`reasoning_context`; unset: the running
+    /// turn's). The caller leaves the provider state of the rest out of `history`; a protocol
+    /// sends back what state is there.
     pub reasoning_context: Option<crate::config::ReasoningContext>,
     /// A request for a compaction summary of the older history. Real providers get it as any
     /// request (the instructions say what to write); the demo model answers it with its own
@@ -137,6 +137,21 @@ impl ModelClient for ConfiguredModel {
     fn stream(&self, request: ModelRequest) -> ModelStream {
         self.provider.stream(request, &self.options)
     }
+}
+
+/// Whether a model's provider gets its reasoning back in the running turn's later requests
+/// (so the reasoning takes room there): the Responses API's encrypted reasoning and
+/// Anthropic's thinking blocks go back; Chat Completions has no way to take reasoning back.
+pub fn reasoning_carried(config: &Config, model_id: &str) -> bool {
+    config
+        .model(model_id)
+        .and_then(|model| config.providers.get(&model.provider))
+        .is_some_and(|provider| {
+            matches!(
+                provider.protocol,
+                Protocol::OpenaiResponses | Protocol::AnthropicMessages
+            )
+        })
 }
 
 /// The clients of the configured models, built once at start: one per provider, so a provider's

@@ -73,6 +73,13 @@ pub enum Reply {
         name: String,
         arguments: Value,
     },
+    /// Responses API only: a reasoning item (summary `Thinking.` and the given encrypted
+    /// content), then a call of `name`.
+    ReasonedCall {
+        encrypted: String,
+        name: String,
+        arguments: Value,
+    },
     /// The reply, once the gate is opened (`Notify::notify_one`, before or after the request
     /// comes): a model call that takes as long as the test wants.
     After(Arc<tokio::sync::Notify>, Box<Reply>),
@@ -491,6 +498,22 @@ async fn answer(State(state): State<Arc<FakeState>>, request: Request) -> Respon
                 anthropic_thought(&id, [&thinking, &signature, &redacted], &name, &arguments);
             sse(frames, false, pace)
         }
+        Reply::ReasonedCall {
+            encrypted,
+            name,
+            arguments,
+        } => {
+            assert_eq!(
+                wire,
+                Wire::OpenaiResponses,
+                "reasoning state is a Responses API thing"
+            );
+            let mut frames = Frames::tool_call(wire, &id, &name, &arguments, 2);
+            frames
+                .start
+                .splice(1..1, responses_reasoning(&id, &encrypted));
+            sse(frames.all(), false, pace)
+        }
         Reply::After(..) => unreachable!("gates are waited for above"),
         Reply::MalformedChunk => {
             let mut frames = Frames::text(wire, &id, "").start;
@@ -839,6 +862,25 @@ fn anthropic_end(index: u64, stop_reason: &str, metered: bool) -> Vec<String> {
             "usage": usage_json(Wire::AnthropicMessages, metered),
         })),
         anthropic(json!({ "type": "message_stop" })),
+    ]
+}
+
+/// A Responses reasoning item, first of the output: its summary `Thinking.` streamed, then the
+/// item whole with its encrypted content.
+fn responses_reasoning(id: &str, encrypted: &str) -> [String; 3] {
+    let reasoning_id = format!("rs_{id}");
+    let done = json!({
+        "id": reasoning_id, "type": "reasoning", "encrypted_content": encrypted,
+        "summary": [{ "type": "summary_text", "text": "Thinking." }],
+    });
+    [
+        responses(
+            json!({ "type": "response.output_item.added", "output_index": 0, "item": { "id": reasoning_id, "type": "reasoning", "summary": [] } }),
+        ),
+        responses(
+            json!({ "type": "response.reasoning_summary_text.delta", "item_id": reasoning_id, "output_index": 0, "summary_index": 0, "delta": "Thinking." }),
+        ),
+        responses(json!({ "type": "response.output_item.done", "output_index": 0, "item": done })),
     ]
 }
 

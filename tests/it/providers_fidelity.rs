@@ -101,3 +101,71 @@ async fn anthropic_thinking_goes_back_signed_ahead_of_the_tool_use() {
         assert_eq!(thinking_sent(&next.requests[0].body), expected, "{context}");
     }
 }
+
+/// The encrypted contents of the reasoning items a Responses request takes back.
+fn reasoning_sent(body: &Value) -> Vec<&str> {
+    body["input"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|item| item["type"] == "reasoning")
+        .map(|item| item["encrypted_content"].as_str().unwrap())
+        .collect()
+}
+
+#[tokio::test]
+async fn responses_reasoning_goes_back_within_the_turn_by_default() {
+    let fake = FakeProvider::start(Wire::OpenaiResponses).await;
+    let config = model_config(
+        &fake,
+        "reasoning = { effort = \"high\", summary = \"auto\" }",
+    );
+    let setup = Setup::start_with(fake, config, Vec::new()).await;
+    setup.fake.push(Reply::ReasonedCall {
+        encrypted: "ENC-1".into(),
+        name: "shell".into(),
+        arguments: json!({ "command": "echo hello" }),
+    });
+    setup.fake.push(Reply::text("It printed hello."));
+    let turn = setup.turn("Run echo hello").await;
+    assert_eq!(turn.ended()["status"], "completed", "{:?}", turn.events);
+
+    for request in &turn.requests {
+        assert_eq!(
+            request.body["include"],
+            json!(["reasoning.encrypted_content"])
+        );
+        assert_eq!(
+            request.body["reasoning"],
+            json!({ "effort": "high", "summary": "auto" })
+        );
+    }
+    // The summary streamed as reasoning the clients see.
+    let reasoning = turn.completed("reasoning");
+    assert_eq!(reasoning.len(), 1, "{:?}", turn.events);
+    assert_eq!(
+        turn.streamed_text(reasoning[0]["id"].as_str().unwrap()),
+        "Thinking."
+    );
+    // The follow-up takes the reasoning back, whole, just before the call it led to.
+    let input = turn.requests[1].body["input"].as_array().unwrap();
+    let at = input
+        .iter()
+        .position(|item| item["type"] == "reasoning")
+        .expect("the reasoning goes back");
+    assert_eq!(
+        input[at],
+        json!({
+            "id": format!("rs_fake_{}", setup.fake.requests().len() - 1),
+            "type": "reasoning", "encrypted_content": "ENC-1",
+            "summary": [{ "type": "summary_text", "text": "Thinking." }],
+        })
+    );
+    assert_eq!(input[at + 1]["type"], "function_call");
+    assert_eq!(input[at + 2]["type"], "function_call_output");
+
+    // The next turn leaves it behind (only the running turn's goes back by default).
+    setup.fake.push(Reply::text("Next."));
+    let next = setup.turn("and now?").await;
+    assert!(reasoning_sent(&next.requests[0].body).is_empty());
+}
