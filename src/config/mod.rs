@@ -20,8 +20,8 @@ pub use agents::{ALL_TOOLS, AgentConfig};
 pub use cluster::{ClusterConfig, check_advertise_addr, check_database_url};
 pub use limits::{RetryConfig, SubagentsConfig, ToolsConfig, TurnConfig};
 pub use providers::{
-    ModelConfig, ModelOptions, Protocol, ProviderConfig, Reasoning, ReasoningContext,
-    ReasoningEffort, ReasoningSummary, Thinking, TokenizerName,
+    MaxTokensField, ModelConfig, ModelOptions, Protocol, ProviderConfig, Reasoning,
+    ReasoningContext, ReasoningEffort, ReasoningSummary, Thinking, TokenizerName,
 };
 pub use server::ServerConfig;
 

@@ -45,6 +45,27 @@ pub struct ModelOptions {
     pub thinking: Option<Thinking>,
     /// `openai_responses`: the request's `reasoning` object.
     pub reasoning: Option<Reasoning>,
+    /// `openai_chat`: the name the output limit is sent under.
+    pub max_tokens_field: MaxTokensField,
+}
+
+/// The `max_tokens_field` key of an `openai_chat` model. OpenAI's reference marks `max_tokens`
+/// deprecated and its reasoning models refuse it; some compatible servers know only it.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum MaxTokensField {
+    #[default]
+    MaxCompletionTokens,
+    MaxTokens,
+}
+
+impl MaxTokensField {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            MaxTokensField::MaxCompletionTokens => "max_completion_tokens",
+            MaxTokensField::MaxTokens => "max_tokens",
+        }
+    }
 }
 
 /// The `reasoning` key of an `openai_responses` model: how hard a reasoning model thinks and
@@ -191,6 +212,7 @@ pub(super) struct RawModel {
     /// Read by [`Validator::thinking`], which explains a wrong shape better than serde.
     thinking: Option<toml::Value>,
     reasoning: Option<Reasoning>,
+    max_tokens_field: Option<MaxTokensField>,
 }
 
 impl Validator<'_> {
@@ -295,7 +317,12 @@ impl Validator<'_> {
             let options = ModelOptions {
                 thinking: self.thinking(&id, &model, protocol)?,
                 reasoning: model.reasoning,
+                max_tokens_field: model.max_tokens_field.unwrap_or_default(),
             };
+            if model.max_tokens_field.is_some() {
+                let key = format!("models.{id}.max_tokens_field");
+                self.only_for(&key, protocol, Protocol::OpenaiChat)?;
+            }
             if model.reasoning.is_some() {
                 let key = format!("models.{id}.reasoning");
                 self.only_for(&key, protocol, Protocol::OpenaiResponses)?;
@@ -498,6 +525,30 @@ max_output_tokens = 16000
         let error = error_of("o", "reasoning = { effort = \"low\" }");
         assert!(
             error.contains("models.o.reasoning") && error.contains("only openai_responses"),
+            "{error}"
+        );
+    }
+
+    #[test]
+    fn the_limit_field_is_chosen_on_chat_models_only() {
+        let field = |line: &str| {
+            with("o", line).unwrap().models["o"]
+                .options
+                .max_tokens_field
+        };
+        assert_eq!(field(""), MaxTokensField::MaxCompletionTokens);
+        assert_eq!(
+            field("max_tokens_field = \"max_tokens\""),
+            MaxTokensField::MaxTokens
+        );
+        assert_eq!(
+            field("max_tokens_field = \"max_completion_tokens\""),
+            MaxTokensField::MaxCompletionTokens
+        );
+        assert!(with("o", "max_tokens_field = \"limit\"").is_err());
+        let error = error_of("c", "max_tokens_field = \"max_tokens\"");
+        assert!(
+            error.contains("models.c.max_tokens_field") && error.contains("only openai_chat"),
             "{error}"
         );
     }

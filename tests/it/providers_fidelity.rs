@@ -169,3 +169,25 @@ async fn responses_reasoning_goes_back_within_the_turn_by_default() {
     let next = setup.turn("and now?").await;
     assert!(reasoning_sent(&next.requests[0].body).is_empty());
 }
+
+#[tokio::test]
+async fn chat_sends_the_limit_as_max_completion_tokens_unless_configured() {
+    for (line, field, other) in [
+        ("", "max_completion_tokens", "max_tokens"),
+        (
+            "max_tokens_field = \"max_tokens\"",
+            "max_tokens",
+            "max_completion_tokens",
+        ),
+    ] {
+        let fake = FakeProvider::start(Wire::OpenaiChat).await;
+        let config = model_config(&fake, line);
+        let setup = Setup::start_with(fake, config, Vec::new()).await;
+        setup.fake.push(Reply::text("Limited."));
+        let turn = setup.turn("Be short").await;
+        assert_eq!(turn.ended()["status"], "completed", "{:?}", turn.events);
+        let body = &turn.requests[0].body;
+        assert_eq!(body[field], 4000, "{line}: {body}");
+        assert!(body.get(other).is_none(), "{line}: {body}");
+    }
+}
