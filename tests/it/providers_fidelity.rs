@@ -191,3 +191,17 @@ async fn chat_sends_the_limit_as_max_completion_tokens_unless_configured() {
         assert!(body.get(other).is_none(), "{line}: {body}");
     }
 }
+
+#[tokio::test]
+async fn anthropic_529_reads_as_overloaded_and_is_retried() {
+    let setup = Setup::start(Wire::AnthropicMessages).await;
+    setup.fake.push(Reply::rejected(529, "Overloaded"));
+    setup.fake.push(Reply::text("Back again."));
+    let turn = setup.turn("Are you there?").await;
+    assert_eq!(turn.ended()["status"], "completed", "{:?}", turn.events);
+    let retries = turn.all("model.retry");
+    assert_eq!(retries.len(), 1, "{:?}", turn.events);
+    let error = retries[0]["error"].as_str().unwrap();
+    assert!(error.contains("answered 529 Overloaded"), "{error}");
+    assert!(!error.contains("unknown"), "{error}");
+}
