@@ -16,6 +16,7 @@
 //! - `limits`   — the open-file limit and the caps derived from it
 //! - `redact`   — secrets taken out of provider errors before they are stored or sent
 //! - `text`     — cutting text on character boundaries
+//! - `testkit`  — support for the tests and benchmarks (a PostgreSQL server of their own)
 //!
 //! Data flows one way: HTTP → runtime actor → store (append, fsync) → index → event bus → SSE.
 //! ARCHITECTURE.md has the map of every file and the invariants.
@@ -30,10 +31,10 @@ pub mod http;
 pub mod index;
 pub mod limits;
 pub mod model;
-pub mod openapi;
 pub mod redact;
 pub mod runtime;
 pub mod server;
 pub mod store;
+pub mod testkit;
 pub mod text;
 pub mod tools;

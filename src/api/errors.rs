@@ -1,1 +1,179 @@
-//! The error codes of the API.
+//! The error codes of the API and the one error body every error answer carries:
+//! `{"error": {"code": "<snake_case>", "message": "<human sentence>"}}`. Everything that writes
+//! an error answer (the handlers' `ApiError`, the HTTP layer's own answers, the cluster's
+//! forwarding) names its code with [`ErrorCode`], so no code can be sent that the OpenAPI
+//! document does not list.
+
+use serde::{Deserialize, Serialize};
+use utoipa::ToSchema;
+
+/// Every error: `{"error": {"code", "message"}}`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct ErrorBody {
+    pub error: ErrorDetail,
+}
+
+impl ErrorBody {
+    pub fn new(code: ErrorCode, message: impl Into<String>) -> ErrorBody {
+        ErrorBody {
+            error: ErrorDetail {
+                code,
+                message: message.into(),
+            },
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct ErrorDetail {
+    pub code: ErrorCode,
+    /// A human sentence; never a stack trace.
+    pub message: String,
+}
+
+/// The machine-readable error codes, each with its status.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum ErrorCode {
+    /// 400: bad JSON, an unknown field or field value, empty text.
+    InvalidRequest,
+    /// 401: a missing or wrong bearer token.
+    Unauthorized,
+    /// 403: a foreign `Host` or `Origin`.
+    Forbidden,
+    /// 404.
+    NotFound,
+    /// 405.
+    MethodNotAllowed,
+    /// 409: a turn is running.
+    TurnRunning,
+    /// 409: messages are waiting.
+    MessagesWaiting,
+    /// 409: a pending message was already consumed.
+    NotWaiting,
+    /// 409: a compaction is running.
+    CompactionRunning,
+    /// 409: the history is already its summary.
+    NothingToCompact,
+    /// 413: the request body is too large; 414: the request target; 431: the headers.
+    TooLarge,
+    /// 422: the conversation's working directory does not exist.
+    CwdMissing,
+    /// 422: the model is not configured.
+    ModelUnavailable,
+    /// 422: the agent is not configured.
+    AgentUnavailable,
+    /// 422: a fork's source conversation is missing (a conversation forked after a
+    /// compaction reads part of its older history from its source, so the two move together).
+    SourceMissing,
+    /// 422: an `Idempotency-Key` sent again with a different body.
+    IdempotencyKeyReused,
+    /// 502: the compaction model failed.
+    CompactionFailed,
+    /// 503 (with `Retry-After`): a limit is reached, the outcome is unknown, or the service
+    /// is stopping.
+    Unavailable,
+    /// 500.
+    Internal,
+}
+
+impl ErrorCode {
+    /// Every code, in the document's order.
+    pub const ALL: [ErrorCode; 19] = [
+        ErrorCode::InvalidRequest,
+        ErrorCode::Unauthorized,
+        ErrorCode::Forbidden,
+        ErrorCode::NotFound,
+        ErrorCode::MethodNotAllowed,
+        ErrorCode::TurnRunning,
+        ErrorCode::MessagesWaiting,
+        ErrorCode::NotWaiting,
+        ErrorCode::CompactionRunning,
+        ErrorCode::NothingToCompact,
+        ErrorCode::TooLarge,
+        ErrorCode::CwdMissing,
+        ErrorCode::ModelUnavailable,
+        ErrorCode::AgentUnavailable,
+        ErrorCode::SourceMissing,
+        ErrorCode::IdempotencyKeyReused,
+        ErrorCode::CompactionFailed,
+        ErrorCode::Unavailable,
+        ErrorCode::Internal,
+    ];
+
+    /// The code as it goes on the wire (the same text serde writes).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ErrorCode::InvalidRequest => "invalid_request",
+            ErrorCode::Unauthorized => "unauthorized",
+            ErrorCode::Forbidden => "forbidden",
+            ErrorCode::NotFound => "not_found",
+            ErrorCode::MethodNotAllowed => "method_not_allowed",
+            ErrorCode::TurnRunning => "turn_running",
+            ErrorCode::MessagesWaiting => "messages_waiting",
+            ErrorCode::NotWaiting => "not_waiting",
+            ErrorCode::CompactionRunning => "compaction_running",
+            ErrorCode::NothingToCompact => "nothing_to_compact",
+            ErrorCode::TooLarge => "too_large",
+            ErrorCode::CwdMissing => "cwd_missing",
+            ErrorCode::ModelUnavailable => "model_unavailable",
+            ErrorCode::AgentUnavailable => "agent_unavailable",
+            ErrorCode::SourceMissing => "source_missing",
+            ErrorCode::IdempotencyKeyReused => "idempotency_key_reused",
+            ErrorCode::CompactionFailed => "compaction_failed",
+            ErrorCode::Unavailable => "unavailable",
+            ErrorCode::Internal => "internal",
+        }
+    }
+}
+
+impl std::fmt::Display for ErrorCode {
+    fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        formatter.write_str(self.as_str())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_code_is_listed_once_and_written_as_serde_writes_it() {
+        for code in ErrorCode::ALL {
+            assert_eq!(serde_json::to_value(code).unwrap(), code.as_str());
+            // A new variant must join `ALL`: this match stops compiling until it does.
+            match code {
+                ErrorCode::InvalidRequest
+                | ErrorCode::Unauthorized
+                | ErrorCode::Forbidden
+                | ErrorCode::NotFound
+                | ErrorCode::MethodNotAllowed
+                | ErrorCode::TurnRunning
+                | ErrorCode::MessagesWaiting
+                | ErrorCode::NotWaiting
+                | ErrorCode::CompactionRunning
+                | ErrorCode::NothingToCompact
+                | ErrorCode::TooLarge
+                | ErrorCode::CwdMissing
+                | ErrorCode::ModelUnavailable
+                | ErrorCode::AgentUnavailable
+                | ErrorCode::SourceMissing
+                | ErrorCode::IdempotencyKeyReused
+                | ErrorCode::CompactionFailed
+                | ErrorCode::Unavailable
+                | ErrorCode::Internal => {}
+            }
+        }
+        let distinct: std::collections::HashSet<_> = ErrorCode::ALL.into_iter().collect();
+        assert_eq!(distinct.len(), ErrorCode::ALL.len());
+    }
+
+    #[test]
+    fn the_error_body_is_code_and_message_under_error() {
+        let body = serde_json::to_string(&ErrorBody::new(ErrorCode::TooLarge, "too big")).unwrap();
+        assert_eq!(
+            body,
+            r#"{"error":{"code":"too_large","message":"too big"}}"#
+        );
+    }
+}

@@ -11,7 +11,7 @@ use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
 use crate::bus::BusEvent;
-use crate::domain::{Conversation, Item, Message, Session, TurnStatus, Usage};
+use crate::domain::{Conversation, Item, Message, Session, Timestamp, TurnStatus, Usage};
 
 /// An event of one conversation's stream.
 #[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
@@ -85,13 +85,16 @@ pub enum ConversationEvent {
     /// An item is stored in its final form.
     #[serde(rename = "item.completed")]
     ItemCompleted { item: Item },
-    /// A model call failed with a transient error and is tried again after `delay_ms`.
+    /// A model call failed with a transient error and is tried again after `delay_ms`, at
+    /// `next_at`.
     #[serde(rename = "model.retry")]
     ModelRetry {
         session_id: String,
         attempt: u32,
         max_attempts: u32,
         delay_ms: u64,
+        #[schema(value_type = chrono::DateTime<chrono::Utc>)]
+        next_at: Timestamp,
         error: String,
     },
     /// Older history is being summarised.
@@ -140,6 +143,21 @@ pub struct RunningTurnView {
     pub session_id: String,
     pub turn_id: String,
     pub items: Vec<Item>,
+    /// The model call is being retried: waiting until `next_at` (a client that joins during a
+    /// back-off sees why nothing happens). `null` once the next attempt has produced output.
+    pub retry: Option<RetryState>,
+}
+
+/// A model call waiting to be tried again after a transient error.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct RetryState {
+    /// The attempt that failed (the next one is `attempt + 1`).
+    pub attempt: u32,
+    pub max_attempts: u32,
+    /// When the next attempt is sent.
+    #[schema(value_type = chrono::DateTime<chrono::Utc>)]
+    pub next_at: Timestamp,
+    pub error: String,
 }
 
 /// Which text of an item a delta extends.

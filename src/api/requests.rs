@@ -1,57 +1,246 @@
-//! The request bodies of the API, as the service reads them (unknown fields are refused).
+//! What clients send: the request bodies as the service reads them (unknown fields are refused,
+//! 400) and the query parameters of the routes that take some. The OpenAPI document shows these
+//! very types.
 
+use serde::de::IgnoredAny;
 use serde::{Deserialize, Serialize};
+use utoipa::openapi::RefOr;
+use utoipa::openapi::schema::{AdditionalProperties, ObjectBuilder, OneOfBuilder, Schema, Type};
+use utoipa::{IntoParams, ToSchema};
 
 use crate::domain::{Image, MessageMode};
 
-/// `POST /api/conversations`.
-#[derive(Debug, Clone, Default, Deserialize, Serialize)]
+/// `POST /api/conversations`. `text` may be empty only when `images` are given.
+#[derive(Debug, Clone, Default, Deserialize, Serialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct NewConversation {
+    /// The first message; it starts the first turn. Not blank (unless images are given).
+    #[schema(pattern = "\\S")]
     pub text: String,
+    /// A configured agent; default: the configured `default_agent`.
     #[serde(default)]
     pub agent: Option<String>,
+    /// A configured model; default: the agent's model.
     #[serde(default)]
     pub model: Option<String>,
+    /// An absolute path to an existing directory; default: the service's working directory.
     #[serde(default)]
+    #[schema(pattern = "^/")]
     pub cwd: Option<String>,
     #[serde(default)]
+    #[schema(value_type = Vec<ImageInput>)]
     pub images: Vec<Image>,
 }
 
-/// `POST /api/conversations/{id}/messages`.
-#[derive(Debug, Clone, Default, Deserialize, Serialize)]
+/// `POST /api/conversations/{id}/messages`. `text` may be empty only when `images` are given.
+#[derive(Debug, Clone, Default, Deserialize, Serialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct NewMessage {
+    /// The message. Not blank (unless images are given).
+    #[schema(pattern = "\\S")]
     pub text: String,
+    /// What to do when a turn is running: join it (`steer`), wait for it (`queue`) or cut it
+    /// short (`interrupt`).
     #[serde(default)]
+    #[schema(default = "steer")]
     pub mode: MessageMode,
+    /// The session to send to; default: the root session.
     #[serde(default)]
     pub session_id: Option<String>,
+    /// Images, inline as base64 `data` or by `url`.
     #[serde(default)]
+    #[schema(value_type = Vec<ImageInput>)]
     pub images: Vec<Image>,
 }
 
-/// `PATCH /api/conversations/{id}`.
-#[derive(Debug, Clone, Default, Deserialize)]
+/// `PATCH /api/conversations/{id}`: only the given fields change.
+#[derive(Debug, Clone, Default, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ConversationPatch {
+    /// A new title (at most 200 characters, at least one visible); sets `title_custom`. Line
+    /// breaks and other control characters become spaces, and the ends are trimmed.
     #[serde(default)]
+    #[schema(pattern = "[^\\s\\x00-\\x1F\\x7F-\\x9F]", max_length = 200)]
     pub title: Option<String>,
     #[serde(default)]
     pub archived: Option<bool>,
+    /// Switches the conversation to another configured model.
     #[serde(default)]
     pub model: Option<String>,
+    /// Repoints a moved conversation to an existing absolute directory.
     #[serde(default)]
+    #[schema(pattern = "^/")]
     pub cwd: Option<String>,
 }
 
 /// `PATCH /api/conversations/{id}/pending/{message_id}`.
-#[derive(Debug, Clone, Default, Deserialize)]
+#[derive(Debug, Clone, Default, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct PendingPatch {
+    /// The new text of the waiting message (not blank).
     #[serde(default)]
+    #[schema(pattern = "\\S")]
     pub text: Option<String>,
+    /// `steer` moves a queued message into the running turn; `interrupt` cuts in.
     #[serde(default)]
     pub mode: Option<MessageMode>,
+}
+
+/// `POST /api/conversations/{id}/interrupt`; an empty body means the root session.
+#[derive(Debug, Default, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct InterruptRequest {
+    /// The session whose turn to interrupt; default: the root session.
+    pub session_id: Option<String>,
+}
+
+/// `POST /api/conversations/{id}/rewind`.
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RewindRequest {
+    /// A `user_message` item of the root session: the copy stops just before it.
+    #[schema(pattern = "^[A-Za-z0-9_-]{1,100}$")]
+    pub message_id: String,
+}
+
+/// `{}`: the operation takes no parameters (the body of `fork` and `compact`, which may also
+/// be absent).
+#[derive(Debug, Default, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct EmptyRequest {}
+
+/// An image sent with a message: its `media_type` and exactly one of `data` (base64) or
+/// `url`. The service reads images as [`Image`], where both are optional in form (that is how
+/// they are stored), and refuses any other combination while validating the message; this
+/// schema states that rule, which a derived schema of `Image` cannot.
+pub struct ImageInput;
+
+impl utoipa::PartialSchema for ImageInput {
+    fn schema() -> RefOr<Schema> {
+        let media_type = || {
+            ObjectBuilder::new()
+                .schema_type(Type::String)
+                .pattern(Some("^image/"))
+                .description(Some("An image type, such as `image/png`."))
+        };
+        let data = ObjectBuilder::new()
+            .schema_type(Type::String)
+            .content_encoding("base64")
+            // Canonical base64 only: the unused bits of the last character are zero.
+            .pattern(Some(
+                "^(?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/][AQgw]==|[A-Za-z0-9+/]{2}[AEIMQUYcgkosw048]=)?$",
+            ))
+            .description(Some(
+                "The image's bytes, base64 (standard alphabet, padded, canonical).",
+            ));
+        let url = ObjectBuilder::new()
+            .schema_type(Type::String)
+            .description(Some("Where the model fetches the image."));
+        let with = |field: &str, property: ObjectBuilder| {
+            ObjectBuilder::new()
+                .property("media_type", media_type())
+                .property(field, property)
+                .required("media_type")
+                .required(field)
+                .additional_properties(Some(AdditionalProperties::FreeForm(false)))
+        };
+        OneOfBuilder::new()
+            .item(with("data", data))
+            .item(with("url", url))
+            .description(Some(
+                "An image: `media_type` and exactly one of `data` (base64) or `url`.",
+            ))
+            .into()
+    }
+}
+
+impl ToSchema for ImageInput {}
+
+/// The query of `GET /api/conversations`. An unknown parameter is refused, so that a
+/// misspelled one (`limt=5`) gets a 400 instead of being silently ignored; `access_token` is
+/// the one exception.
+#[derive(Debug, Deserialize, IntoParams)]
+#[serde(deny_unknown_fields)]
+#[into_params(parameter_in = Query)]
+pub struct ListConversationsQuery {
+    /// Which conversations: active (`false`), archived (`true`) or `all`.
+    // Read as text and parsed with `ArchivedFilter::parse`, so that a wrong value is refused
+    // with a sentence naming the three choices.
+    #[param(inline, value_type = Option<ArchivedFilter>, default = "false")]
+    pub archived: Option<String>,
+    /// Searches titles and message text: conversations holding every word (at most 32
+    /// different words; no NUL character).
+    #[param(pattern = "^[^\\x00]*$")]
+    pub q: Option<String>,
+    #[param(default = 50, minimum = 1, maximum = 500)]
+    pub limit: Option<u32>,
+    /// The `next_cursor` of the previous page (empty: the first page).
+    #[param(pattern = "^(-?[0-9]{1,18}[.].*)?$")]
+    pub cursor: Option<String>,
+    /// Checked by the security middleware (a browser's EventSource cannot send headers, so
+    /// the UI passes the token in the query); accepted here only so that it is not an unknown
+    /// parameter.
+    #[serde(rename = "access_token")]
+    #[param(ignore)]
+    _access_token: Option<IgnoredAny>,
+}
+
+/// The `archived` parameter of `GET /api/conversations`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ToSchema)]
+pub enum ArchivedFilter {
+    #[serde(rename = "false")]
+    Active,
+    #[serde(rename = "true")]
+    Archived,
+    #[serde(rename = "all")]
+    All,
+}
+
+impl ArchivedFilter {
+    /// The filter a parameter value names; absent means `false` (the active conversations).
+    pub fn parse(value: Option<&str>) -> Result<ArchivedFilter, String> {
+        match value {
+            None | Some("false") => Ok(ArchivedFilter::Active),
+            Some("true") => Ok(ArchivedFilter::Archived),
+            Some("all") => Ok(ArchivedFilter::All),
+            Some(other) => Err(format!(
+                "archived must be false, true or all, not `{other}`"
+            )),
+        }
+    }
+}
+
+/// The query of `GET /api/conversations/{id}/items`: unknown parameters are refused as in
+/// [`ListConversationsQuery`], except `access_token`.
+#[derive(Debug, Deserialize, IntoParams)]
+#[serde(deny_unknown_fields)]
+#[into_params(parameter_in = Query)]
+pub struct ItemsQuery {
+    /// The session whose history to read; default: the root session.
+    pub session: Option<String>,
+    /// Only items with a larger `seq` (the `next_after_seq` of the previous page).
+    // Signed as the document says (an int64): larger numbers are refused, not accepted.
+    #[param(default = 0, minimum = 0, maximum = 9223372036854775807_i64)]
+    pub after_seq: Option<i64>,
+    // Read wider than the document's int32, so that any too large number gets the range
+    // message rather than the parser's.
+    #[param(value_type = Option<u32>, default = 200, minimum = 1, maximum = 2000)]
+    pub limit: Option<usize>,
+    /// Checked by the security middleware, ignored here.
+    #[serde(rename = "access_token")]
+    #[param(ignore)]
+    _access_token: Option<IgnoredAny>,
+}
+
+/// The query of `GET /api/conversations/{id}/usage`.
+#[derive(Debug, Deserialize, IntoParams)]
+#[serde(deny_unknown_fields)]
+#[into_params(parameter_in = Query)]
+pub struct UsageQuery {
+    /// The session whose context to measure; default: the root session.
+    pub session: Option<String>,
+    /// Checked by the security middleware, ignored here.
+    #[serde(rename = "access_token")]
+    #[param(ignore)]
+    _access_token: Option<IgnoredAny>,
 }

@@ -1,29 +1,192 @@
-//! The response bodies of the API that are not domain objects themselves.
+//! What the service answers: the response bodies that are not domain objects themselves. The
+//! handlers return these types and the OpenAPI document shows them.
 
 use serde::Serialize;
+use utoipa::ToSchema;
 
+use crate::config::Protocol;
 use crate::domain::{Conversation, Item, Message, Session, Usage};
 
-/// `GET /api/conversations/{id}`: the conversation with its sessions, waiting messages and usage.
-#[derive(Debug, Clone, Serialize)]
+/// A page of conversations, newest `updated_at` first.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct ConversationList {
+    pub conversations: Vec<Conversation>,
+    /// Pass as `cursor=` for the next page; `null` on the last page.
+    pub next_cursor: Option<String>,
+}
+
+/// `POST /api/conversations`: the stored conversation and its first message, whose turn runs.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct ConversationCreated {
+    pub conversation: Conversation,
+    /// The first message (`status: started`).
+    pub message: Message,
+    /// The first turn, already running.
+    pub turn_id: String,
+}
+
+/// A conversation with its sessions, waiting messages and context usage.
+#[derive(Debug, Clone, Serialize, ToSchema)]
 pub struct ConversationView {
     #[serde(flatten)]
     pub conversation: Conversation,
+    /// The root session first, then sub-agents.
     pub sessions: Vec<Session>,
+    /// Waiting messages: the user's first, then sub-agent reports.
     pub pending: Vec<Message>,
     pub usage: Usage,
 }
 
+/// A page of one session's stored history, compacted items included, in `seq` order.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct ItemsPage {
+    pub items: Vec<Item>,
+    /// Pass as `after_seq=` for the next page; `null` on the last page.
+    pub next_after_seq: Option<u64>,
+}
+
+/// The agents of a conversation.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct SessionList {
+    /// The root session first, then sub-agents.
+    pub sessions: Vec<Session>,
+}
+
+/// `POST /api/conversations/{id}/messages`: the message as accepted.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct MessageAccepted {
+    /// `status` is `started` when the agent was idle (a new turn began), else `waiting`.
+    pub message: Message,
+}
+
+/// The waiting messages of a conversation.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct PendingList {
+    /// The user's messages first, then sub-agent reports.
+    pub pending: Vec<Message>,
+}
+
+/// Whether an interrupt stopped a turn.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct Interrupted {
+    /// `false` when nothing was running.
+    pub interrupted: bool,
+}
+
+/// `POST /api/conversations/{id}/fork`.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct ForkedConversation {
+    /// The new conversation.
+    pub conversation: Conversation,
+}
+
+/// `POST /api/conversations/{id}/rewind`.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct RewoundConversation {
+    /// The new conversation, copied up to just before the message; `null` when the message
+    /// is the first one (nothing is stored then).
+    #[schema(required = true)]
+    pub conversation: Option<Conversation>,
+    /// The text of that message, for the input box.
+    pub text: String,
+}
+
 /// `POST /api/conversations/{id}/compact`: the stored summary and the usage it leaves.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, ToSchema)]
 pub struct CompactOutcome {
+    /// The `summary` item now standing for the older history.
     pub summary: Item,
     pub usage: Usage,
 }
 
-/// `GET /api/conversations/{id}/items`: a page of a session's history.
-#[derive(Debug, Serialize)]
-pub struct ItemsPage {
-    pub items: Vec<Item>,
-    pub next_after_seq: Option<u64>,
+/// `GET /api/health`: the service's own figures.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct Health {
+    /// `unavailable` (with 503) when the instance cannot serve: in cluster mode, PostgreSQL
+    /// does not answer.
+    pub status: HealthStatus,
+    pub version: String,
+    /// Conversations loaded in memory now (the others are only on disk).
+    pub live_conversations: u64,
+    /// The most conversations held in memory at once (`server.max_live_conversations`).
+    pub max_live_conversations: u64,
+    /// Answers given since the start (this one not included).
+    pub answers: AnswerCounts,
+    /// Background index jobs not finished yet (a fork's search rows being copied, finished
+    /// messages' search rows).
+    pub index_jobs_pending: u64,
+    /// Cluster mode only: this instance.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cluster: Option<ClusterHealth>,
+    /// Why the status is `unavailable`; absent when it is `ok`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(nullable = false)]
+    pub reason: Option<String>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum HealthStatus {
+    Ok,
+    Unavailable,
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+pub struct ClusterHealth {
+    /// A fresh id every start.
+    pub instance_id: String,
+    /// Where the other instances reach this one (`host:port`): `--advertise-addr`, else the
+    /// address it listens on.
+    pub addr: String,
+    /// Conversations whose lease this instance holds.
+    pub conversations_owned: u64,
+    /// `unreachable` makes the health `unavailable`, with 503.
+    pub postgres: PostgresStatus,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum PostgresStatus {
+    Ok,
+    Unreachable,
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+pub struct AnswerCounts {
+    pub total: u64,
+    /// Of them, server errors (5xx).
+    pub server_errors: u64,
+}
+
+/// `GET /api/agents`.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct AgentList {
+    /// The agent new conversations use by default.
+    pub default: String,
+    pub agents: Vec<AgentInfo>,
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+pub struct AgentInfo {
+    pub name: String,
+    pub description: String,
+    pub model: String,
+    /// The model that writes compaction summaries.
+    pub compact_model: String,
+}
+
+/// `GET /api/models`.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct ModelList {
+    pub models: Vec<ModelInfo>,
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+pub struct ModelInfo {
+    /// The model's key in the configuration.
+    pub id: String,
+    pub provider: String,
+    pub protocol: Option<Protocol>,
+    pub context_window: u64,
+    pub max_output_tokens: u64,
 }

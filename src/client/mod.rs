@@ -1,4 +1,4 @@
-//! The terminal client (`openvaala chat`, SPEC §10.3): a plain client of the public API, like
+//! The terminal client (`openvaala chat`): a plain client of the public API, like
 //! the web UI. `api.rs` speaks HTTP and SSE; `render.rs` turns events into terminal text;
 //! `chat.rs` is the read–send–follow loop and its slash commands; `send.rs` is `openvaala
 //! send`, one message from a script or an editor.

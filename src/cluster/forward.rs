@@ -12,6 +12,8 @@ use axum::http::{HeaderMap, HeaderName, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use futures::TryStreamExt;
 
+use crate::api::errors::{ErrorBody, ErrorCode};
+
 /// Marks a request one instance sent another (its value: the sender's instance id).
 pub const FORWARDED: HeaderName = HeaderName::from_static("x-openvaala-forwarded");
 
@@ -122,11 +124,10 @@ fn is_hop_by_hop(name: &str) -> bool {
 
 /// 503 in the API's error shape, with a retry hint.
 pub fn unavailable(message: &str) -> Response {
-    let body = serde_json::json!({ "error": { "code": "unavailable", "message": message } });
     (
         StatusCode::SERVICE_UNAVAILABLE,
         [(header::RETRY_AFTER, "2")],
-        axum::Json(body),
+        axum::Json(ErrorBody::new(ErrorCode::Unavailable, message)),
     )
         .into_response()
 }

@@ -18,6 +18,9 @@ pub struct RetryConfig {
     pub max_delay_ms: u64,
     /// A provider stream silent this long counts as a transient error.
     pub chunk_timeout_ms: u64,
+    /// The longest a provider's `Retry-After` is waited for; a longer one fails the turn with
+    /// the provider's message rather than sending the request before the provider asked.
+    pub max_retry_after_ms: u64,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -60,6 +63,7 @@ impl Default for RetryConfig {
             initial_delay_ms: 1_000,
             max_delay_ms: 30_000,
             chunk_timeout_ms: 120_000,
+            max_retry_after_ms: 300_000,
         }
     }
 }
@@ -106,6 +110,7 @@ pub(super) struct RawRetry {
     initial_delay_ms: Option<u64>,
     max_delay_ms: Option<u64>,
     chunk_timeout_ms: Option<u64>,
+    max_retry_after_ms: Option<u64>,
 }
 
 #[derive(Deserialize, Default)]
@@ -136,6 +141,9 @@ impl Validator<'_> {
             initial_delay_ms: raw.initial_delay_ms.unwrap_or(defaults.initial_delay_ms),
             max_delay_ms: raw.max_delay_ms.unwrap_or(defaults.max_delay_ms),
             chunk_timeout_ms: raw.chunk_timeout_ms.unwrap_or(defaults.chunk_timeout_ms),
+            max_retry_after_ms: raw
+                .max_retry_after_ms
+                .unwrap_or(defaults.max_retry_after_ms),
         };
         if retry.max_attempts == 0 {
             return Err(self.invalid("retry.max_attempts", "must be at least 1"));
@@ -244,6 +252,7 @@ max_output_bytes = 100
             initial_delay_ms: 0,
             max_delay_ms: 5,
             chunk_timeout_ms: 200,
+            max_retry_after_ms: 300_000,
         };
         assert_eq!(config.retry, retry);
         assert_eq!(config.turn.max_steps, 7);

@@ -4,29 +4,23 @@ use axum::body::Bytes;
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
-use serde::Deserialize;
-use serde::de::{DeserializeOwned, IgnoredAny};
-use serde_json::{Value, json};
+use serde::de::DeserializeOwned;
+use serde_json::Value;
 
-use super::extract::{IdempotencyKey, Json, Query};
+use super::extract::{IdempotencyHeader, IdempotencyKey, Json, Query};
 use super::{ApiError, AppState};
-use crate::index::{ArchivedFilter, ListQuery};
-use crate::runtime::{Answer, ConversationPatch, NewConversation, NewMessage, PendingPatch};
-
-/// The query of `list`. An unknown parameter is refused, so that a misspelled one (`limt=5`)
-/// gets a 400 instead of being silently ignored; `access_token` is the one exception.
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct ListParams {
-    archived: Option<String>,
-    q: Option<String>,
-    limit: Option<u32>,
-    cursor: Option<String>,
-    /// Checked by `security::guard` (a browser's EventSource cannot send headers, so the UI
-    /// passes the token in the query); accepted here only so that it is not an unknown field.
-    #[serde(rename = "access_token")]
-    _access_token: Option<IgnoredAny>,
-}
+use crate::api::errors::ErrorBody;
+use crate::api::requests::{
+    ArchivedFilter, ConversationPatch, EmptyRequest, InterruptRequest, ItemsQuery,
+    ListConversationsQuery, NewConversation, NewMessage, PendingPatch, RewindRequest, UsageQuery,
+};
+use crate::api::responses::{
+    CompactOutcome, ConversationCreated, ConversationList, ConversationView, ForkedConversation,
+    Interrupted, ItemsPage, MessageAccepted, PendingList, RewoundConversation, SessionList,
+};
+use crate::domain::{Conversation, Message, Usage};
+use crate::index::{self, ListQuery};
+use crate::runtime::Answer;
 
 #[utoipa::path(
     get,
@@ -35,25 +29,21 @@ pub struct ListParams {
     tag = "conversations",
     summary = "List conversations",
     description = "Newest `updated_at` first; `q` searches titles and message text.",
-    params(crate::openapi::ListConversationsQuery),
+    params(ListConversationsQuery),
     responses(
-        (status = 200, description = "A page of conversations", body = crate::openapi::ConversationList),
-        (status = 400, description = "`invalid_request`: a bad `archived`, `limit` or `cursor`, a `q` with a NUL or more than 32 different words, or an unknown parameter", body = crate::openapi::ErrorBody),
+        (status = 200, description = "A page of conversations", body = ConversationList),
+        (status = 400, description = "`invalid_request`: a bad `archived`, `limit` or `cursor`, a `q` with a NUL or more than 32 different words, or an unknown parameter", body = ErrorBody),
     ),
 )]
 pub async fn list(
     State(state): State<AppState>,
-    Query(params): Query<ListParams>,
-) -> Result<Response, ApiError> {
-    let archived = match params.archived.as_deref() {
-        None | Some("false") => ArchivedFilter::Active,
-        Some("true") => ArchivedFilter::Archived,
-        Some("all") => ArchivedFilter::All,
-        Some(other) => {
-            return Err(ApiError::Invalid(format!(
-                "archived must be false, true or all, not `{other}`"
-            )));
-        }
+    Query(params): Query<ListConversationsQuery>,
+) -> Result<axum::Json<ConversationList>, ApiError> {
+    let archived = match ArchivedFilter::parse(params.archived.as_deref()) {
+        Ok(ArchivedFilter::Active) => index::ArchivedFilter::Active,
+        Ok(ArchivedFilter::Archived) => index::ArchivedFilter::Archived,
+        Ok(ArchivedFilter::All) => index::ArchivedFilter::All,
+        Err(message) => return Err(ApiError::Invalid(message)),
     };
     let limit = params.limit.unwrap_or(50);
     if !(1..=500).contains(&limit) {
@@ -69,10 +59,10 @@ pub async fn list(
         cursor: params.cursor.filter(|cursor| !cursor.is_empty()),
     };
     let page = state.runtime.list(&query).await?;
-    Ok(
-        axum::Json(json!({ "conversations": page.conversations, "next_cursor": page.next_cursor }))
-            .into_response(),
-    )
+    Ok(axum::Json(ConversationList {
+        conversations: page.conversations,
+        next_cursor: page.next_cursor,
+    }))
 }
 
 #[utoipa::path(
@@ -82,14 +72,14 @@ pub async fn list(
     tag = "conversations",
     summary = "Start a conversation",
     description = "Stores the conversation with its first message and starts the first turn. Nothing is stored when it fails.",
-    params(crate::openapi::IdempotencyHeader),
-    request_body = crate::openapi::NewConversationRequest,
+    params(IdempotencyHeader),
+    request_body = NewConversation,
     responses(
-        (status = 201, description = "Stored; the first turn is running", body = crate::openapi::ConversationCreated),
-        (status = 400, description = "`invalid_request`: bad JSON, an unknown field, empty text, a bad image or a relative `cwd` (nothing stored)", body = crate::openapi::ErrorBody),
-        (status = 413, description = "`too_large`: the body is over 16 MiB", body = crate::openapi::ErrorBody),
-        (status = 422, description = "`cwd_missing`, `model_unavailable` or `agent_unavailable`; `idempotency_key_reused`: the `Idempotency-Key` came before with another body (nothing stored)", body = crate::openapi::ErrorBody),
-        (status = 503, description = "`unavailable` (with `Retry-After`): too many conversations are busy, the service is out of files, the outcome is unknown (retry with the same `Idempotency-Key`), or the service is stopping", body = crate::openapi::ErrorBody),
+        (status = 201, description = "Stored; the first turn is running", body = ConversationCreated),
+        (status = 400, description = "`invalid_request`: bad JSON, an unknown field, empty text, a bad image or a relative `cwd` (nothing stored)", body = ErrorBody),
+        (status = 413, description = "`too_large`: the body is over 16 MiB", body = ErrorBody),
+        (status = 422, description = "`cwd_missing`, `model_unavailable` or `agent_unavailable`; `idempotency_key_reused`: the `Idempotency-Key` came before with another body (nothing stored)", body = ErrorBody),
+        (status = 503, description = "`unavailable` (with `Retry-After`): too many conversations are busy, the service is out of files, the outcome is unknown (retry with the same `Idempotency-Key`), or the service is stopping", body = ErrorBody),
     ),
 )]
 pub async fn create(
@@ -110,16 +100,16 @@ pub async fn create(
     summary = "Open a conversation",
     params(("id" = String, Path, description = "Conversation id")),
     responses(
-        (status = 200, description = "The conversation with its sessions, waiting messages and usage", body = crate::openapi::ConversationDetail),
-        (status = 404, description = "`not_found`: no such conversation", body = crate::openapi::ErrorBody),
-        (status = 422, description = "`cwd_missing`, `agent_unavailable` or `source_missing`: the conversation cannot open", body = crate::openapi::ErrorBody),
+        (status = 200, description = "The conversation with its sessions, waiting messages and usage", body = ConversationView),
+        (status = 404, description = "`not_found`: no such conversation", body = ErrorBody),
+        (status = 422, description = "`cwd_missing`, `agent_unavailable` or `source_missing`: the conversation cannot open", body = ErrorBody),
     ),
 )]
 pub async fn get(
     State(state): State<AppState>,
     Path(id): Path<String>,
-) -> Result<Response, ApiError> {
-    Ok(axum::Json(state.runtime.conversation(&id).await?).into_response())
+) -> Result<axum::Json<ConversationView>, ApiError> {
+    Ok(axum::Json(state.runtime.conversation(&id).await?))
 }
 
 #[utoipa::path(
@@ -130,20 +120,20 @@ pub async fn get(
     summary = "Rename, archive, switch model or repoint cwd",
     description = "`title` sets `title_custom`; `model` switches the model; `cwd` repoints a moved conversation.",
     params(("id" = String, Path, description = "Conversation id")),
-    request_body = crate::openapi::ConversationPatchRequest,
+    request_body = ConversationPatch,
     responses(
-        (status = 200, description = "The changed conversation", body = crate::domain::Conversation),
-        (status = 400, description = "`invalid_request`: bad JSON, an unknown field, an empty or too long title, a relative `cwd`", body = crate::openapi::ErrorBody),
-        (status = 404, description = "`not_found`: no such conversation", body = crate::openapi::ErrorBody),
-        (status = 422, description = "`cwd_missing` or `model_unavailable`", body = crate::openapi::ErrorBody),
+        (status = 200, description = "The changed conversation", body = Conversation),
+        (status = 400, description = "`invalid_request`: bad JSON, an unknown field, an empty or too long title, a relative `cwd`", body = ErrorBody),
+        (status = 404, description = "`not_found`: no such conversation", body = ErrorBody),
+        (status = 422, description = "`cwd_missing` or `model_unavailable`", body = ErrorBody),
     ),
 )]
 pub async fn update(
     State(state): State<AppState>,
     Path(id): Path<String>,
     Json(patch): Json<ConversationPatch>,
-) -> Result<Response, ApiError> {
-    Ok(axum::Json(state.runtime.update(&id, patch).await?).into_response())
+) -> Result<axum::Json<Conversation>, ApiError> {
+    Ok(axum::Json(state.runtime.update(&id, patch).await?))
 }
 
 #[utoipa::path(
@@ -156,8 +146,8 @@ pub async fn update(
     params(("id" = String, Path, description = "Conversation id")),
     responses(
         (status = 204, description = "Deleted"),
-        (status = 404, description = "`not_found`: no such conversation", body = crate::openapi::ErrorBody),
-        (status = 409, description = "`turn_running`: wait for the turn to end or interrupt it", body = crate::openapi::ErrorBody),
+        (status = 404, description = "`not_found`: no such conversation", body = ErrorBody),
+        (status = 409, description = "`turn_running`: wait for the turn to end or interrupt it", body = ErrorBody),
     ),
 )]
 pub async fn delete(
@@ -168,20 +158,6 @@ pub async fn delete(
     Ok(StatusCode::NO_CONTENT)
 }
 
-/// The query of `items`: unknown parameters are refused as in [`ListParams`], except
-/// `access_token`.
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct ItemsParams {
-    session: Option<String>,
-    /// Signed like the document says (an int64): larger numbers are refused, not accepted.
-    after_seq: Option<i64>,
-    limit: Option<usize>,
-    /// Checked by `security::guard`, ignored here.
-    #[serde(rename = "access_token")]
-    _access_token: Option<IgnoredAny>,
-}
-
 #[utoipa::path(
     get,
     path = "/api/conversations/{id}/items",
@@ -189,18 +165,18 @@ pub struct ItemsParams {
     tag = "conversations",
     summary = "Read a session's history",
     description = "The full stored history of one session, compacted items included, in `seq` order.",
-    params(("id" = String, Path, description = "Conversation id"), crate::openapi::ItemsQuery),
+    params(("id" = String, Path, description = "Conversation id"), ItemsQuery),
     responses(
-        (status = 200, description = "A page of items", body = crate::openapi::ItemsPage),
-        (status = 400, description = "`invalid_request`: a bad `limit` or `after_seq`, or an unknown parameter", body = crate::openapi::ErrorBody),
-        (status = 404, description = "`not_found`: no such conversation or session", body = crate::openapi::ErrorBody),
+        (status = 200, description = "A page of items", body = ItemsPage),
+        (status = 400, description = "`invalid_request`: a bad `limit` or `after_seq`, or an unknown parameter", body = ErrorBody),
+        (status = 404, description = "`not_found`: no such conversation or session", body = ErrorBody),
     ),
 )]
 pub async fn items(
     State(state): State<AppState>,
     Path(id): Path<String>,
-    Query(params): Query<ItemsParams>,
-) -> Result<Response, ApiError> {
+    Query(params): Query<ItemsQuery>,
+) -> Result<axum::Json<ItemsPage>, ApiError> {
     let limit = params.limit.unwrap_or(200);
     if !(1..=2000).contains(&limit) {
         return Err(ApiError::Invalid(format!(
@@ -213,7 +189,7 @@ pub async fn items(
         .runtime
         .items(&id, params.session.as_deref(), after_seq, limit)
         .await?;
-    Ok(axum::Json(page).into_response())
+    Ok(axum::Json(page))
 }
 
 #[utoipa::path(
@@ -224,16 +200,16 @@ pub async fn items(
     summary = "List the agents of a conversation",
     params(("id" = String, Path, description = "Conversation id")),
     responses(
-        (status = 200, description = "The root session first, then sub-agents", body = crate::openapi::SessionList),
-        (status = 404, description = "`not_found`: no such conversation", body = crate::openapi::ErrorBody),
+        (status = 200, description = "The root session first, then sub-agents", body = SessionList),
+        (status = 404, description = "`not_found`: no such conversation", body = ErrorBody),
     ),
 )]
 pub async fn sessions(
     State(state): State<AppState>,
     Path(id): Path<String>,
-) -> Result<Response, ApiError> {
+) -> Result<axum::Json<SessionList>, ApiError> {
     let sessions = state.runtime.sessions(&id).await?;
-    Ok(axum::Json(json!({ "sessions": sessions })).into_response())
+    Ok(axum::Json(SessionList { sessions }))
 }
 
 #[utoipa::path(
@@ -242,15 +218,15 @@ pub async fn sessions(
     tag = "messages",
     summary = "Send a message",
     description = "Starts a turn when the agent is idle; during a turn the message steers it (default), waits for it (`queue`) or interrupts it.",
-    params(("id" = String, Path, description = "Conversation id"), crate::openapi::IdempotencyHeader),
-    request_body = crate::openapi::NewMessageRequest,
+    params(("id" = String, Path, description = "Conversation id"), IdempotencyHeader),
+    request_body = NewMessage,
     responses(
-        (status = 202, description = "Accepted: `status` is `started` when a new turn began, else `waiting`", body = crate::openapi::MessageAccepted),
-        (status = 400, description = "`invalid_request`: bad JSON, an unknown field or mode, empty text, a bad image", body = crate::openapi::ErrorBody),
-        (status = 404, description = "`not_found`: no such conversation or session", body = crate::openapi::ErrorBody),
-        (status = 413, description = "`too_large`: the body is over 16 MiB", body = crate::openapi::ErrorBody),
-        (status = 422, description = "`cwd_missing`, `model_unavailable`, `agent_unavailable` or `source_missing`; `idempotency_key_reused`: the `Idempotency-Key` came before with another body (nothing stored)", body = crate::openapi::ErrorBody),
-        (status = 503, description = "`unavailable` (with `Retry-After`): too many conversations are busy, the service is out of files, the outcome is unknown (retry with the same `Idempotency-Key`), or the service is stopping", body = crate::openapi::ErrorBody),
+        (status = 202, description = "Accepted: `status` is `started` when a new turn began, else `waiting`", body = MessageAccepted),
+        (status = 400, description = "`invalid_request`: bad JSON, an unknown field or mode, empty text, a bad image", body = ErrorBody),
+        (status = 404, description = "`not_found`: no such conversation or session", body = ErrorBody),
+        (status = 413, description = "`too_large`: the body is over 16 MiB", body = ErrorBody),
+        (status = 422, description = "`cwd_missing`, `model_unavailable`, `agent_unavailable` or `source_missing`; `idempotency_key_reused`: the `Idempotency-Key` came before with another body (nothing stored)", body = ErrorBody),
+        (status = 503, description = "`unavailable` (with `Retry-After`): too many conversations are busy, the service is out of files, the outcome is unknown (retry with the same `Idempotency-Key`), or the service is stopping", body = ErrorBody),
     ),
 )]
 pub async fn send_message(
@@ -270,16 +246,16 @@ pub async fn send_message(
     summary = "List waiting messages",
     params(("id" = String, Path, description = "Conversation id")),
     responses(
-        (status = 200, description = "The user's messages first, then sub-agent reports", body = crate::openapi::PendingList),
-        (status = 404, description = "`not_found`: no such conversation", body = crate::openapi::ErrorBody),
+        (status = 200, description = "The user's messages first, then sub-agent reports", body = PendingList),
+        (status = 404, description = "`not_found`: no such conversation", body = ErrorBody),
     ),
 )]
 pub async fn pending(
     State(state): State<AppState>,
     Path(id): Path<String>,
-) -> Result<Response, ApiError> {
+) -> Result<axum::Json<PendingList>, ApiError> {
     let pending = state.runtime.pending(&id).await?;
-    Ok(axum::Json(json!({ "pending": pending })).into_response())
+    Ok(axum::Json(PendingList { pending }))
 }
 
 #[utoipa::path(
@@ -293,24 +269,24 @@ pub async fn pending(
         ("id" = String, Path, description = "Conversation id"),
         ("message_id" = String, Path, description = "A waiting message's id"),
     ),
-    request_body = crate::openapi::PendingPatchRequest,
+    request_body = PendingPatch,
     responses(
-        (status = 200, description = "The changed message", body = crate::domain::Message),
-        (status = 400, description = "`invalid_request`: bad JSON, an unknown field or mode, or empty text", body = crate::openapi::ErrorBody),
-        (status = 404, description = "`not_found`: no such conversation or waiting message", body = crate::openapi::ErrorBody),
-        (status = 409, description = "`not_waiting`: the agent has already taken the message", body = crate::openapi::ErrorBody),
+        (status = 200, description = "The changed message", body = Message),
+        (status = 400, description = "`invalid_request`: bad JSON, an unknown field or mode, or empty text", body = ErrorBody),
+        (status = 404, description = "`not_found`: no such conversation or waiting message", body = ErrorBody),
+        (status = 409, description = "`not_waiting`: the agent has already taken the message", body = ErrorBody),
     ),
 )]
 pub async fn update_pending(
     State(state): State<AppState>,
     Path((id, message_id)): Path<(String, String)>,
     Json(patch): Json<PendingPatch>,
-) -> Result<Response, ApiError> {
+) -> Result<axum::Json<Message>, ApiError> {
     let message = state
         .runtime
         .update_pending(&id, &message_id, patch)
         .await?;
-    Ok(axum::Json(message).into_response())
+    Ok(axum::Json(message))
 }
 
 #[utoipa::path(
@@ -325,23 +301,17 @@ pub async fn update_pending(
         ("message_id" = String, Path, description = "A waiting message's id"),
     ),
     responses(
-        (status = 200, description = "The withdrawn message", body = crate::domain::Message),
-        (status = 404, description = "`not_found`: no such conversation or waiting message", body = crate::openapi::ErrorBody),
-        (status = 409, description = "`not_waiting`: the agent has already taken the message", body = crate::openapi::ErrorBody),
+        (status = 200, description = "The withdrawn message", body = Message),
+        (status = 404, description = "`not_found`: no such conversation or waiting message", body = ErrorBody),
+        (status = 409, description = "`not_waiting`: the agent has already taken the message", body = ErrorBody),
     ),
 )]
 pub async fn withdraw_pending(
     State(state): State<AppState>,
     Path((id, message_id)): Path<(String, String)>,
-) -> Result<Response, ApiError> {
+) -> Result<axum::Json<Message>, ApiError> {
     let message = state.runtime.withdraw_pending(&id, &message_id).await?;
-    Ok(axum::Json(message).into_response())
-}
-
-#[derive(Debug, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct InterruptRequest {
-    session_id: Option<String>,
+    Ok(axum::Json(message))
 }
 
 #[utoipa::path(
@@ -357,19 +327,19 @@ pub struct InterruptRequest {
         description = "Optional: no body means the root session",
     ),
     responses(
-        (status = 200, description = "`interrupted` is `false` when nothing was running", body = crate::openapi::Interrupted),
-        (status = 400, description = "`invalid_request`: bad JSON or an unknown field", body = crate::openapi::ErrorBody),
-        (status = 404, description = "`not_found`: no such conversation or session", body = crate::openapi::ErrorBody),
+        (status = 200, description = "`interrupted` is `false` when nothing was running", body = Interrupted),
+        (status = 400, description = "`invalid_request`: bad JSON or an unknown field", body = ErrorBody),
+        (status = 404, description = "`not_found`: no such conversation or session", body = ErrorBody),
     ),
 )]
 pub async fn interrupt(
     State(state): State<AppState>,
     Path(id): Path<String>,
     body: Bytes,
-) -> Result<Response, ApiError> {
+) -> Result<axum::Json<Interrupted>, ApiError> {
     let request: InterruptRequest = optional_json(&body)?;
     let interrupted = state.runtime.interrupt(&id, request.session_id).await?;
-    Ok(axum::Json(json!({ "interrupted": interrupted })).into_response())
+    Ok(axum::Json(Interrupted { interrupted }))
 }
 
 #[utoipa::path(
@@ -380,16 +350,16 @@ pub async fn interrupt(
     description = "Answers once the turn has ended.",
     params(("id" = String, Path, description = "Conversation id"), ("session_id" = String, Path, description = "Session id (the root or a sub-agent)")),
     responses(
-        (status = 200, description = "`interrupted` is `false` when nothing was running", body = crate::openapi::Interrupted),
-        (status = 404, description = "`not_found`: no such conversation or session", body = crate::openapi::ErrorBody),
+        (status = 200, description = "`interrupted` is `false` when nothing was running", body = Interrupted),
+        (status = 404, description = "`not_found`: no such conversation or session", body = ErrorBody),
     ),
 )]
 pub async fn interrupt_session(
     State(state): State<AppState>,
     Path((id, session_id)): Path<(String, String)>,
-) -> Result<Response, ApiError> {
+) -> Result<axum::Json<Interrupted>, ApiError> {
     let interrupted = state.runtime.interrupt(&id, Some(session_id)).await?;
-    Ok(axum::Json(json!({ "interrupted": interrupted })).into_response())
+    Ok(axum::Json(Interrupted { interrupted }))
 }
 
 #[utoipa::path(
@@ -399,35 +369,26 @@ pub async fn interrupt_session(
     tag = "history",
     summary = "Context usage",
     description = "How much of the model's context window a session (the root agent's by default) uses: the last reported count plus an estimate since, or an estimate of everything.",
-    params(("id" = String, Path, description = "Conversation id"), crate::openapi::UsageQuery),
+    params(("id" = String, Path, description = "Conversation id"), UsageQuery),
     responses(
-        (status = 200, description = "The usage", body = crate::domain::Usage),
-        (status = 400, description = "`invalid_request`: an unknown parameter", body = crate::openapi::ErrorBody),
-        (status = 404, description = "`not_found`: no such conversation or session", body = crate::openapi::ErrorBody),
-        (status = 422, description = "`cwd_missing` or `agent_unavailable`: the conversation cannot open", body = crate::openapi::ErrorBody),
+        (status = 200, description = "The usage", body = Usage),
+        (status = 400, description = "`invalid_request`: an unknown parameter", body = ErrorBody),
+        (status = 404, description = "`not_found`: no such conversation or session", body = ErrorBody),
+        (status = 422, description = "`cwd_missing` or `agent_unavailable`: the conversation cannot open", body = ErrorBody),
     ),
 )]
 pub async fn usage(
     State(state): State<AppState>,
     Path(id): Path<String>,
-    Query(params): Query<UsageParams>,
-) -> Result<Response, ApiError> {
+    Query(params): Query<UsageQuery>,
+) -> Result<axum::Json<Usage>, ApiError> {
     // Opening the conversation checks that it can open (its cwd and agent exist).
     state.runtime.conversation(&id).await?;
-    Ok(axum::Json(state.runtime.usage(&id, params.session).await?).into_response())
+    Ok(axum::Json(state.runtime.usage(&id, params.session).await?))
 }
 
-/// The query of `usage`: which session (the root by default).
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct UsageParams {
-    session: Option<String>,
-    /// Checked by `security::guard`, ignored here.
-    #[serde(rename = "access_token")]
-    _access_token: Option<IgnoredAny>,
-}
-
-/// An idempotent answer goes out exactly as it was first given.
+/// An idempotent answer goes out exactly as it was first given (the runtime keeps it as JSON,
+/// built from `ConversationCreated` or `MessageAccepted`, so that a replay needs no types).
 fn answer(answer: Answer) -> Response {
     let status = StatusCode::from_u16(answer.status).unwrap_or(StatusCode::OK);
     (status, axum::Json::<Value>(answer.body)).into_response()
@@ -459,11 +420,11 @@ fn optional_json<T: DeserializeOwned + Default>(body: &Bytes) -> Result<T, ApiEr
         description = "Optional: `{}` or no body",
     ),
     responses(
-        (status = 201, description = "The new conversation", body = crate::openapi::ForkedConversation),
-        (status = 400, description = "`invalid_request`: bad JSON", body = crate::openapi::ErrorBody),
-        (status = 404, description = "`not_found`: no such conversation", body = crate::openapi::ErrorBody),
-        (status = 409, description = "`turn_running`: the first turn is still running, nothing is finished to copy", body = crate::openapi::ErrorBody),
-        (status = 422, description = "`cwd_missing` or `source_missing`: the conversation cannot open", body = crate::openapi::ErrorBody),
+        (status = 201, description = "The new conversation", body = ForkedConversation),
+        (status = 400, description = "`invalid_request`: bad JSON", body = ErrorBody),
+        (status = 404, description = "`not_found`: no such conversation", body = ErrorBody),
+        (status = 409, description = "`turn_running`: the first turn is still running, nothing is finished to copy", body = ErrorBody),
+        (status = 422, description = "`cwd_missing` or `source_missing`: the conversation cannot open", body = ErrorBody),
     ),
 )]
 pub async fn fork(
@@ -471,24 +432,13 @@ pub async fn fork(
     Path(id): Path<String>,
     body: Bytes,
 ) -> Result<Response, ApiError> {
-    let EmptyBody {} = optional_json(&body)?;
+    let EmptyRequest {} = optional_json(&body)?;
     let conversation = state.runtime.fork(&id).await?;
     Ok((
         StatusCode::CREATED,
-        axum::Json(json!({ "conversation": conversation })),
+        axum::Json(ForkedConversation { conversation }),
     )
         .into_response())
-}
-
-#[derive(Debug, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
-/// The body of `fork` and `compact`: `{}` or nothing.
-pub struct EmptyBody {}
-
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct RewindRequest {
-    message_id: String,
 }
 
 #[utoipa::path(
@@ -499,13 +449,13 @@ pub struct RewindRequest {
     description = "A fork that stops just before one of the user's messages of the root \
         session; answers that message's text for the input box. The original is unchanged.",
     params(("id" = String, Path, description = "Conversation id")),
-    request_body = crate::openapi::RewindRequest,
+    request_body = RewindRequest,
     responses(
-        (status = 201, description = "The new conversation and the message's text", body = crate::openapi::RewoundConversation),
-        (status = 200, description = "Rewind to the first message: nothing is stored, `conversation` is null", body = crate::openapi::RewoundConversation),
-        (status = 400, description = "`invalid_request`: bad JSON, or `message_id` is not a user message of the root session", body = crate::openapi::ErrorBody),
-        (status = 404, description = "`not_found`: no such conversation or message", body = crate::openapi::ErrorBody),
-        (status = 422, description = "`cwd_missing` or `source_missing`: the conversation cannot open", body = crate::openapi::ErrorBody),
+        (status = 201, description = "The new conversation and the message's text", body = RewoundConversation),
+        (status = 200, description = "Rewind to the first message: nothing is stored, `conversation` is null", body = RewoundConversation),
+        (status = 400, description = "`invalid_request`: bad JSON, or `message_id` is not a user message of the root session", body = ErrorBody),
+        (status = 404, description = "`not_found`: no such conversation or message", body = ErrorBody),
+        (status = 422, description = "`cwd_missing` or `source_missing`: the conversation cannot open", body = ErrorBody),
     ),
 )]
 pub async fn rewind(
@@ -518,7 +468,11 @@ pub async fn rewind(
         Some(_) => StatusCode::CREATED,
         None => StatusCode::OK,
     };
-    let body = json!({ "conversation": outcome.conversation, "text": outcome.text });
+    let body = RewoundConversation {
+        conversation: outcome.conversation,
+        // A rewind always answers its message's text.
+        text: outcome.text.unwrap_or_default(),
+    };
     Ok((status, axum::Json(body)).into_response())
 }
 
@@ -528,7 +482,7 @@ pub async fn rewind(
     tag = "history",
     summary = "Compact the context now",
     description = "Summarizes the root agent's older history with the agent's \
-        `compact_model` (SPEC §7.6). The model then reads the summary plus the recent part: at \
+        `compact_model`. The model then reads the summary plus the recent part: at \
         least a fifth of the window, or the last turn when the whole history is shorter. The \
         full history stays stored; the summarized items are marked `compacted`. Allowed only \
         when no turn runs and no message waits; a message sent during the compaction waits \
@@ -540,20 +494,20 @@ pub async fn rewind(
         description = "Optional: `{}` or no body",
     ),
     responses(
-        (status = 200, description = "The summary item and the new usage", body = crate::openapi::Compacted),
-        (status = 400, description = "`invalid_request`: bad JSON", body = crate::openapi::ErrorBody),
-        (status = 404, description = "`not_found`: no such conversation", body = crate::openapi::ErrorBody),
-        (status = 409, description = "`turn_running`, `messages_waiting`, `compaction_running`, or `nothing_to_compact` (the history is already its summary)", body = crate::openapi::ErrorBody),
-        (status = 422, description = "`cwd_missing` or `model_unavailable`", body = crate::openapi::ErrorBody),
-        (status = 502, description = "`compaction_failed`: the compaction model failed (or the compaction was interrupted); nothing was stored", body = crate::openapi::ErrorBody),
+        (status = 200, description = "The summary item and the new usage", body = CompactOutcome),
+        (status = 400, description = "`invalid_request`: bad JSON", body = ErrorBody),
+        (status = 404, description = "`not_found`: no such conversation", body = ErrorBody),
+        (status = 409, description = "`turn_running`, `messages_waiting`, `compaction_running`, or `nothing_to_compact` (the history is already its summary)", body = ErrorBody),
+        (status = 422, description = "`cwd_missing` or `model_unavailable`", body = ErrorBody),
+        (status = 502, description = "`compaction_failed`: the compaction model failed (or the compaction was interrupted); nothing was stored", body = ErrorBody),
     ),
 )]
 pub async fn compact(
     State(state): State<AppState>,
     Path(id): Path<String>,
     body: Bytes,
-) -> Result<Response, ApiError> {
-    let EmptyBody {} = optional_json(&body)?;
+) -> Result<axum::Json<CompactOutcome>, ApiError> {
+    let EmptyRequest {} = optional_json(&body)?;
     let outcome = state.runtime.compact(&id).await?;
-    Ok(axum::Json(outcome).into_response())
+    Ok(axum::Json(outcome))
 }

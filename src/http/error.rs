@@ -5,8 +5,8 @@
 use axum::Json;
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
-use serde_json::json;
 
+use crate::api::errors::{ErrorBody, ErrorCode};
 use crate::runtime::RuntimeError;
 
 /// What a 503 tells a client to wait before retrying: limits free up as requests end.
@@ -32,17 +32,17 @@ pub enum ApiError {
     /// 409 with the given code: `turn_running`, `messages_waiting`, `not_waiting`,
     /// `compaction_running`, `nothing_to_compact`.
     #[error("{message}")]
-    Conflict { code: &'static str, message: String },
+    Conflict { code: ErrorCode, message: String },
     /// 413 `too_large`.
     #[error("{0}")]
     TooLarge(String),
     /// 422 with the given code: `cwd_missing`, `model_unavailable`, `agent_unavailable`,
     /// `source_missing`, `idempotency_key_reused`.
     #[error("{message}")]
-    Unprocessable { code: &'static str, message: String },
+    Unprocessable { code: ErrorCode, message: String },
     /// 502 with the given code: the model behind an operation failed (`compaction_failed`).
     #[error("{message}")]
-    BadGateway { code: &'static str, message: String },
+    BadGateway { code: ErrorCode, message: String },
     /// 503 `unavailable`: a limit is reached, the outcome of a request is unknown, or the
     /// service is stopping. Answered with `Retry-After`.
     #[error("{0}")]
@@ -54,23 +54,25 @@ pub enum ApiError {
 
 impl ApiError {
     /// The machine-readable code of this error.
-    pub fn code(&self) -> &'static str {
+    pub fn code(&self) -> ErrorCode {
         self.status_and_code().1
     }
 
-    fn status_and_code(&self) -> (StatusCode, &'static str) {
+    fn status_and_code(&self) -> (StatusCode, ErrorCode) {
         match self {
-            ApiError::Invalid(_) => (StatusCode::BAD_REQUEST, "invalid_request"),
-            ApiError::Unauthorized(_) => (StatusCode::UNAUTHORIZED, "unauthorized"),
-            ApiError::Forbidden(_) => (StatusCode::FORBIDDEN, "forbidden"),
-            ApiError::NotFound(_) => (StatusCode::NOT_FOUND, "not_found"),
-            ApiError::MethodNotAllowed(_) => (StatusCode::METHOD_NOT_ALLOWED, "method_not_allowed"),
-            ApiError::Conflict { code, .. } => (StatusCode::CONFLICT, code),
-            ApiError::TooLarge(_) => (StatusCode::PAYLOAD_TOO_LARGE, "too_large"),
-            ApiError::Unprocessable { code, .. } => (StatusCode::UNPROCESSABLE_ENTITY, code),
-            ApiError::BadGateway { code, .. } => (StatusCode::BAD_GATEWAY, code),
-            ApiError::Unavailable(_) => (StatusCode::SERVICE_UNAVAILABLE, "unavailable"),
-            ApiError::Internal(_) => (StatusCode::INTERNAL_SERVER_ERROR, "internal"),
+            ApiError::Invalid(_) => (StatusCode::BAD_REQUEST, ErrorCode::InvalidRequest),
+            ApiError::Unauthorized(_) => (StatusCode::UNAUTHORIZED, ErrorCode::Unauthorized),
+            ApiError::Forbidden(_) => (StatusCode::FORBIDDEN, ErrorCode::Forbidden),
+            ApiError::NotFound(_) => (StatusCode::NOT_FOUND, ErrorCode::NotFound),
+            ApiError::MethodNotAllowed(_) => {
+                (StatusCode::METHOD_NOT_ALLOWED, ErrorCode::MethodNotAllowed)
+            }
+            ApiError::Conflict { code, .. } => (StatusCode::CONFLICT, *code),
+            ApiError::TooLarge(_) => (StatusCode::PAYLOAD_TOO_LARGE, ErrorCode::TooLarge),
+            ApiError::Unprocessable { code, .. } => (StatusCode::UNPROCESSABLE_ENTITY, *code),
+            ApiError::BadGateway { code, .. } => (StatusCode::BAD_GATEWAY, *code),
+            ApiError::Unavailable(_) => (StatusCode::SERVICE_UNAVAILABLE, ErrorCode::Unavailable),
+            ApiError::Internal(_) => (StatusCode::INTERNAL_SERVER_ERROR, ErrorCode::Internal),
         }
     }
 }
@@ -82,11 +84,7 @@ impl IntoResponse for ApiError {
             ApiError::Internal(_) => "internal error; see the service log".to_owned(),
             other => other.to_string(),
         };
-        let mut response = (
-            status,
-            Json(json!({ "error": { "code": code, "message": message } })),
-        )
-            .into_response();
+        let mut response = (status, Json(ErrorBody::new(code, message))).into_response();
         if status == StatusCode::SERVICE_UNAVAILABLE {
             response.headers_mut().insert(
                 header::RETRY_AFTER,
@@ -104,43 +102,43 @@ impl From<RuntimeError> for ApiError {
             RuntimeError::Invalid(_) => ApiError::Invalid(message),
             RuntimeError::NotFound(_) => ApiError::NotFound(message),
             RuntimeError::TurnRunning => ApiError::Conflict {
-                code: "turn_running",
+                code: ErrorCode::TurnRunning,
                 message,
             },
             RuntimeError::MessagesWaiting => ApiError::Conflict {
-                code: "messages_waiting",
+                code: ErrorCode::MessagesWaiting,
                 message,
             },
             RuntimeError::NotWaiting => ApiError::Conflict {
-                code: "not_waiting",
+                code: ErrorCode::NotWaiting,
                 message,
             },
             RuntimeError::CompactionRunning => ApiError::Conflict {
-                code: "compaction_running",
+                code: ErrorCode::CompactionRunning,
                 message,
             },
             RuntimeError::NothingToCompact => ApiError::Conflict {
-                code: "nothing_to_compact",
+                code: ErrorCode::NothingToCompact,
                 message,
             },
             RuntimeError::CompactionFailed(_) => ApiError::BadGateway {
-                code: "compaction_failed",
+                code: ErrorCode::CompactionFailed,
                 message,
             },
             RuntimeError::CwdMissing(_) => ApiError::Unprocessable {
-                code: "cwd_missing",
+                code: ErrorCode::CwdMissing,
                 message,
             },
             RuntimeError::ModelUnavailable(_) => ApiError::Unprocessable {
-                code: "model_unavailable",
+                code: ErrorCode::ModelUnavailable,
                 message,
             },
             RuntimeError::AgentUnavailable(_) => ApiError::Unprocessable {
-                code: "agent_unavailable",
+                code: ErrorCode::AgentUnavailable,
                 message,
             },
             RuntimeError::IdempotencyKeyReused => ApiError::Unprocessable {
-                code: "idempotency_key_reused",
+                code: ErrorCode::IdempotencyKeyReused,
                 message,
             },
             RuntimeError::ShuttingDown

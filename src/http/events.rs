@@ -18,6 +18,7 @@ use tokio::sync::broadcast::error::{RecvError, TryRecvError};
 use tokio_util::sync::CancellationToken;
 
 use super::{ApiError, AppState};
+use crate::api::errors::ErrorBody;
 use crate::api::events::ListEvent;
 use crate::bus::{Event, EventBus, EventId, Replay};
 use crate::index::ListQuery;
@@ -27,16 +28,46 @@ use crate::index::ListQuery;
 const KEEP_ALIVE: Duration = Duration::from_secs(15);
 const KEEP_ALIVE_COMMENT: &[u8] = b":\n\n";
 
+/// The description of `GET /api/conversations/{id}/events`.
+pub const CONVERSATION_EVENTS: &str = "\
+Everything about one conversation, its sub-agents included, as Server-Sent Events. Each event \
+has `id:` (opaque, increasing), `event:` (its type) and `data:` (JSON on one line): a \
+`ConversationEvent` (see the schemas), whose `type` is the event's type again. A keep-alive \
+comment goes out at least every 15 s. A new connection first gets `snapshot`; a reconnect with \
+`Last-Event-ID` gets exactly the events after that id, or a fresh `snapshot` when that id is \
+unknown or too old. The stream ends after `conversation.deleted`.";
+
+/// The description of `GET /api/events`.
+pub const LIST_EVENTS: &str = "\
+List-level changes for sidebars, as Server-Sent Events. Each event has `id:` (opaque, \
+increasing), `event:` (its type) and `data:` (JSON on one line): a `ListEvent` (see the \
+schemas), whose `type` is the event's type again. A keep-alive comment goes out at least every \
+15 s. A new connection first gets `snapshot` (the first page of the active list); a reconnect \
+with `Last-Event-ID` gets exactly the events after that id, or a fresh `snapshot`.";
+
+/// The `Last-Event-ID` header of the event streams. Documentation only: the handlers read the
+/// header from the request's headers (`last_event_id`), because axum has no extractor that
+/// reads a header into a struct. Optional headers are `String`s with `required = false`: an
+/// `Option` would make them nullable, which a header is not.
+#[derive(utoipa::IntoParams)]
+#[into_params(parameter_in = Header)]
+pub struct LastEventIdHeader {
+    /// The last event id seen: a reconnect gets exactly the events after it, or a fresh
+    /// `snapshot` when it is unknown or too old.
+    #[param(rename = "Last-Event-ID", required = false)]
+    pub last_event_id: String,
+}
+
 #[utoipa::path(
     get,
     path = "/api/conversations/{id}/events",
     tag = "events",
     summary = "Follow one conversation",
-    description = crate::openapi::CONVERSATION_EVENTS,
-    params(("id" = String, Path, description = "Conversation id"), crate::openapi::LastEventIdHeader),
+    description = CONVERSATION_EVENTS,
+    params(("id" = String, Path, description = "Conversation id"), LastEventIdHeader),
     responses(
         (status = 200, description = "A stream of Server-Sent Events: `snapshot` (or the missed events), then live events", content_type = "text/event-stream", body = serde_json::Value),
-        (status = 404, description = "`not_found`: no such conversation", body = crate::openapi::ErrorBody),
+        (status = 404, description = "`not_found`: no such conversation", body = ErrorBody),
     ),
 )]
 pub async fn conversation_events(
@@ -71,8 +102,8 @@ pub async fn conversation_events(
     path = "/api/events",
     tag = "events",
     summary = "Follow the conversation list",
-    description = crate::openapi::LIST_EVENTS,
-    params(crate::openapi::LastEventIdHeader),
+    description = LIST_EVENTS,
+    params(LastEventIdHeader),
     responses(
         (status = 200, description = "A stream of Server-Sent Events: `snapshot` (or the missed events), then live events", content_type = "text/event-stream", body = serde_json::Value),
     ),

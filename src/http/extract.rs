@@ -87,3 +87,22 @@ impl<S: Send + Sync> FromRequestParts<S> for IdempotencyKey {
         Ok(IdempotencyKey(Some(key.to_owned())))
     }
 }
+
+/// The `Idempotency-Key` header of the two POSTs that create something, as the OpenAPI
+/// document shows it. Documentation only: [`IdempotencyKey`] reads the header, because axum
+/// has no extractor that reads a header into a struct. Optional headers are `String`s with
+/// `required = false`: an `Option` would make them nullable, which a header is not.
+#[derive(utoipa::IntoParams)]
+#[into_params(parameter_in = Header)]
+pub struct IdempotencyHeader {
+    /// A repeat with the same key answers what the first call answered and does nothing again,
+    /// for at least 24 hours and across restarts.
+    #[param(
+        rename = "Idempotency-Key",
+        required = false,
+        min_length = 1,
+        max_length = 200,
+        pattern = "^[!-~]+$"
+    )]
+    pub idempotency_key: String,
+}

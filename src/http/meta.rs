@@ -1,70 +1,72 @@
-//! Service-level routes: health, the OpenAPI document, the configured agents and models.
+//! Service-level routes: health, the configured agents and models (the OpenAPI document is
+//! served by `openapi`).
 
 use std::sync::atomic::Ordering;
 
 use axum::extract::State;
-use axum::response::IntoResponse;
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
 use axum::{Json, http::Uri};
-use serde_json::{Value, json};
 
 use super::{ApiError, AppState};
+use crate::api::responses::{
+    AgentInfo, AgentList, AnswerCounts, ClusterHealth, Health, HealthStatus, ModelInfo, ModelList,
+    PostgresStatus,
+};
 
 #[utoipa::path(
     get,
     path = "/api/health",
     tag = "meta",
     summary = "Health",
-    responses((status = 200, description = "The service is up", body = crate::openapi::Health)),
+    responses((status = 200, description = "The service is up", body = Health)),
 )]
-pub async fn health(State(state): State<AppState>) -> axum::response::Response {
-    use axum::response::IntoResponse as _;
+pub async fn health(State(state): State<AppState>) -> Response {
     // Cluster mode: the instance, what it owns, and whether PostgreSQL answers; without
     // PostgreSQL the instance cannot serve, and says so.
     let (cluster, reachable) = match state.runtime.cluster() {
         Some(cluster) => {
             let reachable = cluster.ping().await;
-            let figures = json!({
-                "instance_id": cluster.instance_id(),
-                "addr": cluster.addr(),
-                "conversations_owned": cluster.leases().owned(),
-                "postgres": if reachable { "ok" } else { "unreachable" },
-            });
+            let figures = ClusterHealth {
+                instance_id: cluster.instance_id().to_owned(),
+                addr: cluster.addr().to_owned(),
+                conversations_owned: cluster.leases().owned() as u64,
+                postgres: if reachable {
+                    PostgresStatus::Ok
+                } else {
+                    PostgresStatus::Unreachable
+                },
+            };
             (Some(figures), reachable)
         }
         None => (None, true),
     };
-    let mut body = json!({
-        "status": if reachable { "ok" } else { "unavailable" },
-        "version": env!("CARGO_PKG_VERSION"),
-        "live_conversations": state.runtime.live_conversations().await,
-        "max_live_conversations": state.runtime.max_live_conversations(),
-        "answers": {
-            "total": state.answers.total.load(Ordering::Relaxed),
-            "server_errors": state.answers.server_errors.load(Ordering::Relaxed),
+    let body = Health {
+        status: if reachable {
+            HealthStatus::Ok
+        } else {
+            HealthStatus::Unavailable
         },
-        "index_jobs_pending": state.runtime.index_jobs_pending(),
-    });
-    if let Some(cluster) = cluster {
-        body["cluster"] = cluster;
-    }
-    if !reachable {
-        body["reason"] = json!(
+        version: env!("CARGO_PKG_VERSION").to_owned(),
+        live_conversations: state.runtime.live_conversations().await as u64,
+        max_live_conversations: state.runtime.max_live_conversations() as u64,
+        answers: AnswerCounts {
+            total: state.answers.total.load(Ordering::Relaxed),
+            server_errors: state.answers.server_errors.load(Ordering::Relaxed),
+        },
+        index_jobs_pending: state.runtime.index_jobs_pending() as u64,
+        cluster,
+        reason: (!reachable).then(|| {
             "PostgreSQL does not answer: this instance cannot list, search or take conversations until it is back"
-        );
-        return (axum::http::StatusCode::SERVICE_UNAVAILABLE, Json(body)).into_response();
-    }
-    Json(body).into_response()
-}
-
-#[utoipa::path(
-    get,
-    path = "/api/openapi.json",
-    tag = "meta",
-    summary = "This OpenAPI document",
-    responses((status = 200, description = "An OpenAPI 3 document of every route", content_type = "application/json", body = Object)),
-)]
-pub async fn openapi() -> impl IntoResponse {
-    Json(crate::openapi::document())
+                .to_owned()
+        }),
+    };
+    let status = if reachable {
+        StatusCode::OK
+    } else {
+        StatusCode::SERVICE_UNAVAILABLE
+    };
+    (status, Json(body)).into_response()
 }
 
 #[utoipa::path(
@@ -72,23 +74,24 @@ pub async fn openapi() -> impl IntoResponse {
     path = "/api/agents",
     tag = "meta",
     summary = "Configured agents",
-    responses((status = 200, description = "The default agent and every configured agent", body = crate::openapi::AgentList)),
+    responses((status = 200, description = "The default agent and every configured agent", body = AgentList)),
 )]
-pub async fn agents(State(state): State<AppState>) -> Json<Value> {
+pub async fn agents(State(state): State<AppState>) -> Json<AgentList> {
     let config = state.runtime.config();
-    let agents: Vec<Value> = config
+    let agents = config
         .agents
         .iter()
-        .map(|(name, agent)| {
-            json!({
-                "name": name,
-                "description": agent.description,
-                "model": agent.model,
-                "compact_model": agent.compaction_model(),
-            })
+        .map(|(name, agent)| AgentInfo {
+            name: name.clone(),
+            description: agent.description.clone(),
+            model: agent.model.clone(),
+            compact_model: agent.compaction_model().to_owned(),
         })
         .collect();
-    Json(json!({ "default": config.default_agent, "agents": agents }))
+    Json(AgentList {
+        default: config.default_agent.clone(),
+        agents,
+    })
 }
 
 #[utoipa::path(
@@ -96,25 +99,22 @@ pub async fn agents(State(state): State<AppState>) -> Json<Value> {
     path = "/api/models",
     tag = "meta",
     summary = "Configured models",
-    responses((status = 200, description = "Every configured model", body = crate::openapi::ModelList)),
+    responses((status = 200, description = "Every configured model", body = ModelList)),
 )]
-pub async fn models(State(state): State<AppState>) -> Json<Value> {
+pub async fn models(State(state): State<AppState>) -> Json<ModelList> {
     let config = state.runtime.config();
-    let models: Vec<Value> = config
+    let models = config
         .models
         .iter()
-        .map(|(id, model)| {
-            let protocol = config.provider_of(id).map(|p| p.protocol.as_str());
-            json!({
-                "id": id,
-                "provider": model.provider,
-                "protocol": protocol,
-                "context_window": model.context_window,
-                "max_output_tokens": model.max_output_tokens,
-            })
+        .map(|(id, model)| ModelInfo {
+            id: id.clone(),
+            provider: model.provider.clone(),
+            protocol: config.provider_of(id).map(|provider| provider.protocol),
+            context_window: model.context_window,
+            max_output_tokens: model.max_output_tokens,
         })
         .collect();
-    Json(json!({ "models": models }))
+    Json(ModelList { models })
 }
 
 pub async fn not_found(uri: Uri) -> ApiError {

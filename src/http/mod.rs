@@ -8,6 +8,7 @@ pub mod error;
 pub mod events;
 pub mod extract;
 pub mod meta;
+pub mod openapi;
 pub mod parse_errors;
 pub mod plain_errors;
 pub mod security;
@@ -62,7 +63,7 @@ pub fn router(
     use conversations as c;
     let api = Router::new()
         .route("/api/health", get(meta::health))
-        .route("/api/openapi.json", get(meta::openapi))
+        .route("/api/openapi.json", get(openapi::serve))
         .route("/api/agents", get(meta::agents))
         .route("/api/models", get(meta::models))
         .route("/api/events", get(events::list_events))

@@ -1,15 +1,18 @@
 //! hyper answers a request it cannot parse by itself (400, 414 URI too long, 431 headers too
 //! large), with an empty body, before any of our code sees the request. The API promises the
-//! JSON error shape for every error, so this wrapper of the connection's socket recognises
-//! those answers as they are written (an error status with `content-length: 0` and no
-//! `content-type`: our own error answers always have a JSON body) and writes the same answer
-//! with the JSON body instead. Everything else passes through untouched.
+//! JSON error shape for every error (`docs/api.md`), so this wrapper of the connection's
+//! socket recognises those answers as they are written (an error status with
+//! `content-length: 0` and no `content-type`: our own error answers always have a JSON body)
+//! and writes the same answer with the JSON body instead. Everything else passes through
+//! untouched.
 
 use std::io;
 use std::pin::Pin;
 use std::task::{Context, Poll, ready};
 
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+
+use crate::api::errors::{ErrorBody, ErrorCode};
 
 /// A socket whose hyper-made error answers get the API's JSON body.
 pub struct JsonParseErrors<S> {
@@ -29,27 +32,31 @@ impl<S> JsonParseErrors<S> {
     }
 }
 
+/// hyper's bodiless error answers, by the start of their status line, with the code and
+/// message of the body they get.
+pub const ANSWERS: [(&[u8], ErrorCode, &str); 3] = [
+    (
+        b"HTTP/1.1 400 ",
+        ErrorCode::InvalidRequest,
+        "the request is not valid HTTP",
+    ),
+    (
+        b"HTTP/1.1 414 ",
+        ErrorCode::TooLarge,
+        "the request target is too long",
+    ),
+    (
+        b"HTTP/1.1 431 ",
+        ErrorCode::TooLarge,
+        "the request headers are too large",
+    ),
+];
+
 /// The answer to write instead of `head`, if `head` is one of hyper's bodiless error answers.
 pub fn rewrite(head: &[u8]) -> Option<Vec<u8>> {
-    let (status, code, message) = [
-        (
-            &b"HTTP/1.1 400 "[..],
-            "invalid_request",
-            "the request is not valid HTTP",
-        ),
-        (
-            &b"HTTP/1.1 414 "[..],
-            "too_large",
-            "the request target is too long",
-        ),
-        (
-            &b"HTTP/1.1 431 "[..],
-            "too_large",
-            "the request headers are too large",
-        ),
-    ]
-    .into_iter()
-    .find(|(status, _, _)| head.starts_with(status))?;
+    let (status, code, message) = ANSWERS
+        .into_iter()
+        .find(|(status, _, _)| head.starts_with(status))?;
     let text = std::str::from_utf8(head).ok()?;
     let lower = text.to_ascii_lowercase();
     let bodiless = lower.ends_with("\r\n\r\n")
@@ -60,7 +67,8 @@ pub fn rewrite(head: &[u8]) -> Option<Vec<u8>> {
     }
     let status_line = &text[..text.find("\r\n")?];
     debug_assert!(status_line.as_bytes().starts_with(status));
-    let body = serde_json::json!({ "error": { "code": code, "message": message } }).to_string();
+    let body =
+        serde_json::to_string(&ErrorBody::new(code, message)).expect("an error body is plain JSON");
     Some(
         format!(
             "{status_line}\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\

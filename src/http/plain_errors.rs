@@ -1,9 +1,9 @@
 //! axum's own rejections answer in plain text: a path segment that is not UTF-8, a body that
 //! could not be read (too long when sent in chunks, or stalled past the timeout). The API
-//! promises its JSON error shape for every error, so this middleware turns any error answer
-//! that is not JSON into the [`ApiError`] of its status, using its text as the message and
-//! keeping its other headers (`Allow`, say). Our own errors are JSON already and pass
-//! untouched, as do successful answers (event streams among them).
+//! promises its JSON error shape for every error (`docs/api.md`), so this middleware turns any
+//! error answer that is not JSON into the [`ApiError`] of its status, using its text as the
+//! message and keeping its other headers (`Allow`, say). Our own errors are JSON already and
+//! pass untouched, as do successful answers (event streams among them).
 
 use axum::extract::Request;
 use axum::http::{StatusCode, header};
@@ -68,6 +68,7 @@ fn api_error(status: StatusCode, text: String) -> ApiError {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::api::errors::ErrorCode;
 
     #[test]
     fn statuses_get_the_apis_errors_and_server_errors_hide_their_text() {
@@ -77,24 +78,24 @@ mod tests {
         };
         assert_eq!(
             answer(StatusCode::BAD_REQUEST, "Invalid URL"),
-            ("invalid_request", "Invalid URL".to_owned())
+            (ErrorCode::InvalidRequest, "Invalid URL".to_owned())
         );
         assert_eq!(
             answer(StatusCode::PAYLOAD_TOO_LARGE, ""),
             (
-                "too_large",
+                ErrorCode::TooLarge,
                 "the request body is larger than 16 MiB".to_owned()
             )
         );
         assert_eq!(
             answer(StatusCode::REQUEST_TIMEOUT, ""),
-            ("invalid_request", "Request Timeout".to_owned())
+            (ErrorCode::InvalidRequest, "Request Timeout".to_owned())
         );
         let internal = api_error(
             StatusCode::INTERNAL_SERVER_ERROR,
             "at src/x.rs:1".to_owned(),
         );
-        assert_eq!(internal.code(), "internal");
+        assert_eq!(internal.code(), ErrorCode::Internal);
         let body = futures::executor::block_on(axum::body::to_bytes(
             internal.into_response().into_body(),
             1024,

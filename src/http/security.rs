@@ -1,5 +1,5 @@
-//! Secure by default (DESIGN invariant 7): the tools run shell commands, so a web page in the
-//! user's browser must not be able to drive the service. Requests must name the served address
+//! Invariant 8, secure by default: the tools run shell commands, so a web page in the user's
+//! browser must not be able to drive the service. Requests must name the served address
 //! in `Host` (against DNS rebinding); state-changing requests from another `Origin` are refused;
 //! off loopback, every API request needs the bearer token.
 

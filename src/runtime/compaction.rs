@@ -205,6 +205,11 @@ impl Compactor {
                         "the compaction model failed: {error}"
                     )));
                 }
+                BackOff::WaitTooLong(message) => {
+                    return Err(Failure::Failed(format!(
+                        "the compaction model failed: {message}"
+                    )));
+                }
                 BackOff::Interrupted => return Err(Failure::Interrupted),
             }
         }

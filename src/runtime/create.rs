@@ -4,9 +4,9 @@
 use std::collections::HashMap;
 
 use crate::api::events::ListEvent;
-use serde_json::json;
 
 use super::*;
+use crate::api;
 use crate::domain::{Message, MessageMode, MessageSource, MessageStatus, new_id, now, user_item};
 use crate::store::records::{ConversationCreated, MetaRecord, SessionRecord};
 use crate::store::state::ConversationState;
@@ -100,11 +100,12 @@ impl Runtime {
         let mut state = ConversationState::from_records(&records).expect("starts with creation");
         let answer = Answer {
             status: 201,
-            body: json!({
-                "conversation": state.conversation,
-                "message": message,
-                "turn_id": turn_id,
-            }),
+            body: serde_json::to_value(api::responses::ConversationCreated {
+                conversation: state.conversation.clone(),
+                message: message.clone(),
+                turn_id: turn_id.clone(),
+            })
+            .expect("an answer is plain JSON"),
         };
         if let Some(key) = &key {
             let record = key.answered(&answer, created_at);

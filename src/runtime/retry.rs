@@ -1,6 +1,7 @@
 //! The retry policy of model calls: which errors are retried, how long to wait before the next
-//! attempt (doubling from the initial delay, capped; a provider's `Retry-After` is honoured up to
-//! the cap), and the announcement clients see as `model.retry`.
+//! attempt (doubling from the initial delay, capped at `max_delay_ms`; a provider's
+//! `Retry-After` is waited in full up to `max_retry_after_ms`, and a longer one fails the turn),
+//! and the announcement clients see as `model.retry`.
 
 use std::time::Duration;
 
@@ -21,6 +22,8 @@ pub struct Retry {
 pub enum BackOff {
     Retry,
     GiveUp,
+    /// The provider asks to wait longer than `max_retry_after_ms`: the turn fails with this.
+    WaitTooLong(String),
     Interrupted,
 }
 
@@ -39,6 +42,16 @@ pub async fn back_off(
         _ => return BackOff::GiveUp,
     };
     let delay = retry_delay(retry, attempt, retry_after);
+    if let Some(wanted) = retry_after
+        && wanted > Duration::from_millis(retry.max_retry_after_ms)
+    {
+        return BackOff::WaitTooLong(format!(
+            "the provider asks to wait {} s before trying again (Retry-After), longer than \
+             retry.max_retry_after_ms allows ({} s); last error: {error}",
+            wanted.as_secs(),
+            retry.max_retry_after_ms / 1000
+        ));
+    }
     announce(Retry {
         attempt,
         max_attempts,
@@ -60,12 +73,13 @@ pub(crate) fn model_failure(error: &ModelError, attempt: u32) -> String {
     }
 }
 
-/// The wait before retry number `attempt`: from the initial delay, doubling, capped; a
-/// provider's `Retry-After` is honoured up to the same cap.
+/// The wait before retry number `attempt`: a provider's `Retry-After` as asked (never sooner:
+/// a request sent early is refused again; `back_off` refuses waits past `max_retry_after_ms`),
+/// else from the initial delay, doubling, capped at `max_delay_ms`.
 pub fn retry_delay(retry: &RetryConfig, attempt: u32, retry_after: Option<Duration>) -> Duration {
     let cap = Duration::from_millis(retry.max_delay_ms);
     if let Some(wanted) = retry_after {
-        return wanted.min(cap);
+        return wanted.min(Duration::from_millis(retry.max_retry_after_ms));
     }
     let factor = 2u64.saturating_pow(attempt.saturating_sub(1));
     Duration::from_millis(retry.initial_delay_ms.saturating_mul(factor)).min(cap)

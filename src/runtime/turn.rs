@@ -237,6 +237,7 @@ async fn call_model(
                     BackOff::GiveUp => {
                         return Err(TurnStop::Failed(model_failure(&error, attempt)));
                     }
+                    BackOff::WaitTooLong(message) => return Err(TurnStop::Failed(message)),
                     BackOff::Interrupted => return Err(TurnStop::Interrupted),
                 }
             }

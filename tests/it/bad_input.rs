@@ -1,4 +1,5 @@
-//! Bad input gets a clear JSON error and changes nothing on disk (DESIGN invariants 6 and 7).
+//! Bad input gets a clear JSON error and changes nothing on disk (invariant 7, bad input
+//! changes nothing).
 
 use serde_json::{Value, json};
 

@@ -12,8 +12,9 @@ use openvaala::domain::{Conversation, ConversationStatus, now};
 use openvaala::index::postgres::PgIndex;
 use openvaala::index::{ArchivedFilter, IndexUpdate, ListQuery};
 
-use crate::harness::{Server, ServerOptions, events_until};
-use crate::postgres::Postgres;
+use crate::harness::{Server, ServerOptions};
+use crate::support::events_until;
+use openvaala::testkit::postgres::Postgres;
 
 fn conversation(id: &str, title: &str) -> Conversation {
     Conversation {

@@ -1,10 +1,11 @@
-//! Compaction (SPEC §7): manual through the API, automatic before a model call that would reach
+//! Compaction: manual through the API, automatic before a model call that would reach
 //! the threshold, and what the model and the clients see afterwards.
 
 use serde_json::{Value, json};
 
 use crate::fake_provider::{FakeProvider, Recorded, Reply, Setup, Wire};
-use crate::harness::{Server, ServerOptions, events_until};
+use crate::harness::{Server, ServerOptions};
+use crate::support::events_until;
 
 /// Everything the model was sent in one request, as text.
 fn request_text(request: &Recorded) -> String {

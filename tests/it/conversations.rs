@@ -126,7 +126,7 @@ async fn lifecycle_from_first_message_to_delete() {
         ids(server.get("/api/conversations").await.1),
         vec![id.clone()]
     );
-    // Archiving changes nothing in the conversation (SPEC §6.3): after a round trip it is
+    // Archiving changes nothing in the conversation: after a round trip it is
     // where it was in the list, below a newer one.
     assert_eq!(unarchived["updated_at"], renamed["updated_at"]);
     let newer = server.create_and_wait("A newer one").await;
@@ -366,7 +366,7 @@ async fn delete_is_refused_while_a_turn_runs_and_archive_does_not_stop_it() {
     assert_eq!(error["error"]["code"], "turn_running");
     assert!(server.conversation_dir(&id).is_dir());
 
-    // Archiving hides it but the turn goes on to the end (SPEC §6.3).
+    // Archiving hides it but the turn goes on to the end.
     let (status, archived) = server
         .patch(
             &format!("/api/conversations/{id}"),
@@ -407,7 +407,7 @@ async fn idle_conversations_are_unloaded_and_load_again_on_demand() {
     .await;
     assert!(unloaded.is_ok(), "the idle conversation was not unloaded");
 
-    // Reading it does not load it (issue 14: reads come from the files); sending does.
+    // Reading it does not load it (reads come from the files); sending does.
     let (status, conversation) = server.get(&format!("/api/conversations/{id}")).await;
     assert_eq!(status, 200);
     assert_eq!(conversation["title"], "load me, unload me");

@@ -1,5 +1,6 @@
-//! Crash safety (DESIGN invariant 4): `kill -9` during a burst of writes loses nothing that was
-//! acknowledged, and turns cut by the crash are closed as `interrupted` at the next start.
+//! Crash safety (invariant 4, crash-safe): `kill -9` during a burst of writes loses nothing
+//! that was acknowledged, and turns cut by the crash are closed as `interrupted` at the next
+//! start.
 
 use std::sync::{Arc, Mutex};
 

@@ -1,54 +1,14 @@
-//! Live events (SPEC §1.1, API.md "Event streams"): every client sees the same events in the same
-//! order, a client joining mid-turn gets the partial state first, a reconnecting client gets
-//! exactly what it missed, and a client leaving stops nothing.
+//! Live events (invariant 5, same view for every client): every client sees the same events in
+//! the same order, a client joining mid-turn gets the partial state first, a reconnecting
+//! client gets exactly what it missed, and a client leaving stops nothing.
 
-use futures::{Stream, StreamExt};
+use futures::StreamExt;
 use serde_json::{Value, json};
 
 use crate::harness::{Server, TIMEOUT};
+use crate::support::{events_until, until, until_turn_end};
 
 type Events = Vec<(String, String, Value)>;
-
-/// Collects events until (and including) the first `turn.ended`.
-async fn until_turn_end(
-    stream: &mut (impl Stream<Item = (String, String, Value)> + Unpin),
-) -> Events {
-    let mut events = Vec::new();
-    tokio::time::timeout(TIMEOUT, async {
-        while let Some(event) = stream.next().await {
-            let end = event.1 == "turn.ended";
-            events.push(event);
-            if end {
-                return;
-            }
-        }
-        panic!("the stream ended before turn.ended");
-    })
-    .await
-    .expect("turn.ended in time");
-    events
-}
-
-/// Waits for the first event matching `predicate`, returning everything up to it.
-async fn until(
-    stream: &mut (impl Stream<Item = (String, String, Value)> + Unpin),
-    predicate: impl Fn(&(String, String, Value)) -> bool,
-) -> Events {
-    let mut events = Vec::new();
-    tokio::time::timeout(TIMEOUT, async {
-        while let Some(event) = stream.next().await {
-            let done = predicate(&event);
-            events.push(event);
-            if done {
-                return;
-            }
-        }
-        panic!("the stream ended early");
-    })
-    .await
-    .expect("the expected event in time");
-    events
-}
 
 fn deltas_of(events: &Events, item_id: &str, field: &str) -> String {
     events
@@ -95,7 +55,7 @@ async fn two_subscribers_see_identical_events_including_live_tool_output() {
     let mut seen = Vec::new();
     for stream in [&mut first, &mut second] {
         seen.push(
-            until(stream, |(_, kind, data)| {
+            until(stream, |kind, data| {
                 kind == "item.delta"
                     && data["field"] == "output"
                     && data["delta"].as_str().unwrap().contains("first-line")
@@ -175,8 +135,8 @@ async fn a_client_joining_mid_turn_gets_the_partial_text_then_live_events() {
     let id = created["conversation"]["id"].as_str().unwrap().to_owned();
     let path = format!("/api/conversations/{id}/events");
     let mut early = server.raw_events(&path, None).await;
-    until(&mut early, |(_, kind, _)| kind == "item.delta").await;
-    until(&mut early, |(_, kind, _)| kind == "item.delta").await;
+    until(&mut early, |kind, _| kind == "item.delta").await;
+    until(&mut early, |kind, _| kind == "item.delta").await;
 
     let mut late = server.raw_events(&path, None).await;
     let (_, kind, snapshot) = late.next().await.unwrap();
@@ -237,7 +197,7 @@ async fn a_reconnect_with_last_event_id_gets_exactly_the_missed_events() {
     witness.next().await.unwrap(); // snapshot
     leaving.next().await.unwrap();
 
-    let before = until(&mut leaving, |(_, kind, _)| kind == "item.delta").await;
+    let before = until(&mut leaving, |kind, _| kind == "item.delta").await;
     let last_seen = before.last().unwrap().0.clone();
     drop(leaving);
 
@@ -270,7 +230,7 @@ async fn a_leaving_client_stops_nothing() {
     let id = created["conversation"]["id"].as_str().unwrap().to_owned();
     let path = format!("/api/conversations/{id}/events");
     let mut stream = server.raw_events(&path, None).await;
-    until(&mut stream, |(_, kind, _)| kind == "item.delta").await;
+    until(&mut stream, |kind, _| kind == "item.delta").await;
     drop(stream);
 
     // Nobody is subscribed now; follow the list-level stream to see the turn end.
@@ -322,7 +282,7 @@ async fn a_model_switch_tells_clients_the_new_context_window() {
     let mut events = setup.server.events(&setup.id).await;
     let (status, patched) = setup.server.patch(&path, json!({ "model": "demo" })).await;
     assert_eq!(status, 200, "{patched}");
-    let seen = crate::harness::events_until(&mut events, "usage.updated").await;
+    let seen = events_until(&mut events, "usage.updated").await;
     let (_, usage) = seen.last().unwrap();
     let (_, after) = setup.server.get(&format!("{path}/usage")).await;
     assert_ne!(after["context_window"], before["context_window"]);

@@ -14,7 +14,8 @@ use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::Response;
 use serde_json::{Value, json};
 
-use crate::harness::{Server, ServerOptions, events_until};
+use crate::harness::{Server, ServerOptions};
+use crate::support::{events_until, items};
 
 /// The protocols, as the fake speaks them.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -975,12 +976,7 @@ impl Setup {
 
     /// The stored items of the root session.
     pub async fn items(&self) -> Vec<Value> {
-        let (status, items) = self
-            .server
-            .get(&format!("/api/conversations/{}/items", self.id))
-            .await;
-        assert_eq!(status, 200, "{items}");
-        items["items"].as_array().unwrap().clone()
+        items(&self.server, &self.id).await
     }
 }
 

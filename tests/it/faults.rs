@@ -1,4 +1,4 @@
-//! A faulty provider (issue 14 §7): every kind of fault a provider shows — rate limits, server
+//! A faulty provider: every kind of fault a provider shows — rate limits, server
 //! errors, cut streams, silence mid-answer, garbage instead of events, malformed chunks, a
 //! stream without its completion marker, rejections — ends its turn properly, in each of the
 //! three protocols: transient faults are retried until the answer comes (`completed`),

@@ -391,30 +391,6 @@ pub fn snapshot_conversations(data_dir: &Path) -> Vec<(PathBuf, Vec<u8>)> {
     snapshot_dir(&data_dir.join("conversations"))
 }
 
-/// Reads events until one of type `kind` arrives (included), waiting at most [`TIMEOUT`].
-pub async fn events_until(
-    events: &mut (impl Stream<Item = (String, Value)> + Unpin),
-    kind: &str,
-) -> Vec<(String, Value)> {
-    let mut seen = Vec::new();
-    let found = tokio::time::timeout(TIMEOUT, async {
-        while let Some((event_kind, data)) = events.next().await {
-            let last = event_kind == kind;
-            seen.push((event_kind, data));
-            if last {
-                return true;
-            }
-        }
-        false
-    })
-    .await;
-    match found {
-        Ok(true) => seen,
-        Ok(false) => panic!("the event stream ended before `{kind}`; saw {seen:?}"),
-        Err(_) => panic!("no `{kind}` event in time; saw {seen:?}"),
-    }
-}
-
 /// Whether a process exists and is not a zombie. A killed process whose parent is gone (a
 /// crashed server) stays a zombie until its new parent reaps it: dead, so it does not count.
 pub fn process_alive(pid: i32) -> bool {

@@ -1,4 +1,4 @@
-//! Fork and rewind (SPEC §6.1–6.2): copies of the root history into new conversations, the
+//! Fork and rewind: copies of the root history into new conversations, the
 //! original untouched byte for byte, crash-safe.
 
 use futures::StreamExt;
@@ -6,14 +6,7 @@ use serde_json::{Value, json};
 
 use crate::fake_provider::{Reply, Setup, Wire};
 use crate::harness::{Server, TIMEOUT, snapshot_dir};
-
-async fn items(server: &Server, id: &str) -> Vec<Value> {
-    let (status, items) = server
-        .get(&format!("/api/conversations/{id}/items?limit=2000"))
-        .await;
-    assert_eq!(status, 200, "{items}");
-    items["items"].as_array().unwrap().clone()
-}
+use crate::support::items;
 
 /// Items without the fields that differ between a source and its copy.
 fn comparable(items: &[Value]) -> Vec<Value> {

@@ -1,4 +1,4 @@
-//! Hostile and malformed input (issue 14 §3 and §6): searches that broke the query, a session
+//! Hostile and malformed input: searches that broke the query, a session
 //! name that is a file name, requests racing a delete, requests the HTTP layer itself refuses,
 //! and the hardening of the edge (header read timeout, connection limit, duplicate `Host`,
 //! absolute-form targets, the bearer scheme's case, weak tokens). Every answer is the API's

@@ -3,10 +3,11 @@
 //! parameter still gets a 400; and a deleted conversation's event stream ends right after its
 //! `conversation.deleted`, while the list stream goes on.
 
-use futures::{Stream, StreamExt};
+use futures::StreamExt;
 use serde_json::{Value, json};
 
 use crate::harness::{Server, ServerOptions, TIMEOUT, read};
+use crate::support::until;
 
 /// With characters a query must escape, as the UI does (`encodeURIComponent`).
 const TOKEN: &str = "s3cr+t/=&%x";
@@ -17,23 +18,6 @@ async fn get_with_query_token(server: &Server, path: &str) -> (u16, Value) {
     let separator = if path.contains('?') { '&' } else { '?' };
     let url = server.url(&format!("{path}{separator}access_token={TOKEN_IN_QUERY}"));
     read(server.client.get(url).send().await.unwrap()).await
-}
-
-/// Reads events until one matches `predicate`; panics if the stream ends or nothing comes in time.
-async fn until(
-    stream: &mut (impl Stream<Item = (String, String, Value)> + Unpin),
-    predicate: impl Fn(&str, &Value) -> bool,
-) {
-    tokio::time::timeout(TIMEOUT, async {
-        while let Some((_, kind, data)) = stream.next().await {
-            if predicate(&kind, &data) {
-                return;
-            }
-        }
-        panic!("the event stream ended early");
-    })
-    .await
-    .expect("the expected event in time");
 }
 
 #[tokio::test]

@@ -1,4 +1,4 @@
-//! What a client is told is what happened (issue 14 §2): an `Idempotency-Key` reused with a
+//! What a client is told is what happened: an `Idempotency-Key` reused with a
 //! different body is refused with 422 `idempotency_key_reused` instead of answering the first
 //! call's answer and silently dropping the new text; with the same body it is the first answer.
 

@@ -1,4 +1,4 @@
-//! Bounded resources (issue 14 §1 and §2): live conversations are capped (the least recently
+//! Bounded resources: live conversations are capped (the least recently
 //! used idle ones leave memory first), reading a conversation does not load it, and running
 //! out of files or slots answers 503 with `Retry-After`, never a 500 or a refused connection.
 //! An error answer means nothing was stored.

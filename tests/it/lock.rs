@@ -1,4 +1,4 @@
-//! runtime.lock (SPEC §8): one service per data directory, `serve stop`, and `reindex` refusing
+//! runtime.lock: one service per data directory, `serve stop`, and `reindex` refusing
 //! to run under a live service.
 
 use tokio::process::Command;
@@ -82,7 +82,7 @@ async fn serve_stop_ends_running_turns_as_interrupted_and_loses_nothing() {
         .await;
     let id = created["conversation"]["id"].as_str().unwrap().to_owned();
     let mut events = server.events(&id).await;
-    crate::harness::events_until(&mut events, "item.delta").await;
+    crate::support::events_until(&mut events, "item.delta").await;
     let data_dir = server.stop().await;
 
     let server = Server::start_in(&data_dir).await;

@@ -2,10 +2,12 @@
 
 mod fake_provider;
 mod harness;
+mod support;
 
 mod bad_input;
 mod cluster;
 mod compaction;
+mod contract;
 mod conversations;
 mod crash;
 mod events;
@@ -17,8 +19,6 @@ mod idempotency;
 mod limits;
 mod lock;
 mod messages;
-#[path = "../../src/bin/bench/postgres.rs"]
-mod postgres;
 mod providers;
 mod providers_fidelity;
 mod reindex;

@@ -1,52 +1,22 @@
-//! Messages while the agent works (SPEC §3, §4): steer, queue, interrupt, and waiting messages
+//! Messages while the agent works: steer, queue, interrupt, and waiting messages
 //! that can be edited, withdrawn or promoted. The built-in demo model is enough here: it quotes
 //! the latest user message it was given, which shows what reached the model.
 
-use futures::{Stream, StreamExt};
+use futures::Stream;
 use serde_json::{Value, json};
 
 use crate::harness::{Server, TIMEOUT, process_alive};
+use crate::support::{items, until, until_turns_ended};
 
 type Event = (String, String, Value);
 
+/// Waits for the first event matching `predicate` and returns its data.
 async fn next_matching(
     stream: &mut (impl Stream<Item = Event> + Unpin),
     predicate: impl Fn(&str, &Value) -> bool,
 ) -> Value {
-    tokio::time::timeout(TIMEOUT, async {
-        while let Some((_, kind, data)) = stream.next().await {
-            if predicate(&kind, &data) {
-                return data;
-            }
-        }
-        panic!("the stream ended early");
-    })
-    .await
-    .expect("the expected event in time")
-}
-
-/// Collects events until `count` turns have ended.
-async fn until_turns_ended(
-    stream: &mut (impl Stream<Item = Event> + Unpin),
-    count: usize,
-) -> Vec<Event> {
-    let mut events = Vec::new();
-    let mut ended = 0;
-    tokio::time::timeout(TIMEOUT, async {
-        while let Some(event) = stream.next().await {
-            if event.1 == "turn.ended" {
-                ended += 1;
-            }
-            events.push(event);
-            if ended == count {
-                return;
-            }
-        }
-        panic!("the stream ended early");
-    })
-    .await
-    .expect("turns ended in time");
-    events
+    let (_, _, data) = until(stream, predicate).await.pop().unwrap();
+    data
 }
 
 fn of_kind<'a>(events: &'a [Event], kind: &str) -> Vec<&'a Value> {
@@ -55,11 +25,6 @@ fn of_kind<'a>(events: &'a [Event], kind: &str) -> Vec<&'a Value> {
         .filter(|(_, k, _)| k == kind)
         .map(|(_, _, data)| data)
         .collect()
-}
-
-async fn items(server: &Server, id: &str) -> Vec<Value> {
-    let (_, items) = server.get(&format!("/api/conversations/{id}/items")).await;
-    items["items"].as_array().unwrap().clone()
 }
 
 /// A new conversation whose first answer is streaming (the first delta has arrived).
@@ -594,7 +559,7 @@ async fn a_retried_message_that_had_to_wait_is_not_sent_twice() {
     for (key, body) in &sent {
         let (_, answer) = server.post_with_key(&path, body.clone(), key).await;
         answers.push(answer);
-        // The same key with another body is refused, not answered (issue 14).
+        // The same key with another body is refused, not answered.
         let (status, refused) = server
             .post_with_key(&path, json!({ "text": "ignored" }), key)
             .await;

@@ -10,7 +10,8 @@ use crate::fake_provider::{
     FakeProvider, INPUT_TOKENS, MODEL_NAME, OUTPUT_TOKENS, REASONING_TOKENS, Recorded, Reply,
     Setup, Wire,
 };
-use crate::harness::{Server, ServerOptions, events_until};
+use crate::harness::{Server, ServerOptions};
+use crate::support::events_until;
 
 /// Runs each scenario once per protocol, as `<scenario>::<protocol>`.
 macro_rules! per_protocol {

@@ -1,5 +1,5 @@
-//! `openvaala reindex` (SPEC §8.3, DESIGN invariant 3): the index is derived, so dropping it and
-//! rebuilding gives the same listing and search; unreadable conversations are reported.
+//! `openvaala reindex` (invariant 3, the index is derived): dropping the index and rebuilding
+//! it gives the same listing and search; unreadable conversations are reported.
 
 use serde_json::{Value, json};
 

@@ -1,11 +1,11 @@
-//! Model-call retries (SPEC §2.3) against the fake provider: transient failures are retried
+//! Model-call retries against the fake provider: transient failures are retried
 //! visibly up to `max_attempts` calls in all, rejections fail at once, and a cut stream's
 //! partial answer is kept for clients but never shown to the model.
 
 use serde_json::Value;
 
 use crate::fake_provider::{Reply, Setup, Wire, chunks};
-use crate::harness::events_until;
+use crate::support::events_until;
 
 /// The protocol these tests use; the retry rule lives in the turn loop, the same for all.
 const WIRE: Wire = Wire::OpenaiChat;
@@ -247,4 +247,69 @@ async fn a_tool_call_streaming_slowly_is_not_cut_as_silence() {
         2,
         "one call for the tool, one for the answer"
     );
+}
+
+/// A client that subscribes while the model call waits for its retry sees the retry in its
+/// snapshot (which attempt failed, why, and when the next is sent), not a running turn with
+/// nothing happening; a `Retry-After` longer than `max_delay_ms` is waited in full.
+#[tokio::test]
+async fn a_client_joining_during_a_back_off_sees_the_retry_in_its_snapshot() {
+    let setup = Setup::start(WIRE).await;
+    setup.fake.push(Reply::rate_limited("2"));
+    setup.fake.push(Reply::text("Through after the wait."));
+    let mut first = setup.server.events(&setup.id).await;
+    let (status, body) = setup
+        .server
+        .post(
+            &format!("/api/conversations/{}/messages", setup.id),
+            serde_json::json!({ "text": "Slowly, please" }),
+        )
+        .await;
+    assert_eq!(status, 202, "{body}");
+    let seen = events_until(&mut first, "model.retry").await;
+    let retry = &seen.last().unwrap().1;
+    // Two seconds, although `max_delay_ms` is 50: the provider is not asked again early.
+    assert_eq!(retry["delay_ms"], 2000, "{retry}");
+    assert!(retry["next_at"].is_string(), "{retry}");
+
+    let mut joining = setup.server.events(&setup.id).await;
+    let (kind, snapshot) = futures::StreamExt::next(&mut joining).await.unwrap();
+    assert_eq!(kind, "snapshot");
+    let running = &snapshot["running"][0];
+    assert_eq!(running["retry"]["attempt"], 1, "{snapshot}");
+    assert_eq!(running["retry"]["max_attempts"], 10);
+    assert_eq!(running["retry"]["next_at"], retry["next_at"]);
+    let error = running["retry"]["error"].as_str().unwrap();
+    assert!(error.contains("rate limit reached"), "{error}");
+
+    let rest = events_until(&mut joining, "turn.ended").await;
+    assert_eq!(rest.last().unwrap().1["status"], "completed", "{rest:?}");
+    // Once the next attempt answered, nothing is being retried any more.
+    let mut after = setup.server.events(&setup.id).await;
+    let (_, snapshot) = futures::StreamExt::next(&mut after).await.unwrap();
+    assert_eq!(snapshot["running"], serde_json::json!([]), "{snapshot}");
+}
+
+/// A provider that asks to wait longer than `max_retry_after_ms` fails the turn at once with
+/// its own message; the request is not sent again early.
+#[tokio::test]
+async fn a_retry_after_past_the_allowed_wait_fails_the_turn_with_the_providers_message() {
+    let fake = crate::fake_provider::FakeProvider::start(WIRE).await;
+    let config = fake.config().replace(
+        "max_delay_ms = 50",
+        "max_delay_ms = 50\nmax_retry_after_ms = 1000",
+    );
+    let setup = Setup::start_with(fake, config, Vec::new()).await;
+    setup.fake.push(Reply::rate_limited("120"));
+    setup.fake.push(Reply::text("never sent"));
+    let turn = setup.turn("Now?").await;
+
+    let ended = turn.ended();
+    assert_eq!(ended["status"], "failed", "{:?}", turn.events);
+    let error = ended["error"].as_str().unwrap();
+    assert!(error.contains("120 s"), "{error}");
+    assert!(error.contains("max_retry_after_ms"), "{error}");
+    assert!(error.contains("rate limit reached, slow down"), "{error}");
+    assert_eq!(turn.requests.len(), 1);
+    assert!(turn.all("model.retry").is_empty());
 }

@@ -1,4 +1,4 @@
-//! The search index catches up after a crash (DESIGN invariant 3, issue 14 §4): a finished
+//! The search index catches up after a crash (invariant 3, the index is derived): a finished
 //! message's search row is written moments after the message is stored, so a `kill -9` can
 //! come in between. The next start must bring search back to what `reindex` gives.
 

@@ -1,12 +1,13 @@
-//! Secrets stay secret (issue 14 §5): a provider that echoes the API key in its error body must
-//! not get the key into a stored item, `turn.ended`, `model.retry`, a compaction's error or the
-//! search index. Configured key values and `Bearer …` / `sk-…` shaped strings are redacted from
-//! every provider error before it is stored or sent.
+//! Secrets stay secret (invariant 8, secure by default): a provider that echoes the API key in
+//! its error body must not get the key into a stored item, `turn.ended`, `model.retry`, a
+//! compaction's error or the search index. Configured key values and `Bearer …` / `sk-…`
+//! shaped strings are redacted from every provider error before it is stored or sent.
 
 use serde_json::json;
 
 use crate::fake_provider::{FakeProvider, Reply, Setup, Wire};
-use crate::harness::{events_until, snapshot_dir};
+use crate::harness::snapshot_dir;
+use crate::support::events_until;
 
 /// Not shaped like any known key: only the configured value tells it is one.
 const KEY: &str = "vaala-test-key-7f3a9c21e5d4";

@@ -1,4 +1,4 @@
-//! Sub-agents end to end (SPEC §5, §3.3, §4.3): `spawn_agent` and the collaboration tools, the
+//! Sub-agents end to end: `spawn_agent` and the collaboration tools, the
 //! reports a sub-agent sends its parent, the interrupt rules, the session API and events, crash
 //! recovery and forks. The model is the fake provider (Chat Completions) with a script that
 //! answers each session by what its request holds, since sessions call the model concurrently.
@@ -6,12 +6,13 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use futures::{Stream, StreamExt};
+use futures::StreamExt;
 use serde_json::{Value, json};
 use tokio::sync::Notify;
 
 use crate::fake_provider::{FakeProvider, Reply, Wire};
 use crate::harness::{Server, ServerOptions, TIMEOUT, process_alive};
+use crate::support::{session_items, until};
 
 /// A config with two agents that have every tool, and the given `[subagents]` limits.
 fn config(fake: &FakeProvider, limits: &str) -> String {
@@ -105,30 +106,6 @@ fn spawn(agent: &str, task: &str) -> (String, Value) {
     )
 }
 
-/// Reads events until one satisfies `done` (included), waiting at most [`TIMEOUT`].
-async fn until(
-    events: &mut (impl Stream<Item = (String, Value)> + Unpin),
-    mut done: impl FnMut(&str, &Value) -> bool,
-) -> Vec<(String, Value)> {
-    let mut seen = Vec::new();
-    let found = tokio::time::timeout(TIMEOUT, async {
-        while let Some((kind, data)) = events.next().await {
-            let last = done(&kind, &data);
-            seen.push((kind, data));
-            if last {
-                return true;
-            }
-        }
-        false
-    })
-    .await;
-    match found {
-        Ok(true) => seen,
-        Ok(false) => panic!("the event stream ended; saw {seen:?}"),
-        Err(_) => panic!("the awaited event did not come in time; saw {seen:?}"),
-    }
-}
-
 fn turn_ended_in(session: &str) -> impl FnMut(&str, &Value) -> bool + '_ {
     move |kind, data| kind == "turn.ended" && data["session_id"] == session
 }
@@ -153,14 +130,6 @@ async fn sessions(server: &Server, id: &str) -> Vec<Value> {
         .await;
     assert_eq!(status, 200, "{body}");
     body["sessions"].as_array().unwrap().clone()
-}
-
-async fn items(server: &Server, id: &str, session: &str) -> Vec<Value> {
-    let (status, body) = server
-        .get(&format!("/api/conversations/{id}/items?session={session}"))
-        .await;
-    assert_eq!(status, 200, "{body}");
-    body["items"].as_array().unwrap().clone()
 }
 
 fn reports(items: &[Value]) -> Vec<&Value> {
@@ -240,7 +209,7 @@ async fn three_sub_agents_run_at_once_and_report_to_the_root_after_wait_agents()
     assert_eq!(sessions[2]["agent"], "reviewer");
 
     // The root waited, then read the three reports before its answer.
-    let history = items(&server, &id, &root).await;
+    let history = session_items(&server, &id, &root).await;
     let wait = history
         .iter()
         .find(|item| item["name"] == "wait_agents")
@@ -329,7 +298,7 @@ async fn sub_agents_nest_until_the_depth_limit_and_the_live_limit_is_a_tool_erro
     let (level1, level2) = (&all[1], &all[2]);
     assert_eq!(level1["parent_id"], root.as_str());
     assert_eq!(level2["parent_id"], level1["id"]);
-    let level2_items = items(&server, &id, level2["id"].as_str().unwrap()).await;
+    let level2_items = session_items(&server, &id, level2["id"].as_str().unwrap()).await;
     let refused = level2_items
         .iter()
         .find(|item| item["name"] == "spawn_agent")
@@ -344,7 +313,7 @@ async fn sub_agents_nest_until_the_depth_limit_and_the_live_limit_is_a_tool_erro
     );
     // The turn went on after the tool error, and its report went up.
     assert_eq!(level2["last_message"], "finished level 2");
-    let level1_items = items(&server, &id, level1["id"].as_str().unwrap()).await;
+    let level1_items = session_items(&server, &id, level1["id"].as_str().unwrap()).await;
     assert!(
         reports(&level1_items)
             .iter()
@@ -368,7 +337,7 @@ async fn sub_agents_nest_until_the_depth_limit_and_the_live_limit_is_a_tool_erro
     let (id, root) = create(&server, "two").await;
     let mut events = server.events(&id).await;
     until(&mut events, turn_ended_in(&root)).await;
-    let history = items(&server, &id, &root).await;
+    let history = session_items(&server, &id, &root).await;
     let calls: Vec<&Value> = history
         .iter()
         .filter(|item| item["name"] == "spawn_agent")
@@ -503,7 +472,7 @@ async fn the_users_message_is_taken_before_a_report_that_waits_with_it() {
     })
     .await;
     server.wait_idle(&id).await;
-    let history = items(&server, &id, &root).await;
+    let history = session_items(&server, &id, &root).await;
     let user = history
         .iter()
         .position(|item| item["text"] == "user next")
@@ -577,7 +546,7 @@ async fn after_the_user_interrupts_the_root_children_go_on_and_their_reports_wai
         .await;
     assert_eq!(status, 202);
     server.wait_idle(&id).await;
-    let history = items(&server, &id, &root).await;
+    let history = session_items(&server, &id, &root).await;
     let user = history
         .iter()
         .position(|item| item["text"] == "carry on")
@@ -621,7 +590,7 @@ async fn wait_agents_times_out_with_the_child_still_running() {
     let (id, root) = create(&server, "wait").await;
     let mut events = server.events(&id).await;
     until(&mut events, turn_ended_in(&root)).await;
-    let history = items(&server, &id, &root).await;
+    let history = session_items(&server, &id, &root).await;
     let wait = history
         .iter()
         .find(|item| item["name"] == "wait_agents")
@@ -688,7 +657,7 @@ async fn interrupting_a_sub_agent_kills_its_tool_and_its_parent_is_told() {
         "{body}"
     );
     assert!(!process_alive(pid), "the tool's process was killed");
-    let child_items = items(&server, &id, &child).await;
+    let child_items = session_items(&server, &id, &child).await;
     let shell = child_items
         .iter()
         .find(|item| item["name"] == "shell")
@@ -697,7 +666,7 @@ async fn interrupting_a_sub_agent_kills_its_tool_and_its_parent_is_told() {
     server.wait_idle(&id).await;
     let all = sessions(&server, &id).await;
     assert_eq!(all[1]["status"], "interrupted");
-    let root_items = items(&server, &id, all[0]["id"].as_str().unwrap()).await;
+    let root_items = session_items(&server, &id, all[0]["id"].as_str().unwrap()).await;
     let report = reports(&root_items)
         .into_iter()
         .find(|report| report["from_session_id"] == child.as_str())
@@ -759,7 +728,7 @@ async fn after_kill_9_every_session_is_listed_with_its_items_and_none_runs() {
     );
     for session in &after {
         assert_ne!(session["status"], "running", "{session}");
-        let history = items(&server, &id, session["id"].as_str().unwrap()).await;
+        let history = session_items(&server, &id, session["id"].as_str().unwrap()).await;
         assert!(history.iter().all(|item| item["status"] != "running"));
         assert_eq!(
             history.last().unwrap()["kind"],
@@ -793,7 +762,7 @@ async fn a_fork_of_a_conversation_with_sub_agents_holds_only_the_root_history() 
     });
     let (id, root) = create(&server, "fork me").await;
     server.wait_idle(&id).await;
-    let root_items = items(&server, &id, &root).await;
+    let root_items = session_items(&server, &id, &root).await;
     let (status, fork) = server
         .post(&format!("/api/conversations/{id}/fork"), json!({}))
         .await;
@@ -801,7 +770,8 @@ async fn a_fork_of_a_conversation_with_sub_agents_holds_only_the_root_history() 
     let fork_id = fork["conversation"]["id"].as_str().unwrap();
     let fork_sessions = sessions(&server, fork_id).await;
     assert_eq!(fork_sessions.len(), 1);
-    let fork_items = items(&server, fork_id, fork_sessions[0]["id"].as_str().unwrap()).await;
+    let fork_items =
+        session_items(&server, fork_id, fork_sessions[0]["id"].as_str().unwrap()).await;
     let shape = |items: &[Value]| -> Vec<(Value, Value)> {
         items
             .iter()
@@ -893,7 +863,7 @@ async fn clients_follow_and_message_sub_agents_through_the_api() {
     assert_eq!(pending["pending"][0]["session_id"], child.as_str());
     gate.notify_one();
     server.wait_idle(&id).await;
-    let child_items = items(&server, &id, &child).await;
+    let child_items = session_items(&server, &id, &child).await;
     let texts: Vec<&str> = child_items
         .iter()
         .filter_map(|item| item["text"].as_str())
@@ -970,7 +940,7 @@ async fn serve_stop_interrupts_every_session() {
     .await;
     let all = sessions(&server, &id).await;
     assert_eq!(all[1]["status"], "interrupted");
-    let child_items = items(&server, &id, all[1]["id"].as_str().unwrap()).await;
+    let child_items = session_items(&server, &id, all[1]["id"].as_str().unwrap()).await;
     assert!(
         child_items.last().unwrap()["text"]
             .as_str()
@@ -992,7 +962,7 @@ async fn the_demo_model_spawns_a_sub_agent_offline() {
     let all = sessions(&server, id).await;
     assert_eq!(all.len(), 2);
     assert_eq!(all[1]["task"], "count the files");
-    let root_items = items(&server, id, all[0]["id"].as_str().unwrap()).await;
+    let root_items = session_items(&server, id, all[0]["id"].as_str().unwrap()).await;
     assert_eq!(reports(&root_items).len(), 1, "{root_items:?}");
 }
 

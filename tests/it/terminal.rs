@@ -1,4 +1,4 @@
-//! The terminal client (`openvaala chat`, SPEC §10.3), driven through its stdin like a script.
+//! The terminal client (`openvaala chat`), driven through its stdin like a script.
 
 use std::process::Stdio;
 
@@ -7,7 +7,8 @@ use tokio::process::Command;
 
 use openvaala::index::rebuild::INTERRUPTED_BY_STOP;
 
-use crate::harness::{Server, ServerOptions, TIMEOUT, binary, events_until};
+use crate::harness::{Server, ServerOptions, TIMEOUT, binary};
+use crate::support::events_until;
 
 /// Runs `openvaala chat` with `args` and `script` on stdin; returns what it printed and whether
 /// it exited successfully.

@@ -1,4 +1,4 @@
-//! The turn loop's rules (SPEC §2, §7.5): a step limit stops a runaway loop, a tool's error goes
+//! The turn loop's rules: a step limit stops a runaway loop, a tool's error goes
 //! back to the model instead of failing the turn, and AGENTS.md reaches every model call.
 
 use serde_json::json;
@@ -99,7 +99,7 @@ async fn after_an_interrupt_the_next_request_tells_the_model() {
             json!({ "text": "talk" }),
         )
         .await;
-    crate::harness::events_until(&mut events, "item.delta").await;
+    crate::support::events_until(&mut events, "item.delta").await;
     let (_, body) = server
         .post(&format!("/api/conversations/{id}/interrupt"), json!({}))
         .await;

@@ -249,6 +249,7 @@ async function applySnapshot(snapshot, gen) {
   for (const item of stored) upsertItem(item, false);
   const running = (snapshot.running || []).filter((r) => r.session_id === sessionId);
   for (const turn of running) for (const item of turn.items || []) upsertItem(item, false);
+  for (const turn of running) if (turn.retry) showRetry(turn.retry);
   if (!stored.length && !running.length) showPlaceholder('No messages yet.');
   // How the last turn ended, on the turn itself, when it did not complete.
   const last = state.conv.last_turn;

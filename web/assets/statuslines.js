@@ -11,11 +11,13 @@ export function clearStatusLines() {
   $('status-lines').querySelectorAll('.line:not(.connection-line)').forEach((line) => line.remove());
 }
 
-// One line for all the retries of a model call, counting down to the next attempt.
+// One line for all the retries of a model call, counting down to the next attempt: from the
+// live event's delay, or, for a retry a snapshot shows (a client that joined during the wait),
+// from its `next_at`.
 export function showRetry(data) {
   clearRetry();
   const next = data.attempt + 1;
-  const until = Date.now() + data.delay_ms;
+  const until = data.delay_ms != null ? Date.now() + data.delay_ms : Date.parse(data.next_at);
   const countdown = el('span', { class: 'countdown', 'aria-hidden': 'true' });
   const line = el(
     'div',

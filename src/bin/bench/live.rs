@@ -1,4 +1,5 @@
-//! `openvaala-bench live`: many conversations touched in a short time (issue 14's target).
+//! `openvaala-bench live`: many conversations touched in a short time, in bounded memory and
+//! open files.
 //! Clients create conversations at a steady pace (each create starts a turn with the built-in
 //! model), then send a message to a sample of the older ones, which must be loaded from disk
 //! again. Meanwhile the bench samples the server's resident memory, its open files and its
@@ -43,7 +44,7 @@ pub struct LiveArgs {
     keep: bool,
 }
 
-/// The targets (issue 14): memory under 256 MB while at the cap, open files under the limit,
+/// The targets: memory under 256 MB while at the cap, open files under the limit,
 /// and back close to idle afterwards: at least this share of what the load added given back.
 const RSS_TARGET_MB: f64 = 256.0;
 const GIVEN_BACK: f64 = 0.85;

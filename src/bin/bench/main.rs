@@ -1,7 +1,7 @@
-//! `openvaala-bench`: measures the release binary and prints the results beside the targets of
-//! the issues that set them. It measures and reports; it never fails because a number misses its
-//! target, since machines are noisy. Each subcommand is one module; this file holds what they
-//! share: running the server binary, reading its memory, and percentiles and formatting.
+//! `openvaala-bench`: measures the release binary and prints the results beside their
+//! targets. It measures and reports; it never fails because a number misses its target, since
+//! machines are noisy. Each subcommand is one module; this file holds what they share: running
+//! the server binary, reading its memory, and percentiles and formatting.
 //!
 //! - `foundation`: reindex, start, list and search over many generated conversations.
 //! - `turns`: the runtime's own overhead per turn and the fan-out of a turn to many SSE
@@ -22,12 +22,12 @@ mod fake_provider;
 mod fork;
 mod foundation;
 mod live;
-mod postgres;
 mod sse;
 mod subagents;
 mod text;
 mod tokens;
 mod turns;
+mod turns_results;
 
 use std::fs;
 use std::io::Read as _;
@@ -52,25 +52,22 @@ struct Cli {
 #[derive(Subcommand)]
 enum Bench {
     /// Reindex throughput, start time, list and search latency and memory over a large data
-    /// directory (the targets of the foundation issue).
+    /// directory.
     Foundation(foundation::FoundationArgs),
     /// The runtime's own overhead per turn, and the fan-out of one turn to many SSE subscribers
-    /// with their latency and the server's memory per subscriber (the targets of the issue
-    /// "Turns that work for real").
+    /// with their latency and the server's memory per subscriber.
     Turns(turns::TurnsArgs),
-    /// Fork and rewind latency over a conversation of 10,000 items (the target of the issue
-    /// "Fork and rewind").
+    /// Fork and rewind latency over a conversation of 10,000 items.
     Fork(fork::ForkArgs),
     /// 10,000 conversations touched in a minute: live conversations held at the cap, memory
-    /// and open files at the peak and after (the target of issue 14).
+    /// and open files at the peak and after, against the targets in `live.rs`.
     Live(live::LiveArgs),
     /// Decoding a provider's stream on its own: a burst, and chunks at a provider's pace.
     Decode(decode::DecodeArgs),
     /// What counting tokens for the usage meter costs: estimating a 100,000-token history.
     Tokens(tokens::TokensArgs),
     /// The time from a root agent's `spawn_agent` calls to its sub-agents' first model
-    /// requests, and the overhead per sub-agent turn against a root turn's (the targets of the
-    /// sub-agents issue).
+    /// requests, and the overhead per sub-agent turn against a root turn's.
     Subagents(subagents::SubagentsArgs),
     /// Cluster mode against a PostgreSQL server it starts: a forwarded request against a direct
     /// one, the turn overhead against an embedded service, and the takeover after kill -9.

@@ -1,4 +1,4 @@
-//! `openvaala-bench tokens`: what the usage meter's token counting costs (SPEC §7.2). A history
+//! `openvaala-bench tokens`: what the usage meter's token counting costs. A history
 //! of about 100,000 tokens (generated prose of message size, and tool calls with JSON
 //! arguments and output) is estimated the way the service does it (`UsageTracker::restart`,
 //! as after a load or a compaction): the first time, when every item is encoded, and again,
@@ -28,7 +28,7 @@ pub struct TokensArgs {
     seed: u64,
 }
 
-/// The target for estimating a 100,000-token history.
+/// The target for estimating a 100,000-token history.
 const TARGET: Duration = Duration::from_millis(20);
 
 pub fn tokens(args: &TokensArgs) -> anyhow::Result<()> {

@@ -3,7 +3,6 @@
 //! server's memory per subscriber. The model is the in-process fake provider, which answers at
 //! once, so what is left is the runtime's work.
 
-use std::fmt::Write as _;
 use std::fs;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -14,12 +13,13 @@ use serde_json::{Value, json};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
-use super::decode::{self, Decoding};
+use super::decode::{self};
 use super::fake_provider::{Answered, FakeProvider, MODEL_NAME, Script, SendTimes, monotonic_ns};
 use super::sse::{self, Report, TurnReport};
+use super::turns_results::*;
 use super::{
-    ServerProcess, http_client, mb, ms, percentile, plural, proc_cpu, proc_status_kb,
-    raise_open_file_limit, server_binary, thousands, verdict,
+    ServerProcess, http_client, mb, ms, percentile, proc_cpu, proc_status_kb,
+    raise_open_file_limit, server_binary,
 };
 
 #[derive(Args)]
@@ -56,70 +56,6 @@ pub(super) const TURN_TIMEOUT: Duration = Duration::from_secs(60);
 const FANOUT_TIMEOUT: Duration = Duration::from_secs(600);
 /// How often a conversation's status is polled while waiting for its first turn to end.
 const STATUS_POLL: Duration = Duration::from_millis(5);
-
-/// Everything `turns` measured, printed as one table at the end.
-struct Results {
-    args_turns: usize,
-    long: Overhead,
-    short: Overhead,
-    fanout: FanOut,
-    decoding: Decoding,
-    open_file_limit: u64,
-}
-
-/// The turns of one reply size on one conversation.
-struct Overhead {
-    deltas: usize,
-    /// Client's POST sent → `turn.ended` received, minus the provider's own time.
-    overheads: Vec<Duration>,
-    /// Client's POST sent → `turn.ended` received.
-    totals: Vec<Duration>,
-    /// The provider's own time: request received → last byte sent.
-    provider: Vec<Duration>,
-    /// The size of the last model request (the whole history is sent every turn).
-    last_request_bytes: usize,
-    /// `item.delta` events the subscriber got per turn (deltas that reach the server together
-    /// go out merged).
-    events: Vec<usize>,
-}
-
-struct FanOut {
-    subscribers: usize,
-    deltas: usize,
-    /// Time from spawning the subscribers until every one had its snapshot.
-    connect: Duration,
-    rss_before_kb: u64,
-    rss_idle_kb: u64,
-    turns: Vec<FanOutTurn>,
-}
-
-struct FanOutTurn {
-    interval: Duration,
-    /// Receive time − send time of every (subscriber, delta) pair, in microseconds, sorted.
-    latencies_us: Vec<u32>,
-    /// Subscribers that got every delta, in order.
-    complete: usize,
-    /// What went wrong for the others (at most a few lines are printed).
-    problems: Vec<String>,
-    reconnects: usize,
-    snapshots: usize,
-    /// Per subscriber (median): `item.delta` events (the deltas after merging), all events of
-    /// the turn, and the reads they arrived in.
-    events_median: (usize, usize, usize),
-    /// First delta sent by the provider → last delta received by the last subscriber.
-    wall: Duration,
-    /// First delta sent by the provider → last delta received by the first subscriber to get
-    /// it: about when the server had published every delta (the rest of `wall` is fan-out).
-    first_complete: Duration,
-    /// First delta sent → last delta sent, by the provider.
-    provider_stream: Duration,
-    rss_after_kb: u64,
-    peak_rss_kb: u64,
-    /// CPU time used during the turn by the server and by this process (the subscribers; the
-    /// fake provider's share is small).
-    server_cpu: Duration,
-    bench_cpu: Duration,
-}
 
 pub fn turns(args: &TurnsArgs) -> anyhow::Result<()> {
     if args.turns == 0 || args.reply_tokens == 0 || args.fanout_deltas == 0 {
@@ -569,7 +505,7 @@ fn summarize(
 }
 
 /// The nearest-rank percentile of sorted microsecond samples.
-fn percentile_us(sorted: &[u32], fraction: f64) -> u32 {
+pub(crate) fn percentile_us(sorted: &[u32], fraction: f64) -> u32 {
     if sorted.is_empty() {
         return 0;
     }
@@ -677,181 +613,6 @@ pub(super) async fn next_turn_end(
             Report::Gone { reason, .. } => bail!("the subscriber gave up: {reason}"),
             Report::Connected => {}
         }
-    }
-}
-
-// ---------------------------------------------------------------------------------------------
-// The results table.
-
-fn results_table(results: &Results) -> String {
-    let mut out = String::new();
-    let turns = results.args_turns;
-    let _ = writeln!(out, "\n## Turns benchmark\n");
-    let _ = writeln!(out, "| Measurement | Result | Target | |");
-    let _ = writeln!(out, "|---|---|---|---|");
-    for overhead in [&results.long, &results.short] {
-        let p50 = percentile(&overhead.overheads, 0.50);
-        let _ = writeln!(
-            out,
-            "| overhead per turn, {}-delta reply (median / p90 / p99 of {turns}) | {:.2} / {:.2} / {:.2} ms | < 5 ms | {} |",
-            overhead.deltas,
-            ms(p50),
-            ms(percentile(&overhead.overheads, 0.90)),
-            ms(percentile(&overhead.overheads, 0.99)),
-            verdict(ms(p50) < 5.0)
-        );
-    }
-    let fanout = &results.fanout;
-    for turn in &fanout.turns {
-        let p99 = percentile_us(&turn.latencies_us, 0.99) as f64 / 1000.0;
-        let _ = writeln!(
-            out,
-            "| fan-out to {}, {} deltas {}: delivery latency p50 / p99 | {:.1} / {:.1} ms | p99 < 50 ms | {} |",
-            plural(fanout.subscribers, "subscriber"),
-            thousands(fanout.deltas as u64),
-            pace(turn.interval),
-            percentile_us(&turn.latencies_us, 0.50) as f64 / 1000.0,
-            p99,
-            verdict(p99 < 50.0)
-        );
-    }
-    let per_subscriber_kb = fanout.rss_idle_kb.saturating_sub(fanout.rss_before_kb) as f64
-        / fanout.subscribers.max(1) as f64;
-    let _ = writeln!(
-        out,
-        "| server memory per idle subscriber | {per_subscriber_kb:.1} KB | < 64 KB | {} |",
-        verdict(per_subscriber_kb < 64.0)
-    );
-
-    let _ = writeln!(out, "\nFor information:\n");
-    let _ = writeln!(out, "| Measurement | Result |");
-    let _ = writeln!(out, "|---|---|");
-    for overhead in [&results.long, &results.short] {
-        let _ = writeln!(
-            out,
-            "| {}-delta reply: POST → `turn.ended` / provider's own time (medians) | {:.2} / {:.2} ms |",
-            overhead.deltas,
-            ms(percentile(&overhead.totals, 0.50)),
-            ms(percentile(&overhead.provider, 0.50)),
-        );
-        let quarter = (overhead.overheads.len() / 4).max(1);
-        let _ = writeln!(
-            out,
-            "| {}-delta reply: overhead median of the first / last {quarter} turns (the history grows; last request {:.0} KB) | {:.2} / {:.2} ms |",
-            overhead.deltas,
-            overhead.last_request_bytes as f64 / 1024.0,
-            ms(percentile(&overhead.overheads[..quarter], 0.50)),
-            ms(percentile(
-                &overhead.overheads[overhead.overheads.len() - quarter..],
-                0.50
-            )),
-        );
-        let mut events = overhead.events.clone();
-        events.sort_unstable();
-        let _ = writeln!(
-            out,
-            "| {}-delta reply: `item.delta` events a subscriber got (median / max; the server merges deltas that reach it together) | {} / {} |",
-            overhead.deltas,
-            events.get(events.len() / 2).copied().unwrap_or(0),
-            events.last().copied().unwrap_or(0),
-        );
-    }
-    let per_delta = (percentile(&results.long.overheads, 0.50)
-        .saturating_sub(percentile(&results.short.overheads, 0.50)))
-    .as_secs_f64()
-        * 1e6
-        / (results.long.deltas.saturating_sub(1)).max(1) as f64;
-    let _ = writeln!(
-        out,
-        "| cost per provider delta ((long − short overhead median) / {}) | {per_delta:.1} µs |",
-        results.long.deltas.saturating_sub(1)
-    );
-    let decoding = &results.decoding;
-    let _ = writeln!(
-        out,
-        "| decoding a provider's {}-chunk stream (SSE and JSON, no network), a read per chunk / all in one read | {:.1} / {:.1} ms ({:.2} / {:.2} µs per chunk) |",
-        thousands(decoding.chunks as u64),
-        ms(decoding.one_per_read),
-        ms(decoding.one_read),
-        decoding.one_per_read.as_secs_f64() * 1e6 / decoding.chunks as f64,
-        decoding.one_read.as_secs_f64() * 1e6 / decoding.chunks as f64,
-    );
-    let _ = writeln!(
-        out,
-        "| {} connected (each had its snapshot) in | {:.0} ms |",
-        plural(fanout.subscribers, "subscriber"),
-        ms(fanout.connect)
-    );
-    let _ = writeln!(
-        out,
-        "| server RSS before the subscribers / with them idle | {:.1} / {:.1} MB |",
-        mb(fanout.rss_before_kb),
-        mb(fanout.rss_idle_kb)
-    );
-    for turn in &fanout.turns {
-        let label = pace(turn.interval);
-        let _ = writeln!(
-            out,
-            "| fan-out {label}: subscribers that got every delta, in order | {} of {} |",
-            thousands(turn.complete as u64),
-            thousands(fanout.subscribers as u64)
-        );
-        let _ = writeln!(
-            out,
-            "| fan-out {label}: per subscriber, median: `item.delta` events (the {} deltas, merged where they reached the server together) / all events of the turn / reads they came in | {} / {} / {} |",
-            thousands(fanout.deltas as u64),
-            turn.events_median.0,
-            turn.events_median.1,
-            turn.events_median.2
-        );
-        let _ = writeln!(
-            out,
-            "| fan-out {label}: reconnects (into a fresh snapshot) | {} ({}) |",
-            turn.reconnects, turn.snapshots
-        );
-        let _ = writeln!(
-            out,
-            "| fan-out {label}: first delta sent → first / last subscriber got the last delta; provider's sending time | {:.0} / {:.0}; {:.0} ms |",
-            ms(turn.first_complete),
-            ms(turn.wall),
-            ms(turn.provider_stream)
-        );
-        let _ = writeln!(
-            out,
-            "| fan-out {label}: CPU time of the server / of the bench (subscribers) during the turn | {:.2} / {:.2} s |",
-            turn.server_cpu.as_secs_f64(),
-            turn.bench_cpu.as_secs_f64()
-        );
-        let _ = writeln!(
-            out,
-            "| fan-out {label}: server RSS after the turn (peak so far) | {:.1} MB ({:.1} MB) |",
-            mb(turn.rss_after_kb),
-            mb(turn.peak_rss_kb)
-        );
-        for problem in turn.problems.iter().take(5) {
-            let _ = writeln!(out, "| fan-out {label}: problem | {problem} |");
-        }
-        if turn.problems.len() > 5 {
-            let _ = writeln!(
-                out,
-                "| fan-out {label}: problems not shown | {} |",
-                turn.problems.len() - 5
-            );
-        }
-    }
-    let _ = writeln!(
-        out,
-        "| open-file limit (bench and server) | {} |",
-        thousands(results.open_file_limit)
-    );
-    out
-}
-
-fn pace(interval: Duration) -> String {
-    if interval.is_zero() {
-        "as fast as possible".to_owned()
-    } else {
-        format!("one per {} µs", interval.as_micros())
     }
 }
 

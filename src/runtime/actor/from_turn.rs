@@ -4,8 +4,8 @@
 
 use super::ConversationActor;
 use super::session::append_delta;
-use crate::api::events::{CompactionReason, ConversationEvent};
-use crate::domain::{Item, ItemKind, ItemStatus, Message, MessageStatus, user_item};
+use crate::api::events::{CompactionReason, ConversationEvent, RetryState};
+use crate::domain::{Item, ItemKind, ItemStatus, Message, MessageStatus, now, user_item};
 use crate::runtime::link::{FromTurn, TurnMsg};
 use crate::runtime::pending::Waiting;
 use crate::runtime::retry::Retry;
@@ -22,6 +22,8 @@ impl ConversationActor {
                 item.seq = self.next_seq(session_id);
                 self.publish_item_started(&item);
                 if let Some(running) = self.run_mut(session_id).and_then(|r| r.running.as_mut()) {
+                    // The model answers again: a retry it was waiting for is over.
+                    running.retry = None;
                     running.items.push(item);
                 }
             }
@@ -49,6 +51,11 @@ impl ConversationActor {
                 });
             }
             TurnMsg::Store { items, ack } => {
+                // A failed attempt's output is stored before its retry is announced; anything
+                // stored after that comes from the next attempt.
+                if let Some(running) = self.run_mut(session_id).and_then(|r| r.running.as_mut()) {
+                    running.retry = None;
+                }
                 if let Ok(seqs) = self.store_turn_items(session_id, items) {
                     let _ = ack.send(seqs);
                 }
@@ -69,11 +76,21 @@ impl ConversationActor {
                 delay_ms,
                 error,
             }) => {
+                let next_at = now() + chrono::Duration::milliseconds(delay_ms as i64);
+                if let Some(running) = self.run_mut(session_id).and_then(|r| r.running.as_mut()) {
+                    running.retry = Some(RetryState {
+                        attempt,
+                        max_attempts,
+                        next_at,
+                        error: error.clone(),
+                    });
+                }
                 self.bus.publish(&ConversationEvent::ModelRetry {
                     session_id: session_id.to_owned(),
                     attempt,
                     max_attempts,
                     delay_ms,
+                    next_at,
                     error,
                 });
             }

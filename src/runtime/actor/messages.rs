@@ -2,10 +2,9 @@
 //! message (steer, queue, interrupt) that can still be edited, withdrawn or promoted. A message
 //! can go to the root agent or, with `session_id`, straight to a sub-agent.
 
-use serde_json::json;
-
 use super::session::InterruptCause;
 use super::{Answer, ConversationActor};
+use crate::api::responses::MessageAccepted;
 use crate::domain::{Message, MessageMode, MessageSource, MessageStatus, new_id, now};
 use crate::runtime::{NewMessage, PendingPatch, RequestKey, RuntimeError};
 use crate::store::records::MetaRecord;
@@ -74,7 +73,10 @@ impl ConversationActor {
         }
         let answer = Answer {
             status: 202,
-            body: json!({ "message": message }),
+            body: serde_json::to_value(MessageAccepted {
+                message: message.clone(),
+            })
+            .expect("an answer is plain JSON"),
         };
         if report {
             run.pending.push_report(message);

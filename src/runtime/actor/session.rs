@@ -9,6 +9,7 @@ use super::super::RuntimeError;
 use super::super::compaction;
 use super::super::pending::PendingQueue;
 use super::super::usage::UsageTracker;
+use crate::api::events::RetryState;
 use crate::domain::{Item, ItemKind, ItemStatus};
 
 pub(super) struct SessionRun {
@@ -35,6 +36,9 @@ pub(super) struct RunningTurn {
     pub turn_id: String,
     pub cancel: CancellationToken,
     pub items: Vec<Item>,
+    /// The model call waits to be tried again (shown in snapshots until the next attempt
+    /// produces output).
+    pub retry: Option<RetryState>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -50,6 +50,7 @@ impl ConversationActor {
                         .into_iter()
                         .cloned()
                         .collect(),
+                    retry: running.retry.clone(),
                 })
             })
             .collect();

@@ -4,12 +4,12 @@
 
 use std::sync::Arc;
 
-use serde_json::json;
 use tokio_util::sync::CancellationToken;
 
 use super::session::RunningTurn;
 use super::{Answer, ConversationActor};
 use crate::api::events::ConversationEvent;
+use crate::api::responses::MessageAccepted;
 use crate::domain::{Item, Message, MessageStatus, TurnStatus, new_id, now, user_item};
 use crate::index::IndexUpdate;
 use crate::model::tokens::Tokenizer;
@@ -97,7 +97,10 @@ impl ConversationActor {
         records.extend(self.pending_answer_records(&messages));
         let answer = Answer {
             status: 202,
-            body: json!({ "message": messages[0] }),
+            body: serde_json::to_value(MessageAccepted {
+                message: messages[0].clone(),
+            })
+            .expect("an answer is plain JSON"),
         };
         // The key's answer also goes to the index (`index_turn_start`).
         let answer_key = key.as_ref().map(|key| (key.clone(), key.stored(&answer)));
@@ -246,6 +249,7 @@ impl ConversationActor {
             turn_id: turn_id.to_owned(),
             cancel: cancel.clone(),
             items: Vec::new(),
+            retry: None,
         });
         run.turn_reasoning_tokens = 0;
         let history = run.history.clone();

@@ -1,8 +1,7 @@
-//! A real PostgreSQL server for the cluster benchmark and the cluster tests (which include this
-//! file), started by them: `initdb` into a temporary directory, then `pg_ctl start` on a free
-//! loopback port. PostgreSQL refuses to run as root, so as root its commands run as the
-//! `postgres` user (Debian's package creates it). `.ci/run` installs Debian's `postgresql` when
-//! it is missing.
+//! A real PostgreSQL server for the cluster benchmark and the cluster tests, started by them:
+//! `initdb` into a temporary directory, then `pg_ctl start` on a free loopback port.
+//! PostgreSQL refuses to run as root, so as root its commands run as the `postgres` user
+//! (Debian's package creates it). `.ci/run` installs Debian's `postgresql` when it is missing.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -56,7 +55,6 @@ impl Postgres {
     }
 
     /// Stops the server (fast: open connections are cut), as an outage would.
-    #[allow(dead_code, reason = "the tests stop it early; the benchmark does not")]
     pub fn stop(&self) {
         run(
             &self.bin,
