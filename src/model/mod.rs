@@ -216,3 +216,27 @@ impl Models {
         }))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reasoning_is_carried_where_the_protocol_sends_it_back() {
+        let mut text = String::new();
+        for protocol in ["openai_chat", "openai_responses", "anthropic_messages"] {
+            text.push_str(&format!(
+                "[providers.{protocol}]\nprotocol = \"{protocol}\"\nbase_url = \"https://x.test\"\n\
+                 [models.{protocol}]\nprovider = \"{protocol}\"\nname = \"m\"\n\
+                 context_window = 9000\nmax_output_tokens = 1000\n"
+            ));
+        }
+        let config = Config::from_toml_str(&text, None).unwrap();
+        let carried = |model: &str| reasoning_carried(&config, model);
+        assert!(!carried("openai_chat"));
+        assert!(carried("openai_responses"));
+        assert!(carried("anthropic_messages"));
+        assert!(!carried(crate::config::DEMO_MODEL));
+        assert!(!carried("no_such_model"));
+    }
+}
