@@ -19,7 +19,10 @@ use toml::Spanned;
 pub use agents::{ALL_TOOLS, AgentConfig};
 pub use cluster::{ClusterConfig, check_advertise_addr, check_database_url};
 pub use limits::{RetryConfig, SubagentsConfig, ToolsConfig, TurnConfig};
-pub use providers::{ModelConfig, Protocol, ProviderConfig, ReasoningContext, TokenizerName};
+pub use providers::{
+    MaxTokensField, ModelConfig, ModelOptions, Protocol, ProviderConfig, Reasoning,
+    ReasoningContext, ReasoningEffort, ReasoningSummary, Thinking, TokenizerName,
+};
 pub use server::ServerConfig;
 
 use agents::{RawAgent, fallback_agent};

@@ -27,12 +27,89 @@ pub struct ModelConfig {
     /// In tokens; greater than `max_output_tokens`.
     pub context_window: u64,
     pub max_output_tokens: u64,
-    /// Only on models whose provider speaks [`Protocol::OpenaiResponses`].
+    /// Which turns' reasoning goes back to the model (unset: the running turn's); read by the
+    /// protocols that take reasoning back (`openai_responses`, `anthropic_messages`).
     pub reasoning_context: Option<ReasoningContext>,
     /// How the usage meter counts this model's tokens; `None`: chosen from the protocol and
     /// the model's name (`model::tokens::Tokenizer::for_model`).
     pub tokenizer: Option<TokenizerName>,
+    /// What the model's requests ask of its provider besides the history.
+    pub options: ModelOptions,
 }
+
+/// A model's switches that belong to one protocol each (the validator refuses them on a model
+/// of another protocol), sent with every request to that model.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ModelOptions {
+    /// `anthropic_messages`: extended thinking.
+    pub thinking: Option<Thinking>,
+    /// `openai_responses`: the request's `reasoning` object.
+    pub reasoning: Option<Reasoning>,
+    /// `openai_chat`: the name the output limit is sent under.
+    pub max_tokens_field: MaxTokensField,
+}
+
+/// The `max_tokens_field` key of an `openai_chat` model. OpenAI's reference marks `max_tokens`
+/// deprecated and its reasoning models refuse it; some compatible servers know only it.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum MaxTokensField {
+    #[default]
+    MaxCompletionTokens,
+    MaxTokens,
+}
+
+impl MaxTokensField {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            MaxTokensField::MaxCompletionTokens => "max_completion_tokens",
+            MaxTokensField::MaxTokens => "max_tokens",
+        }
+    }
+}
+
+/// The `reasoning` key of an `openai_responses` model: how hard a reasoning model thinks and
+/// whether it writes a summary of its reasoning (what clients see of it); either may be left
+/// to the provider's default.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Reasoning {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub effort: Option<ReasoningEffort>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub summary: Option<ReasoningSummary>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ReasoningEffort {
+    Minimal,
+    Low,
+    Medium,
+    High,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ReasoningSummary {
+    Auto,
+    Concise,
+    Detailed,
+}
+
+/// The `thinking` key of an `anthropic_messages` model: `{ budget_tokens = N }` or
+/// `"adaptive"`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Thinking {
+    /// At most this many tokens of thinking: at least 1024, and fewer than
+    /// `max_output_tokens`, which they count towards.
+    Budget(u64),
+    /// The model decides how much to think.
+    Adaptive,
+}
+
+/// Anthropic's smallest thinking budget.
+pub const MIN_THINKING_BUDGET: u64 = 1024;
 
 /// The `tokenizer` key of a model.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -54,8 +131,8 @@ pub enum Protocol {
     Demo,
 }
 
-/// Whether earlier turns' reasoning stays in the context; only the `openai_responses` protocol
-/// reads it.
+/// Whether earlier turns' reasoning stays in the context; read by the protocols that take
+/// reasoning back (`openai_responses`, `anthropic_messages`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum ReasoningContext {
@@ -111,6 +188,7 @@ pub(super) fn demo_model() -> ModelConfig {
         max_output_tokens: 4_096,
         reasoning_context: None,
         tokenizer: None,
+        options: ModelOptions::default(),
     }
 }
 
@@ -131,6 +209,10 @@ pub(super) struct RawModel {
     max_output_tokens: u64,
     reasoning_context: Option<ReasoningContext>,
     tokenizer: Option<TokenizerName>,
+    /// Read by [`Validator::thinking`], which explains a wrong shape better than serde.
+    thinking: Option<toml::Value>,
+    reasoning: Option<Reasoning>,
+    max_tokens_field: Option<MaxTokensField>,
 }
 
 impl Validator<'_> {
@@ -231,8 +313,22 @@ impl Validator<'_> {
                     ),
                 ));
             }
+            let protocol = providers[&model.provider].protocol;
+            let options = ModelOptions {
+                thinking: self.thinking(&id, &model, protocol)?,
+                reasoning: model.reasoning,
+                max_tokens_field: model.max_tokens_field.unwrap_or_default(),
+            };
+            if model.max_tokens_field.is_some() {
+                let key = format!("models.{id}.max_tokens_field");
+                self.only_for(&key, protocol, Protocol::OpenaiChat)?;
+            }
+            if model.reasoning.is_some() {
+                let key = format!("models.{id}.reasoning");
+                self.only_for(&key, protocol, Protocol::OpenaiResponses)?;
+            }
             // The documented example sets reasoning_context on an openai_chat model, so it is
-            // accepted everywhere and only read by the openai_responses protocol.
+            // accepted everywhere and only read by the protocols that take reasoning back.
             models.insert(
                 id,
                 ModelConfig {
@@ -242,11 +338,61 @@ impl Validator<'_> {
                     max_output_tokens: model.max_output_tokens,
                     reasoning_context: model.reasoning_context,
                     tokenizer: model.tokenizer,
+                    options,
                 },
             );
         }
         models.insert(DEMO_MODEL.to_string(), demo_model());
         Ok(models)
+    }
+
+    /// A model's `thinking`: only for `anthropic_messages`, with a budget Anthropic accepts.
+    fn thinking(
+        &self,
+        id: &str,
+        model: &RawModel,
+        protocol: Protocol,
+    ) -> Result<Option<Thinking>, ConfigError> {
+        let Some(value) = &model.thinking else {
+            return Ok(None);
+        };
+        let key = format!("models.{id}.thinking");
+        self.only_for(&key, protocol, Protocol::AnthropicMessages)?;
+        let shape = || self.invalid(&key, "must be { budget_tokens = N } or \"adaptive\"");
+        let thinking = match value {
+            toml::Value::String(mode) if mode == "adaptive" => Thinking::Adaptive,
+            toml::Value::Table(table) if table.len() == 1 => {
+                let budget = table
+                    .get("budget_tokens")
+                    .and_then(toml::Value::as_integer)
+                    .ok_or_else(shape)?;
+                let budget = u64::try_from(budget).unwrap_or(0);
+                if budget < MIN_THINKING_BUDGET || budget >= model.max_output_tokens {
+                    return Err(self.invalid(
+                        format!("{key}.budget_tokens"),
+                        format!(
+                            "must be at least {MIN_THINKING_BUDGET} and smaller than \
+                             max_output_tokens ({}), got {budget}",
+                            model.max_output_tokens
+                        ),
+                    ));
+                }
+                Thinking::Budget(budget)
+            }
+            _ => return Err(shape()),
+        };
+        Ok(Some(thinking))
+    }
+
+    /// Refuses a protocol's key on a model of another protocol.
+    fn only_for(&self, key: &str, protocol: Protocol, wanted: Protocol) -> Result<(), ConfigError> {
+        if protocol == wanted {
+            return Ok(());
+        }
+        Err(self.invalid(
+            key,
+            format!("only {wanted} models take it (this model's provider speaks {protocol})"),
+        ))
     }
 }
 
@@ -270,5 +416,140 @@ mod tests {
             let wrapper: Wrapper = toml::from_str(&toml_text).unwrap();
             assert_eq!(wrapper.protocol, protocol);
         }
+    }
+
+    /// A config with an Anthropic and an OpenAI model, `line` added to the model `model`.
+    fn with(model: &str, line: &str) -> Result<super::super::Config, ConfigError> {
+        let text = format!(
+            r#"
+[providers.claude]
+protocol = "anthropic_messages"
+base_url = "https://api.anthropic.com"
+
+[providers.openai]
+protocol = "openai_chat"
+base_url = "https://api.openai.com/v1"
+
+[models.c]
+provider = "claude"
+name = "claude-x"
+context_window = 200000
+max_output_tokens = 16000
+{c}
+
+[models.o]
+provider = "openai"
+name = "gpt-x"
+context_window = 200000
+max_output_tokens = 16000
+{o}
+"#,
+            c = if model == "c" { line } else { "" },
+            o = if model == "o" { line } else { "" },
+        );
+        super::super::Config::from_toml_str(&text, None)
+    }
+
+    fn error_of(model: &str, line: &str) -> String {
+        match with(model, line) {
+            Ok(_) => panic!("`{line}` on model {model} was accepted"),
+            Err(error) => error.to_string(),
+        }
+    }
+
+    #[test]
+    fn thinking_is_a_budget_or_adaptive_on_anthropic_models_only() {
+        let thinking = |line: &str| with("c", line).unwrap().models["c"].options.thinking;
+        assert_eq!(
+            thinking("thinking = { budget_tokens = 8000 }"),
+            Some(Thinking::Budget(8000))
+        );
+        assert_eq!(
+            thinking("thinking = \"adaptive\""),
+            Some(Thinking::Adaptive)
+        );
+        assert_eq!(thinking(""), None);
+        for (line, expected) in [
+            (
+                "thinking = { budget_tokens = 1023 }",
+                "models.c.thinking.budget_tokens",
+            ),
+            (
+                "thinking = { budget_tokens = 16000 }",
+                "max_output_tokens (16000)",
+            ),
+            (
+                "thinking = \"on\"",
+                "must be { budget_tokens = N } or \"adaptive\"",
+            ),
+            ("thinking = { budget = 2000 }", "models.c.thinking"),
+        ] {
+            let error = error_of("c", line);
+            assert!(error.contains(expected), "{line}: {error}");
+        }
+        let error = error_of("o", "thinking = \"adaptive\"");
+        assert!(
+            error.contains("models.o.thinking") && error.contains("only anthropic_messages"),
+            "{error}"
+        );
+    }
+
+    #[test]
+    fn reasoning_is_for_responses_models_only() {
+        let text = |line: &str| {
+            format!(
+                "[providers.r]\nprotocol = \"openai_responses\"\nbase_url = \"https://api.openai.com/v1\"\n\
+                 [models.r]\nprovider = \"r\"\nname = \"o-x\"\ncontext_window = 9000\n\
+                 max_output_tokens = 1000\n{line}\n"
+            )
+        };
+        let parse = |line: &str| super::super::Config::from_toml_str(&text(line), None);
+        let config = parse("reasoning = { effort = \"high\", summary = \"auto\" }").unwrap();
+        assert_eq!(
+            config.models["r"].options.reasoning,
+            Some(Reasoning {
+                effort: Some(ReasoningEffort::High),
+                summary: Some(ReasoningSummary::Auto),
+            })
+        );
+        let config = parse("reasoning = { effort = \"minimal\" }").unwrap();
+        assert_eq!(
+            config.models["r"].options.reasoning,
+            Some(Reasoning {
+                effort: Some(ReasoningEffort::Minimal),
+                summary: None,
+            })
+        );
+        assert!(parse("reasoning = { effort = \"extreme\" }").is_err());
+        assert!(parse("reasoning = { budget = 3 }").is_err());
+        let error = error_of("o", "reasoning = { effort = \"low\" }");
+        assert!(
+            error.contains("models.o.reasoning") && error.contains("only openai_responses"),
+            "{error}"
+        );
+    }
+
+    #[test]
+    fn the_limit_field_is_chosen_on_chat_models_only() {
+        let field = |line: &str| {
+            with("o", line).unwrap().models["o"]
+                .options
+                .max_tokens_field
+        };
+        assert_eq!(field(""), MaxTokensField::MaxCompletionTokens);
+        assert_eq!(
+            field("max_tokens_field = \"max_tokens\""),
+            MaxTokensField::MaxTokens
+        );
+        assert_eq!(
+            field("max_tokens_field = \"max_completion_tokens\""),
+            MaxTokensField::MaxCompletionTokens
+        );
+        assert!(with("o", "max_tokens_field = \"limit\"").is_err());
+        let error = error_of("c", "max_tokens_field = \"max_tokens\"");
+        assert!(
+            error.contains("models.c.max_tokens_field") && error.contains("only openai_chat"),
+            "{error}"
+        );
     }
 }

@@ -8,8 +8,8 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 
 use super::wire::{self, Decoder, Endpoint, Entry, Event, LenientText};
-use super::{ModelClient, ModelError, ModelEvent, ModelRequest, ModelStream, TokenUsage};
-use crate::config::ProviderConfig;
+use super::{ModelError, ModelEvent, ModelRequest, ModelStream, ProviderClient, TokenUsage};
+use crate::config::{ModelOptions, ProviderConfig, Thinking};
 use crate::domain::Image;
 
 /// The API version this module speaks.
@@ -27,12 +27,12 @@ impl AnthropicMessages {
     }
 }
 
-impl ModelClient for AnthropicMessages {
-    fn stream(&self, request: ModelRequest) -> ModelStream {
+impl ProviderClient for AnthropicMessages {
+    fn stream(&self, request: ModelRequest, options: &ModelOptions) -> ModelStream {
         let request = self.endpoint.api_key().map(|key| {
             let http = self
                 .endpoint
-                .post("/messages", &request_body(&request))
+                .post("/messages", &request_body(&request, options))
                 .header("anthropic-version", ANTHROPIC_VERSION);
             match key {
                 Some(key) => http.header("x-api-key", key),
@@ -43,13 +43,17 @@ impl ModelClient for AnthropicMessages {
     }
 }
 
-pub fn request_body(request: &ModelRequest) -> Value {
+pub fn request_body(request: &ModelRequest, options: &ModelOptions) -> Value {
     let mut messages = Messages::default();
+    // Thinking blocks go back at the start of the assistant message that carried them.
+    let mut thinking: Vec<Value> = Vec::new();
     for entry in wire::entries(&request.history) {
         match entry {
-            Entry::User { text, images } => messages.push("user", user_blocks(text, images)),
-            // Only the Responses API takes reasoning back.
-            Entry::Reasoning { .. } => {}
+            Entry::User { text, images } => {
+                thinking.clear();
+                messages.push("user", user_blocks(text, images));
+            }
+            Entry::Reasoning { state } => thinking.extend(thinking_blocks(state)),
             Entry::Assistant { text, calls } => {
                 let mut blocks = Vec::new();
                 // The API refuses text blocks that are only whitespace.
@@ -64,6 +68,11 @@ pub fn request_body(request: &ModelRequest) -> Value {
                         "input": call.arguments,
                     })
                 }));
+                // Thinking alone is no answer: it goes back only ahead of one.
+                let thinking = std::mem::take(&mut thinking);
+                if !blocks.is_empty() {
+                    blocks.splice(0..0, thinking);
+                }
                 messages.push("assistant", blocks);
                 let results = calls
                     .into_iter()
@@ -88,6 +97,14 @@ pub fn request_body(request: &ModelRequest) -> Value {
     if let Some(instructions) = &request.instructions {
         body["system"] = json!(instructions);
     }
+    // No `temperature` is sent: with thinking on, Anthropic refuses any but the default.
+    match options.thinking {
+        Some(Thinking::Budget(budget)) => {
+            body["thinking"] = json!({ "type": "enabled", "budget_tokens": budget });
+        }
+        Some(Thinking::Adaptive) => body["thinking"] = json!({ "type": "adaptive" }),
+        None => {}
+    }
     if !request.tools.is_empty() {
         body["tools"] = request
             .tools
@@ -102,6 +119,18 @@ pub fn request_body(request: &ModelRequest) -> Value {
             .collect();
     }
     body
+}
+
+/// The `type` of the reasoning state this module keeps: the thinking blocks of one run, as
+/// the API sent them (`{"type": THINKING_STATE, "blocks": [...]}`).
+const THINKING_STATE: &str = "anthropic_thinking";
+
+/// The blocks of a reasoning state this module wrote; another protocol's state has none.
+fn thinking_blocks(state: &Value) -> Vec<Value> {
+    if state["type"] != THINKING_STATE {
+        return Vec::new();
+    }
+    state["blocks"].as_array().cloned().unwrap_or_default()
 }
 
 /// Messages with strictly alternating roles.
@@ -150,6 +179,14 @@ fn user_blocks(text: String, images: &[Image]) -> Vec<Value> {
 struct MessagesDecoder {
     /// Tool-use blocks being streamed, by block index.
     tool_uses: BTreeMap<u64, ToolUse>,
+    /// Thinking and redacted thinking blocks being streamed, by block index, as the API sent
+    /// them so far (the deltas appended to their fields).
+    thinking: BTreeMap<u64, Value>,
+    /// The thinking blocks of the reasoning item their text streams into: those since the last
+    /// answer text (after which the turn starts a new reasoning item).
+    thinking_run: Vec<Value>,
+    /// Whether answer text came since the last thinking block.
+    answered: bool,
     usage: TokenUsage,
 }
 
@@ -175,7 +212,14 @@ impl Decoder for MessagesDecoder {
             let delta = peek.delta.unwrap_or_default();
             let (text, event): (_, fn(String) -> ModelEvent) = match delta.kind.0.as_ref() {
                 "text_delta" => (delta.text.0, ModelEvent::TextDelta),
-                "thinking_delta" => (delta.thinking.0, ModelEvent::ReasoningDelta),
+                "thinking_delta" => {
+                    self.append_thinking(index, "thinking", &delta.thinking.0);
+                    (delta.thinking.0, ModelEvent::ReasoningDelta)
+                }
+                "signature_delta" => {
+                    self.append_thinking(index, "signature", &delta.signature.0);
+                    return Ok(Vec::new());
+                }
                 "input_json_delta" => {
                     if let Some(tool_use) = self.tool_uses.get_mut(&index) {
                         tool_use.json.push_str(&delta.partial_json.0);
@@ -187,7 +231,9 @@ impl Decoder for MessagesDecoder {
             if text.is_empty() {
                 return Ok(Vec::new());
             }
-            return Ok(vec![event(text.into_owned())]);
+            let event = event(text.into_owned());
+            self.answered |= matches!(event, ModelEvent::TextDelta(_));
+            return Ok(vec![event]);
         }
         let data = wire::parse_chunk(&event.data)?;
         let mut events = Vec::new();
@@ -195,7 +241,13 @@ impl Decoder for MessagesDecoder {
             "message_start" => self.read_usage(&data["message"]["usage"]),
             "content_block_start" => {
                 let block = &data["content_block"];
-                match block["type"].as_str() {
+                let kind = block["type"].as_str();
+                if matches!(kind, Some("thinking" | "redacted_thinking"))
+                    && std::mem::take(&mut self.answered)
+                {
+                    self.thinking_run.clear();
+                }
+                match kind {
                     Some("tool_use") => {
                         self.tool_uses.insert(
                             index,
@@ -207,9 +259,16 @@ impl Decoder for MessagesDecoder {
                             },
                         );
                     }
-                    Some("text") => push_text(&mut events, block, "text", ModelEvent::TextDelta),
+                    Some("text") => {
+                        push_text(&mut events, block, "text", ModelEvent::TextDelta);
+                        self.answered |= !events.is_empty();
+                    }
                     Some("thinking") => {
+                        self.thinking.insert(index, block.clone());
                         push_text(&mut events, block, "thinking", ModelEvent::ReasoningDelta)
+                    }
+                    Some("redacted_thinking") => {
+                        self.thinking.insert(index, block.clone());
                     }
                     _ => {}
                 }
@@ -218,10 +277,16 @@ impl Decoder for MessagesDecoder {
                 if let Some(tool_use) = self.tool_uses.remove(&index) {
                     events.push(tool_use.finish());
                 }
+                if let Some(block) = self.thinking.remove(&index) {
+                    events.push(self.finish_thinking(block));
+                }
             }
             "message_delta" => self.read_usage(&data["usage"]),
             "message_stop" => {
-                // A block never stopped is still a call the model made.
+                // A block never stopped is still a call the model made, or thinking it did.
+                for block in std::mem::take(&mut self.thinking).into_values() {
+                    events.push(self.finish_thinking(block));
+                }
                 events.extend(
                     std::mem::take(&mut self.tool_uses)
                         .into_values()
@@ -244,6 +309,24 @@ impl Decoder for MessagesDecoder {
 }
 
 impl MessagesDecoder {
+    /// Appends a delta to a field of the thinking block at `index`.
+    fn append_thinking(&mut self, index: u64, field: &str, delta: &str) {
+        let Some(block) = self.thinking.get_mut(&index) else {
+            return;
+        };
+        match &mut block[field] {
+            Value::String(text) => text.push_str(delta),
+            other => *other = Value::String(delta.to_owned()),
+        }
+    }
+
+    /// A finished thinking block joins its run; the run so far is the state of the reasoning
+    /// item it streamed into (each state replaces the one before).
+    fn finish_thinking(&mut self, block: Value) -> ModelEvent {
+        self.thinking_run.push(block);
+        ModelEvent::ReasoningState(json!({ "type": THINKING_STATE, "blocks": self.thinking_run }))
+    }
+
     /// Input counts arrive in `message_start` (sometimes again in `message_delta`); output
     /// counts are cumulative. Cached input is context too, so it is counted.
     fn read_usage(&mut self, usage: &Value) {
@@ -294,6 +377,8 @@ struct BlockDelta<'a> {
     text: LenientText<'a>,
     #[serde(default, borrow)]
     thinking: LenientText<'a>,
+    #[serde(default, borrow)]
+    signature: LenientText<'a>,
     #[serde(default, borrow)]
     partial_json: LenientText<'a>,
 }
@@ -354,6 +439,10 @@ mod tests {
             decode(&body),
             [
                 Ok(ModelEvent::ReasoningDelta("hmm".into())),
+                Ok(ModelEvent::ReasoningState(json!({
+                    "type": "anthropic_thinking",
+                    "blocks": [{"type": "thinking", "thinking": "hmm", "signature": "sig"}],
+                }))),
                 Ok(ModelEvent::TextDelta("Hi".into())),
                 Ok(ModelEvent::ToolCall {
                     call_id: "toolu_1".into(),
@@ -372,6 +461,146 @@ mod tests {
                 })),
                 Ok(ModelEvent::Done),
             ]
+        );
+    }
+
+    #[test]
+    fn thinking_blocks_are_kept_whole_and_in_order_with_their_reasoning() {
+        let body = [
+            json!({"type": "message_start", "message": {"usage": {"input_tokens": 5}}}),
+            json!({"type": "content_block_start", "index": 0, "content_block": {"type": "thinking", "thinking": "Let "}}),
+            json!({"type": "content_block_delta", "index": 0, "delta": {"type": "thinking_delta", "thinking": "me see."}}),
+            json!({"type": "content_block_delta", "index": 0, "delta": {"type": "signature_delta", "signature": "SIG"}}),
+            json!({"type": "content_block_stop", "index": 0}),
+            json!({"type": "content_block_start", "index": 1, "content_block": {"type": "redacted_thinking", "data": "OPAQUE"}}),
+            json!({"type": "content_block_stop", "index": 1}),
+            json!({"type": "content_block_start", "index": 2, "content_block": {"type": "text", "text": ""}}),
+            json!({"type": "content_block_delta", "index": 2, "delta": {"type": "text_delta", "text": "So."}}),
+            json!({"type": "content_block_stop", "index": 2}),
+            // After answer text: a new run, as the turn starts a new reasoning item.
+            json!({"type": "content_block_start", "index": 3, "content_block": {"type": "thinking", "thinking": ""}}),
+            json!({"type": "content_block_delta", "index": 3, "delta": {"type": "thinking_delta", "thinking": "Again."}}),
+            json!({"type": "content_block_delta", "index": 3, "delta": {"type": "signature_delta", "signature": "SIG2"}}),
+            json!({"type": "content_block_stop", "index": 3}),
+            json!({"type": "message_stop"}),
+        ]
+        .map(event)
+        .concat();
+        let first = json!({"type": "thinking", "thinking": "Let me see.", "signature": "SIG"});
+        let redacted = json!({"type": "redacted_thinking", "data": "OPAQUE"});
+        let second = json!({"type": "thinking", "thinking": "Again.", "signature": "SIG2"});
+        let state = |blocks: Value| json!({"type": "anthropic_thinking", "blocks": blocks});
+        assert_eq!(
+            decode(&body),
+            [
+                Ok(ModelEvent::ReasoningDelta("Let ".into())),
+                Ok(ModelEvent::ReasoningDelta("me see.".into())),
+                Ok(ModelEvent::ReasoningState(state(json!([first])))),
+                Ok(ModelEvent::ReasoningState(state(json!([first, redacted])))),
+                Ok(ModelEvent::TextDelta("So.".into())),
+                Ok(ModelEvent::ReasoningDelta("Again.".into())),
+                Ok(ModelEvent::ReasoningState(state(json!([second])))),
+                Ok(ModelEvent::Usage(TokenUsage {
+                    input_tokens: 5,
+                    output_tokens: 0,
+                    reasoning_tokens: 0
+                })),
+                Ok(ModelEvent::Done),
+            ]
+        );
+    }
+
+    /// A user message, a reasoning item with `state`, then a tool call of the same step.
+    fn thought_call(state: Value) -> Vec<crate::domain::Item> {
+        use crate::domain::{ItemKind, ItemStatus, MessageSource};
+        let mut items = vec![
+            testing::item(
+                "t_1",
+                ItemKind::UserMessage {
+                    text: "list".into(),
+                    source: MessageSource::User,
+                    from_session_id: None,
+                    images: vec![],
+                },
+                ItemStatus::Completed,
+            ),
+            testing::item(
+                "t_1",
+                ItemKind::Reasoning {
+                    text: "Let me see.".into(),
+                    state: Some(state),
+                },
+                ItemStatus::Completed,
+            ),
+            testing::item(
+                "t_1",
+                ItemKind::ToolCall {
+                    call_id: "toolu_1".into(),
+                    name: "shell".into(),
+                    arguments: json!({"command": "ls"}),
+                    output: "a".into(),
+                    exit_code: Some(0),
+                },
+                ItemStatus::Completed,
+            ),
+        ];
+        for item in &mut items[1..] {
+            item.step = Some(1);
+        }
+        items
+    }
+
+    #[test]
+    fn thinking_goes_back_signed_ahead_of_the_tool_use_it_led_to() {
+        let blocks = json!([
+            {"type": "thinking", "thinking": "Let me see.", "signature": "SIG"},
+            {"type": "redacted_thinking", "data": "OPAQUE"},
+        ]);
+        let mut request = testing::request("claude-x");
+        request.history = thought_call(json!({"type": "anthropic_thinking", "blocks": blocks}));
+        let options = ModelOptions {
+            thinking: Some(Thinking::Budget(2048)),
+            ..ModelOptions::default()
+        };
+        let body = request_body(&request, &options);
+        assert_eq!(
+            body["messages"],
+            json!([
+                {"role": "user", "content": [{"type": "text", "text": "list"}]},
+                {"role": "assistant", "content": [
+                    {"type": "thinking", "thinking": "Let me see.", "signature": "SIG"},
+                    {"type": "redacted_thinking", "data": "OPAQUE"},
+                    {"type": "tool_use", "id": "toolu_1", "name": "shell", "input": {"command": "ls"}},
+                ]},
+                {"role": "user", "content": [
+                    {"type": "tool_result", "tool_use_id": "toolu_1", "content": "a"},
+                ]},
+            ])
+        );
+        assert_eq!(
+            body["thinking"],
+            json!({"type": "enabled", "budget_tokens": 2048})
+        );
+        assert!(body.get("temperature").is_none());
+        let adaptive = ModelOptions {
+            thinking: Some(Thinking::Adaptive),
+            ..ModelOptions::default()
+        };
+        assert_eq!(
+            request_body(&request, &adaptive)["thinking"],
+            json!({"type": "adaptive"})
+        );
+        assert!(
+            request_body(&request, &ModelOptions::default())
+                .get("thinking")
+                .is_none()
+        );
+        // Another protocol's reasoning state is not Anthropic's to take back.
+        request.history = thought_call(json!({"type": "reasoning", "encrypted_content": "gAAA"}));
+        let body = request_body(&request, &options);
+        assert_eq!(
+            body["messages"][1]["content"],
+            json!([{"type": "tool_use", "id": "toolu_1", "name": "shell", "input": {"command": "ls"}}])
         );
     }
 
@@ -413,7 +642,7 @@ mod tests {
                 ItemStatus::Interrupted,
             ),
         ];
-        let body = request_body(&request);
+        let body = request_body(&request, &ModelOptions::default());
         assert_eq!(
             body["messages"],
             json!([{"role": "user", "content": [{"type": "text", "text": "hi"}]}])
@@ -423,7 +652,7 @@ mod tests {
     #[test]
     fn the_request_alternates_roles() {
         let request = testing::request("claude-x");
-        let body = request_body(&request);
+        let body = request_body(&request, &ModelOptions::default());
         assert_eq!(body["system"], "be brief");
         assert_eq!(body["max_tokens"], 99);
         assert_eq!(body["stream"], true);

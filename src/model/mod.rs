@@ -16,7 +16,7 @@ use std::time::Duration;
 use futures::stream::BoxStream;
 use serde_json::Value;
 
-use crate::config::{Config, Protocol};
+use crate::config::{Config, ModelOptions, Protocol};
 use crate::domain::Item;
 
 /// What a model call needs: the instructions, the history as items, and the tools it may call.
@@ -28,9 +28,9 @@ pub struct ModelRequest {
     pub history: Vec<Item>,
     pub tools: Vec<ToolSpec>,
     pub max_output_tokens: u64,
-    /// Whether earlier reasoning may be carried into this request (`reasoning_context`): the
-    /// provider is asked for what it takes to do so. Which reasoning is in `history` the
-    /// caller decides.
+    /// Which earlier reasoning the model takes back (`reasoning_context`; unset: the running
+    /// turn's). The caller leaves the provider state of the rest out of `history`; a protocol
+    /// sends back what state is there.
     pub reasoning_context: Option<crate::config::ReasoningContext>,
     /// A request for a compaction summary of the older history. Real providers get it as any
     /// request (the instructions say what to write); the demo model answers it with its own
@@ -121,13 +121,46 @@ pub trait ModelClient: Send + Sync {
     fn stream(&self, request: ModelRequest) -> ModelStream;
 }
 
+/// A provider's endpoint, shared by every model it serves: each call says the options of the
+/// model it is for.
+pub trait ProviderClient: Send + Sync {
+    fn stream(&self, request: ModelRequest, options: &ModelOptions) -> ModelStream;
+}
+
+/// One configured model on its provider's shared endpoint: its requests carry its options.
+struct ConfiguredModel {
+    provider: Arc<dyn ProviderClient>,
+    options: ModelOptions,
+}
+
+impl ModelClient for ConfiguredModel {
+    fn stream(&self, request: ModelRequest) -> ModelStream {
+        self.provider.stream(request, &self.options)
+    }
+}
+
+/// Whether a model's provider gets its reasoning back in the running turn's later requests
+/// (so the reasoning takes room there): the Responses API's encrypted reasoning and
+/// Anthropic's thinking blocks go back; Chat Completions has no way to take reasoning back.
+pub fn reasoning_carried(config: &Config, model_id: &str) -> bool {
+    config
+        .model(model_id)
+        .and_then(|model| config.providers.get(&model.provider))
+        .is_some_and(|provider| {
+            matches!(
+                provider.protocol,
+                Protocol::OpenaiResponses | Protocol::AnthropicMessages
+            )
+        })
+}
+
 /// The clients of the configured models, built once at start: one per provider, so a provider's
 /// connections are shared by every model and turn that uses it.
 #[derive(Clone)]
 pub struct Models {
     demo: Arc<demo::DemoModel>,
     /// By provider name; the built-in provider is `demo`, not in here.
-    providers: BTreeMap<String, Arc<dyn ModelClient>>,
+    providers: BTreeMap<String, Arc<dyn ProviderClient>>,
 }
 
 impl Models {
@@ -136,7 +169,7 @@ impl Models {
             .providers
             .iter()
             .filter_map(|(name, provider)| {
-                let client: Arc<dyn ModelClient> = match provider.protocol {
+                let client: Arc<dyn ProviderClient> = match provider.protocol {
                     Protocol::OpenaiChat => Arc::new(openai_chat::OpenaiChat::new(provider)),
                     Protocol::OpenaiResponses => {
                         Arc::new(openai_responses::OpenaiResponses::new(provider))
@@ -167,11 +200,43 @@ impl Models {
         if provider.protocol == Protocol::Demo {
             return Ok(self.demo.clone());
         }
-        self.providers.get(&model.provider).cloned().ok_or_else(|| {
-            format!(
-                "provider `{}` was not configured when the service started",
-                model.provider
-            )
-        })
+        let provider = self
+            .providers
+            .get(&model.provider)
+            .cloned()
+            .ok_or_else(|| {
+                format!(
+                    "provider `{}` was not configured when the service started",
+                    model.provider
+                )
+            })?;
+        Ok(Arc::new(ConfiguredModel {
+            provider,
+            options: model.options.clone(),
+        }))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reasoning_is_carried_where_the_protocol_sends_it_back() {
+        let mut text = String::new();
+        for protocol in ["openai_chat", "openai_responses", "anthropic_messages"] {
+            text.push_str(&format!(
+                "[providers.{protocol}]\nprotocol = \"{protocol}\"\nbase_url = \"https://x.test\"\n\
+                 [models.{protocol}]\nprovider = \"{protocol}\"\nname = \"m\"\n\
+                 context_window = 9000\nmax_output_tokens = 1000\n"
+            ));
+        }
+        let config = Config::from_toml_str(&text, None).unwrap();
+        let carried = |model: &str| reasoning_carried(&config, model);
+        assert!(!carried("openai_chat"));
+        assert!(carried("openai_responses"));
+        assert!(carried("anthropic_messages"));
+        assert!(!carried(crate::config::DEMO_MODEL));
+        assert!(!carried("no_such_model"));
     }
 }

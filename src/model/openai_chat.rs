@@ -8,64 +8,28 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 
 use super::wire::{self, Decoder, Endpoint, Entry, Event, LenientText};
-use super::{ModelClient, ModelError, ModelEvent, ModelRequest, ModelStream, TokenUsage};
-use crate::config::ProviderConfig;
+use super::{ModelError, ModelEvent, ModelRequest, ModelStream, ProviderClient, TokenUsage};
+use crate::config::{ModelOptions, ProviderConfig};
 use crate::domain::Image;
 
 pub struct OpenaiChat {
     endpoint: Endpoint,
-    limit_field: LimitField,
-}
-
-/// The name of the output limit. OpenAI's own service wants `max_completion_tokens` (its
-/// reasoning models reject `max_tokens`); compatible servers know `max_tokens`, and not all of
-/// them the newer name.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum LimitField {
-    MaxTokens,
-    MaxCompletionTokens,
 }
 
 impl OpenaiChat {
     pub fn new(provider: &ProviderConfig) -> OpenaiChat {
         OpenaiChat {
             endpoint: Endpoint::new(provider),
-            limit_field: LimitField::for_base_url(&provider.base_url),
         }
     }
 }
 
-impl LimitField {
-    pub fn for_base_url(base_url: &str) -> LimitField {
-        let host = base_url
-            .split("://")
-            .nth(1)
-            .unwrap_or(base_url)
-            .split(['/', ':'])
-            .next()
-            .unwrap_or_default();
-        if host == "api.openai.com" || host.ends_with(".openai.azure.com") {
-            LimitField::MaxCompletionTokens
-        } else {
-            LimitField::MaxTokens
-        }
-    }
-
-    fn name(self) -> &'static str {
-        match self {
-            LimitField::MaxTokens => "max_tokens",
-            LimitField::MaxCompletionTokens => "max_completion_tokens",
-        }
-    }
-}
-
-impl ModelClient for OpenaiChat {
-    fn stream(&self, request: ModelRequest) -> ModelStream {
+impl ProviderClient for OpenaiChat {
+    fn stream(&self, request: ModelRequest, options: &ModelOptions) -> ModelStream {
         let request = self.endpoint.api_key().map(|key| {
-            let http = self.endpoint.post(
-                "/chat/completions",
-                &request_body(&request, self.limit_field),
-            );
+            let http = self
+                .endpoint
+                .post("/chat/completions", &request_body(&request, options));
             match key {
                 Some(key) => http.bearer_auth(key),
                 None => http,
@@ -75,7 +39,7 @@ impl ModelClient for OpenaiChat {
     }
 }
 
-pub fn request_body(request: &ModelRequest, limit_field: LimitField) -> Value {
+pub fn request_body(request: &ModelRequest, options: &ModelOptions) -> Value {
     let mut messages = Vec::new();
     if let Some(instructions) = &request.instructions {
         messages.push(json!({ "role": "system", "content": instructions }));
@@ -83,7 +47,7 @@ pub fn request_body(request: &ModelRequest, limit_field: LimitField) -> Value {
     for entry in wire::entries(&request.history) {
         match entry {
             Entry::User { text, images } => messages.push(user_message(text, images)),
-            // Only the Responses API takes reasoning back.
+            // The protocol has no way to take reasoning back.
             Entry::Reasoning { .. } => {}
             Entry::Assistant { text, calls } => {
                 let mut message = json!({
@@ -122,7 +86,7 @@ pub fn request_body(request: &ModelRequest, limit_field: LimitField) -> Value {
         "stream": true,
         "stream_options": { "include_usage": true },
     });
-    body[limit_field.name()] = json!(request.max_output_tokens);
+    body[options.max_tokens_field.as_str()] = json!(request.max_output_tokens);
     if !request.tools.is_empty() {
         body["tools"] = request
             .tools
@@ -466,17 +430,8 @@ mod tests {
     }
 
     #[test]
-    fn openai_itself_gets_the_newer_limit_field() {
-        let check = |base_url: &str, expected: LimitField| {
-            assert_eq!(LimitField::for_base_url(base_url), expected, "{base_url}");
-        };
-        check("https://api.openai.com/v1", LimitField::MaxCompletionTokens);
-        check(
-            "https://x.openai.azure.com/openai/v1",
-            LimitField::MaxCompletionTokens,
-        );
-        check("http://127.0.0.1:11434/v1", LimitField::MaxTokens);
-        check("https://openrouter.ai/api/v1", LimitField::MaxTokens);
+    fn the_limit_goes_as_max_completion_tokens_unless_configured() {
+        use crate::config::MaxTokensField;
         let request = ModelRequest {
             model: "gpt-x".into(),
             instructions: None,
@@ -486,20 +441,27 @@ mod tests {
             reasoning_context: None,
             compaction: false,
         };
-        let body = request_body(&request, LimitField::MaxCompletionTokens);
+        let body = request_body(&request, &ModelOptions::default());
         assert_eq!(body["max_completion_tokens"], 7);
         assert!(body.get("max_tokens").is_none());
         assert!(body.get("tools").is_none());
+        let old_name = ModelOptions {
+            max_tokens_field: MaxTokensField::MaxTokens,
+            ..ModelOptions::default()
+        };
+        let body = request_body(&request, &old_name);
+        assert_eq!(body["max_tokens"], 7);
+        assert!(body.get("max_completion_tokens").is_none());
     }
 
     #[test]
     fn the_request_carries_history_tools_and_limits() {
         let request = testing::request("gpt-x");
-        let body = request_body(&request, LimitField::MaxTokens);
+        let body = request_body(&request, &ModelOptions::default());
         assert_eq!(body["model"], "gpt-x");
         assert_eq!(body["stream"], true);
         assert_eq!(body["stream_options"]["include_usage"], true);
-        assert_eq!(body["max_tokens"], 99);
+        assert_eq!(body["max_completion_tokens"], 99);
         assert_eq!(
             body["tools"],
             json!([{"type": "function", "function": {"name": "shell", "description": "run", "parameters": {"type": "object"}}}])

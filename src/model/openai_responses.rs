@@ -6,8 +6,8 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 
 use super::wire::{self, Decoder, Endpoint, Entry, Event, LenientText};
-use super::{ModelClient, ModelError, ModelEvent, ModelRequest, ModelStream, TokenUsage};
-use crate::config::ProviderConfig;
+use super::{ModelError, ModelEvent, ModelRequest, ModelStream, ProviderClient, TokenUsage};
+use crate::config::{ModelOptions, ProviderConfig};
 
 pub struct OpenaiResponses {
     endpoint: Endpoint,
@@ -21,10 +21,12 @@ impl OpenaiResponses {
     }
 }
 
-impl ModelClient for OpenaiResponses {
-    fn stream(&self, request: ModelRequest) -> ModelStream {
+impl ProviderClient for OpenaiResponses {
+    fn stream(&self, request: ModelRequest, options: &ModelOptions) -> ModelStream {
         let request = self.endpoint.api_key().map(|key| {
-            let http = self.endpoint.post("/responses", &request_body(&request));
+            let http = self
+                .endpoint
+                .post("/responses", &request_body(&request, options));
             match key {
                 Some(key) => http.bearer_auth(key),
                 None => http,
@@ -34,7 +36,7 @@ impl ModelClient for OpenaiResponses {
     }
 }
 
-pub fn request_body(request: &ModelRequest) -> Value {
+pub fn request_body(request: &ModelRequest, options: &ModelOptions) -> Value {
     let mut input = Vec::new();
     for entry in wire::entries(&request.history) {
         match entry {
@@ -45,7 +47,9 @@ pub fn request_body(request: &ModelRequest) -> Value {
                 ));
                 input.push(json!({ "type": "message", "role": "user", "content": content }));
             }
-            Entry::Reasoning { state } => input.push(state.clone()),
+            // Only its own reasoning items (another protocol's state is not one).
+            Entry::Reasoning { state } if state["type"] == "reasoning" => input.push(state.clone()),
+            Entry::Reasoning { .. } => {}
             Entry::Assistant { text, calls } => {
                 if !text.is_empty() {
                     input.push(json!({
@@ -82,9 +86,11 @@ pub fn request_body(request: &ModelRequest) -> Value {
     if let Some(instructions) = &request.instructions {
         body["instructions"] = json!(instructions);
     }
-    if request.reasoning_context.is_some() {
-        // Stateless (`store: false`): reasoning can only come back as its encrypted content.
-        body["include"] = json!(["reasoning.encrypted_content"]);
+    // Stateless (`store: false`): reasoning can only come back as its encrypted content. The
+    // running turn's goes back whatever `reasoning_context` says, so it is always asked for.
+    body["include"] = json!(["reasoning.encrypted_content"]);
+    if let Some(reasoning) = &options.reasoning {
+        body["reasoning"] = json!(reasoning);
     }
     if !request.tools.is_empty() {
         // `strict` defaults to true here, which would demand every parameter be required.
@@ -168,8 +174,8 @@ impl Decoder for ResponsesDecoder {
             "response.output_item.done" if data["item"]["type"] == "function_call" => {
                 vec![self.finish_call(&data["item"])]
             }
-            // Taken back whole in a later request (`reasoning_context = "all_turns"`), when it
-            // carries its content.
+            // Taken back whole in the turn's later requests (and later turns' with
+            // `reasoning_context = "all_turns"`), when it carries its content.
             "response.output_item.done"
                 if data["item"]["type"] == "reasoning"
                     && data["item"]["encrypted_content"].is_string() =>
@@ -396,12 +402,53 @@ mod tests {
             reasoning_context: Some(crate::config::ReasoningContext::AllTurns),
             compaction: false,
         };
-        let body = request_body(&request);
+        let options = ModelOptions::default();
+        let body = request_body(&request, &options);
         assert_eq!(body["include"], json!(["reasoning.encrypted_content"]));
         assert_eq!(body["input"][0], state);
         assert_eq!(body["input"][1]["role"], "assistant");
+        // Unset is the running turn's reasoning: still asked for, still sent.
         request.reasoning_context = None;
-        assert!(request_body(&request).get("include").is_none());
+        let body = request_body(&request, &options);
+        assert_eq!(body["include"], json!(["reasoning.encrypted_content"]));
+        assert_eq!(body["input"][0], state);
+        assert!(body.get("reasoning").is_none());
+        // Another protocol's reasoning state is not a Responses item.
+        if let ItemKind::Reasoning { state, .. } = &mut request.history[0].kind {
+            *state = Some(json!({"type": "anthropic_thinking", "blocks": []}));
+        }
+        assert_eq!(
+            request_body(&request, &options)["input"],
+            json!([{"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": "Answer."}]}])
+        );
+    }
+
+    #[test]
+    fn reasoning_options_are_the_request_s_reasoning_object() {
+        use crate::config::{Reasoning, ReasoningEffort, ReasoningSummary};
+        let request = testing::request("o-x");
+        let both = ModelOptions {
+            reasoning: Some(Reasoning {
+                effort: Some(ReasoningEffort::Low),
+                summary: Some(ReasoningSummary::Detailed),
+            }),
+            ..ModelOptions::default()
+        };
+        assert_eq!(
+            request_body(&request, &both)["reasoning"],
+            json!({"effort": "low", "summary": "detailed"})
+        );
+        let summary_only = ModelOptions {
+            reasoning: Some(Reasoning {
+                effort: None,
+                summary: Some(ReasoningSummary::Auto),
+            }),
+            ..ModelOptions::default()
+        };
+        assert_eq!(
+            request_body(&request, &summary_only)["reasoning"],
+            json!({"summary": "auto"})
+        );
     }
 
     #[test]
@@ -430,7 +477,7 @@ mod tests {
     #[test]
     fn the_request_is_stateless_and_complete() {
         let request = testing::request("gpt-x");
-        let body = request_body(&request);
+        let body = request_body(&request, &ModelOptions::default());
         assert_eq!(body["store"], false);
         assert_eq!(body["stream"], true);
         assert_eq!(body["instructions"], "be brief");

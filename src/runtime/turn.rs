@@ -48,8 +48,8 @@ pub struct TurnSpec {
     pub compactor: Compactor,
     /// Which earlier reasoning the model takes back; unset: that of this turn.
     pub reasoning_context: Option<ReasoningContext>,
-    /// Whether the provider takes reasoning back at all (the Responses API with a
-    /// `reasoning_context`): if not, reasoning tokens take no room in the next request.
+    /// Whether the provider takes reasoning back at all (`model::reasoning_carried`): if not,
+    /// reasoning tokens take no room in the next request.
     pub reasoning_carried: bool,
 }
 

@@ -65,6 +65,22 @@ pub enum Reply {
     /// An HTTP error whose message echoes the credentials the request carried (its
     /// `Authorization` and `x-api-key` headers), as a careless provider or gateway does.
     EchoCredentials { status: u16 },
+    /// Anthropic only: extended thinking as the API streams it (a thinking block, its text in
+    /// pieces and then its signature, and a redacted thinking block), then a call of `name`.
+    Thought {
+        thinking: String,
+        signature: String,
+        redacted: String,
+        name: String,
+        arguments: Value,
+    },
+    /// Responses API only: a reasoning item (summary `Thinking.` and the given encrypted
+    /// content), then a call of `name`.
+    ReasonedCall {
+        encrypted: String,
+        name: String,
+        arguments: Value,
+    },
     /// The reply, once the gate is opened (`Notify::notify_one`, before or after the request
     /// comes): a model call that takes as long as the test wants.
     After(Arc<tokio::sync::Notify>, Box<Reply>),
@@ -467,6 +483,38 @@ async fn answer(State(state): State<Arc<FakeState>>, request: Request) -> Respon
             );
             error_response(wire, status, None, &message)
         }
+        Reply::Thought {
+            thinking,
+            signature,
+            redacted,
+            name,
+            arguments,
+        } => {
+            assert_eq!(
+                wire,
+                Wire::AnthropicMessages,
+                "thinking blocks are an Anthropic thing"
+            );
+            let frames =
+                anthropic_thought(&id, [&thinking, &signature, &redacted], &name, &arguments);
+            sse(frames, false, pace)
+        }
+        Reply::ReasonedCall {
+            encrypted,
+            name,
+            arguments,
+        } => {
+            assert_eq!(
+                wire,
+                Wire::OpenaiResponses,
+                "reasoning state is a Responses API thing"
+            );
+            let mut frames = Frames::tool_call(wire, &id, &name, &arguments, 2);
+            frames
+                .start
+                .splice(1..1, responses_reasoning(&id, &encrypted));
+            sse(frames.all(), false, pace)
+        }
         Reply::After(..) => unreachable!("gates are waited for above"),
         Reply::MalformedChunk => {
             let mut frames = Frames::text(wire, &id, "").start;
@@ -816,6 +864,55 @@ fn anthropic_end(index: u64, stop_reason: &str, metered: bool) -> Vec<String> {
         })),
         anthropic(json!({ "type": "message_stop" })),
     ]
+}
+
+/// A Responses reasoning item, first of the output: its summary `Thinking.` streamed, then the
+/// item whole with its encrypted content.
+fn responses_reasoning(id: &str, encrypted: &str) -> [String; 3] {
+    let reasoning_id = format!("rs_{id}");
+    let done = json!({
+        "id": reasoning_id, "type": "reasoning", "encrypted_content": encrypted,
+        "summary": [{ "type": "summary_text", "text": "Thinking." }],
+    });
+    [
+        responses(
+            json!({ "type": "response.output_item.added", "output_index": 0, "item": { "id": reasoning_id, "type": "reasoning", "summary": [] } }),
+        ),
+        responses(
+            json!({ "type": "response.reasoning_summary_text.delta", "item_id": reasoning_id, "output_index": 0, "summary_index": 0, "delta": "Thinking." }),
+        ),
+        responses(json!({ "type": "response.output_item.done", "output_index": 0, "item": done })),
+    ]
+}
+
+/// A thinking block (its text, then its signature), a redacted thinking block, then a tool use:
+/// the blocks numbered as the API numbers them.
+fn anthropic_thought(
+    id: &str,
+    [thinking, signature, redacted]: [&str; 3],
+    name: &str,
+    arguments: &Value,
+) -> Vec<String> {
+    let block = |data: Value| anthropic(data);
+    let mut frames = vec![
+        anthropic_start(id, true),
+        block(
+            json!({ "type": "content_block_start", "index": 0, "content_block": { "type": "thinking", "thinking": "" } }),
+        ),
+    ];
+    frames.extend(chunks(thinking).iter().map(|piece| {
+        block(json!({ "type": "content_block_delta", "index": 0, "delta": { "type": "thinking_delta", "thinking": piece } }))
+    }));
+    frames.extend([
+        block(json!({ "type": "content_block_delta", "index": 0, "delta": { "type": "signature_delta", "signature": signature } })),
+        block(json!({ "type": "content_block_stop", "index": 0 })),
+        block(json!({ "type": "content_block_start", "index": 1, "content_block": { "type": "redacted_thinking", "data": redacted } })),
+        block(json!({ "type": "content_block_stop", "index": 1 })),
+        block(json!({ "type": "content_block_start", "index": 2, "content_block": { "type": "tool_use", "id": format!("toolu_{id}"), "name": name, "input": {} } })),
+        block(json!({ "type": "content_block_delta", "index": 2, "delta": { "type": "input_json_delta", "partial_json": arguments.to_string() } })),
+    ]);
+    frames.extend(anthropic_end(2, "tool_use", true));
+    frames
 }
 
 /// The real server configured with a fake provider, and a conversation whose first turn has

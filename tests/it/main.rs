@@ -20,6 +20,7 @@ mod limits;
 mod lock;
 mod messages;
 mod providers;
+mod providers_fidelity;
 mod reindex;
 mod retries;
 mod search_recovery;

@@ -132,11 +132,12 @@ async fn usage_is_reported(wire: Wire) {
         .filter(|data| data["usage"]["source"] == "reported")
         .collect();
     assert!(!reported.is_empty(), "{:?}", turn.events);
-    // Reasoning the model will not get back takes no room in the next request:
-    // the OpenAI protocols report it apart; Anthropic does not.
+    // Reasoning the model will not get back takes no room in the next request: Chat
+    // Completions cannot take it back; the Responses API takes the running turn's back by
+    // default; Anthropic does not report it apart.
     let reasoning = match wire {
-        Wire::AnthropicMessages => 0,
-        Wire::OpenaiChat | Wire::OpenaiResponses => REASONING_TOKENS,
+        Wire::AnthropicMessages | Wire::OpenaiResponses => 0,
+        Wire::OpenaiChat => REASONING_TOKENS,
     };
     assert_eq!(
         reported[0]["usage"]["reported_tokens"],

@@ -16,7 +16,11 @@ const QUOTE_CHARS: usize = 500;
 /// The error for an unsuccessful HTTP status: 408, 409, 429 and 5xx are worth retrying (the
 /// turn retries transient model-call errors), any other status is not.
 pub fn status_error(status: StatusCode, retry_after: Option<Duration>, body: &str) -> ModelError {
-    let message = format!("provider answered {status}: {}", provider_message(body));
+    let message = format!(
+        "provider answered {}: {}",
+        status_text(status),
+        provider_message(body)
+    );
     if matches!(status.as_u16(), 408 | 409 | 429) || status.is_server_error() {
         ModelError::Transient {
             message,
@@ -24,6 +28,19 @@ pub fn status_error(status: StatusCode, retry_after: Option<Duration>, body: &st
         }
     } else {
         ModelError::Fatal(message)
+    }
+}
+
+/// A status as an error names it: its code and reason. 529 is no HTTP standard's, so it has
+/// no reason of its own; Anthropic answers it when overloaded.
+pub fn status_text(status: StatusCode) -> String {
+    let reason = match status.as_u16() {
+        529 => Some("Overloaded"),
+        _ => status.canonical_reason(),
+    };
+    match reason {
+        Some(reason) => format!("{} {reason}", status.as_u16()),
+        None => status.as_u16().to_string(),
     }
 }
 
@@ -181,6 +198,24 @@ mod tests {
         assert_eq!(
             error,
             ModelError::Fatal("provider answered 400 Bad Request: no such model".into())
+        );
+    }
+
+    #[test]
+    fn an_overload_reads_as_one_and_is_retried() {
+        let error = status_error(
+            StatusCode::from_u16(529).unwrap(),
+            None,
+            r#"{"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}}"#,
+        );
+        assert_eq!(
+            error,
+            ModelError::transient("provider answered 529 Overloaded: Overloaded")
+        );
+        assert_eq!(status_text(StatusCode::from_u16(599).unwrap()), "599");
+        assert_eq!(
+            status_text(StatusCode::TOO_MANY_REQUESTS),
+            "429 Too Many Requests"
         );
     }
 

@@ -8,7 +8,7 @@ use futures::StreamExt;
 use reqwest::header::CONTENT_TYPE;
 use reqwest::{RequestBuilder, Response};
 
-use super::errors::{error_chain, provider_message, retry_after, status_error};
+use super::errors::{error_chain, provider_message, retry_after, status_error, status_text};
 use super::sse::{Event, events};
 use crate::model::{ModelError, ModelEvent, ModelStream};
 
@@ -46,7 +46,11 @@ pub fn stream(
             }
         };
         // Every error after the answer began names what answered it too.
-        let called = format!("POST {} answered {}", response.url(), response.status());
+        let called = format!(
+            "POST {} answered {}",
+            response.url(),
+            status_text(response.status())
+        );
         let events = events(response.bytes_stream());
         futures::pin_mut!(events);
         let mut last_sent = Instant::now();
@@ -96,7 +100,7 @@ async fn send(request: RequestBuilder) -> Result<Response, ModelError> {
         .await
         .map_err(|error| request_error(error).context(&called))?;
     let status = response.status();
-    let called = format!("{called} answered {status}");
+    let called = format!("{called} answered {}", status_text(status));
     tracing::debug!(%called, "provider answered");
     if status.is_success() {
         let json = response

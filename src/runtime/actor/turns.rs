@@ -10,7 +10,6 @@ use super::session::RunningTurn;
 use super::{Answer, ConversationActor};
 use crate::api::events::ConversationEvent;
 use crate::api::responses::MessageAccepted;
-use crate::config::Protocol;
 use crate::domain::{Item, Message, MessageStatus, TurnStatus, new_id, now, user_item};
 use crate::index::IndexUpdate;
 use crate::model::tokens::Tokenizer;
@@ -366,18 +365,12 @@ impl ConversationActor {
         }
     }
 
-    /// Whether a session's model gets reasoning back (the Responses API with a
-    /// `reasoning_context`), so that reasoning takes room in its next request.
+    /// Whether a session's model gets reasoning back (see `model::reasoning_carried`), so
+    /// that reasoning takes room in its next request.
     pub(super) fn reasoning_carried(&self, session_id: &str) -> bool {
-        let config = &self.shared.config;
-        let Some(session) = self.state.session(session_id) else {
-            return false;
-        };
-        config
-            .model(&session.model)
-            .filter(|model| model.reasoning_context.is_some())
-            .and_then(|model| config.providers.get(&model.provider))
-            .is_some_and(|provider| provider.protocol == Protocol::OpenaiResponses)
+        self.state.session(session_id).is_some_and(|session| {
+            crate::model::reasoning_carried(&self.shared.config, &session.model)
+        })
     }
 }
 
