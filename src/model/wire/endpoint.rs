@@ -19,6 +19,9 @@ const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 pub struct Endpoint {
     http: reqwest::Client,
     base_url: String,
+    /// The query of the configured `base_url` (`?api-version=…`, a gateway's `?key=…`): kept
+    /// on every request, after the endpoint's path.
+    query: Option<String>,
     /// The name of the variable holding the key; the key itself is read per request and never
     /// stored or logged.
     api_key_env: Option<String>,
@@ -30,18 +33,28 @@ impl Endpoint {
             .connect_timeout(CONNECT_TIMEOUT)
             .build()
             .expect("the HTTP client can be built (its TLS backend is compiled in)");
+        let (base, query) = match provider.base_url.split_once('?') {
+            Some((base, query)) => (base, Some(query.to_owned())),
+            None => (provider.base_url.as_str(), None),
+        };
         Endpoint {
             http,
-            base_url: api_base(provider.protocol, &provider.base_url),
+            base_url: api_base(provider.protocol, base),
+            query: query.filter(|query| !query.is_empty()),
             api_key_env: provider.api_key_env.clone(),
         }
     }
 
     /// A JSON POST to `{base_url}{path}`, where the base ends with the API's version (`/v1`)
-    /// and `path` is the endpoint under it (`/chat/completions`, `/messages`).
+    /// and `path` is the endpoint under it (`/chat/completions`, `/messages`), with the base
+    /// URL's query after it.
     pub fn post(&self, path: &str, body: &Value) -> RequestBuilder {
+        let url = match &self.query {
+            Some(query) => format!("{}{path}?{query}", self.base_url),
+            None => format!("{}{path}", self.base_url),
+        };
         self.http
-            .post(format!("{}{path}", self.base_url))
+            .post(url)
             .header(reqwest::header::ACCEPT, "text/event-stream")
             .json(body)
     }
@@ -100,6 +113,23 @@ mod tests {
             ))
         );
         assert_eq!(endpoint.base_url, "http://127.0.0.1:1/v1");
+    }
+
+    #[test]
+    fn a_base_urls_query_stays_after_the_endpoints_path() {
+        let endpoint = Endpoint::new(&ProviderConfig {
+            protocol: crate::config::Protocol::OpenaiChat,
+            base_url: "https://gateway.test/openai/v1?api-version=2025-01-01&key=k".into(),
+            api_key_env: None,
+        });
+        let request = endpoint
+            .post("/chat/completions", &Value::Null)
+            .build()
+            .unwrap();
+        assert_eq!(
+            request.url().as_str(),
+            "https://gateway.test/openai/v1/chat/completions?api-version=2025-01-01&key=k"
+        );
     }
 
     #[test]
