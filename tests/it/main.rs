@@ -26,6 +26,7 @@ mod search_recovery;
 mod secrets;
 mod send;
 mod shell_orphans;
+mod slow_body;
 mod subagents;
 mod terminal;
 mod turns;
