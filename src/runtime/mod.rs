@@ -114,6 +114,9 @@ pub struct Shared {
     index_jobs: tokio::sync::mpsc::UnboundedSender<IndexJob>,
     /// Jobs queued and not finished yet (shown by `/api/health`).
     index_jobs_pending: Arc<std::sync::atomic::AtomicUsize>,
+    /// Sub-agents running now across every conversation, held under
+    /// `subagents.max_running_total` (kept by the actors, see `count_running_subagents`).
+    running_subagents: std::sync::atomic::AtomicUsize,
 }
 
 impl Runtime {
@@ -154,6 +157,7 @@ impl Runtime {
                 stopping: std::sync::atomic::AtomicBool::new(false),
                 index_jobs,
                 index_jobs_pending,
+                running_subagents: std::sync::atomic::AtomicUsize::new(0),
             }),
         }
     }
@@ -162,6 +166,13 @@ impl Runtime {
     pub fn index_jobs_pending(&self) -> usize {
         self.shared
             .index_jobs_pending
+            .load(std::sync::atomic::Ordering::SeqCst)
+    }
+
+    /// Sub-agents running now across every conversation.
+    pub fn running_subagents(&self) -> usize {
+        self.shared
+            .running_subagents
             .load(std::sync::atomic::Ordering::SeqCst)
     }
 

@@ -4,6 +4,7 @@ mod fake_provider;
 mod harness;
 mod support;
 
+mod agent_limit;
 mod bad_input;
 mod cluster;
 mod compaction;

@@ -126,6 +126,7 @@ pub fn spawn(
         shutdown_waiters: Vec::new(),
         stopping: false,
         session_changes: watch::Sender::new(0),
+        subagents_counted: 0,
     };
     for session in &mut actor.state.sessions {
         session.last_message = actor
@@ -181,6 +182,9 @@ struct ConversationActor {
     stopping: bool,
     /// Bumped whenever a session's status changes: `wait_agents` calls watch it.
     session_changes: watch::Sender<u64>,
+    /// Sub-agents of this conversation counted in `Shared::running_subagents` (see
+    /// `count_running_subagents`).
+    subagents_counted: usize,
 }
 
 impl ConversationActor {
@@ -227,6 +231,7 @@ impl ConversationActor {
                 }
             }
             self.note_quiet();
+            self.count_running_subagents();
         }
         // Stop taking commands before leaving the registry, so none is lost in between.
         commands.close();
