@@ -115,6 +115,9 @@ pub struct Health {
     /// Background index jobs not finished yet (a fork's search rows being copied, finished
     /// messages' search rows).
     pub index_jobs_pending: u64,
+    /// How long the oldest of those jobs has waited, in milliseconds (0 when none waits): how
+    /// far search lags behind what was answered.
+    pub index_oldest_job_ms: u64,
     /// Sub-agents running now across every conversation.
     pub running_subagents: u64,
     /// The most sub-agents running at once across the service

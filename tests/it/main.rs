@@ -17,6 +17,7 @@ mod history;
 mod hostile_input;
 mod http_fixes;
 mod idempotency;
+mod index_backlog;
 mod limits;
 mod lock;
 mod messages;
