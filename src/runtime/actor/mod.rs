@@ -260,6 +260,13 @@ impl ConversationActor {
         // close and has not put its command in yet; it ends once the channel is empty.
         let mut late = Vec::new();
         while let Some(command) = commands.recv().await {
+            // Another ask to leave, sent while this one waited for the lock, is no reason to
+            // stay: under a burst of waiting requests there always is one, and an actor that
+            // stayed for it would be asked again, and stay again, without end.
+            if let Command::Unload = command {
+                self.status.unload_asked.store(false, Ordering::Relaxed);
+                continue;
+            }
             late.push(command);
         }
         let ours = actors
