@@ -255,38 +255,42 @@ impl Shared {
             }
         };
         drop(queued_at);
-        match job {
-            IndexJob::Flush(done) => {
-                let sender = self.index_jobs.clone();
-                let queue = self.index_queue.clone();
-                tokio::spawn(async move {
-                    if let Ok(permit) = sender.reserve().await {
-                        let mut queued_at = queue.queued_at();
-                        queued_at.push_back(std::time::Instant::now());
-                        permit.send(IndexJob::Flush(done));
-                    }
-                });
-            }
-            job => {
-                let Some(id) = job.conversation_id().map(str::to_owned) else {
-                    return;
-                };
-                let first = self
-                    .index_overflowed
-                    .lock()
-                    .unwrap_or_else(std::sync::PoisonError::into_inner)
-                    .insert(id.clone());
-                if first {
-                    tracing::warn!(
-                        conversation = %id,
-                        capacity = QUEUE_CAPACITY,
-                        "the search index queue is full; the conversation is marked to be re-indexed at the next start"
-                    );
-                    let index = self.index.clone();
-                    tokio::spawn(async move { index.mark_out_of_date(&[&id]).await });
+        self.index_overflow(job);
+    }
+
+    /// A job the full queue could not take (see `index_later`). Returns the task that marks
+    /// its conversation out of date, when this is its first dropped job.
+    fn index_overflow(&self, job: IndexJob) -> Option<tokio::task::JoinHandle<()>> {
+        if let IndexJob::Flush(done) = job {
+            let sender = self.index_jobs.clone();
+            let queue = self.index_queue.clone();
+            tokio::spawn(async move {
+                if let Ok(permit) = sender.reserve().await {
+                    let mut queued_at = queue.queued_at();
+                    queued_at.push_back(std::time::Instant::now());
+                    permit.send(IndexJob::Flush(done));
                 }
-            }
+            });
+            return None;
         }
+        let id = job.conversation_id()?.to_owned();
+        let first = self
+            .index_overflowed
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .insert(id.clone());
+        if !first {
+            return None;
+        }
+        tracing::warn!(
+            conversation = %id,
+            capacity = QUEUE_CAPACITY,
+            "the search index queue is full; the conversation is marked to be re-indexed at the next start"
+        );
+        let index = self.index.clone();
+        Some(tokio::spawn(async move {
+            index.mark_out_of_date(&[&id]).await;
+        }))
     }
 
     /// Applies index updates; a failure is logged, not fatal: the files are already safe and
@@ -297,5 +301,61 @@ impl Shared {
             ids.dedup();
             index_failed(&self.index, &error, "live update", &ids).await;
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn a_job_the_full_queue_drops_marks_its_conversation_for_repair_once() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = crate::store::Store::open(dir.path()).unwrap();
+        let index = Index::open(&dir.path().join("metadata.db")).await.unwrap();
+        let config = Config::from_toml_str("", None).unwrap();
+        let runtime = Runtime::new(
+            store,
+            index.clone(),
+            Arc::new(config),
+            RuntimeSettings::default(),
+        );
+        let shared = &runtime.shared;
+        let row = |seq| IndexJob::SearchText {
+            conversation_id: "c_dropped".to_owned(),
+            seq,
+            text: "an answer".to_owned(),
+        };
+        let marking = shared.index_overflow(row(1)).expect("the first drop marks");
+        marking.await.unwrap();
+        assert_eq!(index.repairs(), vec!["c_dropped".to_owned()]);
+        assert!(!index.was_clean_shutdown().await.unwrap());
+        // Later drops of the same conversation are coalesced into that one note.
+        assert!(shared.index_overflow(row(2)).is_none());
+        let searched = IndexJob::SearchedThrough {
+            conversation_id: "c_dropped".to_owned(),
+            root_len: 10,
+        };
+        assert!(shared.index_overflow(searched).is_none());
+        assert_eq!(index.repairs(), vec!["c_dropped".to_owned()]);
+    }
+
+    #[test]
+    fn the_queue_reports_its_length_and_its_oldest_jobs_age() {
+        let queue = JobQueue::default();
+        assert_eq!(
+            (queue.pending(), queue.oldest_age()),
+            (0, std::time::Duration::ZERO)
+        );
+        let long_ago = std::time::Instant::now() - std::time::Duration::from_secs(5);
+        queue.queued_at().push_back(long_ago);
+        queue.queued_at().push_back(std::time::Instant::now());
+        assert_eq!(queue.pending(), 2);
+        assert!(queue.oldest_age() >= std::time::Duration::from_secs(5));
+        queue.done(1);
+        assert_eq!(queue.pending(), 1);
+        assert!(queue.oldest_age() < std::time::Duration::from_secs(5));
+        queue.done(1);
+        assert_eq!(queue.oldest_age(), std::time::Duration::ZERO);
     }
 }
