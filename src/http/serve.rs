@@ -1,8 +1,9 @@
 //! The connection loop under the router: accepts TCP connections and serves each with hyper
 //! (HTTP/1.1 or HTTP/2), with the limits `axum::serve` does not offer. A client must send its
-//! request headers within a timeout, and its body at a minimum pace (`slow_body`); connections past a limit get a 503 instead of a file each;
-//! running out of files while accepting waits instead of failing; and hyper's own error answers
-//! carry the API's JSON body (`parse_errors`). It knows nothing about the routes.
+//! request headers within a timeout, and its body at a minimum pace (`slow_body`); connections
+//! past a limit get a 503 instead of a file each; running out of files while accepting waits
+//! instead of failing; and hyper's own error answers carry the API's JSON body
+//! (`parse_errors`). It knows nothing about the routes.
 
 use std::convert::Infallible;
 use std::future::Future;
@@ -192,11 +193,10 @@ async fn serve_connection(
         seen.store(true, Ordering::Relaxed);
         // A body that stalls, trickles or drags on fails its read (400) instead of holding
         // the connection forever.
-        let paced = |body| PacedBody::new(body, limits.body_pace);
         app.clone().oneshot(request.map(|body| {
             axum::body::Body::new(tower_http::timeout::TimeoutBody::new(
                 header_read_timeout,
-                paced(body),
+                PacedBody::new(body, limits.body_pace),
             ))
         }))
     });
