@@ -331,6 +331,11 @@ fn connection_limits(caps: &crate::limits::Caps, config: &Config) -> ConnectionL
     ConnectionLimits {
         max_connections: caps.max_connections,
         header_read_timeout: std::time::Duration::from_secs(config.server.header_read_timeout_s),
+        body_pace: crate::http::slow_body::BodyPace {
+            total: std::time::Duration::from_secs(config.server.body_timeout_s),
+            min_bytes_per_s: config.server.body_min_bytes_per_s,
+            grace: std::time::Duration::from_secs(config.server.header_read_timeout_s),
+        },
     }
 }
 

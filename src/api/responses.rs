@@ -115,6 +115,14 @@ pub struct Health {
     /// Background index jobs not finished yet (a fork's search rows being copied, finished
     /// messages' search rows).
     pub index_jobs_pending: u64,
+    /// How long the oldest of those jobs has waited, in milliseconds (0 when none waits): how
+    /// far search lags behind what was answered.
+    pub index_oldest_job_ms: u64,
+    /// Sub-agents running now across every conversation.
+    pub running_subagents: u64,
+    /// The most sub-agents running at once across the service
+    /// (`subagents.max_running_total`); past it `spawn_agent` answers a tool error.
+    pub max_running_subagents: u64,
     /// Cluster mode only: this instance.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub cluster: Option<ClusterHealth>,

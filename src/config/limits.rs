@@ -37,6 +37,10 @@ pub struct SubagentsConfig {
     pub max_depth: u32,
     /// How many sub-agents of one conversation may run (have a turn in progress) at once.
     pub max_live: u32,
+    /// How many sub-agents may run at once across the whole service (every conversation):
+    /// each runs a model call and tools, so many conversations at their own limit could
+    /// otherwise swamp the machine. Defaults to [`default_max_running_total`].
+    pub max_running_total: u32,
 }
 
 impl Default for SubagentsConfig {
@@ -44,8 +48,18 @@ impl Default for SubagentsConfig {
         SubagentsConfig {
             max_depth: 3,
             max_live: 8,
+            max_running_total: default_max_running_total(),
         }
     }
+}
+
+/// Sub-agents running at once across the service unless configured: 4 per core the process
+/// may use, at least 16 (sub-agents mostly wait on the model, so a few per core keep it busy).
+pub fn default_max_running_total() -> u32 {
+    let cores = std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get);
+    u32::try_from(cores.saturating_mul(4))
+        .unwrap_or(u32::MAX)
+        .max(16)
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -124,6 +138,7 @@ pub(super) struct RawTurn {
 pub(super) struct RawSubagents {
     max_depth: Option<u32>,
     max_live: Option<u32>,
+    max_running_total: Option<u32>,
 }
 
 #[derive(Deserialize, Default)]
@@ -178,12 +193,16 @@ impl Validator<'_> {
         let subagents = SubagentsConfig {
             max_depth: raw.max_depth.unwrap_or(defaults.max_depth),
             max_live: raw.max_live.unwrap_or(defaults.max_live),
+            max_running_total: raw.max_running_total.unwrap_or(defaults.max_running_total),
         };
         if subagents.max_depth > 16 {
             return Err(self.invalid("subagents.max_depth", "must be at most 16"));
         }
         if subagents.max_live > 256 {
             return Err(self.invalid("subagents.max_live", "must be at most 256"));
+        }
+        if subagents.max_running_total == 0 {
+            return Err(self.invalid("subagents.max_running_total", "must be at least 1"));
         }
         Ok(subagents)
     }
@@ -228,6 +247,22 @@ mod tests {
             Duration::from_secs(600)
         );
         assert_eq!(ToolsConfig::default().max_output_bytes, 65536);
+        let cores = std::thread::available_parallelism().unwrap().get() as u32;
+        assert_eq!(
+            SubagentsConfig::default().max_running_total,
+            (4 * cores).max(16)
+        );
+    }
+
+    #[test]
+    fn the_service_wide_sub_agent_limit_is_configurable_and_at_least_1() {
+        let config = parse("[subagents]\nmax_running_total = 5\n").unwrap();
+        assert_eq!(config.subagents.max_running_total, 5);
+        let error = parse("[subagents]\nmax_running_total = 0\n").unwrap_err();
+        assert!(
+            error.to_string().contains("subagents.max_running_total"),
+            "{error}"
+        );
     }
 
     #[test]

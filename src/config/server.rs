@@ -1,5 +1,5 @@
 //! The `[server]` table: the listening address, when idle conversations unload, and the caps on
-//! live conversations, connections and slow request headers.
+//! live conversations, connections, slow request headers and slow request bodies.
 
 use std::net::SocketAddr;
 
@@ -21,6 +21,11 @@ pub struct ServerConfig {
     pub max_connections: Option<usize>,
     /// How long a client may take to send a request's headers.
     pub header_read_timeout_s: u64,
+    /// How long a request's body may take to arrive in full, from its headers.
+    pub body_timeout_s: u64,
+    /// The slowest a request's body may arrive, on average, once `header_read_timeout_s` has
+    /// passed since its headers (0: no minimum, only `body_timeout_s`).
+    pub body_min_bytes_per_s: u64,
 }
 
 impl Default for ServerConfig {
@@ -31,6 +36,8 @@ impl Default for ServerConfig {
             max_live_conversations: None,
             max_connections: None,
             header_read_timeout_s: 10,
+            body_timeout_s: 300,
+            body_min_bytes_per_s: 1024,
         }
     }
 }
@@ -43,6 +50,8 @@ pub(super) struct RawServer {
     max_live_conversations: Option<usize>,
     max_connections: Option<usize>,
     header_read_timeout_s: Option<u64>,
+    body_timeout_s: Option<u64>,
+    body_min_bytes_per_s: Option<u64>,
 }
 
 impl Validator<'_> {
@@ -56,6 +65,10 @@ impl Validator<'_> {
             header_read_timeout_s: raw
                 .header_read_timeout_s
                 .unwrap_or(defaults.header_read_timeout_s),
+            body_timeout_s: raw.body_timeout_s.unwrap_or(defaults.body_timeout_s),
+            body_min_bytes_per_s: raw
+                .body_min_bytes_per_s
+                .unwrap_or(defaults.body_min_bytes_per_s),
         };
         if server.max_live_conversations == Some(0) {
             return Err(self.invalid("server.max_live_conversations", "must be at least 1"));
@@ -65,6 +78,9 @@ impl Validator<'_> {
         }
         if server.header_read_timeout_s == 0 {
             return Err(self.invalid("server.header_read_timeout_s", "must be at least 1"));
+        }
+        if server.body_timeout_s == 0 {
+            return Err(self.invalid("server.body_timeout_s", "must be at least 1"));
         }
         Ok(server)
     }

@@ -13,6 +13,7 @@ pub mod parse_errors;
 pub mod plain_errors;
 pub mod security;
 pub mod serve;
+pub mod slow_body;
 pub mod ui;
 
 use std::net::SocketAddr;

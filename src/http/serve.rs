@@ -1,8 +1,9 @@
 //! The connection loop under the router: accepts TCP connections and serves each with hyper
 //! (HTTP/1.1 or HTTP/2), with the limits `axum::serve` does not offer. A client must send its
-//! request headers within a timeout; connections past a limit get a 503 instead of a file each;
-//! running out of files while accepting waits instead of failing; and hyper's own error answers
-//! carry the API's JSON body (`parse_errors`). It knows nothing about the routes.
+//! request headers within a timeout, and its body at a minimum pace (`slow_body`); connections
+//! past a limit get a 503 instead of a file each; running out of files while accepting waits
+//! instead of failing; and hyper's own error answers carry the API's JSON body
+//! (`parse_errors`). It knows nothing about the routes.
 
 use std::convert::Infallible;
 use std::future::Future;
@@ -23,6 +24,7 @@ use tower::ServiceExt as _;
 
 use super::ApiError;
 use super::parse_errors::JsonParseErrors;
+use super::slow_body::{BodyPace, PacedBody};
 
 /// The limits of the HTTP edge.
 #[derive(Debug, Clone, Copy)]
@@ -34,6 +36,8 @@ pub struct ConnectionLimits {
     /// the next ones on a kept-alive connection from the previous answer), and how long a
     /// request's body may pause between two pieces.
     pub header_read_timeout: Duration,
+    /// How fast a request's body must arrive, and within what total time.
+    pub body_pace: BodyPace,
 }
 
 /// How long the loop waits before accepting again when the process is out of files.
@@ -79,7 +83,7 @@ pub async fn serve(
             let app = app.clone();
             let stop = stop.clone();
             tokio::spawn(async move {
-                serve_connection(stream, app, limits.header_read_timeout, stop).await;
+                serve_connection(stream, app, limits, stop).await;
                 drop(guard);
             });
         } else {
@@ -179,17 +183,21 @@ async fn pause_after_accept_error(error: &std::io::Error) {
 async fn serve_connection(
     stream: TcpStream,
     app: Router,
-    header_read_timeout: Duration,
+    limits: ConnectionLimits,
     mut stop: watch::Receiver<bool>,
 ) {
+    let header_read_timeout = limits.header_read_timeout;
     let first_request = Arc::new(AtomicBool::new(false));
     let seen = first_request.clone();
     let service = hyper::service::service_fn(move |request: Request<Incoming>| {
         seen.store(true, Ordering::Relaxed);
-        // A body that stalls fails its read (400) instead of holding the connection forever.
-        let body_timeout = header_read_timeout;
+        // A body that stalls, trickles or drags on fails its read (400) instead of holding
+        // the connection forever.
         app.clone().oneshot(request.map(|body| {
-            axum::body::Body::new(tower_http::timeout::TimeoutBody::new(body_timeout, body))
+            axum::body::Body::new(tower_http::timeout::TimeoutBody::new(
+                header_read_timeout,
+                PacedBody::new(body, limits.body_pace),
+            ))
         }))
     });
     let mut builder = Builder::new(TokioExecutor::new());

@@ -35,64 +35,157 @@ pub enum IndexJob {
     Flush(tokio::sync::oneshot::Sender<()>),
 }
 
-/// Runs background index jobs one after another until the runtime is dropped.
+/// Jobs waiting at most: past it a new job is not queued (see `Shared::index_later`). Each
+/// holds a message's text, so this also bounds the memory the backlog takes.
+pub(super) const QUEUE_CAPACITY: usize = 2048;
+
+/// Search rows written in one transaction at most: one commit for many rows is what lets the
+/// single writer keep up with many conversations answering at once.
+const BATCH_MAX: usize = 256;
+
+/// When each queued job was queued, oldest first: how many wait and how long the oldest has
+/// (shown by `/api/health`). Kept in step with the channel: pushed before a job is sent,
+/// popped once it is done.
+#[derive(Default)]
+pub(super) struct JobQueue {
+    queued_at: std::sync::Mutex<std::collections::VecDeque<std::time::Instant>>,
+}
+
+impl JobQueue {
+    fn queued_at(
+        &self,
+    ) -> std::sync::MutexGuard<'_, std::collections::VecDeque<std::time::Instant>> {
+        self.queued_at
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    pub(super) fn pending(&self) -> usize {
+        self.queued_at().len()
+    }
+
+    /// How long the oldest job not finished yet has waited (zero when none waits).
+    pub(super) fn oldest_age(&self) -> std::time::Duration {
+        self.queued_at()
+            .front()
+            .map_or(std::time::Duration::ZERO, std::time::Instant::elapsed)
+    }
+
+    fn done(&self, jobs: usize) {
+        let mut queued_at = self.queued_at();
+        for _ in 0..jobs {
+            queued_at.pop_front();
+        }
+    }
+}
+
+impl IndexJob {
+    /// A search row or a search mark: written with its neighbours in one transaction.
+    fn is_row(&self) -> bool {
+        matches!(
+            self,
+            IndexJob::SearchText { .. } | IndexJob::SearchedThrough { .. }
+        )
+    }
+
+    fn conversation_id(&self) -> Option<&str> {
+        match self {
+            IndexJob::SearchText {
+                conversation_id, ..
+            }
+            | IndexJob::SearchedThrough {
+                conversation_id, ..
+            } => Some(conversation_id),
+            IndexJob::CopySearch { to, .. } => Some(to),
+            IndexJob::Flush(_) => None,
+        }
+    }
+}
+
+/// Runs background index jobs in order until the runtime is dropped: search rows and marks
+/// that follow each other go in batches of up to [`BATCH_MAX`], one transaction each; a
+/// fork's copy and a flush go alone, in their place.
 pub(super) async fn run_index_jobs(
     index: Index,
-    mut jobs: tokio::sync::mpsc::UnboundedReceiver<IndexJob>,
-    pending: Arc<std::sync::atomic::AtomicUsize>,
+    mut jobs: tokio::sync::mpsc::Receiver<IndexJob>,
+    queue: Arc<JobQueue>,
 ) {
-    while let Some(job) = jobs.recv().await {
-        // Counted down when this iteration ends, whatever the job was.
-        let _done = PendingJob(&pending);
-        let (result, what, conversation_id) = match job {
+    let mut next = None;
+    loop {
+        let job = match next.take() {
+            Some(job) => job,
+            None => match jobs.recv().await {
+                Some(job) => job,
+                None => break,
+            },
+        };
+        match job {
+            IndexJob::Flush(done) => {
+                let _ = done.send(());
+                queue.done(1);
+            }
             IndexJob::CopySearch {
                 from,
                 to,
                 below_seq,
                 root_len,
-            } => (
-                copy_search_rows(&index, &from, &to, below_seq, root_len).await,
-                format!("copying the search rows of {from} to its fork {to}"),
-                to,
-            ),
-            IndexJob::SearchedThrough {
-                conversation_id,
-                root_len,
             } => {
-                let note = IndexUpdate::SearchedThrough {
-                    conversation_id: &conversation_id,
-                    root_len,
-                };
-                (
-                    index.apply(std::slice::from_ref(&note)).await,
-                    format!("noting how far search covers {conversation_id}"),
-                    conversation_id.clone(),
-                )
+                if let Err(error) = copy_search_rows(&index, &from, &to, below_seq, root_len).await
+                {
+                    let what = format!("copying the search rows of {from} to its fork {to}");
+                    index_failed(&index, &error, &what, &[&to]).await;
+                }
+                queue.done(1);
             }
+            row => {
+                let mut batch = vec![row];
+                while batch.len() < BATCH_MAX {
+                    match jobs.try_recv() {
+                        Ok(job) if job.is_row() => batch.push(job),
+                        Ok(job) => {
+                            next = Some(job);
+                            break;
+                        }
+                        Err(_) => break,
+                    }
+                }
+                write_rows(&index, &batch).await;
+                queue.done(batch.len());
+            }
+        }
+    }
+}
+
+/// Writes a batch of search rows and marks in one transaction.
+async fn write_rows(index: &Index, batch: &[IndexJob]) {
+    let updates: Vec<IndexUpdate<'_>> = batch
+        .iter()
+        .filter_map(|job| match job {
             IndexJob::SearchText {
                 conversation_id,
                 seq,
                 text,
-            } => {
-                let row = IndexUpdate::SearchText {
-                    conversation_id: &conversation_id,
-                    seq,
-                    text: &text,
-                };
-                (
-                    index.apply(std::slice::from_ref(&row)).await,
-                    format!("the search row of message {seq} of {conversation_id}"),
-                    conversation_id.clone(),
-                )
-            }
-            IndexJob::Flush(done) => {
-                let _ = done.send(());
-                continue;
-            }
-        };
-        if let Err(error) = result {
-            index_failed(&index, &error, &what, &[&conversation_id]).await;
-        }
+            } => Some(IndexUpdate::SearchText {
+                conversation_id,
+                seq: *seq,
+                text,
+            }),
+            IndexJob::SearchedThrough {
+                conversation_id,
+                root_len,
+            } => Some(IndexUpdate::SearchedThrough {
+                conversation_id,
+                root_len: *root_len,
+            }),
+            IndexJob::CopySearch { .. } | IndexJob::Flush(_) => None,
+        })
+        .collect();
+    if let Err(error) = index.apply(&updates).await {
+        let mut ids: Vec<&str> = batch.iter().filter_map(IndexJob::conversation_id).collect();
+        ids.sort_unstable();
+        ids.dedup();
+        let what = format!("a batch of {} search rows", updates.len());
+        index_failed(index, &error, &what, &ids).await;
     }
 }
 
@@ -139,13 +232,65 @@ pub(super) async fn copy_search_rows(
 
 impl Shared {
     /// Queues index work to run after the current answer.
+    ///
+    /// The queue is bounded ([`QUEUE_CAPACITY`]). When it is full the job is not queued and
+    /// the actor does not wait: an actor waiting on the index would stall its conversation's
+    /// answers and events behind a slow disk, and every conversation with it. The files are
+    /// already written and are the truth (invariant 3, the index is derived), so the job is
+    /// coalesced into a repair note instead: its conversation is marked out of date, once
+    /// however many of its jobs are dropped, and the next start re-indexes it from its files
+    /// (as `index_failed` does). No acknowledged write is lost; only its search row waits. A
+    /// flush (shutdown) is never dropped: it waits for room.
     pub fn index_later(&self, job: IndexJob) {
-        self.index_jobs_pending
-            .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
-        if self.index_jobs.send(job).is_err() {
-            self.index_jobs_pending
-                .fetch_sub(1, std::sync::atomic::Ordering::SeqCst);
+        let mut queued_at = self.index_queue.queued_at();
+        queued_at.push_back(std::time::Instant::now());
+        let job = match self.index_jobs.try_send(job) {
+            Ok(()) => return,
+            Err(refused) => {
+                queued_at.pop_back();
+                match refused {
+                    tokio::sync::mpsc::error::TrySendError::Full(job) => job,
+                    tokio::sync::mpsc::error::TrySendError::Closed(_) => return,
+                }
+            }
+        };
+        drop(queued_at);
+        self.index_overflow(job);
+    }
+
+    /// A job the full queue could not take (see `index_later`). Returns the task that marks
+    /// its conversation out of date, when this is its first dropped job.
+    fn index_overflow(&self, job: IndexJob) -> Option<tokio::task::JoinHandle<()>> {
+        if let IndexJob::Flush(done) = job {
+            let sender = self.index_jobs.clone();
+            let queue = self.index_queue.clone();
+            tokio::spawn(async move {
+                if let Ok(permit) = sender.reserve().await {
+                    let mut queued_at = queue.queued_at();
+                    queued_at.push_back(std::time::Instant::now());
+                    permit.send(IndexJob::Flush(done));
+                }
+            });
+            return None;
         }
+        let id = job.conversation_id()?.to_owned();
+        let first = self
+            .index_overflowed
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .insert(id.clone());
+        if !first {
+            return None;
+        }
+        tracing::warn!(
+            conversation = %id,
+            capacity = QUEUE_CAPACITY,
+            "the search index queue is full; the conversation is marked to be re-indexed at the next start"
+        );
+        let index = self.index.clone();
+        Some(tokio::spawn(async move {
+            index.mark_out_of_date(&[&id]).await;
+        }))
     }
 
     /// Applies index updates; a failure is logged, not fatal: the files are already safe and
@@ -159,11 +304,58 @@ impl Shared {
     }
 }
 
-/// Counts a background index job as finished when dropped.
-pub(super) struct PendingJob<'a>(&'a std::sync::atomic::AtomicUsize);
+#[cfg(test)]
+mod tests {
+    use super::*;
 
-impl Drop for PendingJob<'_> {
-    fn drop(&mut self) {
-        self.0.fetch_sub(1, std::sync::atomic::Ordering::SeqCst);
+    #[tokio::test]
+    async fn a_job_the_full_queue_drops_marks_its_conversation_for_repair_once() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = crate::store::Store::open(dir.path()).unwrap();
+        let index = Index::open(&dir.path().join("metadata.db")).await.unwrap();
+        let config = Config::from_toml_str("", None).unwrap();
+        let runtime = Runtime::new(
+            store,
+            index.clone(),
+            Arc::new(config),
+            RuntimeSettings::default(),
+        );
+        let shared = &runtime.shared;
+        let row = |seq| IndexJob::SearchText {
+            conversation_id: "c_dropped".to_owned(),
+            seq,
+            text: "an answer".to_owned(),
+        };
+        let marking = shared.index_overflow(row(1)).expect("the first drop marks");
+        marking.await.unwrap();
+        assert_eq!(index.repairs(), vec!["c_dropped".to_owned()]);
+        assert!(!index.was_clean_shutdown().await.unwrap());
+        // Later drops of the same conversation are coalesced into that one note.
+        assert!(shared.index_overflow(row(2)).is_none());
+        let searched = IndexJob::SearchedThrough {
+            conversation_id: "c_dropped".to_owned(),
+            root_len: 10,
+        };
+        assert!(shared.index_overflow(searched).is_none());
+        assert_eq!(index.repairs(), vec!["c_dropped".to_owned()]);
+    }
+
+    #[test]
+    fn the_queue_reports_its_length_and_its_oldest_jobs_age() {
+        let queue = JobQueue::default();
+        assert_eq!(
+            (queue.pending(), queue.oldest_age()),
+            (0, std::time::Duration::ZERO)
+        );
+        let long_ago = std::time::Instant::now() - std::time::Duration::from_secs(5);
+        queue.queued_at().push_back(long_ago);
+        queue.queued_at().push_back(std::time::Instant::now());
+        assert_eq!(queue.pending(), 2);
+        assert!(queue.oldest_age() >= std::time::Duration::from_secs(5));
+        queue.done(1);
+        assert_eq!(queue.pending(), 1);
+        assert!(queue.oldest_age() < std::time::Duration::from_secs(5));
+        queue.done(1);
+        assert_eq!(queue.oldest_age(), std::time::Duration::ZERO);
     }
 }

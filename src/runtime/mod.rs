@@ -45,7 +45,7 @@ pub use error::RuntimeError;
 use idempotency::InFlight;
 pub use idempotency::{Answer, RequestKey};
 pub use index_jobs::IndexJob;
-use index_jobs::{index_failed, run_index_jobs};
+use index_jobs::{JobQueue, index_failed, run_index_jobs};
 pub use operations::items_page;
 use validate::{check_openable, checked_cwd, validate_text};
 
@@ -109,12 +109,17 @@ pub struct Shared {
     /// Answers to create requests whose conversation the index missed (its write failed), by
     /// idempotency key, until a restart reconciles the index.
     unindexed_answers: Mutex<HashMap<String, StoredAnswer>>,
-    /// Index work done after the answer (a fork's search rows, a finished message's), one job
-    /// at a time in the order given (a fork of a fork copies search rows only after its
-    /// source's own copy is done).
-    index_jobs: tokio::sync::mpsc::UnboundedSender<IndexJob>,
-    /// Jobs queued and not finished yet (shown by `/api/health`).
-    index_jobs_pending: Arc<std::sync::atomic::AtomicUsize>,
+    /// Index work done after the answer (a fork's search rows, a finished message's), in the
+    /// order given (a fork of a fork copies search rows only after its source's own copy is
+    /// done); bounded, see `index_later`.
+    index_jobs: tokio::sync::mpsc::Sender<IndexJob>,
+    /// Jobs queued and not finished yet, with when each was queued (shown by `/api/health`).
+    index_queue: Arc<JobQueue>,
+    /// Conversations whose index job was dropped on a full queue, already marked for repair.
+    index_overflowed: Mutex<std::collections::HashSet<String>>,
+    /// Sub-agents running now across every conversation, held under
+    /// `subagents.max_running_total` (kept by the actors, see `count_running_subagents`).
+    running_subagents: std::sync::atomic::AtomicUsize,
 }
 
 impl Runtime {
@@ -139,13 +144,9 @@ impl Runtime {
                 .values()
                 .flat_map(|provider| crate::redact::url_secrets(&provider.base_url)),
         );
-        let (index_jobs, jobs) = tokio::sync::mpsc::unbounded_channel();
-        let index_jobs_pending = Arc::new(std::sync::atomic::AtomicUsize::new(0));
-        tokio::spawn(run_index_jobs(
-            index.clone(),
-            jobs,
-            index_jobs_pending.clone(),
-        ));
+        let (index_jobs, jobs) = tokio::sync::mpsc::channel(index_jobs::QUEUE_CAPACITY);
+        let index_queue = Arc::new(JobQueue::default());
+        tokio::spawn(run_index_jobs(index.clone(), jobs, index_queue.clone()));
         Runtime {
             shared: Arc::new(Shared {
                 store,
@@ -161,15 +162,28 @@ impl Runtime {
                 unindexed_answers: Mutex::new(HashMap::new()),
                 stopping: std::sync::atomic::AtomicBool::new(false),
                 index_jobs,
-                index_jobs_pending,
+                index_queue,
+                index_overflowed: Mutex::new(std::collections::HashSet::new()),
+                running_subagents: std::sync::atomic::AtomicUsize::new(0),
             }),
         }
     }
 
     /// Background index jobs not finished yet (a fork's search rows being copied).
     pub fn index_jobs_pending(&self) -> usize {
+        self.shared.index_queue.pending()
+    }
+
+    /// How long the oldest background index job not finished yet has waited (zero when none
+    /// waits): how far search lags behind what was answered.
+    pub fn index_oldest_job_age(&self) -> Duration {
+        self.shared.index_queue.oldest_age()
+    }
+
+    /// Sub-agents running now across every conversation.
+    pub fn running_subagents(&self) -> usize {
         self.shared
-            .index_jobs_pending
+            .running_subagents
             .load(std::sync::atomic::Ordering::SeqCst)
     }
 

@@ -176,7 +176,8 @@ impl Runtime {
             &mut HashMap<String, ActorHandle>,
         ) -> Result<Option<T>, RuntimeError>,
     ) -> Result<T, RuntimeError> {
-        let deadline = tokio::time::Instant::now() + ROOM_WAIT;
+        let started = tokio::time::Instant::now();
+        let deadline = started + ROOM_WAIT;
         loop {
             // Listening before looking: a slot freed in between still wakes this wait.
             let freed = self.shared.slot_freed.notified();
@@ -188,7 +189,18 @@ impl Runtime {
                     return Ok(done);
                 }
             }
-            if tokio::time::timeout_at(deadline, freed).await.is_err() {
+            // The deadline is looked at apart from the wait: `timeout_at` polls the wait
+            // first, and under a burst some slot is "maybe freed" (an asked actor stayed, a
+            // reservation ended) between every two looks, so a wait that is always woken in
+            // time would retry without end, past any deadline, and never be answered.
+            let expired = tokio::time::Instant::now() >= deadline
+                || tokio::time::timeout_at(deadline, freed).await.is_err();
+            if expired {
+                tracing::warn!(
+                    waited_ms = started.elapsed().as_millis() as u64,
+                    max_live_conversations = self.shared.settings.max_live_conversations,
+                    "a request gave up waiting for a place among the live conversations; answering 503"
+                );
                 return Err(self.shared.full());
             }
         }

@@ -229,3 +229,108 @@ async fn a_full_cap_of_busy_conversations_answers_503_with_retry_after() {
     .expect("a slot did not free up");
     server.wait_idle(&id_of(&created)).await;
 }
+
+/// How long any one request of a burst may take to be answered: a request that waits for a
+/// place in the registry gives up well before this (503), so this only trips on a hang.
+const BURST_ANSWER_BOUND: std::time::Duration = std::time::Duration::from_secs(30);
+
+/// Posts `body` to `path`, and returns the status, the body and whether `Retry-After` came;
+/// `None` when no answer came within [`BURST_ANSWER_BOUND`].
+async fn post_bounded(server: &Server, path: &str, body: Value) -> Option<(u16, Value, bool)> {
+    tokio::time::timeout(BURST_ANSWER_BOUND, async {
+        let response = server
+            .client
+            .post(server.url(path))
+            .json(&body)
+            .send()
+            .await
+            .expect("the connection was accepted");
+        let retry_after = response.headers().contains_key("retry-after");
+        let (status, body) = crate::harness::read(response).await;
+        (status, body, retry_after)
+    })
+    .await
+    .ok()
+}
+
+/// A burst of creates and messages far past a small cap on live conversations: every request
+/// is answered within a bound, 201/202 or 503 with `Retry-After`; none hangs waiting for a
+/// place (the registry's wait for a slot used to retry without end while others churned), and
+/// the service still answers afterwards.
+#[tokio::test]
+async fn a_burst_past_a_small_cap_answers_every_request_in_bounded_time() {
+    let server = Server::start_with(ServerOptions {
+        config: Some("[server]\nmax_live_conversations = 4\n".to_owned()),
+        ..Default::default()
+    })
+    .await;
+    let mut ids = Vec::new();
+    // Three times as many conversations as places: messages to them load and unload them
+    // all the time, while the creates wait for places too.
+    for n in 0..12 {
+        ids.push(id_of(
+            &server.create_and_wait(&format!("resident {n}")).await,
+        ));
+    }
+    let creates = (0..240).map(|n| {
+        let server = &server;
+        async move {
+            let answer = post_bounded(
+                server,
+                "/api/conversations",
+                json!({ "text": format!("burst {n}") }),
+            )
+            .await;
+            (201, answer)
+        }
+    });
+    let sends = (0..240).map(|n| {
+        let server = &server;
+        let path = format!("/api/conversations/{}/messages", ids[n % ids.len()]);
+        async move {
+            let answer = post_bounded(server, &path, json!({ "text": format!("more {n}") })).await;
+            (202, answer)
+        }
+    });
+    let creates = futures::future::join_all(creates);
+    let sends = futures::future::join_all(sends);
+    let (creates, sends) = futures::join!(creates, sends);
+    let (mut accepted, mut unavailable, mut hung) = (0, 0, 0);
+    for (expected, answer) in creates.into_iter().chain(sends) {
+        let Some((status, body, retry_after)) = answer else {
+            eprintln!("a request expecting {expected} was not answered");
+            hung += 1;
+            continue;
+        };
+        if status == expected {
+            accepted += 1;
+        } else {
+            assert_eq!(status, 503, "answered {status}: {body}");
+            assert_eq!(body["error"]["code"], "unavailable", "{body}");
+            assert!(retry_after, "503 without Retry-After: {body}");
+            unavailable += 1;
+        }
+    }
+    eprintln!("{accepted} accepted, {unavailable} answered 503, {hung} unanswered");
+    assert_eq!(
+        hung, 0,
+        "requests were not answered within {BURST_ANSWER_BOUND:?}"
+    );
+    assert!(accepted > 0, "nothing got through");
+    // The service is not left spinning or wedged: a fresh create still gets through.
+    let created = tokio::time::timeout(TIMEOUT, async {
+        loop {
+            let (status, body) = server
+                .post("/api/conversations", json!({ "text": "after the burst" }))
+                .await;
+            if status == 201 {
+                return body;
+            }
+            assert_eq!(status, 503, "{body}");
+            tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+        }
+    })
+    .await
+    .expect("no create got through after the burst");
+    server.wait_idle(&id_of(&created)).await;
+}

@@ -126,6 +126,7 @@ pub fn spawn(
         shutdown_waiters: Vec::new(),
         stopping: false,
         session_changes: watch::Sender::new(0),
+        subagents_counted: 0,
     };
     for session in &mut actor.state.sessions {
         session.last_message = actor
@@ -181,6 +182,9 @@ struct ConversationActor {
     stopping: bool,
     /// Bumped whenever a session's status changes: `wait_agents` calls watch it.
     session_changes: watch::Sender<u64>,
+    /// Sub-agents of this conversation counted in `Shared::running_subagents` (see
+    /// `count_running_subagents`).
+    subagents_counted: usize,
 }
 
 impl ConversationActor {
@@ -227,6 +231,7 @@ impl ConversationActor {
                 }
             }
             self.note_quiet();
+            self.count_running_subagents();
         }
         // Stop taking commands before leaving the registry, so none is lost in between.
         commands.close();
@@ -255,6 +260,13 @@ impl ConversationActor {
         // close and has not put its command in yet; it ends once the channel is empty.
         let mut late = Vec::new();
         while let Some(command) = commands.recv().await {
+            // Another ask to leave, sent while this one waited for the lock, is no reason to
+            // stay: under a burst of waiting requests there always is one, and an actor that
+            // stayed for it would be asked again, and stay again, without end.
+            if let Command::Unload = command {
+                self.status.unload_asked.store(false, Ordering::Relaxed);
+                continue;
+            }
             late.push(command);
         }
         let ours = actors

@@ -4,6 +4,7 @@
 //! descendants; limits on depth and on running sub-agents are tool errors, never crashes.
 
 use std::borrow::Cow;
+use std::sync::atomic::Ordering;
 
 use serde_json::{Value, json};
 
@@ -201,7 +202,7 @@ impl ConversationActor {
     /// Whether `caller` may start a sub-agent as `request` asks, `planned` more being started
     /// with it; the model to use.
     fn check_spawn(
-        &self,
+        &mut self,
         caller: &str,
         request: &SpawnRequest,
         planned: usize,
@@ -245,7 +246,40 @@ impl ConversationActor {
                  wait_agents, or interrupt one"
             ));
         }
+        // Last, so that a place taken here is only given back by the step's count.
+        let max_total = limits.max_running_total as usize;
+        let taken = self.shared.running_subagents.fetch_update(
+            Ordering::SeqCst,
+            Ordering::SeqCst,
+            |running| (running < max_total).then_some(running + 1),
+        );
+        if let Err(running) = taken {
+            return Err(format!(
+                "cannot start a sub-agent now: {running} sub-agents are already running across \
+                 the whole service, the most allowed (subagents.max_running_total); wait for \
+                 yours with wait_agents, or do the work yourself"
+            ));
+        }
+        self.subagents_counted += 1;
         Ok(model)
+    }
+
+    /// Brings the service-wide count of running sub-agents in step with this conversation's
+    /// (after every step of the actor): places taken by spawns that did not start are given
+    /// back, and turns started or ended otherwise are counted.
+    pub(super) fn count_running_subagents(&mut self) {
+        let running = self
+            .sessions
+            .values()
+            .filter(|run| run.running.is_some() && run.id != self.root_id())
+            .count();
+        let counted = std::mem::replace(&mut self.subagents_counted, running);
+        let total = &self.shared.running_subagents;
+        if running > counted {
+            total.fetch_add(running - counted, Ordering::SeqCst);
+        } else {
+            total.fetch_sub(counted - running, Ordering::SeqCst);
+        }
     }
 
     /// The part of `caller`'s history a new sub-agent starts with: none, the last finished
@@ -428,5 +462,15 @@ impl ConversationActor {
             "status": session.status,
             "last_message": session.last_message,
         })
+    }
+}
+
+/// An actor that stops, however it stops, gives back the places its running sub-agents held
+/// in the service-wide count.
+impl Drop for ConversationActor {
+    fn drop(&mut self) {
+        self.shared
+            .running_subagents
+            .fetch_sub(self.subagents_counted, Ordering::SeqCst);
     }
 }
