@@ -1,19 +1,22 @@
 //! Token counts for the context meter (the last reported usage plus an estimate of what was
-//! added since): OpenAI's BPE encodings (`o200k_base`, `cl100k_base`, from tiktoken-rs, whose
-//! tables are compiled in, so counting works offline), and an approximation for Anthropic's
-//! models, whose tokenizer is not published.
+//! added since): OpenAI's BPE encodings (`o200k_base`, `cl100k_base`, counted by a compact
+//! encoder of their tables, `bpe`, which are compiled in, so counting works offline), and an
+//! approximation for Anthropic's models, whose tokenizer is not published.
 //!
 //! Counting is the cost the meter adds to a turn, so it is kept cheap: each encoding is built
-//! once, on first use (≈0.2 s), and shared; and a text of some length is encoded once and its
-//! count remembered (`MEMO`), so the request overhead (instructions, AGENTS.md, tool schemas)
-//! and a history's items are not encoded again every turn or every time a history is
-//! re-estimated (after a compaction, on load).
+//! once, on first use, and shared (only the encodings the configured models use are ever
+//! built); and a text of some length is encoded once and its count remembered (`MEMO`), so
+//! the request overhead (instructions, AGENTS.md, tool schemas) and a history's items are not
+//! encoded again every turn or every time a history is re-estimated (after a compaction, on
+//! load).
 
 use std::collections::HashMap;
 use std::hash::{Hash, Hasher};
 use std::sync::{LazyLock, Mutex};
 
 use serde_json::json;
+
+mod bpe;
 
 use super::ToolSpec;
 use crate::config::{Config, Protocol, TokenizerName};
@@ -46,6 +49,16 @@ pub const MESSAGE_FRAMING: u64 = 4;
 const MEMO_MIN_BYTES: usize = 256;
 /// Counts remembered at most; the memo starts over when full (about 24 bytes an entry).
 const MEMO_CAPACITY: usize = 100_000;
+
+static O200K_BASE: LazyLock<bpe::Encoding> = LazyLock::new(|| {
+    bpe::Encoding::new(include_bytes!("tokens/o200k_base.bin"), bpe::O200K_PATTERN)
+});
+static CL100K_BASE: LazyLock<bpe::Encoding> = LazyLock::new(|| {
+    bpe::Encoding::new(
+        include_bytes!("tokens/cl100k_base.bin"),
+        bpe::CL100K_PATTERN,
+    )
+});
 
 /// Remembered counts by (tokenizer, hash of the text).
 static MEMO: LazyLock<Mutex<HashMap<(Tokenizer, u64), u64>>> =
@@ -106,10 +119,8 @@ impl Tokenizer {
     /// Encodes the text (no memo).
     pub fn encode_count(self, text: &str) -> u64 {
         match self {
-            Tokenizer::O200kBase => tiktoken_rs::o200k_base_singleton().count_ordinary(text) as u64,
-            Tokenizer::Cl100kBase | Tokenizer::Anthropic => {
-                tiktoken_rs::cl100k_base_singleton().count_ordinary(text) as u64
-            }
+            Tokenizer::O200kBase => O200K_BASE.count(text),
+            Tokenizer::Cl100kBase | Tokenizer::Anthropic => CL100K_BASE.count(text),
         }
     }
 
@@ -193,6 +204,52 @@ mod tests {
             assert!(long.len() >= MEMO_MIN_BYTES);
             assert_eq!(tokenizer.count(long), tokenizer.count(long));
             assert_eq!(tokenizer.count(long), tokenizer.encode_count(long));
+        }
+    }
+
+    #[test]
+    fn the_compact_tables_are_tiktokens() {
+        for (encoding, exact) in [
+            (&*O200K_BASE, tiktoken_rs::o200k_base().unwrap()),
+            (&*CL100K_BASE, tiktoken_rs::cl100k_base().unwrap()),
+        ] {
+            let count = encoding.token_count();
+            assert!(count > 100_000);
+            for rank in 0..count {
+                let bytes = exact.decode_bytes(&[rank]).unwrap();
+                assert_eq!(encoding.rank(&bytes), Some(rank), "{bytes:?}");
+            }
+        }
+    }
+
+    #[test]
+    fn counts_are_tiktokens_on_english_chinese_and_code() {
+        let zh = CORPUS.find("代理").unwrap();
+        let code = CORPUS.find("```rust").unwrap();
+        let long_word = "Pneumonoultramicroscopicsilicovolcanoconiosis".repeat(40);
+        let samples = [
+            CORPUS,
+            &CORPUS[..zh],
+            &CORPUS[zh..code],
+            &CORPUS[code..],
+            "  indented\n\n\n   trailing   \r\n\t tabs 12345678 ünïcödé 👩‍💻",
+            &long_word,
+            &"a".repeat(5_000),
+            &"ab1 ".repeat(1_000),
+            &"aGVsbG8gd29ybGQ=".repeat(200),
+        ];
+        for (tokenizer, exact) in [
+            (Tokenizer::O200kBase, tiktoken_rs::o200k_base().unwrap()),
+            (Tokenizer::Cl100kBase, tiktoken_rs::cl100k_base().unwrap()),
+        ] {
+            for text in samples {
+                assert_eq!(
+                    tokenizer.encode_count(text),
+                    exact.encode_ordinary(text).len() as u64,
+                    "{tokenizer:?} on {:?}",
+                    &text[..text.len().min(40)]
+                );
+            }
         }
     }
 

@@ -1,8 +1,9 @@
-//! `openvaala-bench tokens`: what the usage meter's token counting costs (SPEC §7.2). A history
+//! `openvaala-bench tokens`: what the usage meter's token counting costs. A history
 //! of about 100,000 tokens (generated prose of message size, and tool calls with JSON
 //! arguments and output) is estimated the way the service does it (`UsageTracker::restart`,
 //! as after a load or a compaction): the first time, when every item is encoded, and again,
-//! when the counts of long texts are remembered; plus the encoder's first use.
+//! when the counts of long texts are remembered; plus the encoder's first use and the memory
+//! it keeps, against tiktoken-rs's encoder of the same tables (what the meter used before).
 
 use std::fmt::Write as _;
 use std::time::{Duration, Instant};
@@ -33,9 +34,16 @@ const TARGET: Duration = Duration::from_millis(20);
 
 pub fn tokens(args: &TokensArgs) -> anyhow::Result<()> {
     let tokenizer = Tokenizer::O200kBase;
+    let before = own_rss_kb()?;
     let started = Instant::now();
     tokenizer.encode_count("warm up");
     let first_use = started.elapsed();
+    let compact_kb = own_rss_kb()?.saturating_sub(before);
+    let before = own_rss_kb()?;
+    let started = Instant::now();
+    tiktoken_rs::o200k_base_singleton().count_ordinary("warm up");
+    let tiktoken_first_use = started.elapsed();
+    let tiktoken_kb = own_rss_kb()?.saturating_sub(before);
     // Sized with cl100k_base (about the same count for English prose), so that o200k_base has
     // remembered nothing when it first estimates the history.
     let items = history(args.history_tokens, args.seed, Tokenizer::Cl100kBase);
@@ -79,11 +87,29 @@ pub fn tokens(args: &TokensArgs) -> anyhow::Result<()> {
     );
     let _ = writeln!(
         out,
-        "| building the o200k_base encoder (first use in a process) | {:.0} ms | | |",
+        "| building the o200k_base encoder (first use in a process) | {:.0} ms (tiktoken-rs: {:.0} ms) | | |",
         first_use.as_secs_f64() * 1e3,
+        tiktoken_first_use.as_secs_f64() * 1e3,
+    );
+    let _ = writeln!(
+        out,
+        "| resident memory the o200k_base encoder adds | {:.1} MiB (tiktoken-rs: {:.1} MiB) | | |",
+        compact_kb as f64 / 1024.0,
+        tiktoken_kb as f64 / 1024.0,
     );
     print!("{out}");
     Ok(())
+}
+
+/// This process's resident memory (`VmRSS`), in KiB.
+fn own_rss_kb() -> anyhow::Result<u64> {
+    let status = std::fs::read_to_string("/proc/self/status")?;
+    status
+        .lines()
+        .find_map(|line| line.strip_prefix("VmRSS:"))
+        .and_then(|rest| rest.split_whitespace().next())
+        .and_then(|kb| kb.parse().ok())
+        .ok_or_else(|| anyhow::anyhow!("no VmRSS in /proc/self/status"))
 }
 
 /// Items until their estimate reaches `tokens`: user and agent messages of generated prose,
