@@ -44,6 +44,21 @@ pub enum Tokenizer {
 /// Tokens of framing every message carries in every protocol (role, separators).
 pub const MESSAGE_FRAMING: u64 = 4;
 
+/// Texts longer than this are estimated by their length (`by_length`), not encoded. Encoding
+/// is linear (the merge is O(n log n) however a piece repeats) but a long text still costs
+/// milliseconds per 100 KB, on whatever thread asks; past this size, which ordinary messages,
+/// tool outputs and instructions stay below, the count's precision is not worth that time.
+pub const EXACT_MAX_BYTES: usize = 256 * 1024;
+/// The estimate by length: one token per four bytes, rounded up. English prose encodes at
+/// about 4.5 bytes a token and Chinese at about 3, so this errs a little high for prose,
+/// which keeps compaction on the early side.
+const BYTES_PER_TOKEN: u64 = 4;
+/// Texts at least this long are counted on the blocking pool by `prepare`.
+const BLOCKING_MIN_BYTES: usize = 16 * 1024;
+/// Counts on the blocking pool at once: the pool is shared with file and database work, and
+/// counting is CPU-bound.
+static BLOCKING_COUNTS: tokio::sync::Semaphore = tokio::sync::Semaphore::const_new(2);
+
 /// Texts at least this long have their counts remembered; shorter ones cost less to encode
 /// than to look up.
 const MEMO_MIN_BYTES: usize = 256;
@@ -96,14 +111,16 @@ impl Tokenizer {
         }
     }
 
-    /// The tokens of a text.
+    /// The tokens of a text: encoded (and remembered, when long), or past `EXACT_MAX_BYTES`
+    /// estimated by its length.
     pub fn count(self, text: &str) -> u64 {
+        if text.len() > EXACT_MAX_BYTES {
+            return by_length(text);
+        }
         if text.len() < MEMO_MIN_BYTES {
             return self.encode_count(text);
         }
-        let mut hasher = std::hash::DefaultHasher::new();
-        text.hash(&mut hasher);
-        let key = (self, hasher.finish());
+        let key = self.memo_key(text);
         if let Some(&count) = MEMO.lock().expect("token memo lock").get(&key) {
             return count;
         }
@@ -114,6 +131,55 @@ impl Tokenizer {
         }
         memo.insert(key, count);
         count
+    }
+
+    /// Remembered counts are the encoding's: Anthropic's estimate shares `cl100k_base`'s.
+    fn memo_key(self, text: &str) -> (Tokenizer, u64) {
+        let encoding = match self {
+            Tokenizer::Anthropic => Tokenizer::Cl100kBase,
+            other => other,
+        };
+        let mut hasher = std::hash::DefaultHasher::new();
+        text.hash(&mut hasher);
+        (encoding, hasher.finish())
+    }
+
+    /// Counts a long text on the blocking pool (at most `BLOCKING_COUNTS` at once) for each
+    /// of `tokenizers`, so that the meter's own counts of it, which run where the meter is
+    /// kept (a conversation's actor, a turn's task), find it remembered and do not hold up an
+    /// async worker. Short texts and texts estimated by length are cheap and left alone.
+    pub async fn prepare(tokenizers: &[Tokenizer], text: &str) {
+        if !(BLOCKING_MIN_BYTES..=EXACT_MAX_BYTES).contains(&text.len()) {
+            return;
+        }
+        let Ok(_permit) = BLOCKING_COUNTS.acquire().await else {
+            return;
+        };
+        let text = text.to_owned();
+        let tokenizers = tokenizers.to_vec();
+        let _ = tokio::task::spawn_blocking(move || {
+            for tokenizer in tokenizers {
+                tokenizer.count(&text);
+            }
+        })
+        .await;
+    }
+
+    /// The tokenizers a service counts with: every configured model's, and the default one
+    /// (a session's meter starts with it until its model's is set).
+    pub fn configured(config: &Config) -> Vec<Tokenizer> {
+        let mut tokenizers = vec![Tokenizer::default()];
+        for id in config.models.keys() {
+            let tokenizer = Tokenizer::for_model(config, id);
+            let tokenizer = match tokenizer {
+                Tokenizer::Anthropic => Tokenizer::Cl100kBase,
+                other => other,
+            };
+            if !tokenizers.contains(&tokenizer) {
+                tokenizers.push(tokenizer);
+            }
+        }
+        tokenizers
     }
 
     /// Encodes the text (no memo).
@@ -164,6 +230,12 @@ impl Tokenizer {
             .sum();
         instructions + tools
     }
+}
+
+/// The estimate of a text past `EXACT_MAX_BYTES`: its bytes over `BYTES_PER_TOKEN`, rounded
+/// up.
+fn by_length(text: &str) -> u64 {
+    (text.len() as u64).div_ceil(BYTES_PER_TOKEN)
 }
 
 #[cfg(test)]
@@ -251,6 +323,32 @@ mod tests {
                 );
             }
         }
+    }
+
+    #[test]
+    fn a_text_past_the_exact_limit_is_estimated_by_its_length() {
+        let exact = "a".repeat(EXACT_MAX_BYTES);
+        assert_eq!(
+            Tokenizer::O200kBase.count(&exact),
+            Tokenizer::O200kBase.encode_count(&exact)
+        );
+        let long = "ab".repeat(EXACT_MAX_BYTES);
+        let expected = (long.len() as u64).div_ceil(BYTES_PER_TOKEN);
+        assert_eq!(Tokenizer::O200kBase.count(&long), expected);
+        assert_eq!(Tokenizer::Anthropic.count(&long), expected);
+    }
+
+    #[tokio::test]
+    async fn a_long_text_prepared_on_the_blocking_pool_is_remembered() {
+        let text = "Context windows fill up; the meter counts what was added. ".repeat(400);
+        assert!(text.len() >= BLOCKING_MIN_BYTES);
+        let key = Tokenizer::Anthropic.memo_key(&text);
+        MEMO.lock().unwrap().remove(&key);
+        Tokenizer::prepare(&[Tokenizer::Cl100kBase], &text).await;
+        let remembered = MEMO.lock().unwrap().get(&key).copied();
+        assert_eq!(remembered, Some(Tokenizer::Cl100kBase.encode_count(&text)));
+        // Anthropic's estimate is cl100k_base's: it finds the same count.
+        assert_eq!(Tokenizer::Anthropic.count(&text), remembered.unwrap());
     }
 
     #[test]

@@ -4,6 +4,7 @@ mod fake_provider;
 mod harness;
 
 mod bad_input;
+mod big_messages;
 mod cluster;
 mod compaction;
 mod conversations;
