@@ -14,11 +14,9 @@ use std::collections::HashMap;
 use std::hash::{Hash, Hasher};
 use std::sync::{LazyLock, Mutex};
 
-use serde_json::json;
-
 mod bpe;
+mod request;
 
-use super::ToolSpec;
 use crate::config::{Config, Protocol, TokenizerName};
 use crate::domain::{Item, ItemKind};
 
@@ -41,7 +39,9 @@ pub enum Tokenizer {
     Anthropic,
 }
 
-/// Tokens of framing every message carries in every protocol (role, separators).
+/// Tokens of framing every message carries: OpenAI documents 3 per message (its start, role
+/// separator and end) besides its content and its role's name, one token more; Anthropic
+/// documents none, and is counted the same.
 pub const MESSAGE_FRAMING: u64 = 4;
 
 /// Texts longer than this are estimated by their length (`by_length`), not encoded. Encoding
@@ -212,24 +212,6 @@ impl Tokenizer {
             ),
         }
     }
-
-    /// What every request carries besides the history: the instructions (the agent's, with
-    /// AGENTS.md) and the tool schemas, counted as the JSON a provider is sent.
-    pub fn request_overhead(self, instructions: Option<&str>, tools: &[ToolSpec]) -> u64 {
-        let instructions = instructions.map_or(0, |text| self.count(text) + MESSAGE_FRAMING);
-        let tools: u64 = tools
-            .iter()
-            .map(|tool| {
-                let schema = json!({
-                    "name": tool.name,
-                    "description": tool.description,
-                    "parameters": tool.parameters,
-                });
-                self.count(&schema.to_string()) + MESSAGE_FRAMING
-            })
-            .sum();
-        instructions + tools
-    }
 }
 
 /// The estimate of a text past `EXACT_MAX_BYTES`: its bytes over `BYTES_PER_TOKEN`, rounded
@@ -240,6 +222,8 @@ fn by_length(text: &str) -> u64 {
 
 #[cfg(test)]
 mod tests {
+    use serde_json::json;
+
     use super::*;
 
     const CORPUS: &str = include_str!("tokens/corpus.txt");
