@@ -182,12 +182,13 @@ impl Tokenizer {
         tokenizers
     }
 
-    /// Encodes the text (no memo).
+    /// Encodes the text (no memo), or estimates it by length where the split pattern gives up.
     pub fn encode_count(self, text: &str) -> u64 {
         match self {
             Tokenizer::O200kBase => O200K_BASE.count(text),
             Tokenizer::Cl100kBase | Tokenizer::Anthropic => CL100K_BASE.count(text),
         }
+        .unwrap_or_else(|| by_length(text))
     }
 
     /// An item's tokens as a model reads them, in two parts: what the model wrote (its text,
@@ -320,6 +321,19 @@ mod tests {
         let expected = (long.len() as u64).div_ceil(BYTES_PER_TOKEN);
         assert_eq!(Tokenizer::O200kBase.count(&long), expected);
         assert_eq!(Tokenizer::Anthropic.count(&long), expected);
+    }
+
+    #[test]
+    fn odd_texts_up_to_the_limit_are_counted() {
+        let spaces = format!("{}x", " ".repeat(EXACT_MAX_BYTES - 1));
+        let lines = "\n \t".repeat(EXACT_MAX_BYTES / 3);
+        let exact = tiktoken_rs::o200k_base().unwrap();
+        for text in [&spaces, &lines] {
+            assert_eq!(
+                Tokenizer::O200kBase.encode_count(text),
+                exact.encode_ordinary(text).len() as u64
+            );
+        }
     }
 
     #[tokio::test]
