@@ -24,13 +24,17 @@ pub struct Encoding {
     data: &'static [u8],
     /// Where each token's bytes start in `data`, and one past the last.
     offsets: Vec<u32>,
-    /// Open addressing by `hash(bytes)`: a rank, or `EMPTY`.
+    /// Open addressing by `hash(bytes)`: a rank in the low `RANK_BITS` and a tag of the hash
+    /// above them (so that most misses are told without reading a token), or `EMPTY`.
     slots: Vec<u32>,
     longest: usize,
     pattern: Regex,
 }
 
 const EMPTY: u32 = u32::MAX;
+/// Bits of a slot for the rank: both encodings have fewer than 2^18 tokens.
+const RANK_BITS: u32 = 18;
+const RANK_MASK: u32 = (1 << RANK_BITS) - 1;
 /// The pattern's lazy DFA cache, per thread that counts: the regex crate's default (10 MB)
 /// lets each grow to megabytes, more than the tables; this keeps the meter's memory small
 /// at no cost in counting speed that the bench can see.
@@ -57,7 +61,9 @@ impl Encoding {
         }
         offsets.push(at);
         assert_eq!(at as usize, data.len(), "token table length");
-        let capacity = (count * 2).next_power_of_two();
+        assert!(count < RANK_MASK as usize, "too many tokens for a slot");
+        // At most four fifths full: the tags keep long probe runs cheap.
+        let capacity = (count * 5 / 4).next_power_of_two();
         let mut encoding = Encoding {
             data,
             offsets,
@@ -69,11 +75,11 @@ impl Encoding {
                 .expect("token pattern"),
         };
         for rank in 0..count as u32 {
-            let mut slot = encoding.slot_of(encoding.token(rank));
+            let (mut slot, tag) = encoding.slot_of(encoding.token(rank));
             while encoding.slots[slot] != EMPTY {
                 slot = (slot + 1) & (capacity - 1);
             }
-            encoding.slots[slot] = rank;
+            encoding.slots[slot] = tag | rank;
         }
         encoding
     }
@@ -89,13 +95,16 @@ impl Encoding {
         &self.data[self.offsets[rank] as usize..self.offsets[rank + 1] as usize]
     }
 
-    fn slot_of(&self, bytes: &[u8]) -> usize {
-        // FNV-1a: short keys, few collisions in a half-full table.
+    /// Where a token's bytes go in the table, and the tag of their hash.
+    fn slot_of(&self, bytes: &[u8]) -> (usize, u32) {
+        // FNV-1a: short keys.
         let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
         for &byte in bytes {
             hash = (hash ^ u64::from(byte)).wrapping_mul(0x0100_0000_01b3);
         }
-        (hash ^ (hash >> 29)) as usize & (self.slots.len() - 1)
+        let slot = (hash ^ (hash >> 29)) as usize & (self.slots.len() - 1);
+        let tag = ((hash >> 40) as u32) << RANK_BITS;
+        (slot, tag)
     }
 
     /// The rank of a token's bytes, if they are one.
@@ -103,13 +112,14 @@ impl Encoding {
         if bytes.len() > self.longest || bytes.is_empty() {
             return None;
         }
-        let mut slot = self.slot_of(bytes);
+        let (mut slot, tag) = self.slot_of(bytes);
         loop {
-            let rank = self.slots[slot];
-            if rank == EMPTY {
+            let entry = self.slots[slot];
+            if entry == EMPTY {
                 return None;
             }
-            if self.token(rank) == bytes {
+            let rank = entry & RANK_MASK;
+            if entry & !RANK_MASK == tag && self.token(rank) == bytes {
                 return Some(rank);
             }
             slot = (slot + 1) & (self.slots.len() - 1);
