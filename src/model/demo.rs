@@ -36,16 +36,18 @@ impl ModelClient for DemoModel {
         // Counted as a provider would: the whole request in, what it wrote out (with the
         // encoding the meter uses for it, so a report and an estimate agree).
         let tokenizer = Tokenizer::default();
-        let input_tokens = tokenizer
-            .request_overhead(request.instructions.as_deref(), &request.tools)
-            + request
-                .history
-                .iter()
-                .map(|item| {
-                    let (written, added) = tokenizer.item_tokens(item);
-                    written + added
-                })
-                .sum::<u64>();
+        let input_tokens = tokenizer.request_overhead(
+            crate::config::Protocol::Demo,
+            request.instructions.as_deref(),
+            &request.tools,
+        ) + request
+            .history
+            .iter()
+            .map(|item| {
+                let (written, added) = tokenizer.item_tokens(item);
+                written + added
+            })
+            .sum::<u64>();
         let Plan { events, delay } = plan;
         let output_tokens: u64 = events
             .iter()

@@ -4,18 +4,18 @@
 //! models, whose tokenizer is not published.
 //!
 //! Counting is the cost the meter adds to a turn, so it is kept cheap: each encoding is built
-//! once, on first use (≈0.2 s), and shared; and a text of some length is encoded once and its
-//! count remembered (`MEMO`), so the request overhead (instructions, AGENTS.md, tool schemas)
-//! and a history's items are not encoded again every turn or every time a history is
-//! re-estimated (after a compaction, on load).
+//! once, on first use, and shared (only the encodings the configured models use are ever
+//! built); and a text of some length is encoded once and its count remembered (`MEMO`), so
+//! the request overhead (instructions, AGENTS.md, tool schemas) and a history's items are not
+//! encoded again every turn or every time a history is re-estimated (after a compaction, on
+//! load).
 
 use std::collections::HashMap;
 use std::hash::{Hash, Hasher};
 use std::sync::{LazyLock, Mutex};
 
-use serde_json::json;
+mod request;
 
-use super::ToolSpec;
 use crate::config::{Config, Protocol, TokenizerName};
 use crate::domain::{Item, ItemKind};
 
@@ -38,14 +38,41 @@ pub enum Tokenizer {
     Anthropic,
 }
 
-/// Tokens of framing every message carries in every protocol (role, separators).
+/// Tokens of framing every message carries: OpenAI documents 3 per message (its start, role
+/// separator and end) besides its content and its role's name, one token more; Anthropic
+/// documents none, and is counted the same.
 pub const MESSAGE_FRAMING: u64 = 4;
+
+/// Texts longer than this are estimated by their length (`by_length`), not encoded. Encoding
+/// is linear (the merge is O(n log n) however a piece repeats) but a long text still costs
+/// milliseconds per 100 KB, on whatever thread asks; past this size, which ordinary messages,
+/// tool outputs and instructions stay below, the count's precision is not worth that time.
+pub const EXACT_MAX_BYTES: usize = 256 * 1024;
+/// The estimate by length: one token per four bytes, rounded up. English prose encodes at
+/// about 4.5 bytes a token and Chinese at about 3, so this errs a little high for prose,
+/// which keeps compaction on the early side.
+const BYTES_PER_TOKEN: u64 = 4;
+/// Texts at least this long are counted on the blocking pool by `prepare`.
+const BLOCKING_MIN_BYTES: usize = 16 * 1024;
+/// Counts on the blocking pool at once: the pool is shared with file and database work, and
+/// counting is CPU-bound.
+static BLOCKING_COUNTS: tokio::sync::Semaphore = tokio::sync::Semaphore::const_new(2);
 
 /// Texts at least this long have their counts remembered; shorter ones cost less to encode
 /// than to look up.
 const MEMO_MIN_BYTES: usize = 256;
 /// Counts remembered at most; the memo starts over when full (about 24 bytes an entry).
 const MEMO_CAPACITY: usize = 100_000;
+
+/// Texts longer than this are encoded in parts, cut between a word and the space after it
+/// (where the encodings' split patterns cut anyway, so the count is the same).
+const PART_BYTES: usize = 8 * 1024;
+/// The longest run of characters of one kind (spaces, or no spaces) encoded whole. The
+/// encodings' split patterns keep such a run as one piece, and a piece's byte-pair merge is
+/// quadratic in its length: 15 MB of one repeated character took seconds per megabyte. A
+/// longer run is cut every this many bytes; only such runs, which ordinary text does not have,
+/// count differently from a whole encoding.
+const RUN_MAX_BYTES: usize = 512;
 
 /// Remembered counts by (tokenizer, hash of the text).
 static MEMO: LazyLock<Mutex<HashMap<(Tokenizer, u64), u64>>> =
@@ -83,14 +110,16 @@ impl Tokenizer {
         }
     }
 
-    /// The tokens of a text.
+    /// The tokens of a text: encoded (and remembered, when long), or past `EXACT_MAX_BYTES`
+    /// estimated by its length.
     pub fn count(self, text: &str) -> u64 {
+        if text.len() > EXACT_MAX_BYTES {
+            return by_length(text);
+        }
         if text.len() < MEMO_MIN_BYTES {
             return self.encode_count(text);
         }
-        let mut hasher = std::hash::DefaultHasher::new();
-        text.hash(&mut hasher);
-        let key = (self, hasher.finish());
+        let key = self.memo_key(text);
         if let Some(&count) = MEMO.lock().expect("token memo lock").get(&key) {
             return count;
         }
@@ -103,14 +132,65 @@ impl Tokenizer {
         count
     }
 
-    /// Encodes the text (no memo).
-    pub fn encode_count(self, text: &str) -> u64 {
-        match self {
-            Tokenizer::O200kBase => tiktoken_rs::o200k_base_singleton().count_ordinary(text) as u64,
-            Tokenizer::Cl100kBase | Tokenizer::Anthropic => {
-                tiktoken_rs::cl100k_base_singleton().count_ordinary(text) as u64
+    /// Remembered counts are the encoding's: Anthropic's estimate shares `cl100k_base`'s.
+    fn memo_key(self, text: &str) -> (Tokenizer, u64) {
+        let encoding = match self {
+            Tokenizer::Anthropic => Tokenizer::Cl100kBase,
+            other => other,
+        };
+        let mut hasher = std::hash::DefaultHasher::new();
+        text.hash(&mut hasher);
+        (encoding, hasher.finish())
+    }
+
+    /// Counts a long text on the blocking pool (at most `BLOCKING_COUNTS` at once) for each
+    /// of `tokenizers`, so that the meter's own counts of it, which run where the meter is
+    /// kept (a conversation's actor, a turn's task), find it remembered and do not hold up an
+    /// async worker. Short texts and texts estimated by length are cheap and left alone.
+    pub async fn prepare(tokenizers: &[Tokenizer], text: &str) {
+        if !(BLOCKING_MIN_BYTES..=EXACT_MAX_BYTES).contains(&text.len()) {
+            return;
+        }
+        let Ok(_permit) = BLOCKING_COUNTS.acquire().await else {
+            return;
+        };
+        let text = text.to_owned();
+        let tokenizers = tokenizers.to_vec();
+        let _ = tokio::task::spawn_blocking(move || {
+            for tokenizer in tokenizers {
+                tokenizer.count(&text);
+            }
+        })
+        .await;
+    }
+
+    /// The tokenizers a service counts with: every configured model's, and the default one
+    /// (a session's meter starts with it until its model's is set).
+    pub fn configured(config: &Config) -> Vec<Tokenizer> {
+        let mut tokenizers = vec![Tokenizer::default()];
+        for id in config.models.keys() {
+            let tokenizer = Tokenizer::for_model(config, id);
+            let tokenizer = match tokenizer {
+                Tokenizer::Anthropic => Tokenizer::Cl100kBase,
+                other => other,
+            };
+            if !tokenizers.contains(&tokenizer) {
+                tokenizers.push(tokenizer);
             }
         }
+        tokenizers
+    }
+
+    /// Encodes the text (no memo), in parts (see `parts`), so that the work is linear in the
+    /// text's length whatever it holds.
+    pub fn encode_count(self, text: &str) -> u64 {
+        let encoding = match self {
+            Tokenizer::O200kBase => tiktoken_rs::o200k_base_singleton(),
+            Tokenizer::Cl100kBase | Tokenizer::Anthropic => tiktoken_rs::cl100k_base_singleton(),
+        };
+        parts(text)
+            .map(|part| encoding.count_ordinary(part) as u64)
+            .sum()
     }
 
     /// An item's tokens as a model reads them, in two parts: what the model wrote (its text,
@@ -135,28 +215,52 @@ impl Tokenizer {
             ),
         }
     }
+}
 
-    /// What every request carries besides the history: the instructions (the agent's, with
-    /// AGENTS.md) and the tool schemas, counted as the JSON a provider is sent.
-    pub fn request_overhead(self, instructions: Option<&str>, tools: &[ToolSpec]) -> u64 {
-        let instructions = instructions.map_or(0, |text| self.count(text) + MESSAGE_FRAMING);
-        let tools: u64 = tools
-            .iter()
-            .map(|tool| {
-                let schema = json!({
-                    "name": tool.name,
-                    "description": tool.description,
-                    "parameters": tool.parameters,
-                });
-                self.count(&schema.to_string()) + MESSAGE_FRAMING
-            })
-            .sum();
-        instructions + tools
-    }
+/// `text` in parts to encode one by one: cut before a space that follows a letter or digit once
+/// a part has `PART_BYTES`, and inside any run of one kind of character longer than
+/// `RUN_MAX_BYTES`.
+fn parts(text: &str) -> impl Iterator<Item = &str> {
+    let mut start = 0;
+    let mut run_start = 0;
+    let mut previous: Option<char> = None;
+    let mut chars = text.char_indices();
+    std::iter::from_fn(move || {
+        if start >= text.len() {
+            return None;
+        }
+        for (at, c) in chars.by_ref() {
+            let kind_changed = previous.is_some_and(|p| p.is_whitespace() != c.is_whitespace());
+            if kind_changed {
+                run_start = at;
+            }
+            let between_words = c == ' ' && previous.is_some_and(char::is_alphanumeric);
+            let cut = (between_words && at - start >= PART_BYTES)
+                || (at - run_start >= RUN_MAX_BYTES && at > start);
+            previous = Some(c);
+            if cut {
+                let part = &text[start..at];
+                start = at;
+                run_start = at;
+                return Some(part);
+            }
+        }
+        let part = &text[start..];
+        start = text.len();
+        Some(part)
+    })
+}
+
+/// The estimate of a text past `EXACT_MAX_BYTES`: its bytes over `BYTES_PER_TOKEN`, rounded
+/// up.
+fn by_length(text: &str) -> u64 {
+    (text.len() as u64).div_ceil(BYTES_PER_TOKEN)
 }
 
 #[cfg(test)]
 mod tests {
+    use serde_json::json;
+
     use super::*;
 
     const CORPUS: &str = include_str!("tokens/corpus.txt");
@@ -194,6 +298,103 @@ mod tests {
             assert_eq!(tokenizer.count(long), tokenizer.count(long));
             assert_eq!(tokenizer.count(long), tokenizer.encode_count(long));
         }
+    }
+
+    /// Counting in parts gives what one encoding of the whole gives, on ordinary text, long
+    /// texts (cut between words) included.
+    #[test]
+    fn counts_are_tiktokens_on_english_chinese_and_code() {
+        let zh = CORPUS.find("代理").unwrap();
+        let code = CORPUS.find("```rust").unwrap();
+        let long = CORPUS.repeat(12);
+        assert!(long.len() > 3 * PART_BYTES);
+        let samples = [
+            CORPUS,
+            &CORPUS[..zh],
+            &CORPUS[zh..code],
+            &CORPUS[code..],
+            &long,
+            "  indented\n\n\n   trailing   \r\n\t tabs 12345678 ünïcödé 👩‍💻",
+            "Pneumonoultramicroscopicsilicovolcanoconiosis",
+            &"ab1 ".repeat(3_000),
+            &"aGVsbG8gd29ybGQ=".repeat(30),
+        ];
+        for (tokenizer, exact) in [
+            (Tokenizer::O200kBase, tiktoken_rs::o200k_base().unwrap()),
+            (Tokenizer::Cl100kBase, tiktoken_rs::cl100k_base().unwrap()),
+        ] {
+            for text in samples {
+                assert_eq!(
+                    tokenizer.encode_count(text),
+                    exact.encode_ordinary(text).len() as u64,
+                    "{tokenizer:?} on {:?}",
+                    &text[..text.len().min(40)]
+                );
+            }
+        }
+    }
+
+    /// A long run of one kind of character is cut, so it costs linear time, and counts close
+    /// to what a whole encoding gives.
+    #[test]
+    fn long_runs_are_counted_in_parts_close_to_the_whole() {
+        let exact = tiktoken_rs::o200k_base().unwrap();
+        for text in [
+            "a".repeat(6_000),
+            "Pneumonoultramicroscopicsilicovolcanoconiosis".repeat(60),
+            " ".repeat(6_000),
+            "!".repeat(6_000),
+        ] {
+            let whole = exact.encode_ordinary(&text).len() as f64;
+            let parts = Tokenizer::O200kBase.encode_count(&text) as f64;
+            assert!(
+                (parts - whole).abs() <= whole * 0.05 + 2.0,
+                "{parts} vs {whole}"
+            );
+        }
+        assert!(parts(&"x".repeat(10 * RUN_MAX_BYTES)).all(|p| p.len() <= RUN_MAX_BYTES));
+    }
+
+    #[test]
+    fn a_text_past_the_exact_limit_is_estimated_by_its_length() {
+        let exact = "a".repeat(EXACT_MAX_BYTES);
+        assert_eq!(
+            Tokenizer::O200kBase.count(&exact),
+            Tokenizer::O200kBase.encode_count(&exact)
+        );
+        let long = "ab".repeat(EXACT_MAX_BYTES);
+        let expected = (long.len() as u64).div_ceil(BYTES_PER_TOKEN);
+        assert_eq!(Tokenizer::O200kBase.count(&long), expected);
+        assert_eq!(Tokenizer::Anthropic.count(&long), expected);
+    }
+
+    /// The worst texts up to the exact limit are counted in well under a second (a run of
+    /// one character this long took minutes to encode whole).
+    #[test]
+    fn odd_texts_up_to_the_limit_are_counted_quickly() {
+        let spaces = format!("{}x", " ".repeat(EXACT_MAX_BYTES - 1));
+        let same = "a".repeat(EXACT_MAX_BYTES);
+        let lines = "\n \t".repeat(EXACT_MAX_BYTES / 3);
+        for text in [&spaces, &same, &lines] {
+            let started = std::time::Instant::now();
+            let count = Tokenizer::O200kBase.encode_count(text);
+            assert!(count > 0 && count <= text.len() as u64);
+            // A generous bound for a debug build on a loaded machine; quadratic work is minutes.
+            assert!(started.elapsed() < std::time::Duration::from_secs(20));
+        }
+    }
+
+    #[tokio::test]
+    async fn a_long_text_prepared_on_the_blocking_pool_is_remembered() {
+        let text = "Context windows fill up; the meter counts what was added. ".repeat(400);
+        assert!(text.len() >= BLOCKING_MIN_BYTES);
+        let key = Tokenizer::Anthropic.memo_key(&text);
+        MEMO.lock().unwrap().remove(&key);
+        Tokenizer::prepare(&[Tokenizer::Cl100kBase], &text).await;
+        let remembered = MEMO.lock().unwrap().get(&key).copied();
+        assert_eq!(remembered, Some(Tokenizer::Cl100kBase.encode_count(&text)));
+        // Anthropic's estimate is cl100k_base's: it finds the same count.
+        assert_eq!(Tokenizer::Anthropic.count(&text), remembered.unwrap());
     }
 
     #[test]

@@ -8,6 +8,7 @@ use crate::api::events::ListEvent;
 use super::*;
 use crate::api;
 use crate::domain::{Message, MessageMode, MessageSource, MessageStatus, new_id, now, user_item};
+use crate::model::tokens::Tokenizer;
 use crate::store::records::{ConversationCreated, MetaRecord, SessionRecord};
 use crate::store::state::ConversationState;
 
@@ -46,6 +47,9 @@ impl Runtime {
         })?;
         let model = request.model.unwrap_or_else(|| agent.model.clone());
         self.check_model(&model)?;
+        // The meter counts the message on the conversation's path; a long one is counted
+        // first on the blocking pool, so that count is remembered.
+        Tokenizer::prepare(&Tokenizer::configured(config), &request.text).await;
         let cwd = match request.cwd {
             Some(cwd) => checked_cwd(&cwd)?,
             None => self

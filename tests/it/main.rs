@@ -6,6 +6,7 @@ mod support;
 
 mod agent_limit;
 mod bad_input;
+mod big_messages;
 mod cluster;
 mod compaction;
 mod contract;

@@ -12,6 +12,8 @@
 //!   and open files during the load and after.
 //! - `decode`: decoding a provider's stream alone, as a burst and at a provider's pace.
 //! - `tokens`: estimating a 100,000-token history for the usage meter.
+//! - `meter`: the meter's cost to the service: memory after the first turn, and
+//!   `/api/health` latency while a 15 MB message is created.
 //! - `cluster`: forwarding, turn overhead and failover in cluster mode.
 //! - `subagents`: how fast `spawn_agent` calls become running sub-agents, and the runtime's
 //!   time per sub-agent turn against a root agent's.
@@ -22,6 +24,7 @@ mod fake_provider;
 mod fork;
 mod foundation;
 mod live;
+mod meter;
 mod sse;
 mod subagents;
 mod text;
@@ -66,6 +69,9 @@ enum Bench {
     Decode(decode::DecodeArgs),
     /// What counting tokens for the usage meter costs: estimating a 100,000-token history.
     Tokens(tokens::TokensArgs),
+    /// What the usage meter costs the service: resident memory after the first turn, and
+    /// `/api/health` latency while a 15 MB message is created.
+    Meter(meter::MeterArgs),
     /// The time from a root agent's `spawn_agent` calls to its sub-agents' first model
     /// requests, and the overhead per sub-agent turn against a root turn's.
     Subagents(subagents::SubagentsArgs),
@@ -87,6 +93,7 @@ fn main() -> anyhow::Result<()> {
         Bench::Live(args) => live::live(&args),
         Bench::Decode(args) => decode::decode(&args),
         Bench::Tokens(args) => tokens::tokens(&args),
+        Bench::Meter(args) => meter::meter(&args),
         Bench::Subagents(args) => subagents::subagents(&args),
         Bench::Cluster(args) => cluster::cluster(&args),
     }

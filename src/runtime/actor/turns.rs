@@ -312,7 +312,11 @@ impl ConversationActor {
         let mut usage = usage;
         usage.adopt(usage::UsageTracker::new(
             tokenizer,
-            tokenizer.request_overhead(instructions.as_deref(), &tools),
+            tokenizer.request_overhead(
+                Tokenizer::protocol(config, &session.model),
+                instructions.as_deref(),
+                &tools,
+            ),
         ));
         Ok(TurnSpec {
             session_id: session_id.to_owned(),
@@ -405,7 +409,8 @@ pub(super) fn meter_basis(
     let agent = config.agent(&session.agent)?;
     let (instructions, tools) = request_parts(config, &state.conversation.cwd, session, agent);
     let tokenizer = Tokenizer::for_model(config, &session.model);
-    let overhead = tokenizer.request_overhead(instructions.as_deref(), &tools);
+    let protocol = Tokenizer::protocol(config, &session.model);
+    let overhead = tokenizer.request_overhead(protocol, instructions.as_deref(), &tools);
     Some(usage::UsageTracker::new(tokenizer, overhead))
 }
 
