@@ -8,7 +8,9 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 
 use super::wire::{self, Decoder, Endpoint, Entry, Event, LenientText};
-use super::{ModelError, ModelEvent, ModelRequest, ModelStream, ProviderClient, TokenUsage};
+use super::{
+    ModelError, ModelEvent, ModelRequest, ModelStream, ProviderClient, TokenUsage, ToolSpec,
+};
 use crate::config::{ModelOptions, ProviderConfig, Thinking};
 use crate::domain::Image;
 
@@ -106,17 +108,7 @@ pub fn request_body(request: &ModelRequest, options: &ModelOptions) -> Value {
         None => {}
     }
     if !request.tools.is_empty() {
-        body["tools"] = request
-            .tools
-            .iter()
-            .map(|tool| {
-                json!({
-                    "name": tool.name,
-                    "description": tool.description,
-                    "input_schema": tool.parameters,
-                })
-            })
-            .collect();
+        body["tools"] = tool_definitions(&request.tools);
     }
     body
 }
@@ -393,6 +385,20 @@ fn push_text(
     if !text.is_empty() {
         events.push(event(text.to_owned()));
     }
+}
+
+/// The tools as a request carries them (also what the usage meter counts for them).
+pub fn tool_definitions(tools: &[ToolSpec]) -> Value {
+    tools
+        .iter()
+        .map(|tool| {
+            json!({
+                "name": tool.name,
+                "description": tool.description,
+                "input_schema": tool.parameters,
+            })
+        })
+        .collect()
 }
 
 #[cfg(test)]

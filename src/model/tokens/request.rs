@@ -13,7 +13,7 @@
 //!   tools adds a system prompt whose size Anthropic's pricing documentation gives: 346
 //!   tokens for current models with `tool_choice` `auto` (what the runtime sends).
 
-use serde_json::{Value, json};
+use serde_json::Value;
 
 use super::{MESSAGE_FRAMING, Tokenizer};
 use crate::config::{Config, Protocol};
@@ -69,17 +69,8 @@ impl Tokenizer {
         if tools.is_empty() {
             return 0;
         }
-        let definitions: Vec<Value> = tools
-            .iter()
-            .map(|tool| {
-                json!({
-                    "name": tool.name,
-                    "description": tool.description,
-                    "input_schema": tool.parameters,
-                })
-            })
-            .collect();
-        ANTHROPIC_TOOL_PROMPT + self.count(&Value::Array(definitions).to_string())
+        let definitions = crate::model::anthropic_messages::tool_definitions(tools);
+        ANTHROPIC_TOOL_PROMPT + self.count(&definitions.to_string())
     }
 
     fn openai_functions(self, tools: &[ToolSpec]) -> u64 {
@@ -142,18 +133,11 @@ mod tests {
 
     /// The default agent's nine tools.
     fn default_tools() -> Vec<ToolSpec> {
-        let names = [
-            "shell",
-            "read_file",
-            "write_file",
-            "list_dir",
-            "spawn_agent",
-            "send_message",
-            "wait_agents",
-            "interrupt_agent",
-            "list_agents",
-        ];
-        let tools = crate::tools::specs(&names.map(str::to_owned));
+        let names: Vec<String> = crate::config::ALL_TOOLS
+            .iter()
+            .map(|name| name.to_string())
+            .collect();
+        let tools = crate::tools::specs(&names);
         assert_eq!(tools.len(), 9);
         tools
     }
@@ -323,17 +307,8 @@ mod tests {
         let with = tokenizer.request_overhead(Protocol::AnthropicMessages, None, &tools);
         let without = tokenizer.request_overhead(Protocol::AnthropicMessages, None, &[]);
         assert_eq!(without, 0);
-        let sent: Vec<Value> = tools
-            .iter()
-            .map(|tool| {
-                json!({
-                    "name": tool.name,
-                    "description": tool.description,
-                    "input_schema": tool.parameters,
-                })
-            })
-            .collect();
-        let json = tokenizer.count(&Value::Array(sent).to_string());
+        let sent = crate::model::anthropic_messages::tool_definitions(&tools);
+        let json = tokenizer.count(&sent.to_string());
         assert_eq!(with, 346 + json);
     }
 }
