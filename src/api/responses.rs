@@ -115,6 +115,8 @@ pub struct Health {
     /// Background index jobs not finished yet (a fork's search rows being copied, finished
     /// messages' search rows).
     pub index_jobs_pending: u64,
+    /// Whether this machine's kernel can sandbox tool commands.
+    pub sandbox: SandboxHealth,
     /// Cluster mode only: this instance.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub cluster: Option<ClusterHealth>,
@@ -129,6 +131,17 @@ pub struct Health {
 pub enum HealthStatus {
     Ok,
     Unavailable,
+}
+
+/// The kernel's support for the sandbox of tool commands (Landlock), detected once at start.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct SandboxHealth {
+    /// The default sandbox (writes in the workspace, no network: Landlock ABI 4 or later) can
+    /// be enforced. When it cannot, agents with a sandbox have their commands refused, never
+    /// run unsandboxed.
+    pub available: bool,
+    /// The kernel's Landlock ABI version; `null` without Landlock.
+    pub landlock_abi: Option<u32>,
 }
 
 #[derive(Debug, Serialize, ToSchema)]

@@ -11,7 +11,7 @@ use axum::{Json, http::Uri};
 use super::{ApiError, AppState};
 use crate::api::responses::{
     AgentInfo, AgentList, AnswerCounts, ClusterHealth, Health, HealthStatus, ModelInfo, ModelList,
-    PostgresStatus,
+    PostgresStatus, SandboxHealth,
 };
 
 #[utoipa::path(
@@ -55,6 +55,13 @@ pub async fn health(State(state): State<AppState>) -> Response {
             server_errors: state.answers.server_errors.load(Ordering::Relaxed),
         },
         index_jobs_pending: state.runtime.index_jobs_pending() as u64,
+        sandbox: {
+            let support = crate::tools::sandbox_support();
+            SandboxHealth {
+                available: support.available(),
+                landlock_abi: support.landlock_abi,
+            }
+        },
         cluster,
         reason: (!reachable).then(|| {
             "PostgreSQL does not answer: this instance cannot list, search or take conversations until it is back"
