@@ -22,6 +22,7 @@ mod messages;
 mod providers;
 mod reindex;
 mod retries;
+mod sandbox;
 mod search_recovery;
 mod secrets;
 mod send;
