@@ -69,7 +69,8 @@ impl SandboxMode {
         }
     }
 
-    fn parse(name: &str) -> Option<SandboxMode> {
+    /// The mode named `name` in the file.
+    pub fn from_name(name: &str) -> Option<SandboxMode> {
         SandboxMode::NAMES
             .iter()
             .find(|(known, _)| *known == name)
@@ -164,7 +165,7 @@ impl Validator<'_> {
             }
             let sandbox = match agent.sandbox.as_deref() {
                 None => SandboxMode::default(),
-                Some(text) => SandboxMode::parse(text).ok_or_else(|| {
+                Some(text) => SandboxMode::from_name(text).ok_or_else(|| {
                     self.invalid(
                         format!("agents.{name}.sandbox"),
                         format!(

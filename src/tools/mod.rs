@@ -4,6 +4,7 @@
 mod files;
 pub mod group_records;
 mod sandbox;
+mod sandbox_launcher;
 mod sandbox_paths;
 mod shell;
 
@@ -17,6 +18,7 @@ use tokio_util::sync::CancellationToken;
 use crate::model::ToolSpec;
 use crate::text::{ceil_char_boundary, floor_char_boundary};
 pub use sandbox::{SandboxPolicy, SandboxSupport, support as sandbox_support};
+pub use sandbox_launcher::launcher_main as sandbox_launcher_main;
 
 /// Where and within which limits a tool call runs; the turn loop builds it from the conversation.
 #[derive(Debug, Clone)]

@@ -171,8 +171,8 @@ impl PreparedSandbox {
 
 /// Builds the ruleset for one command run in `cwd`; `Err` says why the kernel cannot enforce
 /// `policy`, naming the setting that would run the command anyway.
+/// Call [`check_support`] first.
 pub(super) fn prepare(policy: &SandboxPolicy, cwd: &Path) -> Result<PreparedSandbox, String> {
-    check_support(policy, support())?;
     build(policy, cwd).map_err(|error| {
         format!(
             "refused: the sandbox could not be set up ({error}); commands never run without it \
@@ -182,7 +182,8 @@ pub(super) fn prepare(policy: &SandboxPolicy, cwd: &Path) -> Result<PreparedSand
     })
 }
 
-fn check_support(policy: &SandboxPolicy, support: SandboxSupport) -> Result<(), String> {
+/// Whether the kernel can enforce `policy`; `Err` says why not, naming the setting.
+pub(super) fn check_support(policy: &SandboxPolicy, support: SandboxSupport) -> Result<(), String> {
     let needed = if policy.network {
         FS_ABI as u32
     } else {
@@ -223,7 +224,10 @@ pub(super) fn writable_roots(mode: SandboxMode, cwd: &Path) -> Vec<PathBuf> {
     }
 }
 
-fn build(policy: &SandboxPolicy, cwd: &Path) -> Result<PreparedSandbox, landlock::RulesetError> {
+pub(super) fn build(
+    policy: &SandboxPolicy,
+    cwd: &Path,
+) -> Result<PreparedSandbox, landlock::RulesetError> {
     let write = AccessFs::from_write(FS_ABI);
     // A hard requirement: anything the kernel cannot enforce is an error here, not a
     // silently weaker sandbox.

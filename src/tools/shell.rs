@@ -15,11 +15,11 @@ use tokio::time::{Instant, sleep_until};
 use tokio_util::sync::CancellationToken;
 
 use super::group_records::{self, GroupRecords, RecordFile};
-use super::sandbox;
 use super::{
     CappedOutput, ToolContext, ToolResult, ToolStatus, complete_utf8_prefix_len, optional_number,
     required_string,
 };
+use super::{sandbox, sandbox_launcher};
 
 /// After `sh` exits, a background child may hold the pipes open for ever: wait this long for
 /// the end of its output, then kill it.
@@ -55,10 +55,12 @@ pub(super) async fn run(
             ctx.cwd.display()
         ));
     }
-    let mut sh = Command::new("sh");
-    sh.arg("-c")
-        .arg(command)
-        .current_dir(&ctx.cwd)
+    let sandboxed = ctx.sandbox.enforced();
+    let mut sh = match sandboxed_command(ctx, command) {
+        Ok(sh) => sh,
+        Err(message) => return ToolResult::failed(message),
+    };
+    sh.current_dir(&ctx.cwd)
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -67,18 +69,6 @@ pub(super) async fn run(
         .kill_on_drop(true);
     for name in ctx.sandbox.hidden_env.iter() {
         sh.env_remove(name);
-    }
-    let sandboxed = ctx.sandbox.enforced();
-    if sandboxed {
-        let mut prepared = match sandbox::prepare(&ctx.sandbox, &ctx.cwd) {
-            Ok(prepared) => prepared,
-            Err(message) => return ToolResult::failed(message),
-        };
-        // SAFETY: the closure runs in the child between fork and exec; `restrict` only makes
-        // system calls and allocates nothing.
-        unsafe {
-            sh.pre_exec(move || prepared.restrict());
-        }
     }
     let mut child = match sh.spawn() {
         Ok(child) => child,
@@ -189,6 +179,32 @@ pub(super) async fn run(
         exit_code,
         status,
     }
+}
+
+/// `sh -c COMMAND`, in the sandbox when the policy has one: through the launcher (the service
+/// binary applying it to itself, see `sandbox_launcher`), else applied between fork and exec.
+/// `Err` says why the kernel cannot enforce the sandbox.
+fn sandboxed_command(ctx: &ToolContext, command: &str) -> Result<Command, String> {
+    let plain = || {
+        let mut sh = Command::new("sh");
+        sh.arg("-c").arg(command);
+        sh
+    };
+    if !ctx.sandbox.enforced() {
+        return Ok(plain());
+    }
+    sandbox::check_support(&ctx.sandbox, sandbox::support())?;
+    if let Some(launcher) = sandbox_launcher::command(&ctx.sandbox, &ctx.cwd, command) {
+        return Ok(launcher);
+    }
+    let mut prepared = sandbox::prepare(&ctx.sandbox, &ctx.cwd)?;
+    let mut sh = plain();
+    // SAFETY: the closure runs in the child between fork and exec; `restrict` only makes
+    // system calls and allocates nothing.
+    unsafe {
+        sh.pre_exec(move || prepared.restrict());
+    }
+    Ok(sh)
 }
 
 /// Whether a failed command's output shows a permission error, which the sandbox may have
