@@ -105,8 +105,8 @@ fn check_write_under(
 }
 
 /// Whether `read_file` may read `path`: everything but a process's environment
-/// (`/proc/PID/environ`), which holds the service's API keys; sandboxed commands cannot read it
-/// either, since Landlock keeps them from inspecting processes outside their sandbox.
+/// (`/proc/PID/environ`): `read_file` runs in the service, whose own environment holds the
+/// providers' API keys.
 pub(super) fn check_read(policy: &SandboxPolicy, cwd: &Path, path: &Path) -> Result<(), String> {
     let target = resolve(cwd, path)?;
     if target.starts_with("/proc") && target.file_name().is_some_and(|name| name == "environ") {
