@@ -163,6 +163,10 @@ impl DataDirArg {
 }
 
 fn main() -> ExitCode {
+    // Shell commands start sandboxed through this binary (see `tools::sandbox_launcher`).
+    if let Some(code) = openvaala::tools::sandbox_launcher_main() {
+        return code;
+    }
     tracing_subscriber::fmt()
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_env("OPENVAALA_LOG")

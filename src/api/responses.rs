@@ -123,6 +123,8 @@ pub struct Health {
     /// The most sub-agents running at once across the service
     /// (`subagents.max_running_total`); past it `spawn_agent` answers a tool error.
     pub max_running_subagents: u64,
+    /// Whether this machine's kernel can sandbox tool commands.
+    pub sandbox: SandboxHealth,
     /// Cluster mode only: this instance.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub cluster: Option<ClusterHealth>,
@@ -137,6 +139,17 @@ pub struct Health {
 pub enum HealthStatus {
     Ok,
     Unavailable,
+}
+
+/// The kernel's support for the sandbox of tool commands (Landlock), detected once at start.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct SandboxHealth {
+    /// The default sandbox (writes in the workspace, no network: Landlock ABI 4 or later) can
+    /// be enforced. When it cannot, agents with a sandbox have their commands refused, never
+    /// run unsandboxed.
+    pub available: bool,
+    /// The kernel's Landlock ABI version; `null` without Landlock.
+    pub landlock_abi: Option<u32>,
 }
 
 #[derive(Debug, Serialize, ToSchema)]

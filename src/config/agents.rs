@@ -1,5 +1,5 @@
-//! The `[agents.*]` tables: each agent's model, compaction model, instructions and tools, and
-//! the agent added when a file defines none.
+//! The `[agents.*]` tables: each agent's model, compaction model, instructions, tools and
+//! sandbox, and the agent added when a file defines none.
 
 use std::collections::BTreeMap;
 
@@ -33,6 +33,49 @@ pub struct AgentConfig {
     pub instructions: Option<String>,
     /// Names from [`ALL_TOOLS`].
     pub tools: Vec<String>,
+    /// What the agent's tool commands may write (`sandbox`); secure by default.
+    pub sandbox: SandboxMode,
+    /// Whether tool commands may open TCP connections and bind ports (`network`).
+    pub network: bool,
+}
+
+/// How far an agent's tools may write, enforced by the kernel for shell commands and in-process
+/// for the file tools.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum SandboxMode {
+    /// No writes, except to devices like `/dev/null`.
+    ReadOnly,
+    /// Writes only under the conversation's working directory and the temp directory.
+    #[default]
+    WorkspaceWrite,
+    /// No sandbox: tool commands have the service's rights.
+    Off,
+}
+
+impl SandboxMode {
+    /// Every mode by its name in the file.
+    const NAMES: [(&str, SandboxMode); 3] = [
+        ("read_only", SandboxMode::ReadOnly),
+        ("workspace_write", SandboxMode::WorkspaceWrite),
+        ("off", SandboxMode::Off),
+    ];
+
+    /// The name in the file: `read_only`, `workspace_write` or `off`.
+    pub fn name(self) -> &'static str {
+        match self {
+            SandboxMode::ReadOnly => "read_only",
+            SandboxMode::WorkspaceWrite => "workspace_write",
+            SandboxMode::Off => "off",
+        }
+    }
+
+    /// The mode named `name` in the file.
+    pub fn from_name(name: &str) -> Option<SandboxMode> {
+        SandboxMode::NAMES
+            .iter()
+            .find(|(known, _)| *known == name)
+            .map(|(_, mode)| *mode)
+    }
 }
 
 impl AgentConfig {
@@ -50,6 +93,8 @@ pub(super) fn fallback_agent(model: &str) -> AgentConfig {
         compact_model: None,
         instructions: None,
         tools: all_tools(),
+        sandbox: SandboxMode::default(),
+        network: false,
     }
 }
 
@@ -65,6 +110,9 @@ pub(super) struct RawAgent {
     compact_model: Option<String>,
     instructions: Option<String>,
     tools: Option<Vec<String>>,
+    /// Read as text so that a bad value is an error naming the key.
+    sandbox: Option<String>,
+    network: Option<bool>,
 }
 
 impl Validator<'_> {
@@ -115,6 +163,18 @@ impl Validator<'_> {
                     ),
                 ));
             }
+            let sandbox = match agent.sandbox.as_deref() {
+                None => SandboxMode::default(),
+                Some(text) => SandboxMode::from_name(text).ok_or_else(|| {
+                    self.invalid(
+                        format!("agents.{name}.sandbox"),
+                        format!(
+                            "unknown sandbox `{text}` (sandboxes: {})",
+                            join_names(SandboxMode::NAMES.iter().map(|(name, _)| name))
+                        ),
+                    )
+                })?,
+            };
             agents.insert(
                 name,
                 AgentConfig {
@@ -123,6 +183,8 @@ impl Validator<'_> {
                     compact_model: agent.compact_model,
                     instructions: agent.instructions,
                     tools,
+                    sandbox,
+                    network: agent.network.unwrap_or(false),
                 },
             );
         }
@@ -134,6 +196,7 @@ impl Validator<'_> {
 mod tests {
     use std::path::Path;
 
+    use super::SandboxMode;
     use crate::config::{Config, ConfigError, DEFAULT_AGENT, DEMO_MODEL};
 
     fn parse(text: &str) -> Result<Config, ConfigError> {
@@ -185,5 +248,50 @@ tools = ["read_file", "list_dir"]
         let config = parse(text).unwrap();
         assert_eq!(config.default_agent().tools, ["read_file", "list_dir"]);
         assert!(config.agent(DEFAULT_AGENT).is_none());
+    }
+
+    #[test]
+    fn the_sandbox_defaults_to_workspace_writes_without_network() {
+        let builtin = Config::builtin();
+        let agent = builtin.default_agent();
+        assert_eq!(
+            (agent.sandbox, agent.network),
+            (SandboxMode::WorkspaceWrite, false)
+        );
+        let text = "[agents.default]\ndescription = \"d\"\nmodel = \"demo\"\n";
+        let agent = parse(text).unwrap().agents["default"].clone();
+        assert_eq!(
+            (agent.sandbox, agent.network),
+            (SandboxMode::WorkspaceWrite, false)
+        );
+    }
+
+    #[test]
+    fn the_sandbox_and_network_are_set_per_agent() {
+        for (name, mode) in SandboxMode::NAMES {
+            let text = format!(
+                "[agents.default]\ndescription = \"d\"\nmodel = \"demo\"\nsandbox = \"{name}\"\nnetwork = true\n"
+            );
+            let agent = parse(&text).unwrap().agents["default"].clone();
+            assert_eq!((agent.sandbox, agent.network), (mode, true));
+            assert_eq!(mode.name(), name);
+        }
+    }
+
+    #[test]
+    fn a_bad_sandbox_names_its_key() {
+        let text =
+            "[agents.default]\ndescription = \"d\"\nmodel = \"demo\"\nsandbox = \"strict\"\n";
+        let error = parse(text).unwrap_err();
+        assert_eq!(error.key(), Some("agents.default.sandbox"));
+        assert!(
+            error
+                .to_string()
+                .contains("unknown sandbox `strict` (sandboxes: read_only, workspace_write, off)"),
+            "{error}"
+        );
+        let text = "[agents.default]\ndescription = \"d\"\nmodel = \"demo\"\nnetwork = \"yes\"\n";
+        let shown = parse(text).unwrap_err().to_string();
+        assert!(shown.contains("network"), "{shown}");
     }
 }

@@ -16,7 +16,7 @@ use std::path::{Path, PathBuf};
 use serde::Deserialize;
 use toml::Spanned;
 
-pub use agents::{ALL_TOOLS, AgentConfig};
+pub use agents::{ALL_TOOLS, AgentConfig, SandboxMode};
 pub use cluster::{ClusterConfig, check_advertise_addr, check_database_url};
 pub use limits::{RetryConfig, SubagentsConfig, ToolsConfig, TurnConfig};
 pub use providers::{
@@ -346,6 +346,8 @@ model = "coder"
 compact_model = "coder"      # optional, defaults to model
 instructions = "You are …"   # optional system prompt; AGENTS.md from cwd is added after it
 tools = ["shell", "read_file", "write_file", "list_dir", "spawn_agent", "send_message", "wait_agents", "interrupt_agent", "list_agents"]
+sandbox = "workspace_write"  # read_only | workspace_write | off
+network = false              # TCP connections and binds from tool commands
 "#;
 
     /// A valid file that the error cases below change one line of.

@@ -11,7 +11,7 @@ use axum::{Json, http::Uri};
 use super::{ApiError, AppState};
 use crate::api::responses::{
     AgentInfo, AgentList, AnswerCounts, ClusterHealth, Health, HealthStatus, ModelInfo, ModelList,
-    PostgresStatus,
+    PostgresStatus, SandboxHealth,
 };
 
 #[utoipa::path(
@@ -58,6 +58,13 @@ pub async fn health(State(state): State<AppState>) -> Response {
         index_oldest_job_ms: state.runtime.index_oldest_job_age().as_millis() as u64,
         running_subagents: state.runtime.running_subagents() as u64,
         max_running_subagents: u64::from(state.runtime.config().subagents.max_running_total),
+        sandbox: {
+            let support = crate::tools::sandbox_support();
+            SandboxHealth {
+                available: support.available(),
+                landlock_abi: support.landlock_abi,
+            }
+        },
         cluster,
         reason: (!reachable).then(|| {
             "PostgreSQL does not answer: this instance cannot list, search or take conversations until it is back"

@@ -1,5 +1,6 @@
 //! The file tools `read_file`, `write_file` and `list_dir`: paths are relative to the
 //! conversation's cwd or absolute, and every failure becomes a result text for the model.
+//! Under a sandbox, writes and reads follow its rules (`sandbox_paths`).
 
 use std::io::ErrorKind;
 use std::os::unix::fs::FileTypeExt;
@@ -8,6 +9,7 @@ use std::path::PathBuf;
 use serde_json::Value;
 use tokio::io::AsyncReadExt;
 
+use super::sandbox_paths;
 use super::{
     CappedOutput, ToolContext, ToolResult, complete_utf8_prefix_len, optional_string,
     required_string,
@@ -26,6 +28,10 @@ pub(super) async fn run(name: &str, arguments: &Value, ctx: &ToolContext) -> Too
 async fn read_file(arguments: &Value, ctx: &ToolContext) -> Result<ToolResult, String> {
     let path = required_path(arguments)?;
     let full_path = ctx.cwd.join(path);
+    if ctx.sandbox.enforced() {
+        let (policy, cwd, path) = (ctx.sandbox.clone(), ctx.cwd.clone(), PathBuf::from(path));
+        blocking(move || sandbox_paths::check_read(&policy, &cwd, &path)).await?;
+    }
     let metadata = tokio::fs::metadata(&full_path)
         .await
         .map_err(|error| match error.kind() {
@@ -75,7 +81,12 @@ async fn read_file(arguments: &Value, ctx: &ToolContext) -> Result<ToolResult, S
 async fn write_file(arguments: &Value, ctx: &ToolContext) -> Result<ToolResult, String> {
     let path = required_path(arguments)?;
     let content = required_string(arguments, "content")?;
-    let full_path = ctx.cwd.join(path);
+    let mut full_path = ctx.cwd.join(path);
+    if ctx.sandbox.enforced() {
+        // The write goes where the check looked: the resolved path.
+        let (policy, cwd, path) = (ctx.sandbox.clone(), ctx.cwd.clone(), PathBuf::from(path));
+        full_path = blocking(move || sandbox_paths::check_write(&policy, &cwd, &path)).await?;
+    }
     if let Some(parent) = full_path.parent() {
         tokio::fs::create_dir_all(parent)
             .await
@@ -126,6 +137,16 @@ async fn list_dir(arguments: &Value, ctx: &ToolContext) -> Result<ToolResult, St
     let mut output = CappedOutput::new(ctx.max_output_bytes);
     output.push(&names.join("\n"));
     Ok(ToolResult::completed(output.finish()))
+}
+
+/// Runs a sandbox check off the async threads: resolving a path reads links, and a hung mount
+/// must not stall the runtime.
+async fn blocking<T: Send + 'static>(
+    check: impl FnOnce() -> Result<T, String> + Send + 'static,
+) -> Result<T, String> {
+    tokio::task::spawn_blocking(check)
+        .await
+        .unwrap_or_else(|error| Err(format!("the sandbox check failed: {error}")))
 }
 
 /// The `path` parameter, which must name something: an empty path would silently mean the cwd.

@@ -3,6 +3,9 @@
 
 mod files;
 pub mod group_records;
+mod sandbox;
+mod sandbox_launcher;
+mod sandbox_paths;
 mod shell;
 
 use std::path::PathBuf;
@@ -14,6 +17,8 @@ use tokio_util::sync::CancellationToken;
 
 use crate::model::ToolSpec;
 use crate::text::{ceil_char_boundary, floor_char_boundary};
+pub use sandbox::{SandboxPolicy, SandboxSupport, support as sandbox_support};
+pub use sandbox_launcher::launcher_main as sandbox_launcher_main;
 
 /// Where and within which limits a tool call runs; the turn loop builds it from the conversation.
 #[derive(Debug, Clone)]
@@ -27,6 +32,8 @@ pub struct ToolContext {
     /// Where running shell commands are recorded, so a restart after a crash can kill them
     /// (`group_records`); `None` records nothing.
     pub process_records: Option<group_records::GroupRecords>,
+    /// What the tools may write and reach, and the variables their processes never see.
+    pub sandbox: SandboxPolicy,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -443,6 +450,7 @@ mod tests {
             shell_timeout: Duration::from_secs(30),
             max_output_bytes: 64 * 1024,
             process_records: None,
+            sandbox: SandboxPolicy::default(),
         }
     }
 

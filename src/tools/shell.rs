@@ -2,6 +2,7 @@
 //! When the command exits, times out or is interrupted the whole group is killed, so nothing it
 //! started outlives the call or keeps it waiting. While it runs, a record in the data directory
 //! (`group_records`) names the group, so that if the service dies first its next start kills it.
+//! The command runs in the agent's sandbox (`sandbox`), without the providers' key variables.
 
 use std::process::{ExitStatus, Stdio};
 use std::time::Duration;
@@ -18,6 +19,7 @@ use super::{
     CappedOutput, ToolContext, ToolResult, ToolStatus, complete_utf8_prefix_len, optional_number,
     required_string,
 };
+use super::{sandbox, sandbox_launcher};
 
 /// After `sh` exits, a background child may hold the pipes open for ever: wait this long for
 /// the end of its output, then kill it.
@@ -53,19 +55,29 @@ pub(super) async fn run(
             ctx.cwd.display()
         ));
     }
-    let spawned = Command::new("sh")
-        .arg("-c")
-        .arg(command)
-        .current_dir(&ctx.cwd)
+    let sandboxed = ctx.sandbox.enforced();
+    let mut sh = match sandboxed_command(ctx, command) {
+        Ok(sh) => sh,
+        Err(message) => return ToolResult::failed(message),
+    };
+    sh.current_dir(&ctx.cwd)
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         // Its own group, so one kill reaches every process the command starts.
         .process_group(0)
-        .kill_on_drop(true)
-        .spawn();
-    let mut child = match spawned {
+        .kill_on_drop(true);
+    for name in ctx.sandbox.hidden_env.iter() {
+        sh.env_remove(name);
+    }
+    let mut child = match sh.spawn() {
         Ok(child) => child,
+        Err(error) if sandboxed => {
+            return ToolResult::failed(format!(
+                "could not start sh in the sandbox ({}): {error}",
+                ctx.sandbox.setting()
+            ));
+        }
         Err(error) => return ToolResult::failed(format!("could not start sh: {error}")),
     };
     // The group is killed when this guard drops, even if the caller drops this future.
@@ -151,11 +163,54 @@ pub(super) async fn run(
             Some(format!("[could not wait for the command: {error}]")),
         ),
     };
+    let mut output = sink.finish(note);
+    if sandboxed && exit_code.is_some_and(|code| code != 0) && looks_denied(&output) {
+        let hint = ctx.sandbox.hint(&ctx.cwd);
+        let line = if output.is_empty() || output.ends_with('\n') {
+            hint
+        } else {
+            format!("\n{hint}")
+        };
+        let _ = live.send(line.clone());
+        output.push_str(&line);
+    }
     ToolResult {
-        output: sink.finish(note),
+        output,
         exit_code,
         status,
     }
+}
+
+/// `sh -c COMMAND`, in the sandbox when the policy has one: through the launcher (the service
+/// binary applying it to itself, see `sandbox_launcher`), else applied between fork and exec.
+/// `Err` says why the kernel cannot enforce the sandbox.
+fn sandboxed_command(ctx: &ToolContext, command: &str) -> Result<Command, String> {
+    let plain = || {
+        let mut sh = Command::new("sh");
+        sh.arg("-c").arg(command);
+        sh
+    };
+    if !ctx.sandbox.enforced() {
+        return Ok(plain());
+    }
+    sandbox::check_support(&ctx.sandbox, sandbox::support())?;
+    if let Some(launcher) = sandbox_launcher::command(&ctx.sandbox, &ctx.cwd, command) {
+        return Ok(launcher);
+    }
+    let mut prepared = sandbox::prepare(&ctx.sandbox, &ctx.cwd)?;
+    let mut sh = plain();
+    // SAFETY: the closure runs in the child between fork and exec; `restrict` only makes
+    // system calls and allocates nothing.
+    unsafe {
+        sh.pre_exec(move || prepared.restrict());
+    }
+    Ok(sh)
+}
+
+/// Whether a failed command's output shows a permission error, which the sandbox may have
+/// caused (the kernel's EACCES or EPERM as the usual tools print them).
+fn looks_denied(output: &str) -> bool {
+    output.contains("Permission denied") || output.contains("Operation not permitted")
 }
 
 /// How the wait for the command ended.
@@ -604,5 +659,83 @@ mod tests {
             "{}",
             result.output
         );
+    }
+
+    fn with_sandbox(dir: &Path, mode: crate::config::SandboxMode, network: bool) -> ToolContext {
+        let mut ctx = context(dir);
+        ctx.sandbox.mode = mode;
+        ctx.sandbox.network = network;
+        ctx
+    }
+
+    #[tokio::test]
+    async fn a_read_only_sandbox_blocks_writes_and_says_so() {
+        use crate::config::SandboxMode;
+        let dir = tempfile::tempdir().unwrap();
+        let ctx = with_sandbox(dir.path(), SandboxMode::ReadOnly, false);
+        let result = shell(&ctx, json!({"command": "echo x > inside.txt"})).await;
+        assert_eq!(result.status, ToolStatus::Completed);
+        assert_ne!(result.exit_code, Some(0));
+        assert!(
+            result.output.contains("Permission denied"),
+            "{}",
+            result.output
+        );
+        assert!(
+            result.output.ends_with(
+                "[the sandbox may have blocked this: sandbox = \"read_only\" allows no writes; \
+                 network = false blocks TCP connections]"
+            ),
+            "{}",
+            result.output
+        );
+        assert!(!dir.path().join("inside.txt").exists());
+        // Devices a shell needs stay writable, and reading is allowed.
+        let result = shell(&ctx, json!({"command": "ls / >/dev/null && echo ok"})).await;
+        assert_eq!(result.output, "ok\n");
+
+        let ctx = with_sandbox(dir.path(), SandboxMode::Off, false);
+        let result = shell(&ctx, json!({"command": "echo x > inside.txt"})).await;
+        assert_eq!((result.exit_code, result.output.as_str()), (Some(0), ""));
+        assert!(dir.path().join("inside.txt").exists());
+    }
+
+    #[tokio::test]
+    async fn the_sandbox_blocks_tcp_unless_the_network_is_allowed() {
+        use crate::config::SandboxMode;
+        let dir = tempfile::tempdir().unwrap();
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let command = format!("bash -c 'exec 3<>/dev/tcp/127.0.0.1/{port}' && echo connected");
+
+        let ctx = with_sandbox(dir.path(), SandboxMode::WorkspaceWrite, false);
+        let result = shell(&ctx, json!({ "command": command })).await;
+        assert_ne!(result.exit_code, Some(0), "{}", result.output);
+        assert!(!result.output.contains("connected"), "{}", result.output);
+        assert!(
+            result
+                .output
+                .contains("network = false blocks TCP connections]"),
+            "{}",
+            result.output
+        );
+
+        let ctx = with_sandbox(dir.path(), SandboxMode::WorkspaceWrite, true);
+        let result = shell(&ctx, json!({ "command": command })).await;
+        assert_eq!(result.output, "connected\n");
+    }
+
+    #[tokio::test]
+    async fn hidden_variables_are_not_inherited() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut ctx = context(dir.path());
+        // HOME stands in for a key variable: the test need not change the process environment.
+        let command = json!({"command": "echo \"${HOME-unset}\""});
+        assert_ne!(shell(&ctx, command.clone()).await.output, "unset\n");
+        ctx.sandbox.hidden_env = std::sync::Arc::from(["HOME".to_owned()]);
+        assert_eq!(shell(&ctx, command.clone()).await.output, "unset\n");
+        // Even when the sandbox is off.
+        ctx.sandbox.mode = crate::config::SandboxMode::Off;
+        assert_eq!(shell(&ctx, command).await.output, "unset\n");
     }
 }

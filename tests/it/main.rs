@@ -26,6 +26,7 @@ mod providers;
 mod providers_fidelity;
 mod reindex;
 mod retries;
+mod sandbox;
 mod search_recovery;
 mod secrets;
 mod send;

@@ -17,6 +17,7 @@
 //! - `cluster`: forwarding, turn overhead and failover in cluster mode.
 //! - `subagents`: how fast `spawn_agent` calls become running sub-agents, and the runtime's
 //!   time per sub-agent turn against a root agent's.
+//! - `sandbox`: the sandbox's cost per shell command, against `sandbox = "off"`.
 
 mod cluster;
 mod decode;
@@ -25,6 +26,7 @@ mod fork;
 mod foundation;
 mod live;
 mod meter;
+mod sandbox;
 mod sse;
 mod subagents;
 mod text;
@@ -36,7 +38,7 @@ use std::fs;
 use std::io::Read as _;
 use std::net::{Ipv4Addr, TcpListener};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Command, ExitCode, Stdio};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail};
@@ -78,13 +80,20 @@ enum Bench {
     /// Cluster mode against a PostgreSQL server it starts: a forwarded request against a direct
     /// one, the turn overhead against an embedded service, and the takeover after kill -9.
     Cluster(cluster::ClusterArgs),
+    /// The sandbox's cost per shell command: many `true` commands through the shell tool with
+    /// `sandbox = "workspace_write"` and with `sandbox = "off"`.
+    Sandbox(sandbox::SandboxArgs),
 }
 
 /// The health check is polled this often while the server starts.
 const HEALTH_POLL: Duration = Duration::from_millis(2);
 const START_TIMEOUT: Duration = Duration::from_secs(120);
 
-fn main() -> anyhow::Result<()> {
+fn main() -> anyhow::Result<ExitCode> {
+    // The shell tool's sandboxed commands start through this binary, as through the service's.
+    if let Some(code) = openvaala::tools::sandbox_launcher_main() {
+        return Ok(code);
+    }
     let cli = Cli::parse();
     match cli.bench {
         Bench::Foundation(args) => foundation::foundation(&args),
@@ -96,7 +105,9 @@ fn main() -> anyhow::Result<()> {
         Bench::Meter(args) => meter::meter(&args),
         Bench::Subagents(args) => subagents::subagents(&args),
         Bench::Cluster(args) => cluster::cluster(&args),
-    }
+        Bench::Sandbox(args) => sandbox::sandbox(&args),
+    }?;
+    Ok(ExitCode::SUCCESS)
 }
 
 fn http_client() -> anyhow::Result<reqwest::Client> {

@@ -331,6 +331,7 @@ impl ConversationActor {
                 shell_timeout: config.tools.shell_timeout(),
                 max_output_bytes: config.tools.max_output_bytes,
                 process_records: self.shared.settings.process_records.clone(),
+                sandbox: crate::tools::SandboxPolicy::for_agent(config, agent),
             },
             max_output_tokens: model.max_output_tokens,
             retry: config.retry.clone(),
