@@ -203,9 +203,19 @@ pub struct Item {
 #[serde(rename_all = "snake_case")]
 pub enum ItemStatus {
     Running,
+    /// A tool call waiting for a user's approval before it runs (never stored: on disk it is
+    /// `running` until it ends).
+    WaitingApproval,
     Completed,
     Interrupted,
     Failed,
+}
+
+impl ItemStatus {
+    /// Not finished yet: running, or waiting for an approval.
+    pub fn is_open(self) -> bool {
+        matches!(self, ItemStatus::Running | ItemStatus::WaitingApproval)
+    }
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, utoipa::ToSchema)]

@@ -7,6 +7,7 @@
 //! - `index`    — the derived index (SQLite, or PostgreSQL in cluster mode): list, search, rebuild
 //! - `model`    — one trait for model calls and a client per wire protocol, the `demo` model
 //! - `tools`    — the tools agents call: shell (live output), files
+//! - `permissions` — which tool calls ask first: configured rules, remembered rules
 //! - `runtime`  — the registry of conversation actors (one writer each) and the turn loop
 //! - `bus`      — event buses: ids, each event encoded once, replay for `Last-Event-ID`
 //! - `cluster`  — several instances over one PostgreSQL: leases, forwarding, list events
@@ -31,6 +32,7 @@ pub mod http;
 pub mod index;
 pub mod limits;
 pub mod model;
+pub mod permissions;
 pub mod redact;
 pub mod runtime;
 pub mod server;

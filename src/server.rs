@@ -99,6 +99,7 @@ impl Service {
         };
         let connection_limits = connection_limits(&caps, &options.config);
         let runtime = Runtime::new(store, index, Arc::new(options.config), settings);
+        read_rules(&runtime)?;
         Ok(Service {
             addr,
             runtime,
@@ -179,6 +180,7 @@ impl Service {
         };
         let connection_limits = connection_limits(&caps, &options.config);
         let runtime = Runtime::new(store, index.clone(), Arc::new(options.config), settings);
+        read_rules(&runtime)?;
         // Leases renewed in the background; a conversation whose lease is lost stops here.
         let ticking = runtime.clone();
         tokio::spawn(async move {
@@ -348,4 +350,14 @@ pub async fn stop_signal() {
         _ = terminate.recv() => {}
         _ = interrupt.recv() => {}
     }
+}
+
+/// Reads the remembered rules once at start-up, so that a damaged `rules.jsonl` stops the
+/// service with its reason instead of making every tool call ask.
+fn read_rules(runtime: &Runtime) -> anyhow::Result<()> {
+    let rules = runtime
+        .rules()
+        .map_err(|error| anyhow::anyhow!("cannot read the remembered rules: {error}"))?;
+    tracing::debug!(count = rules.len(), "remembered rules");
+    Ok(())
 }

@@ -55,6 +55,8 @@ pub enum ErrorCode {
     CompactionRunning,
     /// 409: the history is already its summary.
     NothingToCompact,
+    /// 409: an approval was answered already (the body carries its outcome).
+    AlreadyDecided,
     /// 413: the request body is too large; 414: the request target; 431: the headers.
     TooLarge,
     /// 422: the conversation's working directory does not exist.
@@ -82,7 +84,7 @@ pub enum ErrorCode {
 
 impl ErrorCode {
     /// Every code, in the document's order.
-    pub const ALL: [ErrorCode; 20] = [
+    pub const ALL: [ErrorCode; 21] = [
         ErrorCode::InvalidRequest,
         ErrorCode::Unauthorized,
         ErrorCode::Forbidden,
@@ -93,6 +95,7 @@ impl ErrorCode {
         ErrorCode::NotWaiting,
         ErrorCode::CompactionRunning,
         ErrorCode::NothingToCompact,
+        ErrorCode::AlreadyDecided,
         ErrorCode::TooLarge,
         ErrorCode::CwdMissing,
         ErrorCode::ModelUnavailable,
@@ -118,6 +121,7 @@ impl ErrorCode {
             ErrorCode::NotWaiting => "not_waiting",
             ErrorCode::CompactionRunning => "compaction_running",
             ErrorCode::NothingToCompact => "nothing_to_compact",
+            ErrorCode::AlreadyDecided => "already_decided",
             ErrorCode::TooLarge => "too_large",
             ErrorCode::CwdMissing => "cwd_missing",
             ErrorCode::ModelUnavailable => "model_unavailable",
@@ -158,6 +162,7 @@ mod tests {
                 | ErrorCode::NotWaiting
                 | ErrorCode::CompactionRunning
                 | ErrorCode::NothingToCompact
+                | ErrorCode::AlreadyDecided
                 | ErrorCode::TooLarge
                 | ErrorCode::CwdMissing
                 | ErrorCode::ModelUnavailable

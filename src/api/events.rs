@@ -10,6 +10,7 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
+use crate::api::approvals::Approval;
 use crate::bus::BusEvent;
 use crate::domain::{Conversation, Item, Message, Session, Timestamp, TurnStatus, Usage};
 
@@ -33,6 +34,8 @@ pub enum ConversationEvent {
         running: Vec<RunningTurnView>,
         /// Whether a manual compaction is in progress (an automatic one runs inside a turn).
         compacting: bool,
+        /// Tool calls waiting for a user's answer, oldest first.
+        approvals: Vec<Approval>,
         /// The last stored item's `seq` per session id: `GET …/items?after_seq=` from here
         /// reads what is stored later.
         last_seq: BTreeMap<String, u64>,
@@ -113,6 +116,14 @@ pub enum ConversationEvent {
     /// The summary could not be made; nothing changed.
     #[serde(rename = "compaction.failed")]
     CompactionFailed { session_id: String, error: String },
+    /// A tool call waits for a user's answer (`POST /api/approvals/{id}`); its item's status
+    /// is `waiting_approval` meanwhile.
+    #[serde(rename = "approval.requested")]
+    ApprovalRequested { approval: Approval },
+    /// An approval was settled: answered (the first answer wins), expired, or cancelled by an
+    /// interrupt or a stop. Every client closes its prompt.
+    #[serde(rename = "approval.resolved")]
+    ApprovalResolved { approval: Approval },
 }
 
 /// An event of the conversation list's stream.
@@ -135,6 +146,12 @@ pub enum ListEvent {
     /// A conversation was deleted.
     #[serde(rename = "conversation.deleted")]
     ConversationDeleted { conversation_id: String },
+    /// A tool call of any conversation waits for a user's answer.
+    #[serde(rename = "approval.requested")]
+    ApprovalRequested { approval: Approval },
+    /// An approval of any conversation was settled.
+    #[serde(rename = "approval.resolved")]
+    ApprovalResolved { approval: Approval },
 }
 
 /// A running turn as a snapshot shows it.
@@ -198,6 +215,8 @@ impl BusEvent for ConversationEvent {
             ConversationEvent::CompactionStarted { .. } => "compaction.started",
             ConversationEvent::CompactionCompleted { .. } => "compaction.completed",
             ConversationEvent::CompactionFailed { .. } => "compaction.failed",
+            ConversationEvent::ApprovalRequested { .. } => "approval.requested",
+            ConversationEvent::ApprovalResolved { .. } => "approval.resolved",
         }
     }
 }
@@ -209,6 +228,8 @@ impl BusEvent for ListEvent {
             ListEvent::ConversationCreated { .. } => "conversation.created",
             ListEvent::ConversationUpdated { .. } => "conversation.updated",
             ListEvent::ConversationDeleted { .. } => "conversation.deleted",
+            ListEvent::ApprovalRequested { .. } => "approval.requested",
+            ListEvent::ApprovalResolved { .. } => "approval.resolved",
         }
     }
 }

@@ -2,6 +2,7 @@
 //! of the two SSE streams. Handlers return these types, the runtime publishes them, and the
 //! OpenAPI document (`http/openapi.rs`) is generated from them, so the three cannot drift.
 
+pub mod approvals;
 pub mod errors;
 pub mod events;
 pub mod reference;

@@ -35,6 +35,8 @@ pub struct ConversationView {
     /// Waiting messages: the user's first, then sub-agent reports.
     pub pending: Vec<Message>,
     pub usage: Usage,
+    /// Tool calls waiting for a user's answer, oldest first.
+    pub approvals: Vec<crate::api::approvals::Approval>,
 }
 
 /// A page of one session's stored history, compacted items included, in `seq` order.

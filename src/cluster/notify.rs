@@ -31,6 +31,9 @@ pub async fn notify(pool: &PgPool, instance: &str, event: &ListEvent) {
             ListEvent::ConversationCreated { conversation }
             | ListEvent::ConversationUpdated { conversation } => Some(conversation.id.as_str()),
             ListEvent::ConversationDeleted { conversation_id } => Some(conversation_id.as_str()),
+            // Too big to pass on (a tool's long arguments): other instances miss it, and
+            // their clients see it in `GET /api/approvals` of this instance.
+            ListEvent::ApprovalRequested { .. } | ListEvent::ApprovalResolved { .. } => None,
             ListEvent::Snapshot { .. } => None,
         };
         payload =

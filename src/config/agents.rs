@@ -7,6 +7,7 @@ use serde::Deserialize;
 
 use super::providers::ModelConfig;
 use super::{ConfigError, Validator, join_names};
+use crate::permissions::{Permission, Permissions};
 
 /// Every tool the runtime offers; an agent without a `tools` list gets all of them.
 pub const ALL_TOOLS: &[&str] = &[
@@ -37,6 +38,8 @@ pub struct AgentConfig {
     pub sandbox: SandboxMode,
     /// Whether tool commands may open TCP connections and bind ports (`network`).
     pub network: bool,
+    /// Which tool calls run, ask first or are refused (`permissions`, `approval_timeout_s`).
+    pub permissions: Permissions,
 }
 
 /// How far an agent's tools may write, enforced by the kernel for shell commands and in-process
@@ -95,6 +98,10 @@ pub(super) fn fallback_agent(model: &str) -> AgentConfig {
         tools: all_tools(),
         sandbox: SandboxMode::default(),
         network: false,
+        permissions: Permissions {
+            agent: super::DEFAULT_AGENT.to_owned(),
+            ..Permissions::default()
+        },
     }
 }
 
@@ -113,6 +120,10 @@ pub(super) struct RawAgent {
     /// Read as text so that a bad value is an error naming the key.
     sandbox: Option<String>,
     network: Option<bool>,
+    /// Tool names (and `shell_rules`) to `allow`, `ask` or `deny`; read as a table so that a
+    /// bad value is an error naming its key.
+    permissions: Option<toml::Table>,
+    approval_timeout_s: Option<u64>,
 }
 
 impl Validator<'_> {
@@ -175,6 +186,16 @@ impl Validator<'_> {
                     )
                 })?,
             };
+            let mut permissions = self.permissions(&name, agent.permissions)?;
+            if let Some(seconds) = agent.approval_timeout_s {
+                if seconds == 0 {
+                    return Err(self.invalid(
+                        format!("agents.{name}.approval_timeout_s"),
+                        "must be at least 1 (leave it out to wait until the turn ends)",
+                    ));
+                }
+                permissions.approval_timeout = Some(std::time::Duration::from_secs(seconds));
+            }
             agents.insert(
                 name,
                 AgentConfig {
@@ -185,10 +206,59 @@ impl Validator<'_> {
                     tools,
                     sandbox,
                     network: agent.network.unwrap_or(false),
+                    permissions,
                 },
             );
         }
         Ok(agents)
+    }
+
+    /// `[agents.<name>.permissions]`: tool names to `allow`, `ask` or `deny`, and
+    /// `shell_rules`, command patterns to the same.
+    fn permissions(
+        &self,
+        agent: &str,
+        table: Option<toml::Table>,
+    ) -> Result<Permissions, ConfigError> {
+        let mut permissions = Permissions {
+            agent: agent.to_owned(),
+            ..Permissions::default()
+        };
+        let permission = |key: String, value: &toml::Value| {
+            value
+                .as_str()
+                .and_then(Permission::from_name)
+                .ok_or_else(|| {
+                    self.invalid(key, format!("`{value}` is not one of: allow, ask, deny"))
+                })
+        };
+        for (key, value) in table.unwrap_or_default() {
+            let path = format!("agents.{agent}.permissions.{key}");
+            if key == "shell_rules" {
+                let Some(rules) = value.as_table() else {
+                    return Err(self.invalid(path, "must be a table of patterns"));
+                };
+                for (pattern, value) in rules {
+                    if pattern.trim().is_empty() {
+                        return Err(self.invalid(path, "a pattern is empty"));
+                    }
+                    let permission = permission(format!("{path}.\"{pattern}\""), value)?;
+                    permissions.shell_rules.push((pattern.clone(), permission));
+                }
+            } else if ALL_TOOLS.contains(&key.as_str()) || key == "mcp" {
+                let permission = permission(path, &value)?;
+                permissions.tools.insert(key, permission);
+            } else {
+                return Err(self.invalid(
+                    path,
+                    format!(
+                        "unknown tool `{key}` (tools: {}, mcp; and shell_rules)",
+                        join_names(ALL_TOOLS.iter())
+                    ),
+                ));
+            }
+        }
+        Ok(permissions)
     }
 }
 

@@ -33,6 +33,12 @@ pub enum ApiError {
     /// `compaction_running`, `nothing_to_compact`.
     #[error("{message}")]
     Conflict { code: ErrorCode, message: String },
+    /// 409 `already_decided`, with the approval's outcome beside the error.
+    #[error("{message}")]
+    AlreadyDecided {
+        message: String,
+        approval: Box<crate::api::approvals::Approval>,
+    },
     /// 413 `too_large`.
     #[error("{0}")]
     TooLarge(String),
@@ -68,6 +74,7 @@ impl ApiError {
                 (StatusCode::METHOD_NOT_ALLOWED, ErrorCode::MethodNotAllowed)
             }
             ApiError::Conflict { code, .. } => (StatusCode::CONFLICT, *code),
+            ApiError::AlreadyDecided { .. } => (StatusCode::CONFLICT, ErrorCode::AlreadyDecided),
             ApiError::TooLarge(_) => (StatusCode::PAYLOAD_TOO_LARGE, ErrorCode::TooLarge),
             ApiError::Unprocessable { code, .. } => (StatusCode::UNPROCESSABLE_ENTITY, *code),
             ApiError::BadGateway { code, .. } => (StatusCode::BAD_GATEWAY, *code),
@@ -84,6 +91,13 @@ impl IntoResponse for ApiError {
             ApiError::Internal(_) => "internal error; see the service log".to_owned(),
             other => other.to_string(),
         };
+        if let ApiError::AlreadyDecided { approval, .. } = self {
+            let body = crate::api::approvals::AlreadyDecided {
+                error: ErrorBody::new(code, message).error,
+                approval: *approval,
+            };
+            return (status, Json(body)).into_response();
+        }
         let mut response = (status, Json(ErrorBody::new(code, message))).into_response();
         if status == StatusCode::SERVICE_UNAVAILABLE {
             response.headers_mut().insert(
@@ -125,6 +139,9 @@ impl From<RuntimeError> for ApiError {
                 code: ErrorCode::NothingToCompact,
                 message,
             },
+            RuntimeError::AlreadyDecided(approval) => {
+                ApiError::AlreadyDecided { message, approval }
+            }
             RuntimeError::CompactionFailed(_) => ApiError::BadGateway {
                 code: ErrorCode::CompactionFailed,
                 message,
@@ -167,6 +184,7 @@ pub fn one_of_each() -> Vec<ApiError> {
         RuntimeError::NotWaiting,
         RuntimeError::CompactionRunning,
         RuntimeError::NothingToCompact,
+        RuntimeError::AlreadyDecided(Box::new(crate::api::approvals::Approval::example())),
         RuntimeError::CompactionFailed(text()),
         RuntimeError::CwdMissing(text()),
         RuntimeError::ModelUnavailable(text()),
@@ -188,6 +206,7 @@ pub fn one_of_each() -> Vec<ApiError> {
             | RuntimeError::NotWaiting
             | RuntimeError::CompactionRunning
             | RuntimeError::NothingToCompact
+            | RuntimeError::AlreadyDecided(_)
             | RuntimeError::CompactionFailed(_)
             | RuntimeError::CwdMissing(_)
             | RuntimeError::ModelUnavailable(_)

@@ -2,6 +2,7 @@
 //! Handlers extract, call one runtime function and map the result; they hold no logic of their
 //! own and never touch files.
 
+pub mod approvals;
 pub mod cluster;
 pub mod conversations;
 pub mod error;
@@ -68,6 +69,13 @@ pub fn router(
         .route("/api/agents", get(meta::agents))
         .route("/api/models", get(meta::models))
         .route("/api/events", get(events::list_events))
+        .route("/api/approvals", get(approvals::list))
+        .route("/api/approvals/{id}", post(approvals::answer))
+        .route("/api/rules", get(approvals::rules))
+        .route(
+            "/api/rules/{id}",
+            axum::routing::delete(approvals::delete_rule),
+        )
         .route("/api/conversations", get(c::list).post(c::create))
         .route(
             "/api/conversations/{id}",

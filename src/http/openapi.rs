@@ -76,6 +76,10 @@ pub async fn serve() -> Json<Value> {
         super::conversations::compact,
         super::conversations::usage,
         super::events::conversation_events,
+        super::approvals::list,
+        super::approvals::answer,
+        super::approvals::rules,
+        super::approvals::delete_rule,
     ),
     components(schemas(
         Conversation,
@@ -105,6 +109,8 @@ pub async fn serve() -> Json<Value> {
         // Optional request bodies, named by reference so that they are not required.
         InterruptRequest,
         EmptyRequest,
+        // Named by the approvals' query parameter.
+        crate::api::approvals::ApprovalFilter,
     )),
     tags(
         (name = "meta", description = "Health, this document, configured agents and models"),
@@ -112,6 +118,7 @@ pub async fn serve() -> Json<Value> {
         (name = "messages", description = "Sending messages, waiting messages and interrupts"),
         (name = "history", description = "Fork, rewind, compaction and context usage"),
         (name = "events", description = "Server-Sent Event streams"),
+        (name = "approvals", description = "Tool calls waiting for a user's answer, and remembered rules"),
     ),
     modifiers(&CommonResponses),
     security((), ("bearer" = [])),
@@ -244,6 +251,10 @@ mod tests {
         ("post", "/api/conversations/{id}/compact"),
         ("get", "/api/conversations/{id}/usage"),
         ("get", "/api/conversations/{id}/events"),
+        ("get", "/api/approvals"),
+        ("post", "/api/approvals/{id}"),
+        ("get", "/api/rules"),
+        ("delete", "/api/rules/{id}"),
     ];
 
     #[test]

@@ -2,8 +2,10 @@
 //! directives on lines of the latest user message so every feature can be tried by hand and in
 //! tests. It is a demonstration aid, not a language model.
 //!
-//! - `/shell CMD` calls the `shell` tool, `/read PATH` calls `read_file`,
-//!   `/spawn AGENT: TASK` calls `spawn_agent` (each once per user message);
+//! - `/shell CMD` calls the `shell` tool, `/escalate WHY: CMD` calls it asking to run outside
+//!   the sandbox (a user must approve), `/read PATH` calls `read_file`, `/write PATH: TEXT`
+//!   calls `write_file`, `/spawn AGENT: TASK` calls `spawn_agent` (each once per user
+//!   message);
 //! - `/sleep MS` streams the reply slowly, one chunk every MS milliseconds;
 //! - `/fail N` fails the next N calls for that message with a transient error.
 
@@ -109,6 +111,18 @@ impl DemoModel {
                 delay = ms.trim().parse().ok().map(Duration::from_millis);
             } else if let Some(command) = line.strip_prefix("/shell ") {
                 tool_calls.push(("shell", json!({ "command": command })));
+            } else if let Some(spec) = line.strip_prefix("/escalate ") {
+                let (why, command) = spec.split_once(':').unwrap_or(("", spec));
+                tool_calls.push((
+                    "shell",
+                    json!({ "command": command.trim(), "escalate": why.trim() }),
+                ));
+            } else if let Some(spec) = line.strip_prefix("/write ") {
+                let (path, content) = spec.split_once(':').unwrap_or((spec, ""));
+                tool_calls.push((
+                    "write_file",
+                    json!({ "path": path.trim(), "content": content.trim_start() }),
+                ));
             } else if let Some(path) = line.strip_prefix("/read ") {
                 tool_calls.push(("read_file", json!({ "path": path.trim() })));
             } else if let Some(spec) = line.strip_prefix("/spawn ") {

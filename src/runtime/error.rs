@@ -23,6 +23,9 @@ pub enum RuntimeError {
     CompactionRunning,
     #[error("there is nothing to compact: the history is already its summary")]
     NothingToCompact,
+    /// An approval was answered before: the first answer won, here with its outcome.
+    #[error("this approval was already answered ({})", approval_outcome(.0))]
+    AlreadyDecided(Box<crate::api::approvals::Approval>),
     #[error("the compaction failed: {0}")]
     CompactionFailed(String),
     #[error(
@@ -49,6 +52,18 @@ pub enum RuntimeError {
     EpochBehind(u64),
     #[error("{0}")]
     Internal(String),
+}
+
+/// How an approval ended, in words.
+fn approval_outcome(approval: &crate::api::approvals::Approval) -> String {
+    let status = serde_json::to_value(approval.status)
+        .ok()
+        .and_then(|value| value.as_str().map(str::to_owned))
+        .unwrap_or_default();
+    match &approval.resolution {
+        Some(resolution) => format!("{status} by {}", resolution.decided_by),
+        None => status,
+    }
 }
 
 impl From<StoreError> for RuntimeError {

@@ -7,6 +7,7 @@ use std::sync::Arc;
 use tokio::sync::{mpsc, oneshot};
 
 use super::agent_requests::{AgentsReply, AgentsRequest};
+use super::approvals::{ApprovalOutcome, ApprovalRequest};
 use super::compaction::{Failure, Plan};
 use super::retry::Retry;
 use crate::api::events::DeltaField;
@@ -58,6 +59,15 @@ pub enum TurnMsg {
         request: AgentsRequest,
         reply: oneshot::Sender<Result<AgentsReply, String>>,
     },
+    /// A tool call needs a user's answer before it runs; the reply is the outcome.
+    AskApproval {
+        request: ApprovalRequest,
+        reply: oneshot::Sender<ApprovalOutcome>,
+    },
+    /// An approval's time ran out (sent by its timer, through the actor's order).
+    ApprovalExpired {
+        approval_id: String,
+    },
     Ended {
         status: TurnStatus,
         error: Option<String>,
@@ -103,6 +113,14 @@ impl ActorLink {
         answer
             .await
             .unwrap_or_else(|_| Err("the conversation is stopping".to_owned()))
+    }
+
+    /// Asks for a user's answer to a tool call and waits for it. A conversation that stops
+    /// first cancels it.
+    pub(crate) async fn ask_approval(&self, request: ApprovalRequest) -> ApprovalOutcome {
+        let (reply, outcome) = oneshot::channel();
+        self.send(TurnMsg::AskApproval { request, reply });
+        outcome.await.unwrap_or(ApprovalOutcome::Cancelled)
     }
 
     /// Stores an item and waits until it is on disk; returns its `seq`.

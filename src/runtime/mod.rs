@@ -15,6 +15,7 @@ pub mod title;
 pub mod turn;
 pub mod usage;
 
+pub mod approvals;
 mod create;
 mod error;
 mod idempotency;
@@ -120,6 +121,10 @@ pub struct Shared {
     /// Sub-agents running now across every conversation, held under
     /// `subagents.max_running_total` (kept by the actors, see `count_running_subagents`).
     running_subagents: std::sync::atomic::AtomicUsize,
+    /// Every pending and recently settled approval, by id (`GET /api/approvals`).
+    pub approvals: approvals::ApprovalBook,
+    /// The rules users remembered (`rules.jsonl` in the data directory).
+    pub rules: Arc<crate::permissions::RuleStore>,
 }
 
 impl Runtime {
@@ -144,6 +149,7 @@ impl Runtime {
                 .values()
                 .flat_map(|provider| crate::redact::url_secrets(&provider.base_url)),
         );
+        let rules = Arc::new(crate::permissions::RuleStore::open(store.root()));
         let (index_jobs, jobs) = tokio::sync::mpsc::channel(index_jobs::QUEUE_CAPACITY);
         let index_queue = Arc::new(JobQueue::default());
         tokio::spawn(run_index_jobs(index.clone(), jobs, index_queue.clone()));
@@ -165,6 +171,8 @@ impl Runtime {
                 index_queue,
                 index_overflowed: Mutex::new(std::collections::HashSet::new()),
                 running_subagents: std::sync::atomic::AtomicUsize::new(0),
+                approvals: approvals::ApprovalBook::default(),
+                rules,
             }),
         }
     }

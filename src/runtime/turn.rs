@@ -11,6 +11,7 @@ use tokio::sync::mpsc;
 use tokio::sync::mpsc::error::TryRecvError;
 use tokio_util::sync::CancellationToken;
 
+use super::approvals::{ApprovalOutcome, ApprovalRequest, CallGate};
 use super::collab;
 use super::compaction::{self, Compactor, Failure};
 use super::link::{ActorLink, FromTurn, TurnMsg, TurnStop};
@@ -23,6 +24,8 @@ use crate::config::{ReasoningContext, RetryConfig};
 use crate::domain::{Item, ItemKind, ItemStatus, TurnStatus, new_id, now};
 use crate::model::reader::{self, ModelEvents};
 use crate::model::{ModelClient, ModelError, ModelEvent, ModelRequest, TokenUsage, ToolSpec};
+use crate::permissions::policy::escalation;
+use crate::permissions::{Permission, Verdict};
 use crate::redact::{self, StreamRedactor};
 use crate::tools::{self, ToolContext, ToolResult, ToolStatus};
 
@@ -37,6 +40,8 @@ pub struct TurnSpec {
     pub history: Vec<Item>,
     pub tools: Vec<ToolSpec>,
     pub tool_context: ToolContext,
+    /// Which calls run, ask a user first, or are refused.
+    pub gate: CallGate,
     pub max_output_tokens: u64,
     pub retry: RetryConfig,
     pub max_steps: u32,
@@ -105,7 +110,9 @@ async fn drive(spec: TurnSpec, link: &ActorLink) -> Result<(), TurnStop> {
         while let Some(call) = calls.next() {
             // Sub-agents asked for in one answer start together, in one request to the actor.
             let mut batch = vec![call];
+            let spawns_freely = spec.gate.permissions.tool("spawn_agent") == Permission::Allow;
             while tool_name(&batch[0]) == "spawn_agent"
+                && spawns_freely
                 && calls
                     .peek()
                     .is_some_and(|next| tool_name(next) == "spawn_agent")
@@ -525,9 +532,62 @@ fn finished_text(item: &mut Item, redactor: &mut StreamRedactor, link: &ActorLin
     item.clone()
 }
 
+/// Whether a call may run: `Ok(escalated)` to run it (outside the sandbox if escalated), or
+/// the result the model gets instead.
+async fn gate(spec: &TurnSpec, item: &Item, link: &ActorLink) -> Result<bool, ToolResult> {
+    let (name, arguments) = (tool_name(item), tool_arguments(item));
+    let (reason, suggested_rule) = match spec.gate.check(name, arguments) {
+        Verdict::Allow => return Ok(false),
+        Verdict::Deny { reason } => {
+            return Err(ToolResult::failed(format!(
+                "Not run: the agent's permissions deny it: {reason}."
+            )));
+        }
+        Verdict::Ask {
+            reason,
+            suggested_rule,
+        } => (reason, suggested_rule),
+    };
+    let escalate = escalation(arguments).map(str::to_owned);
+    let escalated = escalate.is_some();
+    let request = ApprovalRequest {
+        item_id: item.id.clone(),
+        tool: name.to_owned(),
+        arguments: arguments.clone(),
+        reason,
+        suggested_rule,
+        escalate,
+        timeout: spec.gate.permissions.approval_timeout,
+    };
+    let outcome = tokio::select! {
+        outcome = link.ask_approval(request) => outcome,
+        () = spec.cancel.cancelled() => ApprovalOutcome::Cancelled,
+    };
+    match outcome {
+        ApprovalOutcome::Allowed => Ok(escalated),
+        ApprovalOutcome::Denied { message } => Err(ToolResult::failed(match message {
+            Some(message) if !message.trim().is_empty() => {
+                format!("Not run: the user denied this call: {message}")
+            }
+            _ => "Not run: the user denied this call.".to_owned(),
+        })),
+        ApprovalOutcome::Expired { after } => Err(ToolResult::failed(format!(
+            "Not run: nobody answered its approval within {} s, so it was denied.",
+            after.as_secs()
+        ))),
+        ApprovalOutcome::Cancelled => Err(ToolResult::interrupted(
+            "Not run: interrupted while waiting for approval.",
+        )),
+    }
+}
+
 /// Runs one stored tool call, streaming its output to clients.
 async fn run_tool(spec: &TurnSpec, item: &Item, link: &ActorLink) -> ToolResult {
     let (name, arguments) = (tool_name(item), tool_arguments(item));
+    let escalated = match gate(spec, item, link).await {
+        Ok(escalated) => escalated,
+        Err(result) => return result,
+    };
     // A command's output can print a secret: it goes out redacted, piece by piece.
     let mut redactor = StreamRedactor::default();
     let mut forward = |chunk: String| {
@@ -544,7 +604,21 @@ async fn run_tool(spec: &TurnSpec, item: &Item, link: &ActorLink) -> ToolResult 
         collab::run(name, arguments, link, &spec.cancel).await
     } else {
         let (live, mut chunks) = mpsc::unbounded_channel::<String>();
-        let run = tools::run_tool(name, arguments, &spec.tool_context, &live, &spec.cancel);
+        let escalated_context;
+        let context = if escalated {
+            // This one call runs outside the sandbox, as the user allowed.
+            escalated_context = ToolContext {
+                sandbox: crate::tools::SandboxPolicy {
+                    escalated: true,
+                    ..spec.tool_context.sandbox.clone()
+                },
+                ..spec.tool_context.clone()
+            };
+            &escalated_context
+        } else {
+            &spec.tool_context
+        };
+        let run = tools::run_tool(name, arguments, context, &live, &spec.cancel);
         tokio::pin!(run);
         let result = loop {
             tokio::select! {

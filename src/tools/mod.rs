@@ -137,6 +137,13 @@ fn spec(name: &str) -> Option<ToolSpec> {
                         "type": "number",
                         "description": "Seconds before the command is killed. Optional: defaults \
                                         to the configured limit, and cannot exceed it."
+                    },
+                    "escalate": {
+                        "type": "string",
+                        "description": "Optional: why this one command must run outside the \
+                                        sandbox (to write outside the working directory, or to \
+                                        use the network). A user is asked first; use it only \
+                                        after the sandbox blocked the command."
                     }
                 },
                 "required": ["command"]

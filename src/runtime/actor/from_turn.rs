@@ -60,6 +60,10 @@ impl ConversationActor {
                     let _ = ack.send(seqs);
                 }
             }
+            TurnMsg::AskApproval { request, reply } => {
+                self.ask_approval(session_id, request, reply);
+            }
+            TurnMsg::ApprovalExpired { approval_id } => self.expire_approval(&approval_id),
             TurnMsg::CompactionStarted => {
                 self.publish_compaction_started(session_id, CompactionReason::Auto)
             }

@@ -7,6 +7,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 use tokio::sync::{broadcast, mpsc, oneshot};
 
+use crate::api::approvals::{Approval, ApprovalAnswer};
 use crate::api::events::ConversationEvent;
 use crate::api::responses::{CompactOutcome, ConversationView};
 use crate::bus::{Event, EventBus, EventId};
@@ -74,6 +75,14 @@ pub enum Command {
     },
     Shutdown {
         reply: oneshot::Sender<()>,
+    },
+    /// A user's answer to one of the conversation's approvals.
+    Decide {
+        approval_id: String,
+        answer: ApprovalAnswer,
+        /// Who answered (the client's `User-Agent`).
+        by: String,
+        reply: oneshot::Sender<Result<Approval, RuntimeError>>,
     },
     /// The registry is full: leave memory if nothing runs, waits or is followed here (the
     /// least recently used idle conversation is asked first).

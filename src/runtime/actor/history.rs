@@ -79,6 +79,12 @@ impl ConversationActor {
                 item_id: last.id,
             }),
         });
+        // The fork starts with this conversation's remembered rules: copied before it exists,
+        // so that no client ever sees the fork without them (a failed fork leaves rules for
+        // an id nothing uses).
+        self.shared
+            .rules
+            .copy_conversation(&self.id, &conversation_id)?;
         // Cluster mode: the fork is written under a lease of its own, above every epoch of the
         // history it copies, then left for any instance to take.
         let at_least = self.fence.as_ref().map_or(0, |fence| fence.epoch());

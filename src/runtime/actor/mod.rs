@@ -10,6 +10,7 @@
 //! `subagents.rs` (spawning sub-agents, their reports, the collaboration tools), `history.rs`
 //! (fork and rewind), `compacting.rs` (manual compaction) and `subscribe.rs` (snapshots).
 
+mod approvals;
 mod compacting;
 mod from_turn;
 mod handle;
@@ -127,6 +128,7 @@ pub fn spawn(
         stopping: false,
         session_changes: watch::Sender::new(0),
         subagents_counted: 0,
+        approvals: Vec::new(),
     };
     for session in &mut actor.state.sessions {
         session.last_message = actor
@@ -185,6 +187,8 @@ struct ConversationActor {
     /// Sub-agents of this conversation counted in `Shared::running_subagents` (see
     /// `count_running_subagents`).
     subagents_counted: usize,
+    /// Tool calls waiting for a user's answer, oldest first.
+    approvals: Vec<approvals::WaitingApproval>,
 }
 
 impl ConversationActor {
@@ -297,6 +301,14 @@ impl ConversationActor {
         match command {
             Command::View { reply } => {
                 let _ = reply.send(Ok(self.view()));
+            }
+            Command::Decide {
+                approval_id,
+                answer,
+                by,
+                reply,
+            } => {
+                let _ = reply.send(self.decide(&approval_id, answer, by));
             }
             Command::Update { patch, reply } => {
                 let _ = reply.send(self.update(patch).await);
@@ -425,6 +437,7 @@ impl ConversationActor {
             sessions: self.state.sessions.clone(),
             pending: self.pending_list(),
             usage: self.usage_view(self.root_id()),
+            approvals: self.approval_list(),
         }
     }
 
@@ -507,6 +520,10 @@ impl ConversationActor {
             return Err(RuntimeError::CompactionRunning);
         }
         self.shared.store.delete_conversation(&self.id)?;
+        if let Err(error) = self.shared.rules.drop_conversation(&self.id) {
+            // Rules of a deleted conversation match nothing: only the list shows them.
+            tracing::warn!(%error, conversation = %self.id, "cannot drop a deleted conversation's rules");
+        }
         if let Err(error) = self.shared.index.remove_conversation(&self.id).await {
             super::index_failed(&self.shared.index, &error, "delete", &[&self.id]).await;
         }

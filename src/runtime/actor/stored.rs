@@ -54,6 +54,8 @@ pub fn read_view(
         sessions,
         pending: Vec::new(),
         usage,
+        // Approvals live only while their conversation is loaded (a turn runs).
+        approvals: Vec::new(),
     };
     Ok((view, usages))
 }

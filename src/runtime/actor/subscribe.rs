@@ -62,6 +62,7 @@ impl ConversationActor {
             running,
             // A manual compaction in progress (an automatic one runs inside a turn).
             compacting: self.compacting.is_some(),
+            approvals: self.approval_list(),
             last_seq: self.stored_last_seq(),
         }
     }

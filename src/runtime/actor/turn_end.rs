@@ -20,6 +20,8 @@ impl ConversationActor {
         status: TurnStatus,
         error: Option<String>,
     ) {
+        // An approval still waiting (the turn was interrupted or stopped): its call never runs.
+        self.cancel_approvals(session_id);
         let keeps_all = self
             .state
             .session(session_id)
@@ -43,7 +45,7 @@ impl ConversationActor {
         // Items the turn left running (it should not) are closed with the turn's status.
         for mut item in std::mem::take(&mut running.items)
             .into_iter()
-            .filter(|i| i.status == ItemStatus::Running)
+            .filter(|i| i.status.is_open())
         {
             item.status = match status {
                 TurnStatus::Failed => ItemStatus::Failed,

@@ -1,0 +1,223 @@
+//! Approvals and remembered rules on the wire: a tool call that needs a user's yes waits as an
+//! `Approval` every client sees; the first answer (`ApprovalAnswer`) wins, and an answer that
+//! remembers (`allow_conversation`, `allow_always`) becomes a `Rule`.
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use utoipa::{IntoParams, ToSchema};
+
+use crate::api::errors::ErrorDetail;
+use crate::domain::Timestamp;
+
+/// A tool call waiting for a user's decision, or decided.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+pub struct Approval {
+    /// `ap_…`.
+    pub id: String,
+    pub conversation_id: String,
+    /// The agent that asks: the root session, or a sub-agent's.
+    pub session_id: String,
+    pub turn_id: String,
+    /// The tool call item, whose status is `waiting_approval` meanwhile.
+    pub item_id: String,
+    pub tool: String,
+    pub subject: ApprovalSubject,
+    /// The agent asks to run this command outside the sandbox, for this reason.
+    pub escalate: Option<String>,
+    /// A pattern an answer that remembers could keep (editable); `null` for an escalation,
+    /// which is never remembered.
+    pub suggested_rule: Option<String>,
+    /// Why it asks: the rule that says `ask`, the tool's setting, or the escalation.
+    pub reason: String,
+    #[schema(value_type = chrono::DateTime<chrono::Utc>)]
+    pub created_at: Timestamp,
+    /// When it is denied unless answered (the agent's `approval_timeout_s`).
+    #[schema(value_type = Option<chrono::DateTime<chrono::Utc>>)]
+    pub expires_at: Option<Timestamp>,
+    pub status: ApprovalStatus,
+    /// How it was settled; `null` while pending.
+    pub resolution: Option<ApprovalResolution>,
+}
+
+impl Approval {
+    /// A pending approval of a shell command, for documentation and tests.
+    pub fn example() -> Approval {
+        Approval {
+            id: "ap_0".to_owned(),
+            conversation_id: "c_0".to_owned(),
+            session_id: "s_0".to_owned(),
+            turn_id: "t_0".to_owned(),
+            item_id: "m_0".to_owned(),
+            tool: "shell".to_owned(),
+            subject: ApprovalSubject {
+                command: Some("git push".to_owned()),
+                path: None,
+                arguments: None,
+                cwd: "/srv/app".to_owned(),
+            },
+            escalate: None,
+            suggested_rule: Some("git push*".to_owned()),
+            reason: "`git push` matches the rule \"git push*\" = \"ask\"".to_owned(),
+            created_at: crate::domain::now(),
+            expires_at: None,
+            status: ApprovalStatus::Pending,
+            resolution: None,
+        }
+    }
+}
+
+/// What the call would do.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+pub struct ApprovalSubject {
+    /// `shell`: the command line.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub command: Option<String>,
+    /// The file tools: the path as the agent wrote it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub path: Option<String>,
+    /// Other tools: their arguments.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub arguments: Option<Value>,
+    /// The conversation's working directory.
+    pub cwd: String,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum ApprovalStatus {
+    Pending,
+    /// Allowed by an answer: the call ran (or runs).
+    Allowed,
+    /// Denied by an answer: the call never ran, and the model was told (with the message).
+    Denied,
+    /// Its turn was interrupted, or the service stopped: the call never ran.
+    Cancelled,
+    /// Unanswered within the agent's `approval_timeout_s`: denied, never ran.
+    Expired,
+}
+
+/// How an approval was settled.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+pub struct ApprovalResolution {
+    /// The answer; `null` when cancelled or expired.
+    pub decision: Option<ApprovalDecision>,
+    /// The rule the answer remembered.
+    pub rule: Option<Rule>,
+    /// The answer's message (on deny it reaches the model).
+    pub message: Option<String>,
+    #[schema(value_type = chrono::DateTime<chrono::Utc>)]
+    pub decided_at: Timestamp,
+    /// Who answered: the client's `User-Agent`, or `service` for a cancel or an expiry.
+    pub decided_by: String,
+}
+
+/// A user's answer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum ApprovalDecision {
+    /// Run this call only.
+    AllowOnce,
+    /// Run it, and allow what the rule matches in this conversation (its forks too).
+    AllowConversation,
+    /// Run it, and allow what the rule matches for this agent in this working directory, in
+    /// every conversation.
+    AllowAlways,
+    /// Do not run it; the message tells the model why.
+    Deny,
+}
+
+impl ApprovalDecision {
+    /// Whether the call runs.
+    pub fn allows(self) -> bool {
+        self != ApprovalDecision::Deny
+    }
+
+    /// Whether the answer is kept as a rule.
+    pub fn remembers(self) -> bool {
+        matches!(
+            self,
+            ApprovalDecision::AllowConversation | ApprovalDecision::AllowAlways
+        )
+    }
+}
+
+/// `POST /api/approvals/{id}`.
+#[derive(Debug, Clone, Deserialize, Serialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ApprovalAnswer {
+    pub decision: ApprovalDecision,
+    /// The pattern to remember (`allow_conversation`, `allow_always`); default: the
+    /// approval's `suggested_rule`. It must match this call.
+    #[serde(default)]
+    #[schema(min_length = 1, max_length = 1000)]
+    pub rule: Option<String>,
+    /// On deny, told to the model with the result.
+    #[serde(default)]
+    #[schema(max_length = 10000)]
+    pub message: Option<String>,
+}
+
+/// `GET /api/approvals` query.
+#[derive(Debug, Clone, Copy, Default, Deserialize, IntoParams)]
+#[serde(deny_unknown_fields)]
+pub struct ApprovalQuery {
+    /// `pending` (default) or `all` (the pending and the recently decided).
+    #[serde(default)]
+    pub status: ApprovalFilter,
+}
+
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, Serialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum ApprovalFilter {
+    #[default]
+    Pending,
+    All,
+}
+
+/// `GET /api/approvals`: oldest first.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct ApprovalList {
+    pub approvals: Vec<Approval>,
+}
+
+/// 409 `already_decided`: the first answer won; this is its outcome.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct AlreadyDecided {
+    pub error: ErrorDetail,
+    pub approval: Approval,
+}
+
+/// A remembered answer: calls of `tool` that `pattern` matches run without asking, in its
+/// scope. It never overrides a configured `deny`, or an `ask` a configured pattern gives.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct Rule {
+    /// `r_…`.
+    pub id: String,
+    pub tool: String,
+    /// `*` matches any text, `?` one character: against each part of a shell command (wrappers
+    /// like `sudo` taken off), or against a file tool's absolute path.
+    pub pattern: String,
+    pub scope: RuleScope,
+    #[schema(value_type = chrono::DateTime<chrono::Utc>)]
+    pub created_at: Timestamp,
+    /// Who answered (the client's `User-Agent`).
+    pub created_by: String,
+    /// The approval whose answer made it.
+    pub approval_id: Option<String>,
+}
+
+/// Where a rule applies.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum RuleScope {
+    /// One conversation (and the forks made of it afterwards).
+    Conversation { conversation_id: String },
+    /// One agent in one working directory, in every conversation.
+    Always { agent: String, cwd: String },
+}
+
+/// `GET /api/rules`: oldest first.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct RuleList {
+    pub rules: Vec<Rule>,
+}

@@ -1,0 +1,413 @@
+//! An agent's configured permissions (`[agents.<name>.permissions]`) and the check of one tool
+//! call against them and against the rules users remembered.
+//!
+//! Precedence: `deny` beats `ask`, and `ask` beats `allow`. A shell command is split into the
+//! simple commands it runs (`command.rs`): each part is matched on its own and the strictest
+//! wins. A remembered rule only answers the question a tool's own setting asks (`shell = "ask"`):
+//! it never overrides a configured `deny`, nor an `ask` that a configured pattern gives, nor an
+//! escalation, which always asks.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::time::Duration;
+
+use serde_json::Value;
+use wildmatch::WildMatch;
+
+use super::command::{CommandPart, command_parts};
+
+/// What a configured setting says of a call.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Permission {
+    Allow,
+    Ask,
+    Deny,
+}
+
+impl Permission {
+    /// Every permission by its name in the file.
+    pub const NAMES: [(&'static str, Permission); 3] = [
+        ("allow", Permission::Allow),
+        ("ask", Permission::Ask),
+        ("deny", Permission::Deny),
+    ];
+
+    pub fn from_name(name: &str) -> Option<Permission> {
+        Permission::NAMES
+            .iter()
+            .find(|(known, _)| *known == name)
+            .map(|(_, permission)| *permission)
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Permission::Allow => "allow",
+            Permission::Ask => "ask",
+            Permission::Deny => "deny",
+        }
+    }
+}
+
+/// The tools whose setting, when not configured, is `ask` rather than `allow`: tools from
+/// outside the service (MCP servers) whose effects it cannot sandbox.
+const ASK_BY_DEFAULT: &[&str] = &["mcp"];
+
+/// One agent's permissions.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Permissions {
+    /// The agent's name, to point at the setting in messages.
+    pub agent: String,
+    /// Per tool; a tool not named is allowed (except those in [`ASK_BY_DEFAULT`]).
+    pub tools: BTreeMap<String, Permission>,
+    /// Patterns of shell commands (in any order: the strictest match wins).
+    pub shell_rules: Vec<(String, Permission)>,
+    /// An approval not answered within this is denied; `None`: it waits for its turn's end.
+    pub approval_timeout: Option<Duration>,
+}
+
+/// The outcome of a check.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Verdict {
+    Allow,
+    /// Refused by configuration, without asking; the reason reaches the model.
+    Deny {
+        reason: String,
+    },
+    /// A user must answer first.
+    Ask {
+        reason: String,
+        /// A pattern to remember; `None` when the answer may not be remembered (escalation).
+        suggested_rule: Option<String>,
+    },
+}
+
+/// What a rule of the user's could be matched against for a call: for `shell`, each part of the
+/// command; for the file tools, the absolute path; for other tools, the empty text.
+pub fn rule_subjects(tool: &str, arguments: &Value, cwd: &Path) -> Vec<String> {
+    match tool {
+        "shell" => match command_parts(shell_command(arguments)) {
+            Ok(parts) => parts.iter().map(CommandPart::text).collect(),
+            Err(_) => Vec::new(),
+        },
+        "read_file" | "write_file" | "list_dir" => vec![absolute_path(arguments, cwd)],
+        _ => vec![String::new()],
+    }
+}
+
+/// Whether `pattern` matches `text` (`*` any text, `?` one character).
+pub fn pattern_matches(pattern: &str, text: &str) -> bool {
+    WildMatch::new(pattern).matches(text)
+}
+
+impl Permissions {
+    /// The tool's own setting.
+    pub fn tool(&self, tool: &str) -> Permission {
+        self.tools.get(tool).copied().unwrap_or_else(|| {
+            if ASK_BY_DEFAULT.contains(&tool) {
+                Permission::Ask
+            } else {
+                Permission::Allow
+            }
+        })
+    }
+
+    /// Checks a call. `remembered(text)` says whether a rule the user kept for this tool
+    /// matches `text` (one of [`rule_subjects`]).
+    pub fn check(
+        &self,
+        tool: &str,
+        arguments: &Value,
+        cwd: &Path,
+        remembered: &dyn Fn(&str) -> bool,
+    ) -> Verdict {
+        match tool {
+            "shell" => self.check_shell(arguments, remembered),
+            _ => {
+                let subject = rule_subjects(tool, arguments, cwd)
+                    .pop()
+                    .unwrap_or_default();
+                match self.tool(tool) {
+                    Permission::Allow => Verdict::Allow,
+                    Permission::Deny => Verdict::Deny {
+                        reason: format!("`{tool}` is denied ({})", self.key(tool)),
+                    },
+                    Permission::Ask if remembered(&subject) => Verdict::Allow,
+                    Permission::Ask => Verdict::Ask {
+                        reason: format!("`{tool}` asks first ({})", self.key(tool)),
+                        suggested_rule: Some(suggest_for_path(tool, &subject)),
+                    },
+                }
+            }
+        }
+    }
+
+    fn key(&self, tool: &str) -> String {
+        format!("agents.{}.permissions.{tool}", self.agent)
+    }
+
+    fn check_shell(&self, arguments: &Value, remembered: &dyn Fn(&str) -> bool) -> Verdict {
+        let command = shell_command(arguments);
+        let escalate = escalation(arguments);
+        let tool_setting = self.tool("shell");
+        let mut verdict = Strictest::default();
+        match command_parts(command) {
+            Err(error) => {
+                // Nothing can be matched: the strictest a rule could say, short of a deny.
+                verdict.add(
+                    tool_setting.max(Permission::Ask),
+                    format!(
+                        "the command could not be read to match the rules ({})",
+                        error.0
+                    ),
+                    None,
+                );
+            }
+            Ok(parts) if parts.is_empty() => {
+                verdict.add(tool_setting, self.tool_reason(tool_setting), None);
+            }
+            Ok(parts) => {
+                for part in parts {
+                    let text = part.text();
+                    let matched = self
+                        .shell_rules
+                        .iter()
+                        .filter(|(pattern, _)| pattern_matches(pattern, &text))
+                        .max_by_key(|(_, permission)| *permission);
+                    match matched {
+                        Some((pattern, permission)) => verdict.add(
+                            *permission,
+                            format!(
+                                "`{text}` matches the rule \"{pattern}\" = \"{}\" \
+                                 (agents.{}.permissions.shell_rules)",
+                                permission.name(),
+                                self.agent
+                            ),
+                            Some(part.suggested_rule()),
+                        ),
+                        // Only the tool's own `ask` may be answered by a remembered rule.
+                        None if tool_setting == Permission::Ask && remembered(&text) => {}
+                        None => verdict.add(
+                            tool_setting,
+                            self.tool_reason(tool_setting),
+                            Some(part.suggested_rule()),
+                        ),
+                    }
+                }
+            }
+        }
+        match (verdict.permission, escalate) {
+            (Permission::Deny, _) => Verdict::Deny {
+                reason: verdict.reason,
+            },
+            (_, Some(why)) => Verdict::Ask {
+                reason: format!("the agent asks to run this outside the sandbox: {why}"),
+                suggested_rule: None,
+            },
+            (Permission::Ask, None) => Verdict::Ask {
+                reason: verdict.reason,
+                suggested_rule: verdict.suggested_rule,
+            },
+            (Permission::Allow, None) => Verdict::Allow,
+        }
+    }
+
+    fn tool_reason(&self, setting: Permission) -> String {
+        format!(
+            "`shell` is set to \"{}\" ({})",
+            setting.name(),
+            self.key("shell")
+        )
+    }
+}
+
+/// The strictest permission seen so far, with the reason and rule of its first occurrence.
+struct Strictest {
+    permission: Permission,
+    reason: String,
+    suggested_rule: Option<String>,
+}
+
+impl Default for Strictest {
+    fn default() -> Strictest {
+        Strictest {
+            permission: Permission::Allow,
+            reason: String::new(),
+            suggested_rule: None,
+        }
+    }
+}
+
+impl Strictest {
+    fn add(&mut self, permission: Permission, reason: String, suggested_rule: Option<String>) {
+        // The first reason of the strictest permission is kept (starting from `allow`).
+        if self.reason.is_empty() || permission > self.permission {
+            self.permission = permission;
+            self.reason = reason;
+            self.suggested_rule = suggested_rule;
+        }
+    }
+}
+
+/// The `command` argument of a shell call ("" if missing: the tool itself reports that).
+pub fn shell_command(arguments: &Value) -> &str {
+    arguments
+        .get("command")
+        .and_then(Value::as_str)
+        .unwrap_or("")
+}
+
+/// The `escalate` argument of a shell call: why the agent asks to run outside the sandbox.
+pub fn escalation(arguments: &Value) -> Option<&str> {
+    arguments
+        .get("escalate")
+        .and_then(Value::as_str)
+        .map(str::trim)
+        .filter(|why| !why.is_empty())
+}
+
+fn absolute_path(arguments: &Value, cwd: &Path) -> String {
+    let path = arguments.get("path").and_then(Value::as_str).unwrap_or("");
+    cwd.join(path).to_string_lossy().into_owned()
+}
+
+/// For the file tools: everything under the path's directory; else any call.
+fn suggest_for_path(tool: &str, subject: &str) -> String {
+    match tool {
+        "read_file" | "write_file" | "list_dir" => match Path::new(subject).parent() {
+            Some(parent) if parent != Path::new("/") => format!("{}/*", parent.display()),
+            _ => "/*".to_owned(),
+        },
+        _ => "*".to_owned(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    fn permissions(shell: Permission, rules: &[(&str, Permission)]) -> Permissions {
+        Permissions {
+            agent: "default".to_owned(),
+            tools: BTreeMap::from([("shell".to_owned(), shell)]),
+            shell_rules: rules
+                .iter()
+                .map(|(pattern, permission)| (pattern.to_string(), *permission))
+                .collect(),
+            approval_timeout: None,
+        }
+    }
+
+    fn shell(command: &str) -> Value {
+        json!({"command": command})
+    }
+
+    fn check(permissions: &Permissions, arguments: &Value) -> Verdict {
+        permissions.check("shell", arguments, Path::new("/w"), &|_| false)
+    }
+
+    fn is_ask(verdict: &Verdict) -> bool {
+        matches!(verdict, Verdict::Ask { .. })
+    }
+
+    #[test]
+    fn deny_beats_ask_and_ask_beats_allow() {
+        let rules = [
+            ("git *", Permission::Allow),
+            ("git push*", Permission::Ask),
+            ("git push --force*", Permission::Deny),
+        ];
+        let policy = permissions(Permission::Allow, &rules);
+        assert_eq!(check(&policy, &shell("git status")), Verdict::Allow);
+        assert!(is_ask(&check(&policy, &shell("git push origin"))));
+        assert!(matches!(
+            check(&policy, &shell("git push --force origin")),
+            Verdict::Deny { .. }
+        ));
+    }
+
+    #[test]
+    fn each_part_of_a_list_is_matched_and_the_strictest_wins() {
+        let rules = [
+            ("rm -rf /*", Permission::Deny),
+            ("git push*", Permission::Ask),
+        ];
+        let policy = permissions(Permission::Allow, &rules);
+        assert!(is_ask(&check(&policy, &shell("ls && git push"))));
+        let Verdict::Deny { reason } = check(&policy, &shell("git push | sudo rm -rf /")) else {
+            panic!("the deny of one part is the verdict");
+        };
+        assert!(reason.contains("\"rm -rf /*\" = \"deny\""), "{reason}");
+        assert!(
+            reason.contains("agents.default.permissions.shell_rules"),
+            "{reason}"
+        );
+    }
+
+    #[test]
+    fn remembered_rules_answer_only_the_tools_own_ask() {
+        let rules = [("git push*", Permission::Ask), ("rm *", Permission::Deny)];
+        let policy = permissions(Permission::Ask, &rules);
+        let remembered = |text: &str| pattern_matches("*", text);
+        let with =
+            |command: &str| policy.check("shell", &shell(command), Path::new("/w"), &remembered);
+        assert_eq!(with("cargo test"), Verdict::Allow);
+        assert!(
+            is_ask(&with("git push")),
+            "a configured pattern's ask stays"
+        );
+        assert!(matches!(with("rm x"), Verdict::Deny { .. }));
+        let escalated = json!({"command": "cargo test", "escalate": "needs the network"});
+        let verdict = policy.check("shell", &escalated, Path::new("/w"), &remembered);
+        assert_eq!(
+            verdict,
+            Verdict::Ask {
+                reason: "the agent asks to run this outside the sandbox: needs the network"
+                    .to_owned(),
+                suggested_rule: None,
+            }
+        );
+    }
+
+    #[test]
+    fn an_unknown_tool_setting_allows_and_mcp_asks() {
+        let policy = Permissions::default();
+        assert_eq!(policy.tool("write_file"), Permission::Allow);
+        assert_eq!(policy.tool("mcp"), Permission::Ask);
+        assert_eq!(check(&policy, &shell("anything")), Verdict::Allow);
+    }
+
+    #[test]
+    fn file_tools_suggest_their_directory() {
+        let mut policy = Permissions {
+            agent: "default".to_owned(),
+            ..Permissions::default()
+        };
+        policy
+            .tools
+            .insert("write_file".to_owned(), Permission::Ask);
+        let verdict = policy.check(
+            "write_file",
+            &json!({"path": "src/main.rs", "content": ""}),
+            Path::new("/w"),
+            &|_| false,
+        );
+        assert_eq!(
+            verdict,
+            Verdict::Ask {
+                reason: "`write_file` asks first (agents.default.permissions.write_file)"
+                    .to_owned(),
+                suggested_rule: Some("/w/src/*".to_owned()),
+            }
+        );
+        let remembered = |text: &str| pattern_matches("/w/src/*", text);
+        let verdict = policy.check(
+            "write_file",
+            &json!({"path": "src/lib.rs"}),
+            Path::new("/w"),
+            &remembered,
+        );
+        assert_eq!(verdict, Verdict::Allow);
+    }
+}

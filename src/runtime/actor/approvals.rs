@@ -1,0 +1,307 @@
+//! A conversation's approvals, settled in the actor so that the first answer wins by command
+//! order: a turn's tool call asks (`TurnMsg::AskApproval`), every client is told
+//! (`approval.requested` on the conversation's stream and the list's), and the first of an
+//! answer, the expiry, or the end of the turn (interrupt, stop) settles it and tells everyone
+//! (`approval.resolved`). Nothing is ever allowed by default; an approval lives in memory only,
+//! so a crash leaves its call unrun and the restart closes the turn as `interrupted`.
+
+use tokio::sync::oneshot;
+
+use super::ConversationActor;
+use crate::api::approvals::{
+    Approval, ApprovalAnswer, ApprovalDecision, ApprovalResolution, ApprovalStatus,
+    ApprovalSubject, RuleScope,
+};
+use crate::api::events::{ConversationEvent, ListEvent};
+use crate::domain::{ItemKind, ItemStatus, new_id, now};
+use crate::permissions::policy::{pattern_matches, rule_subjects, shell_command};
+use crate::runtime::RuntimeError;
+use crate::runtime::approvals::{ApprovalOutcome, ApprovalRequest};
+use crate::runtime::link::{FromTurn, TurnMsg};
+
+/// An approval waiting in this conversation, with the way back to its turn.
+pub(super) struct WaitingApproval {
+    approval: Approval,
+    arguments: serde_json::Value,
+    agent: String,
+    reply: oneshot::Sender<ApprovalOutcome>,
+}
+
+impl ConversationActor {
+    /// A tool call of `session_id` asks for a user's answer.
+    pub(super) fn ask_approval(
+        &mut self,
+        session_id: &str,
+        request: ApprovalRequest,
+        reply: oneshot::Sender<ApprovalOutcome>,
+    ) {
+        let Some(running) = self.run_mut(session_id).and_then(|r| r.running.as_mut()) else {
+            let _ = reply.send(ApprovalOutcome::Cancelled);
+            return;
+        };
+        let turn_id = running.turn_id.clone();
+        if let Some(item) = running.items.iter_mut().find(|i| i.id == request.item_id) {
+            item.status = ItemStatus::WaitingApproval;
+        }
+        let cwd = self.state.conversation.cwd.clone();
+        let subject = match request.tool.as_str() {
+            "shell" => ApprovalSubject {
+                command: Some(shell_command(&request.arguments).to_owned()),
+                path: None,
+                arguments: None,
+                cwd,
+            },
+            "read_file" | "write_file" | "list_dir" => ApprovalSubject {
+                command: None,
+                path: request
+                    .arguments
+                    .get("path")
+                    .and_then(serde_json::Value::as_str)
+                    .map(str::to_owned),
+                arguments: None,
+                cwd,
+            },
+            _ => ApprovalSubject {
+                command: None,
+                path: None,
+                arguments: Some(request.arguments.clone()),
+                cwd,
+            },
+        };
+        let created_at = now();
+        let approval = Approval {
+            id: new_id("ap"),
+            conversation_id: self.id.clone(),
+            session_id: session_id.to_owned(),
+            turn_id,
+            item_id: request.item_id,
+            tool: request.tool,
+            subject,
+            escalate: request.escalate,
+            suggested_rule: request.suggested_rule,
+            reason: request.reason,
+            created_at,
+            expires_at: request.timeout.map(|timeout| {
+                created_at + chrono::Duration::from_std(timeout).unwrap_or(chrono::Duration::MAX)
+            }),
+            status: ApprovalStatus::Pending,
+            resolution: None,
+        };
+        if let Some(timeout) = request.timeout {
+            // The expiry comes back through the actor, so it races an answer in order.
+            let turns = self.turn_sender.clone();
+            let (session, approval_id) = (session_id.into(), approval.id.clone());
+            tokio::spawn(async move {
+                tokio::time::sleep(timeout).await;
+                let _ = turns.send(FromTurn {
+                    session_id: session,
+                    msg: TurnMsg::ApprovalExpired { approval_id },
+                });
+            });
+        }
+        self.shared.approvals.requested(&approval);
+        self.bus.publish(&ConversationEvent::ApprovalRequested {
+            approval: approval.clone(),
+        });
+        self.shared.publish_list(&ListEvent::ApprovalRequested {
+            approval: approval.clone(),
+        });
+        let agent = self
+            .state
+            .session(session_id)
+            .map(|session| session.agent.clone())
+            .unwrap_or_else(|| self.state.conversation.agent.clone());
+        self.approvals.push(WaitingApproval {
+            approval,
+            arguments: request.arguments,
+            agent,
+            reply,
+        });
+    }
+
+    /// A user's answer. Remembering answers keep their rule before the call runs, so a crash
+    /// right after the answer loses nothing acknowledged.
+    pub(super) fn decide(
+        &mut self,
+        approval_id: &str,
+        answer: ApprovalAnswer,
+        by: String,
+    ) -> Result<Approval, RuntimeError> {
+        let Some(index) = self
+            .approvals
+            .iter()
+            .position(|waiting| waiting.approval.id == approval_id)
+        else {
+            return Err(match self.shared.approvals.get(approval_id) {
+                Some(settled) if settled.resolution.is_some() => {
+                    RuntimeError::AlreadyDecided(Box::new(settled))
+                }
+                _ => RuntimeError::NotFound(format!("approval {approval_id}")),
+            });
+        };
+        let waiting = &self.approvals[index];
+        let rule = if answer.decision.remembers() {
+            Some(self.remember(waiting, &answer, &by)?)
+        } else {
+            None
+        };
+        let waiting = self.approvals.remove(index);
+        let (status, outcome) = match answer.decision {
+            ApprovalDecision::Deny => (
+                ApprovalStatus::Denied,
+                ApprovalOutcome::Denied {
+                    message: answer.message.clone(),
+                },
+            ),
+            _ => (ApprovalStatus::Allowed, ApprovalOutcome::Allowed),
+        };
+        let resolution = ApprovalResolution {
+            decision: Some(answer.decision),
+            rule,
+            message: answer.message,
+            decided_at: now(),
+            decided_by: by,
+        };
+        Ok(self.settle(waiting, status, resolution, outcome))
+    }
+
+    /// Checks and keeps the rule an answer remembers.
+    fn remember(
+        &self,
+        waiting: &WaitingApproval,
+        answer: &ApprovalAnswer,
+        by: &str,
+    ) -> Result<crate::api::approvals::Rule, RuntimeError> {
+        let approval = &waiting.approval;
+        if approval.escalate.is_some() {
+            return Err(RuntimeError::Invalid(
+                "an escalation is allowed once or denied: running outside the sandbox is never \
+                 remembered"
+                    .to_owned(),
+            ));
+        }
+        let Some(pattern) = answer
+            .rule
+            .clone()
+            .or_else(|| approval.suggested_rule.clone())
+            .filter(|pattern| !pattern.trim().is_empty())
+        else {
+            return Err(RuntimeError::Invalid(
+                "give the `rule` to remember (this approval suggests none)".to_owned(),
+            ));
+        };
+        let subjects = rule_subjects(
+            &approval.tool,
+            &waiting.arguments,
+            std::path::Path::new(&approval.subject.cwd),
+        );
+        if !subjects.iter().any(|text| pattern_matches(&pattern, text)) {
+            return Err(RuntimeError::Invalid(format!(
+                "the rule \"{pattern}\" does not match this call ({}); a remembered rule must \
+                 cover the call it answers",
+                subjects.join(", ")
+            )));
+        }
+        let scope = match answer.decision {
+            ApprovalDecision::AllowAlways => RuleScope::Always {
+                agent: waiting.agent.clone(),
+                cwd: approval.subject.cwd.clone(),
+            },
+            _ => RuleScope::Conversation {
+                conversation_id: self.id.clone(),
+            },
+        };
+        Ok(self
+            .shared
+            .rules
+            .add(&approval.tool, &pattern, scope, by, Some(&approval.id))?)
+    }
+
+    /// The approval ran out of time: denied, unless it was settled first.
+    pub(super) fn expire_approval(&mut self, approval_id: &str) {
+        let Some(index) = self
+            .approvals
+            .iter()
+            .position(|waiting| waiting.approval.id == approval_id)
+        else {
+            return;
+        };
+        let waiting = self.approvals.remove(index);
+        let after = waiting
+            .approval
+            .expires_at
+            .and_then(|at| (at - waiting.approval.created_at).to_std().ok())
+            .unwrap_or_default();
+        self.settle(
+            waiting,
+            ApprovalStatus::Expired,
+            service_resolution(),
+            ApprovalOutcome::Expired { after },
+        );
+    }
+
+    /// A session's turn ends (interrupted, stopped, or failed): its approvals are cancelled
+    /// and their calls never run.
+    pub(super) fn cancel_approvals(&mut self, session_id: &str) {
+        let (cancelled, kept) = std::mem::take(&mut self.approvals)
+            .into_iter()
+            .partition(|waiting| waiting.approval.session_id == session_id);
+        self.approvals = kept;
+        for waiting in cancelled {
+            self.settle(
+                waiting,
+                ApprovalStatus::Cancelled,
+                service_resolution(),
+                ApprovalOutcome::Cancelled,
+            );
+        }
+    }
+
+    /// The pending approvals, oldest first.
+    pub(super) fn approval_list(&self) -> Vec<Approval> {
+        self.approvals
+            .iter()
+            .map(|waiting| waiting.approval.clone())
+            .collect()
+    }
+
+    fn settle(
+        &mut self,
+        waiting: WaitingApproval,
+        status: ApprovalStatus,
+        resolution: ApprovalResolution,
+        outcome: ApprovalOutcome,
+    ) -> Approval {
+        let mut approval = waiting.approval;
+        approval.status = status;
+        approval.resolution = Some(resolution);
+        if let Some(item) = self
+            .run_mut(&approval.session_id)
+            .and_then(|run| run.running.as_mut())
+            .and_then(|running| running.items.iter_mut().find(|i| i.id == approval.item_id))
+            && matches!(item.kind, ItemKind::ToolCall { .. })
+        {
+            item.status = ItemStatus::Running;
+        }
+        self.shared.approvals.settled(&approval);
+        self.bus.publish(&ConversationEvent::ApprovalResolved {
+            approval: approval.clone(),
+        });
+        self.shared.publish_list(&ListEvent::ApprovalResolved {
+            approval: approval.clone(),
+        });
+        // The turn may be gone (interrupted meanwhile): then nothing runs anyway.
+        let _ = waiting.reply.send(outcome);
+        approval
+    }
+}
+
+fn service_resolution() -> ApprovalResolution {
+    ApprovalResolution {
+        decision: None,
+        rule: None,
+        message: None,
+        decided_at: now(),
+        decided_by: "service".to_owned(),
+    }
+}
