@@ -268,6 +268,7 @@ mod tests {
 
     use super::SandboxMode;
     use crate::config::{Config, ConfigError, DEFAULT_AGENT, DEMO_MODEL};
+    use crate::permissions::Permission;
 
     fn parse(text: &str) -> Result<Config, ConfigError> {
         Config::from_toml_str(text, Some(Path::new("config.toml")))
@@ -346,6 +347,86 @@ tools = ["read_file", "list_dir"]
             assert_eq!((agent.sandbox, agent.network), (mode, true));
             assert_eq!(mode.name(), name);
         }
+    }
+
+    #[test]
+    fn permissions_are_read_per_tool_and_per_pattern() {
+        let text = r#"
+[agents.default]
+description = "d"
+model = "demo"
+approval_timeout_s = 30
+[agents.default.permissions]
+shell = "ask"
+write_file = "deny"
+mcp = "allow"
+[agents.default.permissions.shell_rules]
+"git status*" = "allow"
+"git push*" = "ask"
+"rm -rf /*" = "deny"
+"#;
+        let agent = parse(text).unwrap().agents["default"].clone();
+        let permissions = agent.permissions;
+        assert_eq!(permissions.agent, "default");
+        assert_eq!(permissions.tool("shell"), Permission::Ask);
+        assert_eq!(permissions.tool("write_file"), Permission::Deny);
+        assert_eq!(permissions.tool("mcp"), Permission::Allow);
+        assert_eq!(permissions.tool("read_file"), Permission::Allow);
+        assert_eq!(permissions.shell_rules.len(), 3);
+        assert!(
+            permissions
+                .shell_rules
+                .contains(&("rm -rf /*".to_owned(), Permission::Deny))
+        );
+        assert_eq!(
+            permissions.approval_timeout,
+            Some(std::time::Duration::from_secs(30))
+        );
+        // The defaults keep the first run working: everything allowed inside the sandbox.
+        let builtin = Config::builtin();
+        let defaults = &builtin.default_agent().permissions;
+        assert!(defaults.tools.is_empty() && defaults.shell_rules.is_empty());
+        assert_eq!(defaults.approval_timeout, None);
+    }
+
+    #[test]
+    fn a_bad_permission_names_its_key() {
+        let cases = [
+            (
+                "shell = \"maybe\"",
+                "agents.default.permissions.shell",
+                "`\"maybe\"` is not one of: allow, ask, deny",
+            ),
+            (
+                "browser = \"ask\"",
+                "agents.default.permissions.browser",
+                "unknown tool `browser`",
+            ),
+            (
+                "shell_rules = \"x\"",
+                "agents.default.permissions.shell_rules",
+                "must be a table of patterns",
+            ),
+            (
+                "shell_rules = { \"git *\" = 1 }",
+                "agents.default.permissions.shell_rules.\"git *\"",
+                "is not one of",
+            ),
+        ];
+        for (line, key, message) in cases {
+            let text = format!(
+                "[agents.default]\ndescription = \"d\"\nmodel = \"demo\"\n[agents.default.permissions]\n{line}\n"
+            );
+            let error = parse(&text).unwrap_err();
+            assert_eq!(error.key(), Some(key), "{line}: {error}");
+            assert!(error.to_string().contains(message), "{line}: {error}");
+        }
+        let text =
+            "[agents.default]\ndescription = \"d\"\nmodel = \"demo\"\napproval_timeout_s = 0\n";
+        assert_eq!(
+            parse(text).unwrap_err().key(),
+            Some("agents.default.approval_timeout_s")
+        );
     }
 
     #[test]
