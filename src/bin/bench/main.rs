@@ -18,7 +18,9 @@
 //! - `subagents`: how fast `spawn_agent` calls become running sub-agents, and the runtime's
 //!   time per sub-agent turn against a root agent's.
 //! - `sandbox`: the sandbox's cost per shell command, against `sandbox = "off"`.
+//! - `approvals`: the time from an approval's answer to its command starting.
 
+mod approvals;
 mod cluster;
 mod decode;
 mod fake_provider;
@@ -83,6 +85,9 @@ enum Bench {
     /// The sandbox's cost per shell command: many `true` commands through the shell tool with
     /// `sandbox = "workspace_write"` and with `sandbox = "off"`.
     Sandbox(sandbox::SandboxArgs),
+    /// The time from an approval's `POST /api/approvals/{id}` to the approved command
+    /// starting, sandboxed and not.
+    Approvals(approvals::ApprovalsArgs),
 }
 
 /// The health check is polled this often while the server starts.
@@ -106,6 +111,7 @@ fn main() -> anyhow::Result<ExitCode> {
         Bench::Subagents(args) => subagents::subagents(&args),
         Bench::Cluster(args) => cluster::cluster(&args),
         Bench::Sandbox(args) => sandbox::sandbox(&args),
+        Bench::Approvals(args) => approvals::approvals(&args),
     }?;
     Ok(ExitCode::SUCCESS)
 }
