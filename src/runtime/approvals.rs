@@ -14,6 +14,11 @@ use super::{Runtime, RuntimeError};
 use crate::api::approvals::{Approval, ApprovalAnswer, ApprovalFilter, Rule};
 use crate::permissions::{CallScope, Permissions, RuleStore, Verdict};
 
+/// The longest pattern an answer may remember, and the longest message it may carry (the
+/// document's `max_length`s say the same).
+const MAX_RULE_CHARS: usize = 1000;
+const MAX_MESSAGE_CHARS: usize = 10_000;
+
 /// Settled approvals kept for `already_decided` answers and `?status=all`.
 const SETTLED_KEPT: usize = 1000;
 
@@ -147,6 +152,20 @@ impl Runtime {
         answer: ApprovalAnswer,
         by: String,
     ) -> Result<Approval, RuntimeError> {
+        if answer.rule.as_ref().is_some_and(|rule| rule.chars().count() > MAX_RULE_CHARS) {
+            return Err(RuntimeError::Invalid(format!(
+                "`rule` is longer than {MAX_RULE_CHARS} characters"
+            )));
+        }
+        if answer
+            .message
+            .as_ref()
+            .is_some_and(|message| message.chars().count() > MAX_MESSAGE_CHARS)
+        {
+            return Err(RuntimeError::Invalid(format!(
+                "`message` is longer than {MAX_MESSAGE_CHARS} characters"
+            )));
+        }
         let Some(approval) = self.shared.approvals.get(id) else {
             return Err(RuntimeError::NotFound(format!("approval {id}")));
         };

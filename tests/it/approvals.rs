@@ -504,3 +504,66 @@ async fn a_sub_agents_approval_names_its_session() {
     server.wait_idle(&id).await;
     assert!(dir.path().join("child.txt").exists());
 }
+
+#[tokio::test]
+async fn a_stop_while_an_approval_waits_cancels_it() {
+    let server = start(None, "").await;
+    let dir = workspace();
+    let (id, mut events) = converse(&server, dir.path(), "/shell touch ran.txt").await;
+    next_approval(&mut events).await;
+    let data_dir = server.stop().await;
+    let server = start(Some(&data_dir), "").await;
+    let (_, view) = server.get(&format!("/api/conversations/{id}")).await;
+    assert_eq!(view["last_turn"]["status"], "interrupted", "{view}");
+    assert_eq!(last_tool_call(&server, &id).await["status"], "interrupted");
+    assert!(!dir.path().join("ran.txt").exists());
+}
+
+#[tokio::test]
+async fn file_writes_can_ask_and_a_remembered_directory_answers_the_next() {
+    let server = Server::start_with(ServerOptions {
+        config: Some(
+            "[agents.default]\ndescription = \"d\"\nmodel = \"demo\"\n\
+             [agents.default.permissions]\nwrite_file = \"ask\"\n"
+                .to_owned(),
+        ),
+        ..ServerOptions::default()
+    })
+    .await;
+    let dir = workspace();
+    std::fs::create_dir(dir.path().join("src")).unwrap();
+    let (id, mut events) = converse(&server, dir.path(), "/write src/a.txt: first").await;
+    let approval = next_approval(&mut events).await;
+    assert_eq!(approval["tool"], "write_file");
+    assert_eq!(approval["subject"]["path"], "src/a.txt");
+    let expected_rule = format!("{}/src/*", dir.path().display());
+    assert_eq!(approval["suggested_rule"], expected_rule.as_str());
+    let (status, body) = answer(
+        &server,
+        &approval,
+        json!({"decision": "allow_conversation"}),
+    )
+    .await;
+    assert_eq!(status, 200, "{body}");
+    until_turn_end(&mut events).await;
+    assert_eq!(
+        std::fs::read_to_string(dir.path().join("src/a.txt")).unwrap(),
+        "first"
+    );
+    let (status, _) = server
+        .post(
+            &format!("/api/conversations/{id}/messages"),
+            json!({"text": "/write src/b.txt: second"}),
+        )
+        .await;
+    assert_eq!(status, 202);
+    let seen = until_turn_end(&mut events).await;
+    assert!(
+        !seen.iter().any(|(kind, _)| kind == "approval.requested"),
+        "{seen:?}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(dir.path().join("src/b.txt")).unwrap(),
+        "second"
+    );
+}
