@@ -152,7 +152,11 @@ impl Runtime {
         answer: ApprovalAnswer,
         by: String,
     ) -> Result<Approval, RuntimeError> {
-        if answer.rule.as_ref().is_some_and(|rule| rule.chars().count() > MAX_RULE_CHARS) {
+        if answer
+            .rule
+            .as_ref()
+            .is_some_and(|rule| rule.chars().count() > MAX_RULE_CHARS)
+        {
             return Err(RuntimeError::Invalid(format!(
                 "`rule` is longer than {MAX_RULE_CHARS} characters"
             )));

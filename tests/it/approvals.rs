@@ -567,3 +567,47 @@ async fn file_writes_can_ask_and_a_remembered_directory_answers_the_next() {
         "second"
     );
 }
+
+#[tokio::test]
+async fn a_kept_rule_also_answers_the_same_question_waiting_elsewhere_in_the_conversation() {
+    let server = start(None, "").await;
+    let dir = workspace();
+    let (id, mut events) = converse(
+        &server,
+        dir.path(),
+        "/spawn default: /shell touch a.txt\n/spawn default: /shell touch b.txt",
+    )
+    .await;
+    let mut asked = Vec::new();
+    until(&mut events, |kind, data| {
+        if kind == "approval.requested" {
+            asked.push(data["approval"].clone());
+        }
+        asked.len() == 2
+    })
+    .await;
+    assert_ne!(asked[0]["session_id"], asked[1]["session_id"]);
+    let (status, body) = answer(
+        &server,
+        &asked[0],
+        json!({"decision": "allow_conversation", "rule": "touch *"}),
+    )
+    .await;
+    assert_eq!(status, 200, "{body}");
+    let mut resolved = Vec::new();
+    until(&mut events, |kind, data| {
+        if kind == "approval.resolved" {
+            resolved.push(data["approval"].clone());
+        }
+        resolved.len() == 2
+    })
+    .await;
+    let other = resolved
+        .iter()
+        .find(|approval| approval["id"] == asked[1]["id"])
+        .expect("the second approval settled by the kept rule");
+    assert_eq!(other["status"], "allowed");
+    assert_eq!(other["resolution"]["rule"]["pattern"], "touch *");
+    server.wait_idle(&id).await;
+    assert!(dir.path().join("a.txt").exists() && dir.path().join("b.txt").exists());
+}

@@ -14,6 +14,7 @@ use crate::api::approvals::{
 };
 use crate::api::events::{ConversationEvent, ListEvent};
 use crate::domain::{ItemKind, ItemStatus, new_id, now};
+use crate::permissions::Verdict;
 use crate::permissions::policy::{pattern_matches, rule_subjects, shell_command};
 use crate::runtime::RuntimeError;
 use crate::runtime::approvals::{ApprovalOutcome, ApprovalRequest};
@@ -162,7 +163,52 @@ impl ConversationActor {
             decided_at: now(),
             decided_by: by,
         };
-        Ok(self.settle(waiting, status, resolution, outcome))
+        let settled = self.settle(waiting, status, resolution.clone(), outcome);
+        if resolution.rule.is_some() {
+            self.settle_answered_by_rules(&resolution);
+        }
+        Ok(settled)
+    }
+
+    /// After an answer kept a rule, the other approvals waiting here that the rules now answer
+    /// (a sub-agent asking the same, a second part of one step) are settled too: nobody is
+    /// asked twice for what they just allowed.
+    fn settle_answered_by_rules(&mut self, resolution: &ApprovalResolution) {
+        let config = self.shared.config.clone();
+        let answered: Vec<String> = self
+            .approvals
+            .iter()
+            .filter(|waiting| waiting.approval.escalate.is_none())
+            .filter(|waiting| {
+                let Some(agent) = config.agent(&waiting.agent) else {
+                    return false;
+                };
+                let gate = crate::runtime::approvals::CallGate {
+                    permissions: agent.permissions.clone(),
+                    rules: self.shared.rules.clone(),
+                    conversation_id: self.id.clone(),
+                    agent: waiting.agent.clone(),
+                    cwd: waiting.approval.subject.cwd.clone(),
+                };
+                gate.check(&waiting.approval.tool, &waiting.arguments) == Verdict::Allow
+            })
+            .map(|waiting| waiting.approval.id.clone())
+            .collect();
+        for id in answered {
+            if let Some(index) = self.approvals.iter().position(|w| w.approval.id == id) {
+                let waiting = self.approvals.remove(index);
+                let resolution = ApprovalResolution {
+                    decided_at: now(),
+                    ..resolution.clone()
+                };
+                self.settle(
+                    waiting,
+                    ApprovalStatus::Allowed,
+                    resolution,
+                    ApprovalOutcome::Allowed,
+                );
+            }
+        }
     }
 
     /// Checks and keeps the rule an answer remembers.
