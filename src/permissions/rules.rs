@@ -124,11 +124,7 @@ impl RuleStore {
     pub fn copy_conversation(&self, from: &str, to: &str) -> Result<(), StoreError> {
         let _lock = self.lock()?;
         let copies: Vec<RuleRecord> = self
-            .current()?
-            .into_iter()
-            .filter(|rule| {
-                matches!(&rule.scope, RuleScope::Conversation { conversation_id } if conversation_id == from)
-            })
+            .conversation_rules(from)?
             .map(|rule| RuleRecord::Added {
                 rule: Rule {
                     id: new_id("r"),
@@ -150,11 +146,7 @@ impl RuleStore {
         let _lock = self.lock()?;
         let at = now();
         let deletes: Vec<RuleRecord> = self
-            .current()?
-            .into_iter()
-            .filter(|rule| {
-                matches!(&rule.scope, RuleScope::Conversation { conversation_id } if conversation_id == id)
-            })
+            .conversation_rules(id)?
             .map(|rule| RuleRecord::Deleted {
                 id: rule.id,
                 at,
@@ -165,6 +157,14 @@ impl RuleStore {
             return Ok(());
         }
         self.append_locked(&deletes)
+    }
+
+    /// The rules kept for one conversation.
+    fn conversation_rules(&self, id: &str) -> Result<impl Iterator<Item = Rule>, StoreError> {
+        let id = id.to_owned();
+        Ok(self.current()?.into_iter().filter(move |rule| {
+            matches!(&rule.scope, RuleScope::Conversation { conversation_id } if *conversation_id == id)
+        }))
     }
 
     fn append(&self, records: &[RuleRecord]) -> Result<(), StoreError> {
