@@ -159,6 +159,7 @@ pub struct ApprovalAnswer {
 
 /// `GET /api/approvals` query.
 #[derive(Debug, Clone, Copy, Default, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
 #[serde(deny_unknown_fields)]
 pub struct ApprovalQuery {
     /// `pending` (default) or `all` (the pending and the recently decided).

@@ -143,7 +143,7 @@ impl utoipa::PartialSchema for ImageInput {
         let url = ObjectBuilder::new()
             .schema_type(Type::String)
             .pattern(Some(
-                "^(https://[^\\x00-\\x1F\\x7F]+|data:image/(png|jpeg|gif|webp);base64,.+)$",
+                "^(https://[^\\x00-\\x1F\\x7F-\\x9F]+|data:image/(png|jpeg|gif|webp);base64,(?:[A-Za-z0-9+/]{4})+(?:[A-Za-z0-9+/][AQgw]==|[A-Za-z0-9+/]{2}[AEIMQUYcgkosw048]=)?)$",
             ))
             .description(Some(
                 "Where the model fetches the image (`https:`), or the image itself (`data:`).",
