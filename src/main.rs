@@ -49,8 +49,12 @@ enum Command {
     /// through its data directory unless --url is given.
     Chat(ChatArgs),
     /// Send one message and print the agent's reply as it streams (for scripts and editors).
+    ///
     /// Exits 0 when the turn completed, 1 when it failed, 130 when it was interrupted, 2 on a
-    /// usage error; the conversation id goes to stderr.
+    /// usage error, 4 when a tool call waits for approval and stdin or stderr is not a
+    /// terminal (how to answer it goes to stderr, or with --json a last line
+    /// {"type":"approval.requested","approval":…} to stdout); at a terminal it asks instead.
+    /// The conversation id goes to stderr.
     Send(SendArgs),
 }
 
@@ -76,7 +80,7 @@ struct SendArgs {
     #[arg(long, conflicts_with = "conversation")]
     cwd: Option<PathBuf>,
     /// Write every event of the conversation as a JSON line ({"id", "event", "data"}) instead
-    /// of the reply's text.
+    /// of the reply's text (and an unanswered approval as {"type":"approval.requested", …}).
     #[arg(long)]
     json: bool,
     #[command(flatten)]
@@ -306,6 +310,7 @@ fn chat(args: ChatArgs) -> anyhow::Result<()> {
 /// `openvaala send`: the exit code tells how the turn ended (see `client::send`).
 fn send(args: SendArgs) -> ExitCode {
     use openvaala::client::send::{self, SendError, SendOptions};
+    use std::io::IsTerminal;
     let options = (|| {
         let usage = |message: String| SendError {
             code: send::EXIT_USAGE,
@@ -336,6 +341,8 @@ fn send(args: SendArgs) -> ExitCode {
             }),
             cwd: cwd.display().to_string(),
             json: args.json,
+            // Questions go to stderr, since stdout may be the reply an editor reads.
+            interactive: std::io::stdin().is_terminal() && std::io::stderr().is_terminal(),
         })
     })();
     let outcome = options.and_then(|options| {
@@ -346,7 +353,11 @@ fn send(args: SendArgs) -> ExitCode {
                 code: send::EXIT_FAILED,
                 message: format!("cannot start: {error}"),
             })?;
-        runtime.block_on(send::run(options))
+        let outcome = runtime.block_on(send::run(options));
+        // A question settled by another client leaves a read of stdin that cannot be
+        // cancelled: waiting for it would keep `send` until Enter is pressed.
+        runtime.shutdown_background();
+        outcome
     });
     match outcome {
         Ok(code) => ExitCode::from(code),

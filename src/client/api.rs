@@ -68,7 +68,27 @@ impl Api {
             .await
     }
 
+    /// A POST whose error answers carry more than the message (an approval's `409` has the
+    /// outcome): the status and the body of any answer the service gives.
+    pub async fn post_answer(&self, path: &str, body: &Value) -> Result<(u16, Value), ApiError> {
+        self.answer(self.request(reqwest::Method::POST, path).json(body))
+            .await
+    }
+
+    /// Whether calls carry a token (a `curl` shown to the user needs one too).
+    pub fn has_token(&self) -> bool {
+        self.token.is_some()
+    }
+
     async fn send(&self, request: reqwest::RequestBuilder) -> Result<Value, ApiError> {
+        let (status, body) = self.answer(request).await?;
+        if (200..300).contains(&status) {
+            return Ok(body);
+        }
+        Err(service_error(status, &body))
+    }
+
+    async fn answer(&self, request: reqwest::RequestBuilder) -> Result<(u16, Value), ApiError> {
         let response = request
             .timeout(Duration::from_secs(600))
             .send()
@@ -79,10 +99,7 @@ impl Api {
             .json()
             .await
             .map_err(|error| self.unreachable(error))?;
-        if (200..300).contains(&status) {
-            return Ok(body);
-        }
-        Err(service_error(status, &body))
+        Ok((status, body))
     }
 
     fn unreachable(&self, error: reqwest::Error) -> ApiError {
@@ -143,7 +160,7 @@ pub struct ServerEvent {
 }
 
 /// The service's error body (`{"error": {code, message}}`) as an error.
-fn service_error(status: u16, body: &Value) -> ApiError {
+pub fn service_error(status: u16, body: &Value) -> ApiError {
     let error = &body["error"];
     ApiError::Service {
         status,

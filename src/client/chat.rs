@@ -2,16 +2,22 @@
 //! commands (`/help`). With a terminal on stdin, a line typed while the agent works steers it
 //! (the service's default); with a script on stdin, each message waits for its turn to end
 //! before the next line is read, so `echo … | openvaala chat` prints the whole answer.
+//! A tool call waiting for approval is asked about (`approval_prompt`), and the next line
+//! answers it.
 
+use std::collections::{HashSet, VecDeque};
 use std::io::Write as _;
 use std::sync::{Arc, Mutex};
 
 use serde_json::{Value, json};
-use tokio::io::AsyncBufReadExt;
+use tokio::io::{AsyncBufReadExt, BufReader, Lines, Stdin};
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 
+use super::agents;
 use super::api::{Api, ApiError, ServerEvent};
+use super::approval_prompt::{self, Asked, Console, Input};
+use super::position::Position;
 use super::render::{Renderer, usage_line};
 
 const HELP: &str = "\
@@ -23,6 +29,7 @@ Type a message to send it to the agent. Commands:
   /compact             summarize the older history now (compress the context)
   /context             how much of the model's context window is used
   /agents              the agents of this conversation (the root agent and its sub-agents)
+                       and the approvals each waits for
   /queue TEXT          send TEXT to wait for the running turn instead of steering it
   /interrupt           stop the running turn
   /quit                leave (also Ctrl-D)
@@ -57,6 +64,10 @@ enum Signal {
         turn_id: String,
     },
     CompactionEnded,
+    /// A tool call waits for an answer (from the stream, or in its snapshot).
+    ApprovalRequested(Value),
+    /// An approval was settled: a question about it is dropped.
+    ApprovalResolved(Value),
     /// The stream ended (the service stopped, or the conversation was deleted).
     Closed,
 }
@@ -66,6 +77,28 @@ struct Following {
     id: String,
     task: JoinHandle<()>,
     signals: mpsc::UnboundedReceiver<Signal>,
+    /// Signals that came while a question about an approval waited for its answer.
+    put_aside: VecDeque<Signal>,
+    /// The stream has ended: no more signals.
+    closed: bool,
+}
+
+impl Following {
+    /// The next signal, what was put aside first; `None` once the stream has ended.
+    async fn next(&mut self) -> Option<Signal> {
+        let signal = match self.put_aside.pop_front() {
+            Some(signal) => Some(signal),
+            None if self.closed => None,
+            None => self.signals.recv().await,
+        };
+        match signal {
+            Some(Signal::Closed) | None => {
+                self.closed = true;
+                None
+            }
+            signal => signal,
+        }
+    }
 }
 
 impl Drop for Following {
@@ -78,6 +111,8 @@ struct Chat {
     api: Api,
     cwd: String,
     interactive: bool,
+    /// Messages, commands, and answers to approvals.
+    input: Lines<BufReader<Stdin>>,
     renderer: Arc<Mutex<Renderer>>,
     following: Option<Following>,
     /// The numbered list `/resume` or `/rewind` showed last.
@@ -89,6 +124,7 @@ pub async fn run(options: ChatOptions) -> anyhow::Result<()> {
         api: options.api,
         cwd: options.cwd,
         interactive: options.interactive,
+        input: BufReader::new(tokio::io::stdin()).lines(),
         renderer: Arc::new(Mutex::new(Renderer::default())),
         following: None,
         listed: Vec::new(),
@@ -105,7 +141,6 @@ pub async fn run(options: ChatOptions) -> anyhow::Result<()> {
             chat.api.base
         ));
     }
-    let mut lines = tokio::io::BufReader::new(tokio::io::stdin()).lines();
     // At a terminal the prompt comes back when the agent is done: after a command at once,
     // after a message that started a turn when that turn ends (the follower shows it).
     let mut prompt = true;
@@ -113,7 +148,20 @@ pub async fn run(options: ChatOptions) -> anyhow::Result<()> {
         if chat.interactive && prompt {
             print_out("> ");
         }
-        let Some(line) = lines.next_line().await? else {
+        // An approval asked while no message waits for its turn is asked about at once.
+        let line = tokio::select! {
+            biased;
+            signal = idle_signal(&mut chat.following) => {
+                if let Signal::ApprovalRequested(approval) = signal {
+                    chat.ask(&approval).await;
+                }
+                // The prompt comes back when the turn the answer lets go on ends.
+                prompt = false;
+                continue;
+            }
+            line = chat.input.next_line() => line?,
+        };
+        let Some(line) = line else {
             break;
         };
         let line = line.trim();
@@ -187,12 +235,7 @@ impl Chat {
             }
             "agents" => {
                 let id = self.current()?;
-                let sessions = self
-                    .api
-                    .get(&format!("/api/conversations/{id}/sessions"))
-                    .await?;
-                let sessions = sessions["sessions"].as_array().cloned().unwrap_or_default();
-                print_out(&agents_tree(&sessions));
+                print_out(&agents::show(&self.api, &id).await?);
             }
             "queue" if !argument.is_empty() => {
                 self.send(argument, Some("queue")).await?;
@@ -406,6 +449,8 @@ impl Chat {
             let mut events = events.boxed();
             let mut position = Position::default();
             let mut reconnected = false;
+            // Approvals already passed on: a reconnect's snapshot lists the waiting ones again.
+            let mut asked = HashSet::new();
             loop {
                 let Some(event) = events.next().await else {
                     // The service restarted, or this stream fell too far behind: follow again
@@ -446,16 +491,22 @@ impl Chat {
                     out.push_str("> ");
                 }
                 print_out(&out);
+                let mut approvals = match kind.as_str() {
+                    "snapshot" => data["approvals"].as_array().cloned().unwrap_or_default(),
+                    "approval.requested" => vec![data["approval"].clone()],
+                    _ => Vec::new(),
+                };
+                approvals.retain(|approval| asked.insert(text(&approval["id"]).to_owned()));
                 let signal = match kind.as_str() {
-                    "snapshot" => Signal::Snapshot {
+                    "snapshot" => Some(Signal::Snapshot {
                         running: data["running"]
                             .as_array()
                             .into_iter()
                             .flatten()
                             .map(|turn| text(&turn["turn_id"]).to_owned())
                             .collect(),
-                    },
-                    "turn.started" => Signal::TurnStarted {
+                    }),
+                    "turn.started" => Some(Signal::TurnStarted {
                         turn_id: text(&data["turn_id"]).to_owned(),
                         message_ids: data["message_ids"]
                             .as_array()
@@ -463,15 +514,21 @@ impl Chat {
                             .flatten()
                             .map(|id| text(id).to_owned())
                             .collect(),
-                    },
-                    "turn.ended" => Signal::TurnEnded {
+                    }),
+                    "turn.ended" => Some(Signal::TurnEnded {
                         turn_id: text(&data["turn_id"]).to_owned(),
-                    },
-                    "compaction.completed" | "compaction.failed" => Signal::CompactionEnded,
+                    }),
+                    "compaction.completed" | "compaction.failed" => Some(Signal::CompactionEnded),
+                    "approval.resolved" => Some(Signal::ApprovalResolved(data["approval"].clone())),
+                    // Passed on below, once.
+                    "approval.requested" => None,
                     _ => continue,
                 };
-                if signals.send(signal).is_err() {
-                    return;
+                let approvals = approvals.into_iter().map(Signal::ApprovalRequested);
+                for signal in signal.into_iter().chain(approvals) {
+                    if signals.send(signal).is_err() {
+                        return;
+                    }
                 }
             }
             let _ = signals.send(Signal::Closed);
@@ -480,16 +537,40 @@ impl Chat {
             id: id.to_owned(),
             task,
             signals: receiver,
+            put_aside: VecDeque::new(),
+            closed: false,
         });
         Ok(())
     }
 
+    /// The next signal a wait looks at; approvals asked meanwhile are asked about on the way
+    /// (in a script, the next line answers). `None` when the stream ended, or when the input
+    /// ended before an answer (nothing could go on: the approval waits for another client).
     async fn next_signal(&mut self) -> Option<Signal> {
-        let following = self.following.as_mut()?;
-        match following.signals.recv().await? {
-            Signal::Closed => None,
-            signal => Some(signal),
+        loop {
+            match self.following.as_mut()?.next().await? {
+                Signal::ApprovalRequested(approval) => {
+                    if self.ask(&approval).await == Asked::NoInput {
+                        return None;
+                    }
+                }
+                Signal::ApprovalResolved(_) => {}
+                signal => return Some(signal),
+            }
         }
+    }
+
+    async fn ask(&mut self, approval: &Value) -> Asked {
+        let Some(following) = self.following.as_mut() else {
+            return Asked::Done;
+        };
+        let mut console = ChatConsole {
+            api: &self.api,
+            echo: !self.interactive,
+            input: &mut self.input,
+            following,
+        };
+        approval_prompt::ask(&self.api, approval, &mut console).await
     }
 
     async fn wait_snapshot(&mut self) -> Vec<String> {
@@ -545,60 +626,66 @@ impl Chat {
     }
 }
 
-/// Where a terminal is in a conversation's stream, so that a reconnect misses nothing: the
-/// last event's id, and the root session's items it has seen start and finish.
-#[derive(Default)]
-struct Position {
-    last_event_id: Option<String>,
-    root_session_id: String,
-    /// The newest item seen.
-    newest_seq: u64,
-    /// Items seen start and not yet finish.
-    open: std::collections::BTreeSet<u64>,
+/// A signal for the command loop while it waits for a line: never, while nothing is followed.
+async fn idle_signal(following: &mut Option<Following>) -> Signal {
+    match following {
+        Some(following) => match following.next().await {
+            Some(signal) => signal,
+            None => std::future::pending().await,
+        },
+        None => std::future::pending().await,
+    }
 }
 
-impl Position {
-    fn observe(&mut self, kind: &str, data: &Value) {
-        match kind {
-            "snapshot" => {
-                self.root_session_id = text(&data["conversation"]["root_session_id"]).to_owned();
-                self.newest_seq = data["last_seq"][&self.root_session_id]
-                    .as_u64()
-                    .unwrap_or(0);
-                self.open = data["running"]
-                    .as_array()
-                    .into_iter()
-                    .flatten()
-                    .flat_map(|turn| turn["items"].as_array().into_iter().flatten())
-                    .filter(|item| self.is_root(item) && item["status"] == "running")
-                    .filter_map(|item| item["seq"].as_u64())
-                    .collect();
-            }
-            "item.started" | "item.completed" => {
-                let item = &data["item"];
-                let Some(seq) = item["seq"].as_u64().filter(|_| self.is_root(item)) else {
-                    return;
-                };
-                self.newest_seq = self.newest_seq.max(seq);
-                if kind == "item.started" {
-                    self.open.insert(seq);
-                } else {
-                    self.open.remove(&seq);
+/// The chat's terminal as an approval's question sees it: stdout, stdin, and the followed
+/// conversation's signals (those that do not settle the question are put aside in order).
+/// `/agents` still works, to see which agent asks and what the others wait for.
+struct ChatConsole<'a> {
+    api: &'a Api,
+    /// A script's answers are not on screen: they are shown after the question.
+    echo: bool,
+    input: &'a mut Lines<BufReader<Stdin>>,
+    following: &'a mut Following,
+}
+
+impl Console for ChatConsole<'_> {
+    fn show(&mut self, text: &str) {
+        print_out(text);
+    }
+
+    async fn next(&mut self, id: &str) -> Input {
+        loop {
+            tokio::select! {
+                line = self.input.next_line() => {
+                    if let Ok(Some(line)) = &line
+                        && self.echo
+                    {
+                        print_out(&format!("{line}\n"));
+                    }
+                    return match line {
+                        Ok(Some(line)) if line.trim() == "/agents" => {
+                            print_out(&match agents::show(self.api, &self.following.id).await {
+                                Ok(tree) => tree,
+                                Err(error) => format!("[error: {error}]\n"),
+                            });
+                            Input::Aside
+                        }
+                        Ok(Some(line)) => Input::Line(line),
+                        _ => Input::NoInput,
+                    };
                 }
+                signal = self.following.signals.recv() => match signal {
+                    Some(Signal::ApprovalResolved(approval)) if approval["id"] == id => {
+                        return Input::Settled(approval);
+                    }
+                    Some(Signal::Closed) | None => {
+                        self.following.put_aside.push_back(Signal::Closed);
+                        return Input::Ended;
+                    }
+                    Some(signal) => self.following.put_aside.push_back(signal),
+                },
             }
-            _ => {}
         }
-    }
-
-    fn is_root(&self, item: &Value) -> bool {
-        item["session_id"] == self.root_session_id.as_str()
-    }
-
-    /// The history after this `seq` holds everything not seen finished.
-    fn resume_after(&self) -> u64 {
-        self.open
-            .first()
-            .map_or(self.newest_seq, |&first| first.saturating_sub(1))
     }
 }
 
@@ -659,57 +746,6 @@ async fn reconnect(
     None
 }
 
-/// `/agents`: the root agent, then each sub-agent under its parent, indented by depth, with
-/// its status, task and last answer.
-fn agents_tree(sessions: &[Value]) -> String {
-    let depth = |session: &Value| {
-        let mut depth = 0;
-        let mut parent = &session["parent_id"];
-        while let Some(up) = sessions.iter().find(|s| s["id"] == *parent) {
-            depth += 1;
-            parent = &up["parent_id"];
-        }
-        depth
-    };
-    let mut out = String::new();
-    // Depth-first from the root, children in the order they were created.
-    let mut stack: Vec<&Value> = sessions
-        .iter()
-        .filter(|s| s["parent_id"].is_null())
-        .rev()
-        .collect();
-    while let Some(session) = stack.pop() {
-        let indent = "  ".repeat(depth(session));
-        let role = if session["parent_id"].is_null() {
-            "root"
-        } else {
-            "sub-agent"
-        };
-        let task = session["task"]
-            .as_str()
-            .map(|task| format!(": {}", task.lines().next().unwrap_or_default()))
-            .unwrap_or_default();
-        out.push_str(&format!(
-            "{indent}[{role} {} ({}) {}{task}]\n",
-            text(&session["agent"]),
-            text(&session["status"]),
-            text(&session["id"])
-        ));
-        if let Some(last) = session["last_message"].as_str() {
-            let line = last.lines().next().unwrap_or_default();
-            let excerpt: String = line.chars().take(100).collect();
-            out.push_str(&format!("{indent}  last: {excerpt}\n"));
-        }
-        stack.extend(
-            sessions
-                .iter()
-                .filter(|s| s["parent_id"] == session["id"])
-                .rev(),
-        );
-    }
-    out
-}
-
 fn text(value: &Value) -> &str {
     value.as_str().unwrap_or_default()
 }
@@ -737,64 +773,4 @@ fn query_escape(text: &str) -> String {
             _ => format!("%{b:02X}"),
         })
         .collect()
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn agents_are_listed_as_a_tree_under_their_parents() {
-        let session = |id: &str, parent: Option<&str>, task: Option<&str>, last: Option<&str>| json!({ "id": id, "parent_id": parent, "agent": "default", "status": "idle", "task": task, "last_message": last });
-        let tree = agents_tree(&[
-            session("s_root", None, None, Some("All done.")),
-            session("s_a", Some("s_root"), Some("look at A"), None),
-            session(
-                "s_b",
-                Some("s_root"),
-                Some("look at B\nin depth"),
-                Some("B is fine"),
-            ),
-            session("s_a1", Some("s_a"), Some("deeper"), None),
-        ]);
-        assert_eq!(
-            tree,
-            "[root default (idle) s_root]\n  last: All done.\n\
-             \x20 [sub-agent default (idle) s_a: look at A]\n\
-             \x20   [sub-agent default (idle) s_a1: deeper]\n\
-             \x20 [sub-agent default (idle) s_b: look at B]\n    last: B is fine\n"
-        );
-    }
-
-    fn item(session: &str, seq: u64, status: &str) -> Value {
-        json!({ "item": { "session_id": session, "seq": seq, "status": status } })
-    }
-
-    #[test]
-    fn a_reconnect_asks_the_history_for_everything_not_seen_finished() {
-        let mut position = Position::default();
-        position.observe(
-            "snapshot",
-            &json!({
-                "conversation": { "root_session_id": "s_root" },
-                "last_seq": { "s_root": 5, "s_sub": 9 },
-                "running": [{ "items": [
-                    { "session_id": "s_root", "seq": 5, "status": "running" },
-                    { "session_id": "s_sub", "seq": 9, "status": "running" },
-                ] }],
-            }),
-        );
-        // Item 5 is still streaming: the history after 4 holds its end.
-        assert_eq!(position.resume_after(), 4);
-        position.observe("item.completed", &item("s_root", 5, "completed"));
-        assert_eq!(position.resume_after(), 5);
-        position.observe("item.started", &item("s_root", 6, "running"));
-        position.observe("item.started", &item("s_root", 7, "running"));
-        position.observe("item.completed", &item("s_root", 7, "completed"));
-        // A sub-agent's items have seqs of their own session: they do not count.
-        position.observe("item.completed", &item("s_sub", 12, "completed"));
-        assert_eq!(position.resume_after(), 5);
-        position.observe("item.completed", &item("s_root", 6, "completed"));
-        assert_eq!(position.resume_after(), 7);
-    }
 }

@@ -1,21 +1,28 @@
 //! `openvaala send`: one message from a script or an editor. It sends the message, prints the
 //! agent's reply to stdout as it streams (or, with `--json`, every event of the conversation as
 //! a JSON line), and exits with how the turn that took the message ended: 0 completed,
-//! 1 failed, 130 interrupted, 2 when the request itself was refused (a usage error).
+//! 1 failed, 130 interrupted, 2 when the request itself was refused (a usage error). A tool
+//! call that waits for approval is asked about at a terminal; otherwise `send` says how to
+//! answer it and exits 4, so a script never waits silently for an answer it cannot give.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet, VecDeque};
 use std::io::Write as _;
 
+use futures::stream::{BoxStream, Fuse};
 use futures::{Stream, StreamExt};
 use serde_json::{Value, json};
+use tokio::io::{AsyncBufReadExt, BufReader, Lines, Stdin};
 
 use super::api::{Api, ApiError, ServerEvent};
+use super::approval_prompt::{self, Asked, Console, Input};
 use crate::bus::EventId;
 
 /// Exit codes, as a shell reads them.
 pub const EXIT_COMPLETED: u8 = 0;
 pub const EXIT_FAILED: u8 = 1;
 pub const EXIT_USAGE: u8 = 2;
+/// A tool call waits for approval and nobody at this terminal can answer it.
+pub const EXIT_APPROVAL: u8 = 4;
 /// As for a command stopped by Ctrl-C (128 + SIGINT).
 pub const EXIT_INTERRUPTED: u8 = 130;
 
@@ -30,6 +37,8 @@ pub struct SendOptions {
     pub cwd: String,
     /// Every event as a JSON line instead of the reply's text.
     pub json: bool,
+    /// A person at a terminal (stdin and stderr), who can answer approvals.
+    pub interactive: bool,
 }
 
 /// What went wrong before the turn could be followed, with the exit code it earns.
@@ -44,12 +53,17 @@ pub struct SendError {
 /// The conversation id goes to stderr first, so a script can continue the conversation.
 pub async fn run(options: SendOptions) -> Result<u8, SendError> {
     let mut output = Output::new(options.json);
+    let mut approvals = Approvals {
+        api: &options.api,
+        interactive: options.interactive,
+        input: None,
+        seen: HashSet::new(),
+    };
     match &options.conversation {
         Some(id) => {
             // Follow first, then send: nothing the message starts can be missed.
             let mut events = options.api.events(id, None).await.map_err(refused)?.boxed();
             let snapshot = next_event(&mut events).await?;
-            output.event(&snapshot);
             eprintln!("conversation {id}");
             let mut body = json!({ "text": options.text });
             if let Some(mode) = &options.mode {
@@ -62,7 +76,8 @@ pub async fn run(options: SendOptions) -> Result<u8, SendError> {
                 .map_err(refused)?;
             let message_id = sent["message"]["id"].as_str().unwrap_or_default();
             let mut turn = Turn::of_message(message_id);
-            Ok(follow(events, &mut turn, &mut output).await)
+            let events = Events::new(futures::stream::iter([snapshot]).chain(events));
+            Ok(follow(events, &mut turn, &mut output, &mut approvals).await)
         }
         None => {
             let created = options
@@ -76,7 +91,7 @@ pub async fn run(options: SendOptions) -> Result<u8, SendError> {
             let id = text(&created["conversation"]["id"]).to_owned();
             let turn_id = text(&created["turn_id"]).to_owned();
             eprintln!("conversation {id}");
-            follow_new(&options.api, &id, turn_id, &mut output).await
+            follow_new(&options.api, &id, turn_id, &mut output, &mut approvals).await
         }
     }
 }
@@ -89,13 +104,14 @@ async fn follow_new(
     id: &str,
     turn_id: String,
     output: &mut Output,
+    approvals: &mut Approvals<'_>,
 ) -> Result<u8, SendError> {
     let mut turn = Turn::known(turn_id);
     let mut events = api.events(id, None).await.map_err(unreachable)?.boxed();
     let snapshot = next_event(&mut events).await?;
     if turn.running_in(&snapshot.data) {
-        let events = futures::stream::iter([snapshot]).chain(events);
-        return Ok(follow(events, &mut turn, output).await);
+        let events = Events::new(futures::stream::iter([snapshot]).chain(events));
+        return Ok(follow(events, &mut turn, output, approvals).await);
     }
     let from_start = snapshot
         .id
@@ -117,8 +133,8 @@ async fn follow_new(
             ),
         });
     }
-    let events = futures::stream::iter([first]).chain(replay);
-    Ok(follow(events, &mut turn, output).await)
+    let events = Events::new(futures::stream::iter([first]).chain(replay));
+    Ok(follow(events, &mut turn, output, approvals).await)
 }
 
 /// The turn the message went into: known from the start (a new conversation's first turn),
@@ -184,11 +200,11 @@ impl Turn {
 
 /// Prints the events of the conversation until the turn ends; returns its exit code.
 async fn follow(
-    events: impl Stream<Item = ServerEvent>,
+    mut events: Events,
     turn: &mut Turn,
     output: &mut Output,
+    approvals: &mut Approvals<'_>,
 ) -> u8 {
-    futures::pin_mut!(events);
     while let Some(event) = events.next().await {
         let event = turn.observe(event);
         output.event(&event);
@@ -212,10 +228,146 @@ async fn follow(
         if !output.json && turn.turn_id.is_some() {
             output.reply(&event, turn);
         }
+        let asked = match event.kind.as_str() {
+            "snapshot" => event.data["approvals"].as_array().cloned(),
+            "approval.requested" => Some(vec![event.data["approval"].clone()]),
+            _ => None,
+        };
+        for approval in asked.into_iter().flatten() {
+            if let Some(code) = approvals.handle(&approval, &mut events, output).await {
+                output.finish();
+                return code;
+            }
+        }
     }
     output.finish();
     eprintln!("the service ended the event stream before the turn ended");
     EXIT_FAILED
+}
+
+/// The conversation's events as `follow` reads them: those that came while a question about an
+/// approval waited for its answer first.
+struct Events {
+    stream: Fuse<BoxStream<'static, ServerEvent>>,
+    put_aside: VecDeque<ServerEvent>,
+}
+
+impl Events {
+    fn new(stream: impl Stream<Item = ServerEvent> + Send + 'static) -> Events {
+        Events {
+            stream: stream.boxed().fuse(),
+            put_aside: VecDeque::new(),
+        }
+    }
+
+    async fn next(&mut self) -> Option<ServerEvent> {
+        match self.put_aside.pop_front() {
+            Some(event) => Some(event),
+            None => self.stream.next().await,
+        }
+    }
+}
+
+/// What `send` does about approvals: asks at a terminal, else says how to answer and stops.
+struct Approvals<'a> {
+    api: &'a Api,
+    interactive: bool,
+    /// Opened at the first question (a message read from stdin has used it up before).
+    input: Option<Lines<BufReader<Stdin>>>,
+    /// Each approval is handled once, though a snapshot and a replay may both show it.
+    seen: HashSet<String>,
+}
+
+impl Approvals<'_> {
+    /// Handles an approval the stream shows; `Some(exit code)` when `send` stops here.
+    async fn handle(
+        &mut self,
+        approval: &Value,
+        events: &mut Events,
+        output: &mut Output,
+    ) -> Option<u8> {
+        if !self.seen.insert(text(&approval["id"]).to_owned()) {
+            return None;
+        }
+        if self.interactive {
+            let input = self
+                .input
+                .get_or_insert_with(|| BufReader::new(tokio::io::stdin()).lines());
+            let mut console = SendConsole { input, events };
+            if approval_prompt::ask(self.api, approval, &mut console).await == Asked::Done {
+                return None;
+            }
+            // The input ended: what was printed is how to answer it elsewhere.
+            if output.json {
+                print_request(approval);
+            }
+            return Some(EXIT_APPROVAL);
+        }
+        // A replay shows approvals that were settled later in it.
+        if !approval_prompt::waiting(self.api, approval).await.pending {
+            return None;
+        }
+        if output.json {
+            print_request(approval);
+        } else {
+            output.finish();
+            eprintln!(
+                "approval {} waits: `{}` {} (in {})",
+                text(&approval["id"]),
+                text(&approval["tool"]),
+                approval_prompt::subject_line(&approval["subject"]),
+                text(&approval["subject"]["cwd"])
+            );
+            eprintln!("{}", approval_prompt::how_to_answer(self.api, approval));
+        }
+        Some(EXIT_APPROVAL)
+    }
+}
+
+/// The approval as the JSON line a script reads before `send` exits with `EXIT_APPROVAL`.
+fn print_request(approval: &Value) {
+    let line = json!({ "type": "approval.requested", "approval": approval });
+    print_out(&format!("{line}\n"));
+}
+
+/// `send`'s terminal as an approval's question sees it: stderr (stdout is the reply), stdin,
+/// and the conversation's events (put aside in order for `follow`).
+struct SendConsole<'a> {
+    input: &'a mut Lines<BufReader<Stdin>>,
+    events: &'a mut Events,
+}
+
+impl Console for SendConsole<'_> {
+    fn show(&mut self, text: &str) {
+        let mut stderr = std::io::stderr().lock();
+        let _ = stderr.write_all(text.as_bytes());
+        let _ = stderr.flush();
+    }
+
+    async fn next(&mut self, id: &str) -> Input {
+        loop {
+            tokio::select! {
+                line = self.input.next_line() => {
+                    return match line {
+                        Ok(Some(line)) => Input::Line(line),
+                        _ => Input::NoInput,
+                    };
+                }
+                event = self.events.stream.next() => {
+                    let Some(event) = event else {
+                        return Input::Ended;
+                    };
+                    let settled = (event.kind == "approval.resolved"
+                        && event.data["approval"]["id"] == id)
+                        .then(|| event.data["approval"].clone());
+                    self.events.put_aside.push_back(event);
+                    if let Some(approval) = settled {
+                        return Input::Settled(approval);
+                    }
+                }
+            }
+        }
+    }
 }
 
 /// Where the reply goes: the agent's text as it streams, or every event as a JSON line.

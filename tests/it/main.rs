@@ -5,6 +5,7 @@ mod harness;
 mod support;
 
 mod agent_limit;
+mod approval_cli;
 mod approvals;
 mod bad_input;
 mod big_messages;
