@@ -156,7 +156,7 @@ test('live regions: only status lines and finished messages; streamed text is ne
       [...document.querySelectorAll('[aria-live], [role="status"], [role="alert"], [role="log"]')].map((n) => n.id || n.className),
     );
     for (const region of regions) {
-      assert.match(region, /^(announcer|running-indicator|list-connection|line .*|banner .*)$/, `unexpected live region: ${region}`);
+      assert.match(region, /^(announcer|running-indicator|list-connection|line .*|banner .*|approval-error)$/, `unexpected live region: ${region}`);
     }
     gate.release();
     await page.locator('#items .item.agent-message.status-completed', { hasText: 'one after another' }).waitFor();

@@ -1,12 +1,15 @@
 // The Agents tab: the conversation's agents as a tree (the main agent, then the sub-agents it and
-// they spawned), each with its status, agent, model, task and last message. One can be opened
-// (its history streams in the timeline), messaged or interrupted. With no sub-agents the tab says
-// so plainly.
+// they spawned), each with its status, agent, model, task and last message, and whether it waits
+// for the user's approval (what it asks to run). One can be opened (its history streams in the
+// timeline, where its approval card is), messaged or interrupted. With no sub-agents the tab
+// says so plainly.
 
 import { api } from './api.js';
 import { $, el, enc } from './dom.js';
 import { renderMarkdown } from './markdown.js';
-import { state } from './state.js';
+import { pendingApprovals, state } from './state.js';
+import { toolTitle } from './toolcards.js';
+import { focusApproval } from './approvals.js';
 import { interruptSession } from './actions.js';
 import { renderTabs } from './header.js';
 
@@ -38,6 +41,34 @@ function openSession(sessionId, focusComposer) {
   if (focusComposer) $('message').focus();
 }
 
+// What the agent waits for the user to allow: each call, and the way to its card.
+function waitingApprovals(session, approvals) {
+  if (!approvals.length) return null;
+  return el(
+    'div',
+    { class: 'agent-approvals' },
+    approvals.map((approval) => {
+      const subject = approval.subject || {};
+      const what = subject.command !== undefined && subject.command !== null ? `$ ${subject.command}` : subject.path || JSON.stringify(subject.arguments || {});
+      return el(
+        'div',
+        { class: 'agent-approval', 'data-approval': approval.id },
+        el('span', {}, approval.escalate ? `Asks to run outside the sandbox (${toolTitle(approval.tool)}): ` : `Asks to run (${toolTitle(approval.tool)}): `),
+        el('code', {}, what),
+        el('button', {
+          type: 'button',
+          text: 'Answer',
+          title: 'Show its approval card in its history',
+          onclick: () => {
+            openSession(session.id, false);
+            focusApproval(approval.id);
+          },
+        }),
+      );
+    }),
+  );
+}
+
 // The last message as the agent wrote it (Markdown), cut to a few lines.
 function lastMessage(text) {
   const body = el('div', { class: 'md agent-last-text' });
@@ -51,6 +82,7 @@ export function renderAgents() {
   const rows = treeOrder(state.sessions).map(({ session, depth }) => {
     const root = !session.parent_id;
     const status = session.status || 'idle';
+    const approvals = pendingApprovals((a) => state.conv && a.conversation_id === state.conv.id && a.session_id === session.id);
     return el(
       'li',
       { class: `agent-row status-${status}${session.id === state.sessionId ? ' selected' : ''}`, 'data-session': session.id, 'data-depth': Math.min(depth, 4) },
@@ -59,6 +91,7 @@ export function renderAgents() {
         { class: 'agent-head' },
         el('strong', { class: 'agent-name' }, root ? `${session.agent} (main agent)` : session.agent),
         el('span', { class: `badge session-${status}` }, STATUS_TEXT[status] || status),
+        approvals.length ? el('span', { class: 'badge session-approval' }, 'waits for your approval') : null,
         el('span', { class: 'muted' }, `model ${session.model}`),
         el('span', { class: 'spacer' }),
         !root && status === 'running'
@@ -68,6 +101,7 @@ export function renderAgents() {
         el('button', { type: 'button', text: root ? 'Open conversation' : 'Open', onclick: () => openSession(session.id, false) }),
       ),
       session.task ? el('div', { class: 'agent-task' }, el('span', { class: 'muted' }, 'Task: '), session.task) : null,
+      waitingApprovals(session, approvals),
       session.last_message ? lastMessage(session.last_message) : null,
     );
   });

@@ -17,11 +17,14 @@ let token = sessionStorage.getItem(TOKEN_KEY);
   }
 }
 
+// `body`: the whole error answer, for errors that carry more than the message (a 409
+// `already_decided` carries the approval's outcome).
 export class ApiError extends Error {
-  constructor(status, code, message) {
+  constructor(status, code, message, body) {
     super(message);
     this.status = status;
     this.code = code;
+    this.body = body || null;
   }
 }
 
@@ -58,6 +61,7 @@ export async function api(method, path, body, extraHeaders) {
       response.status,
       (error && error.code) || `http_${response.status}`,
       (error && error.message) || `${response.status} ${response.statusText}`,
+      data,
     );
   }
   apiEvents.dispatchEvent(new CustomEvent('success', { detail: { method, path } }));

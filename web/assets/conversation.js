@@ -1,7 +1,7 @@
 // One open conversation: GET it (which says clearly when it cannot open), then follow its event
 // stream. A snapshot (the first event, and again after a reconnect that missed too much)
-// replaces everything: the stored history comes from /items, the running turn's items from the
-// snapshot, and events that arrive meanwhile wait in `state.queued`.
+// replaces everything: the stored history comes from /items, the running turn's items and the
+// pending approvals from the snapshot, and events that arrive meanwhile wait in `state.queued`.
 
 import { api, ApiError, streamUrl } from './api.js';
 import { $, el, enc } from './dom.js';
@@ -21,9 +21,12 @@ import {
   resetTimeline,
   retireRetryButtons,
   showPlaceholder,
+  setToolStatus,
   showTurnEnd,
   upsertItem,
 } from './timeline.js';
+import { resolveApprovalCard, showApproval } from './approvals.js';
+import { noteConversationApprovals, noteRequested, noteResolved } from './approvallist.js';
 import { addLine, clearRetry, removeLines, setConnection, showRetry } from './statuslines.js';
 import { scrollToBottom } from './scroll.js';
 
@@ -44,6 +47,8 @@ const EVENTS = [
   'compaction.started',
   'compaction.completed',
   'compaction.failed',
+  'approval.requested',
+  'approval.resolved',
 ];
 
 export function closeConversation() {
@@ -258,6 +263,9 @@ async function applySnapshot(snapshot, gen) {
     if (state.conv.status === 'running') retireRetryButtons();
   }
   if (snapshot.compacting && sessionId === state.conv.root_session_id) addLine('muted compaction', 'Compressing the context (manual)…');
+  const approvals = snapshot.approvals || [];
+  noteConversationApprovals(state.conv.id, approvals);
+  for (const approval of approvals) showApproval(approval, false);
   recoverLost(hasItem);
   const queued = state.queued;
   state.queued = [];
@@ -266,6 +274,14 @@ async function applySnapshot(snapshot, gen) {
   for (const [type, data] of queued) applyEvent(type, data);
   render();
   scrollToBottom();
+}
+
+// An approval was settled (the stream says so, or this page's answer did first): the call runs
+// again, as far as the page shows, and its card closes to the outcome.
+function settleApproval(approval) {
+  noteResolved(approval);
+  if (viewing(approval.session_id)) setToolStatus(approval.item_id, 'running');
+  resolveApprovalCard(approval, true);
 }
 
 function hasAnyItemOf(items, turnId) {
@@ -354,12 +370,25 @@ function applyEvent(type, data) {
         addLine('error', `Compressing the context failed: ${data.error}`);
       }
       break;
+    case 'approval.requested':
+      noteRequested(data.approval);
+      if (viewing(data.approval.session_id)) setToolStatus(data.approval.item_id, 'waiting_approval');
+      showApproval(data.approval, true);
+      break;
+    case 'approval.resolved':
+      settleApproval(data.approval);
+      break;
     default:
       break;
   }
 }
 
 document.addEventListener('show-session', (event) => showSession(event.detail));
+document.addEventListener('approval-resolved', (event) => {
+  const approval = event.detail;
+  if (state.conv && state.conv.id === approval.conversation_id && state.historyShown && !state.loadingItems) settleApproval(approval);
+  else noteResolved(approval);
+});
 document.addEventListener('conversation-changed', (event) => {
   if (state.conv && state.conv.id === event.detail.id) {
     state.conv = event.detail;

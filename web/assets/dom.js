@@ -19,7 +19,7 @@ export function el(tag, attrs, ...children) {
     else if (key in node && key !== 'list' && !key.includes('-')) node[key] = value;
     else node.setAttribute(key, value === true ? '' : value);
   }
-  for (const child of children.flat()) {
+  for (const child of children.flat(Infinity)) {
     if (child === null || child === undefined || child === false) continue;
     node.append(child instanceof Node ? child : document.createTextNode(String(child)));
   }
@@ -74,6 +74,25 @@ export function formatCount(n) {
 
 export function plural(n, one, many) {
   return `${formatCount(n)} ${n === 1 ? one : many || `${one}s`}`;
+}
+
+// Who answered an approval or made a rule, as the service heard it (the client's User-Agent):
+// a browser by its name, any other client as it names itself.
+export function clientName(userAgent) {
+  const ua = String(userAgent || '');
+  if (/^Mozilla\//.test(ua)) {
+    const browser = /\bEdg\//.test(ua)
+      ? 'Edge'
+      : /\bFirefox\//.test(ua)
+        ? 'Firefox'
+        : /Chrome\//.test(ua)
+          ? 'Chrome'
+          : /\bSafari\//.test(ua)
+            ? 'Safari'
+            : null;
+    if (browser) return browser;
+  }
+  return ua.length > 60 ? `${ua.slice(0, 60)}…` : ua || 'unknown client';
 }
 
 export function formatBytes(n) {

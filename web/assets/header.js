@@ -45,6 +45,12 @@ export function renderHeader() {
   const actions = $('conversation-actions');
   $('header-menu').hidden = !(view === 'conversation' && state.conv);
   actions.hidden = $('header-menu').hidden;
+  if (view === 'rules') {
+    $('conversation-title').textContent = 'Remembered rules';
+    $('conversation-meta').replaceChildren(el('span', {}, 'Kept from answers to approvals'));
+    document.title = 'Remembered rules — OpenVaala';
+    return;
+  }
   if (view === 'new') {
     $('conversation-title').textContent = 'New conversation';
     $('conversation-meta').replaceChildren(el('span', {}, 'Nothing is stored until you send the first message.'));

@@ -1,7 +1,7 @@
 // The web UI's entry: a plain client of the public HTTP + SSE API (described by
 // /api/openapi.json), in native ES modules with no build step. It wires the page, routes
-// (#/c/<id> opens a conversation; anything else is the message box of a new one, ready to type
-// in) and holds the global keys: Esc interrupts a running turn, Ctrl+Shift+O (⌘⇧O) starts a
+// (#/c/<id> opens a conversation, #/rules the remembered rules; anything else is the message box
+// of a new one, ready to type in) and holds the global keys: Esc interrupts a running turn, Ctrl+Shift+O (⌘⇧O) starts a
 // new conversation.
 
 import { api } from './api.js';
@@ -17,6 +17,8 @@ import { refreshSessions } from './agents.js';
 import { interruptSession } from './actions.js';
 import { watchTimeline } from './scroll.js';
 import { render } from './view.js';
+import { followApprovals, loadApprovals } from './approvallist.js';
+import { followRules, openRules } from './rules.js';
 
 // The hash last routed: navigate() routes at once, and the 'hashchange' that follows must not
 // open the view a second time (it would move what was typed meanwhile).
@@ -29,7 +31,11 @@ function route() {
   document.body.classList.remove('sidebar-open');
   closeMenu(false);
   const id = routeConversationId();
-  if (id) {
+  if (location.hash === '#/rules') {
+    closeConversation();
+    clearNoticesExcept('rules');
+    openRules();
+  } else if (id) {
     if (!state.conv || state.conv.id !== id || state.view !== 'conversation') openConversation(id);
   } else {
     openNew();
@@ -135,7 +141,10 @@ async function loadModels() {
 
 wire();
 watchTimeline();
-openListStream();
+const listStream = openListStream();
+followApprovals(listStream);
+followRules(listStream);
+loadApprovals();
 loadModels();
 route();
 // If the list stream cannot connect, still show the list.

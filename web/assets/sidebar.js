@@ -1,14 +1,15 @@
 // The sidebar: the list of conversations (search, active or archived), kept live by the
 // list-level stream `/api/events`. Each row is one tab stop (its link); its actions (rename,
 // archive, delete) are in a menu opened by the "⋯" button or Shift+F10, so showing them never
-// moves the rows. A row says when its conversation is working, or when its last turn failed or
-// was interrupted.
+// moves the rows. A row says when its conversation waits for an approval (approvallist.js keeps
+// which do), when it is working, or when its last turn failed or was interrupted. A link under
+// the list leads to the remembered rules.
 
 import { api, ApiError, streamUrl } from './api.js';
 import { $, el, enc, relTime } from './dom.js';
 import { clearErrors, showError } from './banners.js';
 import { closeMenu, isMenuOpen, openMenu } from './menu.js';
-import { navigate, routeConversationId, state } from './state.js';
+import { navigate, pendingApprovals, routeConversationId, state } from './state.js';
 
 let renderWaiting = false; // a render put off while a row's menu is open
 
@@ -109,6 +110,18 @@ export function renderList() {
   }
 }
 
+// A tool call waits for the user's answer: the row says so in words (part of the link's name),
+// instead of "working".
+function approvalMark(waiting) {
+  if (!waiting) return null;
+  return el(
+    'span',
+    { class: 'row-badge awaiting', title: 'A tool call waits for your answer: open the conversation to allow or deny it' },
+    el('span', { class: 'approval-dot', 'aria-hidden': 'true' }),
+    waiting === 1 ? 'approval needed' : `${waiting} approvals needed`,
+  );
+}
+
 // How the conversation's last turn ended, when that needs the reader's attention.
 function turnMark(conversation) {
   if (conversation.status === 'running') return el('span', { class: 'row-badge running' }, el('span', { class: 'status-dot' }), 'working');
@@ -121,7 +134,9 @@ function turnMark(conversation) {
 function listRow(conversation, selected) {
   const id = conversation.id;
   const classes = ['conv'];
+  const waiting = pendingApprovals((approval) => approval.conversation_id === id).length;
   if (selected) classes.push('selected');
+  if (waiting) classes.push('awaiting-approval');
   if (conversation.status === 'running') classes.push('running');
   else if (conversation.last_turn && conversation.last_turn.status !== 'completed') classes.push(conversation.last_turn.status);
   if (state.list.renaming === id) {
@@ -171,7 +186,7 @@ function listRow(conversation, selected) {
       onkeydown: (event) => rowKeys(event, conversation, menuButton, link),
     },
     el('span', { class: 'conv-title' }, title),
-    el('span', { class: 'conv-meta' }, turnMark(conversation), el('span', { class: 'conv-when' }, relTime(conversation.updated_at), ` · ${cwdName}`)),
+    el('span', { class: 'conv-meta' }, approvalMark(waiting) || turnMark(conversation), el('span', { class: 'conv-when' }, relTime(conversation.updated_at), ` · ${cwdName}`)),
   );
   return el('li', { class: classes.join(' '), 'data-id': id }, link, menuButton);
 }
@@ -278,6 +293,7 @@ async function deleteConversation(conversation) {
 
 // ------------------------------------------------------------------------------------------------
 
+// Returns the stream, for the modules that follow more of its events (approvallist.js).
 export function openListStream() {
   const stream = new EventSource(streamUrl('/api/events'));
   const status = $('list-connection');
@@ -295,6 +311,7 @@ export function openListStream() {
   stream.addEventListener('conversation.created', (event) => upsertListed(JSON.parse(event.data).conversation));
   stream.addEventListener('conversation.updated', (event) => upsertListed(JSON.parse(event.data).conversation));
   stream.addEventListener('conversation.deleted', (event) => removeListed(JSON.parse(event.data).conversation_id));
+  return stream;
 }
 
 export function wireSidebar() {

@@ -13,7 +13,7 @@ export const state = {
     renameValue: '',
     loaded: false,
   },
-  view: 'new', // 'new' (the composer of a new conversation, also the landing page) | 'conversation' | 'blocked'
+  view: 'new', // 'new' (the composer of a new conversation, also the landing page) | 'conversation' | 'blocked' | 'rules'
   gen: 0, // bumped whenever the open conversation changes: late answers for an old one are dropped
   conv: null,
   sessions: [],
@@ -32,6 +32,8 @@ export const state = {
   newCwd: '',
   titles: new Map(), // conversation id → title, for "forked from" links
   arrival: null, // { id, kind, source } after a fork or rewind: the copy's notice, shown once it opens
+  approvals: new Map(), // approval id → an approval waiting for an answer, in any conversation
+  settledApprovals: new Set(), // ids seen settled: a late list must not bring them back
 };
 
 // The conversation the address names (#/c/<id>), if any.
@@ -69,4 +71,9 @@ export function isRunning() {
 export function sessionLabel(sessionId) {
   const session = state.sessions.find((s) => s.id === sessionId);
   return session ? `“${session.agent}”` : sessionId || '';
+}
+
+// The approvals waiting for an answer that `match` picks, oldest first.
+export function pendingApprovals(match) {
+  return [...state.approvals.values()].filter(match).sort((a, b) => (a.created_at < b.created_at ? -1 : 1));
 }

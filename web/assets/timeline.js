@@ -15,6 +15,7 @@ import { resendTurn, rewind } from './actions.js';
 import { forgetFileContents, knownContent, noteFileContent } from './filecontents.js';
 import { clearStatusLines } from './statuslines.js';
 import { resetScroll } from './scroll.js';
+import { placeApprovalCard, resetApprovalCards } from './approvals.js';
 
 const entries = new Map(); // item id → { item, node, view, shownMs }
 const turnEnds = new Map(); // turn id → the block that says how a turn ended
@@ -27,6 +28,7 @@ export function resetTimeline() {
   lastShownMs = 0;
   clearStatusLines();
   $('items').replaceChildren();
+  resetApprovalCards();
   resetScroll();
 }
 
@@ -89,6 +91,7 @@ export function upsertItem(item, live) {
     if (lastEnd) container.append(lastEnd);
   }
   entries.set(item.id, entry);
+  if (item.kind === 'tool_call') placeApprovalCard(item.id);
   if (next) refreshTimes();
   if (item.kind === 'tool_call') showOutputEnd(entry.node);
   if (entry.view && live && item.status !== 'running') {
@@ -114,6 +117,15 @@ export function applyDelta(delta) {
     }
   }
   // Following the growth is the ResizeObserver's job (once a frame), not every delta's.
+}
+
+// An approval changes a tool call's status with no item event of its own: it waits while it
+// asks, and runs again once answered (what a snapshot would say).
+export function setToolStatus(itemId, status) {
+  const entry = entries.get(itemId);
+  if (!entry || entry.item.kind !== 'tool_call' || entry.item.status === status) return;
+  if (entry.item.status !== 'running' && entry.item.status !== 'waiting_approval') return;
+  upsertItem({ ...entry.item, status }, false);
 }
 
 // A compaction's summary now stands for what it covers, and for any older summary.
@@ -346,7 +358,9 @@ export function showTurnEnd(turnId, status, error) {
       : null,
   );
   turnEnds.set(turnId, block);
-  const last = [...$('items').children].filter((node) => items.some((item) => item.id === node.dataset.id)).pop();
+  let last = [...$('items').children].filter((node) => items.some((item) => item.id === node.dataset.id)).pop();
+  // A call's approval card stays with its call, above the end.
+  while (last && last.nextElementSibling && last.nextElementSibling.classList.contains('approval')) last = last.nextElementSibling;
   if (last) last.after(block);
   else $('items').append(block);
 }

@@ -1,7 +1,7 @@
 // Tool calls as cards people read: a shell call shows its command and its live output; the file
 // tools show their path and a summary, a write shows what it changed (a line diff against the
 // file as this conversation last saw it). Each card says whether the tool ran, failed (with its
-// exit code) or was interrupted. Long output is collapsed, with "Show all".
+// exit code), was interrupted or waits for approval. Long output is collapsed, with "Show all".
 
 import { diffLines } from '/vendor/diff/diff/line.js';
 import { el, formatBytes, lineCount, plural } from './dom.js';
@@ -23,6 +23,10 @@ const TITLES = {
   list_agents: 'List sub-agents',
 };
 
+export function toolTitle(name) {
+  return TITLES[name] || name;
+}
+
 // `context.time`: the card's time element; `context.knownContent(path, seq)`: what the file
 // held before this call, as far as the conversation shows (null when unknown);
 // `context.previous`: the card this one replaces, if any.
@@ -33,7 +37,7 @@ export function renderToolCall(item, classes, context) {
   const head = el(
     'div',
     { class: 'tool-head' },
-    el('span', { class: 'tool-name' }, TITLES[name] || name),
+    el('span', { class: 'tool-name' }, toolTitle(name)),
     subject(name, args),
     el('span', { class: `tool-state state-${state.kind}` }, state.kind === 'running' ? el('span', { class: 'spinner' }) : null, state.label),
     context.time,
@@ -72,6 +76,7 @@ export function appendToolOutput(card, delta) {
 function toolState(item) {
   const exit = item.exit_code;
   if (item.status === 'running') return { kind: 'running', label: 'running' };
+  if (item.status === 'waiting_approval') return { kind: 'waiting', label: 'waiting for approval' };
   if (item.status === 'interrupted') return { kind: 'interrupted', label: 'interrupted' };
   if (exit !== null && exit !== undefined && exit !== 0) return { kind: 'failed', label: `failed · exit ${exit}` };
   if (item.status === 'failed') return { kind: 'failed', label: 'failed' };
@@ -118,7 +123,7 @@ function subject(name, args) {
 
 function outputSummary(item, args) {
   const output = item.output || '';
-  if (item.status === 'running') return null;
+  if (item.status === 'running' || item.status === 'waiting_approval') return null;
   if (item.status === 'failed' || item.status === 'interrupted') {
     if (item.name === 'shell' || !output) return null;
     return el('span', { class: 'tool-error' }, output.split('\n')[0]);

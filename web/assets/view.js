@@ -1,6 +1,6 @@
 // What the main area shows for the current view: the new-conversation composer (also the
-// landing page), a conversation (its timeline or its Agents tab), or why a conversation cannot
-// open. Each part renders itself from the state; this only decides which parts are visible, and
+// landing page), a conversation (its timeline or its Agents tab), why a conversation cannot
+// open, or the remembered rules. Each part renders itself from the state; this only decides which parts are visible, and
 // says what the view is doing in attributes of #main (renderViewState).
 
 import { $ } from './dom.js';
@@ -17,6 +17,9 @@ export function render() {
   const showAgents = inConversation && state.tab === 'agents';
   $('intro').hidden = view !== 'new';
   $('blocked').hidden = view !== 'blocked';
+  $('rules-view').hidden = view !== 'rules';
+  if (view === 'rules') $('rules-link').setAttribute('aria-current', 'page');
+  else $('rules-link').removeAttribute('aria-current');
   $('conversation-panel').hidden = !(view === 'new' || (inConversation && !showAgents));
   $('timeline').hidden = !inConversation;
   $('agents').hidden = !showAgents;
@@ -34,7 +37,7 @@ export function render() {
 }
 
 // What the view is doing, for tests and tools that must know it without reading the words on
-// the page. data-view is the view shown: "new", "conversation" or "blocked". In a conversation,
+// the page. data-view is the view shown: "new", "conversation", "blocked" or "rules". In a conversation,
 // data-state is "loading" until the conversation and its history are on the page (and again
 // while a fresh snapshot replaces them), then "running" while the session shown works (the
 // composer says the agent is working) and "idle" when it does not. Called wherever the page

@@ -1,0 +1,370 @@
+// Approvals in the web UI, with the demo model and an agent whose shell calls ask first: a card
+// at the tool call says what would run, where and why, and is answered with the keyboard; every
+// page sees it close when one answers; a second answer shows the first one's outcome (409); a
+// denial tells the agent why, an interrupt cancels; a rule that does not match the call is
+// refused next to the buttons; "Always allow" keeps a rule the rules view lists and deletes; an
+// escalation offers only Allow once and Deny; the sidebar marks a conversation that waits, and
+// the Agents tab the agent (a sub-agent's card also waits under the main timeline).
+'use strict';
+
+const { test } = require('node:test');
+const assert = require('node:assert/strict');
+const fs = require('node:fs');
+const path = require('node:path');
+const { TEST_TIMEOUT, WAIT_MS, checkAxe, screenshot, startConversation, waitIdle, withUi } = require('./harness');
+
+const ASKS = `
+[agents.default]
+description = "an agent whose shell calls ask first"
+model = "demo"
+[agents.default.permissions]
+shell = "ask"
+`;
+
+const ALL_ANSWERS = ['Allow once', 'Allow in this conversation', 'Always allow', 'Deny'];
+
+const focused = (page) =>
+  page.evaluate(() => {
+    const node = document.activeElement;
+    if (!node) return null;
+    return node.tagName === 'INPUT' ? node.className : node.textContent.trim() || node.id;
+  });
+
+// The card of the conversation's pending approval (one at a time in these tests).
+const pendingCard = (page) => page.locator('#items .approval.asking');
+
+async function buttons(card) {
+  return card.locator('button').allTextContents();
+}
+
+// A second page on the same conversation; its errors fail the test like the first page's
+// (`allowed`: the console errors expected).
+async function secondPage(context, base, id, errors, prepare, allowed = []) {
+  const other = await context.newPage();
+  other.setDefaultTimeout(WAIT_MS);
+  other.on('pageerror', (error) => errors.push(`second page error: ${error.message}`));
+  other.on('console', (message) => {
+    if (message.type() === 'error' && !allowed.some((pattern) => pattern.test(message.text()))) {
+      errors.push(`second page console error: ${message.text()}`);
+    }
+  });
+  if (prepare) await prepare(other);
+  await other.goto(`${base}/#/c/${encodeURIComponent(id)}`);
+  return other;
+}
+
+// Lets the test hold back the approval events a page's streams deliver (window.__holdApprovals),
+// so that page can answer after another page did without having heard of it: a test's view of
+// a slow network, set up before the page's own scripts run.
+function holdableApprovalEvents(page) {
+  return page.addInitScript(() => {
+    const Native = window.EventSource;
+    window.__holdApprovals = false;
+    window.EventSource = class extends Native {
+      addEventListener(type, listener, options) {
+        const held = (event) => {
+          if (window.__holdApprovals && type.startsWith('approval.')) return;
+          listener.call(this, event);
+        };
+        return super.addEventListener(type, held, options);
+      }
+    };
+  });
+}
+
+async function post(server, apiPath, body) {
+  const response = await fetch(`${server.base}${apiPath}`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json', 'user-agent': 'approvals-test-client' },
+    body: JSON.stringify(body),
+  });
+  return { status: response.status, body: await response.json() };
+}
+
+test('a card asks before the command runs; Allow once with the keyboard runs it, and a second page sees the card close', { timeout: TEST_TIMEOUT }, () =>
+  withUi({ config: ASKS }, async ({ page, server, context }) => {
+    const errors = [];
+    const id = await startConversation(page, '/shell touch ran.txt');
+    const card = pendingCard(page);
+    await card.waitFor();
+
+    // It sits right after its tool call, which waits.
+    assert.equal(await page.locator('#items .item.tool-call.tool-shell + .approval.asking').count(), 1);
+    await page.locator('#items .item.tool-call .tool-state.state-waiting', { hasText: 'waiting for approval' }).waitFor();
+    // What would run, where, and why it asks.
+    assert.equal(await card.getAttribute('role'), 'group');
+    assert.equal(await card.getAttribute('aria-label'), 'Approval needed: Shell $ touch ran.txt');
+    assert.equal(await card.locator('.approval-subject').textContent(), 'touch ran.txt');
+    assert.equal(await card.locator('.approval-cwd').textContent(), server().cwd);
+    assert.match(await card.locator('.approval-reason').textContent(), /agents\.default\.permissions\.shell/);
+    assert.deepEqual(await buttons(card), ALL_ANSWERS);
+    assert.equal(await card.locator('input.approval-rule').inputValue(), 'touch*');
+    assert.equal(await card.getByLabel('Rule', { exact: true }).count(), 1);
+    assert.equal(await card.getByLabel('Message', { exact: true }).count(), 1);
+    assert.equal(fs.existsSync(path.join(server().cwd, 'ran.txt')), false, 'nothing runs before the answer');
+    // A screen reader hears of it; the sidebar marks the conversation.
+    await page.waitForFunction(() => document.getElementById('announcer').textContent.includes('asks for your approval: Shell $ touch ran.txt'));
+    const mark = page.locator(`#conversation-list li[data-id="${id}"] .row-badge.awaiting`);
+    await mark.waitFor();
+    assert.equal(await mark.textContent(), 'approval needed');
+    await checkAxe(page, 'an approval card');
+    await screenshot(page, 'approval-card');
+
+    const other = await secondPage(context, server().base, id, errors);
+    const otherCard = pendingCard(other);
+    await otherCard.waitFor();
+    await other.locator(`#conversation-list li[data-id="${id}"] .row-badge.awaiting`).waitFor();
+
+    // The keyboard: from the message box backwards through the card, in reading order, each stop
+    // with a visible focus.
+    assert.equal(await page.evaluate(() => document.activeElement.id), 'message');
+    const stops = [];
+    for (let i = 0; i < 6; i++) {
+      await page.keyboard.press('Shift+Tab');
+      stops.push(await focused(page));
+      assert.ok(
+        await page.evaluate(() => document.activeElement.matches(':focus-visible') && getComputedStyle(document.activeElement).outlineStyle !== 'none'),
+        `a visible focus on ${stops[i]}`,
+      );
+    }
+    assert.deepEqual(stops, ['Deny', 'approval-message', 'Always allow', 'Allow in this conversation', 'approval-rule', 'Allow once']);
+    await page.keyboard.press('Enter');
+
+    // Closed to one line on both pages; the focus stays on the card's line.
+    const settled = page.locator('#items .approval.settled[data-status="allowed"]');
+    await settled.waitFor();
+    assert.equal(await settled.locator('.approval-outcome').textContent(), 'Allowed once by Chrome · $ touch ran.txt');
+    assert.equal(await page.evaluate(() => document.activeElement.classList.contains('approval-outcome')), true);
+    await other.locator('#items .approval.settled .approval-outcome', { hasText: 'Allowed once by Chrome' }).waitFor();
+    assert.equal(await otherCard.count(), 0);
+
+    // The command ran, and the marks are gone.
+    await page.locator('#items .item.tool-call .tool-state.state-ran', { hasText: 'ran · exit 0' }).waitFor();
+    assert.equal(fs.existsSync(path.join(server().cwd, 'ran.txt')), true);
+    await mark.waitFor({ state: 'detached' });
+    await other.locator('#conversation-list .row-badge.awaiting').waitFor({ state: 'detached' });
+    await waitIdle(page);
+    await other.close();
+    assert.deepEqual(errors, []);
+  }));
+
+test('an answer that comes second shows the outcome of the first (409)', { timeout: TEST_TIMEOUT }, () =>
+  withUi({ config: ASKS }, async ({ page, server, context }) => {
+    const errors = [];
+    const id = await startConversation(page, '/shell touch first.txt');
+    await pendingCard(page).waitFor();
+    // Chrome logs the refused answer.
+    const late = await secondPage(context, server().base, id, errors, holdableApprovalEvents, [/status of 409 \(Conflict\)/]);
+    await pendingCard(late).waitFor();
+    // The late page hears nothing of the first answer, so it still offers its own.
+    await late.evaluate(() => (window.__holdApprovals = true));
+    await pendingCard(page).locator('button', { hasText: 'Allow once' }).click();
+    await page.locator('#items .approval.settled[data-status="allowed"]').waitFor();
+    assert.equal(await pendingCard(late).count(), 1);
+    await pendingCard(late).locator('button', { hasText: 'Deny' }).click();
+    const outcome = late.locator('#items .approval.settled[data-status="allowed"] .approval-outcome');
+    await outcome.waitFor();
+    assert.equal(await outcome.textContent(), 'Allowed once by Chrome · $ touch first.txt');
+    // Its own mark is cleared by that answer too (the list's event was held as well).
+    await late.locator('#conversation-list .row-badge.awaiting').waitFor({ state: 'detached' });
+    await page.locator('#items .item.tool-call .tool-state.state-ran').waitFor();
+    assert.equal(fs.existsSync(path.join(server().cwd, 'first.txt')), true);
+    await late.close();
+    assert.deepEqual(errors, []);
+  }));
+
+test('Deny with a message: the call never runs and the agent is told why; an interrupt cancels', { timeout: TEST_TIMEOUT }, () =>
+  withUi({ config: ASKS }, async ({ page, server }) => {
+    await startConversation(page, '/shell touch denied.txt');
+    const card = pendingCard(page);
+    await card.waitFor();
+    await card.getByLabel('Message', { exact: true }).focus();
+    await page.keyboard.type('use the make target instead');
+    // Tab to Deny, and Space presses it.
+    await page.keyboard.press('Tab');
+    assert.equal(await focused(page), 'Deny');
+    await page.keyboard.press('Space');
+
+    const outcome = page.locator('#items .approval.settled[data-status="denied"] .approval-outcome');
+    await outcome.waitFor();
+    assert.equal(await outcome.textContent(), 'Denied by Chrome: “use the make target instead” · $ touch denied.txt');
+    const tool = page.locator('#items .item.tool-call.tool-shell');
+    await tool.locator('.tool-state.state-failed').waitFor();
+    assert.equal(await tool.locator('pre.output').textContent(), 'Not run: the user denied this call: use the make target instead');
+    await waitIdle(page);
+    assert.equal(fs.existsSync(path.join(server().cwd, 'denied.txt')), false);
+
+    // An interrupt (Esc in the message box) cancels the next one: its card says so.
+    await page.fill('#message', '/shell touch never.txt');
+    await page.press('#message', 'Enter');
+    await pendingCard(page).waitFor();
+    await page.keyboard.press('Escape');
+    const cancelled = page.locator('#items .approval.settled[data-status="cancelled"] .approval-outcome');
+    await cancelled.waitFor();
+    assert.equal(await cancelled.textContent(), 'Cancelled: the turn ended before an answer · $ touch never.txt');
+    await waitIdle(page);
+    assert.equal(fs.existsSync(path.join(server().cwd, 'never.txt')), false);
+  }));
+
+test('a rule that does not match is refused next to the buttons; Always allow keeps a rule the rules view lists and deletes', { timeout: TEST_TIMEOUT }, () =>
+  // Chrome logs the refused answer.
+  withUi({ config: ASKS, allowConsole: [/status of 400 \(Bad Request\)/] }, async ({ page, server }) => {
+    const id = await startConversation(page, '/shell touch kept.txt');
+    const card = pendingCard(page);
+    await card.waitFor();
+    const rule = card.getByLabel('Rule', { exact: true });
+    await rule.fill('rm *');
+    await card.locator('button', { hasText: 'Always allow' }).click();
+    const error = card.locator('.approval-error');
+    await error.filter({ hasText: 'does not match this call' }).waitFor();
+    assert.equal(await error.getAttribute('role'), 'alert');
+    assert.equal(await card.getAttribute('data-status'), 'pending');
+
+    await rule.fill('touch kept*');
+    await card.locator('button', { hasText: 'Always allow' }).click();
+    const outcome = page.locator('#items .approval.settled[data-status="allowed"] .approval-outcome');
+    await outcome.waitFor();
+    assert.equal(await outcome.textContent(), 'Always allowed by Chrome (rule “touch kept*”) · $ touch kept.txt');
+    await page.locator('#items .item.tool-call .tool-state.state-ran').waitFor();
+    await waitIdle(page);
+
+    // The rules view, from the sidebar.
+    await page.click('#rules-link');
+    await page.waitForURL(/#\/rules$/);
+    await page.locator('#rules-view[data-state="loaded"]').waitFor();
+    assert.equal(await page.getAttribute('#main', 'data-view'), 'rules');
+    assert.equal(await page.textContent('#conversation-title'), 'Remembered rules');
+    assert.equal(await page.getAttribute('#rules-link', 'aria-current'), 'page');
+    const rows = page.locator('#rules-body tr');
+    assert.equal(await rows.count(), 1);
+    const row = rows.first();
+    assert.equal(await row.locator('.rule-tool').textContent(), 'Shell');
+    assert.equal(await row.locator('.rule-pattern').textContent(), 'touch kept*');
+    assert.equal(await row.locator('.rule-scope').textContent(), `Agent “default” in ${server().cwd}, every conversation`);
+    assert.equal(await row.locator('.rule-by').textContent(), 'Chrome');
+    assert.equal(await row.locator('.rule-when').textContent(), 'just now');
+    await checkAxe(page, 'the rules view');
+    await screenshot(page, 'rules-view');
+
+    // Deleted with the keyboard: gone here and on the service.
+    await row.locator('button', { hasText: 'Delete' }).focus();
+    assert.equal(await focused(page), 'Delete');
+    await page.keyboard.press('Enter');
+    await rows.first().waitFor({ state: 'detached' });
+    assert.match(await page.textContent('#rules-status'), /^No rules are kept/);
+    assert.equal(await page.locator('#rules-table').isVisible(), false);
+    const left = await (await fetch(`${server().base}/api/rules`)).json();
+    assert.deepEqual(left.rules, []);
+
+    // Back to the conversation, from the list.
+    await page.locator(`#conversation-list li[data-id="${id}"] a.conv-link`).click();
+    await waitIdle(page);
+    assert.equal(await page.locator('#rules-view').isVisible(), false);
+    assert.equal(await page.getAttribute('#rules-link', 'aria-current'), null);
+  }));
+
+test('an escalation card offers only Allow once and Deny, and says why it wants out of the sandbox', { timeout: TEST_TIMEOUT }, () =>
+  withUi(async ({ page, root }) => {
+    const outside = path.join(root, 'outside.txt');
+    await startConversation(page, `/escalate needs to write the shared report: echo hi > ${outside}`);
+    const card = pendingCard(page);
+    await card.waitFor();
+    assert.equal(await card.evaluate((node) => node.classList.contains('escalation')), true);
+    assert.deepEqual(await buttons(card), ['Allow once', 'Deny']);
+    assert.equal(await card.locator('input.approval-rule').count(), 0);
+    assert.match(await card.locator('.approval-title').textContent(), /outside the sandbox/);
+    assert.equal(await card.locator('.approval-escalate').textContent(), 'needs to write the shared report');
+    await checkAxe(page, 'an escalation card');
+    await card.locator('button', { hasText: 'Allow once' }).click();
+    await page.locator('#items .approval.settled[data-status="allowed"]').waitFor();
+    await page.locator('#items .item.tool-call .tool-state.state-ran').waitFor();
+    await waitIdle(page);
+    assert.equal(fs.readFileSync(outside, 'utf8'), 'hi\n');
+  }));
+
+test('the sidebar marks conversations that wait, at start and live; the Agents tab shows the agent and leads to its card', { timeout: TEST_TIMEOUT }, () =>
+  withUi({ config: ASKS }, async ({ page, server }) => {
+    // Asked by another client: the list stream brings the mark.
+    const first = await post(server(), '/api/conversations', { text: '/shell touch early.txt' });
+    assert.equal(first.status, 201);
+    const firstId = first.body.conversation.id;
+    const firstMark = page.locator(`#conversation-list li[data-id="${firstId}"] .row-badge.awaiting`);
+    await firstMark.waitFor();
+    // A page loaded while it waits finds it with GET /api/approvals (the list stream's snapshot
+    // has no approvals, and the conversation is not opened).
+    await page.reload();
+    await firstMark.waitFor();
+    assert.equal(await firstMark.textContent(), 'approval needed');
+    assert.equal(await page.locator(`#conversation-list li[data-id="${firstId}"]`).evaluate((li) => li.classList.contains('awaiting-approval')), true);
+    assert.match(await page.locator(`#conversation-list li[data-id="${firstId}"] a.conv-link`).textContent(), /approval needed/);
+
+    // Another one, answered by another client: its mark clears.
+    const second = await post(server(), '/api/conversations', { text: '/shell touch late.txt' });
+    const secondId = second.body.conversation.id;
+    const secondMark = page.locator(`#conversation-list li[data-id="${secondId}"] .row-badge.awaiting`);
+    await secondMark.waitFor();
+    const approvals = (await (await fetch(`${server().base}/api/approvals`)).json()).approvals;
+    const secondApproval = approvals.find((a) => a.conversation_id === secondId);
+    const denied = await post(server(), `/api/approvals/${secondApproval.id}`, { decision: 'deny' });
+    assert.equal(denied.status, 200);
+    await secondMark.waitFor({ state: 'detached' });
+    assert.equal(await firstMark.count(), 1);
+
+    // The Agents tab of the first: the main agent waits, for this command.
+    await page.locator(`#conversation-list li[data-id="${firstId}"] a.conv-link`).click();
+    await pendingCard(page).waitFor();
+    await page.click('#tab-agents');
+    const root = page.locator('#agent-list li.agent-row').first();
+    await root.locator('.badge.session-approval', { hasText: 'waits for your approval' }).waitFor();
+    assert.equal(await root.locator('.agent-approval code').textContent(), '$ touch early.txt');
+    await root.locator('.agent-approval button', { hasText: 'Answer' }).click();
+    // Its card, with the focus on its first answer.
+    await page.locator('#tab-conversation[aria-selected="true"]').waitFor();
+    assert.equal(await focused(page), 'Allow once');
+    await page.keyboard.press('Enter');
+    await page.locator('#items .approval.settled[data-status="allowed"]').waitFor();
+    await firstMark.waitFor({ state: 'detached' });
+    await page.click('#tab-agents');
+    await root.locator('.badge.session-approval').waitFor({ state: 'detached' });
+  }));
+
+test("a sub-agent's approval waits under the main timeline; the Agents tab names the agent and leads to its card", { timeout: TEST_TIMEOUT }, () =>
+  withUi(
+    {
+      config: `
+[agents.default]
+description = "the main agent"
+model = "demo"
+[agents.helper]
+description = "a sub-agent whose shell calls ask first"
+model = "demo"
+[agents.helper.permissions]
+shell = "ask"
+`,
+    },
+    async ({ page, server }) => {
+      await startConversation(page, '/spawn helper: /shell touch sub.txt');
+      // Seen from the main agent's timeline, answerable there, saying who asks.
+      const elsewhere = page.locator('#approvals-elsewhere .approval.asking');
+      await elsewhere.waitFor();
+      assert.equal(await elsewhere.locator('.approval-asker').textContent(), 'asked by sub-agent “helper”');
+      assert.deepEqual(await buttons(elsewhere), ALL_ANSWERS);
+
+      await page.click('#tab-agents');
+      const rows = page.locator('#agent-list li.agent-row');
+      const helper = page.locator('#agent-list li.agent-row[data-depth="1"]');
+      await helper.locator('.badge.session-approval', { hasText: 'waits for your approval' }).waitFor();
+      assert.equal(await rows.first().locator('.badge.session-approval').count(), 0, 'the main agent does not wait');
+      assert.equal(await helper.locator('.agent-approval code').textContent(), '$ touch sub.txt');
+      await helper.locator('.agent-approval button', { hasText: 'Answer' }).click();
+
+      // The sub-agent's history, its card at its call, the focus on its first answer.
+      await page.locator('#session-crumb', { hasText: 'Viewing sub-agent “helper”' }).waitFor();
+      await page.locator('#items .item.tool-call + .approval.asking button:focus', { hasText: 'Allow once' }).waitFor();
+      assert.equal(await page.locator('#approvals-elsewhere .approval').count(), 0);
+      await page.keyboard.press('Enter');
+      await page.locator('#items .approval.settled[data-status="allowed"]').waitFor();
+      await page.locator('#items .item.tool-call .tool-state.state-ran').waitFor();
+      assert.equal(fs.existsSync(path.join(server().cwd, 'sub.txt')), true);
+    },
+  ));
