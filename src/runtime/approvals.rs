@@ -1,7 +1,8 @@
 //! Approvals across conversations: the book of every pending and recently settled approval (so
 //! `GET /api/approvals` answers a client that connects later without loading conversations),
-//! the operations on them, and the remembered rules. Each approval itself belongs to its
-//! conversation's actor, which settles it (the first answer wins, in command order).
+//! what a turn asks and is told, and the gate it checks each call with. Each approval itself
+//! belongs to its conversation's actor, which settles it (the first answer wins, in command
+//! order); the operations on them are in `approval_operations.rs`.
 
 use std::collections::{BTreeMap, VecDeque};
 use std::sync::Mutex;
@@ -9,15 +10,9 @@ use std::time::Duration;
 
 use serde_json::Value;
 
-use super::actor::Command;
-use super::{Runtime, RuntimeError};
-use crate::api::approvals::{Approval, ApprovalAnswer, ApprovalFilter, Rule};
-use crate::permissions::{CallScope, Permissions, RuleStore, Verdict};
-
-/// The longest pattern an answer may remember, and the longest message it may carry (the
-/// document's `max_length`s say the same).
-const MAX_RULE_CHARS: usize = 1000;
-const MAX_MESSAGE_CHARS: usize = 10_000;
+use super::rules::{CallScope, RuleStore};
+use crate::api::approvals::{Approval, ApprovalFilter};
+use crate::permissions::{Permissions, Verdict};
 
 /// Settled approvals kept for `already_decided` answers and `?status=all`.
 const SETTLED_KEPT: usize = 1000;
@@ -135,66 +130,5 @@ impl ApprovalBook {
         self.book
             .lock()
             .expect("the approval book is never left half changed")
-    }
-}
-
-impl Runtime {
-    /// `GET /api/approvals`.
-    pub fn approvals(&self, filter: ApprovalFilter) -> Vec<Approval> {
-        self.shared.approvals.list(filter)
-    }
-
-    /// `POST /api/approvals/{id}`: the first answer wins; a later one gets `AlreadyDecided`
-    /// with the outcome.
-    pub async fn decide(
-        &self,
-        id: &str,
-        answer: ApprovalAnswer,
-        by: String,
-    ) -> Result<Approval, RuntimeError> {
-        if answer
-            .rule
-            .as_ref()
-            .is_some_and(|rule| rule.chars().count() > MAX_RULE_CHARS)
-        {
-            return Err(RuntimeError::Invalid(format!(
-                "`rule` is longer than {MAX_RULE_CHARS} characters"
-            )));
-        }
-        if answer
-            .message
-            .as_ref()
-            .is_some_and(|message| message.chars().count() > MAX_MESSAGE_CHARS)
-        {
-            return Err(RuntimeError::Invalid(format!(
-                "`message` is longer than {MAX_MESSAGE_CHARS} characters"
-            )));
-        }
-        let Some(approval) = self.shared.approvals.get(id) else {
-            return Err(RuntimeError::NotFound(format!("approval {id}")));
-        };
-        if approval.resolution.is_some() {
-            return Err(RuntimeError::AlreadyDecided(Box::new(approval)));
-        }
-        self.call(&approval.conversation_id, |reply| Command::Decide {
-            approval_id: id.to_owned(),
-            answer,
-            by,
-            reply,
-        })
-        .await?
-    }
-
-    /// `GET /api/rules`.
-    pub fn rules(&self) -> Result<Vec<Rule>, RuntimeError> {
-        Ok(self.shared.rules.list()?)
-    }
-
-    /// `DELETE /api/rules/{id}`.
-    pub fn delete_rule(&self, id: &str, by: &str) -> Result<Rule, RuntimeError> {
-        self.shared
-            .rules
-            .delete(id, by)?
-            .ok_or_else(|| RuntimeError::NotFound(format!("rule {id}")))
     }
 }

@@ -11,10 +11,12 @@ pub mod link;
 pub mod pending;
 pub mod prompt;
 pub mod retry;
+pub mod rules;
 pub mod title;
 pub mod turn;
 pub mod usage;
 
+mod approval_operations;
 pub mod approvals;
 mod create;
 mod error;
@@ -124,7 +126,7 @@ pub struct Shared {
     /// Every pending and recently settled approval, by id (`GET /api/approvals`).
     pub approvals: approvals::ApprovalBook,
     /// The rules users remembered (`rules.jsonl` in the data directory).
-    pub rules: Arc<crate::permissions::RuleStore>,
+    pub rules: Arc<rules::RuleStore>,
 }
 
 impl Runtime {
@@ -149,7 +151,7 @@ impl Runtime {
                 .values()
                 .flat_map(|provider| crate::redact::url_secrets(&provider.base_url)),
         );
-        let rules = Arc::new(crate::permissions::RuleStore::open(store.root()));
+        let rules = Arc::new(rules::RuleStore::open(store.root()));
         let (index_jobs, jobs) = tokio::sync::mpsc::channel(index_jobs::QUEUE_CAPACITY);
         let index_queue = Arc::new(JobQueue::default());
         tokio::spawn(run_index_jobs(index.clone(), jobs, index_queue.clone()));

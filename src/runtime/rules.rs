@@ -12,9 +12,9 @@ use std::sync::Mutex;
 
 use serde::{Deserialize, Serialize};
 
-use super::policy::pattern_matches;
 use crate::api::approvals::{Rule, RuleScope};
 use crate::domain::{Timestamp, new_id, now};
+use crate::permissions::policy::pattern_matches;
 use crate::store::{JsonlWriter, StoreError, jsonl};
 
 /// One line of `rules.jsonl`.
