@@ -31,6 +31,7 @@ pub mod http;
 pub mod index;
 pub mod limits;
 pub mod model;
+pub mod permissions;
 pub mod redact;
 pub mod runtime;
 pub mod server;
