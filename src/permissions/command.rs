@@ -21,9 +21,12 @@ use std::cell::RefCell;
 use std::collections::{HashMap, HashSet};
 
 use reading::parse;
+use shells::Shell;
+pub use shells::Unparsed;
 use wrappers::{Unwrapped, unwrap};
 
 mod reading;
+mod shells;
 mod wrappers;
 
 /// Scripts inside scripts (`$(…)`, `sh -c`, `eval`) are split up to this depth.
@@ -67,10 +70,6 @@ fn is_plain_name(word: &str) -> bool {
             .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_' || c == ':')
 }
 
-/// Why a script could not be split.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Unparsed(pub String);
-
 /// Every simple command in `script`, in order. Errors when the script cannot be parsed
 /// (callers treat that as the strictest case).
 pub fn command_parts(script: &str) -> Result<Vec<CommandPart>, Unparsed> {
@@ -88,17 +87,6 @@ pub fn command_parts(script: &str) -> Result<Vec<CommandPart>, Unparsed> {
             Err(error) => Err(Unparsed(format!("no thread to parse it: {error}"))),
         }
     })
-}
-
-/// The shell that runs a script, which decides how it is read.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-enum Shell {
-    /// `sh`: dash on Debian, bash elsewhere. The script is read both ways, both readings must
-    /// parse, and the commands of either count: dash runs `((rm -rf /))` as two subshells and
-    /// `echo $'\' ; rm -rf / ; echo #'` as three commands, where bash runs neither `rm`.
-    Sh,
-    /// `bash -c`, `zsh -c`, `ksh -c`: read as bash.
-    Bash,
 }
 
 /// Splits scripts, remembering each one split: both readings of a script find the same

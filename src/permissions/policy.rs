@@ -149,6 +149,17 @@ impl Permissions {
         let command = shell_command(arguments);
         let escalate = escalation(arguments);
         let tool_setting = self.tool("shell");
+        // Nothing to match against: the tool's own setting decides, without reading the
+        // command (the first run's defaults: every command allowed inside the sandbox).
+        if self.shell_rules.is_empty() && tool_setting != Permission::Ask {
+            return match (tool_setting, escalate) {
+                (Permission::Deny, _) => Verdict::Deny {
+                    reason: self.tool_reason(tool_setting),
+                },
+                (_, Some(why)) => escalation_verdict(why),
+                _ => Verdict::Allow,
+            };
+        }
         let mut verdict = Strictest::default();
         match command_parts(command) {
             Err(error) => {
@@ -168,10 +179,24 @@ impl Permissions {
             Ok(parts) => {
                 for part in parts {
                     let text = part.text();
+                    if is_expansion(part.words.first().map_or("", String::as_str)) {
+                        // `$CMD args`: which program runs is only known when it runs.
+                        verdict.add(
+                            tool_setting.max(Permission::Ask),
+                            format!("`{text}` names its program by an expansion, so no rule can match it"),
+                            None,
+                        );
+                        continue;
+                    }
+                    // `/usr/bin/git push` is matched as `git push` too.
+                    let texts = [Some(text.clone()), by_program_name(&part.words)];
+                    let texts: Vec<&String> = texts.iter().flatten().collect();
                     let matched = self
                         .shell_rules
                         .iter()
-                        .filter(|(pattern, _)| pattern_matches(pattern, &text))
+                        .filter(|(pattern, _)| {
+                            texts.iter().any(|text| pattern_matches(pattern, text))
+                        })
                         .max_by_key(|(_, permission)| *permission);
                     match matched {
                         Some((pattern, permission)) => verdict.add(
@@ -185,7 +210,8 @@ impl Permissions {
                             Some(part.suggested_rule()),
                         ),
                         // Only the tool's own `ask` may be answered by a remembered rule.
-                        None if tool_setting == Permission::Ask && remembered(&text) => {}
+                        None if tool_setting == Permission::Ask
+                            && texts.iter().any(|text| remembered(text)) => {}
                         None => verdict.add(
                             tool_setting,
                             self.tool_reason(tool_setting),
@@ -199,10 +225,7 @@ impl Permissions {
             (Permission::Deny, _) => Verdict::Deny {
                 reason: verdict.reason,
             },
-            (_, Some(why)) => Verdict::Ask {
-                reason: format!("the agent asks to run this outside the sandbox: {why}"),
-                suggested_rule: None,
-            },
+            (_, Some(why)) => escalation_verdict(why),
             (Permission::Ask, None) => Verdict::Ask {
                 reason: verdict.reason,
                 suggested_rule: verdict.suggested_rule,
@@ -218,6 +241,32 @@ impl Permissions {
             self.key("shell")
         )
     }
+}
+
+/// An escalation always asks, and its answer is never remembered.
+fn escalation_verdict(why: &str) -> Verdict {
+    Verdict::Ask {
+        reason: format!("the agent asks to run this outside the sandbox: {why}"),
+        suggested_rule: None,
+    }
+}
+
+/// Whether a command's program is an expansion (`$CMD`, `` `which rm` ``, `$(…)`).
+fn is_expansion(program: &str) -> bool {
+    program.contains('$') || program.contains('`')
+}
+
+/// The command with its program by name alone, when it was given by path (`/bin/rm -rf x` →
+/// `rm -rf x`).
+fn by_program_name(words: &[String]) -> Option<String> {
+    let (program, rest) = words.split_first()?;
+    let name = program.rsplit('/').next().filter(|name| !name.is_empty())?;
+    (name != program).then(|| {
+        std::iter::once(name)
+            .chain(rest.iter().map(String::as_str))
+            .collect::<Vec<_>>()
+            .join(" ")
+    })
 }
 
 /// The strictest permission seen so far, with the reason and rule of its first occurrence.
@@ -368,6 +417,34 @@ mod tests {
                 suggested_rule: None,
             }
         );
+    }
+
+    #[test]
+    fn programs_by_path_match_by_name_and_expansions_ask() {
+        let policy = permissions(Permission::Allow, &[("rm *", Permission::Deny)]);
+        assert!(matches!(
+            check(&policy, &shell("/bin/rm -rf x")),
+            Verdict::Deny { .. }
+        ));
+        assert!(is_ask(&check(&policy, &shell("$TOOL -rf x"))));
+        assert!(is_ask(&check(&policy, &shell("ls; $(echo rm) x"))));
+        assert_eq!(check(&policy, &shell("ls /bin")), Verdict::Allow);
+    }
+
+    #[test]
+    fn without_rules_the_tools_setting_decides_unread() {
+        // Bash-only syntax the splitter refuses does not matter when nothing is matched.
+        let allow = permissions(Permission::Allow, &[]);
+        assert_eq!(
+            check(&allow, &shell("diff <(ls a) <(ls b)")),
+            Verdict::Allow
+        );
+        let deny = permissions(Permission::Deny, &[]);
+        assert!(matches!(check(&deny, &shell("ls")), Verdict::Deny { .. }));
+        let with_rules = permissions(Permission::Allow, &[("git push*", Permission::Ask)]);
+        assert!(is_ask(&check(&with_rules, &shell("diff <(ls a) <(ls b)"))));
+        let escalated = json!({"command": "ls", "escalate": "why"});
+        assert!(is_ask(&check(&allow, &escalated)));
     }
 
     #[test]

@@ -41,7 +41,7 @@ pub struct TurnSpec {
     pub tools: Vec<ToolSpec>,
     pub tool_context: ToolContext,
     /// Which calls run, ask a user first, or are refused.
-    pub gate: CallGate,
+    pub gate: Arc<CallGate>,
     pub max_output_tokens: u64,
     pub retry: RetryConfig,
     pub max_steps: u32,
@@ -532,11 +532,26 @@ fn finished_text(item: &mut Item, redactor: &mut StreamRedactor, link: &ActorLin
     item.clone()
 }
 
+/// Checks a call against the permissions. A shell command is parsed on the blocking pool: a
+/// hostile one may take the parser a while (it is bounded), and the turn's worker must not wait.
+async fn check(spec: &TurnSpec, name: &str, arguments: &Value) -> Verdict {
+    if name != "shell" {
+        return spec.gate.check(name, arguments);
+    }
+    let (gate, arguments) = (spec.gate.clone(), arguments.clone());
+    tokio::task::spawn_blocking(move || gate.check("shell", &arguments))
+        .await
+        .unwrap_or_else(|_| Verdict::Ask {
+            reason: "the command could not be checked against the rules".to_owned(),
+            suggested_rule: None,
+        })
+}
+
 /// Whether a call may run: `Ok(escalated)` to run it (outside the sandbox if escalated), or
 /// the result the model gets instead.
 async fn gate(spec: &TurnSpec, item: &Item, link: &ActorLink) -> Result<bool, ToolResult> {
     let (name, arguments) = (tool_name(item), tool_arguments(item));
-    let (reason, suggested_rule) = match spec.gate.check(name, arguments) {
+    let (reason, suggested_rule) = match check(spec, name, arguments).await {
         Verdict::Allow => return Ok(false),
         Verdict::Deny { reason } => {
             return Err(ToolResult::failed(format!(

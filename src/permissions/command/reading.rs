@@ -5,7 +5,7 @@
 use brush_parser::ast::Program;
 use brush_parser::{ParserOptions, Token};
 
-use super::Unparsed;
+use super::shells::Unparsed;
 
 /// Parsing takes time in proportion to length (about two milliseconds a KiB, debug build).
 pub(super) const MAX_SCRIPT_BYTES: usize = 64 * 1024;

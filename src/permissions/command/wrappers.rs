@@ -2,7 +2,7 @@
 //! the shells that run a script (`bash -c`, `eval`), so that a rule for `rm*` sees the `rm` in
 //! `sudo -u bob timeout 5 rm x`.
 
-use super::Shell;
+use super::shells::Shell;
 
 /// What a command's words run once the wrappers around them are seen through.
 pub(super) enum Unwrapped {

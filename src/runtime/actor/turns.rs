@@ -333,13 +333,13 @@ impl ConversationActor {
                 process_records: self.shared.settings.process_records.clone(),
                 sandbox: crate::tools::SandboxPolicy::for_agent(config, agent),
             },
-            gate: crate::runtime::approvals::CallGate {
+            gate: std::sync::Arc::new(crate::runtime::approvals::CallGate {
                 permissions: agent.permissions.clone(),
                 rules: self.shared.rules.clone(),
                 conversation_id: conversation.id.clone(),
                 agent: session.agent.clone(),
                 cwd: conversation.cwd.clone(),
-            },
+            }),
             max_output_tokens: model.max_output_tokens,
             retry: config.retry.clone(),
             max_steps: config.turn.max_steps,
