@@ -75,6 +75,12 @@ max_output_tokens = 1000
 description = "Every tool, the demo model"
 model = "demo"
 
+[agents.asker]
+description = "Asks before every shell command"
+model = "demo"
+[agents.asker.permissions]
+shell = "ask"
+
 [agents.thinker]
 description = "The fake provider's model"
 model = "m"
@@ -98,6 +104,7 @@ async fn every_event_of_both_streams_matches_the_served_schemas() {
     events_until(&mut list, "snapshot").await;
 
     let demo = demo_scenarios(&server, &log, workdir.path()).await;
+    approval_scenario(&server, &log, workdir.path()).await;
     fake_scenarios(&server, &fake, &log, workdir.path()).await;
     let fork = fork_rename_archive_delete(&server, &log, &demo).await;
     // The deletion is the last change: the list stream has sent everything before it.
@@ -116,6 +123,41 @@ async fn every_event_of_both_streams_matches_the_served_schemas() {
         problems.len(),
         problems.join("\n")
     );
+}
+
+/// A shell call that asks first, and its answer (asked after the stream is open, so that its
+/// `approval.requested` is an event and not part of a snapshot).
+async fn approval_scenario(server: &Server, log: &Log, cwd: &Path) {
+    let (status, created) = server
+        .post(
+            "/api/conversations",
+            json!({ "text": "Hello", "agent": "asker", "cwd": cwd.to_str().unwrap() }),
+        )
+        .await;
+    assert_eq!(status, 201, "{created}");
+    let id = created["conversation"]["id"].as_str().unwrap().to_owned();
+    let mut events = watch_conversation(server, &id, log).await;
+    until_idle(&mut events).await;
+    let (status, sent) = server
+        .post(
+            &format!("/api/conversations/{id}/messages"),
+            json!({ "text": "/shell echo approved" }),
+        )
+        .await;
+    assert_eq!(status, 202, "{sent}");
+    let (_, data) = events_until(&mut events, "approval.requested")
+        .await
+        .pop()
+        .unwrap();
+    let approval_id = data["approval"]["id"].as_str().unwrap();
+    let (status, answer) = server
+        .post(
+            &format!("/api/approvals/{approval_id}"),
+            json!({"decision": "allow_once"}),
+        )
+        .await;
+    assert_eq!(status, 200, "{answer}");
+    until_turn_end(&mut events).await;
 }
 
 /// On a demo-model conversation: a text answer, a shell call with output and a second tool in
