@@ -168,7 +168,7 @@ async fn reading_a_conversation_does_not_load_it() {
     assert_eq!(kind, "snapshot");
     assert_eq!(live(&server).await, 1);
     let mut loaded = snapshot["conversation"].clone();
-    for field in ["sessions", "pending", "usage"] {
+    for field in ["sessions", "pending", "usage", "approvals"] {
         loaded[field] = snapshot[field].clone();
     }
     assert_eq!(loaded, views[0]);
