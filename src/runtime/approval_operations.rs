@@ -3,7 +3,9 @@
 
 use super::actor::Command;
 use super::{Runtime, RuntimeError};
-use crate::api::approvals::{Approval, ApprovalAnswer, ApprovalFilter, Rule};
+use crate::api::approvals::{
+    Approval, ApprovalAnswer, ApprovalDecision, ApprovalFilter, ApprovalResolution, Rule,
+};
 
 /// The longest pattern an answer may remember, and the longest message it may carry (the
 /// document's `max_length`s say the same).
@@ -48,13 +50,43 @@ impl Runtime {
         if approval.resolution.is_some() {
             return Err(RuntimeError::AlreadyDecided(Box::new(approval)));
         }
-        self.call(&approval.conversation_id, |reply| Command::Decide {
-            approval_id: id.to_owned(),
-            answer,
-            by,
-            reply,
-        })
-        .await?
+        let settled = self
+            .call(&approval.conversation_id, |reply| Command::Decide {
+                approval_id: id.to_owned(),
+                answer,
+                by,
+                reply,
+            })
+            .await??;
+        if let Some(resolution) = settled
+            .resolution
+            .as_ref()
+            .filter(|resolution| resolution.decision == Some(ApprovalDecision::AllowAlways))
+        {
+            self.recheck_elsewhere(&settled.conversation_id, resolution)
+                .await;
+        }
+        Ok(settled)
+    }
+
+    /// An `allow_always` rule applies in every conversation of its agent and directory: the
+    /// approvals other conversations wait on that it now answers are settled with it.
+    async fn recheck_elsewhere(&self, answered_in: &str, resolution: &ApprovalResolution) {
+        let mut conversations: Vec<String> = self
+            .approvals(ApprovalFilter::Pending)
+            .into_iter()
+            .map(|approval| approval.conversation_id)
+            .filter(|id| id != answered_in)
+            .collect();
+        conversations.sort();
+        conversations.dedup();
+        for id in conversations {
+            let resolution = resolution.clone();
+            // A conversation that stopped meanwhile has nothing waiting any more.
+            let _ = self
+                .call(&id, |reply| Command::RulesChanged { resolution, reply })
+                .await;
+        }
     }
 
     /// `GET /api/rules`.

@@ -611,3 +611,39 @@ async fn a_kept_rule_also_answers_the_same_question_waiting_elsewhere_in_the_con
     server.wait_idle(&id).await;
     assert!(dir.path().join("a.txt").exists() && dir.path().join("b.txt").exists());
 }
+
+#[tokio::test]
+async fn always_allowing_settles_what_other_conversations_wait_on() {
+    let server = start(None, "").await;
+    let dir = workspace();
+    let elsewhere = workspace();
+    let (_, mut first_events) = converse(&server, dir.path(), "/shell touch one.txt").await;
+    let first = next_approval(&mut first_events).await;
+    let (_, mut second_events) = converse(&server, dir.path(), "/shell touch two.txt").await;
+    let second = next_approval(&mut second_events).await;
+    // Another working directory is another scope: it still waits.
+    let (_, mut other_events) = converse(&server, elsewhere.path(), "/shell touch three.txt").await;
+    let other = next_approval(&mut other_events).await;
+
+    let (status, body) = answer(
+        &server,
+        &first,
+        json!({"decision": "allow_always", "rule": "touch *"}),
+    )
+    .await;
+    assert_eq!(status, 200, "{body}");
+    let seen = until_turn_end(&mut second_events).await;
+    let resolved = seen
+        .iter()
+        .find(|(kind, data)| kind == "approval.resolved" && data["approval"]["id"] == second["id"])
+        .expect("the second conversation's approval settled by the kept rule");
+    assert_eq!(resolved.1["approval"]["status"], "allowed");
+    assert!(dir.path().join("two.txt").exists());
+    let (_, pending) = server.get("/api/approvals").await;
+    let pending: Vec<&Value> = pending["approvals"].as_array().unwrap().iter().collect();
+    assert_eq!(pending.len(), 1, "{pending:?}");
+    assert_eq!(pending[0]["id"], other["id"]);
+    answer(&server, &other, json!({"decision": "deny"})).await;
+    until_turn_end(&mut other_events).await;
+    until_turn_end(&mut first_events).await;
+}

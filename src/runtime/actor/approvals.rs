@@ -173,7 +173,7 @@ impl ConversationActor {
     /// After an answer kept a rule, the other approvals waiting here that the rules now answer
     /// (a sub-agent asking the same, a second part of one step) are settled too: nobody is
     /// asked twice for what they just allowed.
-    fn settle_answered_by_rules(&mut self, resolution: &ApprovalResolution) {
+    pub(super) fn settle_answered_by_rules(&mut self, resolution: &ApprovalResolution) {
         let config = self.shared.config.clone();
         let answered: Vec<String> = self
             .approvals

@@ -7,7 +7,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 use tokio::sync::{broadcast, mpsc, oneshot};
 
-use crate::api::approvals::{Approval, ApprovalAnswer};
+use crate::api::approvals::{Approval, ApprovalAnswer, ApprovalResolution};
 use crate::api::events::ConversationEvent;
 use crate::api::responses::{CompactOutcome, ConversationView};
 use crate::bus::{Event, EventBus, EventId};
@@ -74,6 +74,11 @@ pub enum Command {
         reply: oneshot::Sender<Result<CompactOutcome, RuntimeError>>,
     },
     Shutdown {
+        reply: oneshot::Sender<()>,
+    },
+    /// A rule was kept in another conversation: settle the approvals here that it answers.
+    RulesChanged {
+        resolution: ApprovalResolution,
         reply: oneshot::Sender<()>,
     },
     /// A user's answer to one of the conversation's approvals.

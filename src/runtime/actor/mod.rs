@@ -302,6 +302,10 @@ impl ConversationActor {
             Command::View { reply } => {
                 let _ = reply.send(Ok(self.view()));
             }
+            Command::RulesChanged { resolution, reply } => {
+                self.settle_answered_by_rules(&resolution);
+                let _ = reply.send(());
+            }
             Command::Decide {
                 approval_id,
                 answer,
