@@ -18,6 +18,7 @@
 //! - `redact`   — secrets taken out of provider errors before they are stored or sent
 //! - `text`     — cutting text on character boundaries
 //! - `testkit`  — support for the tests and benchmarks (a PostgreSQL server of their own)
+//! - `testhooks` — named points where a test can freeze the process (unset: no effect)
 //!
 //! Data flows one way: HTTP → runtime actor → store (append, fsync) → index → event bus → SSE.
 //! ARCHITECTURE.md has the map of every file and the invariants.
@@ -37,6 +38,7 @@ pub mod redact;
 pub mod runtime;
 pub mod server;
 pub mod store;
+pub mod testhooks;
 pub mod testkit;
 pub mod text;
 pub mod tools;

@@ -1,12 +1,17 @@
 //! Conversation leases (invariant 2, one writer per conversation, across machines): an
-//! instance may write a
-//! conversation's files only while it holds that conversation's lease in PostgreSQL. Leases
-//! expire by the database's clock; the owner renews all of its leases together in the
-//! background and stops writing before a lease can have expired (`Fence::holds`). Each new
-//! owner gets a larger epoch, stamped on every record it writes, so a reader can tell records
-//! of a stale writer.
+//! instance may write a conversation's files only while it holds that conversation's lease in
+//! PostgreSQL. Leases expire by the database's clock; the owner renews all of its leases
+//! together in the background and stops writing before a lease can have expired
+//! (`Fence::holds`). Each new owner gets a larger epoch.
 //!
-//! The timing argument (also in ARCHITECTURE.md):
+//! Safety does not rest on timing: every append is stamped `(epoch, commit)` and counts only
+//! once `Fence::commit` has moved `leases.commits` to it by a statement conditional on the
+//! epoch (`UPDATE … WHERE epoch = $mine`). A claim closes the old epoch at its last accepted
+//! commit in the same transaction (`claim_lease`, in the migrations), so after it no write of
+//! the old owner can ever count, however long that owner was paused or however the database's
+//! clock stepped; readers skip lines beyond their epoch's last commit (`store::fence`).
+//!
+//! The timing argument below only keeps a live owner from being refused:
 //! - A claim or renewal sets `expires_at = now() + ttl` by the database's clock, at some moment
 //!   after the request was sent. So the database keeps the lease at least until
 //!   `sent + ttl`, measured on the database's clock.
@@ -27,6 +32,8 @@ use std::sync::{Arc, LazyLock, Mutex};
 use std::time::{Duration, Instant};
 
 use sqlx::{PgPool, Row};
+
+use crate::store::{Acceptance, FenceError};
 
 /// The process's clock origin, for deadlines held in atomics.
 static ORIGIN: LazyLock<Instant> = LazyLock::new(Instant::now);
@@ -49,12 +56,22 @@ struct Inner {
     held: Mutex<HashMap<String, Fence>>,
 }
 
-/// The right to write one conversation: its epoch, and until when (on this instance's clock)
-/// the lease is known to hold. Cheap to clone; the renewal task moves the deadline.
+/// The right to write one conversation: its epoch, until when (on this instance's clock) the
+/// lease is known to hold, and the commits PostgreSQL has accepted under it. Cheap to clone;
+/// the renewal task moves the deadline.
 #[derive(Debug, Clone)]
 pub struct Fence {
     pub epoch: u64,
     deadline_ns: Arc<AtomicU64>,
+    conversation_id: Arc<str>,
+    /// The last commit number handed out, and the last one PostgreSQL accepted.
+    issued: Arc<AtomicU64>,
+    accepted: Arc<AtomicU64>,
+    /// The conversation's closed epochs, each with its last accepted commit (from the claim).
+    closed: Arc<HashMap<u64, u64>>,
+    pool: PgPool,
+    /// How long a commit may wait for the database before its outcome counts as unknown.
+    patience: Duration,
 }
 
 impl Fence {
@@ -71,6 +88,41 @@ impl Fence {
     fn revoke(&self) {
         self.deadline_ns.store(0, Ordering::Release);
     }
+
+    /// Runs one conditional statement (`$1` the conversation, `$2` the epoch, `$3` the
+    /// commit) and tells whether it touched the row. Any failure revokes the fence: the
+    /// owner's memory may no longer match what counts, so its actor must stop and whoever
+    /// loads the conversation next reads the truth.
+    fn conditional(&self, statement: &'static str, commit: u64) -> Result<(), FenceError> {
+        let query = sqlx::query(statement)
+            .bind(&*self.conversation_id)
+            .bind(self.epoch as i64)
+            .bind(commit as i64)
+            .execute(&self.pool);
+        let outcome = block_on(tokio::time::timeout(self.patience, query));
+        let result = match outcome {
+            Ok(Ok(Ok(done))) if done.rows_affected() == 1 => return Ok(()),
+            Ok(Ok(Ok(_))) => Err(FenceError::Lost),
+            Ok(Ok(Err(error))) => Err(FenceError::Unknown(error.to_string())),
+            Ok(Err(_elapsed)) => Err(FenceError::Unknown("no answer in time".to_owned())),
+            Err(reason) => Err(FenceError::Unknown(reason)),
+        };
+        self.revoke();
+        result
+    }
+}
+
+/// Runs a future to completion from synchronous code (the store's appends are synchronous):
+/// on a multi-threaded runtime this worker gives its other tasks away while it waits.
+fn block_on<F: std::future::Future>(future: F) -> Result<F::Output, String> {
+    use tokio::runtime::{Handle, RuntimeFlavor};
+    match Handle::try_current() {
+        Ok(handle) if handle.runtime_flavor() == RuntimeFlavor::MultiThread => {
+            Ok(tokio::task::block_in_place(|| handle.block_on(future)))
+        }
+        Ok(_) => Err("a fenced write needs a multi-threaded runtime".to_owned()),
+        Err(_) => Err("a fenced write needs a runtime".to_owned()),
+    }
 }
 
 impl crate::store::WriteFence for Fence {
@@ -81,6 +133,36 @@ impl crate::store::WriteFence for Fence {
     fn holds(&self) -> bool {
         Fence::holds(self)
     }
+
+    fn next_commit(&self) -> u64 {
+        self.issued.fetch_add(1, Ordering::AcqRel) + 1
+    }
+
+    fn commit(&self, commit: u64) -> Result<(), FenceError> {
+        crate::testhooks::stop_at("commit", self.conversation_id.as_bytes());
+        self.conditional(
+            "UPDATE leases SET commits = $3
+             WHERE conversation_id = $1 AND epoch = $2 AND commits < $3 AND NOT deleted",
+            commit,
+        )?;
+        self.accepted.fetch_max(commit, Ordering::AcqRel);
+        Ok(())
+    }
+
+    fn commit_delete(&self) -> Result<(), FenceError> {
+        self.conditional(
+            "UPDATE leases SET deleted = true
+             WHERE conversation_id = $1 AND epoch = $2 AND $3 >= 0 AND NOT deleted",
+            0,
+        )
+    }
+
+    fn acceptance(&self) -> Acceptance {
+        Acceptance::new(
+            self.closed.clone(),
+            Some((self.epoch, self.accepted.load(Ordering::Acquire))),
+        )
+    }
 }
 
 /// The outcome of a claim.
@@ -90,6 +172,8 @@ pub enum Claim {
     Owned(Fence),
     /// Another instance does, and answers at `addr`.
     HeldBy { owner: String, addr: String },
+    /// The conversation was deleted (its files may still be on their way out).
+    Deleted,
 }
 
 impl Leases {
@@ -133,49 +217,73 @@ impl Leases {
         let inner = &self.inner;
         let sent = Instant::now();
         let row = sqlx::query(
-            "INSERT INTO leases (conversation_id, owner, epoch, expires_at)
-             VALUES ($1, $2, $3 + 1, now() + $4 * interval '1 millisecond')
-             ON CONFLICT (conversation_id) DO UPDATE
-             SET owner = excluded.owner, epoch = GREATEST(leases.epoch, $3) + 1,
-                 expires_at = excluded.expires_at
-             WHERE leases.expires_at < now() OR leases.owner = excluded.owner
-             RETURNING epoch",
+            "SELECT outcome, new_epoch, holder, closed, last_commits
+             FROM claim_lease($1, $2, $3, $4)",
         )
         .bind(conversation_id)
         .bind(&inner.instance)
         .bind(at_least as i64)
         .bind(inner.ttl.as_millis() as i64)
-        .fetch_optional(&inner.pool)
+        .fetch_one(&inner.pool)
         .await?;
-        if let Some(row) = row {
-            let fence = Fence {
-                epoch: row.get::<i64, _>(0) as u64,
-                deadline_ns: Arc::new(AtomicU64::new(0)),
-            };
-            fence.extend_to(sent + inner.ttl - inner.margin);
-            inner
-                .held
-                .lock()
-                .expect("leases lock")
-                .insert(conversation_id.to_owned(), fence.clone());
-            return Ok(Claim::Owned(fence));
+        let outcome: String = row.get(0);
+        match outcome.as_str() {
+            "owned" => {
+                let epochs: Vec<i64> = row.get(3);
+                let last_commits: Vec<i64> = row.get(4);
+                let closed = epochs
+                    .into_iter()
+                    .zip(last_commits)
+                    .map(|(epoch, last)| (epoch as u64, last as u64))
+                    .collect();
+                let fence = Fence {
+                    epoch: row.get::<i64, _>(1) as u64,
+                    deadline_ns: Arc::new(AtomicU64::new(0)),
+                    conversation_id: Arc::from(conversation_id),
+                    issued: Arc::new(AtomicU64::new(0)),
+                    accepted: Arc::new(AtomicU64::new(0)),
+                    closed: Arc::new(closed),
+                    pool: inner.pool.clone(),
+                    patience: inner.ttl,
+                };
+                fence.extend_to(sent + inner.ttl - inner.margin);
+                inner
+                    .held
+                    .lock()
+                    .expect("leases lock")
+                    .insert(conversation_id.to_owned(), fence.clone());
+                return Ok(Claim::Owned(fence));
+            }
+            "deleted" => return Ok(Claim::Deleted),
+            _ => {}
         }
-        let row = sqlx::query(
-            "SELECT leases.owner, instances.addr FROM leases
-             JOIN instances ON instances.id = leases.owner
-             WHERE leases.conversation_id = $1",
-        )
-        .bind(conversation_id)
-        .fetch_optional(&inner.pool)
-        .await?;
-        match row {
-            Some(row) => Ok(Claim::HeldBy {
-                owner: row.get(0),
-                addr: row.get(1),
+        let owner: String = row.get(2);
+        let addr = sqlx::query("SELECT addr FROM instances WHERE id = $1")
+            .bind(&owner)
+            .fetch_optional(&inner.pool)
+            .await?;
+        match addr {
+            Some(addr) => Ok(Claim::HeldBy {
+                owner,
+                addr: addr.get(0),
             }),
             // Held by an instance that has left the table (it stopped): wait for the expiry.
             None => Err(sqlx::Error::RowNotFound),
         }
+    }
+
+    /// Which stamped lines of a conversation count now, for a reader that does not own it.
+    /// `None` when the conversation was deleted.
+    pub async fn acceptance(
+        &self,
+        conversation_id: &str,
+    ) -> Result<Option<Acceptance>, sqlx::Error> {
+        let mut found =
+            crate::index::postgres::acceptances(&self.inner.pool, Some(conversation_id)).await?;
+        // No row: nobody ever claimed it, nothing to judge by.
+        Ok(found
+            .remove(conversation_id)
+            .unwrap_or_else(|| Some(Acceptance::default())))
     }
 
     /// Gives a conversation up (it left memory): its lease expires now, its epoch stays.

@@ -70,6 +70,9 @@ pub enum RouteError {
     OwnerGone,
     #[error("the conversation could not be taken over here: {0}")]
     TakeOver(String),
+    /// Its delete was accepted; its files may still be on their way out.
+    #[error("the conversation was deleted")]
+    Deleted,
 }
 
 impl Cluster {
@@ -148,6 +151,7 @@ impl Cluster {
                 Err(RouteError::OwnerGone)
             }
             Ok(Claim::HeldBy { addr, .. }) => Ok(Route::Remote(addr)),
+            Ok(Claim::Deleted) => Err(RouteError::Deleted),
             Err(sqlx::Error::RowNotFound) => Err(RouteError::OwnerGone),
             Err(error) => {
                 self.inner.database_answers.store(false, Ordering::SeqCst);

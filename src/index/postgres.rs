@@ -12,7 +12,9 @@ use sqlx::{PgPool, Postgres, QueryBuilder, Row};
 use super::query::{decode_cursor, encode_cursor, indexed_text, search_terms};
 use super::types::{ArchivedFilter, IndexError, IndexUpdate, IndexedLens, ListPage, ListQuery};
 use crate::domain::Conversation;
+use crate::store::Acceptance;
 use crate::store::state::StoredAnswer;
+use std::sync::Arc;
 
 /// How long a statement may wait for a connection: PostgreSQL being down must become an
 /// answer ("unavailable") in seconds, not a request hanging.
@@ -247,6 +249,44 @@ impl PgIndex {
         sqlx::query("SELECT 1").execute(&self.pool).await?;
         Ok(())
     }
+}
+
+/// Which stamped lines count, per conversation that has a lease row (all of them, or only
+/// `only`): its closed epochs with their last accepted commits and the current epoch's; `None`
+/// for a deleted conversation. A conversation without a row has nothing to judge by.
+pub async fn acceptances(
+    pool: &PgPool,
+    only: Option<&str>,
+) -> Result<HashMap<String, Option<Acceptance>>, sqlx::Error> {
+    let rows = sqlx::query(
+        "SELECT l.conversation_id, l.epoch, l.commits, l.deleted,
+            ARRAY(SELECT c.epoch FROM closed_epochs c
+                  WHERE c.conversation_id = l.conversation_id ORDER BY c.epoch),
+            ARRAY(SELECT c.last_commit FROM closed_epochs c
+                  WHERE c.conversation_id = l.conversation_id ORDER BY c.epoch)
+         FROM leases l WHERE $1::text IS NULL OR l.conversation_id = $1",
+    )
+    .bind(only)
+    .fetch_all(pool)
+    .await?;
+    Ok(rows
+        .iter()
+        .map(|row| {
+            let id: String = row.get(0);
+            if row.get::<bool, _>(3) {
+                return (id, None);
+            }
+            let epochs: Vec<i64> = row.get(4);
+            let last_commits: Vec<i64> = row.get(5);
+            let closed = epochs
+                .into_iter()
+                .zip(last_commits)
+                .map(|(epoch, last)| (epoch as u64, last as u64))
+                .collect();
+            let open = (row.get::<i64, _>(1) as u64, row.get::<i64, _>(2) as u64);
+            (id, Some(Acceptance::new(Arc::new(closed), Some(open))))
+        })
+        .collect())
 }
 
 async fn apply_one(

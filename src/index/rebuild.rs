@@ -11,7 +11,7 @@ use super::types::{IndexError, IndexUpdate, IndexedLens};
 use crate::domain::{Item, ItemKind, ItemStatus, TurnStatus, new_id, now, user_item};
 use crate::store::records::{MetaRecord, SessionRecord};
 use crate::store::state::ConversationState;
-use crate::store::{Store, StoreError};
+use crate::store::{Acceptance, Store, StoreError};
 
 /// A conversation read from its directory, ready to be indexed.
 #[derive(Debug)]
@@ -52,8 +52,11 @@ pub fn load_conversation(
     store: &Store,
     id: &str,
     close_turns: bool,
+    acceptance: &Acceptance,
 ) -> Result<(LoadedConversation, usize), String> {
-    let log = store.read_metadata(id).map_err(|e| describe(&e))?;
+    let log = store
+        .read_metadata(id, acceptance)
+        .map_err(|e| describe(&e))?;
     let mut epoch = log.epoch;
     let mut torn_files = Vec::new();
     if log.torn_tail.is_some() {
@@ -66,8 +69,8 @@ pub fn load_conversation(
     let mut session_items = std::collections::HashMap::new();
     for session in &state.sessions {
         let path = store.session_path(id, &session.id);
-        let session_log =
-            crate::store::jsonl::read_log::<SessionRecord>(&path).map_err(|e| describe(&e))?;
+        let session_log = crate::store::jsonl::read_log::<SessionRecord>(&path, acceptance)
+            .map_err(|e| describe(&e))?;
         if session_log.torn_tail.is_some() {
             torn_files.push(path);
         }
@@ -350,10 +353,27 @@ async fn index_conversations(
         Result<(LoadedConversation, usize), (String, String)>,
     >(BATCH * 2);
     let reader_store = store.clone();
+    // Cluster mode: which stamped lines count, from the coordination tables.
+    let acceptances = match index.postgres() {
+        Some(pg) => crate::index::postgres::acceptances(pg.pool(), None).await?,
+        None => std::collections::HashMap::new(),
+    };
     let reader = tokio::task::spawn_blocking(move || {
         for id in ids {
-            let loaded = load_conversation(&reader_store, &id, load != Load::ReadOnly)
-                .map_err(|reason| (id, reason));
+            let loaded = match acceptances.get(&id) {
+                Some(None) => Err((id, "deleted (its files are on their way out)".to_owned())),
+                Some(Some(acceptance)) => {
+                    load_conversation(&reader_store, &id, load != Load::ReadOnly, acceptance)
+                        .map_err(|reason| (id, reason))
+                }
+                None => load_conversation(
+                    &reader_store,
+                    &id,
+                    load != Load::ReadOnly,
+                    &Acceptance::default(),
+                )
+                .map_err(|reason| (id, reason)),
+            };
             if sender.blocking_send(loaded).is_err() {
                 return;
             }

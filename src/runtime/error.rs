@@ -68,6 +68,15 @@ fn approval_outcome(approval: &crate::api::approvals::Approval) -> String {
 
 impl From<StoreError> for RuntimeError {
     fn from(error: StoreError) -> RuntimeError {
+        // Cluster mode: the lease moved on, or the database did not confirm the write. Nothing
+        // was acknowledged; the conversation answers from its new owner after a retry.
+        if matches!(
+            error,
+            StoreError::NotOwner { .. } | StoreError::Unconfirmed { .. }
+        ) {
+            tracing::warn!(%error, "a write was refused by the lease");
+            return RuntimeError::Unavailable(format!("not stored: {error}; retry"));
+        }
         if let StoreError::Io { source, .. } = &error
             && let Some(what) = crate::limits::exhausted(source)
         {

@@ -143,8 +143,12 @@ mod tests {
 
         let mut copy = content[..turn_cut].to_vec();
         rewrite_session_id(&mut copy, "s_old", "s_new");
-        let log = crate::store::jsonl::parse_log::<SessionRecord>(std::path::Path::new("x"), &copy)
-            .unwrap();
+        let log = crate::store::jsonl::parse_log::<SessionRecord>(
+            std::path::Path::new("x"),
+            &copy,
+            &Default::default(),
+        )
+        .unwrap();
         let items = crate::store::fold_items(log.records);
         assert!(items.iter().all(|item| item.session_id == "s_new"));
         let ItemKind::UserMessage { text, .. } = &items[0].kind else {

@@ -48,7 +48,15 @@ impl Runtime {
                 Err(error) => Some(Err(crate::cluster::RouteError::TakeOver(error.to_string()))),
             };
         }
-        Some(cluster.route(id, 0).await)
+        match cluster.route(id, 0).await {
+            Err(crate::cluster::RouteError::Deleted) => {
+                // Its owner's delete was accepted and then cut short (a crash, a pause):
+                // finished here, and the request answers 404.
+                self.shared.finish_delete(id).await;
+                None
+            }
+            routed => Some(routed),
+        }
     }
 }
 
@@ -69,7 +77,44 @@ impl Shared {
             Ok(crate::cluster::Route::Remote(addr)) => Err(RuntimeError::Unavailable(format!(
                 "conversation {id} is owned by the instance at {addr} now; retry"
             ))),
+            Err(crate::cluster::RouteError::Deleted) => {
+                self.finish_delete(id).await;
+                Err(RuntimeError::NotFound(format!("conversation {id}")))
+            }
             Err(error) => Err(RuntimeError::Unavailable(error.to_string())),
+        }
+    }
+
+    /// Removes what is left of a conversation whose delete was accepted (cluster mode: the
+    /// deleting instance may have stopped between the acceptance and the removal).
+    pub async fn finish_delete(&self, id: &str) {
+        if self.store.exists(id)
+            && let Err(error) = self.store.delete_conversation(id)
+        {
+            // Another instance is removing it at the same moment, or the disk refuses.
+            tracing::warn!(%error, conversation = %id, "cannot remove a deleted conversation's files");
+        }
+        if let Err(error) = self.index.remove_conversation(id).await {
+            super::index_failed(&self.index, &error, "delete", &[id]).await;
+        }
+    }
+
+    /// Which stamped lines of conversation `id` count, for a read here (cluster mode: as its
+    /// owner knows, or as PostgreSQL says; embedded: everything).
+    pub async fn acceptance(&self, id: &str) -> Result<crate::store::Acceptance, RuntimeError> {
+        use crate::store::WriteFence as _;
+        let Some(cluster) = self.cluster() else {
+            return Ok(Default::default());
+        };
+        if let Some(fence) = cluster.leases().held(id) {
+            return Ok(fence.acceptance());
+        }
+        match cluster.leases().acceptance(id).await {
+            Ok(Some(acceptance)) => Ok(acceptance),
+            Ok(None) => Err(RuntimeError::NotFound(format!("conversation {id}"))),
+            Err(error) => Err(RuntimeError::Unavailable(format!(
+                "PostgreSQL does not answer ({error}); retry"
+            ))),
         }
     }
 

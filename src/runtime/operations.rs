@@ -44,7 +44,7 @@ impl Runtime {
         if let Some(view) = self.ask_live(id, |reply| Command::View { reply }).await {
             return view;
         }
-        Ok(self.read_stored(id)?.0)
+        Ok(self.read_stored(id).await?.0)
     }
 
     pub async fn update(
@@ -114,10 +114,11 @@ impl Runtime {
         if !self.shared.store.session_path(id, session_id).is_file() {
             return Err(RuntimeError::NotFound(format!("session {session_id}")));
         }
+        let acceptance = self.shared.acceptance(id).await?;
         let items = self
             .shared
             .store
-            .read_items(id, session_id)
+            .read_items(id, session_id, &acceptance)
             .map_err(|error| self.gone_or(id, error.into()))?;
         Ok(items_page(&items, after_seq, limit))
     }
@@ -134,7 +135,7 @@ impl Runtime {
         {
             return usage;
         }
-        let (view, mut usages) = self.read_stored(id)?;
+        let (view, mut usages) = self.read_stored(id).await?;
         let session_id = session.unwrap_or(view.conversation.root_session_id);
         usages
             .remove(&session_id)
@@ -142,14 +143,15 @@ impl Runtime {
     }
 
     /// A conversation read from its files, without loading it (see `actor::read_view`).
-    pub(super) fn read_stored(
+    pub(super) async fn read_stored(
         &self,
         id: &str,
     ) -> Result<(ConversationView, HashMap<String, Usage>), RuntimeError> {
         if !self.shared.store.exists(id) {
             return Err(RuntimeError::NotFound(format!("conversation {id}")));
         }
-        actor::read_view(&self.shared, id).map_err(|error| self.gone_or(id, error))
+        let acceptance = self.shared.acceptance(id).await?;
+        actor::read_view(&self.shared, id, &acceptance).map_err(|error| self.gone_or(id, error))
     }
 
     /// A read that failed because the conversation was deleted meanwhile is a 404.

@@ -205,7 +205,7 @@ impl RuleStore {
             .lock()
             .expect("the rules are never left half read");
         if len != read.len {
-            let log = jsonl::read_log::<RuleRecord>(&self.path)?;
+            let log = jsonl::read_log::<RuleRecord>(&self.path, &Default::default())?;
             let mut rules: Vec<Rule> = Vec::new();
             for record in log.records {
                 match record {

@@ -10,6 +10,7 @@ use serde::de::DeserializeOwned;
 
 use std::sync::Arc;
 
+use super::fence::{Acceptance, FenceError, Stamp, Verdict};
 use super::records::{Envelope, SCHEMA_VERSION, VersionOnly};
 use super::{StoreError, WriteFence};
 
@@ -65,19 +66,62 @@ impl JsonlWriter {
     }
 
     /// Appends the records as lines in one write and one fsync: either all are durable when this
-    /// returns, or the caller gets an error and must not acknowledge anything.
+    /// returns, or the caller gets an error and must not acknowledge anything. In cluster mode
+    /// the lines are stamped with the lease's epoch and the next commit number, and count only
+    /// once the fence has accepted that commit (after the fsync): a writer that lost its lease
+    /// meanwhile gets an error, and its lines are never read.
     pub fn append<R: Serialize>(&mut self, records: &[R]) -> Result<(), StoreError> {
-        if let Some(fence) = &self.fence
-            && !fence.holds()
-        {
+        let Some(fence) = self.fence.clone() else {
+            let buffer = encode_lines(records, None)?;
+            return self.write_durably(&buffer, |file, bytes| {
+                file.write_all(bytes).and_then(|()| file.sync_data())
+            });
+        };
+        if !fence.holds() {
             return Err(StoreError::NotOwner {
                 path: self.path.clone(),
             });
         }
-        let buffer = encode_lines(records, self.fence.as_ref().map(|fence| fence.epoch()))?;
-        self.write_durably(&buffer, |file, bytes| {
-            file.write_all(bytes).and_then(|()| file.sync_data())
+        let commit = fence.next_commit();
+        let stamp = Stamp {
+            epoch: fence.epoch(),
+            commit: Some(commit),
+        };
+        let buffer = encode_lines(records, Some(stamp))?;
+        crate::testhooks::stop_at("append", &buffer);
+        self.write_fenced(&buffer)?;
+        fence.commit(commit).map_err(|error| match error {
+            FenceError::Lost => StoreError::NotOwner {
+                path: self.path.clone(),
+            },
+            FenceError::Unknown(reason) => StoreError::Unconfirmed {
+                path: self.path.clone(),
+                reason,
+            },
         })
+    }
+
+    /// A fenced write. A failed one is not cut back, unlike `write_durably`: another instance
+    /// may have appended since this one's lease ended, and cutting to this writer's length
+    /// would cut its lines. The bytes stay; they are never accepted, and the next owner cuts a
+    /// torn tail when it opens the file.
+    fn write_fenced(&mut self, bytes: &[u8]) -> Result<(), StoreError> {
+        if self.needs_cut {
+            // The lease held a moment ago (checked by the caller): the bytes after this
+            // writer's length are its own failed write's.
+            self.cut_back()
+                .map_err(|source| StoreError::io(&self.path, source))?;
+        }
+        if let Err(source) = self
+            .file
+            .write_all(bytes)
+            .and_then(|()| self.file.sync_data())
+        {
+            self.needs_cut = true;
+            return Err(StoreError::io(&self.path, source));
+        }
+        self.len += bytes.len() as u64;
+        Ok(())
     }
 
     /// Writes `bytes` with `write` (all of them, then an fsync). If that fails, whatever part
@@ -136,17 +180,18 @@ impl JsonlWriter {
     }
 }
 
-/// Serializes records as `{"v":1,...}\n` lines into one buffer (with the writer's lease
-/// epoch in cluster mode).
+/// Serializes records as `{"v":1,...}\n` lines into one buffer (with the writer's stamp in
+/// cluster mode).
 pub fn encode_lines<R: Serialize>(
     records: &[R],
-    epoch: Option<u64>,
+    stamp: Option<Stamp>,
 ) -> Result<Vec<u8>, StoreError> {
     let mut buffer = Vec::with_capacity(256 * records.len());
     for record in records {
         let envelope = Envelope {
             v: SCHEMA_VERSION,
-            epoch,
+            epoch: stamp.map(|stamp| stamp.epoch),
+            commit: stamp.and_then(|stamp| stamp.commit),
             record,
         };
         serde_json::to_writer(&mut buffer, &envelope).map_err(StoreError::Encode)?;
@@ -161,7 +206,7 @@ pub fn write_new<R: Serialize>(
     records: &[R],
     epoch: Option<u64>,
 ) -> Result<u64, StoreError> {
-    write_bytes(path, &encode_lines(records, epoch)?)
+    write_bytes(path, &encode_lines(records, epoch.map(Stamp::epoch_only))?)
 }
 
 /// Writes bytes (whole JSONL lines) to a new file and fsyncs it.
@@ -187,15 +232,20 @@ pub struct ReadLog<R> {
     pub torn_tail: Option<usize>,
     /// The largest lease epoch on a line (cluster mode; 0 when none is stamped).
     pub epoch: u64,
-    /// Lines stamped with an epoch older than one before them: written by an instance whose
-    /// lease had ended (a stale writer). Skipped.
+    /// Lines of a writer whose lease had ended (a stale writer): their commit was never
+    /// accepted, or (when nothing is known of their epoch) their epoch is older than a line
+    /// before them. Skipped.
     pub stale_lines: usize,
 }
 
 /// Reads every record of a JSONL file. A torn last line is skipped and reported in `torn_tail`;
 /// a malformed complete line or a newer schema version is an error, because skipping it could
-/// silently drop an acknowledged change.
-pub fn read_log<R: DeserializeOwned>(path: &Path) -> Result<ReadLog<R>, StoreError> {
+/// silently drop an acknowledged change. `acceptance`: which stamped lines count (cluster
+/// mode; `Acceptance::default()` otherwise).
+pub fn read_log<R: DeserializeOwned>(
+    path: &Path,
+    acceptance: &Acceptance,
+) -> Result<ReadLog<R>, StoreError> {
     let content = match std::fs::read(path) {
         Ok(content) => content,
         Err(e) if e.kind() == io::ErrorKind::NotFound => {
@@ -209,12 +259,13 @@ pub fn read_log<R: DeserializeOwned>(path: &Path) -> Result<ReadLog<R>, StoreErr
         }
         Err(e) => return Err(StoreError::io(path, e)),
     };
-    parse_log(path, &content)
+    parse_log(path, &content, acceptance)
 }
 
 pub fn parse_log<R: DeserializeOwned>(
     path: &Path,
     content: &[u8],
+    acceptance: &Acceptance,
 ) -> Result<ReadLog<R>, StoreError> {
     let complete = content
         .iter()
@@ -225,20 +276,17 @@ pub fn parse_log<R: DeserializeOwned>(
         tracing::warn!(path = %path.display(), bytes, "skipping a torn last line");
     }
     let mut records = Vec::new();
-    let (mut epoch, mut stale_lines) = (0, 0);
+    let mut filter = StaleFilter::new(acceptance);
     for (index, line) in content[..complete].split(|b| *b == b'\n').enumerate() {
         if line.iter().all(u8::is_ascii_whitespace) {
             continue;
         }
         match serde_json::from_slice::<Envelope<R>>(line) {
             Ok(envelope) if envelope.v <= SCHEMA_VERSION => {
-                let line_epoch = envelope.epoch.unwrap_or(0);
-                if line_epoch < epoch {
-                    tracing::warn!(path = %path.display(), line = index + 1, line_epoch, epoch, "skipping a line of a stale writer");
-                    stale_lines += 1;
+                if !filter.keeps(envelope.epoch, envelope.commit) {
+                    tracing::warn!(path = %path.display(), line = index + 1, epoch = envelope.epoch, "skipping a line of a stale writer");
                     continue;
                 }
-                epoch = line_epoch;
                 records.push(envelope.record);
             }
             Ok(envelope) => return Err(StoreError::unknown_version(path, envelope.v)),
@@ -256,6 +304,7 @@ pub fn parse_log<R: DeserializeOwned>(
             }
         }
     }
+    let (epoch, stale_lines) = (filter.epoch, filter.stale_lines);
     Ok(ReadLog {
         records,
         len: complete as u64,
@@ -265,10 +314,75 @@ pub fn parse_log<R: DeserializeOwned>(
     })
 }
 
+/// Decides line by line, in file order, which lines count (see `store::fence`): a stamped
+/// line whose commit was accepted or refused is judged by that; one whose epoch nothing is
+/// known of is skipped when its epoch is older than a line before it.
+struct StaleFilter<'a> {
+    acceptance: &'a Acceptance,
+    /// The largest epoch of a line kept so far.
+    epoch: u64,
+    stale_lines: usize,
+}
+
+impl<'a> StaleFilter<'a> {
+    fn new(acceptance: &'a Acceptance) -> StaleFilter<'a> {
+        StaleFilter {
+            acceptance,
+            epoch: 0,
+            stale_lines: 0,
+        }
+    }
+
+    fn keeps(&mut self, epoch: Option<u64>, commit: Option<u64>) -> bool {
+        let epoch = epoch.unwrap_or(0);
+        let keep = match self.acceptance.judge(epoch, commit) {
+            Verdict::Accepted => true,
+            Verdict::Rejected => false,
+            Verdict::Unknown => epoch >= self.epoch,
+        };
+        if keep {
+            self.epoch = self.epoch.max(epoch);
+        } else {
+            self.stale_lines += 1;
+        }
+        keep
+    }
+}
+
+/// Only the stamp of a line.
+#[derive(serde::Deserialize)]
+struct StampOnly {
+    epoch: Option<u64>,
+    commit: Option<u64>,
+}
+
+/// The complete lines of `content` that count, as bytes (a fork copies a history this way).
+/// With nothing known (embedded mode) the content is returned as it is.
+pub fn counted_lines(content: Vec<u8>, acceptance: &Acceptance) -> Vec<u8> {
+    if !acceptance.is_known() {
+        return content;
+    }
+    let mut filter = StaleFilter::new(acceptance);
+    let mut kept = Vec::with_capacity(content.len());
+    for line in content.split_inclusive(|b| *b == b'\n') {
+        if !line.ends_with(b"\n") {
+            break;
+        }
+        let stamp = serde_json::from_slice::<StampOnly>(line).ok();
+        let (epoch, commit) = stamp.map_or((None, None), |stamp| (stamp.epoch, stamp.commit));
+        if filter.keeps(epoch, commit) {
+            kept.extend_from_slice(line);
+        }
+    }
+    kept
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use serde::Deserialize;
+    use std::collections::HashMap;
+    use std::sync::Mutex;
 
     #[derive(Debug, Serialize, Deserialize, PartialEq)]
     #[serde(tag = "type")]
@@ -277,50 +391,116 @@ mod tests {
         A { n: u32 },
     }
 
-    /// A lease as the store sees it: an epoch, and whether it still holds.
+    /// A coordinator as the fence protocol needs one: the current epoch and its last
+    /// accepted commit, and the closed epochs with theirs.
+    #[derive(Debug, Default)]
+    struct Coordinator {
+        epoch: u64,
+        commits: u64,
+        closed: HashMap<u64, u64>,
+    }
+
+    /// A lease of one epoch, accepted by a shared coordinator.
     #[derive(Debug)]
-    struct Lease(u64, std::sync::atomic::AtomicBool);
+    struct Lease {
+        epoch: u64,
+        next: std::sync::atomic::AtomicU64,
+        holds: std::sync::atomic::AtomicBool,
+        coordinator: Arc<Mutex<Coordinator>>,
+    }
+
+    impl Lease {
+        /// Takes the conversation: the old epoch is closed at its last accepted commit.
+        fn claim(coordinator: &Arc<Mutex<Coordinator>>) -> Arc<Lease> {
+            let mut state = coordinator.lock().unwrap();
+            let (old, last) = (state.epoch, state.commits);
+            state.closed.insert(old, last);
+            state.epoch += 1;
+            state.commits = 0;
+            Arc::new(Lease {
+                epoch: state.epoch,
+                next: Default::default(),
+                holds: std::sync::atomic::AtomicBool::new(true),
+                coordinator: coordinator.clone(),
+            })
+        }
+    }
 
     impl WriteFence for Lease {
         fn epoch(&self) -> u64 {
-            self.0
+            self.epoch
         }
         fn holds(&self) -> bool {
-            self.1.load(std::sync::atomic::Ordering::SeqCst)
+            self.holds.load(std::sync::atomic::Ordering::SeqCst)
+        }
+        fn next_commit(&self) -> u64 {
+            self.next.fetch_add(1, std::sync::atomic::Ordering::SeqCst) + 1
+        }
+        fn commit(&self, commit: u64) -> Result<(), FenceError> {
+            let mut state = self.coordinator.lock().unwrap();
+            if state.epoch != self.epoch {
+                return Err(FenceError::Lost);
+            }
+            state.commits = commit;
+            Ok(())
+        }
+        fn commit_delete(&self) -> Result<(), FenceError> {
+            Err(FenceError::Unknown("not in this test".into()))
+        }
+        fn acceptance(&self) -> Acceptance {
+            let state = self.coordinator.lock().unwrap();
+            Acceptance::new(
+                Arc::new(state.closed.clone()),
+                Some((state.epoch, state.commits)),
+            )
         }
     }
 
     #[test]
-    fn lines_carry_their_lease_epoch_and_a_stale_writers_lines_are_skipped() {
+    fn a_stale_writers_lines_never_count_wherever_they_land() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("log.jsonl");
-        let lease = |epoch| Arc::new(Lease(epoch, std::sync::atomic::AtomicBool::new(true)));
+        let coordinator = Arc::new(Mutex::new(Coordinator::default()));
         let mut old_owner = JsonlWriter::open(&path).unwrap();
-        old_owner.set_fence(Some(lease(1)));
+        old_owner.set_fence(Some(Lease::claim(&coordinator)));
         old_owner.append(&[Rec::A { n: 1 }]).unwrap();
+        // Another instance takes the conversation while the old owner still thinks it holds
+        // it (it was paused, or the database's clock stepped): the old owner's next line is
+        // written, before the new owner's, but its commit is refused and the caller told so.
+        let new_lease = Lease::claim(&coordinator);
+        assert!(matches!(
+            old_owner.append(&[Rec::A { n: 2 }]),
+            Err(StoreError::NotOwner { .. })
+        ));
         let mut new_owner = JsonlWriter::open(&path).unwrap();
-        new_owner.set_fence(Some(lease(2)));
-        new_owner.append(&[Rec::A { n: 2 }]).unwrap();
-        // The old owner writes after its lease ended (its fence was wrong): readers skip it.
-        let mut stale = JsonlWriter::open(&path).unwrap();
-        stale.set_fence(Some(lease(1)));
-        stale.append(&[Rec::A { n: 3 }]).unwrap();
-        let log = read_log::<Rec>(&path).unwrap();
-        assert_eq!(log.records, [Rec::A { n: 1 }, Rec::A { n: 2 }]);
-        assert_eq!((log.epoch, log.stale_lines), (2, 1));
+        new_owner.set_fence(Some(new_lease.clone()));
+        new_owner.append(&[Rec::A { n: 3 }]).unwrap();
+        // ... and one after the new owner's lines.
+        assert!(old_owner.append(&[Rec::A { n: 4 }]).is_err());
+        new_owner.append(&[Rec::A { n: 5 }]).unwrap();
+        let log = read_log::<Rec>(&path, &new_lease.acceptance()).unwrap();
+        assert_eq!(
+            log.records,
+            [Rec::A { n: 1 }, Rec::A { n: 3 }, Rec::A { n: 5 }]
+        );
+        assert_eq!((log.epoch, log.stale_lines), (2, 2));
         let text = std::fs::read_to_string(&path).unwrap();
         assert!(
-            text.starts_with(r#"{"v":1,"epoch":1,"type":"a","n":1}"#),
+            text.starts_with(r#"{"v":1,"epoch":1,"commit":1,"type":"a","n":1}"#),
             "{text}"
         );
+        // Without the coordinator's rows (a lost database), only the order of epochs is left:
+        // the line that came after the new owner's is still skipped.
+        let log = read_log::<Rec>(&path, &Acceptance::default()).unwrap();
+        assert_eq!(log.stale_lines, 1);
 
-        // A fence that no longer holds refuses the write, and nothing reaches the file.
-        let ended = lease(3);
-        ended.1.store(false, std::sync::atomic::Ordering::SeqCst);
-        new_owner.set_fence(Some(ended));
+        // A fence that no longer holds by the clock refuses the write before writing.
+        new_lease
+            .holds
+            .store(false, std::sync::atomic::Ordering::SeqCst);
         let before = std::fs::read(&path).unwrap();
         assert!(matches!(
-            new_owner.append(&[Rec::A { n: 4 }]),
+            new_owner.append(&[Rec::A { n: 6 }]),
             Err(StoreError::NotOwner { .. })
         ));
         assert_eq!(std::fs::read(&path).unwrap(), before);
@@ -339,13 +519,13 @@ mod tests {
             .write_all(br#"{"v":1,"type":"a","n":"#)
             .unwrap();
 
-        let log: ReadLog<Rec> = read_log(&path).unwrap();
+        let log: ReadLog<Rec> = read_log(&path, &Acceptance::default()).unwrap();
         assert_eq!(log.records, vec![Rec::A { n: 1 }, Rec::A { n: 2 }]);
         assert_eq!(log.torn_tail, Some(22));
 
         let mut writer = JsonlWriter::open(&path).unwrap();
         writer.append(&[Rec::A { n: 3 }]).unwrap();
-        let log: ReadLog<Rec> = read_log(&path).unwrap();
+        let log: ReadLog<Rec> = read_log(&path, &Acceptance::default()).unwrap();
         assert_eq!(log.records.len(), 3);
         assert_eq!(log.torn_tail, None);
         assert_eq!(log.len, std::fs::metadata(&path).unwrap().len());
@@ -378,7 +558,7 @@ mod tests {
         assert_eq!(std::fs::metadata(&path).unwrap().len(), writer.len());
         // Space is back: the next append follows the last acknowledged line.
         writer.append(&[Rec::A { n: 3 }]).unwrap();
-        let log: ReadLog<Rec> = read_log(&path).unwrap();
+        let log: ReadLog<Rec> = read_log(&path, &Acceptance::default()).unwrap();
         assert_eq!(log.records, vec![Rec::A { n: 1 }, Rec::A { n: 3 }]);
         assert_eq!(log.torn_tail, None);
     }
@@ -388,7 +568,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("log.jsonl");
         std::fs::write(&path, "{\"v\":99,\"type\":\"b\"}\n").unwrap();
-        let error = read_log::<Rec>(&path).unwrap_err();
+        let error = read_log::<Rec>(&path, &Acceptance::default()).unwrap_err();
         assert!(error.to_string().contains("schema version 99"), "{error}");
     }
 
@@ -397,7 +577,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("log.jsonl");
         std::fs::write(&path, "{\"v\":1,\"type\":\"a\",\"n\":1}\nnot json\n").unwrap();
-        let error = read_log::<Rec>(&path).unwrap_err();
+        let error = read_log::<Rec>(&path, &Acceptance::default()).unwrap_err();
         assert!(error.to_string().contains("line 2"), "{error}");
     }
 }

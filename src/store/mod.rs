@@ -10,6 +10,7 @@
 //! <data>/trash/<id>/    a conversation being deleted; `reindex` and start-up finish the removal
 //! ```
 
+pub mod fence;
 pub mod jsonl;
 pub mod lock;
 pub mod records;
@@ -21,6 +22,7 @@ use std::io;
 use std::path::{Path, PathBuf};
 
 use crate::domain::Item;
+pub use fence::{Acceptance, FenceError, WriteFence};
 pub use jsonl::{JsonlWriter, ReadLog};
 use records::{MetaRecord, SessionRecord};
 
@@ -42,14 +44,12 @@ pub enum StoreError {
     Invalid { path: PathBuf, message: String },
     #[error("{path}: not written: this instance no longer owns the conversation (its lease ended)")]
     NotOwner { path: PathBuf },
-}
-
-/// The right to write a conversation's files in cluster mode (a lease, see `cluster::leases`):
-/// the epoch every record is stamped with, and whether the right still holds. The store only
-/// asks; it knows nothing of how leases work.
-pub trait WriteFence: Send + Sync + std::fmt::Debug {
-    fn epoch(&self) -> u64;
-    fn holds(&self) -> bool;
+    /// Cluster mode: the line is durable but the coordinator did not confirm it; whether it
+    /// counts is settled by whoever loads the conversation next.
+    #[error(
+        "{path}: the write was not confirmed by the database ({reason}); its outcome is unknown"
+    )]
+    Unconfirmed { path: PathBuf, reason: String },
 }
 
 impl StoreError {
@@ -144,7 +144,12 @@ impl Store {
     ) -> Result<u64, StoreError> {
         let encoded: Vec<(&str, Vec<u8>)> = sessions
             .iter()
-            .map(|(session_id, records)| Ok((*session_id, jsonl::encode_lines(records, epoch)?)))
+            .map(|(session_id, records)| {
+                Ok((
+                    *session_id,
+                    jsonl::encode_lines(records, epoch.map(fence::Stamp::epoch_only))?,
+                ))
+            })
             .collect::<Result<_, StoreError>>()?;
         let raw: Vec<(&str, &[u8])> = encoded
             .iter()
@@ -222,7 +227,12 @@ impl Store {
         Ok(ids)
     }
 
-    pub fn read_metadata(&self, id: &str) -> Result<ReadLog<MetaRecord>, StoreError> {
+    /// The conversation's metadata records (those that count, by `acceptance`).
+    pub fn read_metadata(
+        &self,
+        id: &str,
+        acceptance: &Acceptance,
+    ) -> Result<ReadLog<MetaRecord>, StoreError> {
         let path = self.metadata_path(id);
         if !path.is_file() {
             return Err(StoreError::Invalid {
@@ -230,12 +240,17 @@ impl Store {
                 message: "missing".to_owned(),
             });
         }
-        jsonl::read_log(&path)
+        jsonl::read_log(&path, acceptance)
     }
 
     /// The items of one session in `seq` order, each as its last stored snapshot.
-    pub fn read_items(&self, id: &str, session_id: &str) -> Result<Vec<Item>, StoreError> {
-        let log = jsonl::read_log::<SessionRecord>(&self.session_path(id, session_id))?;
+    pub fn read_items(
+        &self,
+        id: &str,
+        session_id: &str,
+        acceptance: &Acceptance,
+    ) -> Result<Vec<Item>, StoreError> {
+        let log = jsonl::read_log::<SessionRecord>(&self.session_path(id, session_id), acceptance)?;
         Ok(fold_items(log.records))
     }
 

@@ -153,12 +153,15 @@ pub enum SessionRecord {
 }
 
 /// What every line looks like: the version beside the record's own fields, and in cluster
-/// mode the epoch of the lease it was written under (see `store::WriteFence`).
+/// mode the stamp it was written with: the epoch of the lease, and the commit number the
+/// coordinator must accept for the line to count (see `store::fence`).
 #[derive(Debug, Serialize, Deserialize)]
 pub struct Envelope<R> {
     pub v: u32,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub epoch: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub commit: Option<u64>,
     #[serde(flatten)]
     pub record: R,
 }

@@ -185,6 +185,7 @@ async fn one_instance_at_a_time_holds_a_lease_and_each_new_owner_has_a_larger_ep
     let taken = loop {
         match owner.claim("c_1", 0).await.unwrap() {
             Claim::Owned(fence) => break fence,
+            Claim::Deleted => panic!("not deleted"),
             Claim::HeldBy { .. } => {
                 assert!(!second.holds());
                 assert!(
@@ -249,7 +250,7 @@ async fn while_postgres_is_down_leases_cannot_be_renewed_and_stop_writes_in_time
 // Three instances of the binary over one PostgreSQL and one data directory.
 
 /// The lease the instances use: short, so a takeover is quick to wait for.
-const LEASE_MS: u64 = 2000;
+pub(crate) const LEASE_MS: u64 = 2000;
 
 struct Cluster {
     instances: Vec<Server>,
@@ -257,7 +258,7 @@ struct Cluster {
     _dir: tempfile::TempDir,
 }
 
-fn cluster_config(postgres: &Postgres) -> String {
+pub(crate) fn cluster_config(postgres: &Postgres) -> String {
     format!(
         "[cluster]\ndatabase_url = \"{}\"\nlease_ms = {LEASE_MS}\n",
         postgres.url()
@@ -375,7 +376,7 @@ async fn owned(server: &Server) -> u64 {
     health["cluster"]["conversations_owned"].as_u64().unwrap()
 }
 
-async fn create(server: &Server, text: &str) -> String {
+pub(crate) async fn create(server: &Server, text: &str) -> String {
     let (status, body) = server
         .post("/api/conversations", json!({ "text": text }))
         .await;

@@ -10,6 +10,7 @@ mod approvals;
 mod bad_input;
 mod big_messages;
 mod cluster;
+mod cluster_fence;
 mod compaction;
 mod contract;
 mod conversations;

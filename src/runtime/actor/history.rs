@@ -25,6 +25,8 @@ impl ConversationActor {
         let root = self.state.conversation.root_session_id.clone();
         let path = self.shared.store.session_path(&self.id, &root);
         let content = std::fs::read(&path).map_err(|e| StoreError::io(&path, e))?;
+        // Cluster mode: a stale writer's lines are not copied.
+        let content = crate::store::jsonl::counted_lines(content, &self.acceptance());
         let mut end = match &self.root().running {
             Some(running) => fork::cut_offset(&content, &fork::Cut::BeforeTurn(&running.turn_id)),
             None => content.len(),

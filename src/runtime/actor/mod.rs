@@ -53,10 +53,16 @@ const COMMAND_CAPACITY: usize = 64;
 
 /// Loads a stored conversation and starts its actor.
 pub fn load(shared: Arc<Shared>, id: &str) -> Result<ActorHandle, RuntimeError> {
-    let log = shared.store.read_metadata(id)?;
+    let fence = shared.fence(id)?;
+    // Cluster mode: only the lines whose writes were accepted count.
+    let acceptance = fence
+        .as_ref()
+        .map(|fence| fence.acceptance())
+        .unwrap_or_default();
+    let log = shared.store.read_metadata(id, &acceptance)?;
     // Cluster mode: the lease must be newer than anything in the files (a rebuilt database
     // may have forgotten how far epochs went).
-    if let Some(fence) = shared.fence(id)?
+    if let Some(fence) = &fence
         && log.epoch >= fence.epoch()
     {
         return Err(RuntimeError::EpochBehind(log.epoch));
@@ -68,7 +74,7 @@ pub fn load(shared: Arc<Shared>, id: &str) -> Result<ActorHandle, RuntimeError> 
     for session in &state.sessions {
         histories.insert(
             session.id.clone(),
-            shared.store.read_items(id, &session.id)?,
+            shared.store.read_items(id, &session.id, &acceptance)?,
         );
     }
     spawn(shared, state, histories, None)
@@ -523,6 +529,14 @@ impl ConversationActor {
         if self.compacting.is_some() {
             return Err(RuntimeError::CompactionRunning);
         }
+        // Cluster mode: the delete is accepted against the lease's epoch before any file goes,
+        // so an owner that was paused past its lease cannot delete what another now owns.
+        if let Some(fence) = &self.fence {
+            crate::testhooks::stop_at("delete", self.id.as_bytes());
+            fence.commit_delete().map_err(|error| {
+                RuntimeError::Unavailable(format!("the conversation was not deleted: {error}"))
+            })?;
+        }
         self.shared.store.delete_conversation(&self.id)?;
         if let Err(error) = self.shared.rules.drop_conversation(&self.id) {
             // Rules of a deleted conversation match nothing: only the list shows them.
@@ -555,6 +569,14 @@ impl ConversationActor {
             )));
         }
         Ok(())
+    }
+
+    /// Which stamped lines of the files count (cluster mode; everything when embedded).
+    fn acceptance(&self) -> crate::store::Acceptance {
+        self.fence
+            .as_ref()
+            .map(|fence| fence.acceptance())
+            .unwrap_or_default()
     }
 
     fn append_meta(&mut self, records: Vec<MetaRecord>) -> Result<(), StoreError> {

@@ -18,8 +18,9 @@ use crate::store::state::ConversationState;
 pub fn read_view(
     shared: &Shared,
     id: &str,
+    acceptance: &crate::store::Acceptance,
 ) -> Result<(ConversationView, HashMap<String, Usage>), RuntimeError> {
-    let log = shared.store.read_metadata(id)?;
+    let log = shared.store.read_metadata(id, acceptance)?;
     let state = ConversationState::from_records(&log.records).map_err(|error| {
         RuntimeError::Internal(format!("conversation {id} cannot be read: {error}"))
     })?;
@@ -28,7 +29,7 @@ pub fn read_view(
     for session in &mut sessions {
         let mut run = SessionRun::new(
             session.id.clone(),
-            shared.store.read_items(id, &session.id)?,
+            shared.store.read_items(id, &session.id, acceptance)?,
         );
         // As the actor does when it loads (`reset_meter`).
         if let Some(basis) = super::turns::meter_basis(&shared.config, &state, &session.id) {

@@ -227,7 +227,10 @@ impl ConversationActor {
             .map(|t| (t.session_id.clone(), t.id.clone()))
             .collect();
         for (session_id, turn_id) in stale {
-            let mut items = self.shared.store.read_items(&self.id, &session_id)?;
+            let mut items =
+                self.shared
+                    .store
+                    .read_items(&self.id, &session_id, &self.acceptance())?;
             let closing: Vec<Item> = crate::index::rebuild::close_cut_turn(
                 &self.state,
                 &mut items,

@@ -1,0 +1,271 @@
+//! Cluster mode under faults placed at precise moments: an owner frozen between the lease
+//! check and its write, the database's clock stepping past a lease, a delete queued on a
+//! paused owner. A lease alone let the stale owner write (or delete) after another instance
+//! took the conversation; the fence makes such a write refused and never read.
+//!
+//! The pause is a test hook: `OPENVAALA_TEST_STOP_AT=<point>:<text>` makes the instance stop
+//! itself (SIGSTOP) at that point, and the test resumes it (SIGCONT).
+
+use std::time::Duration;
+
+use serde_json::json;
+
+use crate::cluster::{LEASE_MS, cluster_config, create};
+use crate::harness::{Server, ServerOptions, TIMEOUT};
+use openvaala::testkit::postgres::Postgres;
+
+/// An instance of the cluster, stopping itself at `stop_at` if given.
+async fn instance(postgres: &Postgres, data_dir: &std::path::Path, stop_at: &str) -> Server {
+    let env = if stop_at.is_empty() {
+        Vec::new()
+    } else {
+        vec![("OPENVAALA_TEST_STOP_AT".to_owned(), stop_at.to_owned())]
+    };
+    Server::start_with(ServerOptions {
+        data_dir: Some(data_dir.to_owned()),
+        config: Some(cluster_config(postgres)),
+        env,
+        ..ServerOptions::default()
+    })
+    .await
+}
+
+fn pid(server: &Server) -> i32 {
+    server.child.id().expect("running") as i32
+}
+
+/// Waits until the process has stopped itself (state `T` in /proc).
+async fn wait_stopped(pid: i32) {
+    tokio::time::timeout(TIMEOUT, async {
+        loop {
+            let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
+            let state = stat.rsplit(") ").next().unwrap().chars().next().unwrap();
+            if state == 'T' {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    })
+    .await
+    .expect("the instance never reached the point it was to stop at");
+}
+
+fn resume(pid: i32) {
+    // SAFETY: kill(2) on our own child's pid with a valid signal.
+    unsafe {
+        libc::kill(pid, libc::SIGCONT);
+    }
+}
+
+/// Waits until PostgreSQL says the lease of `id` has expired (what lets another instance in).
+async fn wait_lease_expired(pool: &sqlx::PgPool, id: &str) {
+    tokio::time::timeout(Duration::from_millis(LEASE_MS * 5), async {
+        loop {
+            let expired: bool = sqlx::query_scalar(
+                "SELECT expires_at < now() FROM leases WHERE conversation_id = $1",
+            )
+            .bind(id)
+            .fetch_one(pool)
+            .await
+            .unwrap();
+            if expired {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    })
+    .await
+    .expect("the frozen owner's lease never expired");
+}
+
+async fn pool(postgres: &Postgres) -> sqlx::PgPool {
+    sqlx::postgres::PgPoolOptions::new()
+        .max_connections(2)
+        .connect(&postgres.url())
+        .await
+        .unwrap()
+}
+
+async fn title(server: &Server, id: &str) -> String {
+    let (status, body) = server.get(&format!("/api/conversations/{id}")).await;
+    assert_eq!(status, 200, "{body}");
+    body["title"].as_str().unwrap().to_owned()
+}
+
+#[tokio::test]
+async fn an_owner_frozen_before_its_write_cannot_write_after_a_takeover() {
+    let postgres = Postgres::start();
+    let pool = pool(&postgres).await;
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let a = instance(&postgres, &data, "append:stale title A").await;
+    let b = instance(&postgres, &data, "").await;
+    let id = create(&a, "Hello").await;
+    a.wait_idle(&id).await;
+
+    // A checks its lease, then freezes before the write (a VM pause, a blocked NFS write).
+    let stale = {
+        let (client, url) = (a.client.clone(), a.url(&format!("/api/conversations/{id}")));
+        tokio::spawn(async move {
+            let response = client
+                .patch(url)
+                .json(&json!({ "title": "stale title A" }))
+                .send()
+                .await
+                .unwrap();
+            response.status().as_u16()
+        })
+    };
+    wait_stopped(pid(&a)).await;
+    wait_lease_expired(&pool, &id).await;
+    let (status, body) = b
+        .patch(
+            &format!("/api/conversations/{id}"),
+            json!({ "title": "variant A" }),
+        )
+        .await;
+    assert_eq!(status, 200, "{body}");
+
+    // A wakes and writes its line: the write is refused (503), not acknowledged.
+    resume(pid(&a));
+    let status = tokio::time::timeout(TIMEOUT, stale).await.unwrap().unwrap();
+    assert_eq!(status, 503, "the stale owner's write was acknowledged");
+    let metadata = std::fs::read_to_string(b.conversation_dir(&id).join("metadata.jsonl")).unwrap();
+    assert!(
+        metadata.contains("stale title A"),
+        "the stale line is in the file: {metadata}"
+    );
+    for server in [&a, &b] {
+        assert_eq!(title(server, &id).await, "variant A");
+    }
+    // The stale line is never read: not by a restarted cluster either.
+    b.terminate().await;
+    a.terminate().await;
+    let fresh = instance(&postgres, &data, "").await;
+    assert_eq!(title(&fresh, &id).await, "variant A");
+    let (status, body) = fresh
+        .post(
+            &format!("/api/conversations/{id}/messages"),
+            json!({ "text": "still writable" }),
+        )
+        .await;
+    assert_eq!(status, 202, "{body}");
+    fresh.wait_idle(&id).await;
+    assert_eq!(title(&fresh, &id).await, "variant A");
+}
+
+#[tokio::test]
+async fn a_step_of_the_database_clock_cannot_make_two_owners_write() {
+    let postgres = Postgres::start();
+    let pool = pool(&postgres).await;
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let a = instance(&postgres, &data, "").await;
+    let b = instance(&postgres, &data, "").await;
+    let id = create(&a, "Hello").await;
+    a.wait_idle(&id).await;
+    // The database's clock steps forward past the lease: for PostgreSQL it has expired,
+    // while A, by its own clock, still holds it.
+    sqlx::query(
+        "UPDATE leases SET expires_at = now() - interval '1 second' WHERE conversation_id = $1",
+    )
+    .bind(&id)
+    .execute(&pool)
+    .await
+    .unwrap();
+    let (status, body) = b
+        .patch(
+            &format!("/api/conversations/{id}"),
+            json!({ "title": "from B" }),
+        )
+        .await;
+    assert_eq!(status, 200, "{body}");
+    // A writes as the owner it believes it is. Unless its renewal noticed the loss first
+    // (then the write goes to B), it is refused, with Retry-After: never stored by A.
+    let response = a
+        .client
+        .patch(a.url(&format!("/api/conversations/{id}")))
+        .json(&json!({ "title": "from A" }))
+        .send()
+        .await
+        .unwrap();
+    let expected = match response.status().as_u16() {
+        200 => "from A",
+        503 => {
+            assert!(response.headers().contains_key("retry-after"));
+            let body: serde_json::Value = response.json().await.unwrap();
+            assert_eq!(body["error"]["code"], "unavailable", "{body}");
+            "from B"
+        }
+        status => panic!("A answered {status}"),
+    };
+    for server in [&a, &b] {
+        assert_eq!(title(server, &id).await, expected);
+    }
+    // What was acknowledged is what the files say, for a cluster started afresh.
+    b.terminate().await;
+    a.terminate().await;
+    let fresh = instance(&postgres, &data, "").await;
+    assert_eq!(title(&fresh, &id).await, expected);
+    let (status, body) = fresh
+        .patch(
+            &format!("/api/conversations/{id}"),
+            json!({ "title": "after" }),
+        )
+        .await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(title(&fresh, &id).await, "after");
+}
+
+#[tokio::test]
+async fn a_delete_queued_on_a_paused_owner_does_not_run_after_a_takeover() {
+    let postgres = Postgres::start();
+    let pool = pool(&postgres).await;
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let a = instance(&postgres, &data, "delete:c_").await;
+    let b = instance(&postgres, &data, "").await;
+    let id = create(&a, "Hello").await;
+    a.wait_idle(&id).await;
+    let delete = {
+        let (client, url) = (a.client.clone(), a.url(&format!("/api/conversations/{id}")));
+        tokio::spawn(async move { client.delete(url).send().await.unwrap().status().as_u16() })
+    };
+    wait_stopped(pid(&a)).await;
+    wait_lease_expired(&pool, &id).await;
+    let (status, body) = b
+        .post(
+            &format!("/api/conversations/{id}/messages"),
+            json!({ "text": "after the takeover" }),
+        )
+        .await;
+    assert_eq!(status, 202, "{body}");
+    b.wait_idle(&id).await;
+
+    resume(pid(&a));
+    let status = tokio::time::timeout(TIMEOUT, delete)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(status, 503, "the stale owner's delete ran");
+    assert!(b.conversation_dir(&id).join("metadata.jsonl").is_file());
+    for server in [&a, &b] {
+        let (status, items) = server.get(&format!("/api/conversations/{id}/items")).await;
+        assert_eq!(status, 200, "{items}");
+        assert!(items.to_string().contains("after the takeover"), "{items}");
+    }
+    // The owner's delete goes through, and every instance agrees it is gone.
+    let (status, body) = b.delete(&format!("/api/conversations/{id}")).await;
+    assert_eq!(status, 204, "{body}");
+    for server in [&a, &b] {
+        let (status, _) = server.get(&format!("/api/conversations/{id}")).await;
+        assert_eq!(status, 404);
+        let (status, _) = server
+            .post(
+                &format!("/api/conversations/{id}/messages"),
+                json!({ "text": "into a deleted one" }),
+            )
+            .await;
+        assert_eq!(status, 404);
+    }
+}
