@@ -179,17 +179,41 @@ impl Service {
             ..options.settings
         };
         let connection_limits = connection_limits(&caps, &options.config);
+        let store_for_repairs = store.clone();
         let runtime = Runtime::new(store, index.clone(), Arc::new(options.config), settings);
         read_rules(&runtime)?;
-        // Leases renewed in the background; a conversation whose lease is lost stops here.
+        // Leases renewed in the background; a conversation whose lease is lost stops here, as
+        // soon as a renewal or a refused write shows it.
         let ticking = runtime.clone();
+        let mut lost_now = cluster.leases().lost_now().expect("taken once, here");
         tokio::spawn(async move {
             let mut ticks = tokio::time::interval(cluster.tick_interval());
             loop {
-                ticks.tick().await;
-                let lost = cluster.tick().await;
+                let lost = tokio::select! {
+                    _ = ticks.tick() => cluster.tick().await,
+                    Some(_) = lost_now.recv() => cluster.leases().expired(),
+                };
                 if !lost.is_empty() {
                     ticking.leases_lost(&lost).await;
+                }
+            }
+        });
+        // Index updates that failed while PostgreSQL was down are redone once it answers.
+        let (repair_store, repair_index) = (store_for_repairs, index.clone());
+        let repair_every = runtime.cluster().expect("cluster mode").tick_interval();
+        tokio::spawn(async move {
+            let mut ticks = tokio::time::interval(repair_every);
+            loop {
+                ticks.tick().await;
+                match rebuild::repair_noted(&repair_store, &repair_index).await {
+                    Ok(0) => {}
+                    Ok(repaired) => tracing::info!(
+                        repaired,
+                        "re-indexed conversations whose index updates had failed"
+                    ),
+                    Err(error) => {
+                        tracing::debug!(%error, "the index repair waits for the database")
+                    }
                 }
             }
         });

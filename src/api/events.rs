@@ -46,6 +46,11 @@ pub enum ConversationEvent {
     /// The conversation was deleted; the stream ends after this event.
     #[serde(rename = "conversation.deleted")]
     ConversationDeleted { conversation_id: String },
+    /// This instance no longer serves the conversation (cluster mode: its lease ended and
+    /// another instance may own it now; what ran here was cut). The stream ends after this
+    /// event: reconnect, with `Last-Event-ID`, to follow the conversation where it is now.
+    #[serde(rename = "conversation.moved")]
+    ConversationMoved { conversation_id: String },
     /// A sub-agent's session was created.
     #[serde(rename = "session.created")]
     SessionCreated { session: Session },
@@ -202,6 +207,7 @@ impl BusEvent for ConversationEvent {
             ConversationEvent::Snapshot { .. } => "snapshot",
             ConversationEvent::ConversationUpdated { .. } => "conversation.updated",
             ConversationEvent::ConversationDeleted { .. } => "conversation.deleted",
+            ConversationEvent::ConversationMoved { .. } => "conversation.moved",
             ConversationEvent::SessionCreated { .. } => "session.created",
             ConversationEvent::SessionUpdated { .. } => "session.updated",
             ConversationEvent::PendingUpdated { .. } => "pending.updated",
@@ -217,6 +223,20 @@ impl BusEvent for ConversationEvent {
             ConversationEvent::CompactionFailed { .. } => "compaction.failed",
             ConversationEvent::ApprovalRequested { .. } => "approval.requested",
             ConversationEvent::ApprovalResolved { .. } => "approval.resolved",
+        }
+    }
+}
+
+impl ListEvent {
+    /// The conversation the event is about (none for a snapshot).
+    pub fn conversation_id(&self) -> Option<&str> {
+        match self {
+            ListEvent::Snapshot { .. } => None,
+            ListEvent::ConversationCreated { conversation }
+            | ListEvent::ConversationUpdated { conversation } => Some(&conversation.id),
+            ListEvent::ConversationDeleted { conversation_id } => Some(conversation_id),
+            ListEvent::ApprovalRequested { approval }
+            | ListEvent::ApprovalResolved { approval } => Some(&approval.conversation_id),
         }
     }
 }

@@ -26,7 +26,7 @@
 //!   where it was: the owner stops writing then. Renewals run every `ttl / 4`, so three can
 //!   fail before an owner that is merely slow loses anything.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, LazyLock, Mutex};
 use std::time::{Duration, Instant};
@@ -54,6 +54,12 @@ struct Inner {
     ttl: Duration,
     margin: Duration,
     held: Mutex<HashMap<String, Fence>>,
+    /// Conversations whose lease this instance lost (not gave up): it writes no index rows
+    /// and sends no list events for them until it takes one again.
+    forfeited: Mutex<HashSet<String>>,
+    /// Where a fence that learns it lost its lease says so at once (see `lost_now`).
+    lost_sender: tokio::sync::mpsc::UnboundedSender<String>,
+    lost_receiver: Mutex<Option<tokio::sync::mpsc::UnboundedReceiver<String>>>,
 }
 
 /// The right to write one conversation: its epoch, until when (on this instance's clock) the
@@ -72,6 +78,7 @@ pub struct Fence {
     pool: PgPool,
     /// How long a commit may wait for the database before its outcome counts as unknown.
     patience: Duration,
+    lost_sender: tokio::sync::mpsc::UnboundedSender<String>,
 }
 
 impl Fence {
@@ -108,6 +115,7 @@ impl Fence {
             Err(reason) => Err(FenceError::Unknown(reason)),
         };
         self.revoke();
+        let _ = self.lost_sender.send(self.conversation_id.to_string());
         result
     }
 }
@@ -178,6 +186,7 @@ pub enum Claim {
 
 impl Leases {
     pub fn new(pool: PgPool, instance: String, ttl: Duration) -> Leases {
+        let (lost_sender, lost_receiver) = tokio::sync::mpsc::unbounded_channel();
         Leases {
             inner: Arc::new(Inner {
                 pool,
@@ -185,8 +194,31 @@ impl Leases {
                 margin: (ttl / 10).max(Duration::from_millis(200)),
                 ttl,
                 held: Mutex::new(HashMap::new()),
+                forfeited: Mutex::new(HashSet::new()),
+                lost_sender,
+                lost_receiver: Mutex::new(Some(lost_receiver)),
             }),
         }
+    }
+
+    /// The conversations whose fence learned, on a write, that its lease is gone: taken once,
+    /// by the task that stops their actors without waiting for the next renewal.
+    pub fn lost_now(&self) -> Option<tokio::sync::mpsc::UnboundedReceiver<String>> {
+        self.inner.lost_receiver.lock().expect("leases lock").take()
+    }
+
+    /// Whether this instance lost the lease of a conversation (and has not taken it again).
+    pub fn forfeited(&self, conversation_id: &str) -> bool {
+        self.inner
+            .forfeited
+            .lock()
+            .expect("leases lock")
+            .contains(conversation_id)
+    }
+
+    fn forfeit(&self, ids: &[String]) {
+        let mut forfeited = self.inner.forfeited.lock().expect("leases lock");
+        forfeited.extend(ids.iter().cloned());
     }
 
     pub fn ttl(&self) -> Duration {
@@ -245,7 +277,13 @@ impl Leases {
                     closed: Arc::new(closed),
                     pool: inner.pool.clone(),
                     patience: inner.ttl,
+                    lost_sender: inner.lost_sender.clone(),
                 };
+                inner
+                    .forfeited
+                    .lock()
+                    .expect("leases lock")
+                    .remove(conversation_id);
                 fence.extend_to(sent + inner.ttl - inner.margin);
                 inner
                     .held
@@ -350,6 +388,8 @@ impl Leases {
                 lost.push(id);
             }
         }
+        drop(held);
+        self.forfeit(&lost);
         Ok(lost)
     }
 
@@ -365,6 +405,8 @@ impl Leases {
         for id in &gone {
             held.remove(id);
         }
+        drop(held);
+        self.forfeit(&gone);
         gone
     }
 

@@ -35,7 +35,8 @@ has `id:` (opaque, increasing), `event:` (its type) and `data:` (JSON on one lin
 `ConversationEvent` (see the schemas), whose `type` is the event's type again. A keep-alive \
 comment goes out at least every 15 s. A new connection first gets `snapshot`; a reconnect with \
 `Last-Event-ID` gets exactly the events after that id, or a fresh `snapshot` when that id is \
-unknown or too old. The stream ends after `conversation.deleted`.";
+unknown or too old. The stream ends after `conversation.deleted`, and after `conversation.moved` \
+(reconnect to follow the conversation where it is now).";
 
 /// The description of `GET /api/events`.
 pub const LIST_EVENTS: &str = "\
@@ -196,14 +197,15 @@ fn concat_frames(batch: &[Event]) -> Bytes {
     chunk.freeze()
 }
 
-/// The last event of a deleted conversation's stream.
-const DELETED: &str = "conversation.deleted";
+/// The events after which a conversation's stream ends: it was deleted, or this instance no
+/// longer serves it (the client reconnects to where it is now).
+const LAST_EVENTS: [&str; 2] = ["conversation.deleted", "conversation.moved"];
 
 /// Which events end a stream after they are sent.
 #[derive(Clone, Copy)]
 enum Ends {
-    /// A conversation's stream ends with its `conversation.deleted`: the actor is gone, but
-    /// the stream's clone of the bus would keep it open for good.
+    /// A conversation's stream ends with its `conversation.deleted` or `conversation.moved`:
+    /// the actor is gone, but the stream's clone of the bus would keep it open for good.
     AtDeletion,
     /// The list's stream carries every conversation's deletion and goes on.
     Never,
@@ -215,7 +217,10 @@ impl Ends {
         let Ends::AtDeletion = self else {
             return false;
         };
-        match batch.iter().position(|event| event.kind == DELETED) {
+        match batch
+            .iter()
+            .position(|event| LAST_EVENTS.contains(&event.kind))
+        {
             Some(at) => {
                 batch.truncate(at + 1);
                 true
@@ -396,7 +401,7 @@ mod tests {
         let live = follow(bus.clone(), receiver, before, done, Ends::AtDeletion);
         let events: Vec<Event> = live.concat().await;
         let kinds: Vec<&str> = events.iter().map(|event| event.kind).collect();
-        assert_eq!(kinds, ["conversation.updated", DELETED]);
+        assert_eq!(kinds, ["conversation.updated", "conversation.deleted"]);
         assert_eq!(events[1].id, deleted.id);
     }
 

@@ -474,6 +474,36 @@ pub async fn catch_up(store: &Store, index: &Index) -> Result<RebuildReport, Ind
     Ok(report)
 }
 
+/// Cluster mode, while running: re-indexes the conversations whose index updates failed (the
+/// database was down), from their files, as soon as the database answers again, without
+/// waiting for a start. Writes no file. If this fails too, they stay noted for the next try.
+/// Returns how many were repaired.
+pub async fn repair_noted(store: &Store, index: &Index) -> Result<usize, IndexError> {
+    let noted = index.take_repairs()?;
+    if noted.is_empty() {
+        return Ok(0);
+    }
+    let ids: Vec<String> = noted.into_iter().collect();
+    let repaired = async {
+        let mut present = Vec::new();
+        for id in &ids {
+            index.remove_conversation(id).await?;
+            if store.exists(id) {
+                present.push(id.clone());
+            }
+        }
+        let mut report = RebuildReport::default();
+        index_conversations(store, index, present, Load::ReadOnly, &mut report).await?;
+        Ok::<usize, IndexError>(report.indexed)
+    }
+    .await;
+    if repaired.is_err() {
+        let noted: Vec<&str> = ids.iter().map(String::as_str).collect();
+        index.mark_out_of_date(&noted).await;
+    }
+    repaired
+}
+
 /// `reindex --database-url`: rebuilds the cluster's PostgreSQL index from the directories
 /// (every instance stopped), and keeps each conversation's lease epoch above what its files
 /// carry, so the next owner's records are never taken for a stale writer's.

@@ -296,6 +296,13 @@ impl Shared {
     /// Applies index updates; a failure is logged, not fatal: the files are already safe and
     /// the next start reconciles the index with them.
     pub async fn index_quietly(&self, updates: &[IndexUpdate<'_>]) {
+        if updates
+            .iter()
+            .any(|update| self.forfeited(update.conversation_id()))
+        {
+            // This instance lost the conversation: its rows are its new owner's to write.
+            return;
+        }
         if let Err(error) = self.index.apply(updates).await {
             let mut ids: Vec<&str> = updates.iter().map(IndexUpdate::conversation_id).collect();
             ids.dedup();

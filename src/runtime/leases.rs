@@ -85,6 +85,13 @@ impl Shared {
         }
     }
 
+    /// Cluster mode: whether this instance lost the lease of conversation `id` (then it writes
+    /// no index rows and sends no list events for it).
+    pub fn forfeited(&self, id: &str) -> bool {
+        self.cluster()
+            .is_some_and(|cluster| cluster.leases().forfeited(id))
+    }
+
     /// Removes what is left of a conversation whose delete was accepted (cluster mode: the
     /// deleting instance may have stopped between the acceptance and the removal).
     pub async fn finish_delete(&self, id: &str) {

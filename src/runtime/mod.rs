@@ -234,6 +234,10 @@ impl Shared {
     /// Publishes a list-level event (`/api/events`); in cluster mode every other instance's
     /// sidebars get it too.
     pub fn publish_list(&self, event: &ListEvent) {
+        if event.conversation_id().is_some_and(|id| self.forfeited(id)) {
+            // This instance lost the conversation: its new owner tells the list.
+            return;
+        }
         self.list_events.publish(event);
         if let Some(cluster) = self.cluster() {
             cluster.notify(event);

@@ -69,8 +69,7 @@ impl Runtime {
             let handle = self.shared.actors.lock().await.get(id).cloned();
             if let Some(handle) = handle {
                 tracing::warn!(conversation = %id, "lost the lease of a live conversation; it stops here");
-                let (reply, _done) = tokio::sync::oneshot::channel();
-                let _ = handle.send(Command::Shutdown { reply }).await;
+                let _ = handle.send(Command::LeaseLost).await;
             }
         }
     }

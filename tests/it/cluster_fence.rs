@@ -8,6 +8,7 @@
 
 use std::time::Duration;
 
+use futures::StreamExt;
 use serde_json::json;
 
 use crate::cluster::{LEASE_MS, cluster_config, create};
@@ -268,4 +269,161 @@ async fn a_delete_queued_on_a_paused_owner_does_not_run_after_a_takeover() {
             .await;
         assert_eq!(status, 404);
     }
+}
+
+fn signal(pid: i32, signal: i32) {
+    // SAFETY: kill(2) on our own child's pid with a valid signal.
+    unsafe {
+        libc::kill(pid, signal);
+    }
+}
+
+/// The status the shared index lists a conversation with, through `server`.
+async fn listed_status(server: &Server, id: &str) -> String {
+    let (status, listed) = server.get("/api/conversations").await;
+    assert_eq!(status, 200, "{listed}");
+    let found = listed["conversations"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|conversation| conversation["id"] == id)
+        .unwrap_or_else(|| panic!("{id} is not listed: {listed}"));
+    found["status"].as_str().unwrap().to_owned()
+}
+
+#[tokio::test]
+async fn followers_of_an_owner_that_lost_its_lease_are_told_to_reconnect_and_find_the_truth() {
+    let postgres = Postgres::start();
+    let pool = pool(&postgres).await;
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let a = instance(&postgres, &data, "").await;
+    let b = instance(&postgres, &data, "").await;
+    let id = create(&a, "Hello").await;
+    a.wait_idle(&id).await;
+    // A long turn on A, followed on A.
+    let mut events = a
+        .raw_events(&format!("/api/conversations/{id}/events"), None)
+        .await;
+    let (status, _) = a
+        .post(
+            &format!("/api/conversations/{id}/messages"),
+            json!({ "text": "Slowly\n/sleep 200" }),
+        )
+        .await;
+    assert_eq!(status, 202);
+    let mut last_id = None;
+    while let Some((event_id, kind, _)) = events.next().await {
+        last_id = Some(event_id);
+        if kind == "item.delta" {
+            break;
+        }
+    }
+    assert_eq!(listed_status(&b, &id).await, "running");
+
+    // A pauses past its lease; B takes the conversation and closes the cut turn, in the
+    // files and in the shared index.
+    signal(pid(&a), libc::SIGSTOP);
+    wait_lease_expired(&pool, &id).await;
+    let taken = tokio::time::timeout(TIMEOUT, async {
+        loop {
+            let (status, body) = b.get(&format!("/api/conversations/{id}")).await;
+            if status == 200 && body["status"] == "idle" {
+                return body;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    })
+    .await
+    .expect("B never took the conversation over");
+    assert_eq!(taken["status"], "idle", "{taken}");
+    assert_eq!(listed_status(&b, &id).await, "idle");
+
+    // A wakes: its follower is told the conversation moved, and the stream ends there. It
+    // never hears of a turn that failed.
+    signal(pid(&a), libc::SIGCONT);
+    let rest: Vec<(String, String, serde_json::Value)> =
+        tokio::time::timeout(TIMEOUT, events.collect())
+            .await
+            .expect("the old owner's stream never ended");
+    let kinds: Vec<&str> = rest.iter().map(|(_, kind, _)| kind.as_str()).collect();
+    assert_eq!(kinds.last(), Some(&"conversation.moved"), "{kinds:?}");
+    assert!(
+        !rest
+            .iter()
+            .any(|(_, kind, data)| kind == "turn.ended" && data["status"] == "failed"),
+        "{rest:?}"
+    );
+    if let Some((event_id, _, _)) = rest.iter().rev().nth(1) {
+        last_id = Some(event_id.clone());
+    }
+    // Reconnecting through A reaches the conversation where it is now.
+    let mut resumed = a
+        .raw_events(
+            &format!("/api/conversations/{id}/events"),
+            last_id.as_deref(),
+        )
+        .await;
+    let (_, kind, snapshot) = tokio::time::timeout(TIMEOUT, resumed.next())
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(kind, "snapshot");
+    assert_eq!(snapshot["conversation"]["status"], "idle", "{snapshot}");
+    let (_, items) = a.get(&format!("/api/conversations/{id}/items")).await;
+    let last = items["items"].as_array().unwrap().last().unwrap().clone();
+    assert!(
+        last["text"].as_str().unwrap_or("").contains("interrupted"),
+        "{last}"
+    );
+    // A, which lost the lease, wrote nothing to the index for it since: still idle for all.
+    for server in [&a, &b] {
+        assert_eq!(listed_status(server, &id).await, "idle");
+    }
+}
+
+#[tokio::test]
+async fn index_updates_that_failed_are_redone_once_the_database_takes_them_again() {
+    let postgres = Postgres::start();
+    let pool = pool(&postgres).await;
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let a = instance(&postgres, &data, "").await;
+    let id = create(&a, "Hello").await;
+    a.wait_idle(&id).await;
+    // The index tables refuse writes (as during an outage) while the leases still answer, so
+    // the write is stored and acknowledged but its index update fails.
+    sqlx::query("ALTER TABLE conversations RENAME TO conversations_away")
+        .execute(&pool)
+        .await
+        .unwrap();
+    let (status, body) = a
+        .patch(
+            &format!("/api/conversations/{id}"),
+            json!({ "title": "renamed while away" }),
+        )
+        .await;
+    assert_eq!(status, 200, "{body}");
+    sqlx::query("ALTER TABLE conversations_away RENAME TO conversations")
+        .execute(&pool)
+        .await
+        .unwrap();
+    // Repaired in the background, without a restart.
+    tokio::time::timeout(Duration::from_millis(LEASE_MS * 5), async {
+        loop {
+            let title: String = sqlx::query_scalar("SELECT title FROM conversations WHERE id = $1")
+                .bind(&id)
+                .fetch_one(&pool)
+                .await
+                .unwrap();
+            if title == "renamed while away" {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    })
+    .await
+    .expect("the failed index update was never redone");
+    let (_, listed) = a.get("/api/conversations?q=renamed").await;
+    assert_eq!(listed["conversations"][0]["id"], id.as_str(), "{listed}");
 }

@@ -34,6 +34,7 @@ const EVENTS = [
   'snapshot',
   'conversation.updated',
   'conversation.deleted',
+  'conversation.moved',
   'session.created',
   'session.updated',
   'turn.started',
@@ -305,6 +306,11 @@ function applyEvent(type, data) {
       removeListed(data.conversation_id);
       if (state.stream) state.stream.close();
       showBlocked(data.conversation_id, new ApiError(404, 'not_found', 'It was deleted (maybe from another window).'));
+      break;
+    case 'conversation.moved':
+      // The instance that served it lost it (cluster mode): the stream ends now, and the
+      // browser reconnects with Last-Event-ID to wherever the conversation is.
+      setConnection('Moved to another instance: reconnecting…');
       break;
     case 'session.created':
     case 'session.updated': {

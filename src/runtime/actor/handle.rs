@@ -76,6 +76,9 @@ pub enum Command {
     Shutdown {
         reply: oneshot::Sender<()>,
     },
+    /// Cluster mode: the lease is gone. Followers are told to reconnect, and the actor stops
+    /// as at a shutdown, writing nothing more.
+    LeaseLost,
     /// A rule was kept in another conversation: settle the approvals here that it answers.
     RulesChanged {
         resolution: ApprovalResolution,

@@ -135,6 +135,7 @@ pub fn spawn(
         session_changes: watch::Sender::new(0),
         subagents_counted: 0,
         approvals: Vec::new(),
+        closed_on_load: Vec::new(),
     };
     for session in &mut actor.state.sessions {
         session.last_message = actor
@@ -146,7 +147,7 @@ pub fn spawn(
     for session_id in &session_ids {
         actor.reset_meter(session_id);
     }
-    actor.close_stale_turns(start_turn.as_deref())?;
+    actor.closed_on_load = actor.close_stale_turns(start_turn.as_deref())?;
     if let Some(turn_id) = start_turn {
         let root = actor.root_id().to_owned();
         actor.run_turn(&root, &turn_id);
@@ -195,10 +196,17 @@ struct ConversationActor {
     subagents_counted: usize,
     /// Tool calls waiting for a user's answer, oldest first.
     approvals: Vec<approvals::WaitingApproval>,
+    /// Turns a crash (or a lost owner) left running, closed as this actor loaded: the index
+    /// and the list learn of it when the actor starts.
+    closed_on_load: Vec<String>,
 }
 
 impl ConversationActor {
     async fn run(mut self, mut commands: mpsc::Receiver<Command>) {
+        let closed = std::mem::take(&mut self.closed_on_load);
+        if !closed.is_empty() {
+            self.index_closed_turns(&closed).await;
+        }
         let idle = self.shared.settings.idle_unload;
         let mut idle_deadline = Instant::now() + idle;
         loop {
@@ -377,21 +385,34 @@ impl ConversationActor {
             // Handled by `run` when it arrives; one that was queued behind a retirement's
             // fresh channel finds the actor used again, which then stays.
             Command::Unload => self.status.unload_asked.store(false, Ordering::Relaxed),
+            Command::LeaseLost => {
+                self.bus.publish(&ConversationEvent::ConversationMoved {
+                    conversation_id: self.id.clone(),
+                });
+                return self.stop();
+            }
             Command::Shutdown { reply } => {
-                if let Some(compacting) = &self.compacting {
-                    compacting.cancel.cancel();
-                }
-                self.stopping = true;
                 self.shutdown_waiters.push(reply);
-                for run in self.sessions.values_mut() {
-                    run.interrupt(InterruptCause::Shutdown);
-                }
-                if !self.any_running() {
-                    return Flow::Stop;
-                }
+                return self.stop();
             }
         }
         Flow::Continue
+    }
+
+    /// Stops the actor: at once when nothing runs, else once every running turn has ended.
+    fn stop(&mut self) -> Flow {
+        if let Some(compacting) = &self.compacting {
+            compacting.cancel.cancel();
+        }
+        self.stopping = true;
+        for run in self.sessions.values_mut() {
+            run.interrupt(InterruptCause::Shutdown);
+        }
+        if self.any_running() {
+            Flow::Continue
+        } else {
+            Flow::Stop
+        }
     }
 
     fn root_id(&self) -> &str {

@@ -219,14 +219,20 @@ impl ConversationActor {
 
     /// Turns a crash left `running` are closed as `interrupted` before anything else happens,
     /// in every session.
-    pub(super) fn close_stale_turns(&mut self, except: Option<&str>) -> Result<(), RuntimeError> {
+    /// Returns the turns closed.
+    pub(super) fn close_stale_turns(
+        &mut self,
+        except: Option<&str>,
+    ) -> Result<Vec<String>, RuntimeError> {
         let stale: Vec<(String, String)> = self
             .state
             .running_turns()
             .filter(|t| Some(t.id.as_str()) != except)
             .map(|t| (t.session_id.clone(), t.id.clone()))
             .collect();
+        let mut closed = Vec::new();
         for (session_id, turn_id) in stale {
+            closed.push(turn_id.clone());
             let mut items =
                 self.shared
                     .store
@@ -254,6 +260,34 @@ impl ConversationActor {
                 at: now(),
             }])?;
         }
-        Ok(())
+        Ok(closed)
+    }
+
+    /// Tells the index and the list about turns closed at load: in cluster mode the
+    /// conversation was listed `running` by the owner that died, and only its new owner can
+    /// correct that.
+    pub(super) async fn index_closed_turns(&mut self, closed: &[String]) {
+        let mut updates = vec![self.conversation_update()];
+        let turns: Vec<_> = self
+            .state
+            .turns
+            .iter()
+            .filter(|turn| closed.contains(&turn.id))
+            .cloned()
+            .collect();
+        for turn in &turns {
+            updates.push(IndexUpdate::Turn {
+                conversation_id: &self.id,
+                turn,
+            });
+        }
+        for session in &self.state.sessions {
+            updates.push(IndexUpdate::Session {
+                conversation_id: &self.id,
+                session,
+            });
+        }
+        self.shared.index_quietly(&updates).await;
+        self.publish_conversation();
     }
 }
