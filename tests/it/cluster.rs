@@ -249,10 +249,10 @@ async fn while_postgres_is_down_leases_cannot_be_renewed_and_stop_writes_in_time
 // Three instances of the binary over one PostgreSQL and one data directory.
 
 /// The lease the instances use: short, so a takeover is quick to wait for.
-const LEASE_MS: u64 = 2000;
+pub(crate) const LEASE_MS: u64 = 2000;
 
-struct Cluster {
-    instances: Vec<Server>,
+pub(crate) struct Cluster {
+    pub(crate) instances: Vec<Server>,
     data_dir: std::path::PathBuf,
     _dir: tempfile::TempDir,
 }
@@ -264,7 +264,7 @@ fn cluster_config(postgres: &Postgres) -> String {
     )
 }
 
-async fn start_cluster(postgres: &Postgres, count: usize) -> Cluster {
+pub(crate) async fn start_cluster(postgres: &Postgres, count: usize) -> Cluster {
     let dir = tempfile::tempdir().unwrap();
     let data_dir = dir.path().join("data");
     let mut instances = Vec::new();
@@ -369,13 +369,13 @@ async fn an_instance_on_every_interface_is_reached_at_its_advertised_address() {
     assert_eq!(health["cluster"]["addr"], format!("127.0.0.1:{port}"));
 }
 
-async fn owned(server: &Server) -> u64 {
+pub(crate) async fn owned(server: &Server) -> u64 {
     let (status, health) = server.get("/api/health").await;
     assert_eq!(status, 200, "{health}");
     health["cluster"]["conversations_owned"].as_u64().unwrap()
 }
 
-async fn create(server: &Server, text: &str) -> String {
+pub(crate) async fn create(server: &Server, text: &str) -> String {
     let (status, body) = server
         .post("/api/conversations", json!({ "text": text }))
         .await;

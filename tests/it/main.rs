@@ -10,6 +10,7 @@ mod approvals;
 mod bad_input;
 mod big_messages;
 mod cluster;
+mod cluster_peers;
 mod compaction;
 mod contract;
 mod conversations;
