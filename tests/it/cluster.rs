@@ -16,7 +16,7 @@ use crate::harness::{Server, ServerOptions};
 use crate::support::events_until;
 use openvaala::testkit::postgres::Postgres;
 
-fn conversation(id: &str, title: &str) -> Conversation {
+pub(crate) fn conversation(id: &str, title: &str) -> Conversation {
     Conversation {
         id: id.to_owned(),
         title: title.to_owned(),

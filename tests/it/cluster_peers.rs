@@ -4,7 +4,7 @@
 
 use std::time::{Duration, Instant};
 
-use serde_json::json;
+use serde_json::{Value, json};
 use sqlx::{Connection, PgConnection};
 
 use crate::cluster::{LEASE_MS, create, owned, start_cluster};
@@ -71,4 +71,140 @@ async fn an_instance_whose_registration_is_gone_registers_again_within_a_lease()
     // It was forwarded to A, which still owns the conversation.
     assert_eq!(owned(a).await, 1);
     assert_eq!(owned(b).await, 0);
+}
+
+/// What a request answered while the index row it needs is locked: its status, whether it
+/// said when to retry, its body, and how long it took. Panics when it hangs.
+async fn bounded(request: reqwest::RequestBuilder) -> (u16, bool, Value, Duration) {
+    const LIMIT: Duration = Duration::from_secs(8);
+    let started = Instant::now();
+    let response = tokio::time::timeout(LIMIT, request.send())
+        .await
+        .expect("the request hung behind the locked row")
+        .unwrap();
+    let status = response.status().as_u16();
+    let retry_after = response.headers().contains_key("retry-after");
+    let body = tokio::time::timeout(LIMIT, response.json::<Value>())
+        .await
+        .expect("the answer's body hung")
+        .unwrap_or(Value::Null);
+    (status, retry_after, body, started.elapsed())
+}
+
+#[tokio::test]
+async fn a_locked_index_row_costs_a_bounded_wait_never_a_hang_or_a_500() {
+    let postgres = Postgres::start();
+    let cluster = start_cluster(&postgres, 2).await;
+    let [a, b] = &cluster.instances[..] else {
+        unreachable!()
+    };
+    let id = create(a, "Hello").await;
+    a.wait_idle(&id).await;
+    a.wait_index_settled().await;
+
+    // A peer stopped inside an index transaction: the conversation's row stays locked.
+    let mut db = PgConnection::connect(&postgres.url()).await.unwrap();
+    let mut stuck = db.begin().await.unwrap();
+    let locked: String =
+        sqlx::query_scalar("SELECT id FROM conversations WHERE id = $1 FOR UPDATE")
+            .bind(&id)
+            .fetch_one(&mut *stuck)
+            .await
+            .unwrap();
+    assert_eq!(locked, id);
+
+    let path = format!("/api/conversations/{id}");
+    let requests = [
+        (
+            "rename through the owner",
+            a.client
+                .patch(a.url(&path))
+                .json(&json!({ "title": "One" })),
+        ),
+        (
+            "rename through the peer",
+            b.client
+                .patch(b.url(&path))
+                .json(&json!({ "title": "Two" })),
+        ),
+        ("read through the peer", b.client.get(b.url(&path))),
+        (
+            "listing on the owner",
+            a.client.get(a.url("/api/conversations")),
+        ),
+        (
+            "listing on the peer",
+            b.client.get(b.url("/api/conversations")),
+        ),
+    ];
+    for (what, request) in requests {
+        let (status, retry_after, body, took) = bounded(request).await;
+        assert!(
+            status == 200 || (status == 503 && retry_after),
+            "{what}: {status} (Retry-After: {retry_after}) after {took:?}: {body}"
+        );
+    }
+    stuck.rollback().await.unwrap();
+
+    // Once the row is free, writes go through the index again.
+    let (status, body) = a.patch(&path, json!({ "title": "Three" })).await;
+    assert_eq!(status, 200, "{body}");
+    let (_, listed) = b.get("/api/conversations").await;
+    assert_eq!(listed["conversations"][0]["title"], "Three", "{listed}");
+}
+
+#[tokio::test]
+async fn a_statement_that_gives_up_waiting_is_answered_503_with_retry_after() {
+    use axum::response::IntoResponse;
+    use openvaala::http::error::ApiError;
+    use openvaala::index::{Index, IndexError, IndexUpdate};
+    use openvaala::runtime::RuntimeError;
+
+    let postgres = Postgres::start();
+    let dir = tempfile::tempdir().unwrap();
+    let index = Index::open_postgres(&postgres.url(), &dir.path().join("repairs"))
+        .await
+        .unwrap();
+    let row = crate::cluster::conversation("c_1", "Locked");
+    let update = |meta_len| IndexUpdate::Conversation {
+        conversation: &row,
+        meta_len,
+    };
+    index.apply(&[update(10)]).await.unwrap();
+
+    let mut db = PgConnection::connect(&postgres.url()).await.unwrap();
+    let mut stuck = db.begin().await.unwrap();
+    sqlx::query("SELECT id FROM conversations WHERE id = 'c_1' FOR UPDATE")
+        .fetch_one(&mut *stuck)
+        .await
+        .unwrap();
+    let started = Instant::now();
+    let error = tokio::time::timeout(Duration::from_secs(8), index.apply(&[update(20)]))
+        .await
+        .expect("the write hung behind the locked row")
+        .unwrap_err();
+    assert!(matches!(error, IndexError::Busy(_)), "{error:?}");
+    assert!(
+        started.elapsed() < Duration::from_secs(4),
+        "{:?}",
+        started.elapsed()
+    );
+    let response = ApiError::from(RuntimeError::from(error)).into_response();
+    assert_eq!(response.status(), 503);
+    assert!(response.headers().contains_key("retry-after"));
+    stuck.rollback().await.unwrap();
+
+    // A statement that runs too long is cut too, and a transaction left idle is ended.
+    let pool = index.postgres().unwrap().pool();
+    let slow = sqlx::query("SELECT pg_sleep(30)")
+        .execute(pool)
+        .await
+        .unwrap_err();
+    let slow = IndexError::from_postgres(IndexError::Sqlx(slow));
+    assert!(matches!(slow, IndexError::Busy(_)), "{slow:?}");
+    let idle: String = sqlx::query_scalar("SHOW idle_in_transaction_session_timeout")
+        .fetch_one(pool)
+        .await
+        .unwrap();
+    assert_eq!(idle, "10s");
 }
