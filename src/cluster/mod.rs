@@ -72,6 +72,20 @@ pub enum RouteError {
     TakeOver(String),
 }
 
+/// Clears the idempotency claims no request needs any more: those whose answer the index
+/// has, and unanswered ones as old as a dead instance's row (the request that made them is
+/// long over; a live claimant would have answered or released them).
+async fn clear_idempotency_claims(pool: &PgPool, lease: Duration) -> Result<(), sqlx::Error> {
+    sqlx::query(
+        "DELETE FROM idempotency_claims WHERE key IN (SELECT key FROM answers)
+         OR (status IS NULL AND claimed_at < now() - $1 * interval '1 millisecond')",
+    )
+    .bind((lease * 20).as_millis() as i64)
+    .execute(pool)
+    .await?;
+    Ok(())
+}
+
 impl Cluster {
     /// Registers this instance (a fresh id every start) at `addr`. Rows of instances not seen
     /// for a long time (they died) are cleared on the way.
@@ -84,6 +98,7 @@ impl Cluster {
         .bind((lease * 20).as_millis() as i64)
         .execute(&pool)
         .await?;
+        clear_idempotency_claims(&pool, lease).await?;
         sqlx::query("INSERT INTO instances (id, addr) VALUES ($1, $2)")
             .bind(&instance)
             .bind(&addr)

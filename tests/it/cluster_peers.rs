@@ -208,3 +208,142 @@ async fn a_statement_that_gives_up_waiting_is_answered_503_with_retry_after() {
         .unwrap();
     assert_eq!(idle, "10s");
 }
+
+#[tokio::test]
+async fn one_create_sent_to_three_instances_at_once_makes_one_conversation() {
+    const ROUNDS: usize = 8;
+    let postgres = Postgres::start();
+    let cluster = start_cluster(&postgres, 3).await;
+    let instances = &cluster.instances;
+    let mut created = Vec::new();
+    for round in 0..ROUNDS {
+        let key = format!("create-{round}");
+        let body = json!({ "text": format!("Round {round}") });
+        let answers = futures::future::join_all(
+            instances
+                .iter()
+                .map(|server| server.post_with_key("/api/conversations", body.clone(), &key)),
+        )
+        .await;
+        let (status, first) = &answers[0];
+        assert_eq!(*status, 201, "round {round}: {answers:?}");
+        for answer in &answers[1..] {
+            assert_eq!(
+                answer, &answers[0],
+                "round {round}: every caller gets one answer"
+            );
+        }
+        created.push(first["conversation"]["id"].as_str().unwrap().to_owned());
+    }
+
+    // Exactly one conversation per key, whichever instance is asked.
+    for server in instances {
+        let (status, listed) = server.get("/api/conversations?limit=100").await;
+        assert_eq!(status, 200, "{listed}");
+        let mut listed: Vec<&str> = listed["conversations"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|conversation| conversation["id"].as_str().unwrap())
+            .collect();
+        listed.sort_unstable();
+        let mut expected: Vec<&str> = created.iter().map(String::as_str).collect();
+        expected.sort_unstable();
+        assert_eq!(listed, expected);
+    }
+
+    // A repeat gets the same answer; another body with a used key is refused, as embedded.
+    for server in instances {
+        let (status, again) = server
+            .post_with_key(
+                "/api/conversations",
+                json!({ "text": "Round 0" }),
+                "create-0",
+            )
+            .await;
+        assert_eq!(status, 201, "{again}");
+        assert_eq!(again["conversation"]["id"], created[0].as_str());
+        let (status, refused) = server
+            .post_with_key("/api/conversations", json!({ "text": "Other" }), "create-0")
+            .await;
+        assert_eq!(status, 422, "{refused}");
+        assert_eq!(refused["error"]["code"], "idempotency_key_reused");
+    }
+}
+
+#[tokio::test]
+async fn a_key_claimed_by_a_dead_instance_is_taken_over_and_a_live_claim_is_waited_for() {
+    let postgres = Postgres::start();
+    let cluster = start_cluster(&postgres, 2).await;
+    let [a, b] = &cluster.instances[..] else {
+        unreachable!()
+    };
+    let mut db = PgConnection::connect(&postgres.url()).await.unwrap();
+    let claim = |key: &str, instance: &str, age_ms: i64| {
+        sqlx::query(
+            "INSERT INTO idempotency_claims (key, instance, token, claimed_at)
+             VALUES ($1, $2, 'k_test', now() - $3 * interval '1 millisecond')",
+        )
+        .bind(format!("create:{key}"))
+        .bind(instance.to_owned())
+        .bind(age_ms)
+    };
+    let post = |key: &str| {
+        a.client
+            .post(a.url("/api/conversations"))
+            .header("Idempotency-Key", key)
+            .json(&json!({ "text": "Claimed" }))
+            .send()
+    };
+    let limit = Duration::from_millis(2 * LEASE_MS + 2_000);
+
+    // The claimant died before answering (its row is gone) a lease ago: the key is free again.
+    claim("dead", "i_dead", 2 * LEASE_MS as i64)
+        .execute(&mut db)
+        .await
+        .unwrap();
+    let response = tokio::time::timeout(limit, post("dead"))
+        .await
+        .expect("a dead instance's claim held the key")
+        .unwrap();
+    assert_eq!(response.status(), 201);
+
+    // A live instance holds the key: the request waits for its answer, and gets it.
+    let b_id = instance_id(b).await;
+    claim("answered", &b_id, 0).execute(&mut db).await.unwrap();
+    let waiting = tokio::spawn(tokio::time::timeout(limit, post("answered")));
+    sqlx::query(
+        "UPDATE idempotency_claims SET status = 201, response = '{\"answered\": \"by B\"}'
+         WHERE key = 'create:answered'",
+    )
+    .execute(&mut db)
+    .await
+    .unwrap();
+    let response = waiting
+        .await
+        .unwrap()
+        .expect("the wait was unbounded")
+        .unwrap();
+    assert_eq!(response.status(), 201);
+    assert_eq!(
+        response.json::<Value>().await.unwrap(),
+        json!({ "answered": "by B" })
+    );
+
+    // ... but not forever: after a lease it is told to retry.
+    claim("busy", &b_id, 0).execute(&mut db).await.unwrap();
+    let started = Instant::now();
+    let response = tokio::time::timeout(limit, post("busy"))
+        .await
+        .expect("the wait was unbounded")
+        .unwrap();
+    assert_eq!(response.status(), 503);
+    assert!(response.headers().contains_key("retry-after"));
+    assert!(started.elapsed() >= Duration::from_millis(LEASE_MS));
+    let (_, listed) = a.get("/api/conversations").await;
+    assert_eq!(
+        listed["conversations"].as_array().unwrap().len(),
+        1,
+        "{listed}"
+    );
+}
