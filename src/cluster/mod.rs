@@ -75,6 +75,20 @@ pub enum RouteError {
     Deleted,
 }
 
+/// Clears the idempotency claims no request needs any more: those whose answer the index
+/// has, and unanswered ones as old as a dead instance's row (the request that made them is
+/// long over; a live claimant would have answered or released them).
+async fn clear_idempotency_claims(pool: &PgPool, lease: Duration) -> Result<(), sqlx::Error> {
+    sqlx::query(
+        "DELETE FROM idempotency_claims WHERE key IN (SELECT key FROM answers)
+         OR (status IS NULL AND claimed_at < now() - $1 * interval '1 millisecond')",
+    )
+    .bind((lease * 20).as_millis() as i64)
+    .execute(pool)
+    .await?;
+    Ok(())
+}
+
 impl Cluster {
     /// Registers this instance (a fresh id every start) at `addr`. Rows of instances not seen
     /// for a long time (they died) are cleared on the way.
@@ -87,6 +101,7 @@ impl Cluster {
         .bind((lease * 20).as_millis() as i64)
         .execute(&pool)
         .await?;
+        clear_idempotency_claims(&pool, lease).await?;
         sqlx::query("INSERT INTO instances (id, addr) VALUES ($1, $2)")
             .bind(&instance)
             .bind(&addr)
@@ -220,10 +235,7 @@ impl Cluster {
     /// Returns the conversations whose lease is gone (their actors must stop writing).
     pub async fn tick(&self) -> Vec<String> {
         let renewed = self.inner.leases.renew().await;
-        let heartbeat = sqlx::query("UPDATE instances SET seen_at = now() WHERE id = $1")
-            .bind(&self.inner.instance)
-            .execute(&self.inner.pool)
-            .await;
+        let heartbeat = self.heartbeat().await;
         let answers = renewed.is_ok() && heartbeat.is_ok();
         self.inner.database_answers.store(answers, Ordering::SeqCst);
         let mut lost = match renewed {
@@ -235,6 +247,32 @@ impl Cluster {
         };
         lost.extend(self.inner.leases.expired());
         lost
+    }
+
+    /// Marks this instance as seen. Its row may be gone although it runs (it was paused long
+    /// enough for a starting instance to clear it as dead): then it registers again, since
+    /// without the row no other instance can forward to it, and its conversations would
+    /// answer 503 everywhere else while its leases hold.
+    async fn heartbeat(&self) -> Result<(), sqlx::Error> {
+        let seen = sqlx::query("UPDATE instances SET seen_at = now() WHERE id = $1")
+            .bind(&self.inner.instance)
+            .execute(&self.inner.pool)
+            .await?;
+        if seen.rows_affected() == 0 {
+            tracing::warn!(
+                instance = %self.inner.instance,
+                "this instance's registration was gone (cleared as dead); registering again"
+            );
+            sqlx::query(
+                "INSERT INTO instances (id, addr) VALUES ($1, $2)
+                 ON CONFLICT (id) DO UPDATE SET addr = excluded.addr, seen_at = now()",
+            )
+            .bind(&self.inner.instance)
+            .bind(&self.inner.addr)
+            .execute(&self.inner.pool)
+            .await?;
+        }
+        Ok(())
     }
 
     /// How often `tick` runs: a quarter of the lease.

@@ -6,7 +6,8 @@
 use std::collections::HashMap;
 use std::time::Duration;
 
-use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
+use sqlx::Connection as _;
+use sqlx::postgres::{PgConnectOptions, PgConnection, PgPoolOptions};
 use sqlx::{PgPool, Postgres, QueryBuilder, Row};
 
 use super::query::{decode_cursor, encode_cursor, indexed_text, search_terms};
@@ -20,6 +21,26 @@ use std::sync::Arc;
 /// answer ("unavailable") in seconds, not a request hanging.
 const ACQUIRE_TIMEOUT: Duration = Duration::from_secs(3);
 
+/// Bounds on every statement of the pool, so that an instance that stops in the middle of a
+/// transaction (paused, partitioned) costs the others a bounded wait, never a hang:
+/// - `lock_timeout` 2 s: a row another session holds is waited for at most this long. Index
+///   writes take row locks for milliseconds; waiting longer means the holder is stuck, and
+///   the request is better answered 503 (retry) than held.
+/// - `statement_timeout` 5 s: no statement of the service runs this long when the database is
+///   well (point reads, small upserts, a page of a listing); one that does is stuck behind
+///   something, and a client is better told so (503) than kept waiting.
+/// - `idle_in_transaction_session_timeout` 10 s: a session that holds a transaction open
+///   without sending anything (its instance paused between two statements) is ended by
+///   PostgreSQL, and its locks go with it. The service's transactions send their statements
+///   back to back, milliseconds apart, so only a stuck instance is cut.
+fn with_timeouts(options: PgConnectOptions) -> PgConnectOptions {
+    options.options([
+        ("lock_timeout", "2s"),
+        ("statement_timeout", "5s"),
+        ("idle_in_transaction_session_timeout", "10s"),
+    ])
+}
+
 /// The pool of one instance's connections to the shared database.
 #[derive(Debug, Clone)]
 pub struct PgIndex {
@@ -31,14 +52,20 @@ impl PgIndex {
     /// lock, so instances starting together do not race).
     pub async fn open(url: &str) -> Result<PgIndex, IndexError> {
         let options: PgConnectOptions = url.parse()?;
+        // Migrations on a connection of their own, without the timeouts below: waiting for
+        // another instance's migration lock, or building an index, may take longer.
+        let mut migrating = PgConnection::connect_with(&options).await?;
+        sqlx::migrate!("./migrations/postgres")
+            .run(&mut migrating)
+            .await?;
+        migrating.close().await?;
         let pool = PgPoolOptions::new()
             .max_connections(8)
             .min_connections(1)
             .acquire_timeout(ACQUIRE_TIMEOUT)
             .idle_timeout(Duration::from_secs(60))
-            .connect_with(options)
+            .connect_with(with_timeouts(options))
             .await?;
-        sqlx::migrate!("./migrations/postgres").run(&pool).await?;
         Ok(PgIndex { pool })
     }
 

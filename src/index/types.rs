@@ -18,6 +18,10 @@ pub enum IndexError {
     /// Cluster mode: PostgreSQL does not answer.
     #[error("PostgreSQL does not answer ({0})")]
     Unreachable(String),
+    /// Cluster mode: a statement gave up waiting (a lock another session holds, its time
+    /// bound): the database answers but something in it is stuck for now.
+    #[error("PostgreSQL is busy ({0})")]
+    Busy(String),
     /// A search the index cannot run as asked (a NUL byte, too many words).
     #[error("{0}")]
     BadSearch(String),
@@ -47,6 +51,16 @@ impl IndexError {
                 }) =>
             {
                 IndexError::Unreachable(error.to_string())
+            }
+            IndexError::Sqlx(sqlx::Error::Database(error))
+                if error.code().is_some_and(|code| {
+                    // 55P03 lock_timeout, 57014 statement_timeout (query canceled), 25P03
+                    // idle_in_transaction_session_timeout, 40001 serialization failure,
+                    // 40P01 deadlock: the statement may simply be tried again.
+                    matches!(&*code, "55P03" | "57014" | "25P03" | "40001" | "40P01")
+                }) =>
+            {
+                IndexError::Busy(error.to_string())
             }
             other => other,
         }

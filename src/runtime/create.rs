@@ -37,6 +37,17 @@ impl Runtime {
         {
             return key.replay(&stored);
         }
+        // In cluster mode the key is claimed across instances too: the same request sent to
+        // another instance at the same time waits for this one's answer.
+        let claim = match (&key, self.shared.cluster()) {
+            (Some(key), Some(cluster)) => {
+                match KeyClaim::take(cluster, &self.shared.index, &key.key).await? {
+                    Claimed::Answered(stored) => return key.replay(&stored),
+                    Claimed::Mine(claim) => Some(claim),
+                }
+            }
+            _ => None,
+        };
         validate_text(&request.text, &request.images)?;
         let config = &self.shared.config;
         let agent_name = request
@@ -180,12 +191,19 @@ impl Runtime {
         actors.insert(conversation_id, handle);
         drop(slot);
         drop(actors);
-        if !indexed && let Some(key) = &key {
+        let unindexed = match &key {
+            Some(key) if !indexed => Some(key.stored(&answer)),
+            _ => None,
+        };
+        if let Some(claim) = claim {
+            claim.answered(unindexed.as_ref()).await;
+        }
+        if let (Some(key), Some(stored)) = (&key, unindexed) {
             self.shared
                 .unindexed_answers
                 .lock()
                 .expect("answers lock")
-                .insert(key.key.clone(), key.stored(&answer));
+                .insert(key.key.clone(), stored);
         }
         Ok(answer)
     }

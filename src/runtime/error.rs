@@ -99,6 +99,12 @@ impl From<IndexError> for RuntimeError {
                     "PostgreSQL does not answer ({reason}); the cluster's index is unavailable, retry when it is back"
                 ))
             }
+            IndexError::Busy(reason) => {
+                tracing::warn!(%reason, "a PostgreSQL statement gave up waiting");
+                RuntimeError::Unavailable(format!(
+                    "the cluster's index is busy ({reason}); retry shortly"
+                ))
+            }
             IndexError::Store(error) => error.into(),
             error => {
                 if let Some(what) = error.exhausted() {

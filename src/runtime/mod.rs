@@ -23,6 +23,7 @@ mod error;
 mod idempotency;
 pub mod images;
 mod index_jobs;
+mod key_claims;
 mod leases;
 mod operations;
 mod registry;
@@ -49,6 +50,7 @@ use idempotency::InFlight;
 pub use idempotency::{Answer, RequestKey};
 pub use index_jobs::IndexJob;
 use index_jobs::{JobQueue, index_failed, run_index_jobs};
+use key_claims::{Claimed, KeyClaim};
 pub use operations::items_page;
 use validate::{check_openable, checked_cwd, validate_text};
 

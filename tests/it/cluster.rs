@@ -16,7 +16,7 @@ use crate::harness::{Server, ServerOptions};
 use crate::support::events_until;
 use openvaala::testkit::postgres::Postgres;
 
-fn conversation(id: &str, title: &str) -> Conversation {
+pub(crate) fn conversation(id: &str, title: &str) -> Conversation {
     Conversation {
         id: id.to_owned(),
         title: title.to_owned(),
@@ -252,8 +252,8 @@ async fn while_postgres_is_down_leases_cannot_be_renewed_and_stop_writes_in_time
 /// The lease the instances use: short, so a takeover is quick to wait for.
 pub(crate) const LEASE_MS: u64 = 2000;
 
-struct Cluster {
-    instances: Vec<Server>,
+pub(crate) struct Cluster {
+    pub(crate) instances: Vec<Server>,
     data_dir: std::path::PathBuf,
     _dir: tempfile::TempDir,
 }
@@ -265,7 +265,7 @@ pub(crate) fn cluster_config(postgres: &Postgres) -> String {
     )
 }
 
-async fn start_cluster(postgres: &Postgres, count: usize) -> Cluster {
+pub(crate) async fn start_cluster(postgres: &Postgres, count: usize) -> Cluster {
     let dir = tempfile::tempdir().unwrap();
     let data_dir = dir.path().join("data");
     let mut instances = Vec::new();
@@ -370,7 +370,7 @@ async fn an_instance_on_every_interface_is_reached_at_its_advertised_address() {
     assert_eq!(health["cluster"]["addr"], format!("127.0.0.1:{port}"));
 }
 
-async fn owned(server: &Server) -> u64 {
+pub(crate) async fn owned(server: &Server) -> u64 {
     let (status, health) = server.get("/api/health").await;
     assert_eq!(status, 200, "{health}");
     health["cluster"]["conversations_owned"].as_u64().unwrap()

@@ -11,6 +11,7 @@ mod bad_input;
 mod big_messages;
 mod cluster;
 mod cluster_fence;
+mod cluster_peers;
 mod compaction;
 mod contract;
 mod conversations;
