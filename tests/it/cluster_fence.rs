@@ -391,10 +391,12 @@ async fn index_updates_that_failed_are_redone_once_the_database_takes_them_again
     let a = instance(&postgres, &data, "").await;
     let id = create(&a, "Hello").await;
     a.wait_idle(&id).await;
-    // The index tables refuse writes (as during an outage) while the leases still answer, so
-    // the write is stored and acknowledged but its index update fails.
-    sqlx::query("ALTER TABLE conversations RENAME TO conversations_away")
-        .execute(&pool)
+    // A peer holds the conversation's index row (as one paused inside a transaction would):
+    // the write is stored and acknowledged, but its index update gives up on the lock.
+    let mut holder = pool.begin().await.unwrap();
+    sqlx::query("SELECT 1 FROM conversations WHERE id = $1 FOR UPDATE")
+        .bind(&id)
+        .execute(&mut *holder)
         .await
         .unwrap();
     let (status, body) = a
@@ -404,18 +406,23 @@ async fn index_updates_that_failed_are_redone_once_the_database_takes_them_again
         )
         .await;
     assert_eq!(status, 200, "{body}");
-    sqlx::query("ALTER TABLE conversations_away RENAME TO conversations")
-        .execute(&pool)
-        .await
-        .unwrap();
+    let indexed: String =
+        sqlx::query_scalar("SELECT data::json->>'title' FROM conversations WHERE id = $1")
+            .bind(&id)
+            .fetch_one(&mut *holder)
+            .await
+            .unwrap();
+    assert_eq!(indexed, "Hello", "the index update went through the lock");
+    holder.commit().await.unwrap();
     // Repaired in the background, without a restart.
     tokio::time::timeout(Duration::from_millis(LEASE_MS * 5), async {
         loop {
-            let title: String = sqlx::query_scalar("SELECT title FROM conversations WHERE id = $1")
-                .bind(&id)
-                .fetch_one(&pool)
-                .await
-                .unwrap();
+            let title: String =
+                sqlx::query_scalar("SELECT data::json->>'title' FROM conversations WHERE id = $1")
+                    .bind(&id)
+                    .fetch_one(&pool)
+                    .await
+                    .unwrap();
             if title == "renamed while away" {
                 return;
             }
