@@ -485,11 +485,13 @@ pub async fn repair_noted(store: &Store, index: &Index) -> Result<usize, IndexEr
     }
     let ids: Vec<String> = noted.into_iter().collect();
     let repaired = async {
+        // Upserts, not a removal and a rebuild: a listing in between must not miss them.
         let mut present = Vec::new();
         for id in &ids {
-            index.remove_conversation(id).await?;
             if store.exists(id) {
                 present.push(id.clone());
+            } else {
+                index.remove_conversation(id).await?;
             }
         }
         let mut report = RebuildReport::default();

@@ -4,7 +4,8 @@
 //!   owner and to another instance, interleaved);
 //! - the runtime's time per turn on a cluster instance against an embedded service;
 //! - the time from `kill -9` of a conversation's owner to that conversation answering 200
-//!   from another instance.
+//!   from another instance;
+//! - the cost of the write fence per append (`fence.rs`).
 
 use std::fmt::Write as _;
 use std::fs;
@@ -47,6 +48,8 @@ struct Results {
     cluster_turns: Vec<Duration>,
     lease: Duration,
     failovers: Vec<Duration>,
+    fenced_appends: Vec<Duration>,
+    plain_appends: Vec<Duration>,
 }
 
 pub fn cluster(args: &ClusterArgs) -> anyhow::Result<()> {
@@ -152,6 +155,12 @@ fn run(args: &ClusterArgs, server: &Path, dir: &Path) -> anyhow::Result<Results>
         }
         drop(owner);
         drop(other);
+        eprintln!(
+            "{} fenced and {} plain appends…",
+            args.requests, args.requests
+        );
+        let (fenced_appends, plain_appends) =
+            super::fence::fence_costs(&postgres.url(), dir, args.requests, 20).await?;
         Ok(Results {
             direct,
             forwarded,
@@ -159,6 +168,8 @@ fn run(args: &ClusterArgs, server: &Path, dir: &Path) -> anyhow::Result<Results>
             cluster_turns,
             lease: Duration::from_millis(args.lease_ms),
             failovers,
+            fenced_appends,
+            plain_appends,
         })
     })
 }
@@ -253,6 +264,24 @@ fn table(results: &Results) -> String {
             .unwrap_or_default()
             .as_secs_f64(),
         verdict(median(&results.failovers) < results.lease + Duration::from_secs(2))
+    );
+    let _ = writeln!(
+        out,
+        "| one-record append, plain (write + fsync), median of {} (p90) | {:.3} ms ({:.3} ms) | | |",
+        results.plain_appends.len(),
+        ms(median(&results.plain_appends)),
+        ms(percentile(&results.plain_appends, 0.90))
+    );
+    let _ = writeln!(
+        out,
+        "| the same append fenced (+ PostgreSQL's acceptance), median (p90) | {:.3} ms ({:.3} ms) | | |",
+        ms(median(&results.fenced_appends)),
+        ms(percentile(&results.fenced_appends, 0.90))
+    );
+    let _ = writeln!(
+        out,
+        "| cost of the fence per write, difference of the medians | {:.3} ms | | |",
+        ms(median(&results.fenced_appends).saturating_sub(median(&results.plain_appends)))
     );
     out
 }

@@ -24,6 +24,7 @@ mod approvals;
 mod cluster;
 mod decode;
 mod fake_provider;
+mod fence;
 mod fork;
 mod foundation;
 mod live;
