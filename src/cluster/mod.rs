@@ -182,9 +182,10 @@ impl Cluster {
             return Ok(None);
         }
         let row = sqlx::query(
-            "SELECT instances.addr FROM leases JOIN instances ON instances.id = leases.owner
-             WHERE leases.conversation_id = $1 AND leases.expires_at >= now()
-             AND leases.owner <> $2",
+            "SELECT instances.addr, leases.deleted FROM leases
+             LEFT JOIN instances ON instances.id = leases.owner
+             WHERE leases.conversation_id = $1
+             AND ((leases.expires_at >= now() AND leases.owner <> $2) OR leases.deleted)",
         )
         .bind(conversation_id)
         .bind(&self.inner.instance)
@@ -196,8 +197,12 @@ impl Cluster {
         })?;
         self.inner.database_answers.store(true, Ordering::SeqCst);
         match row {
+            Some(row) if sqlx::Row::get::<bool, _>(&row, 1) => Err(RouteError::Deleted),
             Some(row) => {
-                let addr: String = sqlx::Row::get(&row, 0);
+                let Some(addr) = sqlx::Row::get::<Option<String>, _>(&row, 0) else {
+                    // Held by an instance that left the table: nobody serves it now.
+                    return Ok(None);
+                };
                 if addr == self.inner.addr {
                     // An earlier run of this instance at the same address: wait for expiry.
                     return Err(RouteError::OwnerGone);

@@ -26,6 +26,12 @@ impl Runtime {
         if !writes {
             match cluster.current_owner(id).await {
                 Ok(Some(addr)) => return Some(Ok(crate::cluster::Route::Remote(addr))),
+                Err(crate::cluster::RouteError::Deleted) => {
+                    // Its owner's delete was accepted and then cut short: finished here, and
+                    // the read answers 404.
+                    self.shared.finish_delete(id).await;
+                    return None;
+                }
                 Err(error) => return Some(Err(error)),
                 Ok(None) => {}
             }

@@ -348,6 +348,15 @@ async fn followers_of_an_owner_that_lost_its_lease_are_told_to_reconnect_and_fin
             .expect("the old owner's stream never ended");
     let kinds: Vec<&str> = rest.iter().map(|(_, kind, _)| kind.as_str()).collect();
     assert_eq!(kinds.last(), Some(&"conversation.moved"), "{kinds:?}");
+    // The event is what the served contract says it is.
+    let (_, document) = b.get("/api/openapi.json").await;
+    let (_, kind, moved) = rest.last().unwrap().clone();
+    assert_eq!(moved["conversation_id"], id.as_str(), "{moved}");
+    let problems = crate::contract::check_some(
+        &document,
+        &[(crate::contract::Feed::Conversation, kind, moved)],
+    );
+    assert!(problems.is_empty(), "{problems:?}");
     assert!(
         !rest
             .iter()
@@ -433,4 +442,40 @@ async fn index_updates_that_failed_are_redone_once_the_database_takes_them_again
     .expect("the failed index update was never redone");
     let (_, listed) = a.get("/api/conversations?q=renamed").await;
     assert_eq!(listed["conversations"][0]["id"], id.as_str(), "{listed}");
+}
+
+#[tokio::test]
+async fn a_delete_accepted_by_an_owner_that_stopped_before_removing_the_files_is_finished() {
+    let postgres = Postgres::start();
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let a = instance(&postgres, &data, "delete_accepted:c_").await;
+    let b = instance(&postgres, &data, "").await;
+    let id = create(&a, "Hello").await;
+    a.wait_idle(&id).await;
+    let delete = {
+        let (client, url) = (a.client.clone(), a.url(&format!("/api/conversations/{id}")));
+        tokio::spawn(async move { client.delete(url).send().await.map(|r| r.status().as_u16()) })
+    };
+    // A's delete is accepted; A stops before removing anything, and dies there.
+    wait_stopped(pid(&a)).await;
+    assert!(b.conversation_dir(&id).join("metadata.jsonl").is_file());
+    a.kill9().await;
+    let _ = delete.await;
+    // For everyone else the conversation is gone, and the first write finishes the removal.
+    let (status, _) = b.get(&format!("/api/conversations/{id}")).await;
+    assert_eq!(status, 404);
+    let (status, body) = b
+        .post(
+            &format!("/api/conversations/{id}/messages"),
+            json!({ "text": "into a deleted one" }),
+        )
+        .await;
+    assert_eq!(status, 404, "{body}");
+    assert!(
+        !b.conversation_dir(&id).exists(),
+        "the files were left behind"
+    );
+    let (_, listed) = b.get("/api/conversations").await;
+    assert_eq!(listed["conversations"], json!([]), "{listed}");
 }

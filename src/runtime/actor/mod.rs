@@ -557,6 +557,7 @@ impl ConversationActor {
             fence.commit_delete().map_err(|error| {
                 RuntimeError::Unavailable(format!("the conversation was not deleted: {error}"))
             })?;
+            crate::testhooks::stop_at("delete_accepted", self.id.as_bytes());
         }
         self.shared.store.delete_conversation(&self.id)?;
         if let Err(error) = self.shared.rules.drop_conversation(&self.id) {
