@@ -261,13 +261,7 @@ impl Leases {
         let outcome: String = row.get(0);
         match outcome.as_str() {
             "owned" => {
-                let epochs: Vec<i64> = row.get(3);
-                let last_commits: Vec<i64> = row.get(4);
-                let closed = epochs
-                    .into_iter()
-                    .zip(last_commits)
-                    .map(|(epoch, last)| (epoch as u64, last as u64))
-                    .collect();
+                let closed = crate::index::postgres::closed_epochs(row.get(3), row.get(4));
                 let fence = Fence {
                     epoch: row.get::<i64, _>(1) as u64,
                     deadline_ns: Arc::new(AtomicU64::new(0)),

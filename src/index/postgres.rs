@@ -278,6 +278,15 @@ impl PgIndex {
     }
 }
 
+/// Closed epochs as the database lists them (two arrays in epoch order), by epoch.
+pub fn closed_epochs(epochs: Vec<i64>, last_commits: Vec<i64>) -> HashMap<u64, u64> {
+    epochs
+        .into_iter()
+        .zip(last_commits)
+        .map(|(epoch, last)| (epoch as u64, last as u64))
+        .collect()
+}
+
 /// Which stamped lines count, per conversation that has a lease row (all of them, or only
 /// `only`): its closed epochs with their last accepted commits and the current epoch's; `None`
 /// for a deleted conversation. A conversation without a row has nothing to judge by.
@@ -303,13 +312,7 @@ pub async fn acceptances(
             if row.get::<bool, _>(3) {
                 return (id, None);
             }
-            let epochs: Vec<i64> = row.get(4);
-            let last_commits: Vec<i64> = row.get(5);
-            let closed = epochs
-                .into_iter()
-                .zip(last_commits)
-                .map(|(epoch, last)| (epoch as u64, last as u64))
-                .collect();
+            let closed = closed_epochs(row.get(4), row.get(5));
             let open = (row.get::<i64, _>(1) as u64, row.get::<i64, _>(2) as u64);
             (id, Some(Acceptance::new(Arc::new(closed), Some(open))))
         })

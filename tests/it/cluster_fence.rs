@@ -87,22 +87,76 @@ async fn pool(postgres: &Postgres) -> sqlx::PgPool {
         .unwrap()
 }
 
+/// Sends until the answer is not 503: while ownership moves (a takeover, a lease noticed lost)
+/// the service answers 503 with `Retry-After`, and a client retries.
+async fn settled<F, Fut>(mut send: F) -> (u16, serde_json::Value)
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = (u16, serde_json::Value)>,
+{
+    tokio::time::timeout(TIMEOUT, async {
+        loop {
+            let (status, body) = send().await;
+            if status != 503 {
+                return (status, body);
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    })
+    .await
+    .expect("the service kept answering 503")
+}
+
 async fn title(server: &Server, id: &str) -> String {
-    let (status, body) = server.get(&format!("/api/conversations/{id}")).await;
+    let path = format!("/api/conversations/{id}");
+    let (status, body) = settled(|| server.get(&path)).await;
     assert_eq!(status, 200, "{body}");
     body["title"].as_str().unwrap().to_owned()
 }
 
-#[tokio::test]
-async fn an_owner_frozen_before_its_write_cannot_write_after_a_takeover() {
+/// Two instances over one database and data directory, and a conversation A made and owns.
+struct Pair {
+    postgres: Postgres,
+    pool: sqlx::PgPool,
+    data: std::path::PathBuf,
+    a: Server,
+    b: Server,
+    id: String,
+    _dir: tempfile::TempDir,
+}
+
+/// A stops itself at `stop_at` (see `instance`); B never does.
+async fn pair(stop_at: &str) -> Pair {
     let postgres = Postgres::start();
     let pool = pool(&postgres).await;
     let dir = tempfile::tempdir().unwrap();
     let data = dir.path().join("data");
-    let a = instance(&postgres, &data, "append:stale title A").await;
+    let a = instance(&postgres, &data, stop_at).await;
     let b = instance(&postgres, &data, "").await;
     let id = create(&a, "Hello").await;
     a.wait_idle(&id).await;
+    Pair {
+        postgres,
+        pool,
+        data,
+        a,
+        b,
+        id,
+        _dir: dir,
+    }
+}
+
+#[tokio::test]
+async fn an_owner_frozen_before_its_write_cannot_write_after_a_takeover() {
+    let Pair {
+        postgres,
+        pool,
+        data,
+        a,
+        b,
+        id,
+        _dir,
+    } = pair("append:stale title A").await;
 
     // A checks its lease, then freezes before the write (a VM pause, a blocked NFS write).
     let stale = {
@@ -119,12 +173,8 @@ async fn an_owner_frozen_before_its_write_cannot_write_after_a_takeover() {
     };
     wait_stopped(pid(&a)).await;
     wait_lease_expired(&pool, &id).await;
-    let (status, body) = b
-        .patch(
-            &format!("/api/conversations/{id}"),
-            json!({ "title": "variant A" }),
-        )
-        .await;
+    let path = format!("/api/conversations/{id}");
+    let (status, body) = settled(|| b.patch(&path, json!({ "title": "variant A" }))).await;
     assert_eq!(status, 200, "{body}");
 
     // A wakes and writes its line: the write is refused (503), not acknowledged.
@@ -157,14 +207,15 @@ async fn an_owner_frozen_before_its_write_cannot_write_after_a_takeover() {
 
 #[tokio::test]
 async fn a_step_of_the_database_clock_cannot_make_two_owners_write() {
-    let postgres = Postgres::start();
-    let pool = pool(&postgres).await;
-    let dir = tempfile::tempdir().unwrap();
-    let data = dir.path().join("data");
-    let a = instance(&postgres, &data, "").await;
-    let b = instance(&postgres, &data, "").await;
-    let id = create(&a, "Hello").await;
-    a.wait_idle(&id).await;
+    let Pair {
+        postgres,
+        pool,
+        data,
+        a,
+        b,
+        id,
+        _dir,
+    } = pair("").await;
     // The database's clock steps forward past the lease: for PostgreSQL it has expired,
     // while A, by its own clock, still holds it.
     sqlx::query(
@@ -174,12 +225,8 @@ async fn a_step_of_the_database_clock_cannot_make_two_owners_write() {
     .execute(&pool)
     .await
     .unwrap();
-    let (status, body) = b
-        .patch(
-            &format!("/api/conversations/{id}"),
-            json!({ "title": "from B" }),
-        )
-        .await;
+    let path = format!("/api/conversations/{id}");
+    let (status, body) = settled(|| b.patch(&path, json!({ "title": "from B" }))).await;
     assert_eq!(status, 200, "{body}");
     // A writes as the owner it believes it is. Unless its renewal noticed the loss first
     // (then the write goes to B), it is refused, with Retry-After: never stored by A.
@@ -220,26 +267,24 @@ async fn a_step_of_the_database_clock_cannot_make_two_owners_write() {
 
 #[tokio::test]
 async fn a_delete_queued_on_a_paused_owner_does_not_run_after_a_takeover() {
-    let postgres = Postgres::start();
-    let pool = pool(&postgres).await;
-    let dir = tempfile::tempdir().unwrap();
-    let data = dir.path().join("data");
-    let a = instance(&postgres, &data, "delete:c_").await;
-    let b = instance(&postgres, &data, "").await;
-    let id = create(&a, "Hello").await;
-    a.wait_idle(&id).await;
+    let Pair {
+        postgres: _postgres,
+        pool,
+        data: _data,
+        a,
+        b,
+        id,
+        _dir,
+    } = pair("delete:c_").await;
     let delete = {
         let (client, url) = (a.client.clone(), a.url(&format!("/api/conversations/{id}")));
         tokio::spawn(async move { client.delete(url).send().await.unwrap().status().as_u16() })
     };
     wait_stopped(pid(&a)).await;
     wait_lease_expired(&pool, &id).await;
-    let (status, body) = b
-        .post(
-            &format!("/api/conversations/{id}/messages"),
-            json!({ "text": "after the takeover" }),
-        )
-        .await;
+    let messages = format!("/api/conversations/{id}/messages");
+    let (status, body) =
+        settled(|| b.post(&messages, json!({ "text": "after the takeover" }))).await;
     assert_eq!(status, 202, "{body}");
     b.wait_idle(&id).await;
 
@@ -251,12 +296,14 @@ async fn a_delete_queued_on_a_paused_owner_does_not_run_after_a_takeover() {
     assert_eq!(status, 503, "the stale owner's delete ran");
     assert!(b.conversation_dir(&id).join("metadata.jsonl").is_file());
     for server in [&a, &b] {
-        let (status, items) = server.get(&format!("/api/conversations/{id}/items")).await;
+        let items_path = format!("/api/conversations/{id}/items");
+        let (status, items) = settled(|| server.get(&items_path)).await;
         assert_eq!(status, 200, "{items}");
         assert!(items.to_string().contains("after the takeover"), "{items}");
     }
     // The owner's delete goes through, and every instance agrees it is gone.
-    let (status, body) = b.delete(&format!("/api/conversations/{id}")).await;
+    let path = format!("/api/conversations/{id}");
+    let (status, body) = settled(|| b.delete(&path)).await;
     assert_eq!(status, 204, "{body}");
     for server in [&a, &b] {
         let (status, _) = server.get(&format!("/api/conversations/{id}")).await;
@@ -293,14 +340,15 @@ async fn listed_status(server: &Server, id: &str) -> String {
 
 #[tokio::test]
 async fn followers_of_an_owner_that_lost_its_lease_are_told_to_reconnect_and_find_the_truth() {
-    let postgres = Postgres::start();
-    let pool = pool(&postgres).await;
-    let dir = tempfile::tempdir().unwrap();
-    let data = dir.path().join("data");
-    let a = instance(&postgres, &data, "").await;
-    let b = instance(&postgres, &data, "").await;
-    let id = create(&a, "Hello").await;
-    a.wait_idle(&id).await;
+    let Pair {
+        postgres: _postgres,
+        pool,
+        data: _data,
+        a,
+        b,
+        id,
+        _dir,
+    } = pair("").await;
     // A long turn on A, followed on A.
     let mut events = a
         .raw_events(&format!("/api/conversations/{id}/events"), None)
