@@ -189,9 +189,18 @@ impl Store {
         if trashed.exists() {
             fs::remove_dir_all(&trashed).map_err(|e| StoreError::io(&trashed, e))?;
         }
-        fs::rename(&source, &trashed).map_err(|e| StoreError::io(&source, e))?;
+        match fs::rename(&source, &trashed) {
+            Ok(()) => {}
+            // Already gone: in cluster mode another instance may finish an accepted delete at
+            // the same moment.
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(()),
+            Err(e) => return Err(StoreError::io(&source, e)),
+        }
         sync_dir(&self.conversations_dir())?;
-        fs::remove_dir_all(&trashed).map_err(|e| StoreError::io(&trashed, e))
+        match fs::remove_dir_all(&trashed) {
+            Err(e) if e.kind() != io::ErrorKind::NotFound => Err(StoreError::io(&trashed, e)),
+            _ => Ok(()),
+        }
     }
 
     /// Removes what a crash left half-done: deletes cut short (returns their ids, so the index
