@@ -12,6 +12,8 @@
 //!   and open files during the load and after.
 //! - `decode`: decoding a provider's stream alone, as a burst and at a provider's pace.
 //! - `tokens`: estimating a 100,000-token history for the usage meter.
+//! - `encoder`: the token encoder before and after the move to compact tables: the service's
+//!   memory after the first turn, the time to count a 15 MB run, identical counts.
 //! - `meter`: the meter's cost to the service: memory after the first turn, and
 //!   `/api/health` latency while a 15 MB message is created.
 //! - `cluster`: forwarding, turn overhead and failover in cluster mode.
@@ -23,6 +25,7 @@
 mod approvals;
 mod cluster;
 mod decode;
+mod encoder;
 mod fake_provider;
 mod fence;
 mod fork;
@@ -74,6 +77,9 @@ enum Bench {
     Decode(decode::DecodeArgs),
     /// What counting tokens for the usage meter costs: estimating a 100,000-token history.
     Tokens(tokens::TokensArgs),
+    /// The token encoder before and after: resident memory after the first turn (with
+    /// `--before BINARY`), the time to count long runs, and identical counts.
+    Encoder(encoder::EncoderArgs),
     /// What the usage meter costs the service: resident memory after the first turn, and
     /// `/api/health` latency while a 15 MB message is created.
     Meter(meter::MeterArgs),
@@ -108,6 +114,7 @@ fn main() -> anyhow::Result<ExitCode> {
         Bench::Live(args) => live::live(&args),
         Bench::Decode(args) => decode::decode(&args),
         Bench::Tokens(args) => tokens::tokens(&args),
+        Bench::Encoder(args) => encoder::encoder(&args),
         Bench::Meter(args) => meter::meter(&args),
         Bench::Subagents(args) => subagents::subagents(&args),
         Bench::Cluster(args) => cluster::cluster(&args),

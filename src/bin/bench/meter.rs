@@ -97,7 +97,7 @@ fn measure(args: &MeterArgs, server: &Path, dir: &Path) -> anyhow::Result<String
 }
 
 /// A config whose default agent uses `gpt-4o` at the fake provider.
-fn openai_config(base_url: &str) -> String {
+pub(super) fn openai_config(base_url: &str) -> String {
     format!(
         r#"default_agent = "default"
 
@@ -120,7 +120,7 @@ model = "gpt"
 
 /// Starts a server, runs one turn and returns its resident memory after the start and after
 /// the turn (KiB).
-async fn first_turn(
+pub(super) async fn first_turn(
     server: &Path,
     data_dir: &Path,
     config: Option<&str>,
