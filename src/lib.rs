@@ -15,6 +15,7 @@
 //! - `server`   — start-up and shutdown: lock, recovery, serve(listener, shutdown)
 //! - `client`   — the terminal clients `openvaala chat` and `send`, plain API clients
 //! - `limits`   — the open-file limit and the caps derived from it
+//! - `memory`   — freed memory handed back to the system
 //! - `redact`   — secrets taken out of provider errors before they are stored or sent
 //! - `text`     — cutting text on character boundaries
 //! - `testkit`  — support for the tests and benchmarks (a PostgreSQL server of their own)
@@ -32,6 +33,7 @@ pub mod domain;
 pub mod http;
 pub mod index;
 pub mod limits;
+pub mod memory;
 pub mod model;
 pub mod permissions;
 pub mod redact;

@@ -93,12 +93,7 @@ static CL100K_BASE: LazyLock<&'static CoreBpe> = LazyLock::new(|| built("cl100k_
 /// the freed map (about 10 MB) unless asked to give it back.
 fn built(name: &str) -> &'static CoreBpe {
     let encoding = tiktoken::get_encoding(name).expect("the encoding is compiled in");
-    #[cfg(all(target_os = "linux", target_env = "gnu"))]
-    // SAFETY: malloc_trim only walks the allocator's own free lists; it may be called at any
-    // time from any thread.
-    unsafe {
-        libc::malloc_trim(0);
-    }
+    crate::memory::return_freed_memory();
     encoding
 }
 

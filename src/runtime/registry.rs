@@ -218,7 +218,7 @@ impl Shared {
         if let Err(error) = self.index.release_memory().await {
             tracing::debug!(%error, "could not shrink the index's caches");
         }
-        let _ = tokio::task::spawn_blocking(return_freed_memory).await;
+        let _ = tokio::task::spawn_blocking(crate::memory::return_freed_memory).await;
     }
 
     /// Forgets an actor that has stopped, unless a newer one already took its place.
@@ -272,18 +272,6 @@ impl Shared {
             "every place for a live conversation is taken ({} at most, all busy or followed); retry shortly",
             self.settings.max_live_conversations
         ))
-    }
-}
-
-/// Returns the allocator's free pages to the system. glibc keeps freed memory in its arenas
-/// (one per thread that allocated) and gives it back only at the top of the heap; after a busy
-/// hour that can be most of the process's memory.
-pub(super) fn return_freed_memory() {
-    #[cfg(all(target_os = "linux", target_env = "gnu"))]
-    // SAFETY: malloc_trim only walks the allocator's own free lists; it may be called at any
-    // time from any thread.
-    unsafe {
-        libc::malloc_trim(0);
     }
 }
 
