@@ -1,0 +1,286 @@
+//! One configured server: started on first use, shared by every turn that uses it, started
+//! again with growing back-off after it exits or fails. While it is down its tools answer an
+//! error at once, so no turn waits on it.
+
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
+
+use rmcp::model::Tool;
+
+use super::connect::{Opened, open};
+use super::handler::Handler;
+use super::{McpTool, ProcessRecorder, ServerState, ServerStatus, names};
+use crate::config::McpServerConfig;
+
+/// The first wait before a failed server is started again; it doubles up to [`MAX_BACK_OFF`].
+const FIRST_BACK_OFF: Duration = Duration::from_secs(1);
+const MAX_BACK_OFF: Duration = Duration::from_secs(60);
+
+/// A tool as the server names it and as the model sees it.
+#[derive(Debug, Clone)]
+pub struct ToolEntry {
+    pub server_name: String,
+    pub tool: McpTool,
+}
+
+/// A live connection and the tools it offers.
+pub struct Connection {
+    pub opened: Opened,
+    pub handler: Handler,
+    pub tools: std::sync::Mutex<Vec<ToolEntry>>,
+}
+
+impl Connection {
+    pub fn is_closed(&self) -> bool {
+        self.opened.service.is_closed()
+    }
+}
+
+pub struct Server {
+    pub name: String,
+    pub config: McpServerConfig,
+    recorder: Option<ProcessRecorder>,
+    /// Held while the server starts, so concurrent first uses start it once.
+    slot: tokio::sync::Mutex<Option<Arc<Connection>>>,
+    status: std::sync::Mutex<Tracked>,
+}
+
+struct Tracked {
+    state: ServerState,
+    last_error: Option<String>,
+    restarts: u32,
+    /// Failures in a row: the back-off grows with them.
+    failures: u32,
+    retry_at: Option<Instant>,
+    started_once: bool,
+    tools: usize,
+}
+
+impl Server {
+    pub fn new(name: String, config: McpServerConfig, recorder: Option<ProcessRecorder>) -> Server {
+        Server {
+            name,
+            config,
+            recorder,
+            slot: tokio::sync::Mutex::new(None),
+            status: std::sync::Mutex::new(Tracked {
+                state: ServerState::NotStarted,
+                last_error: None,
+                restarts: 0,
+                failures: 0,
+                retry_at: None,
+                started_once: false,
+                tools: 0,
+            }),
+        }
+    }
+
+    fn tracked(&self) -> std::sync::MutexGuard<'_, Tracked> {
+        self.status
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    pub fn status(&self) -> ServerStatus {
+        let tracked = self.tracked();
+        ServerStatus {
+            name: self.name.clone(),
+            state: tracked.state,
+            tools: tracked.tools,
+            last_error: tracked.last_error.clone(),
+            restarts: tracked.restarts,
+        }
+    }
+
+    /// The live connection, starting the server if it is not running and its back-off is
+    /// over. The error says why there is none.
+    pub async fn connection(&self) -> Result<Arc<Connection>, String> {
+        let mut slot = self.slot.lock().await;
+        if let Some(connection) = slot.as_ref() {
+            if !connection.is_closed() {
+                let connection = connection.clone();
+                drop(slot);
+                self.refresh_tools(&connection).await;
+                return Ok(connection);
+            }
+            *slot = None;
+            self.failed("the server exited".to_owned());
+        }
+        {
+            let tracked = self.tracked();
+            if let Some(at) = tracked.retry_at
+                && at > Instant::now()
+            {
+                return Err(format!(
+                    "the MCP server `{}` is not running ({}); it is started again in {} s",
+                    self.name,
+                    tracked.last_error.as_deref().unwrap_or("it failed"),
+                    at.saturating_duration_since(Instant::now()).as_secs() + 1
+                ));
+            }
+        }
+        self.set_state(ServerState::Starting);
+        match self.start().await {
+            Ok(connection) => {
+                let mut tracked = self.tracked();
+                if tracked.started_once {
+                    tracked.restarts += 1;
+                }
+                tracked.started_once = true;
+                tracked.state = ServerState::Running;
+                tracked.failures = 0;
+                tracked.retry_at = None;
+                tracked.tools = lock(&connection.tools).len();
+                drop(tracked);
+                *slot = Some(connection.clone());
+                Ok(connection)
+            }
+            Err(error) => {
+                self.failed(error.clone());
+                Err(format!(
+                    "the MCP server `{}` could not be started: {error}",
+                    self.name
+                ))
+            }
+        }
+    }
+
+    /// Marks the server failed (it exited or could not start), with its next start time.
+    pub fn failed(&self, error: String) {
+        tracing::warn!(mcp_server = %self.name, %error, "MCP server failed");
+        let mut tracked = self.tracked();
+        // A server that ran is started again at its next use; one that keeps failing waits
+        // longer each time.
+        let back_off = match tracked.failures {
+            0 => Duration::ZERO,
+            failures => FIRST_BACK_OFF
+                .saturating_mul(1 << (failures - 1).min(6))
+                .min(MAX_BACK_OFF),
+        };
+        tracked.failures += 1;
+        tracked.state = ServerState::Failed;
+        tracked.last_error = Some(error);
+        tracked.retry_at = Some(Instant::now() + back_off);
+    }
+
+    /// Drops a connection found dead during a call, so the next use starts the server again.
+    pub async fn lost(&self, connection: &Arc<Connection>, error: String) {
+        let mut slot = self.slot.lock().await;
+        if slot
+            .as_ref()
+            .is_some_and(|live| Arc::ptr_eq(live, connection))
+        {
+            *slot = None;
+            self.failed(error);
+        }
+    }
+
+    fn set_state(&self, state: ServerState) {
+        self.tracked().state = state;
+    }
+
+    async fn start(&self) -> Result<Arc<Connection>, String> {
+        let handler = Handler::default();
+        let opened = tokio::time::timeout(
+            self.config.timeout,
+            open(
+                &self.name,
+                &self.config,
+                handler.clone(),
+                self.recorder.as_ref(),
+            ),
+        )
+        .await
+        .map_err(|_| {
+            format!(
+                "no answer to the handshake within {} s (timeout_s)",
+                self.config.timeout.as_secs()
+            )
+        })??;
+        let tools = tokio::time::timeout(self.config.timeout, opened.service.list_all_tools())
+            .await
+            .map_err(|_| "no answer to tools/list".to_owned())?
+            .map_err(|error| format!("tools/list failed: {error}"))?;
+        tracing::info!(mcp_server = %self.name, tools = tools.len(), "MCP server started");
+        Ok(Arc::new(Connection {
+            tools: std::sync::Mutex::new(self.entries(tools)),
+            opened,
+            handler,
+        }))
+    }
+
+    /// Lists the tools again after the server said they changed.
+    async fn refresh_tools(&self, connection: &Connection) {
+        if !connection
+            .handler
+            .tools_changed
+            .swap(false, Ordering::SeqCst)
+        {
+            return;
+        }
+        match tokio::time::timeout(
+            self.config.timeout,
+            connection.opened.service.list_all_tools(),
+        )
+        .await
+        {
+            Ok(Ok(tools)) => {
+                let entries = self.entries(tools);
+                self.tracked().tools = entries.len();
+                *lock(&connection.tools) = entries;
+            }
+            Ok(Err(error)) => {
+                tracing::warn!(mcp_server = %self.name, %error, "listing the changed tools failed");
+            }
+            Err(_) => {
+                tracing::warn!(mcp_server = %self.name, "listing the changed tools timed out")
+            }
+        }
+    }
+
+    /// The server's tools as the model sees them; each change to fit the providers is logged.
+    fn entries(&self, tools: Vec<Tool>) -> Vec<ToolEntry> {
+        tools
+            .into_iter()
+            .map(|tool| {
+                let name = names::model_name(&self.name, &tool.name);
+                if name != format!("{}{}__{}", names::PREFIX, self.name, tool.name) {
+                    tracing::info!(mcp_server = %self.name, tool = %tool.name, model_name = %name, "MCP tool renamed to fit the providers' rules for tool names (64 characters of a-z, A-Z, 0-9, _ and -)");
+                }
+                let (description, cut) =
+                    names::description(&self.name, tool.description.as_deref());
+                if cut {
+                    tracing::info!(mcp_server = %self.name, tool = %tool.name, "MCP tool description cut to {} characters", names::MAX_DESCRIPTION);
+                }
+                let (schema, replaced) = names::schema(&tool.input_schema);
+                if replaced {
+                    tracing::info!(mcp_server = %self.name, tool = %tool.name, "MCP tool input schema over {} bytes: the model gets an open object schema (the server still checks the arguments)", names::MAX_SCHEMA_BYTES);
+                }
+                ToolEntry {
+                    server_name: tool.name.to_string(),
+                    tool: McpTool {
+                        name,
+                        description,
+                        parameters: schema,
+                    },
+                }
+            })
+            .collect()
+    }
+
+    /// Ends the server (its process group is killed with it).
+    pub async fn stop(&self) {
+        let taken = self.slot.lock().await.take();
+        if let Some(connection) = taken {
+            connection.opened.service.cancellation_token().cancel();
+            self.set_state(ServerState::Stopped);
+        }
+    }
+}
+
+fn lock<T>(mutex: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    mutex
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
