@@ -68,25 +68,13 @@ pub enum ServerState {
     Stopped,
 }
 
-impl ServerState {
-    pub fn name(self) -> &'static str {
-        match self {
-            ServerState::NotStarted => "not_started",
-            ServerState::Starting => "starting",
-            ServerState::Running => "running",
-            ServerState::Failed => "failed",
-            ServerState::Stopped => "stopped",
-        }
-    }
-}
-
 /// One server as `GET /api/mcp` shows it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ServerStatus {
     pub name: String,
     pub state: ServerState,
-    /// How many tools it offered when last listed.
-    pub tools: usize,
+    /// Its tools as the model sees them, when last listed.
+    pub tools: Vec<String>,
     pub last_error: Option<String>,
     /// How many times it was started again after it first ran.
     pub restarts: u32,

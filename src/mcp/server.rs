@@ -54,7 +54,7 @@ struct Tracked {
     failures: u32,
     retry_at: Option<Instant>,
     started_once: bool,
-    tools: usize,
+    tools: Vec<String>,
 }
 
 impl Server {
@@ -71,7 +71,7 @@ impl Server {
                 failures: 0,
                 retry_at: None,
                 started_once: false,
-                tools: 0,
+                tools: Vec::new(),
             }),
         }
     }
@@ -87,7 +87,7 @@ impl Server {
         ServerStatus {
             name: self.name.clone(),
             state: tracked.state,
-            tools: tracked.tools,
+            tools: tracked.tools.clone(),
             last_error: tracked.last_error.clone(),
             restarts: tracked.restarts,
         }
@@ -131,7 +131,7 @@ impl Server {
                 tracked.state = ServerState::Running;
                 tracked.failures = 0;
                 tracked.retry_at = None;
-                tracked.tools = lock(&connection.tools).len();
+                tracked.tools = tool_names(&lock(&connection.tools));
                 drop(tracked);
                 *slot = Some(connection.clone());
                 Ok(connection)
@@ -227,7 +227,7 @@ impl Server {
         {
             Ok(Ok(tools)) => {
                 let entries = self.entries(tools);
-                self.tracked().tools = entries.len();
+                self.tracked().tools = tool_names(&entries);
                 *lock(&connection.tools) = entries;
             }
             Ok(Err(error)) => {
@@ -283,4 +283,11 @@ fn lock<T>(mutex: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     mutex
         .lock()
         .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+fn tool_names(entries: &[ToolEntry]) -> Vec<String> {
+    entries
+        .iter()
+        .map(|entry| entry.tool.name.clone())
+        .collect()
 }

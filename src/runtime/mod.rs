@@ -229,6 +229,11 @@ impl Runtime {
         &self.shared.config
     }
 
+    /// Every configured MCP server's state (`GET /api/mcp`).
+    pub fn mcp_status(&self) -> Vec<crate::mcp::ServerStatus> {
+        self.shared.mcp.status()
+    }
+
     pub fn index(&self) -> &Index {
         &self.shared.index
     }

@@ -346,6 +346,20 @@ async fn a_server_killed_mid_call_fails_the_call_and_is_started_again() {
     assert_eq!(result, "Echo: back");
     let second = recorded_server(&setup.server.data_dir).expect("the new server's record");
     assert_ne!(first, second);
+    let (_, listed) = setup.server.get("/api/mcp").await;
+    let server = &listed["servers"][0];
+    assert_eq!(server["name"], "everything", "{listed}");
+    assert_eq!(server["transport"], "stdio");
+    assert_eq!(server["state"], "running");
+    assert_eq!(server["restarts"], 1);
+    assert!(
+        server["last_error"]
+            .as_str()
+            .is_some_and(|error| error.contains("connection closed")),
+        "{server}"
+    );
+    let tools = server["tools"].as_array().unwrap();
+    assert!(tools.contains(&json!("mcp__everything__echo")), "{server}");
 }
 
 #[tokio::test]
@@ -400,6 +414,25 @@ async fn a_server_that_cannot_start_offers_nothing_and_holds_up_no_turn() {
     let (call, result) = the_call(wire, &turn);
     assert_eq!(call["status"], "failed");
     assert!(result.contains("MCP server `broken`"), "{result}");
+
+    let (_, listed) = setup.server.get("/api/mcp").await;
+    let states: Vec<(&str, &str)> = listed["servers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|server| {
+            (
+                server["name"].as_str().unwrap(),
+                server["state"].as_str().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(states, [("broken", "failed"), ("everything", "running")]);
+    let error = listed["servers"][0]["last_error"].as_str().unwrap();
+    assert!(error.contains("/nonexistent/mcp-server"), "{error}");
+    let (_, health) = setup.server.get("/api/health").await;
+    assert_eq!(health["mcp_servers"], 2);
+    assert_eq!(health["mcp_servers_failed"], 1);
 }
 
 #[tokio::test]
@@ -463,4 +496,130 @@ async fn serve_stop_ends_the_servers_and_a_restart_after_a_crash_kills_the_orpha
     .await;
     wait_until_gone(pgid).await;
     assert_eq!(recorded_server(&data_dir), None);
+}
+
+#[tokio::test]
+async fn a_call_past_timeout_s_fails_clearly_and_the_turn_goes_on() {
+    let wire = Wire::OpenaiChat;
+    let fake = FakeProvider::start(wire).await;
+    let tables = format!("{}timeout_s = 1\n", everything());
+    let config = config_for(&fake, &tables);
+    let setup = Setup::start_with(fake, config, Vec::new()).await;
+    setup.fake.push(Reply::tool_call(
+        "mcp__everything__trigger-long-running-operation",
+        json!({"duration": 30, "steps": 30}),
+        1,
+    ));
+    setup.fake.push(Reply::text("It took too long."));
+    let turn = setup.turn("Start the long one").await;
+    assert_eq!(turn.ended()["status"], "completed", "{:?}", turn.events);
+    let (call, result) = the_call(wire, &turn);
+    assert_eq!(call["status"], "failed");
+    assert_eq!(
+        result,
+        "`trigger-long-running-operation` of the MCP server `everything` did not answer within \
+         1 s (its timeout_s), so it was cancelled"
+    );
+    // The server is still there for the next call.
+    setup.fake.push(Reply::tool_call(
+        "mcp__everything__echo",
+        json!({"message": "still here"}),
+        1,
+    ));
+    setup.fake.push(Reply::text("Fine."));
+    let turn = setup.turn("Echo").await;
+    assert_eq!(the_call(wire, &turn).1, "Echo: still here");
+}
+
+/// server-everything over streamable HTTP on a free loopback port; killed when dropped.
+struct HttpEverything {
+    url: String,
+    _child: tokio::process::Child,
+}
+
+impl HttpEverything {
+    async fn start() -> HttpEverything {
+        use tokio::io::{AsyncBufReadExt, BufReader};
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let mut child = tokio::process::Command::new("node")
+            .arg(fixture("server-everything"))
+            .arg("streamableHttp")
+            .env("PORT", port.to_string())
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::piped())
+            .kill_on_drop(true)
+            .spawn()
+            .expect("start node");
+        let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
+        tokio::time::timeout(TIMEOUT, async {
+            while let Some(line) = lines.next_line().await.unwrap() {
+                if line.contains("listening on port") {
+                    return;
+                }
+            }
+            panic!("server-everything exited before listening");
+        })
+        .await
+        .expect("server-everything listens in time");
+        tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
+        HttpEverything {
+            url: format!("http://127.0.0.1:{port}/mcp"),
+            _child: child,
+        }
+    }
+}
+
+#[tokio::test]
+async fn echo_and_progress_over_streamable_http() {
+    let wire = Wire::AnthropicMessages;
+    let http = HttpEverything::start().await;
+    let fake = FakeProvider::start(wire).await;
+    let tables = format!(
+        "[mcp.everything]\nurl = \"{}\"\nheaders = {{ X-Test = \"${{MCP_TEST_HEADER}}\" }}\n",
+        http.url
+    );
+    let config = config_for(&fake, &tables);
+    let env = vec![("MCP_TEST_HEADER".to_owned(), "present".to_owned())];
+    let setup = Setup::start_with(fake, config, env).await;
+    setup.fake.push(Reply::tool_call(
+        "mcp__everything__echo",
+        json!({"message": "over HTTP"}),
+        1,
+    ));
+    setup.fake.push(Reply::tool_call(
+        "mcp__everything__trigger-long-running-operation",
+        json!({"duration": 0.2, "steps": 2}),
+        1,
+    ));
+    setup.fake.push(Reply::text("Both worked."));
+    let turn = setup.turn("Echo, then run the long one").await;
+    assert_eq!(turn.ended()["status"], "completed", "{:?}", turn.events);
+    assert!(offered(wire, &turn.requests[0].body, "mcp__everything__echo").is_some());
+    let (_, listed) = setup.server.get("/api/mcp").await;
+    assert_eq!(listed["servers"][0]["transport"], "http", "{listed}");
+    assert_eq!(listed["servers"][0]["state"], "running", "{listed}");
+    let calls = turn.completed("tool_call");
+    assert_eq!(calls.len(), 2, "{calls:?}");
+    assert_eq!(calls[0]["output"], "Echo: over HTTP");
+    let second = calls[1];
+    assert_eq!(second["status"], "completed", "{second}");
+    let live: String = turn
+        .all("item.delta")
+        .into_iter()
+        .filter(|delta| delta["item_id"] == second["id"])
+        .map(|delta| delta["delta"].as_str().unwrap())
+        .collect();
+    assert_eq!(live, "[progress 1/2]\n[progress 2/2]\n");
+    let last = &turn.requests.last().unwrap().body;
+    for call in calls {
+        let result = wire
+            .tool_result(last, call["call_id"].as_str().unwrap())
+            .unwrap();
+        assert_eq!(result, call["output"].as_str().unwrap());
+    }
 }
