@@ -46,8 +46,12 @@ pub fn model_name(server: &str, tool: &str) -> String {
 
 /// The server's name in a model-facing tool name, if it is one.
 pub fn server_of(model_name: &str) -> Option<&str> {
-    let rest = model_name.strip_prefix(PREFIX)?;
-    rest.split_once("__").map(|(server, _)| server)
+    split(model_name).map(|(server, _)| server)
+}
+
+/// A model-facing tool name's server and tool, if it is one.
+pub fn split(model_name: &str) -> Option<(&str, &str)> {
+    model_name.strip_prefix(PREFIX)?.split_once("__")
 }
 
 /// The description the model sees, at most [`MAX_DESCRIPTION`] characters; `None` when it
