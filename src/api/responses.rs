@@ -240,7 +240,7 @@ pub enum McpTransportKind {
 }
 
 /// `not_started` until an agent using it first runs; `failed` when it exited or could not
-/// start (it is started again on its next use, after a back-off if it keeps failing).
+/// start (it is started again, after a back-off if it keeps failing).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, ToSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum McpServerState {

@@ -88,7 +88,7 @@ async fn lost(server: &Server, connection: &Arc<Connection>, error: ServiceError
             server.lost(connection, reason).await;
             CallOutcome::failed(format!(
                 "the MCP server `{}` exited or closed its connection during the call; it is \
-                 started again on its next use",
+                 started again",
                 server.name
             ))
         }

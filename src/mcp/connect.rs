@@ -20,6 +20,9 @@ use crate::config::{McpServerConfig, McpTransport};
 /// A live connection's parts that end it: the SDK's service and, for a child process, its group.
 pub struct Opened {
     pub service: RunningService<RoleClient, Handler>,
+    /// Cancelled when a child server exits (its stderr closes), so it is started again without
+    /// waiting for a call to find it gone; never for an HTTP server.
+    pub exited: tokio_util::sync::CancellationToken,
     /// Held, not read: dropping it kills the group.
     pub _group: Option<ChildGroup>,
 }
@@ -80,13 +83,16 @@ pub async fn open(
                     _record: recorder.and_then(|record| record(pgid, &preview)),
                 }
             });
+            let exited = tokio_util::sync::CancellationToken::new();
             if let Some(stderr) = stderr {
                 let server = name.to_owned();
+                let exited = exited.clone();
                 tokio::spawn(async move {
                     let mut lines = BufReader::new(stderr).lines();
                     while let Ok(Some(line)) = lines.next_line().await {
                         tracing::debug!(mcp_server = %server, "{line}");
                     }
+                    exited.cancel();
                 });
             }
             let service = handler
@@ -95,6 +101,7 @@ pub async fn open(
                 .map_err(|error| format!("the MCP handshake failed: {error}"))?;
             Ok(Opened {
                 service,
+                exited,
                 _group: group,
             })
         }
@@ -117,6 +124,7 @@ pub async fn open(
                 .map_err(|error| format!("the MCP handshake failed: {error}"))?;
             Ok(Opened {
                 service,
+                exited: tokio_util::sync::CancellationToken::new(),
                 _group: None,
             })
         }

@@ -62,7 +62,7 @@ pub enum ServerState {
     NotStarted,
     Starting,
     Running,
-    /// It exited or could not start; it is started again on its next use after a back-off.
+    /// It exited or could not start; it is started again (after a back-off if it keeps failing).
     Failed,
     /// Ended by the service's shutdown.
     Stopped,

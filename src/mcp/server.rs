@@ -16,6 +16,10 @@ use crate::config::McpServerConfig;
 /// The first wait before a failed server is started again; it doubles up to [`MAX_BACK_OFF`].
 const FIRST_BACK_OFF: Duration = Duration::from_secs(1);
 const MAX_BACK_OFF: Duration = Duration::from_secs(60);
+/// The longest a start (spawn or connect, handshake, first tool list) may take. Not the
+/// server's `timeout_s`, which bounds calls: a short call limit must not fail a slow start
+/// (`npx` fetching a package, a busy machine).
+const START_TIMEOUT: Duration = Duration::from_secs(60);
 
 /// A tool as the server names it and as the model sees it.
 #[derive(Debug, Clone)]
@@ -44,6 +48,8 @@ pub struct Server {
     /// Held while the server starts, so concurrent first uses start it once.
     slot: tokio::sync::Mutex<Option<Arc<Connection>>>,
     status: std::sync::Mutex<Tracked>,
+    /// Cancelled at the service's shutdown: no server is started again after it.
+    stopping: tokio_util::sync::CancellationToken,
 }
 
 struct Tracked {
@@ -64,6 +70,7 @@ impl Server {
             config,
             recorder,
             slot: tokio::sync::Mutex::new(None),
+            stopping: tokio_util::sync::CancellationToken::new(),
             status: std::sync::Mutex::new(Tracked {
                 state: ServerState::NotStarted,
                 last_error: None,
@@ -95,7 +102,10 @@ impl Server {
 
     /// The live connection, starting the server if it is not running and its back-off is
     /// over. The error says why there is none.
-    pub async fn connection(&self) -> Result<Arc<Connection>, String> {
+    pub async fn connection(self: &Arc<Self>) -> Result<Arc<Connection>, String> {
+        if self.stopping.is_cancelled() {
+            return Err(format!("the MCP server `{}` was stopped", self.name));
+        }
         let mut slot = self.slot.lock().await;
         if let Some(connection) = slot.as_ref() {
             if !connection.is_closed() {
@@ -134,6 +144,7 @@ impl Server {
                 tracked.tools = tool_names(&lock(&connection.tools));
                 drop(tracked);
                 *slot = Some(connection.clone());
+                self.watch_exit(&connection);
                 Ok(connection)
             }
             Err(error) => {
@@ -150,8 +161,8 @@ impl Server {
     pub fn failed(&self, error: String) {
         tracing::warn!(mcp_server = %self.name, %error, "MCP server failed");
         let mut tracked = self.tracked();
-        // A server that ran is started again at its next use; one that keeps failing waits
-        // longer each time.
+        // A server that ran is started again at once; one that keeps failing waits longer
+        // each time.
         let back_off = match tracked.failures {
             0 => Duration::ZERO,
             failures => FIRST_BACK_OFF
@@ -164,7 +175,7 @@ impl Server {
         tracked.retry_at = Some(Instant::now() + back_off);
     }
 
-    /// Drops a connection found dead during a call, so the next use starts the server again.
+    /// Drops a connection found dead (by a call, or its exit), so it is started again.
     pub async fn lost(&self, connection: &Arc<Connection>, error: String) {
         let mut slot = self.slot.lock().await;
         if slot
@@ -176,6 +187,41 @@ impl Server {
         }
     }
 
+    /// When a child server exits by itself, it is started again after its back-off (and again
+    /// while starting fails), so it is back before the next call needs it.
+    fn watch_exit(self: &Arc<Self>, connection: &Arc<Connection>) {
+        let server = self.clone();
+        let exited = connection.opened.exited.clone();
+        let watched = Arc::downgrade(connection);
+        tokio::spawn(async move {
+            tokio::select! {
+                biased;
+                () = server.stopping.cancelled() => return,
+                () = exited.cancelled() => {}
+            }
+            if let Some(connection) = watched.upgrade() {
+                server
+                    .lost(&connection, "the server exited".to_owned())
+                    .await;
+            }
+            loop {
+                let wait = server.tracked().retry_at.map_or(Duration::ZERO, |at| {
+                    at.saturating_duration_since(Instant::now())
+                });
+                tokio::select! {
+                    biased;
+                    () = server.stopping.cancelled() => return,
+                    () = tokio::time::sleep(wait) => {}
+                }
+                let running = server.slot.lock().await.is_some();
+                // Started by a call meanwhile, or now: either way it has its own watcher.
+                if running || server.connection().await.is_ok() {
+                    return;
+                }
+            }
+        });
+    }
+
     fn set_state(&self, state: ServerState) {
         self.tracked().state = state;
     }
@@ -183,7 +229,7 @@ impl Server {
     async fn start(&self) -> Result<Arc<Connection>, String> {
         let handler = Handler::default();
         let opened = tokio::time::timeout(
-            self.config.timeout,
+            START_TIMEOUT,
             open(
                 &self.name,
                 &self.config,
@@ -194,11 +240,11 @@ impl Server {
         .await
         .map_err(|_| {
             format!(
-                "no answer to the handshake within {} s (timeout_s)",
-                self.config.timeout.as_secs()
+                "no answer to the handshake within {} s",
+                START_TIMEOUT.as_secs()
             )
         })??;
-        let tools = tokio::time::timeout(self.config.timeout, opened.service.list_all_tools())
+        let tools = tokio::time::timeout(START_TIMEOUT, opened.service.list_all_tools())
             .await
             .map_err(|_| "no answer to tools/list".to_owned())?
             .map_err(|error| format!("tools/list failed: {error}"))?;
@@ -271,6 +317,7 @@ impl Server {
 
     /// Ends the server (its process group is killed with it).
     pub async fn stop(&self) {
+        self.stopping.cancel();
         let taken = self.slot.lock().await.take();
         if let Some(connection) = taken {
             connection.opened.service.cancellation_token().cancel();

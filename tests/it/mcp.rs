@@ -154,10 +154,12 @@ async fn progress_notifications_stream_as_output_deltas() {
         .filter(|delta| delta["item_id"] == call["id"] && delta["field"] == "output")
         .map(|delta| delta["delta"].as_str().unwrap())
         .collect();
-    assert_eq!(
-        live,
-        "[progress 1/4]\n[progress 2/4]\n[progress 3/4]\n[progress 4/4]\n"
-    );
+    // The SDK hands each notification to a task of its own, so the last one, sent just
+    // before the result, may be handled after the call has ended: it is then not shown.
+    let rest = live
+        .strip_prefix("[progress 1/4]\n[progress 2/4]\n[progress 3/4]\n")
+        .unwrap_or_else(|| panic!("{live:?}"));
+    assert!(["", "[progress 4/4]\n"].contains(&rest), "{live:?}");
     assert_eq!(call["status"], "completed");
     assert_eq!(
         result,
@@ -274,6 +276,23 @@ fn recorded_server(data_dir: &Path) -> Option<libc::pid_t> {
         .map(|pgid| pgid as libc::pid_t)
 }
 
+/// `GET /api/mcp` once its first server satisfies `done` (polled, bounded by [`TIMEOUT`]).
+async fn wait_for_mcp(server: &Server, done: impl Fn(&Value) -> bool) -> Value {
+    let mut listed = Value::Null;
+    let found = tokio::time::timeout(TIMEOUT, async {
+        loop {
+            listed = server.get("/api/mcp").await.1;
+            if done(&listed["servers"][0]) {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    })
+    .await;
+    assert!(found.is_ok(), "the MCP server never got there: {listed}");
+    listed
+}
+
 async fn wait_until_gone(pid: libc::pid_t) {
     let gone = tokio::time::timeout(TIMEOUT, async {
         while process_alive(pid) {
@@ -333,7 +352,22 @@ async fn a_server_killed_mid_call_fails_the_call_and_is_started_again() {
         "{result}"
     );
 
-    // The next use starts it again.
+    // It is started again by itself: no call has to find it gone.
+    let listed = wait_for_mcp(&setup.server, |server| {
+        server["state"] == "running" && server["restarts"] == 1
+    })
+    .await;
+    let server = &listed["servers"][0];
+    assert_eq!(server["name"], "everything", "{listed}");
+    assert_eq!(server["transport"], "stdio");
+    assert!(
+        server["last_error"]
+            .as_str()
+            .is_some_and(|error| error.contains("exited") || error.contains("connection closed")),
+        "{server}"
+    );
+    let tools = server["tools"].as_array().unwrap();
+    assert!(tools.contains(&json!("mcp__everything__echo")), "{server}");
     setup.fake.push(Reply::tool_call(
         "mcp__everything__echo",
         json!({"message": "back"}),
@@ -347,19 +381,7 @@ async fn a_server_killed_mid_call_fails_the_call_and_is_started_again() {
     let second = recorded_server(&setup.server.data_dir).expect("the new server's record");
     assert_ne!(first, second);
     let (_, listed) = setup.server.get("/api/mcp").await;
-    let server = &listed["servers"][0];
-    assert_eq!(server["name"], "everything", "{listed}");
-    assert_eq!(server["transport"], "stdio");
-    assert_eq!(server["state"], "running");
-    assert_eq!(server["restarts"], 1);
-    assert!(
-        server["last_error"]
-            .as_str()
-            .is_some_and(|error| error.contains("connection closed")),
-        "{server}"
-    );
-    let tools = server["tools"].as_array().unwrap();
-    assert!(tools.contains(&json!("mcp__everything__echo")), "{server}");
+    assert_eq!(listed["servers"][0]["restarts"], 1, "{listed}");
 }
 
 #[tokio::test]
@@ -614,7 +636,11 @@ async fn echo_and_progress_over_streamable_http() {
         .filter(|delta| delta["item_id"] == second["id"])
         .map(|delta| delta["delta"].as_str().unwrap())
         .collect();
-    assert_eq!(live, "[progress 1/2]\n[progress 2/2]\n");
+    // The last progress line may come after the result (see the stdio test above).
+    assert!(
+        ["[progress 1/2]\n", "[progress 1/2]\n[progress 2/2]\n"].contains(&live.as_str()),
+        "{live:?}"
+    );
     let last = &turn.requests.last().unwrap().body;
     for call in calls {
         let result = wire
