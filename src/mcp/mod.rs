@@ -199,6 +199,19 @@ impl McpHub {
     }
 }
 
+/// The header values sent to HTTP servers, expanded as they are now: credentials, whether
+/// written in the file or read from a variable (registered as secrets, like the variables).
+pub fn secret_header_values(configs: &BTreeMap<String, McpServerConfig>) -> Vec<String> {
+    configs
+        .values()
+        .flat_map(|config| match &config.transport {
+            McpTransport::Http { headers, .. } => headers.values().collect::<Vec<_>>(),
+            McpTransport::Stdio { .. } => Vec::new(),
+        })
+        .filter_map(|value| expand::expand(value).ok())
+        .collect()
+}
+
 /// The environment variables whose values go to servers as credentials (in headers and in a
 /// child's environment): registered as secrets, so they are never stored or sent back.
 pub fn secret_variables(configs: &BTreeMap<String, McpServerConfig>) -> Vec<String> {
@@ -210,4 +223,33 @@ pub fn secret_variables(configs: &BTreeMap<String, McpServerConfig>) -> Vec<Stri
         })
         .flat_map(|text| expand::variables(text))
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_credentials_of_servers_are_known_as_secrets() {
+        let config = crate::config::Config::from_toml_str(
+            r#"
+[mcp.files]
+command = "x"
+args = ["${NOT_A_SECRET}"]
+env = { TOKEN = "${FILES_TOKEN}", LEVEL = "warn" }
+
+[mcp.search]
+url = "https://mcp.example.com/mcp"
+headers = { Authorization = "Bearer literal-credential", X-Key = "${SEARCH_KEY}" }
+"#,
+            None,
+        )
+        .unwrap();
+        assert_eq!(secret_variables(&config.mcp), ["FILES_TOKEN", "SEARCH_KEY"]);
+        // A header whose variable is unset cannot be expanded: only the written one is known.
+        assert_eq!(
+            secret_header_values(&config.mcp),
+            ["Bearer literal-credential"]
+        );
+    }
 }

@@ -157,6 +157,7 @@ impl Runtime {
         );
         // Credentials that go to MCP servers (headers, a child's environment) likewise.
         crate::redact::register_key_variables(crate::mcp::secret_variables(&config.mcp));
+        crate::redact::register_secrets(crate::mcp::secret_header_values(&config.mcp));
         let mcp = Arc::new(crate::mcp::McpHub::new(
             &config.mcp,
             settings.process_records.clone().map(|records| {

@@ -3,7 +3,8 @@
 //! turn uses (`tools::run_tool` → the MCP hub), alternately with the same call made directly
 //! with the SDK on a connection of its own, so drift in the machine's load falls on both alike.
 //! Then the first call of a fresh hub, which must start the server, against the server's own
-//! start: spawn, handshake and the same call with the SDK alone.
+//! start with the SDK alone doing the same work: spawn, handshake, the tool list (the runtime
+//! needs it to know the tools) and the call.
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -89,7 +90,7 @@ pub fn mcp(args: &McpArgs) -> anyhow::Result<()> {
             &first,
         ),
         (
-            "the server's own start with the SDK (spawn, handshake, call)",
+            "the server's own start with the SDK (spawn, handshake, tools/list, call)",
             &own,
         ),
     ] {
@@ -138,7 +139,10 @@ async fn sdk_client(
 ) -> anyhow::Result<rmcp::service::RunningService<rmcp::RoleClient, ()>> {
     let mut command = tokio::process::Command::new("node");
     command.arg(script).arg("stdio");
-    let transport = TokioChildProcess::new(command).context("cannot start node")?;
+    let (transport, _) = TokioChildProcess::builder(command)
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .context("cannot start node")?;
     Ok(().serve(transport).await?)
 }
 
@@ -199,6 +203,7 @@ async fn time_starts(
 
         let started = Instant::now();
         let direct = sdk_client(script).await?;
+        direct.list_all_tools().await?;
         direct.call_tool(echo_params()).await?;
         own.push(started.elapsed());
         direct.cancel().await?;
