@@ -649,3 +649,41 @@ async fn echo_and_progress_over_streamable_http() {
         assert_eq!(result, call["output"].as_str().unwrap());
     }
 }
+
+#[tokio::test]
+async fn an_interrupt_ends_a_turn_waiting_for_a_server_to_start() {
+    let fake = FakeProvider::start(Wire::OpenaiChat).await;
+    // It never answers the handshake.
+    let tables = "[mcp.silent]\ncommand = \"sh\"\nargs = [\"-c\", \"exec sleep 300\"]\n";
+    let config = config(&fake, &["silent"], ALLOW, tables);
+    let server = Server::start_with(crate::harness::ServerOptions {
+        config: Some(config),
+        ..Default::default()
+    })
+    .await;
+    let (status, created) = server
+        .post("/api/conversations", json!({"text": "Hello"}))
+        .await;
+    assert_eq!(status, 201, "{created}");
+    let id = created["conversation"]["id"].as_str().unwrap();
+    let mut events = server.events(id).await;
+    let pgid = tokio::time::timeout(TIMEOUT, async {
+        loop {
+            if let Some(pgid) = recorded_server(&server.data_dir) {
+                return pgid;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    })
+    .await
+    .expect("the server was started");
+    let (status, body) = server
+        .post(&format!("/api/conversations/{id}/interrupt"), json!({}))
+        .await;
+    assert!(status < 300, "{status} {body}");
+    let seen = until(&mut events, |kind, _| kind == "turn.ended").await;
+    assert_eq!(seen.last().unwrap().1["status"], "interrupted", "{seen:?}");
+    // The model was never called, and the abandoned start left nothing running.
+    assert!(fake.requests().is_empty());
+    wait_until_gone(pgid).await;
+}
