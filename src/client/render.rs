@@ -355,7 +355,7 @@ fn arguments_line(arguments: &Value) -> String {
 }
 
 /// How a tool call is named on screen: an MCP server's tool by its own name and its server's.
-fn tool_label(name: &str) -> String {
+pub(super) fn tool_label(name: &str) -> String {
     match crate::mcp::names::split(name) {
         Some((server, tool)) => format!("{tool} (MCP {server})"),
         None => name.to_owned(),
