@@ -182,31 +182,55 @@ async fn time_calls(script: &str, calls: usize) -> anyhow::Result<(Vec<Duration>
     Ok((through, alone))
 }
 
-/// `starts` first calls each way, alternating, each on a server started for it.
+/// `starts` first calls each way, each on a server started for it. Which way goes first
+/// alternates: a start right after the other way's server was killed shares the machine with
+/// that server's exit.
 async fn time_starts(
     script: &str,
     starts: usize,
 ) -> anyhow::Result<(Vec<Duration>, Vec<Duration>)> {
-    let (live, _chunks) = tokio::sync::mpsc::unbounded_channel();
-    let cancel = CancellationToken::new();
-    let arguments = json!({"message": "x"});
     let mut first = Vec::with_capacity(starts);
     let mut own = Vec::with_capacity(starts);
-    for _ in 0..starts {
-        let hub = Arc::new(McpHub::new(&server_config(script), None));
-        let ctx = context(hub.clone());
-        let started = Instant::now();
-        let result = run_tool("mcp__everything__echo", &arguments, &ctx, &live, &cancel).await;
-        first.push(started.elapsed());
-        ensure!(result.status == ToolStatus::Completed, "{}", result.output);
-        hub.shutdown().await;
-
-        let started = Instant::now();
-        let direct = sdk_client(script).await?;
-        direct.list_all_tools().await?;
-        direct.call_tool(echo_params()).await?;
-        own.push(started.elapsed());
-        direct.cancel().await?;
+    for round in 0..starts {
+        if round % 2 == 0 {
+            first.push(hub_first_call(script).await?);
+            own.push(sdk_first_call(script).await?);
+        } else {
+            own.push(sdk_first_call(script).await?);
+            first.push(hub_first_call(script).await?);
+        }
     }
     Ok((first, own))
+}
+
+/// A fresh hub's first call, which starts the server.
+async fn hub_first_call(script: &str) -> anyhow::Result<Duration> {
+    let (live, _chunks) = tokio::sync::mpsc::unbounded_channel();
+    let hub = Arc::new(McpHub::new(&server_config(script), None));
+    let ctx = context(hub.clone());
+    let arguments = json!({"message": "x"});
+    let started = Instant::now();
+    let result = run_tool(
+        "mcp__everything__echo",
+        &arguments,
+        &ctx,
+        &live,
+        &CancellationToken::new(),
+    )
+    .await;
+    let took = started.elapsed();
+    ensure!(result.status == ToolStatus::Completed, "{}", result.output);
+    hub.shutdown().await;
+    Ok(took)
+}
+
+/// The same work with the SDK alone: spawn, handshake, tools/list, call.
+async fn sdk_first_call(script: &str) -> anyhow::Result<Duration> {
+    let started = Instant::now();
+    let direct = sdk_client(script).await?;
+    direct.list_all_tools().await?;
+    direct.call_tool(echo_params()).await?;
+    let took = started.elapsed();
+    direct.cancel().await?;
+    Ok(took)
 }
