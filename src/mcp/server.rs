@@ -20,6 +20,9 @@ const MAX_BACK_OFF: Duration = Duration::from_secs(60);
 /// server's `timeout_s`, which bounds calls: a short call limit must not fail a slow start
 /// (`npx` fetching a package, a busy machine).
 const START_TIMEOUT: Duration = Duration::from_secs(60);
+/// A server that ran at least this long before it ended starts again at once; one that ended
+/// sooner counts as failing, so a server that crashes as it starts is not started in a loop.
+const STABLE_RUN: Duration = Duration::from_secs(30);
 
 /// A tool as the server names it and as the model sees it.
 #[derive(Debug, Clone)]
@@ -33,6 +36,7 @@ pub struct Connection {
     pub opened: Opened,
     pub handler: Handler,
     pub tools: std::sync::Mutex<Vec<ToolEntry>>,
+    started: Instant,
 }
 
 impl Connection {
@@ -114,8 +118,8 @@ impl Server {
                 self.refresh_tools(&connection).await;
                 return Ok(connection);
             }
-            *slot = None;
-            self.failed("the server exited".to_owned());
+            let ended = slot.take().expect("checked above");
+            self.ended(&ended, "the server exited".to_owned());
         }
         {
             let tracked = self.tracked();
@@ -139,7 +143,6 @@ impl Server {
                 }
                 tracked.started_once = true;
                 tracked.state = ServerState::Running;
-                tracked.failures = 0;
                 tracked.retry_at = None;
                 tracked.tools = tool_names(&lock(&connection.tools));
                 drop(tracked);
@@ -157,12 +160,20 @@ impl Server {
         }
     }
 
+    /// Marks a running server's end: a failure, forgiven if it had run long enough.
+    fn ended(&self, connection: &Connection, error: String) {
+        if connection.started.elapsed() >= STABLE_RUN {
+            self.tracked().failures = 0;
+        }
+        self.failed(error);
+    }
+
     /// Marks the server failed (it exited or could not start), with its next start time.
     pub fn failed(&self, error: String) {
         tracing::warn!(mcp_server = %self.name, %error, "MCP server failed");
         let mut tracked = self.tracked();
-        // A server that ran is started again at once; one that keeps failing waits longer
-        // each time.
+        // The first failure is started again at once; one that keeps failing (or ending
+        // soon after its start) waits longer each time.
         let back_off = match tracked.failures {
             0 => Duration::ZERO,
             failures => FIRST_BACK_OFF
@@ -183,7 +194,7 @@ impl Server {
             .is_some_and(|live| Arc::ptr_eq(live, connection))
         {
             *slot = None;
-            self.failed(error);
+            self.ended(connection, error);
         }
     }
 
@@ -253,6 +264,7 @@ impl Server {
             tools: std::sync::Mutex::new(self.entries(tools)),
             opened,
             handler,
+            started: Instant::now(),
         }))
     }
 
@@ -337,4 +349,48 @@ fn tool_names(entries: &[ToolEntry]) -> Vec<String> {
         .iter()
         .map(|entry| entry.tool.name.clone())
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+
+    use super::*;
+    use crate::config::McpTransport;
+
+    #[tokio::test]
+    async fn a_server_that_keeps_failing_waits_longer_before_each_start() {
+        let server = Arc::new(Server::new(
+            "broken".to_owned(),
+            McpServerConfig {
+                transport: McpTransport::Stdio {
+                    command: "/nonexistent/mcp-server".to_owned(),
+                    args: Vec::new(),
+                    env: BTreeMap::new(),
+                    cwd: None,
+                },
+                timeout: Duration::from_secs(5),
+            },
+            None,
+        ));
+        assert_eq!(server.status().state, ServerState::NotStarted);
+        // The first failure is tried again at once; the second waits a second.
+        for _ in 0..2 {
+            let error = server.connection().await.err().unwrap();
+            assert!(
+                error.starts_with("the MCP server `broken` could not be started: cannot start"),
+                "{error}"
+            );
+        }
+        let error = server.connection().await.err().unwrap();
+        assert!(error.ends_with("it is started again in 1 s"), "{error}");
+        let status = server.status();
+        assert_eq!(status.state, ServerState::Failed);
+        assert_eq!(status.restarts, 0);
+        assert!(
+            status
+                .last_error
+                .is_some_and(|error| error.contains("/nonexistent/mcp-server")),
+        );
+    }
 }
