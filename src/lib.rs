@@ -6,7 +6,8 @@
 //! - `store`    — the source of truth on disk: JSONL append + fsync, tolerant reader, lock
 //! - `index`    — the derived index (SQLite, or PostgreSQL in cluster mode): list, search, rebuild
 //! - `model`    — one trait for model calls and a client per wire protocol, the `demo` model
-//! - `tools`    — the tools agents call: shell (live output), files
+//! - `tools`    — the tools agents call: shell (live output), files, MCP servers' tools
+//! - `mcp`      — Model Context Protocol servers (rmcp): lazy start, tool lists, calls
 //! - `permissions` — which tool calls ask first: configured rules, remembered rules
 //! - `runtime`  — the registry of conversation actors (one writer each) and the turn loop
 //! - `bus`      — event buses: ids, each event encoded once, replay for `Last-Event-ID`
@@ -33,6 +34,7 @@ pub mod domain;
 pub mod http;
 pub mod index;
 pub mod limits;
+pub mod mcp;
 pub mod memory;
 pub mod model;
 pub mod permissions;

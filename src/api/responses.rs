@@ -127,6 +127,9 @@ pub struct Health {
     pub max_running_subagents: u64,
     /// Whether this machine's kernel can sandbox tool commands.
     pub sandbox: SandboxHealth,
+    /// Configured MCP servers, and those of them that are `failed` now (`GET /api/mcp`).
+    pub mcp_servers: u64,
+    pub mcp_servers_failed: u64,
     /// Cluster mode only: this instance.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub cluster: Option<ClusterHealth>,
@@ -202,6 +205,50 @@ pub struct AgentInfo {
 #[derive(Debug, Serialize, ToSchema)]
 pub struct ModelList {
     pub models: Vec<ModelInfo>,
+}
+
+/// `GET /api/mcp`: every configured MCP server, by name.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct McpServerList {
+    pub servers: Vec<McpServerInfo>,
+}
+
+/// One MCP server as the service sees it now.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct McpServerInfo {
+    /// Its name in `[mcp.<name>]`.
+    pub name: String,
+    pub transport: McpTransportKind,
+    pub state: McpServerState,
+    /// Its tools as the model sees them (`mcp__<server>__<tool>`), when last listed.
+    pub tools: Vec<String>,
+    /// Why it last failed to start or stopped; absent if it never did.
+    #[schema(nullable = false)]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub last_error: Option<String>,
+    /// How many times it was started again after it first ran.
+    pub restarts: u32,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum McpTransportKind {
+    /// A child process on stdio (`command`).
+    Stdio,
+    /// Streamable HTTP (`url`).
+    Http,
+}
+
+/// `not_started` until an agent using it first runs; `failed` when it exited or could not
+/// start (it is started again, after a back-off if it keeps failing).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum McpServerState {
+    NotStarted,
+    Starting,
+    Running,
+    Failed,
+    Stopped,
 }
 
 #[derive(Debug, Serialize, ToSchema)]

@@ -4,6 +4,7 @@ use serde_json::Value;
 
 use super::api::{Api, ApiError};
 use super::approval_prompt::subject_line;
+use super::render::tool_label;
 
 /// The tree of a conversation's agents, as it is now.
 pub async fn show(api: &Api, conversation: &str) -> Result<String, ApiError> {
@@ -63,7 +64,7 @@ pub fn agents_tree(sessions: &[Value], approvals: &[Value]) -> String {
             out.push_str(&format!(
                 "{indent}  waits for approval {}: {} {}\n",
                 text(&approval["id"]),
-                text(&approval["tool"]),
+                tool_label(text(&approval["tool"])),
                 subject_line(&approval["subject"])
             ));
         }

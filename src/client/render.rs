@@ -188,7 +188,7 @@ impl Renderer {
         match kind.as_str() {
             "tool_call" => self.line(&format!(
                 "[{}] {}",
-                item["name"].as_str().unwrap_or("tool"),
+                tool_label(item["name"].as_str().unwrap_or("tool")),
                 arguments_line(&item["arguments"])
             )),
             _ => String::new(),
@@ -354,6 +354,14 @@ fn arguments_line(arguments: &Value) -> String {
     }
 }
 
+/// How a tool call is named on screen: an MCP server's tool by its own name and its server's.
+pub(super) fn tool_label(name: &str) -> String {
+    match crate::mcp::names::split(name) {
+        Some((server, tool)) => format!("{tool} (MCP {server})"),
+        None => name.to_owned(),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -453,6 +461,17 @@ mod tests {
             &json!({ "item": agent("m1", "Half and more", "completed") }),
         );
         assert_eq!(out, "agent: Half and more\n");
+    }
+
+    #[test]
+    fn an_mcp_call_shows_its_tool_and_server() {
+        let mut render = Renderer::default();
+        let call = json!({ "id": "t1", "kind": "tool_call", "name": "mcp__files__read_text_file", "arguments": { "path": "/n.txt" }, "output": "", "status": "running" });
+        let started = render.event("item.started", &json!({ "item": call }));
+        assert_eq!(
+            started,
+            "[read_text_file (MCP files)] {\"path\":\"/n.txt\"}\n"
+        );
     }
 
     #[test]

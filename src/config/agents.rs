@@ -40,6 +40,8 @@ pub struct AgentConfig {
     pub network: bool,
     /// Which tool calls run, ask first or are refused (`permissions`, `approval_timeout_s`).
     pub permissions: Permissions,
+    /// The MCP servers whose tools it gets (`mcp`, names from `[mcp.*]`); none by default.
+    pub mcp: Vec<String>,
 }
 
 /// How far an agent's tools may write, enforced by the kernel for shell commands and in-process
@@ -102,6 +104,7 @@ pub(super) fn fallback_agent(model: &str) -> AgentConfig {
             agent: super::DEFAULT_AGENT.to_owned(),
             ..Permissions::default()
         },
+        mcp: Vec::new(),
     }
 }
 
@@ -124,6 +127,7 @@ pub(super) struct RawAgent {
     /// bad value is an error naming its key.
     permissions: Option<toml::Table>,
     approval_timeout_s: Option<u64>,
+    mcp: Option<Vec<String>>,
 }
 
 impl Validator<'_> {
@@ -131,6 +135,7 @@ impl Validator<'_> {
         &self,
         raw: BTreeMap<String, RawAgent>,
         models: &BTreeMap<String, ModelConfig>,
+        mcp: &BTreeMap<String, super::McpServerConfig>,
     ) -> Result<BTreeMap<String, AgentConfig>, ConfigError> {
         let mut agents = BTreeMap::new();
         for (name, agent) in raw {
@@ -186,6 +191,16 @@ impl Validator<'_> {
                     )
                 })?,
             };
+            let servers = agent.mcp.unwrap_or_default();
+            if let Some(unknown) = servers.iter().find(|server| !mcp.contains_key(*server)) {
+                return Err(self.invalid(
+                    format!("agents.{name}.mcp"),
+                    format!(
+                        "unknown MCP server `{unknown}` (servers: {})",
+                        join_names(mcp.keys())
+                    ),
+                ));
+            }
             let mut permissions = self.permissions(&name, agent.permissions)?;
             if let Some(seconds) = agent.approval_timeout_s {
                 if seconds == 0 {
@@ -207,6 +222,7 @@ impl Validator<'_> {
                     sandbox,
                     network: agent.network.unwrap_or(false),
                     permissions,
+                    mcp: servers,
                 },
             );
         }
@@ -245,14 +261,18 @@ impl Validator<'_> {
                     let permission = permission(format!("{path}.\"{pattern}\""), value)?;
                     permissions.shell_rules.push((pattern.clone(), permission));
                 }
-            } else if ALL_TOOLS.contains(&key.as_str()) || key == "mcp" {
+            } else if ALL_TOOLS.contains(&key.as_str())
+                || key == "mcp"
+                || key.starts_with(crate::permissions::MCP_PREFIX)
+            {
                 let permission = permission(path, &value)?;
                 permissions.tools.insert(key, permission);
             } else {
                 return Err(self.invalid(
                     path,
                     format!(
-                        "unknown tool `{key}` (tools: {}, mcp; and shell_rules)",
+                        "unknown tool `{key}` (tools: {}, mcp, mcp__<server>__<tool> \
+                         patterns; and shell_rules)",
                         join_names(ALL_TOOLS.iter())
                     ),
                 ));

@@ -5,6 +5,7 @@
 mod agents;
 mod cluster;
 mod limits;
+mod mcp;
 mod providers;
 mod server;
 
@@ -19,6 +20,7 @@ use toml::Spanned;
 pub use agents::{ALL_TOOLS, AgentConfig, SandboxMode};
 pub use cluster::{ClusterConfig, check_advertise_addr, check_database_url};
 pub use limits::{RetryConfig, SubagentsConfig, ToolsConfig, TurnConfig};
+pub use mcp::{DEFAULT_MCP_TIMEOUT_S, McpServerConfig, McpTransport, valid_server_name};
 pub use providers::{
     MaxTokensField, ModelConfig, ModelOptions, Protocol, ProviderConfig, Reasoning,
     ReasoningContext, ReasoningEffort, ReasoningSummary, Thinking, TokenizerName,
@@ -28,6 +30,7 @@ pub use server::ServerConfig;
 use agents::{RawAgent, fallback_agent};
 use cluster::RawCluster;
 use limits::{RawRetry, RawSubagents, RawTools, RawTurn};
+use mcp::RawMcpServer;
 use providers::{RawModel, RawProvider, builtin_provider, demo_model};
 use server::RawServer;
 
@@ -59,8 +62,11 @@ pub struct Config {
     pub providers: BTreeMap<String, ProviderConfig>,
     /// Always holds [`DEMO_MODEL`]; every model's provider is in `providers`.
     pub models: BTreeMap<String, ModelConfig>,
-    /// Never empty; every agent's model and compact model are in `models`.
+    /// Never empty; every agent's model and compact model are in `models`, and every MCP
+    /// server it names is in `mcp`.
     pub agents: BTreeMap<String, AgentConfig>,
+    /// MCP servers by name (`[mcp.<name>]`); an agent uses those its `mcp` list names.
+    pub mcp: BTreeMap<String, McpServerConfig>,
     /// The file it came from, `None` for the built-in config.
     pub source: Option<PathBuf>,
 }
@@ -100,6 +106,7 @@ impl Config {
             providers: BTreeMap::from([(BUILTIN_PROVIDER.to_string(), builtin_provider())]),
             models: BTreeMap::from([(DEMO_MODEL.to_string(), demo_model())]),
             agents: BTreeMap::from([(DEFAULT_AGENT.to_string(), fallback_agent(DEMO_MODEL))]),
+            mcp: BTreeMap::new(),
             source: None,
         }
     }
@@ -239,6 +246,8 @@ struct RawConfig {
     models: BTreeMap<String, Spanned<RawModel>>,
     #[serde(default)]
     agents: BTreeMap<String, RawAgent>,
+    #[serde(default)]
+    mcp: BTreeMap<String, RawMcpServer>,
 }
 
 /// Turns the file's shape into a [`Config`], checking the rules toml cannot: names that must
@@ -271,7 +280,8 @@ impl Validator<'_> {
             .min_by_key(|(_, model)| model.span().start)
             .map(|(id, _)| id.clone());
         let models = self.models(raw.models, &providers)?;
-        let mut agents = self.agents(raw.agents, &models)?;
+        let mcp = self.mcp_servers(raw.mcp)?;
+        let mut agents = self.agents(raw.agents, &models, &mcp)?;
         if agents.is_empty() {
             let model = first_model.as_deref().unwrap_or(DEMO_MODEL);
             agents.insert(DEFAULT_AGENT.to_string(), fallback_agent(model));
@@ -299,6 +309,7 @@ impl Validator<'_> {
             providers,
             models,
             agents,
+            mcp,
             source: self.source.map(Path::to_path_buf),
         })
     }

@@ -10,9 +10,11 @@ use axum::{Json, http::Uri};
 
 use super::{ApiError, AppState};
 use crate::api::responses::{
-    AgentInfo, AgentList, AnswerCounts, ClusterHealth, Health, HealthStatus, ModelInfo, ModelList,
-    PostgresStatus, SandboxHealth,
+    AgentInfo, AgentList, AnswerCounts, ClusterHealth, Health, HealthStatus, McpServerInfo,
+    McpServerList, McpServerState, McpTransportKind, ModelInfo, ModelList, PostgresStatus,
+    SandboxHealth,
 };
+use crate::mcp::ServerState;
 
 #[utoipa::path(
     get,
@@ -41,6 +43,7 @@ pub async fn health(State(state): State<AppState>) -> Response {
         }
         None => (None, true),
     };
+    let mcp = state.runtime.mcp_status();
     let body = Health {
         status: if reachable {
             HealthStatus::Ok
@@ -65,6 +68,11 @@ pub async fn health(State(state): State<AppState>) -> Response {
                 landlock_abi: support.landlock_abi,
             }
         },
+        mcp_servers: mcp.len() as u64,
+        mcp_servers_failed: mcp
+            .iter()
+            .filter(|server| server.state == ServerState::Failed)
+            .count() as u64,
         cluster,
         reason: (!reachable).then(|| {
             "PostgreSQL does not answer: this instance cannot list, search or take conversations until it is back"
@@ -125,6 +133,40 @@ pub async fn models(State(state): State<AppState>) -> Json<ModelList> {
         })
         .collect();
     Json(ModelList { models })
+}
+
+#[utoipa::path(
+    get,
+    path = "/api/mcp",
+    tag = "meta",
+    summary = "MCP servers",
+    responses((status = 200, description = "Every configured MCP server: its state, tools, last error and restarts", body = McpServerList)),
+)]
+pub async fn mcp(State(state): State<AppState>) -> Json<McpServerList> {
+    let config = state.runtime.config();
+    let servers = state
+        .runtime
+        .mcp_status()
+        .into_iter()
+        .map(|server| McpServerInfo {
+            transport: match config.mcp.get(&server.name).map(|c| &c.transport) {
+                Some(crate::config::McpTransport::Http { .. }) => McpTransportKind::Http,
+                _ => McpTransportKind::Stdio,
+            },
+            state: match server.state {
+                ServerState::NotStarted => McpServerState::NotStarted,
+                ServerState::Starting => McpServerState::Starting,
+                ServerState::Running => McpServerState::Running,
+                ServerState::Failed => McpServerState::Failed,
+                ServerState::Stopped => McpServerState::Stopped,
+            },
+            name: server.name,
+            tools: server.tools,
+            last_error: server.last_error,
+            restarts: server.restarts,
+        })
+        .collect();
+    Json(McpServerList { servers })
 }
 
 pub async fn not_found(uri: Uri) -> ApiError {

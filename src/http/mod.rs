@@ -68,6 +68,7 @@ pub fn router(
         .route("/api/openapi.json", get(openapi::serve))
         .route("/api/agents", get(meta::agents))
         .route("/api/models", get(meta::models))
+        .route("/api/mcp", get(meta::mcp))
         .route("/api/events", get(events::list_events))
         .route("/api/approvals", get(approvals::list))
         .route("/api/approvals/{id}", post(approvals::answer))

@@ -40,7 +40,8 @@ pub struct ModelRequest {
 
 #[derive(Debug, Clone)]
 pub struct ToolSpec {
-    pub name: &'static str,
+    /// Fixed for the built-in tools; an MCP server's tool is `mcp__<server>__<tool>`.
+    pub name: std::borrow::Cow<'static, str>,
     /// Fixed for most tools; `spawn_agent`'s lists the configured agents.
     pub description: std::borrow::Cow<'static, str>,
     /// JSON Schema of the parameters.

@@ -6,4 +6,4 @@
 pub mod command;
 pub mod policy;
 
-pub use policy::{Permission, Permissions, Verdict};
+pub use policy::{MCP_PREFIX, Permission, Permissions, Verdict};

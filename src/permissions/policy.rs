@@ -52,6 +52,10 @@ impl Permission {
 /// outside the service (MCP servers) whose effects it cannot sandbox.
 const ASK_BY_DEFAULT: &[&str] = &["mcp"];
 
+/// How the model sees an MCP server's tool: `mcp__<server>__<tool>`. A setting for such a name
+/// (or a pattern of them, `mcp__files__*`) beats the `mcp` setting of every MCP tool.
+pub const MCP_PREFIX: &str = "mcp__";
+
 /// One agent's permissions.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct Permissions {
@@ -102,13 +106,31 @@ pub fn pattern_matches(pattern: &str, text: &str) -> bool {
 impl Permissions {
     /// The tool's own setting.
     pub fn tool(&self, tool: &str) -> Permission {
-        self.tools.get(tool).copied().unwrap_or_else(|| {
-            if ASK_BY_DEFAULT.contains(&tool) {
-                Permission::Ask
-            } else {
-                Permission::Allow
-            }
-        })
+        if let Some(permission) = self.tools.get(tool) {
+            return *permission;
+        }
+        if tool.starts_with(MCP_PREFIX) {
+            return match self.mcp_pattern(tool) {
+                Some((_, permission)) => permission,
+                None => self.tool("mcp"),
+            };
+        }
+        if ASK_BY_DEFAULT.contains(&tool) {
+            Permission::Ask
+        } else {
+            Permission::Allow
+        }
+    }
+
+    /// The strictest configured `mcp__…` pattern that matches an MCP tool's name.
+    fn mcp_pattern(&self, tool: &str) -> Option<(&str, Permission)> {
+        self.tools
+            .iter()
+            .filter(|(pattern, _)| {
+                pattern.starts_with(MCP_PREFIX) && pattern_matches(pattern, tool)
+            })
+            .max_by_key(|(_, permission)| **permission)
+            .map(|(pattern, permission)| (pattern.as_str(), *permission))
     }
 
     /// Checks a call. `remembered(text)` says whether a rule the user kept for this tool
@@ -141,8 +163,14 @@ impl Permissions {
         }
     }
 
+    /// The setting that decides for `tool`.
     fn key(&self, tool: &str) -> String {
-        format!("agents.{}.permissions.{tool}", self.agent)
+        let setting = if !tool.starts_with(MCP_PREFIX) || self.tools.contains_key(tool) {
+            tool
+        } else {
+            self.mcp_pattern(tool).map_or("mcp", |(pattern, _)| pattern)
+        };
+        format!("agents.{}.permissions.{setting}", self.agent)
     }
 
     fn check_shell(&self, arguments: &Value, remembered: &dyn Fn(&str) -> bool) -> Verdict {
@@ -445,6 +473,46 @@ mod tests {
         assert!(is_ask(&check(&with_rules, &shell("diff <(ls a) <(ls b)"))));
         let escalated = json!({"command": "ls", "escalate": "why"});
         assert!(is_ask(&check(&allow, &escalated)));
+    }
+
+    #[test]
+    fn mcp_tools_follow_their_own_setting_then_patterns_then_mcp() {
+        let mut policy = Permissions {
+            agent: "a".to_owned(),
+            ..Permissions::default()
+        };
+        let check = |policy: &Permissions, tool: &str| {
+            policy.check(tool, &json!({}), Path::new("/"), &|_| false)
+        };
+        // Unconfigured: every MCP tool asks, naming the `mcp` setting.
+        assert_eq!(
+            check(&policy, "mcp__files__read"),
+            Verdict::Ask {
+                reason: "`mcp__files__read` asks first (agents.a.permissions.mcp)".to_owned(),
+                suggested_rule: Some("*".to_owned()),
+            }
+        );
+        policy.tools.insert("mcp".to_owned(), Permission::Allow);
+        policy
+            .tools
+            .insert("mcp__files__*".to_owned(), Permission::Ask);
+        policy
+            .tools
+            .insert("mcp__files__wr*".to_owned(), Permission::Deny);
+        policy
+            .tools
+            .insert("mcp__files__read".to_owned(), Permission::Allow);
+        assert_eq!(policy.tool("mcp__search__find"), Permission::Allow);
+        assert_eq!(policy.tool("mcp__files__list"), Permission::Ask);
+        assert_eq!(policy.tool("mcp__files__read"), Permission::Allow);
+        // Of two matching patterns the strictest wins.
+        assert_eq!(
+            check(&policy, "mcp__files__write"),
+            Verdict::Deny {
+                reason: "`mcp__files__write` is denied (agents.a.permissions.mcp__files__wr*)"
+                    .to_owned()
+            }
+        );
     }
 
     #[test]

@@ -129,6 +129,8 @@ pub struct Shared {
     pub approvals: approvals::ApprovalBook,
     /// The rules users remembered (`rules.jsonl` in the data directory).
     pub rules: Arc<rules::RuleStore>,
+    /// The configured MCP servers, each started when an agent using it first runs.
+    pub mcp: Arc<crate::mcp::McpHub>,
 }
 
 impl Runtime {
@@ -153,6 +155,20 @@ impl Runtime {
                 .values()
                 .flat_map(|provider| crate::redact::url_secrets(&provider.base_url)),
         );
+        // Credentials that go to MCP servers (headers, a child's environment) likewise.
+        crate::redact::register_key_variables(crate::mcp::secret_variables(&config.mcp));
+        crate::redact::register_secrets(crate::mcp::secret_header_values(&config.mcp));
+        let mcp = Arc::new(crate::mcp::McpHub::new(
+            &config.mcp,
+            settings.process_records.clone().map(|records| {
+                let recorder: crate::mcp::ProcessRecorder = Arc::new(move |pgid, what: &str| {
+                    records
+                        .record_running(pgid, what)
+                        .map(|file| Box::new(file) as crate::mcp::ProcessRecord)
+                });
+                recorder
+            }),
+        ));
         let rules = Arc::new(rules::RuleStore::open(store.root()));
         let (index_jobs, jobs) = tokio::sync::mpsc::channel(index_jobs::QUEUE_CAPACITY);
         let index_queue = Arc::new(JobQueue::default());
@@ -177,6 +193,7 @@ impl Runtime {
                 running_subagents: std::sync::atomic::AtomicUsize::new(0),
                 approvals: approvals::ApprovalBook::default(),
                 rules,
+                mcp,
             }),
         }
     }
@@ -211,6 +228,11 @@ impl Runtime {
 
     pub fn config(&self) -> &Config {
         &self.shared.config
+    }
+
+    /// Every configured MCP server's state (`GET /api/mcp`).
+    pub fn mcp_status(&self) -> Vec<crate::mcp::ServerStatus> {
+        self.shared.mcp.status()
     }
 
     pub fn index(&self) -> &Index {

@@ -53,6 +53,8 @@ impl Runtime {
         for done in waits {
             let _ = done.await;
         }
+        // The turns are over: no call is left on an MCP server, whose children end now.
+        self.shared.mcp.shutdown().await;
         let (flushed, done) = tokio::sync::oneshot::channel();
         self.shared.index_later(IndexJob::Flush(flushed));
         let _ = done.await;

@@ -69,7 +69,14 @@ pub async fn run(spec: TurnSpec, session_id: Arc<str>, actor: mpsc::UnboundedSen
     link.send(TurnMsg::Ended { status, error });
 }
 
-async fn drive(spec: TurnSpec, link: &ActorLink) -> Result<(), TurnStop> {
+async fn drive(mut spec: TurnSpec, link: &ActorLink) -> Result<(), TurnStop> {
+    // The agent's MCP servers start on its first turn; their tools come after the built-ins.
+    // A slow start must not keep an interrupt waiting.
+    let mcp_tools = tokio::select! {
+        tools = tools::mcp_specs(&spec.tool_context) => tools,
+        () = spec.cancel.cancelled() => return Err(TurnStop::Interrupted),
+    };
+    spec.tools.extend(mcp_tools);
     let mut history = spec.history.clone();
     let mut usage = spec.usage;
     let mut step = 0;

@@ -3,6 +3,7 @@
 
 mod files;
 pub mod group_records;
+mod mcp;
 mod sandbox;
 mod sandbox_launcher;
 mod sandbox_paths;
@@ -34,6 +35,8 @@ pub struct ToolContext {
     pub process_records: Option<group_records::GroupRecords>,
     /// What the tools may write and reach, and the variables their processes never see.
     pub sandbox: SandboxPolicy,
+    /// The MCP servers the agent uses (`None`: none).
+    pub mcp: Option<crate::mcp::McpAccess>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -108,9 +111,14 @@ pub async fn run_tool(
                 result = files::run(name, arguments, ctx) => result,
             }
         }
+        _ if name.starts_with(crate::mcp::names::PREFIX) => {
+            mcp::run(name, arguments, ctx, live, cancel).await
+        }
         _ => ToolResult::failed(format!("unknown tool `{name}`")),
     }
 }
+
+pub use mcp::specs as mcp_specs;
 
 /// The specs the model sees for the named tools (unknown names skipped), in the given order.
 pub fn specs(names: &[String]) -> Vec<ToolSpec> {
@@ -290,7 +298,7 @@ fn spec(name: &str) -> Option<ToolSpec> {
         _ => return None,
     };
     Some(ToolSpec {
-        name,
+        name: name.into(),
         description: description.into(),
         parameters,
     })
@@ -458,6 +466,7 @@ mod tests {
             max_output_bytes: 64 * 1024,
             process_records: None,
             sandbox: SandboxPolicy::default(),
+            mcp: None,
         }
     }
 
@@ -517,7 +526,7 @@ mod tests {
             .map(String::from)
             .to_vec();
         let specs = specs(&names);
-        let spec_names: Vec<&str> = specs.iter().map(|spec| spec.name).collect();
+        let spec_names: Vec<&str> = specs.iter().map(|spec| &*spec.name).collect();
         assert_eq!(spec_names, ["list_agents", "shell", "read_file"]);
     }
 

@@ -25,6 +25,7 @@ mod idempotency;
 mod index_backlog;
 mod limits;
 mod lock;
+mod mcp;
 mod messages;
 mod providers;
 mod providers_fidelity;

@@ -1,6 +1,7 @@
 // Tool calls as cards people read: a shell call shows its command and its live output; the file
 // tools show their path and a summary, a write shows what it changed (a line diff against the
-// file as this conversation last saw it). Each card says whether the tool ran, failed (with its
+// file as this conversation last saw it); an MCP server's tool shows the server, the arguments
+// and the result, JSON folded. Each card says whether the tool ran, failed (with its
 // exit code), was interrupted or waits for approval. Long output is collapsed, with "Show all".
 
 import { diffLines } from '/vendor/diff/diff/line.js';
@@ -23,7 +24,15 @@ const TITLES = {
   list_agents: 'List sub-agents',
 };
 
+// An MCP server's tool reaches the model as `mcp__<server>__<tool>` (a server's name has no `__`).
+export function mcpTool(name) {
+  const match = /^mcp__(.+?)__(.+)$/.exec(name || '');
+  return match ? { server: match[1], tool: match[2] } : null;
+}
+
 export function toolTitle(name) {
+  const mcp = mcpTool(name);
+  if (mcp) return `${mcp.tool} (MCP ${mcp.server})`;
   return TITLES[name] || name;
 }
 
@@ -37,12 +46,13 @@ export function renderToolCall(item, classes, context) {
   const head = el(
     'div',
     { class: 'tool-head' },
-    el('span', { class: 'tool-name' }, toolTitle(name)),
+    el('span', { class: 'tool-name' }, mcpTool(name) ? mcpTool(name).tool : toolTitle(name)),
     subject(name, args),
     el('span', { class: `tool-state state-${state.kind}` }, state.kind === 'running' ? el('span', { class: 'spinner' }) : null, state.label),
     context.time,
   );
-  const card = el('div', { class: `${classes} tool-${name.replace(/_/g, '-')} state-${state.kind}`, 'data-seq': item.seq }, head);
+  const kindClass = mcpTool(name) ? 'tool-mcp' : `tool-${name.replace(/_/g, '-')}`;
+  const card = el('div', { class: `${classes} ${kindClass} state-${state.kind}`, 'data-seq': item.seq }, head);
   let lines;
   if (name === 'spawn_agent') {
     card.append(...spawnBody(item, args));
@@ -55,6 +65,12 @@ export function renderToolCall(item, classes, context) {
     const summary = outputSummary(item, args);
     if (summary) card.append(el('div', { class: 'tool-summary' }, summary));
     if (!['shell', 'read_file', 'list_dir'].includes(name)) card.append(argumentList(args));
+    const folded = mcpTool(name) && item.status !== 'running' ? foldedJson(item.output || '') : null;
+    if (folded) {
+      card.append(folded);
+      setUpCollapse(card, 0, context.previous);
+      return card;
+    }
     card.append(...outputBlock(item.output || '', name === 'shell' ? 'tail' : 'head', item.status === 'running' && name !== 'shell'));
     lines = lineCount(item.output || '');
   }
@@ -113,7 +129,22 @@ function spawnBody(item, args) {
   return nodes;
 }
 
+// An MCP result that is JSON (a tool's structured content) as a folded, indented block.
+function foldedJson(output) {
+  let value;
+  try {
+    value = JSON.parse(output);
+  } catch {
+    return null;
+  }
+  if (value === null || typeof value !== 'object') return null;
+  const text = JSON.stringify(value, null, 2);
+  return el('details', { class: 'tool-json' }, el('summary', {}, `JSON result · ${plural(lineCount(text), 'line')}`), el('pre', { class: 'output' }, text));
+}
+
 function subject(name, args) {
+  const mcp = mcpTool(name);
+  if (mcp) return el('span', { class: 'tool-subject tool-server' }, `MCP server ${mcp.server}`);
   if (name === 'spawn_agent') return el('code', { class: 'tool-subject' }, String(args.agent || ''));
   if (name === 'shell') return el('code', { class: 'tool-subject' }, `$ ${args.command === undefined ? '' : args.command}`);
   if (name === 'read_file' || name === 'write_file') return el('code', { class: 'tool-subject' }, String(args.path || ''));

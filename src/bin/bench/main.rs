@@ -21,6 +21,8 @@
 //!   time per sub-agent turn against a root agent's.
 //! - `sandbox`: the sandbox's cost per shell command, against `sandbox = "off"`.
 //! - `approvals`: the time from an approval's answer to its command starting.
+//! - `mcp`: the runtime's own time per MCP call against the SDK alone, and a first call's
+//!   server start against the server's own.
 
 mod approvals;
 mod cluster;
@@ -31,6 +33,7 @@ mod fence;
 mod fork;
 mod foundation;
 mod live;
+mod mcp;
 mod meter;
 mod sandbox;
 mod sse;
@@ -95,6 +98,9 @@ enum Bench {
     /// The time from an approval's `POST /api/approvals/{id}` to the approved command
     /// starting, sandboxed and not.
     Approvals(approvals::ApprovalsArgs),
+    /// The runtime's own time per MCP call (stdio, a trivial tool) against the same call with
+    /// the SDK alone, and a first call's server start against the server's own.
+    Mcp(mcp::McpArgs),
 }
 
 /// The health check is polled this often while the server starts.
@@ -120,6 +126,7 @@ fn main() -> anyhow::Result<ExitCode> {
         Bench::Cluster(args) => cluster::cluster(&args),
         Bench::Sandbox(args) => sandbox::sandbox(&args),
         Bench::Approvals(args) => approvals::approvals(&args),
+        Bench::Mcp(args) => mcp::mcp(&args),
     }?;
     Ok(ExitCode::SUCCESS)
 }

@@ -101,6 +101,7 @@ async fn time_commands(
             mode,
             ..SandboxPolicy::default()
         },
+        mcp: None,
     };
     let sandboxed_context = context(SandboxMode::WorkspaceWrite);
     let off_context = context(SandboxMode::Off);

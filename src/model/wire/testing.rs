@@ -15,7 +15,7 @@ pub fn request(model: &str) -> ModelRequest {
         instructions: Some("be brief".into()),
         history: history(),
         tools: vec![ToolSpec {
-            name: "shell",
+            name: "shell".into(),
             description: "run".into(),
             parameters: serde_json::json!({"type": "object"}),
         }],

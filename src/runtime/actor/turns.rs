@@ -332,6 +332,10 @@ impl ConversationActor {
                 max_output_bytes: config.tools.max_output_bytes,
                 process_records: self.shared.settings.process_records.clone(),
                 sandbox: crate::tools::SandboxPolicy::for_agent(config, agent),
+                mcp: (!agent.mcp.is_empty()).then(|| crate::mcp::McpAccess {
+                    hub: self.shared.mcp.clone(),
+                    servers: agent.mcp.clone(),
+                }),
             },
             gate: std::sync::Arc::new(crate::runtime::approvals::CallGate {
                 permissions: agent.permissions.clone(),

@@ -1,0 +1,349 @@
+//! The `[mcp.*]` tables: Model Context Protocol servers whose tools agents may use, each started
+//! as a child process (`command`) or reached over streamable HTTP (`url`). Values keep their
+//! `${VAR}` references: they are expanded when a server starts, so the file never holds the
+//! secrets and the config never reads them.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use serde::Deserialize;
+
+use super::{ConfigError, Validator};
+
+/// A call to a server's tool that takes longer than this fails (`timeout_s`).
+pub const DEFAULT_MCP_TIMEOUT_S: u64 = 120;
+/// The longest server name: the model sees `mcp__<server>__<tool>`, and providers cap a tool
+/// name at 64 characters.
+pub const MAX_SERVER_NAME: usize = 24;
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct McpServerConfig {
+    pub transport: McpTransport,
+    /// A tool call past this fails with a clear result; the turn goes on.
+    pub timeout: Duration,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum McpTransport {
+    /// A child process speaking JSON-RPC on its stdin and stdout.
+    Stdio {
+        command: String,
+        args: Vec<String>,
+        /// Added to the service's environment (`${VAR}` expanded at start).
+        env: BTreeMap<String, String>,
+        /// Where it runs; `None`: the service's working directory.
+        cwd: Option<String>,
+    },
+    /// A streamable HTTP endpoint.
+    Http {
+        url: String,
+        /// Sent with every request (`${VAR}` expanded at start).
+        headers: BTreeMap<String, String>,
+    },
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawMcpServer {
+    command: Option<String>,
+    args: Option<Vec<String>>,
+    env: Option<BTreeMap<String, String>>,
+    cwd: Option<String>,
+    url: Option<String>,
+    headers: Option<BTreeMap<String, String>>,
+    timeout_s: Option<u64>,
+}
+
+/// Whether `name` may name a server: letters, digits, `-` and single `_` inside, so that
+/// `mcp__<server>__<tool>` splits back at its first `__` after the prefix.
+pub fn valid_server_name(name: &str) -> bool {
+    !name.is_empty()
+        && name.len() <= MAX_SERVER_NAME
+        && !name.contains("__")
+        && !name.starts_with('_')
+        && !name.ends_with('_')
+        && name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
+}
+
+/// Where `${` opens a reference that never closes, or names nothing usable, if anywhere.
+pub fn bad_reference(text: &str) -> Option<String> {
+    let mut rest = text;
+    while let Some(start) = rest.find("${") {
+        let after = &rest[start + 2..];
+        let Some(end) = after.find('}') else {
+            return Some(format!("`${{` without a closing `}}` in `{text}`"));
+        };
+        let name = &after[..end];
+        if name.is_empty() || !name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') {
+            return Some(format!("`${{{name}}}` is not a variable name"));
+        }
+        rest = &after[end + 1..];
+    }
+    None
+}
+
+impl Validator<'_> {
+    pub(super) fn mcp_servers(
+        &self,
+        raw: BTreeMap<String, RawMcpServer>,
+    ) -> Result<BTreeMap<String, McpServerConfig>, ConfigError> {
+        raw.into_iter()
+            .map(|(name, server)| {
+                let config = self.mcp_server(&format!("mcp.{name}"), server)?;
+                if !valid_server_name(&name) {
+                    return Err(self.invalid(
+                        format!("mcp.{name}"),
+                        format!(
+                            "a server name is 1 to {MAX_SERVER_NAME} letters, digits, `-` or \
+                             `_`, without `__` and not starting or ending with `_`"
+                        ),
+                    ));
+                }
+                Ok((name, config))
+            })
+            .collect()
+    }
+
+    /// One server's table; `key` is where it is (`mcp.<name>`, or a create body's path).
+    pub(super) fn mcp_server(
+        &self,
+        key: &str,
+        raw: RawMcpServer,
+    ) -> Result<McpServerConfig, ConfigError> {
+        let timeout_s = raw.timeout_s.unwrap_or(DEFAULT_MCP_TIMEOUT_S);
+        if timeout_s == 0 {
+            return Err(self.invalid(format!("{key}.timeout_s"), "must be at least 1"));
+        }
+        let transport = match (raw.command, raw.url) {
+            (Some(_), Some(_)) => {
+                return Err(self.invalid(key, "give either `command` or `url`, not both"));
+            }
+            (None, None) => {
+                return Err(self.invalid(
+                    key,
+                    "give `command` (a server started as a child process) or `url` \
+                     (a streamable HTTP server)",
+                ));
+            }
+            (Some(command), None) => {
+                if raw.headers.is_some() {
+                    return Err(self.invalid(
+                        format!("{key}.headers"),
+                        "only a `url` server takes headers",
+                    ));
+                }
+                if command.trim().is_empty() {
+                    return Err(self.invalid(format!("{key}.command"), "is empty"));
+                }
+                McpTransport::Stdio {
+                    command,
+                    args: raw.args.unwrap_or_default(),
+                    env: raw.env.unwrap_or_default(),
+                    cwd: raw.cwd,
+                }
+            }
+            (None, Some(url)) => {
+                let only_command = [
+                    ("args", raw.args.is_some()),
+                    ("env", raw.env.is_some()),
+                    ("cwd", raw.cwd.is_some()),
+                ];
+                if let Some((field, _)) = only_command.iter().find(|(_, given)| *given) {
+                    return Err(
+                        self.invalid(format!("{key}.{field}"), "only a `command` server takes it")
+                    );
+                }
+                if !(url.starts_with("http://") || url.starts_with("https://")) {
+                    return Err(
+                        self.invalid(format!("{key}.url"), "must start with http:// or https://")
+                    );
+                }
+                McpTransport::Http {
+                    url,
+                    headers: raw.headers.unwrap_or_default(),
+                }
+            }
+        };
+        for (field, text) in referenced_texts(&transport) {
+            if let Some(problem) = bad_reference(text) {
+                return Err(self.invalid(format!("{key}.{field}"), problem));
+            }
+        }
+        Ok(McpServerConfig {
+            transport,
+            timeout: Duration::from_secs(timeout_s),
+        })
+    }
+}
+
+/// Every value that may hold `${VAR}`, with the key it is at.
+fn referenced_texts(transport: &McpTransport) -> Vec<(String, &str)> {
+    match transport {
+        McpTransport::Stdio {
+            command,
+            args,
+            env,
+            cwd,
+        } => {
+            let mut texts = vec![("command".to_owned(), command.as_str())];
+            texts.extend(args.iter().map(|arg| ("args".to_owned(), arg.as_str())));
+            texts.extend(env.iter().map(|(k, v)| (format!("env.{k}"), v.as_str())));
+            texts.extend(cwd.iter().map(|cwd| ("cwd".to_owned(), cwd.as_str())));
+            texts
+        }
+        McpTransport::Http { url, headers } => {
+            let mut texts = vec![("url".to_owned(), url.as_str())];
+            texts.extend(
+                headers
+                    .iter()
+                    .map(|(k, v)| (format!("headers.{k}"), v.as_str())),
+            );
+            texts
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::Path;
+
+    use super::*;
+    use crate::config::{Config, ConfigError};
+
+    fn parse(text: &str) -> Result<Config, ConfigError> {
+        Config::from_toml_str(text, Some(Path::new("config.toml")))
+    }
+
+    fn error(text: &str) -> (String, String) {
+        let error = parse(text).unwrap_err();
+        (
+            error.key().unwrap_or_default().to_owned(),
+            error.to_string(),
+        )
+    }
+
+    #[test]
+    fn both_transports_parse_with_their_defaults() {
+        let config = parse(
+            r#"
+[mcp.files]
+command = "npx"
+args = ["-y", "@modelcontextprotocol/server-filesystem", "/srv/notes"]
+env = { LOG_LEVEL = "warn" }
+
+[mcp.search]
+url = "https://mcp.example.com/mcp"
+headers = { Authorization = "Bearer ${SEARCH_TOKEN}" }
+timeout_s = 30
+
+[agents.default]
+description = "d"
+model = "demo"
+mcp = ["files", "search"]
+"#,
+        )
+        .unwrap();
+        let files = &config.mcp["files"];
+        assert_eq!(files.timeout, Duration::from_secs(DEFAULT_MCP_TIMEOUT_S));
+        let McpTransport::Stdio {
+            command,
+            args,
+            env,
+            cwd,
+        } = &files.transport
+        else {
+            panic!("{files:?}");
+        };
+        assert_eq!(command, "npx");
+        assert_eq!(args.len(), 3);
+        assert_eq!(env["LOG_LEVEL"], "warn");
+        assert_eq!(cwd, &None);
+        let search = &config.mcp["search"];
+        assert_eq!(search.timeout, Duration::from_secs(30));
+        let McpTransport::Http { headers, .. } = &search.transport else {
+            panic!("{search:?}");
+        };
+        // Kept as written: expanded only when the server starts.
+        assert_eq!(headers["Authorization"], "Bearer ${SEARCH_TOKEN}");
+        assert_eq!(config.default_agent().mcp, ["files", "search"]);
+    }
+
+    #[test]
+    fn an_agent_uses_no_server_unless_it_names_one() {
+        let config = parse("[mcp.files]\ncommand = \"x\"\n").unwrap();
+        assert!(config.default_agent().mcp.is_empty());
+        assert!(Config::builtin().mcp.is_empty());
+    }
+
+    #[test]
+    fn errors_name_the_key() {
+        let cases = [
+            ("[mcp.a]\n", "mcp.a", "give `command`"),
+            (
+                "[mcp.a]\ncommand = \"x\"\nurl = \"http://h\"\n",
+                "mcp.a",
+                "not both",
+            ),
+            (
+                "[mcp.a]\ncommand = \"x\"\ntimeout_s = 0\n",
+                "mcp.a.timeout_s",
+                "at least 1",
+            ),
+            ("[mcp.a]\nurl = \"ftp://h\"\n", "mcp.a.url", "http://"),
+            (
+                "[mcp.a]\nurl = \"http://h\"\nargs = []\n",
+                "mcp.a.args",
+                "`command`",
+            ),
+            (
+                "[mcp.a]\ncommand = \"x\"\nheaders = {}\n",
+                "mcp.a.headers",
+                "`url`",
+            ),
+            ("[mcp.a__b]\ncommand = \"x\"\n", "mcp.a__b", "without `__`"),
+            (
+                "[mcp.a]\nurl = \"http://h\"\nheaders = { X = \"${TOKEN\" }\n",
+                "mcp.a.headers.X",
+                "closing",
+            ),
+            (
+                "[mcp.a]\ncommand = \"${}\"\n",
+                "mcp.a.command",
+                "not a variable name",
+            ),
+            (
+                "[mcp.a]\ncommand = \"x\"\n[agents.default]\ndescription = \"d\"\nmodel = \"demo\"\nmcp = [\"b\"]\n",
+                "agents.default.mcp",
+                "unknown MCP server `b` (servers: a)",
+            ),
+        ];
+        for (text, key, message) in cases {
+            let (found_key, found) = error(text);
+            assert_eq!(found_key, key, "{text}: {found}");
+            assert!(found.contains(message), "{text}: {found}");
+        }
+        // An unknown field is toml's error, naming the key.
+        let error = parse("[mcp.a]\ncommand = \"x\"\nenviron = {}\n").unwrap_err();
+        assert!(error.to_string().contains("environ"), "{error}");
+    }
+
+    #[test]
+    fn server_names() {
+        for good in ["files", "my-server", "a_b", "A1"] {
+            assert!(valid_server_name(good), "{good}");
+        }
+        for bad in [
+            "",
+            "a__b",
+            "a.b",
+            "a b",
+            "_a",
+            "a_",
+            &"x".repeat(MAX_SERVER_NAME + 1),
+        ] {
+            assert!(!valid_server_name(bad), "{bad}");
+        }
+    }
+}

@@ -1,0 +1,132 @@
+//! Opening a connection to one server with the SDK: a child process on stdio (in a process
+//! group of its own, recorded so a crash of the service cannot leave it running) or a
+//! streamable HTTP endpoint. `${VAR}` references are expanded here.
+
+use std::collections::HashMap;
+use std::process::Stdio;
+
+use reqwest::header::{HeaderName, HeaderValue};
+use rmcp::ServiceExt;
+use rmcp::service::{RoleClient, RunningService};
+use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
+use rmcp::transport::{StreamableHttpClientTransport, TokioChildProcess};
+use tokio::io::{AsyncBufReadExt, BufReader};
+
+use super::expand::expand;
+use super::handler::Handler;
+use super::{ProcessRecord, ProcessRecorder};
+use crate::config::{McpServerConfig, McpTransport};
+
+/// A live connection's parts that end it: the SDK's service and, for a child process, its group.
+pub struct Opened {
+    pub service: RunningService<RoleClient, Handler>,
+    /// Cancelled when a child server exits (its stderr closes), so it is started again without
+    /// waiting for a call to find it gone; never for an HTTP server.
+    pub exited: tokio_util::sync::CancellationToken,
+    /// Held, not read: dropping it kills the group.
+    pub _group: Option<ChildGroup>,
+}
+
+/// A server's process group: killed whole when dropped (a launcher like `npx` leaves its
+/// real server as a grandchild), and its crash record removed.
+pub struct ChildGroup {
+    pgid: libc::pid_t,
+    _record: Option<ProcessRecord>,
+}
+
+impl Drop for ChildGroup {
+    fn drop(&mut self) {
+        // SAFETY: killpg only sends a signal; the group is ours (its leader is our child,
+        // not yet reaped while the SDK's transport holds it).
+        unsafe {
+            libc::killpg(self.pgid, libc::SIGKILL);
+        }
+    }
+}
+
+/// Starts the server `name` and completes the MCP handshake.
+pub async fn open(
+    name: &str,
+    config: &McpServerConfig,
+    handler: Handler,
+    recorder: Option<&ProcessRecorder>,
+) -> Result<Opened, String> {
+    match &config.transport {
+        McpTransport::Stdio {
+            command,
+            args,
+            env,
+            cwd,
+        } => {
+            let program = expand(command)?;
+            let mut child = tokio::process::Command::new(&program);
+            for arg in args {
+                child.arg(expand(arg)?);
+            }
+            for (key, value) in env {
+                child.env(key, expand(value)?);
+            }
+            if let Some(cwd) = cwd {
+                child.current_dir(expand(cwd)?);
+            }
+            // Its own group, so the whole server (and what it started) ends with it.
+            child.process_group(0);
+            let (transport, stderr) = TokioChildProcess::builder(child)
+                .stderr(Stdio::piped())
+                .spawn()
+                .map_err(|error| format!("cannot start `{program}`: {error}"))?;
+            let group = transport.id().map(|pid| {
+                let pgid = pid as libc::pid_t;
+                let preview = format!("mcp server {name}: {program} {}", args.join(" "));
+                ChildGroup {
+                    pgid,
+                    _record: recorder.and_then(|record| record(pgid, &preview)),
+                }
+            });
+            let exited = tokio_util::sync::CancellationToken::new();
+            if let Some(stderr) = stderr {
+                let server = name.to_owned();
+                let exited = exited.clone();
+                tokio::spawn(async move {
+                    let mut lines = BufReader::new(stderr).lines();
+                    while let Ok(Some(line)) = lines.next_line().await {
+                        tracing::debug!(mcp_server = %server, "{line}");
+                    }
+                    exited.cancel();
+                });
+            }
+            let service = handler
+                .serve(transport)
+                .await
+                .map_err(|error| format!("the MCP handshake failed: {error}"))?;
+            Ok(Opened {
+                service,
+                exited,
+                _group: group,
+            })
+        }
+        McpTransport::Http { url, headers } => {
+            let mut custom = HashMap::new();
+            for (key, value) in headers {
+                let header = HeaderName::try_from(key.as_str())
+                    .map_err(|_| format!("`{key}` is not a valid header name"))?;
+                let value = HeaderValue::try_from(expand(value)?)
+                    .map_err(|_| format!("the value of header `{key}` is not valid"))?;
+                custom.insert(header, value);
+            }
+            let url = expand(url)?;
+            let transport = StreamableHttpClientTransport::from_config(
+                StreamableHttpClientTransportConfig::with_uri(url).custom_headers(custom),
+            );
+            let service = handler
+                .serve(transport)
+                .await
+                .map_err(|error| format!("the MCP handshake failed: {error}"))?;
+            Ok(Opened {
+                service,
+                exited: tokio_util::sync::CancellationToken::new(),
+                _group: None,
+            })
+        }
+    }
+}
