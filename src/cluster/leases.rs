@@ -97,15 +97,17 @@ impl Fence {
     }
 
     /// Runs one conditional statement (`$1` the conversation, `$2` the epoch, `$3` the
-    /// commit) and tells whether it touched the row. Any failure revokes the fence: the
+    /// commit if there is one) and tells whether it touched the row. Any failure revokes the fence: the
     /// owner's memory may no longer match what counts, so its actor must stop and whoever
     /// loads the conversation next reads the truth.
-    fn conditional(&self, statement: &'static str, commit: u64) -> Result<(), FenceError> {
-        let query = sqlx::query(statement)
+    fn conditional(&self, statement: &'static str, commit: Option<u64>) -> Result<(), FenceError> {
+        let mut query = sqlx::query(statement)
             .bind(&*self.conversation_id)
-            .bind(self.epoch as i64)
-            .bind(commit as i64)
-            .execute(&self.pool);
+            .bind(self.epoch as i64);
+        if let Some(commit) = commit {
+            query = query.bind(commit as i64);
+        }
+        let query = query.execute(&self.pool);
         let outcome = block_on(tokio::time::timeout(self.patience, query));
         let result = match outcome {
             Ok(Ok(Ok(done))) if done.rows_affected() == 1 => return Ok(()),
@@ -147,11 +149,10 @@ impl crate::store::WriteFence for Fence {
     }
 
     fn commit(&self, commit: u64) -> Result<(), FenceError> {
-        crate::testhooks::stop_at("commit", self.conversation_id.as_bytes());
         self.conditional(
             "UPDATE leases SET commits = $3
              WHERE conversation_id = $1 AND epoch = $2 AND commits < $3 AND NOT deleted",
-            commit,
+            Some(commit),
         )?;
         self.accepted.fetch_max(commit, Ordering::AcqRel);
         Ok(())
@@ -160,8 +161,8 @@ impl crate::store::WriteFence for Fence {
     fn commit_delete(&self) -> Result<(), FenceError> {
         self.conditional(
             "UPDATE leases SET deleted = true
-             WHERE conversation_id = $1 AND epoch = $2 AND $3 >= 0 AND NOT deleted",
-            0,
+             WHERE conversation_id = $1 AND epoch = $2 AND NOT deleted",
+            None,
         )
     }
 

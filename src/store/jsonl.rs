@@ -71,11 +71,11 @@ impl JsonlWriter {
     /// once the fence has accepted that commit (after the fsync): a writer that lost its lease
     /// meanwhile gets an error, and its lines are never read.
     pub fn append<R: Serialize>(&mut self, records: &[R]) -> Result<(), StoreError> {
+        let write_all =
+            |file: &mut File, bytes: &[u8]| file.write_all(bytes).and_then(|()| file.sync_data());
         let Some(fence) = self.fence.clone() else {
             let buffer = encode_lines(records, None)?;
-            return self.write_durably(&buffer, |file, bytes| {
-                file.write_all(bytes).and_then(|()| file.sync_data())
-            });
+            return self.write_durably(&buffer, write_all);
         };
         if !fence.holds() {
             return Err(StoreError::NotOwner {
@@ -89,7 +89,7 @@ impl JsonlWriter {
         };
         let buffer = encode_lines(records, Some(stamp))?;
         crate::testhooks::stop_at("append", &buffer);
-        self.write_fenced(&buffer)?;
+        self.write_durably(&buffer, write_all)?;
         fence.commit(commit).map_err(|error| match error {
             FenceError::Lost => StoreError::NotOwner {
                 path: self.path.clone(),
@@ -101,34 +101,14 @@ impl JsonlWriter {
         })
     }
 
-    /// A fenced write. A failed one is not cut back, unlike `write_durably`: another instance
-    /// may have appended since this one's lease ended, and cutting to this writer's length
-    /// would cut its lines. The bytes stay; they are never accepted, and the next owner cuts a
-    /// torn tail when it opens the file.
-    fn write_fenced(&mut self, bytes: &[u8]) -> Result<(), StoreError> {
-        if self.needs_cut {
-            // The lease held a moment ago (checked by the caller): the bytes after this
-            // writer's length are its own failed write's.
-            self.cut_back()
-                .map_err(|source| StoreError::io(&self.path, source))?;
-        }
-        if let Err(source) = self
-            .file
-            .write_all(bytes)
-            .and_then(|()| self.file.sync_data())
-        {
-            self.needs_cut = true;
-            return Err(StoreError::io(&self.path, source));
-        }
-        self.len += bytes.len() as u64;
-        Ok(())
-    }
-
     /// Writes `bytes` with `write` (all of them, then an fsync). If that fails, whatever part
     /// reached the file is cut off again, so the file still ends with the last acknowledged
     /// line: a disk that filled up mid-line must not leave a broken line for the next append
     /// to follow (a broken line in the middle is unreadable). After an fsync error nothing is
     /// known about what is durable, so the bytes are cut too: the caller is told "not stored".
+    /// A fenced writer cuts them only before its next append, right after its lease was seen
+    /// to hold: by then another instance may have appended (this one's lease ended), and
+    /// cutting to this writer's length would cut that instance's lines.
     fn write_durably(
         &mut self,
         bytes: &[u8],
@@ -139,7 +119,9 @@ impl JsonlWriter {
                 .map_err(|source| StoreError::io(&self.path, source))?;
         }
         if let Err(source) = write(&mut self.file, bytes) {
-            if let Err(error) = self.cut_back() {
+            if self.fence.is_some() {
+                self.needs_cut = true;
+            } else if let Err(error) = self.cut_back() {
                 tracing::error!(path = %self.path.display(), %error, "cannot cut a failed append off; will retry before the next one");
             }
             return Err(StoreError::io(&self.path, source));

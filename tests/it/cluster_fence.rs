@@ -51,6 +51,19 @@ async fn wait_stopped(pid: i32) {
     .expect("the instance never reached the point it was to stop at");
 }
 
+/// Sends a request in the background (the instance it goes to is about to freeze): its
+/// status, or the transport error if the instance died first.
+fn in_background(
+    request: reqwest::RequestBuilder,
+) -> tokio::task::JoinHandle<Result<u16, reqwest::Error>> {
+    tokio::spawn(async move {
+        request
+            .send()
+            .await
+            .map(|response| response.status().as_u16())
+    })
+}
+
 fn resume(pid: i32) {
     // SAFETY: kill(2) on our own child's pid with a valid signal.
     unsafe {
@@ -159,18 +172,11 @@ async fn an_owner_frozen_before_its_write_cannot_write_after_a_takeover() {
     } = pair("append:stale title A").await;
 
     // A checks its lease, then freezes before the write (a VM pause, a blocked NFS write).
-    let stale = {
-        let (client, url) = (a.client.clone(), a.url(&format!("/api/conversations/{id}")));
-        tokio::spawn(async move {
-            let response = client
-                .patch(url)
-                .json(&json!({ "title": "stale title A" }))
-                .send()
-                .await
-                .unwrap();
-            response.status().as_u16()
-        })
-    };
+    let stale = in_background(
+        a.client
+            .patch(a.url(&format!("/api/conversations/{id}")))
+            .json(&json!({ "title": "stale title A" })),
+    );
     wait_stopped(pid(&a)).await;
     wait_lease_expired(&pool, &id).await;
     let path = format!("/api/conversations/{id}");
@@ -179,7 +185,11 @@ async fn an_owner_frozen_before_its_write_cannot_write_after_a_takeover() {
 
     // A wakes and writes its line: the write is refused (503), not acknowledged.
     resume(pid(&a));
-    let status = tokio::time::timeout(TIMEOUT, stale).await.unwrap().unwrap();
+    let status = tokio::time::timeout(TIMEOUT, stale)
+        .await
+        .unwrap()
+        .unwrap()
+        .unwrap();
     assert_eq!(status, 503, "the stale owner's write was acknowledged");
     let metadata = std::fs::read_to_string(b.conversation_dir(&id).join("metadata.jsonl")).unwrap();
     assert!(
@@ -276,10 +286,7 @@ async fn a_delete_queued_on_a_paused_owner_does_not_run_after_a_takeover() {
         id,
         _dir,
     } = pair("delete:c_").await;
-    let delete = {
-        let (client, url) = (a.client.clone(), a.url(&format!("/api/conversations/{id}")));
-        tokio::spawn(async move { client.delete(url).send().await.unwrap().status().as_u16() })
-    };
+    let delete = in_background(a.client.delete(a.url(&format!("/api/conversations/{id}"))));
     wait_stopped(pid(&a)).await;
     wait_lease_expired(&pool, &id).await;
     let messages = format!("/api/conversations/{id}/messages");
@@ -291,6 +298,7 @@ async fn a_delete_queued_on_a_paused_owner_does_not_run_after_a_takeover() {
     resume(pid(&a));
     let status = tokio::time::timeout(TIMEOUT, delete)
         .await
+        .unwrap()
         .unwrap()
         .unwrap();
     assert_eq!(status, 503, "the stale owner's delete ran");
@@ -501,10 +509,7 @@ async fn a_delete_accepted_by_an_owner_that_stopped_before_removing_the_files_is
     let b = instance(&postgres, &data, "").await;
     let id = create(&a, "Hello").await;
     a.wait_idle(&id).await;
-    let delete = {
-        let (client, url) = (a.client.clone(), a.url(&format!("/api/conversations/{id}")));
-        tokio::spawn(async move { client.delete(url).send().await.map(|r| r.status().as_u16()) })
-    };
+    let delete = in_background(a.client.delete(a.url(&format!("/api/conversations/{id}"))));
     // A's delete is accepted; A stops before removing anything, and dies there.
     wait_stopped(pid(&a)).await;
     assert!(b.conversation_dir(&id).join("metadata.jsonl").is_file());

@@ -266,27 +266,26 @@ impl ConversationActor {
     /// Tells the index and the list about turns closed at load: in cluster mode the
     /// conversation was listed `running` by the owner that died, and only its new owner can
     /// correct that.
-    pub(super) async fn index_closed_turns(&mut self, closed: &[String]) {
+    pub(super) async fn index_closed_turns(&self, closed: &[String]) {
         let mut updates = vec![self.conversation_update()];
-        let turns: Vec<_> = self
+        let turns = self
             .state
             .turns
             .iter()
-            .filter(|turn| closed.contains(&turn.id))
-            .cloned()
-            .collect();
-        for turn in &turns {
-            updates.push(IndexUpdate::Turn {
-                conversation_id: &self.id,
-                turn,
-            });
-        }
-        for session in &self.state.sessions {
-            updates.push(IndexUpdate::Session {
-                conversation_id: &self.id,
-                session,
-            });
-        }
+            .filter(|turn| closed.contains(&turn.id));
+        updates.extend(turns.map(|turn| IndexUpdate::Turn {
+            conversation_id: &self.id,
+            turn,
+        }));
+        updates.extend(
+            self.state
+                .sessions
+                .iter()
+                .map(|session| IndexUpdate::Session {
+                    conversation_id: &self.id,
+                    session,
+                }),
+        );
         self.shared.index_quietly(&updates).await;
         self.publish_conversation();
     }
