@@ -10,7 +10,7 @@ use tokio::sync::mpsc::UnboundedSender;
 use tokio_util::sync::CancellationToken;
 
 use super::server::{Connection, Server};
-use super::{CallOutcome, CallStatus, content};
+use super::{CallOutcome, content};
 
 /// Calls `tool` (the server's own name for it) on a live connection.
 pub async fn call(
@@ -62,10 +62,7 @@ pub async fn call(
         let _ = handle
             .cancel(Some("interrupted by the user".to_owned()))
             .await;
-        return CallOutcome {
-            text: format!("`{tool}` was interrupted"),
-            status: CallStatus::Interrupted,
-        };
+        return CallOutcome::interrupted(format!("`{tool}` was interrupted"));
     };
     match answer {
         // Read as JSON: content types newer than this code still show as what they are.

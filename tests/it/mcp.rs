@@ -167,9 +167,54 @@ async fn progress_notifications_stream_as_output_deltas() {
     );
 }
 
-#[tokio::test]
-async fn an_image_result_reaches_the_model_as_a_described_attachment() {
-    let wire = Wire::AnthropicMessages;
+/// The image a request carries with a call's result, as (media type, base64 data).
+fn image_sent(wire: Wire, body: &Value, call_id: &str) -> Option<(String, String)> {
+    let parts: Vec<&Value> = match wire {
+        // A tool message holds text only: the images follow in a user message naming the call.
+        Wire::OpenaiChat => body["messages"]
+            .as_array()?
+            .iter()
+            .filter(|message| {
+                message["role"] == "user"
+                    && message["content"][0]["text"]
+                        .as_str()
+                        .is_some_and(|text| text.contains(call_id))
+            })
+            .flat_map(|message| message["content"].as_array().into_iter().flatten())
+            .collect(),
+        Wire::OpenaiResponses => body["input"]
+            .as_array()?
+            .iter()
+            .filter(|item| item["type"] == "function_call_output" && item["call_id"] == call_id)
+            .flat_map(|item| item["output"].as_array().into_iter().flatten())
+            .collect(),
+        Wire::AnthropicMessages => body["messages"]
+            .as_array()?
+            .iter()
+            .flat_map(|message| message["content"].as_array().into_iter().flatten())
+            .filter(|block| block["type"] == "tool_result" && block["tool_use_id"] == call_id)
+            .flat_map(|block| block["content"].as_array().into_iter().flatten())
+            .collect(),
+    };
+    parts.into_iter().find_map(|part| {
+        let url = part["image_url"]["url"]
+            .as_str()
+            .or(part["image_url"].as_str());
+        if let Some(url) = url {
+            let (media_type, data) = url.strip_prefix("data:")?.split_once(";base64,")?;
+            return Some((media_type.to_owned(), data.to_owned()));
+        }
+        let source = &part["source"];
+        (part["type"] == "image").then(|| {
+            (
+                source["media_type"].as_str().unwrap_or("").to_owned(),
+                source["data"].as_str().unwrap_or("").to_owned(),
+            )
+        })
+    })
+}
+
+async fn an_image_result_reaches_the_model_as_an_image(wire: Wire) {
     let setup = start(wire).await;
     setup.fake.push(Reply::tool_call(
         "mcp__everything__get-tiny-image",
@@ -185,7 +230,35 @@ async fn an_image_result_reaches_the_model_as_a_described_attachment() {
         output.starts_with("Here's the image you requested:\n[image: image/png, "),
         "{output}"
     );
-    assert_eq!(result, output);
+    assert!(
+        result.starts_with("Here's the image you requested:"),
+        "{result}"
+    );
+    // The image itself is stored with the call, and the model gets it with the result.
+    let images = call["images"].as_array().expect("the call's images");
+    assert_eq!(images.len(), 1, "{call}");
+    assert_eq!(images[0]["media_type"], "image/png");
+    let data = images[0]["data"].as_str().unwrap();
+    assert!(data.len() > 100, "{data}");
+    let next = &turn.requests.last().unwrap().body;
+    let sent = image_sent(wire, next, call["call_id"].as_str().unwrap())
+        .unwrap_or_else(|| panic!("no image with the result in {next}"));
+    assert_eq!(sent, ("image/png".to_owned(), data.to_owned()));
+}
+
+#[tokio::test]
+async fn an_image_result_reaches_the_model_as_an_image_openai_chat() {
+    an_image_result_reaches_the_model_as_an_image(Wire::OpenaiChat).await;
+}
+
+#[tokio::test]
+async fn an_image_result_reaches_the_model_as_an_image_openai_responses() {
+    an_image_result_reaches_the_model_as_an_image(Wire::OpenaiResponses).await;
+}
+
+#[tokio::test]
+async fn an_image_result_reaches_the_model_as_an_image_anthropic_messages() {
+    an_image_result_reaches_the_model_as_an_image(Wire::AnthropicMessages).await;
 }
 
 #[tokio::test]

@@ -6,7 +6,7 @@
 // timeline later than it was written, so it shows when it joined (its sending time is in the
 // tooltip).
 
-import { $, clockTime, el, fullTime } from './dom.js';
+import { $, clockTime, el, fullTime, imageList } from './dom.js';
 import { state, sessionLabel } from './state.js';
 import { MarkdownView, renderMarkdown } from './markdown.js';
 import { appendToolOutput, renderToolCall, showOutputEnd } from './toolcards.js';
@@ -250,11 +250,6 @@ function renderItem(item, shownMs, previous, entry) {
   const attrs = { class: itemClasses(item), 'data-seq': item.seq, 'data-id': item.id };
   switch (item.kind) {
     case 'user_message': {
-      const images = (item.images || []).map((image) =>
-        image.data
-          ? el('img', { src: `data:${image.media_type};base64,${image.data}`, alt: 'attached image' })
-          : el('a', { href: image.url, target: '_blank', rel: 'noopener noreferrer' }, image.url),
-      );
       // A sub-agent's report carries its Markdown; the user's own text is shown as typed.
       let body;
       if (item.source === 'agent') {
@@ -263,7 +258,7 @@ function renderItem(item, shownMs, previous, entry) {
       } else {
         body = el('div', { class: 'text' }, item.text);
       }
-      return el('div', attrs, itemHead(item, shownMs), body, images.length ? el('div', { class: 'images' }, images) : null);
+      return el('div', attrs, itemHead(item, shownMs), body, imageList(item.images, 'attached image'));
     }
     case 'agent_message': {
       const body = el('div', { class: 'md' });
