@@ -634,17 +634,22 @@ async fn a_call_past_timeout_s_fails_clearly_and_the_turn_goes_on() {
 /// server-everything over streamable HTTP on a free loopback port; killed when dropped.
 struct HttpEverything {
     url: String,
-    _child: tokio::process::Child,
+    port: u16,
+    child: tokio::process::Child,
 }
 
 impl HttpEverything {
     async fn start() -> HttpEverything {
-        use tokio::io::{AsyncBufReadExt, BufReader};
         let port = std::net::TcpListener::bind("127.0.0.1:0")
             .unwrap()
             .local_addr()
             .unwrap()
             .port();
+        HttpEverything::start_on(port).await
+    }
+
+    async fn start_on(port: u16) -> HttpEverything {
+        use tokio::io::{AsyncBufReadExt, BufReader};
         let mut child = tokio::process::Command::new("node")
             .arg(fixture("server-everything"))
             .arg("streamableHttp")
@@ -669,7 +674,8 @@ impl HttpEverything {
         tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
         HttpEverything {
             url: format!("http://127.0.0.1:{port}/mcp"),
-            _child: child,
+            port,
+            child,
         }
     }
 }
@@ -764,4 +770,64 @@ async fn an_interrupt_ends_a_turn_waiting_for_a_server_to_start() {
     // The model was never called, and the abandoned start left nothing running.
     assert!(fake.requests().is_empty());
     wait_until_gone(pgid).await;
+}
+
+#[tokio::test]
+async fn an_http_server_gone_mid_call_fails_the_call_and_is_reached_again_once_back() {
+    let wire = Wire::OpenaiResponses;
+    let mut http = HttpEverything::start().await;
+    let fake = FakeProvider::start(wire).await;
+    let tables = format!("[mcp.everything]\nurl = \"{}\"\n", http.url);
+    let config = config_for(&fake, &tables);
+    let setup = Setup::start_with(fake, config, Vec::new()).await;
+    setup.fake.push(Reply::tool_call(
+        "mcp__everything__trigger-long-running-operation",
+        json!({"duration": 60, "steps": 600}),
+        1,
+    ));
+    setup.fake.push(Reply::text("It went away."));
+    let mut events = setup.server.events(&setup.id).await;
+    let (status, _) = setup
+        .server
+        .post(
+            &format!("/api/conversations/{}/messages", setup.id),
+            json!({"text": "Start the long one"}),
+        )
+        .await;
+    assert_eq!(status, 202);
+    until(&mut events, |kind, data| {
+        kind == "item.delta" && data["field"] == "output"
+    })
+    .await;
+    // The server goes away mid-call: the call fails, and the turn goes on.
+    http.child.kill().await.unwrap();
+    let seen = until(&mut events, |kind, _| kind == "turn.ended").await;
+    assert_eq!(seen.last().unwrap().1["status"], "completed", "{seen:?}");
+    let items = setup.items().await;
+    let call = items
+        .iter()
+        .rev()
+        .find(|item| item["kind"] == "tool_call")
+        .unwrap();
+    assert_eq!(call["status"], "failed", "{call}");
+    let output = call["output"].as_str().unwrap();
+    assert!(output.contains("the MCP server `everything`"), "{output}");
+
+    // Back on the same address, it is reached again at the next use (a new session).
+    let port = http.port;
+    drop(http);
+    let _http = HttpEverything::start_on(port).await;
+    setup.fake.push(Reply::tool_call(
+        "mcp__everything__echo",
+        json!({"message": "back again"}),
+        1,
+    ));
+    setup.fake.push(Reply::text("Echoed."));
+    let turn = setup.turn("Echo").await;
+    assert_eq!(the_call(wire, &turn).1, "Echo: back again");
+    let listed = wait_for_mcp(&setup.server, |server| server["state"] == "running").await;
+    assert!(
+        listed["servers"][0]["restarts"].as_u64().unwrap() >= 1,
+        "{listed}"
+    );
 }
