@@ -133,10 +133,13 @@ impl ConversationChanges {
 
     /// Whether this changes the conversation itself, which moves it to the top of the list.
     /// Archiving or unarchiving does not (it hides the conversation from the main list without
-    /// changing it), so it comes back where it was.
+    /// changing it), so it comes back where it was; nor does a rename (the user is tidying the
+    /// list, and the renamed conversation jumping to the top loses their place).
     pub fn changes_the_conversation(&self) -> bool {
         ConversationChanges {
             archived: None,
+            title: None,
+            title_custom: None,
             ..self.clone()
         } != ConversationChanges::default()
     }
