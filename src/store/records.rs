@@ -49,8 +49,12 @@ pub enum MetaRecord {
     TurnStarted {
         session_id: String,
         turn_id: String,
+        /// The messages that start it; none for a retry.
         message_ids: Vec<String>,
         at: Timestamp,
+        /// The failed turn a retry runs again.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        retry_of: Option<String>,
     },
     #[serde(rename = "turn.ended")]
     TurnEnded {

@@ -11,7 +11,7 @@ import { state, sessionLabel } from './state.js';
 import { MarkdownView, renderMarkdown } from './markdown.js';
 import { appendToolOutput, renderToolCall, showOutputEnd } from './toolcards.js';
 import { announce } from './announcer.js';
-import { resendTurn, rewind } from './actions.js';
+import { retryTurn, rewind } from './actions.js';
 import { forgetFileContents, knownContent, noteFileContent } from './filecontents.js';
 import { clearStatusLines } from './statuslines.js';
 import { resetScroll } from './scroll.js';
@@ -317,8 +317,8 @@ function renderItem(item, shownMs, previous, entry) {
 // ------------------------------------------------------------------------------------------------
 // How a turn ended, on the turn itself.
 
-// A failed turn is marked in red with its error and a Retry button that sends its message
-// again; an interrupted one says so. The turn's notice (written for the model: "the previous
+// A failed turn is marked in red with its error and a Retry button that runs it again (the
+// same messages, not posted twice); an interrupted one says so. The turn's notice (written for the model: "the previous
 // turn …") is folded into this block.
 export function showTurnEnd(turnId, status, error) {
   if (status !== 'failed' && status !== 'interrupted') return;
@@ -327,8 +327,8 @@ export function showTurnEnd(turnId, status, error) {
   const items = itemsOfTurn(turnId);
   const notices = items.filter((item) => item.kind === 'notice');
   for (const notice of notices) entries.get(notice.id).node.hidden = true;
-  const texts = items.filter((item) => item.kind === 'user_message' && item.source !== 'agent').map((item) => item.text);
   const failed = status === 'failed';
+  const sessionId = items.length ? items[0].session_id : null;
   const block = el(
     'div',
     { class: `turn-end ${status}`, 'data-turn': turnId },
@@ -337,15 +337,15 @@ export function showTurnEnd(turnId, status, error) {
     failed
       ? el('span', { class: 'turn-error' }, error ? readableError(error) : 'The model call did not succeed.')
       : el('span', {}, notices.length ? noticeCause(notices[notices.length - 1].text) : 'What was written before the interrupt is kept.'),
-    failed && texts.length
+    failed
       ? el('button', {
         type: 'button',
         class: 'retry-turn',
         text: 'Retry',
-        title: 'Send the same message again',
+        title: 'Run this turn again, with the same messages',
         onclick: (event) => {
           event.target.disabled = true;
-          resendTurn(texts.join('\n\n'), items[0] && items[0].session_id).finally(() => {
+          retryTurn(sessionId).finally(() => {
             event.target.disabled = false;
           });
         },
