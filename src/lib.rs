@@ -31,6 +31,7 @@ pub mod client;
 pub mod cluster;
 pub mod config;
 pub mod domain;
+pub mod export;
 pub mod http;
 pub mod images;
 pub mod index;

@@ -260,6 +260,20 @@ pub struct ItemsQuery {
     _access_token: Option<IgnoredAny>,
 }
 
+/// The query of `GET /api/conversations/{id}/export`.
+#[derive(Debug, Deserialize, IntoParams)]
+#[serde(deny_unknown_fields)]
+#[into_params(parameter_in = Query)]
+pub struct ExportQuery {
+    /// The only format: `markdown` (the default).
+    #[param(default = "markdown")]
+    pub format: Option<String>,
+    /// Checked by the security middleware, ignored here.
+    #[serde(rename = "access_token")]
+    #[param(ignore)]
+    _access_token: Option<IgnoredAny>,
+}
+
 /// The query of `GET /api/conversations/{id}/usage`.
 #[derive(Debug, Deserialize, IntoParams)]
 #[serde(deny_unknown_fields)]

@@ -7,6 +7,7 @@ pub mod cluster;
 pub mod conversations;
 pub mod error;
 pub mod events;
+pub mod export;
 pub mod extract;
 pub mod meta;
 pub mod openapi;
@@ -92,6 +93,7 @@ pub fn router(
         )
         .route("/api/conversations/{id}/interrupt", post(c::interrupt))
         .route("/api/conversations/{id}/retry", post(c::retry))
+        .route("/api/conversations/{id}/export", get(export::export))
         .route(
             "/api/conversations/{id}/sessions/{session_id}/interrupt",
             post(c::interrupt_session),

@@ -40,6 +40,12 @@ impl Runtime {
         Ok(view)
     }
 
+    /// The conversation as stored, for an export (its agent or model need not be configured
+    /// still).
+    pub async fn conversation_for_export(&self, id: &str) -> Result<Conversation, RuntimeError> {
+        Ok(self.view(id).await?.conversation)
+    }
+
     pub(super) async fn view(&self, id: &str) -> Result<ConversationView, RuntimeError> {
         if let Some(view) = self.ask_live(id, |reply| Command::View { reply }).await {
             return view;

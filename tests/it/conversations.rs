@@ -514,3 +514,54 @@ async fn requests_that_meet_an_unloading_conversation_are_answered() {
         assert!(failed.is_empty(), "{failed:?}");
     }
 }
+
+#[tokio::test]
+async fn a_conversation_exports_as_a_markdown_file() {
+    let server = Server::start().await;
+    let workdir = tempfile::tempdir().unwrap();
+    let (status, created) = server
+        .post(
+            "/api/conversations",
+            json!({"text": "# Look around\n/shell echo exported-output", "cwd": workdir.path()}),
+        )
+        .await;
+    assert_eq!(status, 201, "{created}");
+    let id = created["conversation"]["id"].as_str().unwrap().to_owned();
+    server.wait_idle(&id).await;
+
+    let response = server
+        .client
+        .get(server.url(&format!("/api/conversations/{id}/export")))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 200);
+    let header = |name: &str| {
+        response.headers()[name]
+            .to_str()
+            .unwrap()
+            .to_owned()
+    };
+    assert_eq!(header("content-type"), "text/markdown; charset=utf-8");
+    assert_eq!(
+        header("content-disposition"),
+        "attachment; filename=\"Look_around.md\""
+    );
+    let document = response.text().await.unwrap();
+    assert!(document.starts_with("# Look around\n"), "{document}");
+    assert!(
+        document.contains("## You\n\n# Look around\n/shell echo exported-output\n"),
+        "{document}"
+    );
+    assert!(document.contains("### Tool `shell` · exit 0"), "{document}");
+    assert!(document.contains("```text\nexported-output\n```"), "{document}");
+    assert!(document.contains("## Agent\n\nDemo model"), "{document}");
+
+    let (status, body) = server
+        .get(&format!("/api/conversations/{id}/export?format=html"))
+        .await;
+    assert_eq!(status, 400, "{body}");
+    assert!(body["error"]["message"].as_str().unwrap().contains("markdown"));
+    let (status, _) = server.get("/api/conversations/c_missing/export").await;
+    assert_eq!(status, 404);
+}

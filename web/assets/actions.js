@@ -1,7 +1,7 @@
 // What the user does to the open conversation besides writing: fork, restart from a message
-// (rewind), compress the context, interrupt, and send a failed turn's message again.
+// (rewind), compress the context, interrupt, run a failed turn again, and export it.
 
-import { api } from './api.js';
+import { api, streamUrl } from './api.js';
 import { enc } from './dom.js';
 import { showError } from './banners.js';
 import { navigate, state } from './state.js';
@@ -83,4 +83,15 @@ export async function retryTurn(sessionId) {
   } catch (error) {
     showError(error);
   }
+}
+
+// Downloads the conversation as a Markdown file (the service names it after the title).
+export function exportConversation() {
+  if (!state.conv) return;
+  const link = document.createElement('a');
+  link.href = streamUrl(`/api/conversations/${enc(state.conv.id)}/export?format=markdown`);
+  link.download = '';
+  document.body.append(link);
+  link.click();
+  link.remove();
 }

@@ -7,7 +7,7 @@ import { $, el, enc } from './dom.js';
 import { showError } from './banners.js';
 import { openMenu } from './menu.js';
 import { navigate, state } from './state.js';
-import { compact, fork } from './actions.js';
+import { compact, exportConversation, fork } from './actions.js';
 
 const titleRequests = new Map(); // conversation id → Promise of its title (null when gone)
 
@@ -126,6 +126,7 @@ export function renderTabs() {
 
 export function wireHeader(render) {
   $('fork').addEventListener('click', fork);
+  $('export').addEventListener('click', exportConversation);
   $('compact').addEventListener('click', compact);
   const selectTab = (tab, focus) => {
     state.tab = tab;
@@ -145,6 +146,7 @@ export function wireHeader(render) {
     if (!conv) return;
     const items = [
       { label: 'Fork', run: fork },
+      { label: 'Export as Markdown', run: exportConversation },
       { label: 'Compress context', run: compact, disabled: conv.status === 'running' },
       // The details line (directory, agent, model) does not fit a phone's one-line header.
       {
