@@ -485,3 +485,16 @@ async fn the_service_restarting_mid_turn_ends_the_prompt_naming_it_and_the_sessi
     );
     drop(server);
 }
+
+#[tokio::test]
+async fn a_failed_turn_answers_the_prompt_with_its_error() {
+    let (fake, server) = start("").await;
+    let cwd = workspace();
+    let mut editor = Editor::start(&server.base).await;
+    let session = editor.new_session(cwd.path()).await;
+    fake.push(Reply::rejected(400, "the model refuses this request"));
+    let prompt = editor.prompt(&session, "fail please").await;
+    let done = editor.until(|line| line["id"] == prompt).await;
+    let message = done["error"]["message"].as_str().unwrap_or_default();
+    assert!(message.contains("the model refuses this request"), "{done}");
+}
