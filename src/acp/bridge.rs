@@ -364,6 +364,24 @@ impl Bridge {
             return Ok(PromptResponse::new(StopReason::EndTurn));
         }
         let (follower, message_id) = self.send(&session, message, images, cx).await?;
+        let conversation = session
+            .conversation
+            .lock()
+            .await
+            .as_ref()
+            .map(|(id, _)| id.clone())
+            .unwrap_or_default();
+        if session.cancels.load(Ordering::SeqCst) != cancels {
+            // Cancelled while the conversation was being created: nothing could be
+            // interrupted yet.
+            let _ = self
+                .api
+                .post(
+                    &format!("/api/conversations/{conversation}/interrupt"),
+                    &json!({}),
+                )
+                .await;
+        }
         enum Outcome {
             Ended(String),
             Cancelled,
@@ -384,16 +402,12 @@ impl Bridge {
                 shared.broken.clone().map(Outcome::Broken)
             })
             .await;
-        let conversation = follower.shared.lock().expect("state").conversation["id"].clone();
         let turn = match outcome {
             Outcome::Ended(turn) => turn,
             Outcome::Cancelled => {
                 // Still waiting for its turn: withdraw it. If it was taken meanwhile
                 // (`not_waiting`), its turn is interrupted like any other.
-                let path = format!(
-                    "/api/conversations/{}/pending/{message_id}",
-                    text(&conversation)
-                );
+                let path = format!("/api/conversations/{conversation}/pending/{message_id}");
                 if self.api.delete(&path).await.is_ok() {
                     return Ok(PromptResponse::new(StopReason::Cancelled));
                 }
@@ -439,12 +453,17 @@ impl Bridge {
         cx: &ConnectionTo<Client>,
     ) -> Result<(Arc<Follower>, String), Error> {
         let mut conversation = session.conversation.lock().await;
-        if let Some((id, follower)) = &*conversation {
+        if let Some((id, follower)) = conversation.clone() {
+            drop(conversation);
             // Subscribed before sending, so nothing of its turn is missed; `queue`: a prompt
             // sent while a turn runs waits for its own turn.
-            follower
-                .wait(|shared| (shared.snapshots > 0).then_some(()))
+            let ready = follower
+                .wait(|shared| match &shared.broken {
+                    Some(why) if shared.snapshots == 0 => Some(Err(why.clone())),
+                    _ => (shared.snapshots > 0).then_some(Ok(())),
+                })
                 .await;
+            ready.map_err(failure)?;
             let _posting = follower.posting.lock().await;
             let answer = self
                 .api
@@ -463,7 +482,8 @@ impl Bridge {
             if answer["message"]["status"] == "waiting" {
                 shared.pending.insert(message_id.clone());
             }
-            return Ok((follower.clone(), message_id));
+            drop(shared);
+            return Ok((follower, message_id));
         }
         let draft = session.draft.lock().expect("draft").clone();
         let mut body = json!({"text": text, "cwd": session.cwd, "images": images});
