@@ -39,6 +39,10 @@ pub struct Conversation {
     /// (absent from index rows written before it existed, hence the default).
     #[serde(default)]
     pub last_turn: Option<LastTurn>,
+    /// The MCP servers the client named when it created the conversation, as given but with
+    /// every `env` and `headers` value shown as `[hidden]`.
+    #[serde(default)]
+    pub mcp: std::collections::BTreeMap<String, crate::config::McpServerSpec>,
 }
 
 /// The end of a conversation's latest finished root turn.

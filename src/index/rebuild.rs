@@ -557,6 +557,7 @@ mod tests {
             model: "demo".to_owned(),
             root_session_id: "s_root".to_owned(),
             forked_from: None,
+            mcp: Default::default(),
         });
         let started = message("m_started", MessageStatus::Started);
         let steered = message("m_steered", MessageStatus::Steered);

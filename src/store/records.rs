@@ -2,9 +2,12 @@
 //! line carries `"v"` (the schema version) and `"type"`; fields are added as optional and never
 //! reused with a new meaning.
 
+use std::collections::BTreeMap;
+
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+use crate::config::McpServerSpec;
 use crate::domain::{ForkedFrom, Item, Message, SessionStatus, Timestamp, TurnStatus};
 
 /// The schema version this build writes and the newest it can read.
@@ -83,6 +86,10 @@ pub struct ConversationCreated {
     pub root_session_id: String,
     #[serde(default)]
     pub forked_from: Option<ForkedFrom>,
+    /// The MCP servers the client named for this conversation, as given (with their
+    /// credentials: this file is the only place they are kept).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub mcp: BTreeMap<String, McpServerSpec>,
 }
 
 /// The fields a `conversation.updated` record changes; absent fields are unchanged.

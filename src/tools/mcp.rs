@@ -16,7 +16,7 @@ pub async fn specs(ctx: &ToolContext) -> Vec<ToolSpec> {
     };
     access
         .hub
-        .tools(&access.servers)
+        .tools(access)
         .await
         .into_iter()
         .map(|tool| ToolSpec {
@@ -37,10 +37,7 @@ pub async fn run(
     let Some(access) = &ctx.mcp else {
         return ToolResult::failed(format!("unknown tool `{name}`"));
     };
-    let outcome = access
-        .hub
-        .call(&access.servers, name, arguments, live, cancel)
-        .await;
+    let outcome = access.hub.call(access, name, arguments, live, cancel).await;
     ToolResult {
         output: cap_head_and_tail(&outcome.text, ctx.max_output_bytes),
         exit_code: None,

@@ -27,6 +27,7 @@ mod index_backlog;
 mod limits;
 mod lock;
 mod mcp;
+mod mcp_conversation;
 mod messages;
 mod providers;
 mod providers_fidelity;

@@ -50,7 +50,7 @@ fn config_for(fake: &FakeProvider, tables: &str) -> String {
     config(fake, &["everything"], ALLOW, tables)
 }
 
-const ALLOW: &str = "[agents.default.permissions]\nmcp = \"allow\"\n";
+pub const ALLOW: &str = "[agents.default.permissions]\nmcp = \"allow\"\n";
 
 async fn start(wire: Wire) -> Setup {
     let fake = FakeProvider::start(wire).await;
@@ -278,18 +278,23 @@ fn recorded_server(data_dir: &Path) -> Option<libc::pid_t> {
 
 /// `GET /api/mcp` once its first server satisfies `done` (polled, bounded by [`TIMEOUT`]).
 async fn wait_for_mcp(server: &Server, done: impl Fn(&Value) -> bool) -> Value {
+    wait_for_listing(server, |listed| done(&listed["servers"][0])).await
+}
+
+/// Polls `GET /api/mcp` until `done` holds of the whole answer (or fails after the timeout).
+pub async fn wait_for_listing(server: &Server, done: impl Fn(&Value) -> bool) -> Value {
     let mut listed = Value::Null;
     let found = tokio::time::timeout(TIMEOUT, async {
         loop {
             listed = server.get("/api/mcp").await.1;
-            if done(&listed["servers"][0]) {
+            if done(&listed) {
                 return;
             }
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
     })
     .await;
-    assert!(found.is_ok(), "the MCP server never got there: {listed}");
+    assert!(found.is_ok(), "the MCP servers never got there: {listed}");
     listed
 }
 

@@ -439,6 +439,7 @@ fn write_conversation(
         model: model.to_owned(),
         root_session_id: root_session_id.clone(),
         forked_from: None,
+        mcp: Default::default(),
     });
     records.extend([
         MetaRecord::MessageAccepted {

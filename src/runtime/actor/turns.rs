@@ -332,10 +332,7 @@ impl ConversationActor {
                 max_output_bytes: config.tools.max_output_bytes,
                 process_records: self.shared.settings.process_records.clone(),
                 sandbox: crate::tools::SandboxPolicy::for_agent(config, agent),
-                mcp: (!agent.mcp.is_empty()).then(|| crate::mcp::McpAccess {
-                    hub: self.shared.mcp.clone(),
-                    servers: agent.mcp.clone(),
-                }),
+                mcp: self.mcp_access(agent),
             },
             gate: std::sync::Arc::new(crate::runtime::approvals::CallGate {
                 permissions: agent.permissions.clone(),
@@ -354,6 +351,29 @@ impl ConversationActor {
             reasoning_context: model.reasoning_context,
             reasoning_carried,
         })
+    }
+
+    /// The MCP servers a turn of `agent` may use: those it names in the config, and the
+    /// conversation's own (a child server of those runs in the conversation's directory as it
+    /// is now, unless it names its own).
+    fn mcp_access(&self, agent: &crate::config::AgentConfig) -> Option<crate::mcp::McpAccess> {
+        let own = match crate::config::conversation_servers(
+            &self.state.mcp,
+            &self.state.conversation.cwd,
+        ) {
+            Ok(own) => own,
+            Err(error) => {
+                // Checked when the conversation was created: only a hand-edited file gets here.
+                tracing::warn!(conversation = %self.id, %error, "the conversation's MCP servers are not used");
+                Default::default()
+            }
+        };
+        let access = crate::mcp::McpAccess {
+            hub: self.shared.mcp.clone(),
+            servers: agent.mcp.clone(),
+            own: std::sync::Arc::new(own),
+        };
+        (!access.is_empty()).then_some(access)
     }
 
     /// What every request of a session carries besides its history: its agent's
