@@ -464,7 +464,7 @@ impl Bridge {
                 })
                 .await;
             ready.map_err(failure)?;
-            let _posting = follower.posting.lock().await;
+            let posting = follower.posting.lock().await;
             let answer = self
                 .api
                 .post(
@@ -483,6 +483,7 @@ impl Bridge {
                 shared.pending.insert(message_id.clone());
             }
             drop(shared);
+            drop(posting);
             return Ok((follower, message_id));
         }
         let draft = session.draft.lock().expect("draft").clone();

@@ -294,10 +294,13 @@ async fn cancel_interrupts_the_running_turn() {
         .await;
     let done = editor.until(|line| line["id"] == prompt).await;
     assert_eq!(done["result"]["stopReason"], "cancelled", "{done}");
+    // The list is the index's, updated a moment later: the conversation itself is current.
     let (_, list) = server.get("/api/conversations").await;
+    let id = list["conversations"][0]["id"].as_str().unwrap();
+    let (_, conversation) = server.get(&format!("/api/conversations/{id}")).await;
     assert_eq!(
-        list["conversations"][0]["last_turn"]["status"],
-        "interrupted"
+        conversation["last_turn"]["status"], "interrupted",
+        "{conversation}"
     );
 }
 
@@ -497,4 +500,51 @@ async fn a_failed_turn_answers_the_prompt_with_its_error() {
     let done = editor.until(|line| line["id"] == prompt).await;
     let message = done["error"]["message"].as_str().unwrap_or_default();
     assert!(message.contains("the model refuses this request"), "{done}");
+}
+
+#[tokio::test]
+async fn the_editors_mcp_servers_go_with_the_new_conversation() {
+    let fake = FakeProvider::start(Wire::OpenaiChat).await;
+    let server = Server::start_with(ServerOptions {
+        config: Some(format!("{}\n{}", fake.config(), crate::mcp::ALLOW)),
+        ..ServerOptions::default()
+    })
+    .await;
+    let cwd = workspace();
+    let mut editor = Editor::start(&server.base).await;
+    let new = editor
+        .call(
+            "session/new",
+            json!({"cwd": cwd.path(), "mcpServers": [{
+                "name": "everything",
+                "command": "node",
+                "args": [crate::mcp::fixture("server-everything"), "stdio"],
+                "env": [{"name": "EDITOR_SECRET", "value": "s3cr3t-value"}],
+            }]}),
+        )
+        .await;
+    let session = new["result"]["sessionId"].as_str().unwrap().to_owned();
+    fake.push(Reply::tool_call(
+        "mcp__everything__echo",
+        json!({"message": "hi from the editor"}),
+        1,
+    ));
+    fake.push(Reply::text("Echoed."));
+    let prompt = editor.prompt(&session, "echo it").await;
+    let done = editor.until(|line| line["id"] == prompt).await;
+    assert_eq!(done["result"]["stopReason"], "end_turn", "{done}");
+    let ends = editor.updates(&session, "tool_call_update");
+    let end = ends.last().expect("the call's end");
+    assert_eq!(end["status"], "completed", "{ends:#?}");
+    assert!(
+        end["rawOutput"]["output"]
+            .as_str()
+            .unwrap()
+            .contains("hi from the editor"),
+        "{end}"
+    );
+    let (_, list) = server.get("/api/conversations").await;
+    let mcp = &list["conversations"][0]["mcp"]["everything"];
+    assert_eq!(mcp["command"], "node", "{list}");
+    assert_eq!(mcp["env"]["EDITOR_SECRET"], "[hidden]", "{list}");
 }
