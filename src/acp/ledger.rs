@@ -19,6 +19,8 @@ struct Sent {
     started: bool,
     /// Its output so far (a tool call's).
     output: String,
+    /// The status the editor was last told (a tool call's).
+    status: String,
     finished: bool,
 }
 
@@ -121,10 +123,11 @@ impl Ledger {
                 } else if text(&item["output"]).len() > sent.output.len() {
                     sent.output = text(&item["output"]).to_owned();
                     out.push(updates::tool_output(item, &cwd, &sent.output));
-                } else if !first {
-                    // Seen again while it runs: its status may have changed (approved).
+                } else if !first && sent.status != status {
+                    // Seen again while it runs, approved meanwhile, say.
                     out.push(updates::tool_output(item, &cwd, &sent.output));
                 }
+                sent.status = status.to_owned();
             }
             _ => sent.finished = finished,
         }

@@ -154,12 +154,12 @@ pub fn tool_call(item: &Value, cwd: &str, agent: Option<&str>) -> SessionUpdate 
 
 /// Live output of a running call (the whole output so far: an update replaces the content).
 pub fn tool_output(item: &Value, cwd: &str, output: &str) -> SessionUpdate {
-    SessionUpdate::ToolCallUpdate(ToolCallUpdate::new(
-        text(&item["id"]).to_owned(),
-        ToolCallUpdateFields::new()
-            .status(status(item))
-            .content(content(item, cwd, output)),
-    ))
+    let content = content(item, cwd, output);
+    let mut fields = ToolCallUpdateFields::new().status(status(item));
+    if !content.is_empty() {
+        fields = fields.content(content);
+    }
+    SessionUpdate::ToolCallUpdate(ToolCallUpdate::new(text(&item["id"]).to_owned(), fields))
 }
 
 /// A call's end: its status, its final output or diff, and the raw result.
