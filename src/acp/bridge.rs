@@ -426,6 +426,11 @@ impl Bridge {
                 )));
             }
         };
+        if session.cancels.load(Ordering::SeqCst) != cancels {
+            // The protocol wants `cancelled` after `session/cancel`, whichever way the turn
+            // ended in the race with the interrupt.
+            return Ok(PromptResponse::new(StopReason::Cancelled));
+        }
         let shared = follower.shared.lock().expect("state");
         match shared
             .ended
