@@ -22,7 +22,8 @@ mod updates;
 use std::sync::Arc;
 
 use agent_client_protocol::v1::schema::{CancelNotification, ClientRequest};
-use agent_client_protocol::{Agent, Stdio};
+use agent_client_protocol::{Agent, Lines};
+use tokio::io::AsyncBufReadExt as _;
 
 use crate::client::api::Api;
 
@@ -60,7 +61,28 @@ pub async fn run(api: Api) -> anyhow::Result<()> {
             },
             agent_client_protocol::on_receive_notification!(),
         )
-        .connect_to(Stdio::new())
+        .connect_to(stdio())
         .await
         .map_err(|error| anyhow::anyhow!("the ACP connection failed: {error}"))
+}
+
+/// The protocol's transport: a line of JSON each way. Lines go to stdout with a plain write
+/// from the task that sends them: the crate's own `Stdio` hands every write to a thread pool,
+/// and that hand-off was most of the bridge's added latency per chunk (`openvaala-bench acp`).
+/// A write blocks only while the editor's pipe is full, and then nothing could be sent anyway.
+fn stdio() -> Lines<
+    impl futures::Sink<String, Error = std::io::Error> + Send + 'static,
+    impl futures::Stream<Item = std::io::Result<String>> + Send + 'static,
+> {
+    let outgoing = futures::sink::unfold((), async |(), line: String| {
+        use std::io::Write as _;
+        let mut stdout = std::io::stdout().lock();
+        stdout.write_all(line.as_bytes())?;
+        stdout.write_all(b"\n")?;
+        stdout.flush()
+    });
+    let incoming = tokio_stream::wrappers::LinesStream::new(
+        tokio::io::BufReader::new(tokio::io::stdin()).lines(),
+    );
+    Lines::new(outgoing, incoming)
 }
