@@ -249,6 +249,10 @@ pub enum ItemKind {
         arguments: Value,
         output: String,
         exit_code: Option<i32>,
+        /// Images the tool returned (an MCP tool's image content), inline as base64. The
+        /// model gets them with the result; `output` notes each one.
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        images: Vec<Image>,
     },
     Summary {
         text: String,

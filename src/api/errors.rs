@@ -55,6 +55,8 @@ pub enum ErrorCode {
     CompactionRunning,
     /// 409: the history is already its summary.
     NothingToCompact,
+    /// 409: a retry, when the session's latest turn did not fail.
+    NothingToRetry,
     /// 409: an approval was answered already (the body carries its outcome).
     AlreadyDecided,
     /// 413: the request body is too large; 414: the request target; 431: the headers.
@@ -84,7 +86,7 @@ pub enum ErrorCode {
 
 impl ErrorCode {
     /// Every code, in the document's order.
-    pub const ALL: [ErrorCode; 21] = [
+    pub const ALL: [ErrorCode; 22] = [
         ErrorCode::InvalidRequest,
         ErrorCode::Unauthorized,
         ErrorCode::Forbidden,
@@ -95,6 +97,7 @@ impl ErrorCode {
         ErrorCode::NotWaiting,
         ErrorCode::CompactionRunning,
         ErrorCode::NothingToCompact,
+        ErrorCode::NothingToRetry,
         ErrorCode::AlreadyDecided,
         ErrorCode::TooLarge,
         ErrorCode::CwdMissing,
@@ -121,6 +124,7 @@ impl ErrorCode {
             ErrorCode::NotWaiting => "not_waiting",
             ErrorCode::CompactionRunning => "compaction_running",
             ErrorCode::NothingToCompact => "nothing_to_compact",
+            ErrorCode::NothingToRetry => "nothing_to_retry",
             ErrorCode::AlreadyDecided => "already_decided",
             ErrorCode::TooLarge => "too_large",
             ErrorCode::CwdMissing => "cwd_missing",
@@ -162,6 +166,7 @@ mod tests {
                 | ErrorCode::NotWaiting
                 | ErrorCode::CompactionRunning
                 | ErrorCode::NothingToCompact
+                | ErrorCode::NothingToRetry
                 | ErrorCode::AlreadyDecided
                 | ErrorCode::TooLarge
                 | ErrorCode::CwdMissing

@@ -108,6 +108,14 @@ pub struct InterruptRequest {
     pub session_id: Option<String>,
 }
 
+/// `POST /api/conversations/{id}/retry`; an empty body means the root session.
+#[derive(Debug, Default, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RetryRequest {
+    /// The session whose failed turn to run again; default: the root session.
+    pub session_id: Option<String>,
+}
+
 /// `POST /api/conversations/{id}/rewind`.
 #[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]

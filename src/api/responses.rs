@@ -75,6 +75,15 @@ pub struct Interrupted {
     pub interrupted: bool,
 }
 
+/// A failed turn started again.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct RetryStarted {
+    /// The new turn.
+    pub turn_id: String,
+    /// The failed turn it runs again.
+    pub retry_of: String,
+}
+
 /// `POST /api/conversations/{id}/fork`.
 #[derive(Debug, Serialize, ToSchema)]
 pub struct ForkedConversation {

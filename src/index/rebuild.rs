@@ -572,6 +572,7 @@ mod tests {
                 turn_id: "t_1".to_owned(),
                 message_ids: vec![started.id.clone()],
                 at: now(),
+                retry_of: None,
             },
             MetaRecord::MessageAccepted {
                 message: steered.clone(),

@@ -41,10 +41,12 @@ pub enum CallStatus {
 }
 
 /// What a call produced, as text for the model.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct CallOutcome {
     pub text: String,
     pub status: CallStatus,
+    /// The result's images (the text notes each one).
+    pub images: Vec<crate::domain::Image>,
 }
 
 impl CallOutcome {
@@ -52,6 +54,15 @@ impl CallOutcome {
         CallOutcome {
             text: text.into(),
             status: CallStatus::Failed,
+            images: Vec::new(),
+        }
+    }
+
+    fn interrupted(text: impl Into<String>) -> CallOutcome {
+        CallOutcome {
+            text: text.into(),
+            status: CallStatus::Interrupted,
+            images: Vec::new(),
         }
     }
 }
@@ -229,10 +240,7 @@ impl McpHub {
         let connection = tokio::select! {
             connection = server.connection() => connection,
             () = cancel.cancelled() => {
-                return CallOutcome {
-                    text: format!("interrupted before `{name}` started"),
-                    status: CallStatus::Interrupted,
-                };
+                return CallOutcome::interrupted(format!("interrupted before `{name}` started"));
             }
         };
         let connection = match connection {

@@ -112,6 +112,7 @@ impl Runtime {
                 turn_id: turn_id.clone(),
                 message_ids: vec![message.id.clone()],
                 at: created_at,
+                retry_of: None,
             },
         ]);
         let mut state = ConversationState::from_records(&records).expect("starts with creation");

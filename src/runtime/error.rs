@@ -23,6 +23,9 @@ pub enum RuntimeError {
     CompactionRunning,
     #[error("there is nothing to compact: the history is already its summary")]
     NothingToCompact,
+    /// A retry when the session's latest turn did not fail (the text says how it ended).
+    #[error("{0}")]
+    NothingToRetry(String),
     /// An approval was answered before: the first answer won, here with its outcome.
     #[error("this approval was already answered ({})", approval_outcome(.0))]
     AlreadyDecided(Box<crate::api::approvals::Approval>),

@@ -21,7 +21,6 @@ pub mod approvals;
 mod create;
 mod error;
 mod idempotency;
-pub mod images;
 mod index_jobs;
 mod key_claims;
 mod leases;

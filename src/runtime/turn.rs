@@ -501,6 +501,7 @@ impl Partial {
                         arguments,
                         output: String::new(),
                         exit_code: None,
+                        images: Vec::new(),
                     },
                     ItemStatus::Running,
                 )
@@ -689,11 +690,15 @@ async fn finish_tool_call(
     link: &ActorLink,
 ) -> Result<Item, TurnStop> {
     if let ItemKind::ToolCall {
-        output, exit_code, ..
+        output,
+        exit_code,
+        images,
+        ..
     } = &mut item.kind
     {
         *output = result.output;
         *exit_code = result.exit_code;
+        *images = result.images;
     }
     item.status = match result.status {
         ToolStatus::Completed => ItemStatus::Completed,

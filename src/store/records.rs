@@ -49,8 +49,12 @@ pub enum MetaRecord {
     TurnStarted {
         session_id: String,
         turn_id: String,
+        /// The messages that start it; none for a retry.
         message_ids: Vec<String>,
         at: Timestamp,
+        /// The failed turn a retry runs again.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        retry_of: Option<String>,
     },
     #[serde(rename = "turn.ended")]
     TurnEnded {
@@ -133,10 +137,13 @@ impl ConversationChanges {
 
     /// Whether this changes the conversation itself, which moves it to the top of the list.
     /// Archiving or unarchiving does not (it hides the conversation from the main list without
-    /// changing it), so it comes back where it was.
+    /// changing it), so it comes back where it was; nor does a rename (the user is tidying the
+    /// list, and the renamed conversation jumping to the top loses their place).
     pub fn changes_the_conversation(&self) -> bool {
         ConversationChanges {
             archived: None,
+            title: None,
+            title_custom: None,
             ..self.clone()
         } != ConversationChanges::default()
     }

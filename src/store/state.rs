@@ -154,6 +154,7 @@ impl ConversationState {
                 turn_id,
                 message_ids,
                 at,
+                ..
             } => {
                 self.turns.push(Turn {
                     id: turn_id.clone(),

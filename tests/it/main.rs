@@ -28,6 +28,7 @@ mod limits;
 mod lock;
 mod mcp;
 mod mcp_conversation;
+mod mcp_http;
 mod messages;
 mod providers;
 mod providers_fidelity;

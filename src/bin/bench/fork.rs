@@ -575,6 +575,7 @@ fn generate(store: &Store, turns: usize, seed: u64) -> anyhow::Result<Generated>
             turn_id: turn_id.clone(),
             message_ids: vec![message.id.clone()],
             at,
+            retry_of: None,
         });
         meta.push(MetaRecord::TurnEnded {
             session_id: root_session_id.clone(),

@@ -349,6 +349,9 @@ impl ConversationActor {
                 let _ = reply.send(self.send(request, key).await);
             }
             Command::Interrupt { session, reply } => self.interrupt(session, reply),
+            Command::Retry { session, reply } => {
+                let _ = reply.send(self.retry(session));
+            }
             Command::UpdatePending {
                 message_id,
                 patch,
