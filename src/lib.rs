@@ -25,6 +25,7 @@
 //! Data flows one way: HTTP → runtime actor → store (append, fsync) → index → event bus → SSE.
 //! ARCHITECTURE.md has the map of every file and the invariants.
 
+pub mod acp;
 pub mod api;
 pub mod bus;
 pub mod client;

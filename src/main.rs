@@ -56,6 +56,19 @@ enum Command {
     /// {"type":"approval.requested","approval":…} to stdout); at a terminal it asks instead.
     /// The conversation id goes to stderr.
     Send(SendArgs),
+    /// Be an Agent Client Protocol agent on stdin and stdout, for editors (Zed, JetBrains,
+    /// Neovim, Emacs): every ACP session is a conversation of the service. Finds the running
+    /// service like `chat`; with no --url, starts one for the data directory if none runs.
+    Acp(AcpArgs),
+}
+
+#[derive(Args)]
+struct AcpArgs {
+    /// The bearer token the service wants off loopback [default: $OPENVAALA_TOKEN].
+    #[arg(long)]
+    token: Option<String>,
+    #[command(flatten)]
+    service: ServiceArgs,
 }
 
 #[derive(Args)]
@@ -194,6 +207,7 @@ fn main() -> ExitCode {
             .and_then(|dir| reindex(&dir, database_url, config.as_deref())),
         Command::Chat(args) => chat(args),
         Command::Send(args) => return send(args),
+        Command::Acp(args) => acp(args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
@@ -261,6 +275,21 @@ fn serve(args: ServeArgs) -> anyhow::Result<()> {
 impl ServiceArgs {
     /// A client of the service these arguments name, with `$OPENVAALA_TOKEN` if set.
     fn api(&self) -> Api {
+        let token = std::env::var("OPENVAALA_TOKEN")
+            .ok()
+            .filter(|t| !t.is_empty());
+        self.api_with(token)
+    }
+
+    /// Whether the address comes from the user (--url, $OPENVAALA_URL) rather than from the
+    /// data directory: then no service is started for it.
+    fn explicit_url(&self) -> bool {
+        self.url.is_some()
+            || (self.data.data_dir.is_none()
+                && std::env::var("OPENVAALA_URL").is_ok_and(|url| !url.is_empty()))
+    }
+
+    fn api_with(&self, token: Option<String>) -> Api {
         let env_url = std::env::var("OPENVAALA_URL")
             .ok()
             .filter(|u| !u.is_empty());
@@ -281,11 +310,32 @@ impl ServiceArgs {
                 }
             }
         };
-        let token = std::env::var("OPENVAALA_TOKEN")
-            .ok()
-            .filter(|t| !t.is_empty());
         Api::new(&url, token)
     }
+}
+
+/// `openvaala acp`: stdout carries the protocol, so everything else goes to stderr.
+fn acp(args: AcpArgs) -> anyhow::Result<()> {
+    let token = args.token.clone().or_else(|| {
+        std::env::var("OPENVAALA_TOKEN")
+            .ok()
+            .filter(|t| !t.is_empty())
+    });
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()?;
+    runtime.block_on(async move {
+        let mut api = args.service.api_with(token.clone());
+        if !openvaala::acp::service::answers(&api).await {
+            if args.service.explicit_url() {
+                anyhow::bail!("no service answers at {}", api.base);
+            }
+            let data_dir = args.service.data.resolve()?;
+            api = openvaala::acp::service::start(&data_dir, token).await?;
+        }
+        openvaala::acp::run(api).await
+    })
 }
 
 fn chat(args: ChatArgs) -> anyhow::Result<()> {

@@ -68,6 +68,16 @@ impl Api {
             .await
     }
 
+    pub async fn patch(&self, path: &str, body: &Value) -> Result<Value, ApiError> {
+        self.send(self.request(reqwest::Method::PATCH, path).json(body))
+            .await
+    }
+
+    /// A DELETE whose answer has a body (a withdrawn waiting message).
+    pub async fn delete(&self, path: &str) -> Result<Value, ApiError> {
+        self.send(self.request(reqwest::Method::DELETE, path)).await
+    }
+
     /// A POST whose error answers carry more than the message (an approval's `409` has the
     /// outcome): the status and the body of any answer the service gives.
     pub async fn post_answer(&self, path: &str, body: &Value) -> Result<(u16, Value), ApiError> {

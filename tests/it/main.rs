@@ -4,6 +4,7 @@ mod fake_provider;
 mod harness;
 mod support;
 
+mod acp;
 mod agent_limit;
 mod approval_cli;
 mod approvals;

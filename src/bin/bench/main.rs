@@ -23,7 +23,10 @@
 //! - `approvals`: the time from an approval's answer to its command starting.
 //! - `mcp`: the runtime's own time per MCP call against the SDK alone, and a first call's
 //!   server start against the server's own.
+//! - `acp`: the latency `openvaala acp` adds per streamed chunk, and the time from
+//!   `session/prompt` to the first chunk against the HTTP API's.
 
+mod acp;
 mod approvals;
 mod cluster;
 mod decode;
@@ -101,6 +104,9 @@ enum Bench {
     /// The runtime's own time per MCP call (stdio, a trivial tool) against the same call with
     /// the SDK alone, and a first call's server start against the server's own.
     Mcp(mcp::McpArgs),
+    /// The latency `openvaala acp` adds per streamed chunk (median, p99), and the time from
+    /// `session/prompt` to the first chunk against the same through the HTTP API.
+    Acp(acp::AcpArgs),
 }
 
 /// The health check is polled this often while the server starts.
@@ -127,6 +133,7 @@ fn main() -> anyhow::Result<ExitCode> {
         Bench::Sandbox(args) => sandbox::sandbox(&args),
         Bench::Approvals(args) => approvals::approvals(&args),
         Bench::Mcp(args) => mcp::mcp(&args),
+        Bench::Acp(args) => acp::acp(&args),
     }?;
     Ok(ExitCode::SUCCESS)
 }

@@ -1,0 +1,606 @@
+//! The editor's requests, answered through the service's API. An ACP session is a
+//! conversation; one opened with `session/new` has none until its first prompt (the service
+//! stores a conversation with its first message), so until then it is a draft that keeps the
+//! agent, model and MCP servers chosen for it.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+
+use agent_client_protocol::v1::ConnectionTo;
+use agent_client_protocol::v1::schema::{
+    AgentCapabilities, ClientRequest, Implementation, InitializeRequest, InitializeResponse,
+    ListSessionsRequest, ListSessionsResponse, LoadSessionRequest, LoadSessionResponse,
+    McpCapabilities, McpServer, NewSessionRequest, NewSessionResponse, PromptCapabilities,
+    PromptRequest, PromptResponse, SessionCapabilities, SessionConfigOption,
+    SessionConfigOptionCategory, SessionConfigSelectOption, SessionInfo, SessionListCapabilities,
+    SessionMode, SessionModeState, SessionNotification, SetSessionConfigOptionRequest,
+    SetSessionConfigOptionResponse, SetSessionModeRequest, SetSessionModeResponse, StopReason,
+};
+use agent_client_protocol::{Client, Error, ErrorCode};
+use serde_json::{Value, json};
+
+use super::commands;
+use super::follow::{Follower, Shared, TurnEnd};
+use super::prompt;
+use super::updates;
+use crate::client::api::{Api, ApiError};
+
+fn text(value: &Value) -> &str {
+    value.as_str().unwrap_or_default()
+}
+
+fn failure(message: impl Into<String>) -> Error {
+    Error::new(ErrorCode::INTERNAL_ERROR, message)
+}
+
+fn invalid(message: impl Into<String>) -> Error {
+    Error::new(ErrorCode::INVALID_PARAMS, message)
+}
+
+fn service(error: ApiError) -> Error {
+    match error.code() {
+        Some("not_found") => Error::new(ErrorCode::RESOURCE_NOT_FOUND, error.to_string()),
+        _ => failure(error.to_string()),
+    }
+}
+
+/// An answer as JSON, plus the session to greet after it (`available_commands_update`).
+type Answer = Result<(Value, Option<String>), Error>;
+
+fn to_json(value: impl serde::Serialize) -> Result<Value, Error> {
+    serde_json::to_value(value).map_err(|error| failure(error.to_string()))
+}
+
+fn answer(value: impl serde::Serialize) -> Answer {
+    Ok((to_json(value)?, None))
+}
+
+/// What a session will be created with, until its first prompt creates its conversation.
+#[derive(Default, Clone)]
+struct Draft {
+    agent: Option<String>,
+    model: Option<String>,
+    mcp: serde_json::Map<String, Value>,
+}
+
+struct Session {
+    id: String,
+    cwd: String,
+    draft: Mutex<Draft>,
+    conversation: tokio::sync::Mutex<Option<(String, Arc<Follower>)>>,
+    /// Counts `session/cancel`s: a prompt that sees it move was cancelled.
+    cancels: AtomicU64,
+}
+
+pub struct Bridge {
+    api: Api,
+    sessions: Mutex<HashMap<String, Arc<Session>>>,
+    cx: Mutex<Option<ConnectionTo<Client>>>,
+}
+
+impl Bridge {
+    pub fn new(api: Api) -> Bridge {
+        Bridge {
+            api,
+            sessions: Mutex::default(),
+            cx: Mutex::default(),
+        }
+    }
+
+    fn session(&self, id: &str) -> Result<Arc<Session>, Error> {
+        self.sessions
+            .lock()
+            .expect("sessions")
+            .get(id)
+            .cloned()
+            .ok_or_else(|| {
+                Error::new(
+                    ErrorCode::RESOURCE_NOT_FOUND,
+                    format!("no session {id}: open it with session/load"),
+                )
+            })
+    }
+
+    pub async fn handle(&self, request: ClientRequest, cx: &ConnectionTo<Client>) -> Answer {
+        *self.cx.lock().expect("connection") = Some(cx.clone());
+        match request {
+            ClientRequest::InitializeRequest(request) => answer(initialize(request)),
+            ClientRequest::NewSessionRequest(request) => self.new_session(request).await,
+            ClientRequest::LoadSessionRequest(request) => self.load_session(request, cx).await,
+            ClientRequest::ListSessionsRequest(request) => self.list(request).await,
+            ClientRequest::PromptRequest(request) => answer(self.prompt(request, cx).await?),
+            ClientRequest::SetSessionModeRequest(request) => self.set_mode(request).await,
+            ClientRequest::SetSessionConfigOptionRequest(request) => self.set_config(request).await,
+            ClientRequest::AuthenticateRequest(_) => Err(invalid("no authentication is needed")),
+            _ => Err(Error::method_not_found()),
+        }
+    }
+
+    /// After `session/new` or `session/load` was answered: the commands the editor can offer.
+    pub fn after_session_opened(&self, session: &str, cx: &ConnectionTo<Client>) {
+        let _ = cx.send_notification(SessionNotification::new(
+            session.to_owned(),
+            updates::commands(),
+        ));
+    }
+
+    async fn new_session(&self, request: NewSessionRequest) -> Answer {
+        let cwd = request.cwd.display().to_string();
+        if !request.cwd.is_absolute() {
+            return Err(invalid(format!("cwd must be an absolute path, not {cwd}")));
+        }
+        let draft = Draft {
+            mcp: mcp_servers(&request.mcp_servers),
+            ..Draft::default()
+        };
+        let id = format!("acp_{}", uuid::Uuid::now_v7().simple());
+        let (modes, options) = self.choices(&draft, None).await?;
+        self.sessions.lock().expect("sessions").insert(
+            id.clone(),
+            Arc::new(Session {
+                id: id.clone(),
+                cwd,
+                draft: Mutex::new(draft),
+                conversation: tokio::sync::Mutex::new(None),
+                cancels: AtomicU64::new(0),
+            }),
+        );
+        let response = NewSessionResponse::new(id.clone())
+            .modes(modes)
+            .config_options(options);
+        Ok((to_json(response)?, Some(id)))
+    }
+
+    /// The agents as modes and the models as a config option, with the current ones.
+    async fn choices(
+        &self,
+        draft: &Draft,
+        conversation: Option<&Value>,
+    ) -> Result<(SessionModeState, Vec<SessionConfigOption>), Error> {
+        let agents = self.api.get("/api/agents").await.map_err(service)?;
+        let models = self.api.get("/api/models").await.map_err(service)?;
+        let list = |value: &Value, key: &str| value[key].as_array().cloned().unwrap_or_default();
+        let agent = conversation
+            .map(|c| text(&c["agent"]).to_owned())
+            .or_else(|| draft.agent.clone())
+            .unwrap_or_else(|| text(&agents["default"]).to_owned());
+        let agent_model = list(&agents, "agents")
+            .iter()
+            .find(|a| a["name"] == agent.as_str())
+            .map(|a| text(&a["model"]).to_owned())
+            .unwrap_or_default();
+        let model = conversation
+            .map(|c| text(&c["model"]).to_owned())
+            .or_else(|| draft.model.clone())
+            .unwrap_or(agent_model);
+        let modes = list(&agents, "agents")
+            .iter()
+            .map(|a| {
+                SessionMode::new(text(&a["name"]).to_owned(), text(&a["name"]).to_owned())
+                    .description(a["description"].as_str().map(str::to_owned))
+            })
+            .collect();
+        let options: Vec<SessionConfigSelectOption> = list(&models, "models")
+            .iter()
+            .map(|m| {
+                SessionConfigSelectOption::new(text(&m["id"]).to_owned(), text(&m["id"]).to_owned())
+            })
+            .collect();
+        let model_option = SessionConfigOption::select("model", "Model", model, options)
+            .category(SessionConfigOptionCategory::Model);
+        Ok((SessionModeState::new(agent, modes), vec![model_option]))
+    }
+
+    async fn load_session(&self, request: LoadSessionRequest, cx: &ConnectionTo<Client>) -> Answer {
+        let id = request.session_id.0.to_string();
+        let known = self.sessions.lock().expect("sessions").get(&id).cloned();
+        let conversation_id = match &known {
+            // A draft of this bridge that has a conversation by now.
+            Some(session) => match &*session.conversation.lock().await {
+                Some((conversation, _)) => conversation.clone(),
+                None => {
+                    let draft = session.draft.lock().expect("draft").clone();
+                    let (modes, options) = self.choices(&draft, None).await?;
+                    let response = LoadSessionResponse::new()
+                        .modes(modes)
+                        .config_options(options);
+                    return Ok((to_json(response)?, Some(id)));
+                }
+            },
+            None => id.clone(),
+        };
+        let view = self
+            .api
+            .get(&format!("/api/conversations/{conversation_id}"))
+            .await
+            .map_err(service)?;
+        let session = Arc::new(Session {
+            id: id.clone(),
+            cwd: text(&view["cwd"]).to_owned(),
+            draft: Mutex::new(Draft::default()),
+            conversation: tokio::sync::Mutex::new(None),
+            cancels: AtomicU64::new(0),
+        });
+        // The history is replayed by the follower's first snapshot (everything stored, then
+        // what runs): it is sent before the answer, as the protocol asks.
+        let follower = Arc::new(Follower::start(
+            self.api.clone(),
+            conversation_id.clone(),
+            id.clone(),
+            cx.clone(),
+            Shared::default(),
+        ));
+        follower
+            .wait(|shared| (shared.snapshots > 0).then_some(()))
+            .await;
+        *session.conversation.lock().await = Some((conversation_id, follower));
+        self.sessions
+            .lock()
+            .expect("sessions")
+            .insert(id.clone(), session);
+        let (modes, options) = self.choices(&Draft::default(), Some(&view)).await?;
+        let response = LoadSessionResponse::new()
+            .modes(modes)
+            .config_options(options);
+        Ok((to_json(response)?, Some(id)))
+    }
+
+    async fn list(&self, request: ListSessionsRequest) -> Answer {
+        let mut path = "/api/conversations?limit=100".to_owned();
+        if let Some(cursor) = &request.cursor {
+            path.push_str("&cursor=");
+            path.push_str(&form_urlencoded::byte_serialize(cursor.as_bytes()).collect::<String>());
+        }
+        let page = self.api.get(&path).await.map_err(service)?;
+        let cwd = request.cwd.as_ref().map(|cwd| cwd.display().to_string());
+        let sessions = page["conversations"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter(|c| cwd.as_deref().is_none_or(|cwd| c["cwd"] == cwd))
+            .map(|c| {
+                SessionInfo::new(text(&c["id"]).to_owned(), text(&c["cwd"]).to_owned())
+                    .title(c["title"].as_str().map(str::to_owned))
+                    .updated_at(c["updated_at"].as_str().map(str::to_owned))
+            })
+            .collect();
+        answer(
+            ListSessionsResponse::new(sessions)
+                .next_cursor(page["next_cursor"].as_str().map(str::to_owned)),
+        )
+    }
+
+    async fn set_mode(&self, request: SetSessionModeRequest) -> Answer {
+        let session = self.session(&request.session_id.0)?;
+        if session.conversation.lock().await.is_some() {
+            return Err(invalid(
+                "a conversation keeps the agent it started with: open a new session for another",
+            ));
+        }
+        session.draft.lock().expect("draft").agent = Some(request.mode_id.0.to_string());
+        answer(SetSessionModeResponse::new())
+    }
+
+    async fn set_config(&self, request: SetSessionConfigOptionRequest) -> Answer {
+        let session = self.session(&request.session_id.0)?;
+        if request.config_id.0.as_ref() != "model" {
+            return Err(invalid(format!("no option {}", request.config_id.0)));
+        }
+        let model = request
+            .value
+            .as_value_id()
+            .ok_or_else(|| invalid("the model is one of the listed values"))?
+            .0
+            .to_string();
+        let conversation = session
+            .conversation
+            .lock()
+            .await
+            .as_ref()
+            .map(|(id, _)| id.clone());
+        let view = match &conversation {
+            Some(id) => Some(
+                self.api
+                    .patch(
+                        &format!("/api/conversations/{id}"),
+                        &json!({ "model": model }),
+                    )
+                    .await
+                    .map_err(service)?,
+            ),
+            None => {
+                session.draft.lock().expect("draft").model = Some(model);
+                None
+            }
+        };
+        let draft = session.draft.lock().expect("draft").clone();
+        let (_, options) = self.choices(&draft, view.as_ref()).await?;
+        answer(SetSessionConfigOptionResponse::new(options))
+    }
+
+    /// `session/cancel`: interrupts the running turn; a prompt still waiting is withdrawn by
+    /// its own task, which sees the count move.
+    pub async fn cancel(&self, session_id: &str) {
+        let Ok(session) = self.session(session_id) else {
+            return;
+        };
+        session.cancels.fetch_add(1, Ordering::SeqCst);
+        let conversation = session.conversation.lock().await.clone();
+        if let Some((id, follower)) = conversation {
+            follower.changed.notify_waiters();
+            if let Err(error) = self
+                .api
+                .post(&format!("/api/conversations/{id}/interrupt"), &json!({}))
+                .await
+            {
+                tracing::warn!("could not interrupt {id}: {error}");
+            }
+        }
+    }
+
+    async fn prompt(
+        &self,
+        request: PromptRequest,
+        cx: &ConnectionTo<Client>,
+    ) -> Result<PromptResponse, Error> {
+        let session = self.session(&request.session_id.0)?;
+        let (message, images) = prompt::message(&request.prompt).map_err(invalid)?;
+        let cancels = session.cancels.load(Ordering::SeqCst);
+        if let Some((name, argument)) = commands::parse(&message) {
+            let conversation = session
+                .conversation
+                .lock()
+                .await
+                .as_ref()
+                .map(|(id, _)| id.clone());
+            let reply = commands::run(&self.api, conversation.as_deref(), name, argument)
+                .await
+                .map_err(failure)?;
+            let _ = cx.send_notification(SessionNotification::new(
+                session.id.clone(),
+                updates::agent_text(reply),
+            ));
+            return Ok(PromptResponse::new(StopReason::EndTurn));
+        }
+        let (follower, message_id) = self.send(&session, message, images, cx).await?;
+        let conversation = session
+            .conversation
+            .lock()
+            .await
+            .as_ref()
+            .map(|(id, _)| id.clone())
+            .unwrap_or_default();
+        if session.cancels.load(Ordering::SeqCst) != cancels {
+            // Cancelled while the conversation was being created: nothing could be
+            // interrupted yet.
+            let _ = self
+                .api
+                .post(
+                    &format!("/api/conversations/{conversation}/interrupt"),
+                    &json!({}),
+                )
+                .await;
+        }
+        enum Outcome {
+            Ended(String),
+            Cancelled,
+            Broken(String),
+            Lost,
+        }
+        let outcome = follower
+            .wait(|shared| {
+                if let Some(turn) = shared.message_turns.get(&message_id) {
+                    if shared.ended.contains_key(turn) {
+                        return Some(Outcome::Ended(turn.clone()));
+                    }
+                } else if session.cancels.load(Ordering::SeqCst) != cancels {
+                    return Some(Outcome::Cancelled);
+                } else if shared.lost_messages.contains(&message_id) {
+                    return Some(Outcome::Lost);
+                }
+                shared.broken.clone().map(Outcome::Broken)
+            })
+            .await;
+        let turn = match outcome {
+            Outcome::Ended(turn) => turn,
+            Outcome::Cancelled => {
+                // Still waiting for its turn: withdraw it. If it was taken meanwhile
+                // (`not_waiting`), its turn is interrupted like any other.
+                let path = format!("/api/conversations/{conversation}/pending/{message_id}");
+                if self.api.delete(&path).await.is_ok() {
+                    return Ok(PromptResponse::new(StopReason::Cancelled));
+                }
+                follower
+                    .wait(|shared| {
+                        let turn = shared.message_turns.get(&message_id)?;
+                        shared.ended.contains_key(turn).then(|| turn.clone())
+                    })
+                    .await
+            }
+            Outcome::Broken(why) => return Err(failure(why)),
+            Outcome::Lost => {
+                return Err(failure(format!(
+                    "the service at {} restarted before the message's turn began: waiting messages are not kept, send it again",
+                    self.api.base
+                )));
+            }
+        };
+        if session.cancels.load(Ordering::SeqCst) != cancels {
+            // The protocol wants `cancelled` after `session/cancel`, whichever way the turn
+            // ended in the race with the interrupt.
+            return Ok(PromptResponse::new(StopReason::Cancelled));
+        }
+        let shared = follower.shared.lock().expect("state");
+        match shared
+            .ended
+            .get(&turn)
+            .cloned()
+            .unwrap_or(TurnEnd::Completed)
+        {
+            TurnEnd::Completed => Ok(PromptResponse::new(StopReason::EndTurn)),
+            TurnEnd::Interrupted if shared.cut_by_restart.contains(&turn) => Err(failure(format!(
+                "the service at {} stopped during the turn, which was interrupted",
+                self.api.base
+            ))),
+            TurnEnd::Interrupted => Ok(PromptResponse::new(StopReason::Cancelled)),
+            TurnEnd::Failed(error) => Err(failure(format!("the turn failed: {error}"))),
+        }
+    }
+
+    /// Sends the prompt as a message: the first one creates the conversation. Answers the
+    /// follower and the message's id.
+    async fn send(
+        &self,
+        session: &Session,
+        text: String,
+        images: Vec<Value>,
+        cx: &ConnectionTo<Client>,
+    ) -> Result<(Arc<Follower>, String), Error> {
+        let mut conversation = session.conversation.lock().await;
+        if let Some((id, follower)) = conversation.clone() {
+            drop(conversation);
+            // Subscribed before sending, so nothing of its turn is missed; `queue`: a prompt
+            // sent while a turn runs waits for its own turn.
+            let ready = follower
+                .wait(|shared| match &shared.broken {
+                    Some(why) if shared.snapshots == 0 => Some(Err(why.clone())),
+                    _ => (shared.snapshots > 0).then_some(Ok(())),
+                })
+                .await;
+            ready.map_err(failure)?;
+            let posting = follower.posting.lock().await;
+            let answer = self
+                .api
+                .post(
+                    &format!("/api/conversations/{id}/messages"),
+                    &json!({"text": text, "images": images, "mode": "queue"}),
+                )
+                .await
+                .map_err(service)?;
+            let message_id = answer["message"]["id"]
+                .as_str()
+                .unwrap_or_default()
+                .to_owned();
+            let mut shared = follower.shared.lock().expect("state");
+            shared.ledger.own_message(&message_id);
+            if answer["message"]["status"] == "waiting" {
+                shared.pending.insert(message_id.clone());
+            }
+            drop(shared);
+            drop(posting);
+            return Ok((follower, message_id));
+        }
+        let draft = session.draft.lock().expect("draft").clone();
+        let mut body = json!({"text": text, "cwd": session.cwd, "images": images});
+        if let Some(agent) = &draft.agent {
+            body["agent"] = json!(agent);
+        }
+        if let Some(model) = &draft.model {
+            body["model"] = json!(model);
+        }
+        if !draft.mcp.is_empty() {
+            body["mcp"] = Value::Object(draft.mcp.clone());
+        }
+        let created = self
+            .api
+            .post("/api/conversations", &body)
+            .await
+            .map_err(service)?;
+        let id = text_of(&created["conversation"]["id"]);
+        let message_id = text_of(&created["message"]["id"]);
+        let mut shared = Shared::default();
+        shared.ledger.own_message(&message_id);
+        shared
+            .message_turns
+            .insert(message_id.clone(), text_of(&created["turn_id"]));
+        shared.running.insert(text_of(&created["turn_id"]));
+        let follower = Arc::new(Follower::start(
+            self.api.clone(),
+            id.clone(),
+            session.id.clone(),
+            cx.clone(),
+            shared,
+        ));
+        *conversation = Some((id, follower.clone()));
+        Ok((follower, message_id))
+    }
+}
+
+fn text_of(value: &Value) -> String {
+    text(value).to_owned()
+}
+
+fn initialize(request: InitializeRequest) -> InitializeResponse {
+    InitializeResponse::new(request.protocol_version)
+        .agent_capabilities(
+            AgentCapabilities::new()
+                .load_session(true)
+                .prompt_capabilities(PromptCapabilities::new().image(true).embedded_context(true))
+                .mcp_capabilities(McpCapabilities::new().http(true))
+                .session_capabilities(
+                    SessionCapabilities::new().list(SessionListCapabilities::new()),
+                ),
+        )
+        .agent_info(Implementation::new("openvaala", env!("CARGO_PKG_VERSION")).title("OpenVaala"))
+}
+
+/// The editor's MCP servers as the create body's `mcp` map (the shape of a config
+/// `[mcp.<name>]` table): a child process on stdio, or a streamable HTTP endpoint.
+fn mcp_servers(servers: &[McpServer]) -> serde_json::Map<String, Value> {
+    let mut map = serde_json::Map::new();
+    for server in servers {
+        let (name, table) = match server {
+            McpServer::Stdio(stdio) => (
+                stdio.name.clone(),
+                json!({
+                    "command": stdio.command.display().to_string(),
+                    "args": stdio.args,
+                    "env": stdio.env.iter().map(|v| (v.name.clone(), json!(v.value))).collect::<serde_json::Map<_, _>>(),
+                }),
+            ),
+            McpServer::Http(http) => (
+                http.name.clone(),
+                json!({
+                    "url": http.url,
+                    "headers": http.headers.iter().map(|h| (h.name.clone(), json!(h.value))).collect::<serde_json::Map<_, _>>(),
+                }),
+            ),
+            // SSE servers are not advertised: the service speaks streamable HTTP only.
+            _ => continue,
+        };
+        map.insert(name, table);
+    }
+    map
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use agent_client_protocol::v1::schema::{
+        EnvVariable, HttpHeader, McpServerHttp, McpServerStdio,
+    };
+
+    #[test]
+    fn the_editors_mcp_servers_become_config_tables() {
+        let servers = vec![
+            McpServer::Stdio(
+                McpServerStdio::new("files", "npx")
+                    .args(vec!["-y".into(), "server-filesystem".into()])
+                    .env(vec![EnvVariable::new("K", "V")]),
+            ),
+            McpServer::Http(
+                McpServerHttp::new("search", "https://mcp.example.com/mcp")
+                    .headers(vec![HttpHeader::new("Authorization", "Bearer t")]),
+            ),
+        ];
+        assert_eq!(
+            Value::Object(mcp_servers(&servers)),
+            json!({
+                "files": {"command": "npx", "args": ["-y", "server-filesystem"], "env": {"K": "V"}},
+                "search": {"url": "https://mcp.example.com/mcp",
+                           "headers": {"Authorization": "Bearer t"}},
+            })
+        );
+    }
+}

@@ -1,0 +1,142 @@
+//! The slash commands the editor offers (`available_commands_update`), run through the
+//! service's API; the answer is shown as the agent's reply. Anything else starting with `/`
+//! (the demo model's directives) is sent as a message.
+
+use serde_json::{Value, json};
+
+use crate::client::agents;
+use crate::client::api::Api;
+use crate::client::render::usage_line;
+
+fn text(value: &Value) -> &str {
+    value.as_str().unwrap_or_default()
+}
+
+/// The command a prompt is, with its argument.
+pub fn parse(prompt: &str) -> Option<(&str, &str)> {
+    let line = prompt.trim();
+    let rest = line.strip_prefix('/')?;
+    let (name, argument) = rest.split_once(char::is_whitespace).unwrap_or((rest, ""));
+    matches!(name, "compact" | "fork" | "rewind" | "context" | "agents")
+        .then_some((name, argument.trim()))
+}
+
+/// Runs a command on `conversation` (`None`: the session has no conversation yet).
+pub async fn run(
+    api: &Api,
+    conversation: Option<&str>,
+    name: &str,
+    argument: &str,
+) -> Result<String, String> {
+    let Some(id) = conversation else {
+        return Ok(format!(
+            "/{name} needs a conversation: send a message first."
+        ));
+    };
+    let fail = |error: crate::client::api::ApiError| error.to_string();
+    match name {
+        "compact" => {
+            let answer = api
+                .post(&format!("/api/conversations/{id}/compact"), &json!({}))
+                .await
+                .map_err(fail)?;
+            Ok(format!(
+                "Compacted the older history. {}",
+                usage_line(&answer["usage"])
+            ))
+        }
+        "fork" => {
+            let answer = api
+                .post(&format!("/api/conversations/{id}/fork"), &json!({}))
+                .await
+                .map_err(fail)?;
+            Ok(format!(
+                "Forked into conversation {} (\"{}\"): open it from the session list.",
+                text(&answer["conversation"]["id"]),
+                text(&answer["conversation"]["title"])
+            ))
+        }
+        "context" => {
+            let usage = api
+                .get(&format!("/api/conversations/{id}/usage"))
+                .await
+                .map_err(fail)?;
+            Ok(usage_line(&usage))
+        }
+        "agents" => agents::show(api, id).await.map_err(fail),
+        _ => rewind(api, id, argument).await,
+    }
+}
+
+/// `/rewind` lists the user's messages; `/rewind N` copies the conversation up to before the
+/// Nth.
+async fn rewind(api: &Api, id: &str, argument: &str) -> Result<String, String> {
+    let mut messages = Vec::new();
+    let mut after = 0;
+    loop {
+        let page = api
+            .get(&format!(
+                "/api/conversations/{id}/items?after_seq={after}&limit=2000"
+            ))
+            .await
+            .map_err(|error| error.to_string())?;
+        messages.extend(
+            page["items"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter(|item| item["kind"] == "user_message" && item["source"] == "user")
+                .cloned(),
+        );
+        match page["next_after_seq"].as_u64() {
+            Some(next) => after = next,
+            None => break,
+        }
+    }
+    if argument.is_empty() {
+        let mut list =
+            String::from("Your messages (/rewind N restarts from before message N, in a copy):\n");
+        for (n, message) in messages.iter().enumerate() {
+            let first = text(&message["text"]).lines().next().unwrap_or_default();
+            list.push_str(&format!("{}. {first}\n", n + 1));
+        }
+        return Ok(list);
+    }
+    let n: usize = argument
+        .parse()
+        .map_err(|_| format!("/rewind takes a message number, not {argument:?}"))?;
+    let message = n
+        .checked_sub(1)
+        .and_then(|index| messages.get(index))
+        .ok_or_else(|| format!("there is no message {n}"))?;
+    let answer = api
+        .post(
+            &format!("/api/conversations/{id}/rewind"),
+            &json!({ "message_id": message["id"] }),
+        )
+        .await
+        .map_err(|error| error.to_string())?;
+    Ok(match answer["conversation"]["id"].as_str() {
+        Some(copy) => format!(
+            "Restarted from before message {n} in conversation {copy}: open it from the session list. Your message was:\n{}",
+            text(&answer["text"])
+        ),
+        None => format!(
+            "That was the first message: nothing to copy. Your message was:\n{}",
+            text(&answer["text"])
+        ),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_the_bridges_commands_are_taken_from_a_prompt() {
+        assert_eq!(parse("/rewind 2"), Some(("rewind", "2")));
+        assert_eq!(parse(" /context "), Some(("context", "")));
+        assert_eq!(parse("/shell ls"), None);
+        assert_eq!(parse("what is /fork?"), None);
+    }
+}

@@ -1,0 +1,217 @@
+//! What the editor has been sent of each item, so that the same item seen again (in a
+//! snapshot, in the history read after a reconnect or a load, as `item.completed` after its
+//! deltas) sends only what is new: nothing is lost and nothing is shown twice.
+
+use std::collections::{HashMap, HashSet};
+
+use agent_client_protocol::v1::schema::SessionUpdate;
+use serde_json::Value;
+
+use super::updates;
+
+#[derive(Default)]
+struct Sent {
+    kind: String,
+    /// Whether the editor is shown this item (a sub-agent's own text is not).
+    shown: bool,
+    /// Bytes of its text sent.
+    text: usize,
+    started: bool,
+    /// Its output so far (a tool call's).
+    output: String,
+    /// The status the editor was last told (a tool call's).
+    status: String,
+    finished: bool,
+}
+
+/// The conversation as the ledger needs it to decide what an item shows as.
+#[derive(Default)]
+pub struct Ledger {
+    items: HashMap<String, Sent>,
+    /// Messages this editor sent: the editor shows them already.
+    own_messages: HashSet<String>,
+    pub root_session_id: String,
+    pub cwd: String,
+    /// Each sub-agent's agent name, by session id.
+    pub agents: HashMap<String, String>,
+    /// The highest root `seq` seen in a stored item, for catching up from the history.
+    pub newest_seq: u64,
+}
+
+fn text(value: &Value) -> &str {
+    value.as_str().unwrap_or_default()
+}
+
+impl Ledger {
+    pub fn own_message(&mut self, message_id: &str) {
+        self.own_messages.insert(message_id.to_owned());
+    }
+
+    fn is_root(&self, item: &Value) -> bool {
+        item["session_id"] == self.root_session_id.as_str()
+    }
+
+    /// The updates for an item seen whole (started, completed, in a snapshot or the history).
+    pub fn item(&mut self, item: &Value) -> Vec<SessionUpdate> {
+        let id = text(&item["id"]).to_owned();
+        let kind = text(&item["kind"]).to_owned();
+        let status = text(&item["status"]);
+        let finished = !matches!(status, "running" | "waiting_approval");
+        let root = self.is_root(item);
+        if root && finished {
+            self.newest_seq = self.newest_seq.max(item["seq"].as_u64().unwrap_or(0));
+        }
+        let agent = (!root).then(|| {
+            self.agents
+                .get(text(&item["session_id"]))
+                .cloned()
+                .unwrap_or_else(|| "sub-agent".to_owned())
+        });
+        let own = self.own_messages.contains(&id);
+        let report_from = self
+            .agents
+            .get(text(&item["from_session_id"]))
+            .cloned()
+            .unwrap_or_else(|| "a sub-agent".to_owned());
+        let cwd = self.cwd.clone();
+        let sent = self.items.entry(id).or_default();
+        if sent.finished {
+            return Vec::new();
+        }
+        sent.kind.clone_from(&kind);
+        let mut out = Vec::new();
+        match kind.as_str() {
+            "user_message" => {
+                sent.finished = true;
+                if own || !root {
+                    return out;
+                }
+                if item["source"] == "agent" {
+                    out.push(updates::thought(format!(
+                        "[report from {report_from}]\n{}",
+                        text(&item["text"])
+                    )));
+                } else {
+                    out.extend(updates::user_message(item));
+                }
+            }
+            "agent_message" | "reasoning" => {
+                sent.shown = root;
+                sent.finished = finished;
+                let full = text(&item["text"]);
+                if root && full.len() > sent.text && full.is_char_boundary(sent.text) {
+                    let rest = &full[sent.text..];
+                    out.push(if kind == "reasoning" {
+                        updates::thought(rest)
+                    } else {
+                        updates::agent_text(rest)
+                    });
+                    sent.text = full.len();
+                }
+            }
+            "tool_call" => {
+                sent.shown = true;
+                let first = !sent.started;
+                if first {
+                    sent.started = true;
+                    sent.output = text(&item["output"]).to_owned();
+                    out.push(updates::tool_call(item, &cwd, agent.as_deref()));
+                }
+                if finished {
+                    sent.finished = true;
+                    out.push(updates::tool_end(item, &cwd));
+                } else if text(&item["output"]).len() > sent.output.len() {
+                    sent.output = text(&item["output"]).to_owned();
+                    out.push(updates::tool_output(item, &cwd, &sent.output));
+                } else if !first && sent.status != status {
+                    // Seen again while it runs, approved meanwhile, say.
+                    out.push(updates::tool_output(item, &cwd, &sent.output));
+                }
+                sent.status = status.to_owned();
+            }
+            _ => sent.finished = finished,
+        }
+        out
+    }
+
+    /// The updates for live text of a started item (`item.delta`).
+    pub fn delta(&mut self, item_id: &str, field: &str, delta: &str) -> Vec<SessionUpdate> {
+        let Some(sent) = self.items.get_mut(item_id) else {
+            // An item this stream never showed starting: its `item.completed` carries it.
+            return Vec::new();
+        };
+        if sent.finished || !sent.shown {
+            return Vec::new();
+        }
+        match (field, sent.kind.as_str()) {
+            ("text", "agent_message") => {
+                sent.text += delta.len();
+                vec![updates::agent_text(delta)]
+            }
+            ("text", "reasoning") => {
+                sent.text += delta.len();
+                vec![updates::thought(delta)]
+            }
+            ("output", "tool_call") => {
+                sent.output.push_str(delta);
+                let item = serde_json::json!({"id": item_id, "status": "running"});
+                vec![updates::tool_output(&item, &self.cwd, &sent.output)]
+            }
+            _ => Vec::new(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn chunk_text(update: &SessionUpdate) -> String {
+        match update {
+            SessionUpdate::AgentMessageChunk(chunk) => match &chunk.content {
+                agent_client_protocol::v1::schema::ContentBlock::Text(text) => text.text.clone(),
+                other => panic!("text, got {other:?}"),
+            },
+            other => panic!("a message chunk, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn an_item_seen_again_sends_only_what_was_not_sent() {
+        let mut ledger = Ledger {
+            root_session_id: "s_root".into(),
+            ..Ledger::default()
+        };
+        let running = json!({"id": "m_1", "session_id": "s_root", "kind": "agent_message",
+                             "status": "running", "text": "Hel", "seq": 2});
+        assert_eq!(chunk_text(&ledger.item(&running)[0]), "Hel");
+        assert_eq!(chunk_text(&ledger.delta("m_1", "text", "lo")[0]), "lo");
+        // The reconnect's history has it whole: only the rest goes out.
+        let stored = json!({"id": "m_1", "session_id": "s_root", "kind": "agent_message",
+                            "status": "completed", "text": "Hello, world", "seq": 2});
+        assert_eq!(chunk_text(&ledger.item(&stored)[0]), ", world");
+        assert!(ledger.item(&stored).is_empty());
+        assert!(ledger.delta("m_1", "text", "late").is_empty());
+        assert_eq!(ledger.newest_seq, 2);
+    }
+
+    #[test]
+    fn the_editors_own_messages_and_sub_agents_text_are_not_echoed() {
+        let mut ledger = Ledger {
+            root_session_id: "s_root".into(),
+            ..Ledger::default()
+        };
+        ledger.own_message("m_own");
+        let own = json!({"id": "m_own", "session_id": "s_root", "kind": "user_message",
+                         "status": "completed", "text": "hi", "source": "user"});
+        assert!(ledger.item(&own).is_empty());
+        let other = json!({"id": "m_web", "session_id": "s_root", "kind": "user_message",
+                           "status": "completed", "text": "from the browser", "source": "user"});
+        assert_eq!(ledger.item(&other).len(), 1);
+        let sub = json!({"id": "m_2", "session_id": "s_sub", "kind": "agent_message",
+                         "status": "running", "text": "x"});
+        assert!(ledger.item(&sub).is_empty());
+        assert!(ledger.delta("m_2", "text", "y").is_empty());
+    }
+}

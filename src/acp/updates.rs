@@ -1,0 +1,262 @@
+//! The `session/update`s the editor is sent, built from the service's items and events (as
+//! JSON, like the rest of the client side: the bridge relies only on the documented API).
+
+use std::path::{Path, PathBuf};
+
+use agent_client_protocol::v1::schema::{
+    AvailableCommand, AvailableCommandInput, AvailableCommandsUpdate, ContentBlock, ContentChunk,
+    Diff, ImageContent, SessionUpdate, TextContent, ToolCall, ToolCallContent, ToolCallLocation,
+    ToolCallStatus, ToolCallUpdate, ToolCallUpdateFields, ToolKind, UnstructuredCommandInput,
+    UsageUpdate,
+};
+use serde_json::Value;
+
+fn text(value: &Value) -> &str {
+    value.as_str().unwrap_or_default()
+}
+
+pub fn text_block(text: impl Into<String>) -> ContentBlock {
+    ContentBlock::Text(TextContent::new(text))
+}
+
+pub fn agent_text(text: impl Into<String>) -> SessionUpdate {
+    SessionUpdate::AgentMessageChunk(ContentChunk::new(text_block(text)))
+}
+
+pub fn thought(text: impl Into<String>) -> SessionUpdate {
+    SessionUpdate::AgentThoughtChunk(ContentChunk::new(text_block(text)))
+}
+
+/// A user message of the history: its text, then its images.
+pub fn user_message(item: &Value) -> Vec<SessionUpdate> {
+    let mut blocks = Vec::new();
+    if !text(&item["text"]).is_empty() {
+        blocks.push(text_block(text(&item["text"])));
+    }
+    for image in item["images"].as_array().into_iter().flatten() {
+        let media_type = text(&image["media_type"]);
+        let block = match image["data"].as_str() {
+            Some(data) => ImageContent::new(data, media_type),
+            None => ImageContent::new("", media_type).uri(text(&image["url"]).to_owned()),
+        };
+        blocks.push(ContentBlock::Image(block));
+    }
+    blocks
+        .into_iter()
+        .map(|block| SessionUpdate::UserMessageChunk(ContentChunk::new(block)))
+        .collect()
+}
+
+/// A tool's path argument made absolute against the conversation's working directory.
+fn absolute(cwd: &str, path: &str) -> PathBuf {
+    let path = Path::new(path);
+    if path.is_absolute() {
+        path.to_owned()
+    } else {
+        Path::new(cwd).join(path)
+    }
+}
+
+fn kind(name: &str) -> ToolKind {
+    match name {
+        "shell" => ToolKind::Execute,
+        "read_file" | "list_dir" => ToolKind::Read,
+        "write_file" => ToolKind::Edit,
+        "spawn_agent" | "send_message" | "wait_agents" | "interrupt_agent" | "list_agents" => {
+            ToolKind::Think
+        }
+        _ => ToolKind::Other,
+    }
+}
+
+/// What the editor shows as the call's title: the command, the file, the sub-agent's task.
+pub fn title(name: &str, arguments: &Value) -> String {
+    let arg = |key: &str| text(&arguments[key]).to_owned();
+    match name {
+        "shell" => arg("command"),
+        "read_file" => format!("Read {}", arg("path")),
+        "write_file" => format!("Write {}", arg("path")),
+        "list_dir" if arg("path").is_empty() => "List the working directory".to_owned(),
+        "list_dir" => format!("List {}", arg("path")),
+        "spawn_agent" => {
+            let task = arg("task");
+            let first = task.lines().next().unwrap_or_default();
+            format!("Sub-agent {}: {first}", arg("agent"))
+        }
+        _ => match name
+            .strip_prefix("mcp__")
+            .and_then(|rest| rest.split_once("__"))
+        {
+            Some((server, tool)) => format!("{server}: {tool}"),
+            None => name.to_owned(),
+        },
+    }
+}
+
+fn locations(name: &str, arguments: &Value, cwd: &str) -> Vec<ToolCallLocation> {
+    match (name, arguments["path"].as_str()) {
+        ("read_file" | "write_file" | "list_dir", Some(path)) => {
+            vec![ToolCallLocation::new(absolute(cwd, path))]
+        }
+        _ => Vec::new(),
+    }
+}
+
+fn status(item: &Value) -> ToolCallStatus {
+    match text(&item["status"]) {
+        "completed" => ToolCallStatus::Completed,
+        "failed" | "interrupted" => ToolCallStatus::Failed,
+        "waiting_approval" => ToolCallStatus::Pending,
+        _ => ToolCallStatus::InProgress,
+    }
+}
+
+/// What a call shows: a file write as its diff, anything else as its output so far.
+fn content(item: &Value, cwd: &str, output: &str) -> Vec<ToolCallContent> {
+    let arguments = &item["arguments"];
+    if item["name"] == "write_file"
+        && let (Some(path), Some(new_text)) =
+            (arguments["path"].as_str(), arguments["content"].as_str())
+    {
+        // The service does not keep the file as it was before: the diff is the new text.
+        let mut content = vec![ToolCallContent::Diff(Diff::new(
+            absolute(cwd, path),
+            new_text,
+        ))];
+        if item["status"] == "failed" && !output.is_empty() {
+            content.push(ToolCallContent::from(text_block(output)));
+        }
+        return content;
+    }
+    if output.is_empty() {
+        return Vec::new();
+    }
+    vec![ToolCallContent::from(text_block(output))]
+}
+
+/// A tool call as it appears; `agent` names the sub-agent that makes it.
+pub fn tool_call(item: &Value, cwd: &str, agent: Option<&str>) -> SessionUpdate {
+    let name = text(&item["name"]);
+    let arguments = &item["arguments"];
+    let mut title = title(name, arguments);
+    if let Some(agent) = agent {
+        title = format!("[{agent}] {title}");
+    }
+    SessionUpdate::ToolCall(
+        ToolCall::new(text(&item["id"]).to_owned(), title)
+            .kind(kind(name))
+            .status(status(item))
+            .content(content(item, cwd, text(&item["output"])))
+            .locations(locations(name, arguments, cwd))
+            .raw_input(arguments.clone()),
+    )
+}
+
+/// Live output of a running call (the whole output so far: an update replaces the content).
+pub fn tool_output(item: &Value, cwd: &str, output: &str) -> SessionUpdate {
+    let content = content(item, cwd, output);
+    let mut fields = ToolCallUpdateFields::new().status(status(item));
+    if !content.is_empty() {
+        fields = fields.content(content);
+    }
+    SessionUpdate::ToolCallUpdate(ToolCallUpdate::new(text(&item["id"]).to_owned(), fields))
+}
+
+/// A call's end: its status, its final output or diff, and the raw result.
+pub fn tool_end(item: &Value, cwd: &str) -> SessionUpdate {
+    let output = text(&item["output"]);
+    SessionUpdate::ToolCallUpdate(ToolCallUpdate::new(
+        text(&item["id"]).to_owned(),
+        ToolCallUpdateFields::new()
+            .status(status(item))
+            .content(content(item, cwd, output))
+            .raw_output(serde_json::json!({
+                "output": output,
+                "exit_code": item["exit_code"],
+            })),
+    ))
+}
+
+/// The context meter: tokens used of the model's window.
+pub fn usage(usage: &Value) -> Option<SessionUpdate> {
+    let used = usage["used_tokens"].as_u64()?;
+    let size = usage["context_window"].as_u64()?;
+    Some(SessionUpdate::UsageUpdate(UsageUpdate::new(used, size)))
+}
+
+/// The slash commands the bridge runs through the service's API (`commands.rs`).
+pub fn commands() -> SessionUpdate {
+    let command = |name: &str, description: &str, hint: Option<&str>| {
+        let command = AvailableCommand::new(name, description);
+        match hint {
+            Some(hint) => command.input(AvailableCommandInput::Unstructured(
+                UnstructuredCommandInput::new(hint),
+            )),
+            None => command,
+        }
+    };
+    SessionUpdate::AvailableCommandsUpdate(AvailableCommandsUpdate::new(vec![
+        command(
+            "compact",
+            "Summarize the older history now (compress the context)",
+            None,
+        ),
+        command(
+            "fork",
+            "Copy this conversation up to its last finished turn into a new one",
+            None,
+        ),
+        command(
+            "rewind",
+            "List your messages, or copy the conversation up to before message N",
+            Some("N"),
+        ),
+        command(
+            "context",
+            "How much of the model's context window is used",
+            None,
+        ),
+        command(
+            "agents",
+            "The agents of this conversation and what they wait for",
+            None,
+        ),
+    ]))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn a_file_write_shows_as_a_diff_at_an_absolute_path() {
+        let item = json!({
+            "id": "m_1", "name": "write_file", "status": "completed", "output": "wrote 5 bytes",
+            "arguments": {"path": "src/a.txt", "content": "hello"}, "exit_code": null,
+        });
+        let SessionUpdate::ToolCallUpdate(update) = tool_end(&item, "/work") else {
+            panic!("an update");
+        };
+        let content = update.fields.content.expect("content");
+        let ToolCallContent::Diff(diff) = &content[0] else {
+            panic!("a diff, got {content:?}");
+        };
+        assert_eq!(diff.path, Path::new("/work/src/a.txt"));
+        assert_eq!(diff.new_text, "hello");
+        assert_eq!(update.fields.status, Some(ToolCallStatus::Completed));
+    }
+
+    #[test]
+    fn titles_say_what_a_call_does() {
+        assert_eq!(title("shell", &json!({"command": "ls -l"})), "ls -l");
+        assert_eq!(
+            title(
+                "spawn_agent",
+                &json!({"agent": "coder", "task": "fix it\nand more"})
+            ),
+            "Sub-agent coder: fix it"
+        );
+        assert_eq!(title("mcp__files__read", &json!({})), "files: read");
+    }
+}

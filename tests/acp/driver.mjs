@@ -1,0 +1,63 @@
+// An ACP client built on the SDK's `client()` API, driven by the end-to-end tests
+// (tests/it/acp.rs) over a line protocol: it spawns the agent command given in argv and
+// reads one JSON command a line on stdin:
+//   {"id": n, "request": method, "params": {…}}   → {"id": n, "result": …} or {"id": n, "error": …}
+//   {"notify": method, "params": {…}}
+//   {"answer": k, "outcome": {…}}                  answers permission request k
+// and writes, one JSON a line on stdout, every session/update ({"update": notification}),
+// every permission request ({"permission": k, "params": …}) and the end of one the agent
+// withdrew ({"withdrawn": k}).
+import { spawn } from "node:child_process";
+import { createInterface } from "node:readline";
+import { Readable, Writable } from "node:stream";
+import { client, methods, ndJsonStream } from "@agentclientprotocol/sdk";
+
+const [command, ...args] = process.argv.slice(2);
+const agent = spawn(command, args, { stdio: ["pipe", "pipe", "inherit"] });
+const stream = ndJsonStream(Writable.toWeb(agent.stdin), Readable.toWeb(agent.stdout));
+const out = (value) => process.stdout.write(JSON.stringify(value) + "\n");
+
+const asked = new Map();
+let nextAsk = 0;
+
+const app = client({ name: "openvaala-acp-tests" })
+  .onNotification(methods.client.session.update, ({ params }) => {
+    out({ update: params });
+  })
+  .onRequest(methods.client.session.requestPermission, ({ params, signal }) => {
+    const k = nextAsk++;
+    return new Promise((resolve) => {
+      asked.set(k, resolve);
+      signal.addEventListener("abort", () => {
+        if (asked.delete(k)) {
+          out({ withdrawn: k });
+          resolve({ outcome: { outcome: "cancelled" } });
+        }
+      });
+      out({ permission: k, params });
+    });
+  });
+
+await app.connectWith(stream, async (ctx) => {
+  const lines = createInterface({ input: process.stdin });
+  const running = [];
+  for await (const line of lines) {
+    const message = JSON.parse(line);
+    if (message.request) {
+      running.push(
+        ctx.request(message.request, message.params).then(
+          (result) => out({ id: message.id, result: result ?? null }),
+          (error) => out({ id: message.id, error: { code: error.code, message: error.message } }),
+        ),
+      );
+    } else if (message.notify) {
+      await ctx.notify(message.notify, message.params);
+    } else if (message.answer !== undefined) {
+      const resolve = asked.get(message.answer);
+      asked.delete(message.answer);
+      resolve?.({ outcome: message.outcome });
+    }
+  }
+  await Promise.allSettled(running);
+});
+agent.kill();

@@ -1,0 +1,550 @@
+//! `openvaala acp` driven by a client no one here wrote: the `@agentclientprotocol/sdk` npm
+//! package's `client()` (installed into `tests/acp` by `npm ci --prefix tests/acp`), through
+//! a small line-protocol driver (`tests/acp/driver.mjs`) that spawns the bridge against a test
+//! service and the fake provider.
+
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+
+use serde_json::{Value, json};
+use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader, Lines};
+use tokio::process::{Child, ChildStdin, ChildStdout, Command};
+
+use crate::fake_provider::{FakeProvider, Reply, Wire};
+use crate::harness::{Server, ServerOptions, TIMEOUT, binary};
+
+fn driver_dir() -> PathBuf {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/acp");
+    assert!(
+        dir.join("node_modules/@agentclientprotocol/sdk").is_dir(),
+        "{} is missing the ACP client: run `npm ci --prefix tests/acp` (scripts/test does)",
+        dir.display()
+    );
+    dir
+}
+
+/// The SDK's client connected to `openvaala acp --url <base>`.
+struct Editor {
+    child: Child,
+    stdin: ChildStdin,
+    lines: Lines<BufReader<ChildStdout>>,
+    next_id: u64,
+    /// Every line the driver wrote, in order.
+    pub seen: Vec<Value>,
+}
+
+impl Editor {
+    async fn start(base: &str) -> Editor {
+        let mut child = Command::new("node")
+            .arg(driver_dir().join("driver.mjs"))
+            .arg(binary())
+            .args(["acp", "--url", base])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .kill_on_drop(true)
+            .spawn()
+            .expect("node runs the ACP driver");
+        let stdin = child.stdin.take().unwrap();
+        let lines = BufReader::new(child.stdout.take().unwrap()).lines();
+        let mut editor = Editor {
+            child,
+            stdin,
+            lines,
+            next_id: 0,
+            seen: Vec::new(),
+        };
+        let init = editor
+            .call(
+                "initialize",
+                json!({"protocolVersion": 1, "clientCapabilities": {}}),
+            )
+            .await;
+        assert_eq!(init["result"]["protocolVersion"], 1, "{init}");
+        editor
+    }
+
+    async fn write(&mut self, line: Value) {
+        let mut text = line.to_string();
+        text.push('\n');
+        self.stdin.write_all(text.as_bytes()).await.unwrap();
+    }
+
+    /// Sends a request; its answer is a later line with this id.
+    async fn send(&mut self, method: &str, params: Value) -> u64 {
+        self.next_id += 1;
+        let id = self.next_id;
+        self.write(json!({"id": id, "request": method, "params": params}))
+            .await;
+        id
+    }
+
+    async fn call(&mut self, method: &str, params: Value) -> Value {
+        let id = self.send(method, params).await;
+        self.until(|line| line["id"] == id).await
+    }
+
+    async fn notify(&mut self, method: &str, params: Value) {
+        self.write(json!({"notify": method, "params": params}))
+            .await;
+    }
+
+    async fn answer(&mut self, ask: &Value, option: &str) {
+        self.write(json!({"answer": ask, "outcome": {"outcome": "selected", "optionId": option}}))
+            .await;
+    }
+
+    /// The next line the driver writes that `found` picks (the others are kept in `seen`).
+    async fn until(&mut self, found: impl Fn(&Value) -> bool) -> Value {
+        tokio::time::timeout(TIMEOUT, async {
+            loop {
+                let line = self
+                    .lines
+                    .next_line()
+                    .await
+                    .unwrap()
+                    .expect("the driver ended");
+                let value: Value = serde_json::from_str(&line).unwrap();
+                self.seen.push(value.clone());
+                if found(&value) {
+                    return value;
+                }
+            }
+        })
+        .await
+        .unwrap_or_else(|_| panic!("timed out; the driver wrote: {:#?}", self.seen))
+    }
+
+    /// The `session/update`s of `kind` seen so far for `session`.
+    fn updates(&self, session: &str, kind: &str) -> Vec<Value> {
+        self.seen
+            .iter()
+            .filter(|line| line["update"]["sessionId"] == session)
+            .map(|line| line["update"]["update"].clone())
+            .filter(|update| update["sessionUpdate"] == kind)
+            .collect()
+    }
+
+    fn text_of(&self, session: &str, kind: &str) -> String {
+        self.updates(session, kind)
+            .iter()
+            .map(|update| update["content"]["text"].as_str().unwrap_or_default())
+            .collect()
+    }
+
+    async fn new_session(&mut self, cwd: &Path) -> String {
+        let answer = self
+            .call(
+                "session/new",
+                json!({"cwd": cwd.to_str().unwrap(), "mcpServers": []}),
+            )
+            .await;
+        answer["result"]["sessionId"]
+            .as_str()
+            .unwrap_or_else(|| panic!("a session: {answer}"))
+            .to_owned()
+    }
+
+    async fn prompt(&mut self, session: &str, text: &str) -> u64 {
+        self.send(
+            "session/prompt",
+            json!({"sessionId": session, "prompt": [{"type": "text", "text": text}]}),
+        )
+        .await
+    }
+}
+
+impl Drop for Editor {
+    fn drop(&mut self) {
+        let _ = self.child.start_kill();
+    }
+}
+
+fn workspace() -> tempfile::TempDir {
+    tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap()
+}
+
+async fn start(extra_config: &str) -> (FakeProvider, Server) {
+    let fake = FakeProvider::start(Wire::OpenaiChat).await;
+    let server = Server::start_with(ServerOptions {
+        config: Some(format!("{}\n{extra_config}", fake.config())),
+        ..ServerOptions::default()
+    })
+    .await;
+    (fake, server)
+}
+
+const ANSWER: &str = "The quick brown fox jumps over the lazy dog, twice over.";
+
+#[tokio::test]
+async fn a_prompt_streams_the_providers_text_and_ends_the_turn() {
+    let (fake, server) = start("").await;
+    let cwd = workspace();
+    let mut editor = Editor::start(&server.base).await;
+    let init = editor.seen[0]["result"].clone();
+    assert_eq!(init["agentCapabilities"]["loadSession"], true, "{init}");
+    assert_eq!(
+        init["agentCapabilities"]["promptCapabilities"]["image"],
+        true
+    );
+    assert_eq!(
+        init["agentCapabilities"]["promptCapabilities"]["embeddedContext"],
+        true
+    );
+
+    let new = editor
+        .call("session/new", json!({"cwd": cwd.path(), "mcpServers": []}))
+        .await;
+    let session = new["result"]["sessionId"].as_str().unwrap().to_owned();
+    assert_eq!(new["result"]["modes"]["currentModeId"], "default", "{new}");
+    assert_eq!(
+        new["result"]["configOptions"][0]["currentValue"], "m",
+        "{new}"
+    );
+    let commands = editor
+        .until(|line| line["update"]["update"]["sessionUpdate"] == "available_commands_update")
+        .await;
+    let names: Vec<&str> = commands["update"]["update"]["availableCommands"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|command| command["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["compact", "fork", "rewind", "context", "agents"]);
+
+    fake.push(Reply::text(ANSWER));
+    let prompt = editor.prompt(&session, "Hello").await;
+    let done = editor.until(|line| line["id"] == prompt).await;
+    assert_eq!(done["result"]["stopReason"], "end_turn", "{done}");
+    assert_eq!(editor.text_of(&session, "agent_message_chunk"), ANSWER);
+    // The editor's own prompt is not echoed back to it.
+    assert!(editor.updates(&session, "user_message_chunk").is_empty());
+
+    // The same conversation, seen through the HTTP API.
+    let (_, list) = server.get("/api/conversations").await;
+    let conversation = &list["conversations"][0];
+    assert_eq!(conversation["cwd"], cwd.path().to_str().unwrap());
+    let items = crate::support::items(&server, conversation["id"].as_str().unwrap()).await;
+    assert_eq!(items.last().unwrap()["text"], ANSWER);
+
+    // A command runs through the API and answers as the agent.
+    let context = editor.prompt(&session, "/context").await;
+    let done = editor.until(|line| line["id"] == context).await;
+    assert_eq!(done["result"]["stopReason"], "end_turn", "{done}");
+    assert!(
+        editor
+            .text_of(&session, "agent_message_chunk")
+            .contains("tokens"),
+        "{:#?}",
+        editor.seen
+    );
+}
+
+#[tokio::test]
+async fn a_tool_call_shows_with_its_live_output_and_its_end() {
+    let (fake, server) = start("").await;
+    let cwd = workspace();
+    let mut editor = Editor::start(&server.base).await;
+    let session = editor.new_session(cwd.path()).await;
+    fake.push(Reply::tool_call(
+        "shell",
+        json!({"command": "echo tool-output-here"}),
+        2,
+    ));
+    fake.push(Reply::text("Done."));
+    let prompt = editor.prompt(&session, "run it").await;
+    let done = editor.until(|line| line["id"] == prompt).await;
+    assert_eq!(done["result"]["stopReason"], "end_turn", "{done}");
+    let calls = editor.updates(&session, "tool_call");
+    assert_eq!(calls.len(), 1, "{calls:#?}");
+    assert_eq!(calls[0]["title"], "echo tool-output-here");
+    assert_eq!(calls[0]["kind"], "execute");
+    let id = &calls[0]["toolCallId"];
+    let updates: Vec<Value> = editor
+        .updates(&session, "tool_call_update")
+        .into_iter()
+        .filter(|update| update["toolCallId"] == *id)
+        .collect();
+    let last = updates.last().expect("an end");
+    assert_eq!(last["status"], "completed", "{updates:#?}");
+    assert!(
+        last["content"][0]["content"]["text"]
+            .as_str()
+            .unwrap()
+            .contains("tool-output-here"),
+        "{last}"
+    );
+    assert_eq!(last["rawOutput"]["exit_code"], 0);
+    assert_eq!(editor.text_of(&session, "agent_message_chunk"), "Done.");
+}
+
+#[tokio::test]
+async fn cancel_interrupts_the_running_turn() {
+    let (fake, server) = start("").await;
+    let cwd = workspace();
+    let mut editor = Editor::start(&server.base).await;
+    let session = editor.new_session(cwd.path()).await;
+    fake.set_pace(std::time::Duration::from_millis(40));
+    fake.push(Reply::text(&ANSWER.repeat(20)));
+    let prompt = editor.prompt(&session, "talk slowly").await;
+    editor
+        .until(|line| line["update"]["update"]["sessionUpdate"] == "agent_message_chunk")
+        .await;
+    editor
+        .notify("session/cancel", json!({"sessionId": session}))
+        .await;
+    let done = editor.until(|line| line["id"] == prompt).await;
+    assert_eq!(done["result"]["stopReason"], "cancelled", "{done}");
+    // The list is the index's, updated a moment later: the conversation itself is current.
+    let (_, list) = server.get("/api/conversations").await;
+    let id = list["conversations"][0]["id"].as_str().unwrap();
+    let (_, conversation) = server.get(&format!("/api/conversations/{id}")).await;
+    assert_eq!(
+        conversation["last_turn"]["status"], "interrupted",
+        "{conversation}"
+    );
+}
+
+#[tokio::test]
+async fn a_conversation_started_over_http_loads_lists_and_goes_on() {
+    let (fake, server) = start("").await;
+    let cwd = workspace();
+    fake.push(Reply::text("Ready."));
+    let (status, created) = server
+        .post(
+            "/api/conversations",
+            json!({"text": "Hello from the browser", "cwd": cwd.path()}),
+        )
+        .await;
+    assert_eq!(status, 201, "{created}");
+    let id = created["conversation"]["id"].as_str().unwrap().to_owned();
+    server.wait_idle(&id).await;
+
+    let mut editor = Editor::start(&server.base).await;
+    let list = editor
+        .call("session/list", json!({"cwd": cwd.path()}))
+        .await;
+    let sessions = list["result"]["sessions"].as_array().unwrap();
+    assert_eq!(sessions.len(), 1, "{list}");
+    assert_eq!(sessions[0]["sessionId"], id.as_str());
+    let elsewhere = editor
+        .call("session/list", json!({"cwd": "/nowhere"}))
+        .await;
+    assert_eq!(elsewhere["result"]["sessions"], json!([]), "{elsewhere}");
+
+    let load = editor
+        .call(
+            "session/load",
+            json!({"sessionId": id, "cwd": cwd.path(), "mcpServers": []}),
+        )
+        .await;
+    assert!(load.get("result").is_some(), "{load}");
+    // The history came before the answer.
+    assert_eq!(
+        editor.text_of(&id, "user_message_chunk"),
+        "Hello from the browser"
+    );
+    assert_eq!(editor.text_of(&id, "agent_message_chunk"), "Ready.");
+
+    fake.push(Reply::text("And again."));
+    let prompt = editor.prompt(&id, "Once more").await;
+    let done = editor.until(|line| line["id"] == prompt).await;
+    assert_eq!(done["result"]["stopReason"], "end_turn", "{done}");
+    assert_eq!(
+        editor.text_of(&id, "agent_message_chunk"),
+        "Ready.And again."
+    );
+    let items = crate::support::items(&server, &id).await;
+    let texts: Vec<&str> = items
+        .iter()
+        .filter_map(|item| item["text"].as_str())
+        .collect();
+    assert_eq!(
+        texts,
+        [
+            "Hello from the browser",
+            "Ready.",
+            "Once more",
+            "And again."
+        ]
+    );
+}
+
+const ASK: &str = "[agents.default.permissions]\nshell = \"ask\"\n";
+
+#[tokio::test]
+async fn approvals_are_asked_in_the_editor_and_answered_there_or_elsewhere() {
+    let (fake, server) = start(ASK).await;
+    let cwd = workspace();
+    let mut editor = Editor::start(&server.base).await;
+    let session = editor.new_session(cwd.path()).await;
+
+    // Allowed once: the command runs.
+    fake.push(Reply::tool_call(
+        "shell",
+        json!({"command": "echo allowed"}),
+        1,
+    ));
+    fake.push(Reply::text("Ran it."));
+    let prompt = editor.prompt(&session, "run").await;
+    let ask = editor.until(|line| line.get("permission").is_some()).await;
+    let options: Vec<&str> = ask["params"]["options"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|option| option["optionId"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        options,
+        ["allow_once", "allow_conversation", "allow_always", "deny"]
+    );
+    assert_eq!(ask["params"]["toolCall"]["title"], "echo allowed");
+    editor.answer(&ask["permission"], "allow_once").await;
+    let done = editor.until(|line| line["id"] == prompt).await;
+    assert_eq!(done["result"]["stopReason"], "end_turn", "{done}");
+    let (_, approvals) = server.get("/api/approvals?status=all").await;
+    assert_eq!(
+        approvals["approvals"][0]["resolution"]["decision"],
+        "allow_once"
+    );
+
+    // Rejected: the command never runs and the model is told.
+    fake.push(Reply::tool_call(
+        "shell",
+        json!({"command": "echo rejected"}),
+        1,
+    ));
+    fake.push(Reply::text("Did not run it."));
+    let prompt = editor.prompt(&session, "run another").await;
+    let ask = editor.until(|line| line.get("permission").is_some()).await;
+    editor.answer(&ask["permission"], "deny").await;
+    let done = editor.until(|line| line["id"] == prompt).await;
+    assert_eq!(done["result"]["stopReason"], "end_turn", "{done}");
+    let calls = editor.updates(&session, "tool_call_update");
+    let last = calls.last().unwrap();
+    assert_eq!(last["status"], "failed", "{calls:#?}");
+
+    // Answered in the browser first: the editor's question is withdrawn.
+    fake.push(Reply::tool_call("shell", json!({"command": "echo web"}), 1));
+    fake.push(Reply::text("The browser said yes."));
+    let prompt = editor.prompt(&session, "and a third").await;
+    let ask = editor.until(|line| line.get("permission").is_some()).await;
+    let (_, pending) = server.get("/api/approvals").await;
+    let id = pending["approvals"][0]["id"].as_str().unwrap().to_owned();
+    let (status, body) = server
+        .post(
+            &format!("/api/approvals/{id}"),
+            json!({"decision": "allow_once"}),
+        )
+        .await;
+    assert_eq!(status, 200, "{body}");
+    let withdrawn = editor.until(|line| line.get("withdrawn").is_some()).await;
+    assert_eq!(withdrawn["withdrawn"], ask["permission"]);
+    let done = editor.until(|line| line["id"] == prompt).await;
+    assert_eq!(done["result"]["stopReason"], "end_turn", "{done}");
+}
+
+#[tokio::test]
+async fn the_service_restarting_mid_turn_ends_the_prompt_naming_it_and_the_session_goes_on() {
+    let fake = FakeProvider::start(Wire::OpenaiChat).await;
+    let server = Server::start_with(ServerOptions {
+        config: Some(fake.config()),
+        ..ServerOptions::default()
+    })
+    .await;
+    let base = server.base.clone();
+    let addr = base.trim_start_matches("http://").to_owned();
+    let cwd = workspace();
+    let mut editor = Editor::start(&base).await;
+    let session = editor.new_session(cwd.path()).await;
+    fake.set_pace(std::time::Duration::from_millis(40));
+    fake.push(Reply::text(&ANSWER.repeat(20)));
+    let prompt = editor.prompt(&session, "talk slowly").await;
+    editor
+        .until(|line| line["update"]["update"]["sessionUpdate"] == "agent_message_chunk")
+        .await;
+
+    let data_dir = server.kill9().await;
+    let server = Server::start_with(ServerOptions {
+        data_dir: Some(data_dir),
+        config: Some(fake.config()),
+        addr: Some(addr),
+        ..ServerOptions::default()
+    })
+    .await;
+    let done = editor.until(|line| line["id"] == prompt).await;
+    let message = done["error"]["message"].as_str().unwrap_or_default();
+    assert!(message.contains(&base), "{done}");
+
+    // The bridge follows the conversation again: the next prompt is answered.
+    fake.set_pace(std::time::Duration::from_millis(1));
+    fake.push(Reply::text("Back."));
+    let prompt = editor.prompt(&session, "still there?").await;
+    let done = editor.until(|line| line["id"] == prompt).await;
+    assert_eq!(done["result"]["stopReason"], "end_turn", "{done}");
+    assert!(
+        editor
+            .text_of(&session, "agent_message_chunk")
+            .ends_with("Back.")
+    );
+    drop(server);
+}
+
+#[tokio::test]
+async fn a_failed_turn_answers_the_prompt_with_its_error() {
+    let (fake, server) = start("").await;
+    let cwd = workspace();
+    let mut editor = Editor::start(&server.base).await;
+    let session = editor.new_session(cwd.path()).await;
+    fake.push(Reply::rejected(400, "the model refuses this request"));
+    let prompt = editor.prompt(&session, "fail please").await;
+    let done = editor.until(|line| line["id"] == prompt).await;
+    let message = done["error"]["message"].as_str().unwrap_or_default();
+    assert!(message.contains("the model refuses this request"), "{done}");
+}
+
+#[tokio::test]
+async fn the_editors_mcp_servers_go_with_the_new_conversation() {
+    let fake = FakeProvider::start(Wire::OpenaiChat).await;
+    let server = Server::start_with(ServerOptions {
+        config: Some(format!("{}\n{}", fake.config(), crate::mcp::ALLOW)),
+        ..ServerOptions::default()
+    })
+    .await;
+    let cwd = workspace();
+    let mut editor = Editor::start(&server.base).await;
+    let new = editor
+        .call(
+            "session/new",
+            json!({"cwd": cwd.path(), "mcpServers": [{
+                "name": "everything",
+                "command": "node",
+                "args": [crate::mcp::fixture("server-everything"), "stdio"],
+                "env": [{"name": "EDITOR_SECRET", "value": "s3cr3t-value"}],
+            }]}),
+        )
+        .await;
+    let session = new["result"]["sessionId"].as_str().unwrap().to_owned();
+    fake.push(Reply::tool_call(
+        "mcp__everything__echo",
+        json!({"message": "hi from the editor"}),
+        1,
+    ));
+    fake.push(Reply::text("Echoed."));
+    let prompt = editor.prompt(&session, "echo it").await;
+    let done = editor.until(|line| line["id"] == prompt).await;
+    assert_eq!(done["result"]["stopReason"], "end_turn", "{done}");
+    let ends = editor.updates(&session, "tool_call_update");
+    let end = ends.last().expect("the call's end");
+    assert_eq!(end["status"], "completed", "{ends:#?}");
+    assert!(
+        end["rawOutput"]["output"]
+            .as_str()
+            .unwrap()
+            .contains("hi from the editor"),
+        "{end}"
+    );
+    let (_, list) = server.get("/api/conversations").await;
+    let mcp = &list["conversations"][0]["mcp"]["everything"];
+    assert_eq!(mcp["command"], "node", "{list}");
+    assert_eq!(mcp["env"]["EDITOR_SECRET"], "[hidden]", "{list}");
+}
