@@ -546,6 +546,7 @@ mod tests {
                     arguments: json!({"command": "ls"}),
                     output: "a".into(),
                     exit_code: Some(0),
+                    files: None,
                 },
                 ItemStatus::Completed,
             ),

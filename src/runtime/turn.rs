@@ -501,6 +501,7 @@ impl Partial {
                         arguments,
                         output: String::new(),
                         exit_code: None,
+                        files: None,
                     },
                     ItemStatus::Running,
                 )

@@ -107,6 +107,7 @@ pub fn entries(history: &[Item]) -> Vec<Entry<'_>> {
                 arguments,
                 output,
                 exit_code,
+                ..
             } => {
                 let call = Call {
                     call_id,
@@ -216,6 +217,7 @@ mod tests {
                     arguments: serde_json::json!({}),
                     output: "ok".into(),
                     exit_code: Some(0),
+                    files: None,
                 },
                 ItemStatus::Completed,
             );
