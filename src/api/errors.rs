@@ -57,6 +57,9 @@ pub enum ErrorCode {
     NothingToCompact,
     /// 409: an approval was answered already (the body carries its outcome).
     AlreadyDecided,
+    /// 409: files cannot be restored (the checkpoints needed are missing or damaged, a
+    /// change was not recorded, or the restore was already undone); the message says why.
+    RestoreUnavailable,
     /// 413: the request body is too large; 414: the request target; 431: the headers.
     TooLarge,
     /// 422: the conversation's working directory does not exist.
@@ -84,7 +87,7 @@ pub enum ErrorCode {
 
 impl ErrorCode {
     /// Every code, in the document's order.
-    pub const ALL: [ErrorCode; 21] = [
+    pub const ALL: [ErrorCode; 22] = [
         ErrorCode::InvalidRequest,
         ErrorCode::Unauthorized,
         ErrorCode::Forbidden,
@@ -96,6 +99,7 @@ impl ErrorCode {
         ErrorCode::CompactionRunning,
         ErrorCode::NothingToCompact,
         ErrorCode::AlreadyDecided,
+        ErrorCode::RestoreUnavailable,
         ErrorCode::TooLarge,
         ErrorCode::CwdMissing,
         ErrorCode::ModelUnavailable,
@@ -121,6 +125,7 @@ impl ErrorCode {
             ErrorCode::NotWaiting => "not_waiting",
             ErrorCode::CompactionRunning => "compaction_running",
             ErrorCode::NothingToCompact => "nothing_to_compact",
+            ErrorCode::RestoreUnavailable => "restore_unavailable",
             ErrorCode::AlreadyDecided => "already_decided",
             ErrorCode::TooLarge => "too_large",
             ErrorCode::CwdMissing => "cwd_missing",
@@ -162,6 +167,7 @@ mod tests {
                 | ErrorCode::NotWaiting
                 | ErrorCode::CompactionRunning
                 | ErrorCode::NothingToCompact
+                | ErrorCode::RestoreUnavailable
                 | ErrorCode::AlreadyDecided
                 | ErrorCode::TooLarge
                 | ErrorCode::CwdMissing

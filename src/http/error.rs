@@ -139,6 +139,14 @@ impl From<RuntimeError> for ApiError {
                 code: ErrorCode::NothingToCompact,
                 message,
             },
+            RuntimeError::DirectoryBusy(_) => ApiError::Conflict {
+                code: ErrorCode::TurnRunning,
+                message,
+            },
+            RuntimeError::RestoreUnavailable(_) => ApiError::Conflict {
+                code: ErrorCode::RestoreUnavailable,
+                message,
+            },
             RuntimeError::AlreadyDecided(approval) => {
                 ApiError::AlreadyDecided { message, approval }
             }
@@ -184,6 +192,8 @@ pub fn one_of_each() -> Vec<ApiError> {
         RuntimeError::NotWaiting,
         RuntimeError::CompactionRunning,
         RuntimeError::NothingToCompact,
+        RuntimeError::DirectoryBusy(text()),
+        RuntimeError::RestoreUnavailable(text()),
         RuntimeError::AlreadyDecided(Box::new(crate::api::approvals::Approval::example())),
         RuntimeError::CompactionFailed(text()),
         RuntimeError::CwdMissing(text()),
@@ -206,6 +216,8 @@ pub fn one_of_each() -> Vec<ApiError> {
             | RuntimeError::NotWaiting
             | RuntimeError::CompactionRunning
             | RuntimeError::NothingToCompact
+            | RuntimeError::DirectoryBusy(_)
+            | RuntimeError::RestoreUnavailable(_)
             | RuntimeError::AlreadyDecided(_)
             | RuntimeError::CompactionFailed(_)
             | RuntimeError::CwdMissing(_)

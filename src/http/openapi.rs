@@ -74,6 +74,8 @@ pub async fn serve() -> Json<Value> {
         super::conversations::interrupt_session,
         super::conversations::fork,
         super::conversations::rewind,
+        super::checkpoints::changes,
+        super::checkpoints::undo,
         super::conversations::compact,
         super::conversations::usage,
         super::events::conversation_events,
@@ -110,6 +112,7 @@ pub async fn serve() -> Json<Value> {
         // Optional request bodies, named by reference so that they are not required.
         InterruptRequest,
         EmptyRequest,
+        crate::api::requests::UndoRestoreRequest,
         // Named by the approvals' query parameter.
         crate::api::approvals::ApprovalFilter,
     )),
@@ -250,6 +253,8 @@ mod tests {
         ),
         ("post", "/api/conversations/{id}/fork"),
         ("post", "/api/conversations/{id}/rewind"),
+        ("get", "/api/conversations/{id}/turns/{turn_id}/changes"),
+        ("post", "/api/conversations/{id}/restores/{restore_id}/undo"),
         ("post", "/api/conversations/{id}/compact"),
         ("get", "/api/conversations/{id}/usage"),
         ("get", "/api/conversations/{id}/events"),
