@@ -174,7 +174,10 @@ impl Checkpoints {
     /// The tree's state, its newest snapshot loaded from disk the first time.
     fn lock<'a>(&self, tree: &'a Tree) -> Result<MutexGuard<'a, TreeState>, String> {
         self.objects()?;
-        let mut state = tree.state.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        let mut state = tree
+            .state
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
         if !state.loaded {
             state.loaded = true;
             let latest = fs::read_to_string(tree.dir.join("latest")).ok();

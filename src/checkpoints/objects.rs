@@ -65,7 +65,10 @@ impl Objects {
     /// A blob's bytes, checked against its name: a damaged blob is an error, never wrong content.
     pub fn get(&self, hash: &str) -> io::Result<Vec<u8>> {
         if !valid_hash(hash) {
-            return Err(io::Error::new(io::ErrorKind::InvalidInput, "not a blob name"));
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                "not a blob name",
+            ));
         }
         let bytes = fs::read(self.path(hash))?;
         if hash_bytes(&bytes) != hash {

@@ -165,7 +165,9 @@ impl Checkpoints {
         busy(&tree)?;
         let mut journal = read_journal(&tree, id)?;
         if journal.state != State::Done {
-            return Err(RestoreError::Invalid(format!("restore {id} has not finished")));
+            return Err(RestoreError::Invalid(format!(
+                "restore {id} has not finished"
+            )));
         }
         if let Some(by) = &journal.undone_by {
             return Err(RestoreError::Invalid(format!(
@@ -282,7 +284,12 @@ pub(super) fn recover(checkpoints: &Checkpoints, tree: &Tree) -> Result<(), Stri
     };
     let _state = checkpoints.lock(tree)?;
     for entry in entries.flatten() {
-        let Some(id) = entry.file_name().to_str().and_then(|n| n.strip_suffix(".json")).map(str::to_owned) else {
+        let Some(id) = entry
+            .file_name()
+            .to_str()
+            .and_then(|n| n.strip_suffix(".json"))
+            .map(str::to_owned)
+        else {
             continue;
         };
         let mut journal = read_journal(tree, &id).map_err(|e| e.to_string())?;
@@ -346,7 +353,10 @@ fn write_file(path: &Path, bytes: &[u8], mode: u32) -> io::Result<()> {
     use std::os::unix::fs::PermissionsExt;
     let parent = path.parent().expect("a path inside the tree has a parent");
     fs::create_dir_all(parent)?;
-    let name = path.file_name().map(|n| n.to_string_lossy()).unwrap_or_default();
+    let name = path
+        .file_name()
+        .map(|n| n.to_string_lossy())
+        .unwrap_or_default();
     let tmp = parent.join(format!(".{name}.openvaala-restore"));
     let _ = fs::remove_file(&tmp);
     if mode == MODE_LINK {

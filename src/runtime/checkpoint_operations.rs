@@ -85,11 +85,10 @@ impl Runtime {
         let checkpoints = self.checkpoints()?;
         let cwd = PathBuf::from(&conversation.conversation.cwd);
         let (id, restore_id) = (id.to_owned(), restore_id.to_owned());
-        let outcome = tokio::task::spawn_blocking(move || {
-            checkpoints.undo(&cwd, &id, &restore_id, force)
-        })
-        .await
-        .map_err(|error| RuntimeError::Internal(error.to_string()))??;
+        let outcome =
+            tokio::task::spawn_blocking(move || checkpoints.undo(&cwd, &id, &restore_id, force))
+                .await
+                .map_err(|error| RuntimeError::Internal(error.to_string()))??;
         Ok(outcome.into())
     }
 }

@@ -102,8 +102,10 @@ pub fn changes_of(item: &Item) -> Option<&FileChanges> {
 
 /// How many distinct paths the tool calls among `items` changed.
 pub fn count_changed<'a>(items: impl Iterator<Item = &'a Item>) -> u32 {
-    let paths: std::collections::BTreeSet<&String> =
-        items.filter_map(changes_of).flat_map(FileChanges::paths).collect();
+    let paths: std::collections::BTreeSet<&String> = items
+        .filter_map(changes_of)
+        .flat_map(FileChanges::paths)
+        .collect();
     paths.len() as u32
 }
 

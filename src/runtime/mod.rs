@@ -18,8 +18,8 @@ pub mod turn;
 pub mod usage;
 
 mod approval_operations;
-mod checkpoint_operations;
 pub mod approvals;
+mod checkpoint_operations;
 mod create;
 mod error;
 mod idempotency;

@@ -20,7 +20,7 @@ impl ConversationActor {
             .flat_map(|run| run.history.iter())
             .filter(|item| keep(item))
             .collect();
-        items.sort_by(|a, b| (a.created_at, a.seq).cmp(&(b.created_at, b.seq)));
+        items.sort_by_key(|item| (item.created_at, item.seq));
         items
     }
 

@@ -105,7 +105,9 @@ impl ConversationActor {
         // listing sees the same state.
         let files_changed = self.sessions.get(session_id).map_or(0, |run| {
             crate::runtime::checkpointing::count_changed(
-                run.history.iter().filter(|item| item.turn_id == running.turn_id),
+                run.history
+                    .iter()
+                    .filter(|item| item.turn_id == running.turn_id),
             )
         });
         self.bus.publish(&ConversationEvent::TurnEnded {

@@ -354,7 +354,10 @@ impl ConversationActor {
             reasoning_context: model.reasoning_context,
             reasoning_carried,
             files: self.shared.checkpoints.clone().map(|checkpoints| {
-                crate::runtime::checkpointing::TurnFiles::new(checkpoints, conversation.cwd.clone().into())
+                crate::runtime::checkpointing::TurnFiles::new(
+                    checkpoints,
+                    conversation.cwd.clone().into(),
+                )
             }),
         })
     }
