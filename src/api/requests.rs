@@ -116,6 +116,10 @@ pub struct RewindRequest {
     /// conversation) too, instead of keeping them as conflicts.
     #[serde(default)]
     pub force: bool,
+    /// With `restore_files`: only answer what would be restored and which paths are
+    /// conflicts; nothing is stored or changed (`conversation` is null).
+    #[serde(default)]
+    pub dry_run: bool,
 }
 
 /// `POST /api/conversations/{id}/restores/{restore_id}/undo`; an empty body is `{}`.

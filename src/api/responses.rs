@@ -101,7 +101,9 @@ pub struct RewoundConversation {
 /// `POST …/restores/{id}/undo`.
 #[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
 pub struct RestoreSummary {
-    pub id: String,
+    /// `null` for a dry run.
+    #[schema(required = true)]
+    pub id: Option<String>,
     pub restored: Vec<String>,
     pub conflicts: Vec<String>,
 }

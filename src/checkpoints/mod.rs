@@ -24,7 +24,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use objects::Objects;
-pub use restore::{RestoreError, RestoreOutcome};
+pub use restore::{RestoreError, RestoreOptions, RestoreOutcome};
 use scan::Manifest;
 
 /// How much a snapshot keeps: a bigger file, or what goes past the total, is skipped (and

@@ -26,9 +26,17 @@ pub struct CallRecord {
     pub paths: Vec<String>,
 }
 
+/// How to restore: `force` overwrites conflicts too; `dry_run` only says what would happen.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct RestoreOptions {
+    pub force: bool,
+    pub dry_run: bool,
+}
+
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RestoreOutcome {
-    pub id: String,
+    /// `None` for a dry run.
+    pub id: Option<String>,
     pub restored: Vec<String>,
     pub conflicts: Vec<String>,
 }
@@ -111,7 +119,7 @@ impl Checkpoints {
         cwd: &Path,
         conversation_id: &str,
         calls: &[CallRecord],
-        force: bool,
+        options: RestoreOptions,
     ) -> Result<RestoreOutcome, RestoreError> {
         let tree = self.tree(cwd);
         let mut state = self.lock(&tree).map_err(RestoreError::Unavailable)?;
@@ -148,7 +156,7 @@ impl Checkpoints {
             conversation_id,
             None,
             wanted.into_values().collect(),
-            force,
+            options,
         )
     }
 
@@ -183,8 +191,19 @@ impl Checkpoints {
                 expected: step.target.clone(),
             })
             .collect();
-        let outcome = self.apply(&tree, &mut state, conversation_id, Some(id), wanted, force)?;
-        journal.undone_by = Some(outcome.id.clone());
+        let options = RestoreOptions {
+            force,
+            dry_run: false,
+        };
+        let outcome = self.apply(
+            &tree,
+            &mut state,
+            conversation_id,
+            Some(id),
+            wanted,
+            options,
+        )?;
+        journal.undone_by = outcome.id.clone();
         write_journal(&tree, &journal).map_err(|e| unavailable("cannot update a journal", e))?;
         Ok(outcome)
     }
@@ -196,7 +215,7 @@ impl Checkpoints {
         conversation_id: &str,
         undoes: Option<&str>,
         wanted: Vec<Wanted>,
-        force: bool,
+        options: RestoreOptions,
     ) -> Result<RestoreOutcome, RestoreError> {
         let objects = self.objects().map_err(RestoreError::Unavailable)?;
         let mut steps = Vec::new();
@@ -223,7 +242,7 @@ impl Checkpoints {
             if now == wanted.target {
                 continue;
             }
-            if now != wanted.expected && !force {
+            if now != wanted.expected && !options.force {
                 conflicts.push(wanted.path);
                 continue;
             }
@@ -231,6 +250,13 @@ impl Checkpoints {
                 path: wanted.path,
                 previous: now,
                 target: wanted.target,
+            });
+        }
+        if options.dry_run {
+            return Ok(RestoreOutcome {
+                id: None,
+                restored: steps.into_iter().map(|step| step.path).collect(),
+                conflicts,
             });
         }
         let (safety_snapshot, _) = self
@@ -254,7 +280,7 @@ impl Checkpoints {
             tracing::warn!(%reason, "no snapshot after a restore");
         }
         Ok(RestoreOutcome {
-            id: journal.id,
+            id: Some(journal.id),
             restored: journal.steps.into_iter().map(|step| step.path).collect(),
             conflicts: journal.conflicts,
         })

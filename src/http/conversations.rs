@@ -455,7 +455,7 @@ pub async fn fork(
     request_body = RewindRequest,
     responses(
         (status = 201, description = "The new conversation and the message's text", body = RewoundConversation),
-        (status = 200, description = "Rewind to the first message: nothing is stored, `conversation` is null", body = RewoundConversation),
+        (status = 200, description = "Rewind to the first message, or a `dry_run`: nothing is stored, `conversation` is null", body = RewoundConversation),
         (status = 400, description = "`invalid_request`: bad JSON, or `message_id` is not a user message of the root session", body = ErrorBody),
         (status = 404, description = "`not_found`: no such conversation or message", body = ErrorBody),
         (status = 409, description = "With `restore_files`: `turn_running` (a turn runs in the working directory) or `restore_unavailable` (the checkpoints needed are missing or damaged, or a change was not recorded); nothing was stored", body = ErrorBody),
@@ -467,7 +467,13 @@ pub async fn rewind(
     Path(id): Path<String>,
     Json(request): Json<RewindRequest>,
 ) -> Result<Response, ApiError> {
-    let restore = request.restore_files.then_some(request.force);
+    let restore = request
+        .restore_files
+        .then_some(crate::checkpoints::RestoreOptions {
+            force: request.force,
+            dry_run: request.dry_run,
+        });
+    let dry_run = restore.is_some_and(|options| options.dry_run);
     let outcome = state
         .runtime
         .rewind(&id, &request.message_id, restore)
@@ -476,6 +482,7 @@ pub async fn rewind(
         Some(_) => StatusCode::CREATED,
         None => StatusCode::OK,
     };
+    debug_assert!(!dry_run || outcome.conversation.is_none());
     let body = RewoundConversation {
         conversation: outcome.conversation,
         // A rewind always answers its message's text.

@@ -246,12 +246,12 @@ impl Runtime {
 
     /// A copy up to just before one of the user's messages, and that message's text
     /// ("restart from here"). No conversation when it is the first message. `restore`
-    /// (`Some(force)`): the files this conversation changed since are put back first.
+    /// options: the files this conversation changed since are put back first.
     pub async fn rewind(
         &self,
         id: &str,
         message_id: &str,
-        restore: Option<bool>,
+        restore: Option<crate::checkpoints::RestoreOptions>,
     ) -> Result<ForkOutcome, RuntimeError> {
         if !is_valid_id(message_id) {
             return Err(RuntimeError::Invalid(format!(

@@ -286,6 +286,19 @@ async fn a_path_someone_else_changed_is_a_conflict_kept_unless_forced() {
     // The user edits a.txt after the agent.
     std::fs::write(dir.join("a.txt"), "user's\n").unwrap();
     let message = message_id(&server, &id, "edit both").await;
+    // A dry run says what would happen, and does nothing.
+    let (status, preview) = server
+        .post(
+            &format!("/api/conversations/{id}/rewind"),
+            json!({ "message_id": message, "restore_files": true, "dry_run": true }),
+        )
+        .await;
+    assert_eq!(status, 200, "{preview}");
+    assert_eq!(preview["conversation"], Value::Null);
+    assert_eq!(preview["restore"]["id"], Value::Null);
+    assert_eq!(preview["restore"]["conflicts"], json!(["a.txt"]));
+    assert_eq!(preview["restore"]["restored"], json!(["b.txt"]));
+    assert_eq!(std::fs::read_to_string(dir.join("b.txt")).unwrap(), "b1\n");
     let (status, body) = rewind(&server, &id, &message, false).await;
     assert_eq!(status, 201, "{body}");
     assert_eq!(body["restore"]["conflicts"], json!(["a.txt"]));

@@ -5,8 +5,8 @@
 use std::path::PathBuf;
 
 use super::ConversationActor;
-use crate::checkpoints::RestoreOutcome;
 use crate::checkpoints::restore::CallRecord;
+use crate::checkpoints::{RestoreOptions, RestoreOutcome};
 use crate::domain::Item;
 use crate::runtime::RuntimeError;
 use crate::runtime::checkpointing::call_records;
@@ -42,7 +42,7 @@ impl ConversationActor {
     pub(super) async fn restore_since(
         &self,
         message: &Item,
-        force: bool,
+        options: RestoreOptions,
     ) -> Result<RestoreOutcome, RuntimeError> {
         let checkpoints = self.shared.checkpoints.clone().ok_or_else(|| {
             RuntimeError::RestoreUnavailable(
@@ -64,7 +64,7 @@ impl ConversationActor {
         let cwd = PathBuf::from(&self.state.conversation.cwd);
         let id = self.id.clone();
         let restored =
-            tokio::task::spawn_blocking(move || checkpoints.restore(&cwd, &id, &calls, force))
+            tokio::task::spawn_blocking(move || checkpoints.restore(&cwd, &id, &calls, options))
                 .await
                 .map_err(|error| RuntimeError::Internal(error.to_string()))??;
         Ok(restored)

@@ -48,10 +48,10 @@ pub enum Command {
         reply: oneshot::Sender<Result<Message, RuntimeError>>,
     },
     /// Fork (no message id) or rewind to just before a user message of the root session;
-    /// `restore`: also put back the files changed since (`Some(force)`).
+    /// `restore`: also put back the files changed since.
     Fork {
         rewind_to: Option<String>,
-        restore: Option<bool>,
+        restore: Option<crate::checkpoints::RestoreOptions>,
         reply: oneshot::Sender<Result<ForkOutcome, RuntimeError>>,
     },
     /// The working directory and the file-changing tool calls of one turn.

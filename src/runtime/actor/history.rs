@@ -18,7 +18,7 @@ impl ConversationActor {
     pub(super) async fn fork(
         &mut self,
         rewind_to: Option<String>,
-        restore: Option<bool>,
+        restore: Option<crate::checkpoints::RestoreOptions>,
     ) -> Result<ForkOutcome, RuntimeError> {
         // A copy of a conversation that cannot open (its directory or agent is gone) could not
         // open either: the user recreates the directory (or the agent) first.
@@ -50,11 +50,19 @@ impl ConversationActor {
                 })?;
             // Files first: a restore that cannot be done (a turn runs in the directory, the
             // checkpoints are missing) leaves nothing stored.
-            if let Some(force) = restore {
-                restored = Some(self.restore_since(&target, force).await?);
+            if let Some(options) = restore {
+                restored = Some(self.restore_since(&target, options).await?);
             }
             if let ItemKind::UserMessage { text: message, .. } = target.kind {
                 text = Some(message);
+            }
+            if restore.is_some_and(|options| options.dry_run) {
+                // Only what a restore would do: nothing is stored.
+                return Ok(ForkOutcome {
+                    conversation: None,
+                    text,
+                    restore: restored,
+                });
             }
             end = end.min(at);
         }
