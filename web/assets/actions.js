@@ -37,7 +37,7 @@ export async function rewind(item, changed) {
   }
   try {
     const answer = await api('POST', `/api/conversations/${enc(source.id)}/rewind`, body);
-    if (answer.restore) noticeRestored(source.id, answer.restore);
+    if (answer.restore) noticeRestored(source.id, answer.restore, answer.conversation ? answer.conversation.id : 'new');
     const text = answer.text !== undefined && answer.text !== null ? answer.text : item.text;
     const from = { id: source.id, title: source.title };
     if (answer.conversation) {

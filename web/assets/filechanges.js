@@ -141,18 +141,19 @@ export async function askRestore(item, changed) {
   });
 }
 
-// After a restore: what was done, with "Undo restore".
-export function noticeRestored(conversationId, restore) {
+// After a restore: what was done, with "Undo restore" (`shownIn`: the conversation that opens).
+export function noticeRestored(conversationId, restore, shownIn) {
   const kept = restore.conflicts.length ? `; kept ${plural(restore.conflicts.length, 'file')} changed since by someone else` : '';
   showNotice([`Restored ${plural(restore.restored.length, 'file')}${kept}.`], {
     key: 'restore',
+    conversationId: shownIn,
     action: {
       label: 'Undo restore',
       run: async () => {
         try {
           const answer = await api('POST', `/api/conversations/${enc(conversationId)}/restores/${enc(restore.id)}/undo`, {});
           const left = answer.restore.conflicts.length ? ` (${plural(answer.restore.conflicts.length, 'file')} changed since were kept)` : '';
-          showNotice([`The files are back as they were before the restore${left}.`], { key: 'restore' });
+          showNotice([`The files are back as they were before the restore${left}.`], { key: 'restore', conversationId: shownIn });
         } catch (error) {
           showError(error);
         }
