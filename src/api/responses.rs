@@ -145,6 +145,16 @@ pub struct TurnChanges {
     /// The paths the turn's tool calls changed, each from before the first call that changed
     /// it to after the last (paths that ended as they began are left out).
     pub files: Vec<ChangedFile>,
+    /// What the turn's last snapshot left out (over the size limits): their changes are
+    /// neither shown nor restored.
+    pub skipped: Vec<SkippedFile>,
+}
+
+/// A file a snapshot left out, and why.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct SkippedFile {
+    pub path: String,
+    pub reason: String,
 }
 
 /// `POST /api/conversations/{id}/compact`: the stored summary and the usage it leaves.

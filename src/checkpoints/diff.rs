@@ -6,7 +6,7 @@ use std::path::Path;
 
 use super::Checkpoints;
 use super::restore::CallRecord;
-use super::scan::Entry;
+use super::scan::{Entry, Skipped};
 
 /// The most diff text one answer carries; past it, files are listed without their diff.
 pub const MAX_DIFF_BYTES: usize = 512 * 1024;
@@ -30,14 +30,21 @@ pub struct FileDiff {
 
 impl Checkpoints {
     /// The net changes of `calls` (a turn's, in order): each path from before the first call
-    /// that changed it to after the last. Paths that ended as they began are left out. Blocking.
-    pub fn turn_diff(&self, cwd: &Path, calls: &[CallRecord]) -> Result<Vec<FileDiff>, String> {
+    /// that changed it to after the last. Paths that ended as they began are left out. With
+    /// them, what the last snapshot skipped. Blocking.
+    pub fn turn_diff(
+        &self,
+        cwd: &Path,
+        calls: &[CallRecord],
+    ) -> Result<(Vec<FileDiff>, Vec<Skipped>), String> {
         let tree = self.tree(cwd);
         let objects = self.objects()?;
         let mut ends: BTreeMap<String, (Option<Entry>, Option<Entry>)> = BTreeMap::new();
+        let mut skipped = Vec::new();
         for call in calls {
             let before = self.manifest(&tree, &call.before)?;
             let after = self.manifest(&tree, &call.after)?;
+            skipped.clone_from(&after.skipped);
             for path in &call.paths {
                 let now = after.files.get(path).cloned();
                 ends.entry(path.clone())
@@ -89,7 +96,7 @@ impl Checkpoints {
                 truncated,
             });
         }
-        Ok(files)
+        Ok((files, skipped))
     }
 }
 

@@ -4,7 +4,9 @@
 use std::path::PathBuf;
 
 use super::*;
-use crate::api::responses::{ChangedFile, FileChangeKind, RestoreSummary, TurnChanges};
+use crate::api::responses::{
+    ChangedFile, FileChangeKind, RestoreSummary, SkippedFile, TurnChanges,
+};
 use crate::checkpoints::diff::Change;
 use crate::checkpoints::{Checkpoints, RestoreOutcome};
 use crate::store::is_valid_id;
@@ -41,8 +43,8 @@ impl Runtime {
                 reply,
             })
             .await??;
-        let files = if calls.is_empty() {
-            Vec::new()
+        let (files, skipped) = if calls.is_empty() {
+            (Vec::new(), Vec::new())
         } else {
             let checkpoints = self.checkpoints()?;
             tokio::task::spawn_blocking(move || checkpoints.turn_diff(&cwd, &calls))
@@ -68,9 +70,17 @@ impl Runtime {
                 truncated: file.truncated,
             })
             .collect();
+        let skipped = skipped
+            .into_iter()
+            .map(|skipped| SkippedFile {
+                path: skipped.path,
+                reason: skipped.reason,
+            })
+            .collect();
         Ok(TurnChanges {
             turn_id: turn_id.to_owned(),
             files,
+            skipped,
         })
     }
 

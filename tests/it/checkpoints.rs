@@ -420,13 +420,23 @@ async fn a_git_repositorys_index_and_stash_are_untouched_and_ignored_trees_are_s
         &id,
         "work",
         vec![shell(
-            "echo changed > tracked.txt && echo n > node_modules/p1/f1.js && echo x > extra.txt",
+            "echo changed > tracked.txt && echo n > node_modules/p1/f1.js && echo x > extra.txt \
+             && head -c 11000000 /dev/zero > big.bin",
         )],
     )
     .await;
     assert!(started.elapsed() < Duration::from_secs(10));
-    // The ignored change is not the conversation's to show or restore.
+    // The ignored change is not the conversation's to show or restore; a file over the size
+    // limit is listed as skipped.
     assert_eq!(ended["files_changed"], 2, "{ended}");
+    let turn_id = ended["turn_id"].as_str().unwrap();
+    let (status, changes) = server
+        .get(&format!("/api/conversations/{id}/turns/{turn_id}/changes"))
+        .await;
+    assert_eq!(status, 200, "{changes}");
+    assert_eq!(changes["skipped"][0]["path"], "big.bin", "{changes}");
+    assert_eq!(changes["skipped"].as_array().unwrap().len(), 1, "{changes}");
+    std::fs::remove_file(dir.join("big.bin")).unwrap();
     let message = message_id(&server, &id, "work").await;
     let (status, body) = rewind(&server, &id, &message, false).await;
     assert_eq!(status, 201, "{body}");
