@@ -254,3 +254,46 @@ pub fn inside(root: &Path, rel: &str) -> Option<PathBuf> {
         .all(|part| matches!(part, std::path::Component::Normal(_)));
     plain.then(|| root.join(rel))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_scan_follows_gitignore_skips_big_files_and_sees_a_same_size_rewrite() {
+        let dir = tempfile::tempdir().unwrap();
+        let (tree, store) = (dir.path().join("tree"), dir.path().join("store"));
+        fs::create_dir_all(tree.join("build")).unwrap();
+        fs::write(tree.join(".gitignore"), "build/\n").unwrap();
+        fs::write(tree.join("build/out.o"), "ignored").unwrap();
+        fs::write(tree.join("a.txt"), "aaaa").unwrap();
+        fs::write(tree.join("big.bin"), vec![0u8; 64]).unwrap();
+        let objects = Objects::open(store).unwrap();
+        let limits = Limits {
+            max_file_bytes: 32,
+            max_snapshot_bytes: 1024,
+        };
+        let first = scan(
+            &tree,
+            None,
+            &objects,
+            &limits,
+            dir.path().join("x").as_path(),
+        )
+        .unwrap();
+        let paths: Vec<&str> = first.files.keys().map(String::as_str).collect();
+        assert_eq!(paths, [".gitignore", "a.txt"]);
+        assert_eq!(first.skipped.len(), 1);
+        assert_eq!(first.skipped[0].path, "big.bin");
+        // The same size, at once: the times cannot be trusted, so the file is read again.
+        fs::write(tree.join("a.txt"), "bbbb").unwrap();
+        let second = scan(&tree, Some(&first), &objects, &limits, dir.path()).unwrap();
+        let (added, modified, deleted) = diff(&first, &second);
+        assert_eq!(
+            (added.len(), modified, deleted.len()),
+            (0, vec!["a.txt".to_owned()], 0)
+        );
+        assert_eq!(objects.get(&second.files["a.txt"].hash).unwrap(), b"bbbb");
+        assert!(inside(&tree, "../etc/passwd").is_none());
+    }
+}
