@@ -9,7 +9,6 @@ use std::fs;
 use std::io;
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
-use std::sync::Mutex;
 
 use serde::{Deserialize, Serialize};
 
@@ -184,8 +183,8 @@ pub fn scan(
     Ok(manifest)
 }
 
-/// Every file and link under `root` that git would not ignore, with its `lstat`; walked on two
-/// threads (the walk is most of a snapshot's cost when little changed).
+/// Every file and link under `root` that git would not ignore, with its `lstat`, sorted by
+/// path. One thread: the parallel walker cost more CPU than it saved on this size of tree.
 fn walk(root: &Path, exclude: &Path) -> io::Result<Vec<(String, fs::Metadata)>> {
     if !root.is_dir() {
         return Err(io::Error::new(
@@ -194,36 +193,25 @@ fn walk(root: &Path, exclude: &Path) -> io::Result<Vec<(String, fs::Metadata)>> 
         ));
     }
     let exclude = exclude.to_path_buf();
-    let found: Mutex<Vec<(String, fs::Metadata)>> = Mutex::new(Vec::new());
     let walker = ignore::WalkBuilder::new(root)
         .hidden(false)
         .require_git(false)
         .git_global(false)
         .follow_links(false)
-        .threads(2)
         .filter_entry(move |entry| entry.file_name() != ".git" && entry.path() != exclude)
-        .build_parallel();
-    walker.run(|| {
-        let found = &found;
-        Box::new(move |entry| {
-            let Ok(entry) = entry else {
-                return ignore::WalkState::Continue;
-            };
-            let is_dir = entry.file_type().is_some_and(|kind| kind.is_dir());
-            if is_dir {
-                return ignore::WalkState::Continue;
-            }
-            let (Ok(rel), Ok(meta)) = (entry.path().strip_prefix(root), entry.metadata()) else {
-                return ignore::WalkState::Continue;
-            };
-            if let Some(rel) = rel.to_str() {
-                let rel = rel.to_owned();
-                found.lock().expect("walk list").push((rel, meta));
-            }
-            ignore::WalkState::Continue
-        })
-    });
-    let mut found = found.into_inner().expect("walk list");
+        .build();
+    let mut found = Vec::new();
+    for entry in walker.flatten() {
+        if entry.file_type().is_none_or(|kind| kind.is_dir()) {
+            continue;
+        }
+        let (Ok(rel), Ok(meta)) = (entry.path().strip_prefix(root), entry.metadata()) else {
+            continue;
+        };
+        if let Some(rel) = rel.to_str() {
+            found.push((rel.to_owned(), meta));
+        }
+    }
     found.sort_by(|a, b| a.0.cmp(&b.0));
     Ok(found)
 }
