@@ -39,6 +39,10 @@ pub struct Conversation {
     /// (absent from index rows written before it existed, hence the default).
     #[serde(default)]
     pub last_turn: Option<LastTurn>,
+    /// The MCP servers the client named when it created the conversation, as given but with
+    /// every `env` and `headers` value shown as `[hidden]`.
+    #[serde(default)]
+    pub mcp: std::collections::BTreeMap<String, crate::config::McpServerSpec>,
 }
 
 /// The end of a conversation's latest finished root turn.
@@ -248,7 +252,11 @@ pub enum ItemKind {
         /// What the call changed in the working directory: set for the calls that may change
         /// files (`shell`, `write_file`, MCP tools) once they ran.
         #[serde(default, skip_serializing_if = "Option::is_none")]
-        files: Option<FileChanges>,
+        files: Option<Box<FileChanges>>,
+        /// Images the tool returned (an MCP tool's image content), inline as base64. The
+        /// model gets them with the result; `output` notes each one.
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        images: Vec<Image>,
     },
     Summary {
         text: String,

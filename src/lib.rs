@@ -34,6 +34,7 @@ pub mod cluster;
 pub mod config;
 pub mod domain;
 pub mod http;
+pub mod images;
 pub mod index;
 pub mod limits;
 pub mod mcp;

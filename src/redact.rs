@@ -61,13 +61,15 @@ pub fn register_key_variables(names: impl IntoIterator<Item = String>) {
 pub fn register_secrets(values: impl IntoIterator<Item = String>) {
     let mut guard = SECRETS.write().unwrap_or_else(|e| e.into_inner());
     let mut all: Vec<String> = guard.as_ref().map(|s| s.values.clone()).unwrap_or_default();
+    let known = all.len();
     for value in values {
         let value = value.trim().to_owned();
         if value.chars().count() >= MIN_SECRET_CHARS && !all.contains(&value) {
             all.push(value);
         }
     }
-    if all.is_empty() {
+    // Nothing new (a conversation loaded again registers its servers' credentials again).
+    if all.len() == known {
         return;
     }
     *guard = Some(Arc::new(compile(all)));

@@ -55,6 +55,8 @@ pub enum ErrorCode {
     CompactionRunning,
     /// 409: the history is already its summary.
     NothingToCompact,
+    /// 409: a retry, when the session's latest turn did not fail.
+    NothingToRetry,
     /// 409: an approval was answered already (the body carries its outcome).
     AlreadyDecided,
     /// 409: files cannot be restored (the checkpoints needed are missing or damaged, a
@@ -87,7 +89,7 @@ pub enum ErrorCode {
 
 impl ErrorCode {
     /// Every code, in the document's order.
-    pub const ALL: [ErrorCode; 22] = [
+    pub const ALL: [ErrorCode; 23] = [
         ErrorCode::InvalidRequest,
         ErrorCode::Unauthorized,
         ErrorCode::Forbidden,
@@ -98,6 +100,7 @@ impl ErrorCode {
         ErrorCode::NotWaiting,
         ErrorCode::CompactionRunning,
         ErrorCode::NothingToCompact,
+        ErrorCode::NothingToRetry,
         ErrorCode::AlreadyDecided,
         ErrorCode::RestoreUnavailable,
         ErrorCode::TooLarge,
@@ -126,6 +129,7 @@ impl ErrorCode {
             ErrorCode::CompactionRunning => "compaction_running",
             ErrorCode::NothingToCompact => "nothing_to_compact",
             ErrorCode::RestoreUnavailable => "restore_unavailable",
+            ErrorCode::NothingToRetry => "nothing_to_retry",
             ErrorCode::AlreadyDecided => "already_decided",
             ErrorCode::TooLarge => "too_large",
             ErrorCode::CwdMissing => "cwd_missing",
@@ -168,6 +172,7 @@ mod tests {
                 | ErrorCode::CompactionRunning
                 | ErrorCode::NothingToCompact
                 | ErrorCode::RestoreUnavailable
+                | ErrorCode::NothingToRetry
                 | ErrorCode::AlreadyDecided
                 | ErrorCode::TooLarge
                 | ErrorCode::CwdMissing

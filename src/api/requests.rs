@@ -30,6 +30,14 @@ pub struct NewConversation {
     #[serde(default)]
     #[schema(value_type = Vec<ImageInput>, max_items = 20)]
     pub images: Vec<Image>,
+    /// MCP servers for this conversation only, by name (the shape of a config file's
+    /// `[mcp.<name>]`; values are taken as written, `${VAR}` is not expanded). They are stored
+    /// with the conversation (and go with its forks); `env` and `headers` values are never
+    /// shown back. A child server runs in the conversation's `cwd` unless it names its own.
+    /// The conversation's agents use them beside their configured ones; one of the same name
+    /// as a configured server takes its place here. At most 16.
+    #[serde(default)]
+    pub mcp: std::collections::BTreeMap<String, crate::config::McpServerSpec>,
 }
 
 /// The image types the providers accept (OpenAI, Anthropic): the same four everywhere.
@@ -97,6 +105,14 @@ pub struct PendingPatch {
 #[serde(deny_unknown_fields)]
 pub struct InterruptRequest {
     /// The session whose turn to interrupt; default: the root session.
+    pub session_id: Option<String>,
+}
+
+/// `POST /api/conversations/{id}/retry`; an empty body means the root session.
+#[derive(Debug, Default, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RetryRequest {
+    /// The session whose failed turn to run again; default: the root session.
     pub session_id: Option<String>,
 }
 

@@ -75,6 +75,15 @@ pub struct Interrupted {
     pub interrupted: bool,
 }
 
+/// A failed turn started again.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct RetryStarted {
+    /// The new turn.
+    pub turn_id: String,
+    /// The failed turn it runs again.
+    pub retry_of: String,
+}
+
 /// `POST /api/conversations/{id}/fork`.
 #[derive(Debug, Serialize, ToSchema)]
 pub struct ForkedConversation {
@@ -191,7 +200,8 @@ pub struct Health {
     pub max_running_subagents: u64,
     /// Whether this machine's kernel can sandbox tool commands.
     pub sandbox: SandboxHealth,
-    /// Configured MCP servers, and those of them that are `failed` now (`GET /api/mcp`).
+    /// MCP servers (configured, and those conversations named), and those of them that are
+    /// `failed` now (`GET /api/mcp`).
     pub mcp_servers: u64,
     pub mcp_servers_failed: u64,
     /// Cluster mode only: this instance.
@@ -271,7 +281,7 @@ pub struct ModelList {
     pub models: Vec<ModelInfo>,
 }
 
-/// `GET /api/mcp`: every configured MCP server, by name.
+/// `GET /api/mcp`: every configured MCP server by name, then those conversations named.
 #[derive(Debug, Clone, Serialize, ToSchema)]
 pub struct McpServerList {
     pub servers: Vec<McpServerInfo>,
@@ -280,8 +290,9 @@ pub struct McpServerList {
 /// One MCP server as the service sees it now.
 #[derive(Debug, Clone, Serialize, ToSchema)]
 pub struct McpServerInfo {
-    /// Its name in `[mcp.<name>]`.
+    /// Its name in `[mcp.<name>]`, or in a create body's `mcp`.
     pub name: String,
+    pub source: McpServerSource,
     pub transport: McpTransportKind,
     pub state: McpServerState,
     /// Its tools as the model sees them (`mcp__<server>__<tool>`), when last listed.
@@ -292,6 +303,15 @@ pub struct McpServerInfo {
     pub last_error: Option<String>,
     /// How many times it was started again after it first ran.
     pub restarts: u32,
+}
+
+/// Where a server was named: `config` (`[mcp.<name>]`), or `conversation` (a create body's
+/// `mcp`; conversations that name the same server share it).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum McpServerSource {
+    Config,
+    Conversation,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, ToSchema)]

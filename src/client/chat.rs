@@ -34,12 +34,13 @@ Type a message to send it to the agent. Commands:
                        and the approvals each waits for
   /queue TEXT          send TEXT to wait for the running turn instead of steering it
   /interrupt           stop the running turn
+  /retry               run the last turn again when it failed (the same messages)
   /quit                leave (also Ctrl-D)
 Start a line with // to send a line that begins with / (e.g. the demo model's //shell ls).";
 
 /// The built-in demo model's directives (`model/demo.rs`): typed with one `/` they would be
 /// taken for commands of this client, so the client says how to send them.
-const DEMO_DIRECTIVES: &[&str] = &["shell", "read", "sleep", "fail", "spawn"];
+const DEMO_DIRECTIVES: &[&str] = &["shell", "read", "write", "echo", "sleep", "fail", "spawn"];
 
 pub struct ChatOptions {
     pub api: Api,
@@ -231,6 +232,16 @@ impl Chat {
                     .post(&format!("/api/conversations/{id}/compact"), &json!({}))
                     .await?;
                 self.wait_compaction_end().await;
+            }
+            "retry" => {
+                let id = self.current()?;
+                let started = self
+                    .api
+                    .post(&format!("/api/conversations/{id}/retry"), &json!({}))
+                    .await?;
+                let turn_id = started["turn_id"].as_str().unwrap_or_default().to_owned();
+                print_out("[the failed turn runs again]\n");
+                self.wait_turn_end(&turn_id).await;
             }
             "context" => {
                 let id = self.current()?;

@@ -6,24 +6,32 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 
 use super::{ConfigError, Validator};
 
 /// A call to a server's tool that takes longer than this fails (`timeout_s`).
 pub const DEFAULT_MCP_TIMEOUT_S: u64 = 120;
+const MAX_MCP_TIMEOUT_S: u64 = 86_400;
 /// The longest server name: the model sees `mcp__<server>__<tool>`, and providers cap a tool
 /// name at 64 characters.
 pub const MAX_SERVER_NAME: usize = 24;
 
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// At most this many servers may be named in one create body.
+pub const MAX_CONVERSATION_SERVERS: usize = 16;
+
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct McpServerConfig {
     pub transport: McpTransport,
     /// A tool call past this fails with a clear result; the turn goes on.
     pub timeout: Duration,
+    /// Whether `${VAR}` references are expanded from the service's environment when the server
+    /// starts: true for the config file, false for servers a client names (a client must not
+    /// read the service's environment, so its values are taken as written).
+    pub expand_variables: bool,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub enum McpTransport {
     /// A child process speaking JSON-RPC on its stdin and stdout.
     Stdio {
@@ -42,16 +50,102 @@ pub enum McpTransport {
     },
 }
 
-#[derive(Deserialize)]
+/// One server as written: a `[mcp.<name>]` table of the config file, or an entry of a create
+/// body's `mcp` (stored with the conversation as given). Give `command` (with `args`, `env`,
+/// `cwd`) or `url` (with `headers`).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
-pub(super) struct RawMcpServer {
-    command: Option<String>,
-    args: Option<Vec<String>>,
-    env: Option<BTreeMap<String, String>>,
-    cwd: Option<String>,
-    url: Option<String>,
-    headers: Option<BTreeMap<String, String>>,
-    timeout_s: Option<u64>,
+pub struct McpServerSpec {
+    /// The program of a server started as a child process.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub command: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub args: Option<Vec<String>>,
+    /// Added to the child's environment. Secret: never shown back.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub env: Option<BTreeMap<String, String>>,
+    /// Where the child runs (an absolute path).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cwd: Option<String>,
+    /// The endpoint of a streamable HTTP server.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub url: Option<String>,
+    /// Sent with every request. Secret: never shown back.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub headers: Option<BTreeMap<String, String>>,
+    /// A call past this many seconds fails; default 120.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timeout_s: Option<u64>,
+}
+
+/// What stands, in a shown server, where a secret value was.
+pub const HIDDEN: &str = "[hidden]";
+
+impl McpServerSpec {
+    /// The spec as it may be shown: every `env` and `headers` value hidden, the keys kept.
+    pub fn shown(&self) -> McpServerSpec {
+        let hide = |values: &Option<BTreeMap<String, String>>| {
+            values.as_ref().map(|values| {
+                values
+                    .keys()
+                    .map(|key| (key.clone(), HIDDEN.to_owned()))
+                    .collect()
+            })
+        };
+        McpServerSpec {
+            env: hide(&self.env),
+            headers: hide(&self.headers),
+            ..self.clone()
+        }
+    }
+
+    /// The values that are credentials: registered as secrets while the service runs.
+    pub fn secret_values(&self) -> Vec<String> {
+        [&self.env, &self.headers]
+            .into_iter()
+            .flatten()
+            .flat_map(|values| values.values().cloned())
+            .collect()
+    }
+}
+
+/// Validates the servers a client names when it creates a conversation: the rules of the
+/// config file, with keys `mcp.<name>…`, and values taken as written (no `${VAR}`). A child
+/// server runs in `default_cwd` (the conversation's directory) unless it names its own.
+pub fn conversation_servers(
+    specs: &BTreeMap<String, McpServerSpec>,
+    default_cwd: &str,
+) -> Result<BTreeMap<String, McpServerConfig>, ConfigError> {
+    let validator = Validator { source: None };
+    if specs.len() > MAX_CONVERSATION_SERVERS {
+        return Err(validator.invalid(
+            "mcp",
+            format!(
+                "at most {MAX_CONVERSATION_SERVERS} servers, got {}",
+                specs.len()
+            ),
+        ));
+    }
+    specs
+        .iter()
+        .map(|(name, spec)| {
+            let key = format!("mcp.{name}");
+            validator.server_name(&key, name)?;
+            let mut config = validator.mcp_server(&key, spec.clone(), false)?;
+            if let McpTransport::Stdio { cwd, .. } = &mut config.transport {
+                match cwd {
+                    Some(cwd) if !std::path::Path::new(cwd).is_absolute() => {
+                        return Err(
+                            validator.invalid(format!("{key}.cwd"), "must be an absolute path")
+                        );
+                    }
+                    Some(_) => {}
+                    None => *cwd = Some(default_cwd.to_owned()),
+                }
+            }
+            Ok((name.clone(), config))
+        })
+        .collect()
 }
 
 /// Whether `name` may name a server: letters, digits, `-` and single `_` inside, so that
@@ -87,34 +181,45 @@ pub fn bad_reference(text: &str) -> Option<String> {
 impl Validator<'_> {
     pub(super) fn mcp_servers(
         &self,
-        raw: BTreeMap<String, RawMcpServer>,
+        raw: BTreeMap<String, McpServerSpec>,
     ) -> Result<BTreeMap<String, McpServerConfig>, ConfigError> {
         raw.into_iter()
             .map(|(name, server)| {
-                let config = self.mcp_server(&format!("mcp.{name}"), server)?;
-                if !valid_server_name(&name) {
-                    return Err(self.invalid(
-                        format!("mcp.{name}"),
-                        format!(
-                            "a server name is 1 to {MAX_SERVER_NAME} letters, digits, `-` or \
-                             `_`, without `__` and not starting or ending with `_`"
-                        ),
-                    ));
-                }
+                let key = format!("mcp.{name}");
+                let config = self.mcp_server(&key, server, true)?;
+                self.server_name(&key, &name)?;
                 Ok((name, config))
             })
             .collect()
     }
 
-    /// One server's table; `key` is where it is (`mcp.<name>`, or a create body's path).
-    pub(super) fn mcp_server(
+    fn server_name(&self, key: &str, name: &str) -> Result<(), ConfigError> {
+        if valid_server_name(name) {
+            return Ok(());
+        }
+        Err(self.invalid(
+            key,
+            format!(
+                "a server name is 1 to {MAX_SERVER_NAME} letters, digits, `-` or `_`, without \
+                 `__` and not starting or ending with `_`"
+            ),
+        ))
+    }
+
+    /// One server's table; `key` is where it is (`mcp.<name>`). With `expand_variables`,
+    /// `${VAR}` references must be well formed (they are expanded when the server starts).
+    fn mcp_server(
         &self,
         key: &str,
-        raw: RawMcpServer,
+        raw: McpServerSpec,
+        expand_variables: bool,
     ) -> Result<McpServerConfig, ConfigError> {
         let timeout_s = raw.timeout_s.unwrap_or(DEFAULT_MCP_TIMEOUT_S);
-        if timeout_s == 0 {
-            return Err(self.invalid(format!("{key}.timeout_s"), "must be at least 1"));
+        if !(1..=MAX_MCP_TIMEOUT_S).contains(&timeout_s) {
+            return Err(self.invalid(
+                format!("{key}.timeout_s"),
+                format!("must be at least 1 and at most {MAX_MCP_TIMEOUT_S} (a day)"),
+            ));
         }
         let transport = match (raw.command, raw.url) {
             (Some(_), Some(_)) => {
@@ -166,14 +271,17 @@ impl Validator<'_> {
                 }
             }
         };
-        for (field, text) in referenced_texts(&transport) {
-            if let Some(problem) = bad_reference(text) {
-                return Err(self.invalid(format!("{key}.{field}"), problem));
+        if expand_variables {
+            for (field, text) in referenced_texts(&transport) {
+                if let Some(problem) = bad_reference(text) {
+                    return Err(self.invalid(format!("{key}.{field}"), problem));
+                }
             }
         }
         Ok(McpServerConfig {
             transport,
             timeout: Duration::from_secs(timeout_s),
+            expand_variables,
         })
     }
 }
@@ -327,6 +435,32 @@ mcp = ["files", "search"]
         // An unknown field is toml's error, naming the key.
         let error = parse("[mcp.a]\ncommand = \"x\"\nenviron = {}\n").unwrap_err();
         assert!(error.to_string().contains("environ"), "{error}");
+    }
+
+    #[test]
+    fn a_clients_servers_are_taken_as_written_and_run_in_the_conversations_directory() {
+        let specs: BTreeMap<String, McpServerSpec> = serde_json::from_value(serde_json::json!({
+            "files": {"command": "npx", "args": ["${HOME}"], "env": {"TOKEN": "${SECRET}"}},
+            "own": {"command": "x", "cwd": "/srv"},
+            "search": {"url": "https://h/mcp", "headers": {"Authorization": "Bearer t"}},
+        }))
+        .unwrap();
+        let servers = conversation_servers(&specs, "/work/project").unwrap();
+        let McpTransport::Stdio { args, cwd, .. } = &servers["files"].transport else {
+            panic!("{servers:?}");
+        };
+        assert_eq!(args, &["${HOME}"]);
+        assert_eq!(cwd.as_deref(), Some("/work/project"));
+        assert!(!servers["files"].expand_variables);
+        let McpTransport::Stdio { cwd, .. } = &servers["own"].transport else {
+            panic!("{servers:?}");
+        };
+        assert_eq!(cwd.as_deref(), Some("/srv"));
+        // What may be shown hides every env and header value, keeping the keys.
+        let shown = specs["search"].shown();
+        assert_eq!(shown.headers.unwrap()["Authorization"], HIDDEN);
+        assert_eq!(specs["files"].shown().env.unwrap()["TOKEN"], HIDDEN);
+        assert_eq!(specs["files"].secret_values(), ["${SECRET}"]);
     }
 
     #[test]

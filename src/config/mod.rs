@@ -20,7 +20,10 @@ use toml::Spanned;
 pub use agents::{ALL_TOOLS, AgentConfig, SandboxMode};
 pub use cluster::{ClusterConfig, check_advertise_addr, check_database_url};
 pub use limits::{RetryConfig, SubagentsConfig, ToolsConfig, TurnConfig};
-pub use mcp::{DEFAULT_MCP_TIMEOUT_S, McpServerConfig, McpTransport, valid_server_name};
+pub use mcp::{
+    DEFAULT_MCP_TIMEOUT_S, HIDDEN, McpServerConfig, McpServerSpec, McpTransport,
+    conversation_servers, valid_server_name,
+};
 pub use providers::{
     MaxTokensField, ModelConfig, ModelOptions, Protocol, ProviderConfig, Reasoning,
     ReasoningContext, ReasoningEffort, ReasoningSummary, Thinking, TokenizerName,
@@ -30,7 +33,6 @@ pub use server::ServerConfig;
 use agents::{RawAgent, fallback_agent};
 use cluster::RawCluster;
 use limits::{RawRetry, RawSubagents, RawTools, RawTurn};
-use mcp::RawMcpServer;
 use providers::{RawModel, RawProvider, builtin_provider, demo_model};
 use server::RawServer;
 
@@ -247,7 +249,7 @@ struct RawConfig {
     #[serde(default)]
     agents: BTreeMap<String, RawAgent>,
     #[serde(default)]
-    mcp: BTreeMap<String, RawMcpServer>,
+    mcp: BTreeMap<String, McpServerSpec>,
 }
 
 /// Turns the file's shape into a [`Config`], checking the rules toml cannot: names that must

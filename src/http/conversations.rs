@@ -12,11 +12,13 @@ use super::{ApiError, AppState};
 use crate::api::errors::ErrorBody;
 use crate::api::requests::{
     ArchivedFilter, ConversationPatch, EmptyRequest, InterruptRequest, ItemsQuery,
-    ListConversationsQuery, NewConversation, NewMessage, PendingPatch, RewindRequest, UsageQuery,
+    ListConversationsQuery, NewConversation, NewMessage, PendingPatch, RetryRequest, RewindRequest,
+    UsageQuery,
 };
 use crate::api::responses::{
     CompactOutcome, ConversationCreated, ConversationList, ConversationView, ForkedConversation,
-    Interrupted, ItemsPage, MessageAccepted, PendingList, RewoundConversation, SessionList,
+    Interrupted, ItemsPage, MessageAccepted, PendingList, RetryStarted, RewoundConversation,
+    SessionList,
 };
 use crate::domain::{Conversation, Message, Usage};
 use crate::index::{self, ListQuery};
@@ -312,6 +314,37 @@ pub async fn withdraw_pending(
 ) -> Result<axum::Json<Message>, ApiError> {
     let message = state.runtime.withdraw_pending(&id, &message_id).await?;
     Ok(axum::Json(message))
+}
+
+#[utoipa::path(
+    post,
+    path = "/api/conversations/{id}/retry",
+    tag = "messages",
+    summary = "Run a failed turn again",
+    description = "Starts a new turn of the session with the history the failed one had: its messages are not posted again. Answers at once; follow the turn on the event stream.",
+    params(("id" = String, Path, description = "Conversation id")),
+    request_body(
+        content = ref("#/components/schemas/RetryRequest"),
+        content_type = "application/json",
+        description = "Optional: no body means the root session",
+    ),
+    responses(
+        (status = 202, description = "The new turn started", body = RetryStarted),
+        (status = 400, description = "`invalid_request`: bad JSON or an unknown field", body = ErrorBody),
+        (status = 404, description = "`not_found`: no such conversation or session", body = ErrorBody),
+        (status = 409, description = "`nothing_to_retry` (the latest turn did not fail), `turn_running` or `messages_waiting`", body = ErrorBody),
+        (status = 422, description = "`cwd_missing`, `model_unavailable` or `agent_unavailable`: the turn cannot run", body = ErrorBody),
+        (status = 503, description = "`unavailable`: the service is stopping", body = ErrorBody),
+    ),
+)]
+pub async fn retry(
+    State(state): State<AppState>,
+    Path(id): Path<String>,
+    body: Bytes,
+) -> Result<(StatusCode, axum::Json<RetryStarted>), ApiError> {
+    let request: RetryRequest = optional_json(&body)?;
+    let started = state.runtime.retry(&id, request.session_id).await?;
+    Ok((StatusCode::ACCEPTED, axum::Json(started)))
 }
 
 #[utoipa::path(

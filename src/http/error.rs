@@ -30,7 +30,7 @@ pub enum ApiError {
     #[error("{0}")]
     MethodNotAllowed(String),
     /// 409 with the given code: `turn_running`, `messages_waiting`, `not_waiting`,
-    /// `compaction_running`, `nothing_to_compact`.
+    /// `compaction_running`, `nothing_to_compact`, `nothing_to_retry`.
     #[error("{message}")]
     Conflict { code: ErrorCode, message: String },
     /// 409 `already_decided`, with the approval's outcome beside the error.
@@ -147,6 +147,10 @@ impl From<RuntimeError> for ApiError {
                 code: ErrorCode::RestoreUnavailable,
                 message,
             },
+            RuntimeError::NothingToRetry(_) => ApiError::Conflict {
+                code: ErrorCode::NothingToRetry,
+                message,
+            },
             RuntimeError::AlreadyDecided(approval) => {
                 ApiError::AlreadyDecided { message, approval }
             }
@@ -194,6 +198,7 @@ pub fn one_of_each() -> Vec<ApiError> {
         RuntimeError::NothingToCompact,
         RuntimeError::DirectoryBusy(text()),
         RuntimeError::RestoreUnavailable(text()),
+        RuntimeError::NothingToRetry(text()),
         RuntimeError::AlreadyDecided(Box::new(crate::api::approvals::Approval::example())),
         RuntimeError::CompactionFailed(text()),
         RuntimeError::CwdMissing(text()),
@@ -218,6 +223,7 @@ pub fn one_of_each() -> Vec<ApiError> {
             | RuntimeError::NothingToCompact
             | RuntimeError::DirectoryBusy(_)
             | RuntimeError::RestoreUnavailable(_)
+            | RuntimeError::NothingToRetry(_)
             | RuntimeError::AlreadyDecided(_)
             | RuntimeError::CompactionFailed(_)
             | RuntimeError::CwdMissing(_)

@@ -11,10 +11,10 @@ use axum::{Json, http::Uri};
 use super::{ApiError, AppState};
 use crate::api::responses::{
     AgentInfo, AgentList, AnswerCounts, ClusterHealth, Health, HealthStatus, McpServerInfo,
-    McpServerList, McpServerState, McpTransportKind, ModelInfo, ModelList, PostgresStatus,
-    SandboxHealth,
+    McpServerList, McpServerSource, McpServerState, McpTransportKind, ModelInfo, ModelList,
+    PostgresStatus, SandboxHealth,
 };
-use crate::mcp::ServerState;
+use crate::mcp::{ServerSource, ServerState};
 
 #[utoipa::path(
     get,
@@ -143,15 +143,18 @@ pub async fn models(State(state): State<AppState>) -> Json<ModelList> {
     responses((status = 200, description = "Every configured MCP server: its state, tools, last error and restarts", body = McpServerList)),
 )]
 pub async fn mcp(State(state): State<AppState>) -> Json<McpServerList> {
-    let config = state.runtime.config();
     let servers = state
         .runtime
         .mcp_status()
         .into_iter()
         .map(|server| McpServerInfo {
-            transport: match config.mcp.get(&server.name).map(|c| &c.transport) {
-                Some(crate::config::McpTransport::Http { .. }) => McpTransportKind::Http,
-                _ => McpTransportKind::Stdio,
+            source: match server.source {
+                ServerSource::Config => McpServerSource::Config,
+                ServerSource::Conversation => McpServerSource::Conversation,
+            },
+            transport: match server.http {
+                true => McpTransportKind::Http,
+                false => McpTransportKind::Stdio,
             },
             state: match server.state {
                 ServerState::NotStarted => McpServerState::NotStarted,

@@ -92,6 +92,7 @@ pub fn router(
             patch(c::update_pending).delete(c::withdraw_pending),
         )
         .route("/api/conversations/{id}/interrupt", post(c::interrupt))
+        .route("/api/conversations/{id}/retry", post(c::retry))
         .route(
             "/api/conversations/{id}/sessions/{session_id}/interrupt",
             post(c::interrupt_session),

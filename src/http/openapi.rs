@@ -15,7 +15,7 @@ use utoipa::{Modify, OpenApi};
 
 use crate::api::errors::{ErrorBody, ErrorCode, ErrorDetail};
 use crate::api::events::{ConversationEvent, ListEvent};
-use crate::api::requests::{EmptyRequest, ImageInput, InterruptRequest};
+use crate::api::requests::{EmptyRequest, ImageInput, InterruptRequest, RetryRequest};
 use crate::domain::{
     Conversation, ConversationStatus, ForkedFrom, Image, Item, ItemKind, ItemStatus, LastTurn,
     Message, MessageMode, MessageSource, MessageStatus, Session, SessionStatus, TurnStatus, Usage,
@@ -71,6 +71,7 @@ pub async fn serve() -> Json<Value> {
         super::conversations::update_pending,
         super::conversations::withdraw_pending,
         super::conversations::interrupt,
+        super::conversations::retry,
         super::conversations::interrupt_session,
         super::conversations::fork,
         super::conversations::rewind,
@@ -111,6 +112,7 @@ pub async fn serve() -> Json<Value> {
         ListEvent,
         // Optional request bodies, named by reference so that they are not required.
         InterruptRequest,
+        RetryRequest,
         EmptyRequest,
         crate::api::requests::UndoRestoreRequest,
         // Named by the approvals' query parameter.
@@ -247,6 +249,7 @@ mod tests {
         ("patch", "/api/conversations/{id}/pending/{message_id}"),
         ("delete", "/api/conversations/{id}/pending/{message_id}"),
         ("post", "/api/conversations/{id}/interrupt"),
+        ("post", "/api/conversations/{id}/retry"),
         (
             "post",
             "/api/conversations/{id}/sessions/{session_id}/interrupt",

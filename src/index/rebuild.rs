@@ -557,6 +557,7 @@ mod tests {
             model: "demo".to_owned(),
             root_session_id: "s_root".to_owned(),
             forked_from: None,
+            mcp: Default::default(),
         });
         let started = message("m_started", MessageStatus::Started);
         let steered = message("m_steered", MessageStatus::Steered);
@@ -571,6 +572,7 @@ mod tests {
                 turn_id: "t_1".to_owned(),
                 message_ids: vec![started.id.clone()],
                 at: now(),
+                retry_of: None,
             },
             MetaRecord::MessageAccepted {
                 message: steered.clone(),

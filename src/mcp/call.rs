@@ -10,7 +10,14 @@ use tokio::sync::mpsc::UnboundedSender;
 use tokio_util::sync::CancellationToken;
 
 use super::server::{Connection, Server};
-use super::{CallOutcome, CallStatus, content};
+use super::{CallOutcome, content};
+use crate::config::McpTransport;
+
+/// How often a call to an HTTP server checks that the server is still there.
+const LIVENESS_EVERY: std::time::Duration = std::time::Duration::from_secs(2);
+
+/// A liveness ping in flight: an error means the server is gone.
+type Ping = std::pin::Pin<Box<dyn Future<Output = Result<(), ServiceError>> + Send>>;
 
 /// Calls `tool` (the server's own name for it) on a live connection.
 pub async fn call(
@@ -41,19 +48,54 @@ pub async fn call(
     };
     let token = handle.progress_token.clone();
     connection.handler.watch(token.clone(), live.clone());
-    let timeout = server.config.timeout;
-    let answer = tokio::select! {
-        answer = &mut handle.rx => Some(answer),
-        () = cancel.cancelled() => None,
-        () = tokio::time::sleep(timeout) => {
-            connection.handler.unwatch(&token);
-            let _ = handle.cancel(Some(format!("timed out after {} s", timeout.as_secs()))).await;
-            return CallOutcome::failed(format!(
-                "`{tool}` of the MCP server `{}` did not answer within {} s (its timeout_s), \
-                 so it was cancelled",
-                server.name,
-                timeout.as_secs()
-            ));
+    let timeout = tokio::time::sleep(server.config.timeout);
+    tokio::pin!(timeout);
+    // An HTTP server that goes away leaves the call's stream retrying, never answering: while
+    // the call runs, a ping now and then finds out (a child's exit is seen at once).
+    let http = matches!(server.config.transport, McpTransport::Http { .. });
+    let mut probe =
+        tokio::time::interval_at(tokio::time::Instant::now() + LIVENESS_EVERY, LIVENESS_EVERY);
+    let mut ping: Option<Ping> = None;
+    let answer = loop {
+        tokio::select! {
+            answer = &mut handle.rx => break Some(answer),
+            () = cancel.cancelled() => break None,
+            () = &mut timeout => {
+                connection.handler.unwatch(&token);
+                let limit = server.config.timeout.as_secs();
+                let _ = handle.cancel(Some(format!("timed out after {limit} s"))).await;
+                return CallOutcome::failed(format!(
+                    "`{tool}` of the MCP server `{}` did not answer within {limit} s (its \
+                     timeout_s), so it was cancelled",
+                    server.name
+                ));
+            }
+            _ = probe.tick(), if http && ping.is_none() => {
+                let peer = peer.clone();
+                ping = Some(Box::pin(async move {
+                    let request = ClientRequest::PingRequest(Default::default());
+                    match tokio::time::timeout(LIVENESS_EVERY, peer.send_request(request)).await {
+                        Ok(Err(error)) => Err(error),
+                        // Answered, or slow (a busy server is not a gone one).
+                        Ok(Ok(_)) | Err(_) => Ok(()),
+                    }
+                }));
+            }
+            pinged = async { ping.as_mut().expect("polled only when set").await }, if ping.is_some() => {
+                ping = None;
+                match pinged {
+                    Ok(()) | Err(ServiceError::McpError(_)) => {}
+                    Err(error) => {
+                        connection.handler.unwatch(&token);
+                        server.lost(connection, format!("it stopped answering ({error})")).await;
+                        return CallOutcome::failed(format!(
+                            "the MCP server `{}` went away during the call (a ping failed: \
+                             {error}); it is connected to again at its next use",
+                            server.name
+                        ));
+                    }
+                }
+            }
         }
     };
     connection.handler.unwatch(&token);
@@ -62,10 +104,7 @@ pub async fn call(
         let _ = handle
             .cancel(Some("interrupted by the user".to_owned()))
             .await;
-        return CallOutcome {
-            text: format!("`{tool}` was interrupted"),
-            status: CallStatus::Interrupted,
-        };
+        return CallOutcome::interrupted(format!("`{tool}` was interrupted"));
     };
     match answer {
         // Read as JSON: content types newer than this code still show as what they are.

@@ -1,6 +1,7 @@
 //! Opening a connection to one server with the SDK: a child process on stdio (in a process
 //! group of its own, recorded so a crash of the service cannot leave it running) or a
-//! streamable HTTP endpoint. `${VAR}` references are expanded here.
+//! streamable HTTP endpoint. `${VAR}` references are expanded here (in the config file's
+//! servers; a client's are taken as written).
 
 use std::collections::HashMap;
 use std::process::Stdio;
@@ -12,7 +13,6 @@ use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig
 use rmcp::transport::{StreamableHttpClientTransport, TokioChildProcess};
 use tokio::io::{AsyncBufReadExt, BufReader};
 
-use super::expand::expand;
 use super::handler::Handler;
 use super::{ProcessRecord, ProcessRecorder};
 use crate::config::{McpServerConfig, McpTransport};
@@ -51,6 +51,10 @@ pub async fn open(
     handler: Handler,
     recorder: Option<&ProcessRecorder>,
 ) -> Result<Opened, String> {
+    let expand = |text: &str| match config.expand_variables {
+        true => super::expand::expand(text),
+        false => Ok(text.to_owned()),
+    };
     match &config.transport {
         McpTransport::Stdio {
             command,
@@ -95,12 +99,8 @@ pub async fn open(
                     exited.cancel();
                 });
             }
-            let service = handler
-                .serve(transport)
-                .await
-                .map_err(|error| format!("the MCP handshake failed: {error}"))?;
             Ok(Opened {
-                service,
+                service: handshake(handler, transport).await?,
                 exited,
                 _group: group,
             })
@@ -118,15 +118,25 @@ pub async fn open(
             let transport = StreamableHttpClientTransport::from_config(
                 StreamableHttpClientTransportConfig::with_uri(url).custom_headers(custom),
             );
-            let service = handler
-                .serve(transport)
-                .await
-                .map_err(|error| format!("the MCP handshake failed: {error}"))?;
             Ok(Opened {
-                service,
+                service: handshake(handler, transport).await?,
                 exited: tokio_util::sync::CancellationToken::new(),
                 _group: None,
             })
         }
     }
+}
+
+async fn handshake<T, E, A>(
+    handler: Handler,
+    transport: T,
+) -> Result<RunningService<RoleClient, Handler>, String>
+where
+    T: rmcp::transport::IntoTransport<RoleClient, E, A>,
+    E: std::error::Error + Send + Sync + 'static,
+{
+    handler
+        .serve(transport)
+        .await
+        .map_err(|error| format!("the MCP handshake failed: {error}"))
 }

@@ -1,15 +1,18 @@
 //! A tool result as the model and clients get it: its text blocks in order, a short note for
 //! each image, audio clip or resource (with its type and size), and the structured content as
-//! JSON when the server sent no text. `isError` makes the call a tool error.
+//! JSON when the server sent no text; the images themselves beside the text. `isError` makes
+//! the call a tool error.
 
 use serde_json::Value;
 
 use super::{CallOutcome, CallStatus};
+use crate::domain::Image;
 
 /// The outcome of a finished `tools/call`, from its result as JSON (read as JSON so that
 /// content types newer than this code still show as what they are).
 pub fn outcome(result: &Value) -> CallOutcome {
     let mut parts: Vec<String> = Vec::new();
+    let mut images = Vec::new();
     let mut has_text = false;
     for block in result["content"].as_array().into_iter().flatten() {
         match block["type"].as_str().unwrap_or("") {
@@ -17,11 +20,21 @@ pub fn outcome(result: &Value) -> CallOutcome {
                 has_text = true;
                 parts.push(block["text"].as_str().unwrap_or("").to_owned());
             }
-            kind @ ("image" | "audio") => parts.push(format!(
-                "[{kind}: {}, {} bytes]",
-                block["mimeType"].as_str().unwrap_or("unknown type"),
-                base64_len(block["data"].as_str().unwrap_or(""))
-            )),
+            kind @ ("image" | "audio") => {
+                let media_type = block["mimeType"].as_str().unwrap_or("unknown type");
+                let data = block["data"].as_str().unwrap_or("");
+                parts.push(format!(
+                    "[{kind}: {media_type}, {} bytes]",
+                    base64_len(data)
+                ));
+                if kind == "image" && !data.is_empty() {
+                    images.push(Image {
+                        media_type: media_type.to_owned(),
+                        data: Some(data.to_owned()),
+                        url: None,
+                    });
+                }
+            }
             "resource" => {
                 let resource = &block["resource"];
                 let uri = resource["uri"].as_str().unwrap_or("");
@@ -58,11 +71,13 @@ pub fn outcome(result: &Value) -> CallOutcome {
         return CallOutcome {
             text,
             status: CallStatus::Failed,
+            images,
         };
     }
     CallOutcome {
         text,
         status: CallStatus::Completed,
+        images,
     }
 }
 
@@ -94,6 +109,9 @@ mod tests {
             outcome.text,
             "Here it is:\n[image: image/png, 5 bytes]\n[resource link: notes file:///n.txt]"
         );
+        assert_eq!(outcome.images.len(), 1);
+        assert_eq!(outcome.images[0].media_type, "image/png");
+        assert_eq!(outcome.images[0].data.as_deref(), Some("aGVsbG8="));
         let structured = super::outcome(&json!({"content": [], "structuredContent": {"sum": 3}}));
         assert_eq!(structured.text, "{\n  \"sum\": 3\n}");
     }

@@ -1,6 +1,6 @@
 //! Tools from Model Context Protocol servers, through the official SDK (`rmcp`): the servers
-//! of `[mcp.*]`, started when an agent that uses them first runs and shared by every
-//! conversation; their tools offered to the model as `mcp__<server>__<tool>`; calls made with
+//! of `[mcp.*]` and those a client names when it creates a conversation, started when an agent
+//! that uses them first runs and shared by every conversation that uses the same config; their tools offered to the model as `mcp__<server>__<tool>`; calls made with
 //! progress, cancellation and a timeout. It knows nothing of turns or the API: the tools module
 //! calls it, the runtime owns the hub.
 
@@ -12,7 +12,7 @@ mod handler;
 pub mod names;
 mod server;
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
 use serde_json::Value;
@@ -41,10 +41,12 @@ pub enum CallStatus {
 }
 
 /// What a call produced, as text for the model.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct CallOutcome {
     pub text: String,
     pub status: CallStatus,
+    /// The result's images (the text notes each one).
+    pub images: Vec<crate::domain::Image>,
 }
 
 impl CallOutcome {
@@ -52,6 +54,15 @@ impl CallOutcome {
         CallOutcome {
             text: text.into(),
             status: CallStatus::Failed,
+            images: Vec::new(),
+        }
+    }
+
+    fn interrupted(text: impl Into<String>) -> CallOutcome {
+        CallOutcome {
+            text: text.into(),
+            status: CallStatus::Interrupted,
+            images: Vec::new(),
         }
     }
 }
@@ -68,10 +79,21 @@ pub enum ServerState {
     Stopped,
 }
 
+/// Where a server was named.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ServerSource {
+    /// `[mcp.<name>]` in the config file.
+    Config,
+    /// A client's create body (shared by the conversations that name the same server).
+    Conversation,
+}
+
 /// One server as `GET /api/mcp` shows it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ServerStatus {
     pub name: String,
+    pub source: ServerSource,
+    pub http: bool,
     pub state: ServerState,
     /// Its tools as the model sees them, when last listed.
     pub tools: Vec<String>,
@@ -86,24 +108,40 @@ pub type ProcessRecord = Box<dyn Send + Sync>;
 /// service restarted after a crash kills it (the runtime passes the shell tool's records).
 pub type ProcessRecorder = Arc<dyn Fn(libc::pid_t, &str) -> Option<ProcessRecord> + Send + Sync>;
 
-/// Every configured server, each started on first use.
+/// Every server: the configured ones, and those conversations named, each started on first use.
 pub struct McpHub {
-    servers: BTreeMap<String, Arc<Server>>,
+    configured: BTreeMap<String, Arc<Server>>,
+    /// Servers named by conversations, one per name and config: conversations that name the
+    /// same server share it.
+    named: std::sync::Mutex<HashMap<(String, McpServerConfig), Arc<Server>>>,
+    recorder: Option<ProcessRecorder>,
+    /// Cancelled at the service's shutdown: every server ends, and none starts after it.
+    stopping: CancellationToken,
 }
 
 impl std::fmt::Debug for McpHub {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("McpHub")
-            .field("servers", &self.servers.keys().collect::<Vec<_>>())
+            .field("configured", &self.configured.keys().collect::<Vec<_>>())
             .finish()
     }
 }
 
-/// What one turn may use: the hub and the servers its agent names.
+/// What one turn may use: the configured servers its agent names, and the conversation's own.
 #[derive(Debug, Clone)]
 pub struct McpAccess {
     pub hub: Arc<McpHub>,
     pub servers: Vec<String>,
+    /// The servers the conversation was created with; one of them shadows a configured server
+    /// of the same name.
+    pub own: Arc<BTreeMap<String, McpServerConfig>>,
+}
+
+impl McpAccess {
+    /// Whether the turn has any server to use.
+    pub fn is_empty(&self) -> bool {
+        self.servers.is_empty() && self.own.is_empty()
+    }
 }
 
 impl McpHub {
@@ -111,21 +149,66 @@ impl McpHub {
         configs: &BTreeMap<String, McpServerConfig>,
         recorder: Option<ProcessRecorder>,
     ) -> McpHub {
-        let servers = configs
+        let stopping = CancellationToken::new();
+        let configured = configs
             .iter()
             .map(|(name, config)| {
-                let server = Server::new(name.clone(), config.clone(), recorder.clone());
+                let server = Server::new(name.clone(), config.clone(), recorder.clone(), &stopping);
                 (name.clone(), Arc::new(server))
             })
             .collect();
-        McpHub { servers }
+        McpHub {
+            configured,
+            named: std::sync::Mutex::new(HashMap::new()),
+            recorder,
+            stopping,
+        }
     }
 
-    /// The tools of the named servers, starting those not running. A server that cannot
-    /// start offers nothing this time (its error is in its status); the others are not held up.
-    pub async fn tools(&self, servers: &[String]) -> Vec<McpTool> {
-        let lists = futures::future::join_all(servers.iter().map(|name| async move {
-            let server = self.servers.get(name)?;
+    /// The server a turn reaches by `name`: the conversation's own, else a configured one its
+    /// agent names.
+    fn server(&self, access: &McpAccess, name: &str) -> Option<Arc<Server>> {
+        if let Some(config) = access.own.get(name) {
+            let mut named = self
+                .named
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            let server = named
+                .entry((name.to_owned(), config.clone()))
+                .or_insert_with(|| {
+                    Arc::new(Server::new(
+                        name.to_owned(),
+                        config.clone(),
+                        self.recorder.clone(),
+                        &self.stopping,
+                    ))
+                });
+            return Some(server.clone());
+        }
+        access
+            .servers
+            .iter()
+            .any(|allowed| allowed == name)
+            .then(|| self.configured.get(name).cloned())
+            .flatten()
+    }
+
+    /// Every server a turn may use, by name.
+    fn servers_of(&self, access: &McpAccess) -> Vec<Arc<Server>> {
+        let mut names: Vec<&String> = access.servers.iter().chain(access.own.keys()).collect();
+        names.sort();
+        names.dedup();
+        names
+            .into_iter()
+            .filter_map(|name| self.server(access, name))
+            .collect()
+    }
+
+    /// The tools of a turn's servers, starting those not running. A server that cannot start
+    /// offers nothing this time (its error is in its status); the others are not held up.
+    pub async fn tools(&self, access: &McpAccess) -> Vec<McpTool> {
+        let servers = self.servers_of(access);
+        let lists = futures::future::join_all(servers.iter().map(|server| async move {
             let connection = server.connection().await.ok()?;
             let tools = connection
                 .tools
@@ -140,29 +223,24 @@ impl McpHub {
         lists.into_iter().flatten().flatten().collect()
     }
 
-    /// Calls the tool the model named `name`, if one of `servers` offers it. Progress lines go
-    /// to `live`; `cancel` sends the server a cancellation and ends the call at once.
+    /// Calls the tool the model named `name`, if one of the turn's servers offers it. Progress
+    /// lines go to `live`; `cancel` sends the server a cancellation and ends the call at once.
     pub async fn call(
         &self,
-        servers: &[String],
+        access: &McpAccess,
         name: &str,
         arguments: &Value,
         live: &UnboundedSender<String>,
         cancel: &CancellationToken,
     ) -> CallOutcome {
-        let Some(server) = names::server_of(name)
-            .filter(|server| servers.iter().any(|allowed| allowed == server))
-            .and_then(|server| self.servers.get(server))
+        let Some(server) = names::server_of(name).and_then(|server| self.server(access, server))
         else {
             return CallOutcome::failed(format!("unknown tool `{name}`"));
         };
         let connection = tokio::select! {
             connection = server.connection() => connection,
             () = cancel.cancelled() => {
-                return CallOutcome {
-                    text: format!("interrupted before `{name}` started"),
-                    status: CallStatus::Interrupted,
-                };
+                return CallOutcome::interrupted(format!("interrupted before `{name}` started"));
             }
         };
         let connection = match connection {
@@ -182,20 +260,59 @@ impl McpHub {
                 server.name
             ));
         };
-        call::call(server, &connection, &tool, arguments, live, cancel).await
+        call::call(&server, &connection, &tool, arguments, live, cancel).await
     }
 
-    /// Every configured server's state, by name.
+    /// Every server's state: the configured ones by name, then those conversations named.
     pub fn status(&self) -> Vec<ServerStatus> {
-        self.servers
+        let named = self
+            .named
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
             .values()
-            .map(|server| server.status())
+            .cloned()
+            .collect::<Vec<_>>();
+        let mut named: Vec<ServerStatus> = named
+            .iter()
+            .map(|server| server.status(ServerSource::Conversation))
+            .collect();
+        named.sort_by(|a, b| a.name.cmp(&b.name));
+        self.configured
+            .values()
+            .map(|server| server.status(ServerSource::Config))
+            .chain(named)
             .collect()
     }
 
-    /// Ends every running server (at the service's shutdown).
+    /// Ends every running server (at the service's shutdown); none starts after it.
     pub async fn shutdown(&self) {
-        futures::future::join_all(self.servers.values().map(|server| server.stop())).await;
+        self.stopping.cancel();
+        let named = self
+            .named
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .values()
+            .cloned()
+            .collect::<Vec<_>>();
+        futures::future::join_all(
+            self.configured
+                .values()
+                .chain(&named)
+                .map(|server| server.stop()),
+        )
+        .await;
+    }
+}
+
+/// Registers the credentials of servers a client named (their `env` and `headers` values) as
+/// secrets: no tool output or model text shows them from here on.
+pub fn register_secrets<'a>(specs: impl IntoIterator<Item = &'a crate::config::McpServerSpec>) {
+    let values: Vec<String> = specs
+        .into_iter()
+        .flat_map(crate::config::McpServerSpec::secret_values)
+        .collect();
+    if !values.is_empty() {
+        crate::redact::register_secrets(values);
     }
 }
 

@@ -10,7 +10,7 @@ use rmcp::model::Tool;
 
 use super::connect::{Opened, open};
 use super::handler::Handler;
-use super::{McpTool, ProcessRecorder, ServerState, ServerStatus, names};
+use super::{McpTool, ProcessRecorder, ServerSource, ServerState, ServerStatus, names};
 use crate::config::McpServerConfig;
 
 /// The first wait before a failed server is started again; it doubles up to [`MAX_BACK_OFF`].
@@ -68,13 +68,19 @@ struct Tracked {
 }
 
 impl Server {
-    pub fn new(name: String, config: McpServerConfig, recorder: Option<ProcessRecorder>) -> Server {
+    /// `stopping` is the hub's: cancelled at the service's shutdown.
+    pub fn new(
+        name: String,
+        config: McpServerConfig,
+        recorder: Option<ProcessRecorder>,
+        stopping: &tokio_util::sync::CancellationToken,
+    ) -> Server {
         Server {
             name,
             config,
             recorder,
             slot: tokio::sync::Mutex::new(None),
-            stopping: tokio_util::sync::CancellationToken::new(),
+            stopping: stopping.child_token(),
             status: std::sync::Mutex::new(Tracked {
                 state: ServerState::NotStarted,
                 last_error: None,
@@ -93,10 +99,15 @@ impl Server {
             .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
-    pub fn status(&self) -> ServerStatus {
+    pub fn status(&self, source: ServerSource) -> ServerStatus {
         let tracked = self.tracked();
         ServerStatus {
             name: self.name.clone(),
+            source,
+            http: matches!(
+                self.config.transport,
+                crate::config::McpTransport::Http { .. }
+            ),
             state: tracked.state,
             tools: tracked.tools.clone(),
             last_error: tracked.last_error.clone(),
@@ -370,10 +381,15 @@ mod tests {
                     cwd: None,
                 },
                 timeout: Duration::from_secs(5),
+                expand_variables: true,
             },
             None,
+            &tokio_util::sync::CancellationToken::new(),
         ));
-        assert_eq!(server.status().state, ServerState::NotStarted);
+        assert_eq!(
+            server.status(ServerSource::Config).state,
+            ServerState::NotStarted
+        );
         // The first failure is tried again at once; the second waits a second.
         for _ in 0..2 {
             let error = server.connection().await.err().unwrap();
@@ -384,7 +400,7 @@ mod tests {
         }
         let error = server.connection().await.err().unwrap();
         assert!(error.ends_with("it is started again in 1 s"), "{error}");
-        let status = server.status();
+        let status = server.status(ServerSource::Config);
         assert_eq!(status.state, ServerState::Failed);
         assert_eq!(status.restarts, 0);
         assert!(

@@ -79,10 +79,15 @@ pub fn request_body(request: &ModelRequest, options: &ModelOptions) -> Value {
                 let results = calls
                     .into_iter()
                     .map(|call| {
+                        // Images go in the result as blocks after its text.
+                        let content = match call.images {
+                            [] => json!(call.output),
+                            images => json!(user_blocks(call.output, images)),
+                        };
                         json!({
                             "type": "tool_result",
                             "tool_use_id": call.call_id,
-                            "content": call.output,
+                            "content": content,
                         })
                     })
                     .collect();
@@ -547,6 +552,7 @@ mod tests {
                     output: "a".into(),
                     exit_code: Some(0),
                     files: None,
+                    images: Vec::new(),
                 },
                 ItemStatus::Completed,
             ),

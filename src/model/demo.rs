@@ -4,8 +4,10 @@
 //!
 //! - `/shell CMD` calls the `shell` tool, `/escalate WHY: CMD` calls it asking to run outside
 //!   the sandbox (a user must approve), `/read PATH` calls `read_file`, `/write PATH: TEXT`
-//!   calls `write_file`, `/spawn AGENT: TASK` calls `spawn_agent` (each once per user
-//!   message);
+//!   calls `write_file` (`/write PATH` alone on its line writes the lines after it, verbatim),
+//!   `/spawn AGENT: TASK` calls `spawn_agent` (each once per user message);
+//! - `/echo` answers with the rest of the message (after `/echo` on its line, and the lines
+//!   after it) verbatim, as Markdown, so rendering can be tried without a provider;
 //! - `/sleep MS` streams the reply slowly, one chunk every MS milliseconds;
 //! - `/fail N` fails the next N calls for that message with a transient error.
 
@@ -95,7 +97,11 @@ impl DemoModel {
         };
         let mut delay = None;
         let mut tool_calls = Vec::new();
-        for line in text.lines().map(str::trim) {
+        let mut echo = None;
+        let lines: Vec<&str> = text.lines().collect();
+        for (n, line) in lines.iter().map(|line| line.trim()).enumerate() {
+            // The lines after it, verbatim (indentation and blank lines kept).
+            let rest = || lines[n + 1..].join("\n");
             if let Some(count) = line.strip_prefix("/fail ") {
                 let allowed: u32 = count.trim().parse().unwrap_or(0);
                 let mut failures = self.failures.lock().expect("demo lock");
@@ -118,11 +124,29 @@ impl DemoModel {
                     json!({ "command": command.trim(), "escalate": why.trim() }),
                 ));
             } else if let Some(spec) = line.strip_prefix("/write ") {
-                let (path, content) = spec.split_once(':').unwrap_or((spec, ""));
-                tool_calls.push((
-                    "write_file",
-                    json!({ "path": path.trim(), "content": content.trim_start() }),
-                ));
+                if let Some((path, content)) = spec.split_once(':') {
+                    tool_calls.push((
+                        "write_file",
+                        json!({ "path": path.trim(), "content": content.trim_start() }),
+                    ));
+                } else {
+                    let mut content = rest();
+                    content.push('\n');
+                    tool_calls.push((
+                        "write_file",
+                        json!({ "path": spec.trim(), "content": content }),
+                    ));
+                    break;
+                }
+            } else if line == "/echo" || line.starts_with("/echo ") {
+                let first = line["/echo".len()..].trim_start();
+                let rest = rest();
+                echo = Some(match (first.is_empty(), rest.is_empty()) {
+                    (true, _) => rest,
+                    (false, true) => first.to_owned(),
+                    (false, false) => format!("{first}\n{rest}"),
+                });
+                break;
             } else if let Some(path) = line.strip_prefix("/read ") {
                 tool_calls.push(("read_file", json!({ "path": path.trim() })));
             } else if let Some(spec) = line.strip_prefix("/spawn ") {
@@ -149,6 +173,9 @@ impl DemoModel {
                 })
                 .collect();
             return Ok(Plan { events, delay });
+        }
+        if let Some(echo) = echo.filter(|echo| !echo.trim().is_empty()) {
+            return Ok(reply(echo, delay));
         }
         let mut answer = format!(
             "Demo model (offline, built in): you said \"{}\".",
@@ -234,4 +261,73 @@ fn first_line_excerpt(text: &str) -> String {
         excerpt.push('…');
     }
     excerpt
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::domain::{ItemStatus, MessageSource};
+
+    fn plan(text: &str) -> Plan {
+        let message = super::super::wire::testing::item(
+            "t1",
+            ItemKind::UserMessage {
+                text: text.to_owned(),
+                source: MessageSource::User,
+                from_session_id: None,
+                images: Vec::new(),
+            },
+            ItemStatus::Completed,
+        );
+        let request = ModelRequest {
+            model: "demo".to_owned(),
+            instructions: None,
+            history: vec![message],
+            tools: Vec::new(),
+            max_output_tokens: 1000,
+            reasoning_context: None,
+            compaction: false,
+        };
+        DemoModel::default().plan(&request).unwrap()
+    }
+
+    fn text(plan: &Plan) -> String {
+        plan.events
+            .iter()
+            .map(|event| match event {
+                ModelEvent::TextDelta(text) => text.as_str(),
+                _ => "",
+            })
+            .collect()
+    }
+
+    #[test]
+    fn echo_answers_the_rest_of_the_message_verbatim() {
+        let markdown = "# Title\n\n- one\n  - nested\n\n```rust\nfn main() {}\n```";
+        assert_eq!(text(&plan(&format!("/echo\n{markdown}"))), markdown);
+        assert_eq!(text(&plan("/echo **bold** line")), "**bold** line");
+        assert_eq!(text(&plan("/echo first\n  second")), "first\n  second");
+    }
+
+    #[test]
+    fn write_alone_on_its_line_writes_the_lines_after_it() {
+        let plan = plan("/write notes/todo.md\n# Todo\n\n  - indented\n");
+        let [
+            ModelEvent::ToolCall {
+                name, arguments, ..
+            },
+        ] = plan.events.as_slice()
+        else {
+            panic!("{:?}", plan.events);
+        };
+        assert_eq!(name, "write_file");
+        assert_eq!(arguments["path"], "notes/todo.md");
+        assert_eq!(arguments["content"], "# Todo\n\n  - indented\n");
+        // The one-line form is unchanged.
+        let plan = super::tests::plan("/write a.txt: hello");
+        let [ModelEvent::ToolCall { arguments, .. }] = plan.events.as_slice() else {
+            panic!("{:?}", plan.events);
+        };
+        assert_eq!(arguments["content"], "hello");
+    }
 }

@@ -70,12 +70,22 @@ pub fn request_body(request: &ModelRequest, options: &ModelOptions) -> Value {
                         .collect();
                 }
                 messages.push(message);
+                // A tool message holds text only: a call's images follow every result, in a
+                // user message of their own that says where they came from.
+                let mut with_images = Vec::new();
                 for call in calls {
                     messages.push(json!({
                         "role": "tool",
                         "tool_call_id": call.call_id,
                         "content": call.output,
                     }));
+                    if !call.images.is_empty() {
+                        with_images.push((call.call_id, call.name, call.images));
+                    }
+                }
+                for (call_id, name, images) in with_images {
+                    let text = format!("[images returned by tool call {call_id} ({name})]");
+                    messages.push(user_message(text, images));
                 }
             }
         }

@@ -8,6 +8,7 @@ use serde_json::{Value, json};
 use super::wire::{self, Decoder, Endpoint, Entry, Event, LenientText};
 use super::{ModelError, ModelEvent, ModelRequest, ModelStream, ProviderClient, TokenUsage};
 use crate::config::{ModelOptions, ProviderConfig};
+use crate::domain::Image;
 
 pub struct OpenaiResponses {
     endpoint: Endpoint,
@@ -41,10 +42,7 @@ pub fn request_body(request: &ModelRequest, options: &ModelOptions) -> Value {
     for entry in wire::entries(&request.history) {
         match entry {
             Entry::User { text, images } => {
-                let mut content = vec![json!({ "type": "input_text", "text": text })];
-                content.extend(images.iter().filter_map(wire::image_url).map(
-                    |url| json!({ "type": "input_image", "image_url": url, "detail": "auto" }),
-                ));
+                let content = input_content(text, images);
                 input.push(json!({ "type": "message", "role": "user", "content": content }));
             }
             // Only its own reasoning items (another protocol's state is not one).
@@ -67,10 +65,15 @@ pub fn request_body(request: &ModelRequest, options: &ModelOptions) -> Value {
                     }));
                 }
                 for call in calls {
+                    // With images, the output is a list of input parts: the text, then them.
+                    let output = match call.images {
+                        [] => json!(call.output),
+                        images => json!(input_content(call.output, images)),
+                    };
                     input.push(json!({
                         "type": "function_call_output",
                         "call_id": call.call_id,
-                        "output": call.output,
+                        "output": output,
                     }));
                 }
             }
@@ -109,6 +112,18 @@ pub fn request_body(request: &ModelRequest, options: &ModelOptions) -> Value {
             .collect();
     }
     body
+}
+
+/// Text and images as input parts.
+fn input_content(text: String, images: &[Image]) -> Vec<Value> {
+    let mut content = vec![json!({ "type": "input_text", "text": text })];
+    content.extend(
+        images
+            .iter()
+            .filter_map(wire::image_url)
+            .map(|url| json!({ "type": "input_image", "image_url": url, "detail": "auto" })),
+    );
+    content
 }
 
 /// Follows one response's events. A function call is taken whole from `output_item.done`;

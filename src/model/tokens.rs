@@ -568,6 +568,7 @@ mod tests {
                 output: "total 0\n".into(),
                 exit_code: Some(0),
                 files: None,
+                images: Vec::new(),
             },
         };
         let tokenizer = Tokenizer::O200kBase;

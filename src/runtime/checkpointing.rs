@@ -93,9 +93,7 @@ fn failed(reason: String) -> FileChanges {
 /// The file changes recorded on the tool calls among `items`.
 pub fn changes_of(item: &Item) -> Option<&FileChanges> {
     match &item.kind {
-        ItemKind::ToolCall {
-            files: Some(files), ..
-        } => Some(files),
+        ItemKind::ToolCall { files, .. } => files.as_deref(),
         _ => None,
     }
 }

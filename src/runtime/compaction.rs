@@ -375,6 +375,7 @@ mod tests {
                 output: "x".repeat(400),
                 exit_code: Some(0),
                 files: None,
+                images: Vec::new(),
             },
         )
     }

@@ -70,6 +70,7 @@ impl Runtime {
                 .to_string_lossy()
                 .into_owned(),
         };
+        conversation_servers(agent, &request.mcp, &cwd)?;
         // The new conversation will be live: its place is taken before anything is stored,
         // so that a full registry answers 503 with nothing stored.
         let slot = self.reserve_slot().await?;
@@ -98,6 +99,7 @@ impl Runtime {
             model: model.clone(),
             root_session_id: root_session_id.clone(),
             forked_from: None,
+            mcp: request.mcp,
         });
         records.extend([
             MetaRecord::MessageAccepted {
@@ -110,6 +112,7 @@ impl Runtime {
                 turn_id: turn_id.clone(),
                 message_ids: vec![message.id.clone()],
                 at: created_at,
+                retry_of: None,
             },
         ]);
         let mut state = ConversationState::from_records(&records).expect("starts with creation");
@@ -229,4 +232,34 @@ impl Runtime {
             )),
         }
     }
+}
+
+/// Checks the MCP servers a create body names: valid like the config file's, and a server
+/// started as a command only for an agent that may run commands. Their credentials are
+/// registered as secrets from here on.
+fn conversation_servers(
+    agent: &crate::config::AgentConfig,
+    specs: &std::collections::BTreeMap<String, crate::config::McpServerSpec>,
+    cwd: &str,
+) -> Result<(), RuntimeError> {
+    let servers = crate::config::conversation_servers(specs, cwd)
+        .map_err(|error| RuntimeError::Invalid(error.to_string()))?;
+    let commands = servers.iter().filter(|(_, server)| {
+        matches!(server.transport, crate::config::McpTransport::Stdio { .. })
+    });
+    let denied = |tool: &str| agent.permissions.tool(tool) == crate::permissions::Permission::Deny;
+    let may_run_commands =
+        agent.tools.iter().any(|tool| tool == "shell") && !denied("shell") && !denied("mcp");
+    if let Some((name, _)) = commands.into_iter().next()
+        && !may_run_commands
+    {
+        return Err(RuntimeError::Invalid(format!(
+            "mcp.{name}: agent `{}` may not run commands (it has no `shell` tool, or its \
+             `shell` or `mcp` permission is deny), so it cannot start an MCP server as a \
+             command; name a `url` server or choose another agent",
+            agent.permissions.agent
+        )));
+    }
+    crate::mcp::register_secrets(specs.values());
+    Ok(())
 }

@@ -28,6 +28,9 @@ pub enum RuntimeError {
     DirectoryBusy(String),
     #[error("{0}")]
     RestoreUnavailable(String),
+    /// A retry when the session's latest turn did not fail (the text says how it ended).
+    #[error("{0}")]
+    NothingToRetry(String),
     /// An approval was answered before: the first answer won, here with its outcome.
     #[error("this approval was already answered ({})", approval_outcome(.0))]
     AlreadyDecided(Box<crate::api::approvals::Approval>),

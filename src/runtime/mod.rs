@@ -23,7 +23,6 @@ mod checkpoint_operations;
 mod create;
 mod error;
 mod idempotency;
-pub mod images;
 mod index_jobs;
 mod key_claims;
 mod leases;

@@ -275,6 +275,17 @@ impl Runtime {
 
     /// Interrupts the running turn of a session (the root by default). Answers once the turn
     /// has ended; `false` when nothing was running.
+    /// Runs the session's failed latest turn again, with the messages it had.
+    pub async fn retry(
+        &self,
+        id: &str,
+        session: Option<String>,
+    ) -> Result<crate::api::responses::RetryStarted, RuntimeError> {
+        self.refuse_when_stopping()?;
+        self.call(id, |reply| Command::Retry { session, reply })
+            .await?
+    }
+
     pub async fn interrupt(&self, id: &str, session: Option<String>) -> Result<bool, RuntimeError> {
         self.call(id, |reply| Command::Interrupt { session, reply })
             .await?

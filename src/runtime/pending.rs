@@ -15,6 +15,10 @@ pub struct PendingQueue {
     /// Set when the user interrupts the agent: reports then wait until the user (or, for a
     /// sub-agent, its parent) sends another message.
     hold_reports: bool,
+    /// Set when the user stops the agent (`POST …/interrupt`): the messages from above that
+    /// wait stay waiting, instead of starting the next turn at once, until another message
+    /// from above comes.
+    hold_above: bool,
 }
 
 /// A waiting message, and whether it is a sub-agent's report (reports come last).
@@ -86,6 +90,9 @@ impl PendingQueue {
         let Some(first) = self.entries.first() else {
             return Vec::new();
         };
+        if self.hold_above && !first.report {
+            return Vec::new();
+        }
         let count = if first.report {
             if self.hold_reports {
                 return Vec::new();
@@ -147,6 +154,16 @@ impl PendingQueue {
             .iter()
             .position(|entry| entry.message.id == message_id)?;
         Some(self.entries.remove(index).message)
+    }
+
+    /// Holds (or releases) the waiting messages from above: see `hold_above`.
+    pub fn hold_messages_from_above(&mut self, hold: bool) {
+        self.hold_above = hold;
+    }
+
+    /// Whether messages from above wait, held since a stop.
+    pub fn holds_messages_from_above(&self) -> bool {
+        self.hold_above && self.entries.iter().any(|entry| !entry.report)
     }
 
     pub fn hold_agent_messages(&mut self, hold: bool) {

@@ -1,5 +1,6 @@
-//! The automatic title: the first line of the first message, at most 40 characters,
-//! never cut inside a character or a grapheme cluster (a flag, a family emoji, a combining mark).
+//! The automatic title: the first line of the first message that says something, without
+//! Markdown marks, at most 40 characters, cut at a word, never inside a character or a grapheme
+//! cluster (a flag, a family emoji, a combining mark).
 
 use unicode_segmentation::UnicodeSegmentation;
 
@@ -47,21 +48,79 @@ pub fn fork_title(source: &str) -> String {
     format!("{base}{FORK_SUFFIX}")
 }
 
+/// A line that only drives the demo model (`/shell ls`, `/sleep 200`): not what a
+/// conversation is about, so not its title unless nothing else is.
+fn is_directive(line: &str) -> bool {
+    line.strip_prefix('/').is_some_and(|rest| {
+        let word = rest.split_whitespace().next().unwrap_or("");
+        !word.is_empty() && word.chars().all(|c| c.is_ascii_lowercase())
+    })
+}
+
+/// The line as read, without Markdown's marks: a heading's `#`s, a quote's `>`, a list's
+/// bullet or number, and emphasis and code marks (`**`, `__`, `~~`, `` ` ``).
+fn without_markdown(line: &str) -> String {
+    let mut rest = line.trim_start();
+    loop {
+        let before = rest;
+        rest = rest
+            .trim_start_matches('#')
+            .trim_start_matches('>')
+            .trim_start();
+        for bullet in ["- ", "* ", "+ "] {
+            rest = rest.strip_prefix(bullet).unwrap_or(rest);
+        }
+        if let Some((number, after)) = rest.split_once(". ")
+            && !number.is_empty()
+            && number.chars().all(|c| c.is_ascii_digit())
+        {
+            rest = after;
+        }
+        if rest == before {
+            break;
+        }
+    }
+    let mut text = rest.to_owned();
+    for mark in ["**", "__", "~~", "`"] {
+        text = text.replace(mark, "");
+    }
+    text.trim().to_owned()
+}
+
+/// The automatic title: the first line that says something (not blank, not a demo directive,
+/// unless every line is one), without Markdown marks, at most [`MAX_TITLE_CHARS`], cut at a
+/// word when the line is longer (mid-word only when its first word alone is too long).
 pub fn auto_title(text: &str) -> String {
-    let line = text
+    let lines: Vec<String> = text
         .lines()
-        .map(|line| without_controls(line).trim().to_owned())
-        .find(|line| !line.is_empty())
+        .map(|line| without_markdown(&without_controls(line)))
+        .filter(|line| !line.is_empty())
+        .collect();
+    let line = lines
+        .iter()
+        .find(|line| !is_directive(line))
+        .or(lines.first())
+        .cloned()
         .unwrap_or_else(|| "Untitled".to_owned());
     let mut title = String::new();
     let mut chars = 0;
+    // Where the title may end on a word: its length before the last space that fitted.
+    let mut last_word_end = None;
+    let mut cut = false;
     for grapheme in line.graphemes(true) {
         let grapheme_chars = grapheme.chars().count();
         if chars + grapheme_chars > MAX_TITLE_CHARS {
+            cut = true;
             break;
+        }
+        if grapheme.chars().all(char::is_whitespace) {
+            last_word_end = Some(title.len());
         }
         chars += grapheme_chars;
         title.push_str(grapheme);
+    }
+    if cut && let Some(end) = last_word_end.filter(|end| *end > 0) {
+        title.truncate(end);
     }
     title.trim_end().to_owned()
 }
@@ -89,6 +148,22 @@ mod tests {
             ("first line\nsecond line", "first line"),
             ("\n  \n  indented first\nnext", "indented first"),
             (&format!("{forty}bcd"), &forty),
+            // Cut at a word: the last whole word that fits.
+            (
+                "Please refactor the storage layer so that forks are cheap",
+                "Please refactor the storage layer so",
+            ),
+            ("# Fix **the** `build`", "Fix the build"),
+            ("> quoted\n", "quoted"),
+            ("- [ ] item one", "[ ] item one"),
+            ("12. step twelve", "step twelve"),
+            (
+                "/shell ls\n/sleep 200\nWhat is in here?",
+                "What is in here?",
+            ),
+            ("/shell ls -la", "/shell ls -la"),
+            ("/usr/bin is odd", "/usr/bin is odd"),
+            ("snake_case_name stays", "snake_case_name stays"),
             (&"中".repeat(50), &"中".repeat(40)),
             (&"😀".repeat(45), &"😀".repeat(40)),
             // A family emoji is 7 chars in one grapheme: 5 fit (35 chars), the 6th would not.

@@ -505,6 +505,7 @@ impl Partial {
                         output: String::new(),
                         exit_code: None,
                         files: None,
+                        images: Vec::new(),
                     },
                     ItemStatus::Running,
                 )
@@ -708,12 +709,14 @@ async fn finish_tool_call(
         output,
         exit_code,
         files,
+        images,
         ..
     } = &mut item.kind
     {
         *output = result.output;
         *exit_code = result.exit_code;
-        *files = changes;
+        *files = changes.map(Box::new);
+        *images = result.images;
     }
     item.status = match result.status {
         ToolStatus::Completed => ItemStatus::Completed,

@@ -210,6 +210,7 @@ mod tests {
                 output: String::new(),
                 exit_code: None,
                 files: None,
+                images: Vec::new(),
             },
             ItemStatus::Running,
         );

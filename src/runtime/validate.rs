@@ -3,10 +3,10 @@
 
 use std::path::Path;
 
-use super::images::Refusal;
 use super::*;
 use crate::config::Config;
 use crate::domain::{Conversation, Image};
+use crate::images::Refusal;
 
 /// A conversation opens only where its working directory and agent exist; its
 /// model is checked only when a turn would run, so the user can still switch it.
@@ -31,7 +31,7 @@ pub(super) fn validate_text(text: &str, images: &[Image]) -> Result<(), RuntimeE
     if text.trim().is_empty() && images.is_empty() {
         return Err(RuntimeError::Invalid("text must not be empty".to_owned()));
     }
-    super::images::check(images).map_err(|refusal| match refusal {
+    crate::images::check(images).map_err(|refusal| match refusal {
         Refusal::Invalid(message) => RuntimeError::Invalid(message),
         Refusal::Unusable(message) => RuntimeError::InvalidImage(message),
     })?;

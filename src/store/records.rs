@@ -2,9 +2,12 @@
 //! line carries `"v"` (the schema version) and `"type"`; fields are added as optional and never
 //! reused with a new meaning.
 
+use std::collections::BTreeMap;
+
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+use crate::config::McpServerSpec;
 use crate::domain::{ForkedFrom, Item, Message, SessionStatus, Timestamp, TurnStatus};
 
 /// The schema version this build writes and the newest it can read.
@@ -46,8 +49,12 @@ pub enum MetaRecord {
     TurnStarted {
         session_id: String,
         turn_id: String,
+        /// The messages that start it; none for a retry.
         message_ids: Vec<String>,
         at: Timestamp,
+        /// The failed turn a retry runs again.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        retry_of: Option<String>,
     },
     #[serde(rename = "turn.ended")]
     TurnEnded {
@@ -83,6 +90,10 @@ pub struct ConversationCreated {
     pub root_session_id: String,
     #[serde(default)]
     pub forked_from: Option<ForkedFrom>,
+    /// The MCP servers the client named for this conversation, as given (with their
+    /// credentials: this file is the only place they are kept).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub mcp: BTreeMap<String, McpServerSpec>,
 }
 
 /// The fields a `conversation.updated` record changes; absent fields are unchanged.
@@ -126,10 +137,13 @@ impl ConversationChanges {
 
     /// Whether this changes the conversation itself, which moves it to the top of the list.
     /// Archiving or unarchiving does not (it hides the conversation from the main list without
-    /// changing it), so it comes back where it was.
+    /// changing it), so it comes back where it was; nor does a rename (the user is tidying the
+    /// list, and the renamed conversation jumping to the top loses their place).
     pub fn changes_the_conversation(&self) -> bool {
         ConversationChanges {
             archived: None,
+            title: None,
+            title_custom: None,
             ..self.clone()
         } != ConversationChanges::default()
     }

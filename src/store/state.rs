@@ -2,11 +2,12 @@
 //! conversation actor keeps one up to date as it appends; `reindex` builds one per directory.
 //! Both feed the index through the same `ConversationState`, so the two paths cannot disagree.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 
 use serde_json::Value;
 
 use super::records::MetaRecord;
+use crate::config::McpServerSpec;
 use crate::domain::{
     Conversation, ConversationStatus, LastTurn, Message, Session, SessionStatus, Timestamp, Turn,
     TurnStatus,
@@ -22,6 +23,8 @@ pub struct ConversationState {
     pub accepted: HashMap<String, Message>,
     /// Answers to requests that carried an `Idempotency-Key`, by key.
     pub answers: HashMap<String, StoredAnswer>,
+    /// The MCP servers the client named, with their credentials (the view hides them).
+    pub mcp: BTreeMap<String, McpServerSpec>,
 }
 
 /// The answer given to a request with an `Idempotency-Key`.
@@ -62,11 +65,17 @@ impl ConversationState {
                 root_session_id: conversation.root_session_id.clone(),
                 forked_from: conversation.forked_from.clone(),
                 last_turn: None,
+                mcp: conversation
+                    .mcp
+                    .iter()
+                    .map(|(name, spec)| (name.clone(), spec.shown()))
+                    .collect(),
             },
             sessions: Vec::new(),
             turns: Vec::new(),
             accepted: HashMap::new(),
             answers: HashMap::new(),
+            mcp: conversation.mcp.clone(),
         };
         for record in records {
             state.apply(record);
@@ -145,6 +154,7 @@ impl ConversationState {
                 turn_id,
                 message_ids,
                 at,
+                ..
             } => {
                 self.turns.push(Turn {
                     id: turn_id.clone(),

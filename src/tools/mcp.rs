@@ -6,6 +6,7 @@ use tokio::sync::mpsc::UnboundedSender;
 use tokio_util::sync::CancellationToken;
 
 use super::{ToolContext, ToolResult, ToolStatus, cap_head_and_tail};
+use crate::domain::Image;
 use crate::mcp::CallStatus;
 use crate::model::ToolSpec;
 
@@ -16,7 +17,7 @@ pub async fn specs(ctx: &ToolContext) -> Vec<ToolSpec> {
     };
     access
         .hub
-        .tools(&access.servers)
+        .tools(access)
         .await
         .into_iter()
         .map(|tool| ToolSpec {
@@ -37,17 +38,39 @@ pub async fn run(
     let Some(access) = &ctx.mcp else {
         return ToolResult::failed(format!("unknown tool `{name}`"));
     };
-    let outcome = access
-        .hub
-        .call(&access.servers, name, arguments, live, cancel)
-        .await;
+    let outcome = access.hub.call(access, name, arguments, live, cancel).await;
+    let (images, left_out) = usable_images(outcome.images);
+    let mut output = outcome.text;
+    for reason in left_out {
+        output.push_str(&format!("\n[image left out: {reason}]"));
+    }
     ToolResult {
-        output: cap_head_and_tail(&outcome.text, ctx.max_output_bytes),
+        output: cap_head_and_tail(&output, ctx.max_output_bytes),
         exit_code: None,
         status: match outcome.status {
             CallStatus::Completed => ToolStatus::Completed,
             CallStatus::Failed => ToolStatus::Failed,
             CallStatus::Interrupted => ToolStatus::Interrupted,
         },
+        images,
     }
+}
+
+/// The images a provider will take, by the rules of a message's images (they go with every
+/// later request of the conversation, so one a provider refuses would fail every turn after
+/// it); the others are left out, each with its reason.
+fn usable_images(images: Vec<Image>) -> (Vec<Image>, Vec<String>) {
+    let mut kept: Vec<Image> = Vec::new();
+    let mut left_out = Vec::new();
+    for image in images {
+        kept.push(image);
+        if let Err(refusal) = crate::images::check(&kept) {
+            kept.pop();
+            // The message names the image by its place in `kept` (`images[2]: …`): dropped.
+            let message = refusal.message();
+            let reason = message.split_once(": ").map_or(message, |(_, why)| why);
+            left_out.push(reason.to_owned());
+        }
+    }
+    (kept, left_out)
 }

@@ -55,6 +55,8 @@ pub struct ToolResult {
     /// Only `shell` sets it, and only when the command exited on its own (not by a signal).
     pub exit_code: Option<i32>,
     pub status: ToolStatus,
+    /// Images for the model with the result (only MCP tools return some).
+    pub images: Vec<crate::domain::Image>,
 }
 
 impl ToolResult {
@@ -63,6 +65,7 @@ impl ToolResult {
             output: output.into(),
             exit_code: None,
             status: ToolStatus::Completed,
+            images: Vec::new(),
         }
     }
 
@@ -71,6 +74,7 @@ impl ToolResult {
             output: output.into(),
             exit_code: None,
             status: ToolStatus::Failed,
+            images: Vec::new(),
         }
     }
 
@@ -79,6 +83,7 @@ impl ToolResult {
             output: output.into(),
             exit_code: None,
             status: ToolStatus::Interrupted,
+            images: Vec::new(),
         }
     }
 }

@@ -178,6 +178,7 @@ pub(super) async fn run(
         output,
         exit_code,
         status,
+        images: Vec::new(),
     }
 }
 

@@ -1,5 +1,5 @@
 // Failures and retries. Each model.retry updates one line with a countdown; a failed turn shows
-// as failed, in red, on the turn itself, with a Retry button that sends the same message again;
+// as failed, in red, on the turn itself, with a Retry button that runs the turn again;
 // the sidebar marks failed and interrupted conversations.
 'use strict';
 
@@ -44,7 +44,7 @@ test('retries update one line with a countdown instead of stacking banners', { t
     assert.ok(countdowns.includes('3') && countdowns.includes('2') && countdowns.includes('1'), JSON.stringify(seen.texts));
   }));
 
-test('a failed turn shows as failed on the turn itself, and Retry sends the same message again', { timeout: TEST_TIMEOUT }, () =>
+test('a failed turn shows as failed on the turn itself, and Retry runs it again', { timeout: TEST_TIMEOUT }, () =>
   withUi({ fake: true }, async ({ page, fake }) => {
     fake.push({ status: 400, message: 'the model refuses this request' }, { text: 'Second time lucky.' });
     await startConversation(page, 'please do the thing');
@@ -71,7 +71,8 @@ test('a failed turn shows as failed on the turn itself, and Retry sends the same
     await failed.locator('button', { hasText: 'Retry' }).click();
     await page.locator('#items .item.agent-message', { hasText: 'Second time lucky.' }).waitFor();
     await waitIdle(page);
-    assert.deepEqual(await page.locator('#items .item.user-message .text').allTextContents(), ['please do the thing', 'please do the thing']);
+    // The turn ran again with the same message: it was not posted a second time.
+    assert.deepEqual(await page.locator('#items .item.user-message .text').allTextContents(), ['please do the thing']);
     // The failure stays in the history, without its Retry; the sidebar mark is gone.
     assert.equal(await failed.count(), 1);
     assert.equal(await failed.locator('button').count(), 0);

@@ -1,5 +1,5 @@
 // Replies render as Markdown (headings, lists, emphasis, links, tables, inline code, fenced code
-// with highlighting and a copy button); agent text is untrusted (raw HTML is shown as text, links
+// with highlighting and a copy button, plain when it names no language); agent text is untrusted (raw HTML is shown as text, links
 // open in a new tab without a referrer); and a long streamed reply keeps the page responsive.
 'use strict';
 
@@ -30,6 +30,11 @@ const REPLY = [
   'function hello() { return "hi"; }',
   '```',
   '',
+  '```',
+  'public class Listing { }',
+  'drwxr-xr-x 2 user user 4096 .',
+  '```',
+  '',
   '<img src="/nothing.png" onerror="window.__pwned = 1">',
   '',
   'Inline <b onclick="window.__pwned = 2">html</b> and <script>window.__pwned = 3</script> stay text.',
@@ -58,10 +63,15 @@ async function checkRendered(page) {
   assert.equal(await link.getAttribute('rel'), 'noopener noreferrer');
 
   // The code block: highlighted, with its language and a copy button.
-  const block = md.locator('.code-block');
+  const block = md.locator('.code-block').first();
   assert.equal(await block.locator('.code-language').textContent(), 'js');
   assert.ok((await block.locator('code.hljs span.hljs-keyword').count()) >= 2, 'keywords are highlighted');
   assert.equal(await block.locator('code').textContent(), 'const answer = 42;\nfunction hello() { return "hi"; }\n');
+  // A block that names no language is plain text, never guessed and coloured.
+  const plain = md.locator('.code-block').nth(1);
+  assert.equal(await plain.locator('.code-language').textContent(), 'text');
+  assert.equal(await plain.locator('code span').count(), 0);
+  assert.equal(await plain.locator('code').textContent(), 'public class Listing { }\ndrwxr-xr-x 2 user user 4096 .\n');
 
   // Raw HTML is text: nothing of it became an element, nothing ran, nothing was loaded.
   assert.equal(await md.locator('img, script, b, [onerror], [onclick]').count(), 0);
@@ -86,8 +96,8 @@ test('a reply renders as sanitized Markdown with highlighted, copyable code', { 
     await waitIdle(page);
     const md = await checkRendered(page);
 
-    await md.locator('.code-block button.copy-code').click();
-    await md.locator('.code-block button.copy-code', { hasText: 'Copied' }).waitFor();
+    await md.locator('.code-block button.copy-code').first().click();
+    await md.locator('.code-block button.copy-code', { hasText: 'Copied' }).first().waitFor();
     assert.equal(await page.evaluate(() => navigator.clipboard.readText()), 'const answer = 42;\nfunction hello() { return "hi"; }\n');
 
     // The user's own text is shown as typed.

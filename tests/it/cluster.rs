@@ -31,6 +31,7 @@ pub(crate) fn conversation(id: &str, title: &str) -> Conversation {
         root_session_id: "s_1".to_owned(),
         forked_from: None,
         last_turn: None,
+        mcp: Default::default(),
     }
 }
 

@@ -60,7 +60,8 @@ async fn lifecycle_from_first_message_to_delete() {
     assert_eq!(items[0]["seq"], 1);
     assert_eq!(items[1]["seq"], 2);
 
-    // rename
+    // rename: not a change that moves the conversation up the list
+    let before = server.get(&format!("/api/conversations/{id}")).await.1;
     let (status, renamed) = server
         .patch(
             &format!("/api/conversations/{id}"),
@@ -70,6 +71,7 @@ async fn lifecycle_from_first_message_to_delete() {
     assert_eq!(status, 200, "{renamed}");
     assert_eq!(renamed["title"], "Release plan");
     assert_eq!(renamed["title_custom"], true);
+    assert_eq!(renamed["updated_at"], before["updated_at"]);
     // A title is one line: line breaks and other control characters become spaces.
     let (status, one_line) = server
         .patch(

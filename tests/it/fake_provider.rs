@@ -169,7 +169,18 @@ impl Wire {
                 .find(|b| b["type"] == "tool_result" && b["tool_use_id"] == call_id)
                 .map(|b| b["content"].clone()),
         };
-        found?.as_str().map(str::to_owned)
+        // A result with images is a list of parts: its text is that of the text parts.
+        match found? {
+            Value::String(text) => Some(text),
+            Value::Array(parts) => Some(
+                parts
+                    .iter()
+                    .filter_map(|part| part["text"].as_str())
+                    .collect::<Vec<_>>()
+                    .join("\n"),
+            ),
+            _ => None,
+        }
     }
 
     /// Whether the request body asks for the tool call (as the model made it) before its result.

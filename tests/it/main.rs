@@ -27,6 +27,8 @@ mod index_backlog;
 mod limits;
 mod lock;
 mod mcp;
+mod mcp_conversation;
+mod mcp_http;
 mod messages;
 mod providers;
 mod providers_fidelity;

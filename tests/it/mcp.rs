@@ -46,11 +46,11 @@ pub fn config(fake: &FakeProvider, servers: &[&str], agent_lines: &str, tables: 
     )
 }
 
-fn config_for(fake: &FakeProvider, tables: &str) -> String {
+pub fn config_for(fake: &FakeProvider, tables: &str) -> String {
     config(fake, &["everything"], ALLOW, tables)
 }
 
-const ALLOW: &str = "[agents.default.permissions]\nmcp = \"allow\"\n";
+pub const ALLOW: &str = "[agents.default.permissions]\nmcp = \"allow\"\n";
 
 async fn start(wire: Wire) -> Setup {
     let fake = FakeProvider::start(wire).await;
@@ -76,7 +76,7 @@ pub fn offered(wire: Wire, body: &Value, name: &str) -> Option<(String, Value)> 
 }
 
 /// The one tool call of a turn, and the result the model got for it in the next request.
-fn the_call(wire: Wire, turn: &crate::fake_provider::TurnRun) -> (Value, String) {
+pub fn the_call(wire: Wire, turn: &crate::fake_provider::TurnRun) -> (Value, String) {
     let calls = turn.completed("tool_call");
     assert_eq!(calls.len(), 1, "{:?}", turn.events);
     let call = calls[0].clone();
@@ -167,10 +167,54 @@ async fn progress_notifications_stream_as_output_deltas() {
     );
 }
 
-#[tokio::test]
-async fn an_image_result_reaches_the_model_as_a_described_attachment() {
-    let wire = Wire::AnthropicMessages;
-    let setup = start(wire).await;
+/// The image a request carries with a call's result, as (media type, base64 data).
+fn image_sent(wire: Wire, body: &Value, call_id: &str) -> Option<(String, String)> {
+    let parts: Vec<&Value> = match wire {
+        // A tool message holds text only: the images follow in a user message naming the call.
+        Wire::OpenaiChat => body["messages"]
+            .as_array()?
+            .iter()
+            .filter(|message| {
+                message["role"] == "user"
+                    && message["content"][0]["text"]
+                        .as_str()
+                        .is_some_and(|text| text.contains(call_id))
+            })
+            .flat_map(|message| message["content"].as_array().into_iter().flatten())
+            .collect(),
+        Wire::OpenaiResponses => body["input"]
+            .as_array()?
+            .iter()
+            .filter(|item| item["type"] == "function_call_output" && item["call_id"] == call_id)
+            .flat_map(|item| item["output"].as_array().into_iter().flatten())
+            .collect(),
+        Wire::AnthropicMessages => body["messages"]
+            .as_array()?
+            .iter()
+            .flat_map(|message| message["content"].as_array().into_iter().flatten())
+            .filter(|block| block["type"] == "tool_result" && block["tool_use_id"] == call_id)
+            .flat_map(|block| block["content"].as_array().into_iter().flatten())
+            .collect(),
+    };
+    parts.into_iter().find_map(|part| {
+        let url = part["image_url"]["url"]
+            .as_str()
+            .or(part["image_url"].as_str());
+        if let Some(url) = url {
+            let (media_type, data) = url.strip_prefix("data:")?.split_once(";base64,")?;
+            return Some((media_type.to_owned(), data.to_owned()));
+        }
+        let source = &part["source"];
+        (part["type"] == "image").then(|| {
+            (
+                source["media_type"].as_str().unwrap_or("").to_owned(),
+                source["data"].as_str().unwrap_or("").to_owned(),
+            )
+        })
+    })
+}
+
+pub async fn an_image_result_reaches_the_model_as_an_image(setup: &Setup, wire: Wire) {
     setup.fake.push(Reply::tool_call(
         "mcp__everything__get-tiny-image",
         json!({}),
@@ -185,13 +229,47 @@ async fn an_image_result_reaches_the_model_as_a_described_attachment() {
         output.starts_with("Here's the image you requested:\n[image: image/png, "),
         "{output}"
     );
-    assert_eq!(result, output);
+    assert!(
+        result.starts_with("Here's the image you requested:"),
+        "{result}"
+    );
+    // The image itself is stored with the call, and the model gets it with the result.
+    let images = call["images"].as_array().expect("the call's images");
+    assert_eq!(images.len(), 1, "{call}");
+    assert_eq!(images[0]["media_type"], "image/png");
+    let data = images[0]["data"].as_str().unwrap();
+    assert!(data.len() > 100, "{data}");
+    let next = &turn.requests.last().unwrap().body;
+    let sent = image_sent(wire, next, call["call_id"].as_str().unwrap())
+        .unwrap_or_else(|| panic!("no image with the result in {next}"));
+    assert_eq!(sent, ("image/png".to_owned(), data.to_owned()));
+}
+
+#[tokio::test]
+async fn an_image_result_reaches_the_model_as_an_image_openai_chat() {
+    let setup = start(Wire::OpenaiChat).await;
+    an_image_result_reaches_the_model_as_an_image(&setup, Wire::OpenaiChat).await;
+}
+
+#[tokio::test]
+async fn an_image_result_reaches_the_model_as_an_image_openai_responses() {
+    let setup = start(Wire::OpenaiResponses).await;
+    an_image_result_reaches_the_model_as_an_image(&setup, Wire::OpenaiResponses).await;
+}
+
+#[tokio::test]
+async fn an_image_result_reaches_the_model_as_an_image_anthropic_messages() {
+    let setup = start(Wire::AnthropicMessages).await;
+    an_image_result_reaches_the_model_as_an_image(&setup, Wire::AnthropicMessages).await;
 }
 
 #[tokio::test]
 async fn a_tool_error_is_a_failed_call_the_model_reads() {
     let wire = Wire::OpenaiChat;
-    let setup = start(wire).await;
+    a_tool_error_is_a_failed_call(&start(wire).await, wire).await;
+}
+
+pub async fn a_tool_error_is_a_failed_call(setup: &Setup, wire: Wire) {
     setup.fake.push(Reply::tool_call(
         "mcp__everything__get-sum",
         json!({"a": "one", "b": 2}),
@@ -213,7 +291,10 @@ async fn a_tool_error_is_a_failed_call_the_model_reads() {
 #[tokio::test]
 async fn interrupting_a_long_call_ends_it_and_the_model_hears_of_it() {
     let wire = Wire::OpenaiChat;
-    let setup = start(wire).await;
+    interrupting_a_long_call(&start(wire).await, wire).await;
+}
+
+pub async fn interrupting_a_long_call(setup: &Setup, wire: Wire) {
     setup.fake.push(Reply::tool_call(
         "mcp__everything__trigger-long-running-operation",
         json!({"duration": 60, "steps": 600}),
@@ -277,19 +358,24 @@ fn recorded_server(data_dir: &Path) -> Option<libc::pid_t> {
 }
 
 /// `GET /api/mcp` once its first server satisfies `done` (polled, bounded by [`TIMEOUT`]).
-async fn wait_for_mcp(server: &Server, done: impl Fn(&Value) -> bool) -> Value {
+pub async fn wait_for_mcp(server: &Server, done: impl Fn(&Value) -> bool) -> Value {
+    wait_for_listing(server, |listed| done(&listed["servers"][0])).await
+}
+
+/// Polls `GET /api/mcp` until `done` holds of the whole answer (or fails after the timeout).
+pub async fn wait_for_listing(server: &Server, done: impl Fn(&Value) -> bool) -> Value {
     let mut listed = Value::Null;
     let found = tokio::time::timeout(TIMEOUT, async {
         loop {
             listed = server.get("/api/mcp").await.1;
-            if done(&listed["servers"][0]) {
+            if done(&listed) {
                 return;
             }
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
     })
     .await;
-    assert!(found.is_ok(), "the MCP server never got there: {listed}");
+    assert!(found.is_ok(), "the MCP servers never got there: {listed}");
     listed
 }
 
@@ -551,103 +637,6 @@ async fn a_call_past_timeout_s_fails_clearly_and_the_turn_goes_on() {
     setup.fake.push(Reply::text("Fine."));
     let turn = setup.turn("Echo").await;
     assert_eq!(the_call(wire, &turn).1, "Echo: still here");
-}
-
-/// server-everything over streamable HTTP on a free loopback port; killed when dropped.
-struct HttpEverything {
-    url: String,
-    _child: tokio::process::Child,
-}
-
-impl HttpEverything {
-    async fn start() -> HttpEverything {
-        use tokio::io::{AsyncBufReadExt, BufReader};
-        let port = std::net::TcpListener::bind("127.0.0.1:0")
-            .unwrap()
-            .local_addr()
-            .unwrap()
-            .port();
-        let mut child = tokio::process::Command::new("node")
-            .arg(fixture("server-everything"))
-            .arg("streamableHttp")
-            .env("PORT", port.to_string())
-            .stdin(std::process::Stdio::null())
-            .stdout(std::process::Stdio::null())
-            .stderr(std::process::Stdio::piped())
-            .kill_on_drop(true)
-            .spawn()
-            .expect("start node");
-        let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
-        tokio::time::timeout(TIMEOUT, async {
-            while let Some(line) = lines.next_line().await.unwrap() {
-                if line.contains("listening on port") {
-                    return;
-                }
-            }
-            panic!("server-everything exited before listening");
-        })
-        .await
-        .expect("server-everything listens in time");
-        tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
-        HttpEverything {
-            url: format!("http://127.0.0.1:{port}/mcp"),
-            _child: child,
-        }
-    }
-}
-
-#[tokio::test]
-async fn echo_and_progress_over_streamable_http() {
-    let wire = Wire::AnthropicMessages;
-    let http = HttpEverything::start().await;
-    let fake = FakeProvider::start(wire).await;
-    let tables = format!(
-        "[mcp.everything]\nurl = \"{}\"\nheaders = {{ X-Test = \"${{MCP_TEST_HEADER}}\" }}\n",
-        http.url
-    );
-    let config = config_for(&fake, &tables);
-    let env = vec![("MCP_TEST_HEADER".to_owned(), "present".to_owned())];
-    let setup = Setup::start_with(fake, config, env).await;
-    setup.fake.push(Reply::tool_call(
-        "mcp__everything__echo",
-        json!({"message": "over HTTP"}),
-        1,
-    ));
-    setup.fake.push(Reply::tool_call(
-        "mcp__everything__trigger-long-running-operation",
-        json!({"duration": 0.2, "steps": 2}),
-        1,
-    ));
-    setup.fake.push(Reply::text("Both worked."));
-    let turn = setup.turn("Echo, then run the long one").await;
-    assert_eq!(turn.ended()["status"], "completed", "{:?}", turn.events);
-    assert!(offered(wire, &turn.requests[0].body, "mcp__everything__echo").is_some());
-    let (_, listed) = setup.server.get("/api/mcp").await;
-    assert_eq!(listed["servers"][0]["transport"], "http", "{listed}");
-    assert_eq!(listed["servers"][0]["state"], "running", "{listed}");
-    let calls = turn.completed("tool_call");
-    assert_eq!(calls.len(), 2, "{calls:?}");
-    assert_eq!(calls[0]["output"], "Echo: over HTTP");
-    let second = calls[1];
-    assert_eq!(second["status"], "completed", "{second}");
-    let live: String = turn
-        .all("item.delta")
-        .into_iter()
-        .filter(|delta| delta["item_id"] == second["id"])
-        .map(|delta| delta["delta"].as_str().unwrap())
-        .collect();
-    // The last progress line may come after the result (see the stdio test above).
-    assert!(
-        ["[progress 1/2]\n", "[progress 1/2]\n[progress 2/2]\n"].contains(&live.as_str()),
-        "{live:?}"
-    );
-    let last = &turn.requests.last().unwrap().body;
-    for call in calls {
-        let result = wire
-            .tool_result(last, call["call_id"].as_str().unwrap())
-            .unwrap();
-        assert_eq!(result, call["output"].as_str().unwrap());
-    }
 }
 
 #[tokio::test]

@@ -602,3 +602,61 @@ async fn a_retried_message_that_had_to_wait_is_not_sent_twice() {
     );
     assert!(!texts.contains(&"ignored"), "{texts:?}");
 }
+
+/// A stop (`POST …/interrupt`) stops: the messages that wait stay waiting, and the next message
+/// from the user sends them, in the order they were sent, before itself.
+#[tokio::test]
+async fn after_a_stop_waiting_messages_wait_until_the_user_speaks_again() {
+    let server = Server::start().await;
+    let (id, _, mut events) = streaming_turn(&server, "long answer\n/sleep 60").await;
+    let mut waiting = Vec::new();
+    for (text, mode) in [("held one", "queue"), ("held two", "queue")] {
+        let (status, body) = server
+            .post(
+                &format!("/api/conversations/{id}/messages"),
+                json!({ "text": text, "mode": mode }),
+            )
+            .await;
+        assert_eq!(status, 202);
+        assert_eq!(body["message"]["status"], "waiting");
+        waiting.push(body["message"]["id"].clone());
+    }
+    let (status, body) = server
+        .post(&format!("/api/conversations/{id}/interrupt"), json!({}))
+        .await;
+    assert_eq!((status, &body), (200, &json!({ "interrupted": true })));
+    next_matching(&mut events, |kind, _| kind == "turn.ended").await;
+    // The answer came once the turn had ended: had the waiting messages started a turn, it
+    // would be running now.
+    let (_, conversation) = server.get(&format!("/api/conversations/{id}")).await;
+    assert_eq!(conversation["status"], "idle", "{conversation}");
+    let pending: Vec<Value> = conversation["pending"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|message| message["id"].clone())
+        .collect();
+    assert_eq!(pending, waiting);
+
+    // The user speaks again: the held messages go first, then the new one.
+    let (status, body) = server
+        .post(
+            &format!("/api/conversations/{id}/messages"),
+            json!({ "text": "and now this", "mode": "queue" }),
+        )
+        .await;
+    assert_eq!(status, 202, "{body}");
+    let seen = until_turns_ended(&mut events, 3).await;
+    let started: Vec<Value> = of_kind(&seen, "turn.started")
+        .iter()
+        .map(|data| data["message_ids"].clone())
+        .collect();
+    assert_eq!(
+        started,
+        [
+            json!([waiting[0]]),
+            json!([waiting[1]]),
+            json!([body["message"]["id"]])
+        ]
+    );
+}

@@ -313,3 +313,87 @@ async fn a_retry_after_past_the_allowed_wait_fails_the_turn_with_the_providers_m
     assert_eq!(turn.requests.len(), 1);
     assert!(turn.all("model.retry").is_empty());
 }
+
+/// `POST …/retry` runs a failed turn again with the history it had: the model gets the same
+/// request (and the notice that the attempt failed), the user's message is not posted twice,
+/// and only a failed latest turn qualifies.
+#[tokio::test]
+async fn retry_runs_a_failed_turn_again_without_posting_the_message_twice() {
+    let setup = Setup::start(Wire::OpenaiChat).await;
+    let retry = format!("/api/conversations/{}/retry", setup.id);
+    setup
+        .fake
+        .push(Reply::rejected(400, "the request is malformed"));
+    let failed = setup.turn("Summarise the plan").await;
+    assert_eq!(failed.ended()["status"], "failed", "{:?}", failed.events);
+    let failed_turn = failed.ended()["turn_id"].as_str().unwrap().to_owned();
+
+    setup.fake.push(Reply::text("Here is the summary."));
+    let mut events = setup.server.events(&setup.id).await;
+    let (status, body) = setup.server.post(&retry, serde_json::json!({})).await;
+    assert_eq!(status, 202, "{body}");
+    assert_eq!(body["retry_of"], failed_turn.as_str());
+    let seen = events_until(&mut events, "turn.ended").await;
+    let started = seen
+        .iter()
+        .find(|(kind, _)| kind == "turn.started")
+        .expect("turn.started");
+    assert_eq!(started.1["turn_id"], body["turn_id"]);
+    assert_eq!(started.1["message_ids"], serde_json::json!([]));
+    assert_eq!(seen.last().unwrap().1["status"], "completed", "{seen:?}");
+
+    // The model got the same history again, told of the failed attempt.
+    let requests = setup.fake.requests();
+    let (first, again) = (&requests[requests.len() - 2], &requests[requests.len() - 1]);
+    let first = first.body["messages"].as_array().unwrap();
+    let again = again.body["messages"].as_array().unwrap();
+    assert_eq!(&again[..first.len()], &first[..], "{again:?}");
+    assert_eq!(again.len(), first.len() + 1, "{again:?}");
+    let notice = again.last().unwrap()["content"].as_str().unwrap();
+    assert!(
+        notice.starts_with("[runtime notice] The previous turn failed"),
+        "{notice}"
+    );
+    let items = setup.items().await;
+    let asked = items
+        .iter()
+        .filter(|item| item["kind"] == "user_message" && item["text"] == "Summarise the plan")
+        .count();
+    assert_eq!(asked, 1, "{items:?}");
+    assert!(
+        items
+            .iter()
+            .any(|item| item["kind"] == "agent_message" && item["text"] == "Here is the summary."),
+        "{items:?}"
+    );
+
+    // The latest turn completed: nothing to retry. No body is fine; a bad one is refused.
+    let (status, body) = setup
+        .server
+        .client
+        .post(setup.server.url(&retry))
+        .send()
+        .await
+        .map(crate::harness::read)
+        .unwrap()
+        .await;
+    assert_eq!(status, 409, "{body}");
+    assert_eq!(body["error"]["code"], "nothing_to_retry");
+    assert!(
+        body["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("completed"),
+        "{body}"
+    );
+    let (status, body) = setup
+        .server
+        .post(&retry, serde_json::json!({"session_id": "s_none"}))
+        .await;
+    assert_eq!(status, 404, "{body}");
+    let (status, _) = setup
+        .server
+        .post(&retry, serde_json::json!({"session": "x"}))
+        .await;
+    assert_eq!(status, 400);
+}

@@ -189,3 +189,38 @@ async fn a_terminal_that_loses_the_service_mid_turn_shows_what_was_stored_meanwh
         "{items}"
     );
 }
+
+#[tokio::test]
+async fn retry_runs_a_failed_turn_again() {
+    // One attempt per model call: the demo model's `/fail 1` fails the turn.
+    let server = Server::start_with(ServerOptions {
+        config: Some("[retry]\nmax_attempts = 1\n".to_owned()),
+        ..ServerOptions::default()
+    })
+    .await;
+    let workdir = tempfile::tempdir().unwrap();
+    let script = "Try this\n//fail 1\n/retry\n/retry\n/quit\n";
+    let (ok, out, err) = chat(&["--url", &server.base], script, workdir.path()).await;
+    assert!(ok, "stdout:\n{out}\nstderr:\n{err}");
+    let expect = [
+        "simulated transient failure 1 of 1",
+        "[the failed turn runs again]",
+        "agent: Demo model (offline, built in): you said \"/fail 1\".",
+        "the latest turn t_",
+    ];
+    let mut from = 0;
+    for expected in expect {
+        let at = out[from..]
+            .find(expected)
+            .unwrap_or_else(|| panic!("`{expected}` missing after byte {from} of:\n{out}\n{err}"));
+        from += at + expected.len();
+    }
+    let (_, list) = server.get("/api/conversations").await;
+    let id = list["conversations"][0]["id"].as_str().unwrap();
+    let items = crate::support::items(&server, id).await;
+    let messages = items
+        .iter()
+        .filter(|item| item["kind"] == "user_message")
+        .count();
+    assert_eq!(messages, 2, "{items:?}");
+}

@@ -2,7 +2,7 @@
 // (rewind), compress the context, interrupt, and send a failed turn's message again.
 
 import { api } from './api.js';
-import { enc, newKey } from './dom.js';
+import { enc } from './dom.js';
 import { showError } from './banners.js';
 import { navigate, state } from './state.js';
 import { upsertListed } from './sidebar.js';
@@ -82,12 +82,13 @@ export async function interruptSession(sessionId) {
 
 // Retry of a failed turn: the same text, as a new message to the same agent (a new key: it is
 // meant to run again).
-export async function resendTurn(text, sessionId) {
+// Runs a session's failed turn again, with the messages it had (nothing is posted twice).
+export async function retryTurn(sessionId) {
   if (!state.conv) return;
-  const body = { text };
+  const body = {};
   if (sessionId && sessionId !== state.conv.root_session_id) body.session_id = sessionId;
   try {
-    await api('POST', `/api/conversations/${enc(state.conv.id)}/messages`, body, { 'Idempotency-Key': newKey() });
+    await api('POST', `/api/conversations/${enc(state.conv.id)}/retry`, body);
   } catch (error) {
     showError(error);
   }

@@ -107,3 +107,15 @@ export function lineCount(text) {
   return lines[lines.length - 1] === '' ? lines.length - 1 : lines.length;
 }
 
+
+// Images as the page shows them: inline ones as <img>, linked ones as links (the page loads
+// nothing from elsewhere). `alt` says what they are. Null when there are none.
+export function imageList(images, alt) {
+  if (!images || !images.length) return null;
+  const nodes = images.map((image) =>
+    image.data
+      ? el('img', { src: `data:${image.media_type};base64,${image.data}`, alt })
+      : el('a', { href: image.url, target: '_blank', rel: 'noopener noreferrer' }, image.url),
+  );
+  return el('div', { class: 'images' }, nodes);
+}

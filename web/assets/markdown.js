@@ -15,10 +15,8 @@ import DOMPurify from '/vendor/dompurify/purify.es.mjs';
 import hljs from '/vendor/highlight.js/highlight.min.js';
 import { el } from './dom.js';
 
-// Highlighting is linear but not cheap: a huge block stays plain, and guessing a block's
-// language (no language named) is tried only on small ones.
+// Highlighting is linear but not cheap: a huge block stays plain.
 const MAX_HIGHLIGHT_CHARS = 20000;
-const MAX_GUESS_CHARS = 3000;
 // A group of blocks with no blank line in it (one long list) is cut before a list item or a
 // heading once it is this long, so the growing part stays small.
 const LONG_GROUP_CHARS = 4000;
@@ -82,15 +80,13 @@ function decorateCode(pre, highlight) {
   const match = /(?:^|\s)language-([\w#+.-]+)/.exec(code.className);
   const language = match ? match[1].toLowerCase() : '';
   const source = code.textContent;
-  let shownLanguage = language;
+  const shownLanguage = language;
   if (highlight && source.length <= MAX_HIGHLIGHT_CHARS) {
     let result = null;
+    // A block that names no language is plain text: guessing coloured logs and prose as
+    // some language (a directory listing as C#), which misleads more than it helps.
     if (language && hljs.getLanguage(language)) {
       result = hljs.highlight(source, { language, ignoreIllegals: true });
-    } else if (!language && source.length <= MAX_GUESS_CHARS) {
-      result = hljs.highlightAuto(source);
-      if (result.relevance < 5) result = null;
-      else shownLanguage = result.language;
     }
     if (result) {
       // highlight.js escapes what it is given; its output still goes through the sanitizer,

@@ -6,12 +6,12 @@
 // timeline later than it was written, so it shows when it joined (its sending time is in the
 // tooltip).
 
-import { $, clockTime, el, fullTime } from './dom.js';
+import { $, clockTime, el, fullTime, imageList } from './dom.js';
 import { state, sessionLabel } from './state.js';
 import { MarkdownView, renderMarkdown } from './markdown.js';
 import { appendToolOutput, renderToolCall, showOutputEnd } from './toolcards.js';
 import { announce } from './announcer.js';
-import { resendTurn, rewind } from './actions.js';
+import { retryTurn, rewind } from './actions.js';
 import { forgetFileContents, knownContent, noteFileContent } from './filecontents.js';
 import { clearStatusLines } from './statuslines.js';
 import { resetScroll } from './scroll.js';
@@ -276,11 +276,6 @@ function renderItem(item, shownMs, previous, entry) {
   const attrs = { class: itemClasses(item), 'data-seq': item.seq, 'data-id': item.id };
   switch (item.kind) {
     case 'user_message': {
-      const images = (item.images || []).map((image) =>
-        image.data
-          ? el('img', { src: `data:${image.media_type};base64,${image.data}`, alt: 'attached image' })
-          : el('a', { href: image.url, target: '_blank', rel: 'noopener noreferrer' }, image.url),
-      );
       // A sub-agent's report carries its Markdown; the user's own text is shown as typed.
       let body;
       if (item.source === 'agent') {
@@ -289,7 +284,7 @@ function renderItem(item, shownMs, previous, entry) {
       } else {
         body = el('div', { class: 'text' }, item.text);
       }
-      return el('div', attrs, itemHead(item, shownMs), body, images.length ? el('div', { class: 'images' }, images) : null);
+      return el('div', attrs, itemHead(item, shownMs), body, imageList(item.images, 'attached image'));
     }
     case 'agent_message': {
       const body = el('div', { class: 'md' });
@@ -348,8 +343,8 @@ function renderItem(item, shownMs, previous, entry) {
 // ------------------------------------------------------------------------------------------------
 // How a turn ended, on the turn itself.
 
-// A failed turn is marked in red with its error and a Retry button that sends its message
-// again; an interrupted one says so. The turn's notice (written for the model: "the previous
+// A failed turn is marked in red with its error and a Retry button that runs it again (the
+// same messages, not posted twice); an interrupted one says so. The turn's notice (written for the model: "the previous
 // turn …") is folded into this block.
 export function showTurnEnd(turnId, status, error) {
   if (status !== 'failed' && status !== 'interrupted') return;
@@ -358,8 +353,8 @@ export function showTurnEnd(turnId, status, error) {
   const items = itemsOfTurn(turnId);
   const notices = items.filter((item) => item.kind === 'notice');
   for (const notice of notices) entries.get(notice.id).node.hidden = true;
-  const texts = items.filter((item) => item.kind === 'user_message' && item.source !== 'agent').map((item) => item.text);
   const failed = status === 'failed';
+  const sessionId = items.length ? items[0].session_id : null;
   const block = el(
     'div',
     { class: `turn-end ${status}`, 'data-turn': turnId },
@@ -368,15 +363,15 @@ export function showTurnEnd(turnId, status, error) {
     failed
       ? el('span', { class: 'turn-error' }, error ? readableError(error) : 'The model call did not succeed.')
       : el('span', {}, notices.length ? noticeCause(notices[notices.length - 1].text) : 'What was written before the interrupt is kept.'),
-    failed && texts.length
+    failed
       ? el('button', {
         type: 'button',
         class: 'retry-turn',
         text: 'Retry',
-        title: 'Send the same message again',
+        title: 'Run this turn again, with the same messages',
         onclick: (event) => {
           event.target.disabled = true;
-          resendTurn(texts.join('\n\n'), items[0] && items[0].session_id).finally(() => {
+          retryTurn(sessionId).finally(() => {
             event.target.disabled = false;
           });
         },

@@ -5,7 +5,7 @@
 // exit code), was interrupted or waits for approval. Long output is collapsed, with "Show all".
 
 import { diffLines } from '/vendor/diff/diff/line.js';
-import { el, formatBytes, lineCount, plural } from './dom.js';
+import { el, formatBytes, imageList, lineCount, plural } from './dom.js';
 
 // Output longer than this many lines is collapsed until the reader asks for all of it.
 const COLLAPSED_LINES = 12;
@@ -66,12 +66,16 @@ export function renderToolCall(item, classes, context) {
     if (summary) card.append(el('div', { class: 'tool-summary' }, summary));
     if (!['shell', 'read_file', 'list_dir'].includes(name)) card.append(argumentList(args));
     const folded = mcpTool(name) && item.status !== 'running' ? foldedJson(item.output || '') : null;
+    // Images a tool returned (an MCP tool's) show below its output.
+    const images = imageList(item.images, `image returned by ${toolTitle(name)}`);
     if (folded) {
       card.append(folded);
+      if (images) card.append(images);
       setUpCollapse(card, 0, context.previous);
       return card;
     }
     card.append(...outputBlock(item.output || '', name === 'shell' ? 'tail' : 'head', item.status === 'running' && name !== 'shell'));
+    if (images) card.append(images);
     lines = lineCount(item.output || '');
   }
   setUpCollapse(card, lines, context.previous);

@@ -470,6 +470,7 @@ fn time_file_copies(
                         conversation_id: generated.conversation_id.clone(),
                         item_id: last.id,
                     }),
+                    mcp: Default::default(),
                 },
             },
             MetaRecord::SessionCreated {
@@ -574,6 +575,7 @@ fn generate(store: &Store, turns: usize, seed: u64) -> anyhow::Result<Generated>
             turn_id: turn_id.clone(),
             message_ids: vec![message.id.clone()],
             at,
+            retry_of: None,
         });
         meta.push(MetaRecord::TurnEnded {
             session_id: root_session_id.clone(),
@@ -592,6 +594,7 @@ fn generate(store: &Store, turns: usize, seed: u64) -> anyhow::Result<Generated>
         model: model.clone(),
         root_session_id: root_session_id.clone(),
         forked_from: None,
+        mcp: Default::default(),
     });
     let records: Vec<MetaRecord> = head.into_iter().chain(meta).collect();
     store.create_conversation(

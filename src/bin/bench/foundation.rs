@@ -439,6 +439,7 @@ fn write_conversation(
         model: model.to_owned(),
         root_session_id: root_session_id.clone(),
         forked_from: None,
+        mcp: Default::default(),
     });
     records.extend([
         MetaRecord::MessageAccepted {
@@ -451,6 +452,7 @@ fn write_conversation(
             turn_id: turn_id.clone(),
             message_ids: vec![message.id.clone()],
             at: created_at,
+            retry_of: None,
         },
         MetaRecord::TurnEnded {
             session_id: root_session_id.clone(),

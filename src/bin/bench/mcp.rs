@@ -116,6 +116,7 @@ fn server_config(script: &str) -> BTreeMap<String, McpServerConfig> {
                 cwd: None,
             },
             timeout: Duration::from_secs(30),
+            expand_variables: true,
         },
     )])
 }
@@ -130,6 +131,7 @@ fn context(hub: Arc<McpHub>) -> ToolContext {
         mcp: Some(McpAccess {
             hub,
             servers: vec!["everything".to_owned()],
+            own: Default::default(),
         }),
     }
 }

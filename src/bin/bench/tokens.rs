@@ -108,6 +108,7 @@ fn history(tokens: u64, seed: u64, tokenizer: Tokenizer) -> Vec<Item> {
                 output: prose(&rng.sentences(5, 20)),
                 exit_code: Some(0),
                 files: None,
+                images: Vec::new(),
             },
             _ => ItemKind::AgentMessage {
                 text: prose(&rng.sentences(2, 10)),

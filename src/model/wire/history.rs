@@ -26,6 +26,8 @@ pub struct Call<'a> {
     /// Always a JSON object (see [`parse_arguments`]).
     pub arguments: &'a Value,
     pub output: String,
+    /// Images the tool returned, for the model with the result.
+    pub images: &'a [Image],
 }
 
 /// An image as a URL: its own, or its data as a base64 `data:` URL.
@@ -107,6 +109,7 @@ pub fn entries(history: &[Item]) -> Vec<Entry<'_>> {
                 arguments,
                 output,
                 exit_code,
+                images,
                 ..
             } => {
                 let call = Call {
@@ -114,6 +117,7 @@ pub fn entries(history: &[Item]) -> Vec<Entry<'_>> {
                     name,
                     arguments,
                     output: tool_result_text(output, *exit_code, item.status),
+                    images,
                 };
                 if joins && let Some(Entry::Assistant { calls, .. }) = entries.last_mut() {
                     calls.push(call);
@@ -218,6 +222,7 @@ mod tests {
                     output: "ok".into(),
                     exit_code: Some(0),
                     files: None,
+                    images: Vec::new(),
                 },
                 ItemStatus::Completed,
             );

@@ -38,6 +38,11 @@ pub enum Command {
         session: Option<String>,
         reply: oneshot::Sender<Result<bool, RuntimeError>>,
     },
+    /// Runs a session's failed latest turn again (the root's when no session is named).
+    Retry {
+        session: Option<String>,
+        reply: oneshot::Sender<Result<crate::api::responses::RetryStarted, RuntimeError>>,
+    },
     UpdatePending {
         message_id: String,
         patch: PendingPatch,

@@ -96,6 +96,7 @@ impl ConversationActor {
                 conversation_id: self.id.clone(),
                 item_id: last.id,
             }),
+            mcp: self.state.mcp.clone(),
         });
         // The fork starts with this conversation's remembered rules: copied before it exists,
         // so that no client ever sees the fork without them (a failed fork leaves rules for

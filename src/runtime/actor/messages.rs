@@ -59,7 +59,19 @@ impl ConversationActor {
                 .sessions
                 .get(&session_id)
                 .is_some_and(|run| run.pending.holds_agent_messages());
-        if self.session_is_idle(&session_id) && !held && self.check_can_run(&session_id).is_ok() {
+        // Messages held since a stop go first, in the order they were sent: the new one joins
+        // them in the queue, and the queue starts the next turn.
+        let after_held = !report
+            && self.sessions.get_mut(&session_id).is_some_and(|run| {
+                let held = run.pending.holds_messages_from_above();
+                run.pending.hold_messages_from_above(false);
+                held
+            });
+        if self.session_is_idle(&session_id)
+            && !held
+            && !after_held
+            && self.check_can_run(&session_id).is_ok()
+        {
             return self.start_turn(&session_id, vec![message], key);
         }
         // The agent is busy (a turn, or a compaction): the message waits (steer, queue) or
@@ -88,6 +100,9 @@ impl ConversationActor {
                 .insert(key.key.clone(), (answer.clone(), key));
         }
         self.publish_pending();
+        if after_held {
+            self.start_next_waiting(&session_id);
+        }
         Ok(answer)
     }
 

@@ -93,6 +93,8 @@ pub fn spawn(
 ) -> Result<ActorHandle, RuntimeError> {
     let id = state.conversation.id.clone();
     let fence = shared.fence(&id)?;
+    // What its MCP servers are given is never shown, whatever prints it.
+    crate::mcp::register_secrets(state.mcp.values());
     let mut meta = shared.store.open_metadata_writer(&id)?;
     meta.set_fence(fence.clone());
     let (sender, commands) = mpsc::channel(COMMAND_CAPACITY);
@@ -349,6 +351,9 @@ impl ConversationActor {
                 let _ = reply.send(self.send(request, key).await);
             }
             Command::Interrupt { session, reply } => self.interrupt(session, reply),
+            Command::Retry { session, reply } => {
+                let _ = reply.send(self.retry(session));
+            }
             Command::UpdatePending {
                 message_id,
                 patch,

@@ -222,6 +222,8 @@ impl ConversationActor {
             let _ = reply.send(Ok(false));
             return;
         }
+        // A stop stops: the messages that wait do not start the next turn by themselves.
+        run.pending.hold_messages_from_above(true);
         run.interrupt_waiters.push(reply);
     }
 

@@ -58,6 +58,74 @@ impl ConversationActor {
         Ok(answer)
     }
 
+    /// Runs the session's latest turn again when it failed: a new turn with no new message,
+    /// whose model call sees the same history (a failed attempt's partial text is never sent
+    /// to the model). Nothing is posted twice.
+    pub(super) fn retry(
+        &mut self,
+        session: Option<String>,
+    ) -> Result<crate::api::responses::RetryStarted, RuntimeError> {
+        let session_id = session.unwrap_or_else(|| self.root_id().to_owned());
+        let Some(run) = self.sessions.get(&session_id) else {
+            return Err(RuntimeError::NotFound(format!("session {session_id}")));
+        };
+        if !self.session_is_idle(&session_id) {
+            return Err(RuntimeError::TurnRunning);
+        }
+        if !run.pending.is_empty() {
+            return Err(RuntimeError::MessagesWaiting);
+        }
+        let failed = match self
+            .state
+            .turns
+            .iter()
+            .rev()
+            .find(|turn| turn.session_id == session_id)
+        {
+            Some(turn) if turn.status == TurnStatus::Failed => turn.id.clone(),
+            Some(turn) => {
+                return Err(RuntimeError::NothingToRetry(format!(
+                    "the latest turn {} {}; only a failed turn can be retried",
+                    turn.id,
+                    match turn.status {
+                        TurnStatus::Completed => "completed",
+                        TurnStatus::Interrupted => "was interrupted",
+                        TurnStatus::Running => "is running",
+                        TurnStatus::Failed => "failed",
+                    }
+                )));
+            }
+            None => {
+                return Err(RuntimeError::NothingToRetry(
+                    "the session has no turn to retry".to_owned(),
+                ));
+            }
+        };
+        self.check_can_run(&session_id)?;
+        let turn_id = new_id("t");
+        self.session_writer(&session_id)?;
+        self.append_meta(vec![MetaRecord::TurnStarted {
+            session_id: session_id.clone(),
+            turn_id: turn_id.clone(),
+            message_ids: Vec::new(),
+            at: now(),
+            retry_of: Some(failed.clone()),
+        }])?;
+        self.begin_turn(PreparedTurn {
+            session_id,
+            turn_id: turn_id.clone(),
+            messages: Vec::new(),
+            leading_items: Vec::new(),
+            answer_key: None,
+            new_session: false,
+        })
+        .map_err(RuntimeError::outcome_unknown)?;
+        Ok(crate::api::responses::RetryStarted {
+            turn_id,
+            retry_of: failed,
+        })
+    }
+
     /// The records that accept `messages` as a new turn of `session_id`, and what is left to
     /// do once they are stored (`begin_turn`). Several turns can be stored in one append (the
     /// sub-agents one answer starts). `leading_items` go in the session's file before the
@@ -92,6 +160,7 @@ impl ConversationActor {
             turn_id: turn_id.clone(),
             message_ids: messages.iter().map(|m| m.id.clone()).collect(),
             at: now(),
+            retry_of: None,
         });
         // Messages that waited keep the answers their keys were given, from now on durably.
         records.extend(self.pending_answer_records(&messages));
@@ -143,7 +212,10 @@ impl ConversationActor {
             let seq = self.next_seq(session_id);
             items.push(user_item(message, &turn_id, seq));
         }
-        self.append_items(session_id, &items)?;
+        // A retry brings no item.
+        if !items.is_empty() {
+            self.append_items(session_id, &items)?;
+        }
         self.index_turn_start(session_id, &turn_id, &items, answer_key);
         self.publish_conversation();
         if new_session && let Some(session) = self.state.session(session_id) {
@@ -332,10 +404,7 @@ impl ConversationActor {
                 max_output_bytes: config.tools.max_output_bytes,
                 process_records: self.shared.settings.process_records.clone(),
                 sandbox: crate::tools::SandboxPolicy::for_agent(config, agent),
-                mcp: (!agent.mcp.is_empty()).then(|| crate::mcp::McpAccess {
-                    hub: self.shared.mcp.clone(),
-                    servers: agent.mcp.clone(),
-                }),
+                mcp: self.mcp_access(agent),
             },
             gate: std::sync::Arc::new(crate::runtime::approvals::CallGate {
                 permissions: agent.permissions.clone(),
@@ -360,6 +429,29 @@ impl ConversationActor {
                 )
             }),
         })
+    }
+
+    /// The MCP servers a turn of `agent` may use: those it names in the config, and the
+    /// conversation's own (a child server of those runs in the conversation's directory as it
+    /// is now, unless it names its own).
+    fn mcp_access(&self, agent: &crate::config::AgentConfig) -> Option<crate::mcp::McpAccess> {
+        let own = match crate::config::conversation_servers(
+            &self.state.mcp,
+            &self.state.conversation.cwd,
+        ) {
+            Ok(own) => own,
+            Err(error) => {
+                // Checked when the conversation was created: only a hand-edited file gets here.
+                tracing::warn!(conversation = %self.id, %error, "the conversation's MCP servers are not used");
+                Default::default()
+            }
+        };
+        let access = crate::mcp::McpAccess {
+            hub: self.shared.mcp.clone(),
+            servers: agent.mcp.clone(),
+            own: std::sync::Arc::new(own),
+        };
+        (!access.is_empty()).then_some(access)
     }
 
     /// What every request of a session carries besides its history: its agent's
