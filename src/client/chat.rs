@@ -398,10 +398,8 @@ impl Chat {
 
     async fn rewind(&mut self, argument: &str) -> Result<(), ApiError> {
         let id = self.current()?;
-        let (argument, files) = match argument.strip_suffix("--files") {
-            Some(number) => (number.trim(), true),
-            None => (argument, false),
-        };
+        let files = argument.ends_with("--files");
+        let argument = argument.trim_end_matches("--files").trim();
         let messages: Vec<(String, String)> = self
             .stored_items(&id)
             .await?
