@@ -249,6 +249,10 @@ pub enum ItemKind {
         arguments: Value,
         output: String,
         exit_code: Option<i32>,
+        /// What the call changed in the working directory: set for the calls that may change
+        /// files (`shell`, `write_file`, MCP tools) once they ran.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        files: Option<Box<FileChanges>>,
         /// Images the tool returned (an MCP tool's image content), inline as base64. The
         /// model gets them with the result; `output` notes each one.
         #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -261,6 +265,32 @@ pub enum ItemKind {
     Notice {
         text: String,
     },
+}
+
+/// The paths (relative to the working directory) one tool call added, modified and deleted,
+/// between the checkpoint snapshots taken before and after it (opaque ids). `error` says why
+/// the call's changes could not be recorded; restoring across it is then unavailable.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, utoipa::ToSchema)]
+pub struct FileChanges {
+    #[serde(default)]
+    pub added: Vec<String>,
+    #[serde(default)]
+    pub modified: Vec<String>,
+    #[serde(default)]
+    pub deleted: Vec<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub before: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub after: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+}
+
+impl FileChanges {
+    /// Every path the call changed.
+    pub fn paths(&self) -> impl Iterator<Item = &String> {
+        self.added.iter().chain(&self.modified).chain(&self.deleted)
+    }
 }
 
 impl Item {

@@ -7,6 +7,7 @@
 //! - `index`    — the derived index (SQLite, or PostgreSQL in cluster mode): list, search, rebuild
 //! - `model`    — one trait for model calls and a client per wire protocol, the `demo` model
 //! - `tools`    — the tools agents call: shell (live output), files, MCP servers' tools
+//! - `checkpoints` — snapshots of working trees around tool calls; a turn's diff; restoring
 //! - `mcp`      — Model Context Protocol servers (rmcp): lazy start, tool lists, calls
 //! - `permissions` — which tool calls ask first: configured rules, remembered rules
 //! - `runtime`  — the registry of conversation actors (one writer each) and the turn loop
@@ -28,6 +29,7 @@
 pub mod acp;
 pub mod api;
 pub mod bus;
+pub mod checkpoints;
 pub mod client;
 pub mod cluster;
 pub mod config;

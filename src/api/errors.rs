@@ -59,6 +59,9 @@ pub enum ErrorCode {
     NothingToRetry,
     /// 409: an approval was answered already (the body carries its outcome).
     AlreadyDecided,
+    /// 409: files cannot be restored (the checkpoints needed are missing or damaged, a
+    /// change was not recorded, or the restore was already undone); the message says why.
+    RestoreUnavailable,
     /// 413: the request body is too large; 414: the request target; 431: the headers.
     TooLarge,
     /// 422: the conversation's working directory does not exist.
@@ -86,7 +89,7 @@ pub enum ErrorCode {
 
 impl ErrorCode {
     /// Every code, in the document's order.
-    pub const ALL: [ErrorCode; 22] = [
+    pub const ALL: [ErrorCode; 23] = [
         ErrorCode::InvalidRequest,
         ErrorCode::Unauthorized,
         ErrorCode::Forbidden,
@@ -99,6 +102,7 @@ impl ErrorCode {
         ErrorCode::NothingToCompact,
         ErrorCode::NothingToRetry,
         ErrorCode::AlreadyDecided,
+        ErrorCode::RestoreUnavailable,
         ErrorCode::TooLarge,
         ErrorCode::CwdMissing,
         ErrorCode::ModelUnavailable,
@@ -124,6 +128,7 @@ impl ErrorCode {
             ErrorCode::NotWaiting => "not_waiting",
             ErrorCode::CompactionRunning => "compaction_running",
             ErrorCode::NothingToCompact => "nothing_to_compact",
+            ErrorCode::RestoreUnavailable => "restore_unavailable",
             ErrorCode::NothingToRetry => "nothing_to_retry",
             ErrorCode::AlreadyDecided => "already_decided",
             ErrorCode::TooLarge => "too_large",
@@ -166,6 +171,7 @@ mod tests {
                 | ErrorCode::NotWaiting
                 | ErrorCode::CompactionRunning
                 | ErrorCode::NothingToCompact
+                | ErrorCode::RestoreUnavailable
                 | ErrorCode::NothingToRetry
                 | ErrorCode::AlreadyDecided
                 | ErrorCode::TooLarge

@@ -70,13 +70,16 @@ pub enum ConversationEvent {
         turn_id: String,
         message_ids: Vec<String>,
     },
-    /// A turn ended: `completed`, `failed` (with the error) or `interrupted`.
+    /// A turn ended: `completed`, `failed` (with the error) or `interrupted`. `files_changed`
+    /// counts the paths its tool calls changed in the working directory
+    /// (`GET …/turns/{turn_id}/changes` shows them).
     #[serde(rename = "turn.ended")]
     TurnEnded {
         session_id: String,
         turn_id: String,
         status: TurnStatus,
         error: Option<String>,
+        files_changed: u32,
     },
     /// An item appeared: streaming text or reasoning (`running`), a tool call, a message.
     #[serde(rename = "item.started")]

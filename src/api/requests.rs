@@ -123,6 +123,28 @@ pub struct RewindRequest {
     /// A `user_message` item of the root session: the copy stops just before it.
     #[schema(pattern = "^[A-Za-z0-9_-]{1,100}$")]
     pub message_id: String,
+    /// Also put back the files this conversation changed since that message's turn, as they
+    /// were just before it (only those paths). Refused with 409 while a turn runs in the
+    /// working directory.
+    #[serde(default)]
+    pub restore_files: bool,
+    /// With `restore_files`: overwrite paths changed since by someone else (the user, another
+    /// conversation) too, instead of keeping them as conflicts.
+    #[serde(default)]
+    pub force: bool,
+    /// With `restore_files`: only answer what would be restored and which paths are
+    /// conflicts; nothing is stored or changed (`conversation` is null).
+    #[serde(default)]
+    pub dry_run: bool,
+}
+
+/// `POST /api/conversations/{id}/restores/{restore_id}/undo`; an empty body is `{}`.
+#[derive(Debug, Default, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct UndoRestoreRequest {
+    /// Overwrite paths changed since the restore too, instead of keeping them as conflicts.
+    #[serde(default)]
+    pub force: bool,
 }
 
 /// `{}`: the operation takes no parameters (the body of `fork` and `compact`, which may also

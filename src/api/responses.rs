@@ -1,7 +1,7 @@
 //! What the service answers: the response bodies that are not domain objects themselves. The
 //! handlers return these types and the OpenAPI document shows them.
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
 use crate::config::Protocol;
@@ -100,6 +100,70 @@ pub struct RewoundConversation {
     pub conversation: Option<Conversation>,
     /// The text of that message, for the input box.
     pub text: String,
+    /// With `restore_files`: what was put back.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub restore: Option<RestoreSummary>,
+}
+
+/// Files put back by a rewind (or an undo): `restored` now hold what they held before;
+/// `conflicts` were changed since by someone else and were kept. `id` names the restore for
+/// `POST …/restores/{id}/undo`.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct RestoreSummary {
+    /// `null` for a dry run.
+    #[schema(required = true)]
+    pub id: Option<String>,
+    pub restored: Vec<String>,
+    pub conflicts: Vec<String>,
+}
+
+/// `POST /api/conversations/{id}/restores/{restore_id}/undo`.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct RestoreAnswer {
+    pub restore: RestoreSummary,
+}
+
+/// How a path changed over a turn.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq, ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum FileChangeKind {
+    Added,
+    Modified,
+    Deleted,
+}
+
+/// One path a turn changed.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct ChangedFile {
+    /// Relative to the working directory.
+    pub path: String,
+    pub change: FileChangeKind,
+    /// Not text: named, without a diff.
+    pub binary: bool,
+    /// A unified diff (`a/<path>`, `b/<path>`); `null` for a binary file or past the cap.
+    #[schema(required = true)]
+    pub diff: Option<String>,
+    /// The diff was left out: the answer reached its cap.
+    pub truncated: bool,
+}
+
+/// `GET /api/conversations/{id}/turns/{turn_id}/changes`.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct TurnChanges {
+    pub turn_id: String,
+    /// The paths the turn's tool calls changed, each from before the first call that changed
+    /// it to after the last (paths that ended as they began are left out).
+    pub files: Vec<ChangedFile>,
+    /// What the turn's last snapshot left out (over the size limits): their changes are
+    /// neither shown nor restored.
+    pub skipped: Vec<SkippedFile>,
+}
+
+/// A file a snapshot left out, and why.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct SkippedFile {
+    pub path: String,
+    pub reason: String,
 }
 
 /// `POST /api/conversations/{id}/compact`: the stored summary and the usage it leaves.

@@ -25,7 +25,9 @@ Type a message to send it to the agent. Commands:
   /new                 start a new conversation with the next message
   /resume [N|id|text]  list recent conversations, or open one (by number, id or search)
   /fork                copy this conversation up to its last finished turn, and continue there
-  /rewind [N]          list your messages, or restart from before message N in a copy
+  /rewind [N] [--files] list your messages, or restart from before message N in a copy;
+                       --files also puts back the files changed since (conflicts are kept)
+  /diff [N]            what turn N changed in the working directory (default: the last)
   /compact             summarize the older history now (compress the context)
   /context             how much of the model's context window is used
   /agents              the agents of this conversation (the root agent and its sub-agents)
@@ -218,6 +220,11 @@ impl Chat {
                 self.open(new_id).await?;
             }
             "rewind" => self.rewind(argument).await?,
+            "diff" => {
+                let id = self.current()?;
+                let items = self.stored_items(&id).await?;
+                print_out(&super::files::diff(&self.api, &id, &items, argument).await?);
+            }
             "compact" => {
                 let id = self.current()?;
                 // The stream shows the compaction as it happens.
@@ -391,6 +398,8 @@ impl Chat {
 
     async fn rewind(&mut self, argument: &str) -> Result<(), ApiError> {
         let id = self.current()?;
+        let files = argument.ends_with("--files");
+        let argument = argument.trim_end_matches("--files").trim();
         let messages: Vec<(String, String)> = self
             .stored_items(&id)
             .await?
@@ -413,9 +422,12 @@ impl Chat {
             .api
             .post(
                 &format!("/api/conversations/{id}/rewind"),
-                &json!({ "message_id": message_id }),
+                &json!({ "message_id": message_id, "restore_files": files }),
             )
             .await?;
+        if files {
+            print_out(&super::files::restore_line(&rewound["restore"]));
+        }
         let message = text(&rewound["text"]);
         if rewound["conversation"].is_null() {
             // Before the first message there is nothing to copy: it is a new conversation.

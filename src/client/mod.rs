@@ -9,6 +9,7 @@ pub mod agents;
 pub mod api;
 pub mod approval_prompt;
 pub mod chat;
+pub mod files;
 pub mod position;
 pub mod render;
 pub mod send;

@@ -94,7 +94,10 @@ impl Renderer {
                     data["error"].as_str().unwrap_or("no error given")
                 )),
                 Some("interrupted") => self.line("[interrupted]"),
-                _ => self.end_line(),
+                _ => match super::files::changed_note(data) {
+                    Some(note) => self.line(&note),
+                    None => self.end_line(),
+                },
             },
             "model.retry" => self.line(&format!(
                 "[the model call failed (attempt {} of {}), retrying in {} ms: {}]",

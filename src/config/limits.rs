@@ -68,6 +68,13 @@ pub struct ToolsConfig {
     pub shell_timeout_s: u64,
     /// Tool output beyond this many bytes is cut before it goes back to the model.
     pub max_output_bytes: usize,
+    /// Whether the working directory is snapshotted around tool calls that may change files
+    /// (`src/checkpoints/`), for a turn's diff and for restoring files on rewind.
+    pub checkpoints: bool,
+    /// A file bigger than this is left out of snapshots (and listed as skipped).
+    pub checkpoint_max_file_bytes: u64,
+    /// A snapshot keeps at most this many bytes of files; the rest are skipped.
+    pub checkpoint_max_snapshot_bytes: u64,
 }
 
 impl Default for RetryConfig {
@@ -107,6 +114,9 @@ impl Default for ToolsConfig {
         ToolsConfig {
             shell_timeout_s: 600,
             max_output_bytes: 65_536,
+            checkpoints: true,
+            checkpoint_max_file_bytes: 10 * 1024 * 1024,
+            checkpoint_max_snapshot_bytes: 200 * 1024 * 1024,
         }
     }
 }
@@ -146,6 +156,9 @@ pub(super) struct RawSubagents {
 pub(super) struct RawTools {
     shell_timeout_s: Option<u64>,
     max_output_bytes: Option<usize>,
+    checkpoints: Option<bool>,
+    checkpoint_max_file_bytes: Option<u64>,
+    checkpoint_max_snapshot_bytes: Option<u64>,
 }
 
 impl Validator<'_> {
@@ -212,6 +225,13 @@ impl Validator<'_> {
         let tools = ToolsConfig {
             shell_timeout_s: raw.shell_timeout_s.unwrap_or(defaults.shell_timeout_s),
             max_output_bytes: raw.max_output_bytes.unwrap_or(defaults.max_output_bytes),
+            checkpoints: raw.checkpoints.unwrap_or(defaults.checkpoints),
+            checkpoint_max_file_bytes: raw
+                .checkpoint_max_file_bytes
+                .unwrap_or(defaults.checkpoint_max_file_bytes),
+            checkpoint_max_snapshot_bytes: raw
+                .checkpoint_max_snapshot_bytes
+                .unwrap_or(defaults.checkpoint_max_snapshot_bytes),
         };
         if tools.shell_timeout_s == 0 {
             return Err(self.invalid("tools.shell_timeout_s", "must be at least 1"));

@@ -429,7 +429,7 @@ fn answer(answer: Answer) -> Response {
 
 /// A body that may be absent (`POST …/interrupt` with no body means the defaults); one that
 /// is there must be a JSON object (blank space is not JSON).
-fn optional_json<T: DeserializeOwned + Default>(body: &Bytes) -> Result<T, ApiError> {
+pub(super) fn optional_json<T: DeserializeOwned + Default>(body: &Bytes) -> Result<T, ApiError> {
     if body.is_empty() {
         return Ok(T::default());
     }
@@ -480,14 +480,18 @@ pub async fn fork(
     tag = "history",
     summary = "Restart from an earlier message",
     description = "A fork that stops just before one of the user's messages of the root \
-        session; answers that message's text for the input box. The original is unchanged.",
+        session; answers that message's text for the input box. The original is unchanged. \
+        With `restore_files`, the files this conversation changed since that message's turn \
+        are first put back as they were (a safety snapshot is taken; paths changed since by \
+        someone else are conflicts, kept unless `force`), and `restore` says what was done.",
     params(("id" = String, Path, description = "Conversation id")),
     request_body = RewindRequest,
     responses(
         (status = 201, description = "The new conversation and the message's text", body = RewoundConversation),
-        (status = 200, description = "Rewind to the first message: nothing is stored, `conversation` is null", body = RewoundConversation),
+        (status = 200, description = "Rewind to the first message, or a `dry_run`: nothing is stored, `conversation` is null", body = RewoundConversation),
         (status = 400, description = "`invalid_request`: bad JSON, or `message_id` is not a user message of the root session", body = ErrorBody),
         (status = 404, description = "`not_found`: no such conversation or message", body = ErrorBody),
+        (status = 409, description = "With `restore_files`: `turn_running` (a turn runs in the working directory) or `restore_unavailable` (the checkpoints needed are missing or damaged, or a change was not recorded); nothing was stored", body = ErrorBody),
         (status = 422, description = "`cwd_missing` or `source_missing`: the conversation cannot open", body = ErrorBody),
     ),
 )]
@@ -496,15 +500,27 @@ pub async fn rewind(
     Path(id): Path<String>,
     Json(request): Json<RewindRequest>,
 ) -> Result<Response, ApiError> {
-    let outcome = state.runtime.rewind(&id, &request.message_id).await?;
+    let restore = request
+        .restore_files
+        .then_some(crate::checkpoints::RestoreOptions {
+            force: request.force,
+            dry_run: request.dry_run,
+        });
+    let dry_run = restore.is_some_and(|options| options.dry_run);
+    let outcome = state
+        .runtime
+        .rewind(&id, &request.message_id, restore)
+        .await?;
     let status = match outcome.conversation {
         Some(_) => StatusCode::CREATED,
         None => StatusCode::OK,
     };
+    debug_assert!(!dry_run || outcome.conversation.is_none());
     let body = RewoundConversation {
         conversation: outcome.conversation,
         // A rewind always answers its message's text.
         text: outcome.text.unwrap_or_default(),
+        restore: outcome.restore.map(Into::into),
     };
     Ok((status, axum::Json(body)).into_response())
 }

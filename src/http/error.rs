@@ -139,6 +139,14 @@ impl From<RuntimeError> for ApiError {
                 code: ErrorCode::NothingToCompact,
                 message,
             },
+            RuntimeError::DirectoryBusy(_) => ApiError::Conflict {
+                code: ErrorCode::TurnRunning,
+                message,
+            },
+            RuntimeError::RestoreUnavailable(_) => ApiError::Conflict {
+                code: ErrorCode::RestoreUnavailable,
+                message,
+            },
             RuntimeError::NothingToRetry(_) => ApiError::Conflict {
                 code: ErrorCode::NothingToRetry,
                 message,
@@ -188,6 +196,8 @@ pub fn one_of_each() -> Vec<ApiError> {
         RuntimeError::NotWaiting,
         RuntimeError::CompactionRunning,
         RuntimeError::NothingToCompact,
+        RuntimeError::DirectoryBusy(text()),
+        RuntimeError::RestoreUnavailable(text()),
         RuntimeError::NothingToRetry(text()),
         RuntimeError::AlreadyDecided(Box::new(crate::api::approvals::Approval::example())),
         RuntimeError::CompactionFailed(text()),
@@ -211,6 +221,8 @@ pub fn one_of_each() -> Vec<ApiError> {
             | RuntimeError::NotWaiting
             | RuntimeError::CompactionRunning
             | RuntimeError::NothingToCompact
+            | RuntimeError::DirectoryBusy(_)
+            | RuntimeError::RestoreUnavailable(_)
             | RuntimeError::NothingToRetry(_)
             | RuntimeError::AlreadyDecided(_)
             | RuntimeError::CompactionFailed(_)

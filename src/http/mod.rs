@@ -3,6 +3,7 @@
 //! own and never touch files.
 
 pub mod approvals;
+pub mod checkpoints;
 pub mod cluster;
 pub mod conversations;
 pub mod error;
@@ -100,6 +101,14 @@ pub fn router(
         )
         .route("/api/conversations/{id}/fork", post(c::fork))
         .route("/api/conversations/{id}/rewind", post(c::rewind))
+        .route(
+            "/api/conversations/{id}/turns/{turn_id}/changes",
+            get(checkpoints::changes),
+        )
+        .route(
+            "/api/conversations/{id}/restores/{restore_id}/undo",
+            post(checkpoints::undo),
+        )
         .route("/api/conversations/{id}/compact", post(c::compact))
         .route("/api/conversations/{id}/usage", get(c::usage))
         .route(

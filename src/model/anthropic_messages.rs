@@ -551,6 +551,7 @@ mod tests {
                     arguments: json!({"command": "ls"}),
                     output: "a".into(),
                     exit_code: Some(0),
+                    files: None,
                     images: Vec::new(),
                 },
                 ItemStatus::Completed,

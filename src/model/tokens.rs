@@ -567,6 +567,7 @@ mod tests {
                 arguments: json!({"command": "ls -l"}),
                 output: "total 0\n".into(),
                 exit_code: Some(0),
+                files: None,
                 images: Vec::new(),
             },
         };

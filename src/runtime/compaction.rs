@@ -374,6 +374,7 @@ mod tests {
                 arguments: json!({ "command": "ls" }),
                 output: "x".repeat(400),
                 exit_code: Some(0),
+                files: None,
                 images: Vec::new(),
             },
         )

@@ -23,6 +23,11 @@ pub enum RuntimeError {
     CompactionRunning,
     #[error("there is nothing to compact: the history is already its summary")]
     NothingToCompact,
+    /// A turn runs in the working directory (of any conversation): files are not restored.
+    #[error("a turn is running in {0}; wait for it to end or interrupt it")]
+    DirectoryBusy(String),
+    #[error("{0}")]
+    RestoreUnavailable(String),
     /// A retry when the session's latest turn did not fail (the text says how it ended).
     #[error("{0}")]
     NothingToRetry(String),
@@ -137,5 +142,18 @@ impl RuntimeError {
             "the request failed midway and may have been stored: retry it with the same Idempotency-Key (one was needed to retry safely)"
                 .to_owned(),
         )
+    }
+}
+
+impl From<crate::checkpoints::RestoreError> for RuntimeError {
+    fn from(error: crate::checkpoints::RestoreError) -> RuntimeError {
+        use crate::checkpoints::RestoreError;
+        match error {
+            RestoreError::Busy(cwd) => RuntimeError::DirectoryBusy(cwd),
+            RestoreError::NotFound(id) => RuntimeError::NotFound(format!("restore {id}")),
+            RestoreError::Unavailable(_) | RestoreError::Invalid(_) => {
+                RuntimeError::RestoreUnavailable(error.to_string())
+            }
+        }
     }
 }

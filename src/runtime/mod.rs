@@ -4,6 +4,7 @@
 
 pub mod actor;
 pub mod agent_requests;
+pub mod checkpointing;
 pub mod collab;
 pub mod compaction;
 pub mod fork;
@@ -18,6 +19,7 @@ pub mod usage;
 
 mod approval_operations;
 pub mod approvals;
+mod checkpoint_operations;
 mod create;
 mod error;
 mod idempotency;
@@ -130,6 +132,8 @@ pub struct Shared {
     pub rules: Arc<rules::RuleStore>,
     /// The configured MCP servers, each started when an agent using it first runs.
     pub mcp: Arc<crate::mcp::McpHub>,
+    /// Snapshots of working trees around tool calls (`None`: `tools.checkpoints = false`).
+    pub checkpoints: Option<Arc<crate::checkpoints::Checkpoints>>,
 }
 
 impl Runtime {
@@ -169,6 +173,18 @@ impl Runtime {
             }),
         ));
         let rules = Arc::new(rules::RuleStore::open(store.root()));
+        let checkpoints = config.tools.checkpoints.then(|| {
+            let checkpoints = crate::checkpoints::Checkpoints::open(
+                store.root(),
+                crate::checkpoints::Limits {
+                    max_file_bytes: config.tools.checkpoint_max_file_bytes,
+                    max_snapshot_bytes: config.tools.checkpoint_max_snapshot_bytes,
+                },
+            );
+            // Before any turn can run: a restore a crash cut short is finished first.
+            checkpoints.recover();
+            Arc::new(checkpoints)
+        });
         let (index_jobs, jobs) = tokio::sync::mpsc::channel(index_jobs::QUEUE_CAPACITY);
         let index_queue = Arc::new(JobQueue::default());
         tokio::spawn(run_index_jobs(index.clone(), jobs, index_queue.clone()));
@@ -193,6 +209,7 @@ impl Runtime {
                 approvals: approvals::ApprovalBook::default(),
                 rules,
                 mcp,
+                checkpoints,
             }),
         }
     }

@@ -241,6 +241,7 @@ impl Runtime {
         let outcome = self
             .call(id, |reply| Command::Fork {
                 rewind_to: None,
+                restore: None,
                 reply,
             })
             .await??;
@@ -250,8 +251,14 @@ impl Runtime {
     }
 
     /// A copy up to just before one of the user's messages, and that message's text
-    /// ("restart from here"). No conversation when it is the first message.
-    pub async fn rewind(&self, id: &str, message_id: &str) -> Result<ForkOutcome, RuntimeError> {
+    /// ("restart from here"). No conversation when it is the first message. `restore`
+    /// options: the files this conversation changed since are put back first.
+    pub async fn rewind(
+        &self,
+        id: &str,
+        message_id: &str,
+        restore: Option<crate::checkpoints::RestoreOptions>,
+    ) -> Result<ForkOutcome, RuntimeError> {
         if !is_valid_id(message_id) {
             return Err(RuntimeError::Invalid(format!(
                 "message_id `{message_id}` is not a user message of this conversation's root session"
@@ -260,6 +267,7 @@ impl Runtime {
         let message_id = message_id.to_owned();
         self.call(id, |reply| Command::Fork {
             rewind_to: Some(message_id),
+            restore,
             reply,
         })
         .await?

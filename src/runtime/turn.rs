@@ -21,7 +21,7 @@ use super::usage::{UsageTracker, context_tokens};
 use crate::api::events::CompactionReason;
 use crate::api::events::DeltaField;
 use crate::config::{ReasoningContext, RetryConfig};
-use crate::domain::{Item, ItemKind, ItemStatus, TurnStatus, new_id, now};
+use crate::domain::{FileChanges, Item, ItemKind, ItemStatus, TurnStatus, new_id, now};
 use crate::model::reader::{self, ModelEvents};
 use crate::model::{ModelClient, ModelError, ModelEvent, ModelRequest, TokenUsage, ToolSpec};
 use crate::permissions::policy::escalation;
@@ -56,6 +56,8 @@ pub struct TurnSpec {
     /// Whether the provider takes reasoning back at all (`model::reasoning_carried`): if not,
     /// reasoning tokens take no room in the next request.
     pub reasoning_carried: bool,
+    /// Snapshots of the working directory around calls that may change files.
+    pub files: Option<super::checkpointing::TurnFiles>,
 }
 
 /// Runs a turn of `session_id` to its end. Always sends exactly one `Ended`, last.
@@ -128,7 +130,8 @@ async fn drive(mut spec: TurnSpec, link: &ActorLink) -> Result<(), TurnStop> {
             }
             let results = if batch.len() > 1 {
                 let arguments: Vec<&Value> = batch.iter().map(tool_arguments).collect();
-                collab::spawn_all(&arguments, link, &spec.cancel).await
+                let results = collab::spawn_all(&arguments, link, &spec.cancel).await;
+                results.into_iter().map(|result| (result, None)).collect()
             } else {
                 vec![run_tool(&spec, &batch[0], link).await]
             };
@@ -501,6 +504,7 @@ impl Partial {
                         arguments,
                         output: String::new(),
                         exit_code: None,
+                        files: None,
                         images: Vec::new(),
                     },
                     ItemStatus::Running,
@@ -604,13 +608,21 @@ async fn gate(spec: &TurnSpec, item: &Item, link: &ActorLink) -> Result<bool, To
     }
 }
 
-/// Runs one stored tool call, streaming its output to clients.
-async fn run_tool(spec: &TurnSpec, item: &Item, link: &ActorLink) -> ToolResult {
+/// Runs one stored tool call, streaming its output to clients; with what it changed in the
+/// working directory.
+async fn run_tool(
+    spec: &TurnSpec,
+    item: &Item,
+    link: &ActorLink,
+) -> (ToolResult, Option<FileChanges>) {
     let (name, arguments) = (tool_name(item), tool_arguments(item));
     let escalated = match gate(spec, item, link).await {
         Ok(escalated) => escalated,
-        Err(result) => return result,
+        Err(result) => return (result, None),
     };
+    if let Some(files) = &spec.files {
+        files.before(name).await;
+    }
     // A command's output can print a secret: it goes out redacted, piece by piece.
     let mut redactor = StreamRedactor::default();
     let mut forward = |chunk: String| {
@@ -667,7 +679,11 @@ async fn run_tool(spec: &TurnSpec, item: &Item, link: &ActorLink) -> ToolResult 
     if let std::borrow::Cow::Owned(clean) = redact::redact(&result.output) {
         result.output = clean;
     }
-    result
+    let changes = match &spec.files {
+        Some(files) => files.after(name).await,
+        None => None,
+    };
+    (result, changes)
 }
 
 /// What a tool's output redactor still held, sent at the end of the output.
@@ -686,18 +702,20 @@ fn forward_rest(redactor: &mut StreamRedactor, item: &Item, link: &ActorLink) {
 /// the turn.
 async fn finish_tool_call(
     mut item: Item,
-    result: ToolResult,
+    (result, changes): (ToolResult, Option<FileChanges>),
     link: &ActorLink,
 ) -> Result<Item, TurnStop> {
     if let ItemKind::ToolCall {
         output,
         exit_code,
+        files,
         images,
         ..
     } = &mut item.kind
     {
         *output = result.output;
         *exit_code = result.exit_code;
+        *files = changes.map(Box::new);
         *images = result.images;
     }
     item.status = match result.status {

@@ -209,6 +209,7 @@ mod tests {
                 arguments: serde_json::json!({ "path": "a.txt", "content": "x ".repeat(500) }),
                 output: String::new(),
                 exit_code: None,
+                files: None,
                 images: Vec::new(),
             },
             ItemStatus::Running,

@@ -10,6 +10,7 @@ mod approval_cli;
 mod approvals;
 mod bad_input;
 mod big_messages;
+mod checkpoints;
 mod cluster;
 mod cluster_fence;
 mod cluster_peers;

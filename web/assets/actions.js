@@ -6,6 +6,7 @@ import { enc } from './dom.js';
 import { showError } from './banners.js';
 import { navigate, state } from './state.js';
 import { upsertListed } from './sidebar.js';
+import { askRestore, noticeRestored } from './filechanges.js';
 
 // Fork and rewind open the copy; the copy then says where it came from (conversation.js shows
 // `state.arrival` once the copy is open).
@@ -23,12 +24,20 @@ export async function fork() {
 }
 
 // "Restart from here": a copy up to just before the message, with its text in the message box
-// of the copy, ready to edit and send (the edit-and-resend pattern).
-export async function rewind(item) {
+// of the copy, ready to edit and send (the edit-and-resend pattern). When the conversation
+// changed files since (`changed` paths), the user chooses whether they are restored too.
+export async function rewind(item, changed) {
   const source = state.conv;
   if (!source) return;
+  const body = { message_id: item.id };
+  if (changed > 0) {
+    const choice = await askRestore(item, changed);
+    if (!choice) return;
+    if (choice.restore) Object.assign(body, { restore_files: true, force: choice.force });
+  }
   try {
-    const answer = await api('POST', `/api/conversations/${enc(source.id)}/rewind`, { message_id: item.id });
+    const answer = await api('POST', `/api/conversations/${enc(source.id)}/rewind`, body);
+    if (answer.restore) noticeRestored(source.id, answer.restore, answer.conversation ? answer.conversation.id : 'new');
     const text = answer.text !== undefined && answer.text !== null ? answer.text : item.text;
     const from = { id: source.id, title: source.title };
     if (answer.conversation) {

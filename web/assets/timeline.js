@@ -16,14 +16,17 @@ import { forgetFileContents, knownContent, noteFileContent } from './filecontent
 import { clearStatusLines } from './statuslines.js';
 import { resetScroll } from './scroll.js';
 import { placeApprovalCard, resetApprovalCards } from './approvals.js';
+import { changedPaths, turnFilesBlock } from './filechanges.js';
 
 const entries = new Map(); // item id → { item, node, view, shownMs }
 const turnEnds = new Map(); // turn id → the block that says how a turn ended
+const turnFiles = new Map(); // turn id → its "N files changed" block
 let lastShownMs = 0; // the shown time of the last item
 
 export function resetTimeline() {
   entries.clear();
   turnEnds.clear();
+  turnFiles.clear();
   forgetFileContents();
   lastShownMs = 0;
   clearStatusLines();
@@ -71,6 +74,7 @@ export function upsertItem(item, live) {
       existing.node = node;
       if (item.kind === 'tool_call') showOutputEnd(node);
     }
+    if (item.files) showTurnFiles(item.turn_id);
     return;
   }
   // Items arrive in order; an older one (a late completion) goes before the first newer one.
@@ -94,9 +98,31 @@ export function upsertItem(item, live) {
   if (item.kind === 'tool_call') placeApprovalCard(item.id);
   if (next) refreshTimes();
   if (item.kind === 'tool_call') showOutputEnd(entry.node);
+  if (item.files || turnFiles.has(item.turn_id)) showTurnFiles(item.turn_id);
   if (entry.view && live && item.status !== 'running') {
     entry.view.onDone = () => announce(`Agent: ${entry.node.querySelector('.md').textContent}`);
   }
+}
+
+// "N files changed" after a turn's last item (before its end block).
+function showTurnFiles(turnId) {
+  const old = turnFiles.get(turnId);
+  const block = turnFilesBlock(turnId, itemsOfTurn(turnId));
+  if (old) old.remove();
+  turnFiles.delete(turnId);
+  const nodes = [...entries.values()].filter((entry) => entry.item.turn_id === turnId).map((entry) => entry.node);
+  const last = nodes[nodes.length - 1];
+  if (!block || !last) return;
+  last.after(block);
+  turnFiles.set(turnId, block);
+}
+
+// How many paths this conversation's tool calls changed from `item` (a root message) on.
+function changedSince(item) {
+  const since = [...entries.values()]
+    .map((entry) => entry.item)
+    .filter((other) => (other.session_id === item.session_id ? other.seq >= item.seq : other.created_at >= item.created_at));
+  return changedPaths(since).size;
 }
 
 export function applyDelta(delta) {
@@ -240,7 +266,7 @@ function itemHead(item, shownMs) {
         class: 'link-button',
         title: 'Copy the conversation up to just before this message into a new one, with this text in the message box to edit and send again. This conversation stays as it is.',
         text: 'Restart from here',
-        onclick: () => rewind(item),
+        onclick: () => rewind(item, changedSince(item)),
       })
       : null,
   );

@@ -107,6 +107,7 @@ fn history(tokens: u64, seed: u64, tokenizer: Tokenizer) -> Vec<Item> {
                 arguments: json!({ "command": format!("grep -rn {} src", rng.words(1, 1)[0]) }),
                 output: prose(&rng.sentences(5, 20)),
                 exit_code: Some(0),
+                files: None,
                 images: Vec::new(),
             },
             _ => ItemKind::AgentMessage {

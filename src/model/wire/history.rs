@@ -110,6 +110,7 @@ pub fn entries(history: &[Item]) -> Vec<Entry<'_>> {
                 output,
                 exit_code,
                 images,
+                ..
             } => {
                 let call = Call {
                     call_id,
@@ -220,6 +221,7 @@ mod tests {
                     arguments: serde_json::json!({}),
                     output: "ok".into(),
                     exit_code: Some(0),
+                    files: None,
                     images: Vec::new(),
                 },
                 ItemStatus::Completed,

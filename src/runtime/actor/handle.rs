@@ -52,10 +52,17 @@ pub enum Command {
         message_id: String,
         reply: oneshot::Sender<Result<Message, RuntimeError>>,
     },
-    /// Fork (no message id) or rewind to just before a user message of the root session.
+    /// Fork (no message id) or rewind to just before a user message of the root session;
+    /// `restore`: also put back the files changed since.
     Fork {
         rewind_to: Option<String>,
+        restore: Option<crate::checkpoints::RestoreOptions>,
         reply: oneshot::Sender<Result<ForkOutcome, RuntimeError>>,
+    },
+    /// The working directory and the file-changing tool calls of one turn.
+    TurnFileCalls {
+        turn_id: String,
+        reply: oneshot::Sender<TurnFileCalls>,
     },
     Subscribe {
         after: Option<EventId>,
@@ -108,7 +115,17 @@ pub enum Command {
 pub struct ForkOutcome {
     pub conversation: Option<Conversation>,
     pub text: Option<String>,
+    /// The files put back, when asked.
+    pub restore: Option<crate::checkpoints::RestoreOutcome>,
 }
+
+pub type TurnFileCalls = Result<
+    (
+        std::path::PathBuf,
+        Vec<crate::checkpoints::restore::CallRecord>,
+    ),
+    RuntimeError,
+>;
 
 /// What a new SSE client gets: a snapshot or the events it missed, then live events.
 pub struct Subscription {

@@ -18,6 +18,7 @@ impl ConversationActor {
     pub(super) async fn fork(
         &mut self,
         rewind_to: Option<String>,
+        restore: Option<crate::checkpoints::RestoreOptions>,
     ) -> Result<ForkOutcome, RuntimeError> {
         // A copy of a conversation that cannot open (its directory or agent is gone) could not
         // open either: the user recreates the directory (or the agent) first.
@@ -32,6 +33,7 @@ impl ConversationActor {
             None => content.len(),
         };
         let mut text = None;
+        let mut restored = None;
         if let Some(message_id) = &rewind_to {
             let at = fork::cut_offset(&content, &fork::Cut::BeforeItem(message_id));
             if at == content.len() {
@@ -46,8 +48,21 @@ impl ConversationActor {
                         "message_id `{message_id}` is not a user message of this conversation's root session"
                     ))
                 })?;
+            // Files first: a restore that cannot be done (a turn runs in the directory, the
+            // checkpoints are missing) leaves nothing stored.
+            if let Some(options) = restore {
+                restored = Some(self.restore_since(&target, options).await?);
+            }
             if let ItemKind::UserMessage { text: message, .. } = target.kind {
                 text = Some(message);
+            }
+            if restore.is_some_and(|options| options.dry_run) {
+                // Only what a restore would do: nothing is stored.
+                return Ok(ForkOutcome {
+                    conversation: None,
+                    text,
+                    restore: restored,
+                });
             }
             end = end.min(at);
         }
@@ -57,6 +72,7 @@ impl ConversationActor {
                 return Ok(ForkOutcome {
                     conversation: None,
                     text,
+                    restore: restored,
                 });
             }
             return Err(RuntimeError::TurnRunning);
@@ -138,6 +154,7 @@ impl ConversationActor {
         Ok(ForkOutcome {
             conversation: Some(conversation),
             text,
+            restore: restored,
         })
     }
 }

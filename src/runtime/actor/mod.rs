@@ -8,9 +8,11 @@
 //! The actor's work is split by concern: `session.rs` (one agent's live state), `turns.rs`
 //! (starting, feeding and ending turns), `messages.rs` (sending and waiting messages),
 //! `subagents.rs` (spawning sub-agents, their reports, the collaboration tools), `history.rs`
-//! (fork and rewind), `compacting.rs` (manual compaction) and `subscribe.rs` (snapshots).
+//! (fork and rewind), `compacting.rs` (manual compaction), `subscribe.rs` (snapshots) and
+//! `checkpoints.rs` (the file changes of its tool calls, restoring them).
 
 mod approvals;
+mod checkpoints;
 mod compacting;
 mod from_turn;
 mod handle;
@@ -42,7 +44,7 @@ use crate::store::state::ConversationState;
 use crate::store::{JsonlWriter, StoreError};
 use session::{InterruptCause, SessionRun};
 
-pub use handle::{ActorHandle, Command, ForkOutcome, Subscription};
+pub use handle::{ActorHandle, Command, ForkOutcome, Subscription, TurnFileCalls};
 use handle::{ActorStatus, USE_CLOCK};
 pub use stored::read_view;
 
@@ -362,8 +364,15 @@ impl ConversationActor {
             Command::WithdrawPending { message_id, reply } => {
                 let _ = reply.send(self.withdraw_pending(&message_id));
             }
-            Command::Fork { rewind_to, reply } => {
-                let _ = reply.send(self.fork(rewind_to).await);
+            Command::Fork {
+                rewind_to,
+                restore,
+                reply,
+            } => {
+                let _ = reply.send(self.fork(rewind_to, restore).await);
+            }
+            Command::TurnFileCalls { turn_id, reply } => {
+                let _ = reply.send(self.turn_file_calls(&turn_id));
             }
             Command::Subscribe { after, reply } => {
                 let _ = reply.send(self.subscribe(after));

@@ -103,11 +103,19 @@ impl ConversationActor {
         // The end is on disk: followers of the conversation learn it now. The list-level
         // `conversation.updated` follows the index update, so a sidebar that reacts to it by
         // listing sees the same state.
+        let files_changed = self.sessions.get(session_id).map_or(0, |run| {
+            crate::runtime::checkpointing::count_changed(
+                run.history
+                    .iter()
+                    .filter(|item| item.turn_id == running.turn_id),
+            )
+        });
         self.bus.publish(&ConversationEvent::TurnEnded {
             session_id: session_id.to_owned(),
             turn_id: running.turn_id.clone(),
             status,
             error: error.clone(),
+            files_changed,
         });
         // What comes next (a sub-agent's report to its parent, this session's next waiting
         // message) may start a turn: done before the conversation's new status is indexed and

@@ -422,6 +422,12 @@ impl ConversationActor {
             compactor,
             reasoning_context: model.reasoning_context,
             reasoning_carried,
+            files: self.shared.checkpoints.clone().map(|checkpoints| {
+                crate::runtime::checkpointing::TurnFiles::new(
+                    checkpoints,
+                    conversation.cwd.clone().into(),
+                )
+            }),
         })
     }
 

@@ -1,0 +1,266 @@
+//! Checkpoints of working trees: what a conversation's directory looked like before and after
+//! each tool call that may change files, so a turn's changes can be shown and a rewind can put
+//! the files back. Derived data, kept apart from the conversations' own files: a missing or
+//! damaged store never stops a conversation, it only makes restoring unavailable, with the
+//! reason. It knows nothing of turns, HTTP or the conversations' store; the runtime tells it
+//! which snapshots a conversation's calls made.
+//!
+//! Layout under `<data>/checkpoints/`: `objects/` (blobs by SHA-256, shared by every tree) and
+//! `trees/<key>/` per working directory (`key`: a hash of its path): `cwd` (the path, for
+//! humans), `snapshots/<id>.json` (manifests), `latest` (the newest snapshot's id, whose stat
+//! fields spare re-reading unchanged files) and `restores/<id>.json` (restore journals).
+
+pub mod diff;
+mod objects;
+pub mod restore;
+pub mod scan;
+
+use std::collections::HashMap;
+use std::fs;
+use std::io;
+use std::os::unix::ffi::{OsStrExt, OsStringExt};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use objects::Objects;
+pub use restore::{RestoreError, RestoreOptions, RestoreOutcome};
+use scan::Manifest;
+
+/// How much a snapshot keeps: a bigger file, or what goes past the total, is skipped (and
+/// listed with the snapshot).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Limits {
+    pub max_file_bytes: u64,
+    pub max_snapshot_bytes: u64,
+}
+
+impl Default for Limits {
+    fn default() -> Limits {
+        Limits {
+            max_file_bytes: 10 * 1024 * 1024,
+            max_snapshot_bytes: 200 * 1024 * 1024,
+        }
+    }
+}
+
+/// The snapshots a tool call made, and what changed between them.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CallChanges {
+    pub before: String,
+    pub after: String,
+    pub added: Vec<String>,
+    pub modified: Vec<String>,
+    pub deleted: Vec<String>,
+}
+
+/// Every working tree's snapshots, under one data directory.
+pub struct Checkpoints {
+    root: PathBuf,
+    /// The data directory: never part of a snapshot when it lies inside a working tree.
+    data_dir: PathBuf,
+    objects: Result<Objects, String>,
+    limits: Limits,
+    trees: Mutex<HashMap<PathBuf, Arc<Tree>>>,
+}
+
+/// One working directory's snapshots. `state` is held for a whole snapshot or restore, so
+/// they never interleave within a directory.
+pub struct Tree {
+    cwd: PathBuf,
+    dir: PathBuf,
+    state: Mutex<TreeState>,
+    /// Turns running in this directory now (any conversation's): restoring waits for none.
+    running: AtomicUsize,
+}
+
+#[derive(Default)]
+struct TreeState {
+    /// The newest snapshot (by any conversation): the next call's changes are counted from it.
+    latest: Option<(String, Arc<Manifest>)>,
+    loaded: bool,
+}
+
+/// Held while a turn runs in a directory.
+pub struct TurnGuard {
+    tree: Option<Arc<Tree>>,
+}
+
+impl Drop for TurnGuard {
+    fn drop(&mut self) {
+        if let Some(tree) = &self.tree {
+            tree.running.fetch_sub(1, Ordering::SeqCst);
+        }
+    }
+}
+
+fn io_reason(what: &str, error: io::Error) -> String {
+    format!("{what}: {error}")
+}
+
+impl Checkpoints {
+    /// Never fails: a store that cannot be opened is kept as the reason restoring is off.
+    pub fn open(data_dir: &Path, limits: Limits) -> Checkpoints {
+        let root = data_dir.join("checkpoints");
+        let objects = Objects::open(root.join("objects"))
+            .map_err(|error| io_reason("the checkpoint store cannot be opened", error));
+        if let Err(reason) = &objects {
+            tracing::warn!(%reason, "checkpoints are off");
+        }
+        Checkpoints {
+            root,
+            data_dir: data_dir.to_path_buf(),
+            objects,
+            limits,
+            trees: Mutex::new(HashMap::new()),
+        }
+    }
+
+    fn objects(&self) -> Result<&Objects, String> {
+        self.objects.as_ref().map_err(Clone::clone)
+    }
+
+    /// The tree of a working directory (its folder is made when first used).
+    fn tree(&self, cwd: &Path) -> Arc<Tree> {
+        let mut trees = self.trees.lock().expect("trees");
+        trees
+            .entry(cwd.to_path_buf())
+            .or_insert_with(|| {
+                let key = &objects::hash_bytes(cwd.as_os_str().as_bytes())[..24];
+                Arc::new(Tree {
+                    cwd: cwd.to_path_buf(),
+                    dir: self.root.join("trees").join(key),
+                    state: Mutex::new(TreeState::default()),
+                    running: AtomicUsize::new(0),
+                })
+            })
+            .clone()
+    }
+
+    /// Marks a turn as running in `cwd` until the guard is dropped.
+    pub fn turn_started(&self, cwd: &Path) -> TurnGuard {
+        let tree = self.tree(cwd);
+        tree.running.fetch_add(1, Ordering::SeqCst);
+        TurnGuard { tree: Some(tree) }
+    }
+
+    /// Takes a snapshot of `cwd` and makes it the newest; answers its id. Blocking.
+    pub fn snapshot(&self, cwd: &Path) -> Result<String, String> {
+        let tree = self.tree(cwd);
+        let mut state = self.lock(&tree)?;
+        self.snapshot_locked(&tree, &mut state).map(|(id, _)| id)
+    }
+
+    /// Takes a snapshot after a tool call: the changes since the newest snapshot of `cwd`.
+    /// Blocking.
+    pub fn after_call(&self, cwd: &Path) -> Result<CallChanges, String> {
+        let tree = self.tree(cwd);
+        let mut state = self.lock(&tree)?;
+        let before = match state.latest.clone() {
+            Some(latest) => latest,
+            None => self.snapshot_locked(&tree, &mut state)?,
+        };
+        let after = self.snapshot_locked(&tree, &mut state)?;
+        let (added, modified, deleted) = scan::diff(&before.1, &after.1);
+        Ok(CallChanges {
+            before: before.0,
+            after: after.0,
+            added,
+            modified,
+            deleted,
+        })
+    }
+
+    /// The tree's state, its newest snapshot loaded from disk the first time.
+    fn lock<'a>(&self, tree: &'a Tree) -> Result<MutexGuard<'a, TreeState>, String> {
+        self.objects()?;
+        let mut state = tree
+            .state
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        if !state.loaded {
+            state.loaded = true;
+            let latest = fs::read_to_string(tree.dir.join("latest")).ok();
+            if let Some(id) = latest.map(|id| id.trim().to_owned())
+                && let Ok(manifest) = self.manifest(tree, &id)
+            {
+                state.latest = Some((id, manifest));
+            }
+        }
+        Ok(state)
+    }
+
+    fn snapshot_locked(
+        &self,
+        tree: &Tree,
+        state: &mut TreeState,
+    ) -> Result<(String, Arc<Manifest>), String> {
+        let objects = self.objects()?;
+        let previous = state.latest.as_ref().map(|(_, manifest)| manifest.as_ref());
+        let manifest = scan::scan(&tree.cwd, previous, objects, &self.limits, &self.data_dir)
+            .map_err(|error| io_reason("cannot take a snapshot", error))?;
+        if let Some((id, latest)) = &state.latest
+            && latest.files == manifest.files
+            && latest.skipped == manifest.skipped
+        {
+            // Nothing changed: the same snapshot, with the newer walk's time (so files changed
+            // just before the previous one need not be hashed again).
+            let id = id.clone();
+            let manifest = Arc::new(manifest);
+            state.latest = Some((id.clone(), manifest.clone()));
+            return Ok((id, manifest));
+        }
+        let id = format!("k_{}", uuid::Uuid::now_v7().simple());
+        self.write_manifest(tree, &id, &manifest)
+            .map_err(|error| io_reason("cannot store a snapshot", error))?;
+        let manifest = Arc::new(manifest);
+        state.latest = Some((id.clone(), manifest.clone()));
+        Ok((id, manifest))
+    }
+
+    fn write_manifest(&self, tree: &Tree, id: &str, manifest: &Manifest) -> io::Result<()> {
+        let snapshots = tree.dir.join("snapshots");
+        if !snapshots.is_dir() {
+            fs::create_dir_all(&snapshots)?;
+            fs::write(tree.dir.join("cwd"), tree.cwd.as_os_str().as_bytes())?;
+        }
+        let bytes = serde_json::to_vec(manifest).map_err(io::Error::other)?;
+        let path = snapshots.join(format!("{id}.json"));
+        let tmp = snapshots.join(format!(".{id}.tmp"));
+        fs::write(&tmp, bytes)?;
+        fs::rename(&tmp, &path)?;
+        let latest_tmp = tree.dir.join(".latest.tmp");
+        fs::write(&latest_tmp, id)?;
+        fs::rename(latest_tmp, tree.dir.join("latest"))
+    }
+
+    /// A stored manifest by id.
+    fn manifest(&self, tree: &Tree, id: &str) -> Result<Arc<Manifest>, String> {
+        if !id.starts_with("k_") || !id[2..].bytes().all(|b| b.is_ascii_alphanumeric()) {
+            return Err(format!("`{id}` is not a snapshot id"));
+        }
+        let path = tree.dir.join("snapshots").join(format!("{id}.json"));
+        let bytes = fs::read(&path).map_err(|error| io_reason(&format!("snapshot {id}"), error))?;
+        serde_json::from_slice(&bytes)
+            .map(Arc::new)
+            .map_err(|error| format!("snapshot {id} is damaged: {error}"))
+    }
+
+    /// Finishes every restore a crash cut short (see `restore`). Called at start-up, before
+    /// any turn runs; a failure is logged, and that restore's journal stays for the next start.
+    pub fn recover(&self) {
+        let Ok(trees) = fs::read_dir(self.root.join("trees")) else {
+            return;
+        };
+        for tree_dir in trees.flatten() {
+            let Ok(cwd) = fs::read(tree_dir.path().join("cwd")) else {
+                continue;
+            };
+            let cwd = PathBuf::from(std::ffi::OsString::from_vec(cwd));
+            let tree = self.tree(&cwd);
+            if let Err(reason) = restore::recover(self, &tree) {
+                tracing::error!(%reason, cwd = %cwd.display(), "cannot finish a restore");
+            }
+        }
+    }
+}

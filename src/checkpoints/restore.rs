@@ -1,0 +1,419 @@
+//! Putting files back: the paths a conversation changed since a point, each to what it was
+//! before the conversation's first change to it. A path that is no longer what the
+//! conversation left (the user or another conversation changed it since) is a conflict and is
+//! kept, unless forced. Before any file is touched, a safety snapshot is taken and a journal
+//! naming every path's old and new content is fsynced; the journal is marked done at the end.
+//! A crash in between is finished at the next start (`recover`): every step is "make this path
+//! hold this blob", so doing it again is harmless, and the tree is never left half restored.
+//! Undoing a restore is a restore the other way, from its journal.
+
+use std::collections::BTreeMap;
+use std::fs;
+use std::io::{self, Write};
+use std::path::Path;
+use std::sync::atomic::Ordering;
+
+use serde::{Deserialize, Serialize};
+
+use super::scan::{self, Entry, MODE_EXEC, MODE_LINK};
+use super::{Checkpoints, Tree, TreeState};
+
+/// What one tool call changed, as its item records it.
+#[derive(Debug, Clone)]
+pub struct CallRecord {
+    pub before: String,
+    pub after: String,
+    pub paths: Vec<String>,
+}
+
+/// How to restore: `force` overwrites conflicts too; `dry_run` only says what would happen.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct RestoreOptions {
+    pub force: bool,
+    pub dry_run: bool,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RestoreOutcome {
+    /// `None` for a dry run.
+    pub id: Option<String>,
+    pub restored: Vec<String>,
+    pub conflicts: Vec<String>,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum RestoreError {
+    /// A turn runs in the working directory.
+    #[error("a turn is running in {0}; wait for it to end or interrupt it")]
+    Busy(String),
+    /// The snapshots needed are missing or damaged, or a file could not be kept.
+    #[error("files cannot be restored: {0}")]
+    Unavailable(String),
+    #[error("restore {0} not found")]
+    NotFound(String),
+    #[error("{0}")]
+    Invalid(String),
+}
+
+/// A path's content: a blob and its mode.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Content {
+    pub hash: String,
+    pub mode: u32,
+}
+
+impl From<&Entry> for Content {
+    fn from(entry: &Entry) -> Content {
+        Content {
+            hash: entry.hash.clone(),
+            mode: entry.mode,
+        }
+    }
+}
+
+/// One path of a journal: what it held before the restore, what the restore makes it hold
+/// (`None`: absent).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+struct Step {
+    path: String,
+    previous: Option<Content>,
+    target: Option<Content>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+enum State {
+    Applying,
+    Done,
+}
+
+/// `restores/<id>.json`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+struct Journal {
+    id: String,
+    conversation_id: String,
+    /// The restore this one undoes.
+    undoes: Option<String>,
+    /// The tree as it was just before (every file, not only those restored).
+    safety_snapshot: String,
+    state: State,
+    steps: Vec<Step>,
+    conflicts: Vec<String>,
+    /// Set once undone: a restore is undone at most once.
+    undone_by: Option<String>,
+}
+
+/// A path to put back: what it must hold, and what the conversation left in it (anything else
+/// there now is someone else's change).
+struct Wanted {
+    path: String,
+    target: Option<Content>,
+    expected: Option<Content>,
+}
+
+impl Checkpoints {
+    /// Restores the paths of `calls` (a conversation's file-changing calls since a point, in
+    /// order) to what they held before the first of them changed each. Blocking.
+    pub fn restore(
+        &self,
+        cwd: &Path,
+        conversation_id: &str,
+        calls: &[CallRecord],
+        options: RestoreOptions,
+    ) -> Result<RestoreOutcome, RestoreError> {
+        let tree = self.tree(cwd);
+        let mut state = self.lock(&tree).map_err(RestoreError::Unavailable)?;
+        busy(&tree)?;
+        let mut wanted: BTreeMap<String, Wanted> = BTreeMap::new();
+        for call in calls {
+            let before = self
+                .manifest(&tree, &call.before)
+                .map_err(RestoreError::Unavailable)?;
+            let after = self
+                .manifest(&tree, &call.after)
+                .map_err(RestoreError::Unavailable)?;
+            for path in &call.paths {
+                if let Some(skipped) = before.skipped.iter().find(|s| &s.path == path) {
+                    return Err(RestoreError::Unavailable(format!(
+                        "{path} was not kept ({})",
+                        skipped.reason
+                    )));
+                }
+                let expected = after.files.get(path).map(Content::from);
+                wanted
+                    .entry(path.clone())
+                    .and_modify(|wanted| wanted.expected = expected.clone())
+                    .or_insert_with(|| Wanted {
+                        path: path.clone(),
+                        target: before.files.get(path).map(Content::from),
+                        expected,
+                    });
+            }
+        }
+        self.apply(
+            &tree,
+            &mut state,
+            conversation_id,
+            None,
+            wanted.into_values().collect(),
+            options,
+        )
+    }
+
+    /// Puts back what restore `id` replaced (conflicts as for a restore). Blocking.
+    pub fn undo(
+        &self,
+        cwd: &Path,
+        conversation_id: &str,
+        id: &str,
+        force: bool,
+    ) -> Result<RestoreOutcome, RestoreError> {
+        let tree = self.tree(cwd);
+        let mut state = self.lock(&tree).map_err(RestoreError::Unavailable)?;
+        busy(&tree)?;
+        let mut journal = read_journal(&tree, id)?;
+        if journal.state != State::Done {
+            return Err(RestoreError::Invalid(format!(
+                "restore {id} has not finished"
+            )));
+        }
+        if let Some(by) = &journal.undone_by {
+            return Err(RestoreError::Invalid(format!(
+                "restore {id} was already undone (by {by})"
+            )));
+        }
+        let wanted = journal
+            .steps
+            .iter()
+            .map(|step| Wanted {
+                path: step.path.clone(),
+                target: step.previous.clone(),
+                expected: step.target.clone(),
+            })
+            .collect();
+        let options = RestoreOptions {
+            force,
+            dry_run: false,
+        };
+        let outcome = self.apply(
+            &tree,
+            &mut state,
+            conversation_id,
+            Some(id),
+            wanted,
+            options,
+        )?;
+        journal.undone_by = outcome.id.clone();
+        write_journal(&tree, &journal).map_err(|e| unavailable("cannot update a journal", e))?;
+        Ok(outcome)
+    }
+
+    fn apply(
+        &self,
+        tree: &Tree,
+        state: &mut TreeState,
+        conversation_id: &str,
+        undoes: Option<&str>,
+        wanted: Vec<Wanted>,
+        options: RestoreOptions,
+    ) -> Result<RestoreOutcome, RestoreError> {
+        let objects = self.objects().map_err(RestoreError::Unavailable)?;
+        let mut steps = Vec::new();
+        let mut conflicts = Vec::new();
+        for wanted in wanted {
+            if scan::inside(&tree.cwd, &wanted.path).is_none() {
+                return Err(RestoreError::Unavailable(format!(
+                    "{} is not a path inside the working directory",
+                    wanted.path
+                )));
+            }
+            if let Some(target) = &wanted.target
+                && !objects.contains(&target.hash)
+            {
+                return Err(RestoreError::Unavailable(format!(
+                    "the content of {} is missing from the checkpoint store",
+                    wanted.path
+                )));
+            }
+            // Stored durably: an undo may need it after a power cut.
+            let now = scan::current(&tree.cwd, &wanted.path, objects)
+                .map_err(|e| unavailable(&format!("cannot read {}", wanted.path), e))?
+                .map(|entry| Content::from(&entry));
+            if now == wanted.target {
+                continue;
+            }
+            if now != wanted.expected && !options.force {
+                conflicts.push(wanted.path);
+                continue;
+            }
+            steps.push(Step {
+                path: wanted.path,
+                previous: now,
+                target: wanted.target,
+            });
+        }
+        if options.dry_run {
+            return Ok(RestoreOutcome {
+                id: None,
+                restored: steps.into_iter().map(|step| step.path).collect(),
+                conflicts,
+            });
+        }
+        let (safety_snapshot, _) = self
+            .snapshot_locked(tree, state)
+            .map_err(RestoreError::Unavailable)?;
+        let mut journal = Journal {
+            id: format!("r_{}", uuid::Uuid::now_v7().simple()),
+            conversation_id: conversation_id.to_owned(),
+            undoes: undoes.map(str::to_owned),
+            safety_snapshot,
+            state: State::Applying,
+            steps,
+            conflicts,
+            undone_by: None,
+        };
+        write_journal(tree, &journal).map_err(|e| unavailable("cannot write a journal", e))?;
+        self.finish(tree, &mut journal)
+            .map_err(|e| unavailable("restoring failed; it is finished at the next start", e))?;
+        // The restored tree is the newest snapshot: the next call's changes count from it.
+        if let Err(reason) = self.snapshot_locked(tree, state) {
+            tracing::warn!(%reason, "no snapshot after a restore");
+        }
+        Ok(RestoreOutcome {
+            id: Some(journal.id),
+            restored: journal.steps.into_iter().map(|step| step.path).collect(),
+            conflicts: journal.conflicts,
+        })
+    }
+
+    /// Makes every path of the journal hold its target, then marks it done.
+    fn finish(&self, tree: &Tree, journal: &mut Journal) -> io::Result<()> {
+        let objects = self.objects().map_err(io::Error::other)?;
+        for step in &journal.steps {
+            crate::testhooks::stop_at("restore", step.path.as_bytes());
+            let path = scan::inside(&tree.cwd, &step.path)
+                .ok_or_else(|| io::Error::other("a path outside the working directory"))?;
+            match &step.target {
+                Some(content) => write_file(&path, &objects.get(&content.hash)?, content.mode)?,
+                None => remove_file(&tree.cwd, &path)?,
+            }
+        }
+        journal.state = State::Done;
+        write_journal(tree, journal)
+    }
+}
+
+/// Finishes the restores of `tree` that a crash cut short.
+pub(super) fn recover(checkpoints: &Checkpoints, tree: &Tree) -> Result<(), String> {
+    let Ok(entries) = fs::read_dir(tree.dir.join("restores")) else {
+        return Ok(());
+    };
+    let _state = checkpoints.lock(tree)?;
+    for entry in entries.flatten() {
+        let Some(id) = entry
+            .file_name()
+            .to_str()
+            .and_then(|n| n.strip_suffix(".json"))
+            .map(str::to_owned)
+        else {
+            continue;
+        };
+        let mut journal = read_journal(tree, &id).map_err(|e| e.to_string())?;
+        if journal.state == State::Applying {
+            tracing::warn!(restore = %id, "finishing a restore a stop cut short");
+            checkpoints
+                .finish(tree, &mut journal)
+                .map_err(|e| format!("restore {id}: {e}"))?;
+        }
+    }
+    Ok(())
+}
+
+fn busy(tree: &Tree) -> Result<(), RestoreError> {
+    if tree.running.load(Ordering::SeqCst) > 0 {
+        return Err(RestoreError::Busy(tree.cwd.display().to_string()));
+    }
+    Ok(())
+}
+
+fn unavailable(what: &str, error: io::Error) -> RestoreError {
+    RestoreError::Unavailable(format!("{what}: {error}"))
+}
+
+fn journal_path(tree: &Tree, id: &str) -> Result<std::path::PathBuf, RestoreError> {
+    if !id.starts_with("r_") || !id[2..].bytes().all(|b| b.is_ascii_alphanumeric()) {
+        return Err(RestoreError::NotFound(id.to_owned()));
+    }
+    Ok(tree.dir.join("restores").join(format!("{id}.json")))
+}
+
+fn read_journal(tree: &Tree, id: &str) -> Result<Journal, RestoreError> {
+    let path = journal_path(tree, id)?;
+    let bytes = match fs::read(&path) {
+        Ok(bytes) => bytes,
+        Err(error) if error.kind() == io::ErrorKind::NotFound => {
+            return Err(RestoreError::NotFound(id.to_owned()));
+        }
+        Err(error) => return Err(unavailable(&format!("restore {id}"), error)),
+    };
+    serde_json::from_slice(&bytes)
+        .map_err(|e| RestoreError::Unavailable(format!("restore {id} is damaged: {e}")))
+}
+
+/// Writes a journal durably (file and directory fsynced) under a temporary name, then renames.
+fn write_journal(tree: &Tree, journal: &Journal) -> io::Result<()> {
+    let dir = tree.dir.join("restores");
+    fs::create_dir_all(&dir)?;
+    let bytes = serde_json::to_vec_pretty(journal).map_err(io::Error::other)?;
+    let tmp = dir.join(format!(".{}.tmp", journal.id));
+    let mut file = fs::File::create(&tmp)?;
+    file.write_all(&bytes)?;
+    file.sync_all()?;
+    drop(file);
+    fs::rename(&tmp, dir.join(format!("{}.json", journal.id)))?;
+    fs::File::open(&dir)?.sync_all()
+}
+
+/// Makes `path` hold `bytes` (a link's target for a link), replaced in one rename.
+fn write_file(path: &Path, bytes: &[u8], mode: u32) -> io::Result<()> {
+    use std::os::unix::fs::PermissionsExt;
+    let parent = path.parent().expect("a path inside the tree has a parent");
+    fs::create_dir_all(parent)?;
+    let name = path
+        .file_name()
+        .map(|n| n.to_string_lossy())
+        .unwrap_or_default();
+    let tmp = parent.join(format!(".{name}.openvaala-restore"));
+    let _ = fs::remove_file(&tmp);
+    if mode == MODE_LINK {
+        use std::os::unix::ffi::OsStrExt;
+        std::os::unix::fs::symlink(std::ffi::OsStr::from_bytes(bytes), &tmp)?;
+    } else {
+        let mut file = fs::File::create(&tmp)?;
+        file.write_all(bytes)?;
+        let bits = if mode == MODE_EXEC { 0o755 } else { 0o644 };
+        file.set_permissions(fs::Permissions::from_mode(bits))?;
+        file.sync_all()?;
+    }
+    if fs::symlink_metadata(path).is_ok_and(|meta| meta.is_dir()) {
+        fs::remove_dir_all(path)?;
+    }
+    fs::rename(&tmp, path)
+}
+
+/// Removes a file, then the directories it leaves empty (up to the tree's root).
+fn remove_file(root: &Path, path: &Path) -> io::Result<()> {
+    match fs::remove_file(path) {
+        Ok(()) => {}
+        Err(error) if error.kind() == io::ErrorKind::NotFound => {}
+        Err(error) => return Err(error),
+    }
+    let mut dir = path.parent();
+    while let Some(current) = dir {
+        if current == root || !current.starts_with(root) || fs::remove_dir(current).is_err() {
+            break;
+        }
+        dir = current.parent();
+    }
+    Ok(())
+}

@@ -1,0 +1,40 @@
+// What the agent changed in the working directory: a turn that changed files says how many and
+// opens its diff; "Restart from here" offers to restore them (what a dry run would restore is
+// asked first), and the restore can be undone.
+'use strict';
+
+const { test } = require('node:test');
+const assert = require('node:assert/strict');
+const fs = require('node:fs');
+const path = require('node:path');
+const { TEST_TIMEOUT, sendMessage, startConversation, waitForReply, withUi } = require('./harness');
+
+test('a turn shows the files it changed; "Restart from here" restores them, and undo puts them back', { timeout: TEST_TIMEOUT }, () =>
+  withUi(async ({ page, root }) => {
+    const notes = path.join(root, 'work', 'notes.txt');
+    fs.writeFileSync(notes, 'old line\n');
+    await startConversation(page, 'hello');
+    await waitForReply(page, 'hello');
+    await sendMessage(page, '/write notes.txt: new line');
+
+    await page.locator('#items .turn-files button', { hasText: '1 file changed' }).click();
+    const diff = page.locator('dialog.files-dialog');
+    await diff.locator('.diff-del', { hasText: '-old line' }).waitFor();
+    await diff.locator('.diff-add', { hasText: '+new line' }).waitFor();
+    await diff.locator('button', { hasText: 'Close' }).click();
+    await diff.waitFor({ state: 'detached' });
+
+    await page.locator('#items .item.user-message', { hasText: '/write notes.txt' }).locator('button', { hasText: 'Restart from here' }).click();
+    const ask = page.locator('dialog.files-dialog', { hasText: 'Also restore files (1 file changed since)' });
+    await ask.waitFor();
+    assert.ok(await ask.locator('.restore-choice input').isChecked());
+    assert.equal(await ask.locator('.restore-conflicts').count(), 0, 'nobody else changed the file');
+    assert.equal(fs.readFileSync(notes, 'utf8'), 'new line', 'asking changes nothing');
+    await ask.locator('button.primary').click();
+    await page.locator('#banners .banner.notice', { hasText: 'Restored 1 file.' }).waitFor();
+    assert.equal(fs.readFileSync(notes, 'utf8'), 'old line\n');
+
+    await page.locator('#banners .banner-action', { hasText: 'Undo restore' }).click();
+    await page.locator('#banners .banner.notice', { hasText: 'The files are back as they were before the restore.' }).waitFor();
+    assert.equal(fs.readFileSync(notes, 'utf8'), 'new line');
+  }));
