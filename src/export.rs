@@ -65,6 +65,7 @@ fn write_item(out: &mut String, item: &Item) {
             output,
             exit_code,
             images,
+            files,
             ..
         } => {
             let exit = exit_code.map_or(String::new(), |code| format!(" · exit {code}"));
@@ -77,6 +78,19 @@ fn write_item(out: &mut String, item: &Item) {
             }
             if !images.is_empty() {
                 let _ = writeln!(out, "\n_{} image(s) returned_", images.len());
+            }
+            if let Some(files) = files {
+                let changes: Vec<String> = [
+                    ("added", &files.added),
+                    ("modified", &files.modified),
+                    ("deleted", &files.deleted),
+                ]
+                .into_iter()
+                .flat_map(|(how, paths)| paths.iter().map(move |path| format!("`{path}` {how}")))
+                .collect();
+                if !changes.is_empty() {
+                    let _ = writeln!(out, "\nFiles: {}", changes.join(", "));
+                }
             }
         }
         ItemKind::Summary { text, .. } => {
@@ -174,6 +188,10 @@ mod tests {
                     output: "```\nnot the end\n```\n".to_owned(),
                     exit_code: Some(0),
                     images: Vec::new(),
+                    files: Some(Box::new(crate::domain::FileChanges {
+                        added: vec!["notes.md".to_owned()],
+                        ..Default::default()
+                    })),
                 },
                 ItemStatus::Completed,
             ),

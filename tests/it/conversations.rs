@@ -536,12 +536,7 @@ async fn a_conversation_exports_as_a_markdown_file() {
         .await
         .unwrap();
     assert_eq!(response.status(), 200);
-    let header = |name: &str| {
-        response.headers()[name]
-            .to_str()
-            .unwrap()
-            .to_owned()
-    };
+    let header = |name: &str| response.headers()[name].to_str().unwrap().to_owned();
     assert_eq!(header("content-type"), "text/markdown; charset=utf-8");
     assert_eq!(
         header("content-disposition"),
@@ -554,14 +549,22 @@ async fn a_conversation_exports_as_a_markdown_file() {
         "{document}"
     );
     assert!(document.contains("### Tool `shell` · exit 0"), "{document}");
-    assert!(document.contains("```text\nexported-output\n```"), "{document}");
+    assert!(
+        document.contains("```text\nexported-output\n```"),
+        "{document}"
+    );
     assert!(document.contains("## Agent\n\nDemo model"), "{document}");
 
     let (status, body) = server
         .get(&format!("/api/conversations/{id}/export?format=html"))
         .await;
     assert_eq!(status, 400, "{body}");
-    assert!(body["error"]["message"].as_str().unwrap().contains("markdown"));
+    assert!(
+        body["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("markdown")
+    );
     let (status, _) = server.get("/api/conversations/c_missing/export").await;
     assert_eq!(status, 404);
 }
