@@ -33,6 +33,8 @@ use scan::Manifest;
 pub struct Limits {
     pub max_file_bytes: u64,
     pub max_snapshot_bytes: u64,
+    /// A tree with more files than this is not snapshotted (checkpoints are off for it).
+    pub max_files: usize,
 }
 
 impl Default for Limits {
@@ -40,6 +42,7 @@ impl Default for Limits {
         Limits {
             max_file_bytes: 10 * 1024 * 1024,
             max_snapshot_bytes: 200 * 1024 * 1024,
+            max_files: 50_000,
         }
     }
 }
@@ -79,7 +82,13 @@ struct TreeState {
     /// The newest snapshot (by any conversation): the next call's changes are counted from it.
     latest: Option<(String, Arc<Manifest>)>,
     loaded: bool,
+    /// The tree had more files than `max_files`: why, and when to look again (a tree can be
+    /// cleaned up); until then no call walks it.
+    too_large: Option<(String, std::time::Instant)>,
 }
+
+/// How long a tree found too large is not walked again.
+const TOO_LARGE_RECHECK: std::time::Duration = std::time::Duration::from_secs(300);
 
 /// Held while a turn runs in a directory.
 pub struct TurnGuard {
@@ -196,9 +205,26 @@ impl Checkpoints {
         state: &mut TreeState,
     ) -> Result<(String, Arc<Manifest>), String> {
         let objects = self.objects()?;
+        if let Some((reason, until)) = &state.too_large {
+            if std::time::Instant::now() < *until {
+                return Err(reason.clone());
+            }
+            state.too_large = None;
+        }
         let previous = state.latest.as_ref().map(|(_, manifest)| manifest.as_ref());
-        let manifest = scan::scan(&tree.cwd, previous, objects, &self.limits, &self.data_dir)
-            .map_err(|error| io_reason("cannot take a snapshot", error))?;
+        let manifest = match scan::scan(&tree.cwd, previous, objects, &self.limits, &self.data_dir)
+        {
+            Ok(manifest) => manifest,
+            Err(error) if error.kind() == io::ErrorKind::FileTooLarge => {
+                let reason = error.to_string();
+                state.too_large = Some((
+                    reason.clone(),
+                    std::time::Instant::now() + TOO_LARGE_RECHECK,
+                ));
+                return Err(reason);
+            }
+            Err(error) => return Err(io_reason("cannot take a snapshot", error)),
+        };
         if let Some((id, latest)) = &state.latest
             && latest.files == manifest.files
             && latest.skipped == manifest.skipped

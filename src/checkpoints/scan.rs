@@ -123,7 +123,7 @@ pub fn scan(
     exclude: &Path,
 ) -> io::Result<Manifest> {
     let taken_at_ns = now_ns();
-    let found = walk(root, exclude)?;
+    let found = walk(root, exclude, limits.max_files)?;
     let mut manifest = Manifest {
         taken_at_ns,
         ..Manifest::default()
@@ -185,7 +185,8 @@ pub fn scan(
 
 /// Every file and link under `root` that git would not ignore, with its `lstat`, sorted by
 /// path. One thread: the parallel walker cost more CPU than it saved on this size of tree.
-fn walk(root: &Path, exclude: &Path) -> io::Result<Vec<(String, fs::Metadata)>> {
+/// More than `max_files` is an error of kind `FileTooLarge` (the walk stops there).
+fn walk(root: &Path, exclude: &Path, max_files: usize) -> io::Result<Vec<(String, fs::Metadata)>> {
     if !root.is_dir() {
         return Err(io::Error::new(
             io::ErrorKind::NotFound,
@@ -210,6 +211,16 @@ fn walk(root: &Path, exclude: &Path) -> io::Result<Vec<(String, fs::Metadata)>> 
         };
         if let Some(rel) = rel.to_str() {
             found.push((rel.to_owned(), meta));
+        }
+        if found.len() > max_files {
+            return Err(io::Error::new(
+                io::ErrorKind::FileTooLarge,
+                format!(
+                    "{} holds more than {max_files} files that are not ignored \
+                     (tools.checkpoint_max_files): checkpoints are off for it",
+                    root.display()
+                ),
+            ));
         }
     }
     found.sort_by(|a, b| a.0.cmp(&b.0));
@@ -260,6 +271,7 @@ mod tests {
         let limits = Limits {
             max_file_bytes: 32,
             max_snapshot_bytes: 1024,
+            max_files: 100,
         };
         let first = scan(
             &tree,
@@ -283,5 +295,34 @@ mod tests {
         );
         assert_eq!(objects.get(&second.files["a.txt"].hash).unwrap(), b"bbbb");
         assert!(inside(&tree, "../etc/passwd").is_none());
+    }
+
+    #[test]
+    fn a_tree_with_more_files_than_the_limit_is_refused_with_the_reason() {
+        let dir = tempfile::tempdir().unwrap();
+        let tree = dir.path().join("tree");
+        fs::create_dir_all(&tree).unwrap();
+        for n in 0..5 {
+            fs::write(tree.join(format!("{n}.txt")), "x").unwrap();
+        }
+        let objects = Objects::open(dir.path().join("store")).unwrap();
+        let limits = Limits {
+            max_files: 4,
+            ..Limits::default()
+        };
+        let error = scan(&tree, None, &objects, &limits, dir.path()).unwrap_err();
+        assert_eq!(error.kind(), io::ErrorKind::FileTooLarge);
+        assert!(error.to_string().contains("more than 4 files"), "{error}");
+        let limits = Limits {
+            max_files: 5,
+            ..Limits::default()
+        };
+        assert_eq!(
+            scan(&tree, None, &objects, &limits, dir.path())
+                .unwrap()
+                .files
+                .len(),
+            5
+        );
     }
 }

@@ -75,6 +75,9 @@ pub struct ToolsConfig {
     pub checkpoint_max_file_bytes: u64,
     /// A snapshot keeps at most this many bytes of files; the rest are skipped.
     pub checkpoint_max_snapshot_bytes: u64,
+    /// A working tree with more files than this (not ignored) is not snapshotted: walking a
+    /// home directory after every shell call would cost more than the turn.
+    pub checkpoint_max_files: usize,
 }
 
 impl Default for RetryConfig {
@@ -117,6 +120,7 @@ impl Default for ToolsConfig {
             checkpoints: true,
             checkpoint_max_file_bytes: 10 * 1024 * 1024,
             checkpoint_max_snapshot_bytes: 200 * 1024 * 1024,
+            checkpoint_max_files: 50_000,
         }
     }
 }
@@ -159,6 +163,7 @@ pub(super) struct RawTools {
     checkpoints: Option<bool>,
     checkpoint_max_file_bytes: Option<u64>,
     checkpoint_max_snapshot_bytes: Option<u64>,
+    checkpoint_max_files: Option<usize>,
 }
 
 impl Validator<'_> {
@@ -232,6 +237,9 @@ impl Validator<'_> {
             checkpoint_max_snapshot_bytes: raw
                 .checkpoint_max_snapshot_bytes
                 .unwrap_or(defaults.checkpoint_max_snapshot_bytes),
+            checkpoint_max_files: raw
+                .checkpoint_max_files
+                .unwrap_or(defaults.checkpoint_max_files),
         };
         if tools.shell_timeout_s == 0 {
             return Err(self.invalid("tools.shell_timeout_s", "must be at least 1"));

@@ -179,6 +179,7 @@ impl Runtime {
                 crate::checkpoints::Limits {
                     max_file_bytes: config.tools.checkpoint_max_file_bytes,
                     max_snapshot_bytes: config.tools.checkpoint_max_snapshot_bytes,
+                    max_files: config.tools.checkpoint_max_files,
                 },
             );
             // Before any turn can run: a restore a crash cut short is finished first.
