@@ -263,16 +263,20 @@ impl McpHub {
         call::call(&server, &connection, &tool, arguments, live, cancel).await
     }
 
-    /// Every server's state: the configured ones by name, then those conversations named.
-    pub fn status(&self) -> Vec<ServerStatus> {
-        let named = self
-            .named
+    /// The servers conversations named, as they are now.
+    fn named_servers(&self) -> Vec<Arc<Server>> {
+        self.named
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
             .values()
             .cloned()
-            .collect::<Vec<_>>();
-        let mut named: Vec<ServerStatus> = named
+            .collect()
+    }
+
+    /// Every server's state: the configured ones by name, then those conversations named.
+    pub fn status(&self) -> Vec<ServerStatus> {
+        let mut named: Vec<ServerStatus> = self
+            .named_servers()
             .iter()
             .map(|server| server.status(ServerSource::Conversation))
             .collect();
@@ -287,13 +291,7 @@ impl McpHub {
     /// Ends every running server (at the service's shutdown); none starts after it.
     pub async fn shutdown(&self) {
         self.stopping.cancel();
-        let named = self
-            .named
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .values()
-            .cloned()
-            .collect::<Vec<_>>();
+        let named = self.named_servers();
         futures::future::join_all(
             self.configured
                 .values()

@@ -294,12 +294,21 @@ async fn interrupting_a_long_call_ends_it_and_the_model_hears_of_it() {
     interrupting_a_long_call(&start(wire).await, wire).await;
 }
 
-pub async fn interrupting_a_long_call(setup: &Setup, wire: Wire) {
+/// Starts a turn whose call to server-everything's long operation runs for a minute, and
+/// returns the conversation's events once the call has reported progress (it is running at
+/// the server). The model's next answer is `then`.
+pub async fn start_a_long_call(
+    setup: &Setup,
+    then: &str,
+) -> impl futures::Stream<Item = (String, Value)> + Unpin + use<> {
     setup.fake.push(Reply::tool_call(
         "mcp__everything__trigger-long-running-operation",
         json!({"duration": 60, "steps": 600}),
         1,
     ));
+    if !then.is_empty() {
+        setup.fake.push(Reply::text(then));
+    }
     let mut events = setup.server.events(&setup.id).await;
     let (status, _) = setup
         .server
@@ -309,11 +318,15 @@ pub async fn interrupting_a_long_call(setup: &Setup, wire: Wire) {
         )
         .await;
     assert_eq!(status, 202);
-    // The call runs: its first progress line is out.
     until(&mut events, |kind, data| {
         kind == "item.delta" && data["field"] == "output"
     })
     .await;
+    events
+}
+
+pub async fn interrupting_a_long_call(setup: &Setup, wire: Wire) {
+    let mut events = start_a_long_call(setup, "").await;
     let (status, body) = setup
         .server
         .post(
@@ -394,25 +407,7 @@ async fn a_server_killed_mid_call_fails_the_call_and_is_started_again() {
     let wire = Wire::OpenaiChat;
     let setup = start(wire).await;
     let first = recorded_server(&setup.server.data_dir).expect("the server's record");
-    setup.fake.push(Reply::tool_call(
-        "mcp__everything__trigger-long-running-operation",
-        json!({"duration": 60, "steps": 600}),
-        1,
-    ));
-    setup.fake.push(Reply::text("It died."));
-    let mut events = setup.server.events(&setup.id).await;
-    let (status, _) = setup
-        .server
-        .post(
-            &format!("/api/conversations/{}/messages", setup.id),
-            json!({"text": "Start the long one"}),
-        )
-        .await;
-    assert_eq!(status, 202);
-    until(&mut events, |kind, data| {
-        kind == "item.delta" && data["field"] == "output"
-    })
-    .await;
+    let mut events = start_a_long_call(&setup, "It died.").await;
     // SAFETY: kill(2) on the recorded group of a server this test's service started.
     unsafe {
         libc::kill(-first, libc::SIGKILL);

@@ -8,7 +8,7 @@ use crate::fake_provider::{FakeProvider, Reply, Setup, Wire};
 use crate::harness::TIMEOUT;
 use crate::mcp::{
     a_tool_error_is_a_failed_call, an_image_result_reaches_the_model_as_an_image, config_for,
-    fixture, interrupting_a_long_call, offered, the_call, wait_for_mcp,
+    fixture, interrupting_a_long_call, offered, start_a_long_call, the_call, wait_for_mcp,
 };
 use crate::support::until;
 
@@ -123,25 +123,7 @@ async fn an_http_server_gone_mid_call_fails_the_call_and_is_reached_again_once_b
     let tables = format!("[mcp.everything]\nurl = \"{}\"\n", http.url);
     let config = config_for(&fake, &tables);
     let setup = Setup::start_with(fake, config, Vec::new()).await;
-    setup.fake.push(Reply::tool_call(
-        "mcp__everything__trigger-long-running-operation",
-        json!({"duration": 60, "steps": 600}),
-        1,
-    ));
-    setup.fake.push(Reply::text("It went away."));
-    let mut events = setup.server.events(&setup.id).await;
-    let (status, _) = setup
-        .server
-        .post(
-            &format!("/api/conversations/{}/messages", setup.id),
-            json!({"text": "Start the long one"}),
-        )
-        .await;
-    assert_eq!(status, 202);
-    until(&mut events, |kind, data| {
-        kind == "item.delta" && data["field"] == "output"
-    })
-    .await;
+    let mut events = start_a_long_call(&setup, "It went away.").await;
     // The server goes away mid-call: the call fails, and the turn goes on.
     http.child.kill().await.unwrap();
     let seen = until(&mut events, |kind, _| kind == "turn.ended").await;
