@@ -224,3 +224,46 @@ async fn retry_runs_a_failed_turn_again() {
         .count();
     assert_eq!(messages, 2, "{items:?}");
 }
+
+#[tokio::test]
+async fn diff_shows_what_a_turn_changed_and_rewind_files_puts_it_back() {
+    let server = Server::start().await;
+    let workdir = tempfile::tempdir().unwrap();
+    let script = "\
+Hello
+//write notes.txt: first version
+//shell echo second line >> notes.txt
+/diff
+/diff 2
+/rewind 2 --files
+/quit
+";
+    let (ok, out, err) = chat(&["--url", &server.base], script, workdir.path()).await;
+    assert!(ok, "stdout:\n{out}\nstderr:\n{err}");
+    let expect = [
+        // The note after each turn that changed files.
+        "[1 file changed",
+        "[1 file changed",
+        // `/diff`: the last turn that changed files, the shell's append.
+        "[1 file changed]\n--- a/notes.txt\n+++ b/notes.txt\n",
+        // (The demo's write ends without a newline, so the line was appended to it.)
+        "-first version\n\\ No newline at end of file\n+first versionsecond line",
+        // `/diff 2`: the write.
+        "[1 file changed]\n",
+        "@@ -0,0 +1 @@\n+first version",
+        // The rewind to before the write takes the file away.
+        "[restored 1 file; undo: POST /api/conversations/…/restores/",
+        "[rewound into c_",
+    ];
+    let mut from = 0;
+    for expected in expect {
+        let at = out[from..]
+            .find(expected)
+            .unwrap_or_else(|| panic!("`{expected}` missing after byte {from} of:\n{out}\n{err}"));
+        from += at + expected.len();
+    }
+    assert!(
+        !workdir.path().join("notes.txt").exists(),
+        "the file written after message 2 is gone:\n{out}"
+    );
+}
