@@ -48,9 +48,15 @@ export function relTime(iso) {
   return new Date(then).toLocaleDateString();
 }
 
+// The time of day, with the date in front once it is not today ("Dec 3, 07:37 PM").
 export function clockTime(ms) {
   const date = new Date(ms);
-  return Number.isNaN(date.getTime()) ? '' : date.toLocaleTimeString([], { hour: '2-digit', minute: '2-digit' });
+  if (Number.isNaN(date.getTime())) return '';
+  const time = date.toLocaleTimeString([], { hour: '2-digit', minute: '2-digit' });
+  if (date.toDateString() === new Date().toDateString()) return time;
+  const sameYear = date.getFullYear() === new Date().getFullYear();
+  const day = date.toLocaleDateString([], sameYear ? { month: 'short', day: 'numeric' } : { year: 'numeric', month: 'short', day: 'numeric' });
+  return `${day}, ${time}`;
 }
 
 export function fullTime(ms) {
