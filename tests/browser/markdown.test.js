@@ -100,6 +100,12 @@ test('a reply renders as sanitized Markdown with highlighted, copyable code', { 
     await md.locator('.code-block button.copy-code', { hasText: 'Copied' }).first().waitFor();
     assert.equal(await page.evaluate(() => navigator.clipboard.readText()), 'const answer = 42;\nfunction hello() { return "hi"; }\n');
 
+    // The whole answer copies as its Markdown source.
+    const answer = page.locator('#items .item.agent-message.status-completed').last();
+    await answer.locator('button.copy-message').click();
+    await answer.locator('button.copy-message', { hasText: 'Copied' }).waitFor();
+    assert.equal(await page.evaluate(() => navigator.clipboard.readText()), REPLY);
+
     // The user's own text is shown as typed.
     assert.equal(await page.locator('#items .item.user-message .text').textContent(), 'Show me some Markdown');
 

@@ -108,26 +108,29 @@ function decorateCode(pre, highlight) {
 }
 
 function copyButton(code) {
+  return copyTextButton(() => code.textContent, 'Copy the code', 'copy-code');
+}
+
+// A Copy button for `text()` (read when clicked). Where there is no clipboard API (an insecure
+// origin) the text is copied the old way, through a hidden text box.
+export function copyTextButton(text, label, className) {
   const button = el('button', {
     type: 'button',
-    class: 'copy-code',
+    class: className,
     text: 'Copy',
-    'aria-label': 'Copy the code',
+    'aria-label': label,
     onclick: async () => {
-      const text = code.textContent;
       let copied = false;
       try {
-        await navigator.clipboard.writeText(text);
+        await navigator.clipboard.writeText(text());
         copied = true;
       } catch {
-        // No clipboard API (an insecure origin): copy the selected text the old way.
-        const range = document.createRange();
-        range.selectNodeContents(code);
-        const selection = window.getSelection();
-        selection.removeAllRanges();
-        selection.addRange(range);
+        const box = el('textarea', { class: 'copy-buffer', 'aria-hidden': 'true' });
+        box.value = text();
+        document.body.append(box);
+        box.select();
         copied = document.execCommand('copy');
-        selection.removeAllRanges();
+        box.remove();
       }
       button.textContent = copied ? 'Copied' : 'Copy failed';
       setTimeout(() => {

@@ -8,7 +8,7 @@
 
 import { $, clockTime, el, fullTime, imageList } from './dom.js';
 import { state, sessionLabel } from './state.js';
-import { MarkdownView, renderMarkdown } from './markdown.js';
+import { MarkdownView, copyTextButton, renderMarkdown } from './markdown.js';
 import { appendToolOutput, renderToolCall, showOutputEnd } from './toolcards.js';
 import { announce } from './announcer.js';
 import { retryTurn, rewind } from './actions.js';
@@ -259,6 +259,10 @@ function itemHead(item, shownMs) {
         text: 'Open the sub-agent',
         onclick: () => document.dispatchEvent(new CustomEvent('show-session', { detail: item.from_session_id })),
       })
+      : null,
+    // The whole message as written (an answer's Markdown source), once it is complete.
+    (item.kind === 'agent_message' || item.kind === 'user_message') && item.status !== 'running'
+      ? copyTextButton(() => (entries.get(item.id) || { item }).item.text || '', 'Copy the whole message', 'link-button copy-message')
       : null,
     rewindable
       ? el('button', {
