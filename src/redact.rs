@@ -184,6 +184,33 @@ impl Secrets {
     }
 }
 
+/// Whether `bytes` hold a stretch of a configured secret in any of its forms: what may not be
+/// stored at all, such as a file a checkpoint would keep (it cannot be redacted and still be
+/// the file).
+pub fn holds_secret(bytes: &[u8]) -> bool {
+    secrets().is_some_and(|secrets| secrets.holds(bytes))
+}
+
+impl Secrets {
+    fn holds(&self, bytes: &[u8]) -> bool {
+        if bytes.len() >= STRETCH && !self.stretches.is_empty() {
+            let mut window = [0u8; 8];
+            for start in 0..=bytes.len() - STRETCH {
+                for (to, from) in window.iter_mut().zip(&bytes[start..start + STRETCH]) {
+                    *to = from.to_ascii_lowercase();
+                }
+                if self.stretches.contains(&u64::from_le_bytes(window)) {
+                    return true;
+                }
+            }
+        }
+        self.values
+            .iter()
+            .filter(|value| value.len() < STRETCH)
+            .any(|value| memchr::memmem::find(bytes, value.as_bytes()).is_some())
+    }
+}
+
 /// Whether any secret is configured: without one, nothing needs looking at.
 pub fn active() -> bool {
     secrets().is_some()
@@ -400,6 +427,18 @@ fn redact_sk_keys(text: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn bytes_holding_a_secret_in_any_form_are_found() {
+        let key = "file-secret-0123456789abcdef";
+        let secrets = compile(vec![key.to_owned()]);
+        assert!(secrets.holds(format!("token={key}\n").as_bytes()));
+        assert!(secrets.holds(key.to_uppercase().as_bytes()));
+        let encoded = base64::engine::general_purpose::STANDARD.encode(format!("u:{key}"));
+        assert!(secrets.holds(encoded.as_bytes()));
+        assert!(!secrets.holds(b"an ordinary file\n"));
+        assert!(!secrets.holds(b""));
+    }
 
     #[test]
     fn a_secret_is_caught_in_any_case_split_or_encoded() {

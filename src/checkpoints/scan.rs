@@ -109,7 +109,13 @@ pub fn current(root: &Path, rel: &str, objects: &Objects) -> io::Result<Option<E
     let Some(mut entry) = stat_entry(&meta) else {
         return Ok(None);
     };
-    entry.hash = objects.put(&read_content(&path, entry.mode)?, true)?;
+    let bytes = read_content(&path, entry.mode)?;
+    if crate::redact::holds_secret(&bytes) {
+        return Err(io::Error::other(format!(
+            "{rel} holds a configured secret, which is never stored"
+        )));
+    }
+    entry.hash = objects.put(&bytes, true)?;
     Ok(Some(entry))
 }
 
@@ -164,6 +170,14 @@ pub fn scan(
         entry.hash = match known {
             Some(hash) => hash,
             None => match read_content(&root.join(&rel), entry.mode) {
+                // A configured secret is never stored, not even in a checkpoint.
+                Ok(bytes) if crate::redact::holds_secret(&bytes) => {
+                    manifest.skipped.push(Skipped {
+                        path: rel,
+                        reason: "holds a configured secret, which is never stored".to_owned(),
+                    });
+                    continue;
+                }
                 Ok(bytes) => objects.put(&bytes, false)?,
                 // Gone or unreadable since the walk saw it: not part of this snapshot.
                 Err(error) => {
