@@ -78,6 +78,9 @@ pub enum ErrorCode {
     /// 422: an image that is not one of its media type, or has more pixels or bytes than the
     /// models take.
     InvalidImage,
+    /// 422: an MCP server named in a create body breaks a rule of its settings (a name, a
+    /// transport, a path), or needs an agent that may run commands.
+    InvalidMcpServer,
     /// 502: the compaction model failed.
     CompactionFailed,
     /// 503 (with `Retry-After`): a limit is reached, the outcome is unknown, or the service
@@ -89,7 +92,7 @@ pub enum ErrorCode {
 
 impl ErrorCode {
     /// Every code, in the document's order.
-    pub const ALL: [ErrorCode; 23] = [
+    pub const ALL: [ErrorCode; 24] = [
         ErrorCode::InvalidRequest,
         ErrorCode::Unauthorized,
         ErrorCode::Forbidden,
@@ -110,6 +113,7 @@ impl ErrorCode {
         ErrorCode::SourceMissing,
         ErrorCode::IdempotencyKeyReused,
         ErrorCode::InvalidImage,
+        ErrorCode::InvalidMcpServer,
         ErrorCode::CompactionFailed,
         ErrorCode::Unavailable,
         ErrorCode::Internal,
@@ -138,6 +142,7 @@ impl ErrorCode {
             ErrorCode::SourceMissing => "source_missing",
             ErrorCode::IdempotencyKeyReused => "idempotency_key_reused",
             ErrorCode::InvalidImage => "invalid_image",
+            ErrorCode::InvalidMcpServer => "invalid_mcp_server",
             ErrorCode::CompactionFailed => "compaction_failed",
             ErrorCode::Unavailable => "unavailable",
             ErrorCode::Internal => "internal",
@@ -181,6 +186,7 @@ mod tests {
                 | ErrorCode::SourceMissing
                 | ErrorCode::IdempotencyKeyReused
                 | ErrorCode::InvalidImage
+                | ErrorCode::InvalidMcpServer
                 | ErrorCode::CompactionFailed
                 | ErrorCode::Unavailable
                 | ErrorCode::Internal => {}

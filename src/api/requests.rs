@@ -282,14 +282,21 @@ pub struct ItemsQuery {
     _access_token: Option<IgnoredAny>,
 }
 
+/// What an export is written as.
+#[derive(Debug, Clone, Copy, Deserialize, ToSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum ExportFormat {
+    Markdown,
+}
+
 /// The query of `GET /api/conversations/{id}/export`.
 #[derive(Debug, Deserialize, IntoParams)]
 #[serde(deny_unknown_fields)]
 #[into_params(parameter_in = Query)]
 pub struct ExportQuery {
     /// The only format: `markdown` (the default).
-    #[param(default = "markdown")]
-    pub format: Option<String>,
+    #[param(inline)]
+    pub format: Option<ExportFormat>,
     /// Checked by the security middleware, ignored here.
     #[serde(rename = "access_token")]
     #[param(ignore)]

@@ -114,6 +114,10 @@ impl From<RuntimeError> for ApiError {
         let message = error.to_string();
         match error {
             RuntimeError::Invalid(_) => ApiError::Invalid(message),
+            RuntimeError::InvalidMcpServer(_) => ApiError::Unprocessable {
+                code: ErrorCode::InvalidMcpServer,
+                message,
+            },
             RuntimeError::InvalidImage(_) => ApiError::Unprocessable {
                 code: ErrorCode::InvalidImage,
                 message,
@@ -190,6 +194,7 @@ pub fn one_of_each() -> Vec<ApiError> {
     let runtime = vec![
         RuntimeError::Invalid(text()),
         RuntimeError::InvalidImage(text()),
+        RuntimeError::InvalidMcpServer(text()),
         RuntimeError::NotFound(text()),
         RuntimeError::TurnRunning,
         RuntimeError::MessagesWaiting,
@@ -215,6 +220,7 @@ pub fn one_of_each() -> Vec<ApiError> {
         match error {
             RuntimeError::Invalid(_)
             | RuntimeError::InvalidImage(_)
+            | RuntimeError::InvalidMcpServer(_)
             | RuntimeError::NotFound(_)
             | RuntimeError::TurnRunning
             | RuntimeError::MessagesWaiting

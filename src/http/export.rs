@@ -7,7 +7,7 @@ use axum::response::{IntoResponse, Response};
 use super::extract::Query;
 use super::{ApiError, AppState};
 use crate::api::errors::ErrorBody;
-use crate::api::requests::ExportQuery;
+use crate::api::requests::{ExportFormat, ExportQuery};
 
 /// Items read per page while the document is built.
 const PAGE: usize = 2000;
@@ -30,12 +30,8 @@ pub async fn export(
     Path(id): Path<String>,
     Query(query): Query<ExportQuery>,
 ) -> Result<Response, ApiError> {
-    let format = query.format.as_deref().unwrap_or("markdown");
-    if format != "markdown" {
-        return Err(ApiError::Invalid(format!(
-            "format must be `markdown`, not `{format}`"
-        )));
-    }
+    // One format for now: the query's parser refuses any other.
+    let (None | Some(ExportFormat::Markdown)) = query.format;
     let view = state.runtime.conversation_for_export(&id).await?;
     let mut items = Vec::new();
     let mut after_seq = 0;

@@ -243,7 +243,7 @@ fn conversation_servers(
     cwd: &str,
 ) -> Result<(), RuntimeError> {
     let servers = crate::config::conversation_servers(specs, cwd)
-        .map_err(|error| RuntimeError::Invalid(error.to_string()))?;
+        .map_err(|error| RuntimeError::InvalidMcpServer(error.to_string()))?;
     let commands = servers.iter().filter(|(_, server)| {
         matches!(server.transport, crate::config::McpTransport::Stdio { .. })
     });
@@ -253,7 +253,7 @@ fn conversation_servers(
     if let Some((name, _)) = commands.into_iter().next()
         && !may_run_commands
     {
-        return Err(RuntimeError::Invalid(format!(
+        return Err(RuntimeError::InvalidMcpServer(format!(
             "mcp.{name}: agent `{}` may not run commands (it has no `shell` tool, or its \
              `shell` or `mcp` permission is deny), so it cannot start an MCP server as a \
              command; name a `url` server or choose another agent",

@@ -11,6 +11,9 @@ pub enum RuntimeError {
     /// A message's image has the documented shape, but is no image a model can use.
     #[error("{0}")]
     InvalidImage(String),
+    /// An MCP server of a create body has the documented shape but breaks a rule.
+    #[error("{0}")]
+    InvalidMcpServer(String),
     #[error("{0} not found")]
     NotFound(String),
     #[error("a turn is running; wait for it to end or interrupt it")]

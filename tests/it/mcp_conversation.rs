@@ -221,7 +221,11 @@ async fn bad_servers_in_a_create_body_are_refused_with_nothing_stored() {
         let (status, body) = server
             .post("/api/conversations", json!({"text": "Hello", "mcp": mcp}))
             .await;
-        assert_eq!(status, 400, "{mcp}: {body}");
+        assert_eq!(
+            status,
+            if message.starts_with("mcp") { 422 } else { 400 },
+            "{mcp}: {body}"
+        );
         let error = body["error"]["message"].as_str().unwrap_or_default();
         assert!(error.contains(message), "{mcp}: {body}");
     }
@@ -247,7 +251,8 @@ async fn bad_servers_in_a_create_body_are_refused_with_nothing_stored() {
             json!({"text": "Hello", "mcp": {"mine": everything_with_secret()}}),
         )
         .await;
-    assert_eq!(status, 400, "{body}");
+    assert_eq!(status, 422, "{body}");
+    assert_eq!(body["error"]["code"], "invalid_mcp_server");
     assert!(
         body["error"]["message"]
             .as_str()
