@@ -74,8 +74,35 @@ pub struct McpServerSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub headers: Option<BTreeMap<String, String>>,
     /// A call past this many seconds fails; default 120.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        deserialize_with = "whole_seconds",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub timeout_s: Option<u64>,
+}
+
+/// A number of seconds as a whole number, written as an integer or as a float without a
+/// fraction (JSON's `30.0` is the integer 30); a huge one saturates (the limit then refuses it).
+fn whole_seconds<'de, D: serde::Deserializer<'de>>(
+    deserializer: D,
+) -> Result<Option<u64>, D::Error> {
+    #[derive(Deserialize)]
+    #[serde(untagged)]
+    enum Seconds {
+        Whole(u64),
+        Float(f64),
+    }
+    match Option::<Seconds>::deserialize(deserializer)? {
+        None => Ok(None),
+        Some(Seconds::Whole(seconds)) => Ok(Some(seconds)),
+        Some(Seconds::Float(seconds)) if seconds >= 0.0 && seconds.fract() == 0.0 => {
+            Ok(Some(seconds as u64))
+        }
+        Some(Seconds::Float(seconds)) => Err(serde::de::Error::custom(format!(
+            "timeout_s must be a whole number of seconds, not {seconds}"
+        ))),
+    }
 }
 
 /// What stands, in a shown server, where a secret value was.
@@ -461,6 +488,27 @@ mcp = ["files", "search"]
         assert_eq!(shown.headers.unwrap()["Authorization"], HIDDEN);
         assert_eq!(specs["files"].shown().env.unwrap()["TOKEN"], HIDDEN);
         assert_eq!(specs["files"].secret_values(), ["${SECRET}"]);
+    }
+
+    #[test]
+    fn timeout_s_is_a_whole_number_written_either_way() {
+        let spec = |json: serde_json::Value| serde_json::from_value::<McpServerSpec>(json);
+        let seconds = |json| spec(json).unwrap().timeout_s;
+        assert_eq!(seconds(serde_json::json!({"timeout_s": 30})), Some(30));
+        assert_eq!(
+            seconds(serde_json::json!({"timeout_s": 1281073.0})),
+            Some(1281073)
+        );
+        assert_eq!(
+            seconds(serde_json::json!({"timeout_s": 1e30})),
+            Some(u64::MAX)
+        );
+        assert_eq!(seconds(serde_json::json!({})), None);
+        assert!(spec(serde_json::json!({"timeout_s": 1.5})).is_err());
+        assert!(spec(serde_json::json!({"timeout_s": -2})).is_err());
+        assert!(spec(serde_json::json!({"timeout_s": "30"})).is_err());
+        let config = parse("[mcp.a]\ncommand = \"x\"\ntimeout_s = 30\n").unwrap();
+        assert_eq!(config.mcp["a"].timeout, Duration::from_secs(30));
     }
 
     #[test]
