@@ -136,23 +136,32 @@ fn stretch_key(window: &[u8]) -> u64 {
 
 impl Secrets {
     /// The byte ranges of `text` that hold a stretch of a secret (merged, in order).
-    fn ranges(&self, text: &str) -> Vec<(usize, usize)> {
-        let bytes = text.as_bytes();
-        let mut ranges: Vec<(usize, usize)> = Vec::new();
-        if bytes.len() >= STRETCH && !self.stretches.is_empty() {
-            let mut window = [0u8; 8];
-            for start in 0..=bytes.len() - STRETCH {
+    /// Where a stretch of a secret starts in `bytes`, in order (any case).
+    fn stretch_starts<'b>(&'b self, bytes: &'b [u8]) -> impl Iterator<Item = usize> + 'b {
+        let mut window = [0u8; 8];
+        let last = if self.stretches.is_empty() {
+            None
+        } else {
+            bytes.len().checked_sub(STRETCH)
+        };
+        last.into_iter()
+            .flat_map(|last| 0..=last)
+            .filter(move |&start| {
                 for (to, from) in window.iter_mut().zip(&bytes[start..start + STRETCH]) {
                     *to = from.to_ascii_lowercase();
                 }
-                // Secrets are ASCII, so a match never starts or ends inside a character.
-                if self.stretches.contains(&u64::from_le_bytes(window)) {
-                    let end = start + STRETCH;
-                    match ranges.last_mut() {
-                        Some(last) if start <= last.1 => last.1 = end,
-                        _ => ranges.push((start, end)),
-                    }
-                }
+                self.stretches.contains(&u64::from_le_bytes(window))
+            })
+    }
+
+    fn ranges(&self, text: &str) -> Vec<(usize, usize)> {
+        let mut ranges: Vec<(usize, usize)> = Vec::new();
+        // Secrets are ASCII, so a match never starts or ends inside a character.
+        for start in self.stretch_starts(text.as_bytes()) {
+            let end = start + STRETCH;
+            match ranges.last_mut() {
+                Some(last) if start <= last.1 => last.1 = end,
+                _ => ranges.push((start, end)),
             }
         }
         for value in self.values.iter().filter(|v| v.len() < STRETCH) {
@@ -193,21 +202,12 @@ pub fn holds_secret(bytes: &[u8]) -> bool {
 
 impl Secrets {
     fn holds(&self, bytes: &[u8]) -> bool {
-        if bytes.len() >= STRETCH && !self.stretches.is_empty() {
-            let mut window = [0u8; 8];
-            for start in 0..=bytes.len() - STRETCH {
-                for (to, from) in window.iter_mut().zip(&bytes[start..start + STRETCH]) {
-                    *to = from.to_ascii_lowercase();
-                }
-                if self.stretches.contains(&u64::from_le_bytes(window)) {
-                    return true;
-                }
-            }
-        }
-        self.values
-            .iter()
-            .filter(|value| value.len() < STRETCH)
-            .any(|value| memchr::memmem::find(bytes, value.as_bytes()).is_some())
+        self.stretch_starts(bytes).next().is_some()
+            || self
+                .values
+                .iter()
+                .filter(|value| value.len() < STRETCH)
+                .any(|value| memchr::memmem::find(bytes, value.as_bytes()).is_some())
     }
 }
 

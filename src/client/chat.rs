@@ -38,10 +38,6 @@ Type a message to send it to the agent. Commands:
   /quit                leave (also Ctrl-D)
 Start a line with // to send a line that begins with / (e.g. the demo model's //shell ls).";
 
-/// The built-in demo model's directives (`model/demo.rs`): typed with one `/` they would be
-/// taken for commands of this client, so the client says how to send them.
-const DEMO_DIRECTIVES: &[&str] = &["shell", "read", "write", "echo", "sleep", "fail", "spawn"];
-
 pub struct ChatOptions {
     pub api: Api,
     /// A conversation to continue; otherwise the first message starts one.
@@ -269,7 +265,8 @@ impl Chat {
                     print_out("[nothing was running]\n");
                 }
             }
-            _ if DEMO_DIRECTIVES.contains(&name) => print_out(&format!(
+            // The demo model's directives: typed with one `/` they would be taken for commands here.
+            _ if crate::model::demo::DIRECTIVES.contains(&name) => print_out(&format!(
                 "[/{name} is not a command here but a directive for the demo model: \
                  send it to the model with //{line}]\n"
             )),

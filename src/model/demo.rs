@@ -22,6 +22,18 @@ use super::tokens::Tokenizer;
 use super::{ModelClient, ModelError, ModelEvent, ModelRequest, ModelStream, TokenUsage};
 use crate::domain::{Item, ItemKind};
 
+/// The directives, by name: a line `/NAME …` of the latest user message.
+pub const DIRECTIVES: [&str; 8] = [
+    "shell", "escalate", "read", "write", "echo", "spawn", "sleep", "fail",
+];
+
+/// Whether `line` is one of the directives (the terminal client and titles tell them apart).
+pub fn is_directive(line: &str) -> bool {
+    line.strip_prefix('/')
+        .and_then(|rest| rest.split_whitespace().next())
+        .is_some_and(|word| DIRECTIVES.contains(&word))
+}
+
 #[derive(Debug, Default)]
 pub struct DemoModel {
     /// How many `/fail` failures each user message has used so far.

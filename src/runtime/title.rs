@@ -48,15 +48,6 @@ pub fn fork_title(source: &str) -> String {
     format!("{base}{FORK_SUFFIX}")
 }
 
-/// A line that only drives the demo model (`/shell ls`, `/sleep 200`): not what a
-/// conversation is about, so not its title unless nothing else is.
-fn is_directive(line: &str) -> bool {
-    line.strip_prefix('/').is_some_and(|rest| {
-        let word = rest.split_whitespace().next().unwrap_or("");
-        !word.is_empty() && word.chars().all(|c| c.is_ascii_lowercase())
-    })
-}
-
 /// The line as read, without Markdown's marks: a heading's `#`s, a quote's `>`, a list's
 /// bullet or number, and emphasis and code marks (`**`, `__`, `~~`, `` ` ``).
 fn without_markdown(line: &str) -> String {
@@ -98,7 +89,9 @@ pub fn auto_title(text: &str) -> String {
         .collect();
     let line = lines
         .iter()
-        .find(|line| !is_directive(line))
+        // A line that only drives the demo model (`/shell ls`) is not what a conversation is
+        // about, so not its title unless nothing else is.
+        .find(|line| !crate::model::demo::is_directive(line))
         .or(lines.first())
         .cloned()
         .unwrap_or_else(|| "Untitled".to_owned());

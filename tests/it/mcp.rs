@@ -294,6 +294,15 @@ async fn interrupting_a_long_call_ends_it_and_the_model_hears_of_it() {
     interrupting_a_long_call(&start(wire).await, wire).await;
 }
 
+/// The latest tool call among stored items.
+pub fn last_call(items: &[Value]) -> &Value {
+    items
+        .iter()
+        .rev()
+        .find(|item| item["kind"] == "tool_call")
+        .expect("a tool call")
+}
+
 /// Starts a turn whose call to server-everything's long operation runs for a minute, and
 /// returns the conversation's events once the call has reported progress (it is running at
 /// the server). The model's next answer is `then`.
@@ -338,11 +347,7 @@ pub async fn interrupting_a_long_call(setup: &Setup, wire: Wire) {
     let seen = until(&mut events, |kind, _| kind == "turn.ended").await;
     assert_eq!(seen.last().unwrap().1["status"], "interrupted", "{seen:?}");
     let items = setup.items().await;
-    let call = items
-        .iter()
-        .rev()
-        .find(|item| item["kind"] == "tool_call")
-        .unwrap();
+    let call = last_call(&items);
     assert_eq!(call["status"], "interrupted", "{call}");
 
     // The model's next request carries the interrupted call with what it said.
@@ -416,11 +421,7 @@ async fn a_server_killed_mid_call_fails_the_call_and_is_started_again() {
     assert_eq!(seen.last().unwrap().1["status"], "completed", "{seen:?}");
     let requests = setup.fake.requests();
     let items = setup.items().await;
-    let call = items
-        .iter()
-        .rev()
-        .find(|item| item["kind"] == "tool_call")
-        .unwrap();
+    let call = last_call(&items);
     assert_eq!(call["status"], "failed", "{call}");
     let result = wire
         .tool_result(

@@ -12,7 +12,7 @@ use serde_json::{Value, json};
 
 use crate::fake_provider::{FakeProvider, Reply, Wire};
 use crate::harness::{Server, ServerOptions, TIMEOUT};
-use crate::mcp::{ALLOW, config, fixture, offered, wait_for_listing};
+use crate::mcp::{ALLOW, config, fixture, last_call, offered, wait_for_listing};
 use crate::support::{items, until, until_turn_end};
 
 const SECRET: &str = "mine-token-6f1c2a9e44b7";
@@ -68,14 +68,6 @@ async fn turn(server: &Server, id: &str, text: &str) -> Vec<(String, Value)> {
         .await;
     assert_eq!(status, 202, "{body}");
     until_turn_end(&mut events).await
-}
-
-fn last_call(items: &[Value]) -> &Value {
-    items
-        .iter()
-        .rev()
-        .find(|item| item["kind"] == "tool_call")
-        .expect("a tool call")
 }
 
 #[tokio::test]

@@ -8,7 +8,8 @@ use crate::fake_provider::{FakeProvider, Reply, Setup, Wire};
 use crate::harness::TIMEOUT;
 use crate::mcp::{
     a_tool_error_is_a_failed_call, an_image_result_reaches_the_model_as_an_image, config_for,
-    fixture, interrupting_a_long_call, offered, start_a_long_call, the_call, wait_for_mcp,
+    fixture, interrupting_a_long_call, last_call, offered, start_a_long_call, the_call,
+    wait_for_mcp,
 };
 use crate::support::until;
 
@@ -129,11 +130,7 @@ async fn an_http_server_gone_mid_call_fails_the_call_and_is_reached_again_once_b
     let seen = until(&mut events, |kind, _| kind == "turn.ended").await;
     assert_eq!(seen.last().unwrap().1["status"], "completed", "{seen:?}");
     let items = setup.items().await;
-    let call = items
-        .iter()
-        .rev()
-        .find(|item| item["kind"] == "tool_call")
-        .unwrap();
+    let call = last_call(&items);
     assert_eq!(call["status"], "failed", "{call}");
     let output = call["output"].as_str().unwrap();
     assert!(output.contains("the MCP server `everything`"), "{output}");

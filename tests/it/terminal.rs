@@ -37,6 +37,17 @@ pub async fn chat(args: &[&str], script: &str, cwd: &std::path::Path) -> (bool, 
     )
 }
 
+/// Each of `expect` appears in `out`, in that order.
+fn assert_in_order(out: &str, err: &str, expect: &[&str]) {
+    let mut from = 0;
+    for expected in expect {
+        let at = out[from..].find(expected).unwrap_or_else(|| {
+            panic!("`{expected}` missing after byte {from} of:\n{out}\nstderr:\n{err}")
+        });
+        from += at + expected.len();
+    }
+}
+
 #[tokio::test]
 async fn a_script_talks_to_the_agent_and_uses_every_command() {
     let server = Server::start().await;
@@ -75,13 +86,7 @@ Hello from a script
         "[unknown command /bogus; /help lists them]",
         "[/shell is not a command here but a directive for the demo model: send it to the model with //shell ls -l]",
     ];
-    let mut from = 0;
-    for expected in expect {
-        let at = out[from..]
-            .find(expected)
-            .unwrap_or_else(|| panic!("`{expected}` missing after byte {from} of:\n{out}"));
-        from += at + expected.len();
-    }
+    assert_in_order(&out, &err, &expect);
     // The conversation was created in the directory the client ran in.
     let (_, list) = server.get("/api/conversations?archived=all").await;
     let conversations = list["conversations"].as_array().unwrap();
@@ -208,13 +213,7 @@ async fn retry_runs_a_failed_turn_again() {
         "agent: Demo model (offline, built in): you said \"/fail 1\".",
         "the latest turn t_",
     ];
-    let mut from = 0;
-    for expected in expect {
-        let at = out[from..]
-            .find(expected)
-            .unwrap_or_else(|| panic!("`{expected}` missing after byte {from} of:\n{out}\n{err}"));
-        from += at + expected.len();
-    }
+    assert_in_order(&out, &err, &expect);
     let (_, list) = server.get("/api/conversations").await;
     let id = list["conversations"][0]["id"].as_str().unwrap();
     let items = crate::support::items(&server, id).await;
@@ -255,13 +254,7 @@ Hello
         "[restored 1 file; undo: POST /api/conversations/…/restores/",
         "[rewound into c_",
     ];
-    let mut from = 0;
-    for expected in expect {
-        let at = out[from..]
-            .find(expected)
-            .unwrap_or_else(|| panic!("`{expected}` missing after byte {from} of:\n{out}\n{err}"));
-        from += at + expected.len();
-    }
+    assert_in_order(&out, &err, &expect);
     assert!(
         !workdir.path().join("notes.txt").exists(),
         "the file written after message 2 is gone:\n{out}"

@@ -85,14 +85,9 @@ impl ConversationActor {
             Some(turn) if turn.status == TurnStatus::Failed => turn.id.clone(),
             Some(turn) => {
                 return Err(RuntimeError::NothingToRetry(format!(
-                    "the latest turn {} {}; only a failed turn can be retried",
+                    "the latest turn {} is {}; only a failed turn can be retried",
                     turn.id,
-                    match turn.status {
-                        TurnStatus::Completed => "completed",
-                        TurnStatus::Interrupted => "was interrupted",
-                        TurnStatus::Running => "is running",
-                        TurnStatus::Failed => "failed",
-                    }
+                    turn.status.as_str()
                 )));
             }
             None => {
