@@ -4,7 +4,7 @@
 //! agent, model and MCP servers chosen for it.
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use agent_client_protocol::v1::ConnectionTo;
@@ -77,6 +77,8 @@ pub struct Bridge {
     api: Api,
     sessions: Mutex<HashMap<String, Arc<Session>>>,
     cx: Mutex<Option<ConnectionTo<Client>>>,
+    /// The editor said it follows sub-agents as sessions of their own (`initialize`).
+    subagents: AtomicBool,
 }
 
 impl Bridge {
@@ -85,7 +87,15 @@ impl Bridge {
             api,
             sessions: Mutex::default(),
             cx: Mutex::default(),
+            subagents: AtomicBool::new(false),
         }
+    }
+
+    /// A new follower's state, as this editor wants sub-agents shown.
+    fn new_shared(&self) -> Shared {
+        let mut shared = Shared::default();
+        shared.ledger.subagents = self.subagents.load(Ordering::SeqCst);
+        shared
     }
 
     fn session(&self, id: &str) -> Result<Arc<Session>, Error> {
@@ -105,7 +115,11 @@ impl Bridge {
     pub async fn handle(&self, request: ClientRequest, cx: &ConnectionTo<Client>) -> Answer {
         *self.cx.lock().expect("connection") = Some(cx.clone());
         match request {
-            ClientRequest::InitializeRequest(request) => answer(initialize(request)),
+            ClientRequest::InitializeRequest(request) => {
+                let subagents = request.client_capabilities.subagents.is_some();
+                self.subagents.store(subagents, Ordering::SeqCst);
+                answer(initialize(request))
+            }
             ClientRequest::NewSessionRequest(request) => self.new_session(request).await,
             ClientRequest::LoadSessionRequest(request) => self.load_session(request, cx).await,
             ClientRequest::ListSessionsRequest(request) => self.list(request).await,
@@ -229,7 +243,7 @@ impl Bridge {
             conversation_id.clone(),
             id.clone(),
             cx.clone(),
-            Shared::default(),
+            self.new_shared(),
         ));
         follower
             .wait(|shared| (shared.snapshots > 0).then_some(()))
@@ -323,6 +337,7 @@ impl Bridge {
     /// its own task, which sees the count move.
     pub async fn cancel(&self, session_id: &str) {
         let Ok(session) = self.session(session_id) else {
+            self.cancel_subagent(session_id).await;
             return;
         };
         session.cancels.fetch_add(1, Ordering::SeqCst);
@@ -339,6 +354,92 @@ impl Bridge {
         }
     }
 
+    /// `session/cancel` of a sub-agent the editor follows as a session: interrupts its turn
+    /// (the parent goes on, as when its own `interrupt_agent` does it).
+    async fn cancel_subagent(&self, session_id: &str) {
+        let sessions: Vec<Arc<Session>> = self
+            .sessions
+            .lock()
+            .expect("sessions")
+            .values()
+            .cloned()
+            .collect();
+        for session in sessions {
+            let Some((id, follower)) = session.conversation.lock().await.clone() else {
+                continue;
+            };
+            if !follower
+                .shared
+                .lock()
+                .expect("follower state")
+                .ledger
+                .followed(session_id)
+            {
+                continue;
+            }
+            let path = format!("/api/conversations/{id}/sessions/{session_id}/interrupt");
+            if let Err(error) = self.api.post(&path, &json!({})).await {
+                tracing::warn!("could not interrupt sub-agent {session_id}: {error}");
+            }
+            return;
+        }
+    }
+
+    /// `/retry`: runs the failed (or interrupted) last turn again through the service, and
+    /// answers as its prompt would.
+    async fn retry(&self, session: &Session, cancels: u64) -> Result<PromptResponse, Error> {
+        let Some((id, follower)) = session.conversation.lock().await.clone() else {
+            return Err(invalid("/retry needs a conversation: send a message first"));
+        };
+        let answer = self
+            .api
+            .post(&format!("/api/conversations/{id}/retry"), &json!({}))
+            .await
+            .map_err(|error| failure(error.to_string()))?;
+        let turn = text_of(&answer["turn_id"]);
+        let ended = follower
+            .wait(|shared| {
+                if shared.ended.contains_key(&turn) {
+                    Some(Ok(()))
+                } else {
+                    shared.broken.clone().map(Err)
+                }
+            })
+            .await;
+        ended.map_err(failure)?;
+        self.stop_reason(session, &follower, &turn, cancels)
+    }
+
+    /// How the prompt that waited on `turn` ends, once the turn has ended.
+    fn stop_reason(
+        &self,
+        session: &Session,
+        follower: &Follower,
+        turn: &str,
+        cancels: u64,
+    ) -> Result<PromptResponse, Error> {
+        if session.cancels.load(Ordering::SeqCst) != cancels {
+            // The protocol wants `cancelled` after `session/cancel`, whichever way the turn
+            // ended in the race with the interrupt.
+            return Ok(PromptResponse::new(StopReason::Cancelled));
+        }
+        let shared = follower.shared.lock().expect("state");
+        match shared
+            .ended
+            .get(turn)
+            .cloned()
+            .unwrap_or(TurnEnd::Completed)
+        {
+            TurnEnd::Completed => Ok(PromptResponse::new(StopReason::EndTurn)),
+            TurnEnd::Interrupted if shared.cut_by_restart.contains(turn) => Err(failure(format!(
+                "the service at {} stopped during the turn, which was interrupted",
+                self.api.base
+            ))),
+            TurnEnd::Interrupted => Ok(PromptResponse::new(StopReason::Cancelled)),
+            TurnEnd::Failed(error) => Err(failure(format!("the turn failed: {error}"))),
+        }
+    }
+
     async fn prompt(
         &self,
         request: PromptRequest,
@@ -348,6 +449,9 @@ impl Bridge {
         let (message, images) = prompt::message(&request.prompt).map_err(invalid)?;
         let cancels = session.cancels.load(Ordering::SeqCst);
         if let Some((name, argument)) = commands::parse(&message) {
+            if name == "retry" {
+                return self.retry(&session, cancels).await;
+            }
             let conversation = session
                 .conversation
                 .lock()
@@ -426,26 +530,7 @@ impl Bridge {
                 )));
             }
         };
-        if session.cancels.load(Ordering::SeqCst) != cancels {
-            // The protocol wants `cancelled` after `session/cancel`, whichever way the turn
-            // ended in the race with the interrupt.
-            return Ok(PromptResponse::new(StopReason::Cancelled));
-        }
-        let shared = follower.shared.lock().expect("state");
-        match shared
-            .ended
-            .get(&turn)
-            .cloned()
-            .unwrap_or(TurnEnd::Completed)
-        {
-            TurnEnd::Completed => Ok(PromptResponse::new(StopReason::EndTurn)),
-            TurnEnd::Interrupted if shared.cut_by_restart.contains(&turn) => Err(failure(format!(
-                "the service at {} stopped during the turn, which was interrupted",
-                self.api.base
-            ))),
-            TurnEnd::Interrupted => Ok(PromptResponse::new(StopReason::Cancelled)),
-            TurnEnd::Failed(error) => Err(failure(format!("the turn failed: {error}"))),
-        }
+        self.stop_reason(&session, &follower, &turn, cancels)
     }
 
     /// Sends the prompt as a message: the first one creates the conversation. Answers the
@@ -509,7 +594,7 @@ impl Bridge {
             .map_err(service)?;
         let id = text_of(&created["conversation"]["id"]);
         let message_id = text_of(&created["message"]["id"]);
-        let mut shared = Shared::default();
+        let mut shared = self.new_shared();
         shared.ledger.own_message(&message_id);
         shared
             .message_turns

@@ -1,5 +1,6 @@
 //! The slash commands the editor offers (`available_commands_update`), run through the
-//! service's API; the answer is shown as the agent's reply. Anything else starting with `/`
+//! service's API; the answer is shown as the agent's reply (`/retry` runs a turn, which the
+//! bridge follows like a prompt's). Anything else starting with `/`
 //! (the demo model's directives) is sent as a message.
 
 use serde_json::{Value, json};
@@ -17,8 +18,11 @@ pub fn parse(prompt: &str) -> Option<(&str, &str)> {
     let line = prompt.trim();
     let rest = line.strip_prefix('/')?;
     let (name, argument) = rest.split_once(char::is_whitespace).unwrap_or((rest, ""));
-    matches!(name, "compact" | "fork" | "rewind" | "context" | "agents")
-        .then_some((name, argument.trim()))
+    matches!(
+        name,
+        "compact" | "fork" | "rewind" | "context" | "agents" | "retry"
+    )
+    .then_some((name, argument.trim()))
 }
 
 /// Runs a command on `conversation` (`None`: the session has no conversation yet).
@@ -135,6 +139,7 @@ mod tests {
     #[test]
     fn only_the_bridges_commands_are_taken_from_a_prompt() {
         assert_eq!(parse("/rewind 2"), Some(("rewind", "2")));
+        assert_eq!(parse("/retry"), Some(("retry", "")));
         assert_eq!(parse(" /context "), Some(("context", "")));
         assert_eq!(parse("/shell ls"), None);
         assert_eq!(parse("what is /fork?"), None);

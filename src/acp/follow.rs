@@ -10,14 +10,14 @@ use std::time::{Duration, Instant};
 
 use agent_client_protocol::Client;
 use agent_client_protocol::v1::ConnectionTo;
-use agent_client_protocol::v1::schema::{SessionNotification, SessionUpdate};
+use agent_client_protocol::v1::schema::SessionNotification;
 use futures::StreamExt;
 use serde_json::Value;
 use tokio::sync::{Notify, oneshot};
 use tokio::task::JoinHandle;
 
 use super::approvals;
-use super::ledger::Ledger;
+use super::ledger::{Ledger, Routed};
 use super::updates;
 use crate::client::api::{Api, ServerEvent};
 
@@ -181,13 +181,45 @@ impl Stream {
         self.changed.notify_waiters();
     }
 
-    fn send(&self, updates: Vec<SessionUpdate>) {
-        for update in updates {
+    fn send(&self, updates: Vec<Routed>) {
+        for (session, update) in updates {
+            let session = session.unwrap_or_else(|| self.acp_session.clone());
             // The editor went away: nothing to do but stop sending (stdin closing ends all).
             let _ = self
                 .cx
-                .send_notification(SessionNotification::new(self.acp_session.clone(), update));
+                .send_notification(SessionNotification::new(session, update));
         }
+    }
+
+    /// A finished tool call that changed files: the changes as diffs with the text before and
+    /// after, read from the service's checkpoints, replacing what the call showed.
+    async fn file_diffs(&self, item: &Value) -> Option<Routed> {
+        let changed = ["added", "modified", "deleted"].iter().any(|key| {
+            item["files"][key]
+                .as_array()
+                .is_some_and(|paths| !paths.is_empty())
+        });
+        if item["kind"] != "tool_call" || !changed {
+            return None;
+        }
+        let path = format!(
+            "/api/conversations/{}/turns/{}/changes?item_id={}&contents=true",
+            self.conversation,
+            text(&item["turn_id"]),
+            text(&item["id"]),
+        );
+        // Without them (checkpoints off, the service out of reach) the call keeps what it
+        // showed: its output, or a written file's new text.
+        let changes = self.api.get(&path).await.ok()?;
+        let shared = self.shared.lock().expect("follower state");
+        let session = shared
+            .ledger
+            .followed(text(&item["session_id"]))
+            .then(|| text(&item["session_id"]).to_owned());
+        Some((
+            session,
+            updates::tool_diffs(item, &shared.ledger.cwd, &changes["files"])?,
+        ))
     }
 
     /// Handles one event; `false` ends the stream for good.
@@ -203,7 +235,12 @@ impl Stream {
                     note_message(&mut shared, item);
                     shared.ledger.item(item)
                 };
+                let ended = !updates.is_empty()
+                    && !matches!(text(&item["status"]), "running" | "waiting_approval");
                 self.send(updates);
+                if ended && let Some(diffs) = self.file_diffs(item).await {
+                    self.send(vec![diffs]);
+                }
             }
             "item.delta" => {
                 let updates = self.shared.lock().expect("follower state").ledger.delta(
@@ -215,6 +252,8 @@ impl Stream {
             }
             "turn.started" => {
                 let mut shared = self.shared.lock().expect("follower state");
+                let updates = shared.ledger.session_turn(text(&data["session_id"]), None);
+                self.send(updates);
                 if data["session_id"] == shared.ledger.root_session_id.as_str() {
                     let turn = text(&data["turn_id"]).to_owned();
                     for id in data["message_ids"].as_array().into_iter().flatten() {
@@ -227,24 +266,30 @@ impl Stream {
             }
             "turn.ended" => {
                 let mut shared = self.shared.lock().expect("follower state");
+                let updates = shared
+                    .ledger
+                    .session_turn(text(&data["session_id"]), Some(data));
+                self.send(updates);
                 if data["session_id"] == shared.ledger.root_session_id.as_str() {
                     let turn = text(&data["turn_id"]).to_owned();
                     shared.running.remove(&turn);
                     shared.ended.insert(turn, turn_end(data));
                 }
             }
-            "usage.updated" => self.send(updates::usage(&data["usage"]).into_iter().collect()),
+            "usage.updated" => self.send(
+                updates::usage(&data["usage"])
+                    .map(|update| (None, update))
+                    .into_iter()
+                    .collect(),
+            ),
             "session.created" | "session.updated" => {
-                let session = &data["session"];
-                self.shared
+                let updates = self
+                    .shared
                     .lock()
                     .expect("follower state")
                     .ledger
-                    .agents
-                    .insert(
-                        text(&session["id"]).to_owned(),
-                        text(&session["agent"]).to_owned(),
-                    );
+                    .session(&data["session"]);
+                self.send(updates);
             }
             "pending.updated" => {
                 self.shared.lock().expect("follower state").pending = ids(&data["pending"]);
@@ -281,12 +326,13 @@ impl Stream {
             shared.conversation = data["conversation"].clone();
             shared.ledger.root_session_id = text(&data["conversation"]["root_session_id"]).into();
             shared.ledger.cwd = text(&data["conversation"]["cwd"]).to_owned();
-            for session in data["sessions"].as_array().into_iter().flatten() {
-                shared.ledger.agents.insert(
-                    text(&session["id"]).to_owned(),
-                    text(&session["agent"]).to_owned(),
-                );
-            }
+            let announced: Vec<Routed> = data["sessions"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .flat_map(|session| shared.ledger.session(session))
+                .collect();
+            self.send(announced);
             let running: HashSet<String> = data["running"]
                 .as_array()
                 .into_iter()
@@ -325,22 +371,34 @@ impl Stream {
         };
         // First what is stored and was not seen finished, then the running turns' items.
         let history = self.history_after(after_seq).await;
+        let running_items = data["running"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .flat_map(|turn| turn["items"].as_array().into_iter().flatten());
         let mut updates = Vec::new();
+        // The finished calls this catch-up shows for the first time: they get their diffs.
+        let mut shown_ended = Vec::new();
         {
             let mut shared = self.shared.lock().expect("follower state");
-            for item in &history {
+            for item in history.iter().chain(running_items) {
                 note_message(&mut shared, item);
-                updates.extend(shared.ledger.item(item));
-            }
-            for turn in data["running"].as_array().into_iter().flatten() {
-                for item in turn["items"].as_array().into_iter().flatten() {
-                    note_message(&mut shared, item);
-                    updates.extend(shared.ledger.item(item));
+                let fresh = shared.ledger.item(item);
+                if !fresh.is_empty()
+                    && !matches!(text(&item["status"]), "running" | "waiting_approval")
+                {
+                    shown_ended.push(item);
                 }
+                updates.extend(fresh);
             }
         }
-        updates.extend(updates::usage(&data["usage"]));
+        updates.extend(updates::usage(&data["usage"]).map(|update| (None, update)));
         self.send(updates);
+        for item in shown_ended {
+            if let Some(diffs) = self.file_diffs(item).await {
+                self.send(vec![diffs]);
+            }
+        }
         for approval in data["approvals"].as_array().into_iter().flatten() {
             self.ask(approval);
         }

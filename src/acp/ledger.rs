@@ -9,11 +9,18 @@ use serde_json::Value;
 
 use super::updates;
 
+/// An update and the session it goes to: `None` is the editor's session (the conversation's
+/// root), `Some` a sub-agent's session, when the editor follows them as sessions of their own.
+pub type Routed = (Option<String>, SessionUpdate);
+
 #[derive(Default)]
 struct Sent {
     kind: String,
-    /// Whether the editor is shown this item (a sub-agent's own text is not).
+    /// Whether the editor is shown this item (a sub-agent's own text is not, unless the
+    /// editor follows sub-agents as sessions).
     shown: bool,
+    /// The sub-agent session it is shown in (`None`: the editor's).
+    session: Option<String>,
     /// Bytes of its text sent.
     text: usize,
     started: bool,
@@ -36,10 +43,23 @@ pub struct Ledger {
     pub agents: HashMap<String, String>,
     /// The highest root `seq` seen in a stored item, for catching up from the history.
     pub newest_seq: u64,
+    /// The editor follows sub-agents as sessions of their own (the protocol's sub-agent
+    /// extension): their items go to their session, announced by a `subagent_update`.
+    pub subagents: bool,
+    /// Sub-agent sessions announced to the editor, each with the session it was announced
+    /// in (its parent's: `None` for the editor's).
+    announced: HashMap<String, Option<String>>,
 }
 
 fn text(value: &Value) -> &str {
     value.as_str().unwrap_or_default()
+}
+
+fn to(session: &Option<String>, updates: Vec<SessionUpdate>) -> Vec<Routed> {
+    updates
+        .into_iter()
+        .map(|update| (session.clone(), update))
+        .collect()
 }
 
 impl Ledger {
@@ -51,8 +71,39 @@ impl Ledger {
         item["session_id"] == self.root_session_id.as_str()
     }
 
+    /// The session a service session's updates go to: the editor's for the root, its own for
+    /// a sub-agent the editor follows as a session.
+    fn route(&self, session_id: &str) -> Option<String> {
+        (self.subagents && session_id != self.root_session_id).then(|| session_id.to_owned())
+    }
+
+    /// A sub-agent session as the service describes it (`session.created`, `session.updated`,
+    /// a snapshot): announced once to an editor that follows sub-agents, under its parent.
+    pub fn session(&mut self, session: &Value) -> Vec<Routed> {
+        let id = text(&session["id"]).to_owned();
+        self.agents
+            .insert(id.clone(), text(&session["agent"]).to_owned());
+        if !self.subagents || id == self.root_session_id || self.announced.contains_key(&id) {
+            return Vec::new();
+        }
+        let parent = self.route(text(&session["parent_id"]));
+        self.announced.insert(id, parent.clone());
+        vec![(parent, updates::subagent(session, &self.cwd))]
+    }
+
+    /// A sub-agent's turn started or ended: its state, for an editor that follows it.
+    pub fn session_turn(&mut self, session_id: &str, ended: Option<&Value>) -> Vec<Routed> {
+        let Some(parent) = self.announced.get(session_id) else {
+            return Vec::new();
+        };
+        vec![(
+            parent.clone(),
+            updates::subagent_state(session_id, ended.map(|turn| text(&turn["status"]))),
+        )]
+    }
+
     /// The updates for an item seen whole (started, completed, in a snapshot or the history).
-    pub fn item(&mut self, item: &Value) -> Vec<SessionUpdate> {
+    pub fn item(&mut self, item: &Value) -> Vec<Routed> {
         let id = text(&item["id"]).to_owned();
         let kind = text(&item["kind"]).to_owned();
         let status = text(&item["status"]);
@@ -61,32 +112,42 @@ impl Ledger {
         if root && finished {
             self.newest_seq = self.newest_seq.max(item["seq"].as_u64().unwrap_or(0));
         }
-        let agent = (!root).then(|| {
+        let session = self.route(text(&item["session_id"]));
+        // Shown where it belongs: the root's, and a followed sub-agent's in its own session.
+        let visible = root || session.is_some();
+        let agent = (!visible).then(|| {
             self.agents
                 .get(text(&item["session_id"]))
                 .cloned()
                 .unwrap_or_else(|| "sub-agent".to_owned())
         });
         let own = self.own_messages.contains(&id);
+        let from = text(&item["from_session_id"]).to_owned();
         let report_from = self
             .agents
-            .get(text(&item["from_session_id"]))
+            .get(&from)
             .cloned()
             .unwrap_or_else(|| "a sub-agent".to_owned());
+        let report_route = self.route(&from);
         let cwd = self.cwd.clone();
-        let sent = self.items.entry(id).or_default();
+        let subagents = self.subagents;
+        let sent = self.items.entry(id.clone()).or_default();
         if sent.finished {
             return Vec::new();
         }
         sent.kind.clone_from(&kind);
-        let mut out = Vec::new();
+        sent.session.clone_from(&session);
+        let mut out: Vec<SessionUpdate> = Vec::new();
         match kind.as_str() {
             "user_message" => {
                 sent.finished = true;
-                if own || !root {
-                    return out;
+                if own || !visible {
+                    return Vec::new();
                 }
-                if item["source"] == "agent" {
+                if item["source"] == "agent" && subagents {
+                    // A message from another session: the extension's session message.
+                    out.push(updates::session_message(&id, item, report_route.as_deref()));
+                } else if item["source"] == "agent" && root {
                     out.push(updates::thought(format!(
                         "[report from {report_from}]\n{}",
                         text(&item["text"])
@@ -96,10 +157,10 @@ impl Ledger {
                 }
             }
             "agent_message" | "reasoning" => {
-                sent.shown = root;
+                sent.shown = visible;
                 sent.finished = finished;
                 let full = text(&item["text"]);
-                if root && full.len() > sent.text && full.is_char_boundary(sent.text) {
+                if visible && full.len() > sent.text && full.is_char_boundary(sent.text) {
                     let rest = &full[sent.text..];
                     out.push(if kind == "reasoning" {
                         updates::thought(rest)
@@ -131,11 +192,11 @@ impl Ledger {
             }
             _ => sent.finished = finished,
         }
-        out
+        to(&session, out)
     }
 
     /// The updates for live text of a started item (`item.delta`).
-    pub fn delta(&mut self, item_id: &str, field: &str, delta: &str) -> Vec<SessionUpdate> {
+    pub fn delta(&mut self, item_id: &str, field: &str, delta: &str) -> Vec<Routed> {
         let Some(sent) = self.items.get_mut(item_id) else {
             // An item this stream never showed starting: its `item.completed` carries it.
             return Vec::new();
@@ -143,22 +204,28 @@ impl Ledger {
         if sent.finished || !sent.shown {
             return Vec::new();
         }
-        match (field, sent.kind.as_str()) {
+        let update = match (field, sent.kind.as_str()) {
             ("text", "agent_message") => {
                 sent.text += delta.len();
-                vec![updates::agent_text(delta)]
+                updates::agent_text(delta)
             }
             ("text", "reasoning") => {
                 sent.text += delta.len();
-                vec![updates::thought(delta)]
+                updates::thought(delta)
             }
             ("output", "tool_call") => {
                 sent.output.push_str(delta);
                 let item = serde_json::json!({"id": item_id, "status": "running"});
-                vec![updates::tool_output(&item, &self.cwd, &sent.output)]
+                updates::tool_output(&item, &self.cwd, &sent.output)
             }
-            _ => Vec::new(),
-        }
+            _ => return Vec::new(),
+        };
+        vec![(sent.session.clone(), update)]
+    }
+
+    /// Whether the editor follows this sub-agent session as a session of its own.
+    pub fn followed(&self, session_id: &str) -> bool {
+        self.announced.contains_key(session_id)
     }
 }
 
@@ -167,8 +234,9 @@ mod tests {
     use super::*;
     use serde_json::json;
 
-    fn chunk_text(update: &SessionUpdate) -> String {
-        match update {
+    fn chunk_text(routed: &Routed) -> String {
+        assert_eq!(routed.0, None, "the editor's session");
+        match &routed.1 {
             SessionUpdate::AgentMessageChunk(chunk) => match &chunk.content {
                 agent_client_protocol::v1::schema::ContentBlock::Text(text) => text.text.clone(),
                 other => panic!("text, got {other:?}"),

@@ -9,6 +9,11 @@ use agent_client_protocol::v1::schema::{
     ToolCallStatus, ToolCallUpdate, ToolCallUpdateFields, ToolKind, UnstructuredCommandInput,
     UsageUpdate,
 };
+use agent_client_protocol::v1::schema::{
+    ErrorStopReason, IdleStateUpdate, IdleStopReason, RunningStateUpdate,
+    SessionCancelCapabilities, SessionId, SessionMessage, StateUpdate, SubagentSessionCapabilities,
+    SubagentUpdate,
+};
 use serde_json::Value;
 
 fn text(value: &Value) -> &str {
@@ -177,6 +182,83 @@ pub fn tool_end(item: &Value, cwd: &str) -> SessionUpdate {
     ))
 }
 
+/// A sub-agent announced as a session of its own (the protocol's sub-agent extension): its
+/// agent as the title, its task as the description, and whether it works now. The editor may
+/// cancel its work.
+pub fn subagent(session: &Value, cwd: &str) -> SessionUpdate {
+    let state = if session["status"] == "running" {
+        StateUpdate::Running(RunningStateUpdate::new())
+    } else {
+        StateUpdate::Idle(IdleStateUpdate::new())
+    };
+    let mut update = SubagentUpdate::new(text(&session["id"]).to_owned())
+        .title(text(&session["agent"]).to_owned())
+        .capabilities(SubagentSessionCapabilities::new().cancel(SessionCancelCapabilities::new()))
+        .state(state);
+    if let Some(task) = session["task"].as_str() {
+        update = update.description(task.to_owned());
+    }
+    if !cwd.is_empty() {
+        update = update.cwd(PathBuf::from(cwd));
+    }
+    SessionUpdate::SubagentUpdate(update)
+}
+
+/// A sub-agent's state after one of its turns started (`ended` is `None`) or ended with the
+/// given status.
+pub fn subagent_state(session_id: &str, ended: Option<&str>) -> SessionUpdate {
+    let state = match ended {
+        None => StateUpdate::Running(RunningStateUpdate::new()),
+        Some(status) => StateUpdate::Idle(IdleStateUpdate::new().stop_reason(match status {
+            "completed" => IdleStopReason::EndTurn,
+            "interrupted" => IdleStopReason::Cancelled,
+            _ => IdleStopReason::Error(ErrorStopReason::new()),
+        })),
+    };
+    SessionUpdate::SubagentUpdate(SubagentUpdate::new(session_id.to_owned()).state(state))
+}
+
+/// A message one session sent another (a sub-agent's report, a task or a message to a
+/// sub-agent), as the extension's session message; `sender` is the sending session when the
+/// editor knows it as one.
+pub fn session_message(id: &str, item: &Value, sender: Option<&str>) -> SessionUpdate {
+    let mut message =
+        SessionMessage::new(id.to_owned()).content(vec![text_block(text(&item["text"]))]);
+    if let Some(sender) = sender {
+        message = message.sender_session_id(SessionId::new(sender.to_owned()));
+    }
+    SessionUpdate::SessionMessage(message)
+}
+
+/// What a finished call changed in the working directory, as diffs with the text before and
+/// after (`files` as `GET …/turns/{turn_id}/changes?contents=true` gives them), then its
+/// output. `None` when no file came with its texts (binary, over the cap).
+pub fn tool_diffs(item: &Value, cwd: &str, files: &Value) -> Option<SessionUpdate> {
+    let mut content: Vec<ToolCallContent> = files
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|file| file["old_text"].is_string() || file["new_text"].is_string())
+        .map(|file| {
+            let diff = Diff::new(absolute(cwd, text(&file["path"])), text(&file["new_text"]));
+            ToolCallContent::Diff(diff.old_text(file["old_text"].as_str().map(str::to_owned)))
+        })
+        .collect();
+    if content.is_empty() {
+        return None;
+    }
+    let output = text(&item["output"]);
+    if !output.is_empty() && item["name"] != "write_file" {
+        content.push(ToolCallContent::from(text_block(output)));
+    }
+    Some(SessionUpdate::ToolCallUpdate(ToolCallUpdate::new(
+        text(&item["id"]).to_owned(),
+        ToolCallUpdateFields::new()
+            .status(status(item))
+            .content(content),
+    )))
+}
+
 /// The context meter: tokens used of the model's window.
 pub fn usage(usage: &Value) -> Option<SessionUpdate> {
     let used = usage["used_tokens"].as_u64()?;
@@ -219,6 +301,11 @@ pub fn commands() -> SessionUpdate {
         command(
             "agents",
             "The agents of this conversation and what they wait for",
+            None,
+        ),
+        command(
+            "retry",
+            "Run the last turn again (after it failed or was stopped)",
             None,
         ),
     ]))

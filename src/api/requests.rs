@@ -303,6 +303,23 @@ pub struct ExportQuery {
     _access_token: Option<IgnoredAny>,
 }
 
+/// The query of `GET /api/conversations/{id}/turns/{turn_id}/changes`.
+#[derive(Debug, Deserialize, IntoParams)]
+#[serde(deny_unknown_fields)]
+#[into_params(parameter_in = Query)]
+pub struct ChangesQuery {
+    /// Only what this tool call (an item of the turn) changed, from just before it to just
+    /// after it.
+    pub item_id: Option<String>,
+    /// Also each text file's whole content before and after (`old_text`, `new_text`), for
+    /// clients that show a diff of their own. Counted against the same size cap.
+    pub contents: Option<bool>,
+    /// Checked by the security middleware, ignored here.
+    #[serde(rename = "access_token")]
+    #[param(ignore)]
+    _access_token: Option<IgnoredAny>,
+}
+
 /// The query of `GET /api/conversations/{id}/usage`.
 #[derive(Debug, Deserialize, IntoParams)]
 #[serde(deny_unknown_fields)]

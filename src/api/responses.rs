@@ -145,6 +145,12 @@ pub struct ChangedFile {
     pub diff: Option<String>,
     /// The diff was left out: the answer reached its cap.
     pub truncated: bool,
+    /// With `contents=true`: the text before (`null` for an added file) and after (`null` for
+    /// a deleted one). Left out for binary files and past the cap.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub old_text: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub new_text: Option<String>,
 }
 
 /// `GET /api/conversations/{id}/turns/{turn_id}/changes`.

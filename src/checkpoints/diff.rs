@@ -26,16 +26,22 @@ pub struct FileDiff {
     /// `None` for a binary file, or once the cap is reached (`truncated`).
     pub diff: Option<String>,
     pub truncated: bool,
+    /// The whole text before and after, when asked for (`None` for an added file's before, a
+    /// deleted file's after, a binary file, or past the cap).
+    pub old_text: Option<String>,
+    pub new_text: Option<String>,
 }
 
 impl Checkpoints {
     /// The net changes of `calls` (a turn's, in order): each path from before the first call
     /// that changed it to after the last. Paths that ended as they began are left out. With
-    /// them, what the last snapshot skipped. Blocking.
+    /// them, what the last snapshot skipped. With `contents`, each text file's whole text
+    /// before and after too, within the same cap. Blocking.
     pub fn turn_diff(
         &self,
         cwd: &Path,
         calls: &[CallRecord],
+        contents: bool,
     ) -> Result<(Vec<FileDiff>, Vec<Skipped>), String> {
         let tree = self.tree(cwd);
         let objects = self.objects()?;
@@ -71,15 +77,23 @@ impl Checkpoints {
                 }
             };
             let (a, b) = (read(&old)?, read(&new)?);
+            let mut texts = (None, None);
             let (diff, binary, truncated) = match (text(&a), text(&b)) {
-                (Some(a), Some(b)) => {
-                    let diff = similar::TextDiff::from_lines(a, b)
+                (Some(a_text), Some(b_text)) => {
+                    let diff = similar::TextDiff::from_lines(a_text, b_text)
                         .unified_diff()
                         .context_radius(3)
                         .header(&format!("a/{path}"), &format!("b/{path}"))
                         .to_string();
-                    if diff.len() <= budget {
-                        budget -= diff.len();
+                    let cost = diff.len() + if contents { a.len() + b.len() } else { 0 };
+                    if cost <= budget {
+                        budget -= cost;
+                        if contents {
+                            texts = (
+                                old.is_some().then(|| a_text.to_owned()),
+                                new.is_some().then(|| b_text.to_owned()),
+                            );
+                        }
                         (Some(diff), false, false)
                     } else {
                         budget = 0;
@@ -94,6 +108,8 @@ impl Checkpoints {
                 binary,
                 diff,
                 truncated,
+                old_text: texts.0,
+                new_text: texts.1,
             });
         }
         Ok((files, skipped))

@@ -4,9 +4,10 @@
 use axum::body::Bytes;
 use axum::extract::{Path, State};
 
+use super::extract::Query;
 use super::{ApiError, AppState};
 use crate::api::errors::ErrorBody;
-use crate::api::requests::UndoRestoreRequest;
+use crate::api::requests::{ChangesQuery, UndoRestoreRequest};
 use crate::api::responses::{RestoreAnswer, TurnChanges};
 
 #[utoipa::path(
@@ -17,22 +18,32 @@ use crate::api::responses::{RestoreAnswer, TurnChanges};
     description = "The paths the turn's tool calls (`shell`, `write_file`, MCP tools; its \
         sub-agents' turns are turns of their own) added, modified or deleted, each with a \
         unified diff of text files. Binary files are named without a diff; past 512 KiB of \
-        diff text, files are listed without theirs (`truncated`).",
+        diff text, files are listed without theirs (`truncated`). `item_id` narrows it to \
+        one tool call; `contents=true` adds each text file's whole text before and after.",
     params(
         ("id" = String, Path, description = "Conversation id"),
         ("turn_id" = String, Path, description = "Turn id (of any session of the conversation)"),
+        ChangesQuery,
     ),
     responses(
         (status = 200, description = "The turn's changed files", body = TurnChanges),
-        (status = 404, description = "`not_found`: no such conversation or turn", body = ErrorBody),
+        (status = 400, description = "`invalid_request`: an unknown query parameter or a `contents` that is not a boolean", body = ErrorBody),
+        (status = 404, description = "`not_found`: no such conversation or turn, or no such item in the turn", body = ErrorBody),
         (status = 409, description = "`restore_unavailable`: the snapshots needed are missing or damaged, or a call's changes were not recorded", body = ErrorBody),
     ),
 )]
 pub async fn changes(
     State(state): State<AppState>,
     Path((id, turn_id)): Path<(String, String)>,
+    Query(query): Query<ChangesQuery>,
 ) -> Result<axum::Json<TurnChanges>, ApiError> {
-    Ok(axum::Json(state.runtime.turn_changes(&id, &turn_id).await?))
+    let contents = query.contents.unwrap_or(false);
+    Ok(axum::Json(
+        state
+            .runtime
+            .turn_changes(&id, &turn_id, query.item_id, contents)
+            .await?,
+    ))
 }
 
 #[utoipa::path(

@@ -31,15 +31,26 @@ impl Runtime {
         })
     }
 
-    /// The files one turn changed, with their diffs.
-    pub async fn turn_changes(&self, id: &str, turn_id: &str) -> Result<TurnChanges, RuntimeError> {
+    /// The files one turn changed (or one of its tool calls, `item_id`), with their diffs and,
+    /// with `contents`, their whole texts before and after.
+    pub async fn turn_changes(
+        &self,
+        id: &str,
+        turn_id: &str,
+        item_id: Option<String>,
+        contents: bool,
+    ) -> Result<TurnChanges, RuntimeError> {
         if !is_valid_id(turn_id) {
             return Err(RuntimeError::NotFound(format!("turn {turn_id}")));
+        }
+        if let Some(item) = item_id.as_deref().filter(|item| !is_valid_id(item)) {
+            return Err(RuntimeError::NotFound(format!("item {item}")));
         }
         let turn = turn_id.to_owned();
         let (cwd, calls) = self
             .call(id, |reply| Command::TurnFileCalls {
                 turn_id: turn,
+                item_id,
                 reply,
             })
             .await??;
@@ -47,7 +58,7 @@ impl Runtime {
             (Vec::new(), Vec::new())
         } else {
             let checkpoints = self.checkpoints()?;
-            tokio::task::spawn_blocking(move || checkpoints.turn_diff(&cwd, &calls))
+            tokio::task::spawn_blocking(move || checkpoints.turn_diff(&cwd, &calls, contents))
                 .await
                 .map_err(|error| RuntimeError::Internal(error.to_string()))?
                 .map_err(|reason| {
@@ -68,6 +79,8 @@ impl Runtime {
                 binary: file.binary,
                 diff: file.diff,
                 truncated: file.truncated,
+                old_text: file.old_text,
+                new_text: file.new_text,
             })
             .collect();
         let skipped = skipped

@@ -10,7 +10,9 @@
 import { spawn } from "node:child_process";
 import { createInterface } from "node:readline";
 import { Readable, Writable } from "node:stream";
-import { client, methods, ndJsonStream } from "@agentclientprotocol/sdk";
+// The SDK's unstable entry: the same client, with the unstable parts of the protocol (the
+// sub-agent extension) in its schemas.
+import { client, methods, ndJsonStream } from "@agentclientprotocol/sdk/unstable";
 
 const [command, ...args] = process.argv.slice(2);
 const agent = spawn(command, args, { stdio: ["pipe", "pipe", "inherit"] });

@@ -24,7 +24,7 @@ fn driver_dir() -> PathBuf {
 }
 
 /// The SDK's client connected to `openvaala acp --url <base>`.
-struct Editor {
+pub struct Editor {
     child: Child,
     stdin: ChildStdin,
     lines: Lines<BufReader<ChildStdout>>,
@@ -34,7 +34,12 @@ struct Editor {
 }
 
 impl Editor {
-    async fn start(base: &str) -> Editor {
+    pub async fn start(base: &str) -> Editor {
+        Editor::start_with(base, json!({})).await
+    }
+
+    /// Started with the given client capabilities in `initialize`.
+    pub async fn start_with(base: &str, capabilities: Value) -> Editor {
         let mut child = Command::new("node")
             .arg(driver_dir().join("driver.mjs"))
             .arg(binary())
@@ -56,7 +61,7 @@ impl Editor {
         let init = editor
             .call(
                 "initialize",
-                json!({"protocolVersion": 1, "clientCapabilities": {}}),
+                json!({"protocolVersion": 1, "clientCapabilities": capabilities}),
             )
             .await;
         assert_eq!(init["result"]["protocolVersion"], 1, "{init}");
@@ -78,12 +83,12 @@ impl Editor {
         id
     }
 
-    async fn call(&mut self, method: &str, params: Value) -> Value {
+    pub async fn call(&mut self, method: &str, params: Value) -> Value {
         let id = self.send(method, params).await;
         self.until(|line| line["id"] == id).await
     }
 
-    async fn notify(&mut self, method: &str, params: Value) {
+    pub async fn notify(&mut self, method: &str, params: Value) {
         self.write(json!({"notify": method, "params": params}))
             .await;
     }
@@ -94,7 +99,7 @@ impl Editor {
     }
 
     /// The next line the driver writes that `found` picks (the others are kept in `seen`).
-    async fn until(&mut self, found: impl Fn(&Value) -> bool) -> Value {
+    pub async fn until(&mut self, found: impl Fn(&Value) -> bool) -> Value {
         tokio::time::timeout(TIMEOUT, async {
             loop {
                 let line = self
@@ -115,7 +120,7 @@ impl Editor {
     }
 
     /// The `session/update`s of `kind` seen so far for `session`.
-    fn updates(&self, session: &str, kind: &str) -> Vec<Value> {
+    pub fn updates(&self, session: &str, kind: &str) -> Vec<Value> {
         self.seen
             .iter()
             .filter(|line| line["update"]["sessionId"] == session)
@@ -124,14 +129,14 @@ impl Editor {
             .collect()
     }
 
-    fn text_of(&self, session: &str, kind: &str) -> String {
+    pub fn text_of(&self, session: &str, kind: &str) -> String {
         self.updates(session, kind)
             .iter()
             .map(|update| update["content"]["text"].as_str().unwrap_or_default())
             .collect()
     }
 
-    async fn new_session(&mut self, cwd: &Path) -> String {
+    pub async fn new_session(&mut self, cwd: &Path) -> String {
         let answer = self
             .call(
                 "session/new",
@@ -144,7 +149,7 @@ impl Editor {
             .to_owned()
     }
 
-    async fn prompt(&mut self, session: &str, text: &str) -> u64 {
+    pub async fn prompt(&mut self, session: &str, text: &str) -> u64 {
         self.send(
             "session/prompt",
             json!({"sessionId": session, "prompt": [{"type": "text", "text": text}]}),
@@ -159,7 +164,7 @@ impl Drop for Editor {
     }
 }
 
-fn workspace() -> tempfile::TempDir {
+pub fn workspace() -> tempfile::TempDir {
     tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap()
 }
 
@@ -209,7 +214,10 @@ async fn a_prompt_streams_the_providers_text_and_ends_the_turn() {
         .iter()
         .map(|command| command["name"].as_str().unwrap())
         .collect();
-    assert_eq!(names, ["compact", "fork", "rewind", "context", "agents"]);
+    assert_eq!(
+        names,
+        ["compact", "fork", "rewind", "context", "agents", "retry"]
+    );
 
     fake.push(Reply::text(ANSWER));
     let prompt = editor.prompt(&session, "Hello").await;

@@ -207,6 +207,33 @@ async fn rewind_with_restore_brings_back_exactly_the_earlier_tree_and_undo_rever
     assert!(diff.contains("-two\n") && diff.contains("+TWO\n"), "{diff}");
     let gone = files.iter().find(|f| f["path"] == "gone.txt").unwrap();
     assert_eq!(gone["change"], "deleted");
+    assert!(edit.get("old_text").is_none(), "texts only when asked");
+
+    // One call's changes, with the whole texts before and after.
+    let one_call = format!(
+        "/api/conversations/{id}/turns/{turn_id}/changes?item_id={}&contents=true",
+        calls[2]["id"].as_str().unwrap()
+    );
+    let (status, call) = server.get(&one_call).await;
+    assert_eq!(status, 200, "{call}");
+    assert_eq!(call["files"].as_array().unwrap().len(), 1, "{call}");
+    assert_eq!(call["files"][0]["path"], "sub/deep.txt");
+    assert_eq!(call["files"][0]["old_text"], "deep\n");
+    assert_eq!(call["files"][0]["new_text"], "deeper\n");
+    let changes_of =
+        |query: &str| format!("/api/conversations/{id}/turns/{turn_id}/changes?{query}");
+    let (status, body) = server.get(&changes_of("item_id=m_nothere")).await;
+    assert_eq!(
+        (status, &body["error"]["code"]),
+        (404, &json!("not_found")),
+        "{body}"
+    );
+    let (status, body) = server.get(&changes_of("contents=maybe")).await;
+    assert_eq!(
+        (status, &body["error"]["code"]),
+        (400, &json!("invalid_request")),
+        "{body}"
+    );
 
     let after_first = tree(dir);
     turn(

@@ -5,6 +5,7 @@ mod harness;
 mod support;
 
 mod acp;
+mod acp_extensions;
 mod agent_limit;
 mod approval_cli;
 mod approvals;

@@ -28,11 +28,21 @@ impl ConversationActor {
     pub(super) fn turn_file_calls(
         &self,
         turn_id: &str,
+        item_id: Option<&str>,
     ) -> Result<(PathBuf, Vec<CallRecord>), RuntimeError> {
         if !self.state.turns.iter().any(|turn| turn.id == turn_id) {
             return Err(RuntimeError::NotFound(format!("turn {turn_id}")));
         }
-        let items = self.items_across_sessions(|item| item.turn_id == turn_id);
+        let items = self.items_across_sessions(|item| {
+            item.turn_id == turn_id && item_id.is_none_or(|id| item.id == id)
+        });
+        if let Some(id) = item_id
+            && items.is_empty()
+        {
+            return Err(RuntimeError::NotFound(format!(
+                "item {id} in turn {turn_id}"
+            )));
+        }
         let calls = call_records(items.into_iter()).map_err(RuntimeError::RestoreUnavailable)?;
         Ok((self.state.conversation.cwd.clone().into(), calls))
     }

@@ -62,6 +62,8 @@ pub enum Command {
     /// The working directory and the file-changing tool calls of one turn.
     TurnFileCalls {
         turn_id: String,
+        /// Only this tool call's.
+        item_id: Option<String>,
         reply: oneshot::Sender<TurnFileCalls>,
     },
     Subscribe {

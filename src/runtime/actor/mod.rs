@@ -371,8 +371,12 @@ impl ConversationActor {
             } => {
                 let _ = reply.send(self.fork(rewind_to, restore).await);
             }
-            Command::TurnFileCalls { turn_id, reply } => {
-                let _ = reply.send(self.turn_file_calls(&turn_id));
+            Command::TurnFileCalls {
+                turn_id,
+                item_id,
+                reply,
+            } => {
+                let _ = reply.send(self.turn_file_calls(&turn_id, item_id.as_deref()));
             }
             Command::Subscribe { after, reply } => {
                 let _ = reply.send(self.subscribe(after));

@@ -1,0 +1,278 @@
+//! `openvaala acp` beyond the basics, with the same client no one here wrote: sub-agents as
+//! sessions of their own (the protocol's sub-agent extension, for an editor that says it
+//! follows them), file changes as diffs with the text they replaced, and `/retry`.
+
+use serde_json::{Value, json};
+
+use crate::acp::{Editor, workspace};
+use crate::fake_provider::{FakeProvider, Reply, Wire};
+use crate::harness::{Server, ServerOptions};
+
+/// A service whose default agent has `tools`.
+async fn start(tools: &str) -> (FakeProvider, Server) {
+    let fake = FakeProvider::start(Wire::OpenaiChat).await;
+    let config = fake
+        .config()
+        .replace(r#"tools = ["shell"]"#, &format!("tools = {tools}"));
+    let server = Server::start_with(ServerOptions {
+        config: Some(config),
+        ..ServerOptions::default()
+    })
+    .await;
+    (fake, server)
+}
+
+fn messages<'a>(body: &'a Value, role: &'a str) -> impl Iterator<Item = &'a Value> + 'a {
+    body["messages"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(move |message| message["role"] == role)
+}
+
+/// The session ids the `spawn_agent` results in a request name.
+fn spawned(body: &Value) -> Vec<String> {
+    messages(body, "tool")
+        .filter_map(|m| serde_json::from_str::<Value>(m["content"].as_str()?).ok())
+        .filter_map(|result| result["session_id"].as_str().map(str::to_owned))
+        .collect()
+}
+
+const TASK: &str = "task: list the files";
+
+#[tokio::test]
+async fn sub_agents_are_sessions_of_their_own_for_an_editor_that_follows_them() {
+    let (fake, server) = start(r#"["shell", "spawn_agent", "wait_agents"]"#).await;
+    // Sessions call the model at the same time: answer each by what its request holds.
+    fake.script(|body| {
+        let first = messages(body, "user").next()?["content"]
+            .as_str()?
+            .to_owned();
+        let calls = messages(body, "tool").count();
+        Some(if first == TASK {
+            match calls {
+                0 => Reply::tool_call("shell", json!({"command": "echo child-was-here"}), 1),
+                _ => Reply::text("Child report."),
+            }
+        } else {
+            match calls {
+                0 => Reply::tool_call("spawn_agent", json!({"agent": "default", "task": TASK}), 1),
+                1 => Reply::tool_call(
+                    "wait_agents",
+                    json!({"session_ids": spawned(body), "timeout_s": 60}),
+                    1,
+                ),
+                _ => Reply::text("All done."),
+            }
+        })
+    });
+    let cwd = workspace();
+    let mut editor = Editor::start_with(&server.base, json!({"subagents": {}})).await;
+    let session = editor.new_session(cwd.path()).await;
+    let prompt = editor.prompt(&session, "Split the work").await;
+    let done = editor.until(|line| line["id"] == prompt).await;
+    assert_eq!(done["result"]["stopReason"], "end_turn", "{done}");
+
+    // The child was announced in the editor's session, with its agent, task and state.
+    let announced = editor.updates(&session, "subagent_update");
+    let first = announced.first().expect("the sub-agent announced");
+    let child = first["sessionId"].as_str().unwrap().to_owned();
+    assert_eq!(first["title"], "default", "{first}");
+    assert_eq!(first["description"], TASK, "{first}");
+    assert_eq!(first["capabilities"]["cancel"], json!({}), "{first}");
+    let states: Vec<&Value> = announced
+        .iter()
+        .filter(|update| update["sessionId"] == child.as_str())
+        .map(|update| &update["state"])
+        .collect();
+    assert_eq!(
+        states.last().unwrap(),
+        &&json!({"state": "idle", "stopReason": "end_turn"}),
+        "{announced:#?}"
+    );
+    // Its work is in its own session, not the editor's.
+    let calls = editor.updates(&child, "tool_call");
+    assert_eq!(calls.len(), 1, "{calls:#?}");
+    assert_eq!(calls[0]["title"], "echo child-was-here");
+    assert_eq!(
+        editor.text_of(&child, "agent_message_chunk"),
+        "Child report."
+    );
+    let root_calls: Vec<String> = editor
+        .updates(&session, "tool_call")
+        .iter()
+        .map(|call| call["title"].as_str().unwrap_or_default().to_owned())
+        .collect();
+    assert_eq!(root_calls.len(), 2, "{root_calls:?}");
+    assert!(
+        root_calls[0].starts_with("Sub-agent default") && root_calls[1] == "wait_agents",
+        "{root_calls:?}"
+    );
+    // Its task arrived in its session, and its report in the editor's, as session messages.
+    let task = editor.updates(&child, "session_message");
+    assert_eq!(task[0]["content"][0]["text"], TASK, "{task:#?}");
+    let reports = editor.updates(&session, "session_message");
+    assert_eq!(reports.len(), 1, "{reports:#?}");
+    assert_eq!(reports[0]["senderSessionId"], child.as_str());
+    assert!(
+        reports[0]["content"][0]["text"]
+            .as_str()
+            .unwrap()
+            .contains("Child report."),
+        "{reports:#?}"
+    );
+    assert_eq!(editor.text_of(&session, "agent_message_chunk"), "All done.");
+}
+
+#[tokio::test]
+async fn file_changes_show_as_diffs_with_the_text_they_replaced() {
+    let (fake, server) = start(r#"["shell", "write_file"]"#).await;
+    let cwd = workspace();
+    std::fs::write(cwd.path().join("notes.txt"), "line one\n").unwrap();
+    fake.push(Reply::tool_call(
+        "write_file",
+        json!({"path": "notes.txt", "content": "line one\nline two\n"}),
+        1,
+    ));
+    fake.push(Reply::tool_call(
+        "shell",
+        json!({"command": "printf 'made\\n' > made.txt && rm notes.txt"}),
+        1,
+    ));
+    fake.push(Reply::text("Done."));
+    let mut editor = Editor::start(&server.base).await;
+    let session = editor.new_session(cwd.path()).await;
+    let prompt = editor.prompt(&session, "change the files").await;
+    let done = editor.until(|line| line["id"] == prompt).await;
+    assert_eq!(done["result"]["stopReason"], "end_turn", "{done}");
+
+    let calls = editor.updates(&session, "tool_call");
+    assert_eq!(calls.len(), 2, "{calls:#?}");
+    // The last update of each call: the diffs the service's checkpoints recorded.
+    let last_diffs = |call: &Value| -> Vec<Value> {
+        let updates = editor.updates(&session, "tool_call_update");
+        let last = updates
+            .iter()
+            .rev()
+            .find(|update| update["toolCallId"] == call["toolCallId"])
+            .expect("an update of the call");
+        last["content"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|block| block["type"] == "diff")
+            .cloned()
+            .collect()
+    };
+    let notes = cwd.path().join("notes.txt");
+    let write = last_diffs(&calls[0]);
+    assert_eq!(write.len(), 1, "{write:#?}");
+    assert_eq!(write[0]["path"], notes.to_str().unwrap());
+    assert_eq!(write[0]["oldText"], "line one\n");
+    assert_eq!(write[0]["newText"], "line one\nline two\n");
+
+    let shell = last_diffs(&calls[1]);
+    let by_path = |path: &std::path::Path| {
+        shell
+            .iter()
+            .find(|diff| diff["path"] == path.to_str().unwrap())
+            .unwrap_or_else(|| panic!("{} in {shell:#?}", path.display()))
+            .clone()
+    };
+    let made = by_path(&cwd.path().join("made.txt"));
+    assert!(made["oldText"].is_null(), "{made}");
+    assert_eq!(made["newText"], "made\n");
+    let removed = by_path(&notes);
+    assert_eq!(removed["oldText"], "line one\nline two\n");
+    assert_eq!(removed["newText"], "");
+}
+
+#[tokio::test]
+async fn retry_runs_a_failed_turn_again_without_sending_the_message_twice() {
+    let (fake, server) = start(r#"["shell"]"#).await;
+    let cwd = workspace();
+    let mut editor = Editor::start(&server.base).await;
+    let session = editor.new_session(cwd.path()).await;
+    fake.push(Reply::rejected(400, "the model refuses this request"));
+    let prompt = editor.prompt(&session, "try this").await;
+    let failed = editor.until(|line| line["id"] == prompt).await;
+    assert!(failed.get("error").is_some(), "{failed}");
+
+    fake.push(Reply::text("Second time lucky."));
+    let retry = editor.prompt(&session, "/retry").await;
+    let done = editor.until(|line| line["id"] == retry).await;
+    assert_eq!(done["result"]["stopReason"], "end_turn", "{done}");
+    assert_eq!(
+        editor.text_of(&session, "agent_message_chunk"),
+        "Second time lucky."
+    );
+    // The model saw the message once, and the conversation holds it once.
+    let last = fake.requests().pop().expect("a request").body;
+    let asked: Vec<&Value> = messages(&last, "user")
+        .filter(|m| m["content"] == "try this")
+        .collect();
+    assert_eq!(asked.len(), 1, "{last}");
+    let conversations = server.get("/api/conversations").await.1;
+    let id = conversations["conversations"][0]["id"].as_str().unwrap();
+    let items = crate::support::items(&server, id).await;
+    let sent = items
+        .iter()
+        .filter(|item| item["kind"] == "user_message" && item["text"] == "try this")
+        .count();
+    assert_eq!(sent, 1, "{items:#?}");
+}
+
+#[tokio::test]
+async fn cancelling_a_sub_agents_session_interrupts_only_its_work() {
+    let (fake, server) = start(r#"["shell", "spawn_agent", "wait_agents"]"#).await;
+    fake.script(|body| {
+        let first = messages(body, "user").next()?["content"]
+            .as_str()?
+            .to_owned();
+        let calls = messages(body, "tool").count();
+        Some(if first == TASK {
+            Reply::tool_call("shell", json!({"command": "sleep 30"}), 1)
+        } else {
+            match calls {
+                0 => Reply::tool_call("spawn_agent", json!({"agent": "default", "task": TASK}), 1),
+                1 => Reply::tool_call(
+                    "wait_agents",
+                    json!({"session_ids": spawned(body), "timeout_s": 60}),
+                    1,
+                ),
+                _ => Reply::text("Went on without it."),
+            }
+        })
+    });
+    let cwd = workspace();
+    let mut editor = Editor::start_with(&server.base, json!({"subagents": {}})).await;
+    let session = editor.new_session(cwd.path()).await;
+    let prompt = editor.prompt(&session, "Split the work").await;
+    // The child's long command started in its own session.
+    let started = editor
+        .until(|line| {
+            line["update"]["update"]["sessionUpdate"] == "tool_call"
+                && line["update"]["update"]["title"] == "sleep 30"
+        })
+        .await;
+    let child = started["update"]["sessionId"].as_str().unwrap().to_owned();
+    assert_ne!(child, session);
+    editor
+        .notify("session/cancel", json!({"sessionId": child}))
+        .await;
+    let done = editor.until(|line| line["id"] == prompt).await;
+    assert_eq!(done["result"]["stopReason"], "end_turn", "{done}");
+    let last_state = editor
+        .updates(&session, "subagent_update")
+        .into_iter()
+        .rfind(|update| update["sessionId"] == child.as_str())
+        .unwrap();
+    assert_eq!(
+        last_state["state"],
+        json!({"state": "idle", "stopReason": "cancelled"})
+    );
+    assert_eq!(
+        editor.text_of(&session, "agent_message_chunk"),
+        "Went on without it."
+    );
+}
