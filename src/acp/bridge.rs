@@ -287,12 +287,26 @@ impl Bridge {
 
     async fn set_mode(&self, request: SetSessionModeRequest) -> Answer {
         let session = self.session(&request.session_id.0)?;
-        if session.conversation.lock().await.is_some() {
-            return Err(invalid(
-                "a conversation keeps the agent it started with: open a new session for another",
-            ));
+        let agent = request.mode_id.0.to_string();
+        let conversation = session
+            .conversation
+            .lock()
+            .await
+            .as_ref()
+            .map(|(id, _)| id.clone());
+        match conversation {
+            // From the conversation's next turn (refused while its agent works).
+            Some(id) => {
+                self.api
+                    .patch(
+                        &format!("/api/conversations/{id}"),
+                        &json!({ "agent": agent }),
+                    )
+                    .await
+                    .map_err(service)?;
+            }
+            None => session.draft.lock().expect("draft").agent = Some(agent),
         }
-        session.draft.lock().expect("draft").agent = Some(request.mode_id.0.to_string());
         answer(SetSessionModeResponse::new())
     }
 

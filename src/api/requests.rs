@@ -81,6 +81,11 @@ pub struct ConversationPatch {
     /// Switches the conversation to another configured model.
     #[serde(default)]
     pub model: Option<String>,
+    /// Switches the root agent to another configured agent (its tools, permissions and
+    /// instructions) from the next turn; the model stays unless `model` is given too.
+    /// Refused while the root agent works.
+    #[serde(default)]
+    pub agent: Option<String>,
     /// Repoints a moved conversation to an existing absolute directory.
     #[serde(default)]
     #[schema(pattern = "^/")]

@@ -119,15 +119,16 @@ pub async fn get(
     path = "/api/conversations/{id}",
     operation_id = "update_conversation",
     tag = "conversations",
-    summary = "Rename, archive, switch model or repoint cwd",
-    description = "`title` sets `title_custom`; `model` switches the model; `cwd` repoints a moved conversation.",
+    summary = "Rename, archive, switch model or agent, or repoint cwd",
+    description = "`title` sets `title_custom`; `model` switches the model; `agent` switches the root agent from the next turn (refused while it works); `cwd` repoints a moved conversation.",
     params(("id" = String, Path, description = "Conversation id")),
     request_body = ConversationPatch,
     responses(
         (status = 200, description = "The changed conversation", body = Conversation),
         (status = 400, description = "`invalid_request`: bad JSON, an unknown field, an empty or too long title, a relative `cwd`", body = ErrorBody),
         (status = 404, description = "`not_found`: no such conversation", body = ErrorBody),
-        (status = 422, description = "`cwd_missing` or `model_unavailable`", body = ErrorBody),
+        (status = 409, description = "`turn_running`: an agent switch while the root agent works", body = ErrorBody),
+        (status = 422, description = "`cwd_missing`, `model_unavailable` or `agent_unavailable`", body = ErrorBody),
     ),
 )]
 pub async fn update(

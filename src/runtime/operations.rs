@@ -71,6 +71,13 @@ impl Runtime {
         if let Some(model) = &patch.model {
             self.check_model(model)?;
         }
+        if let Some(agent) = &patch.agent
+            && self.shared.config.agent(agent).is_none()
+        {
+            return Err(RuntimeError::AgentUnavailable(format!(
+                "agent `{agent}` is not configured"
+            )));
+        }
         let patch = ConversationPatch {
             title,
             cwd: patch.cwd.as_deref().map(checked_cwd).transpose()?,

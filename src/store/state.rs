@@ -105,6 +105,12 @@ impl ConversationState {
                         root.model = model.clone();
                     }
                 }
+                if let Some(agent) = &changes.agent {
+                    conversation.agent = agent.clone();
+                    if let Some(root) = self.sessions.first_mut() {
+                        root.agent = agent.clone();
+                    }
+                }
                 if let Some(cwd) = &changes.cwd {
                     conversation.cwd = cwd.clone();
                 }

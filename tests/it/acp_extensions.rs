@@ -276,3 +276,82 @@ async fn cancelling_a_sub_agents_session_interrupts_only_its_work() {
         "Went on without it."
     );
 }
+
+#[tokio::test]
+async fn the_editor_switches_the_agent_of_a_running_conversation_between_turns() {
+    let fake = FakeProvider::start(Wire::OpenaiChat).await;
+    let config = format!(
+        "{}\n[agents.reader]\ndescription = \"reads only\"\nmodel = \"m\"\ntools = [\"read_file\"]\n",
+        fake.config()
+    );
+    let server = Server::start_with(ServerOptions {
+        config: Some(config),
+        ..ServerOptions::default()
+    })
+    .await;
+    let tools = |body: &Value| -> Vec<String> {
+        body["tools"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|tool| tool["function"]["name"].as_str().map(str::to_owned))
+            .collect()
+    };
+    let cwd = workspace();
+    let mut editor = Editor::start(&server.base).await;
+    let session = editor.new_session(cwd.path()).await;
+    fake.push(Reply::tool_call("shell", json!({"command": "sleep 30"}), 1));
+    let prompt = editor.prompt(&session, "first").await;
+    editor
+        .until(|line| line["update"]["update"]["sessionUpdate"] == "tool_call")
+        .await;
+    assert_eq!(tools(&fake.requests()[0].body), ["shell"]);
+    let id = server.get("/api/conversations").await.1["conversations"][0]["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+
+    // Not while the agent works: its turn has the old agent's tools and rules.
+    let busy = editor
+        .call(
+            "session/set_mode",
+            json!({"sessionId": session, "modeId": "reader"}),
+        )
+        .await;
+    assert!(
+        busy["error"]["message"]
+            .as_str()
+            .is_some_and(|message| message.contains("running")),
+        "{busy}"
+    );
+    let (status, body) = server
+        .patch(
+            &format!("/api/conversations/{id}"),
+            json!({"agent": "nobody"}),
+        )
+        .await;
+    assert_eq!(
+        (status, &body["error"]["code"]),
+        (422, &json!("agent_unavailable"))
+    );
+    editor
+        .notify("session/cancel", json!({"sessionId": session}))
+        .await;
+    editor.until(|line| line["id"] == prompt).await;
+
+    let switched = editor
+        .call(
+            "session/set_mode",
+            json!({"sessionId": session, "modeId": "reader"}),
+        )
+        .await;
+    assert!(switched.get("result").is_some(), "{switched}");
+    let (_, conversation) = server.get(&format!("/api/conversations/{id}")).await;
+    assert_eq!(conversation["agent"], "reader", "{conversation}");
+    fake.push(Reply::text("Reading now."));
+    let next = editor.prompt(&session, "second").await;
+    let done = editor.until(|line| line["id"] == next).await;
+    assert_eq!(done["result"]["stopReason"], "end_turn", "{done}");
+    let last = fake.requests().pop().unwrap().body;
+    assert_eq!(tools(&last), ["read_file"], "{last}");
+}

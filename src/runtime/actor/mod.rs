@@ -529,6 +529,17 @@ impl ConversationActor {
         if let Some(model) = patch.model.filter(|m| *m != current.model) {
             changes.model = Some(model);
         }
+        if let Some(agent) = patch.agent.filter(|a| *a != current.agent) {
+            // The running turn has its agent's tools and rules: a switch waits for it to end.
+            if self
+                .sessions
+                .get(self.root_id())
+                .is_some_and(|run| run.running.is_some())
+            {
+                return Err(RuntimeError::TurnRunning);
+            }
+            changes.agent = Some(agent);
+        }
         if let Some(cwd) = patch.cwd.filter(|c| *c != current.cwd) {
             changes.cwd = Some(cwd);
         }
