@@ -7,10 +7,12 @@
 //!
 //! Layout under `<data>/checkpoints/`: `objects/` (blobs by SHA-256, shared by every tree) and
 //! `trees/<key>/` per working directory (`key`: a hash of its path): `cwd` (the path, for
-//! humans), `snapshots/<id>.json` (manifests), `latest` (the newest snapshot's id, whose stat
-//! fields spare re-reading unchanged files) and `restores/<id>.json` (restore journals).
+//! humans), `snapshots/<id>.json` (manifests, most stored as a delta from the one before:
+//! `manifests.rs`; the greatest id is the newest, whose stat fields spare re-reading unchanged
+//! files) and `restores/<id>.json` (restore journals).
 
 pub mod diff;
+mod manifests;
 mod objects;
 pub mod restore;
 pub mod scan;
@@ -81,6 +83,8 @@ pub struct Tree {
 struct TreeState {
     /// The newest snapshot (by any conversation): the next call's changes are counted from it.
     latest: Option<(String, Arc<Manifest>)>,
+    /// How many deltas the newest snapshot is stored after its last whole manifest.
+    latest_depth: usize,
     loaded: bool,
     /// The tree had more files than `max_files`: why, and when to look again (a tree can be
     /// cleaned up); until then no call walks it.
@@ -189,11 +193,9 @@ impl Checkpoints {
             .unwrap_or_else(|poisoned| poisoned.into_inner());
         if !state.loaded {
             state.loaded = true;
-            let latest = fs::read_to_string(tree.dir.join("latest")).ok();
-            if let Some(id) = latest.map(|id| id.trim().to_owned())
-                && let Ok(manifest) = self.manifest(tree, &id)
-            {
-                state.latest = Some((id, manifest));
+            if let Some((id, manifest, depth)) = manifests::newest(&tree.dir.join("snapshots")) {
+                state.latest = Some((id, Arc::new(manifest)));
+                state.latest_depth = depth;
             }
         }
         Ok(state)
@@ -212,22 +214,21 @@ impl Checkpoints {
             state.too_large = None;
         }
         let previous = state.latest.as_ref().map(|(_, manifest)| manifest.as_ref());
-        let manifest = match scan::scan(&tree.cwd, previous, objects, &self.limits, &self.data_dir)
-        {
-            Ok(manifest) => manifest,
-            Err(error) if error.kind() == io::ErrorKind::FileTooLarge => {
-                let reason = error.to_string();
-                state.too_large = Some((
-                    reason.clone(),
-                    std::time::Instant::now() + TOO_LARGE_RECHECK,
-                ));
-                return Err(reason);
-            }
-            Err(error) => return Err(io_reason("cannot take a snapshot", error)),
-        };
-        if let Some((id, latest)) = &state.latest
-            && latest.files == manifest.files
-            && latest.skipped == manifest.skipped
+        let (manifest, same) =
+            match scan::scan(&tree.cwd, previous, objects, &self.limits, &self.data_dir) {
+                Ok(scanned) => scanned,
+                Err(error) if error.kind() == io::ErrorKind::FileTooLarge => {
+                    let reason = error.to_string();
+                    state.too_large = Some((
+                        reason.clone(),
+                        std::time::Instant::now() + TOO_LARGE_RECHECK,
+                    ));
+                    return Err(reason);
+                }
+                Err(error) => return Err(io_reason("cannot take a snapshot", error)),
+            };
+        if let Some((id, _)) = &state.latest
+            && same
         {
             // Nothing changed: the same snapshot, with the newer walk's time (so files changed
             // just before the previous one need not be hashed again).
@@ -237,39 +238,39 @@ impl Checkpoints {
             return Ok((id, manifest));
         }
         let id = format!("k_{}", uuid::Uuid::now_v7().simple());
-        self.write_manifest(tree, &id, &manifest)
+        let base = state
+            .latest
+            .as_ref()
+            .map(|(id, latest)| (id.as_str(), latest.as_ref(), state.latest_depth));
+        let depth = self
+            .write_manifest(tree, &id, &manifest, base)
             .map_err(|error| io_reason("cannot store a snapshot", error))?;
         let manifest = Arc::new(manifest);
         state.latest = Some((id.clone(), manifest.clone()));
+        state.latest_depth = depth;
         Ok((id, manifest))
     }
 
-    fn write_manifest(&self, tree: &Tree, id: &str, manifest: &Manifest) -> io::Result<()> {
+    /// Stores a new snapshot (as a delta from `base` when small), which is then the newest
+    /// (the greatest id); answers the depth it was stored at.
+    fn write_manifest(
+        &self,
+        tree: &Tree,
+        id: &str,
+        manifest: &Manifest,
+        base: Option<(&str, &Manifest, usize)>,
+    ) -> io::Result<usize> {
         let snapshots = tree.dir.join("snapshots");
         if !snapshots.is_dir() {
             fs::create_dir_all(&snapshots)?;
             fs::write(tree.dir.join("cwd"), tree.cwd.as_os_str().as_bytes())?;
         }
-        let bytes = serde_json::to_vec(manifest).map_err(io::Error::other)?;
-        let path = snapshots.join(format!("{id}.json"));
-        let tmp = snapshots.join(format!(".{id}.tmp"));
-        fs::write(&tmp, bytes)?;
-        fs::rename(&tmp, &path)?;
-        let latest_tmp = tree.dir.join(".latest.tmp");
-        fs::write(&latest_tmp, id)?;
-        fs::rename(latest_tmp, tree.dir.join("latest"))
+        manifests::write(&snapshots, id, manifest, base)
     }
 
-    /// A stored manifest by id.
+    /// A stored manifest by id (its deltas followed).
     fn manifest(&self, tree: &Tree, id: &str) -> Result<Arc<Manifest>, String> {
-        if !id.starts_with("k_") || !id[2..].bytes().all(|b| b.is_ascii_alphanumeric()) {
-            return Err(format!("`{id}` is not a snapshot id"));
-        }
-        let path = tree.dir.join("snapshots").join(format!("{id}.json"));
-        let bytes = fs::read(&path).map_err(|error| io_reason(&format!("snapshot {id}"), error))?;
-        serde_json::from_slice(&bytes)
-            .map(Arc::new)
-            .map_err(|error| format!("snapshot {id} is damaged: {error}"))
+        manifests::read(&tree.dir.join("snapshots"), id).map(|(manifest, _)| Arc::new(manifest))
     }
 
     /// Finishes every restore a crash cut short (see `restore`). Called at start-up, before

@@ -4,12 +4,13 @@
 //! stands, unless the file changed so close to that snapshot that its times could not tell
 //! (git's "racily clean" case), when it is hashed again.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::fs;
 use std::io;
-use std::os::unix::fs::{MetadataExt, PermissionsExt};
+use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 
+use rustix::fs::Stat;
 use serde::{Deserialize, Serialize};
 
 use super::Limits;
@@ -65,26 +66,21 @@ fn now_ns() -> i64 {
         .map_or(0, |d| d.as_nanos() as i64)
 }
 
-/// What one file looks like now, without its hash.
-fn stat_entry(meta: &fs::Metadata) -> Option<Entry> {
-    let mode = if meta.file_type().is_symlink() {
-        MODE_LINK
-    } else if meta.is_file() {
-        if meta.permissions().mode() & 0o111 != 0 {
-            MODE_EXEC
-        } else {
-            MODE_FILE
-        }
-    } else {
-        return None;
+/// What one file looks like now (its `lstat`), without its hash.
+fn stat_entry(stat: &rustix::fs::Stat) -> Option<Entry> {
+    let mode = match rustix::fs::FileType::from_raw_mode(stat.st_mode) {
+        rustix::fs::FileType::Symlink => MODE_LINK,
+        rustix::fs::FileType::RegularFile if stat.st_mode & 0o111 != 0 => MODE_EXEC,
+        rustix::fs::FileType::RegularFile => MODE_FILE,
+        _ => return None,
     };
     Some(Entry {
         hash: String::new(),
-        size: meta.len(),
+        size: u64::try_from(stat.st_size).unwrap_or(0),
         mode,
-        mtime_ns: meta.mtime() * 1_000_000_000 + meta.mtime_nsec(),
-        ctime_ns: meta.ctime() * 1_000_000_000 + meta.ctime_nsec(),
-        ino: meta.ino(),
+        mtime_ns: stat.st_mtime * 1_000_000_000 + stat.st_mtime_nsec as i64,
+        ctime_ns: stat.st_ctime * 1_000_000_000 + stat.st_ctime_nsec as i64,
+        ino: stat.st_ino,
     })
 }
 
@@ -101,12 +97,12 @@ pub fn read_content(path: &Path, mode: u32) -> io::Result<Vec<u8>> {
 /// The entry a path has now (hashed and stored), or `None` when it is absent or not a file.
 pub fn current(root: &Path, rel: &str, objects: &Objects) -> io::Result<Option<Entry>> {
     let path = root.join(rel);
-    let meta = match fs::symlink_metadata(&path) {
-        Ok(meta) => meta,
-        Err(error) if error.kind() == io::ErrorKind::NotFound => return Ok(None),
-        Err(error) => return Err(error),
+    let stat = match rustix::fs::lstat(&path) {
+        Ok(stat) => stat,
+        Err(rustix::io::Errno::NOENT) => return Ok(None),
+        Err(error) => return Err(error.into()),
     };
-    let Some(mut entry) = stat_entry(&meta) else {
+    let Some(mut entry) = stat_entry(&stat) else {
         return Ok(None);
     };
     let bytes = read_content(&path, entry.mode)?;
@@ -120,87 +116,117 @@ pub fn current(root: &Path, rel: &str, objects: &Objects) -> io::Result<Option<E
 }
 
 /// Walks `root` and answers its manifest, hashing (and storing) only files that changed since
-/// `previous`. `exclude` (the data directory, when it lies inside the tree) is never walked.
+/// `previous`, and whether it is `previous` again (every entry the same, stat fields
+/// included). `exclude` (the data directory, when it lies inside the tree) is never walked.
 pub fn scan(
     root: &Path,
     previous: Option<&Manifest>,
     objects: &Objects,
     limits: &Limits,
     exclude: &Path,
-) -> io::Result<Manifest> {
+) -> io::Result<(Manifest, bool)> {
     let taken_at_ns = now_ns();
     let found = walk(root, exclude, limits.max_files)?;
-    let mut manifest = Manifest {
-        taken_at_ns,
-        ..Manifest::default()
-    };
+    let mut skipped = Vec::new();
+    let mut files = Vec::with_capacity(found.len());
     let mut total = 0u64;
-    for (rel, meta) in found {
-        let Some(mut entry) = stat_entry(&meta) else {
+    // Both are in path order: the previous entry of each path is found by walking them
+    // together, not by a lookup per file.
+    let mut before = previous.map(|previous| previous.files.iter().peekable());
+    let mut same = previous.is_some();
+    for (rel, stat) in found {
+        let Some(mut entry) = stat_entry(&stat) else {
             continue;
         };
+        let old = before.as_mut().and_then(|before| {
+            while before
+                .next_if(|(path, _)| path.as_str() < rel.as_str())
+                .is_some()
+            {
+                same = false; // a path of the previous snapshot is gone
+            }
+            before
+                .next_if(|(path, _)| **path == rel)
+                .map(|(_, old)| old)
+        });
         if entry.size > limits.max_file_bytes {
-            manifest.skipped.push(Skipped {
+            skipped.push(Skipped {
                 path: rel,
                 reason: format!("larger than {} bytes", limits.max_file_bytes),
             });
+            same = false;
             continue;
         }
         if total + entry.size > limits.max_snapshot_bytes {
-            manifest.skipped.push(Skipped {
+            skipped.push(Skipped {
                 path: rel,
                 reason: format!(
                     "the snapshot reached its limit of {} bytes",
                     limits.max_snapshot_bytes
                 ),
             });
+            same = false;
             continue;
         }
         total += entry.size;
-        let known = previous.and_then(|previous| {
-            let old = previous.files.get(&rel)?;
-            let unchanged = old.size == entry.size
+        let known = old.filter(|old| {
+            old.size == entry.size
                 && old.mode == entry.mode
                 && old.mtime_ns == entry.mtime_ns
                 && old.ctime_ns == entry.ctime_ns
                 && old.ino == entry.ino
-                && entry.mtime_ns < previous.taken_at_ns - RACY_NS;
-            unchanged.then(|| old.hash.clone())
+                && previous.is_some_and(|previous| entry.mtime_ns < previous.taken_at_ns - RACY_NS)
         });
         entry.hash = match known {
-            Some(hash) => hash,
+            Some(old) => old.hash.clone(),
             None => match read_content(&root.join(&rel), entry.mode) {
                 // A configured secret is never stored, not even in a checkpoint.
                 Ok(bytes) if crate::redact::holds_secret(&bytes) => {
-                    manifest.skipped.push(Skipped {
+                    skipped.push(Skipped {
                         path: rel,
                         reason: "holds a configured secret, which is never stored".to_owned(),
                     });
+                    same = false;
                     continue;
                 }
                 Ok(bytes) => objects.put(&bytes, false)?,
                 // Gone or unreadable since the walk saw it: not part of this snapshot.
                 Err(error) => {
                     if error.kind() != io::ErrorKind::NotFound {
-                        manifest.skipped.push(Skipped {
+                        skipped.push(Skipped {
                             path: rel,
                             reason: format!("cannot be read: {error}"),
                         });
                     }
+                    same = false;
                     continue;
                 }
             },
         };
-        manifest.files.insert(rel, entry);
+        same = same && old == Some(&entry);
+        files.push((rel, entry));
     }
-    manifest.skipped.sort_by(|a, b| a.path.cmp(&b.path));
-    Ok(manifest)
+    if before.is_some_and(|mut before| before.next().is_some()) {
+        same = false;
+    }
+    skipped.sort_by(|a, b| a.path.cmp(&b.path));
+    let manifest = Manifest {
+        taken_at_ns,
+        // In path order already: the map is built in one pass.
+        files: files.into_iter().collect(),
+        skipped,
+    };
+    let same = same && previous.is_some_and(|previous| previous.skipped == manifest.skipped);
+    Ok((manifest, same))
 }
 
 /// Every file and link under `root` that git would not ignore, with its `lstat`, sorted by
-/// path. One thread: the parallel walker cost more CPU than it saved on this size of tree.
-/// More than `max_files` is an error of kind `FileTooLarge` (the walk stops there).
-fn walk(root: &Path, exclude: &Path, max_files: usize) -> io::Result<Vec<(String, fs::Metadata)>> {
+/// path. `ignore` walks (it reads the directories and the ignore files, and stats nothing);
+/// then each directory's files are stat'ed relative to the open directory (`fstatat`), which
+/// spares resolving every file's whole path again: that was the largest cost of a snapshot of
+/// a tree where nothing changed. One thread: the parallel walker cost more CPU than it saved
+/// on this size of tree. More than `max_files` is an error of kind `FileTooLarge`.
+fn walk(root: &Path, exclude: &Path, max_files: usize) -> io::Result<Vec<(String, Stat)>> {
     if !root.is_dir() {
         return Err(io::Error::new(
             io::ErrorKind::NotFound,
@@ -213,20 +239,43 @@ fn walk(root: &Path, exclude: &Path, max_files: usize) -> io::Result<Vec<(String
         .require_git(false)
         .git_global(false)
         .follow_links(false)
-        .filter_entry(move |entry| entry.file_name() != ".git" && entry.path() != exclude)
+        .filter_entry(move |entry| {
+            // Only directories can be excluded; bytes compare faster than path components.
+            let dir = entry.file_type().is_some_and(|kind| kind.is_dir());
+            !dir || (entry.file_name() != ".git"
+                && entry.path().as_os_str().as_bytes() != exclude.as_os_str().as_bytes())
+        })
         .build();
-    let mut found = Vec::new();
+    // The files to keep, by their directory (relative to `root`, `""` for itself), in the
+    // order the walk met the directories; a directory's files come mostly in a row.
+    let mut dirs: Vec<(Vec<u8>, Vec<std::ffi::OsString>)> = Vec::new();
+    let mut dir_index: HashMap<Vec<u8>, usize> = HashMap::new();
+    let prefix = root.as_os_str().as_bytes().len();
+    let mut count = 0usize;
     for entry in walker.flatten() {
         if entry.file_type().is_none_or(|kind| kind.is_dir()) {
             continue;
         }
-        let (Ok(rel), Ok(meta)) = (entry.path().strip_prefix(root), entry.metadata()) else {
+        let path = entry.path().as_os_str().as_bytes();
+        let name = entry.file_name().as_bytes();
+        // `<root>/<dir>/<name>`: the part between the root and the name.
+        let Some(dir) = path
+            .get(prefix..path.len() - name.len())
+            .map(|dir| dir.strip_prefix(b"/").unwrap_or(dir))
+            .map(|dir| dir.strip_suffix(b"/").unwrap_or(dir))
+        else {
             continue;
         };
-        if let Some(rel) = rel.to_str() {
-            found.push((rel.to_owned(), meta));
-        }
-        if found.len() > max_files {
+        let index = match dirs.last() {
+            Some((last, _)) if last.as_slice() == dir => dirs.len() - 1,
+            _ => *dir_index.entry(dir.to_vec()).or_insert_with(|| {
+                dirs.push((dir.to_vec(), Vec::new()));
+                dirs.len() - 1
+            }),
+        };
+        dirs[index].1.push(entry.file_name().to_owned());
+        count += 1;
+        if count > max_files {
             return Err(io::Error::new(
                 io::ErrorKind::FileTooLarge,
                 format!(
@@ -237,23 +286,75 @@ fn walk(root: &Path, exclude: &Path, max_files: usize) -> io::Result<Vec<(String
             ));
         }
     }
-    found.sort_by(|a, b| a.0.cmp(&b.0));
+    let mut found = Vec::with_capacity(count);
+    for (dir, names) in dirs {
+        let Ok(dir) = String::from_utf8(dir) else {
+            continue;
+        };
+        // Gone since the walk: its files are not part of this snapshot.
+        let Ok(fd) = rustix::fs::open(
+            root.join(&dir),
+            rustix::fs::OFlags::RDONLY
+                | rustix::fs::OFlags::DIRECTORY
+                | rustix::fs::OFlags::CLOEXEC,
+            rustix::fs::Mode::empty(),
+        ) else {
+            continue;
+        };
+        for name in names {
+            let (Ok(stat), Some(name)) = (
+                rustix::fs::statat(&fd, &name, rustix::fs::AtFlags::SYMLINK_NOFOLLOW),
+                name.to_str(),
+            ) else {
+                continue;
+            };
+            let rel = if dir.is_empty() {
+                name.to_owned()
+            } else {
+                format!("{dir}/{name}")
+            };
+            found.push((rel, stat));
+        }
+    }
+    found.sort_unstable_by(|a, b| a.0.cmp(&b.0));
     Ok(found)
 }
 
 /// Paths that differ between two manifests: added, modified (content or mode), deleted.
+/// Both are in path order, so they are walked together.
 pub fn diff(before: &Manifest, after: &Manifest) -> (Vec<String>, Vec<String>, Vec<String>) {
+    use std::cmp::Ordering;
     let (mut added, mut modified, mut deleted) = (Vec::new(), Vec::new(), Vec::new());
-    for (path, entry) in &after.files {
-        match before.files.get(path) {
-            None => added.push(path.clone()),
-            Some(old) if !old.same_content(entry) => modified.push(path.clone()),
-            Some(_) => {}
-        }
-    }
-    for path in before.files.keys() {
-        if !after.files.contains_key(path) {
-            deleted.push(path.clone());
+    let mut old = before.files.iter().peekable();
+    let mut new = after.files.iter().peekable();
+    loop {
+        match (old.peek(), new.peek()) {
+            (None, None) => break,
+            (Some((path, _)), None) => {
+                deleted.push((*path).clone());
+                old.next();
+            }
+            (None, Some((path, _))) => {
+                added.push((*path).clone());
+                new.next();
+            }
+            (Some((a, a_entry)), Some((b, b_entry))) => match a.cmp(b) {
+                Ordering::Less => {
+                    deleted.push((*a).clone());
+                    old.next();
+                }
+                Ordering::Greater => {
+                    added.push((*b).clone());
+                    new.next();
+                }
+                Ordering::Equal => {
+                    if !a_entry.same_content(b_entry) {
+                        modified.push((*b).clone());
+                    }
+                    old.next();
+                    new.next();
+                }
+            },
         }
     }
     (added, modified, deleted)
@@ -287,7 +388,7 @@ mod tests {
             max_snapshot_bytes: 1024,
             max_files: 100,
         };
-        let first = scan(
+        let (first, same) = scan(
             &tree,
             None,
             &objects,
@@ -295,13 +396,15 @@ mod tests {
             dir.path().join("x").as_path(),
         )
         .unwrap();
+        assert!(!same, "nothing to be the same as");
         let paths: Vec<&str> = first.files.keys().map(String::as_str).collect();
         assert_eq!(paths, [".gitignore", "a.txt"]);
         assert_eq!(first.skipped.len(), 1);
         assert_eq!(first.skipped[0].path, "big.bin");
         // The same size, at once: the times cannot be trusted, so the file is read again.
         fs::write(tree.join("a.txt"), "bbbb").unwrap();
-        let second = scan(&tree, Some(&first), &objects, &limits, dir.path()).unwrap();
+        let (second, same) = scan(&tree, Some(&first), &objects, &limits, dir.path()).unwrap();
+        assert!(!same);
         let (added, modified, deleted) = diff(&first, &second);
         assert_eq!(
             (added.len(), modified, deleted.len()),
@@ -334,6 +437,7 @@ mod tests {
         assert_eq!(
             scan(&tree, None, &objects, &limits, dir.path())
                 .unwrap()
+                .0
                 .files
                 .len(),
             5
