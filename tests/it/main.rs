@@ -39,6 +39,7 @@ mod sandbox;
 mod search_recovery;
 mod secrets;
 mod send;
+mod send_exits;
 mod shell_orphans;
 mod slow_body;
 mod subagents;
