@@ -77,6 +77,10 @@ struct AcpArgs {
 struct ChatArgs {
     /// A conversation to continue (its id); otherwise the first message starts a new one.
     conversation: Option<String>,
+    /// A line-by-line client instead of the full-screen one (the default when stdin or
+    /// stdout is not a terminal, or TERM is `dumb`).
+    #[arg(long)]
+    plain: bool,
     #[command(flatten)]
     service: ServiceArgs,
 }
@@ -366,6 +370,15 @@ fn chat(args: ChatArgs) -> anyhow::Result<()> {
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()?;
+    let terminal = std::io::stdin().is_terminal() && std::io::stdout().is_terminal();
+    let dumb = std::env::var("TERM").is_ok_and(|term| term == "dumb");
+    if terminal && !dumb && !args.plain {
+        return runtime.block_on(openvaala::client::tui::run(
+            args.service.api(),
+            cwd,
+            args.conversation,
+        ));
+    }
     runtime.block_on(openvaala::client::chat::run(
         openvaala::client::chat::ChatOptions {
             api: args.service.api(),

@@ -44,5 +44,6 @@ mod shell_orphans;
 mod slow_body;
 mod subagents;
 mod terminal;
+mod tui;
 mod turns;
 mod ui;

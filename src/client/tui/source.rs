@@ -1,0 +1,68 @@
+//! Where the full-screen chat's events come from: a task that reads the conversation's
+//! stream (reconnecting with `Last-Event-ID`, `client::stream`) and hands each event, and each
+//! change of the connection, to the app; and the stored history it reads besides.
+
+use serde_json::Value;
+use tokio::sync::mpsc;
+use tokio::task::JoinHandle;
+
+use crate::client::api::{Api, ApiError, ServerEvent};
+use crate::client::stream::{Events, Next};
+
+pub enum Feed {
+    Event(ServerEvent),
+    /// The stream ended; a new one is being opened.
+    Reconnecting,
+    Reconnected,
+    Lost(String),
+}
+
+/// Opens the conversation's stream and starts the task that reads it.
+pub async fn follow(
+    api: &Api,
+    id: &str,
+) -> Result<(mpsc::UnboundedReceiver<Feed>, JoinHandle<()>), ApiError> {
+    let stream = api.events(id, None).await?;
+    let mut events = Events::new(api, id, Vec::new(), stream);
+    let (sender, receiver) = mpsc::unbounded_channel();
+    let task = tokio::spawn(async move {
+        loop {
+            let feed = match events.pull().await {
+                Some(event) => Feed::Event(event),
+                None => {
+                    if sender.send(Feed::Reconnecting).is_err() {
+                        return;
+                    }
+                    match events.next().await {
+                        Next::Event(event) => Feed::Event(event),
+                        Next::Reconnected => Feed::Reconnected,
+                        Next::Lost(why) => {
+                            let _ = sender.send(Feed::Lost(why));
+                            return;
+                        }
+                    }
+                }
+            };
+            if sender.send(feed).is_err() {
+                return;
+            }
+        }
+    });
+    Ok((receiver, task))
+}
+
+/// The root session's stored items.
+pub async fn stored_items(api: &Api, id: &str) -> Result<Vec<Value>, ApiError> {
+    let mut items = Vec::new();
+    let mut path = format!("/api/conversations/{id}/items?limit=2000");
+    loop {
+        let page = api.get(&path).await?;
+        items.extend(page["items"].as_array().cloned().unwrap_or_default());
+        match page["next_after_seq"].as_u64() {
+            Some(next) => {
+                path = format!("/api/conversations/{id}/items?limit=2000&after_seq={next}");
+            }
+            None => return Ok(items),
+        }
+    }
+}
