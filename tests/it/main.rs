@@ -45,5 +45,6 @@ mod slow_body;
 mod subagents;
 mod terminal;
 mod tui;
+mod tui_terminal;
 mod turns;
 mod ui;
