@@ -308,3 +308,38 @@ async fn a_restart_mid_turn_reconnects_and_gives_back_a_lost_waiting_message() {
         Some("and then this")
     );
 }
+
+#[tokio::test]
+async fn an_approval_is_asked_in_the_input_and_answered() {
+    let server = Server::start_with(ServerOptions {
+        config: Some(
+            "[agents.default]\ndescription = \"asks\"\nmodel = \"demo\"\n\
+             [agents.default.permissions]\nshell = \"ask\"\n"
+                .to_owned(),
+        ),
+        ..ServerOptions::default()
+    })
+    .await;
+    let mut screen = Screen::new(&server);
+    screen.type_text("//shell touch made-here.txt").await;
+    screen.enter().await;
+    let shown = screen
+        .until("the question", |s, _| {
+            s.contains("approval: Allow? [y]es once")
+        })
+        .await;
+    assert!(shown.contains("asks to use `shell`"), "{shown}");
+    assert!(shown.contains("$ touch made-here.txt"), "{shown}");
+    screen.type_text("y").await;
+    screen.enter().await;
+    let shown = screen
+        .until("the turn's end", |s, app| {
+            app.running.is_none()
+                && app.approvals.is_empty()
+                && s.contains("The shell tool returned")
+        })
+        .await;
+    assert!(shown.contains("allowed once"), "{shown}");
+    let cwd = std::path::PathBuf::from(&screen.app.cwd);
+    assert!(cwd.join("made-here.txt").exists(), "{shown}");
+}

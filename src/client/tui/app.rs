@@ -12,6 +12,7 @@ use super::picker::{Pick, Picker};
 use super::source::{self, Feed};
 use super::transcript::{Transcript, text};
 use crate::client::api::{Api, ApiError};
+use crate::client::approval_prompt::{self, Dialog, Next};
 
 /// Whether the conversation's stream is open.
 #[derive(Clone, PartialEq, Eq)]
@@ -41,6 +42,10 @@ pub struct App {
     /// An interrupt was asked for the running turn: the next Ctrl-C quits.
     pub interrupting: bool,
     pub picker: Option<Picker>,
+    /// Approvals waiting for an answer, the first asked in the input box.
+    pub approvals: Vec<(Value, Dialog)>,
+    /// The question the first approval asks now.
+    pub question: Option<String>,
     /// Lines scrolled up from the bottom of the conversation.
     pub scroll: usize,
     pub quit: bool,
@@ -62,7 +67,7 @@ const HISTORY_SHOWN: usize = 20;
 const HELP: &str = "Enter sends · Shift-Enter, Alt-Enter or Ctrl-J adds a line · Tab queues the \
 message for after the running turn · Esc or Ctrl-C interrupts the turn (Ctrl-C again, or Ctrl-D \
 on an empty input, quits) · ↑ on an empty input edits the last waiting message · Ctrl-O folds \
-or shows tool output and reasoning · PageUp/PageDown scroll
+or shows tool output and reasoning · PageUp/PageDown scroll · while an approval waits, the input answers it (y, c, a or n)
 Commands: /new · /resume [text] · /rewind · /agents · /model [name] · /interrupt · /compact · \
 /context · /quit. Start a message with // to send one that begins with / (//shell ls).";
 
@@ -88,6 +93,8 @@ impl App {
             running: None,
             interrupting: false,
             picker: None,
+            approvals: Vec::new(),
+            question: None,
             scroll: 0,
             quit: false,
             feed: None,
@@ -191,6 +198,10 @@ impl App {
     }
 
     async fn submit(&mut self, mode: Option<&str>) {
+        if !self.approvals.is_empty() {
+            let line = self.editor.take();
+            return self.answer(&line).await;
+        }
         let typed = self.editor.text();
         if typed.trim().is_empty() {
             return;
@@ -419,6 +430,69 @@ impl App {
                 Ok(())
             }
         }
+    }
+
+    /// A line typed while an approval waits answers it (y / c / a / n, then a rule or a
+    /// message), as in the plain chat.
+    async fn answer(&mut self, line: &str) {
+        let Some((approval, dialog)) = self.approvals.first_mut() else {
+            return;
+        };
+        match dialog.line(line) {
+            Next::Ask(question) => self.question = Some(question),
+            Next::Answer(body) => {
+                let approval = approval.clone();
+                self.approvals.remove(0);
+                self.question = self.approvals.first().map(|(_, d)| d.question());
+                let path = format!("/api/approvals/{}", text(&approval["id"]));
+                let said = match self.api.post_answer(&path, &body).await {
+                    Ok((200, settled)) => approval_prompt::outcome(&settled, true),
+                    Ok((_, answer)) if !answer["approval"].is_null() => {
+                        approval_prompt::outcome(&answer["approval"], false)
+                    }
+                    Ok((status, answer)) => format!("the answer was refused ({status}): {answer}"),
+                    Err(error) => format!("error: {error}"),
+                };
+                self.transcript.notice(said.trim_end());
+            }
+        }
+    }
+
+    /// An approval the stream shows (each once).
+    pub(super) fn approval_asked(&mut self, approval: &Value) {
+        if self
+            .approvals
+            .iter()
+            .any(|(a, _)| a["id"] == approval["id"])
+            || approval["status"]
+                .as_str()
+                .is_some_and(|status| status != "pending")
+        {
+            return;
+        }
+        let asker = (approval["session_id"] != self.root_session.as_str()).then_some("a sub-agent");
+        self.transcript
+            .notice(approval_prompt::describe(approval, asker).trim_end());
+        let dialog = Dialog::new(approval);
+        if self.approvals.is_empty() {
+            self.question = Some(dialog.question());
+        }
+        self.approvals.push((approval.clone(), dialog));
+    }
+
+    /// An approval was settled (here, elsewhere, or cancelled by an interrupt).
+    pub(super) fn approval_settled(&mut self, approval: &Value) {
+        let Some(at) = self
+            .approvals
+            .iter()
+            .position(|(a, _)| a["id"] == approval["id"])
+        else {
+            return;
+        };
+        self.approvals.remove(at);
+        self.question = self.approvals.first().map(|(_, d)| d.question());
+        self.transcript
+            .notice(approval_prompt::outcome(approval, false).trim_end());
     }
 
     fn current(&self) -> Result<String, ApiError> {

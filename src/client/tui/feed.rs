@@ -107,11 +107,8 @@ impl App {
                     error: text(&data["error"]).to_owned(),
                 });
             }
-            "approval.requested" => self.transcript.notice(format!(
-                "approval {} waits for `{}`: answer it in `openvaala chat --plain` or the web UI",
-                text(&data["approval"]["id"]),
-                text(&data["approval"]["tool"])
-            )),
+            "approval.requested" => self.approval_asked(&data["approval"]),
+            "approval.resolved" => self.approval_settled(&data["approval"]),
             _ => {}
         }
     }
@@ -145,6 +142,10 @@ impl App {
             .map(|turn| text(&turn["turn_id"]).to_owned());
         if std::mem::take(&mut self.after_reconnect) {
             self.caught_up(before).await;
+        }
+        let approvals: Vec<Value> = data["approvals"].as_array().cloned().unwrap_or_default();
+        for approval in &approvals {
+            self.approval_asked(approval);
         }
         for turn in root_turns {
             for item in turn["items"].as_array().into_iter().flatten() {

@@ -84,7 +84,13 @@ impl App {
     }
 
     fn draw_input(&self, frame: &mut Frame, area: Rect) {
-        let title = if self.running.is_some() {
+        let asked = self
+            .question
+            .as_ref()
+            .map(|q| format!(" approval: {} ", q.trim_end()));
+        let title = if let Some(asked) = &asked {
+            asked.as_str()
+        } else if self.running.is_some() {
             " agent working · Enter steers · Tab queues · Esc interrupts "
         } else {
             " message · Enter sends · Shift-Enter new line · /help "
