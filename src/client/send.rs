@@ -16,8 +16,7 @@ use tokio::io::{AsyncBufReadExt, BufReader, Lines, Stdin};
 
 use super::api::{Api, ApiError, ServerEvent};
 use super::approval_prompt::{self, Asked, Console, Input};
-use super::stream::{Events, Next};
-use crate::bus::EventId;
+use super::stream::{self, Events, Next};
 
 /// Exit codes, as a shell reads them.
 pub const EXIT_COMPLETED: u8 = 0;
@@ -102,7 +101,8 @@ pub async fn run(options: SendOptions) -> Result<u8, SendError> {
             let id = text(&created["conversation"]["id"]).to_owned();
             let turn_id = text(&created["turn_id"]).to_owned();
             eprintln!("conversation {id}");
-            (from_first_event(api, &id).await?, Turn::known(&id, turn_id))
+            let events = stream::from_first_event(api, &id).await.map_err(refused)?;
+            (events, Turn::known(&id, turn_id))
         }
     };
     let mut follow = Follow {
@@ -114,31 +114,6 @@ pub async fn run(options: SendOptions) -> Result<u8, SendError> {
         interrupts: &mut interrupts,
     };
     Ok(follow.run().await)
-}
-
-/// A new conversation's events from its very first one, so that nothing its first turn did
-/// before a stream could be opened is missed (the first `model.retry`, say): the first
-/// connection's `snapshot` names the stream's epoch, and a second asks for everything after
-/// event 0 of it. Should the service no longer hold them, its fresh `snapshot` and the stored
-/// history stand in (see `Follow::caught_up`).
-async fn from_first_event(api: &Api, id: &str) -> Result<Events, SendError> {
-    let mut stream = api.events(id, None).await.map_err(refused)?.boxed();
-    let snapshot = next_event(&mut stream).await?;
-    let from_start = snapshot
-        .id
-        .as_deref()
-        .and_then(|last| last.parse::<EventId>().ok())
-        .map(|last| EventId { n: 0, ..last }.to_string());
-    let Some(from_start) = from_start else {
-        return Ok(Events::new(api, id, vec![snapshot], stream));
-    };
-    drop(stream);
-    let replay = api
-        .events(id, Some(&from_start))
-        .await
-        .map_err(refused)?
-        .boxed();
-    Ok(Events::new(api, id, Vec::new(), replay))
 }
 
 /// The turn the message went into: known from the start (a new conversation's first turn),

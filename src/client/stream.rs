@@ -9,7 +9,8 @@ use std::time::Duration;
 use futures::stream::{BoxStream, Fuse};
 use futures::{Stream, StreamExt};
 
-use super::api::{Api, ServerEvent};
+use super::api::{Api, ApiError, ServerEvent};
+use crate::bus::EventId;
 
 /// How long a lost stream is tried again before the client gives up.
 pub const RECONNECT_FOR: Duration = Duration::from_secs(30);
@@ -78,6 +79,29 @@ impl Events {
             Err(why) => Next::Lost(why),
         }
     }
+}
+
+/// A new conversation's events from its very first one, so that nothing its first turn did
+/// before a stream could be opened is missed (the first `model.retry`, say): the first
+/// connection's `snapshot` names the stream's epoch, and a second asks for everything after
+/// event 0 of it. Should the service no longer hold them, it answers with a fresh `snapshot`.
+pub async fn from_first_event(api: &Api, id: &str) -> Result<Events, ApiError> {
+    let mut stream = api.events(id, None).await?.boxed();
+    let Some(snapshot) = stream.next().await else {
+        // Ended at once: reading it again reconnects.
+        return Ok(Events::new(api, id, Vec::new(), stream));
+    };
+    let from_start = snapshot
+        .id
+        .as_deref()
+        .and_then(|last| last.parse::<EventId>().ok())
+        .map(|last| EventId { n: 0, ..last }.to_string());
+    let Some(from_start) = from_start else {
+        return Ok(Events::new(api, id, vec![snapshot], stream));
+    };
+    drop(stream);
+    let replay = api.events(id, Some(&from_start)).await?;
+    Ok(Events::new(api, id, Vec::new(), replay))
 }
 
 /// Opens the conversation's stream again after `last_event_id`, trying for `RECONNECT_FOR`;

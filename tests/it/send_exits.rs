@@ -240,3 +240,44 @@ async fn model_and_agent_choose_for_a_new_conversation() {
     .await;
     assert_eq!(unknown.code, 2, "{}", unknown.err);
 }
+
+#[tokio::test]
+async fn ctrl_c_while_the_message_waits_takes_it_back() {
+    let server = Server::start().await;
+    let workdir = tempfile::tempdir().unwrap();
+    let created = server
+        .post(
+            "/api/conversations",
+            json!({ "text": "/sleep 300\nA long answer", "cwd": workdir.path() }),
+        )
+        .await
+        .1;
+    let id = created["conversation"]["id"].as_str().unwrap().to_owned();
+    let mut events = server.events(&id).await;
+    let (child, mut stderr, _) = started(command(
+        &server,
+        &["--conversation", &id, "--mode", "queue", "Later"],
+        workdir.path(),
+    ))
+    .await;
+    events_until(&mut events, "pending.updated").await;
+    let pid = child.id().expect("running") as i32;
+    // SAFETY: kill(2) on our own child's pid with a valid signal.
+    unsafe {
+        libc::kill(pid, libc::SIGINT);
+    }
+    let output = tokio::time::timeout(TIMEOUT, child.wait_with_output())
+        .await
+        .expect("send ends in time")
+        .unwrap();
+    let err = rest(&mut stderr).await;
+    assert_eq!(output.status.code(), Some(130), "{err}");
+    assert!(err.contains("your message was withdrawn"), "{err}");
+    let (_, pending) = server
+        .get(&format!("/api/conversations/{id}/pending"))
+        .await;
+    assert_eq!(pending["pending"], json!([]), "{pending}");
+    // The running turn was not the message's: it goes on.
+    let (_, conversation) = server.get(&format!("/api/conversations/{id}")).await;
+    assert!(conversation["last_turn"].is_null(), "{conversation}");
+}

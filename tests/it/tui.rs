@@ -343,3 +343,30 @@ async fn an_approval_is_asked_in_the_input_and_answered() {
     let cwd = std::path::PathBuf::from(&screen.app.cwd);
     assert!(cwd.join("made-here.txt").exists(), "{shown}");
 }
+
+#[tokio::test]
+async fn a_retry_shows_its_countdown_until_the_model_answers() {
+    let server = Server::start_with(ServerOptions {
+        config: Some(
+            "[retry]\nmax_attempts = 3\ninitial_delay_ms = 3000\nmax_delay_ms = 3000\n".to_owned(),
+        ),
+        ..ServerOptions::default()
+    })
+    .await;
+    let mut screen = Screen::new(&server);
+    screen.type_text("//fail 1").await;
+    screen.enter().await;
+    let shown = screen
+        .until("the retry", |s, _| s.contains("attempt 2 of 3 in "))
+        .await;
+    assert!(
+        shown.contains("↻ demo model: simulated transient failure 1 of 1"),
+        "{shown}"
+    );
+    let shown = screen
+        .until("the answer", |s, app| {
+            s.contains(REPLY) && app.running.is_none()
+        })
+        .await;
+    assert!(!shown.contains("attempt 2 of 3"), "{shown}");
+}

@@ -240,7 +240,9 @@ impl App {
                 )
                 .await?;
             let id = text(&created["conversation"]["id"]).to_owned();
-            self.open(&id).await?;
+            self.open(&id, true).await?;
+            // Its first turn: the replay that follows shows its end.
+            self.running = created["turn_id"].as_str().map(str::to_owned);
             return Ok(());
         };
         let mut body = json!({ "text": message });
@@ -254,7 +256,8 @@ impl App {
     }
 
     /// Follows a conversation: the end of its history, then its stream.
-    pub async fn open(&mut self, id: &str) -> Result<(), ApiError> {
+    /// `created`: just created here, so its stream is read from its first event.
+    pub async fn open(&mut self, id: &str, created: bool) -> Result<(), ApiError> {
         let conversation = self.api.get(&format!("/api/conversations/{id}")).await?;
         if let Some((_, task)) = self.feed.take() {
             task.abort();
@@ -274,7 +277,7 @@ impl App {
         ));
         // The stream first, then the history: an item may show in both, and the later view
         // of it (an item updates in place) is the one that stays; none falls in between.
-        self.follow(id).await?;
+        self.follow(id, created).await?;
         let items = source::stored_items(&self.api, id).await?;
         for item in &items[items.len().saturating_sub(HISTORY_SHOWN)..] {
             self.transcript.item(item);
@@ -403,7 +406,7 @@ impl App {
 
     async fn picked(&mut self, kind: Pick, value: &str) -> Result<(), ApiError> {
         match kind {
-            Pick::Resume => self.open(value).await,
+            Pick::Resume => self.open(value, false).await,
             Pick::Model => self.switch_model(value).await,
             Pick::Rewind => {
                 let id = self.current()?;
@@ -416,7 +419,7 @@ impl App {
                     .await?;
                 let message = text(&rewound["text"]).to_owned();
                 match rewound["conversation"]["id"].as_str() {
-                    Some(copy) => self.open(copy).await?,
+                    Some(copy) => self.open(copy, false).await?,
                     // Before the first message: the next message starts anew.
                     None => {
                         self.conversation = None;

@@ -16,8 +16,8 @@ use crate::client::api::{ApiError, ServerEvent};
 
 impl App {
     /// Opens the conversation's stream; its events arrive through `next_feed`.
-    pub(super) async fn follow(&mut self, id: &str) -> Result<(), ApiError> {
-        self.feed = Some(source::follow(&self.api, id).await?);
+    pub(super) async fn follow(&mut self, id: &str, from_start: bool) -> Result<(), ApiError> {
+        self.feed = Some(source::follow(&self.api, id, from_start).await?);
         self.connection = Connection::Connected;
         Ok(())
     }

@@ -43,7 +43,7 @@ pub async fn run(api: Api, cwd: String, resume: Option<String>) -> anyhow::Resul
     }
     let mut app = App::new(api, cwd);
     if let Some(id) = resume {
-        app.open(&id).await?;
+        app.open(&id, false).await?;
     }
     let mut terminal = Screen::enter()?;
     let outcome = event_loop(&mut app, &mut terminal.terminal).await;

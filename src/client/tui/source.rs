@@ -7,7 +7,7 @@ use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 
 use crate::client::api::{Api, ApiError, ServerEvent};
-use crate::client::stream::{Events, Next};
+use crate::client::stream::{self, Events, Next};
 
 pub enum Feed {
     Event(ServerEvent),
@@ -17,13 +17,18 @@ pub enum Feed {
     Lost(String),
 }
 
-/// Opens the conversation's stream and starts the task that reads it.
+/// Opens the conversation's stream and starts the task that reads it; `from_start`: from
+/// the conversation's first event (one just created here), else from its `snapshot`.
 pub async fn follow(
     api: &Api,
     id: &str,
+    from_start: bool,
 ) -> Result<(mpsc::UnboundedReceiver<Feed>, JoinHandle<()>), ApiError> {
-    let stream = api.events(id, None).await?;
-    let mut events = Events::new(api, id, Vec::new(), stream);
+    let mut events = if from_start {
+        stream::from_first_event(api, id).await?
+    } else {
+        Events::new(api, id, Vec::new(), api.events(id, None).await?)
+    };
     let (sender, receiver) = mpsc::unbounded_channel();
     let task = tokio::spawn(async move {
         loop {
