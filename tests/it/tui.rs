@@ -232,10 +232,32 @@ async fn agents_lists_a_sub_agent() {
         .await;
     screen.type_text("/agents").await;
     screen.enter().await;
+    let picker = screen.text();
+    assert!(
+        picker.contains("follow which agent?") && picker.contains("sub-agent default ("),
+        "{picker}"
+    );
+    screen.key(KeyCode::Esc, KeyModifiers::NONE).await;
     let shown = screen.text();
     assert!(shown.contains("[root default ("), "{shown}");
     assert!(
         shown.contains("  [sub-agent default (") && shown.contains(": count the files]"),
+        "{shown}"
+    );
+    // Following the sub-agent: its history, and messages would go to it.
+    screen.type_text("/agents").await;
+    screen.enter().await;
+    screen.type_text("sub-agent").await;
+    screen.enter().await;
+    let followed = screen.app.focus.clone().expect("a sub-agent followed");
+    assert_ne!(followed, screen.app.root_session);
+    let shown = screen
+        .until("the sub-agent's history", |s, _| {
+            s.contains("count the files")
+        })
+        .await;
+    assert!(
+        shown.contains(&format!("following sub-agent {followed}")),
         "{shown}"
     );
 }

@@ -37,6 +37,9 @@ pub struct App {
     pub usage: Value,
     pub connection: Connection,
     pub root_session: String,
+    /// A sub-agent's session followed instead of the root's (`/agents`): its items are shown,
+    /// messages go to it and an interrupt stops it.
+    pub focus: Option<String>,
     /// The root agent's running turn.
     pub running: Option<String>,
     /// An interrupt was asked for the running turn: the next Ctrl-C quits.
@@ -90,6 +93,7 @@ impl App {
             usage: Value::Null,
             connection: Connection::Idle,
             root_session: String::new(),
+            focus: None,
             running: None,
             interrupting: false,
             picker: None,
@@ -173,11 +177,13 @@ impl App {
         self.interrupting = true;
         self.transcript.notice("interrupting… (Ctrl-C again quits)");
         let api = self.api.clone();
+        let path = match &self.focus {
+            Some(session) => format!("/api/conversations/{id}/sessions/{session}/interrupt"),
+            None => format!("/api/conversations/{id}/interrupt"),
+        };
         // Answered once the turn has ended, which the stream shows: not waited for here.
         tokio::spawn(async move {
-            let _ = api
-                .post(&format!("/api/conversations/{id}/interrupt"), &json!({}))
-                .await;
+            let _ = api.post(&path, &json!({})).await;
         });
     }
 
@@ -249,6 +255,9 @@ impl App {
         if let Some(mode) = mode {
             body["mode"] = json!(mode);
         }
+        if let Some(session) = &self.focus {
+            body["session_id"] = json!(session);
+        }
         self.api
             .post(&format!("/api/conversations/{id}/messages"), &body)
             .await?;
@@ -266,6 +275,7 @@ impl App {
         self.pending.clear();
         self.running = None;
         self.conversation = Some(id.to_owned());
+        self.focus = None;
         self.root_session = text(&conversation["root_session_id"]).to_owned();
         self.model = text(&conversation["model"]).to_owned();
         self.agent = text(&conversation["agent"]).to_owned();
@@ -278,7 +288,7 @@ impl App {
         // The stream first, then the history: an item may show in both, and the later view
         // of it (an item updates in place) is the one that stays; none falls in between.
         self.follow(id, created).await?;
-        let items = source::stored_items(&self.api, id).await?;
+        let items = source::stored_items(&self.api, id, None).await?;
         for item in &items[items.len().saturating_sub(HISTORY_SHOWN)..] {
             self.transcript.item(item);
         }
@@ -318,7 +328,7 @@ impl App {
             }
             "rewind" => {
                 let id = self.current()?;
-                let items = source::stored_items(&self.api, &id).await?;
+                let items = source::stored_items(&self.api, &id, None).await?;
                 let choices = items
                     .iter()
                     .filter(|item| item["kind"] == "user_message" && item["source"] != "agent")
@@ -342,6 +352,25 @@ impl App {
                 let id = self.current()?;
                 let tree = crate::client::agents::show(&self.api, &id).await?;
                 self.transcript.notice(format!("agents:\n{}", tree.trim_end()));
+                let view = self.api.get(&format!("/api/conversations/{id}")).await?;
+                let choices: Vec<(String, String)> = view["sessions"]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .map(|s| {
+                        let role = if s["parent_id"].is_null() { "root" } else { "sub-agent" };
+                        let label = format!(
+                            "{role} {} ({}) {}",
+                            text(&s["agent"]),
+                            text(&s["status"]),
+                            text(&s["task"]).lines().next().unwrap_or_default()
+                        );
+                        (label, text(&s["id"]).to_owned())
+                    })
+                    .collect();
+                if choices.len() > 1 {
+                    self.picker = Some(Picker::new(Pick::Agent, "follow which agent?", choices));
+                }
             }
             "compact" => {
                 let id = self.current()?;
@@ -408,6 +437,7 @@ impl App {
         match kind {
             Pick::Resume => self.open(value, false).await,
             Pick::Model => self.switch_model(value).await,
+            Pick::Agent => self.focus_on(value).await,
             Pick::Rewind => {
                 let id = self.current()?;
                 let rewound = self
@@ -496,6 +526,33 @@ impl App {
         self.question = self.approvals.first().map(|(_, d)| d.question());
         self.transcript
             .notice(approval_prompt::outcome(approval, false).trim_end());
+    }
+
+    /// Follows one agent of the conversation: its items, its turns, its waiting messages.
+    async fn focus_on(&mut self, session: &str) -> Result<(), ApiError> {
+        let id = self.current()?;
+        self.focus = (session != self.root_session).then(|| session.to_owned());
+        let items = source::stored_items(&self.api, &id, self.focus.as_deref()).await?;
+        self.transcript = Transcript::default();
+        self.running = None;
+        self.pending.clear();
+        let whom = match &self.focus {
+            Some(session) => format!(
+                "following sub-agent {session}: messages go to it, Esc interrupts it; /agents goes back"
+            ),
+            None => "following the root agent".to_owned(),
+        };
+        self.transcript.notice(whom);
+        for item in &items[items.len().saturating_sub(HISTORY_SHOWN)..] {
+            self.transcript.item(item);
+        }
+        // A fresh snapshot gives this agent's running turn and waiting messages.
+        self.follow(&id, false).await
+    }
+
+    /// The session whose conversation is shown.
+    pub fn shown_session(&self) -> &str {
+        self.focus.as_deref().unwrap_or(&self.root_session)
     }
 
     fn current(&self) -> Result<String, ApiError> {

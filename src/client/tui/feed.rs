@@ -68,7 +68,7 @@ impl App {
             ));
         }
         // A sub-agent's work shows in `/agents`, not in the root's conversation.
-        if session.is_some_and(|session| session != self.root_session) {
+        if session.is_some_and(|session| session != self.shown_session()) {
             return;
         }
         match event.kind.as_str() {
@@ -118,7 +118,7 @@ impl App {
             .as_array()
             .into_iter()
             .flatten()
-            .filter(|m| m["source"] != "agent" && m["session_id"] == self.root_session.as_str())
+            .filter(|m| m["source"] != "agent" && m["session_id"] == self.shown_session())
             .cloned()
             .collect()
     }
@@ -135,7 +135,7 @@ impl App {
             .as_array()
             .into_iter()
             .flatten()
-            .filter(|turn| turn["session_id"] == self.root_session.as_str())
+            .filter(|turn| turn["session_id"] == self.shown_session())
             .collect();
         self.running = root_turns
             .first()
@@ -160,7 +160,10 @@ impl App {
             return;
         };
         let cut = self.transcript.mark_cut();
-        let stored = stored_items(&self.api, &id).await.unwrap_or_default();
+        let session = self.focus.clone();
+        let stored = stored_items(&self.api, &id, session.as_deref())
+            .await
+            .unwrap_or_default();
         for item in &stored {
             if !self.transcript.knows(text(&item["id"])) && item["status"] != "running" {
                 self.transcript.item(item);

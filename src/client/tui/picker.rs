@@ -5,6 +5,7 @@ pub enum Pick {
     Resume,
     Rewind,
     Model,
+    Agent,
 }
 
 pub struct Picker {

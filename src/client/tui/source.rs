@@ -56,16 +56,24 @@ pub async fn follow(
     Ok((receiver, task))
 }
 
-/// The root session's stored items.
-pub async fn stored_items(api: &Api, id: &str) -> Result<Vec<Value>, ApiError> {
+/// A session's stored items (the root's for `None`).
+pub async fn stored_items(
+    api: &Api,
+    id: &str,
+    session: Option<&str>,
+) -> Result<Vec<Value>, ApiError> {
     let mut items = Vec::new();
-    let mut path = format!("/api/conversations/{id}/items?limit=2000");
+    let base = match session {
+        Some(session) => format!("/api/conversations/{id}/items?limit=2000&session={session}"),
+        None => format!("/api/conversations/{id}/items?limit=2000"),
+    };
+    let mut path = base.clone();
     loop {
         let page = api.get(&path).await?;
         items.extend(page["items"].as_array().cloned().unwrap_or_default());
         match page["next_after_seq"].as_u64() {
             Some(next) => {
-                path = format!("/api/conversations/{id}/items?limit=2000&after_seq={next}");
+                path = format!("{base}&after_seq={next}");
             }
             None => return Ok(items),
         }
