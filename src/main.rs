@@ -45,8 +45,8 @@ enum Command {
         #[arg(long)]
         config: Option<PathBuf>,
     },
-    /// Talk to the agent in this terminal (type /help inside). Finds the running service
-    /// through its data directory unless --url is given.
+    /// Talk to the agent in this terminal: full-screen at a terminal, else line by line (type
+    /// /help inside). Finds the service as --url describes.
     Chat(ChatArgs),
     /// Send one message and print the agent's reply as it streams (for scripts and editors).
     ///

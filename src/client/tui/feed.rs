@@ -84,6 +84,13 @@ impl App {
             "turn.ended" => {
                 self.running = None;
                 self.interrupting = false;
+                let changed = data["files_changed"].as_u64().unwrap_or(0);
+                if changed > 0 {
+                    self.transcript.notice(format!(
+                        "{changed} file(s) changed in the working directory (`openvaala chat \
+                         --plain` shows them with /diff)"
+                    ));
+                }
                 let status = text(&data["status"]);
                 if status != "completed" {
                     self.transcript.entries.push(Entry::TurnEnded {
