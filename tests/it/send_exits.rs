@@ -281,3 +281,44 @@ async fn ctrl_c_while_the_message_waits_takes_it_back() {
     let (_, conversation) = server.get(&format!("/api/conversations/{id}")).await;
     assert!(conversation["last_turn"].is_null(), "{conversation}");
 }
+
+#[tokio::test]
+async fn a_second_ctrl_c_leaves_at_once_saying_the_turn_may_still_run() {
+    let server = Server::start().await;
+    let workdir = tempfile::tempdir().unwrap();
+    let (child, mut stderr, id) = started(command(
+        &server,
+        &["/sleep 300\nTake your time"],
+        workdir.path(),
+    ))
+    .await;
+    let mut events = server.events(&id).await;
+    events_until(&mut events, "item.delta").await;
+    // The service is frozen: the interrupt the first Ctrl-C asks for cannot end the turn.
+    let service = server.child.id().expect("running") as i32;
+    let pid = child.id().expect("running") as i32;
+    // SAFETY: kill(2) on our own children's pids with valid signals.
+    unsafe {
+        libc::kill(service, libc::SIGSTOP);
+        libc::kill(pid, libc::SIGINT);
+    }
+    let first = tokio::time::timeout(TIMEOUT, stderr.next_line())
+        .await
+        .expect("a line in time")
+        .unwrap()
+        .unwrap_or_default();
+    assert!(first.starts_with("interrupting the turn"), "{first}");
+    unsafe {
+        libc::kill(pid, libc::SIGINT);
+    }
+    let output = tokio::time::timeout(TIMEOUT, child.wait_with_output())
+        .await
+        .expect("send ends in time")
+        .unwrap();
+    unsafe {
+        libc::kill(service, libc::SIGCONT);
+    }
+    let err = rest(&mut stderr).await;
+    assert_eq!(output.status.code(), Some(130), "{err}");
+    assert!(err.contains("the turn may still be running"), "{err}");
+}
