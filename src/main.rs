@@ -45,16 +45,18 @@ enum Command {
         #[arg(long)]
         config: Option<PathBuf>,
     },
-    /// Talk to the agent in this terminal (type /help inside). Finds the running service
-    /// through its data directory unless --url is given.
+    /// Talk to the agent in this terminal: full-screen at a terminal, else line by line (type
+    /// /help inside). Finds the service as --url describes.
     Chat(ChatArgs),
     /// Send one message and print the agent's reply as it streams (for scripts and editors).
     ///
     /// Exits 0 when the turn completed, 1 when it failed, 130 when it was interrupted, 2 on a
-    /// usage error, 4 when a tool call waits for approval and stdin or stderr is not a
-    /// terminal (how to answer it goes to stderr, or with --json a last line
+    /// usage error, 69 when the service cannot be reached or the event stream was lost and
+    /// could not be opened again, 4 when a tool call waits for approval and stdin or stderr is
+    /// not a terminal (how to answer it goes to stderr, or with --json a last line
     /// {"type":"approval.requested","approval":…} to stdout); at a terminal it asks instead.
-    /// The conversation id goes to stderr.
+    /// Ctrl-C interrupts the turn and exits 130 once it has ended; a second Ctrl-C exits at
+    /// once. The conversation id goes to stderr.
     Send(SendArgs),
     /// Be an Agent Client Protocol agent on stdin and stdout, for editors (Zed, JetBrains,
     /// Neovim, Emacs): every ACP session is a conversation of the service. Finds the running
@@ -75,6 +77,10 @@ struct AcpArgs {
 struct ChatArgs {
     /// A conversation to continue (its id); otherwise the first message starts a new one.
     conversation: Option<String>,
+    /// A line-by-line client instead of the full-screen one (the default when stdin or
+    /// stdout is not a terminal, or TERM is `dumb`).
+    #[arg(long)]
+    plain: bool,
     #[command(flatten)]
     service: ServiceArgs,
 }
@@ -92,6 +98,12 @@ struct SendArgs {
     /// The working directory of a new conversation [default: the current directory].
     #[arg(long, conflicts_with = "conversation")]
     cwd: Option<PathBuf>,
+    /// The model of a new conversation [default: its agent's].
+    #[arg(long, conflicts_with = "conversation")]
+    model: Option<String>,
+    /// The agent of a new conversation [default: the configured default agent].
+    #[arg(long, conflicts_with = "conversation")]
+    agent: Option<String>,
     /// Write every event of the conversation as a JSON line ({"id", "event", "data"}) instead
     /// of the reply's text (and an unanswered approval as {"type":"approval.requested", …}).
     #[arg(long)]
@@ -107,13 +119,17 @@ enum SendMode {
     Interrupt,
 }
 
+/// How a client finds the service: the one order `ServiceArgs::api_with` follows, written
+/// the same way in the README.
+const URL_HELP: &str = "The service's address; `host:port` means http://host:port. Without it: \
+given --data-dir, the address the service running for that directory wrote there (none \
+running: http://127.0.0.1:7341); else $OPENVAALA_URL; else the address of the service running \
+for the default data directory; else http://127.0.0.1:7341";
+
 /// How a client finds the service.
 #[derive(Args)]
 struct ServiceArgs {
-    /// The service's address [default: the one the running service wrote in the data directory
-    /// given with --data-dir, else $OPENVAALA_URL, else the one in the default data directory,
-    /// else http://127.0.0.1:7341].
-    #[arg(long)]
+    #[arg(long, help = URL_HELP)]
     url: Option<String>,
     #[command(flatten)]
     data: DataDirArg,
@@ -289,26 +305,33 @@ impl ServiceArgs {
                 && std::env::var("OPENVAALA_URL").is_ok_and(|url| !url.is_empty()))
     }
 
+    /// The address in the order of `URL_HELP`.
     fn api_with(&self, token: Option<String>) -> Api {
-        let env_url = std::env::var("OPENVAALA_URL")
-            .ok()
-            .filter(|u| !u.is_empty());
-        // An explicit --data-dir names the service to talk to; $OPENVAALA_URL is the default.
-        let env_url = env_url.filter(|_| self.data.data_dir.is_none());
-        let url = match self.url.clone().or(env_url) {
-            Some(url) => url,
-            None => {
-                let running = self
-                    .data
-                    .resolve()
-                    .ok()
-                    .and_then(|dir| lock::holder(&Store::lock_path_in(&dir)).ok().flatten())
-                    .and_then(|owner| owner.addr);
-                match running {
-                    Some(addr) => format!("http://{addr}"),
-                    None => format!("http://{}", server::DEFAULT_ADDR),
-                }
-            }
+        let running_for = |dir: &Path| {
+            lock::holder(&Store::lock_path_in(dir))
+                .ok()
+                .flatten()
+                .and_then(|owner| owner.addr)
+                .map(|addr| format!("http://{addr}"))
+        };
+        let default = || format!("http://{}", server::DEFAULT_ADDR);
+        let env_url = || {
+            std::env::var("OPENVAALA_URL")
+                .ok()
+                .filter(|url| !url.is_empty())
+        };
+        let url = if let Some(url) = &self.url {
+            url.clone()
+        } else if let Some(dir) = &self.data.data_dir {
+            running_for(dir).unwrap_or_else(default)
+        } else if let Some(url) = env_url() {
+            url
+        } else {
+            self.data
+                .resolve()
+                .ok()
+                .and_then(|dir| running_for(&dir))
+                .unwrap_or_else(default)
         };
         Api::new(&url, token)
     }
@@ -347,6 +370,15 @@ fn chat(args: ChatArgs) -> anyhow::Result<()> {
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()?;
+    let terminal = std::io::stdin().is_terminal() && std::io::stdout().is_terminal();
+    let dumb = std::env::var("TERM").is_ok_and(|term| term == "dumb");
+    if terminal && !dumb && !args.plain {
+        return runtime.block_on(openvaala::client::tui::run(
+            args.service.api(),
+            cwd,
+            args.conversation,
+        ));
+    }
     runtime.block_on(openvaala::client::chat::run(
         openvaala::client::chat::ChatOptions {
             api: args.service.api(),
@@ -377,8 +409,15 @@ fn send(args: SendArgs) -> ExitCode {
             None => std::env::current_dir(),
         }
         .map_err(|error| usage(format!("cannot resolve the working directory: {error}")))?;
+        let api = args.service.api();
+        if let Err(error) = reqwest::Url::parse(&api.base) {
+            return Err(usage(format!(
+                "{} is not a usable address: {error}",
+                api.base
+            )));
+        }
         Ok(SendOptions {
-            api: args.service.api(),
+            api,
             text,
             conversation: args.conversation.clone(),
             mode: args.mode.map(|mode| {
@@ -390,6 +429,8 @@ fn send(args: SendArgs) -> ExitCode {
                 .to_owned()
             }),
             cwd: cwd.display().to_string(),
+            model: args.model.clone(),
+            agent: args.agent.clone(),
             json: args.json,
             // Questions go to stderr, since stdout may be the reply an editor reads.
             interactive: std::io::stdin().is_terminal() && std::io::stderr().is_terminal(),

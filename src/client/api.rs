@@ -16,8 +16,9 @@ pub enum ApiError {
         code: String,
         message: String,
     },
-    #[error("cannot reach the service at {base}: {error}")]
-    Unreachable { base: String, error: String },
+    /// No answer: `message` names the cause (refused, timed out, …) and the address.
+    #[error("{message}")]
+    Unreachable { base: String, message: String },
 }
 
 impl ApiError {
@@ -38,6 +39,7 @@ pub struct Api {
 }
 
 impl Api {
+    /// `base` may lack its scheme (`127.0.0.1:7341`): it is then `http://`.
     pub fn new(base: &str, token: Option<String>) -> Api {
         let http = reqwest::Client::builder()
             .no_proxy()
@@ -46,7 +48,7 @@ impl Api {
             .expect("an HTTP client builds");
         Api {
             http,
-            base: base.trim_end_matches('/').to_owned(),
+            base: with_scheme(base).trim_end_matches('/').to_owned(),
             token,
         }
     }
@@ -115,7 +117,7 @@ impl Api {
     fn unreachable(&self, error: reqwest::Error) -> ApiError {
         ApiError::Unreachable {
             base: self.base.clone(),
-            error: error.to_string(),
+            message: unreachable_message(&self.base, &error),
         }
     }
 
@@ -157,6 +159,39 @@ impl Api {
                     data,
                 })
             }))
+    }
+}
+
+/// An address as a user may type it: `host:port` means `http://host:port`.
+pub fn with_scheme(url: &str) -> String {
+    let url = url.trim();
+    if url.contains("://") {
+        url.to_owned()
+    } else {
+        format!("http://{url}")
+    }
+}
+
+/// Why a call got no answer, in words that say what to do: reqwest's own message ("error
+/// sending request") hides the cause in its source chain.
+fn unreachable_message(base: &str, error: &reqwest::Error) -> String {
+    let mut source: Option<&dyn std::error::Error> = Some(error);
+    let mut io_kind = None;
+    let mut innermost = error.to_string();
+    while let Some(cause) = source {
+        if let Some(io) = cause.downcast_ref::<std::io::Error>() {
+            io_kind = Some(io.kind());
+        }
+        innermost = cause.to_string();
+        source = cause.source();
+    }
+    match io_kind {
+        Some(std::io::ErrorKind::ConnectionRefused) => {
+            format!("connection refused at {base}: is `openvaala serve` running?")
+        }
+        _ if error.is_timeout() => format!("no answer from {base} in time (timed out)"),
+        _ if error.is_builder() => format!("{base} is not a usable address: {innermost}"),
+        _ => format!("cannot reach the service at {base}: {innermost}"),
     }
 }
 

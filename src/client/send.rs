@@ -1,21 +1,22 @@
 //! `openvaala send`: one message from a script or an editor. It sends the message, prints the
 //! agent's reply to stdout as it streams (or, with `--json`, every event of the conversation as
 //! a JSON line), and exits with how the turn that took the message ended: 0 completed,
-//! 1 failed, 130 interrupted, 2 when the request itself was refused (a usage error). A tool
-//! call that waits for approval is asked about at a terminal; otherwise `send` says how to
-//! answer it and exits 4, so a script never waits silently for an answer it cannot give.
+//! 1 failed, 130 interrupted, 2 when the request itself was refused (a usage error), 69 when
+//! the service could not be reached or the stream was lost for good. A tool call that waits
+//! for approval is asked about at a terminal; otherwise `send` says how to answer it and exits
+//! 4, so a script never waits silently for an answer it cannot give. Ctrl-C interrupts the
+//! turn and waits for its end; a second Ctrl-C leaves at once.
 
-use std::collections::{HashMap, HashSet, VecDeque};
+use std::collections::{HashMap, HashSet};
 use std::io::Write as _;
 
-use futures::stream::{BoxStream, Fuse};
-use futures::{Stream, StreamExt};
+use futures::StreamExt;
 use serde_json::{Value, json};
 use tokio::io::{AsyncBufReadExt, BufReader, Lines, Stdin};
 
 use super::api::{Api, ApiError, ServerEvent};
 use super::approval_prompt::{self, Asked, Console, Input};
-use crate::bus::EventId;
+use super::stream::{self, Events, Next};
 
 /// Exit codes, as a shell reads them.
 pub const EXIT_COMPLETED: u8 = 0;
@@ -23,6 +24,9 @@ pub const EXIT_FAILED: u8 = 1;
 pub const EXIT_USAGE: u8 = 2;
 /// A tool call waits for approval and nobody at this terminal can answer it.
 pub const EXIT_APPROVAL: u8 = 4;
+/// The service could not be reached, or the event stream was lost and could not be opened
+/// again (EX_UNAVAILABLE of sysexits.h): the turn's outcome is unknown.
+pub const EXIT_UNAVAILABLE: u8 = 69;
 /// As for a command stopped by Ctrl-C (128 + SIGINT).
 pub const EXIT_INTERRUPTED: u8 = 130;
 
@@ -35,6 +39,9 @@ pub struct SendOptions {
     pub mode: Option<String>,
     /// The working directory of a new conversation.
     pub cwd: String,
+    /// The model and the agent of a new conversation (the service's defaults when `None`).
+    pub model: Option<String>,
+    pub agent: Option<String>,
     /// Every event as a JSON line instead of the reply's text.
     pub json: bool,
     /// A person at a terminal (stdin and stderr), who can answer approvals.
@@ -52,6 +59,7 @@ pub struct SendError {
 /// Sends the message and follows the turn that takes it to its end; returns the exit code.
 /// The conversation id goes to stderr first, so a script can continue the conversation.
 pub async fn run(options: SendOptions) -> Result<u8, SendError> {
+    let mut interrupts = Interrupts::new();
     let mut output = Output::new(options.json);
     let mut approvals = Approvals {
         api: &options.api,
@@ -59,103 +67,81 @@ pub async fn run(options: SendOptions) -> Result<u8, SendError> {
         input: None,
         seen: HashSet::new(),
     };
-    match &options.conversation {
+    let api = &options.api;
+    let (events, mut turn) = match &options.conversation {
         Some(id) => {
             // Follow first, then send: nothing the message starts can be missed.
-            let mut events = options.api.events(id, None).await.map_err(refused)?.boxed();
-            let snapshot = next_event(&mut events).await?;
+            let mut stream = api.events(id, None).await.map_err(refused)?.boxed();
+            let snapshot = next_event(&mut stream).await?;
             eprintln!("conversation {id}");
             let mut body = json!({ "text": options.text });
             if let Some(mode) = &options.mode {
                 body["mode"] = json!(mode);
             }
-            let sent = options
-                .api
+            let sent = api
                 .post(&format!("/api/conversations/{id}/messages"), &body)
                 .await
                 .map_err(refused)?;
-            let message_id = sent["message"]["id"].as_str().unwrap_or_default();
-            let mut turn = Turn::of_message(message_id);
-            let events = Events::new(futures::stream::iter([snapshot]).chain(events));
-            Ok(follow(events, &mut turn, &mut output, &mut approvals).await)
+            let message_id = text(&sent["message"]["id"]);
+            let events = Events::new(api, id, vec![snapshot], stream);
+            (events, Turn::of_message(id, message_id))
         }
         None => {
-            let created = options
-                .api
-                .post(
-                    "/api/conversations",
-                    &json!({ "text": options.text, "cwd": options.cwd }),
-                )
+            let mut body = json!({ "text": options.text, "cwd": options.cwd });
+            if let Some(model) = &options.model {
+                body["model"] = json!(model);
+            }
+            if let Some(agent) = &options.agent {
+                body["agent"] = json!(agent);
+            }
+            let created = api
+                .post("/api/conversations", &body)
                 .await
                 .map_err(refused)?;
             let id = text(&created["conversation"]["id"]).to_owned();
             let turn_id = text(&created["turn_id"]).to_owned();
             eprintln!("conversation {id}");
-            follow_new(&options.api, &id, turn_id, &mut output, &mut approvals).await
+            let events = stream::from_first_event(api, &id).await.map_err(refused)?;
+            (events, Turn::known(&id, turn_id))
         }
-    }
-}
-
-/// Follows the first turn of a conversation just created. It began before any stream could
-/// be opened, so when the first snapshot no longer shows it running, its events are replayed
-/// from the conversation's first one (`Last-Event-ID` of the same epoch, before event 1).
-async fn follow_new(
-    api: &Api,
-    id: &str,
-    turn_id: String,
-    output: &mut Output,
-    approvals: &mut Approvals<'_>,
-) -> Result<u8, SendError> {
-    let mut turn = Turn::known(turn_id);
-    let mut events = api.events(id, None).await.map_err(unreachable)?.boxed();
-    let snapshot = next_event(&mut events).await?;
-    if turn.running_in(&snapshot.data) {
-        let events = Events::new(futures::stream::iter([snapshot]).chain(events));
-        return Ok(follow(events, &mut turn, output, approvals).await);
-    }
-    let from_start = snapshot
-        .id
-        .as_deref()
-        .and_then(|last| last.parse::<EventId>().ok())
-        .map(|last| EventId { n: 0, ..last }.to_string());
-    let mut replay = api
-        .events(id, from_start.as_deref())
-        .await
-        .map_err(unreachable)?
-        .boxed();
-    let first = next_event(&mut replay).await?;
-    if first.kind == "snapshot" {
-        return Err(SendError {
-            code: EXIT_FAILED,
-            message: format!(
-                "the turn ended before it could be followed, and the service no longer has its \
-                 events; see GET /api/conversations/{id}/items"
-            ),
-        });
-    }
-    let events = Events::new(futures::stream::iter([first]).chain(replay));
-    Ok(follow(events, &mut turn, output, approvals).await)
+    };
+    let mut follow = Follow {
+        api,
+        events,
+        turn: &mut turn,
+        output: &mut output,
+        approvals: &mut approvals,
+        interrupts: &mut interrupts,
+    };
+    Ok(follow.run().await)
 }
 
 /// The turn the message went into: known from the start (a new conversation's first turn),
 /// or found when the message starts a turn or is steered into the running one.
 struct Turn {
+    conversation: String,
     message_id: Option<String>,
     turn_id: Option<String>,
+    /// Its session, once known: its `model.retry` events are shown.
+    session_id: Option<String>,
 }
 
 impl Turn {
-    fn known(turn_id: String) -> Turn {
+    fn known(conversation: &str, turn_id: String) -> Turn {
         Turn {
+            conversation: conversation.to_owned(),
             message_id: None,
             turn_id: Some(turn_id),
+            session_id: None,
         }
     }
 
-    fn of_message(message_id: &str) -> Turn {
+    fn of_message(conversation: &str, message_id: &str) -> Turn {
         Turn {
+            conversation: conversation.to_owned(),
             message_id: Some(message_id.to_owned()),
             turn_id: None,
+            session_id: None,
         }
     }
 
@@ -167,12 +153,11 @@ impl Turn {
             .any(|running| Some(text(&running["turn_id"])) == self.turn_id.as_deref())
     }
 
-    /// Notes which turn took the message; returns the event unchanged.
-    fn observe(&mut self, event: ServerEvent) -> ServerEvent {
-        let Some(message_id) = self.message_id.as_deref() else {
-            return event;
-        };
-        if self.turn_id.is_none() {
+    /// Notes which turn took the message, and its session.
+    fn observe(&mut self, event: &ServerEvent) {
+        if self.turn_id.is_none()
+            && let Some(message_id) = self.message_id.as_deref()
+        {
             let took_it = match event.kind.as_str() {
                 "turn.started" => event.data["message_ids"]
                     .as_array()
@@ -188,7 +173,19 @@ impl Turn {
                 self.turn_id = turn_id.map(str::to_owned);
             }
         }
-        event
+        match event.kind.as_str() {
+            "turn.started" if self.is(&event.data) => {
+                self.session_id = event.data["session_id"].as_str().map(str::to_owned);
+            }
+            "snapshot" => {
+                for running in event.data["running"].as_array().into_iter().flatten() {
+                    if Some(text(&running["turn_id"])) == self.turn_id.as_deref() {
+                        self.session_id = running["session_id"].as_str().map(str::to_owned);
+                    }
+                }
+            }
+            _ => {}
+        }
     }
 
     fn is(&self, data: &Value) -> bool {
@@ -198,72 +195,221 @@ impl Turn {
     }
 }
 
-/// Prints the events of the conversation until the turn ends; returns its exit code.
-async fn follow(
-    mut events: Events,
-    turn: &mut Turn,
-    output: &mut Output,
-    approvals: &mut Approvals<'_>,
-) -> u8 {
-    while let Some(event) = events.next().await {
-        let event = turn.observe(event);
-        output.event(&event);
-        if event.kind == "turn.ended" && turn.is(&event.data) {
-            output.finish();
-            return match event.data["status"].as_str() {
-                Some("completed") => EXIT_COMPLETED,
-                Some("interrupted") => {
-                    eprintln!("the turn was interrupted");
-                    EXIT_INTERRUPTED
+/// Following the turn to its end.
+struct Follow<'a, 'b> {
+    api: &'a Api,
+    events: Events,
+    turn: &'a mut Turn,
+    output: &'a mut Output,
+    approvals: &'a mut Approvals<'b>,
+    interrupts: &'a mut Interrupts,
+}
+
+impl Follow<'_, '_> {
+    /// Prints the events of the conversation until the turn ends; returns its exit code.
+    async fn run(&mut self) -> u8 {
+        let mut reconnected = false;
+        loop {
+            let next = tokio::select! {
+                next = self.events.next() => next,
+                () = self.interrupts.next() => match self.interrupt().await {
+                    Some(code) => return code,
+                    None => continue,
+                },
+            };
+            let event = match next {
+                Next::Event(event) => event,
+                Next::Reconnected => {
+                    reconnected = true;
+                    continue;
                 }
-                _ => {
-                    eprintln!(
-                        "the turn failed: {}",
-                        event.data["error"].as_str().unwrap_or("no error given")
-                    );
-                    EXIT_FAILED
+                Next::Lost(why) => {
+                    self.output.finish();
+                    eprintln!("openvaala send: {why}; the turn may still be running");
+                    return EXIT_UNAVAILABLE;
                 }
             };
-        }
-        if !output.json && turn.turn_id.is_some() {
-            output.reply(&event, turn);
-        }
-        let asked = match event.kind.as_str() {
-            "snapshot" => event.data["approvals"].as_array().cloned(),
-            "approval.requested" => Some(vec![event.data["approval"].clone()]),
-            _ => None,
-        };
-        for approval in asked.into_iter().flatten() {
-            if let Some(code) = approvals.handle(&approval, &mut events, output).await {
-                output.finish();
-                return code;
+            self.turn.observe(&event);
+            self.output.event(&event);
+            if event.kind == "snapshot" && std::mem::take(&mut reconnected) {
+                // The service restarted: what happened meanwhile comes from what it stored.
+                if let Some(code) = self.caught_up(&event.data).await {
+                    return code;
+                }
+            }
+            if event.kind == "turn.ended" && self.turn.is(&event.data) {
+                return self.ended(text(&event.data["status"]), &event.data["error"]);
+            }
+            if event.kind == "model.retry"
+                && self
+                    .turn
+                    .session_id
+                    .as_deref()
+                    .is_none_or(|s| event.data["session_id"] == s)
+            {
+                self.output.finish();
+                eprintln!("{}", retry_line(&event.data));
+            }
+            if !self.output.json && self.turn.turn_id.is_some() {
+                self.output.reply(&event, self.turn);
+            }
+            let asked = match event.kind.as_str() {
+                "snapshot" => event.data["approvals"].as_array().cloned(),
+                "approval.requested" => Some(vec![event.data["approval"].clone()]),
+                _ => None,
+            };
+            for approval in asked.into_iter().flatten() {
+                let handled = tokio::select! {
+                    handled = self.approvals.handle(&approval, &mut self.events, self.output) => handled,
+                    // An interrupt cancels the approval too.
+                    () = self.interrupts.next() => self.interrupt().await,
+                };
+                if let Some(code) = handled {
+                    self.output.finish();
+                    return code;
+                }
             }
         }
     }
-    output.finish();
-    eprintln!("the service ended the event stream before the turn ended");
-    EXIT_FAILED
-}
 
-/// The conversation's events as `follow` reads them: those that came while a question about an
-/// approval waited for its answer first.
-struct Events {
-    stream: Fuse<BoxStream<'static, ServerEvent>>,
-    put_aside: VecDeque<ServerEvent>,
-}
-
-impl Events {
-    fn new(stream: impl Stream<Item = ServerEvent> + Send + 'static) -> Events {
-        Events {
-            stream: stream.boxed().fuse(),
-            put_aside: VecDeque::new(),
+    fn ended(&mut self, status: &str, error: &Value) -> u8 {
+        self.output.finish();
+        match status {
+            "completed" => EXIT_COMPLETED,
+            "interrupted" => {
+                eprintln!("the turn was interrupted");
+                EXIT_INTERRUPTED
+            }
+            _ => {
+                eprintln!(
+                    "the turn failed: {}",
+                    error.as_str().unwrap_or("no error given")
+                );
+                EXIT_FAILED
+            }
         }
     }
 
-    async fn next(&mut self) -> Option<ServerEvent> {
-        match self.put_aside.pop_front() {
-            Some(event) => Some(event),
-            None => self.stream.next().await,
+    /// Ctrl-C: the first interrupts the turn (its end comes on the stream), the second leaves
+    /// at once. `Some(exit code)` when `send` stops here.
+    async fn interrupt(&mut self) -> Option<u8> {
+        self.output.finish();
+        if self.interrupts.count > 1 {
+            eprintln!("openvaala send: left without waiting; the turn may still be running");
+            return Some(EXIT_INTERRUPTED);
+        }
+        let id = &self.turn.conversation;
+        if self.turn.turn_id.is_none()
+            && let Some(message_id) = &self.turn.message_id
+        {
+            // The message still waits for its turn: taking it back is the interrupt.
+            let path = format!("/api/conversations/{id}/pending/{message_id}");
+            if self.api.delete(&path).await.is_ok() {
+                eprintln!("your message was withdrawn before any turn took it");
+                return Some(EXIT_INTERRUPTED);
+            }
+        }
+        eprintln!("interrupting the turn… (Ctrl-C again to leave at once)");
+        let api = self.api.clone();
+        let path = format!("/api/conversations/{id}/interrupt");
+        let body = match &self.turn.session_id {
+            Some(session) => json!({ "session_id": session }),
+            None => json!({}),
+        };
+        // The answer comes once the turn has ended, which the stream shows too.
+        tokio::spawn(async move { api.post(&path, &body).await });
+        None
+    }
+
+    /// After a restart, the fresh `snapshot` shows whether the turn still runs; if it ended
+    /// meanwhile, its stored reply is printed and its end gives the exit code.
+    async fn caught_up(&mut self, snapshot: &Value) -> Option<u8> {
+        let id = self.turn.conversation.clone();
+        let items = stored_items(self.api, &id).await.ok()?;
+        if self.turn.turn_id.is_none() {
+            let message_id = self.turn.message_id.clone()?;
+            let waiting = snapshot["pending"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .any(|message| message["id"] == message_id.as_str());
+            if waiting {
+                return None;
+            }
+            let Some(stored) = items.iter().find(|item| item["id"] == message_id.as_str()) else {
+                self.output.finish();
+                eprintln!(
+                    "openvaala send: your message was waiting when the service restarted and \
+                     was lost; send it again"
+                );
+                return Some(EXIT_UNAVAILABLE);
+            };
+            self.turn.turn_id = stored["turn_id"].as_str().map(str::to_owned);
+        }
+        if self.turn.running_in(snapshot) {
+            return None;
+        }
+        if !self.output.json {
+            for item in items
+                .iter()
+                .filter(|item| self.turn.is(&json!({ "item": item })))
+            {
+                self.output.item_text(item);
+            }
+        }
+        let last_turn = &snapshot["conversation"]["last_turn"];
+        Some(self.ended(text(&last_turn["status"]), &last_turn["error"]))
+    }
+}
+
+/// A retry as `send` reports it on stderr.
+fn retry_line(data: &Value) -> String {
+    let delay_ms = data["delay_ms"].as_u64().unwrap_or(0);
+    format!(
+        "the model call failed ({}); attempt {} of {} in {:.1} s",
+        text(&data["error"]),
+        data["attempt"].as_u64().unwrap_or(0) + 1,
+        data["max_attempts"].as_u64().unwrap_or(0),
+        delay_ms as f64 / 1000.0
+    )
+}
+
+/// The root session's stored items.
+async fn stored_items(api: &Api, id: &str) -> Result<Vec<Value>, ApiError> {
+    let mut items = Vec::new();
+    let mut path = format!("/api/conversations/{id}/items?limit=2000");
+    loop {
+        let page = api.get(&path).await?;
+        items.extend(page["items"].as_array().cloned().unwrap_or_default());
+        match page["next_after_seq"].as_u64() {
+            Some(next) => {
+                path = format!("/api/conversations/{id}/items?limit=2000&after_seq={next}")
+            }
+            None => return Ok(items),
+        }
+    }
+}
+
+/// Ctrl-C as `send` counts it: once the handler is installed, SIGINT no longer ends the
+/// process on its own.
+struct Interrupts {
+    signal: Option<tokio::signal::unix::Signal>,
+    count: u32,
+}
+
+impl Interrupts {
+    fn new() -> Interrupts {
+        let signal = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::interrupt()).ok();
+        Interrupts { signal, count: 0 }
+    }
+
+    async fn next(&mut self) {
+        match &mut self.signal {
+            Some(signal) => {
+                signal.recv().await;
+                self.count += 1;
+            }
+            None => std::future::pending().await,
         }
     }
 }
@@ -353,7 +499,7 @@ impl Console for SendConsole<'_> {
                         _ => Input::NoInput,
                     };
                 }
-                event = self.events.stream.next() => {
+                event = self.events.pull() => {
                     let Some(event) = event else {
                         return Input::Ended;
                     };
@@ -461,30 +607,24 @@ impl Output {
 }
 
 async fn next_event(
-    events: &mut (impl Stream<Item = ServerEvent> + Unpin),
+    events: &mut (impl futures::Stream<Item = ServerEvent> + Unpin),
 ) -> Result<ServerEvent, SendError> {
     events.next().await.ok_or_else(|| SendError {
-        code: EXIT_FAILED,
+        code: EXIT_UNAVAILABLE,
         message: "the service ended the event stream at once".to_owned(),
     })
 }
 
 /// The service refused the request (an unknown conversation, empty text, a bad mode): a usage
-/// error. No answer at all is a failure.
+/// error. No answer at all: the service is unavailable. Any other error answer: a failure.
 fn refused(error: ApiError) -> SendError {
     let code = match &error {
         ApiError::Service { status, .. } if (400..500).contains(status) => EXIT_USAGE,
-        _ => EXIT_FAILED,
+        ApiError::Service { .. } => EXIT_FAILED,
+        ApiError::Unreachable { .. } => EXIT_UNAVAILABLE,
     };
     SendError {
         code,
-        message: error.to_string(),
-    }
-}
-
-fn unreachable(error: ApiError) -> SendError {
-    SendError {
-        code: EXIT_FAILED,
         message: error.to_string(),
     }
 }

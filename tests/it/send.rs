@@ -10,15 +10,15 @@ use tokio::process::Command;
 use crate::harness::{Server, ServerOptions, TIMEOUT, binary};
 
 /// What one `openvaala send` run gave: its exit code, stdout and stderr.
-struct Sent {
-    code: i32,
-    out: String,
-    err: String,
+pub(crate) struct Sent {
+    pub code: i32,
+    pub out: String,
+    pub err: String,
 }
 
 impl Sent {
     /// The conversation id it printed to stderr.
-    fn conversation(&self) -> String {
+    pub fn conversation(&self) -> String {
         self.err
             .lines()
             .find_map(|line| line.strip_prefix("conversation "))
@@ -27,12 +27,17 @@ impl Sent {
     }
 }
 
-fn command(server: &Server, args: &[&str], cwd: &std::path::Path) -> Command {
+pub(crate) fn command(server: &Server, args: &[&str], cwd: &std::path::Path) -> Command {
+    command_at(&server.base, args, cwd)
+}
+
+/// `openvaala send` with `--url url`.
+pub(crate) fn command_at(url: &str, args: &[&str], cwd: &std::path::Path) -> Command {
     let mut command = Command::new(binary());
     command
         .arg("send")
         .args(args)
-        .args(["--url", &server.base])
+        .args(["--url", url])
         .current_dir(cwd)
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -40,8 +45,18 @@ fn command(server: &Server, args: &[&str], cwd: &std::path::Path) -> Command {
     command
 }
 
-async fn send(server: &Server, args: &[&str], stdin: &str, cwd: &std::path::Path) -> Sent {
-    let mut child = command(server, args, cwd)
+pub(crate) async fn send(
+    server: &Server,
+    args: &[&str],
+    stdin: &str,
+    cwd: &std::path::Path,
+) -> Sent {
+    finish(command(server, args, cwd), stdin).await
+}
+
+/// Runs a prepared `send` with `stdin` and waits for its end.
+pub(crate) async fn finish(mut command: Command, stdin: &str) -> Sent {
+    let mut child = command
         .stdin(Stdio::piped())
         .spawn()
         .expect("the binary runs");
@@ -59,7 +74,7 @@ async fn send(server: &Server, args: &[&str], stdin: &str, cwd: &std::path::Path
     }
 }
 
-fn demo_reply(text: &str) -> String {
+pub(crate) fn demo_reply(text: &str) -> String {
     format!("Demo model (offline, built in): you said \"{text}\".")
 }
 

@@ -132,7 +132,7 @@ async fn no_service_is_a_clear_error() {
     let (ok, _, err) = chat(&["--url", "http://127.0.0.1:9"], "hello\n", workdir.path()).await;
     assert!(!ok);
     assert!(
-        err.contains("cannot reach the service at http://127.0.0.1:9"),
+        err.contains("connection refused at http://127.0.0.1:9: is `openvaala serve` running?"),
         "{err}"
     );
 }

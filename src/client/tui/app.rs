@@ -1,0 +1,569 @@
+//! The full-screen chat's state and what each key does. The terminal loop (`mod.rs`) feeds it
+//! keys, pastes and the conversation's events (`feed.rs`); `view.rs` draws it. Tests drive it
+//! the same way on ratatui's test backend.
+
+use crossterm::event::{KeyCode, KeyEvent, KeyEventKind, KeyModifiers};
+use serde_json::{Value, json};
+use tokio::sync::mpsc;
+use tokio::task::JoinHandle;
+
+use super::editor::Editor;
+use super::picker::{Pick, Picker};
+use super::source::{self, Feed};
+use super::transcript::{Transcript, text};
+use crate::client::api::{Api, ApiError};
+use crate::client::approval_prompt::{self, Dialog, Next};
+
+/// Whether the conversation's stream is open.
+#[derive(Clone, PartialEq, Eq)]
+pub enum Connection {
+    /// No conversation yet.
+    Idle,
+    Connected,
+    Reconnecting,
+    Lost(String),
+}
+
+pub struct App {
+    pub api: Api,
+    pub cwd: String,
+    pub conversation: Option<String>,
+    pub transcript: Transcript,
+    pub editor: Editor,
+    /// The user's messages waiting for the agent (root session).
+    pub pending: Vec<Value>,
+    pub model: String,
+    pub agent: String,
+    pub usage: Value,
+    pub connection: Connection,
+    pub root_session: String,
+    /// A sub-agent's session followed instead of the root's (`/agents`): its items are shown,
+    /// messages go to it and an interrupt stops it.
+    pub focus: Option<String>,
+    /// The root agent's running turn.
+    pub running: Option<String>,
+    /// An interrupt was asked for the running turn: the next Ctrl-C quits.
+    pub interrupting: bool,
+    pub picker: Option<Picker>,
+    /// Approvals waiting for an answer, the first asked in the input box.
+    pub approvals: Vec<(Value, Dialog)>,
+    /// The question the first approval asks now.
+    pub question: Option<String>,
+    /// Lines scrolled up from the bottom of the conversation.
+    pub scroll: usize,
+    pub quit: bool,
+    pub(super) feed: Option<(mpsc::UnboundedReceiver<Feed>, JoinHandle<()>)>,
+    pub(super) after_reconnect: bool,
+}
+
+impl Drop for App {
+    fn drop(&mut self) {
+        if let Some((_, task)) = &self.feed {
+            task.abort();
+        }
+    }
+}
+
+/// Stored items shown when a conversation opens.
+const HISTORY_SHOWN: usize = 20;
+
+const HELP: &str = "Enter sends · Shift-Enter, Alt-Enter or Ctrl-J adds a line · Tab queues the \
+message for after the running turn · Esc or Ctrl-C interrupts the turn (Ctrl-C again, or Ctrl-D \
+on an empty input, quits) · ↑ on an empty input edits the last waiting message · Ctrl-O folds \
+or shows tool output and reasoning · PageUp/PageDown scroll · while an approval waits, the input answers it (y, c, a or n)
+Commands: /new · /resume [text] · /rewind · /agents · /model [name] · /interrupt · /compact · \
+/context · /quit. Start a message with // to send one that begins with / (//shell ls).";
+
+impl App {
+    pub fn new(api: Api, cwd: String) -> App {
+        let mut transcript = Transcript::default();
+        transcript.notice(format!(
+            "Connected to {}. /help lists the keys and commands.",
+            api.base
+        ));
+        App {
+            api,
+            cwd,
+            conversation: None,
+            transcript,
+            editor: Editor::default(),
+            pending: Vec::new(),
+            model: String::new(),
+            agent: String::new(),
+            usage: Value::Null,
+            connection: Connection::Idle,
+            root_session: String::new(),
+            focus: None,
+            running: None,
+            interrupting: false,
+            picker: None,
+            approvals: Vec::new(),
+            question: None,
+            scroll: 0,
+            quit: false,
+            feed: None,
+            after_reconnect: false,
+        }
+    }
+
+    pub async fn paste(&mut self, pasted: &str) {
+        if self.picker.is_none() {
+            self.editor.paste(pasted);
+        }
+    }
+
+    pub async fn key(&mut self, key: KeyEvent) {
+        if key.kind == KeyEventKind::Release {
+            return;
+        }
+        if self.picker.is_some() {
+            return self.picker_key(key).await;
+        }
+        let ctrl = key.modifiers.contains(KeyModifiers::CONTROL);
+        let newline = key
+            .modifiers
+            .intersects(KeyModifiers::SHIFT | KeyModifiers::ALT);
+        match key.code {
+            KeyCode::Char('c') if ctrl => self.ctrl_c().await,
+            KeyCode::Char('d') if ctrl && self.editor.is_empty() => self.quit = true,
+            KeyCode::Char('d') if ctrl => self.editor.delete(),
+            KeyCode::Char('j') if ctrl => self.editor.insert('\n'),
+            KeyCode::Char('a') if ctrl => self.editor.home(),
+            KeyCode::Char('e') if ctrl => self.editor.end(),
+            KeyCode::Char('u') if ctrl => self.editor.kill_to_start(),
+            KeyCode::Char('k') if ctrl => self.editor.kill_to_end(),
+            KeyCode::Char('w') if ctrl => self.editor.kill_word(),
+            KeyCode::Char('o') if ctrl => self.transcript.expanded = !self.transcript.expanded,
+            KeyCode::Char(c) if !ctrl => self.editor.insert(c),
+            KeyCode::Enter if newline => self.editor.insert('\n'),
+            KeyCode::Enter => self.submit(None).await,
+            KeyCode::Tab => self.submit(Some("queue")).await,
+            KeyCode::Esc => self.interrupt().await,
+            KeyCode::Backspace => self.editor.backspace(),
+            KeyCode::Delete => self.editor.delete(),
+            KeyCode::Left => self.editor.left(),
+            KeyCode::Right => self.editor.right(),
+            KeyCode::Home => self.editor.home(),
+            KeyCode::End => self.editor.end(),
+            KeyCode::Up if self.editor.is_empty() && !self.pending.is_empty() => {
+                self.edit_waiting().await;
+            }
+            KeyCode::Up => self.editor.up(),
+            KeyCode::Down => self.editor.down(),
+            KeyCode::PageUp => self.scroll += 10,
+            KeyCode::PageDown => self.scroll = self.scroll.saturating_sub(10),
+            _ => {}
+        }
+    }
+
+    async fn ctrl_c(&mut self) {
+        if self.running.is_some() && !self.interrupting {
+            self.interrupt().await;
+        } else if !self.editor.is_empty() {
+            self.editor.set("");
+        } else {
+            self.quit = true;
+        }
+    }
+
+    /// Esc or Ctrl-C during a turn: the service stops it (its end comes on the stream).
+    async fn interrupt(&mut self) {
+        let Some(id) = self.conversation.clone() else {
+            return;
+        };
+        if self.running.is_none() {
+            return;
+        }
+        self.interrupting = true;
+        self.transcript.notice("interrupting… (Ctrl-C again quits)");
+        let api = self.api.clone();
+        let path = match &self.focus {
+            Some(session) => format!("/api/conversations/{id}/sessions/{session}/interrupt"),
+            None => format!("/api/conversations/{id}/interrupt"),
+        };
+        // Answered once the turn has ended, which the stream shows: not waited for here.
+        tokio::spawn(async move {
+            let _ = api.post(&path, &json!({})).await;
+        });
+    }
+
+    /// ↑ on an empty input: the last waiting message is taken back into the input to edit.
+    async fn edit_waiting(&mut self) {
+        let (Some(id), Some(message)) = (self.conversation.clone(), self.pending.last().cloned())
+        else {
+            return;
+        };
+        let path = format!("/api/conversations/{id}/pending/{}", text(&message["id"]));
+        match self.api.delete(&path).await {
+            Ok(withdrawn) => {
+                self.pending.retain(|m| m["id"] != message["id"]);
+                self.editor.set(text(&withdrawn["text"]));
+            }
+            Err(error) => self.transcript.notice(format!("cannot edit it: {error}")),
+        }
+    }
+
+    async fn submit(&mut self, mode: Option<&str>) {
+        if !self.approvals.is_empty() {
+            let line = self.editor.take();
+            return self.answer(&line).await;
+        }
+        let typed = self.editor.text();
+        if typed.trim().is_empty() {
+            return;
+        }
+        self.scroll = 0;
+        // One line starting with `/` is a command; `//` sends a line that starts with `/`.
+        if !typed.contains('\n')
+            && let Some(command) = typed.trim().strip_prefix('/')
+            && !command.starts_with('/')
+        {
+            self.editor.take();
+            let command = command.to_owned();
+            if let Err(error) = self.command(&command).await {
+                self.transcript.notice(format!("error: {error}"));
+            }
+            return;
+        }
+        let message = self.editor.take();
+        let message = match message.strip_prefix("//") {
+            Some(rest) => format!("/{rest}"),
+            None => message,
+        };
+        if let Err(error) = self.send(&message, mode).await {
+            self.transcript.notice(format!("error: {error}"));
+            self.editor.set(&message);
+        }
+    }
+
+    async fn send(&mut self, message: &str, mode: Option<&str>) -> Result<(), ApiError> {
+        let Some(id) = self.conversation.clone() else {
+            let created = self
+                .api
+                .post(
+                    "/api/conversations",
+                    &json!({ "text": message, "cwd": self.cwd }),
+                )
+                .await?;
+            let id = text(&created["conversation"]["id"]).to_owned();
+            self.open(&id, true).await?;
+            // Its first turn: the replay that follows shows its end.
+            self.running = created["turn_id"].as_str().map(str::to_owned);
+            return Ok(());
+        };
+        let mut body = json!({ "text": message });
+        if let Some(mode) = mode {
+            body["mode"] = json!(mode);
+        }
+        if let Some(session) = &self.focus {
+            body["session_id"] = json!(session);
+        }
+        self.api
+            .post(&format!("/api/conversations/{id}/messages"), &body)
+            .await?;
+        Ok(())
+    }
+
+    /// Follows a conversation: the end of its history, then its stream.
+    /// `created`: just created here, so its stream is read from its first event.
+    pub async fn open(&mut self, id: &str, created: bool) -> Result<(), ApiError> {
+        let conversation = self.api.get(&format!("/api/conversations/{id}")).await?;
+        if let Some((_, task)) = self.feed.take() {
+            task.abort();
+        }
+        self.transcript = Transcript::default();
+        self.pending.clear();
+        self.running = None;
+        self.conversation = Some(id.to_owned());
+        self.focus = None;
+        self.root_session = text(&conversation["root_session_id"]).to_owned();
+        self.model = text(&conversation["model"]).to_owned();
+        self.agent = text(&conversation["agent"]).to_owned();
+        self.usage = conversation["usage"].clone();
+        self.transcript.notice(format!(
+            "conversation {id}: {} — {}",
+            text(&conversation["title"]),
+            text(&conversation["cwd"])
+        ));
+        // The stream first, then the history: an item may show in both, and the later view
+        // of it (an item updates in place) is the one that stays; none falls in between.
+        self.follow(id, created).await?;
+        let items = source::stored_items(&self.api, id, None).await?;
+        for item in &items[items.len().saturating_sub(HISTORY_SHOWN)..] {
+            self.transcript.item(item);
+        }
+        Ok(())
+    }
+
+    async fn command(&mut self, line: &str) -> Result<(), ApiError> {
+        let (name, argument) = line.split_once(' ').unwrap_or((line, ""));
+        let argument = argument.trim();
+        match name {
+            "quit" | "exit" | "q" => self.quit = true,
+            "help" => self.transcript.notice(HELP),
+            "new" => {
+                if let Some((_, task)) = self.feed.take() {
+                    task.abort();
+                }
+                self.conversation = None;
+                self.running = None;
+                self.pending.clear();
+                self.connection = Connection::Idle;
+                self.transcript.notice("the next message starts a new conversation");
+            }
+            "interrupt" => self.interrupt().await,
+            "resume" => {
+                let mut path = "/api/conversations?limit=50".to_owned();
+                if !argument.is_empty() {
+                    path += &format!("&q={}", form_urlencoded::byte_serialize(argument.as_bytes()).collect::<String>());
+                }
+                let page = self.api.get(&path).await?;
+                let choices = page["conversations"]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .map(|c| (format!("{} — {}", text(&c["title"]), text(&c["id"])), text(&c["id"]).to_owned()))
+                    .collect();
+                self.picker = Some(Picker::new(Pick::Resume, "resume a conversation", choices));
+            }
+            "rewind" => {
+                let id = self.current()?;
+                let items = source::stored_items(&self.api, &id, None).await?;
+                let choices = items
+                    .iter()
+                    .filter(|item| item["kind"] == "user_message" && item["source"] != "agent")
+                    .map(|item| (first_line(text(&item["text"])), text(&item["id"]).to_owned()))
+                    .rev()
+                    .collect();
+                self.picker = Some(Picker::new(Pick::Rewind, "rewind to before which message?", choices));
+            }
+            "model" if !argument.is_empty() => self.switch_model(argument).await?,
+            "model" => {
+                let models = self.api.get("/api/models").await?;
+                let choices = models["models"]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .map(|m| (text(&m["id"]).to_owned(), text(&m["id"]).to_owned()))
+                    .collect();
+                self.picker = Some(Picker::new(Pick::Model, "switch the model", choices));
+            }
+            "agents" => {
+                let id = self.current()?;
+                let tree = crate::client::agents::show(&self.api, &id).await?;
+                self.transcript.notice(format!("agents:\n{}", tree.trim_end()));
+                let view = self.api.get(&format!("/api/conversations/{id}")).await?;
+                let choices: Vec<(String, String)> = view["sessions"]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .map(|s| {
+                        let role = if s["parent_id"].is_null() { "root" } else { "sub-agent" };
+                        let label = format!(
+                            "{role} {} ({}) {}",
+                            text(&s["agent"]),
+                            text(&s["status"]),
+                            text(&s["task"]).lines().next().unwrap_or_default()
+                        );
+                        (label, text(&s["id"]).to_owned())
+                    })
+                    .collect();
+                if choices.len() > 1 {
+                    self.picker = Some(Picker::new(Pick::Agent, "follow which agent?", choices));
+                }
+            }
+            "compact" => {
+                let id = self.current()?;
+                self.api
+                    .post(&format!("/api/conversations/{id}/compact"), &json!({}))
+                    .await?;
+            }
+            "context" => {
+                let id = self.current()?;
+                let usage = self.api.get(&format!("/api/conversations/{id}/usage")).await?;
+                self.transcript
+                    .notice(format!("context: {}", crate::client::render::usage_line(&usage)));
+            }
+            _ if crate::model::demo::DIRECTIVES.contains(&name) => self.transcript.notice(format!(
+                "/{name} is a directive for the demo model: send it with //{line}"
+            )),
+            _ => self.transcript.notice(format!(
+                "/{name} is not a command here (/help lists them; `openvaala chat --plain` has more)"
+            )),
+        }
+        Ok(())
+    }
+
+    async fn switch_model(&mut self, model: &str) -> Result<(), ApiError> {
+        let id = self.current()?;
+        let updated = self
+            .api
+            .patch(
+                &format!("/api/conversations/{id}"),
+                &json!({ "model": model }),
+            )
+            .await?;
+        self.model = text(&updated["model"]).to_owned();
+        self.transcript.notice(format!("model: {}", self.model));
+        Ok(())
+    }
+
+    async fn picker_key(&mut self, key: KeyEvent) {
+        let Some(picker) = &mut self.picker else {
+            return;
+        };
+        match key.code {
+            KeyCode::Esc => self.picker = None,
+            KeyCode::Char('c') if key.modifiers.contains(KeyModifiers::CONTROL) => {
+                self.picker = None;
+            }
+            KeyCode::Up => picker.up(),
+            KeyCode::Down => picker.down(),
+            KeyCode::Backspace => picker.backspace(),
+            KeyCode::Char(c) => picker.type_char(c),
+            KeyCode::Enter => {
+                let Some((kind, value)) = self.picker.take().and_then(|p| p.chosen()) else {
+                    return;
+                };
+                if let Err(error) = self.picked(kind, &value).await {
+                    self.transcript.notice(format!("error: {error}"));
+                }
+            }
+            _ => {}
+        }
+    }
+
+    async fn picked(&mut self, kind: Pick, value: &str) -> Result<(), ApiError> {
+        match kind {
+            Pick::Resume => self.open(value, false).await,
+            Pick::Model => self.switch_model(value).await,
+            Pick::Agent => self.focus_on(value).await,
+            Pick::Rewind => {
+                let id = self.current()?;
+                let rewound = self
+                    .api
+                    .post(
+                        &format!("/api/conversations/{id}/rewind"),
+                        &json!({ "message_id": value }),
+                    )
+                    .await?;
+                let message = text(&rewound["text"]).to_owned();
+                match rewound["conversation"]["id"].as_str() {
+                    Some(copy) => self.open(copy, false).await?,
+                    // Before the first message: the next message starts anew.
+                    None => {
+                        self.conversation = None;
+                        self.transcript = Transcript::default();
+                        self.connection = Connection::Idle;
+                    }
+                }
+                self.transcript
+                    .notice("rewound: your message is back in the input, to edit and send");
+                self.editor.set(&message);
+                Ok(())
+            }
+        }
+    }
+
+    /// A line typed while an approval waits answers it (y / c / a / n, then a rule or a
+    /// message), as in the plain chat.
+    async fn answer(&mut self, line: &str) {
+        let Some((approval, dialog)) = self.approvals.first_mut() else {
+            return;
+        };
+        match dialog.line(line) {
+            Next::Ask(question) => self.question = Some(question),
+            Next::Answer(body) => {
+                let approval = approval.clone();
+                self.approvals.remove(0);
+                self.question = self.approvals.first().map(|(_, d)| d.question());
+                let path = format!("/api/approvals/{}", text(&approval["id"]));
+                let said = match self.api.post_answer(&path, &body).await {
+                    Ok((200, settled)) => approval_prompt::outcome(&settled, true),
+                    Ok((_, answer)) if !answer["approval"].is_null() => {
+                        approval_prompt::outcome(&answer["approval"], false)
+                    }
+                    Ok((status, answer)) => format!("the answer was refused ({status}): {answer}"),
+                    Err(error) => format!("error: {error}"),
+                };
+                self.transcript.notice(said.trim_end());
+            }
+        }
+    }
+
+    /// An approval the stream shows (each once).
+    pub(super) fn approval_asked(&mut self, approval: &Value) {
+        if self
+            .approvals
+            .iter()
+            .any(|(a, _)| a["id"] == approval["id"])
+            || approval["status"]
+                .as_str()
+                .is_some_and(|status| status != "pending")
+        {
+            return;
+        }
+        let asker = (approval["session_id"] != self.root_session.as_str()).then_some("a sub-agent");
+        self.transcript
+            .notice(approval_prompt::describe(approval, asker).trim_end());
+        let dialog = Dialog::new(approval);
+        if self.approvals.is_empty() {
+            self.question = Some(dialog.question());
+        }
+        self.approvals.push((approval.clone(), dialog));
+    }
+
+    /// An approval was settled (here, elsewhere, or cancelled by an interrupt).
+    pub(super) fn approval_settled(&mut self, approval: &Value) {
+        let Some(at) = self
+            .approvals
+            .iter()
+            .position(|(a, _)| a["id"] == approval["id"])
+        else {
+            return;
+        };
+        self.approvals.remove(at);
+        self.question = self.approvals.first().map(|(_, d)| d.question());
+        self.transcript
+            .notice(approval_prompt::outcome(approval, false).trim_end());
+    }
+
+    /// Follows one agent of the conversation: its items, its turns, its waiting messages.
+    async fn focus_on(&mut self, session: &str) -> Result<(), ApiError> {
+        let id = self.current()?;
+        self.focus = (session != self.root_session).then(|| session.to_owned());
+        let items = source::stored_items(&self.api, &id, self.focus.as_deref()).await?;
+        self.transcript = Transcript::default();
+        self.running = None;
+        self.pending.clear();
+        let whom = match &self.focus {
+            Some(session) => format!(
+                "following sub-agent {session}: messages go to it, Esc interrupts it; /agents goes back"
+            ),
+            None => "following the root agent".to_owned(),
+        };
+        self.transcript.notice(whom);
+        for item in &items[items.len().saturating_sub(HISTORY_SHOWN)..] {
+            self.transcript.item(item);
+        }
+        // A fresh snapshot gives this agent's running turn and waiting messages.
+        self.follow(&id, false).await
+    }
+
+    /// The session whose conversation is shown.
+    pub fn shown_session(&self) -> &str {
+        self.focus.as_deref().unwrap_or(&self.root_session)
+    }
+
+    fn current(&self) -> Result<String, ApiError> {
+        self.conversation.clone().ok_or_else(|| ApiError::Service {
+            status: 0,
+            code: "no_conversation".to_owned(),
+            message: "no conversation yet: send a message or /resume one".to_owned(),
+        })
+    }
+}
+
+fn first_line(text: &str) -> String {
+    text.lines().next().unwrap_or_default().to_owned()
+}

@@ -1,0 +1,81 @@
+//! Where the full-screen chat's events come from: a task that reads the conversation's
+//! stream (reconnecting with `Last-Event-ID`, `client::stream`) and hands each event, and each
+//! change of the connection, to the app; and the stored history it reads besides.
+
+use serde_json::Value;
+use tokio::sync::mpsc;
+use tokio::task::JoinHandle;
+
+use crate::client::api::{Api, ApiError, ServerEvent};
+use crate::client::stream::{self, Events, Next};
+
+pub enum Feed {
+    Event(ServerEvent),
+    /// The stream ended; a new one is being opened.
+    Reconnecting,
+    Reconnected,
+    Lost(String),
+}
+
+/// Opens the conversation's stream and starts the task that reads it; `from_start`: from
+/// the conversation's first event (one just created here), else from its `snapshot`.
+pub async fn follow(
+    api: &Api,
+    id: &str,
+    from_start: bool,
+) -> Result<(mpsc::UnboundedReceiver<Feed>, JoinHandle<()>), ApiError> {
+    let mut events = if from_start {
+        stream::from_first_event(api, id).await?
+    } else {
+        Events::new(api, id, Vec::new(), api.events(id, None).await?)
+    };
+    let (sender, receiver) = mpsc::unbounded_channel();
+    let task = tokio::spawn(async move {
+        loop {
+            let feed = match events.pull().await {
+                Some(event) => Feed::Event(event),
+                None => {
+                    if sender.send(Feed::Reconnecting).is_err() {
+                        return;
+                    }
+                    match events.next().await {
+                        Next::Event(event) => Feed::Event(event),
+                        Next::Reconnected => Feed::Reconnected,
+                        Next::Lost(why) => {
+                            let _ = sender.send(Feed::Lost(why));
+                            return;
+                        }
+                    }
+                }
+            };
+            if sender.send(feed).is_err() {
+                return;
+            }
+        }
+    });
+    Ok((receiver, task))
+}
+
+/// A session's stored items (the root's for `None`).
+pub async fn stored_items(
+    api: &Api,
+    id: &str,
+    session: Option<&str>,
+) -> Result<Vec<Value>, ApiError> {
+    let mut items = Vec::new();
+    let base = match session {
+        Some(session) => format!("/api/conversations/{id}/items?limit=2000&session={session}"),
+        None => format!("/api/conversations/{id}/items?limit=2000"),
+    };
+    let mut path = base.clone();
+    loop {
+        let page = api.get(&path).await?;
+        items.extend(page["items"].as_array().cloned().unwrap_or_default());
+        match page["next_after_seq"].as_u64() {
+            Some(next) => {
+                path = format!("{base}&after_seq={next}");
+            }
+            None => return Ok(items),
+        }
+    }
+}

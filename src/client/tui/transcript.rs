@@ -1,0 +1,269 @@
+//! What the full-screen chat shows of a conversation: one entry per item of the root session
+//! (messages, answers, reasoning, tool calls), the ends of turns that did not complete, retries
+//! with their countdown, and notices. Entries are updated in place as their items stream, and
+//! drawn as lines: answers as Markdown, tool output and reasoning folded unless expanded.
+
+use std::collections::HashMap;
+use std::time::Instant;
+
+use ratatui::style::{Color, Modifier, Style};
+use ratatui::text::{Line, Span};
+use serde_json::Value;
+
+use super::markdown;
+
+/// Lines of a tool's output shown while folded (its last ones).
+const FOLDED_OUTPUT: usize = 4;
+
+pub enum Entry {
+    User(String),
+    Agent {
+        text: String,
+        status: String,
+    },
+    Reasoning {
+        text: String,
+    },
+    Tool {
+        call: String,
+        output: String,
+        exit: Option<i64>,
+        status: String,
+    },
+    TurnEnded {
+        status: String,
+        error: String,
+    },
+    Retry {
+        attempt: u64,
+        max: u64,
+        at: Instant,
+        error: String,
+    },
+    Notice(String),
+}
+
+#[derive(Default)]
+pub struct Transcript {
+    pub entries: Vec<Entry>,
+    by_item: HashMap<String, usize>,
+    /// Tool output and reasoning in full (Ctrl-O).
+    pub expanded: bool,
+}
+
+impl Transcript {
+    pub fn notice(&mut self, text: impl Into<String>) {
+        self.entries.push(Entry::Notice(text.into()));
+    }
+
+    pub fn knows(&self, item_id: &str) -> bool {
+        self.by_item.contains_key(item_id)
+    }
+
+    /// An item as it starts, completes, or is read from the history.
+    pub fn item(&mut self, item: &Value) {
+        let id = text(&item["id"]).to_owned();
+        let status = text(&item["status"]).to_owned();
+        let body = text(&item["text"]).to_owned();
+        let entry = match text(&item["kind"]) {
+            "user_message" if item["source"] == "agent" => {
+                Entry::Notice(format!("report from a sub-agent: {}", first_line(&body)))
+            }
+            "user_message" => Entry::User(body),
+            "agent_message" => Entry::Agent { text: body, status },
+            "reasoning" => Entry::Reasoning { text: body },
+            "tool_call" => Entry::Tool {
+                call: call_line(item),
+                output: text(&item["output"]).to_owned(),
+                exit: item["exit_code"].as_i64(),
+                status,
+            },
+            "summary" => Entry::Notice("the older history was summarised".to_owned()),
+            "notice" => Entry::Notice(body),
+            _ => return,
+        };
+        // Retries are done once the model answers.
+        self.entries
+            .retain(|entry| !matches!(entry, Entry::Retry { .. }));
+        match self.by_item.get(&id) {
+            Some(&at) => {
+                // A stored tool output is capped: what streamed stays if it is longer.
+                if let (Entry::Tool { output: old, .. }, Entry::Tool { output: new, .. }) =
+                    (&self.entries[at], &entry)
+                    && old.len() > new.len()
+                {
+                    let old = old.clone();
+                    self.entries[at] = entry;
+                    if let Entry::Tool { output, .. } = &mut self.entries[at] {
+                        *output = old;
+                    }
+                    return;
+                }
+                self.entries[at] = entry;
+            }
+            None => {
+                self.by_item.insert(id, self.entries.len());
+                self.entries.push(entry);
+            }
+        }
+    }
+
+    pub fn delta(&mut self, item_id: &str, delta: &str) {
+        let Some(&at) = self.by_item.get(item_id) else {
+            return;
+        };
+        match &mut self.entries[at] {
+            Entry::Agent { text, .. } | Entry::Reasoning { text } => text.push_str(delta),
+            Entry::Tool { output, .. } => output.push_str(delta),
+            _ => {}
+        }
+    }
+
+    /// Entries still streaming when the connection dropped and whose end was never stored.
+    pub fn mark_cut(&mut self) -> usize {
+        let mut cut = 0;
+        for entry in &mut self.entries {
+            if let Entry::Agent { status, .. } | Entry::Tool { status, .. } = entry
+                && status == "running"
+            {
+                *status = "lost".to_owned();
+                cut += 1;
+            }
+        }
+        cut
+    }
+
+    pub fn lines(&self, now: Instant) -> Vec<Line<'static>> {
+        let mut lines = Vec::new();
+        for entry in &self.entries {
+            self.entry_lines(entry, now, &mut lines);
+        }
+        lines
+    }
+
+    fn entry_lines(&self, entry: &Entry, now: Instant, lines: &mut Vec<Line<'static>>) {
+        let dim = Style::default().fg(Color::DarkGray);
+        match entry {
+            Entry::User(body) => {
+                lines.push(Line::default());
+                for (at, line) in body.split('\n').enumerate() {
+                    let mark = if at == 0 { "› " } else { "  " };
+                    lines.push(Line::from(vec![
+                        Span::styled(mark, Style::default().fg(Color::Blue)),
+                        Span::styled(
+                            line.to_owned(),
+                            Style::default().add_modifier(Modifier::BOLD),
+                        ),
+                    ]));
+                }
+                lines.push(Line::default());
+            }
+            Entry::Agent { text, status } => {
+                lines.extend(markdown::render(text));
+                if status == "lost" {
+                    lines.push(Line::styled(
+                        "[cut off: this part of the answer was never stored]",
+                        Style::default().fg(Color::Yellow),
+                    ));
+                }
+            }
+            Entry::Reasoning { text } => {
+                if self.expanded {
+                    for line in text.lines() {
+                        lines.push(Line::styled(
+                            format!("  {line}"),
+                            dim.add_modifier(Modifier::ITALIC),
+                        ));
+                    }
+                } else {
+                    let words = text.split_whitespace().count();
+                    lines.push(Line::styled(
+                        format!("▸ thinking ({words} words; Ctrl-O shows)"),
+                        dim,
+                    ));
+                }
+            }
+            Entry::Tool {
+                call,
+                output,
+                exit,
+                status,
+            } => {
+                let (mark, color) = match (status.as_str(), exit) {
+                    ("running", _) | ("waiting_approval", _) => ("⋯", Color::Yellow),
+                    ("completed", Some(0) | None) => ("✓", Color::Green),
+                    _ => ("✗", Color::Red),
+                };
+                lines.push(Line::from(vec![
+                    Span::styled(format!("{mark} "), Style::default().fg(color)),
+                    Span::styled(call.clone(), Style::default().fg(Color::Cyan)),
+                ]));
+                let out: Vec<&str> = output.lines().collect();
+                let shown = if self.expanded {
+                    out.len()
+                } else {
+                    FOLDED_OUTPUT.min(out.len())
+                };
+                if out.len() > shown {
+                    lines.push(Line::styled(
+                        format!("  ⋮ {} more lines (Ctrl-O shows)", out.len() - shown),
+                        dim,
+                    ));
+                }
+                for line in &out[out.len() - shown..] {
+                    lines.push(Line::styled(format!("  {line}"), dim));
+                }
+                if let Some(code) = exit.filter(|code| *code != 0) {
+                    lines.push(Line::styled(
+                        format!("  exit {code}"),
+                        Style::default().fg(Color::Red),
+                    ));
+                }
+            }
+            Entry::TurnEnded { status, error } => {
+                let text = match status.as_str() {
+                    "interrupted" => "■ interrupted".to_owned(),
+                    _ => format!("✗ the turn failed: {error}"),
+                };
+                lines.push(Line::styled(text, Style::default().fg(Color::Red)));
+            }
+            Entry::Retry {
+                attempt,
+                max,
+                at,
+                error,
+            } => {
+                let left = at.saturating_duration_since(now).as_secs_f64().ceil();
+                lines.push(Line::styled(
+                    format!("↻ {error}: attempt {} of {max} in {left:.0} s", attempt + 1),
+                    Style::default().fg(Color::Yellow),
+                ));
+            }
+            Entry::Notice(text) => {
+                for line in text.lines() {
+                    lines.push(Line::styled(
+                        line.to_owned(),
+                        Style::default().fg(Color::Magenta),
+                    ));
+                }
+            }
+        }
+    }
+}
+
+/// A tool call on one line: a shell command as `$ command`, else the tool and its arguments.
+fn call_line(item: &Value) -> String {
+    let name = text(&item["name"]);
+    match item["arguments"]["command"].as_str() {
+        Some(command) => format!("{name} $ {command}"),
+        None => format!("{name} {}", item["arguments"]),
+    }
+}
+
+fn first_line(text: &str) -> &str {
+    text.lines().next().unwrap_or_default()
+}
+
+pub fn text(value: &Value) -> &str {
+    value.as_str().unwrap_or_default()
+}

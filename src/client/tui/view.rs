@@ -1,0 +1,203 @@
+//! Drawing the full-screen chat: the conversation (its end, or scrolled), the waiting
+//! messages, the input box, the status line, and a picker over them when one is open.
+
+use std::time::Instant;
+
+use ratatui::Frame;
+use ratatui::layout::{Constraint, Layout, Position, Rect};
+use ratatui::style::{Color, Modifier, Style};
+use ratatui::text::{Line, Span};
+use ratatui::widgets::{Block, Borders, Clear, Paragraph};
+use unicode_width::UnicodeWidthChar;
+
+use super::app::{App, Connection};
+use super::transcript::text;
+
+impl App {
+    pub fn draw(&self, frame: &mut Frame) {
+        let area = frame.area();
+        let input_lines = self.editor.text().split('\n').count().min(8) as u16;
+        let waiting = self.pending.len().min(4) as u16;
+        let [conversation, waiting_area, input, status] = Layout::vertical([
+            Constraint::Min(1),
+            Constraint::Length(waiting),
+            Constraint::Length(input_lines + 2),
+            Constraint::Length(1),
+        ])
+        .areas(area);
+        self.draw_conversation(frame, conversation);
+        let waiting_lines: Vec<Line> = self
+            .pending
+            .iter()
+            .map(|m| {
+                Line::styled(
+                    format!(
+                        "⋯ waiting ({}): {}",
+                        text(&m["mode"]),
+                        text(&m["text"]).lines().next().unwrap_or_default()
+                    ),
+                    Style::default().fg(Color::Yellow),
+                )
+            })
+            .collect();
+        frame.render_widget(Paragraph::new(waiting_lines), waiting_area);
+        self.draw_input(frame, input);
+        frame.render_widget(Paragraph::new(self.status_line()), status);
+        if let Some(picker) = &self.picker {
+            let width = area.width.saturating_sub(8).max(10);
+            let height = area.height.saturating_sub(6).clamp(3, 20);
+            let popup = Rect::new(area.x + 4, area.y + 2, width, height);
+            frame.render_widget(Clear, popup);
+            let mut lines = vec![Line::styled(
+                format!("filter: {}", picker.filter),
+                Style::default().fg(Color::Cyan),
+            )];
+            for (at, (label, _)) in picker.visible().into_iter().enumerate() {
+                let style = if at == picker.selected {
+                    Style::default().add_modifier(Modifier::REVERSED)
+                } else {
+                    Style::default()
+                };
+                lines.push(Line::styled(label.clone(), style));
+            }
+            let block = Block::default()
+                .borders(Borders::ALL)
+                .title(format!("{} (type to filter · Enter · Esc)", picker.title));
+            frame.render_widget(Paragraph::new(lines).block(block), popup);
+        }
+    }
+
+    fn draw_conversation(&self, frame: &mut Frame, area: Rect) {
+        let width = area.width.max(1) as usize;
+        let lines: Vec<Line> = self
+            .transcript
+            .lines(Instant::now())
+            .into_iter()
+            .flat_map(|line| wrap(line, width))
+            .collect();
+        let height = area.height as usize;
+        let bottom = lines
+            .len()
+            .saturating_sub(self.scroll.min(lines.len().saturating_sub(height)));
+        let top = bottom.saturating_sub(height);
+        frame.render_widget(Paragraph::new(lines[top..bottom].to_vec()), area);
+    }
+
+    fn draw_input(&self, frame: &mut Frame, area: Rect) {
+        let asked = self
+            .question
+            .as_ref()
+            .map(|q| format!(" approval: {} ", q.trim_end()));
+        let title = if let Some(asked) = &asked {
+            asked.as_str()
+        } else if self.running.is_some() {
+            " agent working · Enter steers · Tab queues · Esc interrupts "
+        } else {
+            " message · Enter sends · Shift-Enter new line · /help "
+        };
+        let block = Block::default().borders(Borders::ALL).title(title);
+        let inner = block.inner(area);
+        let (line, column) = self.editor.cursor_position();
+        let text = self.editor.text();
+        let all: Vec<&str> = text.split('\n').collect();
+        let visible = inner.height.max(1) as usize;
+        let first = (line + 1).saturating_sub(visible);
+        let shown: Vec<Line> = all[first..]
+            .iter()
+            .take(visible)
+            .map(|l| Line::raw(l.to_string()))
+            .collect();
+        frame.render_widget(Paragraph::new(shown).block(block), area);
+        if self.picker.is_none() {
+            let before: String = all[line].chars().take(column).collect();
+            let x = before
+                .chars()
+                .map(|c| c.width().unwrap_or(0))
+                .sum::<usize>() as u16;
+            frame.set_cursor_position(Position::new(
+                (inner.x + x).min(inner.right().saturating_sub(1)),
+                inner.y + (line - first) as u16,
+            ));
+        }
+    }
+
+    fn status_line(&self) -> Line<'static> {
+        let (state, color) = match &self.connection {
+            Connection::Idle => ("● not connected yet".to_owned(), Color::DarkGray),
+            Connection::Connected => ("● connected".to_owned(), Color::Green),
+            Connection::Reconnecting => ("● reconnecting…".to_owned(), Color::Yellow),
+            Connection::Lost(_) => ("● connection lost".to_owned(), Color::Red),
+        };
+        let used = self.usage["used_tokens"].as_u64();
+        let window = self.usage["context_window"].as_u64();
+        let meter = match (used, window) {
+            (Some(used), Some(window)) if window > 0 => {
+                let estimated = if self.usage["source"] == "estimated" {
+                    "~"
+                } else {
+                    ""
+                };
+                format!(
+                    "ctx {estimated}{}/{} ({}%)",
+                    short(used),
+                    short(window),
+                    used * 100 / window
+                )
+            }
+            _ => "ctx –".to_owned(),
+        };
+        let dim = Style::default().fg(Color::DarkGray);
+        let model = if self.model.is_empty() {
+            "model –"
+        } else {
+            &self.model
+        };
+        let agent = if self.agent.is_empty() {
+            "agent –"
+        } else {
+            &self.agent
+        };
+        Line::from(vec![
+            Span::styled(
+                format!("{model} · {agent} · {meter} · {} · ", self.cwd),
+                dim,
+            ),
+            Span::styled(state, Style::default().fg(color)),
+        ])
+    }
+}
+
+fn short(n: u64) -> String {
+    if n >= 1000 {
+        format!("{:.1}k", n as f64 / 1000.0)
+    } else {
+        n.to_string()
+    }
+}
+
+/// A styled line cut into rows of `width` columns (by character: code and tables keep their
+/// spacing).
+fn wrap(line: Line<'static>, width: usize) -> Vec<Line<'static>> {
+    let style = line.style;
+    let mut rows = Vec::new();
+    let mut row: Vec<Span<'static>> = Vec::new();
+    let mut used = 0;
+    for span in line.spans {
+        let mut piece = String::new();
+        for c in span.content.chars() {
+            let w = c.width().unwrap_or(0);
+            if used + w > width && used > 0 {
+                row.push(Span::styled(std::mem::take(&mut piece), span.style));
+                rows.push(Line::from(std::mem::take(&mut row)).style(style));
+                used = 0;
+            }
+            piece.push(c);
+            used += w;
+        }
+        if !piece.is_empty() {
+            row.push(Span::styled(piece, span.style));
+        }
+    }
+    rows.push(Line::from(row).style(style));
+    rows
+}

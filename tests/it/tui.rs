@@ -1,0 +1,394 @@
+//! The full-screen `openvaala chat`, driven for real: its `App` gets keys and pastes as the
+//! terminal would give them, follows a running service (the demo model), and is drawn on
+//! ratatui's test backend, whose screen the tests read.
+
+use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
+use ratatui::Terminal;
+use ratatui::backend::TestBackend;
+use serde_json::Value;
+
+use openvaala::client::api::Api;
+use openvaala::client::tui::App;
+
+use crate::harness::{Server, ServerOptions, TIMEOUT};
+use crate::support::{events_until, items};
+
+struct Screen {
+    app: App,
+    terminal: Terminal<TestBackend>,
+    _workdir: tempfile::TempDir,
+}
+
+impl Screen {
+    fn new(server: &Server) -> Screen {
+        let workdir = tempfile::tempdir().unwrap();
+        let cwd = workdir.path().display().to_string();
+        let app = App::new(Api::new(&server.base, None), cwd);
+        let terminal = Terminal::new(TestBackend::new(100, 30)).unwrap();
+        Screen {
+            app,
+            terminal,
+            _workdir: workdir,
+        }
+    }
+
+    /// What the terminal shows now, row by row.
+    fn text(&mut self) -> String {
+        self.terminal.draw(|frame| self.app.draw(frame)).unwrap();
+        let buffer = self.terminal.backend().buffer();
+        let mut text = String::new();
+        for y in 0..buffer.area.height {
+            for x in 0..buffer.area.width {
+                text += buffer[(x, y)].symbol();
+            }
+            text.push('\n');
+        }
+        text
+    }
+
+    async fn key(&mut self, code: KeyCode, modifiers: KeyModifiers) {
+        self.app.key(KeyEvent::new(code, modifiers)).await;
+    }
+
+    async fn type_text(&mut self, text: &str) {
+        for c in text.chars() {
+            self.key(KeyCode::Char(c), KeyModifiers::NONE).await;
+        }
+    }
+
+    async fn enter(&mut self) {
+        self.key(KeyCode::Enter, KeyModifiers::NONE).await;
+    }
+
+    /// Takes in the conversation's events until `done` holds for the screen and the app.
+    async fn until(&mut self, what: &str, done: impl Fn(&str, &App) -> bool) -> String {
+        let waited = tokio::time::timeout(TIMEOUT, async {
+            loop {
+                let screen = self.text();
+                if done(&screen, &self.app) {
+                    return screen;
+                }
+                let feed = self.app.next_feed().await;
+                self.app.apply(feed).await;
+            }
+        })
+        .await;
+        match waited {
+            Ok(screen) => screen,
+            Err(_) => {
+                let shown = self.text();
+                panic!(
+                    "{what} did not happen; waiting: {:?}; the screen:\n{shown}",
+                    self.app.pending
+                )
+            }
+        }
+    }
+
+    fn conversation(&self) -> String {
+        self.app.conversation.clone().expect("a conversation")
+    }
+}
+
+fn user_texts(items: &[Value]) -> Vec<String> {
+    items
+        .iter()
+        .filter(|item| item["kind"] == "user_message")
+        .map(|item| item["text"].as_str().unwrap().to_owned())
+        .collect()
+}
+
+const REPLY: &str = "Demo model (offline, built in): you said";
+
+#[tokio::test]
+async fn a_streamed_reply_appears_with_the_status_line() {
+    let server = Server::start().await;
+    let mut screen = Screen::new(&server);
+    screen.type_text("Hello there").await;
+    screen.enter().await;
+    let shown = screen
+        .until("the reply", |s, app| {
+            s.contains(&format!("{REPLY} \"Hello there\"")) && app.running.is_none()
+        })
+        .await;
+    assert!(shown.contains("› Hello there"), "{shown}");
+    let status = shown.lines().last().unwrap();
+    assert!(
+        status.contains("demo · default · ctx ") && status.contains("● connected"),
+        "{status}"
+    );
+}
+
+#[tokio::test]
+async fn arrow_keys_edit_the_message_that_is_sent() {
+    let server = Server::start().await;
+    let mut screen = Screen::new(&server);
+    screen.type_text("fix the typo").await;
+    screen.key(KeyCode::Left, KeyModifiers::NONE).await;
+    screen.key(KeyCode::Left, KeyModifiers::NONE).await;
+    screen.type_text("X").await;
+    screen.key(KeyCode::Home, KeyModifiers::NONE).await;
+    screen.key(KeyCode::Delete, KeyModifiers::NONE).await;
+    screen.enter().await;
+    screen
+        .until("the reply", |s, app| {
+            s.contains(REPLY) && app.running.is_none()
+        })
+        .await;
+    let items = items(&server, &screen.conversation()).await;
+    assert_eq!(user_texts(&items), ["ix the tyXpo"]);
+}
+
+#[tokio::test]
+async fn a_pasted_block_is_one_message_with_its_indentation() {
+    let server = Server::start().await;
+    let mut screen = Screen::new(&server);
+    let block = "Why does this fail?\r\ndef f():\r\n    if x:\r\n        return 1\r\n";
+    screen.app.paste(block).await;
+    // Shift-Enter adds a line of its own.
+    screen.key(KeyCode::Enter, KeyModifiers::SHIFT).await;
+    screen.type_text("thanks").await;
+    screen.enter().await;
+    screen
+        .until("the reply", |s, app| {
+            s.contains(REPLY) && app.running.is_none()
+        })
+        .await;
+    let items = items(&server, &screen.conversation()).await;
+    assert_eq!(
+        user_texts(&items),
+        ["Why does this fail?\ndef f():\n    if x:\n        return 1\n\nthanks"]
+    );
+}
+
+#[tokio::test]
+async fn ctrl_c_interrupts_the_turn_and_a_second_quits() {
+    let server = Server::start().await;
+    let mut screen = Screen::new(&server);
+    screen.app.paste("/sleep 300\nTake your time").await;
+    screen.enter().await;
+    screen
+        .until("the reply streaming", |s, app| {
+            app.running.is_some() && s.contains("Demo model")
+        })
+        .await;
+    screen.key(KeyCode::Char('c'), KeyModifiers::CONTROL).await;
+    assert!(!screen.app.quit);
+    let shown = screen
+        .until("the turn's end", |_, app| app.running.is_none())
+        .await;
+    assert!(shown.contains("■ interrupted"), "{shown}");
+    let (_, conversation) = server
+        .get(&format!("/api/conversations/{}", screen.conversation()))
+        .await;
+    assert_eq!(
+        conversation["last_turn"]["status"], "interrupted",
+        "{conversation}"
+    );
+    screen.key(KeyCode::Char('c'), KeyModifiers::CONTROL).await;
+    assert!(screen.app.quit);
+}
+
+#[tokio::test]
+async fn rewind_puts_the_chosen_message_back_in_the_input() {
+    let server = Server::start().await;
+    let mut screen = Screen::new(&server);
+    for message in ["First message", "Second message"] {
+        screen.type_text(message).await;
+        screen.enter().await;
+        screen
+            .until("the reply", |s, app| {
+                s.contains(&format!("{REPLY} \"{message}\"")) && app.running.is_none()
+            })
+            .await;
+    }
+    let original = screen.conversation();
+    screen.type_text("/rewind").await;
+    screen.enter().await;
+    let picker = screen.text();
+    assert!(
+        picker.contains("rewind to before which message?"),
+        "{picker}"
+    );
+    // The newest first; typing narrows the list.
+    screen.type_text("second").await;
+    screen.enter().await;
+    assert_eq!(screen.app.editor.text(), "Second message");
+    assert_ne!(screen.conversation(), original);
+    let copy = items(&server, &screen.conversation()).await;
+    assert_eq!(user_texts(&copy), ["First message"]);
+}
+
+#[tokio::test]
+async fn agents_lists_a_sub_agent() {
+    let server = Server::start().await;
+    let mut screen = Screen::new(&server);
+    screen.type_text("//spawn default: count the files").await;
+    screen.enter().await;
+    screen
+        .until("the sub-agent", |s, _| {
+            s.contains("sub-agent `default` started")
+        })
+        .await;
+    screen.type_text("/agents").await;
+    screen.enter().await;
+    let picker = screen.text();
+    assert!(
+        picker.contains("follow which agent?") && picker.contains("sub-agent default ("),
+        "{picker}"
+    );
+    screen.key(KeyCode::Esc, KeyModifiers::NONE).await;
+    let shown = screen.text();
+    assert!(shown.contains("[root default ("), "{shown}");
+    assert!(
+        shown.contains("  [sub-agent default (") && shown.contains(": count the files]"),
+        "{shown}"
+    );
+    // Following the sub-agent: its history, and messages would go to it.
+    screen.type_text("/agents").await;
+    screen.enter().await;
+    screen.type_text("sub-agent").await;
+    screen.enter().await;
+    let followed = screen.app.focus.clone().expect("a sub-agent followed");
+    assert_ne!(followed, screen.app.root_session);
+    let shown = screen
+        .until("the sub-agent's history", |s, _| {
+            s.contains("count the files")
+        })
+        .await;
+    assert!(
+        shown.contains(&format!("following sub-agent {followed}")),
+        "{shown}"
+    );
+}
+
+#[tokio::test]
+async fn a_restart_mid_turn_reconnects_and_gives_back_a_lost_waiting_message() {
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let options = || ServerOptions {
+        addr: Some(format!("127.0.0.1:{port}")),
+        ..ServerOptions::default()
+    };
+    let server = Server::start_with(options()).await;
+    let mut screen = Screen::new(&server);
+    screen.app.paste("/sleep 300\nTake your time").await;
+    screen.enter().await;
+    screen
+        .until("the reply streaming", |s, app| {
+            app.running.is_some() && s.contains("Demo model")
+        })
+        .await;
+    // Tab: the message waits for the next turn instead of steering this one.
+    screen.type_text("and then this").await;
+    screen.key(KeyCode::Tab, KeyModifiers::NONE).await;
+    screen
+        .until("the waiting message", |s, _| {
+            s.contains("⋯ waiting (queue): and then this")
+        })
+        .await;
+    let id = screen.conversation();
+    let mut events = server.events(&id).await;
+    events_until(&mut events, "item.delta").await;
+    drop(events);
+    let data_dir = server.kill9().await;
+    let server = Server::start_with(ServerOptions {
+        data_dir: Some(data_dir),
+        ..options()
+    })
+    .await;
+    let shown = screen
+        .until("the reconnect", |s, _| s.contains("lost in the restart"))
+        .await;
+    assert!(
+        shown.contains("reconnected after the service restarted"),
+        "{shown}"
+    );
+    assert!(
+        shown.contains("[cut off: this part of the answer was never stored]"),
+        "{shown}"
+    );
+    assert!(!shown.contains("⋯ waiting"), "{shown}");
+    assert_eq!(screen.app.editor.text(), "and then this");
+    assert!(
+        shown.lines().last().unwrap().contains("● connected"),
+        "{shown}"
+    );
+    // Sent again, it is stored this time.
+    screen.enter().await;
+    screen
+        .until("the reply", |s, app| {
+            s.contains(&format!("{REPLY} \"and then this\"")) && app.running.is_none()
+        })
+        .await;
+    let stored = items(&server, &id).await;
+    assert_eq!(
+        user_texts(&stored).last().map(String::as_str),
+        Some("and then this")
+    );
+}
+
+#[tokio::test]
+async fn an_approval_is_asked_in_the_input_and_answered() {
+    let server = Server::start_with(ServerOptions {
+        config: Some(
+            "[agents.default]\ndescription = \"asks\"\nmodel = \"demo\"\n\
+             [agents.default.permissions]\nshell = \"ask\"\n"
+                .to_owned(),
+        ),
+        ..ServerOptions::default()
+    })
+    .await;
+    let mut screen = Screen::new(&server);
+    screen.type_text("//shell touch made-here.txt").await;
+    screen.enter().await;
+    let shown = screen
+        .until("the question", |s, _| {
+            s.contains("approval: Allow? [y]es once")
+        })
+        .await;
+    assert!(shown.contains("asks to use `shell`"), "{shown}");
+    assert!(shown.contains("$ touch made-here.txt"), "{shown}");
+    screen.type_text("y").await;
+    screen.enter().await;
+    let shown = screen
+        .until("the turn's end", |s, app| {
+            app.running.is_none()
+                && app.approvals.is_empty()
+                && s.contains("The shell tool returned")
+        })
+        .await;
+    assert!(shown.contains("allowed once"), "{shown}");
+    let cwd = std::path::PathBuf::from(&screen.app.cwd);
+    assert!(cwd.join("made-here.txt").exists(), "{shown}");
+}
+
+#[tokio::test]
+async fn a_retry_shows_its_countdown_until_the_model_answers() {
+    let server = Server::start_with(ServerOptions {
+        config: Some(
+            "[retry]\nmax_attempts = 3\ninitial_delay_ms = 3000\nmax_delay_ms = 3000\n".to_owned(),
+        ),
+        ..ServerOptions::default()
+    })
+    .await;
+    let mut screen = Screen::new(&server);
+    screen.type_text("//fail 1").await;
+    screen.enter().await;
+    let shown = screen
+        .until("the retry", |s, _| s.contains("attempt 2 of 3 in "))
+        .await;
+    assert!(
+        shown.contains("↻ demo model: simulated transient failure 1 of 1"),
+        "{shown}"
+    );
+    let shown = screen
+        .until("the answer", |s, app| {
+            s.contains(REPLY) && app.running.is_none()
+        })
+        .await;
+    assert!(!shown.contains("attempt 2 of 3"), "{shown}");
+}
