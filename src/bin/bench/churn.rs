@@ -1,8 +1,10 @@
 //! `openvaala-bench churn`: the runtime's time per turn before and after SSE subscribers came
-//! and went. One conversation with one subscriber runs `--turns` turns; then, `--cycles` times,
-//! `--subscribers` more subscribers open its stream (each gets its snapshot) and close it again,
-//! and the same turns are timed after each cycle; last, after `--settle-s` seconds without
-//! churn, once more. Run against this build and, with `--before`, an older binary.
+//! and went. A fresh conversation with one subscriber runs `--turns` turns; then, `--cycles`
+//! times, `--subscribers` more subscribers open a fresh conversation's stream (each gets its
+//! snapshot) and close it again, and its turns are timed; last, after `--settle-s` seconds
+//! without churn, a fresh conversation once more. Each phase has a conversation of its own, so
+//! every phase's turns carry the same history. Run against this build and, with `--before`, an
+//! older binary.
 
 use std::fmt::Write as _;
 use std::fs;
@@ -106,12 +108,45 @@ async fn measure(args: &ChurnArgs, binary: &Path, dir: &Path) -> anyhow::Result<
         base: running.base.clone(),
         workspace,
     };
-    let conversation_id = create_conversation(&session).await?;
-    let url = events_url(&session, &conversation_id);
     let expected = Script::Words {
         deltas: args.reply_tokens,
     }
     .expected();
+    // Each phase times a fresh conversation, so that every phase's turns carry the same
+    // history: a conversation's turns grow slower as its history grows, churn or not.
+    let rss_before = running.rss_kb()?;
+    let before = phase(&session, &provider, args, &expected, None).await?;
+    eprintln!("  before churn: {before:.2} ms");
+    let mut cycles = Vec::new();
+    for cycle in 0..args.cycles {
+        let after = phase(&session, &provider, args, &expected, Some(args.subscribers)).await?;
+        eprintln!("  after cycle {}: {after:.2} ms", cycle + 1);
+        cycles.push(after);
+    }
+    tokio::time::sleep(Duration::from_secs(args.settle_s)).await;
+    let settled = phase(&session, &provider, args, &expected, None).await?;
+    eprintln!("  {} s later: {settled:.2} ms", args.settle_s);
+    let rss_after = running.rss_kb()?;
+    running.stop()?;
+    Ok(Figures {
+        before,
+        cycles,
+        settled,
+        rss_kb: (rss_before, rss_after),
+    })
+}
+
+/// One phase on a fresh conversation with one subscriber: `churn` subscribers open and close
+/// its stream first (if any), then 10 untimed turns and `--turns` timed ones; their median.
+async fn phase(
+    session: &Session,
+    provider: &FakeProvider,
+    args: &ChurnArgs,
+    expected: &super::fake_provider::ExpectedReply,
+    churn: Option<usize>,
+) -> anyhow::Result<f64> {
+    let conversation_id = create_conversation(session).await?;
+    let url = events_url(session, &conversation_id);
     let (sender, mut reports) = mpsc::unbounded_channel();
     let stop = CancellationToken::new();
     let _stop_on_return = stop.clone().drop_guard();
@@ -123,51 +158,18 @@ async fn measure(args: &ChurnArgs, binary: &Path, dir: &Path) -> anyhow::Result<
         stop.clone(),
     ));
     wait_connected(&mut reports, 1, TURN_TIMEOUT).await?;
-    // Warm-up turns, untimed.
-    turn_times(&session, &provider, &conversation_id, &mut reports, 10).await?;
-    let rss_before = running.rss_kb()?;
-    let before = turn_times(
-        &session,
-        &provider,
-        &conversation_id,
-        &mut reports,
-        args.turns,
-    )
-    .await?;
-    eprintln!("  before churn: {before:.2} ms");
-    let mut cycles = Vec::new();
-    for cycle in 0..args.cycles {
-        churn_once(&url, args.subscribers, &expected).await?;
-        let after = turn_times(
-            &session,
-            &provider,
-            &conversation_id,
-            &mut reports,
-            args.turns,
-        )
-        .await?;
-        eprintln!("  after cycle {}: {after:.2} ms", cycle + 1);
-        cycles.push(after);
+    if let Some(subscribers) = churn {
+        churn_once(&url, subscribers, expected).await?;
     }
-    tokio::time::sleep(Duration::from_secs(args.settle_s)).await;
-    let settled = turn_times(
-        &session,
-        &provider,
+    turn_times(session, provider, &conversation_id, &mut reports, 10).await?;
+    turn_times(
+        session,
+        provider,
         &conversation_id,
         &mut reports,
         args.turns,
     )
-    .await?;
-    eprintln!("  {} s later: {settled:.2} ms", args.settle_s);
-    let rss_after = running.rss_kb()?;
-    stop.cancel();
-    running.stop()?;
-    Ok(Figures {
-        before,
-        cycles,
-        settled,
-        rss_kb: (rss_before, rss_after),
-    })
+    .await
 }
 
 /// `subscribers` subscribers open the stream, each gets its snapshot, then all close it.
