@@ -234,9 +234,10 @@ impl Ends {
 const MAX_BATCH_BYTES: usize = 64 * 1024;
 
 /// The live events of a bus, in batches: each batch is an event and whatever else was already
-/// waiting for this subscriber. A subscriber that falls behind the broadcast channel catches
-/// up from the bus's replay buffer without slowing anyone; if even that has moved past it, the
-/// stream ends and the client reconnects (with `Last-Event-ID`, getting a snapshot).
+/// waiting for this subscriber, its consecutive deltas of one item merged (`coalesce`). A
+/// subscriber that falls behind the broadcast channel catches up from the bus's replay buffer
+/// without slowing anyone; if even that has moved past it, the stream ends and the client
+/// reconnects (with `Last-Event-ID`, getting a snapshot).
 fn follow(
     bus: EventBus,
     mut receiver: broadcast::Receiver<Event>,
@@ -276,7 +277,7 @@ fn follow(
                     }
                     last = batch.last().map(|event| event.id);
                     let end = ends.cut(&mut batch);
-                    yield batch;
+                    yield super::coalesce::coalesce(batch);
                     if end {
                         break;
                     }
@@ -289,7 +290,7 @@ fn follow(
                 if let Some(newest) = missed.last() {
                     last = Some(newest.id);
                     let end = ends.cut(&mut missed);
-                    yield missed;
+                    yield super::coalesce::coalesce(missed);
                     if end {
                         break;
                     }

@@ -5,6 +5,7 @@
 pub mod approvals;
 pub mod checkpoints;
 pub mod cluster;
+mod coalesce;
 pub mod conversations;
 pub mod error;
 pub mod events;

@@ -26,7 +26,14 @@ pub struct SqliteIndex {
     /// One connection: writers queue here, in order, instead of contending for SQLite's
     /// write lock (whose busy handler sleeps in steps of up to 100 ms).
     writer: SqlitePool,
+    /// One connection that only copies the WAL back into the database (`checkpoints`). By
+    /// default the commit that fills the WAL does it, with its fsyncs, on the one writer
+    /// connection that every create and turn end waits for.
+    checkpointer: Option<SqlitePool>,
 }
+
+/// How often the WAL is copied back into the database, off the writer's path.
+const CHECKPOINT_EVERY: Duration = Duration::from_millis(500);
 
 impl SqliteIndex {
     pub async fn open(path: &Path) -> Result<SqliteIndex, IndexError> {
@@ -39,19 +46,31 @@ impl SqliteIndex {
             .synchronous(SqliteSynchronous::Normal)
             .busy_timeout(Duration::from_secs(10))
             .pragma("cache_size", "-4000");
+        // No connection checkpoints when its commit fills the WAL: `checkpoints` does, apart.
+        let options = options.pragma("wal_autocheckpoint", "0");
         let writer = SqlitePoolOptions::new()
             .max_connections(1)
             .min_connections(1)
             .connect_with(options.clone())
             .await?;
         sqlx::migrate!().run(&writer).await?;
+        let checkpointer = SqlitePoolOptions::new()
+            .max_connections(1)
+            .min_connections(1)
+            .connect_with(options.clone())
+            .await?;
+        tokio::spawn(checkpoints(checkpointer.clone()));
         let reader = SqlitePoolOptions::new()
             .max_connections(3)
             .min_connections(1)
             .idle_timeout(Duration::from_secs(60))
             .connect_with(options.read_only(true))
             .await?;
-        Ok(SqliteIndex { reader, writer })
+        Ok(SqliteIndex {
+            reader,
+            writer,
+            checkpointer: Some(checkpointer),
+        })
     }
 
     /// A fresh index for a bulk load (`reindex`): one connection, no journal, no fsync, a big
@@ -79,6 +98,7 @@ impl SqliteIndex {
         Ok(SqliteIndex {
             reader: pool.clone(),
             writer: pool,
+            checkpointer: None,
         })
     }
 
@@ -250,6 +270,9 @@ impl SqliteIndex {
 
     pub async fn close(&self) {
         self.reader.close().await;
+        if let Some(checkpointer) = &self.checkpointer {
+            checkpointer.close().await;
+        }
         self.writer.close().await;
     }
 
@@ -615,5 +638,68 @@ fn push_search_terms(sql: &mut QueryBuilder<Sqlite>, terms: &[&str]) {
                 .push_bind(format!("%{escaped}%"))
                 .push(" ESCAPE '\\'");
         }
+    }
+}
+
+/// Copies the WAL back into the database every `CHECKPOINT_EVERY` until the pool is closed.
+/// A passive checkpoint never waits for the writer or a reader: it copies what it can, and the
+/// writer starts the WAL over once all of it was copied. A checkpoint's fsyncs (the WAL, then
+/// the database) thus no longer hold up the writer and everything queued behind it.
+async fn checkpoints(checkpointer: SqlitePool) {
+    let mut tick = tokio::time::interval(CHECKPOINT_EVERY);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tick.tick().await;
+        if checkpointer.is_closed() {
+            return;
+        }
+        if let Err(error) = sqlx::query("PRAGMA wal_checkpoint(PASSIVE)")
+            .execute(&checkpointer)
+            .await
+        {
+            if checkpointer.is_closed() {
+                return;
+            }
+            tracing::warn!(%error, "a checkpoint of the index failed; the next one retries");
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Commits leave their pages in the WAL (the writer does not checkpoint); the background
+    /// checkpointer copies them into the database file soon after, without being asked.
+    #[tokio::test]
+    async fn the_wal_is_copied_back_in_the_background() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("metadata.db");
+        let index = SqliteIndex::open(&path).await.unwrap();
+        let value = "x".repeat(2_000);
+        for n in 0..200 {
+            index
+                .set_runtime_state(&format!("k{n}"), &value)
+                .await
+                .unwrap();
+        }
+        let written = 200 * 2_000;
+        let database_len = || std::fs::metadata(&path).map(|m| m.len()).unwrap_or(0);
+        let copied = tokio::time::timeout(Duration::from_secs(10), async {
+            while database_len() < written {
+                tokio::time::sleep(CHECKPOINT_EVERY / 10).await;
+            }
+        })
+        .await;
+        assert!(
+            copied.is_ok(),
+            "the database file holds {} bytes",
+            database_len()
+        );
+        assert_eq!(
+            index.runtime_state("k199").await.unwrap().as_deref(),
+            Some(value.as_str())
+        );
+        index.close().await;
     }
 }

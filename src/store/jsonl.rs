@@ -71,8 +71,11 @@ impl JsonlWriter {
     /// once the fence has accepted that commit (after the fsync): a writer that lost its lease
     /// meanwhile gets an error, and its lines are never read.
     pub fn append<R: Serialize>(&mut self, records: &[R]) -> Result<(), StoreError> {
-        let write_all =
-            |file: &mut File, bytes: &[u8]| file.write_all(bytes).and_then(|()| file.sync_data());
+        // The fsync waits without holding the runtime's worker (`disk::wait_for`), so other
+        // conversations' appends wait for the disk at the same time.
+        let write_all = |file: &mut File, bytes: &[u8]| {
+            super::disk::wait_for(|| file.write_all(bytes).and_then(|()| file.sync_data()))
+        };
         let Some(fence) = self.fence.clone() else {
             let buffer = encode_lines(records, None)?;
             return self.write_durably(&buffer, write_all);

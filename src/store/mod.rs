@@ -10,6 +10,7 @@
 //! <data>/trash/<id>/    a conversation being deleted; `reindex` and start-up finish the removal
 //! ```
 
+pub mod disk;
 pub mod fence;
 pub mod jsonl;
 pub mod lock;
@@ -161,6 +162,17 @@ impl Store {
     /// Like `create_conversation`, with session files given as ready JSONL bytes (a fork copies
     /// its history this way: one sequential write, no per-item work).
     pub fn create_conversation_raw(
+        &self,
+        id: &str,
+        metadata: &[MetaRecord],
+        sessions: &[(&str, &[u8])],
+        epoch: Option<u64>,
+    ) -> Result<u64, StoreError> {
+        // Four fsyncs: the runtime's worker is not held while they wait.
+        disk::wait_for(|| self.build_conversation(id, metadata, sessions, epoch))
+    }
+
+    fn build_conversation(
         &self,
         id: &str,
         metadata: &[MetaRecord],

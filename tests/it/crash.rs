@@ -4,6 +4,7 @@
 
 use std::sync::{Arc, Mutex};
 
+use futures::StreamExt;
 use serde_json::json;
 
 use crate::harness::{Server, TIMEOUT};
@@ -114,6 +115,74 @@ async fn kill_9_during_a_burst_loses_nothing_acknowledged() {
     unique.sort();
     unique.dedup();
     assert_eq!(unique.len(), listed.len());
+}
+
+/// Many conversations at once, each created and answered (the demo model answers at once), so
+/// that their fsyncs overlap: a conversation the list reported idle again had its turn's end
+/// acknowledged, so after `kill -9` its answer and the end of its turn are still there.
+#[tokio::test]
+async fn kill_9_during_concurrent_exchanges_loses_no_finished_turn() {
+    let server = Server::start().await;
+    let mut list = server.events_from("/api/events", None).await;
+    let mut workers = Vec::new();
+    for worker in 0..8 {
+        let client = server.client.clone();
+        let base = server.base.clone();
+        workers.push(tokio::spawn(async move {
+            for n in 0.. {
+                let created = client
+                    .post(format!("{base}/api/conversations"))
+                    .json(&json!({ "text": format!("worker {worker} exchange {n}") }))
+                    .send()
+                    .await;
+                if !created.is_ok_and(|response| response.status() == 201) {
+                    return;
+                }
+            }
+        }));
+    }
+    // Conversations whose first turn ended: the list says so only after the end was stored.
+    let mut finished: Vec<String> = Vec::new();
+    let enough = tokio::time::timeout(TIMEOUT, async {
+        while let Some((kind, data)) = list.next().await {
+            if kind == "conversation.updated" && data["conversation"]["status"] == "idle" {
+                let id = data["conversation"]["id"].as_str().unwrap().to_owned();
+                if !finished.contains(&id) {
+                    finished.push(id);
+                }
+                if finished.len() >= 40 {
+                    return;
+                }
+            }
+        }
+    })
+    .await;
+    assert!(
+        enough.is_ok(),
+        "only {} exchanges ended in time",
+        finished.len()
+    );
+    let data_dir = server.kill9().await;
+    for worker in workers {
+        let _ = worker.await;
+    }
+
+    let server = Server::start_in(&data_dir).await;
+    for id in &finished {
+        let (status, conversation) = server.get(&format!("/api/conversations/{id}")).await;
+        assert_eq!(status, 200, "finished conversation {id} is missing");
+        assert_eq!(conversation["status"], "idle");
+        let items = crate::support::items(&server, id).await;
+        let kinds: Vec<&str> = items
+            .iter()
+            .map(|item| item["kind"].as_str().unwrap())
+            .collect();
+        assert_eq!(kinds[0], "user_message", "{id}: {kinds:?}");
+        assert!(
+            kinds.contains(&"agent_message") && !kinds.contains(&"notice"),
+            "{id}: the answer of a finished turn is stored and the turn was not cut: {kinds:?}"
+        );
+    }
 }
 
 #[tokio::test]

@@ -23,12 +23,17 @@
 //! - `approvals`: the time from an approval's answer to its command starting.
 //! - `mcp`: the runtime's own time per MCP call against the SDK alone, and a first call's
 //!   server start against the server's own.
+//! - `seed`: new conversations a second (create and exchange) with concurrent clients.
+//! - `churn`: the time per turn before and after subscribers came and went.
+//! - `burst`: a burst of deltas fanned out to many subscribers, before and after.
 //! - `acp`: the latency `openvaala acp` adds per streamed chunk, and the time from
 //!   `session/prompt` to the first chunk against the HTTP API's.
 
 mod acp;
 mod approvals;
+mod burst;
 mod checkpoints;
+mod churn;
 mod cluster;
 mod decode;
 mod encoder;
@@ -40,6 +45,7 @@ mod live;
 mod mcp;
 mod meter;
 mod sandbox;
+mod seed;
 mod sse;
 mod subagents;
 mod text;
@@ -111,6 +117,15 @@ enum Bench {
     /// Checkpoints: the snapshot after a tool call that changed one file of a 10,000-file,
     /// 200 MB tree, and a restore of 100 changed files.
     Checkpoints(checkpoints::CheckpointsArgs),
+    /// New conversations a second (a create and its exchange) with 8 clients, and the fsyncs
+    /// each costs, against an older binary with `--before`.
+    Seed(seed::SeedArgs),
+    /// The runtime's time per turn before and after SSE subscribers opened and closed a
+    /// conversation's stream, against an older binary with `--before`.
+    Churn(churn::ChurnArgs),
+    /// A burst of deltas fanned out to many SSE subscribers: delivery latency, against an
+    /// older binary with `--before`.
+    Burst(burst::BurstArgs),
 }
 
 /// The health check is polled this often while the server starts.
@@ -139,6 +154,9 @@ fn main() -> anyhow::Result<ExitCode> {
         Bench::Mcp(args) => mcp::mcp(&args),
         Bench::Acp(args) => acp::acp(&args),
         Bench::Checkpoints(args) => checkpoints::checkpoints(&args),
+        Bench::Seed(args) => seed::seed(&args),
+        Bench::Churn(args) => churn::churn(&args),
+        Bench::Burst(args) => burst::burst(&args),
     }?;
     Ok(ExitCode::SUCCESS)
 }

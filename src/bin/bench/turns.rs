@@ -26,27 +26,27 @@ use super::{
 pub struct TurnsArgs {
     /// Timed turns of each reply size, after the warm-up turns.
     #[arg(long, default_value_t = 200)]
-    turns: usize,
+    pub(super) turns: usize,
     /// Turns run first and not timed.
     #[arg(long, default_value_t = 10)]
-    warmups: usize,
+    pub(super) warmups: usize,
     /// Deltas (about one token each) of the long reply.
     #[arg(long, default_value_t = 200)]
-    reply_tokens: usize,
+    pub(super) reply_tokens: usize,
     /// SSE subscribers of the fan-out conversation.
     #[arg(long, default_value_t = 1000)]
-    subscribers: usize,
+    pub(super) subscribers: usize,
     /// Deltas of the fan-out turn's reply.
     #[arg(long, default_value_t = 5000)]
-    fanout_deltas: usize,
+    pub(super) fanout_deltas: usize,
     /// Microseconds between two deltas of the paced fan-out turns that follow the first, one
     /// turn per value (comma-separated; `--paced-us 0` for none). The first fan-out turn always
     /// streams as fast as the server reads.
     #[arg(long, value_delimiter = ',', default_value = "10000,1000")]
-    paced_us: Vec<u64>,
+    pub(super) paced_us: Vec<u64>,
     /// Keep the data directory (its path is printed) instead of removing it.
     #[arg(long)]
-    keep: bool,
+    pub(super) keep: bool,
 }
 
 /// How long one ordinary turn may take before the bench gives up.
@@ -148,7 +148,7 @@ pub(super) struct Session {
 /// The server's config: the fake provider as an `openai_chat` provider, a model with a context
 /// window large enough that no turn ever compacts, and a default agent with the usual tools
 /// (so every request carries their schemas, as a real one does).
-fn config_file(base_url: &str) -> String {
+pub(super) fn config_file(base_url: &str) -> String {
     bench_config(base_url, "", FILE_TOOLS)
 }
 
@@ -283,7 +283,7 @@ async fn answer_after(provider: &FakeProvider, answers_before: usize) -> anyhow:
 /// Connects `--subscribers` subscribers to one conversation, then runs a turn of
 /// `--fanout-deltas` stamped deltas as fast as possible (and a paced one), checking that every
 /// subscriber gets every delta and measuring latency and the server's memory.
-async fn fan_out(
+pub(super) async fn fan_out(
     session: &Session,
     provider: &FakeProvider,
     running: &ServerProcess,
