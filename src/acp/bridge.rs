@@ -73,6 +73,17 @@ struct Session {
     cancels: AtomicU64,
 }
 
+impl Session {
+    /// Its conversation's id, once its first prompt created it.
+    async fn conversation_id(&self) -> Option<String> {
+        self.conversation
+            .lock()
+            .await
+            .as_ref()
+            .map(|(id, _)| id.clone())
+    }
+}
+
 pub struct Bridge {
     api: Api,
     sessions: Mutex<HashMap<String, Arc<Session>>>,
@@ -288,12 +299,7 @@ impl Bridge {
     async fn set_mode(&self, request: SetSessionModeRequest) -> Answer {
         let session = self.session(&request.session_id.0)?;
         let agent = request.mode_id.0.to_string();
-        let conversation = session
-            .conversation
-            .lock()
-            .await
-            .as_ref()
-            .map(|(id, _)| id.clone());
+        let conversation = session.conversation_id().await;
         match conversation {
             // From the conversation's next turn (refused while its agent works).
             Some(id) => {
@@ -321,12 +327,7 @@ impl Bridge {
             .ok_or_else(|| invalid("the model is one of the listed values"))?
             .0
             .to_string();
-        let conversation = session
-            .conversation
-            .lock()
-            .await
-            .as_ref()
-            .map(|(id, _)| id.clone());
+        let conversation = session.conversation_id().await;
         let view = match &conversation {
             Some(id) => Some(
                 self.api
@@ -466,12 +467,7 @@ impl Bridge {
             if name == "retry" {
                 return self.retry(&session, cancels).await;
             }
-            let conversation = session
-                .conversation
-                .lock()
-                .await
-                .as_ref()
-                .map(|(id, _)| id.clone());
+            let conversation = session.conversation_id().await;
             let reply = commands::run(&self.api, conversation.as_deref(), name, argument)
                 .await
                 .map_err(failure)?;
@@ -482,13 +478,7 @@ impl Bridge {
             return Ok(PromptResponse::new(StopReason::EndTurn));
         }
         let (follower, message_id) = self.send(&session, message, images, cx).await?;
-        let conversation = session
-            .conversation
-            .lock()
-            .await
-            .as_ref()
-            .map(|(id, _)| id.clone())
-            .unwrap_or_default();
+        let conversation = session.conversation_id().await.unwrap_or_default();
         if session.cancels.load(Ordering::SeqCst) != cancels {
             // Cancelled while the conversation was being created: nothing could be
             // interrupted yet.

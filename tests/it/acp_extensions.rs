@@ -40,6 +40,19 @@ fn spawned(body: &Value) -> Vec<String> {
 
 const TASK: &str = "task: list the files";
 
+/// The root agent's script: spawn a sub-agent for `TASK`, wait for it, then answer `last`.
+fn root_reply(body: &Value, calls: usize, last: &str) -> Reply {
+    match calls {
+        0 => Reply::tool_call("spawn_agent", json!({"agent": "default", "task": TASK}), 1),
+        1 => Reply::tool_call(
+            "wait_agents",
+            json!({"session_ids": spawned(body), "timeout_s": 60}),
+            1,
+        ),
+        _ => Reply::text(last),
+    }
+}
+
 #[tokio::test]
 async fn sub_agents_are_sessions_of_their_own_for_an_editor_that_follows_them() {
     let (fake, server) = start(r#"["shell", "spawn_agent", "wait_agents"]"#).await;
@@ -55,15 +68,7 @@ async fn sub_agents_are_sessions_of_their_own_for_an_editor_that_follows_them() 
                 _ => Reply::text("Child report."),
             }
         } else {
-            match calls {
-                0 => Reply::tool_call("spawn_agent", json!({"agent": "default", "task": TASK}), 1),
-                1 => Reply::tool_call(
-                    "wait_agents",
-                    json!({"session_ids": spawned(body), "timeout_s": 60}),
-                    1,
-                ),
-                _ => Reply::text("All done."),
-            }
+            root_reply(body, calls, "All done.")
         })
     });
     let cwd = workspace();
@@ -233,15 +238,7 @@ async fn cancelling_a_sub_agents_session_interrupts_only_its_work() {
         Some(if first == TASK {
             Reply::tool_call("shell", json!({"command": "sleep 30"}), 1)
         } else {
-            match calls {
-                0 => Reply::tool_call("spawn_agent", json!({"agent": "default", "task": TASK}), 1),
-                1 => Reply::tool_call(
-                    "wait_agents",
-                    json!({"session_ids": spawned(body), "timeout_s": 60}),
-                    1,
-                ),
-                _ => Reply::text("Went on without it."),
-            }
+            root_reply(body, calls, "Went on without it.")
         })
     });
     let cwd = workspace();
