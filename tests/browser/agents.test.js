@@ -89,6 +89,8 @@ test('the Agents tab shows the tree of sub-agents; one is opened while it stream
     await page.locator('#session-crumb').waitFor({ state: 'hidden' });
     const report = page.locator('#items .item.user-message.from-agent').first();
     await report.waitFor();
+    // It names the sub-agent by its agent and task, not by a session id.
+    assert.equal(await report.locator('.who').textContent(), 'Report from sub-agent “default”: /spawn helper: write slowly');
     await report.locator('button', { hasText: 'Open the sub-agent' }).click();
     await page.locator('#session-crumb', { hasText: 'Viewing sub-agent “default”' }).waitFor();
   }));

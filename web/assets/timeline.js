@@ -222,6 +222,14 @@ function compactedBadge(item) {
     : null;
 }
 
+// A sub-agent's task after its name, its first line cut to a glance: which of several
+// sub-agents of the same agent reports is told by what it was asked.
+function taskNote(session) {
+  const first = ((session && session.task) || '').split('\n')[0].trim();
+  if (!first) return '';
+  return `: ${first.length > 60 ? `${first.slice(0, 59)}…` : first}`;
+}
+
 function itemHead(item, shownMs) {
   const fromAgent = item.kind === 'user_message' && item.source === 'agent';
   // A message from another agent is the task or a message from the agent that spawned this
@@ -233,7 +241,7 @@ function itemHead(item, shownMs) {
       ? fromAgent
         ? fromParent
           ? `From the agent that started this one, ${sessionLabel(item.from_session_id)}`
-          : `Report from sub-agent ${sessionLabel(item.from_session_id)}`
+          : `Report from sub-agent ${sessionLabel(item.from_session_id)}${taskNote(sender)}`
         : 'You'
       : item.kind === 'agent_message'
         ? 'Agent'
