@@ -231,12 +231,14 @@ impl Chat {
             }
             "retry" => {
                 let id = self.current()?;
+                // Said before asking: the demo model answers at once, and its answer (printed
+                // by the event stream) would otherwise come before this line.
+                print_out("[running the failed turn again]\n");
                 let started = self
                     .api
                     .post(&format!("/api/conversations/{id}/retry"), &json!({}))
                     .await?;
                 let turn_id = started["turn_id"].as_str().unwrap_or_default().to_owned();
-                print_out("[the failed turn runs again]\n");
                 self.wait_turn_end(&turn_id).await;
             }
             "context" => {

@@ -209,7 +209,7 @@ async fn retry_runs_a_failed_turn_again() {
     assert!(ok, "stdout:\n{out}\nstderr:\n{err}");
     let expect = [
         "simulated transient failure 1 of 1",
-        "[the failed turn runs again]",
+        "[running the failed turn again]",
         "agent: Demo model (offline, built in): you said \"/fail 1\".",
         "the latest turn t_",
     ];
