@@ -40,37 +40,43 @@ fn spawned(body: &Value) -> Vec<String> {
 
 const TASK: &str = "task: list the files";
 
-/// The root agent's script: spawn a sub-agent for `TASK`, wait for it, then answer `last`.
-fn root_reply(body: &Value, calls: usize, last: &str) -> Reply {
-    match calls {
-        0 => Reply::tool_call("spawn_agent", json!({"agent": "default", "task": TASK}), 1),
-        1 => Reply::tool_call(
-            "wait_agents",
-            json!({"session_ids": spawned(body), "timeout_s": 60}),
-            1,
-        ),
-        _ => Reply::text(last),
-    }
+/// Answers every model call of a service whose root agent spawns one sub-agent for `TASK`,
+/// waits for it and then answers `last`; the sub-agent's `n`th call is answered by `child(n)`.
+/// Sessions call the model at the same time: each is answered by what its request holds.
+fn script_one_sub_agent(
+    fake: &FakeProvider,
+    child: impl Fn(usize) -> Reply + Send + Sync + 'static,
+    last: &'static str,
+) {
+    fake.script(move |body| {
+        let first = messages(body, "user").next()?["content"]
+            .as_str()?
+            .to_owned();
+        let calls = messages(body, "tool").count();
+        Some(match calls {
+            _ if first == TASK => child(calls),
+            0 => Reply::tool_call("spawn_agent", json!({"agent": "default", "task": TASK}), 1),
+            1 => Reply::tool_call(
+                "wait_agents",
+                json!({"session_ids": spawned(body), "timeout_s": 60}),
+                1,
+            ),
+            _ => Reply::text(last),
+        })
+    });
 }
 
 #[tokio::test]
 async fn sub_agents_are_sessions_of_their_own_for_an_editor_that_follows_them() {
     let (fake, server) = start(r#"["shell", "spawn_agent", "wait_agents"]"#).await;
-    // Sessions call the model at the same time: answer each by what its request holds.
-    fake.script(|body| {
-        let first = messages(body, "user").next()?["content"]
-            .as_str()?
-            .to_owned();
-        let calls = messages(body, "tool").count();
-        Some(if first == TASK {
-            match calls {
-                0 => Reply::tool_call("shell", json!({"command": "echo child-was-here"}), 1),
-                _ => Reply::text("Child report."),
-            }
-        } else {
-            root_reply(body, calls, "All done.")
-        })
-    });
+    script_one_sub_agent(
+        &fake,
+        |calls| match calls {
+            0 => Reply::tool_call("shell", json!({"command": "echo child-was-here"}), 1),
+            _ => Reply::text("Child report."),
+        },
+        "All done.",
+    );
     let cwd = workspace();
     let mut editor = Editor::start_with(&server.base, json!({"subagents": {}})).await;
     let session = editor.new_session(cwd.path()).await;
@@ -230,17 +236,11 @@ async fn retry_runs_a_failed_turn_again_without_sending_the_message_twice() {
 #[tokio::test]
 async fn cancelling_a_sub_agents_session_interrupts_only_its_work() {
     let (fake, server) = start(r#"["shell", "spawn_agent", "wait_agents"]"#).await;
-    fake.script(|body| {
-        let first = messages(body, "user").next()?["content"]
-            .as_str()?
-            .to_owned();
-        let calls = messages(body, "tool").count();
-        Some(if first == TASK {
-            Reply::tool_call("shell", json!({"command": "sleep 30"}), 1)
-        } else {
-            root_reply(body, calls, "Went on without it.")
-        })
-    });
+    script_one_sub_agent(
+        &fake,
+        |_| Reply::tool_call("shell", json!({"command": "sleep 30"}), 1),
+        "Went on without it.",
+    );
     let cwd = workspace();
     let mut editor = Editor::start_with(&server.base, json!({"subagents": {}})).await;
     let session = editor.new_session(cwd.path()).await;

@@ -12,7 +12,7 @@ use futures::StreamExt;
 use serde_json::json;
 
 use crate::cluster::{LEASE_MS, cluster_config, create};
-use crate::harness::{Server, ServerOptions, TIMEOUT};
+use crate::harness::{Server, ServerOptions, TIMEOUT, signal};
 use openvaala::testkit::postgres::Postgres;
 
 /// An instance of the cluster, stopping itself at `stop_at` if given.
@@ -323,13 +323,6 @@ async fn a_delete_queued_on_a_paused_owner_does_not_run_after_a_takeover() {
             )
             .await;
         assert_eq!(status, 404);
-    }
-}
-
-fn signal(pid: i32, signal: i32) {
-    // SAFETY: kill(2) on our own child's pid with a valid signal.
-    unsafe {
-        libc::kill(pid, signal);
     }
 }
 

@@ -399,3 +399,11 @@ pub fn process_alive(pid: i32) -> bool {
             .is_some_and(|(_, rest)| !rest.trim_start().starts_with('Z'))
     })
 }
+
+/// Sends `signal` to `pid`, a process the test started.
+pub fn signal(pid: i32, signal: i32) {
+    // SAFETY: kill(2) on our own child's pid with a valid signal.
+    unsafe {
+        libc::kill(pid, signal);
+    }
+}

@@ -9,7 +9,7 @@ use serde_json::json;
 use tokio::io::{AsyncBufReadExt, BufReader, Lines};
 use tokio::process::{ChildStderr, Command};
 
-use crate::harness::{Server, ServerOptions, TIMEOUT};
+use crate::harness::{Server, ServerOptions, TIMEOUT, signal};
 use crate::send::{command, command_at, demo_reply, finish, send};
 use crate::support::events_until;
 
@@ -41,6 +41,19 @@ async fn started(
     })
     .await
     .expect("the conversation id in time");
+    (child, stderr, id)
+}
+
+/// Starts `send` with a message the demo model answers slowly, and waits for its answer to
+/// begin: the turn is running.
+async fn started_long_turn(
+    server: &Server,
+    workdir: &std::path::Path,
+) -> (tokio::process::Child, Lines<BufReader<ChildStderr>>, String) {
+    let (child, stderr, id) =
+        started(command(server, &["/sleep 300\nTake your time"], workdir)).await;
+    let mut events = server.events(&id).await;
+    events_until(&mut events, "item.delta").await;
     (child, stderr, id)
 }
 
@@ -83,19 +96,9 @@ async fn an_address_without_a_scheme_is_understood() {
 async fn ctrl_c_interrupts_the_turn_waits_for_its_end_and_exits_130() {
     let server = Server::start().await;
     let workdir = tempfile::tempdir().unwrap();
-    let (child, mut stderr, id) = started(command(
-        &server,
-        &["/sleep 300\nTake your time"],
-        workdir.path(),
-    ))
-    .await;
-    let mut events = server.events(&id).await;
-    events_until(&mut events, "item.delta").await;
+    let (child, mut stderr, id) = started_long_turn(&server, workdir.path()).await;
     let pid = child.id().expect("running") as i32;
-    // SAFETY: kill(2) on our own child's pid with a valid signal.
-    unsafe {
-        libc::kill(pid, libc::SIGINT);
-    }
+    signal(pid, libc::SIGINT);
     let output = tokio::time::timeout(TIMEOUT, child.wait_with_output())
         .await
         .expect("send ends in time")
@@ -123,14 +126,7 @@ async fn a_restart_mid_turn_is_reconnected_and_its_end_reported() {
     };
     let server = Server::start_with(options()).await;
     let workdir = tempfile::tempdir().unwrap();
-    let (child, mut stderr, id) = started(command(
-        &server,
-        &["/sleep 300\nTake your time"],
-        workdir.path(),
-    ))
-    .await;
-    let mut events = server.events(&id).await;
-    events_until(&mut events, "item.delta").await;
+    let (child, mut stderr, id) = started_long_turn(&server, workdir.path()).await;
     let data_dir = server.kill9().await;
     let server = Server::start_with(ServerOptions {
         data_dir: Some(data_dir),
@@ -156,15 +152,7 @@ async fn a_restart_mid_turn_is_reconnected_and_its_end_reported() {
 async fn a_stream_lost_for_good_exits_69() {
     let server = Server::start().await;
     let workdir = tempfile::tempdir().unwrap();
-    let (child, mut stderr, id) = started(command(
-        &server,
-        &["/sleep 300\nTake your time"],
-        workdir.path(),
-    ))
-    .await;
-    let mut events = server.events(&id).await;
-    events_until(&mut events, "item.delta").await;
-    drop(events);
+    let (child, mut stderr, _) = started_long_turn(&server, workdir.path()).await;
     let _data_dir = server.kill9().await;
     // `send` tries to reconnect for 30 s before it gives up.
     let output = tokio::time::timeout(Duration::from_secs(60), child.wait_with_output())
@@ -262,10 +250,7 @@ async fn ctrl_c_while_the_message_waits_takes_it_back() {
     .await;
     events_until(&mut events, "pending.updated").await;
     let pid = child.id().expect("running") as i32;
-    // SAFETY: kill(2) on our own child's pid with a valid signal.
-    unsafe {
-        libc::kill(pid, libc::SIGINT);
-    }
+    signal(pid, libc::SIGINT);
     let output = tokio::time::timeout(TIMEOUT, child.wait_with_output())
         .await
         .expect("send ends in time")
@@ -286,38 +271,24 @@ async fn ctrl_c_while_the_message_waits_takes_it_back() {
 async fn a_second_ctrl_c_leaves_at_once_saying_the_turn_may_still_run() {
     let server = Server::start().await;
     let workdir = tempfile::tempdir().unwrap();
-    let (child, mut stderr, id) = started(command(
-        &server,
-        &["/sleep 300\nTake your time"],
-        workdir.path(),
-    ))
-    .await;
-    let mut events = server.events(&id).await;
-    events_until(&mut events, "item.delta").await;
+    let (child, mut stderr, _) = started_long_turn(&server, workdir.path()).await;
     // The service is frozen: the interrupt the first Ctrl-C asks for cannot end the turn.
     let service = server.child.id().expect("running") as i32;
     let pid = child.id().expect("running") as i32;
-    // SAFETY: kill(2) on our own children's pids with valid signals.
-    unsafe {
-        libc::kill(service, libc::SIGSTOP);
-        libc::kill(pid, libc::SIGINT);
-    }
+    signal(service, libc::SIGSTOP);
+    signal(pid, libc::SIGINT);
     let first = tokio::time::timeout(TIMEOUT, stderr.next_line())
         .await
         .expect("a line in time")
         .unwrap()
         .unwrap_or_default();
     assert!(first.starts_with("interrupting the turn"), "{first}");
-    unsafe {
-        libc::kill(pid, libc::SIGINT);
-    }
+    signal(pid, libc::SIGINT);
     let output = tokio::time::timeout(TIMEOUT, child.wait_with_output())
         .await
         .expect("send ends in time")
         .unwrap();
-    unsafe {
-        libc::kill(service, libc::SIGCONT);
-    }
+    signal(service, libc::SIGCONT);
     let err = rest(&mut stderr).await;
     assert_eq!(output.status.code(), Some(130), "{err}");
     assert!(err.contains("the turn may still be running"), "{err}");
