@@ -121,6 +121,18 @@ pub struct RetryRequest {
     pub session_id: Option<String>,
 }
 
+/// `POST /api/conversations/{id}/fork`; an empty body is `{}`.
+#[derive(Debug, Default, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ForkRequest {
+    /// Also make a copy of the working tree as it is now, in a new directory (a linked git
+    /// worktree when the directory is in a git repository with a commit, else a plain copy),
+    /// and run the fork there, so both can go on without touching each other's files.
+    /// Refused with 409 while a turn runs in the working directory.
+    #[serde(default)]
+    pub worktree: bool,
+}
+
 /// `POST /api/conversations/{id}/rewind`.
 #[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]

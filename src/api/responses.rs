@@ -89,6 +89,61 @@ pub struct RetryStarted {
 pub struct ForkedConversation {
     /// The new conversation.
     pub conversation: Conversation,
+    /// With `worktree`: the copy of the working tree the fork runs in.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub worktree: Option<WorktreeCopy>,
+}
+
+/// A copy of a working tree made for a fork. The directory is the user's: deleting the fork
+/// leaves it.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct WorktreeCopy {
+    /// The fork's working directory (also its `cwd`), under the data directory's `worktrees/`.
+    pub path: String,
+    /// `git`: a linked worktree of the source's repository, detached at its `HEAD`, with the
+    /// source's uncommitted changes; `copy`: a plain copy.
+    pub kind: WorktreeKind,
+    /// Files written from the snapshot the copy was made from (for a git worktree, those that
+    /// differ from the checkout).
+    pub files: usize,
+    /// Files the snapshot left out (over the size limits), copied from the tree as they are
+    /// now; `reason` also says when one could not be copied. Ignored files (`.gitignore`) are
+    /// never copied.
+    pub copied_as_is: Vec<SkippedFile>,
+    /// Why a repository's copy is a plain copy (for instance: it has no commit yet).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub note: Option<String>,
+}
+
+/// How a working tree was copied.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq, ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum WorktreeKind {
+    Git,
+    Copy,
+}
+
+impl From<crate::checkpoints::TreeCopy> for WorktreeCopy {
+    fn from(copy: crate::checkpoints::TreeCopy) -> WorktreeCopy {
+        WorktreeCopy {
+            path: copy.cwd.to_string_lossy().into_owned(),
+            kind: if copy.git {
+                WorktreeKind::Git
+            } else {
+                WorktreeKind::Copy
+            },
+            files: copy.files,
+            copied_as_is: copy
+                .copied_live
+                .into_iter()
+                .map(|skipped| SkippedFile {
+                    path: skipped.path,
+                    reason: skipped.reason,
+                })
+                .collect(),
+            note: copy.note,
+        }
+    }
 }
 
 /// `POST /api/conversations/{id}/rewind`.

@@ -9,13 +9,15 @@
 //! `trees/<key>/` per working directory (`key`: a hash of its path): `cwd` (the path, for
 //! humans), `snapshots/<id>.json` (manifests, most stored as a delta from the one before:
 //! `manifests.rs`; the greatest id is the newest, whose stat fields spare re-reading unchanged
-//! files) and `restores/<id>.json` (restore journals).
+//! files) and `restores/<id>.json` (restore journals). Copies of trees for forks that run
+//! apart are under `<data>/worktrees/<fork id>/` (`worktree.rs`).
 
 pub mod diff;
 mod manifests;
 mod objects;
 pub mod restore;
 pub mod scan;
+mod worktree;
 
 use std::collections::HashMap;
 use std::fs;
@@ -28,6 +30,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use objects::Objects;
 pub use restore::{RestoreError, RestoreOptions, RestoreOutcome};
 use scan::Manifest;
+pub use worktree::TreeCopy;
 
 /// How much a snapshot keeps: a bigger file, or what goes past the total, is skipped (and
 /// listed with the snapshot).
@@ -273,9 +276,12 @@ impl Checkpoints {
         manifests::read(&tree.dir.join("snapshots"), id).map(|(manifest, _)| Arc::new(manifest))
     }
 
-    /// Finishes every restore a crash cut short (see `restore`). Called at start-up, before
-    /// any turn runs; a failure is logged, and that restore's journal stays for the next start.
-    pub fn recover(&self) {
+    /// Finishes every restore a crash cut short (see `restore`), and settles the copies of
+    /// trees whose fork a crash cut short (see `worktree`; `stored` tells whether a
+    /// conversation exists). Called at start-up, before any turn runs; a failure is logged,
+    /// and that restore's journal stays for the next start.
+    pub fn recover(&self, stored: &dyn Fn(&str) -> bool) {
+        self.settle_pending_copies(stored);
         let Ok(trees) = fs::read_dir(self.root.join("trees")) else {
             return;
         };

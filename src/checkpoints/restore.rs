@@ -329,7 +329,7 @@ pub(super) fn recover(checkpoints: &Checkpoints, tree: &Tree) -> Result<(), Stri
     Ok(())
 }
 
-fn busy(tree: &Tree) -> Result<(), RestoreError> {
+pub(super) fn busy(tree: &Tree) -> Result<(), RestoreError> {
     if tree.running.load(Ordering::SeqCst) > 0 {
         return Err(RestoreError::Busy(tree.cwd.display().to_string()));
     }
@@ -402,7 +402,7 @@ fn write_file(path: &Path, bytes: &[u8], mode: u32) -> io::Result<()> {
 }
 
 /// Removes a file, then the directories it leaves empty (up to the tree's root).
-fn remove_file(root: &Path, path: &Path) -> io::Result<()> {
+pub(super) fn remove_file(root: &Path, path: &Path) -> io::Result<()> {
     match fs::remove_file(path) {
         Ok(()) => {}
         Err(error) if error.kind() == io::ErrorKind::NotFound => {}

@@ -226,7 +226,11 @@ pub fn scan(
 /// spares resolving every file's whole path again: that was the largest cost of a snapshot of
 /// a tree where nothing changed. One thread: the parallel walker cost more CPU than it saved
 /// on this size of tree. More than `max_files` is an error of kind `FileTooLarge`.
-fn walk(root: &Path, exclude: &Path, max_files: usize) -> io::Result<Vec<(String, Stat)>> {
+pub(super) fn walk(
+    root: &Path,
+    exclude: &Path,
+    max_files: usize,
+) -> io::Result<Vec<(String, Stat)>> {
     if !root.is_dir() {
         return Err(io::Error::new(
             io::ErrorKind::NotFound,
@@ -240,10 +244,11 @@ fn walk(root: &Path, exclude: &Path, max_files: usize) -> io::Result<Vec<(String
         .git_global(false)
         .follow_links(false)
         .filter_entry(move |entry| {
+            // `.git` is git's, a directory or (in a linked worktree or a submodule) a file.
             // Only directories can be excluded; bytes compare faster than path components.
             let dir = entry.file_type().is_some_and(|kind| kind.is_dir());
-            !dir || (entry.file_name() != ".git"
-                && entry.path().as_os_str().as_bytes() != exclude.as_os_str().as_bytes())
+            entry.file_name() != ".git"
+                && (!dir || entry.path().as_os_str().as_bytes() != exclude.as_os_str().as_bytes())
         })
         .build();
     // The files to keep, by their directory (relative to `root`, `""` for itself), in the

@@ -11,7 +11,7 @@ use super::extract::{IdempotencyHeader, IdempotencyKey, Json, Query};
 use super::{ApiError, AppState};
 use crate::api::errors::ErrorBody;
 use crate::api::requests::{
-    ArchivedFilter, ConversationPatch, EmptyRequest, InterruptRequest, ItemsQuery,
+    ArchivedFilter, ConversationPatch, EmptyRequest, ForkRequest, InterruptRequest, ItemsQuery,
     ListConversationsQuery, NewConversation, NewMessage, PendingPatch, RetryRequest, RewindRequest,
     UsageQuery,
 };
@@ -446,10 +446,11 @@ pub(super) fn optional_json<T: DeserializeOwned + Default>(body: &Bytes) -> Resu
     summary = "Fork a conversation",
     description = "Copies the root agent's history up to the last finished turn into a new \
         conversation; sub-agents, waiting messages and the archive state are not copied. \
-        The original is unchanged.",
+        The original is unchanged. With `worktree`, the fork also gets a copy of the working \
+        tree as it is now, in a new directory, and runs there.",
     params(("id" = String, Path, description = "Conversation id")),
     request_body(
-        content = ref("#/components/schemas/EmptyRequest"),
+        content = ref("#/components/schemas/ForkRequest"),
         content_type = "application/json",
         description = "Optional: `{}` or no body",
     ),
@@ -457,7 +458,7 @@ pub(super) fn optional_json<T: DeserializeOwned + Default>(body: &Bytes) -> Resu
         (status = 201, description = "The new conversation", body = ForkedConversation),
         (status = 400, description = "`invalid_request`: bad JSON", body = ErrorBody),
         (status = 404, description = "`not_found`: no such conversation", body = ErrorBody),
-        (status = 409, description = "`turn_running`: the first turn is still running, nothing is finished to copy", body = ErrorBody),
+        (status = 409, description = "`turn_running`: the first turn is still running, nothing is finished to copy; with `worktree`, a turn runs in the working directory. `restore_unavailable`: with `worktree`, the tree cannot be copied (checkpoints are off, the store is damaged, the tree is too large); nothing was stored", body = ErrorBody),
         (status = 422, description = "`cwd_missing` or `source_missing`: the conversation cannot open", body = ErrorBody),
     ),
 )]
@@ -466,11 +467,14 @@ pub async fn fork(
     Path(id): Path<String>,
     body: Bytes,
 ) -> Result<Response, ApiError> {
-    let EmptyRequest {} = optional_json(&body)?;
-    let conversation = state.runtime.fork(&id).await?;
+    let ForkRequest { worktree } = optional_json(&body)?;
+    let (conversation, copy) = state.runtime.fork(&id, worktree).await?;
     Ok((
         StatusCode::CREATED,
-        axum::Json(ForkedConversation { conversation }),
+        axum::Json(ForkedConversation {
+            conversation,
+            worktree: copy.map(Into::into),
+        }),
     )
         .into_response())
 }

@@ -115,6 +115,7 @@ pub async fn serve() -> Json<Value> {
         InterruptRequest,
         RetryRequest,
         EmptyRequest,
+        crate::api::requests::ForkRequest,
         crate::api::requests::UndoRestoreRequest,
         // Named by the approvals' query parameter.
         crate::api::approvals::ApprovalFilter,

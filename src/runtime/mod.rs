@@ -183,7 +183,7 @@ impl Runtime {
                 },
             );
             // Before any turn can run: a restore a crash cut short is finished first.
-            checkpoints.recover();
+            checkpoints.recover(&|id| store.exists(id));
             Arc::new(checkpoints)
         });
         let (index_jobs, jobs) = tokio::sync::mpsc::channel(index_jobs::QUEUE_CAPACITY);

@@ -243,18 +243,25 @@ impl Runtime {
             .await?
     }
 
-    /// A copy of the conversation up to its last finished turn.
-    pub async fn fork(&self, id: &str) -> Result<Conversation, RuntimeError> {
+    /// A copy of the conversation up to its last finished turn; with `worktree`, it runs in a
+    /// copy of the working tree as it is now.
+    pub async fn fork(
+        &self,
+        id: &str,
+        worktree: bool,
+    ) -> Result<(Conversation, Option<crate::checkpoints::TreeCopy>), RuntimeError> {
         let outcome = self
             .call(id, |reply| Command::Fork {
                 rewind_to: None,
                 restore: None,
+                worktree,
                 reply,
             })
             .await??;
-        outcome
+        let conversation = outcome
             .conversation
-            .ok_or_else(|| RuntimeError::Internal("a fork produced no conversation".to_owned()))
+            .ok_or_else(|| RuntimeError::Internal("a fork produced no conversation".to_owned()))?;
+        Ok((conversation, outcome.worktree))
     }
 
     /// A copy up to just before one of the user's messages, and that message's text
@@ -275,6 +282,7 @@ impl Runtime {
         self.call(id, |reply| Command::Fork {
             rewind_to: Some(message_id),
             restore,
+            worktree: false,
             reply,
         })
         .await?

@@ -14,7 +14,11 @@ use crate::fake_provider::{FakeProvider, Reply, Wire};
 use crate::harness::{Server, ServerOptions, TIMEOUT};
 use crate::support::{events_until, items};
 
-async fn start(fake: &FakeProvider, data_dir: Option<&Path>, env: Vec<(String, String)>) -> Server {
+pub(crate) async fn start(
+    fake: &FakeProvider,
+    data_dir: Option<&Path>,
+    env: Vec<(String, String)>,
+) -> Server {
     let config = fake.config().replace(
         "tools = [\"shell\"]",
         "tools = [\"shell\", \"write_file\", \"read_file\"]",
@@ -28,16 +32,16 @@ async fn start(fake: &FakeProvider, data_dir: Option<&Path>, env: Vec<(String, S
     .await
 }
 
-fn shell(command: &str) -> Reply {
+pub(crate) fn shell(command: &str) -> Reply {
     Reply::tool_call("shell", json!({ "command": command }), 1)
 }
 
-fn write(path: &str, content: &str) -> Reply {
+pub(crate) fn write(path: &str, content: &str) -> Reply {
     Reply::tool_call("write_file", json!({ "path": path, "content": content }), 1)
 }
 
 /// Every file under `dir` (but `.git`) with its content.
-fn tree(dir: &Path) -> BTreeMap<String, String> {
+pub(crate) fn tree(dir: &Path) -> BTreeMap<String, String> {
     let mut files = BTreeMap::new();
     let mut stack = vec![dir.to_path_buf()];
     while let Some(current) = stack.pop() {
@@ -57,7 +61,7 @@ fn tree(dir: &Path) -> BTreeMap<String, String> {
     files
 }
 
-fn seed(dir: &Path, files: &[(&str, &str)]) {
+pub(crate) fn seed(dir: &Path, files: &[(&str, &str)]) {
     for (path, content) in files {
         let path = dir.join(path);
         std::fs::create_dir_all(path.parent().unwrap()).unwrap();
@@ -67,7 +71,7 @@ fn seed(dir: &Path, files: &[(&str, &str)]) {
 
 /// Creates a conversation in `cwd` whose first turn runs `replies` (then answers "Done.");
 /// answers its id and the first turn's end.
-async fn create(
+pub(crate) async fn create(
     server: &Server,
     fake: &FakeProvider,
     cwd: &Path,
@@ -91,7 +95,7 @@ async fn create(
 }
 
 /// Sends a message whose turn runs `replies`; answers its `turn.ended` data.
-async fn turn(
+pub(crate) async fn turn(
     server: &Server,
     fake: &FakeProvider,
     id: &str,
@@ -392,7 +396,7 @@ async fn restoring_one_conversation_leaves_another_ones_edits_in_the_same_direct
     );
 }
 
-fn git(dir: &Path, args: &[&str]) -> String {
+pub(crate) fn git(dir: &Path, args: &[&str]) -> String {
     let output = std::process::Command::new("git")
         .args(args)
         .current_dir(dir)
@@ -531,7 +535,7 @@ async fn restoring_is_refused_while_a_turn_runs_in_the_directory() {
 }
 
 /// Waits until the process has stopped itself (state `T` in /proc).
-async fn wait_stopped(pid: i32) {
+pub(crate) async fn wait_stopped(pid: i32) {
     tokio::time::timeout(TIMEOUT, async {
         loop {
             let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();

@@ -49,3 +49,4 @@ mod tui;
 mod tui_terminal;
 mod turns;
 mod ui;
+mod worktree_fork;

@@ -6,7 +6,7 @@ use std::path::PathBuf;
 
 use super::ConversationActor;
 use crate::checkpoints::restore::CallRecord;
-use crate::checkpoints::{RestoreOptions, RestoreOutcome};
+use crate::checkpoints::{RestoreOptions, RestoreOutcome, TreeCopy};
 use crate::domain::Item;
 use crate::runtime::RuntimeError;
 use crate::runtime::checkpointing::call_records;
@@ -78,5 +78,22 @@ impl ConversationActor {
                 .await
                 .map_err(|error| RuntimeError::Internal(error.to_string()))??;
         Ok(restored)
+    }
+
+    /// A copy of the working tree as it is now, for the fork `owner` to run in (see
+    /// `crate::checkpoints::worktree`); marked pending until the fork is stored.
+    pub(super) async fn copy_tree(&self, owner: &str) -> Result<TreeCopy, RuntimeError> {
+        let checkpoints = self.shared.checkpoints.clone().ok_or_else(|| {
+            RuntimeError::RestoreUnavailable(
+                "the working tree cannot be copied: checkpoints are off (tools.checkpoints = false)"
+                    .to_owned(),
+            )
+        })?;
+        let cwd = PathBuf::from(&self.state.conversation.cwd);
+        let owner = owner.to_owned();
+        let copy = tokio::task::spawn_blocking(move || checkpoints.copy_tree(&cwd, &owner))
+            .await
+            .map_err(|error| RuntimeError::Internal(error.to_string()))??;
+        Ok(copy)
     }
 }

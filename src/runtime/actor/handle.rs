@@ -57,6 +57,8 @@ pub enum Command {
     Fork {
         rewind_to: Option<String>,
         restore: Option<crate::checkpoints::RestoreOptions>,
+        /// Run the fork in a copy of the working tree.
+        worktree: bool,
         reply: oneshot::Sender<Result<ForkOutcome, RuntimeError>>,
     },
     /// The working directory and the file-changing tool calls of one turn.
@@ -119,6 +121,8 @@ pub struct ForkOutcome {
     pub text: Option<String>,
     /// The files put back, when asked.
     pub restore: Option<crate::checkpoints::RestoreOutcome>,
+    /// The copy of the working tree the fork runs in, when asked.
+    pub worktree: Option<crate::checkpoints::TreeCopy>,
 }
 
 pub type TurnFileCalls = Result<

@@ -19,6 +19,7 @@ impl ConversationActor {
         &mut self,
         rewind_to: Option<String>,
         restore: Option<crate::checkpoints::RestoreOptions>,
+        worktree: bool,
     ) -> Result<ForkOutcome, RuntimeError> {
         // A copy of a conversation that cannot open (its directory or agent is gone) could not
         // open either: the user recreates the directory (or the agent) first.
@@ -62,6 +63,7 @@ impl ConversationActor {
                     conversation: None,
                     text,
                     restore: restored,
+                    worktree: None,
                 });
             }
             end = end.min(at);
@@ -73,13 +75,61 @@ impl ConversationActor {
                     conversation: None,
                     text,
                     restore: restored,
+                    worktree: None,
                 });
             }
             return Err(RuntimeError::TurnRunning);
         };
 
-        let source = &self.state.conversation;
         let conversation_id = new_id("c");
+        // The copy first: a tree that cannot be copied (a turn runs in it) leaves nothing
+        // stored. From here on, a failure removes it.
+        let copy = match worktree {
+            true => Some(self.copy_tree(&conversation_id).await?),
+            false => None,
+        };
+        let stored = self
+            .store_fork(&conversation_id, copy.as_ref(), &content, end, &last)
+            .await;
+        if let Some(checkpoints) = copy.as_ref().and(self.shared.checkpoints.as_ref()) {
+            match &stored {
+                // A mark left by a failure here is settled at the next start (the fork exists).
+                Ok(_) => {
+                    if let Err(error) = checkpoints.keep_copy(&conversation_id) {
+                        tracing::warn!(%error, "cannot unmark a fork's copy of the tree");
+                    }
+                }
+                Err(_) => checkpoints.discard_copy(&conversation_id),
+            }
+        }
+        Ok(ForkOutcome {
+            conversation: Some(stored?),
+            text,
+            restore: restored,
+            worktree: copy,
+        })
+    }
+
+    /// Stores the fork `conversation_id`: the root session's `content` up to `end` (its last
+    /// item `last`), in the source's working directory or in `copy`.
+    async fn store_fork(
+        &self,
+        conversation_id: &str,
+        copy: Option<&crate::checkpoints::TreeCopy>,
+        content: &[u8],
+        end: usize,
+        last: &crate::domain::Item,
+    ) -> Result<crate::domain::Conversation, RuntimeError> {
+        let root = self.state.conversation.root_session_id.clone();
+        let source = &self.state.conversation;
+        let cwd =
+            match copy {
+                Some(copy) => copy.cwd.to_str().map(str::to_owned).ok_or_else(|| {
+                    RuntimeError::Internal("the copy's path is not UTF-8".to_owned())
+                })?,
+                None => source.cwd.clone(),
+            };
+        let conversation_id = conversation_id.to_owned();
         let session_id = new_id("s");
         let created_at = now();
         let mut history = content[..end].to_vec();
@@ -88,13 +138,13 @@ impl ConversationActor {
             id: conversation_id.clone(),
             title: title::fork_title(&source.title),
             created_at,
-            cwd: source.cwd.clone(),
+            cwd,
             agent: source.agent.clone(),
             model: source.model.clone(),
             root_session_id: session_id.clone(),
             forked_from: Some(ForkedFrom {
                 conversation_id: self.id.clone(),
-                item_id: last.id,
+                item_id: last.id.clone(),
             }),
             mcp: self.state.mcp.clone(),
         });
@@ -137,7 +187,7 @@ impl ConversationActor {
         // The rows to copy end where the copy ends, fixed now: by the time the job runs, the
         // source may have gone on (its new messages are not the fork's).
         let below_seq = if end < content.len() {
-            fork::item_at(&content, end).map_or(last.seq + 1, |item| item.seq)
+            fork::item_at(content, end).map_or(last.seq + 1, |item| item.seq)
         } else {
             self.root().history.last().map_or(last.seq, |item| item.seq) + 1
         };
@@ -151,10 +201,6 @@ impl ConversationActor {
         self.shared.publish_list(&ListEvent::ConversationCreated {
             conversation: conversation.clone(),
         });
-        Ok(ForkOutcome {
-            conversation: Some(conversation),
-            text,
-            restore: restored,
-        })
+        Ok(conversation)
     }
 }

@@ -367,9 +367,10 @@ impl ConversationActor {
             Command::Fork {
                 rewind_to,
                 restore,
+                worktree,
                 reply,
             } => {
-                let _ = reply.send(self.fork(rewind_to, restore).await);
+                let _ = reply.send(self.fork(rewind_to, restore, worktree).await);
             }
             Command::TurnFileCalls {
                 turn_id,
