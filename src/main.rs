@@ -45,6 +45,12 @@ enum Command {
         #[arg(long)]
         config: Option<PathBuf>,
     },
+    /// Drop the checkpoint snapshots and file contents no conversation needs any more (the
+    /// service must be stopped; it also does this once a day while it runs).
+    Gc {
+        #[command(flatten)]
+        data: DataDirArg,
+    },
     /// Talk to the agent in this terminal: full-screen at a terminal, else line by line (type
     /// /help inside). Finds the service as --url describes.
     Chat(ChatArgs),
@@ -221,6 +227,7 @@ fn main() -> ExitCode {
         } => data
             .resolve()
             .and_then(|dir| reindex(&dir, database_url, config.as_deref())),
+        Command::Gc { data } => data.resolve().and_then(|dir| gc(&dir)),
         Command::Chat(args) => chat(args),
         Command::Send(args) => return send(args),
         Command::Acp(args) => acp(args),
@@ -523,6 +530,35 @@ fn stop_instances(data_dir: &Path) -> anyhow::Result<()> {
         std::thread::sleep(Duration::from_millis(50));
     }
     println!("stopped");
+    Ok(())
+}
+
+fn gc(data_dir: &Path) -> anyhow::Result<()> {
+    let store = Store::open(data_dir)?;
+    let _lock = match RuntimeLock::acquire(&store.lock_path()) {
+        Ok(lock) => lock,
+        Err(LockError::Held { owner }) => anyhow::bail!(
+            "the service is running ({owner}); it collects the store itself once a day, or stop \
+             it first with `openvaala serve stop`"
+        ),
+        Err(error) => return Err(error.into()),
+    };
+    let started = std::time::Instant::now();
+    let checkpoints = openvaala::checkpoints::Checkpoints::open(data_dir, Default::default());
+    let collected = openvaala::runtime::checkpoint_gc::collect(
+        &store,
+        &checkpoints,
+        openvaala::runtime::checkpoint_gc::Service::Stopped,
+    )?;
+    println!(
+        "removed {} snapshot(s) and {} stored file(s), {:.1} MB, in {:.2} s; {} working \
+         director(ies) no longer exist and nothing named their snapshots",
+        collected.snapshots,
+        collected.blobs,
+        collected.bytes as f64 / 1e6,
+        started.elapsed().as_secs_f64(),
+        collected.trees,
+    );
     Ok(())
 }
 

@@ -18,12 +18,12 @@ pub const MAX_DEPTH: usize = 32;
 
 /// A manifest as the differences from its base's.
 #[derive(Debug, Serialize, Deserialize)]
-struct Delta {
-    base: String,
+pub struct Delta {
+    pub base: String,
     depth: usize,
     taken_at_ns: i64,
     /// Paths added or changed (content, mode or stat fields), with their entry now.
-    changed: BTreeMap<String, Entry>,
+    pub changed: BTreeMap<String, Entry>,
     removed: Vec<String>,
     skipped: Vec<Skipped>,
 }
@@ -31,13 +31,13 @@ struct Delta {
 /// One file of `snapshots/`: a delta (it names a base) or a whole manifest.
 #[derive(Debug, Deserialize)]
 #[serde(untagged)]
-enum Stored {
+pub enum Stored {
     Delta(Delta),
     Whole(Manifest),
 }
 
 /// The file of snapshot `id`.
-fn path(snapshots: &Path, id: &str) -> std::path::PathBuf {
+pub fn path(snapshots: &Path, id: &str) -> std::path::PathBuf {
     snapshots.join(format!("{id}.json"))
 }
 
@@ -86,46 +86,52 @@ pub fn write(
     Ok(depth)
 }
 
+/// Reads snapshot `id` as stored: whole, or a delta from its base.
+pub fn load(snapshots: &Path, id: &str) -> Result<Stored, String> {
+    if !is_snapshot_id(id) {
+        return Err(format!("`{id}` is not a snapshot id"));
+    }
+    let bytes = fs::read(path(snapshots, id)).map_err(|error| format!("snapshot {id}: {error}"))?;
+    serde_json::from_slice(&bytes).map_err(|error| format!("snapshot {id} is damaged: {error}"))
+}
+
+/// Makes `manifest` (a delta's base, whole) the manifest the delta stands for.
+pub fn apply(manifest: &mut Manifest, delta: Delta) {
+    for path in delta.removed {
+        manifest.files.remove(&path);
+    }
+    manifest.files.extend(delta.changed);
+    manifest.taken_at_ns = delta.taken_at_ns;
+    manifest.skipped = delta.skipped;
+}
+
 /// Reads snapshot `id` whole, following its deltas; answers it with its depth.
 pub fn read(snapshots: &Path, id: &str) -> Result<(Manifest, usize), String> {
     let mut chain = Vec::new();
     let mut next = id.to_owned();
     let whole = loop {
-        if !is_snapshot_id(&next) {
-            return Err(format!("`{next}` is not a snapshot id"));
-        }
-        let bytes = fs::read(path(snapshots, &next))
-            .map_err(|error| format!("snapshot {next}: {error}"))?;
-        match serde_json::from_slice(&bytes) {
-            Ok(Stored::Whole(manifest)) => break manifest,
-            Ok(Stored::Delta(delta)) if chain.len() <= MAX_DEPTH => {
+        match load(snapshots, &next)? {
+            Stored::Whole(manifest) => break manifest,
+            Stored::Delta(delta) if chain.len() <= MAX_DEPTH => {
                 next.clone_from(&delta.base);
                 chain.push(delta);
             }
-            Ok(Stored::Delta(_)) => return Err(format!("snapshot {id} is damaged: a loop")),
-            Err(error) => return Err(format!("snapshot {next} is damaged: {error}")),
+            Stored::Delta(_) => return Err(format!("snapshot {id} is damaged: a loop")),
         }
     };
     let depth = chain.len();
     let mut manifest = whole;
     for delta in chain.into_iter().rev() {
-        for path in delta.removed {
-            manifest.files.remove(&path);
-        }
-        manifest.files.extend(delta.changed);
-        manifest.taken_at_ns = delta.taken_at_ns;
-        manifest.skipped = delta.skipped;
+        apply(&mut manifest, delta);
     }
     Ok((manifest, depth))
 }
 
-/// The newest readable snapshot of a tree, with its depth. Snapshot ids are time-ordered
-/// (UUIDv7), so the newest is the greatest name: no separate pointer file is rewritten at
-/// every snapshot (replacing one cost an inode allocation and a deletion each time). A
-/// damaged newest one (a crash while it was written) gives way to the one before it.
-pub fn newest(snapshots: &Path) -> Option<(String, Manifest, usize)> {
+/// The ids of a tree's stored snapshots, oldest first.
+pub fn ids(snapshots: &Path) -> Vec<String> {
     let mut ids: Vec<String> = fs::read_dir(snapshots)
-        .ok()?
+        .into_iter()
+        .flatten()
         .flatten()
         .filter_map(|entry| {
             let name = entry.file_name().into_string().ok()?;
@@ -134,10 +140,22 @@ pub fn newest(snapshots: &Path) -> Option<(String, Manifest, usize)> {
         })
         .collect();
     ids.sort_unstable();
-    ids.into_iter().rev().take(MAX_DEPTH).find_map(|id| {
-        let (manifest, depth) = read(snapshots, &id).ok()?;
-        Some((id, manifest, depth))
-    })
+    ids
+}
+
+/// The newest readable snapshot of a tree, with its depth. Snapshot ids are time-ordered
+/// (UUIDv7), so the newest is the greatest name: no separate pointer file is rewritten at
+/// every snapshot (replacing one cost an inode allocation and a deletion each time). A
+/// damaged newest one (a crash while it was written) gives way to the one before it.
+pub fn newest(snapshots: &Path) -> Option<(String, Manifest, usize)> {
+    ids(snapshots)
+        .into_iter()
+        .rev()
+        .take(MAX_DEPTH)
+        .find_map(|id| {
+            let (manifest, depth) = read(snapshots, &id).ok()?;
+            Some((id, manifest, depth))
+        })
 }
 
 pub fn is_snapshot_id(id: &str) -> bool {

@@ -13,6 +13,7 @@
 //! apart are under `<data>/worktrees/<fork id>/` (`worktree.rs`).
 
 pub mod diff;
+mod gc;
 mod manifests;
 mod objects;
 pub mod restore;
@@ -25,8 +26,9 @@ use std::io;
 use std::os::unix::ffi::{OsStrExt, OsStringExt};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard, RwLock, RwLockReadGuard};
 
+pub use gc::{Collected, referenced_ids};
 use objects::Objects;
 pub use restore::{RestoreError, RestoreOptions, RestoreOutcome};
 use scan::Manifest;
@@ -70,6 +72,28 @@ pub struct Checkpoints {
     objects: Result<Objects, String>,
     limits: Limits,
     trees: Mutex<HashMap<PathBuf, Arc<Tree>>>,
+    /// Read by every snapshot, restore and copy (with its tree's state); written by a garbage
+    /// collection, which then has the whole store to itself (`gc.rs`).
+    collecting: RwLock<()>,
+}
+
+/// A tree's state, locked, while no garbage collection runs.
+struct Locked<'a> {
+    state: MutexGuard<'a, TreeState>,
+    _no_collection: RwLockReadGuard<'a, ()>,
+}
+
+impl std::ops::Deref for Locked<'_> {
+    type Target = TreeState;
+    fn deref(&self) -> &TreeState {
+        &self.state
+    }
+}
+
+impl std::ops::DerefMut for Locked<'_> {
+    fn deref_mut(&mut self) -> &mut TreeState {
+        &mut self.state
+    }
 }
 
 /// One working directory's snapshots. `state` is held for a whole snapshot or restore, so
@@ -129,6 +153,7 @@ impl Checkpoints {
             objects,
             limits,
             trees: Mutex::new(HashMap::new()),
+            collecting: RwLock::new(()),
         }
     }
 
@@ -187,13 +212,22 @@ impl Checkpoints {
         })
     }
 
-    /// The tree's state, its newest snapshot loaded from disk the first time.
-    fn lock<'a>(&self, tree: &'a Tree) -> Result<MutexGuard<'a, TreeState>, String> {
+    /// The tree's state, its newest snapshot loaded from disk the first time. Taken once per
+    /// operation, never twice (a collection waiting between two reads would deadlock).
+    fn lock<'a>(&'a self, tree: &'a Tree) -> Result<Locked<'a>, String> {
         self.objects()?;
-        let mut state = tree
+        let no_collection = self
+            .collecting
+            .read()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        let state = tree
             .state
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner());
+        let mut state = Locked {
+            state,
+            _no_collection: no_collection,
+        };
         if !state.loaded {
             state.loaded = true;
             if let Some((id, manifest, depth)) = manifests::newest(&tree.dir.join("snapshots")) {

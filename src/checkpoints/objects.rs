@@ -81,6 +81,43 @@ impl Objects {
     }
 }
 
+impl Objects {
+    /// Removes every blob not in `keep` that was stored before `before` (a blob stored since
+    /// may belong to a snapshot the caller did not see), and temporary files left by a crash.
+    /// Answers how many blobs went and their bytes.
+    pub fn sweep(
+        &self,
+        keep: &std::collections::HashSet<String>,
+        before: std::time::SystemTime,
+    ) -> io::Result<(usize, u64)> {
+        let (mut removed, mut bytes) = (0, 0);
+        for fan in fs::read_dir(&self.dir)?.flatten() {
+            let fan_name = fan.file_name();
+            let Some(fan_name) = fan_name.to_str().filter(|name| name.len() == 2) else {
+                continue;
+            };
+            for blob in fs::read_dir(fan.path())?.flatten() {
+                let Ok(meta) = blob.metadata() else {
+                    continue;
+                };
+                if meta.modified().is_ok_and(|modified| modified >= before) {
+                    continue;
+                }
+                let name = blob.file_name();
+                let name = name.to_string_lossy();
+                let hash = format!("{fan_name}{name}");
+                let orphan = name.starts_with('.') && name.ends_with(".tmp");
+                if (orphan || valid_hash(&hash)) && !keep.contains(&hash) {
+                    fs::remove_file(blob.path())?;
+                    removed += 1;
+                    bytes += meta.len();
+                }
+            }
+        }
+        Ok((removed, bytes))
+    }
+}
+
 fn valid_hash(hash: &str) -> bool {
     hash.len() == 64 && hash.bytes().all(|b| b.is_ascii_hexdigit())
 }

@@ -329,6 +329,42 @@ pub(super) fn recover(checkpoints: &Checkpoints, tree: &Tree) -> Result<(), Stri
     Ok(())
 }
 
+/// What a tree's restore journals still hold on to, for a garbage collection: each journal's
+/// safety snapshot and the blobs of its steps (an undo needs them). A finished journal of a
+/// conversation that no longer exists is removed first (nothing can undo it any more).
+pub(super) fn journal_roots(
+    tree: &Tree,
+    stored: &dyn Fn(&str) -> bool,
+    snapshots: &mut std::collections::HashSet<String>,
+    blobs: &mut std::collections::HashSet<String>,
+) -> io::Result<()> {
+    let Ok(entries) = fs::read_dir(tree.dir.join("restores")) else {
+        return Ok(());
+    };
+    for entry in entries.flatten() {
+        let Some(id) = entry
+            .file_name()
+            .to_str()
+            .and_then(|n| n.strip_suffix(".json"))
+            .map(str::to_owned)
+        else {
+            continue;
+        };
+        let Ok(journal) = read_journal(tree, &id) else {
+            continue;
+        };
+        if journal.state == State::Done && !stored(&journal.conversation_id) {
+            fs::remove_file(entry.path())?;
+            continue;
+        }
+        snapshots.insert(journal.safety_snapshot);
+        for step in journal.steps {
+            blobs.extend(step.previous.into_iter().chain(step.target).map(|c| c.hash));
+        }
+    }
+    Ok(())
+}
+
 pub(super) fn busy(tree: &Tree) -> Result<(), RestoreError> {
     if tree.running.load(Ordering::SeqCst) > 0 {
         return Err(RestoreError::Busy(tree.cwd.display().to_string()));

@@ -78,6 +78,9 @@ pub struct ToolsConfig {
     /// A working tree with more files than this (not ignored) is not snapshotted: walking a
     /// home directory after every shell call would cost more than the turn.
     pub checkpoint_max_files: usize,
+    /// How often the checkpoint store drops what no conversation needs any more (the first
+    /// time ten minutes after start at most); 0: never (then `openvaala gc` does it).
+    pub checkpoint_gc_interval_s: u64,
 }
 
 impl Default for RetryConfig {
@@ -121,6 +124,7 @@ impl Default for ToolsConfig {
             checkpoint_max_file_bytes: 10 * 1024 * 1024,
             checkpoint_max_snapshot_bytes: 200 * 1024 * 1024,
             checkpoint_max_files: 50_000,
+            checkpoint_gc_interval_s: 24 * 60 * 60,
         }
     }
 }
@@ -164,6 +168,7 @@ pub(super) struct RawTools {
     checkpoint_max_file_bytes: Option<u64>,
     checkpoint_max_snapshot_bytes: Option<u64>,
     checkpoint_max_files: Option<usize>,
+    checkpoint_gc_interval_s: Option<u64>,
 }
 
 impl Validator<'_> {
@@ -240,6 +245,9 @@ impl Validator<'_> {
             checkpoint_max_files: raw
                 .checkpoint_max_files
                 .unwrap_or(defaults.checkpoint_max_files),
+            checkpoint_gc_interval_s: raw
+                .checkpoint_gc_interval_s
+                .unwrap_or(defaults.checkpoint_gc_interval_s),
         };
         if tools.shell_timeout_s == 0 {
             return Err(self.invalid("tools.shell_timeout_s", "must be at least 1"));

@@ -19,6 +19,7 @@ pub mod usage;
 
 mod approval_operations;
 pub mod approvals;
+pub mod checkpoint_gc;
 mod checkpoint_operations;
 mod create;
 mod error;
@@ -186,6 +187,18 @@ impl Runtime {
             checkpoints.recover(&|id| store.exists(id));
             Arc::new(checkpoints)
         });
+        // Several instances share one data directory in cluster mode, and one cannot tell
+        // which snapshots another's running calls still need: `openvaala gc` there.
+        if let Some(checkpoints) = &checkpoints
+            && config.tools.checkpoint_gc_interval_s > 0
+            && settings.cluster.is_none()
+        {
+            checkpoint_gc::spawn_periodic(
+                store.clone(),
+                Arc::downgrade(checkpoints),
+                Duration::from_secs(config.tools.checkpoint_gc_interval_s),
+            );
+        }
         let (index_jobs, jobs) = tokio::sync::mpsc::channel(index_jobs::QUEUE_CAPACITY);
         let index_queue = Arc::new(JobQueue::default());
         tokio::spawn(run_index_jobs(index.clone(), jobs, index_queue.clone()));

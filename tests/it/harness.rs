@@ -351,8 +351,13 @@ pub async fn read(response: reqwest::Response) -> (u16, Value) {
 
 /// Runs `openvaala reindex` on a data directory; returns (success, stdout + stderr).
 pub async fn reindex(data_dir: &Path) -> (bool, String) {
+    on_data_dir("reindex", data_dir).await
+}
+
+/// Runs `openvaala <command> --data-dir <data_dir>`; returns (success, stdout + stderr).
+pub async fn on_data_dir(command: &str, data_dir: &Path) -> (bool, String) {
     let output = Command::new(binary())
-        .args(["reindex", "--data-dir"])
+        .args([command, "--data-dir"])
         .arg(data_dir)
         .output()
         .await
