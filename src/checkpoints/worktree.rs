@@ -212,7 +212,12 @@ fn git_worktree(cwd: &Path, home: &Path) -> Result<PathBuf, Option<String>> {
         .arg(&dest_top)
         .arg("HEAD");
     run(add).map_err(Some)?;
-    Ok(dest_top.join(prefix))
+    // `sub/dir/`, or empty at the top (joined, that would leave a trailing `/`).
+    let prefix = prefix.trim_end_matches('/');
+    Ok(match prefix.is_empty() {
+        true => dest_top,
+        false => dest_top.join(prefix),
+    })
 }
 
 /// Runs `git -C dir args…` and answers its output's first line.

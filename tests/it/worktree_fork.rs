@@ -342,7 +342,9 @@ async fn a_crash_in_the_middle_of_a_copy_leaves_nothing_at_the_next_start() {
     let (status, body) = fork_into_copy(&server, &id).await;
     assert_eq!(status, 201, "{body}");
     assert_eq!(copies(&data_dir).len(), 1);
-    let copy = PathBuf::from(body["worktree"]["path"].as_str().unwrap());
+    let path = body["worktree"]["path"].as_str().unwrap();
+    assert!(path.ends_with("/repo"), "{path}");
+    let copy = PathBuf::from(path);
     assert!(copy.join(".git").is_file(), "git's own file is left alone");
     assert_eq!(
         git(&copy, &["status", "--porcelain"]),
