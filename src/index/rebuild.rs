@@ -43,6 +43,9 @@ pub struct RebuildReport {
     pub epochs: Vec<(String, u64)>,
 }
 
+/// The end of a tool's output that the service's stop cut short.
+pub const OUTPUT_CUT_BY_STOP: &str = "[output cut short: the service stopped]";
+
 pub const INTERRUPTED_BY_STOP: &str =
     "The previous turn was interrupted: the service stopped before it finished.";
 
@@ -185,6 +188,15 @@ fn close_interrupted_items(
     let mut records = Vec::new();
     for item in items.iter_mut().filter(|i| i.status == ItemStatus::Running) {
         item.status = ItemStatus::Interrupted;
+        // What the tool had streamed is kept (`SessionRecord::Output`), marked where it ends.
+        if let ItemKind::ToolCall { output, .. } = &mut item.kind
+            && !output.is_empty()
+        {
+            if !output.ends_with('\n') {
+                output.push('\n');
+            }
+            output.push_str(OUTPUT_CUT_BY_STOP);
+        }
         records.push(SessionRecord::Item { item: item.clone() });
     }
     let notice = Item {
@@ -587,7 +599,9 @@ mod tests {
         let mut items = vec![user_item(&started, "t_1", 1)];
         let restored = restore_accepted_items(&state, &mut items, "t_1");
         assert_eq!(restored.len(), 1);
-        let SessionRecord::Item { item } = &restored[0];
+        let SessionRecord::Item { item } = &restored[0] else {
+            panic!("an item record: {restored:?}");
+        };
         assert_eq!(item, &user_item(&steered, "t_1", 2));
         assert_eq!(items.len(), 2);
         // Nothing is missing any more: nothing to restore.

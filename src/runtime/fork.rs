@@ -49,8 +49,10 @@ pub fn last_item(prefix: &[u8]) -> Option<Item> {
 fn parse_item(line: &[u8]) -> Option<Item> {
     let envelope: crate::store::records::Envelope<SessionRecord> =
         serde_json::from_slice(line).ok()?;
-    let SessionRecord::Item { item } = envelope.record;
-    Some(item)
+    match envelope.record {
+        SessionRecord::Item { item } => Some(item),
+        SessionRecord::Output { .. } => None,
+    }
 }
 
 /// Whether an item is a user message (the only thing a rewind may go back to).

@@ -104,6 +104,18 @@ impl JsonlWriter {
         })
     }
 
+    /// Appends the records as lines in one write, without an fsync: for what was never
+    /// acknowledged and is worth keeping through a crash of the process (the page cache holds
+    /// it), not through a power cut. The next durable append flushes it too. Not for a fenced
+    /// writer (cluster mode), whose lines count only once committed.
+    pub fn append_unsynced<R: Serialize>(&mut self, records: &[R]) -> Result<(), StoreError> {
+        if self.fence.is_some() {
+            return Ok(());
+        }
+        let buffer = encode_lines(records, None)?;
+        self.write_durably(&buffer, |file, bytes| file.write_all(bytes))
+    }
+
     /// Writes `bytes` with `write` (all of them, then an fsync). If that fails, whatever part
     /// reached the file is cut off again, so the file still ends with the last acknowledged
     /// line: a disk that filled up mid-line must not leave a broken line for the next append

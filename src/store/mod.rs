@@ -22,7 +22,7 @@ use std::fs;
 use std::io;
 use std::path::{Path, PathBuf};
 
-use crate::domain::Item;
+use crate::domain::{Item, ItemKind};
 pub use fence::{Acceptance, FenceError, WriteFence};
 pub use jsonl::{JsonlWriter, ReadLog};
 use records::{MetaRecord, SessionRecord};
@@ -292,12 +292,21 @@ impl Store {
 pub fn fold_items(records: Vec<SessionRecord>) -> Vec<Item> {
     let mut position: HashMap<String, usize> = HashMap::new();
     let mut items: Vec<Item> = Vec::new();
-    for SessionRecord::Item { item } in records {
-        match position.get(&item.id) {
-            Some(&index) => items[index] = item,
-            None => {
-                position.insert(item.id.clone(), items.len());
-                items.push(item);
+    for record in records {
+        match record {
+            SessionRecord::Item { item } => match position.get(&item.id) {
+                Some(&index) => items[index] = item,
+                None => {
+                    position.insert(item.id.clone(), items.len());
+                    items.push(item);
+                }
+            },
+            SessionRecord::Output { item_id, output } => {
+                if let Some(&index) = position.get(&item_id)
+                    && let ItemKind::ToolCall { output: so_far, .. } = &mut items[index].kind
+                {
+                    so_far.push_str(&output);
+                }
             }
         }
     }

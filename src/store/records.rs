@@ -162,11 +162,19 @@ pub struct SessionCreated {
     pub created_at: Timestamp,
 }
 
-/// One line of `<session-id>.jsonl`: a snapshot of one item. The last snapshot of an id wins.
+/// One line of `<session-id>.jsonl`: a snapshot of one item (the last snapshot of an id wins),
+/// or output a running tool call streamed, appended to its item's output when read. The output
+/// lines are written as it streams, without an fsync of their own (nothing about them was
+/// acknowledged): they survive a crash of the service, so the output a user watched is still
+/// there after a restart, cut where the crash cut it. The call's final snapshot supersedes them.
+// Nearly every record is an item: boxing it would cost an allocation per stored item for the
+// sake of the rarer, smaller output lines.
+#[allow(clippy::large_enum_variant)]
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 #[serde(tag = "type", rename_all = "snake_case")]
 pub enum SessionRecord {
     Item { item: Item },
+    Output { item_id: String, output: String },
 }
 
 /// What every line looks like: the version beside the record's own fields, and in cluster

@@ -367,3 +367,66 @@ async fn a_conversation_created_while_the_index_is_locked_runs_and_is_listed_aft
     let (_, found) = server.get("/api/conversations?q=locked").await;
     assert_eq!(found["conversations"][0]["id"], id.as_str(), "{found}");
 }
+
+/// A shell command's output streams to clients before it is stored; a crash in the middle of
+/// the command must not take back what they were shown.
+#[tokio::test]
+async fn the_output_a_tool_streamed_before_a_crash_is_kept_marked_as_cut() {
+    use crate::fake_provider::{FakeProvider, Reply, Wire};
+    let fake = FakeProvider::start(Wire::OpenaiChat).await;
+    let data = tempfile::tempdir().unwrap();
+    let server =
+        crate::checkpoints::start(&fake, Some(&data.path().join("data")), Vec::new()).await;
+    fake.push(crate::checkpoints::shell(
+        "echo first line; printf 'second line'; sleep 30",
+    ));
+    fake.push(Reply::text("Done."));
+    let work = tempfile::tempdir().unwrap();
+    let (status, created) = server
+        .post(
+            "/api/conversations",
+            json!({ "text": "run it", "cwd": work.path().to_str().unwrap() }),
+        )
+        .await;
+    assert_eq!(status, 201, "{created}");
+    let id = created["conversation"]["id"].as_str().unwrap().to_owned();
+    let mut events = server.events(&id).await;
+    let mut shown = String::new();
+    crate::support::until(&mut events, |kind, data| {
+        if kind == "item.delta" && data["field"] == "output" {
+            shown.push_str(data["delta"].as_str().unwrap());
+        }
+        shown.contains("second line")
+    })
+    .await;
+    let data_dir = server.kill9().await;
+
+    let server = Server::start_in(&data_dir).await;
+    let (_, items) = server.get(&format!("/api/conversations/{id}/items")).await;
+    let call = items["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|item| item["kind"] == "tool_call")
+        .expect("the tool call")
+        .clone();
+    assert_eq!(call["status"], "interrupted", "{call}");
+    assert_eq!(
+        call["output"], "first line\nsecond line\n[output cut short: the service stopped]",
+        "{call}"
+    );
+    // A reindex reads the same.
+    let data_dir = server.stop().await;
+    let (ok, output) = crate::harness::reindex(&data_dir).await;
+    assert!(ok, "{output}");
+    let server = Server::start_in(&data_dir).await;
+    let (_, items) = server.get(&format!("/api/conversations/{id}/items")).await;
+    let again = items["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|item| item["kind"] == "tool_call")
+        .cloned()
+        .unwrap();
+    assert_eq!(again["output"], call["output"]);
+}

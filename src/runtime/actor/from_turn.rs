@@ -11,7 +11,7 @@ use crate::runtime::pending::Waiting;
 use crate::runtime::retry::Retry;
 use crate::runtime::{IndexJob, usage};
 use crate::store::StoreError;
-use crate::store::records::MetaRecord;
+use crate::store::records::{MetaRecord, SessionRecord};
 
 impl ConversationActor {
     pub(super) async fn on_turn(&mut self, from: FromTurn) {
@@ -40,8 +40,17 @@ impl ConversationActor {
                     return;
                 };
                 // The newest item is almost always the one streaming.
+                let mut kept = None;
                 if let Some(item) = running.items.iter_mut().rev().find(|i| i.id == item_id) {
+                    kept = streamed_output_to_keep(
+                        item,
+                        &delta,
+                        self.shared.config.tools.max_output_bytes,
+                    );
                     append_delta(item, &delta);
+                }
+                if let Some(output) = kept {
+                    self.keep_streamed_output(session_id, &item_id, output);
                 }
                 self.bus.publish(&ConversationEvent::ItemDelta {
                     session_id: session_id.to_owned(),
@@ -124,6 +133,21 @@ impl ConversationActor {
 
     /// Stores snapshots of items of a running turn with one append (a new item gets its
     /// `seq`), then publishes them. Returns their `seq`s.
+    /// Writes a tool call's streamed output to the session's file (see
+    /// `SessionRecord::Output`). A failure costs only what a crash would show afterwards.
+    fn keep_streamed_output(&mut self, session_id: &str, item_id: &str, output: String) {
+        let record = SessionRecord::Output {
+            item_id: item_id.to_owned(),
+            output,
+        };
+        let written = self
+            .session_writer(session_id)
+            .and_then(|writer| writer.append_unsynced(std::slice::from_ref(&record)));
+        if let Err(error) = written {
+            tracing::warn!(%error, conversation = %self.id, "cannot keep a tool's streamed output");
+        }
+    }
+
     pub(super) fn store_turn_items(
         &mut self,
         session_id: &str,
@@ -283,4 +307,21 @@ impl ConversationActor {
             run.pending.restore(entries);
         }
     }
+}
+
+/// The part of a tool call's output delta worth writing down as it streams: a tool call's,
+/// up to `cap` bytes of output in all (the stored result keeps at most that much too).
+fn streamed_output_to_keep(item: &Item, delta: &str, cap: usize) -> Option<String> {
+    let ItemKind::ToolCall { output, .. } = &item.kind else {
+        return None;
+    };
+    let room = cap.saturating_sub(output.len());
+    if room == 0 || delta.is_empty() {
+        return None;
+    }
+    let mut end = room.min(delta.len());
+    while !delta.is_char_boundary(end) {
+        end -= 1;
+    }
+    (end > 0).then(|| delta[..end].to_owned())
 }

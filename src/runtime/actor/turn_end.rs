@@ -254,7 +254,10 @@ impl ConversationActor {
                 &turn_id,
             )
             .into_iter()
-            .map(|SessionRecord::Item { item }| item)
+            .filter_map(|record| match record {
+                SessionRecord::Item { item } => Some(item),
+                SessionRecord::Output { .. } => None,
+            })
             .collect();
             self.append_items(&session_id, &closing)?;
             // The model sees what the files now hold: restored messages and the notice.
