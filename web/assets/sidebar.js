@@ -1,5 +1,7 @@
 // The sidebar: the list of conversations (search, active or archived), kept live by the
-// list-level stream `/api/events`. Each row is one tab stop (its link); its actions (rename,
+// list-level stream `/api/events`. The list is one Tab stop (a roving tabindex: the row last
+// moved to, else the open conversation's, else the first); the arrow keys, Home and End move
+// between its rows. A row's link is what it focuses; its actions (rename,
 // archive, delete) are in a menu opened by the "⋯" button or Shift+F10, so showing them never
 // moves the rows. A row says when its conversation waits for an approval (approvallist.js keeps
 // which do), when it is working, or when its last turn failed or was interrupted. A link under
@@ -12,6 +14,8 @@ import { closeMenu, isMenuOpen, openMenu } from './menu.js';
 import { navigate, pendingApprovals, routeConversationId, state } from './state.js';
 
 let renderWaiting = false; // a render put off while a row's menu is open
+let rovingId = null; // the row of the list's Tab stop, once the keys or a focus chose it
+let shownOpenId = null; // the open conversation at the last render: another one takes the stop
 
 function listMatches(conversation) {
   return conversation.archived === state.list.archived;
@@ -86,8 +90,16 @@ export function renderList() {
   renderWaiting = false;
   const focusedId = document.activeElement && ul.contains(document.activeElement) ? document.activeElement.closest('li')?.dataset.id : null;
   const openId = state.conv && state.view === 'conversation' ? state.conv.id : routeConversationId();
+  if (openId !== shownOpenId) rovingId = null;
+  shownOpenId = openId;
   const rows = state.list.conversations.map((conversation) => listRow(conversation, conversation.id === openId));
   ul.replaceChildren(...rows);
+  const links = [...ul.querySelectorAll('a.conv-link')];
+  const stop =
+    links.find((link) => link.closest('li').dataset.id === rovingId) ||
+    links.find((link) => link.closest('li').dataset.id === openId) ||
+    links[0];
+  if (stop) stop.tabIndex = 0;
   const empty = $('list-empty');
   if (state.list.loaded && rows.length === 0) {
     empty.hidden = false;
@@ -179,11 +191,13 @@ function listRow(conversation, selected) {
     {
       class: 'conv-link',
       href: `#/c/${enc(id)}`,
+      tabindex: '-1',
       title,
       'aria-current': selected ? 'page' : null,
       'aria-describedby': 'list-keys',
       'aria-keyshortcuts': 'Shift+F10 F2',
       onkeydown: (event) => rowKeys(event, conversation, menuButton, link),
+      onfocus: () => moveTabStop(link),
     },
     el('span', { class: 'conv-title' }, title),
     el('span', { class: 'conv-meta' }, approvalMark(waiting) || turnMark(conversation), el('span', { class: 'conv-when' }, relTime(conversation.updated_at), ` · ${cwdName}`)),
@@ -191,17 +205,21 @@ function listRow(conversation, selected) {
   return el('li', { class: classes.join(' '), 'data-id': id }, link, menuButton);
 }
 
-// Arrow keys move between rows; Shift+F10 (or the context-menu key) opens the row's actions;
-// F2 renames.
+// The list's one Tab stop moves to `link` (focused by a key, a click or a script).
+function moveTabStop(link) {
+  rovingId = link.closest('li').dataset.id;
+  for (const other of $('conversation-list').querySelectorAll('a.conv-link')) other.tabIndex = other === link ? 0 : -1;
+}
+
+// Arrow keys, Home and End move between rows; Shift+F10 (or the context-menu key) opens the
+// row's actions; F2 renames.
 function rowKeys(event, conversation, menuButton, link) {
-  const row = link.closest('li');
-  if (event.key === 'ArrowDown' || event.key === 'ArrowUp') {
-    const sibling = event.key === 'ArrowDown' ? row.nextElementSibling : row.previousElementSibling;
-    const target = sibling && sibling.querySelector('a.conv-link');
-    if (target) {
-      event.preventDefault();
-      target.focus();
-    }
+  const moves = { ArrowDown: 1, ArrowUp: -1, Home: -Infinity, End: Infinity };
+  if (event.key in moves && !event.altKey && !event.ctrlKey && !event.metaKey) {
+    event.preventDefault();
+    const links = [...$('conversation-list').querySelectorAll('a.conv-link')];
+    const target = links[Math.max(0, Math.min(links.length - 1, links.indexOf(link) + moves[event.key]))];
+    if (target) target.focus();
   } else if (event.key === 'ContextMenu' || (event.key === 'F10' && event.shiftKey)) {
     event.preventDefault();
     showRowMenu(conversation, menuButton, link);
