@@ -100,7 +100,8 @@ async function startServer(root, options = {}) {
 // ------------------------------------------------------------------------------------------------
 // One test = one server (+ a fake provider when asked) + one browser, all removed afterwards.
 //
-// options: { fake: true | { retry, agents }, viewport, colorScheme, allowConsole: [RegExp], config }
+// options: { fake: true | { retry, agents }, viewport, colorScheme, hasTouch, allowConsole: [RegExp], config }
+// (`hasTouch`: a touch screen, so the page matches `(pointer: coarse)`)
 // (`agents`: the configuration's [agents.*] tables, see fakeprovider.js)
 // The body gets { page, server, fake, context, restartServer }.
 
@@ -146,6 +147,7 @@ async function withUi(options, body) {
       headless: true,
       viewport: options.viewport || DESKTOP,
       colorScheme: options.colorScheme || 'light',
+      hasTouch: !!options.hasTouch,
       reducedMotion: 'reduce',
       permissions: ['clipboard-read', 'clipboard-write'],
       args: [

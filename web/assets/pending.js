@@ -14,7 +14,7 @@ import { api, ApiError } from './api.js';
 import { $, el, enc, newKey, plural } from './dom.js';
 import { showError, showNotice } from './banners.js';
 import { isRunning, sessionLabel, state } from './state.js';
-import { insertIntoComposer } from './messagebox.js';
+import { insertIntoComposer, sendsOnEnter } from './messagebox.js';
 
 const HELD_KEY = 'openvaala.held.';
 const WAITING_KEY = 'openvaala.waiting.';
@@ -209,7 +209,7 @@ function heldRow() {
       saveHeld();
     },
     onkeydown: (event) => {
-      if (event.key === 'Enter' && !event.shiftKey && !event.isComposing && !event.altKey) {
+      if (sendsOnEnter(event)) {
         event.preventDefault();
         sendHeld(held.text);
       } else if (event.key === 'Escape') {
