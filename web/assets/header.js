@@ -8,32 +8,12 @@ import { showError } from './banners.js';
 import { openMenu } from './menu.js';
 import { navigate, state } from './state.js';
 import { compact, exportConversation, fork } from './actions.js';
-
-const titleRequests = new Map(); // conversation id → Promise of its title (null when gone)
-
-// The title of the conversation a fork came from: from the list when it is there, else asked
-// for once.
-function sourceTitle(id) {
-  if (state.titles.has(id)) return Promise.resolve(state.titles.get(id));
-  if (!titleRequests.has(id)) {
-    titleRequests.set(
-      id,
-      api('GET', `/api/conversations/${enc(id)}`).then(
-        (conversation) => {
-          state.titles.set(id, conversation.title);
-          return conversation.title;
-        },
-        (error) => (error.status === 404 ? null : undefined),
-      ),
-    );
-  }
-  return titleRequests.get(id);
-}
+import { conversationTitle } from './titles.js';
 
 function forkedFromLink(conv) {
   const sourceId = conv.forked_from.conversation_id;
   const link = el('a', { class: 'forked-from', href: `#/c/${enc(sourceId)}` }, 'forked from …');
-  sourceTitle(sourceId).then((title) => {
+  conversationTitle(sourceId).then((title) => {
     if (title === null) link.replaceWith(el('span', { class: 'forked-from' }, 'forked from a conversation that was deleted'));
     else link.textContent = `forked from “${title === undefined ? sourceId : title}”`;
   });

@@ -13,7 +13,7 @@
 import { api, ApiError } from './api.js';
 import { $, el, enc, newKey, plural } from './dom.js';
 import { showError, showNotice } from './banners.js';
-import { isRunning, sessionLabel, state } from './state.js';
+import { isRunning, state, subAgentName } from './state.js';
 import { insertIntoComposer, sendsOnEnter } from './messagebox.js';
 
 const HELD_KEY = 'openvaala.held.';
@@ -239,12 +239,12 @@ function heldRow() {
 function waitingRow(message) {
   const user = message.source === 'user';
   const target =
-    state.conv && message.session_id !== state.conv.root_session_id ? el('span', { class: 'muted' }, `to ${sessionLabel(message.session_id)}`) : null;
+    state.conv && message.session_id !== state.conv.root_session_id ? el('span', { class: 'muted' }, `to sub-agent ${subAgentName(message.session_id)}`) : null;
   const head = el(
     'div',
     { class: 'pending-head' },
     el('span', { class: `badge mode-${message.mode}` }, message.mode),
-    user ? null : el('span', { class: 'muted' }, `report from ${sessionLabel(message.from_session_id)}`),
+    user ? null : el('span', { class: 'report-from' }, `Report from sub-agent ${subAgentName(message.from_session_id)}`),
     target,
     el('span', { class: 'spacer' }),
   );

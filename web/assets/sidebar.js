@@ -1,9 +1,10 @@
 // The sidebar: the list of conversations (search, active or archived), kept live by the
 // list-level stream `/api/events`. The list is one Tab stop (a roving tabindex: the row last
 // moved to, else the open conversation's, else the first); the arrow keys, Home and End move
-// between its rows. A row's link is what it focuses; its actions (rename,
-// archive, delete) are in a menu opened by the "⋯" button or Shift+F10, so showing them never
-// moves the rows. A row says when its conversation waits for an approval (approvallist.js keeps
+// between its rows. A row's link is what it focuses; its actions (rename, archive, delete) are
+// in a menu opened by the "⋯" button or Shift+F10, so showing them never moves the rows. A row
+// shows the whole title (on two lines if needed), and for a fork or a rewind the conversation
+// it came from. It says when its conversation waits for an approval (approvallist.js keeps
 // which do), when it is working, or when its last turn failed or was interrupted. A link under
 // the list leads to the remembered rules.
 
@@ -12,6 +13,7 @@ import { $, el, enc, relTime } from './dom.js';
 import { clearErrors, showError } from './banners.js';
 import { closeMenu, isMenuOpen, openMenu } from './menu.js';
 import { navigate, pendingApprovals, routeConversationId, state } from './state.js';
+import { conversationTitle, knownTitle } from './titles.js';
 
 let renderWaiting = false; // a render put off while a row's menu is open
 let rovingId = null; // the row of the list's Tab stop, once the keys or a focus chose it
@@ -143,6 +145,21 @@ function turnMark(conversation) {
   return null;
 }
 
+// A fork or a rewind says where it came from: a mark and the source's title (asked for once
+// when the list does not hold it; the list is drawn again when it is known).
+function fromLine(conversation) {
+  if (!conversation.forked_from) return null;
+  const sourceId = conversation.forked_from.conversation_id;
+  const title = knownTitle(sourceId);
+  if (title === undefined) {
+    conversationTitle(sourceId).then((known) => {
+      if (known !== undefined) renderList();
+    });
+  }
+  const text = title === null ? 'from a deleted conversation' : title === undefined ? 'from another conversation' : `from “${title}”`;
+  return el('span', { class: 'conv-from', title: 'A fork or a restart of another conversation' }, el('span', { class: 'fork-mark', 'aria-hidden': 'true' }, '↳'), ' ', text);
+}
+
 function listRow(conversation, selected) {
   const id = conversation.id;
   const classes = ['conv'];
@@ -200,6 +217,7 @@ function listRow(conversation, selected) {
       onfocus: () => moveTabStop(link),
     },
     el('span', { class: 'conv-title' }, title),
+    fromLine(conversation),
     el('span', { class: 'conv-meta' }, approvalMark(waiting) || turnMark(conversation), el('span', { class: 'conv-when' }, relTime(conversation.updated_at), ` · ${cwdName}`)),
   );
   return el('li', { class: classes.join(' '), 'data-id': id }, link, menuButton);

@@ -73,6 +73,15 @@ export function sessionLabel(sessionId) {
   return session ? `“${session.agent}”` : sessionId || '';
 }
 
+// A sub-agent by its agent and its task's first line, cut to a glance (“helper”: count the
+// files): several sub-agents of one agent are told apart by what they were asked.
+export function subAgentName(sessionId) {
+  const session = state.sessions.find((s) => s.id === sessionId);
+  const first = ((session && session.task) || '').split('\n')[0].trim();
+  if (!first) return sessionLabel(sessionId);
+  return `${sessionLabel(sessionId)}: ${first.length > 60 ? `${first.slice(0, 59)}…` : first}`;
+}
+
 // The approvals waiting for an answer that `match` picks, oldest first.
 export function pendingApprovals(match) {
   return [...state.approvals.values()].filter(match).sort((a, b) => (a.created_at < b.created_at ? -1 : 1));
