@@ -287,6 +287,14 @@ async fn the_demo_model_writes_a_summary_without_any_configuration() {
         .await;
     let id = created["conversation"]["id"].as_str().unwrap().to_owned();
     let (status, body) = server
+        .post(
+            &format!("/api/conversations/{id}/messages"),
+            json!({ "text": "A second question" }),
+        )
+        .await;
+    assert_eq!(status, 202, "{body}");
+    server.wait_idle(&id).await;
+    let (status, body) = server
         .post(&format!("/api/conversations/{id}/compact"), json!({}))
         .await;
     assert_eq!(status, 200, "{body}");
@@ -295,16 +303,69 @@ async fn the_demo_model_writes_a_summary_without_any_configuration() {
         text.starts_with("Summary by the demo model") && text.contains("First question"),
         "{text}"
     );
-    // A single turn is summarized whole; compacting again has nothing left to summarize.
-    let (status, body) = server
-        .post(&format!("/api/conversations/{id}/compact"), json!({}))
-        .await;
-    assert_eq!(status, 409, "{body}");
-    assert_eq!(body["error"]["code"], "nothing_to_compact");
     let (status, body) = server
         .post("/api/conversations/c_missing/compact", json!({}))
         .await;
     assert_eq!(status, 404, "{body}");
+}
+
+async fn root_items(server: &Server, id: &str) -> Vec<Value> {
+    let (status, page) = server.get(&format!("/api/conversations/{id}/items")).await;
+    assert_eq!(status, 200, "{page}");
+    page["items"].as_array().unwrap().clone()
+}
+
+#[tokio::test]
+async fn a_press_never_summarizes_the_latest_turn() {
+    let server = Server::start().await;
+    let created = server.create_and_wait("The only question").await;
+    let id = created["conversation"]["id"].as_str().unwrap().to_owned();
+    let path = format!("/api/conversations/{id}/compact");
+
+    // One turn: nothing is older than it, and nothing is stored.
+    let (status, body) = server.post(&path, json!({})).await;
+    assert_eq!(status, 409, "{body}");
+    assert_eq!(body["error"]["code"], "nothing_to_compact");
+    let before = root_items(&server, &id).await;
+    assert!(
+        before
+            .iter()
+            .all(|item| item["kind"] != "summary" && item["compacted"] == false),
+        "{before:?}"
+    );
+
+    // A second turn: the first is summarized, the second kept.
+    let (status, body) = server
+        .post(
+            &format!("/api/conversations/{id}/messages"),
+            json!({ "text": "The latest question" }),
+        )
+        .await;
+    assert_eq!(status, 202, "{body}");
+    server.wait_idle(&id).await;
+    let (status, body) = server.post(&path, json!({})).await;
+    assert_eq!(status, 200, "{body}");
+    let covers = body["summary"]["covers_through_seq"].as_u64().unwrap();
+
+    // A second press: only the summary is older than the latest turn.
+    let (status, body) = server.post(&path, json!({})).await;
+    assert_eq!(status, 409, "{body}");
+    assert_eq!(body["error"]["code"], "nothing_to_compact");
+    let after = root_items(&server, &id).await;
+    let summaries = after
+        .iter()
+        .filter(|item| item["kind"] == "summary")
+        .count();
+    assert_eq!(summaries, 1, "{after:?}");
+    let latest = after
+        .iter()
+        .find(|item| item["text"] == "The latest question")
+        .expect("the latest question is stored");
+    assert!(latest["seq"].as_u64().unwrap() > covers);
+    for item in after.iter().filter(|item| item["kind"] != "summary") {
+        let compacted = item["seq"].as_u64().unwrap() <= covers;
+        assert_eq!(item["compacted"], compacted, "{item}");
+    }
 }
 
 #[tokio::test]

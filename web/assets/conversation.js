@@ -63,6 +63,7 @@ export function closeConversation() {
   state.queued = [];
   state.loadingItems = false;
   state.historyShown = false;
+  state.compacting = false;
   state.tab = 'conversation';
   resetTimeline();
   setConnection(null);
@@ -263,7 +264,8 @@ async function applySnapshot(snapshot, gen) {
     showTurnEnd(last.turn_id, last.status, last.error);
     if (state.conv.status === 'running') retireRetryButtons();
   }
-  if (snapshot.compacting && sessionId === state.conv.root_session_id) addLine('muted compaction', 'Compressing the context (manual)…');
+  state.compacting = !!snapshot.compacting;
+  if (snapshot.compacting && sessionId === state.conv.root_session_id) addLine('muted compaction', compactionText('manual'));
   const approvals = snapshot.approvals || [];
   noteConversationApprovals(state.conv.id, approvals);
   for (const approval of approvals) showApproval(approval, false);
@@ -283,6 +285,18 @@ function settleApproval(approval) {
   noteResolved(approval);
   if (viewing(approval.session_id)) setToolStatus(approval.item_id, 'running');
   resolveApprovalCard(approval, true);
+}
+
+// What the status line says while the context is compressed.
+function compactionText(reason) {
+  return reason === 'auto'
+    ? 'The context is nearly full: summarizing the older history…'
+    : 'Compressing the context: summarizing the older history…';
+}
+
+function setCompacting(compacting) {
+  state.compacting = compacting;
+  renderHeader();
 }
 
 function hasAnyItemOf(items, turnId) {
@@ -358,9 +372,11 @@ function applyEvent(type, data) {
       renderPending();
       break;
     case 'compaction.started':
-      if (viewing(data.session_id)) addLine('muted compaction', `Compressing the context (${data.reason})…`);
+      if (data.session_id === state.conv.root_session_id) setCompacting(true);
+      if (viewing(data.session_id)) addLine('muted compaction', compactionText(data.reason));
       break;
     case 'compaction.completed':
+      if (data.session_id === state.conv.root_session_id) setCompacting(false);
       if (data.usage) {
         state.usage = data.usage;
         renderUsage();
@@ -371,6 +387,7 @@ function applyEvent(type, data) {
       }
       break;
     case 'compaction.failed':
+      if (data.session_id === state.conv.root_session_id) setCompacting(false);
       if (viewing(data.session_id)) {
         removeLines('compaction');
         addLine('error', `Compressing the context failed: ${data.error}`);

@@ -7,7 +7,8 @@ import { $, el, enc } from './dom.js';
 import { showError } from './banners.js';
 import { openMenu } from './menu.js';
 import { navigate, state } from './state.js';
-import { compact, exportConversation, fork } from './actions.js';
+import { exportConversation, fork } from './actions.js';
+import { compact } from './compaction.js';
 import { conversationTitle } from './titles.js';
 
 function forkedFromLink(conv) {
@@ -70,7 +71,11 @@ export function renderHeader() {
   if (conv.archived) meta.push(el('span', { class: 'badge archived' }, 'archived'));
   if (conv.forked_from) meta.push(forkedFromLink(conv));
   $('conversation-meta').replaceChildren(...meta);
-  $('compact').disabled = conv.status === 'running';
+  // While it compresses, the button says so, and a press does nothing (it stays focusable).
+  const compress = $('compact');
+  compress.disabled = conv.status === 'running';
+  compress.textContent = state.compacting ? 'Compressing…' : 'Compress context';
+  compress.setAttribute('aria-disabled', String(state.compacting));
 }
 
 export function renderTabs() {
@@ -107,7 +112,7 @@ export function renderTabs() {
 export function wireHeader(render) {
   $('fork').addEventListener('click', fork);
   $('export').addEventListener('click', exportConversation);
-  $('compact').addEventListener('click', compact);
+  $('compact').addEventListener('click', () => compact(renderHeader));
   const selectTab = (tab, focus) => {
     state.tab = tab;
     render();
@@ -127,7 +132,7 @@ export function wireHeader(render) {
     const items = [
       { label: 'Fork', run: fork },
       { label: 'Export as Markdown', run: exportConversation },
-      { label: 'Compress context', run: compact, disabled: conv.status === 'running' },
+      { label: state.compacting ? 'Compressing…' : 'Compress context', run: () => compact(renderHeader), disabled: conv.status === 'running' || state.compacting },
       // The details line (directory, agent, model) does not fit a phone's one-line header.
       {
         label: document.body.classList.contains('show-meta') ? 'Hide details' : 'Show details',

@@ -22,6 +22,7 @@ export const state = {
   sessionId: null, // the session shown in the timeline: the root agent's, or a sub-agent's
   tab: 'conversation',
   stream: null,
+  compacting: false, // the open conversation's context is being compressed (its root session)
   loadingItems: false,
   historyShown: false, // the open conversation's history is on the page (a snapshot was applied)
   itemsLoad: 0,

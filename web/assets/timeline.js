@@ -39,6 +39,11 @@ export function hasItem(id) {
   return entries.has(id);
 }
 
+// The items shown, in no particular order.
+export function shownItems() {
+  return [...entries.values()].map((entry) => entry.item);
+}
+
 function itemsOfTurn(turnId) {
   return [...entries.values()].filter((entry) => entry.item.turn_id === turnId).map((entry) => entry.item);
 }
@@ -317,6 +322,7 @@ function renderItem(item, shownMs, previous, entry) {
     case 'tool_call':
       return renderToolCall(item, attrs.class, {
         time: timeElement(item, shownMs),
+        badge: compactedBadge(item),
         knownContent,
         previous,
       });
@@ -327,7 +333,14 @@ function renderItem(item, shownMs, previous, entry) {
       const details = el(
         'details',
         attrs,
-        el('summary', {}, `Context summary (stands for the history through #${item.covers_through_seq})`, compactedBadge(item)),
+        el(
+          'summary',
+          {},
+          'Context summary',
+          el('span', { class: 'summary-note' }, item.compacted ? ' · folded into a later summary' : ' · the model reads it in place of the items marked “compacted”'),
+          ' ',
+          compactedBadge(item),
+        ),
         body,
       );
       details.open = wasOpen;
