@@ -1,11 +1,11 @@
 // The conversation list as people find their way in it: a title is shown whole, on two lines
-// when it needs them; renaming a conversation leaves it where it was; a fork and a rewind say
-// which conversation they came from.
+// when it needs them; a search marks its words and says when the messages matched; renaming a
+// conversation leaves it where it was; a fork and a rewind say which conversation they came from.
 'use strict';
 
 const { test } = require('node:test');
 const assert = require('node:assert/strict');
-const { TEST_TIMEOUT, conversationId, screenshot, sendMessage, startConversation, waitForReply, withUi } = require('./harness');
+const { TEST_TIMEOUT, checkAxe, conversationId, screenshot, sendMessage, startConversation, waitForReply, withUi } = require('./harness');
 
 const LONG = 'Plan the migration of the billing tables'; // 40 characters: the longest automatic title
 
@@ -29,6 +29,25 @@ test('the list shows whole titles, keeps a renamed conversation in its place, an
       cut: node.scrollHeight > node.clientHeight + 1 || node.scrollWidth > node.clientWidth + 1,
     }));
     assert.deepEqual(shape, { lines: 2, cut: false });
+
+    // A search marks its words in the titles, and says when a conversation was found by its
+    // messages rather than its title.
+    await page.fill('#search', 'BILLING migration');
+    await page.waitForFunction(() => document.querySelectorAll('#conversation-list li.conv').length === 1);
+    assert.deepEqual(await page.locator('#conversation-list .conv-title mark').allTextContents(), ['migration', 'billing']);
+    assert.equal(await page.locator('#conversation-list .conv-found').count(), 0);
+    for (const scheme of ['dark', 'light']) {
+      await page.emulateMedia({ colorScheme: scheme });
+      await screenshot(page, `search-${scheme}`);
+      await checkAxe(page, `search results, ${scheme}`);
+    }
+    await page.fill('#search', 'second message');
+    await page.locator('#conversation-list li.conv .conv-title', { hasText: 'gamma' }).waitFor();
+    await page.waitForFunction(() => document.querySelectorAll('#conversation-list li.conv').length === 1);
+    assert.equal(await page.locator('#conversation-list li.conv .conv-found').textContent(), 'found in its messages');
+    assert.equal(await page.locator('#conversation-list .conv-title mark').count(), 0);
+    await page.fill('#search', '');
+    await page.waitForFunction(() => document.querySelectorAll('#conversation-list li.conv').length === 3);
 
     // Renaming the last one leaves it last, here and after a reload.
     await page.locator('#conversation-list li.conv', { hasText: 'alpha' }).locator('a.conv-link').focus();

@@ -160,6 +160,36 @@ function fromLine(conversation) {
   return el('span', { class: 'conv-from', title: 'A fork or a restart of another conversation' }, el('span', { class: 'fork-mark', 'aria-hidden': 'true' }, '↳'), ' ', text);
 }
 
+// The words of the search, marked where the title has them. A conversation found by its messages
+// (the service matches all the words in one title or one message) says so: its messages are not
+// in the list.
+function searchWords() {
+  return [...new Set(state.list.q.toLowerCase().split(/\s+/).filter(Boolean))];
+}
+
+function markedTitle(title) {
+  const words = state.list.q ? searchWords() : [];
+  if (!words.length) return [title];
+  const longestFirst = [...words].sort((a, b) => b.length - a.length);
+  const pattern = new RegExp(longestFirst.map((word) => word.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')).join('|'), 'gi');
+  const parts = [];
+  let at = 0;
+  for (const match of title.matchAll(pattern)) {
+    if (match.index > at) parts.push(title.slice(at, match.index));
+    parts.push(el('mark', {}, match[0]));
+    at = match.index + match[0].length;
+  }
+  if (at < title.length) parts.push(title.slice(at));
+  return parts;
+}
+
+function foundInMessages(title) {
+  if (!state.list.q) return null;
+  const lower = title.toLowerCase();
+  if (searchWords().every((word) => lower.includes(word))) return null;
+  return el('span', { class: 'conv-found' }, 'found in its messages');
+}
+
 function listRow(conversation, selected) {
   const id = conversation.id;
   const classes = ['conv'];
@@ -216,7 +246,8 @@ function listRow(conversation, selected) {
       onkeydown: (event) => rowKeys(event, conversation, menuButton, link),
       onfocus: () => moveTabStop(link),
     },
-    el('span', { class: 'conv-title' }, title),
+    el('span', { class: 'conv-title' }, markedTitle(title)),
+    foundInMessages(title),
     fromLine(conversation),
     el('span', { class: 'conv-meta' }, approvalMark(waiting) || turnMark(conversation), el('span', { class: 'conv-when' }, relTime(conversation.updated_at), ` · ${cwdName}`)),
   );
