@@ -6,7 +6,7 @@
 
 const { test } = require('node:test');
 const assert = require('node:assert/strict');
-const { DESKTOP, PHONE, checkAxe, screenshot, startConversation, waitIdle, withUi } = require('./harness');
+const { checkAxe, inEachView, screenshot, startConversation, waitIdle, withUi } = require('./harness');
 
 const CHECKLIST = ['Both files are written:', '', '- [x] the release notes', '- [ ] the announcement', '', 'Next comes the announcement.'].join('\n');
 
@@ -47,52 +47,45 @@ test('axe-core finds nothing, of any impact, in the main views at both sizes, li
     }
     await buildConversation(page, fake);
     assert.deepEqual(await page.locator('#items .md input[type="checkbox"]').evaluateAll((boxes) => boxes.map((b) => b.getAttribute('aria-label'))), ['done', 'not done']);
-    for (const [size, viewport] of [
-      ['desktop', DESKTOP],
-      ['phone', PHONE],
-    ]) {
-      await page.setViewportSize(viewport);
-      for (const scheme of ['light', 'dark']) {
-        await page.emulateMedia({ colorScheme: scheme });
-        const label = `${size} ${scheme}`;
-        await page.locator('#items .item.summary summary').click();
-        await page.locator('#items .item.summary[open]').waitFor();
-        await page.locator('#items .item.compacted').first().scrollIntoViewIfNeeded();
-        await screenshot(page, `a11y-${size}-${scheme}-compacted`);
-        await checkAxe(page, `conversation, ${label}`);
-        await page.locator('#items .item.summary summary').click();
-        await page.locator('#items .item.summary:not([open])').waitFor();
-        await page.locator('#items .tool-write-file .diff-add').last().scrollIntoViewIfNeeded();
-        await screenshot(page, `a11y-${size}-${scheme}-diff`);
+    await inEachView(page, async (size, scheme) => {
+      const label = `${size} ${scheme}`;
+      await page.locator('#items .item.summary summary').click();
+      await page.locator('#items .item.summary[open]').waitFor();
+      await page.locator('#items .item.compacted').first().scrollIntoViewIfNeeded();
+      await screenshot(page, `a11y-${size}-${scheme}-compacted`);
+      await checkAxe(page, `conversation, ${label}`);
+      await page.locator('#items .item.summary summary').click();
+      await page.locator('#items .item.summary:not([open])').waitFor();
+      await page.locator('#items .tool-write-file .diff-add').last().scrollIntoViewIfNeeded();
+      await screenshot(page, `a11y-${size}-${scheme}-diff`);
 
-        await page.click('#tab-agents');
-        await page.locator('#agents-empty').waitFor();
-        await checkAxe(page, `Agents tab, ${label}`);
-        await page.click('#tab-conversation');
+      await page.click('#tab-agents');
+      await page.locator('#agents-empty').waitFor();
+      await checkAxe(page, `Agents tab, ${label}`);
+      await page.click('#tab-conversation');
 
-        // The menus: a row's actions (the list open on a phone) and the header's on a phone.
-        if (size === 'phone') {
-          await page.click('#sidebar-open');
-          await page.locator('body.sidebar-open').waitFor();
-        }
-        await page.locator('#conversation-list a.conv-link').first().focus();
-        await page.keyboard.press('Shift+F10');
+      // The menus: a row's actions (the list open on a phone) and the header's on a phone.
+      if (size === 'phone') {
+        await page.click('#sidebar-open');
+        await page.locator('body.sidebar-open').waitFor();
+      }
+      await page.locator('#conversation-list a.conv-link').first().focus();
+      await page.keyboard.press('Shift+F10');
+      await page.locator('.menu[role="menu"]').waitFor();
+      await checkAxe(page, `a row's menu, ${label}`);
+      await page.keyboard.press('Escape');
+      await page.locator('.menu').waitFor({ state: 'detached' });
+      if (size === 'phone') {
+        await page.keyboard.press('Escape');
+        await page.locator('body:not(.sidebar-open)').waitFor();
+        await page.click('#header-menu');
         await page.locator('.menu[role="menu"]').waitFor();
-        await checkAxe(page, `a row's menu, ${label}`);
+        await screenshot(page, `a11y-${size}-${scheme}-menu`);
+        await checkAxe(page, `the header's menu, ${label}`);
         await page.keyboard.press('Escape');
         await page.locator('.menu').waitFor({ state: 'detached' });
-        if (size === 'phone') {
-          await page.keyboard.press('Escape');
-          await page.locator('body:not(.sidebar-open)').waitFor();
-          await page.click('#header-menu');
-          await page.locator('.menu[role="menu"]').waitFor();
-          await screenshot(page, `a11y-${size}-${scheme}-menu`);
-          await checkAxe(page, `the header's menu, ${label}`);
-          await page.keyboard.press('Escape');
-          await page.locator('.menu').waitFor({ state: 'detached' });
-        }
       }
-    }
+    });
   }));
 
 test('the conversation list is one Tab stop; the arrow keys, Home and End move inside it', { timeout: 120_000 }, () =>

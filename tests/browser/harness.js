@@ -336,6 +336,21 @@ async function checkAxe(page, label) {
   assert.deepEqual(results, [], `axe-core found problems (${label})`);
 }
 
+// Runs `body(size, scheme)` in each view people use: 1400×900 ('desktop') and 420×800
+// ('phone'), each in light and dark.
+async function inEachView(page, body) {
+  for (const [size, viewport] of [
+    ['desktop', DESKTOP],
+    ['phone', PHONE],
+  ]) {
+    await page.setViewportSize(viewport);
+    for (const scheme of ['light', 'dark']) {
+      await page.emulateMedia({ colorScheme: scheme });
+      await body(size, scheme);
+    }
+  }
+}
+
 async function screenshot(page, name) {
   fs.mkdirSync(SCREENSHOTS, { recursive: true });
   const file = path.join(SCREENSHOTS, `${name}.png`);
@@ -351,6 +366,7 @@ module.exports = {
   apiGet,
   checkAxe,
   conversationId,
+  inEachView,
   messageTexts,
   screenshot,
   sendMessage,

@@ -10,7 +10,7 @@
 
 const { test } = require('node:test');
 const assert = require('node:assert/strict');
-const { DESKTOP, PHONE, TEST_TIMEOUT, checkAxe, screenshot, startConversation, waitIdle, waitRunning, withUi } = require('./harness');
+const { TEST_TIMEOUT, checkAxe, inEachView, screenshot, startConversation, waitIdle, waitRunning, withUi } = require('./harness');
 
 const REPLY = [
   'Here is the **release checklist**. I checked the `Cargo.toml` version and wrote the notes.',
@@ -80,42 +80,35 @@ async function dark(page) {
 test('the scene at 1400×900 and 420×800, light and dark: screenshots and axe-core', { timeout: 180_000 }, () =>
   withUi({ fake: true }, async ({ page, fake }) => {
     const release = await buildScene(page, fake);
-    for (const [size, viewport] of [
-      ['desktop', DESKTOP],
-      ['phone', PHONE],
-    ]) {
-      await page.setViewportSize(viewport);
-      for (const scheme of ['light', 'dark']) {
-        await page.emulateMedia({ colorScheme: scheme });
-        // Dark mode follows prefers-color-scheme.
-        assert.equal(await dark(page), scheme === 'dark', `${size} ${scheme}`);
-        await page.locator('#items').evaluate(() => document.getElementById('timeline').scrollTo(0, 1e9));
-        await screenshot(page, `${size}-${scheme}`);
-        await checkAxe(page, `${size} ${scheme}`);
+    await inEachView(page, async (size, scheme) => {
+      // Dark mode follows prefers-color-scheme.
+      assert.equal(await dark(page), scheme === 'dark', `${size} ${scheme}`);
+      await page.locator('#items').evaluate(() => document.getElementById('timeline').scrollTo(0, 1e9));
+      await screenshot(page, `${size}-${scheme}`);
+      await checkAxe(page, `${size} ${scheme}`);
 
-        if (size === 'phone') {
-          await page.click('#sidebar-open');
-          await page.locator('#sidebar').evaluate((node) => new Promise((resolve) => {
-            if (getComputedStyle(node).transform === 'none') resolve();
-            else node.addEventListener('transitionend', () => resolve(), { once: true });
-          }));
-          await screenshot(page, `${size}-${scheme}-list`);
-          await checkAxe(page, `${size} ${scheme}, list open`);
-          await page.keyboard.press('Escape');
-          await page.locator('body:not(.sidebar-open)').waitFor();
-          await page.click('#header-menu');
-          await page.locator('.menu').waitFor();
-          await screenshot(page, `${size}-${scheme}-menu`);
-          await page.keyboard.press('Escape');
-        } else {
-          await page.click('#tab-agents');
-          await page.locator('#agents-empty').waitFor();
-          await screenshot(page, `${size}-${scheme}-agents`);
-          await checkAxe(page, `${size} ${scheme}, Agents tab`);
-          await page.click('#tab-conversation');
-        }
+      if (size === 'phone') {
+        await page.click('#sidebar-open');
+        await page.locator('#sidebar').evaluate((node) => new Promise((resolve) => {
+          if (getComputedStyle(node).transform === 'none') resolve();
+          else node.addEventListener('transitionend', () => resolve(), { once: true });
+        }));
+        await screenshot(page, `${size}-${scheme}-list`);
+        await checkAxe(page, `${size} ${scheme}, list open`);
+        await page.keyboard.press('Escape');
+        await page.locator('body:not(.sidebar-open)').waitFor();
+        await page.click('#header-menu');
+        await page.locator('.menu').waitFor();
+        await screenshot(page, `${size}-${scheme}-menu`);
+        await page.keyboard.press('Escape');
+      } else {
+        await page.click('#tab-agents');
+        await page.locator('#agents-empty').waitFor();
+        await screenshot(page, `${size}-${scheme}-agents`);
+        await checkAxe(page, `${size} ${scheme}, Agents tab`);
+        await page.click('#tab-conversation');
       }
-    }
+    });
     release();
     await page.locator('#items .item.agent-message', { hasText: 'Done.' }).waitFor();
   }));

@@ -5,7 +5,7 @@ use serde_json::{Value, json};
 
 use crate::fake_provider::{FakeProvider, Recorded, Reply, Setup, Wire};
 use crate::harness::{Server, ServerOptions};
-use crate::support::events_until;
+use crate::support::{events_until, items};
 
 /// Everything the model was sent in one request, as text.
 fn request_text(request: &Recorded) -> String {
@@ -286,14 +286,7 @@ async fn the_demo_model_writes_a_summary_without_any_configuration() {
         .create_and_wait("First question about the demo")
         .await;
     let id = created["conversation"]["id"].as_str().unwrap().to_owned();
-    let (status, body) = server
-        .post(
-            &format!("/api/conversations/{id}/messages"),
-            json!({ "text": "A second question" }),
-        )
-        .await;
-    assert_eq!(status, 202, "{body}");
-    server.wait_idle(&id).await;
+    send_and_wait(&server, &id, "A second question").await;
     let (status, body) = server
         .post(&format!("/api/conversations/{id}/compact"), json!({}))
         .await;
@@ -309,10 +302,16 @@ async fn the_demo_model_writes_a_summary_without_any_configuration() {
     assert_eq!(status, 404, "{body}");
 }
 
-async fn root_items(server: &Server, id: &str) -> Vec<Value> {
-    let (status, page) = server.get(&format!("/api/conversations/{id}/items")).await;
-    assert_eq!(status, 200, "{page}");
-    page["items"].as_array().unwrap().clone()
+/// Sends a message to the conversation and waits until its turn is over.
+async fn send_and_wait(server: &Server, id: &str, text: &str) {
+    let (status, body) = server
+        .post(
+            &format!("/api/conversations/{id}/messages"),
+            json!({ "text": text }),
+        )
+        .await;
+    assert_eq!(status, 202, "{body}");
+    server.wait_idle(id).await;
 }
 
 #[tokio::test]
@@ -326,7 +325,7 @@ async fn a_press_never_summarizes_the_latest_turn() {
     let (status, body) = server.post(&path, json!({})).await;
     assert_eq!(status, 409, "{body}");
     assert_eq!(body["error"]["code"], "nothing_to_compact");
-    let before = root_items(&server, &id).await;
+    let before = items(&server, &id).await;
     assert!(
         before
             .iter()
@@ -335,14 +334,7 @@ async fn a_press_never_summarizes_the_latest_turn() {
     );
 
     // A second turn: the first is summarized, the second kept.
-    let (status, body) = server
-        .post(
-            &format!("/api/conversations/{id}/messages"),
-            json!({ "text": "The latest question" }),
-        )
-        .await;
-    assert_eq!(status, 202, "{body}");
-    server.wait_idle(&id).await;
+    send_and_wait(&server, &id, "The latest question").await;
     let (status, body) = server.post(&path, json!({})).await;
     assert_eq!(status, 200, "{body}");
     let covers = body["summary"]["covers_through_seq"].as_u64().unwrap();
@@ -351,7 +343,7 @@ async fn a_press_never_summarizes_the_latest_turn() {
     let (status, body) = server.post(&path, json!({})).await;
     assert_eq!(status, 409, "{body}");
     assert_eq!(body["error"]["code"], "nothing_to_compact");
-    let after = root_items(&server, &id).await;
+    let after = items(&server, &id).await;
     let summaries = after
         .iter()
         .filter(|item| item["kind"] == "summary")
