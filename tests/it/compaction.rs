@@ -286,7 +286,7 @@ async fn the_demo_model_writes_a_summary_without_any_configuration() {
         .create_and_wait("First question about the demo")
         .await;
     let id = created["conversation"]["id"].as_str().unwrap().to_owned();
-    send_and_wait(&server, &id, "A second question").await;
+    server.send_and_wait(&id, "A second question").await;
     let (status, body) = server
         .post(&format!("/api/conversations/{id}/compact"), json!({}))
         .await;
@@ -300,18 +300,6 @@ async fn the_demo_model_writes_a_summary_without_any_configuration() {
         .post("/api/conversations/c_missing/compact", json!({}))
         .await;
     assert_eq!(status, 404, "{body}");
-}
-
-/// Sends a message to the conversation and waits until its turn is over.
-async fn send_and_wait(server: &Server, id: &str, text: &str) {
-    let (status, body) = server
-        .post(
-            &format!("/api/conversations/{id}/messages"),
-            json!({ "text": text }),
-        )
-        .await;
-    assert_eq!(status, 202, "{body}");
-    server.wait_idle(id).await;
 }
 
 #[tokio::test]
@@ -334,7 +322,7 @@ async fn a_press_never_summarizes_the_latest_turn() {
     );
 
     // A second turn: the first is summarized, the second kept.
-    send_and_wait(&server, &id, "The latest question").await;
+    server.send_and_wait(&id, "The latest question").await;
     let (status, body) = server.post(&path, json!({})).await;
     assert_eq!(status, 200, "{body}");
     let covers = body["summary"]["covers_through_seq"].as_u64().unwrap();
