@@ -5,7 +5,7 @@
 
 const { test } = require('node:test');
 const assert = require('node:assert/strict');
-const { TEST_TIMEOUT, checkAxe, conversationId, screenshot, sendMessage, startConversation, waitForReply, withUi } = require('./harness');
+const { TEST_TIMEOUT, checkAxe, conversationId, inEachView, screenshot, sendMessage, startConversation, waitForReply, withUi } = require('./harness');
 
 const LONG = 'Plan the migration of the billing tables'; // 40 characters: the longest automatic title
 
@@ -79,5 +79,17 @@ test('the list shows whole titles, keeps a renamed conversation in its place, an
     assert.equal(await page.locator(`#conversation-list li[data-id="${gamma}"] .conv-from`).count(), 0);
     // A copy's link is named with where it came from.
     assert.match(await page.locator(`#conversation-list li[data-id="${rewound}"] a.conv-link`).textContent(), /from “gamma”/);
-    await screenshot(page, 'sidebar-forks');
+    // The marks in every view (on a phone with the list open), checked by axe-core.
+    await inEachView(page, async (size, scheme) => {
+      if (size === 'phone') {
+        await page.click('#sidebar-open');
+        await page.locator('body.sidebar-open').waitFor();
+      }
+      await screenshot(page, `sidebar-forks-${size}-${scheme}`);
+      await checkAxe(page, `the list with copies, ${size} ${scheme}`);
+      if (size === 'phone') {
+        await page.keyboard.press('Escape');
+        await page.locator('body:not(.sidebar-open)').waitFor();
+      }
+    });
   }));
