@@ -70,8 +70,10 @@ pub struct Plan {
 /// one model call's answer (a tool call and its result are one item, so they never part).
 ///
 /// When the whole view is shorter than that, an automatic compaction has nothing to gain
-/// (`None`); a manual one keeps only the last turn, or summarizes everything when there is a
-/// single turn, so that the button always compacts something.
+/// (`None`); a manual one keeps only the last turn and summarizes what came before it. With
+/// nothing before the last turn but a summary (a single turn, or a press right after a
+/// compaction) there is nothing older to compact (`None`): the latest turn is never summarized
+/// by a press of the button.
 pub fn plan(view: &[Item], context_window: u64, reason: CompactionReason) -> Option<Plan> {
     let keep_tokens = (context_window as f64 * KEEP_SHARE) as u64;
     let starts_step = |index: usize| -> bool {
@@ -115,8 +117,7 @@ pub fn plan(view: &[Item], context_window: u64, reason: CompactionReason) -> Opt
                 view[..last_turn]
                     .iter()
                     .any(|item| !matches!(item.kind, ItemKind::Summary { .. }))
-            })
-            .unwrap_or(view.len()),
+            })?,
     };
     let to_summarize = view[..cut].to_vec();
     let covers_through_seq = to_summarize
@@ -435,10 +436,16 @@ mod tests {
     }
 
     #[test]
-    fn a_single_turn_is_summarized_whole_by_a_manual_compaction() {
+    fn a_manual_compaction_never_summarizes_the_latest_turn() {
+        // A single turn: nothing older than it.
         let one_turn = history()[..2].to_vec();
-        let manual = plan(&one_turn, 1_000_000, CompactionReason::Manual).expect("a manual plan");
-        assert_eq!(manual.covers_through_seq, 2);
+        assert!(plan(&one_turn, 1_000_000, CompactionReason::Manual).is_none());
+        // Right after a compaction: only the summary is older than the last turn.
+        let mut items = history();
+        items.push(summary(9, 6));
+        mark_compacted(&mut items);
+        let view = model_view(&items);
+        assert!(plan(&view, 1_000_000, CompactionReason::Manual).is_none());
     }
 
     #[test]

@@ -94,3 +94,31 @@ test('the Agents tab shows the tree of sub-agents; one is opened while it stream
     await report.locator('button', { hasText: 'Open the sub-agent' }).click();
     await page.locator('#session-crumb', { hasText: 'Viewing sub-agent “default”' }).waitFor();
   }));
+
+// The main agent on the fake provider (its second answer held, so it works while its sub-agent
+// reports), the sub-agent on the demo model.
+const WAITING_REPORT_AGENTS = `
+[agents.default]
+description = "the main agent, on the fake provider"
+model = "m"
+tools = ["spawn_agent"]
+
+[agents.counter]
+description = "a sub-agent on the demo model"
+model = "demo"
+`;
+
+test('a sub-agent report waiting for its parent names the sub-agent by its agent and task', { timeout: TEST_TIMEOUT }, () =>
+  withUi({ fake: { agents: WAITING_REPORT_AGENTS } }, async ({ page, fake }) => {
+    fake.push({ tool: 'spawn_agent', args: { agent: 'counter', task: 'Count the files\nand say how many' } });
+    const gate = fake.hold({ text: 'Done.' });
+    await page.fill('#message', 'Hand the counting to a sub-agent');
+    await page.press('#message', 'Enter');
+    await gate.requested;
+    const report = page.locator('#pending-list li.pending-item.from-agent');
+    await report.waitFor();
+    assert.equal(await report.locator('.report-from').textContent(), 'Report from sub-agent “counter”: Count the files');
+    gate.release();
+    await page.locator('#items .item.user-message.from-agent .who', { hasText: 'Report from sub-agent “counter”: Count the files' }).waitFor();
+    await waitIdle(page);
+  }));

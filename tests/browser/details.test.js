@@ -130,24 +130,23 @@ test('"New output below" appears when the reader scrolled up during a stream', {
   }));
 
 test('errors are written for people, with the API code in small type', { timeout: TEST_TIMEOUT }, () =>
-  withUi({ allowConsole: [/status of 409/] }, async ({ page }) => {
-    await startConversation(page, 'hello');
-    await waitForReply(page, 'hello');
-    await page.click('#compact');
-    await page.locator('#items details.item.summary').waitFor();
-    await page.click('#compact');
+  withUi({ allowConsole: [/status of 422/] }, async ({ page }) => {
+    // A new conversation in a directory that does not exist.
+    await page.locator('#main[data-view="new"] #composer').waitFor();
+    await page.fill('#cwd', '/no/such/directory');
+    await page.fill('#message', 'hello');
+    await page.press('#message', 'Enter');
     const banner = page.locator('#banners .banner.error');
     await banner.waitFor();
-    assert.equal(
-      await banner.locator('.banner-text').textContent(),
-      'There is nothing to compress: the model already reads only the summary and what came after it.',
-    );
-    assert.equal(await banner.locator('.banner-detail code').textContent(), 'nothing_to_compact');
+    assert.equal(await banner.locator('.banner-text').textContent(), 'The working directory of this conversation is missing.');
+    assert.equal(await banner.locator('.banner-detail code').textContent(), 'cwd_missing');
     const sizes = await banner.evaluate((node) => [
       parseFloat(getComputedStyle(node.querySelector('.banner-text')).fontSize),
       parseFloat(getComputedStyle(node.querySelector('.banner-detail')).fontSize),
     ]);
     assert.ok(sizes[1] < sizes[0], `the code is smaller: ${sizes}`);
+    // The message is back in the box.
+    assert.equal(await page.inputValue('#message'), 'hello');
     await banner.locator('button.banner-close').click();
     await banner.waitFor({ state: 'detached' });
   }));

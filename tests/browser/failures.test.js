@@ -1,11 +1,11 @@
 // Failures and retries. Each model.retry updates one line with a countdown; a failed turn shows
 // as failed, in red, on the turn itself, with a Retry button that runs the turn again;
-// the sidebar marks failed and interrupted conversations.
+// the sidebar marks failed and interrupted conversations. The retry line offers Stop.
 'use strict';
 
 const { test } = require('node:test');
 const assert = require('node:assert/strict');
-const { TEST_TIMEOUT, startConversation, waitIdle, withUi } = require('./harness');
+const { TEST_TIMEOUT, checkAxe, screenshot, startConversation, waitIdle, withUi } = require('./harness');
 
 test('retries update one line with a countdown instead of stacking banners', { timeout: TEST_TIMEOUT }, () =>
   withUi({ fake: { retry: { initialDelayMs: 1500, maxDelayMs: 3000 } } }, async ({ page, fake }) => {
@@ -92,4 +92,23 @@ test('an interrupted turn says so on the turn, and the sidebar marks the convers
     assert.match(await ended.textContent(), /^This turn was interrupted\./);
     await page.locator('#items .item.agent-message.status-interrupted').waitFor();
     await page.locator('#conversation-list li.conv.selected .row-badge.interrupted', { hasText: 'interrupted' }).waitFor();
+  }));
+
+test('the retry line offers Stop: the turn ends at once instead of waiting out a failing provider', { timeout: TEST_TIMEOUT }, () =>
+  withUi({ fake: { retry: { initialDelayMs: 60_000, maxDelayMs: 60_000 } } }, async ({ page, fake }) => {
+    fake.push({ status: 500, message: 'upstream down' });
+    await startConversation(page, 'try once more');
+    const line = page.locator('#status-lines .line.retry');
+    await line.waitFor();
+    assert.match(await line.textContent(), /Attempt 2 of 10 in (60|59) s/);
+    await screenshot(page, 'retry-line');
+    for (const scheme of ['light', 'dark']) {
+      await page.emulateMedia({ colorScheme: scheme });
+      await checkAxe(page, `the retry line, ${scheme}`);
+    }
+    await line.getByRole('button', { name: 'Stop' }).click();
+    await page.locator('#items .turn-end.interrupted').waitFor();
+    await line.waitFor({ state: 'detached' });
+    await waitIdle(page);
+    assert.equal(fake.requests.length, 1, 'no second attempt was made');
   }));

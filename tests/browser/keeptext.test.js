@@ -92,16 +92,16 @@ test('error banners clear when the next call succeeds or the stream reconnects',
   withUi(
     { allowConsole: [/ERR_CONNECTION_REFUSED/, /Failed to load resource/] },
     async ({ page, restartServer }) => {
-      await startConversation(page, 'hello');
-      await waitIdle(page);
-      // A refused action, then one that works.
-      await page.click('#compact');
-      await page.locator('#items details.item.summary').waitFor();
-      await page.click('#compact');
-      const refused = page.locator('#banners .banner.error', { hasText: 'There is nothing to compress' });
-      await refused.waitFor();
-      await page.fill('#message', 'and now this');
+      // A refused action (a directory that does not exist), then one that works.
+      await page.locator('#main[data-view="new"] #composer').waitFor();
+      await page.fill('#cwd', '/no/such/directory');
+      await page.fill('#message', 'hello');
       await page.press('#message', 'Enter');
+      const refused = page.locator('#banners .banner.error', { hasText: 'working directory' });
+      await refused.waitFor();
+      await page.fill('#cwd', '');
+      await page.press('#message', 'Enter');
+      await page.waitForURL(/#\/c\/[^/]+$/);
       await refused.waitFor({ state: 'detached' });
       await waitIdle(page);
 

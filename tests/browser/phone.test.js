@@ -5,7 +5,7 @@
 
 const { test } = require('node:test');
 const assert = require('node:assert/strict');
-const { PHONE, TEST_TIMEOUT, conversationId, startConversation, waitIdle, waitRunning, withUi } = require('./harness');
+const { PHONE, TEST_TIMEOUT, conversationId, screenshot, startConversation, waitIdle, waitRunning, withUi } = require('./harness');
 
 // Smallest height of anything tappable on a phone, in CSS pixels.
 const TAP_MIN = 32;
@@ -74,4 +74,121 @@ test('on a phone: a one-line header with the meter, the list reachable, waiting 
     await page.locator('#conversation-title', { hasText: 'an earlier conversation' }).waitFor();
     await page.waitForFunction(() => !document.body.classList.contains('sidebar-open'));
     gate.release();
+  }));
+
+// The boxes of the controls a phone shows outside the timeline's scrolled content (where the
+// header, the meter, the waiting messages and the composer are), and of the "New output" pill:
+// the pairs that overlap, by name. An element inside another (a select in its label) is no
+// overlap.
+function overlaps(page) {
+  return page.evaluate(() => {
+    const selector = 'button, select, input, textarea, [role="tab"], [role="meter"], #usage-figures, #usage-threshold-label, #conversation-title';
+    const shown = [...document.querySelectorAll(selector)].filter((node) => {
+      if (node.closest('#timeline, #sidebar, .menu')) return false;
+      const box = node.getBoundingClientRect();
+      return box.width > 1 && box.height > 1 && node.checkVisibility({ visibilityProperty: true });
+    });
+    const name = (node) => node.id || node.getAttribute('aria-label') || `${node.tagName.toLowerCase()}.${node.className}`;
+    const found = [];
+    for (let i = 0; i < shown.length; i++) {
+      for (let j = i + 1; j < shown.length; j++) {
+        const [a, b] = [shown[i], shown[j]];
+        if (a.contains(b) || b.contains(a)) continue;
+        const p = a.getBoundingClientRect();
+        const q = b.getBoundingClientRect();
+        const width = Math.min(p.right, q.right) - Math.max(p.left, q.left);
+        const height = Math.min(p.bottom, q.bottom) - Math.max(p.top, q.top);
+        if (width > 0.5 && height > 0.5) found.push(`${name(a)} × ${name(b)}`);
+      }
+    }
+    return found;
+  });
+}
+
+const paragraphs = (from, to) =>
+  Array.from({ length: to - from + 1 }, (_, n) => `Paragraph ${from + n} of a long answer that keeps coming.`).join('\n\n') + '\n\n';
+
+test('on a phone no control overlaps another: a long conversation, its details shown, the "New output" pill', { timeout: TEST_TIMEOUT }, () =>
+  withUi({ fake: true, viewport: PHONE }, async ({ page, fake }) => {
+    fake.push({ text: 'A short answer.' });
+    await startConversation(page, 'A conversation that grows long');
+    await waitIdle(page);
+    const header = page.locator('#conversation-header');
+    const short = await header.boundingBox();
+    assert.deepEqual(await overlaps(page), [], 'a short conversation');
+
+    // A long one: the header keeps its height and the title stays whole in height.
+    fake.push({ text: paragraphs(1, 150) });
+    await page.fill('#message', 'now a long answer');
+    await page.press('#message', 'Enter');
+    await page.locator('#items .item.agent-message.status-completed', { hasText: 'Paragraph 150' }).waitFor();
+    await waitIdle(page);
+    assert.ok(await page.locator('#timeline').evaluate((t) => t.scrollHeight > 5 * t.clientHeight));
+    assert.deepEqual(await header.boundingBox(), short, 'the header keeps its size');
+    assert.ok(await page.locator('#conversation-title').evaluate((h) => h.scrollHeight <= h.clientHeight + 1));
+    assert.deepEqual(await overlaps(page), [], 'a long conversation');
+    await screenshot(page, 'phone-long');
+
+    // The details (directory, agent, the model select) push the meter down, never under it.
+    await page.click('#header-menu');
+    await page.getByRole('menuitem', { name: 'Show details' }).click();
+    await page.locator('#conversation-meta select.model-switch').waitFor();
+    assert.deepEqual(await overlaps(page), [], 'details shown');
+    const meter = await page.locator('#usage').boundingBox();
+    const grown = await header.boundingBox();
+    assert.ok(meter.y >= grown.y + grown.height - 1, JSON.stringify({ grown, meter }));
+    await screenshot(page, 'phone-details');
+    await page.click('#header-menu');
+    await page.getByRole('menuitem', { name: 'Hide details' }).click();
+    await page.waitForFunction(() => !document.body.classList.contains('show-meta'));
+
+    // A running turn (Interrupt, the mode select, a waiting message) while the reader has
+    // scrolled up: the pill sits in the timeline, clear of all of them.
+    const gate = fake.hold({ text: 'The end.' });
+    await page.fill('#message', 'and more');
+    await page.press('#message', 'Enter');
+    await waitRunning(page);
+    await page.fill('#message', 'a waiting message');
+    await page.press('#message', 'Enter');
+    await page.locator('#pending-list li.pending-item').waitFor();
+    await gate.write(paragraphs(1, 10));
+    await page.locator('#items .item.agent-message.status-running', { hasText: 'Paragraph 10' }).waitFor();
+    const timeline = page.locator('#timeline');
+    const box = await timeline.boundingBox();
+    await page.mouse.move(box.x + box.width / 2, box.y + box.height / 2);
+    await page.mouse.wheel(0, -100_000);
+    await page.waitForFunction(() => document.getElementById('timeline').scrollTop === 0);
+    await gate.write(paragraphs(11, 20));
+    const pill = page.locator('#new-output');
+    await pill.waitFor({ state: 'visible' });
+    const pillBox = await pill.boundingBox();
+    const timelineBox = await timeline.boundingBox();
+    assert.ok(
+      pillBox.y >= timelineBox.y && pillBox.y + pillBox.height <= timelineBox.y + timelineBox.height && pillBox.x >= 0 && pillBox.x + pillBox.width <= PHONE.width,
+      `the pill is inside the timeline: ${JSON.stringify({ pillBox, timelineBox })}`,
+    );
+    assert.ok(await page.locator('#interrupt').isVisible());
+    assert.ok(await page.locator('#mode').isVisible());
+    assert.deepEqual(await overlaps(page), [], 'the pill shown');
+    await screenshot(page, 'phone-pill');
+    gate.release();
+    await page.locator('#items .item.agent-message.status-completed', { hasText: 'The end.' }).waitFor();
+  }));
+
+test('on a touch screen Return adds a line and Send sends', { timeout: TEST_TIMEOUT }, () =>
+  withUi({ viewport: PHONE, hasTouch: true }, async ({ page }) => {
+    assert.equal(await page.evaluate(() => matchMedia('(pointer: coarse)').matches), true);
+    await page.locator('#main[data-view="new"] #message').waitFor();
+    await page.locator('#message').tap();
+    await page.keyboard.type('/sleep 10');
+    await page.keyboard.press('Enter');
+    await page.keyboard.type('the second line');
+    assert.equal(await page.inputValue('#message'), '/sleep 10\nthe second line');
+    assert.equal(await page.locator('#main').getAttribute('data-view'), 'new');
+    await page.locator('#send').tap();
+    await page.waitForURL(/#\/c\/[^/]+$/);
+    const message = page.locator('#items .item.user-message .text');
+    await message.waitFor();
+    assert.equal(await message.textContent(), '/sleep 10\nthe second line');
+    await waitIdle(page);
   }));

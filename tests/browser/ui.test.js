@@ -1,11 +1,11 @@
-// The web UI's main paths: with the built-in demo model a first message, a shell call, context
-// compression and a fork; with the fake provider (whose reply the test holds while the agent
-// works) waiting messages with the Agents tab. harness.js starts the binary and the browser.
+// The web UI's main paths: with the built-in demo model a first message, a shell call and a
+// fork; with the fake provider (whose reply the test holds while the agent works) context
+// compression, and waiting messages with the Agents tab. harness.js starts the binary and the browser.
 'use strict';
 
 const { test } = require('node:test');
 const assert = require('node:assert/strict');
-const { TEST_TIMEOUT, messageTexts, sendMessage, startConversation, waitForReply, waitRunning, withUi } = require('./harness');
+const { TEST_TIMEOUT, messageTexts, sendMessage, startConversation, waitForReply, waitIdle, waitRunning, withUi } = require('./harness');
 
 test('a first message gets the demo reply and the conversation is listed under its title', { timeout: TEST_TIMEOUT }, () =>
   withUi(async ({ page }) => {
@@ -33,17 +33,40 @@ test('/shell runs the shell tool and its card shows the command, the output and 
     assert.match(await reply.textContent(), /The shell tool returned \d+ bytes \(exit code 0\)\./);
   }));
 
-test('"Compress context" adds a summary and marks the earlier turn compacted', { timeout: TEST_TIMEOUT }, () =>
-  withUi(async ({ page }) => {
+test('"Compress context" says it works, then what it did; the earlier turn is marked; a second press has nothing older', { timeout: TEST_TIMEOUT }, () =>
+  // "Nothing older" is the service's 409, which the browser logs.
+  withUi({ fake: true, allowConsole: [/status of 409/] }, async ({ page, fake }) => {
     await startConversation(page, 'first question');
-    await waitForReply(page, 'first question');
-    await sendMessage(page, 'second question');
-
+    await page.locator('#items .item.agent-message.status-completed', { hasText: 'Echo: first question' }).waitFor();
+    await waitIdle(page);
+    // One turn: nothing is older than it, and the page says so (no summary is made).
     await page.click('#compact');
+    const notice = page.locator('#banners .banner.notice[data-key="compaction"] .banner-text');
+    await notice.filter({ hasText: /^Nothing older to compress/ }).waitFor();
+    await page.fill('#message', 'second question');
+    await page.press('#message', 'Enter');
+    await page.locator('#items .item.agent-message.status-completed', { hasText: 'Echo: second question' }).waitFor();
+    await waitIdle(page);
+
+    // The summary is held: meanwhile the button and a status line say it works.
+    const gate = fake.hold({ text: 'The user asked a first question.' });
+    await page.click('#compact');
+    await gate.requested;
+    const button = page.locator('#compact');
+    assert.equal(await button.textContent(), 'Compressing…');
+    assert.equal(await button.getAttribute('aria-disabled'), 'true');
+    await page.locator('#status-lines .line.compaction', { hasText: 'Compressing the context' }).waitFor();
+    gate.release();
     const summary = page.locator('#items details.item.summary');
     await summary.locator('summary', { hasText: 'Context summary' }).waitFor();
-    // "Compressing the context (manual)…" is shown only while it runs.
     await page.locator('#status-lines .line.compaction').waitFor({ state: 'detached' });
+    // What it did: the first turn's two messages, and the context before and after.
+    await notice.filter({ hasText: /^Context compressed/ }).waitFor();
+    assert.match(await notice.textContent(), /^Context compressed: 2 earlier items summarized, [\d.]+k? → [\d.]+k? tokens\.$/);
+    await page.locator('#compact', { hasText: 'Compress context' }).waitFor();
+    assert.equal(await button.getAttribute('aria-disabled'), 'false');
+    // The summary names no internal number.
+    assert.doesNotMatch(await summary.locator('summary').textContent(), /#\d/);
 
     // In a short history only the last turn stays outside the summary.
     const checkBadges = async () => {
@@ -59,6 +82,11 @@ test('"Compress context" adds a summary and marks the earlier turn compacted', {
       assert.equal(await summary.count(), 1);
       assert.equal(await summary.locator('.badge.compacted').count(), 0);
     };
+    await checkBadges();
+
+    // A second press: the latest turn is never summarized.
+    await page.click('#compact');
+    await notice.filter({ hasText: /^Nothing older to compress/ }).waitFor();
     await checkBadges();
 
     // The same after a reload, from the stored history.

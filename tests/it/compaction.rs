@@ -5,7 +5,7 @@ use serde_json::{Value, json};
 
 use crate::fake_provider::{FakeProvider, Recorded, Reply, Setup, Wire};
 use crate::harness::{Server, ServerOptions};
-use crate::support::events_until;
+use crate::support::{events_until, items};
 
 /// Everything the model was sent in one request, as text.
 fn request_text(request: &Recorded) -> String {
@@ -286,6 +286,7 @@ async fn the_demo_model_writes_a_summary_without_any_configuration() {
         .create_and_wait("First question about the demo")
         .await;
     let id = created["conversation"]["id"].as_str().unwrap().to_owned();
+    server.send_and_wait(&id, "A second question").await;
     let (status, body) = server
         .post(&format!("/api/conversations/{id}/compact"), json!({}))
         .await;
@@ -295,16 +296,56 @@ async fn the_demo_model_writes_a_summary_without_any_configuration() {
         text.starts_with("Summary by the demo model") && text.contains("First question"),
         "{text}"
     );
-    // A single turn is summarized whole; compacting again has nothing left to summarize.
-    let (status, body) = server
-        .post(&format!("/api/conversations/{id}/compact"), json!({}))
-        .await;
-    assert_eq!(status, 409, "{body}");
-    assert_eq!(body["error"]["code"], "nothing_to_compact");
     let (status, body) = server
         .post("/api/conversations/c_missing/compact", json!({}))
         .await;
     assert_eq!(status, 404, "{body}");
+}
+
+#[tokio::test]
+async fn a_press_never_summarizes_the_latest_turn() {
+    let server = Server::start().await;
+    let created = server.create_and_wait("The only question").await;
+    let id = created["conversation"]["id"].as_str().unwrap().to_owned();
+    let path = format!("/api/conversations/{id}/compact");
+
+    // One turn: nothing is older than it, and nothing is stored.
+    let (status, body) = server.post(&path, json!({})).await;
+    assert_eq!(status, 409, "{body}");
+    assert_eq!(body["error"]["code"], "nothing_to_compact");
+    let before = items(&server, &id).await;
+    assert!(
+        before
+            .iter()
+            .all(|item| item["kind"] != "summary" && item["compacted"] == false),
+        "{before:?}"
+    );
+
+    // A second turn: the first is summarized, the second kept.
+    server.send_and_wait(&id, "The latest question").await;
+    let (status, body) = server.post(&path, json!({})).await;
+    assert_eq!(status, 200, "{body}");
+    let covers = body["summary"]["covers_through_seq"].as_u64().unwrap();
+
+    // A second press: only the summary is older than the latest turn.
+    let (status, body) = server.post(&path, json!({})).await;
+    assert_eq!(status, 409, "{body}");
+    assert_eq!(body["error"]["code"], "nothing_to_compact");
+    let after = items(&server, &id).await;
+    let summaries = after
+        .iter()
+        .filter(|item| item["kind"] == "summary")
+        .count();
+    assert_eq!(summaries, 1, "{after:?}");
+    let latest = after
+        .iter()
+        .find(|item| item["text"] == "The latest question")
+        .expect("the latest question is stored");
+    assert!(latest["seq"].as_u64().unwrap() > covers);
+    for item in after.iter().filter(|item| item["kind"] != "summary") {
+        let compacted = item["seq"].as_u64().unwrap() <= covers;
+        assert_eq!(item["compacted"], compacted, "{item}");
+    }
 }
 
 #[tokio::test]

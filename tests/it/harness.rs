@@ -192,6 +192,18 @@ impl Server {
         body
     }
 
+    /// Sends a message to a conversation (202) and waits until its turn has ended.
+    pub async fn send_and_wait(&self, id: &str, text: &str) {
+        let (status, body) = self
+            .post(
+                &format!("/api/conversations/{id}/messages"),
+                json!({ "text": text }),
+            )
+            .await;
+        assert_eq!(status, 202, "{body}");
+        self.wait_idle(id).await;
+    }
+
     /// Waits until a conversation has no running turn, following its event stream.
     pub async fn wait_idle(&self, id: &str) {
         let mut events = self.events(id).await;

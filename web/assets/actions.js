@@ -1,5 +1,6 @@
 // What the user does to the open conversation besides writing: fork, restart from a message
-// (rewind), compress the context, interrupt, run a failed turn again, and export it.
+// (rewind), interrupt, run a failed turn again, and export it. (Compressing the context is
+// compaction.js's.)
 
 import { api, streamUrl } from './api.js';
 import { enc } from './dom.js';
@@ -53,15 +54,6 @@ export async function rewind(item, changed) {
       state.arrival = { id: 'new', kind: 'rewind-first', source: from };
       navigate('#/new');
     }
-  } catch (error) {
-    showError(error);
-  }
-}
-
-export async function compact() {
-  if (!state.conv) return;
-  try {
-    await api('POST', `/api/conversations/${enc(state.conv.id)}/compact`, {});
   } catch (error) {
     showError(error);
   }

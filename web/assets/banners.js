@@ -17,7 +17,7 @@ const FOR_PEOPLE = {
   messages_waiting: 'Messages are waiting for the agent. Wait until it has taken them, or withdraw them first.',
   not_waiting: 'The agent already took that message, so it cannot be changed any more.',
   compaction_running: 'The context is being compressed right now. Try again when that is done.',
-  nothing_to_compact: 'There is nothing to compress: the model already reads only the summary and what came after it.',
+  nothing_to_compact: 'There is nothing older to compress: the model already reads only the latest turn, after any earlier summary.',
   compaction_failed: 'Compressing the context failed. The history is unchanged.',
   cwd_missing: 'The working directory of this conversation is missing.',
   model_unavailable: 'The model of this conversation is not configured on this service. Pick another model in the header.',

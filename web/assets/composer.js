@@ -1,6 +1,7 @@
 // The message box and its bar: sending (a new conversation's first message, or a message to the
 // open one in the chosen mode while the agent works), drafts kept per conversation, and the
-// keys: Enter sends, Shift+Enter adds a line, ↑ in an empty box edits the last waiting message.
+// keys: Enter sends, Shift+Enter adds a line (on a touch screen Return adds a line and only the
+// button sends), ↑ in an empty box edits the last waiting message.
 // After a send the mode goes back to the default (steer).
 
 import { api } from './api.js';
@@ -9,7 +10,7 @@ import { showError } from './banners.js';
 import { isRunning, navigate, state } from './state.js';
 import { upsertListed } from './sidebar.js';
 import { editLastWaiting } from './pending.js';
-import { putBack } from './messagebox.js';
+import { isTouch, putBack, sendsOnEnter } from './messagebox.js';
 
 const DEFAULT_MODE = 'steer';
 
@@ -126,7 +127,7 @@ export function wireComposer(interrupt) {
     send();
   });
   $('message').addEventListener('keydown', (event) => {
-    if (event.key === 'Enter' && !event.shiftKey && !event.isComposing && !event.altKey) {
+    if (sendsOnEnter(event)) {
       event.preventDefault();
       send();
     } else if (event.key === 'ArrowUp' && !event.shiftKey && !event.altKey && $('message').value === '' && state.view === 'conversation') {
@@ -134,4 +135,5 @@ export function wireComposer(interrupt) {
     }
   });
   $('interrupt').addEventListener('click', interrupt);
+  if (isTouch()) $('message').placeholder = 'Message the agent — Return adds a line, Send sends';
 }

@@ -29,6 +29,7 @@ import { resolveApprovalCard, showApproval } from './approvals.js';
 import { noteConversationApprovals, noteRequested, noteResolved } from './approvallist.js';
 import { addLine, clearRetry, removeLines, setConnection, showRetry } from './statuslines.js';
 import { scrollToBottom } from './scroll.js';
+import { interruptSession } from './actions.js';
 
 const EVENTS = [
   'snapshot',
@@ -63,6 +64,7 @@ export function closeConversation() {
   state.queued = [];
   state.loadingItems = false;
   state.historyShown = false;
+  state.compacting = false;
   state.tab = 'conversation';
   resetTimeline();
   setConnection(null);
@@ -255,7 +257,7 @@ async function applySnapshot(snapshot, gen) {
   for (const item of stored) upsertItem(item, false);
   const running = (snapshot.running || []).filter((r) => r.session_id === sessionId);
   for (const turn of running) for (const item of turn.items || []) upsertItem(item, false);
-  for (const turn of running) if (turn.retry) showRetry(turn.retry);
+  for (const turn of running) if (turn.retry) showRetry(turn.retry, () => interruptSession(sessionId));
   if (!stored.length && !running.length) showPlaceholder('No messages yet.');
   // How the last turn ended, on the turn itself, when it did not complete.
   const last = state.conv.last_turn;
@@ -263,7 +265,8 @@ async function applySnapshot(snapshot, gen) {
     showTurnEnd(last.turn_id, last.status, last.error);
     if (state.conv.status === 'running') retireRetryButtons();
   }
-  if (snapshot.compacting && sessionId === state.conv.root_session_id) addLine('muted compaction', 'Compressing the context (manual)…');
+  state.compacting = !!snapshot.compacting;
+  if (snapshot.compacting && sessionId === state.conv.root_session_id) addLine('muted compaction', compactionText('manual'));
   const approvals = snapshot.approvals || [];
   noteConversationApprovals(state.conv.id, approvals);
   for (const approval of approvals) showApproval(approval, false);
@@ -283,6 +286,18 @@ function settleApproval(approval) {
   noteResolved(approval);
   if (viewing(approval.session_id)) setToolStatus(approval.item_id, 'running');
   resolveApprovalCard(approval, true);
+}
+
+// What the status line says while the context is compressed.
+function compactionText(reason) {
+  return reason === 'auto'
+    ? 'The context is nearly full: summarizing the older history…'
+    : 'Compressing the context: summarizing the older history…';
+}
+
+function setCompacting(compacting) {
+  state.compacting = compacting;
+  renderHeader();
 }
 
 function hasAnyItemOf(items, turnId) {
@@ -346,7 +361,7 @@ function applyEvent(type, data) {
       break;
     case 'model.retry':
       if (data.session_id && !viewing(data.session_id)) break;
-      showRetry(data);
+      showRetry(data, () => interruptSession(data.session_id || state.sessionId));
       break;
     case 'usage.updated':
       state.usage = data.usage;
@@ -358,9 +373,11 @@ function applyEvent(type, data) {
       renderPending();
       break;
     case 'compaction.started':
-      if (viewing(data.session_id)) addLine('muted compaction', `Compressing the context (${data.reason})…`);
+      if (data.session_id === state.conv.root_session_id) setCompacting(true);
+      if (viewing(data.session_id)) addLine('muted compaction', compactionText(data.reason));
       break;
     case 'compaction.completed':
+      if (data.session_id === state.conv.root_session_id) setCompacting(false);
       if (data.usage) {
         state.usage = data.usage;
         renderUsage();
@@ -371,6 +388,7 @@ function applyEvent(type, data) {
       }
       break;
     case 'compaction.failed':
+      if (data.session_id === state.conv.root_session_id) setCompacting(false);
       if (viewing(data.session_id)) {
         removeLines('compaction');
         addLine('error', `Compressing the context failed: ${data.error}`);

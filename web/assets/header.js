@@ -7,33 +7,14 @@ import { $, el, enc } from './dom.js';
 import { showError } from './banners.js';
 import { openMenu } from './menu.js';
 import { navigate, state } from './state.js';
-import { compact, exportConversation, fork } from './actions.js';
-
-const titleRequests = new Map(); // conversation id → Promise of its title (null when gone)
-
-// The title of the conversation a fork came from: from the list when it is there, else asked
-// for once.
-function sourceTitle(id) {
-  if (state.titles.has(id)) return Promise.resolve(state.titles.get(id));
-  if (!titleRequests.has(id)) {
-    titleRequests.set(
-      id,
-      api('GET', `/api/conversations/${enc(id)}`).then(
-        (conversation) => {
-          state.titles.set(id, conversation.title);
-          return conversation.title;
-        },
-        (error) => (error.status === 404 ? null : undefined),
-      ),
-    );
-  }
-  return titleRequests.get(id);
-}
+import { exportConversation, fork } from './actions.js';
+import { compact } from './compaction.js';
+import { conversationTitle } from './titles.js';
 
 function forkedFromLink(conv) {
   const sourceId = conv.forked_from.conversation_id;
   const link = el('a', { class: 'forked-from', href: `#/c/${enc(sourceId)}` }, 'forked from …');
-  sourceTitle(sourceId).then((title) => {
+  conversationTitle(sourceId).then((title) => {
     if (title === null) link.replaceWith(el('span', { class: 'forked-from' }, 'forked from a conversation that was deleted'));
     else link.textContent = `forked from “${title === undefined ? sourceId : title}”`;
   });
@@ -90,7 +71,11 @@ export function renderHeader() {
   if (conv.archived) meta.push(el('span', { class: 'badge archived' }, 'archived'));
   if (conv.forked_from) meta.push(forkedFromLink(conv));
   $('conversation-meta').replaceChildren(...meta);
-  $('compact').disabled = conv.status === 'running';
+  // While it compresses, the button says so, and a press does nothing (it stays focusable).
+  const compress = $('compact');
+  compress.disabled = conv.status === 'running';
+  compress.textContent = state.compacting ? 'Compressing…' : 'Compress context';
+  compress.setAttribute('aria-disabled', String(state.compacting));
 }
 
 export function renderTabs() {
@@ -127,7 +112,7 @@ export function renderTabs() {
 export function wireHeader(render) {
   $('fork').addEventListener('click', fork);
   $('export').addEventListener('click', exportConversation);
-  $('compact').addEventListener('click', compact);
+  $('compact').addEventListener('click', () => compact(renderHeader));
   const selectTab = (tab, focus) => {
     state.tab = tab;
     render();
@@ -147,7 +132,7 @@ export function wireHeader(render) {
     const items = [
       { label: 'Fork', run: fork },
       { label: 'Export as Markdown', run: exportConversation },
-      { label: 'Compress context', run: compact, disabled: conv.status === 'running' },
+      { label: state.compacting ? 'Compressing…' : 'Compress context', run: () => compact(renderHeader), disabled: conv.status === 'running' || state.compacting },
       // The details line (directory, agent, model) does not fit a phone's one-line header.
       {
         label: document.body.classList.contains('show-meta') ? 'Hide details' : 'Show details',

@@ -116,7 +116,7 @@ function wire() {
   $('new-conversation').addEventListener('click', newConversation);
   $('sidebar-open').addEventListener('click', () => {
     document.body.classList.add('sidebar-open');
-    const first = $('conversation-list').querySelector('a.conv-link') || $('new-conversation');
+    const first = $('conversation-list').querySelector('a.conv-link[tabindex="0"]') || $('new-conversation');
     first.focus();
   });
   $('sidebar-close').addEventListener('click', () => {

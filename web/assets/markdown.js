@@ -66,6 +66,11 @@ DOMPurify.addHook('afterSanitizeAttributes', (node) => {
 function renderFragment(text, highlight) {
   const fragment = DOMPurify.sanitize(markdown.parse(text), SANITIZE);
   for (const pre of fragment.querySelectorAll('pre')) decorateCode(pre, highlight);
+  // A task list's boxes (read-only) say what they show; a box without a name is a control a
+  // screen reader cannot tell apart from the next.
+  for (const box of fragment.querySelectorAll('input[type="checkbox"]')) {
+    box.setAttribute('aria-label', box.checked ? 'done' : 'not done');
+  }
   for (const table of fragment.querySelectorAll('table')) {
     const scroller = el('div', { class: 'table-scroll' });
     table.replaceWith(scroller);

@@ -29,7 +29,9 @@ export function openMenu(opener, items, label, onClose) {
     }),
   );
   const menu = el('div', { class: 'menu', role: 'menu', 'aria-label': label }, buttons);
-  document.body.append(menu);
+  // Inside the opener's landmark (the sidebar or the main area), so that all the page's content
+  // is in one; it is fixed in place, so where it sits in the tree does not move it.
+  (opener.closest('main, aside') || document.body).append(menu);
   place(menu, opener);
   opener.setAttribute('aria-expanded', 'true');
   const enabled = () => buttons.filter((b) => !b.disabled);

@@ -13,8 +13,8 @@
 import { api, ApiError } from './api.js';
 import { $, el, enc, newKey, plural } from './dom.js';
 import { showError, showNotice } from './banners.js';
-import { isRunning, sessionLabel, state } from './state.js';
-import { insertIntoComposer } from './messagebox.js';
+import { isRunning, state, subAgentName } from './state.js';
+import { insertIntoComposer, sendsOnEnter } from './messagebox.js';
 
 const HELD_KEY = 'openvaala.held.';
 const WAITING_KEY = 'openvaala.waiting.';
@@ -209,7 +209,7 @@ function heldRow() {
       saveHeld();
     },
     onkeydown: (event) => {
-      if (event.key === 'Enter' && !event.shiftKey && !event.isComposing && !event.altKey) {
+      if (sendsOnEnter(event)) {
         event.preventDefault();
         sendHeld(held.text);
       } else if (event.key === 'Escape') {
@@ -239,12 +239,12 @@ function heldRow() {
 function waitingRow(message) {
   const user = message.source === 'user';
   const target =
-    state.conv && message.session_id !== state.conv.root_session_id ? el('span', { class: 'muted' }, `to ${sessionLabel(message.session_id)}`) : null;
+    state.conv && message.session_id !== state.conv.root_session_id ? el('span', { class: 'muted' }, `to sub-agent ${subAgentName(message.session_id)}`) : null;
   const head = el(
     'div',
     { class: 'pending-head' },
     el('span', { class: `badge mode-${message.mode}` }, message.mode),
-    user ? null : el('span', { class: 'muted' }, `report from ${sessionLabel(message.from_session_id)}`),
+    user ? null : el('span', { class: 'report-from' }, `Report from sub-agent ${subAgentName(message.from_session_id)}`),
     target,
     el('span', { class: 'spacer' }),
   );

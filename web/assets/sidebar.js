@@ -1,7 +1,10 @@
 // The sidebar: the list of conversations (search, active or archived), kept live by the
-// list-level stream `/api/events`. Each row is one tab stop (its link); its actions (rename,
-// archive, delete) are in a menu opened by the "⋯" button or Shift+F10, so showing them never
-// moves the rows. A row says when its conversation waits for an approval (approvallist.js keeps
+// list-level stream `/api/events`. The list is one Tab stop (a roving tabindex: the row last
+// moved to, else the open conversation's, else the first); the arrow keys, Home and End move
+// between its rows. A row's link is what it focuses; its actions (rename, archive, delete) are
+// in a menu opened by the "⋯" button or Shift+F10, so showing them never moves the rows. A row
+// shows the whole title (on two lines if needed), and for a fork or a rewind the conversation
+// it came from. It says when its conversation waits for an approval (approvallist.js keeps
 // which do), when it is working, or when its last turn failed or was interrupted. A link under
 // the list leads to the remembered rules.
 
@@ -10,8 +13,11 @@ import { $, el, enc, relTime } from './dom.js';
 import { clearErrors, showError } from './banners.js';
 import { closeMenu, isMenuOpen, openMenu } from './menu.js';
 import { navigate, pendingApprovals, routeConversationId, state } from './state.js';
+import { conversationTitle, knownTitle } from './titles.js';
 
 let renderWaiting = false; // a render put off while a row's menu is open
+let rovingId = null; // the row of the list's Tab stop, once the keys or a focus chose it
+let shownOpenId = null; // the open conversation at the last render: another one takes the stop
 
 function listMatches(conversation) {
   return conversation.archived === state.list.archived;
@@ -86,8 +92,16 @@ export function renderList() {
   renderWaiting = false;
   const focusedId = document.activeElement && ul.contains(document.activeElement) ? document.activeElement.closest('li')?.dataset.id : null;
   const openId = state.conv && state.view === 'conversation' ? state.conv.id : routeConversationId();
+  if (openId !== shownOpenId) rovingId = null;
+  shownOpenId = openId;
   const rows = state.list.conversations.map((conversation) => listRow(conversation, conversation.id === openId));
   ul.replaceChildren(...rows);
+  const links = [...ul.querySelectorAll('a.conv-link')];
+  const stop =
+    links.find((link) => link.closest('li').dataset.id === rovingId) ||
+    links.find((link) => link.closest('li').dataset.id === openId) ||
+    links[0];
+  if (stop) stop.tabIndex = 0;
   const empty = $('list-empty');
   if (state.list.loaded && rows.length === 0) {
     empty.hidden = false;
@@ -129,6 +143,51 @@ function turnMark(conversation) {
   if (last && last.status === 'failed') return el('span', { class: 'row-badge failed', title: last.error || '' }, 'failed');
   if (last && last.status === 'interrupted') return el('span', { class: 'row-badge interrupted' }, 'interrupted');
   return null;
+}
+
+// A fork or a rewind says where it came from: a mark and the source's title (asked for once
+// when the list does not hold it; the list is drawn again when it is known).
+function fromLine(conversation) {
+  if (!conversation.forked_from) return null;
+  const sourceId = conversation.forked_from.conversation_id;
+  const title = knownTitle(sourceId);
+  if (title === undefined) {
+    conversationTitle(sourceId).then((known) => {
+      if (known !== undefined) renderList();
+    });
+  }
+  const text = title === null ? 'from a deleted conversation' : title === undefined ? 'from another conversation' : `from “${title}”`;
+  return el('span', { class: 'conv-from', title: 'A fork or a restart of another conversation' }, el('span', { class: 'fork-mark', 'aria-hidden': 'true' }, '↳'), ' ', text);
+}
+
+// The words of the search, marked where the title has them. A conversation found by its messages
+// (the service matches all the words in one title or one message) says so: its messages are not
+// in the list.
+function searchWords() {
+  return [...new Set(state.list.q.toLowerCase().split(/\s+/).filter(Boolean))];
+}
+
+function markedTitle(title) {
+  const words = state.list.q ? searchWords() : [];
+  if (!words.length) return [title];
+  const longestFirst = [...words].sort((a, b) => b.length - a.length);
+  const pattern = new RegExp(longestFirst.map((word) => word.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')).join('|'), 'gi');
+  const parts = [];
+  let at = 0;
+  for (const match of title.matchAll(pattern)) {
+    if (match.index > at) parts.push(title.slice(at, match.index));
+    parts.push(el('mark', {}, match[0]));
+    at = match.index + match[0].length;
+  }
+  if (at < title.length) parts.push(title.slice(at));
+  return parts;
+}
+
+function foundInMessages(title) {
+  if (!state.list.q) return null;
+  const lower = title.toLowerCase();
+  if (searchWords().every((word) => lower.includes(word))) return null;
+  return el('span', { class: 'conv-found' }, 'found in its messages');
 }
 
 function listRow(conversation, selected) {
@@ -179,29 +238,37 @@ function listRow(conversation, selected) {
     {
       class: 'conv-link',
       href: `#/c/${enc(id)}`,
+      tabindex: '-1',
       title,
       'aria-current': selected ? 'page' : null,
       'aria-describedby': 'list-keys',
       'aria-keyshortcuts': 'Shift+F10 F2',
       onkeydown: (event) => rowKeys(event, conversation, menuButton, link),
+      onfocus: () => moveTabStop(link),
     },
-    el('span', { class: 'conv-title' }, title),
+    el('span', { class: 'conv-title' }, markedTitle(title)),
+    foundInMessages(title),
+    fromLine(conversation),
     el('span', { class: 'conv-meta' }, approvalMark(waiting) || turnMark(conversation), el('span', { class: 'conv-when' }, relTime(conversation.updated_at), ` · ${cwdName}`)),
   );
   return el('li', { class: classes.join(' '), 'data-id': id }, link, menuButton);
 }
 
-// Arrow keys move between rows; Shift+F10 (or the context-menu key) opens the row's actions;
-// F2 renames.
+// The list's one Tab stop moves to `link` (focused by a key, a click or a script).
+function moveTabStop(link) {
+  rovingId = link.closest('li').dataset.id;
+  for (const other of $('conversation-list').querySelectorAll('a.conv-link')) other.tabIndex = other === link ? 0 : -1;
+}
+
+// Arrow keys, Home and End move between rows; Shift+F10 (or the context-menu key) opens the
+// row's actions; F2 renames.
 function rowKeys(event, conversation, menuButton, link) {
-  const row = link.closest('li');
-  if (event.key === 'ArrowDown' || event.key === 'ArrowUp') {
-    const sibling = event.key === 'ArrowDown' ? row.nextElementSibling : row.previousElementSibling;
-    const target = sibling && sibling.querySelector('a.conv-link');
-    if (target) {
-      event.preventDefault();
-      target.focus();
-    }
+  const moves = { ArrowDown: 1, ArrowUp: -1, Home: -Infinity, End: Infinity };
+  if (event.key in moves && !event.altKey && !event.ctrlKey && !event.metaKey) {
+    event.preventDefault();
+    const links = [...$('conversation-list').querySelectorAll('a.conv-link')];
+    const target = links[Math.max(0, Math.min(links.length - 1, links.indexOf(link) + moves[event.key]))];
+    if (target) target.focus();
   } else if (event.key === 'ContextMenu' || (event.key === 'F10' && event.shiftKey)) {
     event.preventDefault();
     showRowMenu(conversation, menuButton, link);

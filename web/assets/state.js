@@ -22,6 +22,7 @@ export const state = {
   sessionId: null, // the session shown in the timeline: the root agent's, or a sub-agent's
   tab: 'conversation',
   stream: null,
+  compacting: false, // the open conversation's context is being compressed (its root session)
   loadingItems: false,
   historyShown: false, // the open conversation's history is on the page (a snapshot was applied)
   itemsLoad: 0,
@@ -71,6 +72,15 @@ export function isRunning() {
 export function sessionLabel(sessionId) {
   const session = state.sessions.find((s) => s.id === sessionId);
   return session ? `“${session.agent}”` : sessionId || '';
+}
+
+// A sub-agent by its agent and its task's first line, cut to a glance (“helper”: count the
+// files): several sub-agents of one agent are told apart by what they were asked.
+export function subAgentName(sessionId) {
+  const session = state.sessions.find((s) => s.id === sessionId);
+  const first = ((session && session.task) || '').split('\n')[0].trim();
+  if (!first) return sessionLabel(sessionId);
+  return `${sessionLabel(sessionId)}: ${first.length > 60 ? `${first.slice(0, 59)}…` : first}`;
 }
 
 // The approvals waiting for an answer that `match` picks, oldest first.

@@ -13,8 +13,9 @@ export function clearStatusLines() {
 
 // One line for all the retries of a model call, counting down to the next attempt: from the
 // live event's delay, or, for a retry a snapshot shows (a client that joined during the wait),
-// from its `next_at`.
-export function showRetry(data) {
+// from its `next_at`. Its Stop button calls `stop` (which interrupts the turn): a provider that
+// keeps failing need not be waited out.
+export function showRetry(data, stop) {
   clearRetry();
   const next = data.attempt + 1;
   const until = data.delay_ms != null ? Date.now() + data.delay_ms : Date.parse(data.next_at);
@@ -24,6 +25,17 @@ export function showRetry(data) {
     { class: 'line retry', role: 'status' },
     el('span', {}, `The model call failed (${data.error}). Attempt ${next} of ${data.max_attempts} `),
     countdown,
+    ' ',
+    el('button', {
+      type: 'button',
+      class: 'link-button retry-stop',
+      text: 'Stop',
+      title: 'Stop the turn instead of trying again (like Interrupt)',
+      onclick: (event) => {
+        event.target.disabled = true;
+        stop();
+      },
+    }),
   );
   const tick = () => {
     const seconds = Math.ceil((until - Date.now()) / 1000);

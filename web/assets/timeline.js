@@ -7,7 +7,7 @@
 // tooltip).
 
 import { $, clockTime, el, fullTime, imageList } from './dom.js';
-import { state, sessionLabel } from './state.js';
+import { state, sessionLabel, subAgentName } from './state.js';
 import { MarkdownView, copyTextButton, renderMarkdown } from './markdown.js';
 import { appendToolOutput, renderToolCall, showOutputEnd } from './toolcards.js';
 import { announce } from './announcer.js';
@@ -37,6 +37,11 @@ export function resetTimeline() {
 
 export function hasItem(id) {
   return entries.has(id);
+}
+
+// The items shown, in no particular order.
+export function shownItems() {
+  return [...entries.values()].map((entry) => entry.item);
 }
 
 function itemsOfTurn(turnId) {
@@ -222,14 +227,6 @@ function compactedBadge(item) {
     : null;
 }
 
-// A sub-agent's task after its name, its first line cut to a glance: which of several
-// sub-agents of the same agent reports is told by what it was asked.
-function taskNote(session) {
-  const first = ((session && session.task) || '').split('\n')[0].trim();
-  if (!first) return '';
-  return `: ${first.length > 60 ? `${first.slice(0, 59)}…` : first}`;
-}
-
 function itemHead(item, shownMs) {
   const fromAgent = item.kind === 'user_message' && item.source === 'agent';
   // A message from another agent is the task or a message from the agent that spawned this
@@ -241,7 +238,7 @@ function itemHead(item, shownMs) {
       ? fromAgent
         ? fromParent
           ? `From the agent that started this one, ${sessionLabel(item.from_session_id)}`
-          : `Report from sub-agent ${sessionLabel(item.from_session_id)}${taskNote(sender)}`
+          : `Report from sub-agent ${subAgentName(item.from_session_id)}`
         : 'You'
       : item.kind === 'agent_message'
         ? 'Agent'
@@ -325,6 +322,7 @@ function renderItem(item, shownMs, previous, entry) {
     case 'tool_call':
       return renderToolCall(item, attrs.class, {
         time: timeElement(item, shownMs),
+        badge: compactedBadge(item),
         knownContent,
         previous,
       });
@@ -335,7 +333,14 @@ function renderItem(item, shownMs, previous, entry) {
       const details = el(
         'details',
         attrs,
-        el('summary', {}, `Context summary (stands for the history through #${item.covers_through_seq})`, compactedBadge(item)),
+        el(
+          'summary',
+          {},
+          'Context summary',
+          el('span', { class: 'summary-note' }, item.compacted ? ' · folded into a later summary' : ' · the model reads it in place of the items marked “compacted”'),
+          ' ',
+          compactedBadge(item),
+        ),
         body,
       );
       details.open = wasOpen;

@@ -36,7 +36,7 @@ export function toolTitle(name) {
   return TITLES[name] || name;
 }
 
-// `context.time`: the card's time element; `context.knownContent(path, seq)`: what the file
+// `context.time`: the card's time element; `context.badge`: a badge after its state (compacted); `context.knownContent(path, seq)`: what the file
 // held before this call, as far as the conversation shows (null when unknown);
 // `context.previous`: the card this one replaces, if any.
 export function renderToolCall(item, classes, context) {
@@ -49,6 +49,7 @@ export function renderToolCall(item, classes, context) {
     el('span', { class: 'tool-name' }, mcpTool(name) ? mcpTool(name).tool : toolTitle(name)),
     subject(name, args),
     el('span', { class: `tool-state state-${state.kind}` }, state.kind === 'running' ? el('span', { class: 'spinner' }) : null, state.label),
+    context.badge,
     context.time,
   );
   const kindClass = mcpTool(name) ? 'tool-mcp' : `tool-${name.replace(/_/g, '-')}`;

@@ -21,7 +21,7 @@ export function render() {
   if (view === 'rules') $('rules-link').setAttribute('aria-current', 'page');
   else $('rules-link').removeAttribute('aria-current');
   $('conversation-panel').hidden = !(view === 'new' || (inConversation && !showAgents));
-  $('timeline').hidden = !inConversation;
+  $('timeline-area').hidden = !inConversation;
   $('agents').hidden = !showAgents;
   $('new-fields').hidden = view !== 'new';
   if (!inConversation) $('new-output').hidden = true;
