@@ -84,6 +84,13 @@ pub struct RetryStarted {
     pub retry_of: String,
 }
 
+/// Whether a model call waiting to be retried was tried at once.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct RetryingNow {
+    /// `false` when the session was not waiting to retry its model call.
+    pub retrying: bool,
+}
+
 /// `POST /api/conversations/{id}/fork`.
 #[derive(Debug, Serialize, ToSchema)]
 pub struct ForkedConversation {

@@ -17,8 +17,8 @@ use crate::api::requests::{
 };
 use crate::api::responses::{
     CompactOutcome, ConversationCreated, ConversationList, ConversationView, ForkedConversation,
-    Interrupted, ItemsPage, MessageAccepted, PendingList, RetryStarted, RewoundConversation,
-    SessionList,
+    Interrupted, ItemsPage, MessageAccepted, PendingList, RetryStarted, RetryingNow,
+    RewoundConversation, SessionList,
 };
 use crate::domain::{Conversation, Message, Usage};
 use crate::index::{self, ListQuery};
@@ -346,6 +346,34 @@ pub async fn retry(
     let request: RetryRequest = optional_json(&body)?;
     let started = state.runtime.retry(&id, request.session_id).await?;
     Ok((StatusCode::ACCEPTED, axum::Json(started)))
+}
+
+#[utoipa::path(
+    post,
+    path = "/api/conversations/{id}/retry/now",
+    tag = "messages",
+    summary = "Retry the model call now",
+    description = "While a running turn waits to try its failed model call again (after `model.retry`), tries it at once instead of waiting out the delay.",
+    params(("id" = String, Path, description = "Conversation id")),
+    request_body(
+        content = ref("#/components/schemas/RetryRequest"),
+        content_type = "application/json",
+        description = "Optional: no body means the root session",
+    ),
+    responses(
+        (status = 200, description = "Whether a waiting model call was tried at once", body = RetryingNow),
+        (status = 400, description = "`invalid_request`: bad JSON or an unknown field", body = ErrorBody),
+        (status = 404, description = "`not_found`: no such conversation or session", body = ErrorBody),
+    ),
+)]
+pub async fn retry_now(
+    State(state): State<AppState>,
+    Path(id): Path<String>,
+    body: Bytes,
+) -> Result<axum::Json<RetryingNow>, ApiError> {
+    let request: RetryRequest = optional_json(&body)?;
+    let retrying = state.runtime.retry_now(&id, request.session_id).await?;
+    Ok(axum::Json(RetryingNow { retrying }))
 }
 
 #[utoipa::path(

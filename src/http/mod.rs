@@ -95,6 +95,7 @@ pub fn router(
         )
         .route("/api/conversations/{id}/interrupt", post(c::interrupt))
         .route("/api/conversations/{id}/retry", post(c::retry))
+        .route("/api/conversations/{id}/retry/now", post(c::retry_now))
         .route("/api/conversations/{id}/export", get(export::export))
         .route(
             "/api/conversations/{id}/sessions/{session_id}/interrupt",

@@ -72,6 +72,7 @@ pub async fn serve() -> Json<Value> {
         super::conversations::withdraw_pending,
         super::conversations::interrupt,
         super::conversations::retry,
+        super::conversations::retry_now,
         super::export::export,
         super::conversations::interrupt_session,
         super::conversations::fork,
@@ -252,6 +253,7 @@ mod tests {
         ("delete", "/api/conversations/{id}/pending/{message_id}"),
         ("post", "/api/conversations/{id}/interrupt"),
         ("post", "/api/conversations/{id}/retry"),
+        ("post", "/api/conversations/{id}/retry/now"),
         (
             "post",
             "/api/conversations/{id}/sessions/{session_id}/interrupt",

@@ -199,7 +199,7 @@ impl Compactor {
                 Ok(done) => return Ok(done),
                 Err(error) => error,
             };
-            match retry::back_off(&self.retry, attempt, &error, cancel, &on_retry).await {
+            match retry::back_off(&self.retry, attempt, &error, (cancel, None), &on_retry).await {
                 BackOff::Retry => attempt += 1,
                 BackOff::GiveUp => {
                     return Err(Failure::Failed(format!(

@@ -296,6 +296,13 @@ impl Runtime {
 
     /// Interrupts the running turn of a session (the root by default). Answers once the turn
     /// has ended; `false` when nothing was running.
+    /// Cuts short the wait before the running turn's next model attempt ("retry now");
+    /// `false` when the session was not waiting to retry.
+    pub async fn retry_now(&self, id: &str, session: Option<String>) -> Result<bool, RuntimeError> {
+        self.call(id, |reply| Command::RetryNow { session, reply })
+            .await?
+    }
+
     /// Runs the session's failed latest turn again, with the messages it had.
     pub async fn retry(
         &self,

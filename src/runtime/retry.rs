@@ -28,12 +28,13 @@ pub enum BackOff {
 }
 
 /// After failed attempt number `attempt` of a model call: gives up on a fatal error or the
-/// last allowed attempt; otherwise announces the retry and waits for it .
+/// last allowed attempt; otherwise announces the retry and waits for it, or until `now` is
+/// notified (a user's "retry now"), or `cancel`.
 pub async fn back_off(
     retry: &RetryConfig,
     attempt: u32,
     error: &ModelError,
-    cancel: &CancellationToken,
+    (cancel, now): (&CancellationToken, Option<&tokio::sync::Notify>),
     announce: impl FnOnce(Retry),
 ) -> BackOff {
     let max_attempts = retry.max_attempts.max(1);
@@ -58,8 +59,15 @@ pub async fn back_off(
         delay_ms: delay.as_millis() as u64,
         error: error.to_string(),
     });
+    let now = async {
+        match now {
+            Some(now) => now.notified().await,
+            None => std::future::pending().await,
+        }
+    };
     tokio::select! {
         () = tokio::time::sleep(delay) => BackOff::Retry,
+        () = now => BackOff::Retry,
         () = cancel.cancelled() => BackOff::Interrupted,
     }
 }

@@ -46,6 +46,8 @@ pub struct TurnSpec {
     pub retry: RetryConfig,
     pub max_steps: u32,
     pub cancel: CancellationToken,
+    /// Cuts short a wait before the model call's next attempt.
+    pub retry_now: Arc<tokio::sync::Notify>,
     /// The model's window, and the usage at the start of the turn (its messages included): the
     /// turn keeps counting, and compacts before a model call that would reach the threshold.
     pub context_window: u64,
@@ -250,7 +252,8 @@ async fn call_model(
             Err(AttemptError::Model(error)) => {
                 partial.close(ItemStatus::Failed, link).await?;
                 let announce = |retry: Retry| link.send(TurnMsg::Retry(retry));
-                match back_off(&spec.retry, attempt, &error, &spec.cancel, announce).await {
+                let waits = (&spec.cancel, Some(spec.retry_now.as_ref()));
+                match back_off(&spec.retry, attempt, &error, waits, announce).await {
                     BackOff::Retry => attempt += 1,
                     BackOff::GiveUp => {
                         return Err(TurnStop::Failed(model_failure(&error, attempt)));

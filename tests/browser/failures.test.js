@@ -1,6 +1,6 @@
 // Failures and retries. Each model.retry updates one line with a countdown; a failed turn shows
 // as failed, in red, on the turn itself, with a Retry button that runs the turn again;
-// the sidebar marks failed and interrupted conversations. The retry line offers Stop.
+// the sidebar marks failed and interrupted conversations. The retry line offers Retry now and Stop.
 'use strict';
 
 const { test } = require('node:test');
@@ -92,6 +92,20 @@ test('an interrupted turn says so on the turn, and the sidebar marks the convers
     assert.match(await ended.textContent(), /^This turn was interrupted\./);
     await page.locator('#items .item.agent-message.status-interrupted').waitFor();
     await page.locator('#conversation-list li.conv.selected .row-badge.interrupted', { hasText: 'interrupted' }).waitFor();
+  }));
+
+test('the retry line offers Retry now: the next attempt is made at once', { timeout: TEST_TIMEOUT }, () =>
+  withUi({ fake: { retry: { initialDelayMs: 60_000, maxDelayMs: 60_000 } } }, async ({ page, fake }) => {
+    fake.push({ status: 500, message: 'upstream down' });
+    fake.push({ text: 'Through at last.' });
+    await startConversation(page, 'try once more');
+    const line = page.locator('#status-lines .line.retry');
+    await line.waitFor();
+    await line.getByRole('button', { name: 'Retry now' }).click();
+    await page.locator('#items .item.agent-message', { hasText: 'Through at last.' }).waitFor();
+    await line.waitFor({ state: 'detached' });
+    await waitIdle(page);
+    assert.equal(fake.requests.length, 2, 'the second attempt was made without the wait');
   }));
 
 test('the retry line offers Stop: the turn ends at once instead of waiting out a failing provider', { timeout: TEST_TIMEOUT }, () =>

@@ -397,3 +397,39 @@ async fn retry_runs_a_failed_turn_again_without_posting_the_message_twice() {
         .await;
     assert_eq!(status, 400);
 }
+
+/// "Retry now": a turn waiting a minute to try its model call again tries at once.
+#[tokio::test]
+async fn retry_now_cuts_the_wait_before_the_next_attempt_short() {
+    let setup = Setup::start(WIRE).await;
+    let retry_now = format!("/api/conversations/{}/retry/now", setup.id);
+    // Nothing waits to be retried yet: nothing happens.
+    let (status, body) = setup.server.post(&retry_now, serde_json::json!({})).await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body["retrying"], false, "{body}");
+    let (status, body) = setup
+        .server
+        .post(&retry_now, serde_json::json!({ "session_id": "s_nope" }))
+        .await;
+    assert_eq!(status, 404, "{body}");
+
+    setup.fake.push(Reply::rate_limited("60"));
+    setup.fake.push(Reply::text("Through at once."));
+    let mut events = setup.server.events(&setup.id).await;
+    let (status, body) = setup
+        .server
+        .post(
+            &format!("/api/conversations/{}/messages", setup.id),
+            serde_json::json!({ "text": "Hurry" }),
+        )
+        .await;
+    assert_eq!(status, 202, "{body}");
+    let seen = events_until(&mut events, "model.retry").await;
+    assert_eq!(seen.last().unwrap().1["delay_ms"], 60_000);
+    let (status, body) = setup.server.post(&retry_now, serde_json::json!({})).await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body["retrying"], true, "{body}");
+    // Well within the test's timeout, a third of the minute it would have waited.
+    let rest = events_until(&mut events, "turn.ended").await;
+    assert_eq!(rest.last().unwrap().1["status"], "completed", "{rest:?}");
+}

@@ -75,6 +75,16 @@ export async function interruptSession(sessionId) {
 // Retry of a failed turn: the same text, as a new message to the same agent (a new key: it is
 // meant to run again).
 // Runs a session's failed turn again, with the messages it had (nothing is posted twice).
+// "Retry now": a model call waiting to be tried again is tried at once.
+export async function retryNow(sessionId) {
+  if (!state.conv) return;
+  try {
+    await api('POST', `/api/conversations/${enc(state.conv.id)}/retry/now`, { session_id: sessionId });
+  } catch (error) {
+    showError(error);
+  }
+}
+
 export async function retryTurn(sessionId) {
   if (!state.conv) return;
   const body = {};

@@ -29,7 +29,7 @@ import { resolveApprovalCard, showApproval } from './approvals.js';
 import { noteConversationApprovals, noteRequested, noteResolved } from './approvallist.js';
 import { addLine, clearRetry, removeLines, setConnection, showRetry } from './statuslines.js';
 import { scrollToBottom } from './scroll.js';
-import { interruptSession } from './actions.js';
+import { interruptSession, retryNow } from './actions.js';
 
 const EVENTS = [
   'snapshot',
@@ -257,7 +257,7 @@ async function applySnapshot(snapshot, gen) {
   for (const item of stored) upsertItem(item, false);
   const running = (snapshot.running || []).filter((r) => r.session_id === sessionId);
   for (const turn of running) for (const item of turn.items || []) upsertItem(item, false);
-  for (const turn of running) if (turn.retry) showRetry(turn.retry, () => interruptSession(sessionId));
+  for (const turn of running) if (turn.retry) showRetry(turn.retry, retryActions(sessionId));
   if (!stored.length && !running.length) showPlaceholder('No messages yet.');
   // How the last turn ended, on the turn itself, when it did not complete.
   const last = state.conv.last_turn;
@@ -361,7 +361,7 @@ function applyEvent(type, data) {
       break;
     case 'model.retry':
       if (data.session_id && !viewing(data.session_id)) break;
-      showRetry(data, () => interruptSession(data.session_id || state.sessionId));
+      showRetry(data, retryActions(data.session_id || state.sessionId));
       break;
     case 'usage.updated':
       state.usage = data.usage;
@@ -419,3 +419,8 @@ document.addEventListener('conversation-changed', (event) => {
     renderHeader();
   }
 });
+
+// What the retry line's buttons do for a session.
+function retryActions(sessionId) {
+  return { now: () => retryNow(sessionId), stop: () => interruptSession(sessionId) };
+}

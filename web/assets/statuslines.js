@@ -13,9 +13,10 @@ export function clearStatusLines() {
 
 // One line for all the retries of a model call, counting down to the next attempt: from the
 // live event's delay, or, for a retry a snapshot shows (a client that joined during the wait),
-// from its `next_at`. Its Stop button calls `stop` (which interrupts the turn): a provider that
-// keeps failing need not be waited out.
-export function showRetry(data, stop) {
+// from its `next_at`. Its Retry now button calls `now` (the attempt is made at once), its Stop
+// button `stop` (which interrupts the turn): a provider that keeps failing need not be waited
+// out.
+export function showRetry(data, { now, stop }) {
   clearRetry();
   const next = data.attempt + 1;
   const until = data.delay_ms != null ? Date.now() + data.delay_ms : Date.parse(data.next_at);
@@ -25,6 +26,17 @@ export function showRetry(data, stop) {
     { class: 'line retry', role: 'status' },
     el('span', {}, `The model call failed (${data.error}). Attempt ${next} of ${data.max_attempts} `),
     countdown,
+    ' ',
+    el('button', {
+      type: 'button',
+      class: 'link-button retry-now',
+      text: 'Retry now',
+      title: 'Try the model call again now instead of waiting',
+      onclick: (event) => {
+        event.target.disabled = true;
+        now();
+      },
+    }),
     ' ',
     el('button', {
       type: 'button',

@@ -43,6 +43,11 @@ pub enum Command {
         session: Option<String>,
         reply: oneshot::Sender<Result<crate::api::responses::RetryStarted, RuntimeError>>,
     },
+    /// Cuts short the wait before a running turn's next model attempt.
+    RetryNow {
+        session: Option<String>,
+        reply: oneshot::Sender<Result<bool, RuntimeError>>,
+    },
     UpdatePending {
         message_id: String,
         patch: PendingPatch,

@@ -354,6 +354,9 @@ impl ConversationActor {
             Command::Retry { session, reply } => {
                 let _ = reply.send(self.retry(session));
             }
+            Command::RetryNow { session, reply } => {
+                let _ = reply.send(self.retry_now(session));
+            }
             Command::UpdatePending {
                 message_id,
                 patch,

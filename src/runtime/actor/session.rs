@@ -35,6 +35,8 @@ pub(super) struct SessionRun {
 pub(super) struct RunningTurn {
     pub turn_id: String,
     pub cancel: CancellationToken,
+    /// Cuts short the wait before the model call's next attempt ("retry now").
+    pub retry_now: std::sync::Arc<tokio::sync::Notify>,
     pub items: Vec<Item>,
     /// The model call waits to be tried again (shown in snapshots until the next attempt
     /// produces output).

@@ -61,6 +61,24 @@ impl ConversationActor {
     /// Runs the session's latest turn again when it failed: a new turn with no new message,
     /// whose model call sees the same history (a failed attempt's partial text is never sent
     /// to the model). Nothing is posted twice.
+    /// Cuts short the wait before the running turn's next model attempt; `false` when the
+    /// session is not waiting to retry its model call.
+    pub(super) fn retry_now(&mut self, session: Option<String>) -> Result<bool, RuntimeError> {
+        let session_id = session.unwrap_or_else(|| self.root_id().to_owned());
+        let Some(run) = self.sessions.get(&session_id) else {
+            return Err(RuntimeError::NotFound(format!("session {session_id}")));
+        };
+        let Some(running) = run
+            .running
+            .as_ref()
+            .filter(|running| running.retry.is_some())
+        else {
+            return Ok(false);
+        };
+        running.retry_now.notify_waiters();
+        Ok(true)
+    }
+
     pub(super) fn retry(
         &mut self,
         session: Option<String>,
@@ -309,12 +327,14 @@ impl ConversationActor {
     /// Starts the task of a turn of `session_id` that is stored as started.
     pub(super) fn run_turn(&mut self, session_id: &str, turn_id: &str) {
         let cancel = CancellationToken::new();
+        let retry_now = Arc::new(tokio::sync::Notify::new());
         let Some(run) = self.sessions.get_mut(session_id) else {
             return;
         };
         run.running = Some(RunningTurn {
             turn_id: turn_id.to_owned(),
             cancel: cancel.clone(),
+            retry_now: retry_now.clone(),
             items: Vec::new(),
             retry: None,
         });
@@ -328,7 +348,7 @@ impl ConversationActor {
             turn_id,
             history,
             usage,
-            cancel,
+            (cancel, retry_now),
             reasoning_carried,
         );
         let session: Arc<str> = Arc::from(session_id);
@@ -362,7 +382,7 @@ impl ConversationActor {
         turn_id: &str,
         history: Vec<Item>,
         usage: usage::UsageTracker,
-        cancel: CancellationToken,
+        (cancel, retry_now): (CancellationToken, Arc<tokio::sync::Notify>),
         reasoning_carried: bool,
     ) -> Result<TurnSpec, String> {
         let conversation = &self.state.conversation;
@@ -412,6 +432,7 @@ impl ConversationActor {
             retry: config.retry.clone(),
             max_steps: config.turn.max_steps,
             cancel,
+            retry_now,
             context_window: model.context_window,
             usage,
             compactor,
