@@ -23,7 +23,8 @@ Type a message to send it to the agent. Commands:
   /queue TEXT          send TEXT to wait for the running turn instead of steering it
   /interrupt           stop the running turn
   /retry               run the last turn again when it failed (the same messages)
-  /quit                leave (also Ctrl-D)
+  /quit                leave (also Ctrl-D, or Ctrl-C while no turn runs; during a turn
+                       the first Ctrl-C interrupts it and a second quits)
 Start a line with // to send a line that begins with / (e.g. the demo model's //shell ls).";
 
 impl Chat {

@@ -9,6 +9,7 @@ use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 
 use super::Chat;
+use super::interrupt::SharedActivity;
 use super::output::{print_out, print_stored, text};
 use crate::client::api::{Api, ApiError, ServerEvent};
 use crate::client::position::Position;
@@ -45,6 +46,8 @@ pub(super) struct Following {
     pub(super) put_aside: VecDeque<Signal>,
     /// The stream has ended: no more signals.
     pub(super) closed: bool,
+    /// What Ctrl-C interrupts: no longer this conversation once it is not followed.
+    activity: SharedActivity,
 }
 
 impl Following {
@@ -68,6 +71,10 @@ impl Following {
 impl Drop for Following {
     fn drop(&mut self) {
         self.task.abort();
+        self.activity
+            .lock()
+            .expect("activity lock")
+            .unfollow(&self.id);
     }
 }
 
@@ -75,6 +82,9 @@ impl Chat {
     /// Starts following a conversation's events (and stops following the previous one).
     pub(super) async fn follow(&mut self, id: &str) -> Result<(), ApiError> {
         let events = self.api.events(id, None).await?;
+        self.following = None;
+        self.activity.lock().expect("activity lock").follow(id);
+        let activity = self.activity.clone();
         let (signals, receiver) = mpsc::unbounded_channel();
         let renderer = self.renderer.clone();
         let api = self.api.clone();
@@ -118,6 +128,12 @@ impl Chat {
                     position.last_event_id = id;
                 }
                 position.observe(&kind, &data);
+                activity.lock().expect("activity lock").observe(
+                    &conversation,
+                    &position.root_session_id,
+                    &kind,
+                    &data,
+                );
                 let mut out = renderer.lock().expect("renderer lock").event(&kind, &data);
                 // The prompt comes back when the root agent is done (not a sub-agent).
                 if interactive
@@ -175,6 +191,7 @@ impl Chat {
             signals: receiver,
             put_aside: VecDeque::new(),
             closed: false,
+            activity: self.activity.clone(),
         });
         Ok(())
     }

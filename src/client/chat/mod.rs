@@ -12,6 +12,7 @@
 
 mod commands;
 mod follower;
+mod interrupt;
 mod output;
 mod waits;
 
@@ -23,6 +24,7 @@ use tokio::io::{AsyncBufReadExt, BufReader, Lines, Stdin};
 use super::api::{Api, ApiError};
 use super::render::Renderer;
 use follower::{Following, Signal, items_after};
+use interrupt::SharedActivity;
 use output::{print_out, print_stored, text, text_or};
 use waits::idle_signal;
 
@@ -46,6 +48,8 @@ struct Chat {
     following: Option<Following>,
     /// The numbered list `/resume` or `/rewind` showed last.
     listed: Vec<(String, String)>,
+    /// What a Ctrl-C at the terminal interrupts.
+    activity: SharedActivity,
 }
 
 pub async fn run(options: ChatOptions) -> anyhow::Result<()> {
@@ -57,10 +61,14 @@ pub async fn run(options: ChatOptions) -> anyhow::Result<()> {
         renderer: Arc::new(Mutex::new(Renderer::default())),
         following: None,
         listed: Vec::new(),
+        activity: SharedActivity::default(),
     };
     // Fail early and clearly when there is no service to talk to.
     if let Err(error) = chat.api.get("/api/health").await {
         anyhow::bail!("{error}");
+    }
+    if chat.interactive {
+        interrupt::handle_ctrl_c(chat.api.clone(), chat.activity.clone())?;
     }
     if let Some(id) = options.resume {
         chat.open(&id).await?;
