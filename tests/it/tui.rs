@@ -392,3 +392,117 @@ async fn a_retry_shows_its_countdown_until_the_model_answers() {
         .await;
     assert!(!shown.contains("attempt 2 of 3"), "{shown}");
 }
+
+/// What the conversation pane holds, line by line, unwrapped (long lines whole).
+fn transcript_lines(app: &App) -> Vec<String> {
+    app.transcript
+        .lines(std::time::Instant::now())
+        .iter()
+        .map(ToString::to_string)
+        .collect()
+}
+
+#[tokio::test]
+async fn diff_shows_a_turns_changes_and_rewind_files_puts_them_back() {
+    let server = Server::start().await;
+    let mut screen = Screen::new(&server);
+    screen.type_text("Hello").await;
+    screen.enter().await;
+    screen
+        .until("the first reply", |s, app| {
+            app.running.is_none() && s.contains(&format!("{REPLY} \"Hello\""))
+        })
+        .await;
+    screen.type_text("//write notes.txt: first version").await;
+    screen.enter().await;
+    screen
+        .until("the turn's end", |s, app| {
+            app.running.is_none() && s.contains("1 file(s) changed in the working directory")
+        })
+        .await;
+    let notes = std::path::Path::new(&screen.app.cwd).join("notes.txt");
+    assert!(notes.exists());
+
+    screen.type_text("/diff").await;
+    screen.enter().await;
+    let shown = screen.text();
+    assert!(shown.contains("what the turn changed"), "{shown}");
+    assert!(
+        shown.contains("+++ b/notes.txt") && shown.contains("+first version"),
+        "{shown}"
+    );
+    // Esc closes it; keys go to the input again.
+    screen.key(KeyCode::Esc, KeyModifiers::NONE).await;
+    assert!(screen.app.overlay.is_none());
+    assert!(!screen.text().contains("+++ b/notes.txt"));
+
+    let original = screen.conversation();
+    screen.type_text("/rewind 2 --files").await;
+    screen.enter().await;
+    assert_ne!(screen.conversation(), original);
+    assert_eq!(screen.app.editor.text(), "/write notes.txt: first version");
+    assert!(!notes.exists(), "the rewind took the file away");
+    let lines = transcript_lines(&screen.app);
+    assert!(
+        lines.iter().any(|l| l == "files put back: notes.txt"),
+        "{lines:#?}"
+    );
+    // The undo the notice names puts the file back.
+    let undo = lines
+        .iter()
+        .find_map(|l| {
+            l.split_once("undo with POST ")
+                .map(|(_, path)| path.to_owned())
+        })
+        .unwrap_or_else(|| panic!("no undo in {lines:#?}"));
+    let (status, body) = server.post(&undo, serde_json::json!({})).await;
+    assert_eq!(status, 200, "{undo}: {body}");
+    assert!(notes.exists(), "{body}");
+}
+
+#[tokio::test]
+async fn retry_runs_a_failed_turn_again_and_fork_copies_the_conversation() {
+    let server = Server::start_with(ServerOptions {
+        config: Some("[retry]\nmax_attempts = 1\n".to_owned()),
+        ..ServerOptions::default()
+    })
+    .await;
+    let mut screen = Screen::new(&server);
+    screen.type_text("//fail 1").await;
+    screen.enter().await;
+    screen
+        .until("the failed turn", |s, app| {
+            app.running.is_none() && s.contains("✗ the turn failed")
+        })
+        .await;
+    screen.type_text("/retry").await;
+    screen.enter().await;
+    let shown = screen
+        .until("the answer", |s, app| {
+            app.running.is_none() && s.contains(&format!("{REPLY} \"/fail 1\""))
+        })
+        .await;
+    assert!(shown.contains("running the failed turn again"), "{shown}");
+    let original = screen.conversation();
+    assert_eq!(user_texts(&items(&server, &original).await), ["/fail 1"]);
+
+    screen.type_text("/fork").await;
+    screen.enter().await;
+    let copy = screen.conversation();
+    assert_ne!(copy, original);
+    let shown = screen.text();
+    assert!(
+        shown.contains(&format!("forked from {original}")),
+        "{shown}"
+    );
+    assert_eq!(user_texts(&items(&server, &copy).await), ["/fail 1"]);
+    // The copy goes on by itself.
+    screen.type_text("In the copy").await;
+    screen.enter().await;
+    screen
+        .until("the copy's answer", |s, app| {
+            app.running.is_none() && s.contains(&format!("{REPLY} \"In the copy\""))
+        })
+        .await;
+    assert_eq!(user_texts(&items(&server, &original).await), ["/fail 1"]);
+}

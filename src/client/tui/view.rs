@@ -43,6 +43,29 @@ impl App {
         frame.render_widget(Paragraph::new(waiting_lines), waiting_area);
         self.draw_input(frame, input);
         frame.render_widget(Paragraph::new(self.status_line()), status);
+        if let Some(overlay) = &self.overlay {
+            let popup = Rect::new(
+                area.x + 2,
+                area.y + 1,
+                area.width.saturating_sub(4).max(10),
+                area.height.saturating_sub(2).max(3),
+            );
+            frame.render_widget(Clear, popup);
+            let block = Block::default().borders(Borders::ALL).title(format!(
+                " {} ({}–{} of {} · ↑/↓ PageUp/PageDown scroll · Esc closes) ",
+                overlay.title,
+                overlay.top + 1,
+                (overlay.top + popup.height.saturating_sub(2) as usize).min(overlay.lines.len()),
+                overlay.lines.len()
+            ));
+            let width = block.inner(popup).width.max(1) as usize;
+            let lines: Vec<Line> = overlay.lines[overlay.top.min(overlay.lines.len())..]
+                .iter()
+                .cloned()
+                .flat_map(|line| wrap(line, width))
+                .collect();
+            frame.render_widget(Paragraph::new(lines).block(block), popup);
+        }
         if let Some(picker) = &self.picker {
             let width = area.width.saturating_sub(8).max(10);
             let height = area.height.saturating_sub(6).clamp(3, 20);
@@ -108,7 +131,7 @@ impl App {
             .map(|l| Line::raw(l.to_string()))
             .collect();
         frame.render_widget(Paragraph::new(shown).block(block), area);
-        if self.picker.is_none() {
+        if self.picker.is_none() && self.overlay.is_none() {
             let before: String = all[line].chars().take(column).collect();
             let x = before
                 .chars()
