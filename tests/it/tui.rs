@@ -506,3 +506,61 @@ async fn retry_runs_a_failed_turn_again_and_fork_copies_the_conversation() {
         .await;
     assert_eq!(user_texts(&items(&server, &original).await), ["/fail 1"]);
 }
+
+#[tokio::test]
+async fn a_selected_tool_call_unfolds_on_its_own() {
+    let server = Server::start().await;
+    let mut screen = Screen::new(&server);
+    for command in ["//shell seq 1 30", "//shell seq 101 130"] {
+        screen.type_text(command).await;
+        screen.enter().await;
+        screen
+            .until("the command's end", |_, app| {
+                let said = format!("{REPLY} \"/{}\"", &command[2..]);
+                app.running.is_none() && transcript_lines(app).iter().any(|l| l.contains(&said))
+            })
+            .await;
+    }
+    let lines = transcript_lines(&screen.app);
+    let folded = lines
+        .iter()
+        .filter(|l| l.contains("⋮ 26 more lines"))
+        .count();
+    assert_eq!(
+        folded, 2,
+        "both outputs folded to their last lines: {lines:#?}"
+    );
+    assert!(lines.iter().any(|l| l == "  130") && !lines.iter().any(|l| l == "  105"));
+
+    // Alt-↑ twice: the first call; Ctrl-O unfolds it alone, and it is in sight.
+    screen.key(KeyCode::Up, KeyModifiers::ALT).await;
+    screen.key(KeyCode::Up, KeyModifiers::ALT).await;
+    screen.key(KeyCode::Char('o'), KeyModifiers::CONTROL).await;
+    assert_eq!(
+        screen.app.editor.text(),
+        "",
+        "the keys did not go to the input"
+    );
+    let shown = screen.text();
+    assert!(shown.lines().any(|row| row.trim_end() == "  5"), "{shown}");
+    let lines = transcript_lines(&screen.app);
+    assert!(lines.iter().any(|l| l == "  5"), "{lines:#?}");
+    assert!(!lines.iter().any(|l| l == "  105"), "{lines:#?}");
+    assert_eq!(lines.iter().filter(|l| l.contains("more lines")).count(), 1);
+
+    // Ctrl-O again folds it; Alt-↓ moves to the second, which unfolds alone.
+    screen.key(KeyCode::Char('o'), KeyModifiers::CONTROL).await;
+    screen.key(KeyCode::Down, KeyModifiers::ALT).await;
+    screen.key(KeyCode::Char('o'), KeyModifiers::CONTROL).await;
+    let lines = transcript_lines(&screen.app);
+    assert!(lines.iter().any(|l| l == "  105") && !lines.iter().any(|l| l == "  5"));
+    // Past the newest nothing is selected: Ctrl-O unfolds everything.
+    screen.key(KeyCode::Down, KeyModifiers::ALT).await;
+    screen.key(KeyCode::Char('o'), KeyModifiers::CONTROL).await;
+    let lines = transcript_lines(&screen.app);
+    assert!(lines.iter().any(|l| l == "  105") && lines.iter().any(|l| l == "  5"));
+    assert!(
+        !lines.iter().any(|l| l.contains("more lines")),
+        "{lines:#?}"
+    );
+}

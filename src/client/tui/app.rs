@@ -136,7 +136,7 @@ impl App {
             KeyCode::Char('u') if ctrl => self.editor.kill_to_start(),
             KeyCode::Char('k') if ctrl => self.editor.kill_to_end(),
             KeyCode::Char('w') if ctrl => self.editor.kill_word(),
-            KeyCode::Char('o') if ctrl => self.transcript.expanded = !self.transcript.expanded,
+            KeyCode::Char('o') if ctrl => self.transcript.toggle(),
             KeyCode::Char(c) if !ctrl => self.editor.insert(c),
             KeyCode::Enter if newline => self.editor.insert('\n'),
             KeyCode::Enter => self.submit(None).await,
@@ -148,6 +148,12 @@ impl App {
             KeyCode::Right => self.editor.right(),
             KeyCode::Home => self.editor.home(),
             KeyCode::End => self.editor.end(),
+            KeyCode::Up if key.modifiers.contains(KeyModifiers::ALT) => {
+                self.transcript.select_previous();
+            }
+            KeyCode::Down if key.modifiers.contains(KeyModifiers::ALT) => {
+                self.transcript.select_next();
+            }
             KeyCode::Up if self.editor.is_empty() && !self.pending.is_empty() => {
                 self.edit_waiting().await;
             }
@@ -216,6 +222,7 @@ impl App {
             return;
         }
         self.scroll = 0;
+        self.transcript.selected = None;
         // One line starting with `/` is a command; `//` sends a line that starts with `/`.
         if !typed.contains('\n')
             && let Some(command) = typed.trim().strip_prefix('/')

@@ -13,8 +13,9 @@ use crate::client::files;
 
 const HELP: &str = "Enter sends · Shift-Enter, Alt-Enter or Ctrl-J adds a line · Tab queues the \
 message for after the running turn · Esc or Ctrl-C interrupts the turn (Ctrl-C again, or Ctrl-D \
-on an empty input, quits) · ↑ on an empty input edits the last waiting message · Ctrl-O folds \
-or shows tool output and reasoning · PageUp/PageDown scroll · while an approval waits, the input answers it (y, c, a or n)
+on an empty input, quits) · ↑ on an empty input edits the last waiting message · Alt-↑/Alt-↓ \
+select a tool call or reasoning and Ctrl-O shows or folds it (all of them, with none selected) \
+· PageUp/PageDown scroll · while an approval waits, the input answers it (y, c, a or n)
 Commands: /new · /resume [text] · /fork · /rewind [N] [--files] (--files also puts back the \
 files changed since) · /diff [N] (what turn N changed; the last that did) · /retry (a failed \
 turn again) · /agents · /model [name] · /interrupt · /compact · /context · /quit. Start a message with // to send one that begins with / (//shell ls).";

@@ -92,16 +92,25 @@ impl App {
 
     fn draw_conversation(&self, frame: &mut Frame, area: Rect) {
         let width = area.width.max(1) as usize;
-        let lines: Vec<Line> = self
-            .transcript
-            .lines(Instant::now())
-            .into_iter()
-            .flat_map(|line| wrap(line, width))
-            .collect();
+        let (unwrapped, selected) = self.transcript.lines_and_selection(Instant::now());
+        let mut lines: Vec<Line> = Vec::new();
+        let mut selected_row = None;
+        for (at, line) in unwrapped.into_iter().enumerate() {
+            if selected == Some(at) {
+                selected_row = Some(lines.len());
+            }
+            lines.extend(wrap(line, width));
+        }
         let height = area.height as usize;
-        let bottom = lines
+        let mut bottom = lines
             .len()
             .saturating_sub(self.scroll.min(lines.len().saturating_sub(height)));
+        // The selected entry is in sight: at the top when it was not.
+        if let Some(row) = selected_row
+            && (row >= bottom || row < bottom.saturating_sub(height))
+        {
+            bottom = (row + height).min(lines.len());
+        }
         let top = bottom.saturating_sub(height);
         frame.render_widget(Paragraph::new(lines[top..bottom].to_vec()), area);
     }
