@@ -85,6 +85,19 @@ impl Screen {
         }
     }
 
+    /// The colour of the first cell of `text` in a code block on the screen.
+    fn code_color(&mut self, text: &str) -> Option<ratatui::style::Color> {
+        let shown = self.text();
+        let (row, line) = shown
+            .lines()
+            .enumerate()
+            .find(|(_, line)| line.starts_with("  │ ") && line.contains(text))?;
+        let column = line[..line.find(text)?].chars().count() as u16;
+        self.terminal.backend().buffer()[(column, row as u16)]
+            .style()
+            .fg
+    }
+
     fn conversation(&self) -> String {
         self.app.conversation.clone().expect("a conversation")
     }
@@ -563,4 +576,25 @@ async fn a_selected_tool_call_unfolds_on_its_own() {
         !lines.iter().any(|l| l.contains("more lines")),
         "{lines:#?}"
     );
+}
+
+#[tokio::test]
+async fn a_code_block_is_highlighted_by_its_language() {
+    let server = Server::start().await;
+    let mut screen = Screen::new(&server);
+    screen
+        .app
+        .paste("//echo\n```rust\n// say it\nfn greet() -> &'static str { \"hello\" }\n```\n")
+        .await;
+    screen.enter().await;
+    screen
+        .until("the answer", |s, app| {
+            app.running.is_none() && s.contains("│ fn greet()")
+        })
+        .await;
+    use ratatui::style::Color;
+    assert_eq!(screen.code_color("fn greet"), Some(Color::LightBlue));
+    assert_eq!(screen.code_color("greet()"), Some(Color::Cyan));
+    assert_eq!(screen.code_color("\"hello\""), Some(Color::Green));
+    assert_eq!(screen.code_color("// say it"), Some(Color::DarkGray));
 }

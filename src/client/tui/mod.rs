@@ -10,6 +10,7 @@ mod app;
 mod commands;
 mod editor;
 mod feed;
+mod highlight;
 mod markdown;
 mod overlay;
 mod picker;
