@@ -5,11 +5,13 @@
 //! place in the stream, `agents.rs` draws `/agents`); `send.rs` is `openvaala send`, one
 //! message from a script or an editor (`stream.rs` keeps its event stream across dropped
 //! connections, for `tui/` too); `approval_prompt.rs` asks the user about a tool call
-//! that waits for approval, for the plain chat and `send`.
+//! that waits for approval, for the plain chat and `send`; `calls.rs` and `files.rs` serve
+//! both chats (`/fork`, `/retry`, `/rewind`, `/diff`).
 
 pub mod agents;
 pub mod api;
 pub mod approval_prompt;
+pub mod calls;
 pub mod chat;
 pub mod files;
 pub mod position;

@@ -168,15 +168,20 @@ async fn a_stream_lost_for_good_exits_69() {
     );
 }
 
-#[tokio::test]
-async fn retries_are_reported_on_stderr_from_the_first() {
-    let server = Server::start_with(ServerOptions {
+/// A service whose model calls are tried 3 times, 1 ms apart.
+async fn quick_retries() -> Server {
+    Server::start_with(ServerOptions {
         config: Some(
             "[retry]\nmax_attempts = 3\ninitial_delay_ms = 1\nmax_delay_ms = 1\n".to_owned(),
         ),
         ..ServerOptions::default()
     })
-    .await;
+    .await
+}
+
+#[tokio::test]
+async fn retries_are_reported_on_stderr_from_the_first() {
+    let server = quick_retries().await;
     let workdir = tempfile::tempdir().unwrap();
     // The first model call fails at once: its retry is published before `send` could open a
     // stream, every time.
@@ -195,13 +200,7 @@ async fn retries_are_reported_on_stderr_from_the_first() {
 
 #[tokio::test]
 async fn a_sub_agents_retries_are_not_reported_as_the_turns() {
-    let server = Server::start_with(ServerOptions {
-        config: Some(
-            "[retry]\nmax_attempts = 3\ninitial_delay_ms = 1\nmax_delay_ms = 1\n".to_owned(),
-        ),
-        ..ServerOptions::default()
-    })
-    .await;
+    let server = quick_retries().await;
     let workdir = tempfile::tempdir().unwrap();
     // The sub-agent's first model call fails at once; the root's answer streams slowly after.
     let sent = send(

@@ -6,7 +6,7 @@ use super::output::{print_out, query_escape, text};
 use super::{Chat, Flow};
 use crate::client::api::ApiError;
 use crate::client::render::usage_line;
-use crate::client::{agents, files};
+use crate::client::{agents, calls, files};
 
 const HELP: &str = "\
 Type a message to send it to the agent. Commands:
@@ -41,13 +41,9 @@ impl Chat {
             "resume" => self.resume(argument).await?,
             "fork" => {
                 let id = self.current()?;
-                let forked = self
-                    .api
-                    .post(&format!("/api/conversations/{id}/fork"), &json!({}))
-                    .await?;
-                let new_id = forked["conversation"]["id"].as_str().unwrap_or_default();
+                let new_id = calls::fork(&self.api, &id).await?;
                 print_out(&format!("[forked into {new_id}]\n"));
-                self.open(new_id).await?;
+                self.open(&new_id).await?;
             }
             "rewind" => self.rewind(argument).await?,
             "diff" => {
@@ -68,11 +64,7 @@ impl Chat {
                 // Said before asking: the demo model answers at once, and its answer (printed
                 // by the event stream) would otherwise come before this line.
                 print_out("[running the failed turn again]\n");
-                let started = self
-                    .api
-                    .post(&format!("/api/conversations/{id}/retry"), &json!({}))
-                    .await?;
-                let turn_id = started["turn_id"].as_str().unwrap_or_default().to_owned();
+                let turn_id = calls::retry(&self.api, &id).await?;
                 self.wait_turn_end(&turn_id).await;
             }
             "context" => {
@@ -144,8 +136,7 @@ impl Chat {
 
     async fn rewind(&mut self, argument: &str) -> Result<(), ApiError> {
         let id = self.current()?;
-        let files = argument.ends_with("--files");
-        let argument = argument.trim_end_matches("--files").trim();
+        let (argument, files) = calls::rewind_argument(argument);
         let messages: Vec<(String, String)> = self
             .stored_items(&id)
             .await?
@@ -164,13 +155,7 @@ impl Chat {
             print_out("[no such message; /rewind lists them]\n");
             return Ok(());
         };
-        let rewound = self
-            .api
-            .post(
-                &format!("/api/conversations/{id}/rewind"),
-                &json!({ "message_id": message_id, "restore_files": files }),
-            )
-            .await?;
+        let rewound = calls::rewind(&self.api, &id, message_id, files).await?;
         if files {
             print_out(&files::restore_line(&rewound["restore"]));
         }

@@ -9,7 +9,7 @@ use super::picker::{Pick, Picker};
 use super::source;
 use super::transcript::{Transcript, text};
 use crate::client::api::ApiError;
-use crate::client::files;
+use crate::client::{calls, files};
 
 const HELP: &str = "Enter sends · Shift-Enter, Alt-Enter or Ctrl-J adds a line · Tab queues the \
 message for after the running turn · Esc or Ctrl-C interrupts the turn (Ctrl-C again, or Ctrl-D \
@@ -55,20 +55,14 @@ impl App {
             "rewind" => self.rewind_command(argument).await?,
             "fork" => {
                 let id = self.current()?;
-                let forked = self
-                    .api
-                    .post(&format!("/api/conversations/{id}/fork"), &json!({}))
-                    .await?;
-                let copy = text(&forked["conversation"]["id"]).to_owned();
+                let copy = calls::fork(&self.api, &id).await?;
                 self.open(&copy, false).await?;
                 self.transcript
                     .notice(format!("forked from {id}: this copy goes on from its last finished turn"));
             }
             "retry" => {
                 let id = self.current()?;
-                self.api
-                    .post(&format!("/api/conversations/{id}/retry"), &json!({}))
-                    .await?;
+                calls::retry(&self.api, &id).await?;
                 self.transcript.notice("running the failed turn again");
             }
             "diff" => {
@@ -191,8 +185,7 @@ impl App {
     /// (counted from the first) at once.
     async fn rewind_command(&mut self, argument: &str) -> Result<(), ApiError> {
         let id = self.current()?;
-        let files = argument.ends_with("--files");
-        let argument = argument.trim_end_matches("--files").trim();
+        let (argument, files) = calls::rewind_argument(argument);
         let items = source::stored_items(&self.api, &id, None).await?;
         let messages: Vec<&Value> = items
             .iter()
@@ -236,13 +229,7 @@ impl App {
     /// puts the message back in the input.
     async fn rewind(&mut self, message_id: &str, files: bool) -> Result<(), ApiError> {
         let id = self.current()?;
-        let rewound = self
-            .api
-            .post(
-                &format!("/api/conversations/{id}/rewind"),
-                &json!({ "message_id": message_id, "restore_files": files }),
-            )
-            .await?;
+        let rewound = calls::rewind(&self.api, &id, message_id, files).await?;
         let message = text(&rewound["text"]).to_owned();
         match rewound["conversation"]["id"].as_str() {
             Some(copy) => self.open(copy, false).await?,
