@@ -98,6 +98,19 @@ impl Screen {
             .fg
     }
 
+    /// Sends a message and waits for the demo model's answer to it, the turn ended.
+    async fn say(&mut self, message: &str) -> String {
+        self.type_text(message).await;
+        self.enter().await;
+        // `//` sends a message that starts with one `/`.
+        let sent = message.strip_prefix('/').filter(|m| m.starts_with('/'));
+        let said = format!("{REPLY} \"{}\"", sent.unwrap_or(message));
+        self.until("the answer", |s, app| {
+            app.running.is_none() && s.contains(&said)
+        })
+        .await
+    }
+
     fn conversation(&self) -> String {
         self.app.conversation.clone().expect("a conversation")
     }
@@ -207,13 +220,7 @@ async fn rewind_puts_the_chosen_message_back_in_the_input() {
     let server = Server::start().await;
     let mut screen = Screen::new(&server);
     for message in ["First message", "Second message"] {
-        screen.type_text(message).await;
-        screen.enter().await;
-        screen
-            .until("the reply", |s, app| {
-                s.contains(&format!("{REPLY} \"{message}\"")) && app.running.is_none()
-            })
-            .await;
+        screen.say(message).await;
     }
     let original = screen.conversation();
     screen.type_text("/rewind").await;
@@ -419,13 +426,7 @@ fn transcript_lines(app: &App) -> Vec<String> {
 async fn diff_shows_a_turns_changes_and_rewind_files_puts_them_back() {
     let server = Server::start().await;
     let mut screen = Screen::new(&server);
-    screen.type_text("Hello").await;
-    screen.enter().await;
-    screen
-        .until("the first reply", |s, app| {
-            app.running.is_none() && s.contains(&format!("{REPLY} \"Hello\""))
-        })
-        .await;
+    screen.say("Hello").await;
     screen.type_text("//write notes.txt: first version").await;
     screen.enter().await;
     screen
@@ -510,13 +511,7 @@ async fn retry_runs_a_failed_turn_again_and_fork_copies_the_conversation() {
     );
     assert_eq!(user_texts(&items(&server, &copy).await), ["/fail 1"]);
     // The copy goes on by itself.
-    screen.type_text("In the copy").await;
-    screen.enter().await;
-    screen
-        .until("the copy's answer", |s, app| {
-            app.running.is_none() && s.contains(&format!("{REPLY} \"In the copy\""))
-        })
-        .await;
+    screen.say("In the copy").await;
     assert_eq!(user_texts(&items(&server, &original).await), ["/fail 1"]);
 }
 
@@ -525,14 +520,7 @@ async fn a_selected_tool_call_unfolds_on_its_own() {
     let server = Server::start().await;
     let mut screen = Screen::new(&server);
     for command in ["//shell seq 1 30", "//shell seq 101 130"] {
-        screen.type_text(command).await;
-        screen.enter().await;
-        screen
-            .until("the command's end", |_, app| {
-                let said = format!("{REPLY} \"/{}\"", &command[2..]);
-                app.running.is_none() && transcript_lines(app).iter().any(|l| l.contains(&said))
-            })
-            .await;
+        screen.say(command).await;
     }
     let lines = transcript_lines(&screen.app);
     let folded = lines
