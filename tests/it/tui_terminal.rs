@@ -1,7 +1,8 @@
 //! `openvaala chat` in a real terminal (tmux). Full-screen: keys arrive as the escape
 //! sequences a terminal sends and a paste as a bracketed paste, so what is stored is what was
-//! typed — no escape codes, no message per pasted line — and quitting gives the terminal back.
-//! Plain (`--plain`): Ctrl-C is the terminal's SIGINT, which interrupts the turn, not the client.
+//! typed — no escape codes, no message per pasted line —, Alt-↑ is a key of its own, and
+//! quitting gives the terminal back. Plain (`--plain`): Ctrl-C is the terminal's SIGINT, which
+//! interrupts the turn, not the client.
 
 use std::process::Command;
 use std::time::Duration;
@@ -139,6 +140,28 @@ async fn keys_and_a_paste_in_a_real_terminal_are_stored_as_typed() {
     // Ctrl-D on an empty input quits, and the shell's screen comes back.
     tmux.run(&["send-keys", "C-d"]);
     tmux.until_gone().await;
+}
+
+#[tokio::test]
+async fn alt_up_selects_a_tool_call_and_ctrl_o_unfolds_it() {
+    let server = Server::start().await;
+    let workdir = tempfile::tempdir().unwrap();
+    let command = format!("{} chat --url {}", binary(), server.base);
+    let tmux = Tmux::start(&command, workdir.path());
+    tmux.until("the input box", |pane| pane.contains("Enter sends"))
+        .await;
+    tmux.run(&["send-keys", "//shell seq 1 30", "Enter"]);
+    tmux.until("the folded output", |pane| {
+        pane.contains("⋮ 26 more lines") && pane.contains("Enter sends")
+    })
+    .await;
+    tmux.run(&["send-keys", "M-Up", "C-o"]);
+    let pane = tmux
+        .until("the whole output", |pane| {
+            pane.lines().any(|row| row.trim_end() == "  5")
+        })
+        .await;
+    assert!(!pane.contains("more lines"), "{pane}");
 }
 
 #[tokio::test]
