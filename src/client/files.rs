@@ -79,17 +79,19 @@ fn plural_files(count: usize) -> String {
     }
 }
 
+/// A restore's `restored` or `conflicts` paths.
+fn paths(restore: &Value, key: &str) -> Vec<String> {
+    restore[key]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|path| path.as_str().map(str::to_owned))
+        .collect()
+}
+
 /// What `/rewind N --files` did to the files.
 pub fn restore_line(restore: &Value) -> String {
-    let list = |key: &str| -> Vec<String> {
-        restore[key]
-            .as_array()
-            .into_iter()
-            .flatten()
-            .filter_map(|path| path.as_str().map(str::to_owned))
-            .collect()
-    };
-    let (restored, conflicts) = (list("restored"), list("conflicts"));
+    let (restored, conflicts) = (paths(restore, "restored"), paths(restore, "conflicts"));
     let mut line = format!("[restored {}", plural_files(restored.len()));
     if !conflicts.is_empty() {
         line.push_str(&format!(
@@ -103,6 +105,28 @@ pub fn restore_line(restore: &Value) -> String {
         restore["id"].as_str().unwrap_or_default()
     ));
     line
+}
+
+/// What `/rewind --files` did in the full-screen chat, path by path, and how to undo it
+/// (`id`: the conversation rewound).
+pub fn restore_notice(id: &str, restore: &Value) -> String {
+    let (restored, conflicts) = (paths(restore, "restored"), paths(restore, "conflicts"));
+    let mut said = if restored.is_empty() {
+        "files: nothing to put back".to_owned()
+    } else {
+        format!("files put back: {}", restored.join(", "))
+    };
+    if !conflicts.is_empty() {
+        said += &format!(
+            "\nkept, changed since by someone else: {}",
+            conflicts.join(", ")
+        );
+    }
+    said += &format!(
+        "\nrestore {0}: undo with POST /api/conversations/{id}/restores/{0}/undo",
+        restore["id"].as_str().unwrap_or_default()
+    );
+    said
 }
 
 /// The note after a turn that changed files.

@@ -1,15 +1,17 @@
 //! The terminal client (`openvaala chat`): a plain client of the public API, like
 //! the web UI. `api.rs` speaks HTTP and SSE; `tui/` is the full-screen chat used at a
 //! terminal; `render.rs` turns events into terminal text for the plain mode, where
-//! `chat.rs` is the read–send–follow loop and its slash commands (`position.rs` keeps its
+//! `chat/` is the read–send–follow loop and its slash commands (`position.rs` keeps its
 //! place in the stream, `agents.rs` draws `/agents`); `send.rs` is `openvaala send`, one
 //! message from a script or an editor (`stream.rs` keeps its event stream across dropped
 //! connections, for `tui/` too); `approval_prompt.rs` asks the user about a tool call
-//! that waits for approval, for the plain chat and `send`.
+//! that waits for approval, for the plain chat and `send`; `calls.rs` and `files.rs` serve
+//! both chats (`/fork`, `/retry`, `/rewind`, `/diff`).
 
 pub mod agents;
 pub mod api;
 pub mod approval_prompt;
+pub mod calls;
 pub mod chat;
 pub mod files;
 pub mod position;

@@ -100,9 +100,10 @@ pub async fn run(options: SendOptions) -> Result<u8, SendError> {
                 .map_err(refused)?;
             let id = text(&created["conversation"]["id"]).to_owned();
             let turn_id = text(&created["turn_id"]).to_owned();
+            let session_id = text(&created["conversation"]["root_session_id"]).to_owned();
             eprintln!("conversation {id}");
             let events = stream::from_first_event(api, &id).await.map_err(refused)?;
-            (events, Turn::known(&id, turn_id))
+            (events, Turn::first(&id, turn_id, session_id))
         }
     };
     let mut follow = Follow {
@@ -127,12 +128,14 @@ struct Turn {
 }
 
 impl Turn {
-    fn known(conversation: &str, turn_id: String) -> Turn {
+    /// A new conversation's first turn, in its root session. (Its `turn.started` is not
+    /// among the conversation's events, so the session is not learnt from it.)
+    fn first(conversation: &str, turn_id: String, session_id: String) -> Turn {
         Turn {
             conversation: conversation.to_owned(),
             message_id: None,
             turn_id: Some(turn_id),
-            session_id: None,
+            session_id: Some(session_id).filter(|id| !id.is_empty()),
         }
     }
 

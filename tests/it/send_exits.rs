@@ -5,6 +5,7 @@
 use std::process::Stdio;
 use std::time::Duration;
 
+use futures::StreamExt;
 use serde_json::json;
 use tokio::io::{AsyncBufReadExt, BufReader, Lines};
 use tokio::process::{ChildStderr, Command};
@@ -167,15 +168,20 @@ async fn a_stream_lost_for_good_exits_69() {
     );
 }
 
-#[tokio::test]
-async fn retries_are_reported_on_stderr_from_the_first() {
-    let server = Server::start_with(ServerOptions {
+/// A service whose model calls are tried 3 times, 1 ms apart.
+async fn quick_retries() -> Server {
+    Server::start_with(ServerOptions {
         config: Some(
             "[retry]\nmax_attempts = 3\ninitial_delay_ms = 1\nmax_delay_ms = 1\n".to_owned(),
         ),
         ..ServerOptions::default()
     })
-    .await;
+    .await
+}
+
+#[tokio::test]
+async fn retries_are_reported_on_stderr_from_the_first() {
+    let server = quick_retries().await;
     let workdir = tempfile::tempdir().unwrap();
     // The first model call fails at once: its retry is published before `send` could open a
     // stream, every time.
@@ -190,6 +196,38 @@ async fn retries_are_reported_on_stderr_from_the_first() {
             sent.err
         );
     }
+}
+
+#[tokio::test]
+async fn a_sub_agents_retries_are_not_reported_as_the_turns() {
+    let server = quick_retries().await;
+    let workdir = tempfile::tempdir().unwrap();
+    // The sub-agent's first model call fails at once; the root's answer streams slowly after.
+    let sent = send(
+        &server,
+        &["/spawn default: /fail 1\n/sleep 100"],
+        "",
+        workdir.path(),
+    )
+    .await;
+    assert_eq!(sent.code, 0, "{}\n{}", sent.out, sent.err);
+    // The sub-agent's retry came while `send` followed the root's turn.
+    let path = format!("/api/conversations/{}/events", sent.conversation());
+    let (snapshot_id, _, snapshot) = server.raw_events(&path, None).await.next().await.unwrap();
+    let root = snapshot["conversation"]["root_session_id"].clone();
+    let (epoch, _) = snapshot_id.split_once('-').unwrap();
+    let mut replay = server.events_from(&path, Some(&format!("{epoch}-0"))).await;
+    let before_end = crate::support::until(&mut replay, |kind, data| {
+        kind == "turn.ended" && data["session_id"] == root
+    })
+    .await;
+    assert!(
+        before_end
+            .iter()
+            .any(|(kind, data)| kind == "model.retry" && data["session_id"] != root),
+        "{before_end:?}"
+    );
+    assert!(!sent.err.contains("the model call failed"), "{}", sent.err);
 }
 
 #[tokio::test]

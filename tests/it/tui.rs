@@ -85,6 +85,32 @@ impl Screen {
         }
     }
 
+    /// The colour of the first cell of `text` in a code block on the screen.
+    fn code_color(&mut self, text: &str) -> Option<ratatui::style::Color> {
+        let shown = self.text();
+        let (row, line) = shown
+            .lines()
+            .enumerate()
+            .find(|(_, line)| line.starts_with("  │ ") && line.contains(text))?;
+        let column = line[..line.find(text)?].chars().count() as u16;
+        self.terminal.backend().buffer()[(column, row as u16)]
+            .style()
+            .fg
+    }
+
+    /// Sends a message and waits for the demo model's answer to it, the turn ended.
+    async fn say(&mut self, message: &str) -> String {
+        self.type_text(message).await;
+        self.enter().await;
+        // `//` sends a message that starts with one `/`.
+        let sent = message.strip_prefix('/').filter(|m| m.starts_with('/'));
+        let said = format!("{REPLY} \"{}\"", sent.unwrap_or(message));
+        self.until("the answer", |s, app| {
+            app.running.is_none() && s.contains(&said)
+        })
+        .await
+    }
+
     fn conversation(&self) -> String {
         self.app.conversation.clone().expect("a conversation")
     }
@@ -194,13 +220,7 @@ async fn rewind_puts_the_chosen_message_back_in_the_input() {
     let server = Server::start().await;
     let mut screen = Screen::new(&server);
     for message in ["First message", "Second message"] {
-        screen.type_text(message).await;
-        screen.enter().await;
-        screen
-            .until("the reply", |s, app| {
-                s.contains(&format!("{REPLY} \"{message}\"")) && app.running.is_none()
-            })
-            .await;
+        screen.say(message).await;
     }
     let original = screen.conversation();
     screen.type_text("/rewind").await;
@@ -391,4 +411,178 @@ async fn a_retry_shows_its_countdown_until_the_model_answers() {
         })
         .await;
     assert!(!shown.contains("attempt 2 of 3"), "{shown}");
+}
+
+/// What the conversation pane holds, line by line, unwrapped (long lines whole).
+fn transcript_lines(app: &App) -> Vec<String> {
+    app.transcript
+        .lines(std::time::Instant::now())
+        .iter()
+        .map(ToString::to_string)
+        .collect()
+}
+
+#[tokio::test]
+async fn diff_shows_a_turns_changes_and_rewind_files_puts_them_back() {
+    let server = Server::start().await;
+    let mut screen = Screen::new(&server);
+    screen.say("Hello").await;
+    screen.type_text("//write notes.txt: first version").await;
+    screen.enter().await;
+    screen
+        .until("the turn's end", |s, app| {
+            app.running.is_none() && s.contains("1 file(s) changed in the working directory")
+        })
+        .await;
+    let notes = std::path::Path::new(&screen.app.cwd).join("notes.txt");
+    assert!(notes.exists());
+
+    screen.type_text("/diff").await;
+    screen.enter().await;
+    let shown = screen.text();
+    assert!(shown.contains("what the turn changed"), "{shown}");
+    assert!(
+        shown.contains("+++ b/notes.txt") && shown.contains("+first version"),
+        "{shown}"
+    );
+    // Esc closes it; keys go to the input again.
+    screen.key(KeyCode::Esc, KeyModifiers::NONE).await;
+    assert!(screen.app.overlay.is_none());
+    assert!(!screen.text().contains("+++ b/notes.txt"));
+
+    let original = screen.conversation();
+    screen.type_text("/rewind 2 --files").await;
+    screen.enter().await;
+    assert_ne!(screen.conversation(), original);
+    assert_eq!(screen.app.editor.text(), "/write notes.txt: first version");
+    assert!(!notes.exists(), "the rewind took the file away");
+    let lines = transcript_lines(&screen.app);
+    assert!(
+        lines.iter().any(|l| l == "files put back: notes.txt"),
+        "{lines:#?}"
+    );
+    // The undo the notice names puts the file back.
+    let undo = lines
+        .iter()
+        .find_map(|l| {
+            l.split_once("undo with POST ")
+                .map(|(_, path)| path.to_owned())
+        })
+        .unwrap_or_else(|| panic!("no undo in {lines:#?}"));
+    let (status, body) = server.post(&undo, serde_json::json!({})).await;
+    assert_eq!(status, 200, "{undo}: {body}");
+    assert!(notes.exists(), "{body}");
+}
+
+#[tokio::test]
+async fn retry_runs_a_failed_turn_again_and_fork_copies_the_conversation() {
+    let server = Server::start_with(ServerOptions {
+        config: Some("[retry]\nmax_attempts = 1\n".to_owned()),
+        ..ServerOptions::default()
+    })
+    .await;
+    let mut screen = Screen::new(&server);
+    screen.type_text("//fail 1").await;
+    screen.enter().await;
+    screen
+        .until("the failed turn", |s, app| {
+            app.running.is_none() && s.contains("✗ the turn failed")
+        })
+        .await;
+    screen.type_text("/retry").await;
+    screen.enter().await;
+    let shown = screen
+        .until("the answer", |s, app| {
+            app.running.is_none() && s.contains(&format!("{REPLY} \"/fail 1\""))
+        })
+        .await;
+    assert!(shown.contains("running the failed turn again"), "{shown}");
+    let original = screen.conversation();
+    assert_eq!(user_texts(&items(&server, &original).await), ["/fail 1"]);
+
+    screen.type_text("/fork").await;
+    screen.enter().await;
+    let copy = screen.conversation();
+    assert_ne!(copy, original);
+    let shown = screen.text();
+    assert!(
+        shown.contains(&format!("forked from {original}")),
+        "{shown}"
+    );
+    assert_eq!(user_texts(&items(&server, &copy).await), ["/fail 1"]);
+    // The copy goes on by itself.
+    screen.say("In the copy").await;
+    assert_eq!(user_texts(&items(&server, &original).await), ["/fail 1"]);
+}
+
+#[tokio::test]
+async fn a_selected_tool_call_unfolds_on_its_own() {
+    let server = Server::start().await;
+    let mut screen = Screen::new(&server);
+    for command in ["//shell seq 1 30", "//shell seq 101 130"] {
+        screen.say(command).await;
+    }
+    let lines = transcript_lines(&screen.app);
+    let folded = lines
+        .iter()
+        .filter(|l| l.contains("⋮ 26 more lines"))
+        .count();
+    assert_eq!(
+        folded, 2,
+        "both outputs folded to their last lines: {lines:#?}"
+    );
+    assert!(lines.iter().any(|l| l == "  130") && !lines.iter().any(|l| l == "  105"));
+
+    // Alt-↑ twice: the first call; Ctrl-O unfolds it alone, and it is in sight.
+    screen.key(KeyCode::Up, KeyModifiers::ALT).await;
+    screen.key(KeyCode::Up, KeyModifiers::ALT).await;
+    screen.key(KeyCode::Char('o'), KeyModifiers::CONTROL).await;
+    assert_eq!(
+        screen.app.editor.text(),
+        "",
+        "the keys did not go to the input"
+    );
+    let shown = screen.text();
+    assert!(shown.lines().any(|row| row.trim_end() == "  5"), "{shown}");
+    let lines = transcript_lines(&screen.app);
+    assert!(lines.iter().any(|l| l == "  5"), "{lines:#?}");
+    assert!(!lines.iter().any(|l| l == "  105"), "{lines:#?}");
+    assert_eq!(lines.iter().filter(|l| l.contains("more lines")).count(), 1);
+
+    // Ctrl-O again folds it; Alt-↓ moves to the second, which unfolds alone.
+    screen.key(KeyCode::Char('o'), KeyModifiers::CONTROL).await;
+    screen.key(KeyCode::Down, KeyModifiers::ALT).await;
+    screen.key(KeyCode::Char('o'), KeyModifiers::CONTROL).await;
+    let lines = transcript_lines(&screen.app);
+    assert!(lines.iter().any(|l| l == "  105") && !lines.iter().any(|l| l == "  5"));
+    // Past the newest nothing is selected: Ctrl-O unfolds everything.
+    screen.key(KeyCode::Down, KeyModifiers::ALT).await;
+    screen.key(KeyCode::Char('o'), KeyModifiers::CONTROL).await;
+    let lines = transcript_lines(&screen.app);
+    assert!(lines.iter().any(|l| l == "  105") && lines.iter().any(|l| l == "  5"));
+    assert!(
+        !lines.iter().any(|l| l.contains("more lines")),
+        "{lines:#?}"
+    );
+}
+
+#[tokio::test]
+async fn a_code_block_is_highlighted_by_its_language() {
+    let server = Server::start().await;
+    let mut screen = Screen::new(&server);
+    screen
+        .app
+        .paste("//echo\n```rust\n// say it\nfn greet() -> &'static str { \"hello\" }\n```\n")
+        .await;
+    screen.enter().await;
+    screen
+        .until("the answer", |s, app| {
+            app.running.is_none() && s.contains("│ fn greet()")
+        })
+        .await;
+    use ratatui::style::Color;
+    assert_eq!(screen.code_color("fn greet"), Some(Color::LightBlue));
+    assert_eq!(screen.code_color("greet()"), Some(Color::Cyan));
+    assert_eq!(screen.code_color("\"hello\""), Some(Color::Green));
+    assert_eq!(screen.code_color("// say it"), Some(Color::DarkGray));
 }

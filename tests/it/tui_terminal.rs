@@ -1,13 +1,16 @@
-//! The full-screen `openvaala chat` in a real terminal (tmux): keys arrive as the escape
+//! `openvaala chat` in a real terminal (tmux). Full-screen: keys arrive as the escape
 //! sequences a terminal sends and a paste as a bracketed paste, so what is stored is what was
-//! typed — no escape codes, no message per pasted line — and quitting gives the terminal back.
+//! typed — no escape codes, no message per pasted line —, Alt-↑ is a key of its own, and
+//! quitting gives the terminal back. Plain (`--plain`): Ctrl-C is the terminal's SIGINT, which
+//! interrupts the turn, not the client.
 
 use std::process::Command;
 use std::time::Duration;
 
-use serde_json::Value;
+use serde_json::{Value, json};
 
-use crate::harness::{Server, TIMEOUT, binary};
+use crate::fake_provider::{FakeProvider, Reply, Wire};
+use crate::harness::{Server, ServerOptions, TIMEOUT, binary};
 use crate::support::items;
 
 /// A tmux server of the test's own (its own socket), killed when the test ends.
@@ -55,6 +58,19 @@ impl Tmux {
             .args(["-L", &self.socket, "has-session"])
             .output()
             .is_ok_and(|output| output.status.success())
+    }
+
+    /// Waits for the command (and so the session) to end.
+    async fn until_gone(&self) {
+        let deadline = tokio::time::Instant::now() + TIMEOUT;
+        while self.alive() {
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "chat did not quit:\n{}",
+                self.pane()
+            );
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
     }
 
     /// Polls the pane until `done` holds for it (a terminal has no event to wait on).
@@ -123,13 +139,78 @@ async fn keys_and_a_paste_in_a_real_terminal_are_stored_as_typed() {
 
     // Ctrl-D on an empty input quits, and the shell's screen comes back.
     tmux.run(&["send-keys", "C-d"]);
+    tmux.until_gone().await;
+}
+
+#[tokio::test]
+async fn alt_up_selects_a_tool_call_and_ctrl_o_unfolds_it() {
+    let server = Server::start().await;
+    let workdir = tempfile::tempdir().unwrap();
+    let command = format!("{} chat --url {}", binary(), server.base);
+    let tmux = Tmux::start(&command, workdir.path());
+    tmux.until("the input box", |pane| pane.contains("Enter sends"))
+        .await;
+    tmux.run(&["send-keys", "//shell seq 1 30", "Enter"]);
+    tmux.until("the folded output", |pane| {
+        pane.contains("⋮ 26 more lines") && pane.contains("Enter sends")
+    })
+    .await;
+    tmux.run(&["send-keys", "M-Up", "C-o"]);
+    let pane = tmux
+        .until("the whole output", |pane| {
+            pane.lines().any(|row| row.trim_end() == "  5")
+        })
+        .await;
+    assert!(!pane.contains("more lines"), "{pane}");
+}
+
+#[tokio::test]
+async fn plain_chat_ctrl_c_interrupts_the_turn_and_a_second_quits() {
+    let fake = FakeProvider::start(Wire::OpenaiChat).await;
+    fake.push(Reply::tool_call("shell", json!({"command": "sleep 30"}), 1));
+    let server = Server::start_with(ServerOptions {
+        config: Some(fake.config()),
+        ..ServerOptions::default()
+    })
+    .await;
+    let workdir = tempfile::tempdir().unwrap();
+    let command = format!("{} chat --plain --url {}", binary(), server.base);
+    let tmux = Tmux::start(&command, workdir.path());
+    tmux.until("the greeting", |pane| pane.contains("Type a message"))
+        .await;
+    tmux.run(&["send-keys", "Run the long command", "Enter"]);
+    tmux.until("the running command", |pane| pane.contains("$ sleep 30"))
+        .await;
+
+    tmux.run(&["send-keys", "C-c"]);
+    tmux.until("the interrupt", |pane| {
+        pane.contains("[interrupting the turn… Ctrl-C again quits]")
+    })
+    .await;
+    let (_, list) = server.get("/api/conversations").await;
+    let id = list["conversations"][0]["id"].as_str().unwrap().to_owned();
     let deadline = tokio::time::Instant::now() + TIMEOUT;
-    while tmux.alive() {
+    loop {
+        let (_, conversation) = server.get(&format!("/api/conversations/{id}")).await;
+        if conversation["last_turn"]["status"] == "interrupted" {
+            break;
+        }
         assert!(
             tokio::time::Instant::now() < deadline,
-            "chat did not quit:\n{}",
-            tmux.pane()
+            "the turn was not interrupted: {conversation}"
         );
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
+    // The client lives on and gives the prompt back once the turn has ended.
+    tmux.until("the prompt after the turn", |pane| {
+        pane.trim_end().ends_with('>')
+    })
+    .await;
+    assert!(tmux.alive(), "{}", tmux.pane());
+    let items = items(&server, &id).await;
+    assert_eq!(user_texts(&items), ["Run the long command"]);
+
+    // Nothing runs now: Ctrl-C quits.
+    tmux.run(&["send-keys", "C-c"]);
+    tmux.until_gone().await;
 }

@@ -8,7 +8,8 @@ use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 
 use super::editor::Editor;
-use super::picker::{Pick, Picker};
+use super::overlay::Overlay;
+use super::picker::Picker;
 use super::source::{self, Feed};
 use super::transcript::{Transcript, text};
 use crate::client::api::{Api, ApiError};
@@ -45,6 +46,8 @@ pub struct App {
     /// An interrupt was asked for the running turn: the next Ctrl-C quits.
     pub interrupting: bool,
     pub picker: Option<Picker>,
+    /// A long text over the conversation (`/diff`), until Esc.
+    pub overlay: Option<Overlay>,
     /// Approvals waiting for an answer, the first asked in the input box.
     pub approvals: Vec<(Value, Dialog)>,
     /// The question the first approval asks now.
@@ -65,14 +68,7 @@ impl Drop for App {
 }
 
 /// Stored items shown when a conversation opens.
-const HISTORY_SHOWN: usize = 20;
-
-const HELP: &str = "Enter sends · Shift-Enter, Alt-Enter or Ctrl-J adds a line · Tab queues the \
-message for after the running turn · Esc or Ctrl-C interrupts the turn (Ctrl-C again, or Ctrl-D \
-on an empty input, quits) · ↑ on an empty input edits the last waiting message · Ctrl-O folds \
-or shows tool output and reasoning · PageUp/PageDown scroll · while an approval waits, the input answers it (y, c, a or n)
-Commands: /new · /resume [text] · /rewind · /agents · /model [name] · /interrupt · /compact · \
-/context · /quit. Start a message with // to send one that begins with / (//shell ls).";
+pub(super) const HISTORY_SHOWN: usize = 20;
 
 impl App {
     pub fn new(api: Api, cwd: String) -> App {
@@ -97,6 +93,7 @@ impl App {
             running: None,
             interrupting: false,
             picker: None,
+            overlay: None,
             approvals: Vec::new(),
             question: None,
             scroll: 0,
@@ -119,6 +116,12 @@ impl App {
         if self.picker.is_some() {
             return self.picker_key(key).await;
         }
+        if let Some(overlay) = &mut self.overlay {
+            if !overlay.key(key) {
+                self.overlay = None;
+            }
+            return;
+        }
         let ctrl = key.modifiers.contains(KeyModifiers::CONTROL);
         let newline = key
             .modifiers
@@ -133,7 +136,7 @@ impl App {
             KeyCode::Char('u') if ctrl => self.editor.kill_to_start(),
             KeyCode::Char('k') if ctrl => self.editor.kill_to_end(),
             KeyCode::Char('w') if ctrl => self.editor.kill_word(),
-            KeyCode::Char('o') if ctrl => self.transcript.expanded = !self.transcript.expanded,
+            KeyCode::Char('o') if ctrl => self.transcript.toggle(),
             KeyCode::Char(c) if !ctrl => self.editor.insert(c),
             KeyCode::Enter if newline => self.editor.insert('\n'),
             KeyCode::Enter => self.submit(None).await,
@@ -145,6 +148,12 @@ impl App {
             KeyCode::Right => self.editor.right(),
             KeyCode::Home => self.editor.home(),
             KeyCode::End => self.editor.end(),
+            KeyCode::Up if key.modifiers.contains(KeyModifiers::ALT) => {
+                self.transcript.select_previous();
+            }
+            KeyCode::Down if key.modifiers.contains(KeyModifiers::ALT) => {
+                self.transcript.select_next();
+            }
             KeyCode::Up if self.editor.is_empty() && !self.pending.is_empty() => {
                 self.edit_waiting().await;
             }
@@ -167,7 +176,7 @@ impl App {
     }
 
     /// Esc or Ctrl-C during a turn: the service stops it (its end comes on the stream).
-    async fn interrupt(&mut self) {
+    pub(super) async fn interrupt(&mut self) {
         let Some(id) = self.conversation.clone() else {
             return;
         };
@@ -213,6 +222,7 @@ impl App {
             return;
         }
         self.scroll = 0;
+        self.transcript.selected = None;
         // One line starting with `/` is a command; `//` sends a line that starts with `/`.
         if !typed.contains('\n')
             && let Some(command) = typed.trim().strip_prefix('/')
@@ -295,179 +305,9 @@ impl App {
         Ok(())
     }
 
-    async fn command(&mut self, line: &str) -> Result<(), ApiError> {
-        let (name, argument) = line.split_once(' ').unwrap_or((line, ""));
-        let argument = argument.trim();
-        match name {
-            "quit" | "exit" | "q" => self.quit = true,
-            "help" => self.transcript.notice(HELP),
-            "new" => {
-                if let Some((_, task)) = self.feed.take() {
-                    task.abort();
-                }
-                self.conversation = None;
-                self.running = None;
-                self.pending.clear();
-                self.connection = Connection::Idle;
-                self.transcript.notice("the next message starts a new conversation");
-            }
-            "interrupt" => self.interrupt().await,
-            "resume" => {
-                let mut path = "/api/conversations?limit=50".to_owned();
-                if !argument.is_empty() {
-                    path += &format!("&q={}", form_urlencoded::byte_serialize(argument.as_bytes()).collect::<String>());
-                }
-                let page = self.api.get(&path).await?;
-                let choices = page["conversations"]
-                    .as_array()
-                    .into_iter()
-                    .flatten()
-                    .map(|c| (format!("{} — {}", text(&c["title"]), text(&c["id"])), text(&c["id"]).to_owned()))
-                    .collect();
-                self.picker = Some(Picker::new(Pick::Resume, "resume a conversation", choices));
-            }
-            "rewind" => {
-                let id = self.current()?;
-                let items = source::stored_items(&self.api, &id, None).await?;
-                let choices = items
-                    .iter()
-                    .filter(|item| item["kind"] == "user_message" && item["source"] != "agent")
-                    .map(|item| (first_line(text(&item["text"])), text(&item["id"]).to_owned()))
-                    .rev()
-                    .collect();
-                self.picker = Some(Picker::new(Pick::Rewind, "rewind to before which message?", choices));
-            }
-            "model" if !argument.is_empty() => self.switch_model(argument).await?,
-            "model" => {
-                let models = self.api.get("/api/models").await?;
-                let choices = models["models"]
-                    .as_array()
-                    .into_iter()
-                    .flatten()
-                    .map(|m| (text(&m["id"]).to_owned(), text(&m["id"]).to_owned()))
-                    .collect();
-                self.picker = Some(Picker::new(Pick::Model, "switch the model", choices));
-            }
-            "agents" => {
-                let id = self.current()?;
-                let tree = crate::client::agents::show(&self.api, &id).await?;
-                self.transcript.notice(format!("agents:\n{}", tree.trim_end()));
-                let view = self.api.get(&format!("/api/conversations/{id}")).await?;
-                let choices: Vec<(String, String)> = view["sessions"]
-                    .as_array()
-                    .into_iter()
-                    .flatten()
-                    .map(|s| {
-                        let role = if s["parent_id"].is_null() { "root" } else { "sub-agent" };
-                        let label = format!(
-                            "{role} {} ({}) {}",
-                            text(&s["agent"]),
-                            text(&s["status"]),
-                            text(&s["task"]).lines().next().unwrap_or_default()
-                        );
-                        (label, text(&s["id"]).to_owned())
-                    })
-                    .collect();
-                if choices.len() > 1 {
-                    self.picker = Some(Picker::new(Pick::Agent, "follow which agent?", choices));
-                }
-            }
-            "compact" => {
-                let id = self.current()?;
-                self.api
-                    .post(&format!("/api/conversations/{id}/compact"), &json!({}))
-                    .await?;
-            }
-            "context" => {
-                let id = self.current()?;
-                let usage = self.api.get(&format!("/api/conversations/{id}/usage")).await?;
-                self.transcript
-                    .notice(format!("context: {}", crate::client::render::usage_line(&usage)));
-            }
-            _ if crate::model::demo::DIRECTIVES.contains(&name) => self.transcript.notice(format!(
-                "/{name} is a directive for the demo model: send it with //{line}"
-            )),
-            _ => self.transcript.notice(format!(
-                "/{name} is not a command here (/help lists them; `openvaala chat --plain` has more)"
-            )),
-        }
-        Ok(())
-    }
-
-    async fn switch_model(&mut self, model: &str) -> Result<(), ApiError> {
-        let id = self.current()?;
-        let updated = self
-            .api
-            .patch(
-                &format!("/api/conversations/{id}"),
-                &json!({ "model": model }),
-            )
-            .await?;
-        self.model = text(&updated["model"]).to_owned();
-        self.transcript.notice(format!("model: {}", self.model));
-        Ok(())
-    }
-
-    async fn picker_key(&mut self, key: KeyEvent) {
-        let Some(picker) = &mut self.picker else {
-            return;
-        };
-        match key.code {
-            KeyCode::Esc => self.picker = None,
-            KeyCode::Char('c') if key.modifiers.contains(KeyModifiers::CONTROL) => {
-                self.picker = None;
-            }
-            KeyCode::Up => picker.up(),
-            KeyCode::Down => picker.down(),
-            KeyCode::Backspace => picker.backspace(),
-            KeyCode::Char(c) => picker.type_char(c),
-            KeyCode::Enter => {
-                let Some((kind, value)) = self.picker.take().and_then(|p| p.chosen()) else {
-                    return;
-                };
-                if let Err(error) = self.picked(kind, &value).await {
-                    self.transcript.notice(format!("error: {error}"));
-                }
-            }
-            _ => {}
-        }
-    }
-
-    async fn picked(&mut self, kind: Pick, value: &str) -> Result<(), ApiError> {
-        match kind {
-            Pick::Resume => self.open(value, false).await,
-            Pick::Model => self.switch_model(value).await,
-            Pick::Agent => self.focus_on(value).await,
-            Pick::Rewind => {
-                let id = self.current()?;
-                let rewound = self
-                    .api
-                    .post(
-                        &format!("/api/conversations/{id}/rewind"),
-                        &json!({ "message_id": value }),
-                    )
-                    .await?;
-                let message = text(&rewound["text"]).to_owned();
-                match rewound["conversation"]["id"].as_str() {
-                    Some(copy) => self.open(copy, false).await?,
-                    // Before the first message: the next message starts anew.
-                    None => {
-                        self.conversation = None;
-                        self.transcript = Transcript::default();
-                        self.connection = Connection::Idle;
-                    }
-                }
-                self.transcript
-                    .notice("rewound: your message is back in the input, to edit and send");
-                self.editor.set(&message);
-                Ok(())
-            }
-        }
-    }
-
     /// A line typed while an approval waits answers it (y / c / a / n, then a rule or a
     /// message), as in the plain chat.
-    async fn answer(&mut self, line: &str) {
+    pub(super) async fn answer(&mut self, line: &str) {
         let Some((approval, dialog)) = self.approvals.first_mut() else {
             return;
         };
@@ -528,42 +368,16 @@ impl App {
             .notice(approval_prompt::outcome(approval, false).trim_end());
     }
 
-    /// Follows one agent of the conversation: its items, its turns, its waiting messages.
-    async fn focus_on(&mut self, session: &str) -> Result<(), ApiError> {
-        let id = self.current()?;
-        self.focus = (session != self.root_session).then(|| session.to_owned());
-        let items = source::stored_items(&self.api, &id, self.focus.as_deref()).await?;
-        self.transcript = Transcript::default();
-        self.running = None;
-        self.pending.clear();
-        let whom = match &self.focus {
-            Some(session) => format!(
-                "following sub-agent {session}: messages go to it, Esc interrupts it; /agents goes back"
-            ),
-            None => "following the root agent".to_owned(),
-        };
-        self.transcript.notice(whom);
-        for item in &items[items.len().saturating_sub(HISTORY_SHOWN)..] {
-            self.transcript.item(item);
-        }
-        // A fresh snapshot gives this agent's running turn and waiting messages.
-        self.follow(&id, false).await
-    }
-
     /// The session whose conversation is shown.
     pub fn shown_session(&self) -> &str {
         self.focus.as_deref().unwrap_or(&self.root_session)
     }
 
-    fn current(&self) -> Result<String, ApiError> {
+    pub(super) fn current(&self) -> Result<String, ApiError> {
         self.conversation.clone().ok_or_else(|| ApiError::Service {
             status: 0,
             code: "no_conversation".to_owned(),
             message: "no conversation yet: send a message or /resume one".to_owned(),
         })
     }
-}
-
-fn first_line(text: &str) -> String {
-    text.lines().next().unwrap_or_default().to_owned()
 }

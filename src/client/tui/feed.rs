@@ -87,8 +87,7 @@ impl App {
                 let changed = data["files_changed"].as_u64().unwrap_or(0);
                 if changed > 0 {
                     self.transcript.notice(format!(
-                        "{changed} file(s) changed in the working directory (`openvaala chat \
-                         --plain` shows them with /diff)"
+                        "{changed} file(s) changed in the working directory: /diff shows them"
                     ));
                 }
                 let status = text(&data["status"]);

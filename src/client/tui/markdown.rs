@@ -1,11 +1,13 @@
 //! An agent's Markdown as terminal lines: headings, emphasis, lists, quotes, code (blocks
-//! framed, with a light highlight of strings, comments and numbers) and tables (cells in
+//! framed and highlighted, `highlight.rs`) and tables (cells in
 //! aligned columns). Streaming text is rendered again as it grows, so an unfinished block
 //! simply shows as far as it goes.
 
-use pulldown_cmark::{Event, Options, Parser, Tag, TagEnd};
+use pulldown_cmark::{CodeBlockKind, Event, Options, Parser, Tag, TagEnd};
 use ratatui::style::{Color, Modifier, Style};
 use ratatui::text::{Line, Span};
+
+use super::highlight;
 
 pub fn render(text: &str) -> Vec<Line<'static>> {
     let mut out = Writer::default();
@@ -27,7 +29,8 @@ struct Writer {
     /// Each open list: the next number, or `None` for bullets.
     lists: Vec<Option<u64>>,
     quote: usize,
-    code_block: bool,
+    /// The code block being read: its language (the fence's first word) and its text so far.
+    code_block: Option<(String, String)>,
     table: Option<Vec<Vec<String>>>,
     cell: String,
 }
@@ -72,12 +75,9 @@ impl Writer {
         match event {
             Event::Start(tag) => self.start(tag),
             Event::End(tag) => self.end(tag),
-            Event::Text(text) if self.code_block => {
-                for line in text.lines() {
-                    let mut spans =
-                        vec![Span::styled("  │ ", Style::default().fg(Color::DarkGray))];
-                    spans.extend(highlight(line));
-                    self.lines.push(Line::from(spans));
+            Event::Text(text) if self.code_block.is_some() => {
+                if let Some((_, code)) = &mut self.code_block {
+                    code.push_str(&text);
                 }
             }
             Event::Text(text) => self.push(&text),
@@ -133,9 +133,17 @@ impl Writer {
                 self.flush();
                 self.quote += 1;
             }
-            Tag::CodeBlock(_) => {
+            Tag::CodeBlock(kind) => {
                 self.flush();
-                self.code_block = true;
+                let language = match kind {
+                    CodeBlockKind::Fenced(info) => info
+                        .split_whitespace()
+                        .next()
+                        .unwrap_or_default()
+                        .to_owned(),
+                    CodeBlockKind::Indented => String::new(),
+                };
+                self.code_block = Some((language, String::new()));
             }
             Tag::List(first) => {
                 self.flush();
@@ -181,7 +189,14 @@ impl Writer {
                 self.quote = self.quote.saturating_sub(1);
             }
             TagEnd::CodeBlock => {
-                self.code_block = false;
+                if let Some((language, code)) = self.code_block.take() {
+                    for spans in highlight::code(&language, &code).iter() {
+                        let mut line =
+                            vec![Span::styled("  │ ", Style::default().fg(Color::DarkGray))];
+                        line.extend(spans.iter().cloned());
+                        self.lines.push(Line::from(line));
+                    }
+                }
                 self.blank();
             }
             TagEnd::List(_) => {
@@ -234,52 +249,6 @@ impl Writer {
             self.lines.push(Line::styled(text, style));
         }
     }
-}
-
-/// One line of code: strings green, comments grey, numbers magenta, the rest as is. Language
-/// independent on purpose: a light touch that never misleads much.
-fn highlight(line: &str) -> Vec<Span<'static>> {
-    let code = Style::default().fg(Color::White);
-    let trimmed = line.trim_start();
-    if trimmed.starts_with("//") || trimmed.starts_with('#') || trimmed.starts_with("--") {
-        return vec![Span::styled(
-            line.to_owned(),
-            Style::default().fg(Color::DarkGray),
-        )];
-    }
-    let mut spans = Vec::new();
-    let mut plain = String::new();
-    let mut chars = line.chars().peekable();
-    while let Some(c) = chars.next() {
-        if c == '"' || c == '\'' {
-            spans.push(Span::styled(std::mem::take(&mut plain), code));
-            let mut string = c.to_string();
-            for next in chars.by_ref() {
-                string.push(next);
-                if next == c {
-                    break;
-                }
-            }
-            spans.push(Span::styled(string, Style::default().fg(Color::Green)));
-        } else if c.is_ascii_digit() && !plain.ends_with(|p: char| p.is_alphanumeric() || p == '_')
-        {
-            spans.push(Span::styled(std::mem::take(&mut plain), code));
-            let mut number = c.to_string();
-            while let Some(&next) = chars
-                .peek()
-                .filter(|n| n.is_ascii_alphanumeric() || **n == '.')
-            {
-                number.push(next);
-                chars.next();
-            }
-            spans.push(Span::styled(number, Style::default().fg(Color::Magenta)));
-        } else {
-            plain.push(c);
-        }
-    }
-    spans.push(Span::styled(plain, code));
-    spans.retain(|span| !span.content.is_empty());
-    spans
 }
 
 #[cfg(test)]

@@ -1,14 +1,18 @@
 //! The full-screen `openvaala chat` (ratatui on crossterm): the conversation streaming above,
 //! waiting messages and a multi-line input below, a status line at the bottom. `app.rs` holds
-//! the state and the keys, `source.rs` reads the conversation's stream and `feed.rs` takes its events in, `view.rs` the drawing,
+//! the state and the keys, `commands.rs` the slash commands, `overlay.rs` the scrolled window
+//! of `/diff`, `source.rs` reads the conversation's stream and `feed.rs` takes its events in, `view.rs` the drawing,
 //! `transcript.rs` and `markdown.rs` what the conversation looks like, `editor.rs` the input,
 //! `picker.rs` the lists of `/resume`, `/rewind` and `/model`. This file only owns the
 //! terminal: raw mode, the alternate screen, bracketed paste, and putting it all back.
 
 mod app;
+mod commands;
 mod editor;
 mod feed;
+mod highlight;
 mod markdown;
+mod overlay;
 mod picker;
 mod source;
 mod transcript;

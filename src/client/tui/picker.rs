@@ -3,7 +3,10 @@
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 pub enum Pick {
     Resume,
-    Rewind,
+    /// `files`: the working directory is put back too.
+    Rewind {
+        files: bool,
+    },
     Model,
     Agent,
 }

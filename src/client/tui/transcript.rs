@@ -1,9 +1,10 @@
 //! What the full-screen chat shows of a conversation: one entry per item of the root session
 //! (messages, answers, reasoning, tool calls), the ends of turns that did not complete, retries
 //! with their countdown, and notices. Entries are updated in place as their items stream, and
-//! drawn as lines: answers as Markdown, tool output and reasoning folded unless expanded.
+//! drawn as lines: answers as Markdown, tool output and reasoning folded unless expanded (all
+//! of them, or the one selected).
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::time::Instant;
 
 use ratatui::style::{Color, Modifier, Style};
@@ -47,8 +48,14 @@ pub enum Entry {
 pub struct Transcript {
     pub entries: Vec<Entry>,
     by_item: HashMap<String, usize>,
-    /// Tool output and reasoning in full (Ctrl-O).
+    /// Tool output and reasoning in full (Ctrl-O with nothing selected).
     pub expanded: bool,
+    /// The tool call or reasoning selected (Alt-↑/↓), by its place in `entries`. Such an entry
+    /// stays in place: the only entries ever removed are retries, and they are always after
+    /// every item's entry (the next item removes them).
+    pub selected: Option<usize>,
+    /// Entries shown the other way from `expanded` (Ctrl-O on the selected one).
+    flipped: HashSet<usize>,
 }
 
 impl Transcript {
@@ -133,16 +140,68 @@ impl Transcript {
         cut
     }
 
-    pub fn lines(&self, now: Instant) -> Vec<Line<'static>> {
-        let mut lines = Vec::new();
-        for entry in &self.entries {
-            self.entry_lines(entry, now, &mut lines);
+    /// Selects the tool call or reasoning before the selected one (the newest, if none is).
+    pub fn select_previous(&mut self) {
+        let before = self.selected.unwrap_or(self.entries.len());
+        if let Some(at) = (0..before).rev().find(|&at| foldable(&self.entries[at])) {
+            self.selected = Some(at);
         }
-        lines
     }
 
-    fn entry_lines(&self, entry: &Entry, now: Instant, lines: &mut Vec<Line<'static>>) {
+    /// Selects the tool call or reasoning after the selected one; past the newest, none.
+    pub fn select_next(&mut self) {
+        if let Some(from) = self.selected {
+            self.selected = (from + 1..self.entries.len()).find(|&at| foldable(&self.entries[at]));
+        }
+    }
+
+    /// Ctrl-O: the selected entry unfolds or folds again; with none selected, all of them.
+    pub fn toggle(&mut self) {
+        match self.selected {
+            Some(at) => {
+                if !self.flipped.remove(&at) {
+                    self.flipped.insert(at);
+                }
+            }
+            None => {
+                self.expanded = !self.expanded;
+                self.flipped.clear();
+            }
+        }
+    }
+
+    fn is_expanded(&self, at: usize) -> bool {
+        self.expanded != self.flipped.contains(&at)
+    }
+
+    pub fn lines(&self, now: Instant) -> Vec<Line<'static>> {
+        self.lines_and_selection(now).0
+    }
+
+    /// The lines, and the first line of the selected entry.
+    pub fn lines_and_selection(&self, now: Instant) -> (Vec<Line<'static>>, Option<usize>) {
+        let mut lines = Vec::new();
+        let mut selected_line = None;
+        for (at, entry) in self.entries.iter().enumerate() {
+            if self.selected == Some(at) {
+                selected_line = Some(lines.len());
+            }
+            self.entry_lines(at, entry, now, &mut lines);
+        }
+        (lines, selected_line)
+    }
+
+    fn entry_lines(&self, at: usize, entry: &Entry, now: Instant, lines: &mut Vec<Line<'static>>) {
         let dim = Style::default().fg(Color::DarkGray);
+        let expanded = self.is_expanded(at);
+        // The selected entry's first line stands out.
+        let selected = |style: Style| {
+            if self.selected == Some(at) {
+                style.add_modifier(Modifier::REVERSED)
+            } else {
+                style
+            }
+        };
         match entry {
             Entry::User(body) => {
                 lines.push(Line::default());
@@ -168,7 +227,8 @@ impl Transcript {
                 }
             }
             Entry::Reasoning { text } => {
-                if self.expanded {
+                if expanded {
+                    lines.push(Line::styled("▾ thinking", selected(dim)));
                     for line in text.lines() {
                         lines.push(Line::styled(
                             format!("  {line}"),
@@ -179,7 +239,7 @@ impl Transcript {
                     let words = text.split_whitespace().count();
                     lines.push(Line::styled(
                         format!("▸ thinking ({words} words; Ctrl-O shows)"),
-                        dim,
+                        selected(dim),
                     ));
                 }
             }
@@ -196,10 +256,10 @@ impl Transcript {
                 };
                 lines.push(Line::from(vec![
                     Span::styled(format!("{mark} "), Style::default().fg(color)),
-                    Span::styled(call.clone(), Style::default().fg(Color::Cyan)),
+                    Span::styled(call.clone(), selected(Style::default().fg(Color::Cyan))),
                 ]));
                 let out: Vec<&str> = output.lines().collect();
-                let shown = if self.expanded {
+                let shown = if expanded {
                     out.len()
                 } else {
                     FOLDED_OUTPUT.min(out.len())
@@ -251,6 +311,11 @@ impl Transcript {
     }
 }
 
+/// What Alt-↑/↓ select and Ctrl-O folds.
+fn foldable(entry: &Entry) -> bool {
+    matches!(entry, Entry::Tool { .. } | Entry::Reasoning { .. })
+}
+
 /// A tool call on one line: a shell command as `$ command`, else the tool and its arguments.
 fn call_line(item: &Value) -> String {
     let name = text(&item["name"]);
@@ -266,4 +331,43 @@ fn first_line(text: &str) -> &str {
 
 pub fn text(value: &Value) -> &str {
     value.as_str().unwrap_or_default()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn shown(transcript: &Transcript) -> Vec<String> {
+        transcript
+            .lines(Instant::now())
+            .iter()
+            .map(ToString::to_string)
+            .collect()
+    }
+
+    #[test]
+    fn ctrl_o_unfolds_the_selected_reasoning_alone() {
+        let mut transcript = Transcript::default();
+        for (id, thought) in [("i1", "first thought"), ("i2", "second thought")] {
+            transcript.item(&json!({"id": id, "kind": "reasoning", "text": thought}));
+            transcript.notice("between");
+        }
+        assert!(!shown(&transcript).iter().any(|l| l.contains("thought")));
+        transcript.select_previous();
+        transcript.select_previous();
+        transcript.toggle();
+        let lines = shown(&transcript);
+        assert!(lines.contains(&"  first thought".to_owned()), "{lines:?}");
+        assert!(
+            !lines.iter().any(|l| l.contains("second thought")),
+            "{lines:?}"
+        );
+        // Selecting stops at the oldest; past the newest there is no selection.
+        transcript.select_previous();
+        assert_eq!(transcript.selected, Some(0));
+        transcript.select_next();
+        transcript.select_next();
+        assert_eq!(transcript.selected, None);
+    }
 }

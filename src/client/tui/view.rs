@@ -43,6 +43,29 @@ impl App {
         frame.render_widget(Paragraph::new(waiting_lines), waiting_area);
         self.draw_input(frame, input);
         frame.render_widget(Paragraph::new(self.status_line()), status);
+        if let Some(overlay) = &self.overlay {
+            let popup = Rect::new(
+                area.x + 2,
+                area.y + 1,
+                area.width.saturating_sub(4).max(10),
+                area.height.saturating_sub(2).max(3),
+            );
+            frame.render_widget(Clear, popup);
+            let block = Block::default().borders(Borders::ALL).title(format!(
+                " {} ({}–{} of {} · ↑/↓ PageUp/PageDown scroll · Esc closes) ",
+                overlay.title,
+                overlay.top + 1,
+                (overlay.top + popup.height.saturating_sub(2) as usize).min(overlay.lines.len()),
+                overlay.lines.len()
+            ));
+            let width = block.inner(popup).width.max(1) as usize;
+            let lines: Vec<Line> = overlay.lines[overlay.top.min(overlay.lines.len())..]
+                .iter()
+                .cloned()
+                .flat_map(|line| wrap(line, width))
+                .collect();
+            frame.render_widget(Paragraph::new(lines).block(block), popup);
+        }
         if let Some(picker) = &self.picker {
             let width = area.width.saturating_sub(8).max(10);
             let height = area.height.saturating_sub(6).clamp(3, 20);
@@ -69,16 +92,25 @@ impl App {
 
     fn draw_conversation(&self, frame: &mut Frame, area: Rect) {
         let width = area.width.max(1) as usize;
-        let lines: Vec<Line> = self
-            .transcript
-            .lines(Instant::now())
-            .into_iter()
-            .flat_map(|line| wrap(line, width))
-            .collect();
+        let (unwrapped, selected) = self.transcript.lines_and_selection(Instant::now());
+        let mut lines: Vec<Line> = Vec::new();
+        let mut selected_row = None;
+        for (at, line) in unwrapped.into_iter().enumerate() {
+            if selected == Some(at) {
+                selected_row = Some(lines.len());
+            }
+            lines.extend(wrap(line, width));
+        }
         let height = area.height as usize;
-        let bottom = lines
+        let mut bottom = lines
             .len()
             .saturating_sub(self.scroll.min(lines.len().saturating_sub(height)));
+        // The selected entry is in sight: at the top when it was not.
+        if let Some(row) = selected_row
+            && (row >= bottom || row < bottom.saturating_sub(height))
+        {
+            bottom = (row + height).min(lines.len());
+        }
         let top = bottom.saturating_sub(height);
         frame.render_widget(Paragraph::new(lines[top..bottom].to_vec()), area);
     }
@@ -108,7 +140,7 @@ impl App {
             .map(|l| Line::raw(l.to_string()))
             .collect();
         frame.render_widget(Paragraph::new(shown).block(block), area);
-        if self.picker.is_none() {
+        if self.picker.is_none() && self.overlay.is_none() {
             let before: String = all[line].chars().take(column).collect();
             let x = before
                 .chars()

@@ -1,0 +1,131 @@
+//! Ctrl-C in the plain chat at a terminal: the first while the root agent works interrupts
+//! its turn (the service stops it, the client keeps running); a second, or one while nothing
+//! runs, quits. The follower keeps `Activity` up to date from the stream; a task of its own
+//! takes the signals, so Ctrl-C works whatever the command loop waits for (a line, a turn's
+//! end, an approval's answer).
+
+use std::collections::HashSet;
+use std::sync::{Arc, Mutex};
+
+use serde_json::{Value, json};
+use tokio::signal::unix::{SignalKind, signal};
+
+use super::output::{print_out, text};
+use crate::client::api::Api;
+
+/// What Ctrl-C looks at: the followed conversation and its root agent's running turns.
+#[derive(Default)]
+pub(super) struct Activity {
+    conversation: Option<String>,
+    running: HashSet<String>,
+    /// An interrupt was asked for: the next Ctrl-C quits.
+    interrupting: bool,
+}
+
+pub(super) type SharedActivity = Arc<Mutex<Activity>>;
+
+impl Activity {
+    /// A conversation is followed from now on (its snapshot says what runs).
+    pub(super) fn follow(&mut self, conversation: &str) {
+        *self = Activity {
+            conversation: Some(conversation.to_owned()),
+            ..Activity::default()
+        };
+    }
+
+    /// The conversation is no longer followed.
+    pub(super) fn unfollow(&mut self, conversation: &str) {
+        if self.conversation.as_deref() == Some(conversation) {
+            *self = Activity::default();
+        }
+    }
+
+    /// An event of `conversation`'s stream (`root`: its root session).
+    pub(super) fn observe(&mut self, conversation: &str, root: &str, kind: &str, data: &Value) {
+        if self.conversation.as_deref() != Some(conversation) {
+            return;
+        }
+        match kind {
+            "snapshot" => {
+                self.running = data["running"]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .filter(|turn| turn["session_id"] == root)
+                    .map(|turn| text(&turn["turn_id"]).to_owned())
+                    .collect();
+            }
+            "turn.started" if data["session_id"] == root => {
+                self.running.insert(text(&data["turn_id"]).to_owned());
+            }
+            "turn.ended" if data["session_id"] == root => {
+                self.running.remove(text(&data["turn_id"]));
+            }
+            _ => return,
+        }
+        if self.running.is_empty() {
+            self.interrupting = false;
+        }
+    }
+
+    /// What a Ctrl-C does now: interrupt this conversation's turn, or quit (`None`).
+    fn ctrl_c(&mut self) -> Option<String> {
+        if self.running.is_empty() || self.interrupting {
+            return None;
+        }
+        self.interrupting = true;
+        self.conversation.clone()
+    }
+}
+
+/// Takes Ctrl-C from now on (SIGINT no longer ends the process on its own).
+pub(super) fn handle_ctrl_c(api: Api, activity: SharedActivity) -> anyhow::Result<()> {
+    let mut interrupts = signal(SignalKind::interrupt())?;
+    tokio::spawn(async move {
+        while interrupts.recv().await.is_some() {
+            let interrupt = activity.lock().expect("activity lock").ctrl_c();
+            let Some(id) = interrupt else {
+                print_out("\n");
+                std::process::exit(0);
+            };
+            print_out("\n[interrupting the turn… Ctrl-C again quits]\n");
+            let api = api.clone();
+            // Answered once the turn has ended, which the stream shows: not waited for here.
+            tokio::spawn(async move {
+                let path = format!("/api/conversations/{id}/interrupt");
+                if let Err(error) = api.post(&path, &json!({})).await {
+                    print_out(&format!("[cannot interrupt the turn: {error}]\n"));
+                }
+            });
+        }
+    });
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ctrl_c_interrupts_a_running_root_turn_once_then_quits() {
+        let mut activity = Activity::default();
+        activity.follow("c_1");
+        assert_eq!(activity.ctrl_c(), None, "nothing runs: quit");
+        activity.observe(
+            "c_1",
+            "s_root",
+            "snapshot",
+            &json!({"running": [{"session_id": "s_sub", "turn_id": "t_sub"}]}),
+        );
+        assert_eq!(activity.ctrl_c(), None, "only a sub-agent works");
+        let started = json!({"session_id": "s_root", "turn_id": "t_1"});
+        activity.observe("c_1", "s_root", "turn.started", &started);
+        assert_eq!(activity.ctrl_c().as_deref(), Some("c_1"));
+        assert_eq!(activity.ctrl_c(), None, "the second Ctrl-C quits");
+        activity.observe("c_1", "s_root", "turn.ended", &started);
+        activity.observe("c_1", "s_root", "turn.started", &started);
+        assert_eq!(activity.ctrl_c().as_deref(), Some("c_1"), "a new turn");
+        activity.unfollow("c_1");
+        assert_eq!(activity.ctrl_c(), None);
+    }
+}

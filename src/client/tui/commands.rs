@@ -1,0 +1,278 @@
+//! The full-screen chat's slash commands, and what choosing from their lists does.
+
+use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
+use serde_json::{Value, json};
+
+use super::app::{App, Connection, HISTORY_SHOWN};
+use super::overlay::Overlay;
+use super::picker::{Pick, Picker};
+use super::source;
+use super::transcript::{Transcript, text};
+use crate::client::api::ApiError;
+use crate::client::{calls, files};
+
+const HELP: &str = "Enter sends · Shift-Enter, Alt-Enter or Ctrl-J adds a line · Tab queues the \
+message for after the running turn · Esc or Ctrl-C interrupts the turn (Ctrl-C again, or Ctrl-D \
+on an empty input, quits) · ↑ on an empty input edits the last waiting message · Alt-↑/Alt-↓ \
+select a tool call or reasoning and Ctrl-O shows or folds it (all of them, with none selected) \
+· PageUp/PageDown scroll · while an approval waits, the input answers it (y, c, a or n)
+Commands: /new · /resume [text] · /fork · /rewind [N] [--files] (--files also puts back the \
+files changed since) · /diff [N] (what turn N changed; the last that did) · /retry (a failed \
+turn again) · /agents · /model [name] · /interrupt · /compact · /context · /quit. Start a message with // to send one that begins with / (//shell ls).";
+
+impl App {
+    pub(super) async fn command(&mut self, line: &str) -> Result<(), ApiError> {
+        let (name, argument) = line.split_once(' ').unwrap_or((line, ""));
+        let argument = argument.trim();
+        match name {
+            "quit" | "exit" | "q" => self.quit = true,
+            "help" => self.transcript.notice(HELP),
+            "new" => {
+                if let Some((_, task)) = self.feed.take() {
+                    task.abort();
+                }
+                self.conversation = None;
+                self.running = None;
+                self.pending.clear();
+                self.connection = Connection::Idle;
+                self.transcript.notice("the next message starts a new conversation");
+            }
+            "interrupt" => self.interrupt().await,
+            "resume" => {
+                let mut path = "/api/conversations?limit=50".to_owned();
+                if !argument.is_empty() {
+                    path += &format!("&q={}", form_urlencoded::byte_serialize(argument.as_bytes()).collect::<String>());
+                }
+                let page = self.api.get(&path).await?;
+                let choices = page["conversations"]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .map(|c| (format!("{} — {}", text(&c["title"]), text(&c["id"])), text(&c["id"]).to_owned()))
+                    .collect();
+                self.picker = Some(Picker::new(Pick::Resume, "resume a conversation", choices));
+            }
+            "rewind" => self.rewind_command(argument).await?,
+            "fork" => {
+                let id = self.current()?;
+                let copy = calls::fork(&self.api, &id).await?;
+                self.open(&copy, false).await?;
+                self.transcript
+                    .notice(format!("forked from {id}: this copy goes on from its last finished turn"));
+            }
+            "retry" => {
+                let id = self.current()?;
+                calls::retry(&self.api, &id).await?;
+                self.transcript.notice("running the failed turn again");
+            }
+            "diff" => {
+                let id = self.current()?;
+                let items = source::stored_items(&self.api, &id, None).await?;
+                let shown = files::diff(&self.api, &id, &items, argument).await?;
+                let shown = shown.trim_end();
+                match shown.strip_prefix('[').and_then(|s| s.strip_suffix(']')) {
+                    // One line says why there is nothing to show.
+                    Some(said) if !shown.contains('\n') => self.transcript.notice(said),
+                    _ => self.overlay = Some(Overlay::diff("what the turn changed", shown)),
+                }
+            }
+            "model" if !argument.is_empty() => self.switch_model(argument).await?,
+            "model" => {
+                let models = self.api.get("/api/models").await?;
+                let choices = models["models"]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .map(|m| (text(&m["id"]).to_owned(), text(&m["id"]).to_owned()))
+                    .collect();
+                self.picker = Some(Picker::new(Pick::Model, "switch the model", choices));
+            }
+            "agents" => {
+                let id = self.current()?;
+                let tree = crate::client::agents::show(&self.api, &id).await?;
+                self.transcript.notice(format!("agents:\n{}", tree.trim_end()));
+                let view = self.api.get(&format!("/api/conversations/{id}")).await?;
+                let choices: Vec<(String, String)> = view["sessions"]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .map(|s| {
+                        let role = if s["parent_id"].is_null() { "root" } else { "sub-agent" };
+                        let label = format!(
+                            "{role} {} ({}) {}",
+                            text(&s["agent"]),
+                            text(&s["status"]),
+                            text(&s["task"]).lines().next().unwrap_or_default()
+                        );
+                        (label, text(&s["id"]).to_owned())
+                    })
+                    .collect();
+                if choices.len() > 1 {
+                    self.picker = Some(Picker::new(Pick::Agent, "follow which agent?", choices));
+                }
+            }
+            "compact" => {
+                let id = self.current()?;
+                self.api
+                    .post(&format!("/api/conversations/{id}/compact"), &json!({}))
+                    .await?;
+            }
+            "context" => {
+                let id = self.current()?;
+                let usage = self.api.get(&format!("/api/conversations/{id}/usage")).await?;
+                self.transcript
+                    .notice(format!("context: {}", crate::client::render::usage_line(&usage)));
+            }
+            _ if crate::model::demo::DIRECTIVES.contains(&name) => self.transcript.notice(format!(
+                "/{name} is a directive for the demo model: send it with //{line}"
+            )),
+            _ => self.transcript.notice(format!(
+                "/{name} is not a command here (/help lists them; `openvaala chat --plain` has more)"
+            )),
+        }
+        Ok(())
+    }
+
+    async fn switch_model(&mut self, model: &str) -> Result<(), ApiError> {
+        let id = self.current()?;
+        let updated = self
+            .api
+            .patch(
+                &format!("/api/conversations/{id}"),
+                &json!({ "model": model }),
+            )
+            .await?;
+        self.model = text(&updated["model"]).to_owned();
+        self.transcript.notice(format!("model: {}", self.model));
+        Ok(())
+    }
+
+    pub(super) async fn picker_key(&mut self, key: KeyEvent) {
+        let Some(picker) = &mut self.picker else {
+            return;
+        };
+        match key.code {
+            KeyCode::Esc => self.picker = None,
+            KeyCode::Char('c') if key.modifiers.contains(KeyModifiers::CONTROL) => {
+                self.picker = None;
+            }
+            KeyCode::Up => picker.up(),
+            KeyCode::Down => picker.down(),
+            KeyCode::Backspace => picker.backspace(),
+            KeyCode::Char(c) => picker.type_char(c),
+            KeyCode::Enter => {
+                let Some((kind, value)) = self.picker.take().and_then(|p| p.chosen()) else {
+                    return;
+                };
+                if let Err(error) = self.picked(kind, &value).await {
+                    self.transcript.notice(format!("error: {error}"));
+                }
+            }
+            _ => {}
+        }
+    }
+
+    async fn picked(&mut self, kind: Pick, value: &str) -> Result<(), ApiError> {
+        match kind {
+            Pick::Resume => self.open(value, false).await,
+            Pick::Model => self.switch_model(value).await,
+            Pick::Agent => self.focus_on(value).await,
+            Pick::Rewind { files } => self.rewind(value, files).await,
+        }
+    }
+
+    /// `/rewind [N] [--files]`: the list of the user's messages to choose from, or message N
+    /// (counted from the first) at once.
+    async fn rewind_command(&mut self, argument: &str) -> Result<(), ApiError> {
+        let id = self.current()?;
+        let (argument, files) = calls::rewind_argument(argument);
+        let items = source::stored_items(&self.api, &id, None).await?;
+        let messages: Vec<&Value> = items
+            .iter()
+            .filter(|item| item["kind"] == "user_message" && item["source"] != "agent")
+            .collect();
+        if argument.is_empty() {
+            let choices = messages
+                .iter()
+                .enumerate()
+                .map(|(at, item)| {
+                    let label = format!("{}. {}", at + 1, first_line(text(&item["text"])));
+                    (label, text(&item["id"]).to_owned())
+                })
+                .rev()
+                .collect();
+            let title = if files {
+                "rewind (and put back the files) to before which message?"
+            } else {
+                "rewind to before which message?"
+            };
+            self.picker = Some(Picker::new(Pick::Rewind { files }, title, choices));
+            return Ok(());
+        }
+        let chosen = argument
+            .parse::<usize>()
+            .ok()
+            .and_then(|number| messages.get(number.wrapping_sub(1)));
+        match chosen {
+            Some(item) => self.rewind(text(&item["id"]), files).await,
+            None => {
+                self.transcript.notice(format!(
+                    "/rewind N: N is one of your {} messages (/rewind lists them)",
+                    messages.len()
+                ));
+                Ok(())
+            }
+        }
+    }
+
+    /// Restarts from before the message in a copy (`files`: the working directory too), and
+    /// puts the message back in the input.
+    async fn rewind(&mut self, message_id: &str, files: bool) -> Result<(), ApiError> {
+        let id = self.current()?;
+        let rewound = calls::rewind(&self.api, &id, message_id, files).await?;
+        let message = text(&rewound["text"]).to_owned();
+        match rewound["conversation"]["id"].as_str() {
+            Some(copy) => self.open(copy, false).await?,
+            // Before the first message: the next message starts anew.
+            None => {
+                self.conversation = None;
+                self.transcript = Transcript::default();
+                self.connection = Connection::Idle;
+            }
+        }
+        if files {
+            self.transcript
+                .notice(files::restore_notice(&id, &rewound["restore"]));
+        }
+        self.transcript
+            .notice("rewound: your message is back in the input, to edit and send");
+        self.editor.set(&message);
+        Ok(())
+    }
+
+    /// Follows one agent of the conversation: its items, its turns, its waiting messages.
+    async fn focus_on(&mut self, session: &str) -> Result<(), ApiError> {
+        let id = self.current()?;
+        self.focus = (session != self.root_session).then(|| session.to_owned());
+        let items = source::stored_items(&self.api, &id, self.focus.as_deref()).await?;
+        self.transcript = Transcript::default();
+        self.running = None;
+        self.pending.clear();
+        let whom = match &self.focus {
+            Some(session) => format!(
+                "following sub-agent {session}: messages go to it, Esc interrupts it; /agents goes back"
+            ),
+            None => "following the root agent".to_owned(),
+        };
+        self.transcript.notice(whom);
+        for item in &items[items.len().saturating_sub(HISTORY_SHOWN)..] {
+            self.transcript.item(item);
+        }
+        // A fresh snapshot gives this agent's running turn and waiting messages.
+        self.follow(&id, false).await
+    }
+}
+
+fn first_line(text: &str) -> String {
+    text.lines().next().unwrap_or_default().to_owned()
+}
