@@ -303,21 +303,27 @@ impl Checkpoints {
     }
 }
 
+/// The ids of a tree's restore journals.
+fn journal_ids(tree: &Tree) -> Vec<String> {
+    fs::read_dir(tree.dir.join("restores"))
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter_map(|entry| {
+            let name = entry.file_name().into_string().ok()?;
+            name.strip_suffix(".json").map(str::to_owned)
+        })
+        .collect()
+}
+
 /// Finishes the restores of `tree` that a crash cut short.
 pub(super) fn recover(checkpoints: &Checkpoints, tree: &Tree) -> Result<(), String> {
-    let Ok(entries) = fs::read_dir(tree.dir.join("restores")) else {
+    let ids = journal_ids(tree);
+    if ids.is_empty() {
         return Ok(());
-    };
+    }
     let _state = checkpoints.lock(tree)?;
-    for entry in entries.flatten() {
-        let Some(id) = entry
-            .file_name()
-            .to_str()
-            .and_then(|n| n.strip_suffix(".json"))
-            .map(str::to_owned)
-        else {
-            continue;
-        };
+    for id in ids {
         let mut journal = read_journal(tree, &id).map_err(|e| e.to_string())?;
         if journal.state == State::Applying {
             tracing::warn!(restore = %id, "finishing a restore a stop cut short");
@@ -338,23 +344,12 @@ pub(super) fn journal_roots(
     snapshots: &mut std::collections::HashSet<String>,
     blobs: &mut std::collections::HashSet<String>,
 ) -> io::Result<()> {
-    let Ok(entries) = fs::read_dir(tree.dir.join("restores")) else {
-        return Ok(());
-    };
-    for entry in entries.flatten() {
-        let Some(id) = entry
-            .file_name()
-            .to_str()
-            .and_then(|n| n.strip_suffix(".json"))
-            .map(str::to_owned)
-        else {
-            continue;
-        };
+    for id in journal_ids(tree) {
         let Ok(journal) = read_journal(tree, &id) else {
             continue;
         };
         if journal.state == State::Done && !stored(&journal.conversation_id) {
-            fs::remove_file(entry.path())?;
+            fs::remove_file(journal_path(tree, &id).map_err(io::Error::other)?)?;
             continue;
         }
         snapshots.insert(journal.safety_snapshot);

@@ -300,8 +300,7 @@ impl Renderer {
                 item["text"].as_str().unwrap_or_default()
             )),
             "summary" => self.line(&format!(
-                "[summary of the history through #{}] {}",
-                item["covers_through_seq"],
+                "[summary of the earlier history] {}",
                 item["text"].as_str().unwrap_or_default()
             )),
             _ => String::new(),

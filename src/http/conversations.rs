@@ -579,7 +579,7 @@ pub async fn rewind(
         (status = 200, description = "The summary item and the new usage", body = CompactOutcome),
         (status = 400, description = "`invalid_request`: bad JSON", body = ErrorBody),
         (status = 404, description = "`not_found`: no such conversation", body = ErrorBody),
-        (status = 409, description = "`turn_running`, `messages_waiting`, `compaction_running`, or `nothing_to_compact` (the history is already its summary)", body = ErrorBody),
+        (status = 409, description = "`turn_running`, `messages_waiting`, `compaction_running`, or `nothing_to_compact` (nothing older than the latest turn is left to summarize)", body = ErrorBody),
         (status = 422, description = "`cwd_missing` or `model_unavailable`", body = ErrorBody),
         (status = 502, description = "`compaction_failed`: the compaction model failed (or the compaction was interrupted); nothing was stored", body = ErrorBody),
     ),

@@ -9,7 +9,7 @@ use std::time::Duration;
 use serde_json::json;
 use sha2::{Digest, Sha256};
 
-use crate::checkpoints::{create, start, turn, write};
+use crate::checkpoints::{config, create, start, turn, write};
 use crate::fake_provider::{FakeProvider, Wire};
 use crate::harness::{Server, ServerOptions, TIMEOUT, on_data_dir};
 
@@ -122,12 +122,8 @@ async fn gc_drops_what_only_a_deleted_conversation_needed_and_keeps_the_rest() {
 #[tokio::test]
 async fn the_service_collects_the_store_while_it_runs() {
     let fake = FakeProvider::start(Wire::OpenaiChat).await;
-    let config = fake.config().replace(
-        "tools = [\"shell\"]",
-        "tools = [\"shell\", \"write_file\", \"read_file\"]",
-    ) + "\n[tools]\ncheckpoint_gc_interval_s = 1\n";
     let server = Server::start_with(ServerOptions {
-        config: Some(config),
+        config: Some(config(&fake, "checkpoint_gc_interval_s = 1\n")),
         ..ServerOptions::default()
     })
     .await;

@@ -14,17 +14,22 @@ use crate::fake_provider::{FakeProvider, Reply, Wire};
 use crate::harness::{Server, ServerOptions, TIMEOUT};
 use crate::support::{events_until, items};
 
+/// The fake provider's config, the agent with the file tools, and these `[tools]` settings.
+pub(crate) fn config(fake: &FakeProvider, tools_settings: &str) -> String {
+    fake.config().replace(
+        "tools = [\"shell\"]",
+        "tools = [\"shell\", \"write_file\", \"read_file\"]",
+    ) + "\n[tools]\n"
+        + tools_settings
+}
+
 pub(crate) async fn start(
     fake: &FakeProvider,
     data_dir: Option<&Path>,
     env: Vec<(String, String)>,
 ) -> Server {
-    let config = fake.config().replace(
-        "tools = [\"shell\"]",
-        "tools = [\"shell\", \"write_file\", \"read_file\"]",
-    );
     Server::start_with(ServerOptions {
-        config: Some(config),
+        config: Some(config(fake, "")),
         data_dir: data_dir.map(Path::to_path_buf),
         env,
         ..ServerOptions::default()
@@ -497,29 +502,7 @@ async fn restoring_is_refused_while_a_turn_runs_in_the_directory() {
     let (first, _) = create(&server, &fake, dir, Vec::new()).await;
     turn(&server, &fake, &first, "mine", vec![write("a.txt", "1\n")]).await;
     let (second, _) = create(&server, &fake, dir, Vec::new()).await;
-    // The second conversation's turn waits on a FIFO nobody writes until the test is done.
-    let fifo = dir.join("gate");
-    assert!(
-        std::process::Command::new("mkfifo")
-            .arg(&fifo)
-            .status()
-            .unwrap()
-            .success()
-    );
-    fake.push(shell("read line < gate"));
-    fake.push(Reply::text("Done."));
-    let mut events = server.events(&second).await;
-    let (status, _) = server
-        .post(
-            &format!("/api/conversations/{second}/messages"),
-            json!({ "text": "wait" }),
-        )
-        .await;
-    assert_eq!(status, 202);
-    crate::support::until(&mut events, |kind, data| {
-        kind == "item.started" && data["item"]["kind"] == "tool_call"
-    })
-    .await;
+    start_blocked_turn(&server, &fake, &second, dir).await;
     let message = message_id(&server, &first, "mine").await;
     let (status, body) = rewind(&server, &first, &message, false).await;
     assert_eq!(status, 409, "{body}");
@@ -532,6 +515,32 @@ async fn restoring_is_refused_while_a_turn_runs_in_the_directory() {
     let (status, body) = rewind(&server, &first, &message, false).await;
     assert_eq!(status, 201, "{body}");
     assert!(!dir.join("a.txt").exists());
+}
+
+/// Starts a turn of `id` whose shell call waits on a FIFO in `dir` that nobody writes (until
+/// the test interrupts it); answers once the call runs.
+pub(crate) async fn start_blocked_turn(server: &Server, fake: &FakeProvider, id: &str, dir: &Path) {
+    assert!(
+        std::process::Command::new("mkfifo")
+            .arg(dir.join("gate"))
+            .status()
+            .unwrap()
+            .success()
+    );
+    fake.push(shell("read line < gate"));
+    fake.push(Reply::text("Done."));
+    let mut events = server.events(id).await;
+    let (status, _) = server
+        .post(
+            &format!("/api/conversations/{id}/messages"),
+            json!({ "text": "wait" }),
+        )
+        .await;
+    assert_eq!(status, 202);
+    crate::support::until(&mut events, |kind, data| {
+        kind == "item.started" && data["item"]["kind"] == "tool_call"
+    })
+    .await;
 }
 
 /// Waits until the process has stopped itself (state `T` in /proc).

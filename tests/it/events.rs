@@ -291,3 +291,37 @@ async fn a_model_switch_tells_clients_the_new_context_window() {
         "{usage}"
     );
 }
+
+/// A client that subscribes right after creating a conversation and replays its stream from
+/// the first event gets the creation's turn from its start: `turn.started` with the first
+/// message, that message's item, then the answer.
+#[tokio::test]
+async fn a_new_conversations_stream_replayed_from_its_first_event_begins_with_its_turn() {
+    let server = Server::start().await;
+    let (status, created) = server
+        .post("/api/conversations", json!({ "text": "hello\n/sleep 300" }))
+        .await;
+    assert_eq!(status, 201);
+    let id = created["conversation"]["id"].as_str().unwrap().to_owned();
+    let message_id = created["message"]["id"].clone();
+    let path = format!("/api/conversations/{id}/events");
+    let mut live = server.raw_events(&path, None).await;
+    let (snapshot_id, kind, _) = live.next().await.unwrap();
+    assert_eq!(kind, "snapshot");
+    let epoch = snapshot_id.rsplit_once('-').unwrap().0.to_owned();
+    let mut replay = server.raw_events(&path, Some(&format!("{epoch}-0"))).await;
+    let seen = until(&mut replay, |kind, _| kind == "turn.started").await;
+    let turn_started = &seen.last().unwrap().2;
+    assert_eq!(
+        turn_started["message_ids"],
+        json!([message_id]),
+        "{turn_started}"
+    );
+    let (_, kind, data) = replay.next().await.unwrap();
+    assert_eq!(kind, "item.started", "{data}");
+    assert_eq!(data["item"]["id"], message_id, "{data}");
+    until(&mut replay, |kind, data| {
+        kind == "item.started" && data["item"]["kind"] == "agent_message"
+    })
+    .await;
+}

@@ -75,7 +75,7 @@ Hello from a script
         "The shell tool returned 21 bytes (exit code 0).",
         "[context: ",
         "[compressing the context…]",
-        "[summary of the history through #",
+        "[summary of the earlier history] ",
         "[context compressed: ",
         "[root default (idle) s_",
         "[forked into c_",

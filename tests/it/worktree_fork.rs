@@ -8,8 +8,10 @@ use std::path::{Path, PathBuf};
 
 use serde_json::{Value, json};
 
-use crate::checkpoints::{create, git, seed, shell, start, tree, turn, wait_stopped, write};
-use crate::fake_provider::{FakeProvider, Reply, Wire};
+use crate::checkpoints::{
+    config, create, git, seed, shell, start, start_blocked_turn, tree, turn, wait_stopped, write,
+};
+use crate::fake_provider::{FakeProvider, Wire};
 use crate::harness::{Server, ServerOptions};
 
 async fn fork_into_copy(server: &Server, id: &str) -> (u16, Value) {
@@ -38,12 +40,8 @@ fn copies(data_dir: &Path) -> Vec<PathBuf> {
 #[tokio::test]
 async fn a_fork_in_a_copy_of_a_plain_directory_changes_its_files_apart() {
     let fake = FakeProvider::start(Wire::OpenaiChat).await;
-    let config = fake.config().replace(
-        "tools = [\"shell\"]",
-        "tools = [\"shell\", \"write_file\", \"read_file\"]",
-    ) + "\n[tools]\ncheckpoint_max_file_bytes = 1000\n";
     let server = Server::start_with(ServerOptions {
-        config: Some(config),
+        config: Some(config(&fake, "checkpoint_max_file_bytes = 1000\n")),
         ..ServerOptions::default()
     })
     .await;
@@ -251,28 +249,7 @@ async fn a_fork_into_a_copy_is_refused_while_a_turn_runs_in_the_directory() {
     let work = tempfile::tempdir().unwrap();
     let dir = work.path();
     let (id, _) = create(&server, &fake, dir, vec![write("a.txt", "1\n")]).await;
-    // The turn waits on a FIFO nobody writes until the test is done.
-    assert!(
-        std::process::Command::new("mkfifo")
-            .arg(dir.join("gate"))
-            .status()
-            .unwrap()
-            .success()
-    );
-    fake.push(shell("read line < gate"));
-    fake.push(Reply::text("Done."));
-    let mut events = server.events(&id).await;
-    let (status, _) = server
-        .post(
-            &format!("/api/conversations/{id}/messages"),
-            json!({ "text": "wait" }),
-        )
-        .await;
-    assert_eq!(status, 202);
-    crate::support::until(&mut events, |kind, data| {
-        kind == "item.started" && data["item"]["kind"] == "tool_call"
-    })
-    .await;
+    start_blocked_turn(&server, &fake, &id, dir).await;
     let (status, body) = fork_into_copy(&server, &id).await;
     assert_eq!(status, 409, "{body}");
     assert_eq!(body["error"]["code"], "turn_running", "{body}");

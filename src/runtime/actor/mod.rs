@@ -154,6 +154,7 @@ pub fn spawn(
     actor.closed_on_load = actor.close_stale_turns(start_turn.as_deref())?;
     if let Some(turn_id) = start_turn {
         let root = actor.root_id().to_owned();
+        actor.publish_first_turn(&root, &turn_id);
         actor.run_turn(&root, &turn_id);
     }
     actor.note_quiet();

@@ -249,6 +249,40 @@ impl ConversationActor {
         Ok(())
     }
 
+    /// The events a later turn's start publishes, for the turn a conversation was created
+    /// with: its stream begins with them, so a client that replays it from the first event
+    /// (subscribed right after the create) misses nothing.
+    pub(super) fn publish_first_turn(&mut self, session_id: &str, turn_id: &str) {
+        let message_ids = self
+            .state
+            .turns
+            .iter()
+            .find(|turn| turn.id == turn_id)
+            .map(|turn| turn.message_ids.clone())
+            .unwrap_or_default();
+        self.publish_session(session_id);
+        self.bus.publish(&ConversationEvent::TurnStarted {
+            session_id: session_id.to_owned(),
+            turn_id: turn_id.to_owned(),
+            message_ids,
+        });
+        let items: Vec<Item> = self
+            .sessions
+            .get(session_id)
+            .map(|run| {
+                run.history
+                    .iter()
+                    .filter(|item| item.turn_id == turn_id)
+                    .cloned()
+                    .collect()
+            })
+            .unwrap_or_default();
+        for item in &items {
+            self.publish_item_started(item);
+            self.publish_item_completed(item);
+        }
+    }
+
     /// Indexes a turn that just started, in the background of the turn: the files are already
     /// the truth. Only the root session's messages are searchable.
     fn index_turn_start(
