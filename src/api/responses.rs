@@ -13,6 +13,11 @@ pub struct ConversationList {
     pub conversations: Vec<Conversation>,
     /// Pass as `cursor=` for the next page; `null` on the last page.
     pub next_cursor: Option<String>,
+    /// With `q`: for each listed conversation whose messages matched (not only its title), by
+    /// id, a piece of the first matching message around the first match, on one line, `…`
+    /// where it was cut. The words are not marked in it. Absent without `q`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub snippets: Option<std::collections::BTreeMap<String, String>>,
 }
 
 /// `POST /api/conversations`: the stored conversation and its first message, whose turn runs.

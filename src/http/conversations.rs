@@ -53,6 +53,7 @@ pub async fn list(
             "limit must be between 1 and 500, not {limit}"
         )));
     }
+    let searching = params.q.as_deref().is_some_and(|q| !q.trim().is_empty());
     let query = ListQuery {
         archived,
         search: params.q,
@@ -64,6 +65,7 @@ pub async fn list(
     Ok(axum::Json(ConversationList {
         conversations: page.conversations,
         next_cursor: page.next_cursor,
+        snippets: searching.then_some(page.snippets),
     }))
 }
 

@@ -10,7 +10,7 @@ use sqlx::Connection as _;
 use sqlx::postgres::{PgConnectOptions, PgConnection, PgPoolOptions};
 use sqlx::{PgPool, Postgres, QueryBuilder, Row};
 
-use super::query::{decode_cursor, encode_cursor, indexed_text, search_terms};
+use super::query::{decode_cursor, encode_cursor, indexed_text, search_terms, snippet};
 use super::types::{ArchivedFilter, IndexError, IndexUpdate, IndexedLens, ListPage, ListQuery};
 use crate::domain::Conversation;
 use crate::store::Acceptance;
@@ -143,15 +143,7 @@ impl PgIndex {
         let terms = search_terms(query.search.as_deref().unwrap_or_default())?;
         if !terms.is_empty() {
             sql.push(" AND id IN (SELECT conversation_id FROM search WHERE TRUE");
-            for term in terms {
-                // ILIKE with the trigram index: a substring, case-insensitively, in any script.
-                let escaped = term
-                    .replace('\\', "\\\\")
-                    .replace('%', "\\%")
-                    .replace('_', "\\_");
-                sql.push(" AND text ILIKE ")
-                    .push_bind(format!("%{escaped}%"));
-            }
+            push_search_terms(&mut sql, &terms);
             sql.push(")");
         }
         sql.push(" ORDER BY updated_at DESC, id DESC LIMIT ")
@@ -159,6 +151,7 @@ impl PgIndex {
         let rows = sql.build().fetch_all(&self.pool).await?;
         let mut conversations = Vec::with_capacity(rows.len());
         let mut next_cursor = None;
+        let mut snippets = std::collections::BTreeMap::new();
         for (position, row) in rows.iter().enumerate() {
             if position == limit as usize {
                 let last = &rows[position - 1];
@@ -166,11 +159,29 @@ impl PgIndex {
                 break;
             }
             conversations.push(serde_json::from_str(row.get::<&str, _>(0))?);
+            let id: String = row.get(2);
+            if !terms.is_empty()
+                && let Some(text) = self.first_match(&id, &terms).await?
+            {
+                snippets.insert(id, snippet(&text, &terms));
+            }
         }
         Ok(ListPage {
             conversations,
             next_cursor,
+            snippets,
         })
+    }
+
+    /// The first message (not the title, row 0) of a conversation that matches every term.
+    async fn first_match(&self, id: &str, terms: &[&str]) -> Result<Option<String>, IndexError> {
+        let mut sql =
+            QueryBuilder::<Postgres>::new("SELECT text FROM search WHERE conversation_id = ");
+        sql.push_bind(id.to_owned()).push(" AND seq > 0");
+        push_search_terms(&mut sql, terms);
+        sql.push(" ORDER BY seq LIMIT 1");
+        let row = sql.build().fetch_optional(&self.pool).await?;
+        Ok(row.map(|row| row.get(0)))
     }
 
     pub async fn answer(&self, key: &str) -> Result<Option<StoredAnswer>, IndexError> {
@@ -441,6 +452,19 @@ async fn apply_one(
         }
     }
     Ok(())
+}
+
+/// Adds one condition per term (all must match): ILIKE with the trigram index, a substring,
+/// case-insensitively, in any script.
+fn push_search_terms(sql: &mut QueryBuilder<Postgres>, terms: &[&str]) {
+    for term in terms {
+        let escaped = term
+            .replace('\\', "\\\\")
+            .replace('%', "\\%")
+            .replace('_', "\\_");
+        sql.push(" AND text ILIKE ")
+            .push_bind(format!("%{escaped}%"));
+    }
 }
 
 /// Writes (or replaces) the search row of a title (seq 0) or a message.

@@ -43,6 +43,60 @@ pub(crate) fn search_terms(search: &str) -> Result<Vec<&str>, IndexError> {
     Ok(terms)
 }
 
+/// Characters of context a search snippet keeps before its first match, and in all.
+const SNIPPET_BEFORE: usize = 60;
+const SNIPPET_CHARS: usize = 200;
+
+/// A piece of `text` around the first place one of `terms` occurs (compared without case),
+/// on one line, cut at word boundaries and marked `…` where it was cut. The words are not
+/// marked: the client knows them.
+pub(crate) fn snippet(text: &str, terms: &[&str]) -> String {
+    let chars: Vec<char> = text.chars().collect();
+    let lower: Vec<char> = chars
+        .iter()
+        .map(|c| c.to_lowercase().next().unwrap_or(*c))
+        .collect();
+    let first = terms
+        .iter()
+        .filter_map(|term| {
+            let term: Vec<char> = term.chars().flat_map(char::to_lowercase).collect();
+            (!term.is_empty())
+                .then(|| {
+                    lower
+                        .windows(term.len())
+                        .position(|window| window == term.as_slice())
+                })
+                .flatten()
+        })
+        .min()
+        .unwrap_or(0);
+    let mut start = first.saturating_sub(SNIPPET_BEFORE);
+    let mut end = (start + SNIPPET_CHARS).min(chars.len());
+    // Whole words at the cuts (unless a word is longer than the margin).
+    if start > 0
+        && let Some(space) = chars[start..first].iter().position(|c| c.is_whitespace())
+    {
+        start += space + 1;
+    }
+    if end < chars.len()
+        && let Some(space) = chars[first..end].iter().rposition(|c| c.is_whitespace())
+    {
+        end = first + space;
+    }
+    let body: String = chars[start..end]
+        .iter()
+        .map(|c| if c.is_whitespace() { ' ' } else { *c })
+        .collect();
+    let body = body
+        .split(' ')
+        .filter(|w| !w.is_empty())
+        .collect::<Vec<_>>()
+        .join(" ");
+    let before = if start > 0 { "…" } else { "" };
+    let after = if end < chars.len() { "…" } else { "" };
+    format!("{before}{body}{after}")
+}
+
 pub(crate) fn encode_cursor(updated_at: i64, id: String) -> String {
     format!("{updated_at}.{id}")
 }
@@ -58,6 +112,35 @@ mod tests {
     use super::*;
     use crate::index::Index;
     use crate::index::types::{ArchivedFilter, ListQuery};
+
+    #[test]
+    fn a_snippet_is_the_text_around_the_first_match_on_one_line() {
+        assert_eq!(
+            snippet("Short text with\nthe Needle in it", &["needle"]),
+            "Short text with the Needle in it"
+        );
+        let long = format!(
+            "{} the needle here {}",
+            "word ".repeat(40),
+            "tail ".repeat(60)
+        );
+        let cut = snippet(&long, &["NEEDLE"]);
+        assert!(cut.starts_with('…') && cut.ends_with('…'), "{cut}");
+        assert!(cut.contains("the needle here"), "{cut}");
+        assert!(cut.chars().count() <= SNIPPET_CHARS + 2, "{cut}");
+        // Cut on words: no half word at either end.
+        assert!(
+            cut.trim_matches('…')
+                .split(' ')
+                .all(|w| w == "word" || w == "tail" || ["the", "needle", "here"].contains(&w)),
+            "{cut}"
+        );
+        // The earliest of several words; none found: the start.
+        assert!(snippet(&long, &["here", "needle"]).contains("the needle"));
+        assert!(snippet("abc", &["zzz"]).starts_with("abc"));
+        // Characters whose lower case is longer do not shift the match.
+        assert_eq!(snippet("İstanbul trip", &["trip"]), "İstanbul trip");
+    }
 
     #[tokio::test]
     async fn searches_up_to_the_word_limit_run_and_longer_or_nul_ones_are_refused() {

@@ -10,7 +10,7 @@ use std::time::Duration;
 use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteSynchronous};
 use sqlx::{QueryBuilder, Row, Sqlite, SqlitePool};
 
-use super::query::{decode_cursor, encode_cursor, indexed_text, search_terms};
+use super::query::{decode_cursor, encode_cursor, indexed_text, search_terms, snippet};
 use super::types::{ArchivedFilter, IndexError, IndexUpdate, IndexedLens, ListPage, ListQuery};
 use crate::domain::Conversation;
 use crate::store::state::StoredAnswer;
@@ -333,7 +333,7 @@ impl SqliteIndex {
         let reader = &self.reader;
         let limit = query.limit.clamp(1, 500);
         let mut sql = QueryBuilder::<Sqlite>::new(
-            "SELECT data, updated_at, id FROM conversations WHERE 1 = 1",
+            "SELECT data, updated_at, id, num FROM conversations WHERE 1 = 1",
         );
         match query.archived {
             ArchivedFilter::Active => sql.push(" AND archived = 0"),
@@ -361,6 +361,7 @@ impl SqliteIndex {
         let rows = sql.build().fetch_all(reader).await?;
         let mut conversations = Vec::with_capacity(rows.len());
         let mut next_cursor = None;
+        let mut snippets = std::collections::BTreeMap::new();
         for (position, row) in rows.iter().enumerate() {
             if position == limit as usize {
                 let last = &rows[position - 1];
@@ -368,11 +369,29 @@ impl SqliteIndex {
                 break;
             }
             conversations.push(serde_json::from_str(row.get::<&str, _>(0))?);
+            if !terms.is_empty()
+                && let Some(text) = self.first_match(row.get(3), &terms).await?
+            {
+                snippets.insert(row.get::<String, _>(2), snippet(&text, &terms));
+            }
         }
         Ok(ListPage {
             conversations,
             next_cursor,
+            snippets,
         })
+    }
+
+    /// The first message (not the title, row 0) of conversation `num` that matches every term.
+    async fn first_match(&self, num: i64, terms: &[&str]) -> Result<Option<String>, IndexError> {
+        let mut sql = QueryBuilder::<Sqlite>::new("SELECT text FROM search WHERE rowid > ");
+        sql.push_bind(num << SEQ_BITS)
+            .push(" AND rowid <= ")
+            .push_bind((num << SEQ_BITS) | ((1i64 << SEQ_BITS) - 1));
+        push_search_terms(&mut sql, terms);
+        sql.push(" ORDER BY rowid LIMIT 1");
+        let row = sql.build().fetch_optional(&self.reader).await?;
+        Ok(row.map(|row| row.get(0)))
     }
 
     /// The stored answer to a request with this (scope-qualified) idempotency key.

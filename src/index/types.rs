@@ -199,4 +199,7 @@ pub struct IndexedLens {
 pub struct ListPage {
     pub conversations: Vec<Conversation>,
     pub next_cursor: Option<String>,
+    /// With a search: for each listed conversation whose messages matched (not only its
+    /// title), a piece of the first matching message (`query::snippet`).
+    pub snippets: std::collections::BTreeMap<String, String>,
 }

@@ -30,8 +30,8 @@ test('the list shows whole titles, keeps a renamed conversation in its place, an
     }));
     assert.deepEqual(shape, { lines: 2, cut: false });
 
-    // A search marks its words in the titles, and says when a conversation was found by its
-    // messages rather than its title.
+    // A search marks its words in the titles, and shows the matching text of a conversation
+    // found by its messages rather than its title.
     await page.fill('#search', 'BILLING migration');
     await page.waitForFunction(() => document.querySelectorAll('#conversation-list li.conv').length === 1);
     assert.deepEqual(await page.locator('#conversation-list .conv-title mark').allTextContents(), ['migration', 'billing']);
@@ -44,8 +44,13 @@ test('the list shows whole titles, keeps a renamed conversation in its place, an
     await page.fill('#search', 'second message');
     await page.locator('#conversation-list li.conv .conv-title', { hasText: 'gamma' }).waitFor();
     await page.waitForFunction(() => document.querySelectorAll('#conversation-list li.conv').length === 1);
-    assert.equal(await page.locator('#conversation-list li.conv .conv-found').textContent(), 'found in its messages');
+    // Found by its messages: the text around the match, the words marked.
+    const snippet = page.locator('#conversation-list li.conv .conv-snippet');
+    assert.match(await snippet.textContent(), /second message/i);
+    assert.deepEqual((await snippet.locator('mark').allTextContents()).map((t) => t.toLowerCase()), ['second', 'message']);
     assert.equal(await page.locator('#conversation-list .conv-title mark').count(), 0);
+    await screenshot(page, 'search-snippet');
+    await checkAxe(page, 'a search result found by its messages');
     await page.fill('#search', '');
     await page.waitForFunction(() => document.querySelectorAll('#conversation-list li.conv').length === 3);
 

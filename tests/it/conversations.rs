@@ -311,8 +311,19 @@ async fn search_finds_titles_and_message_text_and_pages_with_a_cursor() {
     };
     let (_, found) = server.get("/api/conversations?q=zebra").await;
     assert_eq!(titles(&found), vec!["beta notes"]);
+    // Found by its message, not its title: the text around the match, on one line.
+    let beta_id = beta["conversation"]["id"].as_str().unwrap();
+    assert_eq!(
+        found["snippets"],
+        serde_json::json!({ beta_id: "beta notes mentions the zebra migration" }),
+        "{found}"
+    );
     let (_, found) = server.get("/api/conversations?q=ALPHA").await;
     assert_eq!(titles(&found), vec!["alpha project kickoff"]);
+    // The first message holds the title's words too.
+    assert_eq!(found["snippets"].as_object().unwrap().len(), 1, "{found}");
+    let (_, unsearched) = server.get("/api/conversations").await;
+    assert!(unsearched.get("snippets").is_none(), "{unsearched}");
     let (_, found) = server.get("/api/conversations?q=%E6%B5%8B%E8%AF%95").await; // 测试
     assert_eq!(titles(&found), vec!["中文 对话 测试内容"]);
     let (_, found) = server.get("/api/conversations?q=nothing-like-this").await;

@@ -42,7 +42,9 @@ export async function loadList(more) {
       state.list.conversations.push(...page.conversations.filter((c) => !known.has(c.id)));
     } else {
       state.list.conversations = page.conversations;
+      state.list.snippets = new Map();
     }
+    for (const [id, text] of Object.entries(page.snippets || {})) state.list.snippets.set(id, text);
     for (const conversation of page.conversations) state.titles.set(conversation.id, conversation.title);
     state.list.nextCursor = page.next_cursor;
     state.list.loaded = true;
@@ -161,8 +163,8 @@ function fromLine(conversation) {
 }
 
 // The words of the search, marked where the title has them. A conversation found by its messages
-// (the service matches all the words in one title or one message) says so: its messages are not
-// in the list.
+// (the service matches all the words in one title or one message) shows the text around the
+// match, the words marked too (or says so, when the service sent no text).
 function searchWords() {
   return [...new Set(state.list.q.toLowerCase().split(/\s+/).filter(Boolean))];
 }
@@ -183,9 +185,11 @@ function markedTitle(title) {
   return parts;
 }
 
-function foundInMessages(title) {
+function foundInMessages(conversation) {
   if (!state.list.q) return null;
-  const lower = title.toLowerCase();
+  const snippet = state.list.snippets.get(conversation.id);
+  if (snippet) return el('span', { class: 'conv-snippet' }, ...markedTitle(snippet));
+  const lower = conversation.title.toLowerCase();
   if (searchWords().every((word) => lower.includes(word))) return null;
   return el('span', { class: 'conv-found' }, 'found in its messages');
 }
@@ -247,7 +251,7 @@ function listRow(conversation, selected) {
       onfocus: () => moveTabStop(link),
     },
     el('span', { class: 'conv-title' }, markedTitle(title)),
-    foundInMessages(title),
+    foundInMessages(conversation),
     fromLine(conversation),
     el('span', { class: 'conv-meta' }, approvalMark(waiting) || turnMark(conversation), el('span', { class: 'conv-when' }, relTime(conversation.updated_at), ` · ${cwdName}`)),
   );

@@ -7,6 +7,8 @@ export const state = {
     archived: false,
     q: '',
     conversations: [],
+    // With a search: by conversation id, the text around the first match in its messages.
+    snippets: new Map(),
     nextCursor: null,
     request: 0,
     renaming: null,
