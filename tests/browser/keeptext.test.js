@@ -88,6 +88,37 @@ test('waiting messages lost when the service restarts come back into the message
     },
   ));
 
+test('a waiting message lost in a restart comes back in one tab only; the other tab is told', { timeout: TEST_TIMEOUT }, () =>
+  withUi(
+    { fake: true, allowConsole: [/ERR_CONNECTION_REFUSED/, /Failed to load resource/] },
+    async ({ page, context, fake, restartServer }) => {
+      fake.hold({ text: 'never sent: the restart interrupts the turn' });
+      await startConversation(page, 'work until the restart');
+      await waitRunning(page);
+      const other = await context.newPage();
+      await other.goto(page.url());
+      await waitRunning(other);
+      await page.fill('#message', 'only once please');
+      await page.press('#message', 'Enter');
+      for (const tab of [page, other]) {
+        await tab.locator('#pending-list li.pending-item', { hasText: 'only once please' }).waitFor();
+      }
+
+      await restartServer();
+      for (const tab of [page, other]) {
+        await tab.locator('#banners .banner.notice', { hasText: 'lost' }).waitFor();
+      }
+      const boxes = [await page.inputValue('#message'), await other.inputValue('#message')];
+      assert.deepEqual(boxes.filter((text) => text === 'only once please').length, 1, JSON.stringify(boxes));
+      assert.ok(boxes.includes(''), JSON.stringify(boxes));
+      // The tab whose box stayed empty says where the text went.
+      const told = boxes[0] === '' ? page : other;
+      const notice = told.locator('#banners .banner.notice', { hasText: 'lost' });
+      assert.match(await notice.textContent(), /put back in the message box of another tab/);
+      await other.close();
+    },
+  ));
+
 test('error banners clear when the next call succeeds or the stream reconnects', { timeout: TEST_TIMEOUT }, () =>
   withUi(
     { allowConsole: [/ERR_CONNECTION_REFUSED/, /Failed to load resource/] },

@@ -69,22 +69,51 @@ export function rememberWaiting() {
   );
 }
 
+// Which lost messages a tab has put back (shared by every tab of this browser), and for how
+// long that is remembered.
+const CLAIM_KEY = 'openvaala.restored.';
+const CLAIM_KEPT_MS = 24 * 60 * 60 * 1000;
+
+// Claims the messages no other tab has put back yet; forgets old claims.
+function claim(messages) {
+  const now = Date.now();
+  for (let i = localStorage.length - 1; i >= 0; i--) {
+    const key = localStorage.key(i);
+    if (key && key.startsWith(CLAIM_KEY) && now - Number(localStorage.getItem(key)) > CLAIM_KEPT_MS) localStorage.removeItem(key);
+  }
+  const mine = messages.filter((m) => localStorage.getItem(CLAIM_KEY + m.id) === null);
+  for (const m of mine) localStorage.setItem(CLAIM_KEY + m.id, String(now));
+  return mine;
+}
+
 // After a snapshot's history is loaded: messages the page knew as waiting that neither wait
-// nor are in the history any more were lost with the service's memory.
-export function recoverLost(hasItem) {
+// nor are in the history any more were lost with the service's memory. Their text goes back
+// into one tab's message box only: the first tab to look claims them (under a lock every tab
+// of this browser shares), and the others say where it went.
+export async function recoverLost(hasItem) {
   if (!state.conv) return;
-  const known = load(WAITING_KEY + state.conv.id) || [];
+  const conversationId = state.conv.id;
+  const known = load(WAITING_KEY + conversationId) || [];
   const waiting = new Set(state.pending.map((m) => m.id));
   const lost = known.filter((m) => !waiting.has(m.id) && !hasItem(m.id));
   rememberWaiting();
   if (!lost.length) return;
-  insertIntoComposer(lost.map((m) => m.text).join('\n\n'));
+  const mine = navigator.locks
+    ? await navigator.locks.request(CLAIM_KEY + conversationId, () => claim(lost))
+    : claim(lost);
+  if (!state.conv || state.conv.id !== conversationId) return;
+  if (mine.length) insertIntoComposer(mine.map((m) => m.text).join('\n\n'));
+  const elsewhere = lost.length - mine.length;
+  const where = !mine.length
+    ? `${lost.length === 1 ? 'Its text was' : 'Their text was'} put back in the message box of another tab of this conversation.`
+    : elsewhere
+      ? `${plural(mine.length, 'text is', 'texts are')} back in the message box, ${plural(elsewhere, 'was', 'were')} put back in another tab.`
+      : lost.length === 1
+        ? 'Its text is back in the message box.'
+        : 'Their text is back in the message box.';
   showNotice(
-    [
-      `${plural(lost.length, 'waiting message was', 'waiting messages were')} lost: the service restarted, and waiting messages are kept only in its memory. `,
-      lost.length === 1 ? 'Its text is back in the message box.' : 'Their text is back in the message box.',
-    ],
-    { key: 'lost-waiting', conversationId: state.conv.id, kind: 'warning' },
+    [`${plural(lost.length, 'waiting message was', 'waiting messages were')} lost: the service restarted, and waiting messages are kept only in its memory. `, where],
+    { key: 'lost-waiting', conversationId, kind: 'warning' },
   );
 }
 
