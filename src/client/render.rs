@@ -93,7 +93,7 @@ impl Renderer {
                     "[turn failed: {}]",
                     data["error"].as_str().unwrap_or("no error given")
                 )),
-                Some("interrupted") => self.line("[interrupted]"),
+                Some("interrupted") => self.line("[turn interrupted]"),
                 _ => match super::files::changed_note(data) {
                     Some(note) => self.line(&note),
                     None => self.end_line(),
