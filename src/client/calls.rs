@@ -16,6 +16,15 @@ pub async fn fork(api: &Api, id: &str) -> Result<String, ApiError> {
         .to_owned())
 }
 
+/// Tries a model call that waits to be tried again at once (`/retry` while a turn waits out a
+/// failing provider); `false` when none was waiting.
+pub async fn retry_now(api: &Api, id: &str) -> Result<bool, ApiError> {
+    let answer = api
+        .post(&format!("/api/conversations/{id}/retry/now"), &json!({}))
+        .await?;
+    Ok(answer["retrying"] == true)
+}
+
 /// Runs the failed last turn again; the new turn's id.
 pub async fn retry(api: &Api, id: &str) -> Result<String, ApiError> {
     let started = api

@@ -516,6 +516,39 @@ async fn retry_runs_a_failed_turn_again_and_fork_copies_the_conversation() {
 }
 
 #[tokio::test]
+async fn retry_while_a_model_call_waits_tries_it_at_once() {
+    // The demo model's `/fail 1` fails the first attempt; the next one would wait a minute.
+    let server = Server::start_with(ServerOptions {
+        config: Some(
+            "[retry]\nmax_attempts = 3\ninitial_delay_ms = 60000\nmax_delay_ms = 60000\n"
+                .to_owned(),
+        ),
+        ..ServerOptions::default()
+    })
+    .await;
+    let mut screen = Screen::new(&server);
+    screen.type_text("//fail 1").await;
+    screen.enter().await;
+    screen
+        .until("the retry countdown", |s, _| {
+            s.contains("attempt 2 of 3 in")
+        })
+        .await;
+    screen.type_text("/retry").await;
+    screen.enter().await;
+    // Well within the test's timeout, a third of the minute it would have waited.
+    let shown = screen
+        .until("the answer", |s, app| {
+            app.running.is_none() && s.contains(&format!("{REPLY} \"/fail 1\""))
+        })
+        .await;
+    assert!(shown.contains("trying the model call again now"), "{shown}");
+    // The same turn went on: nothing was posted again.
+    let id = screen.conversation();
+    assert_eq!(user_texts(&items(&server, &id).await), ["/fail 1"]);
+}
+
+#[tokio::test]
 async fn a_selected_tool_call_unfolds_on_its_own() {
     let server = Server::start().await;
     let mut screen = Screen::new(&server);

@@ -22,7 +22,8 @@ Type a message to send it to the agent. Commands:
                        and the approvals each waits for
   /queue TEXT          send TEXT to wait for the running turn instead of steering it
   /interrupt           stop the running turn
-  /retry               run the last turn again when it failed (the same messages)
+  /retry               run the last turn again when it failed (the same messages), or try a
+                       model call that waits to be retried now
   /quit                leave (also Ctrl-D, or Ctrl-C while no turn runs; during a turn
                        the first Ctrl-C interrupts it and a second quits)
 Start a line with // to send a line that begins with / (e.g. the demo model's //shell ls).";
@@ -61,11 +62,15 @@ impl Chat {
             }
             "retry" => {
                 let id = self.current()?;
-                // Said before asking: the demo model answers at once, and its answer (printed
-                // by the event stream) would otherwise come before this line.
-                print_out("[running the failed turn again]\n");
-                let turn_id = calls::retry(&self.api, &id).await?;
-                self.wait_turn_end(&turn_id).await;
+                if calls::retry_now(&self.api, &id).await? {
+                    print_out("[trying the model call again now]\n");
+                } else {
+                    // Said before asking: the demo model answers at once, and its answer
+                    // (printed by the event stream) would otherwise come before this line.
+                    print_out("[running the failed turn again]\n");
+                    let turn_id = calls::retry(&self.api, &id).await?;
+                    self.wait_turn_end(&turn_id).await;
+                }
             }
             "context" => {
                 let id = self.current()?;

@@ -18,7 +18,7 @@ select a tool call or reasoning and Ctrl-O shows or folds it (all of them, with 
 · PageUp/PageDown scroll · while an approval waits, the input answers it (y, c, a or n)
 Commands: /new · /resume [text] · /fork · /rewind [N] [--files] (--files also puts back the \
 files changed since) · /diff [N] (what turn N changed; the last that did) · /retry (a failed \
-turn again) · /agents · /model [name] · /interrupt · /compact · /context · /quit. Start a message with // to send one that begins with / (//shell ls).";
+turn again, or a waiting model call now) · /agents · /model [name] · /interrupt · /compact · /context · /quit. Start a message with // to send one that begins with / (//shell ls).";
 
 impl App {
     pub(super) async fn command(&mut self, line: &str) -> Result<(), ApiError> {
@@ -62,8 +62,12 @@ impl App {
             }
             "retry" => {
                 let id = self.current()?;
-                calls::retry(&self.api, &id).await?;
-                self.transcript.notice("running the failed turn again");
+                if calls::retry_now(&self.api, &id).await? {
+                    self.transcript.notice("trying the model call again now");
+                } else {
+                    calls::retry(&self.api, &id).await?;
+                    self.transcript.notice("running the failed turn again");
+                }
             }
             "diff" => {
                 let id = self.current()?;
