@@ -28,7 +28,7 @@ import {
 import { resolveApprovalCard, showApproval } from './approvals.js';
 import { noteConversationApprovals, noteRequested, noteResolved } from './approvallist.js';
 import { addLine, clearRetry, removeLines, setConnection, showRetry } from './statuslines.js';
-import { scrollToBottom } from './scroll.js';
+import { noteOutput, scrollToBottom } from './scroll.js';
 import { interruptSession, retryNow } from './actions.js';
 
 const EVENTS = [
@@ -346,21 +346,25 @@ function applyEvent(type, data) {
     case 'turn.ended':
       if (!viewing(data.session_id)) break;
       clearRetry();
+      noteOutput();
       showTurnEnd(data.turn_id, data.status, data.error);
       break;
     case 'item.started':
     case 'item.completed':
       if (!viewing(data.item.session_id)) break;
       if (type === 'item.started') clearRetry();
+      noteOutput();
       upsertItem(data.item, true);
       break;
     case 'item.delta':
       if (!viewing(data.session_id)) break;
       clearRetry();
+      noteOutput();
       applyDelta(data);
       break;
     case 'model.retry':
       if (data.session_id && !viewing(data.session_id)) break;
+      noteOutput();
       showRetry(data, retryActions(data.session_id || state.sessionId));
       break;
     case 'usage.updated':
@@ -374,7 +378,10 @@ function applyEvent(type, data) {
       break;
     case 'compaction.started':
       if (data.session_id === state.conv.root_session_id) setCompacting(true);
-      if (viewing(data.session_id)) addLine('muted compaction', compactionText(data.reason));
+      if (viewing(data.session_id)) {
+        noteOutput();
+        addLine('muted compaction', compactionText(data.reason));
+      }
       break;
     case 'compaction.completed':
       if (data.session_id === state.conv.root_session_id) setCompacting(false);
@@ -391,12 +398,16 @@ function applyEvent(type, data) {
       if (data.session_id === state.conv.root_session_id) setCompacting(false);
       if (viewing(data.session_id)) {
         removeLines('compaction');
+        noteOutput();
         addLine('error', `Compressing the context failed: ${data.error}`);
       }
       break;
     case 'approval.requested':
       noteRequested(data.approval);
-      if (viewing(data.approval.session_id)) setToolStatus(data.approval.item_id, 'waiting_approval');
+      if (viewing(data.approval.session_id)) {
+        noteOutput();
+        setToolStatus(data.approval.item_id, 'waiting_approval');
+      }
       showApproval(data.approval, true);
       break;
     case 'approval.resolved':
