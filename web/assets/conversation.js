@@ -30,6 +30,7 @@ import { noteConversationApprovals, noteRequested, noteResolved } from './approv
 import { addLine, clearRetry, removeLines, setConnection, showRetry } from './statuslines.js';
 import { noteOutput, scrollToBottom } from './scroll.js';
 import { interruptSession, retryNow } from './actions.js';
+import { cue } from './attention.js';
 
 const EVENTS = [
   'snapshot',
@@ -269,7 +270,10 @@ async function applySnapshot(snapshot, gen) {
   if (snapshot.compacting && sessionId === state.conv.root_session_id) addLine('muted compaction', compactionText('manual'));
   const approvals = snapshot.approvals || [];
   noteConversationApprovals(state.conv.id, approvals);
-  for (const approval of approvals) showApproval(approval, false);
+  for (const approval of approvals) {
+    showApproval(approval, false);
+    cue(state.conv, { approval });
+  }
   recoverLost(hasItem);
   const queued = state.queued;
   state.queued = [];
@@ -344,6 +348,7 @@ function applyEvent(type, data) {
       retireRetryButtons();
       break;
     case 'turn.ended':
+      if (data.session_id === state.conv.root_session_id) cue(state.conv, data);
       if (!viewing(data.session_id)) break;
       clearRetry();
       noteOutput();
@@ -404,6 +409,7 @@ function applyEvent(type, data) {
       break;
     case 'approval.requested':
       noteRequested(data.approval);
+      cue(state.conv, { approval: data.approval });
       if (viewing(data.approval.session_id)) {
         noteOutput();
         setToolStatus(data.approval.item_id, 'waiting_approval');
