@@ -3,14 +3,14 @@
 // of the timeline; "Jump to latest" stays while the reader is scrolled up and says "New output
 // below" when more came; errors are written for people (the API code in small type); the Agents
 // tab says plainly when there are no sub-agents; the context meter reads as figures with its
-// threshold labelled.
+// threshold labelled, and moves with a streaming reply.
 'use strict';
 
 const { test } = require('node:test');
 const assert = require('node:assert/strict');
 const fs = require('node:fs');
 const path = require('node:path');
-const { TEST_TIMEOUT, startConversation, waitForReply, waitIdle, withUi } = require('./harness');
+const { TEST_TIMEOUT, apiGet, startConversation, waitForReply, waitIdle, withUi } = require('./harness');
 
 test('deleting a working conversation is refused before asking whether to delete it', { timeout: TEST_TIMEOUT }, () =>
   withUi({ fake: true }, async ({ page, fake }) => {
@@ -204,4 +204,28 @@ test('the context meter shows used / window in figures, explains reported and es
     assert.match(await meter.getAttribute('title'), /^Context in use: [\d,]+ of 32,768 tokens .* At 26,214 tokens \(the compaction threshold\) older history is summarized\.$/);
     assert.equal(await page.textContent('#usage-threshold-label'), 'compacts at 26k');
     assert.match(await page.getAttribute('#usage-bar', 'aria-valuetext'), /^[\d,]+ of 32,768 tokens \(\d+%\), (reported|estimated)$/);
+  }));
+
+test('the context meter moves while a reply streams; the service’s next figures replace the estimate', { timeout: TEST_TIMEOUT }, () =>
+  withUi({ fake: true }, async ({ page, fake, server }) => {
+    const gate = fake.hold({ text: 'Done.' });
+    const id = await startConversation(page, 'a long reply please');
+    await gate.requested;
+    await page.locator('#usage').waitFor();
+    const used = () => page.locator('#usage-bar').getAttribute('aria-valuenow').then(Number);
+    const before = await used();
+    // 10,000 characters stream in: about 2,500 tokens at 4 characters a token.
+    await gate.write('word '.repeat(2000));
+    await page.waitForFunction((from) => Number(document.getElementById('usage-bar').getAttribute('aria-valuenow')) >= from + 2400, before);
+    assert.equal(await page.textContent('#usage-source'), 'estimated');
+    assert.match(await page.getAttribute('#usage', 'title'), /Plus about [\d,]+ for the reply streaming now \(4 characters a token\), until the service counts it\. At /);
+    assert.match(await page.getAttribute('#usage-bar', 'aria-valuetext'), /, estimated$/);
+    gate.release();
+    await page.locator('#items .item.agent-message.status-completed', { hasText: 'Done.' }).waitFor();
+    await waitIdle(page);
+    await page.waitForFunction(() => !document.getElementById('usage').title.includes('streaming now'));
+    // What the meter shows is the service's figure again.
+    const usage = await apiGet(server(), `/api/conversations/${encodeURIComponent(id)}/usage`);
+    assert.equal(await used(), usage.used_tokens);
+    assert.equal(await page.textContent('#usage-source'), usage.source);
   }));

@@ -12,7 +12,7 @@ import { render, renderViewState } from './view.js';
 import { renderHeader, renderTabs } from './header.js';
 import { renderAgents } from './agents.js';
 import { recoverLost, rememberWaiting, renderPending, restoreHeld } from './pending.js';
-import { renderUsage } from './meter.js';
+import { noteStreamed, renderUsage } from './meter.js';
 import { renderComposer, restoreDraft } from './composer.js';
 import {
   applyDelta,
@@ -362,6 +362,7 @@ function applyEvent(type, data) {
       upsertItem(data.item, true);
       break;
     case 'item.delta':
+      if (data.session_id === state.conv.root_session_id) noteStreamed(data.delta.length);
       if (!viewing(data.session_id)) break;
       clearRetry();
       noteOutput();
