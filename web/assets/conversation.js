@@ -31,6 +31,7 @@ import { addLine, clearRetry, removeLines, setConnection, showRetry } from './st
 import { noteOutput, scrollToBottom } from './scroll.js';
 import { interruptSession, retryNow } from './actions.js';
 import { cue } from './attention.js';
+import { noteTurnEnded, noteTurnRunning, noteTurnStarted, noteUsage, showTurnTokens, stopMeasuring } from './turntokens.js';
 
 const EVENTS = [
   'snapshot',
@@ -274,6 +275,8 @@ async function applySnapshot(snapshot, gen) {
     showApproval(approval, false);
     cue(state.conv, { approval });
   }
+  for (const turn of snapshot.running || []) if (turn.session_id === state.conv.root_session_id) noteTurnRunning(turn.turn_id);
+  showTurnTokens();
   recoverLost(hasItem);
   const queued = state.queued;
   state.queued = [];
@@ -343,6 +346,7 @@ function applyEvent(type, data) {
       break;
     }
     case 'turn.started':
+      if (data.session_id === state.conv.root_session_id) noteTurnStarted(data.turn_id);
       if (!viewing(data.session_id)) break;
       clearRetry();
       retireRetryButtons();
@@ -353,6 +357,7 @@ function applyEvent(type, data) {
       clearRetry();
       noteOutput();
       showTurnEnd(data.turn_id, data.status, data.error);
+      if (data.session_id === state.conv.root_session_id) noteTurnEnded(data.turn_id);
       break;
     case 'item.started':
     case 'item.completed':
@@ -376,6 +381,7 @@ function applyEvent(type, data) {
     case 'usage.updated':
       state.usage = data.usage;
       renderUsage();
+      noteUsage();
       break;
     case 'pending.updated':
       state.pending = data.pending || [];
@@ -383,6 +389,7 @@ function applyEvent(type, data) {
       renderPending();
       break;
     case 'compaction.started':
+      stopMeasuring();
       if (data.session_id === state.conv.root_session_id) setCompacting(true);
       if (viewing(data.session_id)) {
         noteOutput();
