@@ -8,7 +8,7 @@
 
 const { test } = require('node:test');
 const assert = require('node:assert/strict');
-const { TEST_TIMEOUT, startConversation, waitIdle, withUi } = require('./harness');
+const { ASKS_FIRST, TEST_TIMEOUT, startConversation, waitIdle, withUi } = require('./harness');
 
 function setHidden(page, hidden) {
   return page.evaluate((hide) => {
@@ -58,16 +58,8 @@ test('the tab title is marked when a turn ends or fails while the page is hidden
     assert.equal(await page.title(), title);
   }));
 
-const ASKS = `
-[agents.default]
-description = "an agent whose shell calls ask first"
-model = "demo"
-[agents.default.permissions]
-shell = "ask"
-`;
-
 test('desktop notifications: asked for when turned on, shown when an approval waits or a turn ends unseen', { timeout: TEST_TIMEOUT }, () =>
-  withUi({ config: ASKS }, async ({ page }) => {
+  withUi({ config: ASKS_FIRST }, async ({ page }) => {
     await page.addInitScript(() => {
       window.__notifications = [];
       window.__asked = 0;
