@@ -11,7 +11,10 @@ import { state } from './state.js';
 const CHARS_PER_TOKEN = 4;
 let streamedChars = 0;
 let countedFrom = null; // the usage the streamed characters are on top of
-let frame = 0;
+let timer = 0;
+// How often the moving meter is drawn: often enough to be seen moving, rarely enough to cost
+// nothing beside a fast stream.
+const LIVE_RENDER_MS = 250;
 
 function streamedTokens() {
   if (state.usage !== countedFrom) {
@@ -22,15 +25,15 @@ function streamedTokens() {
 }
 
 // Text streamed into the root session's context (a reply, reasoning, a tool's output): the
-// meter is rendered again once a frame, not per piece.
+// meter is drawn again a few times a second, not per piece.
 export function noteStreamed(chars) {
   streamedTokens();
   streamedChars += chars;
-  if (!frame) {
-    frame = requestAnimationFrame(() => {
-      frame = 0;
+  if (!timer) {
+    timer = setTimeout(() => {
+      timer = 0;
       renderUsage();
-    });
+    }, LIVE_RENDER_MS);
   }
 }
 
