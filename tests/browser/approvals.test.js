@@ -11,15 +11,7 @@ const { test } = require('node:test');
 const assert = require('node:assert/strict');
 const fs = require('node:fs');
 const path = require('node:path');
-const { TEST_TIMEOUT, WAIT_MS, checkAxe, screenshot, startConversation, waitIdle, withUi } = require('./harness');
-
-const ASKS = `
-[agents.default]
-description = "an agent whose shell calls ask first"
-model = "demo"
-[agents.default.permissions]
-shell = "ask"
-`;
+const { ASKS_FIRST, TEST_TIMEOUT, WAIT_MS, checkAxe, screenshot, startConversation, waitIdle, withUi } = require('./harness');
 
 const ALL_ANSWERS = ['Allow once', 'Allow in this conversation', 'Always allow', 'Deny'];
 
@@ -82,7 +74,7 @@ async function post(server, apiPath, body) {
 }
 
 test('a card asks before the command runs; Allow once with the keyboard runs it, and a second page sees the card close', { timeout: TEST_TIMEOUT }, () =>
-  withUi({ config: ASKS }, async ({ page, server, context }) => {
+  withUi({ config: ASKS_FIRST }, async ({ page, server, context }) => {
     const errors = [];
     const id = await startConversation(page, '/shell touch ran.txt');
     const card = pendingCard(page);
@@ -149,7 +141,7 @@ test('a card asks before the command runs; Allow once with the keyboard runs it,
   }));
 
 test('an answer that comes second shows the outcome of the first (409)', { timeout: TEST_TIMEOUT }, () =>
-  withUi({ config: ASKS }, async ({ page, server, context }) => {
+  withUi({ config: ASKS_FIRST }, async ({ page, server, context }) => {
     const errors = [];
     const id = await startConversation(page, '/shell touch first.txt');
     await pendingCard(page).waitFor();
@@ -174,7 +166,7 @@ test('an answer that comes second shows the outcome of the first (409)', { timeo
   }));
 
 test('Deny with a message: the call never runs and the agent is told why; an interrupt cancels', { timeout: TEST_TIMEOUT }, () =>
-  withUi({ config: ASKS }, async ({ page, server }) => {
+  withUi({ config: ASKS_FIRST }, async ({ page, server }) => {
     await startConversation(page, '/shell touch denied.txt');
     const card = pendingCard(page);
     await card.waitFor();
@@ -208,7 +200,7 @@ test('Deny with a message: the call never runs and the agent is told why; an int
 
 test('a rule that does not match is refused next to the buttons; Always allow keeps a rule the rules view lists and deletes', { timeout: TEST_TIMEOUT }, () =>
   // Chrome logs the refused answer.
-  withUi({ config: ASKS, allowConsole: [/status of 400 \(Bad Request\)/] }, async ({ page, server }) => {
+  withUi({ config: ASKS_FIRST, allowConsole: [/status of 400 \(Bad Request\)/] }, async ({ page, server }) => {
     const id = await startConversation(page, '/shell touch kept.txt');
     const card = pendingCard(page);
     await card.waitFor();
@@ -283,7 +275,7 @@ test('an escalation card offers only Allow once and Deny, and says why it wants 
   }));
 
 test('the sidebar marks conversations that wait, at start and live; the Agents tab shows the agent and leads to its card', { timeout: TEST_TIMEOUT }, () =>
-  withUi({ config: ASKS }, async ({ page, server }) => {
+  withUi({ config: ASKS_FIRST }, async ({ page, server }) => {
     // Asked by another client: the list stream brings the mark.
     const first = await post(server(), '/api/conversations', { text: '/shell touch early.txt' });
     assert.equal(first.status, 201);

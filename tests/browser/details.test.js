@@ -1,15 +1,16 @@
 // The smaller points of the UI. Deleting a working conversation is refused before the "cannot be
 // undone" question; the sidebar's row actions never move the rows; shown times follow the order
-// of the timeline; "New output below" appears when the reader scrolled up during a stream; errors
-// are written for people (the API code in small type); the Agents tab says plainly when there are
-// no sub-agents; the context meter reads as figures with its threshold labelled.
+// of the timeline; "Jump to latest" stays while the reader is scrolled up and says "New output
+// below" when more came; errors are written for people (the API code in small type); the Agents
+// tab says plainly when there are no sub-agents; the context meter reads as figures with its
+// threshold labelled, and moves with a streaming reply.
 'use strict';
 
 const { test } = require('node:test');
 const assert = require('node:assert/strict');
 const fs = require('node:fs');
 const path = require('node:path');
-const { TEST_TIMEOUT, startConversation, waitForReply, waitIdle, withUi } = require('./harness');
+const { TEST_TIMEOUT, apiGet, startConversation, waitForReply, waitIdle, withUi } = require('./harness');
 
 test('deleting a working conversation is refused before asking whether to delete it', { timeout: TEST_TIMEOUT }, () =>
   withUi({ fake: true }, async ({ page, fake }) => {
@@ -93,7 +94,7 @@ test('shown times follow the order of the timeline', { timeout: TEST_TIMEOUT }, 
     assert.match(await queued.getAttribute('title'), /^Sent .*; it joined the conversation when the agent took it/);
   }));
 
-test('"New output below" appears when the reader scrolled up during a stream', { timeout: TEST_TIMEOUT }, () =>
+test('"Jump to latest" stays while the reader is scrolled up, and says "New output below" once more came', { timeout: TEST_TIMEOUT }, () =>
   withUi({ fake: true }, async ({ page, fake }) => {
     const paragraphs = (from, to) =>
       Array.from({ length: to - from + 1 }, (_, n) => `Paragraph ${from + n} of a long answer that keeps coming.`).join('\n\n') + '\n\n';
@@ -108,25 +109,52 @@ test('"New output below" appears when the reader scrolled up during a stream', {
     });
     const button = page.locator('#new-output');
     assert.equal(await button.isVisible(), false, 'following the end: no button');
-    // The reader scrolls up with the mouse wheel.
+    // The reader scrolls up with the mouse wheel: the way back is offered at once.
+    // (The pointer over the timeline's middle: over the button, the wheel would not scroll it.)
     const box = await timeline.boundingBox();
-    await page.mouse.move(box.x + box.width / 2, box.y + box.height / 2);
-    await page.mouse.wheel(0, -100_000);
-    await page.waitForFunction(() => document.getElementById('timeline').scrollTop === 0);
+    const wheelToTop = async () => {
+      await page.mouse.move(box.x + box.width / 2, box.y + box.height / 2);
+      await page.mouse.wheel(0, -100_000);
+      await page.waitForFunction(() => document.getElementById('timeline').scrollTop === 0);
+    };
+    await wheelToTop();
+    await button.waitFor({ state: 'visible' });
+    assert.equal(await button.textContent(), 'Jump to latest ↓');
     // More output arrives: the button says so, and reading stays where the reader is.
     const height = await timeline.evaluate((t) => t.scrollHeight);
     await gate.write(paragraphs(41, 80));
-    await button.waitFor({ state: 'visible' });
+    await page.locator('#new-output', { hasText: 'New output below ↓' }).waitFor();
     await page.waitForFunction((h) => document.getElementById('timeline').scrollHeight > h, height);
     assert.equal(await timeline.evaluate((t) => t.scrollTop), 0);
     await button.click();
     await button.waitFor({ state: 'hidden' });
-    await page.waitForFunction(() => {
-      const t = document.getElementById('timeline');
-      return t.scrollHeight - t.scrollTop - t.clientHeight < 40;
-    });
+    const atEnd = () =>
+      page.waitForFunction(() => {
+        const t = document.getElementById('timeline');
+        return t.scrollHeight - t.scrollTop - t.clientHeight < 40;
+      });
+    await atEnd();
+    // The turn ends; the reader scrolls up at once, while the page may still be laying out the
+    // end of the long answer it received: that is not new output.
     gate.release();
     await page.locator('#items .item.agent-message.status-completed').waitFor();
+    await waitIdle(page);
+    await wheelToTop();
+    await button.waitFor({ state: 'visible' });
+    await page.locator('#items .item.agent-message .md', { hasText: 'The end.' }).waitFor();
+    // Two frames more: whatever the page laid out last has been seen by the scroll code.
+    await page.evaluate(() => new Promise((resolve) => requestAnimationFrame(() => requestAnimationFrame(resolve))));
+    assert.equal(await button.textContent(), 'Jump to latest ↓');
+    assert.equal(await timeline.evaluate((t) => t.scrollTop), 0);
+    // Scrolling back down to the end puts the button away; up again brings it back; it jumps.
+    await page.mouse.move(box.x + box.width / 2, box.y + box.height / 2);
+    await page.mouse.wheel(0, 100_000);
+    await button.waitFor({ state: 'hidden' });
+    await wheelToTop();
+    await page.locator('#new-output', { hasText: 'Jump to latest ↓' }).waitFor();
+    await button.click();
+    await button.waitFor({ state: 'hidden' });
+    await atEnd();
   }));
 
 test('errors are written for people, with the API code in small type', { timeout: TEST_TIMEOUT }, () =>
@@ -176,4 +204,28 @@ test('the context meter shows used / window in figures, explains reported and es
     assert.match(await meter.getAttribute('title'), /^Context in use: [\d,]+ of 32,768 tokens .* At 26,214 tokens \(the compaction threshold\) older history is summarized\.$/);
     assert.equal(await page.textContent('#usage-threshold-label'), 'compacts at 26k');
     assert.match(await page.getAttribute('#usage-bar', 'aria-valuetext'), /^[\d,]+ of 32,768 tokens \(\d+%\), (reported|estimated)$/);
+  }));
+
+test('the context meter moves while a reply streams; the service’s next figures replace the estimate', { timeout: TEST_TIMEOUT }, () =>
+  withUi({ fake: true }, async ({ page, fake, server }) => {
+    const gate = fake.hold({ text: 'Done.' });
+    const id = await startConversation(page, 'a long reply please');
+    await gate.requested;
+    await page.locator('#usage').waitFor();
+    const used = () => page.locator('#usage-bar').getAttribute('aria-valuenow').then(Number);
+    const before = await used();
+    // 10,000 characters stream in: about 2,500 tokens at 4 characters a token.
+    await gate.write('word '.repeat(2000));
+    await page.waitForFunction((from) => Number(document.getElementById('usage-bar').getAttribute('aria-valuenow')) >= from + 2400, before);
+    assert.equal(await page.textContent('#usage-source'), 'estimated');
+    assert.match(await page.getAttribute('#usage', 'title'), /Plus about [\d,]+ for the reply streaming now \(4 characters a token\), until the service counts it\. At /);
+    assert.match(await page.getAttribute('#usage-bar', 'aria-valuetext'), /, estimated$/);
+    gate.release();
+    await page.locator('#items .item.agent-message.status-completed', { hasText: 'Done.' }).waitFor();
+    await waitIdle(page);
+    await page.waitForFunction(() => !document.getElementById('usage').title.includes('streaming now'));
+    // What the meter shows is the service's figure again.
+    const usage = await apiGet(server(), `/api/conversations/${encodeURIComponent(id)}/usage`);
+    assert.equal(await used(), usage.used_tokens);
+    assert.equal(await page.textContent('#usage-source'), usage.source);
   }));

@@ -27,6 +27,15 @@ const SCREENSHOTS = process.env.OPENVAALA_SCREENSHOTS || path.join(os.tmpdir(), 
 const WAIT_MS = 20_000;
 const TEST_TIMEOUT = 120_000;
 
+// A configuration whose default agent (on the demo model) asks before each shell call.
+const ASKS_FIRST = `
+[agents.default]
+description = "an agent whose shell calls ask first"
+model = "demo"
+[agents.default.permissions]
+shell = "ask"
+`;
+
 const DESKTOP = { width: 1400, height: 900 };
 const PHONE = { width: 420, height: 800 };
 
@@ -359,6 +368,7 @@ async function screenshot(page, name) {
 }
 
 module.exports = {
+  ASKS_FIRST,
   DESKTOP,
   PHONE,
   TEST_TIMEOUT,

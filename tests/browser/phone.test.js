@@ -159,7 +159,7 @@ test('on a phone no control overlaps another: a long conversation, its details s
     await page.mouse.wheel(0, -100_000);
     await page.waitForFunction(() => document.getElementById('timeline').scrollTop === 0);
     await gate.write(paragraphs(11, 20));
-    const pill = page.locator('#new-output');
+    const pill = page.locator('#new-output', { hasText: 'New output below' });
     await pill.waitFor({ state: 'visible' });
     const pillBox = await pill.boundingBox();
     const timelineBox = await timeline.boundingBox();

@@ -11,6 +11,7 @@ import { isRunning, navigate, state } from './state.js';
 import { upsertListed } from './sidebar.js';
 import { editLastWaiting } from './pending.js';
 import { isTouch, putBack, sendsOnEnter } from './messagebox.js';
+import { hasImages, keepImages, keepImagesFor, putBackImages, restoreImages, takeImages, wireAttachments } from './attachments.js';
 
 const DEFAULT_MODE = 'steer';
 
@@ -28,11 +29,12 @@ export function renderComposer() {
 // Sends what is in the box. The box is emptied at once, so what the user types next is a new
 // message (sent after this one, in order); if the service refuses or cannot be reached, the text
 // comes back into the box. A text sent again after a failure reuses its Idempotency-Key, so a
-// send whose answer was lost is not done twice.
+// send whose answer was lost is not done twice. Attached images go with the text (a message may
+// be images alone), and come back with it.
 export function send() {
   const box = $('message');
   const text = box.value;
-  if (!text.trim()) return;
+  if (!text.trim() && !hasImages()) return;
   // A new conversation is created once: the box waits until it is open.
   if (state.view === 'new' && state.send.busy) return;
   let target;
@@ -49,22 +51,24 @@ export function send() {
     return;
   }
   box.value = '';
+  const images = takeImages();
   $('mode').value = DEFAULT_MODE;
   state.drafts.delete(target.kind === 'new' ? 'new' : target.conversationId);
   const key = state.send.failed && state.send.failed.text === text ? state.send.failed.key : newKey();
   state.send.failed = null;
-  sending = sending.then(() => deliver(text, key, target));
+  sending = sending.then(() => deliver(text, images, key, target));
 }
 
 let sending = Promise.resolve();
 
-async function deliver(text, key, target) {
+async function deliver(text, { images, taken }, key, target) {
   const headers = { 'Idempotency-Key': key };
   state.send.busy = true;
   renderComposer();
   try {
     if (target.kind === 'new') {
       const body = { text };
+      if (images.length) body.images = images;
       if (target.cwd) body.cwd = target.cwd;
       if (target.model) body.model = target.model;
       const created = await api('POST', '/api/conversations', body, headers);
@@ -73,6 +77,7 @@ async function deliver(text, key, target) {
       navigate(`#/c/${enc(created.conversation.id)}`);
     } else {
       const body = { text };
+      if (images.length) body.images = images;
       if (target.mode) body.mode = target.mode;
       if (target.sessionId) body.session_id = target.sessionId;
       await api('POST', `/api/conversations/${enc(target.conversationId)}/messages`, body, headers);
@@ -81,8 +86,13 @@ async function deliver(text, key, target) {
     state.send.failed = { text, key };
     const stillThere = target.kind === 'new' ? state.view === 'new' : state.conv && state.conv.id === target.conversationId;
     // A message that could not be sent goes back where it was typed, before anything typed since.
-    if (stillThere) putBack(text);
-    else state.drafts.set(target.kind === 'new' ? 'new' : target.conversationId, text);
+    if (stillThere) {
+      putBack(text);
+      putBackImages(taken);
+    } else {
+      state.drafts.set(target.kind === 'new' ? 'new' : target.conversationId, text);
+      keepImagesFor(target.kind === 'new' ? 'new' : target.conversationId, taken);
+    }
     showError(error);
   } finally {
     state.send.busy = false;
@@ -104,11 +114,13 @@ export function saveDraft() {
   const text = $('message').value;
   if (text) state.drafts.set(key, text);
   else state.drafts.delete(key);
+  keepImages(key);
   if (state.view === 'new') state.newCwd = $('cwd').value;
 }
 
 export function restoreDraft(key) {
   $('message').value = state.drafts.get(key) || '';
+  restoreImages(key);
 }
 
 export function fillModels() {
@@ -135,5 +147,6 @@ export function wireComposer(interrupt) {
     }
   });
   $('interrupt').addEventListener('click', interrupt);
+  wireAttachments();
   if (isTouch()) $('message').placeholder = 'Message the agent — Return adds a line, Send sends';
 }

@@ -12,7 +12,7 @@ import { render, renderViewState } from './view.js';
 import { renderHeader, renderTabs } from './header.js';
 import { renderAgents } from './agents.js';
 import { recoverLost, rememberWaiting, renderPending, restoreHeld } from './pending.js';
-import { renderUsage } from './meter.js';
+import { noteStreamed, renderUsage } from './meter.js';
 import { renderComposer, restoreDraft } from './composer.js';
 import {
   applyDelta,
@@ -28,8 +28,10 @@ import {
 import { resolveApprovalCard, showApproval } from './approvals.js';
 import { noteConversationApprovals, noteRequested, noteResolved } from './approvallist.js';
 import { addLine, clearRetry, removeLines, setConnection, showRetry } from './statuslines.js';
-import { scrollToBottom } from './scroll.js';
+import { noteOutput, scrollToBottom } from './scroll.js';
 import { interruptSession, retryNow } from './actions.js';
+import { cue } from './attention.js';
+import { noteTurnEnded, noteTurnRunning, noteTurnStarted, noteUsage, showTurnTokens, stopMeasuring } from './turntokens.js';
 
 const EVENTS = [
   'snapshot',
@@ -269,7 +271,12 @@ async function applySnapshot(snapshot, gen) {
   if (snapshot.compacting && sessionId === state.conv.root_session_id) addLine('muted compaction', compactionText('manual'));
   const approvals = snapshot.approvals || [];
   noteConversationApprovals(state.conv.id, approvals);
-  for (const approval of approvals) showApproval(approval, false);
+  for (const approval of approvals) {
+    showApproval(approval, false);
+    cue(state.conv, { approval });
+  }
+  for (const turn of snapshot.running || []) if (turn.session_id === state.conv.root_session_id) noteTurnRunning(turn.turn_id);
+  showTurnTokens();
   recoverLost(hasItem);
   const queued = state.queued;
   state.queued = [];
@@ -339,33 +346,42 @@ function applyEvent(type, data) {
       break;
     }
     case 'turn.started':
+      if (data.session_id === state.conv.root_session_id) noteTurnStarted(data.turn_id);
       if (!viewing(data.session_id)) break;
       clearRetry();
       retireRetryButtons();
       break;
     case 'turn.ended':
+      if (data.session_id === state.conv.root_session_id) cue(state.conv, data);
       if (!viewing(data.session_id)) break;
       clearRetry();
+      noteOutput();
       showTurnEnd(data.turn_id, data.status, data.error);
+      if (data.session_id === state.conv.root_session_id) noteTurnEnded(data.turn_id);
       break;
     case 'item.started':
     case 'item.completed':
       if (!viewing(data.item.session_id)) break;
       if (type === 'item.started') clearRetry();
+      noteOutput();
       upsertItem(data.item, true);
       break;
     case 'item.delta':
+      if (data.session_id === state.conv.root_session_id) noteStreamed(data.delta.length);
       if (!viewing(data.session_id)) break;
       clearRetry();
+      noteOutput();
       applyDelta(data);
       break;
     case 'model.retry':
       if (data.session_id && !viewing(data.session_id)) break;
+      noteOutput();
       showRetry(data, retryActions(data.session_id || state.sessionId));
       break;
     case 'usage.updated':
       state.usage = data.usage;
       renderUsage();
+      noteUsage();
       break;
     case 'pending.updated':
       state.pending = data.pending || [];
@@ -373,8 +389,12 @@ function applyEvent(type, data) {
       renderPending();
       break;
     case 'compaction.started':
+      stopMeasuring();
       if (data.session_id === state.conv.root_session_id) setCompacting(true);
-      if (viewing(data.session_id)) addLine('muted compaction', compactionText(data.reason));
+      if (viewing(data.session_id)) {
+        noteOutput();
+        addLine('muted compaction', compactionText(data.reason));
+      }
       break;
     case 'compaction.completed':
       if (data.session_id === state.conv.root_session_id) setCompacting(false);
@@ -391,12 +411,17 @@ function applyEvent(type, data) {
       if (data.session_id === state.conv.root_session_id) setCompacting(false);
       if (viewing(data.session_id)) {
         removeLines('compaction');
+        noteOutput();
         addLine('error', `Compressing the context failed: ${data.error}`);
       }
       break;
     case 'approval.requested':
       noteRequested(data.approval);
-      if (viewing(data.approval.session_id)) setToolStatus(data.approval.item_id, 'waiting_approval');
+      cue(state.conv, { approval: data.approval });
+      if (viewing(data.approval.session_id)) {
+        noteOutput();
+        setToolStatus(data.approval.item_id, 'waiting_approval');
+      }
       showApproval(data.approval, true);
       break;
     case 'approval.resolved':

@@ -10,6 +10,7 @@ import { navigate, state } from './state.js';
 import { exportConversation, fork } from './actions.js';
 import { compact } from './compaction.js';
 import { conversationTitle } from './titles.js';
+import { setTitle } from './attention.js';
 
 function forkedFromLink(conv) {
   const sourceId = conv.forked_from.conversation_id;
@@ -29,19 +30,19 @@ export function renderHeader() {
   if (view === 'rules') {
     $('conversation-title').textContent = 'Remembered rules';
     $('conversation-meta').replaceChildren(el('span', {}, 'Kept from answers to approvals'));
-    document.title = 'Remembered rules — OpenVaala';
+    setTitle('Remembered rules — OpenVaala');
     return;
   }
   if (view === 'new') {
     $('conversation-title').textContent = 'New conversation';
     $('conversation-meta').replaceChildren(el('span', {}, 'Nothing is stored until you send the first message.'));
-    document.title = 'OpenVaala';
+    setTitle('OpenVaala');
     return;
   }
   if (view !== 'conversation' || !state.conv) return;
   const conv = state.conv;
   $('conversation-title').textContent = conv.title || '(untitled)';
-  document.title = `${conv.title || 'Conversation'} — OpenVaala`;
+  setTitle(`${conv.title || 'Conversation'} — OpenVaala`);
   const meta = [el('span', { class: 'cwd', title: 'Working directory' }, conv.cwd), el('span', {}, `agent ${conv.agent}`)];
   if (state.models.length > 1) {
     const select = el(

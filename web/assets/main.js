@@ -16,6 +16,7 @@ import { renderHeader, wireHeader } from './header.js';
 import { refreshSessions } from './agents.js';
 import { interruptSession } from './actions.js';
 import { watchTimeline } from './scroll.js';
+import { watchAttention } from './attention.js';
 import { render } from './view.js';
 import { followApprovals, loadApprovals } from './approvallist.js';
 import { followRules, openRules } from './rules.js';
@@ -141,6 +142,7 @@ async function loadModels() {
 
 wire();
 watchTimeline();
+watchAttention();
 const listStream = openListStream();
 followApprovals(listStream);
 followRules(listStream);

@@ -282,7 +282,7 @@ function itemHead(item, shownMs) {
 }
 
 function renderItem(item, shownMs, previous, entry) {
-  const attrs = { class: itemClasses(item), 'data-seq': item.seq, 'data-id': item.id };
+  const attrs = { class: itemClasses(item), 'data-seq': item.seq, 'data-id': item.id, 'data-turn': item.turn_id };
   switch (item.kind) {
     case 'user_message': {
       // A sub-agent's report carries its Markdown; the user's own text is shown as typed.

@@ -10,6 +10,7 @@ import { renderAgents } from './agents.js';
 import { renderPending } from './pending.js';
 import { renderUsage } from './meter.js';
 import { renderComposer } from './composer.js';
+import { resetScroll } from './scroll.js';
 
 export function render() {
   const view = state.view;
@@ -24,7 +25,7 @@ export function render() {
   $('timeline-area').hidden = !inConversation;
   $('agents').hidden = !showAgents;
   $('new-fields').hidden = view !== 'new';
-  if (!inConversation) $('new-output').hidden = true;
+  if (!inConversation) resetScroll();
   renderHeader();
   renderTabs();
   renderAgents();
