@@ -122,3 +122,18 @@ test('a sub-agent report waiting for its parent names the sub-agent by its agent
     await page.locator('#items .item.user-message.from-agent .who', { hasText: 'Report from sub-agent “counter”: Count the files' }).waitFor();
     await waitIdle(page);
   }));
+
+test('sub-agents of one agent are numbered in the order they started', { timeout: TEST_TIMEOUT }, () =>
+  withUi({}, async ({ page }) => {
+    // The built-in demo model spawns one `default` sub-agent per `/spawn` line.
+    await page.fill('#message', '/spawn count the apples\n/spawn count the pears');
+    await page.press('#message', 'Enter');
+    await waitIdle(page);
+    await page.click('#tab-agents');
+    const rows = page.locator('#agent-list li.agent-row');
+    await rows.nth(2).waitFor();
+    const names = await rows.locator('.agent-name').allTextContents();
+    const tasks = await rows.locator('.agent-task').allTextContents();
+    assert.deepEqual(names, ['default (main agent)', '“default” #1', '“default” #2']);
+    assert.deepEqual(tasks, ['Task: count the apples', 'Task: count the pears']);
+  }));

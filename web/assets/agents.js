@@ -7,7 +7,7 @@
 import { api } from './api.js';
 import { $, el, enc } from './dom.js';
 import { renderMarkdown } from './markdown.js';
-import { pendingApprovals, state } from './state.js';
+import { pendingApprovals, sessionLabel, state } from './state.js';
 import { toolTitle } from './toolcards.js';
 import { focusApproval } from './approvals.js';
 import { interruptSession } from './actions.js';
@@ -89,7 +89,7 @@ export function renderAgents() {
       el(
         'div',
         { class: 'agent-head' },
-        el('strong', { class: 'agent-name' }, root ? `${session.agent} (main agent)` : session.agent),
+        el('strong', { class: 'agent-name' }, root ? `${session.agent} (main agent)` : sessionLabel(session.id)),
         el('span', { class: `badge session-${status}` }, STATUS_TEXT[status] || status),
         approvals.length ? el('span', { class: 'badge session-approval' }, 'waits for your approval') : null,
         el('span', { class: 'muted' }, `model ${session.model}`),

@@ -71,9 +71,16 @@ export function isRunning() {
   return state.conv.status === 'running';
 }
 
+// A session by its agent's name; sub-agents of one agent are numbered in the order they were
+// started (“default” #2), so that several are told apart everywhere.
 export function sessionLabel(sessionId) {
   const session = state.sessions.find((s) => s.id === sessionId);
-  return session ? `“${session.agent}”` : sessionId || '';
+  if (!session) return sessionId || '';
+  if (!session.parent_id) return `“${session.agent}”`;
+  const same = state.sessions
+    .filter((s) => s.parent_id && s.agent === session.agent)
+    .sort((a, b) => (a.created_at < b.created_at ? -1 : a.created_at > b.created_at ? 1 : 0));
+  return same.length > 1 ? `“${session.agent}” #${same.indexOf(session) + 1}` : `“${session.agent}”`;
 }
 
 // A sub-agent by its agent and its task's first line, cut to a glance (“helper”: count the
