@@ -407,7 +407,6 @@ fn write_journal(tree: &Tree, journal: &Journal) -> io::Result<()> {
 
 /// Makes `path` hold `bytes` (a link's target for a link), replaced in one rename.
 fn write_file(path: &Path, bytes: &[u8], mode: u32) -> io::Result<()> {
-    use std::os::unix::fs::PermissionsExt;
     let parent = path.parent().expect("a path inside the tree has a parent");
     fs::create_dir_all(parent)?;
     let name = path
@@ -416,20 +415,30 @@ fn write_file(path: &Path, bytes: &[u8], mode: u32) -> io::Result<()> {
         .unwrap_or_default();
     let tmp = parent.join(format!(".{name}.openvaala-restore"));
     let _ = fs::remove_file(&tmp);
-    if mode == MODE_LINK {
-        use std::os::unix::ffi::OsStrExt;
-        std::os::unix::fs::symlink(std::ffi::OsStr::from_bytes(bytes), &tmp)?;
-    } else {
-        let mut file = fs::File::create(&tmp)?;
-        file.write_all(bytes)?;
-        let bits = if mode == MODE_EXEC { 0o755 } else { 0o644 };
-        file.set_permissions(fs::Permissions::from_mode(bits))?;
-        file.sync_all()?;
-    }
+    create_content(&tmp, bytes, mode, true)?;
     if fs::symlink_metadata(path).is_ok_and(|meta| meta.is_dir()) {
         fs::remove_dir_all(path)?;
     }
     fs::rename(&tmp, path)
+}
+
+/// Creates `path` (which must be absent) as a link to `bytes` (a link's blob is its target) or
+/// a file holding them, with the permission bits of `mode`. `flush`: the file's data is on
+/// disk before this returns.
+pub(super) fn create_content(path: &Path, bytes: &[u8], mode: u32, flush: bool) -> io::Result<()> {
+    use std::os::unix::fs::PermissionsExt;
+    if mode == MODE_LINK {
+        use std::os::unix::ffi::OsStrExt;
+        return std::os::unix::fs::symlink(std::ffi::OsStr::from_bytes(bytes), path);
+    }
+    let mut file = fs::File::create(path)?;
+    file.write_all(bytes)?;
+    let bits = if mode == MODE_EXEC { 0o755 } else { 0o644 };
+    file.set_permissions(fs::Permissions::from_mode(bits))?;
+    if flush {
+        file.sync_all()?;
+    }
+    Ok(())
 }
 
 /// Removes a file, then the directories it leaves empty (up to the tree's root).

@@ -16,13 +16,13 @@
 //! Once its fork exists, the directory is the user's: deleting the fork leaves it.
 
 use std::fs;
-use std::io::{self, Write};
+use std::io;
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
 use super::objects::hash_bytes;
-use super::restore::{RestoreError, busy, remove_file};
+use super::restore::{RestoreError, busy, create_content, remove_file};
 use super::scan::{self, MODE_EXEC, MODE_LINK, Manifest, Skipped};
 use super::{Checkpoints, io_reason};
 
@@ -263,20 +263,14 @@ fn already_holds(path: &Path, hash: &str, mode: u32) -> bool {
 /// Writes a file of the copy (its directories made first). Not flushed: the caller flushes
 /// the whole copy once.
 fn write_plain(path: &Path, bytes: &[u8], mode: u32) -> io::Result<()> {
-    use std::os::unix::fs::PermissionsExt;
     let parent = path.parent().expect("a path inside the copy has a parent");
     fs::create_dir_all(parent)?;
-    if fs::symlink_metadata(path).is_ok() {
-        fs::remove_file(path)?;
+    match fs::symlink_metadata(path) {
+        Ok(meta) if meta.is_dir() => fs::remove_dir_all(path)?,
+        Ok(_) => fs::remove_file(path)?,
+        Err(_) => {}
     }
-    if mode == MODE_LINK {
-        std::os::unix::fs::symlink(std::ffi::OsStr::from_bytes(bytes), path)
-    } else {
-        let mut file = fs::File::create(path)?;
-        file.write_all(bytes)?;
-        let bits = if mode == MODE_EXEC { 0o755 } else { 0o644 };
-        file.set_permissions(fs::Permissions::from_mode(bits))
-    }
+    create_content(path, bytes, mode, false)
 }
 
 /// Copies a file the snapshot did not keep from the source, as it is now.

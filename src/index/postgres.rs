@@ -151,7 +151,7 @@ impl PgIndex {
         let rows = sql.build().fetch_all(&self.pool).await?;
         let mut conversations = Vec::with_capacity(rows.len());
         let mut next_cursor = None;
-        let mut snippets = std::collections::BTreeMap::new();
+        let mut listed = Vec::new();
         for (position, row) in rows.iter().enumerate() {
             if position == limit as usize {
                 let last = &rows[position - 1];
@@ -159,13 +159,9 @@ impl PgIndex {
                 break;
             }
             conversations.push(serde_json::from_str(row.get::<&str, _>(0))?);
-            let id: String = row.get(2);
-            if !terms.is_empty()
-                && let Some(text) = self.first_match(&id, &terms).await?
-            {
-                snippets.insert(id, snippet(&text, &terms));
-            }
+            listed.push(row.get::<String, _>(2));
         }
+        let snippets = self.snippets(&listed, &terms).await?;
         Ok(ListPage {
             conversations,
             next_cursor,
@@ -173,15 +169,28 @@ impl PgIndex {
         })
     }
 
-    /// The first message (not the title, row 0) of a conversation that matches every term.
-    async fn first_match(&self, id: &str, terms: &[&str]) -> Result<Option<String>, IndexError> {
-        let mut sql =
-            QueryBuilder::<Postgres>::new("SELECT text FROM search WHERE conversation_id = ");
-        sql.push_bind(id.to_owned()).push(" AND seq > 0");
+    /// For the listed conversations whose messages (not their title, row 0) match every term:
+    /// a snippet of the first such message. One query for the whole page.
+    async fn snippets(
+        &self,
+        listed: &[String],
+        terms: &[&str],
+    ) -> Result<std::collections::BTreeMap<String, String>, IndexError> {
+        if terms.is_empty() || listed.is_empty() {
+            return Ok(std::collections::BTreeMap::new());
+        }
+        let mut sql = QueryBuilder::<Postgres>::new(
+            "SELECT DISTINCT ON (conversation_id) conversation_id, text FROM search \
+             WHERE seq > 0 AND conversation_id = ANY(",
+        );
+        sql.push_bind(listed.to_vec()).push(")");
         push_search_terms(&mut sql, terms);
-        sql.push(" ORDER BY seq LIMIT 1");
-        let row = sql.build().fetch_optional(&self.pool).await?;
-        Ok(row.map(|row| row.get(0)))
+        sql.push(" ORDER BY conversation_id, seq");
+        let rows = sql.build().fetch_all(&self.pool).await?;
+        Ok(rows
+            .iter()
+            .map(|row| (row.get(0), snippet(row.get::<&str, _>(1), terms)))
+            .collect())
     }
 
     pub async fn answer(&self, key: &str) -> Result<Option<StoredAnswer>, IndexError> {

@@ -361,7 +361,7 @@ impl SqliteIndex {
         let rows = sql.build().fetch_all(reader).await?;
         let mut conversations = Vec::with_capacity(rows.len());
         let mut next_cursor = None;
-        let mut snippets = std::collections::BTreeMap::new();
+        let mut listed = HashMap::new();
         for (position, row) in rows.iter().enumerate() {
             if position == limit as usize {
                 let last = &rows[position - 1];
@@ -369,12 +369,9 @@ impl SqliteIndex {
                 break;
             }
             conversations.push(serde_json::from_str(row.get::<&str, _>(0))?);
-            if !terms.is_empty()
-                && let Some(text) = self.first_match(row.get(3), &terms).await?
-            {
-                snippets.insert(row.get::<String, _>(2), snippet(&text, &terms));
-            }
+            listed.insert(row.get::<i64, _>(3), row.get::<String, _>(2));
         }
+        let snippets = self.snippets(&listed, &terms).await?;
         Ok(ListPage {
             conversations,
             next_cursor,
@@ -382,16 +379,39 @@ impl SqliteIndex {
         })
     }
 
-    /// The first message (not the title, row 0) of conversation `num` that matches every term.
-    async fn first_match(&self, num: i64, terms: &[&str]) -> Result<Option<String>, IndexError> {
-        let mut sql = QueryBuilder::<Sqlite>::new("SELECT text FROM search WHERE rowid > ");
-        sql.push_bind(num << SEQ_BITS)
-            .push(" AND rowid <= ")
-            .push_bind((num << SEQ_BITS) | ((1i64 << SEQ_BITS) - 1));
+    /// For the listed conversations (`num` → id) whose messages (not their title, row 0) match
+    /// every term: a snippet of the first such message. One query for the whole page.
+    async fn snippets(
+        &self,
+        listed: &HashMap<i64, String>,
+        terms: &[&str],
+    ) -> Result<std::collections::BTreeMap<String, String>, IndexError> {
+        let mut snippets = std::collections::BTreeMap::new();
+        if terms.is_empty() || listed.is_empty() {
+            return Ok(snippets);
+        }
+        let mut sql = QueryBuilder::<Sqlite>::new("SELECT rowid >> ");
+        sql.push(SEQ_BITS)
+            .push(", text FROM search WHERE (rowid & ")
+            .push((1i64 << SEQ_BITS) - 1)
+            .push(") > 0 AND (rowid >> ")
+            .push(SEQ_BITS)
+            .push(") IN (");
+        let mut nums = sql.separated(", ");
+        for num in listed.keys() {
+            nums.push_bind(*num);
+        }
+        sql.push(")");
         push_search_terms(&mut sql, terms);
-        sql.push(" ORDER BY rowid LIMIT 1");
-        let row = sql.build().fetch_optional(&self.reader).await?;
-        Ok(row.map(|row| row.get(0)))
+        sql.push(" ORDER BY rowid");
+        for row in sql.build().fetch_all(&self.reader).await? {
+            if let Some(id) = listed.get(&row.get::<i64, _>(0)) {
+                snippets
+                    .entry(id.clone())
+                    .or_insert_with(|| snippet(row.get::<&str, _>(1), terms));
+            }
+        }
+        Ok(snippets)
     }
 
     /// The stored answer to a request with this (scope-qualified) idempotency key.

@@ -236,17 +236,26 @@ impl ConversationActor {
                 session: session.clone(),
             });
         }
-        self.publish_session(session_id);
-        self.bus.publish(&ConversationEvent::TurnStarted {
-            session_id: session_id.to_owned(),
-            turn_id: turn_id.clone(),
-            message_ids: messages.iter().map(|m| m.id.clone()).collect(),
-        });
+        self.publish_turn_started(
+            session_id,
+            &turn_id,
+            messages.iter().map(|m| m.id.clone()).collect(),
+        );
         for item in &items {
             self.publish_stored(item);
         }
         self.run_turn(session_id, &turn_id);
         Ok(())
+    }
+
+    /// The session's new state, then `turn.started`.
+    fn publish_turn_started(&self, session_id: &str, turn_id: &str, message_ids: Vec<String>) {
+        self.publish_session(session_id);
+        self.bus.publish(&ConversationEvent::TurnStarted {
+            session_id: session_id.to_owned(),
+            turn_id: turn_id.to_owned(),
+            message_ids,
+        });
     }
 
     /// The events a later turn's start publishes, for the turn a conversation was created
@@ -260,12 +269,7 @@ impl ConversationActor {
             .find(|turn| turn.id == turn_id)
             .map(|turn| turn.message_ids.clone())
             .unwrap_or_default();
-        self.publish_session(session_id);
-        self.bus.publish(&ConversationEvent::TurnStarted {
-            session_id: session_id.to_owned(),
-            turn_id: turn_id.to_owned(),
-            message_ids,
-        });
+        self.publish_turn_started(session_id, turn_id, message_ids);
         let items: Vec<Item> = self
             .sessions
             .get(session_id)
