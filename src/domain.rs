@@ -97,16 +97,39 @@ pub enum SessionStatus {
     Closed,
 }
 
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, utoipa::ToSchema)]
 pub struct Turn {
     pub id: String,
     pub session_id: String,
     /// The messages the turn answers: those that started it, then those steered into it.
     pub message_ids: Vec<String>,
     pub status: TurnStatus,
+    #[schema(value_type = chrono::DateTime<chrono::Utc>)]
     pub started_at: Timestamp,
+    #[schema(value_type = Option<chrono::DateTime<chrono::Utc>>)]
     pub ended_at: Option<Timestamp>,
     pub error: Option<String>,
+    /// The tokens the turn's model calls used: stored when it ends; while it runs, the calls
+    /// answered so far; `None` for a turn cut short by a crash (or stored before this figure
+    /// was kept).
+    #[serde(default)]
+    pub usage: Option<TurnUsage>,
+}
+
+/// The tokens one turn's model calls used, as the provider reported them (the built-in demo
+/// model reports its own counts). A call whose provider sent no report is counted in
+/// `unreported_calls`, and its tokens are missing from the sums.
+#[derive(Debug, Clone, Copy, Default, Serialize, Deserialize, PartialEq, Eq, utoipa::ToSchema)]
+pub struct TurnUsage {
+    /// Model calls that answered (a failed attempt that was retried is not one).
+    pub model_calls: u32,
+    pub unreported_calls: u32,
+    /// What the model read, summed over the calls (each call reads the whole context again).
+    pub input_tokens: u64,
+    /// What the model wrote, reasoning included.
+    pub output_tokens: u64,
+    /// The part of `output_tokens` that was reasoning, when the provider says.
+    pub reasoning_tokens: u64,
 }
 
 #[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq, utoipa::ToSchema)]

@@ -12,7 +12,9 @@ use utoipa::ToSchema;
 
 use crate::api::approvals::Approval;
 use crate::bus::BusEvent;
-use crate::domain::{Conversation, Item, Message, Session, Timestamp, TurnStatus, Usage};
+use crate::domain::{
+    Conversation, Item, Message, Session, Timestamp, TurnStatus, TurnUsage, Usage,
+};
 
 /// An event of one conversation's stream.
 #[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
@@ -72,7 +74,8 @@ pub enum ConversationEvent {
     },
     /// A turn ended: `completed`, `failed` (with the error) or `interrupted`. `files_changed`
     /// counts the paths its tool calls changed in the working directory
-    /// (`GET …/turns/{turn_id}/changes` shows them).
+    /// (`GET …/turns/{turn_id}/changes` shows them). `usage`: the tokens its model calls
+    /// used (`GET …/turns` lists them for every turn).
     #[serde(rename = "turn.ended")]
     TurnEnded {
         session_id: String,
@@ -80,6 +83,8 @@ pub enum ConversationEvent {
         status: TurnStatus,
         error: Option<String>,
         files_changed: u32,
+        /// The tokens the turn's model calls used.
+        usage: TurnUsage,
     },
     /// An item appeared: streaming text or reasoning (`running`), a tool call, a message.
     #[serde(rename = "item.started")]

@@ -299,6 +299,24 @@ pub struct ItemsQuery {
     _access_token: Option<IgnoredAny>,
 }
 
+/// The query of `GET /api/conversations/{id}/turns`: unknown parameters are refused as in
+/// [`ListConversationsQuery`], except `access_token`.
+#[derive(Debug, Deserialize, IntoParams)]
+#[serde(deny_unknown_fields)]
+#[into_params(parameter_in = Query)]
+pub struct TurnsQuery {
+    /// The session whose turns to list; default: the root session.
+    pub session: Option<String>,
+    /// Only turns that started after this one (the `next_after` of the previous page).
+    pub after: Option<String>,
+    #[param(value_type = Option<u32>, default = 200, minimum = 1, maximum = 2000)]
+    pub limit: Option<usize>,
+    /// Checked by the security middleware, ignored here.
+    #[serde(rename = "access_token")]
+    #[param(ignore)]
+    _access_token: Option<IgnoredAny>,
+}
+
 /// What an export is written as.
 #[derive(Debug, Clone, Copy, Deserialize, ToSchema)]
 #[serde(rename_all = "lowercase")]

@@ -52,6 +52,14 @@ pub struct ItemsPage {
     pub next_after_seq: Option<u64>,
 }
 
+/// A page of one session's turns, in the order they started.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct TurnsPage {
+    pub turns: Vec<crate::domain::Turn>,
+    /// Pass as `after=` for the next page; `null` on the last page.
+    pub next_after: Option<String>,
+}
+
 /// The agents of a conversation.
 #[derive(Debug, Serialize, ToSchema)]
 pub struct SessionList {

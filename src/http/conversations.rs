@@ -13,12 +13,12 @@ use crate::api::errors::ErrorBody;
 use crate::api::requests::{
     ArchivedFilter, ConversationPatch, EmptyRequest, ForkRequest, InterruptRequest, ItemsQuery,
     ListConversationsQuery, NewConversation, NewMessage, PendingPatch, RetryRequest, RewindRequest,
-    UsageQuery,
+    TurnsQuery, UsageQuery,
 };
 use crate::api::responses::{
     CompactOutcome, ConversationCreated, ConversationList, ConversationView, ForkedConversation,
     Interrupted, ItemsPage, MessageAccepted, PendingList, RetryStarted, RetryingNow,
-    RewoundConversation, SessionList,
+    RewoundConversation, SessionList, TurnsPage,
 };
 use crate::domain::{Conversation, Message, Usage};
 use crate::index::{self, ListQuery};
@@ -193,6 +193,45 @@ pub async fn items(
     let page = state
         .runtime
         .items(&id, params.session.as_deref(), after_seq, limit)
+        .await?;
+    Ok(axum::Json(page))
+}
+
+#[utoipa::path(
+    get,
+    path = "/api/conversations/{id}/turns",
+    operation_id = "list_turns",
+    tag = "conversations",
+    summary = "List a session's turns, with the tokens each used",
+    description = "The turns of one session in the order they started: their status, times, error, \
+        the messages they answer and the tokens their model calls used (`usage`: so far, for a \
+        running turn; `null` for a turn cut short by a crash).",
+    params(("id" = String, Path, description = "Conversation id"), TurnsQuery),
+    responses(
+        (status = 200, description = "A page of turns", body = TurnsPage),
+        (status = 400, description = "`invalid_request`: a bad `limit`, or an unknown parameter", body = ErrorBody),
+        (status = 404, description = "`not_found`: no such conversation, session, or `after` turn in it", body = ErrorBody),
+    ),
+)]
+pub async fn turns(
+    State(state): State<AppState>,
+    Path(id): Path<String>,
+    Query(params): Query<TurnsQuery>,
+) -> Result<axum::Json<TurnsPage>, ApiError> {
+    let limit = params.limit.unwrap_or(200);
+    if !(1..=2000).contains(&limit) {
+        return Err(ApiError::Invalid(format!(
+            "limit must be between 1 and 2000, not {limit}"
+        )));
+    }
+    let page = state
+        .runtime
+        .turns(
+            &id,
+            params.session.as_deref(),
+            params.after.as_deref(),
+            limit,
+        )
         .await?;
     Ok(axum::Json(page))
 }

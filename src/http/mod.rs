@@ -86,6 +86,7 @@ pub fn router(
             get(c::get).patch(c::update).delete(c::delete),
         )
         .route("/api/conversations/{id}/items", get(c::items))
+        .route("/api/conversations/{id}/turns", get(c::turns))
         .route("/api/conversations/{id}/sessions", get(c::sessions))
         .route("/api/conversations/{id}/messages", post(c::send_message))
         .route("/api/conversations/{id}/pending", get(c::pending))

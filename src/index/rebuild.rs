@@ -102,6 +102,7 @@ pub fn load_conversation(
             status: TurnStatus::Interrupted,
             error: Some("the service stopped during the turn".to_owned()),
             at: now(),
+            usage: None,
         };
         let mut writer = store.open_metadata_writer(id).map_err(|e| describe(&e))?;
         writer

@@ -48,7 +48,10 @@ pub enum TurnMsg {
         result: Result<(String, Option<TokenUsage>), Failure>,
     },
     Retry(Retry),
-    Usage(TokenUsage),
+    /// A model call answered, with its provider's token report if it sent one.
+    ModelAnswered {
+        usage: Option<TokenUsage>,
+    },
     /// Before each model call: messages steered into this turn since the last call.
     TakeSteered {
         reply: oneshot::Sender<Vec<Item>>,

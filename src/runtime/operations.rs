@@ -4,9 +4,10 @@
 use std::collections::HashMap;
 
 use super::*;
+use crate::api::responses::TurnsPage;
 use crate::api::responses::{CompactOutcome, ConversationView};
 use crate::bus::EventId;
-use crate::domain::{Conversation, Item, Message, Session, Usage};
+use crate::domain::{Conversation, Item, Message, Session, Turn, TurnUsage, Usage};
 use crate::index::{ListPage, ListQuery};
 use crate::store::is_valid_id;
 use actor::{Command, Subscription};
@@ -25,6 +26,48 @@ pub fn items_page(items: &[Item], after_seq: u64, limit: usize) -> ItemsPage {
         items: page,
         next_after_seq,
     }
+}
+
+/// The turns of `session_id` after the turn `after` (at most `limit`), in the order they
+/// started. `running` overlays the running turn's figures so far.
+pub fn turns_page(
+    turns: &[Turn],
+    session_id: &str,
+    running: Option<(&str, TurnUsage)>,
+    after: Option<&str>,
+    limit: usize,
+) -> Result<TurnsPage, RuntimeError> {
+    let mut rest: Vec<&Turn> = turns
+        .iter()
+        .filter(|t| t.session_id == session_id)
+        .collect();
+    if let Some(after) = after {
+        let at = rest
+            .iter()
+            .position(|turn| turn.id == after)
+            .ok_or_else(|| {
+                RuntimeError::NotFound(format!("turn {after} in session {session_id}"))
+            })?;
+        rest.drain(..=at);
+    }
+    let more = rest.len() > limit;
+    rest.truncate(limit);
+    let turns: Vec<Turn> = rest
+        .into_iter()
+        .map(|turn| match running {
+            Some((id, usage)) if id == turn.id => Turn {
+                usage: Some(usage),
+                ..turn.clone()
+            },
+            _ => turn.clone(),
+        })
+        .collect();
+    let next_after = if more {
+        turns.last().map(|turn| turn.id.clone())
+    } else {
+        None
+    };
+    Ok(TurnsPage { turns, next_after })
 }
 
 impl Runtime {
@@ -134,6 +177,39 @@ impl Runtime {
             .read_items(id, session_id, &acceptance)
             .map_err(|error| self.gone_or(id, error.into()))?;
         Ok(items_page(&items, after_seq, limit))
+    }
+
+    /// A page of one session's turns (the root's by default), with the tokens each used.
+    pub async fn turns(
+        &self,
+        id: &str,
+        session: Option<&str>,
+        after: Option<&str>,
+        limit: usize,
+    ) -> Result<TurnsPage, RuntimeError> {
+        let owned = |value: Option<&str>| value.map(str::to_owned);
+        if let Some(page) = self
+            .ask_live(id, |reply| Command::Turns {
+                session: owned(session),
+                after: owned(after),
+                limit,
+                reply,
+            })
+            .await
+        {
+            return page;
+        }
+        if !self.shared.store.exists(id) {
+            return Err(RuntimeError::NotFound(format!("conversation {id}")));
+        }
+        let acceptance = self.shared.acceptance(id).await?;
+        let state = actor::read_state(&self.shared, id, &acceptance)
+            .map_err(|error| self.gone_or(id, error))?;
+        let session_id = session.unwrap_or(&state.conversation.root_session_id);
+        if state.session(session_id).is_none() {
+            return Err(RuntimeError::NotFound(format!("session {session_id}")));
+        }
+        turns_page(&state.turns, session_id, None, after, limit)
     }
 
     /// The usage meter of one session (the root by default).

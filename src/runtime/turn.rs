@@ -239,9 +239,7 @@ async fn call_model(
                 // stored: the meter must not count that output twice.
                 let usage = partial.usage.take();
                 let mut answer = partial.finish(link).await?;
-                if let Some(usage) = usage {
-                    link.send(TurnMsg::Usage(usage));
-                }
+                link.send(TurnMsg::ModelAnswered { usage });
                 answer.usage = usage;
                 return Ok(answer);
             }

@@ -3,7 +3,7 @@
 //! whole request (its fixed overhead and the history), counted with the model's tokenizer
 //! (`model::tokens`).
 
-use crate::domain::{Item, ItemKind, ItemStatus, Usage, UsageSource};
+use crate::domain::{Item, ItemKind, ItemStatus, TurnUsage, Usage, UsageSource};
 use crate::model::TokenUsage;
 use crate::model::tokens::Tokenizer;
 
@@ -21,6 +21,20 @@ pub fn context_tokens(usage: &TokenUsage, reasoning_carried: bool) -> Option<u64
     } else {
         total.saturating_sub(usage.reasoning_tokens)
     })
+}
+
+/// Adds one answered model call to its turn's figures. A report without input tokens is no
+/// report (see `context_tokens`).
+pub fn count_call(turn: &mut TurnUsage, report: Option<&TokenUsage>) {
+    turn.model_calls += 1;
+    match report.filter(|report| report.input_tokens > 0) {
+        Some(report) => {
+            turn.input_tokens += report.input_tokens;
+            turn.output_tokens += report.output_tokens;
+            turn.reasoning_tokens += report.reasoning_tokens;
+        }
+        None => turn.unreported_calls += 1,
+    }
 }
 
 /// An item's tokens in the next request: both parts of `Tokenizer::item_tokens`, or nothing

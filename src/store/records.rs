@@ -8,7 +8,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::config::McpServerSpec;
-use crate::domain::{ForkedFrom, Item, Message, SessionStatus, Timestamp, TurnStatus};
+use crate::domain::{ForkedFrom, Item, Message, SessionStatus, Timestamp, TurnStatus, TurnUsage};
 
 /// The schema version this build writes and the newest it can read.
 pub const SCHEMA_VERSION: u32 = 1;
@@ -64,6 +64,10 @@ pub enum MetaRecord {
         #[serde(default)]
         error: Option<String>,
         at: Timestamp,
+        /// The tokens its model calls used (absent in records stored before it was kept, and
+        /// for a turn closed after a crash).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        usage: Option<TurnUsage>,
     },
     /// The answer given to a request that carried an `Idempotency-Key`, so that a retry (even
     /// after a restart or a reindex) gets the same answer and changes nothing.

@@ -170,6 +170,7 @@ impl ConversationState {
                     started_at: *at,
                     ended_at: None,
                     error: None,
+                    usage: None,
                 });
                 if let Some(session) = self.session_mut(session_id) {
                     session.status = SessionStatus::Running;
@@ -182,11 +183,13 @@ impl ConversationState {
                 status,
                 error,
                 at,
+                usage,
             } => {
                 if let Some(turn) = self.turns.iter_mut().rev().find(|t| t.id == *turn_id) {
                     turn.status = *status;
                     turn.ended_at = Some(*at);
                     turn.error = error.clone();
+                    turn.usage = *usage;
                 }
                 let session_status = match status {
                     TurnStatus::Interrupted => SessionStatus::Interrupted,

@@ -149,3 +149,123 @@ async fn tool_calls_of_separate_answers_stay_separate_in_the_next_request() {
         .collect();
     assert_eq!(with_calls[with_calls.len() - 2..], [1, 1], "{messages:?}");
 }
+
+/// Each turn's tokens: summed over its model calls, on `turn.ended`, listed by
+/// `GET …/turns` (so far, for a running turn), kept across a restart, and unknown (`null`) for
+/// a turn a crash cut short. A failed attempt that was retried is not a call; a provider that
+/// sends no figures is counted apart.
+#[tokio::test]
+async fn each_turn_keeps_the_tokens_its_model_calls_used() {
+    use crate::fake_provider::{INPUT_TOKENS, OUTPUT_TOKENS, REASONING_TOKENS};
+    use crate::harness::{Server, ServerOptions};
+    use crate::support::{events_until, until};
+
+    let setup = Setup::start(Wire::OpenaiChat).await;
+    let id = setup.id.clone();
+    let list = format!("/api/conversations/{id}/turns");
+    let one_call = json!({
+        "model_calls": 1, "unreported_calls": 0, "input_tokens": INPUT_TOKENS,
+        "output_tokens": OUTPUT_TOKENS, "reasoning_tokens": REASONING_TOKENS,
+    });
+
+    // A tool call, then the answer: two calls.
+    setup.fake.push(Reply::tool_call("list_dir", json!({}), 2));
+    setup.fake.push(Reply::text("Two calls."));
+    let two = setup.turn("list it").await;
+    assert_eq!(two.ended()["status"], "completed");
+    let two_calls = json!({
+        "model_calls": 2, "unreported_calls": 0, "input_tokens": 2 * INPUT_TOKENS,
+        "output_tokens": 2 * OUTPUT_TOKENS, "reasoning_tokens": 2 * REASONING_TOKENS,
+    });
+    assert_eq!(two.ended()["usage"], two_calls, "{}", two.ended());
+
+    // A 503 retried, then an answer whose provider counts nothing.
+    setup.fake.push(Reply::status(503));
+    setup.fake.push(Reply::Unmetered("Not counted.".into()));
+    let unmetered = setup.turn("count nothing").await;
+    assert_eq!(unmetered.all("model.retry").len(), 1);
+    let unreported = json!({
+        "model_calls": 1, "unreported_calls": 1, "input_tokens": 0,
+        "output_tokens": 0, "reasoning_tokens": 0,
+    });
+    assert_eq!(unmetered.ended()["usage"], unreported);
+
+    let (status, page) = setup.server.get(&list).await;
+    assert_eq!(status, 200, "{page}");
+    let turns = page["turns"].as_array().unwrap();
+    assert_eq!(turns.len(), 3, "{page}");
+    assert_eq!(page["next_after"], serde_json::Value::Null);
+    assert_eq!(turns[0]["usage"], one_call, "the first turn: {page}");
+    assert_eq!(turns[1]["id"], two.ended()["turn_id"]);
+    assert_eq!(turns[1]["usage"], two_calls);
+    assert_eq!(turns[1]["status"], "completed");
+    assert_eq!(turns[1]["message_ids"].as_array().unwrap().len(), 1);
+    assert!(turns[1]["ended_at"].is_string(), "{page}");
+    assert_eq!(turns[2]["usage"], unreported);
+
+    // Pages, and what is refused.
+    let (_, first) = setup.server.get(&format!("{list}?limit=2")).await;
+    assert_eq!(first["turns"].as_array().unwrap().len(), 2);
+    assert_eq!(first["next_after"], turns[1]["id"]);
+    let after = first["next_after"].as_str().unwrap();
+    let (_, rest) = setup.server.get(&format!("{list}?after={after}")).await;
+    assert_eq!(rest["turns"], json!([turns[2]]));
+    for (query, code) in [
+        ("?limit=0", 400),
+        ("?limit=2001", 400),
+        ("?after=t_nosuchturn", 404),
+        ("?session=s_nosuchsession", 404),
+        ("?sort=up", 400),
+    ] {
+        let (status, body) = setup.server.get(&format!("{list}{query}")).await;
+        assert_eq!(status, code, "{query}: {body}");
+    }
+    let (status, _) = setup.server.get("/api/conversations/c_nosuch/turns").await;
+    assert_eq!(status, 404);
+
+    // A running turn shows its calls so far: the tool call answered, the answer stalls.
+    setup.fake.push(Reply::tool_call("list_dir", json!({}), 1));
+    setup.fake.push(Reply::StallAfter {
+        text: "This answer never ends.".to_owned(),
+        chunks: 1,
+    });
+    let mut events = setup.server.events(&id).await;
+    let (status, _) = setup
+        .server
+        .post(
+            &format!("/api/conversations/{id}/messages"),
+            json!({ "text": "stall" }),
+        )
+        .await;
+    assert_eq!(status, 202);
+    events_until(&mut events, "turn.started").await;
+    until(&mut events, |kind, data| {
+        kind == "item.delta" && data["field"] == "text"
+    })
+    .await;
+    let (_, page) = setup.server.get(&list).await;
+    let running = &page["turns"][3];
+    assert_eq!(running["status"], "running", "{page}");
+    assert_eq!(running["usage"], one_call, "{page}");
+
+    // A crash cuts it short: its figures are unknown; the others were stored.
+    let Setup { fake, server, .. } = setup;
+    let data_dir = server.kill9().await;
+    let server = Server::start_with(ServerOptions {
+        data_dir: Some(data_dir),
+        config: Some(fake.config()),
+        ..ServerOptions::default()
+    })
+    .await;
+    let (status, page) = server.get(&list).await;
+    assert_eq!(status, 200, "{page}");
+    let after_crash = page["turns"].as_array().unwrap();
+    assert_eq!(after_crash.len(), 4, "{page}");
+    assert_eq!(
+        after_crash[..3],
+        turns[..],
+        "the ended turns are as they were"
+    );
+    assert_eq!(after_crash[3]["status"], "interrupted");
+    assert_eq!(after_crash[3]["usage"], serde_json::Value::Null);
+}

@@ -36,6 +36,7 @@ pub async fn fence_costs(
             status: openvaala::domain::TurnStatus::Completed,
             error: None,
             at: openvaala::domain::now(),
+            usage: None,
         }];
         let (mut fenced_times, mut plain_times) = (Vec::new(), Vec::new());
         for round in 0..warmups + appends {

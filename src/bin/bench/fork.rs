@@ -583,6 +583,7 @@ fn generate(store: &Store, turns: usize, seed: u64) -> anyhow::Result<Generated>
             status: TurnStatus::Completed,
             error: None,
             at: at + TimeDelta::seconds(21),
+            usage: None,
         });
     }
     let head = MetaRecord::conversation_start(ConversationCreated {

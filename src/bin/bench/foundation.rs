@@ -460,6 +460,7 @@ fn write_conversation(
             status: TurnStatus::Completed,
             error: None,
             at: ended_at,
+            usage: None,
         },
     ]);
     let answer = Item {

@@ -107,11 +107,18 @@ impl ConversationActor {
                     error,
                 });
             }
-            TurnMsg::Usage(usage) => {
+            TurnMsg::ModelAnswered { usage } => {
                 let carried = self.reasoning_carried(session_id);
-                if let Some(run) = self.run_mut(session_id)
-                    && let Some(tokens) = usage::context_tokens(&usage, carried)
-                {
+                let Some(run) = self.run_mut(session_id) else {
+                    return;
+                };
+                if let Some(running) = run.running.as_mut() {
+                    usage::count_call(&mut running.usage, usage.as_ref());
+                }
+                let Some(usage) = usage else {
+                    return;
+                };
+                if let Some(tokens) = usage::context_tokens(&usage, carried) {
                     run.usage.report(tokens);
                     if carried {
                         run.turn_reasoning_tokens += usage.reasoning_tokens;
@@ -131,8 +138,6 @@ impl ConversationActor {
         }
     }
 
-    /// Stores snapshots of items of a running turn with one append (a new item gets its
-    /// `seq`), then publishes them. Returns their `seq`s.
     /// Writes a tool call's streamed output to the session's file (see
     /// `SessionRecord::Output`). A failure costs only what a crash would show afterwards.
     fn keep_streamed_output(&mut self, session_id: &str, item_id: &str, output: String) {
@@ -148,6 +153,8 @@ impl ConversationActor {
         }
     }
 
+    /// Stores snapshots of items of a running turn with one append (a new item gets its
+    /// `seq`), then publishes them. Returns their `seq`s.
     pub(super) fn store_turn_items(
         &mut self,
         session_id: &str,

@@ -9,7 +9,7 @@ use tokio::sync::{broadcast, mpsc, oneshot};
 
 use crate::api::approvals::{Approval, ApprovalAnswer, ApprovalResolution};
 use crate::api::events::ConversationEvent;
-use crate::api::responses::{CompactOutcome, ConversationView};
+use crate::api::responses::{CompactOutcome, ConversationView, TurnsPage};
 use crate::bus::{Event, EventBus, EventId};
 use crate::domain::{Conversation, Message, Usage};
 use crate::runtime::{
@@ -84,6 +84,14 @@ pub enum Command {
         after_seq: u64,
         limit: usize,
         reply: oneshot::Sender<Result<ItemsPage, RuntimeError>>,
+    },
+    /// A page of a session's turns (the root's when none is named): those after the turn
+    /// `after`, at most `limit`.
+    Turns {
+        session: Option<String>,
+        after: Option<String>,
+        limit: usize,
+        reply: oneshot::Sender<Result<TurnsPage, RuntimeError>>,
     },
     /// A session's usage meter (the root's when none is named).
     Usage {

@@ -46,7 +46,7 @@ use session::{InterruptCause, SessionRun};
 
 pub use handle::{ActorHandle, Command, ForkOutcome, Subscription, TurnFileCalls};
 use handle::{ActorStatus, USE_CLOCK};
-pub use stored::read_view;
+pub use stored::{read_state, read_view};
 
 static GENERATION: AtomicU64 = AtomicU64::new(1);
 
@@ -395,6 +395,18 @@ impl ConversationActor {
                 let page = self
                     .session_run(session.as_deref())
                     .map(|run| super::items_page(&run.history, after_seq, limit));
+                let _ = reply.send(page);
+            }
+            Command::Turns {
+                session,
+                after,
+                limit,
+                reply,
+            } => {
+                let page = self.session_run(session.as_deref()).and_then(|run| {
+                    let running = run.running.as_ref().map(|r| (r.turn_id.as_str(), r.usage));
+                    super::turns_page(&self.state.turns, &run.id, running, after.as_deref(), limit)
+                });
                 let _ = reply.send(page);
             }
             Command::Usage { session, reply } => {

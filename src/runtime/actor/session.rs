@@ -10,7 +10,7 @@ use super::super::compaction;
 use super::super::pending::PendingQueue;
 use super::super::usage::UsageTracker;
 use crate::api::events::RetryState;
-use crate::domain::{Item, ItemKind, ItemStatus};
+use crate::domain::{Item, ItemKind, ItemStatus, TurnUsage};
 
 pub(super) struct SessionRun {
     pub id: String,
@@ -41,6 +41,8 @@ pub(super) struct RunningTurn {
     /// The model call waits to be tried again (shown in snapshots until the next attempt
     /// produces output).
     pub retry: Option<RetryState>,
+    /// The tokens of the model calls answered so far, stored with the turn's end.
+    pub usage: TurnUsage,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -15,15 +15,24 @@ use crate::runtime::{RuntimeError, Shared};
 use crate::store::state::ConversationState;
 
 /// The view of a stored conversation, and the usage of each of its sessions by id.
+/// A conversation's state (its metadata file alone), without loading it.
+pub fn read_state(
+    shared: &Shared,
+    id: &str,
+    acceptance: &crate::store::Acceptance,
+) -> Result<ConversationState, RuntimeError> {
+    let log = shared.store.read_metadata(id, acceptance)?;
+    ConversationState::from_records(&log.records).map_err(|error| {
+        RuntimeError::Internal(format!("conversation {id} cannot be read: {error}"))
+    })
+}
+
 pub fn read_view(
     shared: &Shared,
     id: &str,
     acceptance: &crate::store::Acceptance,
 ) -> Result<(ConversationView, HashMap<String, Usage>), RuntimeError> {
-    let log = shared.store.read_metadata(id, acceptance)?;
-    let state = ConversationState::from_records(&log.records).map_err(|error| {
-        RuntimeError::Internal(format!("conversation {id} cannot be read: {error}"))
-    })?;
+    let state = read_state(shared, id, acceptance)?;
     let mut sessions = state.sessions.clone();
     let mut usages = HashMap::new();
     for session in &mut sessions {

@@ -87,6 +87,7 @@ impl ConversationActor {
             status,
             error: error.clone(),
             at: now(),
+            usage: Some(running.usage),
         };
         if session_id == self.root_id() {
             self.note_searched_through();
@@ -116,6 +117,7 @@ impl ConversationActor {
             status,
             error: error.clone(),
             files_changed,
+            usage: running.usage,
         });
         // What comes next (a sub-agent's report to its parent, this session's next waiting
         // message) may start a turn: done before the conversation's new status is indexed and
@@ -271,6 +273,7 @@ impl ConversationActor {
                 status: TurnStatus::Interrupted,
                 error: Some("the service stopped during the turn".to_owned()),
                 at: now(),
+                usage: None,
             }])?;
         }
         Ok(closed)

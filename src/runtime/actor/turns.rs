@@ -10,7 +10,7 @@ use super::session::RunningTurn;
 use super::{Answer, ConversationActor};
 use crate::api::events::ConversationEvent;
 use crate::api::responses::MessageAccepted;
-use crate::domain::{Item, Message, MessageStatus, TurnStatus, new_id, now, user_item};
+use crate::domain::{Item, Message, MessageStatus, TurnStatus, TurnUsage, new_id, now, user_item};
 use crate::index::IndexUpdate;
 use crate::model::tokens::Tokenizer;
 use crate::runtime::link::{FromTurn, TurnMsg};
@@ -375,6 +375,7 @@ impl ConversationActor {
             retry_now: retry_now.clone(),
             items: Vec::new(),
             retry: None,
+            usage: TurnUsage::default(),
         });
         run.turn_reasoning_tokens = 0;
         let history = run.history.clone();
