@@ -193,6 +193,11 @@ impl DemoModel {
             "Demo model (offline, built in): you said \"{}\".",
             first_line_excerpt(text)
         );
+        if let ItemKind::UserMessage { images, .. } = &request.history[index].kind
+            && !images.is_empty()
+        {
+            answer.push_str(&describe_images(images));
+        }
         for result in results {
             if let ItemKind::ToolCall {
                 name,
@@ -266,6 +271,47 @@ fn latest_user_message(history: &[Item]) -> Option<(usize, &str, &str)> {
         })
 }
 
+/// What the demo model can say of attached images without looking: their number, types and
+/// sizes, so that sending images can be tried offline.
+fn describe_images(images: &[crate::domain::Image]) -> String {
+    let each: Vec<String> = images
+        .iter()
+        .map(|image| {
+            let kind = image
+                .media_type
+                .strip_prefix("image/")
+                .unwrap_or(&image.media_type)
+                .to_uppercase();
+            match (&image.data, &image.url) {
+                (Some(data), _) => {
+                    let padding = data.bytes().rev().take_while(|&b| b == b'=').count();
+                    let bytes = (data.len() / 4 * 3).saturating_sub(padding);
+                    format!("{kind}, {}", size(bytes))
+                }
+                (None, Some(_)) => format!("{kind}, linked"),
+                (None, None) => kind,
+            }
+        })
+        .collect();
+    let (count, them) = match images.len() {
+        1 => ("an image".to_owned(), "it"),
+        n => (format!("{n} images"), "them"),
+    };
+    format!(
+        " You attached {count} ({}); the demo model cannot see {them}.",
+        each.join("; ")
+    )
+}
+
+/// `70 bytes`, `1.2 KB`, `3.4 MB`.
+fn size(bytes: usize) -> String {
+    match bytes {
+        0..1000 => format!("{bytes} bytes"),
+        1000..1_000_000 => format!("{:.1} KB", bytes as f64 / 1e3),
+        _ => format!("{:.1} MB", bytes as f64 / 1e6),
+    }
+}
+
 fn first_line_excerpt(text: &str) -> String {
     let line = text.lines().next().unwrap_or_default();
     let mut excerpt: String = line.chars().take(80).collect();
@@ -311,6 +357,29 @@ mod tests {
                 _ => "",
             })
             .collect()
+    }
+
+    #[test]
+    fn attached_images_are_described_by_type_and_size() {
+        let image =
+            |media_type: &str, data: Option<&str>, url: Option<&str>| crate::domain::Image {
+                media_type: media_type.to_owned(),
+                data: data.map(str::to_owned),
+                url: url.map(str::to_owned),
+            };
+        // 8 base64 characters with one `=` of padding: 5 bytes.
+        assert_eq!(
+            describe_images(&[image("image/png", Some("aGVsbG8="), None)]),
+            " You attached an image (PNG, 5 bytes); the demo model cannot see it."
+        );
+        let big = "A".repeat(4 * 500_000);
+        assert_eq!(
+            describe_images(&[
+                image("image/webp", Some(&big), None),
+                image("image/jpeg", None, Some("https://example.com/a.jpg")),
+            ]),
+            " You attached 2 images (WEBP, 1.5 MB; JPEG, linked); the demo model cannot see them."
+        );
     }
 
     #[test]

@@ -95,8 +95,9 @@ test('the Agents tab shows the tree of sub-agents; one is opened while it stream
     await page.locator('#session-crumb', { hasText: 'Viewing sub-agent “default”' }).waitFor();
   }));
 
-// The main agent on the fake provider (its second answer held, so it works while its sub-agent
-// reports), the sub-agent on the demo model.
+// Both agents on the fake provider: the main agent's second answer is held, so it works while
+// its sub-agent reports; the sub-agent answers only once that second call has arrived, so its
+// report cannot join the main agent's turn before it and waits.
 const WAITING_REPORT_AGENTS = `
 [agents.default]
 description = "the main agent, on the fake provider"
@@ -104,14 +105,20 @@ model = "m"
 tools = ["spawn_agent"]
 
 [agents.counter]
-description = "a sub-agent on the demo model"
-model = "demo"
+description = "a sub-agent, on the fake provider too"
+model = "m"
 `;
 
 test('a sub-agent report waiting for its parent names the sub-agent by its agent and task', { timeout: TEST_TIMEOUT }, () =>
   withUi({ fake: { agents: WAITING_REPORT_AGENTS } }, async ({ page, fake }) => {
     fake.push({ tool: 'spawn_agent', args: { agent: 'counter', task: 'Count the files\nand say how many' } });
-    const gate = fake.hold({ text: 'Done.' });
+    const { gate, queued } = fake.held({ text: 'Done.' });
+    // The main agent's second call and the sub-agent's first arrive in either order.
+    const either = (body) =>
+      JSON.stringify(body.messages).includes('Count the files') && !JSON.stringify(body.messages).includes('Hand the counting')
+        ? { waitFor: gate.requested, then: { text: 'Three files.' } }
+        : queued;
+    fake.push(either, either);
     await page.fill('#message', 'Hand the counting to a sub-agent');
     await page.press('#message', 'Enter');
     await gate.requested;

@@ -84,6 +84,8 @@ async function startFakeProvider() {
       replies.push(queued);
       return gate;
     },
+    // A held reply not queued: `queued` is for a function reply to give (see above).
+    held: heldReply,
     remaining: () => replies.length,
     // `agents`: the [agents.*] tables (TOML); the fake's model is `m`, the built-in one `demo`.
     config(retry = {}, agents = DEFAULT_AGENTS) {

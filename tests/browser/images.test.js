@@ -6,6 +6,8 @@
 
 const { test } = require('node:test');
 const assert = require('node:assert/strict');
+const fs = require('node:fs');
+const path = require('node:path');
 const { TEST_TIMEOUT, apiGet, conversationId, screenshot, waitIdle, withUi } = require('./harness');
 
 // A 2×2 PNG, red and blue pixels, as the clipboard or a file manager would hand it over.
@@ -85,4 +87,35 @@ test('an image pasted or dropped into the message box shows as a thumbnail, can 
     await page.waitForFunction(() => document.querySelectorAll('#items .item.user-message').length === 2);
     await page.waitForFunction(() => document.querySelectorAll('#items .item.user-message img').length === 3);
     await waitIdle(page);
+  }));
+
+test('the attach button opens the file picker; the images picked are sent, and the demo model says what it got', { timeout: TEST_TIMEOUT }, () =>
+  withUi(async ({ page, server, root }) => {
+    await page.locator('#main[data-view="new"] #message').waitFor();
+    const picked = [path.join(root, 'photo.png'), path.join(root, 'notes.txt')];
+    fs.writeFileSync(picked[0], Buffer.from(PNG, 'base64'));
+    fs.writeFileSync(picked[1], 'not an image');
+
+    // Reachable from the keyboard, and named for a screen reader.
+    const button = page.getByRole('button', { name: 'Attach images' });
+    assert.equal(await button.count(), 1);
+    const chooser = page.waitForEvent('filechooser');
+    await button.click();
+    const files = await chooser;
+    assert.equal(files.isMultiple(), true);
+    await files.setFiles(picked);
+    await page.locator('#attachments .attachment img[alt="Attached image 1 (photo.png)"]').waitFor();
+    await page.locator('#banners .banner.error', { hasText: 'notes.txt cannot be attached' }).waitFor();
+    assert.equal(await page.locator('#attachments .attachment').count(), 1, 'only the image is attached');
+    assert.equal(await page.evaluate(() => document.activeElement.id), 'message', 'back to the message box');
+
+    await page.fill('#message', 'what is this?');
+    await page.press('#message', 'Enter');
+    const bytes = Buffer.from(PNG, 'base64').length;
+    await page.locator('#items .item.agent-message.status-completed', { hasText: `You attached an image (PNG, ${bytes} bytes)` }).waitFor();
+    await waitIdle(page);
+    const id = conversationId(page);
+    const stored = await apiGet(server(), `/api/conversations/${encodeURIComponent(id)}/items`);
+    assert.deepEqual(stored.items.find((item) => item.kind === 'user_message').images, [{ media_type: 'image/png', data: PNG }]);
+    await screenshot(page, 'image-picked');
   }));

@@ -1,55 +1,123 @@
-// Per-turn token counts: each finished turn this tab watched shows how much the context grew
-// while it ran (the service counts the context, not turns; the tooltip says so), placed after
-// the turn's last block, and still shown after a reload.
+// Per-turn token counts: each finished turn shows what its model calls read and wrote, as the
+// service reports them, placed after the turn's last block; also for turns no tab watched
+// (sent through the API while the page showed another conversation), and after a reload.
 'use strict';
 
 const { test } = require('node:test');
 const assert = require('node:assert/strict');
-const { TEST_TIMEOUT, screenshot, startConversation, waitIdle, withUi } = require('./harness');
+const { TEST_TIMEOUT, WAIT_MS, apiGet, screenshot, startConversation, waitIdle, withUi } = require('./harness');
 
-// The figure of the turn whose user message says `text`: its text as a number of tokens, and
-// whether it is the turn's last block.
+// "12.3k" → 12300: the figure as the page rounds it.
+function tokens(shown) {
+  const match = /^(\d+(?:\.\d)?)(k?)$/.exec(shown);
+  assert.ok(match, shown);
+  return Number(match[1]) * (match[2] ? 1000 : 1);
+}
+
+// How the page rounds a count (as `formatTokens`), to compare with the service's figures.
+function rounded(n) {
+  if (n >= 1e4) return Math.round(n / 1e3) * 1000;
+  if (n >= 1e3) return Math.round(n / 100) * 100;
+  return n;
+}
+
+// The figure of the turn whose user message says `text`, and where it is placed.
 async function turnFigure(page, text) {
   const message = page.locator('#items .item.user-message', { hasText: text });
   const turnId = await message.getAttribute('data-turn');
   const line = page.locator(`#items .turn-tokens[data-turn="${turnId}"]`);
   await line.waitFor();
   const shown = await line.textContent();
-  const match = /^(\d+(?:\.\d)?)(k?) tokens$/.exec(shown);
+  const match = /^(\S+) in · (\S+) out$/.exec(shown);
   assert.ok(match, shown);
   const placed = await line.evaluate((node) => {
     const next = node.nextElementSibling;
     const previous = node.previousElementSibling;
     return { next: next && next.dataset.turn, previous: previous && previous.dataset.turn };
   });
-  return { turnId, tokens: Number(match[1]) * (match[2] ? 1000 : 1), title: await line.getAttribute('title'), placed };
+  return { turnId, input: tokens(match[1]), output: tokens(match[2]), title: await line.getAttribute('title'), placed };
 }
 
-test('each finished turn shows the tokens it added to the context, after its last block, also after a reload', { timeout: TEST_TIMEOUT }, () =>
-  withUi(async ({ page }) => {
-    // The first turn streams slowly, so the page sees it running.
-    await startConversation(page, '/sleep 100\na short question');
+// Follows a conversation's event stream as another client would: once it is open, `ended`
+// resolves when the next turn ends.
+async function followTurnEnd(server, id) {
+  const response = await fetch(`${server.base}/api/conversations/${encodeURIComponent(id)}/events`, {
+    signal: AbortSignal.timeout(WAIT_MS),
+  });
+  assert.equal(response.status, 200);
+  const reader = response.body.getReader();
+  const decoder = new TextDecoder();
+  const ended = (async () => {
+    let text = '';
+    while (!/^event: turn\.ended$/m.test(text)) {
+      const { value, done } = await reader.read();
+      assert.ok(!done, `the stream ended before the turn did:\n${text}`);
+      text += decoder.decode(value, { stream: true });
+    }
+    await reader.cancel();
+  })();
+  return { ended };
+}
+
+// The service's figures of a conversation's root turns, by turn id.
+async function served(server, id) {
+  const page = await apiGet(server, `/api/conversations/${encodeURIComponent(id)}/turns`);
+  return new Map(page.turns.map((turn) => [turn.id, turn.usage]));
+}
+
+test('each finished turn shows the tokens its model calls read and wrote, after its last block, also for turns no tab watched', { timeout: TEST_TIMEOUT }, () =>
+  withUi(async ({ page, server }) => {
+    const id = await startConversation(page, 'a short question');
     await page.locator('#items .item.agent-message.status-completed').waitFor();
     await waitIdle(page);
     const first = await turnFigure(page, 'a short question');
-    assert.ok(first.tokens > 0);
+    const usage = (await served(server(), id)).get(first.turnId);
+    assert.equal(usage.model_calls, 1);
+    assert.ok(usage.input_tokens > 0 && usage.output_tokens > 0, JSON.stringify(usage));
+    assert.deepEqual([first.input, first.output], [rounded(usage.input_tokens), rounded(usage.output_tokens)]);
     assert.deepEqual(first.placed, { next: null, previous: first.turnId }, 'the figure closes its turn');
-    assert.match(first.title, /^The context grew by about [\d,]+ tokens during this turn: the context meter's figure after it ended minus its figure when it started \(or when this page first saw it running\)\. The service counts the context, not turns/);
+    assert.match(first.title, /^This turn's 1 model call read [\d,]+ tokens and wrote [\d,]+\. Each call reads the whole conversation again\.$/);
 
-    // A long answer adds more.
+    // A long answer writes more; a tool call makes two model calls.
     const long = Array.from({ length: 60 }, (_, n) => `Line ${n + 1} of a long text the demo model repeats back.`).join('\n');
     await page.fill('#message', `/echo\n${long}`);
     await page.press('#message', 'Enter');
     await page.locator('#items .item.agent-message', { hasText: 'Line 60 of a long text' }).waitFor();
     await waitIdle(page);
     const second = await turnFigure(page, 'Line 1 of a long text');
-    assert.ok(second.tokens > first.tokens + 500, `${second.tokens} > ${first.tokens} + 500`);
+    assert.ok(second.output > first.output + 500, `${second.output} > ${first.output} + 500`);
+    await page.fill('#message', '/shell echo two calls');
+    await page.press('#message', 'Enter');
+    await page.locator('#items .item.tool-call.status-completed').waitFor();
+    await waitIdle(page);
+    const third = await turnFigure(page, '/shell echo two calls');
+    assert.match(third.title, /^This turn's 2 model calls read /);
     const firstNow = await turnFigure(page, 'a short question');
     assert.equal(firstNow.placed.next, second.turnId, 'the first figure stays with the first turn');
     await screenshot(page, 'turn-tokens');
 
+    // A turn sent through the API while the page shows another conversation.
+    await startConversation(page, 'another conversation');
+    await waitIdle(page);
+    const follower = await followTurnEnd(server(), id);
+    const sent = await fetch(`${server().base}/api/conversations/${encodeURIComponent(id)}/messages`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ text: 'sent by another client' }),
+    });
+    assert.equal(sent.status, 202);
+    const started = (await sent.json()).message;
+    await follower.ended;
+    await page.goto(`${server().base}/#/c/${encodeURIComponent(id)}`);
+    await waitIdle(page);
+    const unwatched = await turnFigure(page, started.text);
+    const figures = await served(server(), id);
+    assert.equal(unwatched.input, rounded(figures.get(unwatched.turnId).input_tokens));
+
     await page.reload();
-    await page.locator('#main[data-state="idle"]').waitFor();
-    assert.equal((await turnFigure(page, 'a short question')).tokens, first.tokens);
-    assert.equal((await turnFigure(page, 'Line 1 of a long text')).tokens, second.tokens);
+    await waitIdle(page);
+    for (const turn of [first, second, third, unwatched]) {
+      const again = await turnFigure(page, turn === first ? 'a short question' : turn === second ? 'Line 1 of a long text' : turn === third ? '/shell echo two calls' : started.text);
+      assert.deepEqual([again.input, again.output], [turn.input, turn.output]);
+    }
   }));

@@ -1,5 +1,5 @@
-// Images attached to the message being written: pasted into the message box or dropped on the
-// composer, shown as thumbnails with a remove button until the message is sent (they go with
+// Images attached to the message being written: picked with the composer's button, pasted into
+// the message box or dropped on the composer, shown as thumbnails with a remove button until the message is sent (they go with
 // it as `images`). Like the text, they stay with the conversation they were attached in.
 
 import { $, el } from './dom.js';
@@ -107,6 +107,15 @@ export function keepImagesFor(key, taken) {
 const imageFiles = (list) => [...(list || [])].filter((file) => file.type.startsWith('image/'));
 
 export function wireAttachments() {
+  // The button opens the system's file picker; the same file can be picked again.
+  const picker = $('attach-input');
+  $('attach').addEventListener('click', () => picker.click());
+  picker.addEventListener('change', async () => {
+    const files = [...picker.files];
+    picker.value = '';
+    await attach(files);
+    $('message').focus();
+  });
   $('message').addEventListener('paste', (event) => {
     const data = event.clipboardData;
     const files = data ? imageFiles(data.files) : [];

@@ -31,7 +31,7 @@ import { addLine, clearRetry, removeLines, setConnection, showRetry } from './st
 import { noteOutput, scrollToBottom } from './scroll.js';
 import { interruptSession, retryNow } from './actions.js';
 import { cue } from './attention.js';
-import { noteTurnEnded, noteTurnRunning, noteTurnStarted, noteUsage, showTurnTokens, stopMeasuring } from './turntokens.js';
+import { loadTurnTokens, noteTurnEnded, showTurnTokens, useTurnTokens } from './turntokens.js';
 
 const EVENTS = [
   'snapshot',
@@ -238,6 +238,8 @@ async function applySnapshot(snapshot, gen) {
   const sessionId = state.sessionId;
   const lastSeq = (snapshot.last_seq || {})[sessionId] || 0;
   const stored = [];
+  // The turns' token figures come with the history, fetched alongside it.
+  const turnTokens = loadTurnTokens(state.conv.id, sessionId).catch(() => null);
   try {
     let after = null;
     while (lastSeq > 0) {
@@ -254,7 +256,9 @@ async function applySnapshot(snapshot, gen) {
     if (gen !== state.gen || load !== state.itemsLoad) return;
     showError(error);
   }
+  const tokens = await turnTokens;
   if (gen !== state.gen || load !== state.itemsLoad) return;
+  if (tokens) useTurnTokens(tokens);
   resetTimeline();
   for (const item of stored) upsertItem(item, false);
   const running = (snapshot.running || []).filter((r) => r.session_id === sessionId);
@@ -275,7 +279,6 @@ async function applySnapshot(snapshot, gen) {
     showApproval(approval, false);
     cue(state.conv, { approval });
   }
-  for (const turn of snapshot.running || []) if (turn.session_id === state.conv.root_session_id) noteTurnRunning(turn.turn_id);
   showTurnTokens();
   recoverLost(hasItem);
   const queued = state.queued;
@@ -346,7 +349,6 @@ function applyEvent(type, data) {
       break;
     }
     case 'turn.started':
-      if (data.session_id === state.conv.root_session_id) noteTurnStarted(data.turn_id);
       if (!viewing(data.session_id)) break;
       clearRetry();
       retireRetryButtons();
@@ -357,7 +359,7 @@ function applyEvent(type, data) {
       clearRetry();
       noteOutput();
       showTurnEnd(data.turn_id, data.status, data.error);
-      if (data.session_id === state.conv.root_session_id) noteTurnEnded(data.turn_id);
+      noteTurnEnded(state.conv.id, data.session_id, data.turn_id, data.usage);
       break;
     case 'item.started':
     case 'item.completed':
@@ -381,7 +383,6 @@ function applyEvent(type, data) {
     case 'usage.updated':
       state.usage = data.usage;
       renderUsage();
-      noteUsage();
       break;
     case 'pending.updated':
       state.pending = data.pending || [];
@@ -389,7 +390,6 @@ function applyEvent(type, data) {
       renderPending();
       break;
     case 'compaction.started':
-      stopMeasuring();
       if (data.session_id === state.conv.root_session_id) setCompacting(true);
       if (viewing(data.session_id)) {
         noteOutput();

@@ -1,78 +1,52 @@
-// Per-turn token counts. The service counts the context, not turns, so a turn's figure is how
-// much the context meter grew while it ran: the meter's figure after the turn ended (the figures
-// that arrive until the next turn starts count its last output) minus its figure when the turn
-// started, or when this page first saw it running. Only turns of the root session this tab watched have one, and a compaction during
-// the turn leaves it without; the figures are kept for the tab's session (sessionStorage), so a
-// reload still shows them.
+// Per-turn token counts, as the service reports them: what a turn's model calls read and wrote.
+// The turns already ended come with the history (`GET …/turns`), the next ones with their
+// `turn.ended`, so every turn of the session shown has its figure, whoever watched it.
 
-import { $, el, formatCount, formatTokens } from './dom.js';
-import { state } from './state.js';
+import { api } from './api.js';
+import { $, el, enc, formatCount, formatTokens, plural } from './dom.js';
 
-// The root session's turn being measured: running, or the last one finished.
-let measuring = null; // { conversationId, turnId, from, ended }
+// The session shown: its turns' figures by turn id.
+let shown = { key: null, figures: new Map() };
 
-function storageKey(conversationId) {
-  return `openvaala.turn-tokens.${conversationId}`;
+function keyOf(conversationId, sessionId) {
+  return `${conversationId} ${sessionId}`;
 }
 
-function stored(conversationId) {
-  try {
-    return JSON.parse(sessionStorage.getItem(storageKey(conversationId))) || {};
-  } catch {
-    return {};
+// Every turn of a session with its figures, page by page. The caller installs them with
+// `useTurnTokens` once it knows the page still shows that session.
+export async function loadTurnTokens(conversationId, sessionId) {
+  const figures = new Map();
+  let after = null;
+  for (;;) {
+    const params = new URLSearchParams({ session: sessionId, limit: '2000' });
+    if (after !== null) params.set('after', after);
+    const page = await api('GET', `/api/conversations/${enc(conversationId)}/turns?${params}`);
+    for (const turn of page.turns) if (turn.usage && turn.status !== 'running') figures.set(turn.id, turn.usage);
+    if (!page.next_after) return { key: keyOf(conversationId, sessionId), figures };
+    after = page.next_after;
   }
 }
 
-function inRootSession() {
-  return state.conv && state.sessionId === state.conv.root_session_id;
+export function useTurnTokens(loaded) {
+  shown = loaded;
 }
 
-export function noteTurnStarted(turnId) {
-  measuring = state.usage ? { conversationId: state.conv.id, turnId, from: state.usage.used_tokens, ended: false } : null;
+// A turn of the session shown ended, with its figures.
+export function noteTurnEnded(conversationId, sessionId, turnId, usage) {
+  if (!usage || shown.key !== keyOf(conversationId, sessionId)) return;
+  shown.figures.set(turnId, usage);
+  show(turnId, usage);
 }
 
-// A snapshot shows the turn running: one that started before this page followed the stream
-// (the first turn of a conversation just created, a reload) is measured from now.
-export function noteTurnRunning(turnId) {
-  if (!measuring || measuring.turnId !== turnId || measuring.conversationId !== state.conv.id) noteTurnStarted(turnId);
-}
-
-export function noteTurnEnded(turnId) {
-  if (!measuring || measuring.turnId !== turnId) return;
-  measuring.ended = true;
-  measure();
-}
-
-// New figures from the service: after a turn's end they still count its last output.
-export function noteUsage() {
-  if (measuring && measuring.ended) measure();
-}
-
-// The context is compressed: how much it grew no longer says what a turn added.
-export function stopMeasuring() {
-  measuring = null;
-}
-
-function measure() {
-  if (!state.conv || measuring.conversationId !== state.conv.id || !state.usage) return;
-  const tokens = state.usage.used_tokens - measuring.from;
-  // Reported and estimated figures can disagree by a few tokens: a turn that seems to shrink
-  // the context has no figure.
-  if (tokens <= 0) return;
-  const all = stored(measuring.conversationId);
-  all[measuring.turnId] = tokens;
-  sessionStorage.setItem(storageKey(measuring.conversationId), JSON.stringify(all));
-  showTurnTokens();
-}
-
-// Puts each measured turn's figure after the turn's last block (its items, files, end, and the
-// approval cards that follow its calls). Called again after the timeline is drawn anew.
+// Puts each turn's figure after the turn's last block (its items, files, end, and the approval
+// cards that follow its calls). Called again after the timeline is drawn anew.
 export function showTurnTokens() {
-  if (!inRootSession()) return;
-  for (const [turnId, tokens] of Object.entries(stored(state.conv.id))) show(turnId, tokens);
+  for (const [turnId, usage] of shown.figures) show(turnId, usage);
 }
 
-function show(turnId, tokens) {
+function show(turnId, usage) {
+  // A turn whose model never answered (stopped first), or whose provider counts nothing.
+  if (usage.model_calls === usage.unreported_calls) return;
   const items = $('items');
   const selector = `:scope > [data-turn="${CSS.escape(turnId)}"]`;
   let last = [...items.querySelectorAll(selector)].filter((node) => !node.classList.contains('turn-tokens')).pop();
@@ -80,9 +54,18 @@ function show(turnId, tokens) {
   while (last.nextElementSibling && last.nextElementSibling.classList.contains('approval')) last = last.nextElementSibling;
   let line = items.querySelector(`${selector}.turn-tokens`);
   if (!line) line = el('div', { class: 'turn-tokens', 'data-turn': turnId });
-  line.textContent = `${formatTokens(tokens)} tokens`;
-  line.title =
-    `The context grew by about ${formatCount(tokens)} tokens during this turn: the context meter's figure after it ended minus its figure when it started (or when this page first saw it running). ` +
-    'The service counts the context, not turns, so only turns this tab watched have a figure.';
+  line.textContent = `${formatTokens(usage.input_tokens)} in · ${formatTokens(usage.output_tokens)} out`;
+  line.title = describe(usage);
   if (last.nextElementSibling !== line) last.after(line);
+}
+
+function describe(usage) {
+  const reasoning = usage.reasoning_tokens ? ` (${formatCount(usage.reasoning_tokens)} of them reasoning)` : '';
+  let text =
+    `This turn's ${plural(usage.model_calls, 'model call')} read ${formatCount(usage.input_tokens)} tokens ` +
+    `and wrote ${formatCount(usage.output_tokens)}${reasoning}. Each call reads the whole conversation again.`;
+  if (usage.unreported_calls) {
+    text += ` ${plural(usage.unreported_calls, 'call')} reported no figures and ${usage.unreported_calls === 1 ? 'is' : 'are'} not counted.`;
+  }
+  return text;
 }
