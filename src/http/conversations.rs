@@ -182,12 +182,7 @@ pub async fn items(
     Path(id): Path<String>,
     Query(params): Query<ItemsQuery>,
 ) -> Result<axum::Json<ItemsPage>, ApiError> {
-    let limit = params.limit.unwrap_or(200);
-    if !(1..=2000).contains(&limit) {
-        return Err(ApiError::Invalid(format!(
-            "limit must be between 1 and 2000, not {limit}"
-        )));
-    }
+    let limit = page_limit(params.limit)?;
     let after_seq = u64::try_from(params.after_seq.unwrap_or(0))
         .map_err(|_| ApiError::Invalid("after_seq must be 0 or more".to_owned()))?;
     let page = state
@@ -195,6 +190,17 @@ pub async fn items(
         .items(&id, params.session.as_deref(), after_seq, limit)
         .await?;
     Ok(axum::Json(page))
+}
+
+/// The `limit` of a page of items or turns: 200 by default, at most 2,000.
+fn page_limit(limit: Option<usize>) -> Result<usize, ApiError> {
+    let limit = limit.unwrap_or(200);
+    if !(1..=2000).contains(&limit) {
+        return Err(ApiError::Invalid(format!(
+            "limit must be between 1 and 2000, not {limit}"
+        )));
+    }
+    Ok(limit)
 }
 
 #[utoipa::path(
@@ -218,12 +224,7 @@ pub async fn turns(
     Path(id): Path<String>,
     Query(params): Query<TurnsQuery>,
 ) -> Result<axum::Json<TurnsPage>, ApiError> {
-    let limit = params.limit.unwrap_or(200);
-    if !(1..=2000).contains(&limit) {
-        return Err(ApiError::Invalid(format!(
-            "limit must be between 1 and 2000, not {limit}"
-        )));
-    }
+    let limit = page_limit(params.limit)?;
     let page = state
         .runtime
         .turns(
