@@ -18,6 +18,7 @@ mod from_turn;
 mod handle;
 mod history;
 mod messages;
+mod reads;
 mod session;
 mod stored;
 mod subagents;
@@ -35,9 +36,8 @@ use tokio::time::Instant;
 use super::link::FromTurn;
 use super::{Answer, ConversationPatch, RequestKey, RuntimeError, Shared};
 use crate::api::events::{ConversationEvent, ListEvent};
-use crate::api::responses::ConversationView;
 use crate::bus::EventBus;
-use crate::domain::{Conversation, Item, Message, MessageSource, Usage};
+use crate::domain::{Conversation, Item, Usage};
 use crate::index::IndexUpdate;
 use crate::store::records::{ConversationChanges, MetaRecord, SessionRecord};
 use crate::store::state::ConversationState;
@@ -392,10 +392,7 @@ impl ConversationActor {
                 limit,
                 reply,
             } => {
-                let page = self
-                    .session_run(session.as_deref())
-                    .map(|run| super::items_page(&run.history, after_seq, limit));
-                let _ = reply.send(page);
+                let _ = reply.send(self.items_page(session.as_deref(), after_seq, limit));
             }
             Command::Turns {
                 session,
@@ -403,18 +400,10 @@ impl ConversationActor {
                 limit,
                 reply,
             } => {
-                let page = self.session_run(session.as_deref()).and_then(|run| {
-                    let running = run.running.as_ref().map(|r| (r.turn_id.as_str(), r.usage));
-                    super::turns_page(&self.state.turns, &run.id, running, after.as_deref(), limit)
-                });
-                let _ = reply.send(page);
+                let _ = reply.send(self.turns_page(session.as_deref(), after.as_deref(), limit));
             }
             Command::Usage { session, reply } => {
-                let usage = self
-                    .session_run(session.as_deref())
-                    .map(|run| run.id.clone())
-                    .map(|session_id| self.usage_view(&session_id));
-                let _ = reply.send(usage);
+                let _ = reply.send(self.session_usage(session.as_deref()));
             }
             Command::Compact { reply } => self.start_compaction(reply),
             // Handled by `run` when it arrives; one that was queued behind a retirement's
@@ -495,40 +484,6 @@ impl ConversationActor {
                 .sessions
                 .values()
                 .all(|run| run.running.is_none() && run.pending.is_empty())
-    }
-
-    fn view(&self) -> ConversationView {
-        ConversationView {
-            conversation: self.state.conversation.clone(),
-            sessions: self.state.sessions.clone(),
-            pending: self.pending_list(),
-            usage: self.usage_view(self.root_id()),
-            approvals: self.approval_list(),
-        }
-    }
-
-    /// Every waiting message of the conversation: the user's first, then sub-agents' reports;
-    /// each names the session it waits for.
-    fn pending_list(&self) -> Vec<Message> {
-        let mut pending: Vec<Message> = self
-            .state
-            .sessions
-            .iter()
-            .filter_map(|session| self.sessions.get(&session.id))
-            .flat_map(|run| run.pending.list().cloned())
-            .collect();
-        pending.sort_by_key(|message| message.source != MessageSource::User);
-        pending
-    }
-
-    /// A session's usage meter, against its own model's window.
-    fn usage_view(&self, session_id: &str) -> Usage {
-        let tracker = self
-            .sessions
-            .get(session_id)
-            .map(|run| run.usage)
-            .unwrap_or_default();
-        usage_of(&self.shared.config, &self.state, session_id, tracker)
     }
 
     async fn update(&mut self, patch: ConversationPatch) -> Result<Conversation, RuntimeError> {
