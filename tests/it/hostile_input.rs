@@ -12,10 +12,28 @@ use crate::harness::{Server, ServerOptions, TIMEOUT, read};
 
 /// One raw HTTP exchange: the bytes are sent as they are, the answer is read to its end (the
 /// requests here ask for `Connection: close`, or are ones the server closes after answering).
+///
+/// The request is written while the answer is read: the server may answer and close before the
+/// whole request is sent (a body past the limit is refused once the limit is passed), and the
+/// rest of the write then fails, as it would for any client.
 async fn raw_exchange(server: &Server, request: &[u8]) -> RawAnswer {
-    let mut stream = TcpStream::connect(authority(server)).await.unwrap();
-    stream.write_all(request).await.unwrap();
-    read_answer(&mut stream).await
+    let stream = TcpStream::connect(authority(server)).await.unwrap();
+    let (mut reader, mut writer) = stream.into_split();
+    let request = request.to_vec();
+    let writing = tokio::spawn(async move {
+        let written = writer.write_all(&request).await;
+        (writer, written)
+    });
+    let answer = read_answer(&mut reader).await;
+    let (_writer, written) = writing.await.unwrap();
+    if let Err(error) = written {
+        let refused_early = matches!(
+            error.kind(),
+            std::io::ErrorKind::BrokenPipe | std::io::ErrorKind::ConnectionReset
+        );
+        assert!(refused_early, "writing the request: {error}");
+    }
+    answer
 }
 
 fn authority(server: &Server) -> String {
@@ -39,7 +57,7 @@ impl RawAnswer {
 }
 
 /// Reads one answer: its head, then as many body bytes as `content-length` says (or to the end).
-async fn read_answer(stream: &mut TcpStream) -> RawAnswer {
+async fn read_answer(stream: &mut (impl tokio::io::AsyncRead + Unpin)) -> RawAnswer {
     let mut bytes = Vec::new();
     let mut buffer = [0u8; 8192];
     let complete = tokio::time::timeout(TIMEOUT, async {

@@ -48,6 +48,10 @@ pub enum Entry {
 pub struct Transcript {
     pub entries: Vec<Entry>,
     by_item: HashMap<String, usize>,
+    /// Items whose final view (stored, no longer running) is shown. The stream is opened
+    /// before the history is read, so its earlier views of such an item (its start, its
+    /// deltas) can arrive after it: they are older, and ignored.
+    settled: HashSet<String>,
     /// Tool output and reasoning in full (Ctrl-O with nothing selected).
     pub expanded: bool,
     /// The tool call or reasoning selected (Alt-↑/↓), by its place in `entries`. Such an entry
@@ -71,6 +75,12 @@ impl Transcript {
     pub fn item(&mut self, item: &Value) {
         let id = text(&item["id"]).to_owned();
         let status = text(&item["status"]).to_owned();
+        if status == "running" && self.settled.contains(&id) {
+            return;
+        }
+        if status != "running" {
+            self.settled.insert(id.clone());
+        }
         let body = text(&item["text"]).to_owned();
         let entry = match text(&item["kind"]) {
             "user_message" if item["source"] == "agent" => {
@@ -116,6 +126,9 @@ impl Transcript {
     }
 
     pub fn delta(&mut self, item_id: &str, delta: &str) {
+        if self.settled.contains(item_id) {
+            return;
+        }
         let Some(&at) = self.by_item.get(item_id) else {
             return;
         };
@@ -369,5 +382,39 @@ mod tests {
         transcript.select_next();
         transcript.select_next();
         assert_eq!(transcript.selected, None);
+    }
+
+    /// The history is read after the stream is opened, so the stream may replay the start and
+    /// the output of a call the history already shows finished: the output is not doubled.
+    #[test]
+    fn a_finished_item_ignores_the_older_views_the_stream_replays() {
+        let call = |status: &str, output: &str| {
+            json!({"id": "c1", "kind": "tool_call", "name": "shell",
+                   "arguments": {"command": "seq 1 3"}, "status": status, "output": output})
+        };
+        let mut transcript = Transcript::default();
+        transcript.item(&call("completed", "1\n2\n3\n"));
+        transcript.item(&call("running", ""));
+        transcript.delta("c1", "1\n2\n3\n");
+        transcript.item(&call("completed", "1\n2\n3\n"));
+        let Entry::Tool { output, status, .. } = &transcript.entries[0] else {
+            panic!("a tool entry");
+        };
+        assert_eq!(
+            (output.as_str(), status.as_str()),
+            ("1\n2\n3\n", "completed")
+        );
+
+        // Live, the streamed output stays when the stored one is cut shorter.
+        let mut live = Transcript::default();
+        live.item(&json!({"id": "c2", "kind": "tool_call", "status": "running", "output": ""}));
+        live.delta("c2", "a long streamed output");
+        live.item(
+            &json!({"id": "c2", "kind": "tool_call", "status": "completed", "output": "a long"}),
+        );
+        let Entry::Tool { output, .. } = &live.entries[0] else {
+            panic!("a tool entry");
+        };
+        assert_eq!(output, "a long streamed output");
     }
 }
