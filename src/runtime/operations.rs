@@ -4,8 +4,7 @@
 use std::collections::HashMap;
 
 use super::*;
-use crate::api::responses::TurnsPage;
-use crate::api::responses::{CompactOutcome, ConversationView};
+use crate::api::responses::{CompactOutcome, ConversationView, TurnsPage};
 use crate::bus::EventId;
 use crate::domain::{Conversation, Item, Message, Session, Turn, TurnUsage, Usage};
 use crate::index::{ListPage, ListQuery};
