@@ -125,8 +125,10 @@ fn service_memory(before: Option<&Path>, out: &mut String) -> anyhow::Result<()>
                 let (started, after_turn) =
                     runtime.block_on(first_turn(binary, &data_dir, config.as_deref(), &dir))?;
                 figures.push(format!(
-                    "{:.1} MiB (after start: {:.1})",
-                    mb(after_turn),
+                    "{:.1} MiB: {:.1} anonymous, {:.1} file pages (after start: {:.1})",
+                    mb(after_turn.total),
+                    mb(after_turn.anon),
+                    mb(after_turn.file),
                     mb(started)
                 ));
             }
