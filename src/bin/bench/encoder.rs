@@ -77,7 +77,7 @@ pub fn encoder(args: &EncoderArgs) -> anyhow::Result<()> {
     let mut out = String::new();
     let _ = writeln!(
         out,
-        "| Measurement | before (tiktoken-rs) | after (tiktoken) | Target |\n|---|---|---|---|"
+        "| Measurement | before (the `--before` binary; tiktoken-rs) | after (this build; tiktoken) | Target |\n|---|---|---|---|"
     );
     service_memory(args.before.as_deref(), &mut out)?;
     // Each encoder in a fresh process, so that neither finds the other's freed memory to reuse.
