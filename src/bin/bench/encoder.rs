@@ -77,7 +77,7 @@ pub fn encoder(args: &EncoderArgs) -> anyhow::Result<()> {
     let mut out = String::new();
     let _ = writeln!(
         out,
-        "| Measurement | before (tiktoken-rs) | after (tiktoken) | Target |\n|---|---|---|---|"
+        "| Measurement | before (the `--before` binary; tiktoken-rs) | after (this build; tiktoken) | Target |\n|---|---|---|---|"
     );
     service_memory(args.before.as_deref(), &mut out)?;
     // Each encoder in a fresh process, so that neither finds the other's freed memory to reuse.
@@ -125,8 +125,10 @@ fn service_memory(before: Option<&Path>, out: &mut String) -> anyhow::Result<()>
                 let (started, after_turn) =
                     runtime.block_on(first_turn(binary, &data_dir, config.as_deref(), &dir))?;
                 figures.push(format!(
-                    "{:.1} MiB (after start: {:.1})",
-                    mb(after_turn),
+                    "{:.1} MiB: {:.1} anonymous, {:.1} file pages (after start: {:.1})",
+                    mb(after_turn.total),
+                    mb(after_turn.anon),
+                    mb(after_turn.file),
                     mb(started)
                 ));
             }

@@ -14,7 +14,7 @@ use clap::Args;
 use serde_json::{Value, json};
 
 use super::fake_provider::{FakeProvider, Script};
-use super::{ServerProcess, http_client, mb, percentile, server_binary, verdict};
+use super::{ServerProcess, http_client, mb, percentile, proc_status_kb, server_binary, verdict};
 
 #[derive(Args)]
 pub struct MeterArgs {
@@ -60,9 +60,9 @@ fn measure(args: &MeterArgs, server: &Path, dir: &Path) -> anyhow::Result<String
     ] {
         let data_dir = dir.join(format!("data-{}", config.is_some()));
         fs::create_dir_all(&data_dir)?;
-        let (started_kb, after_turn_kb) =
+        let (started_kb, after_turn) =
             runtime.block_on(first_turn(server, &data_dir, config.as_deref(), dir))?;
-        let after = mb(after_turn_kb);
+        let after = mb(after_turn.total);
         let _ = writeln!(
             out,
             "| resident memory after the first turn, {label} (after start: {:.1} MiB) | {after:.1} MiB | ≤ {RSS_TARGET_MIB} MiB | {} |",
@@ -118,14 +118,32 @@ model = "gpt"
     )
 }
 
-/// Starts a server, runs one turn and returns its resident memory after the start and after
-/// the turn (KiB).
+/// A server's resident memory (KiB): all of it (`VmRSS`), and its anonymous part (the heap,
+/// stacks, the encoder's tables) and file pages (mostly the binary's own code and constants).
+pub(super) struct Resident {
+    pub total: u64,
+    pub anon: u64,
+    pub file: u64,
+}
+
+impl Resident {
+    fn of(server: &ServerProcess) -> anyhow::Result<Resident> {
+        Ok(Resident {
+            total: server.rss_kb()?,
+            anon: proc_status_kb(server.pid(), "RssAnon")?,
+            file: proc_status_kb(server.pid(), "RssFile")?,
+        })
+    }
+}
+
+/// Starts a server, runs one turn and returns its resident memory after the start (KiB) and
+/// after the turn.
 pub(super) async fn first_turn(
     server: &Path,
     data_dir: &Path,
     config: Option<&str>,
     dir: &Path,
-) -> anyhow::Result<(u64, u64)> {
+) -> anyhow::Result<(u64, Resident)> {
     let mut running = match config {
         Some(config) => {
             let path = dir.join("meter-config.toml");
@@ -149,7 +167,7 @@ pub(super) async fn first_turn(
         .with_context(|| format!("unexpected create answer: {created}"))?
         .to_owned();
     wait_idle(&client, &running.base, &id).await?;
-    let after = running.rss_kb()?;
+    let after = Resident::of(&running)?;
     running.stop()?;
     Ok((started, after))
 }
