@@ -121,7 +121,8 @@ pub struct Turn {
 /// `unreported_calls`, and its tokens are missing from the sums.
 #[derive(Debug, Clone, Copy, Default, Serialize, Deserialize, PartialEq, Eq, utoipa::ToSchema)]
 pub struct TurnUsage {
-    /// Model calls that answered (a failed attempt that was retried is not one).
+    /// Model calls that answered (a failed attempt that was retried is not one; the summary
+    /// an automatic compaction makes inside the turn is one).
     pub model_calls: u32,
     pub unreported_calls: u32,
     /// What the model read, summed over the calls (each call reads the whole context again).

@@ -35,9 +35,11 @@ pub enum TurnMsg {
     },
     /// An automatic compaction begins.
     CompactionStarted,
-    /// Its summary is stored: the actor's history now reads from it.
+    /// Its summary is stored: the actor's history now reads from it. `usage`: the summary
+    /// call's token report, one of the turn's calls.
     Compacted {
         summary: Item,
+        usage: Option<TokenUsage>,
     },
     CompactionFailed {
         error: String,

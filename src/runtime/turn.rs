@@ -179,14 +179,17 @@ async fn compact(
         .summarize(&plan, &spec.cancel, on_retry)
         .await
     {
-        Ok((text, _report)) => {
+        Ok((text, report)) => {
             let mut summary =
                 compaction::summary_item(&spec.session_id, &spec.turn_id, text, &plan);
             summary.seq = link.store(summary.clone()).await?;
             history.push(summary.clone());
             compaction::mark_compacted(history);
             *usage = usage.restart(&compaction::model_view(history));
-            link.send(TurnMsg::Compacted { summary });
+            link.send(TurnMsg::Compacted {
+                summary,
+                usage: report,
+            });
             Ok(())
         }
         Err(Failure::Interrupted) => {

@@ -151,8 +151,14 @@ async fn a_model_call_that_would_reach_the_threshold_compacts_first() {
     let completed = run.all("compaction.completed");
     assert_eq!(completed[0]["summary"]["text"], "SUMMARY-1");
 
-    // Two model calls: the summary of what came before the long message, then the answer.
+    // Two model calls: the summary of what came before the long message, then the answer;
+    // the turn's figures count both.
     assert_eq!(run.requests.len(), 2);
+    assert_eq!(run.ended()["usage"]["model_calls"], 2, "{}", run.ended());
+    assert_eq!(
+        run.ended()["usage"]["input_tokens"],
+        2 * crate::fake_provider::INPUT_TOKENS
+    );
     let summarized = request_text(&run.requests[0]);
     assert!(
         summarized.contains("Hello") && summarized.contains("Ready."),

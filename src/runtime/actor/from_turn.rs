@@ -76,7 +76,13 @@ impl ConversationActor {
             TurnMsg::CompactionStarted => {
                 self.publish_compaction_started(session_id, CompactionReason::Auto)
             }
-            TurnMsg::Compacted { summary } => self.on_compacted(&summary),
+            TurnMsg::Compacted { summary, usage } => {
+                // The summary's call is one of the turn's; its report is not the context's.
+                if let Some(running) = self.run_mut(session_id).and_then(|r| r.running.as_mut()) {
+                    usage::count_call(&mut running.usage, usage.as_ref());
+                }
+                self.on_compacted(&summary);
+            }
             TurnMsg::CompactionFailed { error } => {
                 self.publish_compaction_failed(session_id, &error);
             }
