@@ -489,13 +489,7 @@ async fn retry_runs_a_failed_turn_again_and_fork_copies_the_conversation() {
             app.running.is_none() && s.contains("✗ the turn failed")
         })
         .await;
-    screen.type_text("/retry").await;
-    screen.enter().await;
-    let shown = screen
-        .until("the answer", |s, app| {
-            app.running.is_none() && s.contains(&format!("{REPLY} \"/fail 1\""))
-        })
-        .await;
+    let shown = retry_until_answered(&mut screen).await;
     assert!(shown.contains("running the failed turn again"), "{shown}");
     let original = screen.conversation();
     assert_eq!(user_texts(&items(&server, &original).await), ["/fail 1"]);
@@ -513,6 +507,17 @@ async fn retry_runs_a_failed_turn_again_and_fork_copies_the_conversation() {
     // The copy goes on by itself.
     screen.say("In the copy").await;
     assert_eq!(user_texts(&items(&server, &original).await), ["/fail 1"]);
+}
+
+/// `/retry`, then the screen once the demo model has answered the `/fail 1` turn.
+async fn retry_until_answered(screen: &mut Screen) -> String {
+    screen.type_text("/retry").await;
+    screen.enter().await;
+    screen
+        .until("the answer", |s, app| {
+            app.running.is_none() && s.contains(&format!("{REPLY} \"/fail 1\""))
+        })
+        .await
 }
 
 #[tokio::test]
@@ -534,14 +539,8 @@ async fn retry_while_a_model_call_waits_tries_it_at_once() {
             s.contains("attempt 2 of 3 in")
         })
         .await;
-    screen.type_text("/retry").await;
-    screen.enter().await;
     // Well within the test's timeout, a third of the minute it would have waited.
-    let shown = screen
-        .until("the answer", |s, app| {
-            app.running.is_none() && s.contains(&format!("{REPLY} \"/fail 1\""))
-        })
-        .await;
+    let shown = retry_until_answered(&mut screen).await;
     assert!(shown.contains("trying the model call again now"), "{shown}");
     // The same turn went on: nothing was posted again.
     let id = screen.conversation();

@@ -50,10 +50,12 @@ export function send() {
   } else {
     return;
   }
+  // Where the text goes back to, as a draft, if it cannot be sent.
+  target.draft = draftKey();
   box.value = '';
   const images = takeImages();
   $('mode').value = DEFAULT_MODE;
-  state.drafts.delete(target.kind === 'new' ? 'new' : target.conversationId);
+  state.drafts.delete(target.draft);
   const key = state.send.failed && state.send.failed.text === text ? state.send.failed.key : newKey();
   state.send.failed = null;
   sending = sending.then(() => deliver(text, images, key, target));
@@ -90,8 +92,8 @@ async function deliver(text, { images, taken }, key, target) {
       putBack(text);
       putBackImages(taken);
     } else {
-      state.drafts.set(target.kind === 'new' ? 'new' : target.conversationId, text);
-      keepImagesFor(target.kind === 'new' ? 'new' : target.conversationId, taken);
+      state.drafts.set(target.draft, text);
+      keepImagesFor(target.draft, taken);
     }
     showError(error);
   } finally {

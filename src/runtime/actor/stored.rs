@@ -14,7 +14,6 @@ use crate::domain::Usage;
 use crate::runtime::{RuntimeError, Shared};
 use crate::store::state::ConversationState;
 
-/// The view of a stored conversation, and the usage of each of its sessions by id.
 /// A conversation's state (its metadata file alone), without loading it.
 pub fn read_state(
     shared: &Shared,
@@ -27,6 +26,7 @@ pub fn read_state(
     })
 }
 
+/// The view of a stored conversation, and the usage of each of its sessions by id.
 pub fn read_view(
     shared: &Shared,
     id: &str,
