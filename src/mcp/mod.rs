@@ -1,8 +1,9 @@
 //! Tools from Model Context Protocol servers, through the official SDK (`rmcp`): the servers
 //! of `[mcp.*]` and those a client names when it creates a conversation, started when an agent
 //! that uses them first runs and shared by every conversation that uses the same config; their tools offered to the model as `mcp__<server>__<tool>`; calls made with
-//! progress, cancellation and a timeout. It knows nothing of turns or the API: the tools module
-//! calls it, the runtime owns the hub.
+//! progress, cancellation and a timeout. A server conversations named runs while one of them
+//! is live: the last one's actor, leaving memory, stops it (`McpHub::release`). It knows
+//! nothing of turns or the API: the tools module calls it, the runtime owns the hub.
 
 mod call;
 mod connect;
@@ -12,7 +13,7 @@ mod handler;
 pub mod names;
 mod server;
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
 
 use serde_json::Value;
@@ -113,7 +114,7 @@ pub struct McpHub {
     configured: BTreeMap<String, Arc<Server>>,
     /// Servers named by conversations, one per name and config: conversations that name the
     /// same server share it.
-    named: std::sync::Mutex<HashMap<(String, McpServerConfig), Arc<Server>>>,
+    named: std::sync::Mutex<HashMap<(String, McpServerConfig), Named>>,
     recorder: Option<ProcessRecorder>,
     /// Cancelled at the service's shutdown: every server ends, and none starts after it.
     stopping: CancellationToken,
@@ -127,10 +128,30 @@ impl std::fmt::Debug for McpHub {
     }
 }
 
+/// A server conversations named, and the live conversations that used it: when the last of
+/// them leaves memory, the server stops (a child process per conversation would otherwise
+/// outlive every conversation that needed it).
+struct Named {
+    server: Arc<Server>,
+    users: HashSet<Holder>,
+}
+
+/// A live conversation as a user of servers: its actor, by the conversation's id and the
+/// actor's generation (an actor that left memory releases its own holds, never those of the
+/// one loaded after it).
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct Holder {
+    pub conversation_id: String,
+    pub generation: u64,
+}
+
 /// What one turn may use: the configured servers its agent names, and the conversation's own.
 #[derive(Debug, Clone)]
 pub struct McpAccess {
     pub hub: Arc<McpHub>,
+    /// The conversation the turn is in: it holds the servers of its own it uses until it
+    /// leaves memory (`McpHub::release`).
+    pub holder: Holder,
     pub servers: Vec<String>,
     /// The servers the conversation was created with; one of them shadows a configured server
     /// of the same name.
@@ -173,17 +194,21 @@ impl McpHub {
                 .named
                 .lock()
                 .unwrap_or_else(std::sync::PoisonError::into_inner);
-            let server = named
+            let entry = named
                 .entry((name.to_owned(), config.clone()))
-                .or_insert_with(|| {
-                    Arc::new(Server::new(
+                .or_insert_with(|| Named {
+                    server: Arc::new(Server::new(
                         name.to_owned(),
                         config.clone(),
                         self.recorder.clone(),
                         &self.stopping,
-                    ))
+                    )),
+                    users: HashSet::new(),
                 });
-            return Some(server.clone());
+            if !entry.users.contains(&access.holder) {
+                entry.users.insert(access.holder.clone());
+            }
+            return Some(entry.server.clone());
         }
         access
             .servers
@@ -269,8 +294,33 @@ impl McpHub {
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
             .values()
-            .cloned()
+            .map(|named| named.server.clone())
             .collect()
+    }
+
+    /// A conversation left memory (unloaded, deleted, the service stopping): the servers it
+    /// named that no other live conversation uses stop. The next turn that names one starts
+    /// it again.
+    pub async fn release(&self, holder: &Holder) {
+        let unused: Vec<Arc<Server>> = {
+            let mut named = self
+                .named
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            let mut unused = Vec::new();
+            named.retain(|_, entry| {
+                if !entry.users.remove(holder) || !entry.users.is_empty() {
+                    return true;
+                }
+                unused.push(entry.server.clone());
+                false
+            });
+            unused
+        };
+        for server in unused {
+            tracing::debug!(server = %server.name, conversation = %holder.conversation_id, "stopping an MCP server no live conversation uses");
+            server.stop().await;
+        }
     }
 
     /// Every server's state: the configured ones by name, then those conversations named.

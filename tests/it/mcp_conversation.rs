@@ -369,3 +369,127 @@ fn the_call_result(wire: Wire, fake: &FakeProvider, call: &Value) -> (Value, Str
         .unwrap_or_else(|| panic!("no result in {body}"));
     (body, result)
 }
+
+/// The pids of the live processes whose environment holds `marker` (a value only one
+/// test's servers get).
+fn processes_with(marker: &str) -> Vec<i32> {
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Ok(pid) = entry.file_name().to_string_lossy().parse::<i32>() else {
+            continue;
+        };
+        if !crate::harness::process_alive(pid) {
+            continue;
+        }
+        let Ok(environ) = std::fs::read(entry.path().join("environ")) else {
+            continue;
+        };
+        if environ
+            .split(|byte| *byte == 0)
+            .any(|variable| variable == marker.as_bytes())
+        {
+            found.push(pid);
+        }
+    }
+    found
+}
+
+/// Polls `check` until it holds, at most `TIMEOUT`; `what` says what was awaited.
+async fn eventually(what: &str, mut check: impl AsyncFnMut() -> bool) {
+    let done = tokio::time::timeout(TIMEOUT, async {
+        while !check().await {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    })
+    .await;
+    assert!(done.is_ok(), "timed out waiting until {what}");
+}
+
+async fn live_conversations(server: &Server) -> u64 {
+    server.get("/api/health").await.1["live_conversations"]
+        .as_u64()
+        .unwrap()
+}
+
+/// A server conversations named runs while one of them is live: it outlives the first that
+/// leaves memory while another still uses it, stops with the last, and starts again for the
+/// next turn that needs it. Without this, every conversation naming a server of its own would
+/// leave a child process behind for the service's whole life.
+#[tokio::test]
+async fn a_conversations_server_stops_when_no_live_conversation_uses_it() {
+    let wire = Wire::OpenaiChat;
+    let fake = FakeProvider::start(wire).await;
+    let server = Server::start_with(ServerOptions {
+        config: Some(config(&fake, &[], ALLOW, "[server]\nidle_unload_s = 1\n")),
+        ..ServerOptions::default()
+    })
+    .await;
+    let marker = format!("MINE_MARKER={}", uuid::Uuid::now_v7());
+    let (variable, value) = marker.split_once('=').unwrap();
+    let mine = json!({
+        "mine": {"command": "node", "args": [fixture("server-everything"), "stdio"], "env": {variable: value}}
+    });
+    // Each conversation is followed from its first turn on (a followed conversation stays
+    // live), so it leaves memory exactly when the test stops following it.
+    let create_followed = async |text: &str| {
+        fake.push(Reply::text("Ready."));
+        let (status, created) = server
+            .post("/api/conversations", json!({"text": text, "mcp": mine}))
+            .await;
+        assert_eq!(status, 201, "{created}");
+        let id = created["conversation"]["id"].as_str().unwrap().to_owned();
+        let followed = server.events(&id).await;
+        server.wait_idle(&id).await;
+        (id, followed)
+    };
+    let (first, following_first) = create_followed("First").await;
+    let running = processes_with(&marker);
+    assert_eq!(running.len(), 1, "one server process: {running:?}");
+    // The second conversation names the same server: it shares the running one.
+    let (_second, following_second) = create_followed("Second").await;
+    assert_eq!(processes_with(&marker), running);
+
+    drop(following_first);
+    eventually("the first conversation left memory", async || {
+        live_conversations(&server).await == 1
+    })
+    .await;
+    assert_eq!(
+        processes_with(&marker),
+        running,
+        "the server stopped while a live conversation uses it"
+    );
+    let listed = server.get("/api/mcp").await.1;
+    assert_eq!(listed["servers"][0]["state"], "running", "{listed}");
+
+    drop(following_second);
+    eventually("the second conversation left memory", async || {
+        live_conversations(&server).await == 0
+    })
+    .await;
+    eventually("the server's process ended", async || {
+        processes_with(&marker).is_empty()
+    })
+    .await;
+    let listed = server.get("/api/mcp").await.1;
+    assert_eq!(listed["servers"], json!([]), "{listed}");
+
+    // The next turn that names it starts it again, and its tools work.
+    fake.push(Reply::tool_call(
+        "mcp__mine__echo",
+        json!({"message": "back again"}),
+        1,
+    ));
+    fake.push(Reply::text("Echoed."));
+    let events = turn(&server, &first, "Echo").await;
+    assert_eq!(
+        events.last().unwrap().1["status"],
+        "completed",
+        "{events:?}"
+    );
+    let call = last_call(&items(&server, &first).await).clone();
+    assert_eq!(call["output"], "Echo: back again");
+    let restarted = processes_with(&marker);
+    assert_eq!(restarted.len(), 1, "{restarted:?}");
+    assert_ne!(restarted, running);
+}

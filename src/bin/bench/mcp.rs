@@ -130,6 +130,10 @@ fn context(hub: Arc<McpHub>) -> ToolContext {
         sandbox: SandboxPolicy::default(),
         mcp: Some(McpAccess {
             hub,
+            holder: openvaala::mcp::Holder {
+                conversation_id: "bench".to_owned(),
+                generation: 0,
+            },
             servers: vec!["everything".to_owned()],
             own: Default::default(),
         }),

@@ -261,6 +261,14 @@ impl ConversationActor {
         for waiter in self.shutdown_waiters.drain(..) {
             let _ = waiter.send(());
         }
+        // The servers of its own no other live conversation uses stop with it.
+        self.shared
+            .mcp
+            .release(&crate::mcp::Holder {
+                conversation_id: self.id.clone(),
+                generation: self.generation,
+            })
+            .await;
         self.shared.forget_actor(&self.id, self.generation).await;
     }
 
