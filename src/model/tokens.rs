@@ -7,15 +7,17 @@
 //! same, kept 42 MiB in 600,000 small allocations), and it counts several times faster.
 //!
 //! Counting is the cost the meter adds to a turn, so it is kept cheap: each encoding is built
-//! once, on first use, and shared (only the encodings the configured models use are ever
-//! built); and a text of some length is encoded once and its count remembered (`MEMO`), so
-//! the request overhead (instructions, AGENTS.md, tool schemas) and a history's items are not
+//! on first use and shared (only the encodings the configured models use are ever built);
+//! and a text of some length is encoded once and its count remembered (`MEMO`), so the
+//! request overhead (instructions, AGENTS.md, tool schemas) and a history's items are not
 //! encoded again every turn or every time a history is re-estimated (after a compaction, on
-//! load).
+//! load). Both are let go when the service has no live conversation (`release`): an idle
+//! service does not keep the 12 MiB of tables, and the next conversation builds them again
+//! (about 65 ms, on the blocking pool: `prepare`).
 
 use std::collections::HashMap;
 use std::hash::{Hash, Hasher};
-use std::sync::{LazyLock, Mutex};
+use std::sync::{Arc, LazyLock, Mutex, PoisonError, RwLock};
 
 use tiktoken::CoreBpe;
 
@@ -85,16 +87,68 @@ static MEMO: LazyLock<Mutex<HashMap<(Tokenizer, u64), u64>>> =
     LazyLock::new(|| Mutex::new(HashMap::new()));
 
 /// The encodings, each built on first use.
-static O200K_BASE: LazyLock<&'static CoreBpe> = LazyLock::new(|| built("o200k_base"));
-static CL100K_BASE: LazyLock<&'static CoreBpe> = LazyLock::new(|| built("cl100k_base"));
+static O200K_BASE: Encoding = Encoding::new(tiktoken::encoding::o200k_base);
+static CL100K_BASE: Encoding = Encoding::new(tiktoken::encoding::cl100k_base);
 
-/// A compiled-in encoding, built. Building one parses its vocabulary into a hash map of
-/// 200,000 small allocations before it is packed into the compact tables, and glibc keeps
-/// the freed map (about 10 MB) unless asked to give it back.
-fn built(name: &str) -> &'static CoreBpe {
-    let encoding = tiktoken::get_encoding(name).expect("the encoding is compiled in");
-    crate::memory::return_freed_memory();
-    encoding
+/// A compiled-in encoding: built when first needed, shared, and dropped by `release` (a
+/// count still running keeps its own reference until it ends).
+struct Encoding {
+    build: fn() -> CoreBpe,
+    built: RwLock<Option<Arc<CoreBpe>>>,
+}
+
+impl Encoding {
+    const fn new(build: fn() -> CoreBpe) -> Encoding {
+        Encoding {
+            build,
+            built: RwLock::new(None),
+        }
+    }
+
+    fn get(&self) -> Arc<CoreBpe> {
+        if let Some(built) = self
+            .built
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .as_ref()
+        {
+            return built.clone();
+        }
+        let mut slot = self.built.write().unwrap_or_else(PoisonError::into_inner);
+        slot.get_or_insert_with(|| {
+            let encoding = Arc::new((self.build)());
+            // Building parses the vocabulary into a hash map of 200,000 small allocations
+            // before packing it into the compact tables; glibc keeps the freed map (about
+            // 10 MB) unless asked to give it back.
+            crate::memory::return_freed_memory();
+            encoding
+        })
+        .clone()
+    }
+
+    fn is_built(&self) -> bool {
+        self.built
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .is_some()
+    }
+
+    fn release(&self) {
+        let built = self
+            .built
+            .write()
+            .unwrap_or_else(PoisonError::into_inner)
+            .take();
+        drop(built);
+    }
+}
+
+/// Lets go of the built encodings and the remembered counts (when no conversation is live:
+/// `Shared::after_unload`, which then hands the freed memory back to the system).
+pub fn release() {
+    O200K_BASE.release();
+    CL100K_BASE.release();
+    *MEMO.lock().unwrap_or_else(PoisonError::into_inner) = HashMap::new();
 }
 
 impl Tokenizer {
@@ -151,6 +205,13 @@ impl Tokenizer {
         count
     }
 
+    fn encoding(self) -> &'static Encoding {
+        match self {
+            Tokenizer::O200kBase => &O200K_BASE,
+            Tokenizer::Cl100kBase | Tokenizer::Anthropic => &CL100K_BASE,
+        }
+    }
+
     /// Remembered counts are the encoding's: Anthropic's estimate shares `cl100k_base`'s.
     fn memo_key(self, text: &str) -> (Tokenizer, u64) {
         let encoding = match self {
@@ -162,12 +223,26 @@ impl Tokenizer {
         (encoding, hasher.finish())
     }
 
-    /// Counts a long text on the blocking pool (at most `BLOCKING_COUNTS` at once) for each
-    /// of `tokenizers`, so that the meter's own counts of it, which run where the meter is
-    /// kept (a conversation's actor, a turn's task), find it remembered and do not hold up an
-    /// async worker. Short texts and texts estimated by length are cheap and left alone.
+    /// Builds the encodings of `tokenizers` not built yet, and counts a long text for each,
+    /// on the blocking pool (at most `BLOCKING_COUNTS` at once), so that the meter's own
+    /// counts, which run where the meter is kept (a conversation's actor, a turn's task),
+    /// find the encoding ready and the text remembered, and do not hold up an async worker.
+    /// Short texts and texts estimated by length are cheap and left alone.
     pub async fn prepare(tokenizers: &[Tokenizer], text: &str) {
+        let unbuilt: Vec<Tokenizer> = tokenizers
+            .iter()
+            .copied()
+            .filter(|tokenizer| !tokenizer.encoding().is_built())
+            .collect();
         if !(BLOCKING_MIN_BYTES..=EXACT_MAX_BYTES).contains(&text.len()) {
+            if !unbuilt.is_empty() {
+                let _ = tokio::task::spawn_blocking(move || {
+                    for tokenizer in unbuilt {
+                        tokenizer.encoding().get();
+                    }
+                })
+                .await;
+            }
             return;
         }
         let Ok(_permit) = BLOCKING_COUNTS.acquire().await else {
@@ -204,10 +279,7 @@ impl Tokenizer {
     /// text's length whatever it holds. A part equal to the one before it (a long run of one
     /// character is cut into equal parts) is not counted again.
     pub fn encode_count(self, text: &str) -> u64 {
-        let encoding = match self {
-            Tokenizer::O200kBase => *O200K_BASE,
-            Tokenizer::Cl100kBase | Tokenizer::Anthropic => *CL100K_BASE,
-        };
+        let encoding = self.encoding().get();
         let mut last: Option<(&str, u64)> = None;
         parts(text)
             .map(|part| match last {
@@ -295,6 +367,31 @@ mod tests {
     use super::*;
 
     const CORPUS: &str = include_str!("tokens/corpus.txt");
+
+    /// An idle service lets go of the encodings; the next count builds them again and counts
+    /// the same. (Other tests count meanwhile: each keeps the encoding it got, or builds it.)
+    #[test]
+    fn released_encodings_are_built_again_and_count_the_same() {
+        let text = messages().join("\n\n");
+        let counts: Vec<u64> = [Tokenizer::O200kBase, Tokenizer::Cl100kBase]
+            .iter()
+            .map(|tokenizer| tokenizer.encode_count(&text))
+            .collect();
+        let before = O200K_BASE.get();
+        release();
+        let rebuilt = O200K_BASE.get();
+        assert!(
+            !Arc::ptr_eq(&before, &rebuilt),
+            "the encoding was not let go"
+        );
+        assert_eq!(
+            [Tokenizer::O200kBase, Tokenizer::Cl100kBase]
+                .iter()
+                .map(|tokenizer| tokenizer.encode_count(&text))
+                .collect::<Vec<_>>(),
+            counts
+        );
+    }
 
     /// The corpus in items the size of messages: paragraphs, code blocks.
     fn messages() -> Vec<&'static str> {

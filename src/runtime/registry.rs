@@ -210,9 +210,10 @@ impl Runtime {
 
 impl Shared {
     /// After an actor has stopped and its memory is dropped: when no conversation is live any
-    /// more, the service hands what it freed back to the system, so a service that was busy
-    /// idles as small as one that was not (the allocator and SQLite otherwise keep their
-    /// high-water marks). Not done while conversations are live: they would take it again.
+    /// more, the service lets go of the token encodings (the next conversation builds them
+    /// again) and hands what it freed back to the system, so a service that was busy idles as
+    /// small as one that was not (the allocator and SQLite otherwise keep their high-water
+    /// marks). Not done while conversations are live: they would take it again.
     pub async fn after_unload(&self) {
         if !self.actors.lock().await.is_empty() {
             return;
@@ -220,7 +221,11 @@ impl Shared {
         if let Err(error) = self.index.release_memory().await {
             tracing::debug!(%error, "could not shrink the index's caches");
         }
-        let _ = tokio::task::spawn_blocking(crate::memory::return_freed_memory).await;
+        let _ = tokio::task::spawn_blocking(|| {
+            crate::model::tokens::release();
+            crate::memory::return_freed_memory();
+        })
+        .await;
     }
 
     /// Forgets an actor that has stopped, unless a newer one already took its place.

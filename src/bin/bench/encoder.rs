@@ -17,7 +17,7 @@ use clap::{Args, ValueEnum};
 use openvaala::model::tokens::{Tokenizer, parts};
 
 use super::fake_provider::{FakeProvider, Script};
-use super::meter::{first_turn, openai_config};
+use super::meter::{Resident, first_turn_then, openai_config};
 use super::text::{Rng, prose};
 use super::{mb, proc_status_kb, server_binary, thousands};
 
@@ -113,29 +113,48 @@ fn service_memory(before: Option<&Path>, out: &mut String) -> anyhow::Result<()>
                 Some(openai_config(&provider.base_url)),
             ),
         ];
+        let shown = |resident: &Resident| {
+            format!(
+                "{:.1} MiB: {:.1} anonymous, {:.1} file pages",
+                mb(resident.total),
+                mb(resident.anon),
+                mb(resident.file),
+            )
+        };
         for (index, (label, config)) in configs.iter().enumerate() {
-            let mut figures = Vec::new();
+            let mut after_turn = Vec::new();
+            let mut unloaded = Vec::new();
             for (which, binary) in [("before", before), ("after", Some(after.as_path()))] {
                 let Some(binary) = binary else {
-                    figures.push("(no `--before`)".to_owned());
+                    after_turn.push("(no `--before`)".to_owned());
+                    unloaded.push("(no `--before`)".to_owned());
                     continue;
                 };
                 let data_dir = dir.join(format!("data-{index}-{which}"));
                 fs::create_dir_all(&data_dir)?;
-                let (started, after_turn) =
-                    runtime.block_on(first_turn(binary, &data_dir, config.as_deref(), &dir))?;
-                figures.push(format!(
-                    "{:.1} MiB: {:.1} anonymous, {:.1} file pages (after start: {:.1})",
-                    mb(after_turn.total),
-                    mb(after_turn.anon),
-                    mb(after_turn.file),
+                let (started, turn, left) = runtime.block_on(first_turn_then(
+                    binary,
+                    &data_dir,
+                    config.as_deref(),
+                    &dir,
+                    true,
+                ))?;
+                after_turn.push(format!(
+                    "{} (after start: {:.1})",
+                    shown(&turn),
                     mb(started)
                 ));
+                unloaded.push(shown(&left.expect("measured until unloaded")));
             }
             let _ = writeln!(
                 out,
                 "| resident memory after the first turn, {label} | {} | {} | ≤ {RSS_TARGET_MIB} MiB |",
-                figures[0], figures[1],
+                after_turn[0], after_turn[1],
+            );
+            let _ = writeln!(
+                out,
+                "| and once its conversation left memory (`idle_unload_s = 2`) | {} | {} | |",
+                unloaded[0], unloaded[1],
             );
         }
         anyhow::Ok(())

@@ -144,6 +144,28 @@ pub(super) async fn first_turn(
     config: Option<&str>,
     dir: &Path,
 ) -> anyhow::Result<(u64, Resident)> {
+    let (started, after, _) = first_turn_then(server, data_dir, config, dir, false).await?;
+    Ok((started, after))
+}
+
+/// `first_turn`, and with `until_unloaded` also the resident memory once the conversation
+/// has left memory (`idle_unload_s` is set to 2 for that) and the service has handed back
+/// what it freed.
+pub(super) async fn first_turn_then(
+    server: &Path,
+    data_dir: &Path,
+    config: Option<&str>,
+    dir: &Path,
+    until_unloaded: bool,
+) -> anyhow::Result<(u64, Resident, Option<Resident>)> {
+    let config = match (config, until_unloaded) {
+        (config, true) => Some(format!(
+            "{}\n[server]\nidle_unload_s = 2\n",
+            config.unwrap_or("")
+        )),
+        (config, false) => config.map(str::to_owned),
+    };
+    let config = config.as_deref();
     let mut running = match config {
         Some(config) => {
             let path = dir.join("meter-config.toml");
@@ -168,8 +190,50 @@ pub(super) async fn first_turn(
         .to_owned();
     wait_idle(&client, &running.base, &id).await?;
     let after = Resident::of(&running)?;
+    let unloaded = if until_unloaded {
+        Some(once_unloaded(&client, &running).await?)
+    } else {
+        None
+    };
     running.stop()?;
-    Ok((started, after))
+    Ok((started, after, unloaded))
+}
+
+/// The server's resident memory once no conversation is live and its memory has settled
+/// (three readings 100 ms apart within 64 KiB of each other: the service hands memory back
+/// just after the last conversation leaves).
+async fn once_unloaded(
+    client: &reqwest::Client,
+    running: &ServerProcess,
+) -> anyhow::Result<Resident> {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let health: Value = client
+            .get(format!("{}/api/health", running.base))
+            .send()
+            .await?
+            .json()
+            .await?;
+        if health["live_conversations"] == 0 {
+            break;
+        }
+        if Instant::now() > deadline {
+            bail!("the conversation did not leave memory");
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let mut readings = vec![Resident::of(running)?];
+    while Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        readings.push(Resident::of(running)?);
+        if let [.., a, b, c] = readings.as_slice()
+            && a.total.abs_diff(b.total) <= 64
+            && b.total.abs_diff(c.total) <= 64
+        {
+            break;
+        }
+    }
+    Ok(readings.pop().expect("one reading at least"))
 }
 
 /// Polls a conversation until its turn has ended.
