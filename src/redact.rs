@@ -297,6 +297,7 @@ pub fn model_error(error: ModelError) -> ModelError {
             retry_after,
         },
         ModelError::Fatal(message) => ModelError::Fatal(redact_error(&message)),
+        ModelError::ContextOverflow(message) => ModelError::ContextOverflow(redact_error(&message)),
     }
 }
 
@@ -547,7 +548,7 @@ mod tests {
                 assert_eq!(message, "echo: Bearer [redacted]");
                 assert_eq!(retry_after, Some(std::time::Duration::from_secs(2)));
             }
-            ModelError::Fatal(_) => panic!("the class changed"),
+            ModelError::Fatal(_) | ModelError::ContextOverflow(_) => panic!("the class changed"),
         }
     }
 }

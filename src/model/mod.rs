@@ -89,6 +89,11 @@ pub enum ModelError {
     /// Retrying cannot help: 400/401/403/404, an invalid request, a missing key.
     #[error("{0}")]
     Fatal(String),
+    /// The provider refused the request as larger than the model's context window (its count
+    /// was higher than the meter's estimate). Sending it again cannot help; a turn compacts
+    /// its history and calls once more.
+    #[error("{0}")]
+    ContextOverflow(String),
 }
 
 impl ModelError {
@@ -111,6 +116,9 @@ impl ModelError {
                 retry_after,
             },
             ModelError::Fatal(message) => ModelError::Fatal(format!("{message} ({context})")),
+            ModelError::ContextOverflow(message) => {
+                ModelError::ContextOverflow(format!("{message} ({context})"))
+            }
         }
     }
 }

@@ -77,7 +77,9 @@ pub(crate) fn model_failure(error: &ModelError, attempt: u32) -> String {
         ModelError::Transient { message, .. } => {
             format!("the model call failed {attempt} times; last error: {message}")
         }
-        ModelError::Fatal(message) => format!("the model call failed: {message}"),
+        ModelError::Fatal(message) | ModelError::ContextOverflow(message) => {
+            format!("the model call failed: {message}")
+        }
     }
 }
 

@@ -100,10 +100,25 @@ async fn drive(mut spec: TurnSpec, link: &ActorLink) -> Result<(), TurnStop> {
             history.push(steered);
         }
         if compaction::needed(&usage, spec.context_window, spec.max_output_tokens) {
-            compact(&spec, &mut history, &mut usage, link).await?;
+            compact(&spec, &mut history, &mut usage, link, false).await?;
         }
 
-        let answer = call_model(&spec, &history, step, link).await?;
+        let answer = match call_model(&spec, &history, step, link).await {
+            Ok(answer) => answer,
+            Err(CallStop::Turn(stop)) => return Err(stop),
+            // The provider counted more than the meter estimated (images, a tokenizer that
+            // is only approximated): compact what came before this turn and call once more.
+            Err(CallStop::Overflow(error)) => {
+                if !compact(&spec, &mut history, &mut usage, link, true).await? {
+                    return Err(TurnStop::Failed(format!(
+                        "the model call failed: {error}; nothing older is left to compact"
+                    )));
+                }
+                call_model(&spec, &history, step, link)
+                    .await
+                    .map_err(CallStop::into_turn_stop)?
+            }
+        };
         for item in answer.items.iter().chain(&answer.tool_calls) {
             usage.stored(item, true);
         }
@@ -158,19 +173,27 @@ async fn drive(mut spec: TurnSpec, link: &ActorLink) -> Result<(), TurnStop> {
     }
 }
 
-/// Compacts the history before a model call that would reach the threshold:
-/// the summary is stored, and the rest of the turn reads from it. A failed compaction fails
-/// the turn.
+/// Compacts the history before a model call that would reach the threshold, or after the
+/// provider refused one as too large (`overflowed`: then everything before the current turn
+/// is summarized if the usual cut keeps it all): the summary is stored, and the rest of the
+/// turn reads from it. False when there was nothing older to summarize. A failed compaction
+/// fails the turn.
 async fn compact(
     spec: &TurnSpec,
     history: &mut Vec<Item>,
     usage: &mut UsageTracker,
     link: &ActorLink,
-) -> Result<(), TurnStop> {
+    overflowed: bool,
+) -> Result<bool, TurnStop> {
     let view = compaction::model_view(history);
-    let Some(plan) = compaction::plan(&view, spec.context_window, CompactionReason::Auto) else {
+    let plan = compaction::plan(&view, spec.context_window, CompactionReason::Auto).or_else(|| {
+        overflowed
+            .then(|| compaction::plan(&view, spec.context_window, CompactionReason::Manual))
+            .flatten()
+    });
+    let Some(plan) = plan else {
         // Everything is recent: there is nothing older to summarize.
-        return Ok(());
+        return Ok(false);
     };
     link.send(TurnMsg::CompactionStarted);
     let on_retry = |retry: Retry| link.send(TurnMsg::Retry(retry));
@@ -190,7 +213,7 @@ async fn compact(
                 summary,
                 usage: report,
             });
-            Ok(())
+            Ok(true)
         }
         Err(Failure::Interrupted) => {
             link.send(TurnMsg::CompactionFailed {
@@ -215,6 +238,28 @@ struct Answer {
     usage: Option<TokenUsage>,
 }
 
+/// Why a model call gave no answer: the turn stops, or the provider refused the request as
+/// larger than the context window (the turn may compact and call again).
+enum CallStop {
+    Turn(TurnStop),
+    Overflow(ModelError),
+}
+
+impl CallStop {
+    fn into_turn_stop(self) -> TurnStop {
+        match self {
+            CallStop::Turn(stop) => stop,
+            CallStop::Overflow(error) => TurnStop::Failed(model_failure(&error, 1)),
+        }
+    }
+}
+
+impl From<TurnStop> for CallStop {
+    fn from(stop: TurnStop) -> CallStop {
+        CallStop::Turn(stop)
+    }
+}
+
 /// Calls the model, retrying transient errors. Output streamed by a failed attempt
 /// is stored as `failed` and never reaches the model as if it were complete.
 async fn call_model(
@@ -222,7 +267,7 @@ async fn call_model(
     history: &[Item],
     step: u32,
     link: &ActorLink,
-) -> Result<Answer, TurnStop> {
+) -> Result<Answer, CallStop> {
     let mut attempt = 1;
     loop {
         let request = ModelRequest {
@@ -248,7 +293,11 @@ async fn call_model(
             }
             Err(AttemptError::Interrupted) => {
                 partial.close(ItemStatus::Interrupted, link).await?;
-                return Err(TurnStop::Interrupted);
+                return Err(TurnStop::Interrupted.into());
+            }
+            Err(AttemptError::Model(error @ ModelError::ContextOverflow(_))) => {
+                partial.close(ItemStatus::Failed, link).await?;
+                return Err(CallStop::Overflow(error));
             }
             Err(AttemptError::Model(error)) => {
                 partial.close(ItemStatus::Failed, link).await?;
@@ -257,10 +306,10 @@ async fn call_model(
                 match back_off(&spec.retry, attempt, &error, waits, announce).await {
                     BackOff::Retry => attempt += 1,
                     BackOff::GiveUp => {
-                        return Err(TurnStop::Failed(model_failure(&error, attempt)));
+                        return Err(TurnStop::Failed(model_failure(&error, attempt)).into());
                     }
-                    BackOff::WaitTooLong(message) => return Err(TurnStop::Failed(message)),
-                    BackOff::Interrupted => return Err(TurnStop::Interrupted),
+                    BackOff::WaitTooLong(message) => return Err(TurnStop::Failed(message).into()),
+                    BackOff::Interrupted => return Err(TurnStop::Interrupted.into()),
                 }
             }
         }

@@ -512,3 +512,62 @@ async fn compaction_fork_and_rewind_need_the_working_directory_like_a_turn() {
     let (_, listed) = server.get("/api/conversations").await;
     assert_eq!(listed["conversations"].as_array().unwrap().len(), 1);
 }
+
+/// The provider counts more than the meter estimated (images, a tokenizer only approximated)
+/// and refuses a call as longer than the context window: the turn compacts what came before
+/// it and sends the call again, once. Refused again after that, the turn fails with the
+/// provider's words. Anthropic's wording is checked too.
+#[tokio::test]
+async fn a_call_refused_as_too_long_compacts_the_history_and_is_sent_again_once() {
+    for wire in [Wire::OpenaiChat, Wire::AnthropicMessages] {
+        let setup = Setup::start(wire).await;
+        setup.fake.push(Reply::text("The capital is Paris."));
+        setup.turn("What is the capital of France?").await;
+        let refusal = match wire {
+            Wire::AnthropicMessages => "prompt is too long: 2300 tokens > 2000 maximum",
+            _ => {
+                "This model's maximum context length is 2000 tokens. However, your messages \
+                 resulted in 2300 tokens."
+            }
+        };
+        setup.fake.push(Reply::rejected(400, refusal));
+        setup.fake.push(Reply::text("SUMMARY-OVERFLOW"));
+        setup.fake.push(Reply::text("It is on the Seine."));
+        let run = setup.turn("Which river runs through it?").await;
+        assert_eq!(run.ended()["status"], "completed", "{:?}", run.events);
+        let started = run.all("compaction.started");
+        assert_eq!(started.len(), 1, "{:?}", run.events);
+        assert_eq!(started[0]["reason"], "auto");
+        assert_eq!(
+            run.all("compaction.completed")[0]["summary"]["text"],
+            "SUMMARY-OVERFLOW"
+        );
+        // The refused call, the summary of the turns before this one, the call again.
+        assert_eq!(run.requests.len(), 3, "{wire:?}");
+        let texts: Vec<String> = run
+            .requests
+            .iter()
+            .map(|request| request.body["messages"].to_string())
+            .collect();
+        assert!(texts[0].contains("capital of France"), "{}", texts[0]);
+        assert!(texts[1].contains("capital of France"), "{}", texts[1]);
+        assert!(!texts[1].contains("Which river"), "{}", texts[1]);
+        assert!(texts[2].contains("SUMMARY-OVERFLOW"), "{}", texts[2]);
+        assert!(texts[2].contains("Which river"), "{}", texts[2]);
+        assert!(!texts[2].contains("capital of France"), "{}", texts[2]);
+        let stored = setup.items().await;
+        let answer = stored.last().unwrap();
+        assert_eq!(answer["text"], "It is on the Seine.", "{answer}");
+
+        // Refused again once compacted: the turn fails, saying why.
+        setup.fake.push(Reply::rejected(400, refusal));
+        setup.fake.push(Reply::text("SUMMARY-AGAIN"));
+        setup.fake.push(Reply::rejected(400, refusal));
+        let run = setup.turn("And how long is it?").await;
+        assert_eq!(run.ended()["status"], "failed", "{:?}", run.events);
+        let error = run.ended()["error"].as_str().unwrap();
+        assert!(error.contains(refusal), "{error}");
+        assert_eq!(run.requests.len(), 3, "{wire:?}");
+        assert_eq!(setup.fake.remaining(), 0);
+    }
+}

@@ -14,7 +14,8 @@ use crate::model::ModelError;
 const QUOTE_CHARS: usize = 500;
 
 /// The error for an unsuccessful HTTP status: 408, 409, 429 and 5xx are worth retrying (the
-/// turn retries transient model-call errors), any other status is not.
+/// turn retries transient model-call errors), any other status is not; a 400, 413 or 422 that
+/// says the request exceeds the context window is `ContextOverflow`.
 pub fn status_error(status: StatusCode, retry_after: Option<Duration>, body: &str) -> ModelError {
     let message = format!(
         "provider answered {}: {}",
@@ -26,9 +27,29 @@ pub fn status_error(status: StatusCode, retry_after: Option<Duration>, body: &st
             message,
             retry_after,
         }
+    } else if matches!(status.as_u16(), 400 | 413 | 422) && says_context_overflow(body) {
+        ModelError::ContextOverflow(message)
     } else {
         ModelError::Fatal(message)
     }
+}
+
+/// Whether a provider's refusal says the request is larger than the model's context window,
+/// in the words the providers use: OpenAI's code `context_length_exceeded` ("maximum context
+/// length is … tokens"), Anthropic's "prompt is too long: … tokens > … maximum", and the
+/// compatible servers' "maximum context length" / "context window" wordings.
+fn says_context_overflow(text: &str) -> bool {
+    const SIGNS: &[&str] = &[
+        "context_length_exceeded",
+        "maximum context length",
+        "context length exceeded",
+        "prompt is too long",
+        "exceeds the context window",
+        "exceeds the model's context window",
+        "input is too long for the model",
+    ];
+    let text = text.to_ascii_lowercase();
+    SIGNS.iter().any(|sign| text.contains(sign))
 }
 
 /// A status as an error names it: its code and reason. 529 is no HTTP standard's, so it has
@@ -85,15 +106,20 @@ fn duration_from_secs(seconds: f64) -> Option<Duration> {
     Duration::try_from_secs_f64(seconds.max(0.0)).ok()
 }
 
-/// An error event inside a stream the provider had accepted (HTTP 200). Rate limits, overloads
-/// and server errors are transient; any other named error is not; an error without a code is
-/// taken as transient, since the request itself was accepted.
+/// An error event inside a stream the provider had accepted (HTTP 200). One that says the
+/// request exceeds the context window is `ContextOverflow`; rate limits, overloads and server
+/// errors are transient; any other named error is not; an error without a code is taken as
+/// transient, since the request itself was accepted.
 pub fn stream_error(code: Option<&str>, message: Option<&str>) -> ModelError {
-    let message = format!(
+    let text = format!(
         "the provider reported an error{}: {}",
         code.map(|code| format!(" ({code})")).unwrap_or_default(),
         quote(message.unwrap_or("(no message)"))
     );
+    if code.is_some_and(says_context_overflow) || message.is_some_and(says_context_overflow) {
+        return ModelError::ContextOverflow(text);
+    }
+    let message = text;
     let Some(code) = code else {
         return ModelError::transient(message);
     };
@@ -102,7 +128,7 @@ pub fn stream_error(code: Option<&str>, message: Option<&str>) -> ModelError {
     {
         return match status_error(status, None, "") {
             ModelError::Transient { .. } => ModelError::transient(message),
-            ModelError::Fatal(_) => ModelError::Fatal(message),
+            ModelError::Fatal(_) | ModelError::ContextOverflow(_) => ModelError::Fatal(message),
         };
     }
     const TRANSIENT: &[&str] = &[
@@ -162,6 +188,46 @@ mod tests {
             let error = status_error(StatusCode::from_u16(status).unwrap(), None, "");
             assert!(matches!(error, ModelError::Fatal(_)), "{status}: {error:?}");
         }
+    }
+
+    /// The providers' ways of saying a request exceeds the context window, in a refusal and in
+    /// a stream's error event; other refusals stay fatal.
+    #[test]
+    fn a_request_over_the_context_window_is_told_apart() {
+        let overflows = [
+            r#"{"error": {"message": "This model's maximum context length is 128000 tokens. However, your messages resulted in 130000 tokens.", "code": "context_length_exceeded"}}"#,
+            r#"{"type": "error", "error": {"type": "invalid_request_error", "message": "prompt is too long: 210000 tokens > 200000 maximum"}}"#,
+            r#"{"object": "error", "message": "This model's maximum context length is 32768 tokens.", "code": 400}"#,
+            r#"{"error": {"message": "Your input exceeds the context window of this model."}}"#,
+        ];
+        for body in overflows {
+            let error = status_error(StatusCode::BAD_REQUEST, None, body);
+            assert!(
+                matches!(error, ModelError::ContextOverflow(_)),
+                "{body}: {error:?}"
+            );
+        }
+        let refused = r#"{"error": {"message": "Invalid value for 'model'"}}"#;
+        assert!(matches!(
+            status_error(StatusCode::BAD_REQUEST, None, refused),
+            ModelError::Fatal(_)
+        ));
+        // A gateway's 503 that mentions a context length is still worth retrying.
+        assert!(matches!(
+            status_error(StatusCode::SERVICE_UNAVAILABLE, None, overflows[0]),
+            ModelError::Transient { .. }
+        ));
+        assert!(matches!(
+            stream_error(
+                Some("context_length_exceeded"),
+                Some("Your input exceeds the context window of this model.")
+            ),
+            ModelError::ContextOverflow(_)
+        ));
+        assert!(matches!(
+            stream_error(Some("invalid_prompt"), Some("bad prompt")),
+            ModelError::Fatal(_)
+        ));
     }
 
     #[test]
