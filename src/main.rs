@@ -206,6 +206,7 @@ fn main() -> ExitCode {
     if let Some(code) = openvaala::tools::sandbox_launcher_main() {
         return code;
     }
+    openvaala::memory::keep_big_blocks_apart();
     tracing_subscriber::fmt()
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_env("OPENVAALA_LOG")
