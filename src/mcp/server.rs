@@ -122,6 +122,10 @@ impl Server {
             return Err(format!("the MCP server `{}` was stopped", self.name));
         }
         let mut slot = self.slot.lock().await;
+        // Stopped while this call waited for the slot: no start after a stop.
+        if self.stopping.is_cancelled() {
+            return Err(format!("the MCP server `{}` was stopped", self.name));
+        }
         if let Some(connection) = slot.as_ref() {
             if !connection.is_closed() {
                 let connection = connection.clone();
@@ -146,7 +150,13 @@ impl Server {
             }
         }
         self.set_state(ServerState::Starting);
-        match self.start().await {
+        // A stop does not wait out a start (up to `START_TIMEOUT`): the start is dropped, and
+        // with it the child's process group.
+        let started = tokio::select! {
+            started = self.start() => started,
+            () = self.stopping.cancelled() => Err("it was stopped while starting".to_owned()),
+        };
+        match started {
             Ok(connection) => {
                 let mut tracked = self.tracked();
                 if tracked.started_once {

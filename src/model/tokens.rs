@@ -11,9 +11,10 @@
 //! and a text of some length is encoded once and its count remembered (`MEMO`), so the
 //! request overhead (instructions, AGENTS.md, tool schemas) and a history's items are not
 //! encoded again every turn or every time a history is re-estimated (after a compaction, on
-//! load). Both are let go when the service has no live conversation (`release`): an idle
-//! service does not keep the 12 MiB of tables, and the next conversation builds them again
-//! (about 65 ms, on the blocking pool: `prepare`).
+//! load). The encodings are let go when the service has no live conversation (`release`): an
+//! idle service does not keep their 12 MiB, and the next conversation builds them again
+//! (about 65 ms, on the blocking pool: `prepare`, `build`). The memo stays: it is small, and it
+//! spares the next load of a conversation counting its whole history again.
 
 use std::collections::HashMap;
 use std::hash::{Hash, Hasher};
@@ -115,15 +116,17 @@ impl Encoding {
             return built.clone();
         }
         let mut slot = self.built.write().unwrap_or_else(PoisonError::into_inner);
-        slot.get_or_insert_with(|| {
-            let encoding = Arc::new((self.build)());
-            // Building parses the vocabulary into a hash map of 200,000 small allocations
-            // before packing it into the compact tables; glibc keeps the freed map (about
-            // 10 MB) unless asked to give it back.
-            crate::memory::return_freed_memory();
-            encoding
-        })
-        .clone()
+        if let Some(built) = slot.as_ref() {
+            return built.clone();
+        }
+        let encoding = Arc::new((self.build)());
+        *slot = Some(encoding.clone());
+        drop(slot);
+        // Building parses the vocabulary into a hash map of 200,000 small allocations before
+        // packing it into the compact tables; glibc keeps the freed map (about 10 MB) unless
+        // asked to give it back.
+        crate::memory::return_freed_memory();
+        encoding
     }
 
     fn is_built(&self) -> bool {
@@ -143,12 +146,11 @@ impl Encoding {
     }
 }
 
-/// Lets go of the built encodings and the remembered counts (when no conversation is live:
-/// `Shared::after_unload`, which then hands the freed memory back to the system).
+/// Lets go of the built encodings (when no conversation is live: `Shared::after_unload`, which
+/// then hands the freed memory back to the system).
 pub fn release() {
     O200K_BASE.release();
     CL100K_BASE.release();
-    *MEMO.lock().unwrap_or_else(PoisonError::into_inner) = HashMap::new();
 }
 
 impl Tokenizer {
@@ -221,6 +223,12 @@ impl Tokenizer {
         let mut hasher = std::hash::DefaultHasher::new();
         text.hash(&mut hasher);
         (encoding, hasher.finish())
+    }
+
+    /// Builds the encodings of `tokenizers` not built yet, on the blocking pool: before a
+    /// conversation is loaded, whose actor counts its history at once.
+    pub async fn build(tokenizers: &[Tokenizer]) {
+        Tokenizer::prepare(tokenizers, "").await;
     }
 
     /// Builds the encodings of `tokenizers` not built yet, and counts a long text for each,

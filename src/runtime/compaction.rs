@@ -119,6 +119,19 @@ pub fn plan(view: &[Item], context_window: u64, reason: CompactionReason) -> Opt
                     .any(|item| !matches!(item.kind, ItemKind::Summary { .. }))
             })?,
     };
+    plan_up_to(view, cut)
+}
+
+/// Everything before the turn `turn_id` (after a provider refused one of its calls as longer
+/// than the window, when `plan`'s cut would keep it all): `None` when only a summary, or
+/// nothing, came before it.
+pub fn plan_before_turn(view: &[Item], turn_id: &str) -> Option<Plan> {
+    let cut = view.iter().position(|item| item.turn_id == turn_id)?;
+    plan_up_to(view, cut)
+}
+
+/// The plan that summarizes `view[..cut]`, if it holds more than a summary.
+fn plan_up_to(view: &[Item], cut: usize) -> Option<Plan> {
     let to_summarize = view[..cut].to_vec();
     let covers_through_seq = to_summarize
         .iter()
@@ -433,6 +446,26 @@ mod tests {
         let manual = plan(&history(), 1_000_000, CompactionReason::Manual).expect("a manual plan");
         assert_eq!(manual.covers_through_seq, 6);
         assert_eq!(manual.to_summarize.len(), 6);
+    }
+
+    /// After a refusal as too long: everything before the running turn, whoever started it
+    /// (a sub-agent's session has no user's message to cut at).
+    #[test]
+    fn a_refused_turn_keeps_itself_and_summarizes_all_before_it() {
+        let mut agents_turns = history();
+        for item in &mut agents_turns {
+            if let ItemKind::UserMessage { source, .. } = &mut item.kind {
+                *source = MessageSource::Agent;
+            }
+        }
+        assert!(plan(&agents_turns, 1_000_000, CompactionReason::Manual).is_none());
+        let plan = plan_before_turn(&agents_turns, "t_3").expect("a plan");
+        assert_eq!(plan.covers_through_seq, 6);
+        assert_eq!(plan.to_summarize.len(), 6);
+        let plan = plan_before_turn(&agents_turns, "t_2").expect("a plan");
+        assert_eq!(plan.covers_through_seq, 2);
+        // The first turn has nothing before it.
+        assert!(plan_before_turn(&agents_turns, "t_1").is_none());
     }
 
     #[test]

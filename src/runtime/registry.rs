@@ -120,6 +120,12 @@ impl Runtime {
         if self.shared.cluster().is_some() && self.shared.store.exists(id) {
             self.shared.claim(id, 0).await?;
         }
+        // A loaded actor counts its history at once: the encodings (let go while no
+        // conversation was live) are built first, off the async workers.
+        crate::model::tokens::Tokenizer::build(&crate::model::tokens::Tokenizer::configured(
+            &self.shared.config,
+        ))
+        .await;
         match self.load_actor(id).await {
             Err(RuntimeError::EpochBehind(epoch)) => {
                 if let Some(cluster) = self.shared.cluster() {
@@ -220,6 +226,10 @@ impl Shared {
         }
         if let Err(error) = self.index.release_memory().await {
             tracing::debug!(%error, "could not shrink the index's caches");
+        }
+        // A conversation loaded meanwhile keeps the encodings.
+        if !self.actors.lock().await.is_empty() {
+            return;
         }
         let _ = tokio::task::spawn_blocking(|| {
             crate::model::tokens::release();

@@ -174,10 +174,10 @@ async fn drive(mut spec: TurnSpec, link: &ActorLink) -> Result<(), TurnStop> {
 }
 
 /// Compacts the history before a model call that would reach the threshold, or after the
-/// provider refused one as too large (`overflowed`: then everything before the current turn
-/// is summarized if the usual cut keeps it all): the summary is stored, and the rest of the
-/// turn reads from it. False when there was nothing older to summarize. A failed compaction
-/// fails the turn.
+/// provider refused one as too large (`overflowed`: then everything before this turn is
+/// summarized if the usual cut keeps it all): the summary is stored, and the rest of the turn
+/// reads from it. False when there was nothing older to summarize. A failed compaction fails
+/// the turn.
 async fn compact(
     spec: &TurnSpec,
     history: &mut Vec<Item>,
@@ -188,7 +188,7 @@ async fn compact(
     let view = compaction::model_view(history);
     let plan = compaction::plan(&view, spec.context_window, CompactionReason::Auto).or_else(|| {
         overflowed
-            .then(|| compaction::plan(&view, spec.context_window, CompactionReason::Manual))
+            .then(|| compaction::plan_before_turn(&view, &spec.turn_id))
             .flatten()
     });
     let Some(plan) = plan else {

@@ -446,7 +446,7 @@ async fn a_conversations_server_stops_when_no_live_conversation_uses_it() {
     let running = processes_with(&marker);
     assert_eq!(running.len(), 1, "one server process: {running:?}");
     // The second conversation names the same server: it shares the running one.
-    let (_second, following_second) = create_followed("Second").await;
+    let (second, following_second) = create_followed("Second").await;
     assert_eq!(processes_with(&marker), running);
 
     drop(following_first);
@@ -454,6 +454,17 @@ async fn a_conversations_server_stops_when_no_live_conversation_uses_it() {
         live_conversations(&server).await == 1
     })
     .await;
+    // The first actor leaves the registry just before it lets go of its servers: a call of
+    // the second conversation now finds the same process, never a new one.
+    fake.push(Reply::tool_call(
+        "mcp__mine__echo",
+        json!({"message": "still here"}),
+        1,
+    ));
+    fake.push(Reply::text("Echoed."));
+    turn(&server, &second, "Echo").await;
+    let call = last_call(&items(&server, &second).await).clone();
+    assert_eq!(call["output"], "Echo: still here");
     assert_eq!(
         processes_with(&marker),
         running,
@@ -461,6 +472,7 @@ async fn a_conversations_server_stops_when_no_live_conversation_uses_it() {
     );
     let listed = server.get("/api/mcp").await.1;
     assert_eq!(listed["servers"][0]["state"], "running", "{listed}");
+    assert_eq!(listed["servers"][0]["restarts"], 0, "{listed}");
 
     drop(following_second);
     eventually("the second conversation left memory", async || {
@@ -474,7 +486,9 @@ async fn a_conversations_server_stops_when_no_live_conversation_uses_it() {
     let listed = server.get("/api/mcp").await.1;
     assert_eq!(listed["servers"], json!([]), "{listed}");
 
-    // The next turn that names it starts it again, and its tools work.
+    // The next turn that names it starts it again, and its tools work (followed until the end,
+    // so that the conversation stays live while the test looks).
+    let _following_first = server.events(&first).await;
     fake.push(Reply::tool_call(
         "mcp__mine__echo",
         json!({"message": "back again"}),

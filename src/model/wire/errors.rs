@@ -27,23 +27,35 @@ pub fn status_error(status: StatusCode, retry_after: Option<Duration>, body: &st
             message,
             retry_after,
         }
-    } else if matches!(status.as_u16(), 400 | 413 | 422) && says_context_overflow(body) {
+    } else if matches!(status.as_u16(), 400 | 413 | 422) && refused_as_too_long(body) {
         ModelError::ContextOverflow(message)
     } else {
         ModelError::Fatal(message)
     }
 }
 
-/// Whether a provider's refusal says the request is larger than the model's context window,
-/// in the words the providers use: OpenAI's code `context_length_exceeded` ("maximum context
-/// length is … tokens"), Anthropic's "prompt is too long: … tokens > … maximum", and the
-/// compatible servers' "maximum context length" / "context window" wordings.
+/// Whether a refusal's body says the request is larger than the model's context window: its
+/// error code, or the provider's own message (never the rest of the body, which may echo the
+/// request's text).
+fn refused_as_too_long(body: &str) -> bool {
+    let code = serde_json::from_str::<Value>(body)
+        .ok()
+        .and_then(|json| json["error"]["code"].as_str().map(str::to_owned));
+    code.as_deref().is_some_and(says_context_overflow)
+        || says_context_overflow(&provider_message(body))
+}
+
+/// Whether a provider's words say the request is larger than the model's context window:
+/// OpenAI's code `context_length_exceeded` ("maximum context length is … tokens"), Anthropic's
+/// "prompt is too long: … tokens > … maximum" and "input length and `max_tokens` exceed
+/// context limit", and the compatible servers' "maximum context length" / "context window".
 fn says_context_overflow(text: &str) -> bool {
     const SIGNS: &[&str] = &[
         "context_length_exceeded",
         "maximum context length",
         "context length exceeded",
         "prompt is too long",
+        "exceed context limit",
         "exceeds the context window",
         "exceeds the model's context window",
         "input is too long for the model",
@@ -207,10 +219,24 @@ mod tests {
                 "{body}: {error:?}"
             );
         }
-        let refused = r#"{"error": {"message": "Invalid value for 'model'"}}"#;
+        let refused = [
+            r#"{"error": {"message": "Invalid value for 'model'"}}"#,
+            // The words in the request's text, echoed beside the message, do not count.
+            r#"{"error": {"message": "messages[0]: invalid type"}, "input": "what is the maximum context length?"}"#,
+        ];
+        for body in refused {
+            assert!(
+                matches!(
+                    status_error(StatusCode::BAD_REQUEST, None, body),
+                    ModelError::Fatal(_)
+                ),
+                "{body}"
+            );
+        }
+        let anthropic = r#"{"type": "error", "error": {"type": "invalid_request_error", "message": "input length and `max_tokens` exceed context limit: 195000 + 8192 > 200000"}}"#;
         assert!(matches!(
-            status_error(StatusCode::BAD_REQUEST, None, refused),
-            ModelError::Fatal(_)
+            status_error(StatusCode::BAD_REQUEST, None, anthropic),
+            ModelError::ContextOverflow(_)
         ));
         // A gateway's 503 that mentions a context length is still worth retrying.
         assert!(matches!(

@@ -258,9 +258,6 @@ impl ConversationActor {
         }
         // Stop taking commands before leaving the registry, so none is lost in between.
         commands.close();
-        for waiter in self.shutdown_waiters.drain(..) {
-            let _ = waiter.send(());
-        }
         // The servers of its own no other live conversation uses stop with it.
         self.shared
             .mcp
@@ -269,6 +266,9 @@ impl ConversationActor {
                 generation: self.generation,
             })
             .await;
+        for waiter in self.shutdown_waiters.drain(..) {
+            let _ = waiter.send(());
+        }
         self.shared.forget_actor(&self.id, self.generation).await;
     }
 
