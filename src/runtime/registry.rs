@@ -262,11 +262,26 @@ impl Shared {
         &self,
         actors: &mut HashMap<String, ActorHandle>,
     ) -> Result<bool, RuntimeError> {
+        let reserved = self.reserved.load(std::sync::atomic::Ordering::SeqCst);
+        if actors.len() + reserved < self.settings.max_live_conversations {
+            return Ok(true);
+        }
         // Actors that stopped (deleted, unloaded) and are not forgotten yet hold no place.
         actors.retain(|_, handle| !handle.is_closed());
-        let taken = actors.len() + self.reserved.load(std::sync::atomic::Ordering::SeqCst);
-        if taken < self.settings.max_live_conversations {
+        if actors.len() + reserved < self.settings.max_live_conversations {
             return Ok(true);
+        }
+        // A full registry is looked at on every create and load: one pass finds the least
+        // recently used idle conversation, which nearly always takes the ask; all of them
+        // are sorted only when it could not (its queue was full).
+        let least_recent = actors
+            .values()
+            .filter_map(|handle| Some((handle.idle_since()?, handle)))
+            .min_by_key(|(last_used, _)| *last_used);
+        if let Some((_, handle)) = least_recent
+            && handle.ask_to_unload()
+        {
+            return Ok(false);
         }
         let mut idle: Vec<(u64, &ActorHandle)> = actors
             .values()
