@@ -27,7 +27,6 @@ mod idempotency;
 mod index_jobs;
 mod key_claims;
 mod leases;
-mod model_call;
 mod operations;
 mod registry;
 mod validate;

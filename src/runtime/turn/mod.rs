@@ -3,6 +3,8 @@
 //! item it produces goes to the conversation actor (`TurnMsg`), which stores it write-ahead and
 //! publishes it, so there is still exactly one writer per conversation.
 
+mod model_call;
+
 use std::sync::Arc;
 
 use serde_json::Value;
@@ -13,7 +15,6 @@ use super::approvals::{ApprovalOutcome, ApprovalRequest, CallGate};
 use super::collab;
 use super::compaction::{self, Compactor, Failure};
 use super::link::{ActorLink, FromTurn, TurnMsg, TurnStop};
-use super::model_call::{CallStop, MERGED_DELTA_MAX, call_model};
 use super::retry::Retry;
 use super::usage::{UsageTracker, context_tokens};
 use crate::api::events::CompactionReason;
@@ -25,6 +26,7 @@ use crate::permissions::policy::escalation;
 use crate::permissions::{Permission, Verdict};
 use crate::redact::{self, StreamRedactor};
 use crate::tools::{self, ToolContext, ToolResult, ToolStatus};
+use model_call::{CallStop, MERGED_DELTA_MAX, call_model};
 
 /// Everything a turn needs, handed over by the actor when the turn starts.
 pub struct TurnSpec {

@@ -8,15 +8,15 @@ use std::time::Duration;
 use serde_json::Value;
 use tokio::sync::mpsc::error::TryRecvError;
 
-use super::link::{ActorLink, TurnMsg, TurnStop};
-use super::prompt;
-use super::retry::{BackOff, Retry, back_off, model_failure};
-use super::turn::TurnSpec;
+use super::TurnSpec;
 use crate::api::events::DeltaField;
 use crate::domain::{Item, ItemKind, ItemStatus, new_id, now};
 use crate::model::reader::{self, ModelEvents};
 use crate::model::{ModelError, ModelEvent, ModelRequest, TokenUsage};
 use crate::redact::{self, StreamRedactor};
+use crate::runtime::link::{ActorLink, TurnMsg, TurnStop};
+use crate::runtime::prompt;
+use crate::runtime::retry::{BackOff, Retry, back_off, model_failure};
 
 /// What one successful model call produced: its finished items (text, reasoning, tool calls
 /// as requested), the tool calls still to run, and the provider's token report.
