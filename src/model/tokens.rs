@@ -225,32 +225,34 @@ impl Tokenizer {
         (encoding, hasher.finish())
     }
 
-    /// Builds the encodings of `tokenizers` not built yet, on the blocking pool: before a
-    /// conversation is loaded, whose actor counts its history at once.
+    /// Builds the encodings of `tokenizers` not built yet, on the blocking pool, so that the
+    /// counts of the meter, which run where it is kept (a conversation's actor, a turn's
+    /// task), find them ready: before a conversation is created or loaded (its actor counts
+    /// its history at once). One read of a lock each when they are built.
     pub async fn build(tokenizers: &[Tokenizer]) {
-        Tokenizer::prepare(tokenizers, "").await;
-    }
-
-    /// Builds the encodings of `tokenizers` not built yet, and counts a long text for each,
-    /// on the blocking pool (at most `BLOCKING_COUNTS` at once), so that the meter's own
-    /// counts, which run where the meter is kept (a conversation's actor, a turn's task),
-    /// find the encoding ready and the text remembered, and do not hold up an async worker.
-    /// Short texts and texts estimated by length are cheap and left alone.
-    pub async fn prepare(tokenizers: &[Tokenizer], text: &str) {
         let unbuilt: Vec<Tokenizer> = tokenizers
             .iter()
             .copied()
             .filter(|tokenizer| !tokenizer.encoding().is_built())
             .collect();
-        if !(BLOCKING_MIN_BYTES..=EXACT_MAX_BYTES).contains(&text.len()) {
-            if !unbuilt.is_empty() {
-                let _ = tokio::task::spawn_blocking(move || {
-                    for tokenizer in unbuilt {
-                        tokenizer.encoding().get();
-                    }
-                })
-                .await;
+        if unbuilt.is_empty() {
+            return;
+        }
+        let _ = tokio::task::spawn_blocking(move || {
+            for tokenizer in unbuilt {
+                tokenizer.encoding().get();
             }
+        })
+        .await;
+    }
+
+    /// `build`, then counts a long text for each of `tokenizers` on the blocking pool (at most
+    /// `BLOCKING_COUNTS` at once), so that the meter's own counts of it find it remembered
+    /// and do not hold up an async worker. Short texts and texts estimated by length are
+    /// cheap and left alone.
+    pub async fn prepare(tokenizers: &[Tokenizer], text: &str) {
+        Tokenizer::build(tokenizers).await;
+        if !(BLOCKING_MIN_BYTES..=EXACT_MAX_BYTES).contains(&text.len()) {
             return;
         }
         let Ok(_permit) = BLOCKING_COUNTS.acquire().await else {

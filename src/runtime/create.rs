@@ -60,7 +60,7 @@ impl Runtime {
         self.check_model(&model)?;
         // The meter counts the message on the conversation's path; a long one is counted
         // first on the blocking pool, so that count is remembered.
-        Tokenizer::prepare(&Tokenizer::configured(config), &request.text).await;
+        Tokenizer::prepare(&self.shared.tokenizers, &request.text).await;
         let cwd = match request.cwd {
             Some(cwd) => checked_cwd(&cwd)?,
             None => self

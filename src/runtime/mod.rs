@@ -97,6 +97,9 @@ pub struct Shared {
     pub index: Index,
     pub config: Arc<Config>,
     pub models: Models,
+    /// The encodings the configured models count with (`Tokenizer::configured`), worked out
+    /// once: every create, message and load makes sure they are built.
+    pub tokenizers: Vec<crate::model::tokens::Tokenizer>,
     pub settings: RuntimeSettings,
     /// `GET /api/events`: list-level changes for sidebars.
     pub list_events: EventBus,
@@ -206,6 +209,7 @@ impl Runtime {
             shared: Arc::new(Shared {
                 store,
                 index,
+                tokenizers: crate::model::tokens::Tokenizer::configured(&config),
                 config,
                 models,
                 settings,

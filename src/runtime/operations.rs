@@ -261,8 +261,7 @@ impl Runtime {
         validate_text(&request.text, &request.images)?;
         // A long message is counted on the blocking pool first, so that the actor's count of
         // it is remembered.
-        let tokenizers = crate::model::tokens::Tokenizer::configured(&self.shared.config);
-        crate::model::tokens::Tokenizer::prepare(&tokenizers, &request.text).await;
+        crate::model::tokens::Tokenizer::prepare(&self.shared.tokenizers, &request.text).await;
         let key = idempotency_key.map(|key| RequestKey::new(format!("{id}:{key}"), &request));
         self.call(id, |reply| Command::Send {
             request,

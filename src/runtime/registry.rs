@@ -122,10 +122,7 @@ impl Runtime {
         }
         // A loaded actor counts its history at once: the encodings (let go while no
         // conversation was live) are built first, off the async workers.
-        crate::model::tokens::Tokenizer::build(&crate::model::tokens::Tokenizer::configured(
-            &self.shared.config,
-        ))
-        .await;
+        crate::model::tokens::Tokenizer::build(&self.shared.tokenizers).await;
         match self.load_actor(id).await {
             Err(RuntimeError::EpochBehind(epoch)) => {
                 if let Some(cluster) = self.shared.cluster() {
@@ -274,21 +271,22 @@ impl Shared {
         // A full registry is looked at on every create and load: one pass finds the least
         // recently used idle conversation, which nearly always takes the ask; all of them
         // are sorted only when it could not (its queue was full).
-        let least_recent = actors
-            .values()
-            .filter_map(|handle| Some((handle.idle_since()?, handle)))
-            .min_by_key(|(last_used, _)| *last_used);
-        if let Some((_, handle)) = least_recent
+        let idle = || {
+            actors
+                .values()
+                .filter_map(|handle| Some((handle.idle_since()?, handle)))
+        };
+        if let Some((_, handle)) = idle().min_by_key(|(last_used, _)| *last_used)
             && handle.ask_to_unload()
         {
             return Ok(false);
         }
-        let mut idle: Vec<(u64, &ActorHandle)> = actors
-            .values()
-            .filter_map(|handle| Some((handle.idle_since()?, handle)))
-            .collect();
-        idle.sort_unstable_by_key(|(last_used, _)| *last_used);
-        if idle.into_iter().any(|(_, handle)| handle.ask_to_unload()) {
+        let mut by_last_use: Vec<(u64, &ActorHandle)> = idle().collect();
+        by_last_use.sort_unstable_by_key(|(last_used, _)| *last_used);
+        if by_last_use
+            .into_iter()
+            .any(|(_, handle)| handle.ask_to_unload())
+        {
             return Ok(false);
         }
         // Others may have asked already: their answers come.

@@ -279,7 +279,7 @@ async fn run_phase(
 
 /// Waits until no conversation is in memory and no index work is pending, then a second more:
 /// the last one to leave hands freed memory back to the system just after.
-async fn wait_until_unloaded(
+pub(super) async fn wait_until_unloaded(
     client: &reqwest::Client,
     base: &str,
     idle_unload_s: u64,

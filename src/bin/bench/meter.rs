@@ -206,22 +206,8 @@ async fn once_unloaded(
     client: &reqwest::Client,
     running: &ServerProcess,
 ) -> anyhow::Result<Resident> {
+    super::live::wait_until_unloaded(client, &running.base, 2).await?;
     let deadline = Instant::now() + Duration::from_secs(60);
-    loop {
-        let health: Value = client
-            .get(format!("{}/api/health", running.base))
-            .send()
-            .await?
-            .json()
-            .await?;
-        if health["live_conversations"] == 0 {
-            break;
-        }
-        if Instant::now() > deadline {
-            bail!("the conversation did not leave memory");
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
     let mut readings = vec![Resident::of(running)?];
     while Instant::now() < deadline {
         tokio::time::sleep(Duration::from_millis(100)).await;

@@ -123,15 +123,16 @@ fn duration_from_secs(seconds: f64) -> Option<Duration> {
 /// errors are transient; any other named error is not; an error without a code is taken as
 /// transient, since the request itself was accepted.
 pub fn stream_error(code: Option<&str>, message: Option<&str>) -> ModelError {
-    let text = format!(
+    let too_long =
+        code.is_some_and(says_context_overflow) || message.is_some_and(says_context_overflow);
+    let message = format!(
         "the provider reported an error{}: {}",
         code.map(|code| format!(" ({code})")).unwrap_or_default(),
         quote(message.unwrap_or("(no message)"))
     );
-    if code.is_some_and(says_context_overflow) || message.is_some_and(says_context_overflow) {
-        return ModelError::ContextOverflow(text);
+    if too_long {
+        return ModelError::ContextOverflow(message);
     }
-    let message = text;
     let Some(code) = code else {
         return ModelError::transient(message);
     };

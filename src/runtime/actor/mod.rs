@@ -259,17 +259,19 @@ impl ConversationActor {
         // Stop taking commands before leaving the registry, so none is lost in between.
         commands.close();
         // The servers of its own no other live conversation uses stop with it.
-        self.shared
-            .mcp
-            .release(&crate::mcp::Holder {
-                conversation_id: self.id.clone(),
-                generation: self.generation,
-            })
-            .await;
+        self.shared.mcp.release(&self.mcp_holder()).await;
         for waiter in self.shutdown_waiters.drain(..) {
             let _ = waiter.send(());
         }
         self.shared.forget_actor(&self.id, self.generation).await;
+    }
+
+    /// This actor as a user of the MCP servers its conversation named: held until it stops.
+    fn mcp_holder(&self) -> crate::mcp::Holder {
+        crate::mcp::Holder {
+            conversation_id: self.id.clone(),
+            generation: self.generation,
+        }
     }
 
     /// Tells the registry whether the conversation could leave memory now.

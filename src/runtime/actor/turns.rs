@@ -503,10 +503,7 @@ impl ConversationActor {
         };
         let access = crate::mcp::McpAccess {
             hub: self.shared.mcp.clone(),
-            holder: crate::mcp::Holder {
-                conversation_id: self.id.clone(),
-                generation: self.generation,
-            },
+            holder: self.mcp_holder(),
             servers: agent.mcp.clone(),
             own: std::sync::Arc::new(own),
         };

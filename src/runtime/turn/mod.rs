@@ -15,7 +15,7 @@ use super::approvals::{ApprovalOutcome, ApprovalRequest, CallGate};
 use super::collab;
 use super::compaction::{self, Compactor, Failure};
 use super::link::{ActorLink, FromTurn, TurnMsg, TurnStop};
-use super::retry::Retry;
+use super::retry::{Retry, model_failure};
 use super::usage::{UsageTracker, context_tokens};
 use crate::api::events::CompactionReason;
 use crate::api::events::DeltaField;
@@ -110,7 +110,8 @@ async fn drive(mut spec: TurnSpec, link: &ActorLink) -> Result<(), TurnStop> {
             Err(CallStop::Overflow(error)) => {
                 if !compact(&spec, &mut history, &mut usage, link, true).await? {
                     return Err(TurnStop::Failed(format!(
-                        "the model call failed: {error}; nothing older is left to compact"
+                        "{}; nothing older is left to compact",
+                        model_failure(&error, 1)
                     )));
                 }
                 call_model(&spec, &history, step, link)
@@ -360,7 +361,7 @@ async fn run_tool(
         }
         result
     };
-    forward_rest(&mut redactor, item, link);
+    forward_rest(&mut redactor, item, DeltaField::Output, link);
     if let std::borrow::Cow::Owned(clean) = redact::redact(&result.output) {
         result.output = clean;
     }
@@ -371,13 +372,13 @@ async fn run_tool(
     (result, changes)
 }
 
-/// What a tool's output redactor still held, sent at the end of the output.
-fn forward_rest(redactor: &mut StreamRedactor, item: &Item, link: &ActorLink) {
+/// What a stream's redactor still held (a tool's output, a text item's text), sent at its end.
+fn forward_rest(redactor: &mut StreamRedactor, item: &Item, field: DeltaField, link: &ActorLink) {
     let rest = redactor.finish();
     if !rest.is_empty() {
         link.send(TurnMsg::Delta {
             item_id: item.id.clone(),
-            field: DeltaField::Output,
+            field,
             delta: rest,
         });
     }

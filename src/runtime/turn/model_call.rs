@@ -369,14 +369,7 @@ impl Partial {
 /// A streamed text item at its end: what its redactor still held goes out, and the item is
 /// stored with its whole text redacted (a secret the model wrote is never stored).
 fn finished_text(item: &mut Item, redactor: &mut StreamRedactor, link: &ActorLink) -> Item {
-    let rest = redactor.finish();
-    if !rest.is_empty() {
-        link.send(TurnMsg::Delta {
-            item_id: item.id.clone(),
-            field: DeltaField::Text,
-            delta: rest,
-        });
-    }
+    super::forward_rest(redactor, item, DeltaField::Text, link);
     if let ItemKind::AgentMessage { text } | ItemKind::Reasoning { text, .. } = &mut item.kind
         && let std::borrow::Cow::Owned(clean) = redact::redact(text)
     {
