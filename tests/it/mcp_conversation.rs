@@ -70,6 +70,24 @@ async fn turn(server: &Server, id: &str, text: &str) -> Vec<(String, Value)> {
     until_turn_end(&mut events).await
 }
 
+/// A turn in which the model calls the `mine` server's `echo` with `message`, followed to its
+/// end (it must complete); returns the stored call.
+async fn echo(server: &Server, fake: &FakeProvider, id: &str, message: &str) -> Value {
+    fake.push(Reply::tool_call(
+        "mcp__mine__echo",
+        json!({ "message": message }),
+        1,
+    ));
+    fake.push(Reply::text("Echoed."));
+    let events = turn(server, id, "Echo").await;
+    assert_eq!(
+        events.last().unwrap().1["status"],
+        "completed",
+        "{events:?}"
+    );
+    last_call(&items(server, id).await).clone()
+}
+
 #[tokio::test]
 async fn servers_named_at_creation_offer_tools_and_never_show_their_secrets() {
     let wire = Wire::OpenaiChat;
@@ -138,19 +156,7 @@ async fn a_conversations_servers_survive_a_restart_go_with_a_fork_and_are_shared
     .await;
 
     // After the restart, the stored servers are started again for the next turn.
-    fake.push(Reply::tool_call(
-        "mcp__mine__echo",
-        json!({"message": "after the restart"}),
-        1,
-    ));
-    fake.push(Reply::text("Echoed."));
-    let events = turn(&server, &id, "Echo").await;
-    assert_eq!(
-        events.last().unwrap().1["status"],
-        "completed",
-        "{events:?}"
-    );
-    let call = last_call(&items(&server, &id).await).clone();
+    let call = echo(&server, &fake, &id, "after the restart").await;
     assert_eq!(call["output"], "Echo: after the restart");
 
     // A fork names the same servers; the running one is shared, not started twice.
@@ -163,14 +169,7 @@ async fn a_conversations_servers_survive_a_restart_go_with_a_fork_and_are_shared
         forked["conversation"]["mcp"]["mine"]["env"]["MINE_TOKEN"],
         "[hidden]"
     );
-    fake.push(Reply::tool_call(
-        "mcp__mine__echo",
-        json!({"message": "in the fork"}),
-        1,
-    ));
-    fake.push(Reply::text("Echoed."));
-    turn(&server, &fork, "Echo in the fork").await;
-    let call = last_call(&items(&server, &fork).await).clone();
+    let call = echo(&server, &fake, &fork, "in the fork").await;
     assert_eq!(call["output"], "Echo: in the fork");
     let result = wire
         .tool_result(
@@ -456,14 +455,7 @@ async fn a_conversations_server_stops_when_no_live_conversation_uses_it() {
     .await;
     // The first actor leaves the registry just before it lets go of its servers: a call of
     // the second conversation now finds the same process, never a new one.
-    fake.push(Reply::tool_call(
-        "mcp__mine__echo",
-        json!({"message": "still here"}),
-        1,
-    ));
-    fake.push(Reply::text("Echoed."));
-    turn(&server, &second, "Echo").await;
-    let call = last_call(&items(&server, &second).await).clone();
+    let call = echo(&server, &fake, &second, "still here").await;
     assert_eq!(call["output"], "Echo: still here");
     assert_eq!(
         processes_with(&marker),
@@ -489,19 +481,7 @@ async fn a_conversations_server_stops_when_no_live_conversation_uses_it() {
     // The next turn that names it starts it again, and its tools work (followed until the end,
     // so that the conversation stays live while the test looks).
     let _following_first = server.events(&first).await;
-    fake.push(Reply::tool_call(
-        "mcp__mine__echo",
-        json!({"message": "back again"}),
-        1,
-    ));
-    fake.push(Reply::text("Echoed."));
-    let events = turn(&server, &first, "Echo").await;
-    assert_eq!(
-        events.last().unwrap().1["status"],
-        "completed",
-        "{events:?}"
-    );
-    let call = last_call(&items(&server, &first).await).clone();
+    let call = echo(&server, &fake, &first, "back again").await;
     assert_eq!(call["output"], "Echo: back again");
     let restarted = processes_with(&marker);
     assert_eq!(restarted.len(), 1, "{restarted:?}");
