@@ -2,11 +2,13 @@
 //!
 //! - `api`      — the typed contract: request and response bodies, error codes, SSE events
 //! - `config`   — config.toml: server, providers and models, agents, limits, cluster
+//! - `credential` — the local API credential every request carries (`local-token`)
 //! - `domain`   — the objects of the API and of the files: Conversation, Session, Item, …
 //! - `store`    — the source of truth on disk: JSONL append + fsync, tolerant reader, lock
 //! - `index`    — the derived index (SQLite, or PostgreSQL in cluster mode): list, search, rebuild
 //! - `model`    — one trait for model calls and a client per wire protocol, the `demo` model
 //! - `tools`    — the tools agents call: shell (live output), files, MCP servers' tools
+//! - `sandbox`  — the layers every tool process runs behind, and the launcher that sets them up
 //! - `checkpoints` — snapshots of working trees around tool calls; a turn's diff; restoring
 //! - `mcp`      — Model Context Protocol servers (rmcp): lazy start, tool lists, calls
 //! - `permissions` — which tool calls ask first: configured rules, remembered rules
@@ -33,6 +35,7 @@ pub mod checkpoints;
 pub mod client;
 pub mod cluster;
 pub mod config;
+pub mod credential;
 pub mod domain;
 pub mod export;
 pub mod http;
@@ -45,6 +48,7 @@ pub mod model;
 pub mod permissions;
 pub mod redact;
 pub mod runtime;
+pub mod sandbox;
 pub mod server;
 pub mod store;
 pub mod testhooks;

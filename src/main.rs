@@ -64,6 +64,15 @@ enum Command {
     /// Ctrl-C interrupts the turn and exits 130 once it has ended; a second Ctrl-C exits at
     /// once. The conversation id goes to stderr.
     Send(SendArgs),
+    /// The local API token of a data directory, which every API request carries (tool
+    /// processes cannot read it): `token show` prints it, `token url` the link that signs a
+    /// browser in to the service running for the directory.
+    Token {
+        #[command(subcommand)]
+        action: TokenAction,
+        #[command(flatten)]
+        data: DataDirArg,
+    },
     /// Be an Agent Client Protocol agent on stdin and stdout, for editors (Zed, JetBrains,
     /// Neovim, Emacs): every ACP session is a conversation of the service. Finds the running
     /// service like `chat`; with no --url, starts one for the data directory if none runs.
@@ -142,6 +151,14 @@ struct ServiceArgs {
 }
 
 #[derive(Subcommand)]
+enum TokenAction {
+    /// Print the token (for `Authorization: Bearer <token>`).
+    Show,
+    /// Print the browser's sign-in link for the service running for the data directory.
+    Url,
+}
+
+#[derive(Subcommand)]
 enum ServeAction {
     /// Ask the running service to stop gracefully; returns once it has.
     Stop {
@@ -202,8 +219,8 @@ impl DataDirArg {
 }
 
 fn main() -> ExitCode {
-    // Shell commands start sandboxed through this binary (see `tools::sandbox_launcher`).
-    if let Some(code) = openvaala::tools::sandbox_launcher_main() {
+    // Tool processes start sandboxed through this binary (see `sandbox::launcher`).
+    if let Some(code) = openvaala::sandbox::launcher_main() {
         return code;
     }
     openvaala::memory::keep_big_blocks_apart();
@@ -232,6 +249,7 @@ fn main() -> ExitCode {
         Command::Chat(args) => chat(args),
         Command::Send(args) => return send(args),
         Command::Acp(args) => acp(args),
+        Command::Token { action, data } => data.resolve().and_then(|dir| token(action, &dir)),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
@@ -292,12 +310,19 @@ fn serve(args: ServeArgs) -> anyhow::Result<()> {
         })
         .await?;
         eprintln!("openvaala is serving on http://{}", service.addr);
+        // The link carries the local token: shown to a person at a terminal, never logged.
+        if std::io::IsTerminal::is_terminal(&std::io::stderr()) {
+            eprintln!("sign in from a browser: {}", service.sign_in_url());
+        } else {
+            eprintln!("sign in from a browser with the link `openvaala token url` prints");
+        }
         service.run(server::stop_signal()).await
     })
 }
 
 impl ServiceArgs {
-    /// A client of the service these arguments name, with `$OPENVAALA_TOKEN` if set.
+    /// A client of the service these arguments name, with `$OPENVAALA_TOKEN` if set, else the
+    /// data directory's local token.
     fn api(&self) -> Api {
         let token = std::env::var("OPENVAALA_TOKEN")
             .ok()
@@ -313,8 +338,13 @@ impl ServiceArgs {
                 && std::env::var("OPENVAALA_URL").is_ok_and(|url| !url.is_empty()))
     }
 
-    /// The address in the order of `URL_HELP`.
+    /// The address in the order of `URL_HELP`; the token given, else the data directory's
+    /// local token (when this user may read it).
     fn api_with(&self, token: Option<String>) -> Api {
+        let token = token.or_else(|| {
+            let dir = self.data.resolve().ok()?;
+            openvaala::credential::read(&dir).ok().flatten()
+        });
         let running_for = |dir: &Path| {
             lock::holder(&Store::lock_path_in(dir))
                 .ok()
@@ -343,6 +373,30 @@ impl ServiceArgs {
         };
         Api::new(&url, token)
     }
+}
+
+/// `openvaala token show|url`.
+fn token(action: TokenAction, data_dir: &Path) -> anyhow::Result<()> {
+    let token = openvaala::credential::read(data_dir)
+        .with_context(|| format!("cannot read the token of {}", data_dir.display()))?
+        .with_context(|| {
+            format!(
+                "{} has no token yet: the service makes it when it first starts",
+                data_dir.display()
+            )
+        })?;
+    match action {
+        TokenAction::Show => println!("{token}"),
+        TokenAction::Url => {
+            let addr = lock::holder(&Store::lock_path_in(data_dir))
+                .ok()
+                .flatten()
+                .and_then(|owner| owner.addr)
+                .unwrap_or_else(|| server::DEFAULT_ADDR.to_owned());
+            println!("http://{addr}/#token={token}");
+        }
+    }
+    Ok(())
 }
 
 /// `openvaala acp`: stdout carries the protocol, so everything else goes to stderr.

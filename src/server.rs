@@ -37,7 +37,10 @@ pub struct Service {
     runtime: Runtime,
     listener: TcpListener,
     lock: RuntimeLock,
-    token: Option<String>,
+    /// The tokens the API accepts: the local credential, and `OPENVAALA_TOKEN` if set.
+    tokens: Vec<String>,
+    /// The local credential, for the sign-in link.
+    local_token: String,
     connection_limits: ConnectionLimits,
 }
 
@@ -70,10 +73,13 @@ impl Service {
         let store = Store::open(&options.data_dir).with_context(|| {
             format!("cannot open data directory {}", options.data_dir.display())
         })?;
+        // What the sandbox can do here, found out once (the log says which layers hold).
+        let _ = crate::sandbox::support();
         if let Some(cluster) = options.config.cluster.clone() {
             return Service::start_in_cluster(options, store, cluster, caps).await;
         }
         let mut lock = RuntimeLock::acquire(&store.lock_path())?;
+        let (tokens, local_token) = api_tokens(&store, options.token.clone())?;
         // Under the lock and before anything runs: every shell command recorded now was left
         // running by a run that died, and dies with it (each kill is logged).
         let process_records = group_records::take_over(store.root())
@@ -105,7 +111,8 @@ impl Service {
             runtime,
             listener,
             lock,
-            token: options.token,
+            tokens,
+            local_token,
             connection_limits,
         })
     }
@@ -129,6 +136,7 @@ impl Service {
             );
         }
         let lock = RuntimeLock::acquire_shared(&store.lock_path())?;
+        let (tokens, local_token) = api_tokens(&store, options.token.clone())?;
         let index = Index::open_postgres(
             &cluster_config.database_url,
             &store.root().join(crate::index::POSTGRES_REPAIRS),
@@ -233,13 +241,20 @@ impl Service {
             runtime,
             listener,
             lock,
-            token: options.token,
+            tokens,
+            local_token,
             connection_limits,
         })
     }
 
     pub fn runtime(&self) -> &Runtime {
         &self.runtime
+    }
+
+    /// The link that signs a browser in: the UI keeps the token from the URL's fragment (which
+    /// no request carries) and forgets the fragment.
+    pub fn sign_in_url(&self) -> String {
+        format!("http://{}/#token={}", self.addr, self.local_token)
     }
 
     /// Serves until `shutdown` completes, then stops turns (as `interrupted`), ends event
@@ -253,11 +268,12 @@ impl Service {
             runtime,
             listener,
             lock,
-            token,
+            tokens,
             connection_limits,
+            ..
         } = self;
         let streams_done = CancellationToken::new();
-        let app = crate::http::router(runtime.clone(), addr, token, streams_done.clone());
+        let app = crate::http::router(runtime.clone(), addr, tokens, streams_done.clone());
         let stopping = runtime.clone();
         let stopped = async move {
             shutdown.await;
@@ -287,6 +303,17 @@ impl Service {
         tracing::info!("stopped");
         Ok(())
     }
+}
+
+/// The tokens the API accepts: the data directory's local credential (made on first start),
+/// and the configured one. Both are secrets: nothing stored or sent shows them.
+/// Returns them, and the local one.
+fn api_tokens(store: &Store, configured: Option<String>) -> anyhow::Result<(Vec<String>, String)> {
+    let local = crate::credential::load_or_create(store.root())
+        .context("cannot make the local API token")?;
+    let tokens: Vec<String> = std::iter::once(local.clone()).chain(configured).collect();
+    crate::redact::register_secrets(tokens.clone());
+    Ok((tokens, local))
 }
 
 /// Repairs what an unclean stop left: interrupted deletes and half-built conversations are

@@ -54,8 +54,12 @@ pub async fn start(data_dir: &Path, token: Option<String>) -> anyhow::Result<Api
         }
         let running = lock::holder(&lock_path).ok().flatten();
         if let Some(addr) = running.and_then(|owner| owner.addr) {
-            let api = Api::new(&format!("http://{addr}"), token.clone());
-            if answers(&api).await {
+            // The service made its local token before it answered.
+            let token = token
+                .clone()
+                .or_else(|| crate::credential::read(data_dir).ok().flatten());
+            let api = Api::new(&format!("http://{addr}"), token);
+            if answers(&api).await && api.has_token() {
                 eprintln!("openvaala acp: the service is serving on http://{addr}");
                 return Ok(api);
             }

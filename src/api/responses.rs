@@ -301,15 +301,30 @@ pub enum HealthStatus {
     Unavailable,
 }
 
-/// The kernel's support for the sandbox of tool commands (Landlock), detected once at start.
+/// The sandbox of tool processes on this machine, found out once at start.
 #[derive(Debug, Serialize, ToSchema)]
 pub struct SandboxHealth {
-    /// The default sandbox (writes in the workspace, no network: Landlock ABI 4 or later) can
-    /// be enforced. When it cannot, agents with a sandbox have their commands refused, never
-    /// run unsandboxed.
+    /// Sandboxed tool processes can run. When they cannot, agents with a sandbox have their
+    /// commands refused, never run unsandboxed.
     pub available: bool,
     /// The kernel's Landlock ABI version; `null` without Landlock.
     pub landlock_abi: Option<u32>,
+    /// User, mount, PID and network namespaces are set up for each call.
+    pub namespaces: bool,
+    /// The service runs as root, which it should not.
+    pub runs_as_root: bool,
+    /// Each layer, in force or not, with what it stops here.
+    pub layers: Vec<SandboxLayer>,
+}
+
+/// One layer of the sandbox.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct SandboxLayer {
+    /// `filesystem`, `network`, `api`, `pid`, `limits` or `privileges`.
+    pub name: String,
+    pub active: bool,
+    /// What it stops, or why it is not in force.
+    pub detail: String,
 }
 
 #[derive(Debug, Serialize, ToSchema)]

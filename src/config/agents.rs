@@ -42,11 +42,68 @@ pub struct AgentConfig {
     pub permissions: Permissions,
     /// The MCP servers whose tools it gets (`mcp`, names from `[mcp.*]`); none by default.
     pub mcp: Vec<String>,
+    /// What one tool call may take (`[agents.NAME.limits]`).
+    pub limits: ProcessLimits,
+    /// Added to the allow-listed environment of its tool processes (`env`); `${VAR}` is
+    /// expanded from the service's environment when a call starts.
+    pub env: BTreeMap<String, String>,
+    /// The agents it may start with `spawn_agent` (`spawnable`); by default its own kind only.
+    pub spawnable: Vec<String>,
+    /// Whether a client may name command MCP servers for its conversations (`client_mcp`);
+    /// they always run in its sandbox.
+    pub client_mcp: bool,
+}
+
+/// What one tool call, and everything it starts, may take. Enforced by the sandbox.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+pub struct ProcessLimits {
+    /// Processes (threads included) running at once.
+    pub processes: u32,
+    /// Memory each process may allocate, in MiB.
+    pub memory_mb: u64,
+    /// The largest file a process may write, in MiB.
+    pub file_size_mb: u64,
+    /// CPU seconds each process may use.
+    pub cpu_s: u64,
+}
+
+impl Default for ProcessLimits {
+    /// Generous but finite: a big build fits; a fork bomb, a memory bomb or a disk filler does
+    /// not take the machine.
+    fn default() -> ProcessLimits {
+        ProcessLimits {
+            processes: 1024,
+            memory_mb: 8192,
+            file_size_mb: 8192,
+            cpu_s: 3600,
+        }
+    }
+}
+
+impl ProcessLimits {
+    /// The lower of each limit.
+    pub fn lower(&self, other: &ProcessLimits) -> ProcessLimits {
+        ProcessLimits {
+            processes: self.processes.min(other.processes),
+            memory_mb: self.memory_mb.min(other.memory_mb),
+            file_size_mb: self.file_size_mb.min(other.file_size_mb),
+            cpu_s: self.cpu_s.min(other.cpu_s),
+        }
+    }
+}
+
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawLimits {
+    processes: Option<u32>,
+    memory_mb: Option<u64>,
+    file_size_mb: Option<u64>,
+    cpu_s: Option<u64>,
 }
 
 /// How far an agent's tools may write, enforced by the kernel for shell commands and in-process
 /// for the file tools.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
 pub enum SandboxMode {
     /// No writes, except to devices like `/dev/null`.
     ReadOnly,
@@ -105,6 +162,10 @@ pub(super) fn fallback_agent(model: &str) -> AgentConfig {
             ..Permissions::default()
         },
         mcp: Vec::new(),
+        limits: ProcessLimits::default(),
+        env: BTreeMap::new(),
+        spawnable: vec![super::DEFAULT_AGENT.to_owned()],
+        client_mcp: false,
     }
 }
 
@@ -128,6 +189,10 @@ pub(super) struct RawAgent {
     permissions: Option<toml::Table>,
     approval_timeout_s: Option<u64>,
     mcp: Option<Vec<String>>,
+    limits: Option<RawLimits>,
+    env: Option<BTreeMap<String, String>>,
+    spawnable: Option<Vec<String>>,
+    client_mcp: Option<bool>,
 }
 
 impl Validator<'_> {
@@ -137,6 +202,7 @@ impl Validator<'_> {
         models: &BTreeMap<String, ModelConfig>,
         mcp: &BTreeMap<String, super::McpServerConfig>,
     ) -> Result<BTreeMap<String, AgentConfig>, ConfigError> {
+        let names: Vec<String> = raw.keys().cloned().collect();
         let mut agents = BTreeMap::new();
         for (name, agent) in raw {
             let unknown_model = |key: &str, model: &str| {
@@ -211,6 +277,27 @@ impl Validator<'_> {
                 }
                 permissions.approval_timeout = Some(std::time::Duration::from_secs(seconds));
             }
+            let limits = self.limits(&name, agent.limits.unwrap_or_default())?;
+            let env = agent.env.unwrap_or_default();
+            if let Some(bad) = env
+                .keys()
+                .find(|key| key.is_empty() || key.contains(['=', '\0']))
+            {
+                return Err(self.invalid(
+                    format!("agents.{name}.env"),
+                    format!("`{bad}` is not a variable name"),
+                ));
+            }
+            let spawnable = agent.spawnable.unwrap_or_else(|| vec![name.clone()]);
+            if let Some(unknown) = spawnable.iter().find(|agent| !names.contains(agent)) {
+                return Err(self.invalid(
+                    format!("agents.{name}.spawnable"),
+                    format!(
+                        "unknown agent `{unknown}` (agents: {})",
+                        join_names(names.iter())
+                    ),
+                ));
+            }
             agents.insert(
                 name,
                 AgentConfig {
@@ -223,10 +310,39 @@ impl Validator<'_> {
                     network: agent.network.unwrap_or(false),
                     permissions,
                     mcp: servers,
+                    limits,
+                    env,
+                    spawnable,
+                    client_mcp: agent.client_mcp.unwrap_or(false),
                 },
             );
         }
         Ok(agents)
+    }
+
+    /// `[agents.<name>.limits]`: each limit at least 1 (memory at least 16 MiB), the defaults
+    /// for those left out.
+    fn limits(&self, agent: &str, raw: RawLimits) -> Result<ProcessLimits, ConfigError> {
+        let defaults = ProcessLimits::default();
+        let limits = ProcessLimits {
+            processes: raw.processes.unwrap_or(defaults.processes),
+            memory_mb: raw.memory_mb.unwrap_or(defaults.memory_mb),
+            file_size_mb: raw.file_size_mb.unwrap_or(defaults.file_size_mb),
+            cpu_s: raw.cpu_s.unwrap_or(defaults.cpu_s),
+        };
+        let low = [
+            ("processes", u64::from(limits.processes), 1),
+            ("memory_mb", limits.memory_mb, 16),
+            ("file_size_mb", limits.file_size_mb, 1),
+            ("cpu_s", limits.cpu_s, 1),
+        ];
+        if let Some((key, _, least)) = low.iter().find(|(_, value, least)| value < least) {
+            return Err(self.invalid(
+                format!("agents.{agent}.limits.{key}"),
+                format!("must be at least {least}"),
+            ));
+        }
+        Ok(limits)
     }
 
     /// `[agents.<name>.permissions]`: tool names to `allow`, `ask` or `deny`, and

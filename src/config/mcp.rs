@@ -29,6 +29,9 @@ pub struct McpServerConfig {
     /// starts: true for the config file, false for servers a client names (a client must not
     /// read the service's environment, so its values are taken as written).
     pub expand_variables: bool,
+    /// A command server the config file runs outside the sandbox (`sandbox = "off"`); every
+    /// other runs in the sandbox of the agent that uses it.
+    pub unsandboxed: bool,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -80,6 +83,10 @@ pub struct McpServerSpec {
         skip_serializing_if = "Option::is_none"
     )]
     pub timeout_s: Option<u64>,
+    /// Only in the config file, and only `"off"`: the command server runs outside the
+    /// sandbox. Left out, it runs in the sandbox of the agent that uses it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sandbox: Option<String>,
 }
 
 /// A number of seconds as a whole number, written as an integer or as a float without a
@@ -248,6 +255,31 @@ impl Validator<'_> {
                 format!("must be at least 1 and at most {MAX_MCP_TIMEOUT_S} (a day)"),
             ));
         }
+        let unsandboxed = match raw.sandbox.as_deref() {
+            None => false,
+            Some(_) if !expand_variables => {
+                return Err(self.invalid(
+                    format!("{key}.sandbox"),
+                    "only the service's config file may take a server out of the sandbox",
+                ));
+            }
+            Some("off") if raw.url.is_none() => true,
+            Some("off") => {
+                return Err(self.invalid(
+                    format!("{key}.sandbox"),
+                    "only a `command` server runs in a sandbox",
+                ));
+            }
+            Some(other) => {
+                return Err(self.invalid(
+                    format!("{key}.sandbox"),
+                    format!(
+                        "`{other}` is not \"off\" (leave it out to run the server in the \
+                         sandbox of the agent that uses it)"
+                    ),
+                ));
+            }
+        };
         let transport = match (raw.command, raw.url) {
             (Some(_), Some(_)) => {
                 return Err(self.invalid(key, "give either `command` or `url`, not both"));
@@ -309,6 +341,7 @@ impl Validator<'_> {
             transport,
             timeout: Duration::from_secs(timeout_s),
             expand_variables,
+            unsandboxed,
         })
     }
 }

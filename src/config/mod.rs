@@ -17,7 +17,7 @@ use std::path::{Path, PathBuf};
 use serde::Deserialize;
 use toml::Spanned;
 
-pub use agents::{ALL_TOOLS, AgentConfig, SandboxMode};
+pub use agents::{ALL_TOOLS, AgentConfig, ProcessLimits, SandboxMode};
 pub use cluster::{ClusterConfig, check_advertise_addr, check_database_url};
 pub use limits::{RetryConfig, SubagentsConfig, ToolsConfig, TurnConfig};
 pub use mcp::{

@@ -12,7 +12,7 @@ use super::{ApiError, AppState};
 use crate::api::responses::{
     AgentInfo, AgentList, AnswerCounts, ClusterHealth, Health, HealthStatus, McpServerInfo,
     McpServerList, McpServerSource, McpServerState, McpTransportKind, ModelInfo, ModelList,
-    PostgresStatus, SandboxHealth,
+    PostgresStatus, SandboxHealth, SandboxLayer,
 };
 use crate::mcp::{ServerSource, ServerState};
 
@@ -62,10 +62,21 @@ pub async fn health(State(state): State<AppState>) -> Response {
         running_subagents: state.runtime.running_subagents() as u64,
         max_running_subagents: u64::from(state.runtime.config().subagents.max_running_total),
         sandbox: {
-            let support = crate::tools::sandbox_support();
+            let support = crate::sandbox::support();
             SandboxHealth {
                 available: support.available(),
                 landlock_abi: support.landlock_abi,
+                namespaces: support.namespaces,
+                runs_as_root: support.root,
+                layers: support
+                    .layers()
+                    .into_iter()
+                    .map(|layer| SandboxLayer {
+                        name: layer.name.to_owned(),
+                        active: layer.active,
+                        detail: layer.detail,
+                    })
+                    .collect(),
             }
         },
         mcp_servers: mcp.len() as u64,

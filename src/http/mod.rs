@@ -62,7 +62,7 @@ pub struct AnswerCounts {
 pub fn router(
     runtime: Runtime,
     addr: SocketAddr,
-    token: Option<String>,
+    tokens: Vec<String>,
     streams_done: CancellationToken,
 ) -> Router {
     use conversations as c;
@@ -134,7 +134,7 @@ pub fn router(
     .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
     .layer(axum::middleware::from_fn(reject_oversized))
     .layer(axum::middleware::from_fn_with_state(
-        Arc::new(Security::new(addr, token)),
+        Arc::new(Security::new(addr, tokens)),
         security::guard,
     ))
     .layer(axum::middleware::from_fn(plain_errors::as_json))

@@ -1,7 +1,9 @@
 //! Invariant 8, secure by default: the tools run shell commands, so a web page in the user's
-//! browser must not be able to drive the service. Requests must name the served address
-//! in `Host` (against DNS rebinding); state-changing requests from another `Origin` are refused;
-//! off loopback, every API request needs the bearer token.
+//! browser must not be able to drive the service, nor another user of the machine, nor a tool
+//! process. Requests must name the served address in `Host` (against DNS rebinding);
+//! state-changing requests from another `Origin` are refused; every API request but the health
+//! check and the API's description carries a token: the local credential (`credential.rs`,
+//! which tools cannot read) or the configured `OPENVAALA_TOKEN`.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -17,11 +19,12 @@ use super::error::ApiError;
 pub struct Security {
     /// `Host` values accepted; empty when bound to every interface (then the token guards).
     allowed_hosts: Vec<String>,
-    token: Option<String>,
+    /// Any of these is accepted.
+    tokens: Vec<String>,
 }
 
 impl Security {
-    pub fn new(addr: SocketAddr, token: Option<String>) -> Security {
+    pub fn new(addr: SocketAddr, tokens: Vec<String>) -> Security {
         let port = addr.port();
         let ip = addr.ip();
         let mut allowed_hosts = Vec::new();
@@ -36,7 +39,7 @@ impl Security {
         }
         Security {
             allowed_hosts,
-            token,
+            tokens,
         }
     }
 
@@ -62,9 +65,6 @@ impl Security {
     }
 
     fn token_ok(&self, request: &Request) -> bool {
-        let Some(expected) = &self.token else {
-            return true;
-        };
         let from_header = request
             .headers()
             .get(header::AUTHORIZATION)
@@ -76,11 +76,13 @@ impl Security {
             form_urlencoded::parse(query.as_bytes())
                 .find_map(|(name, value)| (name == "access_token").then_some(value))
         });
-        match (from_header, from_query) {
-            (Some(given), _) => constant_time_eq(given.as_bytes(), expected.as_bytes()),
-            (None, Some(given)) => constant_time_eq(given.as_bytes(), expected.as_bytes()),
-            (None, None) => false,
-        }
+        let Some(given) = from_header.map(Into::into).or(from_query) else {
+            return false;
+        };
+        // Every token is compared, so the time taken does not tell which one nearly matched.
+        self.tokens.iter().fold(false, |found, expected| {
+            constant_time_eq(given.as_bytes(), expected.as_bytes()) | found
+        })
     }
 }
 
@@ -153,14 +155,22 @@ pub async fn guard(
             .into_response();
         }
     }
-    if request.uri().path().starts_with("/api/") && !security.token_ok(&request) {
+    let path = request.uri().path();
+    let open = OPEN_PATHS.contains(&path);
+    if path.starts_with("/api/") && !open && !security.token_ok(&request) {
         return ApiError::Unauthorized(
-            "a valid `Authorization: Bearer <token>` header is required".to_owned(),
+            "a valid `Authorization: Bearer <token>` header is required: the service's \
+             local token (`openvaala token show` prints it; `openvaala token url` gives a \
+             browser's sign-in link), or the configured OPENVAALA_TOKEN"
+                .to_owned(),
         )
         .into_response();
     }
     next.run(request).await
 }
+
+/// The API paths that need no token: they tell nothing of any conversation.
+const OPEN_PATHS: [&str; 2] = ["/api/health", "/api/openapi.json"];
 
 /// Why a token cannot guard a service reachable from other machines, if it cannot: it must have
 /// at least [`MIN_TOKEN_CHARS`] characters, not all of them whitespace.

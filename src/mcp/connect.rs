@@ -1,5 +1,6 @@
-//! Opening a connection to one server with the SDK: a child process on stdio (in a process
-//! group of its own, recorded so a crash of the service cannot leave it running) or a
+//! Opening a connection to one server with the SDK: a child process on stdio (in the agent's
+//! sandbox unless the config file says otherwise, with an allow-listed environment, in a
+//! process group of its own recorded so a crash of the service cannot leave it running) or a
 //! streamable HTTP endpoint. `${VAR}` references are expanded here (in the config file's
 //! servers; a client's are taken as written).
 
@@ -14,6 +15,7 @@ use rmcp::transport::{StreamableHttpClientTransport, TokioChildProcess};
 use tokio::io::{AsyncBufReadExt, BufReader};
 
 use super::handler::Handler;
+use super::server::Launch;
 use super::{ProcessRecord, ProcessRecorder};
 use crate::config::{McpServerConfig, McpTransport};
 
@@ -48,6 +50,7 @@ impl Drop for ChildGroup {
 pub async fn open(
     name: &str,
     config: &McpServerConfig,
+    launch: &Launch,
     handler: Handler,
     recorder: Option<&ProcessRecorder>,
 ) -> Result<Opened, String> {
@@ -63,16 +66,36 @@ pub async fn open(
             cwd,
         } => {
             let program = expand(command)?;
-            let mut child = tokio::process::Command::new(&program);
-            for arg in args {
-                child.arg(expand(arg)?);
-            }
+            let arguments = args
+                .iter()
+                .map(|arg| expand(arg))
+                .collect::<Result<Vec<_>, _>>()?;
+            let mut environment = Vec::new();
             for (key, value) in env {
-                child.env(key, expand(value)?);
+                environment.push((key.clone(), expand(value)?));
             }
-            if let Some(cwd) = cwd {
-                child.current_dir(expand(cwd)?);
-            }
+            let cwd = match (cwd, &launch.cwd) {
+                (Some(cwd), _) => std::path::PathBuf::from(expand(cwd)?),
+                (None, Some(cwd)) => cwd.clone(),
+                (None, None) => std::env::current_dir().unwrap_or_else(|_| "/".into()),
+            };
+            let policy = match &launch.sandbox {
+                Some(sandbox) => crate::sandbox::SandboxPolicy {
+                    env: environment.into(),
+                    ..sandbox.clone()
+                },
+                // The config file's `sandbox = "off"`: the allow-listed environment all the same.
+                None => crate::sandbox::SandboxPolicy {
+                    mode: crate::config::SandboxMode::Off,
+                    env: environment.into(),
+                    ..crate::sandbox::SandboxPolicy::default()
+                },
+            };
+            let program_line = crate::sandbox::Program::Exec {
+                program: &program,
+                args: &arguments,
+            };
+            let mut child = crate::sandbox::command(&policy, &cwd, program_line)?;
             // Its own group, so the whole server (and what it started) ends with it.
             child.process_group(0);
             let (transport, stderr) = TokioChildProcess::builder(child)

@@ -81,7 +81,7 @@ pub enum ServerState {
 }
 
 /// Where a server was named.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum ServerSource {
     /// `[mcp.<name>]` in the config file.
     Config,
@@ -111,10 +111,11 @@ pub type ProcessRecorder = Arc<dyn Fn(libc::pid_t, &str) -> Option<ProcessRecord
 
 /// Every server: the configured ones, and those conversations named, each started on first use.
 pub struct McpHub {
-    configured: BTreeMap<String, Arc<Server>>,
-    /// Servers named by conversations, one per name and config: conversations that name the
-    /// same server share it.
-    named: std::sync::Mutex<HashMap<(String, McpServerConfig), Named>>,
+    configured: BTreeMap<String, McpServerConfig>,
+    /// Running (or started once) servers, one per name, config, sandbox and working directory:
+    /// turns whose agents have the same sandbox share one. Each is held by the live
+    /// conversations that used it.
+    instances: std::sync::Mutex<HashMap<InstanceKey, Named>>,
     recorder: Option<ProcessRecorder>,
     /// Cancelled at the service's shutdown: every server ends, and none starts after it.
     stopping: CancellationToken,
@@ -128,9 +129,29 @@ impl std::fmt::Debug for McpHub {
     }
 }
 
-/// A server conversations named, and the live conversations that used it: when the last of
-/// them leaves memory, the server stops (a child process per conversation would otherwise
-/// outlive every conversation that needed it).
+/// What makes two uses of a server the same process.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+struct InstanceKey {
+    name: String,
+    config: McpServerConfig,
+    source: ServerSource,
+    /// The sandbox it runs in (`None`: unsandboxed, as the config file allows, or HTTP).
+    sandbox: Option<SandboxKey>,
+    /// Where a command server runs.
+    cwd: Option<std::path::PathBuf>,
+}
+
+/// A sandbox policy as far as it decides a server's process.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+struct SandboxKey {
+    mode: crate::config::SandboxMode,
+    network: bool,
+    limits: crate::config::ProcessLimits,
+}
+
+/// A server instance, and the live conversations that used it: when the last of them leaves
+/// memory, the server stops (a child process per conversation would otherwise outlive every
+/// conversation that needed it).
 struct Named {
     server: Arc<Server>,
     users: HashSet<Holder>,
@@ -149,13 +170,18 @@ pub struct Holder {
 #[derive(Debug, Clone)]
 pub struct McpAccess {
     pub hub: Arc<McpHub>,
-    /// The conversation the turn is in: it holds the servers of its own it uses until it
-    /// leaves memory (`McpHub::release`).
+    /// The conversation the turn is in: it holds the servers it uses until it leaves memory
+    /// (`McpHub::release`).
     pub holder: Holder,
     pub servers: Vec<String>,
     /// The servers the conversation was created with; one of them shadows a configured server
     /// of the same name.
     pub own: Arc<BTreeMap<String, McpServerConfig>>,
+    /// The sandbox of the agent's tool processes: command servers run in it too (with their
+    /// own environment), unless the config file sets `sandbox = "off"` for the server.
+    pub sandbox: crate::sandbox::SandboxPolicy,
+    /// The conversation's working directory: where a command server without a `cwd` runs.
+    pub cwd: std::path::PathBuf,
 }
 
 impl McpAccess {
@@ -170,52 +196,54 @@ impl McpHub {
         configs: &BTreeMap<String, McpServerConfig>,
         recorder: Option<ProcessRecorder>,
     ) -> McpHub {
-        let stopping = CancellationToken::new();
-        let configured = configs
-            .iter()
-            .map(|(name, config)| {
-                let server = Server::new(name.clone(), config.clone(), recorder.clone(), &stopping);
-                (name.clone(), Arc::new(server))
-            })
-            .collect();
         McpHub {
-            configured,
-            named: std::sync::Mutex::new(HashMap::new()),
+            configured: configs.clone(),
+            instances: std::sync::Mutex::new(HashMap::new()),
             recorder,
-            stopping,
+            stopping: CancellationToken::new(),
         }
     }
 
     /// The server a turn reaches by `name`: the conversation's own, else a configured one its
-    /// agent names.
+    /// agent names; started (or shared) for the turn's sandbox and working directory.
     fn server(&self, access: &McpAccess, name: &str) -> Option<Arc<Server>> {
-        if let Some(config) = access.own.get(name) {
-            let mut named = self
-                .named
-                .lock()
-                .unwrap_or_else(std::sync::PoisonError::into_inner);
-            let entry = named
-                .entry((name.to_owned(), config.clone()))
-                .or_insert_with(|| Named {
-                    server: Arc::new(Server::new(
-                        name.to_owned(),
-                        config.clone(),
-                        self.recorder.clone(),
-                        &self.stopping,
-                    )),
-                    users: HashSet::new(),
-                });
-            if !entry.users.contains(&access.holder) {
-                entry.users.insert(access.holder.clone());
+        let (config, source) = match access.own.get(name) {
+            Some(config) => (config, ServerSource::Conversation),
+            None if access.servers.iter().any(|allowed| allowed == name) => {
+                (self.configured.get(name)?, ServerSource::Config)
             }
-            return Some(entry.server.clone());
+            None => return None,
+        };
+        let launch = server::Launch::for_access(config, access);
+        let key = InstanceKey {
+            name: name.to_owned(),
+            config: config.clone(),
+            source,
+            sandbox: launch.sandbox.as_ref().map(|policy| SandboxKey {
+                mode: policy.mode,
+                network: policy.network,
+                limits: policy.limits,
+            }),
+            cwd: launch.cwd.clone(),
+        };
+        let mut instances = self
+            .instances
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let entry = instances.entry(key).or_insert_with(|| Named {
+            server: Arc::new(Server::new(
+                name.to_owned(),
+                config.clone(),
+                launch,
+                self.recorder.clone(),
+                &self.stopping,
+            )),
+            users: HashSet::new(),
+        });
+        if !entry.users.contains(&access.holder) {
+            entry.users.insert(access.holder.clone());
         }
-        access
-            .servers
-            .iter()
-            .any(|allowed| allowed == name)
-            .then(|| self.configured.get(name).cloned())
-            .flatten()
+        Some(entry.server.clone())
     }
 
     /// Every server a turn may use, by name.
@@ -288,13 +316,13 @@ impl McpHub {
         call::call(&server, &connection, &tool, arguments, live, cancel).await
     }
 
-    /// The servers conversations named, as they are now.
-    fn named_servers(&self) -> Vec<Arc<Server>> {
-        self.named
+    /// Every server instance, with where it was named, as they are now.
+    fn instances(&self) -> Vec<(ServerSource, Arc<Server>)> {
+        self.instances
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .values()
-            .map(|named| named.server.clone())
+            .iter()
+            .map(|(key, named)| (key.source, named.server.clone()))
             .collect()
     }
 
@@ -303,12 +331,12 @@ impl McpHub {
     /// it again.
     pub async fn release(&self, holder: &Holder) {
         let unused: Vec<Arc<Server>> = {
-            let mut named = self
-                .named
+            let mut instances = self
+                .instances
                 .lock()
                 .unwrap_or_else(std::sync::PoisonError::into_inner);
             let mut unused = Vec::new();
-            named.retain(|_, entry| {
+            instances.retain(|_, entry| {
                 if !entry.users.remove(holder) || !entry.users.is_empty() {
                     return true;
                 }
@@ -323,32 +351,45 @@ impl McpHub {
         }
     }
 
-    /// Every server's state: the configured ones by name, then those conversations named.
+    /// Every server's state: the configured ones by name (each instance of one, or its
+    /// configuration when it has not run), then those conversations named.
     pub fn status(&self) -> Vec<ServerStatus> {
-        let mut named: Vec<ServerStatus> = self
-            .named_servers()
+        let running: Vec<ServerStatus> = self
+            .instances()
             .iter()
-            .map(|server| server.status(ServerSource::Conversation))
+            .map(|(source, server)| server.status(*source))
             .collect();
-        named.sort_by(|a, b| a.name.cmp(&b.name));
-        self.configured
-            .values()
-            .map(|server| server.status(ServerSource::Config))
-            .chain(named)
-            .collect()
+        let idle = self
+            .configured
+            .iter()
+            .filter(|(name, _)| {
+                !running
+                    .iter()
+                    .any(|status| status.source == ServerSource::Config && &status.name == *name)
+            })
+            .map(|(name, config)| ServerStatus {
+                name: name.clone(),
+                source: ServerSource::Config,
+                http: matches!(config.transport, McpTransport::Http { .. }),
+                state: ServerState::NotStarted,
+                tools: Vec::new(),
+                last_error: None,
+                restarts: 0,
+            });
+        let mut statuses: Vec<ServerStatus> = idle.collect();
+        statuses.extend(running);
+        statuses.sort_by(|a, b| {
+            (a.source != ServerSource::Config, &a.name)
+                .cmp(&(b.source != ServerSource::Config, &b.name))
+        });
+        statuses
     }
 
     /// Ends every running server (at the service's shutdown); none starts after it.
     pub async fn shutdown(&self) {
         self.stopping.cancel();
-        let named = self.named_servers();
-        futures::future::join_all(
-            self.configured
-                .values()
-                .chain(&named)
-                .map(|server| server.stop()),
-        )
-        .await;
+        let instances = self.instances();
+        futures::future::join_all(instances.iter().map(|(_, server)| server.stop())).await;
     }
 }
 

@@ -45,9 +45,37 @@ impl Connection {
     }
 }
 
+/// How a command server's process starts: in which sandbox and where.
+#[derive(Debug, Clone, Default)]
+pub struct Launch {
+    /// The agent's sandbox, with the server's own environment; `None`: unsandboxed (the config
+    /// file's `sandbox = "off"`), or an HTTP server.
+    pub sandbox: Option<crate::sandbox::SandboxPolicy>,
+    /// The working directory when the config gives none: the conversation's.
+    pub cwd: Option<std::path::PathBuf>,
+}
+
+impl Launch {
+    /// How `config` starts for a turn with `access`.
+    pub fn for_access(config: &McpServerConfig, access: &super::McpAccess) -> Launch {
+        let crate::config::McpTransport::Stdio { cwd, .. } = &config.transport else {
+            return Launch::default();
+        };
+        Launch {
+            sandbox: (!config.unsandboxed).then(|| crate::sandbox::SandboxPolicy {
+                escalated: false,
+                env: std::sync::Arc::from([]),
+                ..access.sandbox.clone()
+            }),
+            cwd: cwd.is_none().then(|| access.cwd.clone()),
+        }
+    }
+}
+
 pub struct Server {
     pub name: String,
     pub config: McpServerConfig,
+    launch: Launch,
     recorder: Option<ProcessRecorder>,
     /// Held while the server starts, so concurrent first uses start it once.
     slot: tokio::sync::Mutex<Option<Arc<Connection>>>,
@@ -72,12 +100,14 @@ impl Server {
     pub fn new(
         name: String,
         config: McpServerConfig,
+        launch: Launch,
         recorder: Option<ProcessRecorder>,
         stopping: &tokio_util::sync::CancellationToken,
     ) -> Server {
         Server {
             name,
             config,
+            launch,
             recorder,
             slot: tokio::sync::Mutex::new(None),
             stopping: stopping.child_token(),
@@ -265,6 +295,7 @@ impl Server {
             open(
                 &self.name,
                 &self.config,
+                &self.launch,
                 handler.clone(),
                 self.recorder.as_ref(),
             ),
@@ -392,7 +423,9 @@ mod tests {
                 },
                 timeout: Duration::from_secs(5),
                 expand_variables: true,
+                unsandboxed: true,
             },
+            Launch::default(),
             None,
             &tokio_util::sync::CancellationToken::new(),
         ));

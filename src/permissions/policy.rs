@@ -105,6 +105,27 @@ pub fn pattern_matches(pattern: &str, text: &str) -> bool {
 
 impl Permissions {
     /// The tool's own setting.
+    /// Adds `parent`'s `ask` and `deny` settings to these (a sub-agent's, so that it is never
+    /// looser than the agent that started it): per tool the stricter of the two, and the
+    /// parent's stricter shell patterns beside these (the strictest match wins anyway).
+    pub fn inherit(&mut self, parent: &Permissions) {
+        for (tool, permission) in &parent.tools {
+            if *permission == Permission::Allow {
+                continue;
+            }
+            if *permission > self.tool(tool) {
+                self.tools.insert(tool.clone(), *permission);
+            }
+        }
+        for (pattern, permission) in &parent.shell_rules {
+            if *permission != Permission::Allow
+                && !self.shell_rules.contains(&(pattern.clone(), *permission))
+            {
+                self.shell_rules.push((pattern.clone(), *permission));
+            }
+        }
+    }
+
     pub fn tool(&self, tool: &str) -> Permission {
         if let Some(permission) = self.tools.get(tool) {
             return *permission;

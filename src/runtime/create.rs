@@ -244,19 +244,16 @@ fn conversation_servers(
 ) -> Result<(), RuntimeError> {
     let servers = crate::config::conversation_servers(specs, cwd)
         .map_err(|error| RuntimeError::InvalidMcpServer(error.to_string()))?;
-    let commands = servers.iter().filter(|(_, server)| {
+    let mut commands = servers.iter().filter(|(_, server)| {
         matches!(server.transport, crate::config::McpTransport::Stdio { .. })
     });
-    let denied = |tool: &str| agent.permissions.tool(tool) == crate::permissions::Permission::Deny;
-    let may_run_commands =
-        agent.tools.iter().any(|tool| tool == "shell") && !denied("shell") && !denied("mcp");
-    if let Some((name, _)) = commands.into_iter().next()
-        && !may_run_commands
+    if let Some((name, _)) = commands.next()
+        && !agent.client_mcp
     {
         return Err(RuntimeError::InvalidMcpServer(format!(
-            "mcp.{name}: agent `{}` may not run commands (it has no `shell` tool, or its \
-             `shell` or `mcp` permission is deny), so it cannot start an MCP server as a \
-             command; name a `url` server or choose another agent",
+            "mcp.{name}: agent `{}` does not let clients start MCP servers as commands \
+             (`client_mcp = true` in its config allows it; they then run in its sandbox); name \
+             a `url` server or choose another agent",
             agent.permissions.agent
         )));
     }

@@ -13,6 +13,7 @@ pub mod pending;
 pub mod prompt;
 pub mod retry;
 pub mod rules;
+pub mod sandboxing;
 pub mod title;
 pub mod turn;
 pub mod usage;
@@ -138,6 +139,8 @@ pub struct Shared {
     pub mcp: Arc<crate::mcp::McpHub>,
     /// Snapshots of working trees around tool calls (`None`: `tools.checkpoints = false`).
     pub checkpoints: Option<Arc<crate::checkpoints::Checkpoints>>,
+    /// The service's own state (the data directory, the config), out of every tool's reach.
+    pub protected: Arc<crate::sandbox::Protected>,
 }
 
 impl Runtime {
@@ -202,6 +205,10 @@ impl Runtime {
                 Duration::from_secs(config.tools.checkpoint_gc_interval_s),
             );
         }
+        let protected = Arc::new(crate::sandbox::Protected::new(
+            store.root(),
+            config.source.as_deref(),
+        ));
         let (index_jobs, jobs) = tokio::sync::mpsc::channel(index_jobs::QUEUE_CAPACITY);
         let index_queue = Arc::new(JobQueue::default());
         tokio::spawn(run_index_jobs(index.clone(), jobs, index_queue.clone()));
@@ -228,6 +235,7 @@ impl Runtime {
                 rules,
                 mcp,
                 checkpoints,
+                protected,
             }),
         }
     }

@@ -1,19 +1,20 @@
 //! The file tools `read_file`, `write_file` and `list_dir`: paths are relative to the
 //! conversation's cwd or absolute, and every failure becomes a result text for the model.
-//! Under a sandbox, writes and reads follow its rules (`sandbox_paths`).
+//! Under a sandbox, writes and reads follow its rules (`sandbox::paths`), and writes go through
+//! directory handles that no symlink can redirect (`sandbox::beneath`).
 
 use std::io::ErrorKind;
 use std::os::unix::fs::FileTypeExt;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use serde_json::Value;
 use tokio::io::AsyncReadExt;
 
-use super::sandbox_paths;
 use super::{
     CappedOutput, ToolContext, ToolResult, complete_utf8_prefix_len, optional_string,
     required_string,
 };
+use crate::sandbox::{beneath, paths as sandbox_paths};
 
 /// Runs the file tool `name`; `run_tool` only sends the three names handled here.
 pub(super) async fn run(name: &str, arguments: &Value, ctx: &ToolContext) -> ToolResult {
@@ -49,6 +50,10 @@ async fn read_file(arguments: &Value, ctx: &ToolContext) -> Result<ToolResult, S
     let file = tokio::fs::File::open(&full_path)
         .await
         .map_err(|error| format!("could not read {path}: {error}"))?;
+    if ctx.sandbox.enforced() {
+        // What was opened, whatever link was swapped in since the check.
+        sandbox_paths::check_opened(&ctx.sandbox, Path::new(path), &file)?;
+    }
     // One byte past the cap tells a file that is too long apart from one that just fits, even
     // where the metadata has no size (/proc, devices).
     let cap = ctx.max_output_bytes;
@@ -81,24 +86,45 @@ async fn read_file(arguments: &Value, ctx: &ToolContext) -> Result<ToolResult, S
 async fn write_file(arguments: &Value, ctx: &ToolContext) -> Result<ToolResult, String> {
     let path = required_path(arguments)?;
     let content = required_string(arguments, "content")?;
-    let mut full_path = ctx.cwd.join(path);
     if ctx.sandbox.enforced() {
-        // The write goes where the check looked: the resolved path.
-        let (policy, cwd, path) = (ctx.sandbox.clone(), ctx.cwd.clone(), PathBuf::from(path));
-        full_path = blocking(move || sandbox_paths::check_write(&policy, &cwd, &path)).await?;
-    }
-    if let Some(parent) = full_path.parent() {
-        tokio::fs::create_dir_all(parent)
+        let (policy, cwd, shown) = (ctx.sandbox.clone(), ctx.cwd.clone(), PathBuf::from(path));
+        let bytes = content.as_bytes().to_vec();
+        blocking(move || {
+            let (root, relative) = sandbox_paths::write_target(&policy, &cwd, &shown)?;
+            write_beneath(&root, &relative, &bytes)
+                .map_err(|error| format!("could not write {}: {error}", shown.display()))
+        })
+        .await?;
+    } else {
+        let full_path = ctx.cwd.join(path);
+        if let Some(parent) = full_path.parent() {
+            tokio::fs::create_dir_all(parent)
+                .await
+                .map_err(|error| format!("could not create the directories for {path}: {error}"))?;
+        }
+        tokio::fs::write(&full_path, content)
             .await
-            .map_err(|error| format!("could not create the directories for {path}: {error}"))?;
+            .map_err(|error| format!("could not write {path}: {error}"))?;
     }
-    tokio::fs::write(&full_path, content)
-        .await
-        .map_err(|error| format!("could not write {path}: {error}"))?;
     Ok(ToolResult::completed(format!(
         "wrote {} bytes to {path}",
         content.len()
     )))
+}
+
+/// Writes `bytes` at `relative` beneath the writable `root`, creating its directories; no
+/// symlink on the way is followed. An empty `relative` is the root itself (a device).
+fn write_beneath(root: &Path, relative: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    if relative.as_os_str().is_empty() {
+        use std::io::Write;
+        return std::fs::OpenOptions::new()
+            .write(true)
+            .open(root)?
+            .write_all(bytes);
+    }
+    let (parent, name) = beneath::split(relative)?;
+    let dir = beneath::open_dir(root, parent, true)?;
+    beneath::write_file(&dir, name, bytes)
 }
 
 async fn list_dir(arguments: &Value, ctx: &ToolContext) -> Result<ToolResult, String> {
@@ -106,6 +132,10 @@ async fn list_dir(arguments: &Value, ctx: &ToolContext) -> Result<ToolResult, St
         Some(path) if !path.is_empty() => (ctx.cwd.join(path), path.to_owned()),
         _ => (ctx.cwd.clone(), ctx.cwd.display().to_string()),
     };
+    if ctx.sandbox.enforced() {
+        let (policy, cwd, listed) = (ctx.sandbox.clone(), ctx.cwd.clone(), full_path.clone());
+        blocking(move || sandbox_paths::check_read(&policy, &cwd, &listed)).await?;
+    }
     let mut entries =
         tokio::fs::read_dir(&full_path)
             .await
@@ -286,7 +316,7 @@ mod tests {
         assert!(
             result
                 .output
-                .starts_with("could not create the directories for plain/inside.txt: "),
+                .starts_with("could not write plain/inside.txt: "),
             "{}",
             result.output
         );

@@ -4,9 +4,6 @@
 mod files;
 pub mod group_records;
 mod mcp;
-mod sandbox;
-mod sandbox_launcher;
-mod sandbox_paths;
 mod shell;
 
 use std::path::PathBuf;
@@ -17,9 +14,8 @@ use tokio::sync::mpsc::UnboundedSender;
 use tokio_util::sync::CancellationToken;
 
 use crate::model::ToolSpec;
+pub use crate::sandbox::SandboxPolicy;
 use crate::text::{ceil_char_boundary, floor_char_boundary};
-pub use sandbox::{SandboxPolicy, SandboxSupport, support as sandbox_support};
-pub use sandbox_launcher::launcher_main as sandbox_launcher_main;
 
 /// Where and within which limits a tool call runs; the turn loop builds it from the conversation.
 #[derive(Debug, Clone)]

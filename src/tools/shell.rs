@@ -2,14 +2,13 @@
 //! When the command exits, times out or is interrupted the whole group is killed, so nothing it
 //! started outlives the call or keeps it waiting. While it runs, a record in the data directory
 //! (`group_records`) names the group, so that if the service dies first its next start kills it.
-//! The command runs in the agent's sandbox (`sandbox`), without the providers' key variables.
+//! The command runs in the agent's sandbox (`crate::sandbox`), with an allow-listed environment.
 
 use std::process::{ExitStatus, Stdio};
 use std::time::Duration;
 
 use serde_json::Value;
 use tokio::io::{AsyncRead, AsyncReadExt};
-use tokio::process::Command;
 use tokio::sync::mpsc::UnboundedSender;
 use tokio::time::{Instant, sleep_until};
 use tokio_util::sync::CancellationToken;
@@ -19,7 +18,7 @@ use super::{
     CappedOutput, ToolContext, ToolResult, ToolStatus, complete_utf8_prefix_len, optional_number,
     required_string,
 };
-use super::{sandbox, sandbox_launcher};
+use crate::sandbox::{self, Program};
 
 /// After `sh` exits, a background child may hold the pipes open for ever: wait this long for
 /// the end of its output, then kill it.
@@ -56,20 +55,16 @@ pub(super) async fn run(
         ));
     }
     let sandboxed = ctx.sandbox.enforced();
-    let mut sh = match sandboxed_command(ctx, command) {
+    let mut sh = match sandbox::command(&ctx.sandbox, &ctx.cwd, Program::Shell(command)) {
         Ok(sh) => sh,
         Err(message) => return ToolResult::failed(message),
     };
-    sh.current_dir(&ctx.cwd)
-        .stdin(Stdio::null())
+    sh.stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         // Its own group, so one kill reaches every process the command starts.
         .process_group(0)
         .kill_on_drop(true);
-    for name in ctx.sandbox.hidden_env.iter() {
-        sh.env_remove(name);
-    }
     let mut child = match sh.spawn() {
         Ok(child) => child,
         Err(error) if sandboxed => {
@@ -135,6 +130,10 @@ pub(super) async fn run(
     let (status, exit_code, note) = match ending {
         Ending::Exited(status) => match (status.code(), signal(status)) {
             (Some(code), _) => (ToolStatus::Completed, Some(code), None),
+            // A limit of the sandbox stopped it: the call failed, and says why.
+            (None, Some(signal)) if let Some(note) = ctx.sandbox.limits.note(Some(signal), "") => {
+                (ToolStatus::Failed, None, Some(note))
+            }
             (None, signal) => (
                 ToolStatus::Completed,
                 None,
@@ -164,8 +163,14 @@ pub(super) async fn run(
         ),
     };
     let mut output = sink.finish(note);
-    if sandboxed && exit_code.is_some_and(|code| code != 0) && looks_denied(&output) {
-        let hint = ctx.sandbox.hint(&ctx.cwd);
+    let hint = if !sandboxed || exit_code == Some(0) {
+        None
+    } else if exit_code.is_some() && looks_denied(&output) {
+        Some(ctx.sandbox.hint(&ctx.cwd))
+    } else {
+        ctx.sandbox.limits.note(None, &output)
+    };
+    if let Some(hint) = hint {
         let line = if output.is_empty() || output.ends_with('\n') {
             hint
         } else {
@@ -180,32 +185,6 @@ pub(super) async fn run(
         status,
         images: Vec::new(),
     }
-}
-
-/// `sh -c COMMAND`, in the sandbox when the policy has one: through the launcher (the service
-/// binary applying it to itself, see `sandbox_launcher`), else applied between fork and exec.
-/// `Err` says why the kernel cannot enforce the sandbox.
-fn sandboxed_command(ctx: &ToolContext, command: &str) -> Result<Command, String> {
-    let plain = || {
-        let mut sh = Command::new("sh");
-        sh.arg("-c").arg(command);
-        sh
-    };
-    if !ctx.sandbox.enforced() {
-        return Ok(plain());
-    }
-    sandbox::check_support(&ctx.sandbox, sandbox::support())?;
-    if let Some(launcher) = sandbox_launcher::command(&ctx.sandbox, &ctx.cwd, command) {
-        return Ok(launcher);
-    }
-    let mut prepared = sandbox::prepare(&ctx.sandbox, &ctx.cwd)?;
-    let mut sh = plain();
-    // SAFETY: the closure runs in the child between fork and exec; `restrict` only makes
-    // system calls and allocates nothing.
-    unsafe {
-        sh.pre_exec(move || prepared.restrict());
-    }
-    Ok(sh)
 }
 
 /// Whether a failed command's output shows a permission error, which the sandbox may have
@@ -391,8 +370,15 @@ mod tests {
     use tokio::sync::mpsc::{UnboundedReceiver, unbounded_channel};
     use tokio::task::JoinHandle;
 
-    use super::super::tests::context;
     use super::*;
+
+    /// The tools' test context with the sandbox off: this test binary cannot be the
+    /// sandbox's launcher (the sandbox is tested end to end, `tests/it/sandbox.rs`).
+    fn context(dir: &Path) -> ToolContext {
+        let mut ctx = super::super::tests::context(dir);
+        ctx.sandbox.mode = crate::config::SandboxMode::Off;
+        ctx
+    }
 
     /// Long enough for a slow CI machine; a passing test never waits for it.
     const PATIENCE: Duration = Duration::from_secs(10);
@@ -662,81 +648,32 @@ mod tests {
         );
     }
 
-    fn with_sandbox(dir: &Path, mode: crate::config::SandboxMode, network: bool) -> ToolContext {
-        let mut ctx = context(dir);
-        ctx.sandbox.mode = mode;
-        ctx.sandbox.network = network;
-        ctx
-    }
-
     #[tokio::test]
-    async fn a_read_only_sandbox_blocks_writes_and_says_so() {
-        use crate::config::SandboxMode;
+    async fn a_program_that_cannot_launch_the_sandbox_refuses_sandboxed_commands() {
         let dir = tempfile::tempdir().unwrap();
-        let ctx = with_sandbox(dir.path(), SandboxMode::ReadOnly, false);
-        let result = shell(&ctx, json!({"command": "echo x > inside.txt"})).await;
-        assert_eq!(result.status, ToolStatus::Completed);
-        assert_ne!(result.exit_code, Some(0));
-        assert!(
-            result.output.contains("Permission denied"),
-            "{}",
-            result.output
-        );
-        assert!(
-            result.output.ends_with(
-                "[the sandbox may have blocked this: sandbox = \"read_only\" allows no writes; \
-                 network = false blocks TCP connections]"
-            ),
-            "{}",
-            result.output
-        );
-        assert!(!dir.path().join("inside.txt").exists());
-        // Devices a shell needs stay writable, and reading is allowed.
-        let result = shell(&ctx, json!({"command": "ls / >/dev/null && echo ok"})).await;
-        assert_eq!(result.output, "ok\n");
-
-        let ctx = with_sandbox(dir.path(), SandboxMode::Off, false);
-        let result = shell(&ctx, json!({"command": "echo x > inside.txt"})).await;
-        assert_eq!((result.exit_code, result.output.as_str()), (Some(0), ""));
-        assert!(dir.path().join("inside.txt").exists());
-    }
-
-    #[tokio::test]
-    async fn the_sandbox_blocks_tcp_unless_the_network_is_allowed() {
-        use crate::config::SandboxMode;
-        let dir = tempfile::tempdir().unwrap();
-        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-        let port = listener.local_addr().unwrap().port();
-        let command = format!("bash -c 'exec 3<>/dev/tcp/127.0.0.1/{port}' && echo connected");
-
-        let ctx = with_sandbox(dir.path(), SandboxMode::WorkspaceWrite, false);
-        let result = shell(&ctx, json!({ "command": command })).await;
-        assert_ne!(result.exit_code, Some(0), "{}", result.output);
-        assert!(!result.output.contains("connected"), "{}", result.output);
+        let mut ctx = context(dir.path());
+        ctx.sandbox.mode = crate::config::SandboxMode::WorkspaceWrite;
+        let result = shell(&ctx, json!({"command": "echo ran > ran.txt"})).await;
+        assert_eq!(result.status, ToolStatus::Failed);
         assert!(
             result
                 .output
-                .contains("network = false blocks TCP connections]"),
+                .contains("this program cannot start sandboxed commands"),
             "{}",
             result.output
         );
-
-        let ctx = with_sandbox(dir.path(), SandboxMode::WorkspaceWrite, true);
-        let result = shell(&ctx, json!({ "command": command })).await;
-        assert_eq!(result.output, "connected\n");
+        assert!(!dir.path().join("ran.txt").exists());
     }
 
     #[tokio::test]
-    async fn hidden_variables_are_not_inherited() {
+    async fn only_allowed_variables_reach_a_command_even_unsandboxed() {
         let dir = tempfile::tempdir().unwrap();
-        let mut ctx = context(dir.path());
-        // HOME stands in for a key variable: the test need not change the process environment.
-        let command = json!({"command": "echo \"${HOME-unset}\""});
-        assert_ne!(shell(&ctx, command.clone()).await.output, "unset\n");
-        ctx.sandbox.hidden_env = std::sync::Arc::from(["HOME".to_owned()]);
-        assert_eq!(shell(&ctx, command.clone()).await.output, "unset\n");
-        // Even when the sandbox is off.
-        ctx.sandbox.mode = crate::config::SandboxMode::Off;
-        assert_eq!(shell(&ctx, command).await.output, "unset\n");
+        // Cargo sets CARGO_PKG_NAME for the tests; it is not on the allow-list.
+        assert!(std::env::var_os("CARGO_PKG_NAME").is_some());
+        let command = json!({"command": "echo \"${CARGO_PKG_NAME-unset} ${HOME:+home}\""});
+        assert_eq!(
+            shell(&context(dir.path()), command).await.output,
+            "unset home\n"
+        );
     }
 }

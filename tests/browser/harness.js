@@ -43,6 +43,19 @@ const PHONE = { width: 420, height: 800 };
 // The server: `openvaala serve` with a fresh data directory, and no config unless the test gives
 // one (HOME is a fresh directory too, so a developer's ~/.config/openvaala/config.toml is not read).
 
+// The tests' own requests to a server (`fetch(`${server.base}/api/…`)`) carry its token, as
+// any client of the API does.
+const tokens = new Map();
+const plainFetch = globalThis.fetch;
+globalThis.fetch = (input, init = {}) => {
+  const url = typeof input === 'string' ? input : input.url;
+  const base = [...tokens.keys()].find((known) => url.startsWith(`${known}/`));
+  if (!base) return plainFetch(input, init);
+  const headers = new Headers(init.headers || {});
+  if (!headers.has('authorization')) headers.set('authorization', `Bearer ${tokens.get(base)}`);
+  return plainFetch(input, { ...init, headers });
+};
+
 async function startServer(root, options = {}) {
   const dataDir = path.join(root, 'data');
   const home = path.join(root, 'home');
@@ -84,8 +97,14 @@ async function startServer(root, options = {}) {
       });
     }
   });
+  // The service's local token, which every API request carries: the page gets it through
+  // the sign-in link (`openBase`), the tests' own requests through `fetch` below.
+  const token = fs.readFileSync(path.join(dataDir, 'local-token'), 'utf8').trim();
+  tokens.set(base, token);
   const server = {
     base,
+    token,
+    signIn: `${base}/#token=${token}`,
     pid: child.pid,
     root,
     cwd,
@@ -180,7 +199,7 @@ async function withUi(options, body) {
       const where = message.location();
       errors.push(`console error: ${text}${where && where.url ? ` (${where.url}:${where.lineNumber})` : ''}`);
     });
-    await page.goto(`${server.base}/`);
+    await page.goto(server.signIn);
     const raisePriority = () => raiseBrowserPriority(path.join(root, 'profile'), [server.pid, process.pid]);
     await body({ page, server: () => server, fake, context, restartServer, root, raisePriority });
     assert.deepEqual(errors, [], 'the page logged errors');

@@ -40,7 +40,9 @@ impl Editor {
 
     /// Started with the given client capabilities in `initialize`.
     pub async fn start_with(base: &str, capabilities: Value) -> Editor {
-        let mut child = Command::new("node")
+        let mut command = Command::new("node");
+        crate::harness::with_token(&mut command, base);
+        let mut child = command
             .arg(driver_dir().join("driver.mjs"))
             .arg(binary())
             .args(["acp", "--url", base])

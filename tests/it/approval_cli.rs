@@ -64,6 +64,7 @@ fn in_order(out: &str, expected: &[&str]) {
 /// What an `openvaala send` run gave: its exit code, stdout and stderr.
 async fn send(server: &Server, args: &[&str], cwd: &Path) -> (i32, String, String) {
     let child = Command::new(binary())
+        .env("OPENVAALA_TOKEN", &server.token)
         .arg("send")
         .args(args)
         .args(["--url", &server.base])
@@ -249,6 +250,7 @@ struct LiveChat {
 impl LiveChat {
     async fn start(server: &Server, cwd: &Path) -> LiveChat {
         let mut child = Command::new(binary())
+            .env("OPENVAALA_TOKEN", &server.token)
             .args(["chat", "--url", &server.base])
             .current_dir(cwd)
             .stdin(Stdio::piped())
@@ -420,6 +422,7 @@ async fn send_at_a_terminal(
 ) -> (Child, std::fs::File, mpsc::UnboundedReceiver<Vec<u8>>) {
     let Pty { master, terminal } = pty();
     let child = Command::new(binary())
+        .env("OPENVAALA_TOKEN", &server.token)
         .args(["send", "--url", &server.base, text])
         .current_dir(cwd)
         .stdin(Stdio::from(terminal.try_clone().unwrap()))

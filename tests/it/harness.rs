@@ -18,9 +18,33 @@ pub fn binary() -> &'static str {
     env!("CARGO_BIN_EXE_openvaala")
 }
 
+/// The local token of each running test server by its base URL, so that a client the tests
+/// start (`openvaala send --url …`) can be given it as any client would be.
+static TOKENS: std::sync::Mutex<Vec<(String, String)>> = std::sync::Mutex::new(Vec::new());
+
+/// The token the server at `url` (its base, or a URL under it) accepts.
+pub fn token_for(url: &str) -> Option<String> {
+    TOKENS
+        .lock()
+        .unwrap()
+        .iter()
+        .rev()
+        .find(|(base, _)| url.starts_with(base.as_str()))
+        .map(|(_, token)| token.clone())
+}
+
+/// A client command for the server at `url`, with its token in `OPENVAALA_TOKEN`.
+pub fn with_token(command: &mut Command, url: &str) {
+    if let Some(token) = token_for(url) {
+        command.env("OPENVAALA_TOKEN", token);
+    }
+}
+
 /// A running server process.
 pub struct Server {
     pub base: String,
+    /// The token its API wants: the data directory's local token, or the one the test set.
+    pub token: String,
     pub data_dir: PathBuf,
     pub child: Child,
     pub client: reqwest::Client,
@@ -86,7 +110,11 @@ impl Server {
         if let Some(cwd) = &options.cwd {
             command.current_dir(cwd);
         } else {
-            command.current_dir(data_dir.parent().unwrap());
+            // Beside the data directory, not holding it: a conversation may not work in a
+            // directory that holds the service's state.
+            let work = data_dir.parent().unwrap().join("work");
+            std::fs::create_dir_all(&work).unwrap();
+            command.current_dir(work);
         }
         for (key, value) in &options.env {
             command.env(key, value);
@@ -94,15 +122,8 @@ impl Server {
         if let Some(limit) = options.open_files {
             limit_open_files(&mut command, limit);
         }
-        let mut client = reqwest::Client::builder();
         if let Some(token) = &options.token {
             command.env("OPENVAALA_TOKEN", token);
-            let mut headers = reqwest::header::HeaderMap::new();
-            headers.insert(
-                reqwest::header::AUTHORIZATION,
-                format!("Bearer {token}").parse().unwrap(),
-            );
-            client = client.default_headers(headers);
         }
         let mut child = command.spawn().expect("spawn openvaala");
         let stderr = child.stderr.take().unwrap();
@@ -124,8 +145,23 @@ impl Server {
                 eprintln!("server: {line}");
             }
         });
+        // The service made its local token before it served.
+        let token = options.token.clone().unwrap_or_else(|| {
+            std::fs::read_to_string(data_dir.join("local-token"))
+                .expect("the service's local token")
+                .trim()
+                .to_owned()
+        });
+        TOKENS.lock().unwrap().push((base.clone(), token.clone()));
+        let mut headers = reqwest::header::HeaderMap::new();
+        headers.insert(
+            reqwest::header::AUTHORIZATION,
+            format!("Bearer {token}").parse().unwrap(),
+        );
+        let client = reqwest::Client::builder().default_headers(headers);
         Server {
             base,
+            token,
             data_dir,
             child,
             client: client.build().unwrap(),

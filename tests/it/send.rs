@@ -34,6 +34,7 @@ pub(crate) fn command(server: &Server, args: &[&str], cwd: &std::path::Path) -> 
 /// `openvaala send` with `--url url`.
 pub(crate) fn command_at(url: &str, args: &[&str], cwd: &std::path::Path) -> Command {
     let mut command = Command::new(binary());
+    crate::harness::with_token(&mut command, url);
     command
         .arg("send")
         .args(args)

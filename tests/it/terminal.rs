@@ -13,7 +13,15 @@ use crate::support::events_until;
 /// Runs `openvaala chat` with `args` and `script` on stdin; returns what it printed and whether
 /// it exited successfully.
 pub async fn chat(args: &[&str], script: &str, cwd: &std::path::Path) -> (bool, String, String) {
-    let mut child = Command::new(binary())
+    let url = args
+        .iter()
+        .position(|arg| *arg == "--url")
+        .and_then(|at| args.get(at + 1))
+        .copied()
+        .unwrap_or_default();
+    let mut command = Command::new(binary());
+    crate::harness::with_token(&mut command, url);
+    let mut child = command
         .arg("chat")
         .args(args)
         .current_dir(cwd)

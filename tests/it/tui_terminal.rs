@@ -110,7 +110,12 @@ fn user_texts(items: &[Value]) -> Vec<&str> {
 async fn keys_and_a_paste_in_a_real_terminal_are_stored_as_typed() {
     let server = Server::start().await;
     let workdir = tempfile::tempdir().unwrap();
-    let command = format!("{} chat --url {}", binary(), server.base);
+    let command = format!(
+        "{} chat --url {} --data-dir {}",
+        binary(),
+        server.base,
+        server.data_dir.display()
+    );
     let tmux = Tmux::start(&command, workdir.path());
     tmux.until("the input box", |pane| pane.contains("Enter sends"))
         .await;
@@ -146,7 +151,12 @@ async fn keys_and_a_paste_in_a_real_terminal_are_stored_as_typed() {
 async fn alt_up_selects_a_tool_call_and_ctrl_o_unfolds_it() {
     let server = Server::start().await;
     let workdir = tempfile::tempdir().unwrap();
-    let command = format!("{} chat --url {}", binary(), server.base);
+    let command = format!(
+        "{} chat --url {} --data-dir {}",
+        binary(),
+        server.base,
+        server.data_dir.display()
+    );
     let tmux = Tmux::start(&command, workdir.path());
     tmux.until("the input box", |pane| pane.contains("Enter sends"))
         .await;
@@ -174,7 +184,12 @@ async fn plain_chat_ctrl_c_interrupts_the_turn_and_a_second_quits() {
     })
     .await;
     let workdir = tempfile::tempdir().unwrap();
-    let command = format!("{} chat --plain --url {}", binary(), server.base);
+    let command = format!(
+        "{} chat --plain --url {} --data-dir {}",
+        binary(),
+        server.base,
+        server.data_dir.display()
+    );
     let tmux = Tmux::start(&command, workdir.path());
     tmux.until("the greeting", |pane| pane.contains("Type a message"))
         .await;

@@ -2,17 +2,23 @@
 // the URLs of the SSE streams. Every call reports its outcome on `apiEvents`, so the banners
 // can clear an error once the next call succeeds.
 //
-// Off loopback the service wants a bearer token: it is read once from `?token=` and kept for
-// this tab; EventSource cannot send headers, so streams carry it as `access_token=`.
+// Every API request carries the service's token. The sign-in link (`openvaala token url`, or
+// the one the service prints at a terminal) brings it in the URL's fragment, which no request
+// sends; it is kept for this origin and the fragment forgotten. EventSource cannot send
+// headers, so streams carry it as `access_token=`.
 
 const TOKEN_KEY = 'openvaala.token';
-let token = sessionStorage.getItem(TOKEN_KEY);
+let token = localStorage.getItem(TOKEN_KEY);
 {
   const url = new URL(location.href);
-  if (url.searchParams.has('token')) {
-    token = url.searchParams.get('token');
-    sessionStorage.setItem(TOKEN_KEY, token);
+  // `#token=…` (the fragment is otherwise the view's route), or `?token=…`.
+  const inFragment = /^#token=([^&]*)$/.exec(url.hash);
+  const given = inFragment ? decodeURIComponent(inFragment[1]) : url.searchParams.get('token');
+  if (given) {
+    token = given;
+    localStorage.setItem(TOKEN_KEY, token);
     url.searchParams.delete('token');
+    if (inFragment) url.hash = '';
     history.replaceState(null, '', url);
   }
 }
@@ -77,9 +83,12 @@ let askedForToken = false;
 function askForToken() {
   if (askedForToken) return;
   askedForToken = true;
-  const given = window.prompt('This service needs its access token (OPENVAALA_TOKEN):');
+  const given = window.prompt(
+    'This service needs its token. Open the sign-in link it printed, or paste the token ' +
+      '(`openvaala token show` prints it):',
+  );
   if (given) {
-    sessionStorage.setItem(TOKEN_KEY, given.trim());
+    localStorage.setItem(TOKEN_KEY, given.trim());
     location.reload();
   }
 }

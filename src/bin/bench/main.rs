@@ -134,7 +134,7 @@ const START_TIMEOUT: Duration = Duration::from_secs(120);
 
 fn main() -> anyhow::Result<ExitCode> {
     // The shell tool's sandboxed commands start through this binary, as through the service's.
-    if let Some(code) = openvaala::tools::sandbox_launcher_main() {
+    if let Some(code) = openvaala::sandbox::launcher_main() {
         return Ok(code);
     }
     let cli = Cli::parse();

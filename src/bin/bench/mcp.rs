@@ -117,6 +117,7 @@ fn server_config(script: &str) -> BTreeMap<String, McpServerConfig> {
             },
             timeout: Duration::from_secs(30),
             expand_variables: true,
+            unsandboxed: false,
         },
     )])
 }
@@ -136,6 +137,8 @@ fn context(hub: Arc<McpHub>) -> ToolContext {
             },
             servers: vec!["everything".to_owned()],
             own: Default::default(),
+            sandbox: SandboxPolicy::default(),
+            cwd: std::env::temp_dir(),
         }),
     }
 }

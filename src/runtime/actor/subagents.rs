@@ -10,6 +10,7 @@ use serde_json::{Value, json};
 
 use super::ConversationActor;
 use super::session::{InterruptCause, SessionRun};
+use crate::config::AgentConfig;
 use crate::config::Config;
 use crate::domain::{
     Item, ItemKind, ItemStatus, Message, MessageMode, MessageSource, MessageStatus, Session,
@@ -20,14 +21,19 @@ use crate::runtime::agent_requests::{AgentsReply, AgentsRequest, IncludeHistory,
 use crate::runtime::compaction;
 use crate::store::records::{MetaRecord, SessionCreated};
 
-/// `spawn_agent`'s description names every configured agent, so the model can choose one.
-pub(super) fn described(spec: ToolSpec, config: &Config) -> ToolSpec {
+/// `spawn_agent`'s description names every agent `caller` may start (its `spawnable`), so the
+/// model can choose one.
+pub(super) fn described(spec: ToolSpec, config: &Config, caller: &AgentConfig) -> ToolSpec {
     if spec.name != "spawn_agent" {
         return spec;
     }
     let mut description = spec.description.into_owned();
-    description.push_str("\n\nConfigured agents:");
-    for (name, agent) in &config.agents {
+    description.push_str("\n\nAgents you may start:");
+    let spawnable = config
+        .agents
+        .iter()
+        .filter(|(name, _)| caller.spawnable.contains(name));
+    for (name, agent) in spawnable {
         description.push_str(&format!(
             "\n- `{name}` (model `{}`): {}",
             agent.model, agent.description
@@ -209,6 +215,18 @@ impl ConversationActor {
     ) -> Result<String, String> {
         let config = &self.shared.config;
         let agent_name = &request.agent;
+        let caller_agent = self
+            .state
+            .session(caller)
+            .and_then(|session| config.agent(&session.agent))
+            .ok_or_else(|| "the caller's agent is no longer configured".to_owned())?;
+        if !caller_agent.spawnable.contains(agent_name) {
+            return Err(format!(
+                "agent `{agent_name}` may not be started from here; agents this one may start \
+                 (its `spawnable`): {}",
+                caller_agent.spawnable.join(", ")
+            ));
+        }
         let agent = config.agent(agent_name).ok_or_else(|| {
             format!(
                 "agent `{agent_name}` is not configured; configured agents: {}",

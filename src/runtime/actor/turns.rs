@@ -433,6 +433,14 @@ impl ConversationActor {
         let client = self.shared.models.client(config, &session.model)?;
         let compactor = self.compactor(&session.agent)?;
         let (instructions, tools) = self.request_parts(session, agent);
+        // Never looser than any agent above it.
+        let (sandbox, permissions) = crate::runtime::sandboxing::session_rules(
+            config,
+            &self.state,
+            session_id,
+            &self.shared.protected,
+        )
+        .ok_or_else(missing)?;
         // What every request of this turn carries besides the history.
         let tokenizer = Tokenizer::for_model(config, &session.model);
         let mut usage = usage;
@@ -457,11 +465,11 @@ impl ConversationActor {
                 shell_timeout: config.tools.shell_timeout(),
                 max_output_bytes: config.tools.max_output_bytes,
                 process_records: self.shared.settings.process_records.clone(),
-                sandbox: crate::tools::SandboxPolicy::for_agent(config, agent),
-                mcp: self.mcp_access(agent),
+                mcp: self.mcp_access(agent, &sandbox),
+                sandbox,
             },
             gate: std::sync::Arc::new(crate::runtime::approvals::CallGate {
-                permissions: agent.permissions.clone(),
+                permissions,
                 rules: self.shared.rules.clone(),
                 conversation_id: conversation.id.clone(),
                 agent: session.agent.clone(),
@@ -489,7 +497,11 @@ impl ConversationActor {
     /// The MCP servers a turn of `agent` may use: those it names in the config, and the
     /// conversation's own (a child server of those runs in the conversation's directory as it
     /// is now, unless it names its own).
-    fn mcp_access(&self, agent: &crate::config::AgentConfig) -> Option<crate::mcp::McpAccess> {
+    fn mcp_access(
+        &self,
+        agent: &crate::config::AgentConfig,
+        sandbox: &crate::sandbox::SandboxPolicy,
+    ) -> Option<crate::mcp::McpAccess> {
         let own = match crate::config::conversation_servers(
             &self.state.mcp,
             &self.state.conversation.cwd,
@@ -506,6 +518,8 @@ impl ConversationActor {
             holder: self.mcp_holder(),
             servers: agent.mcp.clone(),
             own: std::sync::Arc::new(own),
+            sandbox: sandbox.clone(),
+            cwd: self.state.conversation.cwd.clone().into(),
         };
         (!access.is_empty()).then_some(access)
     }
@@ -554,7 +568,7 @@ fn request_parts(
 ) -> (Option<String>, Vec<crate::model::ToolSpec>) {
     let tools = crate::tools::specs(&agent.tools)
         .into_iter()
-        .map(|spec| super::subagents::described(spec, config))
+        .map(|spec| super::subagents::described(spec, config, agent))
         .collect();
     let instructions = instructions(
         agent.instructions.as_deref(),
