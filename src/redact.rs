@@ -39,6 +39,10 @@ struct Secrets {
     values: Vec<String>,
     /// Every 8-byte stretch of every form of every secret, lower-cased, as a number.
     stretches: HashSet<u64>,
+    /// Every beginning (1 to 7 bytes) of those stretches and of the short secrets, with its
+    /// length (`prefix_key`): the end of a streamed piece is held back only while it could be
+    /// the start of one.
+    prefixes: HashSet<u64>,
 }
 
 static SECRETS: RwLock<Option<Arc<Secrets>>> = RwLock::new(None);
@@ -95,15 +99,40 @@ pub fn url_secrets(url: &str) -> Vec<String> {
 
 fn compile(values: Vec<String>) -> Secrets {
     let mut stretches = HashSet::new();
+    let mut prefixes = HashSet::new();
     for value in &values {
         for form in forms(value) {
             let bytes = form.to_ascii_lowercase().into_bytes();
             for window in bytes.windows(STRETCH) {
                 stretches.insert(stretch_key(window));
+                for len in 1..STRETCH {
+                    prefixes.insert(prefix_key(&window[..len]));
+                }
+            }
+        }
+        if value.len() < STRETCH {
+            let bytes = value.to_ascii_lowercase().into_bytes();
+            for len in 1..bytes.len() {
+                prefixes.insert(prefix_key(&bytes[..len]));
             }
         }
     }
-    Secrets { values, stretches }
+    Secrets {
+        values,
+        stretches,
+        prefixes,
+    }
+}
+
+/// The key of a beginning of a stretch (shorter than a stretch): its bytes, lower-cased, and
+/// its length in the last byte.
+fn prefix_key(bytes: &[u8]) -> u64 {
+    let mut key = [0u8; 8];
+    for (to, from) in key.iter_mut().zip(bytes) {
+        *to = from.to_ascii_lowercase();
+    }
+    key[7] = bytes.len() as u8;
+    u64::from_le_bytes(key)
 }
 
 /// The forms a secret can travel in: raw, URL-encoded, and base64 (standard and URL-safe) at
@@ -261,9 +290,13 @@ impl StreamRedactor {
         };
         self.pending.push_str(piece);
         let ranges = secrets.ranges(&self.pending);
-        // The last STRETCH − 1 bytes may begin a stretch that the next piece completes; a
-        // stretch already found that reaches into them is sent now, redacted.
-        let mut cut = self.pending.len().saturating_sub(STRETCH - 1);
+        // Of the last STRETCH − 1 bytes, those that could begin a stretch the next piece
+        // completes are held back (from the first that could); a stretch already found that
+        // reaches into them is sent now, redacted.
+        let bytes = self.pending.as_bytes();
+        let mut cut = (bytes.len().saturating_sub(STRETCH - 1)..bytes.len())
+            .find(|&start| secrets.prefixes.contains(&prefix_key(&bytes[start..])))
+            .unwrap_or(bytes.len());
         if let Some(&(_, end)) = ranges
             .iter()
             .find(|(start, end)| *start < cut && *end > cut)
@@ -276,6 +309,17 @@ impl StreamRedactor {
         let rest = self.pending.split_off(cut);
         let ready = std::mem::replace(&mut self.pending, rest);
         secrets.redact(&ready).into_owned()
+    }
+
+    /// Whether some of the text is held back (it could begin a secret).
+    pub fn holds_back(&self) -> bool {
+        !self.pending.is_empty()
+    }
+
+    /// What is held back, given up waiting for the next piece. Fewer bytes than a stretch: if
+    /// they begin a secret, the rest of it is still redacted when it comes.
+    pub fn flush(&mut self) -> String {
+        self.finish()
     }
 
     /// What is left to send at the end of the text.
@@ -494,6 +538,11 @@ mod tests {
             );
             assert!(sent.contains(REDACTED), "{sent}");
         }
+        // What cannot begin a secret is not held back: a command's line shows at once.
+        let mut redactor = StreamRedactor::default();
+        assert_eq!(redactor.push("waiting\n"), "waiting\n");
+        assert_eq!(redactor.push("the Vaa"), "the ");
+        assert!(redactor.push("se.\n").starts_with("Vaa"));
         *SECRETS.write().unwrap() = None;
     }
 

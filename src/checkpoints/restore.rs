@@ -17,6 +17,7 @@ use serde::{Deserialize, Serialize};
 
 use super::scan::{self, Entry, MODE_EXEC, MODE_LINK};
 use super::{Checkpoints, Tree, TreeState};
+use crate::sandbox::beneath;
 
 /// What one tool call changed, as its item records it.
 #[derive(Debug, Clone)]
@@ -227,6 +228,12 @@ impl Checkpoints {
                     wanted.path
                 )));
             }
+            // A directory on its way swapped for a link would send the write elsewhere: a
+            // conflict, whatever `force` says.
+            if beneath::has_linked_ancestor(&tree.cwd, Path::new(&wanted.path)) {
+                conflicts.push(wanted.path);
+                continue;
+            }
             if let Some(target) = &wanted.target
                 && !objects.contains(&target.hash)
             {
@@ -286,18 +293,38 @@ impl Checkpoints {
         })
     }
 
-    /// Makes every path of the journal hold its target, then marks it done.
+    /// Makes every path of the journal hold its target, then marks it done. Every write goes
+    /// beneath the working directory without following a link; a path whose way a link took
+    /// since it was checked is left alone, and counts as a conflict.
     fn finish(&self, tree: &Tree, journal: &mut Journal) -> io::Result<()> {
         let objects = self.objects().map_err(io::Error::other)?;
+        let mut skipped = Vec::new();
         for step in &journal.steps {
             crate::testhooks::stop_at("restore", step.path.as_bytes());
-            let path = scan::inside(&tree.cwd, &step.path)
-                .ok_or_else(|| io::Error::other("a path outside the working directory"))?;
-            match &step.target {
-                Some(content) => write_file(&path, &objects.get(&content.hash)?, content.mode)?,
-                None => remove_file(&tree.cwd, &path)?,
+            if scan::inside(&tree.cwd, &step.path).is_none() {
+                return Err(io::Error::other("a path outside the working directory"));
+            }
+            let relative = Path::new(&step.path);
+            let done = match &step.target {
+                Some(content) => write_file(
+                    &tree.cwd,
+                    relative,
+                    &objects.get(&content.hash)?,
+                    content.mode,
+                ),
+                None => beneath::remove_file(&tree.cwd, relative),
+            };
+            match done {
+                Ok(()) => {}
+                Err(error) if beneath::has_linked_ancestor(&tree.cwd, relative) => {
+                    tracing::warn!(path = %step.path, %error, "a link took the way of a restored file; it is left alone");
+                    skipped.push(step.path.clone());
+                }
+                Err(error) => return Err(error),
             }
         }
+        journal.steps.retain(|step| !skipped.contains(&step.path));
+        journal.conflicts.extend(skipped);
         journal.state = State::Done;
         write_journal(tree, journal)
     }
@@ -405,21 +432,12 @@ fn write_journal(tree: &Tree, journal: &Journal) -> io::Result<()> {
     fs::File::open(&dir)?.sync_all()
 }
 
-/// Makes `path` hold `bytes` (a link's target for a link), replaced in one rename.
-fn write_file(path: &Path, bytes: &[u8], mode: u32) -> io::Result<()> {
-    let parent = path.parent().expect("a path inside the tree has a parent");
-    fs::create_dir_all(parent)?;
-    let name = path
-        .file_name()
-        .map(|n| n.to_string_lossy())
-        .unwrap_or_default();
-    let tmp = parent.join(format!(".{name}.openvaala-restore"));
-    let _ = fs::remove_file(&tmp);
-    create_content(&tmp, bytes, mode, true)?;
-    if fs::symlink_metadata(path).is_ok_and(|meta| meta.is_dir()) {
-        fs::remove_dir_all(path)?;
-    }
-    fs::rename(&tmp, path)
+/// Makes `relative` beneath `root` hold `bytes` (a link's target for a link), replaced in one
+/// rename, never through a link.
+fn write_file(root: &Path, relative: &Path, bytes: &[u8], mode: u32) -> io::Result<()> {
+    let (parent, name) = beneath::split(relative)?;
+    let dir = beneath::open_dir(root, parent, true)?;
+    beneath::replace_file(&dir, name, bytes, mode == MODE_LINK, mode == MODE_EXEC)
 }
 
 /// Creates `path` (which must be absent) as a link to `bytes` (a link's blob is its target) or

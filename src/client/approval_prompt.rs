@@ -239,10 +239,14 @@ pub fn outcome(approval: &Value, ours: bool) -> String {
 /// How another client answers it: a `curl` line (with the token header when one is used), or
 /// `openvaala chat` on the conversation.
 pub fn how_to_answer(api: &Api, approval: &Value) -> String {
-    let auth = if api.has_token() {
-        " -H \"Authorization: Bearer $OPENVAALA_TOKEN\""
-    } else {
-        ""
+    // The token as the user has it: in their environment, or in the data directory.
+    let auth = match (
+        api.has_token(),
+        std::env::var_os("OPENVAALA_TOKEN").is_some(),
+    ) {
+        (false, _) => "",
+        (true, true) => " -H \"Authorization: Bearer $OPENVAALA_TOKEN\"",
+        (true, false) => " -H \"Authorization: Bearer $(openvaala token show)\"",
     };
     format!(
         "answer it with `curl -X POST {}/api/approvals/{}{auth} -H 'Content-Type: application/json' \

@@ -4,8 +4,10 @@
 //! streamable HTTP endpoint. `${VAR}` references are expanded here (in the config file's
 //! servers; a client's are taken as written).
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::process::Stdio;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
 
 use reqwest::header::{HeaderName, HeaderValue};
 use rmcp::ServiceExt;
@@ -18,6 +20,11 @@ use super::handler::Handler;
 use super::server::Launch;
 use super::{ProcessRecord, ProcessRecorder};
 use crate::config::{McpServerConfig, McpTransport};
+
+/// How many of a server's last stderr lines are kept for the error of a failed start.
+const KEPT_STDERR_LINES: usize = 3;
+/// How long a failed start waits for the server's stderr to close (it has usually exited).
+const STDERR_WAIT: Duration = Duration::from_secs(1);
 
 /// A live connection's parts that end it: the SDK's service and, for a child process, its group.
 pub struct Opened {
@@ -111,19 +118,41 @@ pub async fn open(
                 }
             });
             let exited = tokio_util::sync::CancellationToken::new();
+            // Its last lines on stderr say why a server that ends at once did (a program not
+            // found, the sandbox refusing it): they go with a failed handshake's error.
+            let last_lines = Arc::new(Mutex::new(VecDeque::new()));
             if let Some(stderr) = stderr {
                 let server = name.to_owned();
-                let exited = exited.clone();
+                let (exited, last_lines) = (exited.clone(), last_lines.clone());
                 tokio::spawn(async move {
                     let mut lines = BufReader::new(stderr).lines();
                     while let Ok(Some(line)) = lines.next_line().await {
                         tracing::debug!(mcp_server = %server, "{line}");
+                        let mut kept = last_lines.lock().unwrap_or_else(PoisonError::into_inner);
+                        if kept.len() == KEPT_STDERR_LINES {
+                            kept.pop_front();
+                        }
+                        kept.push_back(
+                            line[..crate::text::floor_char_boundary(&line, 300)].to_owned(),
+                        );
                     }
                     exited.cancel();
                 });
             }
+            let service = match handshake(handler, transport).await {
+                Ok(service) => service,
+                Err(error) => {
+                    let _ = tokio::time::timeout(STDERR_WAIT, exited.cancelled()).await;
+                    let kept = last_lines.lock().unwrap_or_else(PoisonError::into_inner);
+                    if kept.is_empty() {
+                        return Err(error);
+                    }
+                    let printed: Vec<&str> = kept.iter().map(String::as_str).collect();
+                    return Err(format!("{error}; it printed: {}", printed.join(" / ")));
+                }
+            };
             Ok(Opened {
-                service: handshake(handler, transport).await?,
+                service,
                 exited,
                 _group: group,
             })

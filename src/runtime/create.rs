@@ -70,6 +70,14 @@ impl Runtime {
                 .to_string_lossy()
                 .into_owned(),
         };
+        // Its tools could otherwise reach the service's own state.
+        if let Some(reason) = self
+            .shared
+            .protected
+            .refuses_cwd(std::path::Path::new(&cwd))
+        {
+            return Err(RuntimeError::Invalid(reason));
+        }
         conversation_servers(agent, &request.mcp, &cwd)?;
         // The new conversation will be live: its place is taken before anything is stored,
         // so that a full registry answers 503 with nothing stored.

@@ -84,6 +84,85 @@ pub fn write_file(dir: &OwnedFd, name: &OsStr, bytes: &[u8]) -> io::Result<()> {
     file.write_all(bytes)
 }
 
+/// Makes `name` in `dir` hold `bytes` (the target of a link when `link`), replacing what is
+/// there in one rename: written whole under a temporary name first (and flushed), never
+/// through a symlink. `executable` sets the file's mode to 0755 instead of 0644.
+pub fn replace_file(
+    dir: &OwnedFd,
+    name: &OsStr,
+    bytes: &[u8],
+    link: bool,
+    executable: bool,
+) -> io::Result<()> {
+    let mut temporary = std::ffi::OsString::from(".");
+    temporary.push(name);
+    temporary.push(".openvaala-restore");
+    let _ = rustix::fs::unlinkat(dir, &temporary, AtFlags::empty());
+    if link {
+        rustix::fs::symlinkat(bytes_to_os(bytes), dir, &temporary)?;
+    } else {
+        let flags =
+            OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+        let mode = Mode::from_raw_mode(if executable { 0o755 } else { 0o644 });
+        let file = rustix::fs::openat(dir, &temporary, flags, mode)?;
+        // The umask may have taken bits away.
+        rustix::fs::fchmod(&file, mode)?;
+        let mut file = std::fs::File::from(file);
+        file.write_all(bytes)?;
+        file.sync_all()?;
+    }
+    // A directory where the file goes is removed first (a rename cannot replace it).
+    if is_dir(dir, name) {
+        std::fs::remove_dir_all(beneath_path(dir, name))?;
+    }
+    rustix::fs::renameat(dir, &temporary, dir, name)?;
+    Ok(())
+}
+
+/// Removes the file (or link) `relative` beneath `root`, then the directories it leaves empty,
+/// never through a symlink. A file already gone is fine.
+pub fn remove_file(root: &Path, relative: &Path) -> io::Result<()> {
+    let (parent, name) = split(relative)?;
+    let dir = match open_dir(root, parent, false) {
+        Ok(dir) => dir,
+        Err(error) if error.kind() == io::ErrorKind::NotFound => return Ok(()),
+        Err(error) => return Err(error),
+    };
+    match rustix::fs::unlinkat(&dir, name, AtFlags::empty()) {
+        Ok(()) | Err(rustix::io::Errno::NOENT) => {}
+        Err(error) => return Err(error.into()),
+    }
+    let mut emptied = parent;
+    while let (Some(above), Some(Component::Normal(name))) =
+        (emptied.parent(), emptied.components().next_back())
+    {
+        let Ok(dir) = open_dir(root, above, false) else {
+            break;
+        };
+        if rustix::fs::unlinkat(&dir, name, AtFlags::REMOVEDIR).is_err() {
+            break;
+        }
+        emptied = above;
+    }
+    Ok(())
+}
+
+fn is_dir(dir: &OwnedFd, name: &OsStr) -> bool {
+    rustix::fs::statat(dir, name, AtFlags::SYMLINK_NOFOLLOW)
+        .is_ok_and(|stat| FileType::from_raw_mode(stat.st_mode) == FileType::Directory)
+}
+
+/// A path that names `name` in the directory `dir` is open on, whatever was renamed since.
+fn beneath_path(dir: &OwnedFd, name: &OsStr) -> std::path::PathBuf {
+    use std::os::fd::AsRawFd;
+    Path::new(&format!("/proc/self/fd/{}", dir.as_raw_fd())).join(name)
+}
+
+fn bytes_to_os(bytes: &[u8]) -> &OsStr {
+    use std::os::unix::ffi::OsStrExt;
+    OsStr::from_bytes(bytes)
+}
+
 /// Whether `relative`'s directories beneath `root` (not the last component, which may be a link
 /// a tree holds) include a symlink, or something that is not a directory.
 pub fn has_linked_ancestor(root: &Path, relative: &Path) -> bool {

@@ -53,6 +53,10 @@ impl ProcessLimits {
             "out of memory",
             "memory allocation of",
         ];
+        // A shell reports a command the file size limit stopped.
+        if output.contains("File size limit exceeded") {
+            return self.note(Some(libc::SIGXFSZ), "");
+        }
         if NO_FORK.iter().any(|text| output.contains(text)) {
             return Some(format!(
                 "[the command reached its limit of {} processes (limits.processes)]",

@@ -127,7 +127,7 @@ pub(super) async fn run(
         }
     }
 
-    let (status, exit_code, note) = match ending {
+    let (mut status, exit_code, note) = match ending {
         Ending::Exited(status) => match (status.code(), signal(status)) {
             (Some(code), _) => (ToolStatus::Completed, Some(code), None),
             // A limit of the sandbox stopped it: the call failed, and says why.
@@ -162,13 +162,20 @@ pub(super) async fn run(
             Some(format!("[could not wait for the command: {error}]")),
         ),
     };
+    let stopped_by_a_limit = note
+        .as_deref()
+        .is_some_and(|note| note.starts_with("[stopped:"));
     let mut output = sink.finish(note);
-    let hint = if !sandboxed || exit_code == Some(0) {
+    let hint = if !sandboxed || exit_code == Some(0) || stopped_by_a_limit {
         None
+    } else if let Some(limit) = ctx.sandbox.limits.note(None, &output) {
+        // A limit of the sandbox made it fail: the call failed, and says why.
+        status = ToolStatus::Failed;
+        Some(limit)
     } else if exit_code.is_some() && looks_denied(&output) {
         Some(ctx.sandbox.hint(&ctx.cwd))
     } else {
-        ctx.sandbox.limits.note(None, &output)
+        None
     };
     if let Some(hint) = hint {
         let line = if output.is_empty() || output.ends_with('\n') {

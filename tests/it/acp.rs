@@ -516,7 +516,7 @@ async fn a_failed_turn_answers_the_prompt_with_its_error() {
 async fn the_editors_mcp_servers_go_with_the_new_conversation() {
     let fake = FakeProvider::start(Wire::OpenaiChat).await;
     let server = Server::start_with(ServerOptions {
-        config: Some(format!("{}\n{}", fake.config(), crate::mcp::ALLOW)),
+        config: Some(format!("{}\n{}", fake.config(), crate::mcp::CLIENT_ALLOW)),
         ..ServerOptions::default()
     })
     .await;

@@ -133,8 +133,10 @@ async fn send_without_a_terminal_exits_4_and_leaves_the_approval_to_another_clie
         &err,
         &[
             &format!("approval {approval_id} waits: `shell` $ touch other.txt"),
+            // The client had the token in its environment: the line names it from there.
             &format!(
-                "curl -X POST {}/api/approvals/{approval_id} -H 'Content-Type: application/json' \
+                "curl -X POST {}/api/approvals/{approval_id} -H \"Authorization: Bearer \
+                 $OPENVAALA_TOKEN\" -H 'Content-Type: application/json' \
                  -d '{{\"decision\":\"allow_once\"}}'",
                 server.base
             ),

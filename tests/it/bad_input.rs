@@ -391,8 +391,12 @@ async fn a_token_is_required_off_loopback_and_checked_when_set() {
         ..Default::default()
     })
     .await;
-    let (status, error) = server.get("/api/conversations").await;
-    assert_eq!(status, 401);
+    // A client without it (the harness's own carries the local token, which counts too).
+    let response = reqwest::get(server.url("/api/conversations"))
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 401);
+    let error: Value = response.json().await.unwrap();
     assert_eq!(error["error"]["code"], "unauthorized");
     let response = server
         .client
@@ -412,7 +416,9 @@ async fn oversized_post(server: &Server, path: &str) -> (u16, Value) {
     let mut stream = tokio::net::TcpStream::connect(&authority).await.unwrap();
     let head = format!(
         "POST {path} HTTP/1.1\r\nHost: {authority}\r\nContent-Type: application/json\r\n\
-         Content-Length: 20000000\r\nConnection: close\r\n\r\n{{\"text\": \""
+         Authorization: Bearer {token}\r\n\
+         Content-Length: 20000000\r\nConnection: close\r\n\r\n{{\"text\": \"",
+        token = server.token
     );
     stream.write_all(head.as_bytes()).await.unwrap();
     stream.write_all(&[b'x'; 1024]).await.unwrap();

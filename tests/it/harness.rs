@@ -29,7 +29,10 @@ pub fn token_for(url: &str) -> Option<String> {
         .unwrap()
         .iter()
         .rev()
-        .find(|(base, _)| url.starts_with(base.as_str()))
+        // An address may come without its scheme (`127.0.0.1:PORT`).
+        .find(|(base, _)| {
+            url.starts_with(base.as_str()) || url.starts_with(base.trim_start_matches("http://"))
+        })
         .map(|(_, token)| token.clone())
 }
 
@@ -446,6 +449,25 @@ pub fn snapshot_conversations(data_dir: &Path) -> Vec<(PathBuf, Vec<u8>)> {
 
 /// Whether a process exists and is not a zombie. A killed process whose parent is gone (a
 /// crashed server) stays a zombie until its new parent reaps it: dead, so it does not count.
+/// The processes alive (as this test sees them) whose command line holds `marker`. A
+/// sandboxed command runs in a PID namespace of its own and knows only its pids there, so a
+/// test finds its processes by something unique in their arguments (`sleep 300.17`).
+pub fn pids_running(marker: &str) -> Vec<i32> {
+    let mut pids: Vec<i32> = std::fs::read_dir("/proc")
+        .unwrap()
+        .flatten()
+        .filter_map(|entry| entry.file_name().to_str()?.parse().ok())
+        .filter(|&pid: &i32| pid != std::process::id() as i32)
+        .filter(|&pid| {
+            std::fs::read(format!("/proc/{pid}/cmdline"))
+                .is_ok_and(|cmdline| String::from_utf8_lossy(&cmdline).contains(marker))
+        })
+        .filter(|&pid| process_alive(pid))
+        .collect();
+    pids.sort_unstable();
+    pids
+}
+
 pub fn process_alive(pid: i32) -> bool {
     std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|stat| {
         stat.rsplit_once(')')

@@ -38,6 +38,7 @@ mod providers_fidelity;
 mod reindex;
 mod retries;
 mod sandbox;
+mod sandbox_escape;
 mod search_recovery;
 mod secrets;
 mod send;

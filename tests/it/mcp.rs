@@ -52,6 +52,9 @@ pub fn config_for(fake: &FakeProvider, tables: &str) -> String {
 
 pub const ALLOW: &str = "[agents.default.permissions]\nmcp = \"allow\"\n";
 
+/// [`ALLOW`], and clients may name command servers (`client_mcp`).
+pub const CLIENT_ALLOW: &str = "client_mcp = true\n[agents.default.permissions]\nmcp = \"allow\"\n";
+
 async fn start(wire: Wire) -> Setup {
     let fake = FakeProvider::start(wire).await;
     let config = config(&fake, &["everything"], ALLOW, &everything());

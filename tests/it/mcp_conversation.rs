@@ -12,7 +12,7 @@ use serde_json::{Value, json};
 
 use crate::fake_provider::{FakeProvider, Reply, Wire};
 use crate::harness::{Server, ServerOptions, TIMEOUT};
-use crate::mcp::{ALLOW, config, fixture, last_call, offered, wait_for_listing};
+use crate::mcp::{CLIENT_ALLOW, config, fixture, last_call, offered, wait_for_listing};
 use crate::support::{items, until, until_turn_end};
 
 const SECRET: &str = "mine-token-6f1c2a9e44b7";
@@ -39,7 +39,7 @@ fn changing_server(cancelled: &Path, timeout_s: Option<u64>) -> Value {
 async fn start(wire: Wire) -> (FakeProvider, Server) {
     let fake = FakeProvider::start(wire).await;
     let server = Server::start_with(ServerOptions {
-        config: Some(config(&fake, &[], ALLOW, "")),
+        config: Some(config(&fake, &[], CLIENT_ALLOW, "")),
         ..ServerOptions::default()
     })
     .await;
@@ -150,7 +150,7 @@ async fn a_conversations_servers_survive_a_restart_go_with_a_fork_and_are_shared
     let data_dir = server.stop().await;
     let server = Server::start_with(ServerOptions {
         data_dir: Some(data_dir),
-        config: Some(config(&fake, &[], ALLOW, "")),
+        config: Some(config(&fake, &[], CLIENT_ALLOW, "")),
         ..ServerOptions::default()
     })
     .await;
@@ -224,15 +224,10 @@ async fn bad_servers_in_a_create_body_are_refused_with_nothing_stored() {
     assert_eq!(listed["conversations"], json!([]), "{listed}");
     assert!(fake.requests().is_empty());
 
-    // An agent that may not run commands cannot start a server as one.
+    // An agent that does not let clients start commands refuses a server that is one.
     let fake = FakeProvider::start(Wire::OpenaiChat).await;
     let server = Server::start_with(ServerOptions {
-        config: Some(config(
-            &fake,
-            &[],
-            "[agents.default.permissions]\nshell = \"deny\"\n",
-            "",
-        )),
+        config: Some(config(&fake, &[], "", "")),
         ..ServerOptions::default()
     })
     .await;
@@ -248,7 +243,7 @@ async fn bad_servers_in_a_create_body_are_refused_with_nothing_stored() {
         body["error"]["message"]
             .as_str()
             .unwrap()
-            .contains("may not run commands"),
+            .contains("client_mcp = true"),
         "{body}"
     );
     assert!(!body.to_string().contains(SECRET), "{body}");
@@ -383,9 +378,14 @@ fn processes_with(marker: &str) -> Vec<i32> {
         let Ok(environ) = std::fs::read(entry.path().join("environ")) else {
             continue;
         };
-        if environ
-            .split(|byte| *byte == 0)
-            .any(|variable| variable == marker.as_bytes())
+        // The server itself, not the sandbox's launcher and init before it, which carry the
+        // same environment.
+        let is_server = std::fs::read(entry.path().join("cmdline"))
+            .is_ok_and(|cmdline| cmdline.starts_with(b"node\0"));
+        if is_server
+            && environ
+                .split(|byte| *byte == 0)
+                .any(|variable| variable == marker.as_bytes())
         {
             found.push(pid);
         }
@@ -419,7 +419,12 @@ async fn a_conversations_server_stops_when_no_live_conversation_uses_it() {
     let wire = Wire::OpenaiChat;
     let fake = FakeProvider::start(wire).await;
     let server = Server::start_with(ServerOptions {
-        config: Some(config(&fake, &[], ALLOW, "[server]\nidle_unload_s = 1\n")),
+        config: Some(config(
+            &fake,
+            &[],
+            CLIENT_ALLOW,
+            "[server]\nidle_unload_s = 1\n",
+        )),
         ..ServerOptions::default()
     })
     .await;

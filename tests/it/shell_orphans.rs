@@ -15,8 +15,9 @@ async fn a_restart_kills_the_shell_commands_a_crashed_run_left_running() {
     let id = created["conversation"]["id"].as_str().unwrap().to_owned();
     let mut events = server.events(&id).await;
 
-    // sh prints its own pid and its background child's, then waits for the child.
-    let command = "sleep 300 & echo leader=$$ child=$! end; wait";
+    // sh starts a background child, says so, then waits for it. The command runs in a PID
+    // namespace of its own: its processes are found by the child's arguments.
+    let command = "sleep 300.67 & echo started end; wait";
     let (status, _) = server
         .post(
             &format!("/api/conversations/{id}/messages"),
@@ -34,11 +35,12 @@ async fn a_restart_kills_the_shell_commands_a_crashed_run_left_running() {
         }
     })
     .await
-    .expect("the command's pids in its live output");
-    let leader = pid_after(&output, "leader=");
-    let child = pid_after(&output, "child=");
+    .expect("the command's start in its live output");
+    // The launcher (its group's leader), the namespace's init, the shell and the `sleep`.
+    let running = crate::harness::pids_running("sleep 300.67");
+    assert!(running.len() >= 2, "{running:?}");
     // Whatever happens below, nothing is left running after the test.
-    let _cleanup = KillGroupOnDrop::new(leader);
+    let _cleanup = KillOnDrop::new(running.clone());
 
     assert_eq!(
         records(&server.data_dir),
@@ -48,11 +50,14 @@ async fn a_restart_kills_the_shell_commands_a_crashed_run_left_running() {
 
     let data_dir = server.kill9().await;
     // The crash alone stops nothing: this is what the restart must clean up.
-    assert!(process_alive(leader) && process_alive(child), "{output}");
+    for &pid in &running {
+        assert!(process_alive(pid), "{output}");
+    }
 
     let server = Server::start_in(&data_dir).await;
-    wait_until_gone(leader).await;
-    wait_until_gone(child).await;
+    for &pid in &running {
+        wait_until_gone(pid).await;
+    }
     assert_eq!(records(&data_dir), 0, "the records are removed");
     let (_, conversation) = server.get(&format!("/api/conversations/{id}")).await;
     assert_eq!(conversation["status"], "idle");
@@ -68,14 +73,6 @@ fn records(data_dir: &std::path::Path) -> usize {
         .count()
 }
 
-fn pid_after(output: &str, label: &str) -> libc::pid_t {
-    output
-        .split_whitespace()
-        .find_map(|word| word.strip_prefix(label))
-        .and_then(|pid| pid.parse().ok())
-        .unwrap_or_else(|| panic!("no {label} in {output:?}"))
-}
-
 async fn wait_until_gone(pid: libc::pid_t) {
     let gone = tokio::time::timeout(TIMEOUT, async {
         while process_alive(pid) {
@@ -89,28 +86,28 @@ async fn wait_until_gone(pid: libc::pid_t) {
     );
 }
 
-/// Kills the command's group when the test ends, passing or failing, if its leader is still the
-/// process the test saw (same start time), so a reused pid is never signalled.
-struct KillGroupOnDrop {
-    pgid: libc::pid_t,
-    start_time: Option<String>,
+/// Kills the command's processes when the test ends, passing or failing, each only while it is
+/// still the process the test saw (same start time), so a reused pid is never signalled.
+struct KillOnDrop {
+    processes: Vec<(libc::pid_t, Option<String>)>,
 }
 
-impl KillGroupOnDrop {
-    fn new(pgid: libc::pid_t) -> KillGroupOnDrop {
-        KillGroupOnDrop {
-            pgid,
-            start_time: start_time(pgid),
+impl KillOnDrop {
+    fn new(pids: Vec<libc::pid_t>) -> KillOnDrop {
+        KillOnDrop {
+            processes: pids.into_iter().map(|pid| (pid, start_time(pid))).collect(),
         }
     }
 }
 
-impl Drop for KillGroupOnDrop {
+impl Drop for KillOnDrop {
     fn drop(&mut self) {
-        if self.pgid > 1 && self.start_time.is_some() && start_time(self.pgid) == self.start_time {
-            // SAFETY: kill(2) touches no memory of ours.
-            unsafe {
-                libc::kill(-self.pgid, libc::SIGKILL);
+        for (pid, started) in &self.processes {
+            if *pid > 1 && started.is_some() && start_time(*pid) == *started {
+                // SAFETY: kill(2) touches no memory of ours.
+                unsafe {
+                    libc::kill(*pid, libc::SIGKILL);
+                }
             }
         }
     }

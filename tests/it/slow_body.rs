@@ -22,7 +22,9 @@ async fn trickle(server: &Server, every: Duration) -> (u16, Value, Duration) {
         .write_all(
             format!(
                 "POST /api/conversations HTTP/1.1\r\nHost: {host}\r\n\
-                 Content-Type: application/json\r\nContent-Length: 200\r\n\r\n{{\"text\":\""
+                 Authorization: Bearer {token}\r\n\
+                 Content-Type: application/json\r\nContent-Length: 200\r\n\r\n{{\"text\":\"",
+                token = server.token
             )
             .as_bytes(),
         )

@@ -40,11 +40,13 @@ max_output_tokens = 1000
 description = "General agent"
 model = "m"
 tools = ["shell", "spawn_agent", "send_message", "wait_agents", "interrupt_agent", "list_agents"]
+spawnable = ["default", "reviewer"]
 
 [agents.reviewer]
 description = "Reviews a change"
 model = "m"
 tools = ["shell", "spawn_agent", "list_agents"]
+spawnable = ["default", "reviewer"]
 "#,
         base_url = fake.base_url
     )
@@ -610,7 +612,7 @@ async fn interrupting_a_sub_agent_kills_its_tool_and_its_parent_is_told() {
     let (fake, server) = start("").await;
     let work = tempfile::tempdir().unwrap();
     let pid_file = work.path().join("pid");
-    let command = format!("echo $$ > {} && exec sleep 30", pid_file.display());
+    let command = format!("echo $$ > {} && exec sleep 30.45", pid_file.display());
     fake.script(move |body| {
         let first = first_user(body);
         Some(match (first.as_str(), tool_outputs(body).len()) {
@@ -633,18 +635,21 @@ async fn interrupting_a_sub_agent_kills_its_tool_and_its_parent_is_told() {
         .as_str()
         .unwrap()
         .to_owned();
-    let pid: i32 = tokio::time::timeout(TIMEOUT, async {
+    // The command runs in a PID namespace of its own: its pid there is not ours, so its
+    // processes are found by their arguments once it has started.
+    let pids: Vec<i32> = tokio::time::timeout(TIMEOUT, async {
         loop {
-            if let Ok(text) = std::fs::read_to_string(&pid_file)
-                && let Ok(pid) = text.trim().parse()
-            {
-                return pid;
+            if std::fs::read_to_string(&pid_file).is_ok_and(|text| !text.trim().is_empty()) {
+                let pids = crate::harness::pids_running("sleep 30.45");
+                if !pids.is_empty() {
+                    return pids;
+                }
             }
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
     })
     .await
-    .expect("the command wrote its pid");
+    .expect("the command started");
     let (status, body) = server
         .post(
             &format!("/api/conversations/{id}/sessions/{child}/interrupt"),
@@ -656,7 +661,9 @@ async fn interrupting_a_sub_agent_kills_its_tool_and_its_parent_is_told() {
         (200, &json!(true)),
         "{body}"
     );
-    assert!(!process_alive(pid), "the tool's process was killed");
+    for pid in pids {
+        assert!(!process_alive(pid), "the tool's process {pid} was killed");
+    }
     let child_items = session_items(&server, &id, &child).await;
     let shell = child_items
         .iter()

@@ -23,7 +23,7 @@ impl Screen {
     fn new(server: &Server) -> Screen {
         let workdir = tempfile::tempdir().unwrap();
         let cwd = workdir.path().display().to_string();
-        let app = App::new(Api::new(&server.base, None), cwd);
+        let app = App::new(Api::new(&server.base, Some(server.token.clone())), cwd);
         let terminal = Terminal::new(TestBackend::new(100, 30)).unwrap();
         Screen {
             app,

@@ -28,6 +28,10 @@ use crate::redact::{self, StreamRedactor};
 use crate::tools::{self, ToolContext, ToolResult, ToolStatus};
 use model_call::{CallStop, MERGED_DELTA_MAX, call_model};
 
+/// How long the last bytes of a paused command's output are held back, in case they begin a
+/// secret that the next piece completes (at most 7 bytes of one could then show).
+const HELD_OUTPUT_WAIT: std::time::Duration = std::time::Duration::from_millis(150);
+
 /// Everything a turn needs, handed over by the actor when the turn starts.
 pub struct TurnSpec {
     pub session_id: String,
@@ -311,13 +315,12 @@ async fn run_tool(
     }
     // A command's output can print a secret: it goes out redacted, piece by piece.
     let mut redactor = StreamRedactor::default();
-    let mut forward = |chunk: String| {
-        let chunk = redactor.push(&chunk);
-        if !chunk.is_empty() {
+    let send = |delta: String| {
+        if !delta.is_empty() {
             link.send(TurnMsg::Delta {
                 item_id: item.id.clone(),
                 field: DeltaField::Output,
-                delta: chunk,
+                delta,
             })
         }
     };
@@ -352,12 +355,17 @@ async fn run_tool(
                             Err(_) => break,
                         }
                     }
-                    forward(chunk)
+                    send(redactor.push(&chunk))
+                }
+                // A command that paused (waiting for input, a prompt without a newline) shows
+                // what it printed: the few bytes held back for a secret go out after a moment.
+                () = tokio::time::sleep(HELD_OUTPUT_WAIT), if redactor.holds_back() => {
+                    send(redactor.flush())
                 }
             }
         };
         while let Ok(chunk) = chunks.try_recv() {
-            forward(chunk);
+            send(redactor.push(&chunk));
         }
         result
     };

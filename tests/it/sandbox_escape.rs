@@ -1,0 +1,564 @@
+//! The ways out of the sandbox an outside audit found, with the model's tool calls written by
+//! an attacker, each tried again and each closed: the network by another protocol, the
+//! service's own API, the service's process and environment, its data directory, processes
+//! that outlive their call, resources without limit, command MCP servers, looser sub-agents,
+//! and writes redirected by a symlink swapped in at the right moment.
+
+use std::io::ErrorKind;
+use std::path::Path;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use serde_json::{Value, json};
+
+use crate::checkpoints::{create, seed, write};
+use crate::fake_provider::{FakeProvider, Reply, Wire};
+use crate::harness::{Server, ServerOptions};
+use crate::sandbox::{listener_and_connect, output, outside_dir, shell, start, start_with};
+use crate::support::{items, session_items};
+
+/// A Python script that tries every way to reach `PORT` (the service's) and the host: one line
+/// per try, `NAME refused …` or `NAME OPEN`.
+const NETWORK_PROBE: &str = r#"
+import socket, sys
+port, udp_port = int(sys.argv[1]), int(sys.argv[2])
+def attempt(name, make):
+    try:
+        make()
+        print(name, "OPEN")
+    except Exception as error:
+        print(name, "refused", type(error).__name__)
+def connect(family, kind, proto, address):
+    s = socket.socket(family, kind, proto)
+    s.settimeout(2)
+    s.connect(address)
+def udp():
+    s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    s.sendto(b"x", ("127.0.0.1", udp_port))
+    s.settimeout(0.5)
+    s.recv(10)
+attempt("tcp", lambda: connect(socket.AF_INET, socket.SOCK_STREAM, 0, ("127.0.0.1", port)))
+attempt("mptcp", lambda: connect(socket.AF_INET, socket.SOCK_STREAM, 262, ("127.0.0.1", port)))
+attempt("ipv6", lambda: connect(socket.AF_INET6, socket.SOCK_STREAM, 0, ("::1", port)))
+attempt("udp", udp)
+attempt("udp_out", lambda: socket.socket(socket.AF_INET, socket.SOCK_DGRAM).sendto(b"x", ("192.0.2.1", 53)))
+attempt("sctp", lambda: socket.socket(socket.AF_INET, socket.SOCK_STREAM, 132))
+attempt("raw", lambda: socket.socket(socket.AF_INET, socket.SOCK_RAW, socket.IPPROTO_ICMP))
+attempt("packet", lambda: socket.socket(socket.AF_PACKET, socket.SOCK_RAW, 0))
+attempt("icmp", lambda: socket.socket(socket.AF_INET, socket.SOCK_DGRAM, socket.IPPROTO_ICMP).sendto(b"\x08\0\0\0\0\0\0\0", ("127.0.0.1", 0)))
+attempt("abstract", lambda: socket.socket(socket.AF_UNIX).connect("\0openvaala-escape-test"))
+attempt("vsock", lambda: socket.socket(40, socket.SOCK_STREAM))
+"#;
+
+fn port_of(server: &Server) -> u16 {
+    server.base.rsplit(':').next().unwrap().parse().unwrap()
+}
+
+/// The lines of the probe's output, as (try, verdict).
+fn verdicts(output: &str) -> Vec<(String, String)> {
+    output
+        .lines()
+        .filter_map(|line| {
+            let mut words = line.split_whitespace();
+            Some((words.next()?.to_owned(), words.next()?.to_owned()))
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn with_the_network_off_nothing_is_reached_by_any_protocol() {
+    let server = start("").await;
+    let workspace = outside_dir();
+    std::fs::write(workspace.path().join("probe.py"), NETWORK_PROBE).unwrap();
+    // What the command would reach on the host: a UDP socket and an abstract UNIX socket.
+    let udp = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+    udp.set_nonblocking(true).unwrap();
+    use std::os::linux::net::SocketAddrExt;
+    let abstract_name =
+        std::os::unix::net::SocketAddr::from_abstract_name(b"openvaala-escape-test").unwrap();
+    let unix = std::os::unix::net::UnixListener::bind_addr(&abstract_name).unwrap();
+    unix.set_nonblocking(true).unwrap();
+
+    let command = format!(
+        "python3 probe.py {} {}",
+        port_of(&server),
+        udp.local_addr().unwrap().port()
+    );
+    let tool = shell(&server, workspace.path(), &command).await;
+    let verdicts = verdicts(output(&tool));
+    let names: Vec<&str> = verdicts.iter().map(|(name, _)| name.as_str()).collect();
+    assert_eq!(
+        names,
+        [
+            "tcp", "mptcp", "ipv6", "udp", "udp_out", "sctp", "raw", "packet", "icmp", "abstract",
+            "vsock"
+        ],
+        "{tool}"
+    );
+    for (name, verdict) in &verdicts {
+        assert_eq!(verdict, "refused", "{name}: {tool}");
+    }
+    // Nothing arrived on the host's side either.
+    let mut buffer = [0u8; 16];
+    assert_eq!(
+        udp.recv(&mut buffer).unwrap_err().kind(),
+        ErrorKind::WouldBlock
+    );
+    assert_eq!(unix.accept().unwrap_err().kind(), ErrorKind::WouldBlock);
+}
+
+#[tokio::test]
+async fn a_tool_cannot_use_the_service_api_even_with_the_network_on() {
+    let server = start("network = true").await;
+    let workspace = outside_dir();
+    let script = format!(
+        r#"
+import os, socket, urllib.request, urllib.error
+base = "{base}"
+def call(method, path, body=None):
+    request = urllib.request.Request(base + path, method=method, data=body,
+        headers={{"content-type": "application/json"}})
+    try:
+        print(method, path, urllib.request.urlopen(request, timeout=5).status)
+    except urllib.error.HTTPError as error:
+        print(method, path, error.code)
+call("POST", "/api/conversations", b'{{"text": "/shell id"}}')
+call("POST", "/api/approvals/a_0", b'{{"decision": "allow"}}')
+call("DELETE", "/api/rules/r_0")
+call("GET", "/api/conversations")
+for path in ["{token_file}", "/proc/1/environ"]:
+    try:
+        print(path, "read", len(open(path).read()))
+    except OSError as error:
+        print(path, "unreadable", type(error).__name__)
+try:
+    socket.socket(socket.AF_INET, socket.SOCK_STREAM, 262)
+    print("mptcp open")
+except OSError:
+    print("mptcp refused")
+"#,
+        base = server.base,
+        token_file = server.data_dir.join("local-token").display(),
+    );
+    std::fs::write(workspace.path().join("api.py"), script).unwrap();
+    let tool = shell(
+        &server,
+        workspace.path(),
+        "python3 api.py; env | grep -ci token",
+    )
+    .await;
+    let out = output(&tool);
+    for expected in [
+        "POST /api/conversations 401",
+        "POST /api/approvals/a_0 401",
+        "DELETE /api/rules/r_0 401",
+        "GET /api/conversations 401",
+        "local-token unreadable",
+        "mptcp refused",
+    ] {
+        assert!(out.contains(expected), "{expected}: {out}");
+    }
+    assert!(!out.contains(&server.token), "{out}");
+    // `env | grep -ci token`: no variable of the tool's names a token.
+    assert!(out.trim_end().ends_with('0'), "{out}");
+    let (_, list) = server.get("/api/conversations").await;
+    assert_eq!(list["conversations"].as_array().unwrap().len(), 1, "{list}");
+}
+
+#[tokio::test]
+async fn the_service_is_out_of_sight_and_reach_and_its_state_hidden() {
+    let server = start("").await;
+    let workspace = outside_dir();
+    let first = shell(&server, workspace.path(), "echo first").await;
+    assert_eq!(output(&first), "first\n");
+    let service = server.child.id().unwrap();
+    let data = server.data_dir.canonicalize().unwrap();
+    let command = format!(
+        "kill -9 $PPID; echo ppid=$?; kill -9 {service}; echo service=$?; \
+         cat /proc/$PPID/environ /proc/{service}/environ; echo environ=$?; \
+         ls /proc | grep -c '^[0-9]'; ls -A {data}; cat {data}/conversations/*/metadata.jsonl; \
+         echo metadata=$?; echo planted > {data}/rules.jsonl; echo plant=$?",
+        data = data.display()
+    );
+    let tool = shell(&server, workspace.path(), &command).await;
+    let out = output(&tool);
+    for expected in ["ppid=1", "service=1", "environ=1", "metadata=1", "plant=2"] {
+        assert!(out.contains(expected), "{expected}: {out}");
+    }
+    assert!(!out.contains(KEY_FRAGMENT), "{out}");
+    // The PID namespace holds the launcher's init, the shell and `ls` at most.
+    let processes: usize = out
+        .lines()
+        .find_map(|line| line.trim().parse().ok())
+        .unwrap();
+    assert!(processes <= 4, "{out}");
+    assert!(!data.join("rules.jsonl").exists());
+    let (status, _) = server.get("/api/health").await;
+    assert_eq!(status, 200, "the service lives on");
+}
+
+/// A piece of the provider key `sandbox::start` sets.
+const KEY_FRAGMENT: &str = "vaala-sandbox-key";
+
+#[tokio::test]
+async fn everything_a_call_started_ends_with_it_setsid_or_not() {
+    let server = start("").await;
+    let workspace = outside_dir();
+    let tool = shell(
+        &server,
+        workspace.path(),
+        "setsid sleep 31337 & nohup sleep 31338 >/dev/null 2>&1 & (setsid sh -c 'sleep 31339' &); echo started",
+    )
+    .await;
+    assert_eq!(output(&tool), "started\n", "{tool}");
+    let left: Vec<String> = std::fs::read_dir("/proc")
+        .unwrap()
+        .flatten()
+        .filter_map(|entry| std::fs::read_to_string(entry.path().join("cmdline")).ok())
+        .filter(|cmdline| cmdline.contains("3133"))
+        .collect();
+    assert_eq!(left, Vec::<String>::new(), "processes outlived their call");
+}
+
+#[tokio::test]
+async fn limits_stop_a_fork_bomb_a_memory_bomb_and_a_disk_filler() {
+    let server = start_with(
+        "[agents.default.limits]\nprocesses = 300\nmemory_mb = 256\nfile_size_mb = 10",
+        "[tools]\nshell_timeout_s = 4",
+    )
+    .await;
+    let workspace = outside_dir();
+    // The fork bomb runs until the call's timeout (or until the shell itself cannot fork its
+    // `sleep`); meanwhile another conversation is served.
+    let (status, bomb) = server
+        .post(
+            "/api/conversations",
+            json!({ "text": "/shell bomb() { bomb | bomb & }; bomb; sleep 10", "cwd": workspace.path() }),
+        )
+        .await;
+    assert_eq!(status, 201, "{bomb}");
+    let other = shell(&server, workspace.path(), "echo still served").await;
+    assert_eq!(output(&other), "still served\n");
+    let id = bomb["conversation"]["id"].as_str().unwrap();
+    server.wait_idle(id).await;
+    let tool = items(&server, id)
+        .await
+        .into_iter()
+        .find(|item| item["kind"] == "tool_call")
+        .unwrap();
+    assert_eq!(tool["status"], "failed", "{tool}");
+    assert!(
+        output(&tool)
+            .ends_with("[the command reached its limit of 300 processes (limits.processes)]"),
+        "{tool}"
+    );
+
+    let tool = shell(
+        &server,
+        workspace.path(),
+        "python3 -c 'b = bytearray(1 << 30)'",
+    )
+    .await;
+    assert_eq!(tool["status"], "failed", "{tool}");
+    assert!(output(&tool).contains("MemoryError"), "{tool}");
+    assert!(
+        output(&tool).ends_with("memory limit of 256 MiB per process (limits.memory_mb)]"),
+        "{tool}"
+    );
+
+    let tool = shell(
+        &server,
+        workspace.path(),
+        "head -c 50000000 /dev/zero > big.bin",
+    )
+    .await;
+    assert_eq!(tool["status"], "failed", "{tool}");
+    assert!(
+        output(&tool)
+            .ends_with("[stopped: a file reached the size limit of 10 MiB (limits.file_size_mb)]"),
+        "{tool}"
+    );
+    assert_eq!(
+        std::fs::metadata(workspace.path().join("big.bin"))
+            .unwrap()
+            .len(),
+        10 << 20
+    );
+}
+
+#[tokio::test]
+async fn raw_sockets_and_new_namespaces_are_refused_with_the_network_on_too() {
+    let server = start("network = true").await;
+    let workspace = outside_dir();
+    let tool = shell(
+        &server,
+        workspace.path(),
+        "unshare -n true; echo net=$?; unshare -Ur true; echo user=$?; \
+         python3 -c 'import socket; socket.socket(socket.AF_INET, socket.SOCK_RAW, 1)' 2>/dev/null; \
+         echo raw=$?",
+    )
+    .await;
+    let out = output(&tool);
+    for expected in ["net=1", "user=1", "raw=1"] {
+        assert!(out.contains(expected), "{expected}: {out}");
+    }
+}
+
+#[tokio::test]
+async fn command_mcp_servers_run_in_the_sandbox_unless_the_config_says_off() {
+    let outside = outside_dir();
+    let target = |name: &str| outside.path().join(name);
+    let server_table = |name: &str, extra: &str| {
+        format!(
+            "[mcp.{name}]\ncommand = \"sh\"\nargs = [\"-c\", \"echo planted > {}\"]\n{extra}\n",
+            target(name).display()
+        )
+    };
+    let config = format!(
+        "{}{}",
+        server_table("boxed", ""),
+        server_table("trusted", "sandbox = \"off\"")
+    );
+    let server = start_with("mcp = [\"boxed\", \"trusted\"]", &config).await;
+    let workspace = outside_dir();
+    // A turn lists the agent's servers, which starts them; neither speaks MCP, so both fail
+    // after what they did.
+    shell(&server, workspace.path(), "true").await;
+    assert!(
+        !target("boxed").exists(),
+        "the sandboxed server wrote outside"
+    );
+    assert_eq!(
+        std::fs::read_to_string(target("trusted")).unwrap(),
+        "planted\n"
+    );
+    let (_, mcp) = server.get("/api/mcp").await;
+    let boxed = mcp["servers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|server| server["name"] == "boxed")
+        .unwrap()
+        .clone();
+    assert_eq!(boxed["state"], "failed", "{mcp}");
+
+    // A client may not name a command server, unless the agent lets it; then it is sandboxed.
+    let named = json!({ "named": { "command": "sh", "args": ["-c", format!("echo planted > {}", target("named").display())] } });
+    let (status, body) = server
+        .post(
+            "/api/conversations",
+            json!({ "text": "/shell true", "cwd": workspace.path(), "mcp": named }),
+        )
+        .await;
+    assert_eq!(status, 422, "{body}");
+    assert!(
+        body["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("client_mcp = true"),
+        "{body}"
+    );
+    let (status, body) = server
+        .post(
+            "/api/conversations",
+            json!({ "text": "/shell true", "cwd": workspace.path(), "mcp": { "x": { "command": "sh", "sandbox": "off" } } }),
+        )
+        .await;
+    assert_eq!(status, 422, "{body}");
+    assert!(
+        body["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("only the service's config file"),
+        "{body}"
+    );
+    drop(server);
+    let server = start("client_mcp = true").await;
+    let (status, body) = server
+        .post(
+            "/api/conversations",
+            json!({ "text": "/shell true", "cwd": workspace.path(), "mcp": named }),
+        )
+        .await;
+    assert_eq!(status, 201, "{body}");
+    server
+        .wait_idle(body["conversation"]["id"].as_str().unwrap())
+        .await;
+    assert!(!target("named").exists(), "a client's server wrote outside");
+}
+
+#[tokio::test]
+async fn a_sub_agent_is_never_looser_than_its_parent() {
+    let (_listener, connect) = listener_and_connect();
+    let server = start_with(
+        "tools = [\"shell\", \"spawn_agent\"]\nspawnable = [\"loose\"]\n\
+         [agents.default.permissions.shell_rules]\n\"rm *\" = \"deny\"",
+        "[agents.loose]\ndescription = \"no sandbox\"\nmodel = \"demo\"\nsandbox = \"off\"\n\
+         network = true\n\n[agents.other]\ndescription = \"not spawnable\"\nmodel = \"demo\"\n",
+    )
+    .await;
+    let workspace = outside_dir();
+    std::fs::write(workspace.path().join("victim.txt"), "keep").unwrap();
+    let outside = outside_dir();
+    let text = format!(
+        "/spawn loose: /shell rm victim.txt\n/spawn loose: /shell {connect}\n\
+         /spawn loose: /shell echo x > {}/escaped\n/spawn other: /shell id",
+        outside.path().display()
+    );
+    let (status, created) = server
+        .post(
+            "/api/conversations",
+            json!({ "text": text, "cwd": workspace.path() }),
+        )
+        .await;
+    assert_eq!(status, 201, "{created}");
+    let id = created["conversation"]["id"].as_str().unwrap();
+    server.wait_idle(id).await;
+    let root: Vec<Value> = items(&server, id).await;
+    let spawns: Vec<&Value> = root
+        .iter()
+        .filter(|item| item["kind"] == "tool_call" && item["name"] == "spawn_agent")
+        .collect();
+    assert_eq!(spawns.len(), 4, "{root:?}");
+    let refused = spawns
+        .iter()
+        .find(|call| call["arguments"]["agent"] == "other")
+        .unwrap();
+    assert!(
+        output(refused).contains("may not be started from here"),
+        "{refused}"
+    );
+
+    let (_, sessions) = server
+        .get(&format!("/api/conversations/{id}/sessions"))
+        .await;
+    let mut outputs = String::new();
+    for session in sessions["sessions"].as_array().unwrap().iter().skip(1) {
+        let session_id = session["id"].as_str().unwrap();
+        server.wait_idle(id).await;
+        for item in session_items(&server, id, session_id).await {
+            if item["kind"] == "tool_call" {
+                outputs.push_str(&format!("{}\n", item["output"]));
+            }
+        }
+    }
+    assert!(
+        std::fs::read_to_string(workspace.path().join("victim.txt")).is_ok(),
+        "{outputs}"
+    );
+    assert!(outputs.contains("denied"), "{outputs}");
+    assert!(!outputs.contains("connected"), "{outputs}");
+    assert!(!outside.path().join("escaped").exists(), "{outputs}");
+}
+
+#[tokio::test]
+async fn write_file_racing_a_symlink_swap_never_lands_outside() {
+    let fake = FakeProvider::start(Wire::OpenaiChat).await;
+    let config = crate::checkpoints::config(&fake, "");
+    let server = Server::start_with(ServerOptions {
+        config: Some(config),
+        ..ServerOptions::default()
+    })
+    .await;
+    let workspace = outside_dir();
+    let outside = outside_dir();
+    let dir = workspace.path().join("d");
+    std::fs::create_dir(&dir).unwrap();
+    // Swaps `d` between a directory and a link to the outside for as long as the turn runs.
+    let stop = Arc::new(AtomicBool::new(false));
+    let swapper = {
+        let (stop, dir, outside) = (stop.clone(), dir.clone(), outside.path().to_owned());
+        std::thread::spawn(move || {
+            let real = dir.with_extension("real");
+            let mut swaps = 0u32;
+            while !stop.load(Ordering::Relaxed) {
+                let _ = std::fs::rename(&dir, &real);
+                let _ = std::os::unix::fs::symlink(&outside, &dir);
+                let _ = std::fs::remove_file(&dir);
+                let _ = std::fs::rename(&real, &dir);
+                swaps += 1;
+            }
+            swaps
+        })
+    };
+    let writes: Vec<Reply> = (0..80)
+        .map(|n| write(&format!("d/f{n}.txt"), "x"))
+        .collect();
+    let (id, _) = create(&server, &fake, workspace.path(), writes).await;
+    stop.store(true, Ordering::Relaxed);
+    let swaps = swapper.join().unwrap();
+    assert!(swaps > 80, "the swapper ran ({swaps} swaps)");
+    let calls: Vec<Value> = items(&server, &id)
+        .await
+        .into_iter()
+        .filter(|item| item["kind"] == "tool_call")
+        .collect();
+    assert_eq!(calls.len(), 80);
+    let landed: Vec<_> = std::fs::read_dir(outside.path())
+        .unwrap()
+        .flatten()
+        .map(|e| e.path())
+        .collect();
+    assert_eq!(
+        landed,
+        Vec::<std::path::PathBuf>::new(),
+        "writes landed outside"
+    );
+    // A write that came while `d` was away made a new `d`: the files are in it or in the
+    // swapper's `d.real`, never outside.
+    let count = |dir: &Path| {
+        std::fs::read_dir(dir)
+            .map(|entries| entries.count())
+            .unwrap_or(0)
+    };
+    let inside = count(&dir) + count(&dir.with_extension("real"));
+    let refused = calls
+        .iter()
+        .filter(|call| call["status"] == "failed")
+        .count();
+    assert_eq!(
+        inside + refused,
+        80,
+        "every write landed inside or was refused"
+    );
+}
+
+#[tokio::test]
+async fn a_restore_counts_a_link_swapped_in_after_the_turn_as_a_conflict_even_forced() {
+    let fake = FakeProvider::start(Wire::OpenaiChat).await;
+    let server = crate::checkpoints::start(&fake, None, Vec::new()).await;
+    let workspace = outside_dir();
+    let outside = outside_dir();
+    seed(workspace.path(), &[("sub/f.txt", "before")]);
+    std::fs::write(outside.path().join("f.txt"), "victim").unwrap();
+    let (id, _) = create(
+        &server,
+        &fake,
+        workspace.path(),
+        vec![write("sub/f.txt", "after")],
+    )
+    .await;
+    let first = items(&server, &id)
+        .await
+        .into_iter()
+        .find(|item| item["kind"] == "user_message")
+        .unwrap();
+    // After the turn, the directory is swapped for a link to the outside.
+    let sub = workspace.path().join("sub");
+    std::fs::rename(&sub, workspace.path().join("sub.real")).unwrap();
+    std::os::unix::fs::symlink(outside.path(), &sub).unwrap();
+    let (status, body) = server
+        .post(
+            &format!("/api/conversations/{id}/rewind"),
+            json!({ "message_id": first["id"], "restore_files": true, "force": true }),
+        )
+        .await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body["restore"]["conflicts"], json!(["sub/f.txt"]), "{body}");
+    assert_eq!(
+        std::fs::read_to_string(outside.path().join("f.txt")).unwrap(),
+        "victim"
+    );
+    assert_eq!(std::fs::read_dir(outside.path()).unwrap().count(), 1);
+    assert!(Path::new(&workspace.path().join("sub.real/f.txt")).exists());
+}
