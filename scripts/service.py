@@ -37,15 +37,21 @@ class Service:
         self.log_start = self.log_path.stat().st_size if self.log_path.exists() else 0
         env = dict(os.environ, OPENVAALA_CONFIG=str(config), OPENVAALA_LOG="warn", NO_COLOR="1")
         env.pop("OPENVAALA_TOKEN", None)
+        # Beside the data directory, not holding it: a conversation may not work in a directory
+        # that holds the service's state, and conversations work where the service runs.
+        if cwd is None:
+            cwd = self.data_dir.parent / "work"
+            cwd.mkdir(exist_ok=True)
         with open(self.log_path, "ab") as log:
             self.process = subprocess.Popen(
                 [str(binary), "serve", "--addr", "127.0.0.1:0", "--data-dir", str(self.data_dir)],
-                cwd=cwd or self.data_dir.parent, env=env, stdout=log, stderr=log,
-                stdin=subprocess.DEVNULL)
+                cwd=cwd, env=env, stdout=log, stderr=log, stdin=subprocess.DEVNULL)
         self.pid = self.process.pid
         self.url = self._wait_for_url()
         self.host, port = self.url.removeprefix("http://").split(":")
         self.port = int(port)
+        # Every API request carries the service's local token (made before it served).
+        self.token = (self.data_dir / "local-token").read_text().strip()
 
     def log(self):
         """What this run of the service has logged so far."""
@@ -66,7 +72,7 @@ class Service:
         raise RuntimeError(f"the service did not start:\n{self.log()}")
 
     def connect(self, timeout=30):
-        return http.client.HTTPConnection(self.host, self.port, timeout=timeout)
+        return _Authorized(self.host, self.port, self.token, timeout=timeout)
 
     def health(self):
         return call(self.connect(), "GET", "/api/health")[1]
@@ -91,6 +97,19 @@ class Service:
         if self.process.poll() is None:
             self.process.kill()
         self.process.wait()
+
+
+class _Authorized(http.client.HTTPConnection):
+    """A connection whose requests carry the service's token, as any client's do."""
+
+    def __init__(self, host, port, token, timeout):
+        super().__init__(host, port, timeout=timeout)
+        self.token = token
+
+    def request(self, method, url, body=None, headers=None, **kwargs):
+        headers = dict(headers or {})
+        headers.setdefault("authorization", f"Bearer {self.token}")
+        super().request(method, url, body=body, headers=headers, **kwargs)
 
 
 def call(connection, method, path, body=None, headers=None):

@@ -115,6 +115,8 @@ fn refused_calls(inet: bool) -> BTreeMap<i64, Vec<SeccompRule>> {
             libc::CLONE_NEWUSER as u64,
         )])]
     };
+    // `libc` gives ioctl numbers another type with another C library.
+    #[allow(clippy::unnecessary_cast)]
     let typing = vec![
         rule(vec![arg(1, Eq, libc::TIOCSTI as u64)]),
         rule(vec![arg(1, Eq, libc::TIOCLINUX as u64)]),

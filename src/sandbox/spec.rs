@@ -176,7 +176,7 @@ mod tests {
         assert!(spec.writable.contains(&PathBuf::from("/dev/null")));
 
         let spec = LaunchSpec::new(&policy, &worktree, &support(true), Program::Shell("ls"));
-        assert_eq!(spec.visible, [worktree.clone()]);
+        assert_eq!(spec.visible, std::slice::from_ref(&worktree));
         assert!(spec.namespaces);
 
         let read_only = SandboxPolicy {
