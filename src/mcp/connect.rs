@@ -17,9 +17,35 @@ use rmcp::transport::{StreamableHttpClientTransport, TokioChildProcess};
 use tokio::io::{AsyncBufReadExt, BufReader};
 
 use super::handler::Handler;
-use super::server::Launch;
 use super::{ProcessRecord, ProcessRecorder};
 use crate::config::{McpServerConfig, McpTransport};
+
+/// How a command server's process starts: in which sandbox and where.
+#[derive(Debug, Clone, Default)]
+pub struct Launch {
+    /// The agent's sandbox, with the server's own environment; `None`: unsandboxed (the config
+    /// file's `sandbox = "off"`), or an HTTP server.
+    pub sandbox: Option<crate::sandbox::SandboxPolicy>,
+    /// The working directory when the config gives none: the conversation's.
+    pub cwd: Option<std::path::PathBuf>,
+}
+
+impl Launch {
+    /// How `config` starts for a turn with `access`.
+    pub fn for_access(config: &McpServerConfig, access: &super::McpAccess) -> Launch {
+        let crate::config::McpTransport::Stdio { cwd, .. } = &config.transport else {
+            return Launch::default();
+        };
+        Launch {
+            sandbox: (!config.unsandboxed).then(|| crate::sandbox::SandboxPolicy {
+                escalated: false,
+                env: std::sync::Arc::from([]),
+                ..access.sandbox.clone()
+            }),
+            cwd: cwd.is_none().then(|| access.cwd.clone()),
+        }
+    }
+}
 
 /// How many of a server's last stderr lines are kept for the error of a failed start.
 const KEPT_STDERR_LINES: usize = 3;

@@ -214,7 +214,7 @@ impl McpHub {
             }
             None => return None,
         };
-        let launch = server::Launch::for_access(config, access);
+        let launch = connect::Launch::for_access(config, access);
         let key = InstanceKey {
             name: name.to_owned(),
             config: config.clone(),

@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use rmcp::model::Tool;
 
-use super::connect::{Opened, open};
+use super::connect::{Launch, Opened, open};
 use super::handler::Handler;
 use super::{McpTool, ProcessRecorder, ServerSource, ServerState, ServerStatus, names};
 use crate::config::McpServerConfig;
@@ -42,33 +42,6 @@ pub struct Connection {
 impl Connection {
     pub fn is_closed(&self) -> bool {
         self.opened.service.is_closed()
-    }
-}
-
-/// How a command server's process starts: in which sandbox and where.
-#[derive(Debug, Clone, Default)]
-pub struct Launch {
-    /// The agent's sandbox, with the server's own environment; `None`: unsandboxed (the config
-    /// file's `sandbox = "off"`), or an HTTP server.
-    pub sandbox: Option<crate::sandbox::SandboxPolicy>,
-    /// The working directory when the config gives none: the conversation's.
-    pub cwd: Option<std::path::PathBuf>,
-}
-
-impl Launch {
-    /// How `config` starts for a turn with `access`.
-    pub fn for_access(config: &McpServerConfig, access: &super::McpAccess) -> Launch {
-        let crate::config::McpTransport::Stdio { cwd, .. } = &config.transport else {
-            return Launch::default();
-        };
-        Launch {
-            sandbox: (!config.unsandboxed).then(|| crate::sandbox::SandboxPolicy {
-                escalated: false,
-                env: std::sync::Arc::from([]),
-                ..access.sandbox.clone()
-            }),
-            cwd: cwd.is_none().then(|| access.cwd.clone()),
-        }
     }
 }
 

@@ -62,7 +62,7 @@ impl Runtime {
         // first on the blocking pool, so that count is remembered.
         Tokenizer::prepare(&self.shared.tokenizers, &request.text).await;
         let cwd = match request.cwd {
-            Some(cwd) => checked_cwd(&cwd)?,
+            Some(cwd) => checked_cwd(&cwd, &self.shared.protected)?,
             None => self
                 .shared
                 .settings

@@ -122,7 +122,11 @@ impl Runtime {
         }
         let patch = ConversationPatch {
             title,
-            cwd: patch.cwd.as_deref().map(checked_cwd).transpose()?,
+            cwd: patch
+                .cwd
+                .as_deref()
+                .map(|cwd| checked_cwd(cwd, &self.shared.protected))
+                .transpose()?,
             ..patch
         };
         self.call(id, |reply| Command::Update { patch, reply })

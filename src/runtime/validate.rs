@@ -38,8 +38,12 @@ pub(super) fn validate_text(text: &str, images: &[Image]) -> Result<(), RuntimeE
     Ok(())
 }
 
-/// A working directory must be an absolute path to an existing directory.
-pub(super) fn checked_cwd(cwd: &str) -> Result<String, RuntimeError> {
+/// A working directory must be an absolute path to an existing directory, and not one that
+/// is `/` or holds (or lies in) the service's state: its tools could reach that state.
+pub(super) fn checked_cwd(
+    cwd: &str,
+    protected: &crate::sandbox::Protected,
+) -> Result<String, RuntimeError> {
     let path = Path::new(cwd);
     if !path.is_absolute() {
         return Err(RuntimeError::Invalid(format!(
@@ -48,6 +52,9 @@ pub(super) fn checked_cwd(cwd: &str) -> Result<String, RuntimeError> {
     }
     if !path.is_dir() {
         return Err(RuntimeError::CwdMissing(cwd.to_owned()));
+    }
+    if let Some(reason) = protected.refuses_cwd(path) {
+        return Err(RuntimeError::Invalid(reason));
     }
     Ok(cwd.to_owned())
 }

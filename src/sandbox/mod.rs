@@ -173,7 +173,8 @@ pub fn command(
         if let Some(cwd_error) = policy.protected.refuses_cwd(cwd) {
             return Err(format!("refused: {cwd_error}"));
         }
-        let spec = spec::LaunchSpec::new(policy, cwd, &support, program);
+        let machine = (support.namespaces, support.landlock_abi.unwrap_or(0));
+        let spec = spec::LaunchSpec::new(policy, cwd, machine, program);
         launcher::command(&spec)?
     } else {
         program.direct()

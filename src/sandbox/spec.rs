@@ -8,7 +8,6 @@ use serde::{Deserialize, Serialize};
 
 use super::limits::ProcessLimits;
 use super::protected::canonical;
-use super::support::Support;
 use super::{SandboxPolicy, WRITABLE_DEVICES};
 
 /// What runs in the sandbox.
@@ -65,10 +64,12 @@ pub(super) struct LaunchSpec {
 }
 
 impl LaunchSpec {
+    /// The spec of `program` in `cwd` under `policy`, on a machine where the namespaces can be
+    /// set up (`namespaces`) and whose Landlock is `landlock_abi`.
     pub fn new(
         policy: &SandboxPolicy,
         cwd: &Path,
-        support: &Support,
+        (namespaces, landlock_abi): (bool, u32),
         program: Program<'_>,
     ) -> LaunchSpec {
         let cwd = canonical(cwd);
@@ -79,7 +80,7 @@ impl LaunchSpec {
             .collect();
         writable.extend(WRITABLE_DEVICES.iter().map(PathBuf::from));
         let mut hidden: Vec<PathBuf> = policy.protected.paths().map(Path::to_path_buf).collect();
-        if support.namespaces {
+        if namespaces {
             hidden.extend(session_daemons());
         }
         hidden.sort();
@@ -90,6 +91,12 @@ impl LaunchSpec {
             !all.iter()
                 .any(|other| other != path && path.starts_with(other))
         });
+        // Landlock cannot take a part out of a writable place: without a mount namespace to
+        // cover the state, a writable place that holds it (a data directory under /tmp) is
+        // not writable at all.
+        if !namespaces {
+            writable.retain(|root| !hidden.iter().any(|path| path.starts_with(root)));
+        }
         let visible = if hidden.iter().any(|path| cwd.starts_with(path)) {
             vec![cwd.clone()]
         } else {
@@ -101,8 +108,8 @@ impl LaunchSpec {
             network: policy.network,
             hidden,
             visible,
-            namespaces: support.namespaces,
-            landlock_abi: support.landlock_abi.unwrap_or(0),
+            namespaces,
+            landlock_abi,
             limits: policy.limits,
             argv: program.argv(),
         }
@@ -143,12 +150,8 @@ mod tests {
     use crate::sandbox::Protected;
     use std::sync::Arc;
 
-    fn support(namespaces: bool) -> Support {
-        Support {
-            landlock_abi: Some(7),
-            namespaces,
-            ..Support::default()
-        }
+    fn support(namespaces: bool) -> (bool, u32) {
+        (namespaces, 7)
     }
 
     #[test]
@@ -166,7 +169,7 @@ mod tests {
         let spec = LaunchSpec::new(
             &policy,
             &home.join("project"),
-            &support(false),
+            support(false),
             Program::Shell("ls"),
         );
         assert_eq!(spec.hidden, [home.join("config.toml"), data.clone()]);
@@ -175,7 +178,7 @@ mod tests {
         assert_eq!(spec.writable[0], home.join("project"));
         assert!(spec.writable.contains(&PathBuf::from("/dev/null")));
 
-        let spec = LaunchSpec::new(&policy, &worktree, &support(true), Program::Shell("ls"));
+        let spec = LaunchSpec::new(&policy, &worktree, support(true), Program::Shell("ls"));
         assert_eq!(spec.visible, std::slice::from_ref(&worktree));
         assert!(spec.namespaces);
 
@@ -187,7 +190,7 @@ mod tests {
         let spec = LaunchSpec::new(
             &read_only,
             &home.join("project"),
-            &support(false),
+            support(false),
             Program::Exec {
                 program: "server",
                 args: &args,

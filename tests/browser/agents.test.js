@@ -16,6 +16,7 @@ const AGENTS = `
 [agents.default]
 description = "the main agent, on the demo model"
 model = "demo"
+spawnable = ["default", "helper"]
 
 [agents.helper]
 description = "a sub-agent on the fake provider"
@@ -103,6 +104,7 @@ const WAITING_REPORT_AGENTS = `
 description = "the main agent, on the fake provider"
 model = "m"
 tools = ["spawn_agent"]
+spawnable = ["counter"]
 
 [agents.counter]
 description = "a sub-agent, on the fake provider too"

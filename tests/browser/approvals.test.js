@@ -327,6 +327,7 @@ test("a sub-agent's approval waits under the main timeline; the Agents tab names
 [agents.default]
 description = "the main agent"
 model = "demo"
+spawnable = ["helper"]
 [agents.helper]
 description = "a sub-agent whose shell calls ask first"
 model = "demo"

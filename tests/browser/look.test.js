@@ -35,7 +35,12 @@ const REPLY = [
 async function buildScene(page, fake) {
   const api = (path, body) =>
     page.evaluate(
-      async ([p, b]) => (await fetch(p, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(b) })).json(),
+      // With the token the page keeps, as its own calls carry it.
+      async ([p, b]) => (await fetch(p, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json', authorization: `Bearer ${localStorage.getItem('openvaala.token')}` },
+        body: JSON.stringify(b),
+      })).json(),
       [path, body],
     );
   // A conversation whose last turn failed, and one that was interrupted.

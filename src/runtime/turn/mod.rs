@@ -28,8 +28,9 @@ use crate::redact::{self, StreamRedactor};
 use crate::tools::{self, ToolContext, ToolResult, ToolStatus};
 use model_call::{CallStop, MERGED_DELTA_MAX, call_model};
 
-/// How long the last bytes of a paused command's output are held back, in case they begin a
-/// secret that the next piece completes (at most 7 bytes of one could then show).
+/// How long the last bytes of a paused command's output (or a paused model's text) are held
+/// back, in case they begin a secret that the next piece completes (at most 7 bytes of one
+/// could then show).
 const HELD_OUTPUT_WAIT: std::time::Duration = std::time::Duration::from_millis(150);
 
 /// Everything a turn needs, handed over by the actor when the turn starts.

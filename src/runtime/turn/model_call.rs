@@ -129,6 +129,12 @@ async fn stream_once(
             None => tokio::select! {
                 next = tokio::time::timeout(chunk_timeout, events.recv()) => next,
                 () = spec.cancel.cancelled() => return Err(AttemptError::Interrupted),
+                // A model that pauses shows what it wrote: the few bytes held back for a secret
+                // go out after a moment.
+                () = tokio::time::sleep(super::HELD_OUTPUT_WAIT), if partial.holds_back() => {
+                    partial.flush(link);
+                    continue;
+                }
             },
         };
         let event = match next {
@@ -281,6 +287,27 @@ impl Partial {
                 field: DeltaField::Text,
                 delta,
             });
+        }
+    }
+
+    /// Whether the text being streamed holds some bytes back (they could begin a secret).
+    fn holds_back(&self) -> bool {
+        self.texts
+            .last()
+            .is_some_and(|(_, _, redactor)| redactor.holds_back())
+    }
+
+    /// Sends what the text being streamed held back: the model paused, and what it wrote shows.
+    fn flush(&mut self, link: &ActorLink) {
+        if let Some((_, item, redactor)) = self.texts.last_mut() {
+            let delta = redactor.flush();
+            if !delta.is_empty() {
+                link.send(TurnMsg::Delta {
+                    item_id: item.id.clone(),
+                    field: DeltaField::Text,
+                    delta,
+                });
+            }
         }
     }
 
