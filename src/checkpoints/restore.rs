@@ -242,10 +242,21 @@ impl Checkpoints {
                     wanted.path
                 )));
             }
-            // Stored durably: an undo may need it after a power cut.
-            let now = scan::current(&tree.cwd, &wanted.path, objects)
-                .map_err(|e| unavailable(&format!("cannot read {}", wanted.path), e))?
-                .map(|entry| Content::from(&entry));
+            // Stored durably: an undo may need it after a power cut. A path that changes while
+            // it is read (gone, or its way now a link) is someone else's change: a conflict.
+            let now = match scan::current(&tree.cwd, &wanted.path, objects) {
+                Ok(entry) => entry.map(|entry| Content::from(&entry)),
+                Err(error)
+                    if error.kind() == io::ErrorKind::NotFound
+                        || beneath::has_linked_ancestor(&tree.cwd, Path::new(&wanted.path)) =>
+                {
+                    conflicts.push(wanted.path);
+                    continue;
+                }
+                Err(error) => {
+                    return Err(unavailable(&format!("cannot read {}", wanted.path), error));
+                }
+            };
             if now == wanted.target {
                 continue;
             }
@@ -316,7 +327,7 @@ impl Checkpoints {
             };
             match done {
                 Ok(()) => {}
-                Err(error) if beneath::has_linked_ancestor(&tree.cwd, relative) => {
+                Err(error) if beneath::way_changed(&error) => {
                     tracing::warn!(path = %step.path, %error, "a link took the way of a restored file; it is left alone");
                     skipped.push(step.path.clone());
                 }

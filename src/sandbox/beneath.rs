@@ -61,14 +61,37 @@ fn is_link(dir: &impl AsFd, name: &OsStr) -> bool {
         .is_ok_and(|stat| FileType::from_raw_mode(stat.st_mode) == FileType::Symlink)
 }
 
+/// A symlink where a directory or a file of a path was expected.
+#[derive(Debug)]
+struct Linked(String);
+
+impl std::fmt::Display for Linked {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "`{}` is a symbolic link: files are never written through a link",
+            self.0
+        )
+    }
+}
+
+impl std::error::Error for Linked {}
+
 fn linked(name: &OsStr) -> io::Error {
     io::Error::new(
         io::ErrorKind::PermissionDenied,
-        format!(
-            "`{}` is a symbolic link: files are never written through a link",
-            name.to_string_lossy()
-        ),
+        Linked(name.to_string_lossy().into_owned()),
     )
+}
+
+/// Whether `error` says the way to a path changed under a write: a symlink where a directory
+/// was, or a directory gone or replaced by something else meanwhile.
+pub fn way_changed(error: &io::Error) -> bool {
+    error.get_ref().is_some_and(|inner| inner.is::<Linked>())
+        || matches!(
+            error.kind(),
+            io::ErrorKind::NotFound | io::ErrorKind::NotADirectory
+        )
 }
 
 /// Replaces (or creates) the file `name` in `dir` with `bytes`, never through a symlink.

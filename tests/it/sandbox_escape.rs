@@ -465,28 +465,12 @@ async fn write_file_racing_a_symlink_swap_never_lands_outside() {
     let dir = workspace.path().join("d");
     std::fs::create_dir(&dir).unwrap();
     // Swaps `d` between a directory and a link to the outside for as long as the turn runs.
-    let stop = Arc::new(AtomicBool::new(false));
-    let swapper = {
-        let (stop, dir, outside) = (stop.clone(), dir.clone(), outside.path().to_owned());
-        std::thread::spawn(move || {
-            let real = dir.with_extension("real");
-            let mut swaps = 0u32;
-            while !stop.load(Ordering::Relaxed) {
-                let _ = std::fs::rename(&dir, &real);
-                let _ = std::os::unix::fs::symlink(&outside, &dir);
-                let _ = std::fs::remove_file(&dir);
-                let _ = std::fs::rename(&real, &dir);
-                swaps += 1;
-            }
-            swaps
-        })
-    };
+    let swapper = Swapper::start(&dir, outside.path());
     let writes: Vec<Reply> = (0..80)
         .map(|n| write(&format!("d/f{n}.txt"), "x"))
         .collect();
     let (id, _) = create(&server, &fake, workspace.path(), writes).await;
-    stop.store(true, Ordering::Relaxed);
-    let swaps = swapper.join().unwrap();
+    let swaps = swapper.stop();
     assert!(swaps > 80, "the swapper ran ({swaps} swaps)");
     let calls: Vec<Value> = items(&server, &id)
         .await
@@ -561,4 +545,78 @@ async fn a_restore_counts_a_link_swapped_in_after_the_turn_as_a_conflict_even_fo
     );
     assert_eq!(std::fs::read_dir(outside.path()).unwrap().count(), 1);
     assert!(Path::new(&workspace.path().join("sub.real/f.txt")).exists());
+}
+
+/// A thread that swaps a directory for a symlink to `outside` and back, again and again, until
+/// stopped: what a background process of a hostile command would do to redirect a write.
+struct Swapper {
+    stop: Arc<AtomicBool>,
+    thread: std::thread::JoinHandle<u32>,
+}
+
+impl Swapper {
+    fn start(dir: &Path, outside: &Path) -> Swapper {
+        let stop = Arc::new(AtomicBool::new(false));
+        let (flag, dir, outside) = (stop.clone(), dir.to_owned(), outside.to_owned());
+        let thread = std::thread::spawn(move || {
+            let real = dir.with_extension("real");
+            let mut swaps = 0u32;
+            while !flag.load(Ordering::Relaxed) {
+                let _ = std::fs::rename(&dir, &real);
+                let _ = std::os::unix::fs::symlink(&outside, &dir);
+                let _ = std::fs::remove_file(&dir);
+                let _ = std::fs::rename(&real, &dir);
+                swaps += 1;
+            }
+            swaps
+        });
+        Swapper { stop, thread }
+    }
+
+    /// Stops it; how many swaps it made.
+    fn stop(self) -> u32 {
+        self.stop.store(true, Ordering::Relaxed);
+        self.thread.join().unwrap()
+    }
+}
+
+#[tokio::test]
+async fn a_restore_racing_a_symlink_swap_never_writes_outside() {
+    let fake = FakeProvider::start(Wire::OpenaiChat).await;
+    let server = crate::checkpoints::start(&fake, None, Vec::new()).await;
+    let workspace = outside_dir();
+    let outside = outside_dir();
+    let names: Vec<String> = (0..30).map(|n| format!("sub/f{n}.txt")).collect();
+    let before: Vec<(&str, &str)> = names.iter().map(|name| (name.as_str(), "before")).collect();
+    seed(workspace.path(), &before);
+    let writes = names.iter().map(|name| write(name, "after")).collect();
+    let (id, _) = create(&server, &fake, workspace.path(), writes).await;
+    let first = items(&server, &id)
+        .await
+        .into_iter()
+        .find(|item| item["kind"] == "user_message")
+        .unwrap();
+    let swapper = Swapper::start(&workspace.path().join("sub"), outside.path());
+    let (status, body) = server
+        .post(
+            &format!("/api/conversations/{id}/rewind"),
+            json!({ "message_id": first["id"], "restore_files": true, "force": true }),
+        )
+        .await;
+    let swaps = swapper.stop();
+    assert!(swaps > 0, "the swapper ran");
+    assert_eq!(status, 200, "{body}");
+    let restored = body["restore"]["restored"].as_array().unwrap().len();
+    let conflicts = body["restore"]["conflicts"].as_array().unwrap().len();
+    assert_eq!(restored + conflicts, 30, "{body}");
+    let landed: Vec<_> = std::fs::read_dir(outside.path())
+        .unwrap()
+        .flatten()
+        .map(|e| e.path())
+        .collect();
+    assert_eq!(
+        landed,
+        Vec::<std::path::PathBuf>::new(),
+        "a restore wrote outside"
+    );
 }
