@@ -167,6 +167,7 @@ pub fn command(
     cwd: &Path,
     program: Program<'_>,
 ) -> Result<tokio::process::Command, String> {
+    let environment = tool_environment(&policy.env);
     let mut command = if policy.enforced() {
         let support = support();
         support.check(policy)?;
@@ -177,10 +178,11 @@ pub fn command(
         let spec = spec::LaunchSpec::new(policy, cwd, machine, program);
         launcher::command(&spec)?
     } else {
-        program.direct()
+        let path = environment.iter().find(|(name, _)| name == "PATH");
+        program.direct(path.map(|(_, value)| value.as_os_str()))
     };
     command.current_dir(cwd).env_clear();
-    command.envs(tool_environment(&policy.env));
+    command.envs(environment);
     Ok(command)
 }
 

@@ -34,13 +34,33 @@ impl Program<'_> {
         }
     }
 
-    /// The program started directly, outside any sandbox.
-    pub(super) fn direct(&self) -> tokio::process::Command {
+    /// The program started directly, outside any sandbox, found on `path` (the `PATH` it will
+    /// have). Found here rather than by the standard library: a program looked up in a `PATH`
+    /// that the child's environment sets makes it fork the whole service instead of spawning
+    /// it (`posix_spawn`), and a fork costs as much as the service's memory.
+    pub(super) fn direct(&self, path: Option<&std::ffi::OsStr>) -> tokio::process::Command {
         let argv = self.argv();
-        let mut command = tokio::process::Command::new(&argv[0]);
+        let mut command = tokio::process::Command::new(find_program(&argv[0], path));
         command.args(&argv[1..]);
         command
     }
+}
+
+/// `name` as a path: itself when it has a slash, else the first executable file of that name
+/// in `path`'s directories (itself when there is none, for the spawn's error to name).
+fn find_program(name: &str, path: Option<&std::ffi::OsStr>) -> PathBuf {
+    use std::os::unix::fs::PermissionsExt;
+    if name.contains('/') {
+        return PathBuf::from(name);
+    }
+    std::env::split_paths(path.unwrap_or_default())
+        .map(|dir| dir.join(name))
+        .find(|candidate| {
+            candidate
+                .metadata()
+                .is_ok_and(|meta| meta.is_file() && meta.permissions().mode() & 0o111 != 0)
+        })
+        .unwrap_or_else(|| PathBuf::from(name))
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

@@ -522,21 +522,11 @@ async fn a_restore_counts_a_link_swapped_in_after_the_turn_as_a_conflict_even_fo
         vec![write("sub/f.txt", "after")],
     )
     .await;
-    let first = items(&server, &id)
-        .await
-        .into_iter()
-        .find(|item| item["kind"] == "user_message")
-        .unwrap();
     // After the turn, the directory is swapped for a link to the outside.
     let sub = workspace.path().join("sub");
     std::fs::rename(&sub, workspace.path().join("sub.real")).unwrap();
     std::os::unix::fs::symlink(outside.path(), &sub).unwrap();
-    let (status, body) = server
-        .post(
-            &format!("/api/conversations/{id}/rewind"),
-            json!({ "message_id": first["id"], "restore_files": true, "force": true }),
-        )
-        .await;
+    let (status, body) = forced_rewind(&server, &id).await;
     assert_eq!(status, 200, "{body}");
     assert_eq!(body["restore"]["conflicts"], json!(["sub/f.txt"]), "{body}");
     assert_eq!(
@@ -545,6 +535,21 @@ async fn a_restore_counts_a_link_swapped_in_after_the_turn_as_a_conflict_even_fo
     );
     assert_eq!(std::fs::read_dir(outside.path()).unwrap().count(), 1);
     assert!(Path::new(&workspace.path().join("sub.real/f.txt")).exists());
+}
+
+/// A rewind to the conversation's first message that restores its files, conflicts or not.
+async fn forced_rewind(server: &Server, id: &str) -> (u16, Value) {
+    let first = items(server, id)
+        .await
+        .into_iter()
+        .find(|item| item["kind"] == "user_message")
+        .unwrap();
+    server
+        .post(
+            &format!("/api/conversations/{id}/rewind"),
+            json!({ "message_id": first["id"], "restore_files": true, "force": true }),
+        )
+        .await
 }
 
 /// A thread that swaps a directory for a symlink to `outside` and back, again and again, until
@@ -591,18 +596,8 @@ async fn a_restore_racing_a_symlink_swap_never_writes_outside() {
     seed(workspace.path(), &before);
     let writes = names.iter().map(|name| write(name, "after")).collect();
     let (id, _) = create(&server, &fake, workspace.path(), writes).await;
-    let first = items(&server, &id)
-        .await
-        .into_iter()
-        .find(|item| item["kind"] == "user_message")
-        .unwrap();
     let swapper = Swapper::start(&workspace.path().join("sub"), outside.path());
-    let (status, body) = server
-        .post(
-            &format!("/api/conversations/{id}/rewind"),
-            json!({ "message_id": first["id"], "restore_files": true, "force": true }),
-        )
-        .await;
+    let (status, body) = forced_rewind(&server, &id).await;
     let swaps = swapper.stop();
     assert!(swaps > 0, "the swapper ran");
     assert_eq!(status, 200, "{body}");
