@@ -24,9 +24,15 @@ pub struct Approval {
     pub subject: ApprovalSubject,
     /// The agent asks to run this command outside the sandbox, for this reason.
     pub escalate: Option<String>,
-    /// A pattern an answer that remembers could keep (editable); `null` for an escalation,
-    /// which is never remembered.
+    /// The first of `suggested_rules`' rules (for clients that keep one rule); `null` for an
+    /// escalation, which is never remembered.
     pub suggested_rule: Option<String>,
+    /// What an answer that remembers keeps by default: a rule for each part of the call that
+    /// asks (a compound command has several), each the part's exact text, so the same command
+    /// never asks twice; with a broader rule offered beside it where one makes sense. Empty for
+    /// an escalation.
+    #[serde(default)]
+    pub suggested_rules: Vec<SuggestedRule>,
     /// Why it asks: the rule that says `ask`, the tool's setting, or the escalation.
     pub reason: String,
     #[schema(value_type = chrono::DateTime<chrono::Utc>)]
@@ -56,7 +62,14 @@ impl Approval {
                 cwd: "/srv/app".to_owned(),
             },
             escalate: None,
-            suggested_rule: Some("git push*".to_owned()),
+            suggested_rule: Some("git push".to_owned()),
+            suggested_rules: vec![SuggestedRule {
+                rule: "git push".to_owned(),
+                broader: Some(BroaderRule {
+                    rule: "git push*".to_owned(),
+                    also_allows: vec!["git push --force".to_owned()],
+                }),
+            }],
             reason: "`git push` matches the rule \"git push*\" = \"ask\"".to_owned(),
             created_at: crate::domain::now(),
             expires_at: None,
@@ -64,6 +77,24 @@ impl Approval {
             resolution: None,
         }
     }
+}
+
+/// The rule remembered by default for one part of a call, and a broader one offered.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct SuggestedRule {
+    /// The part's exact text (a file tool's directory pattern): it allows only this.
+    pub rule: String,
+    /// `prog sub*`, offered where the subcommand is the first word after the program's own
+    /// options; never for shells, interpreters or git's aliases.
+    pub broader: Option<BroaderRule>,
+}
+
+/// A broader rule, and what else it would allow.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct BroaderRule {
+    pub rule: String,
+    /// Commands it would allow too, in the rules' own language (`git push --force`).
+    pub also_allows: Vec<String>,
 }
 
 /// What the call would do.
@@ -101,8 +132,11 @@ pub enum ApprovalStatus {
 pub struct ApprovalResolution {
     /// The answer; `null` when cancelled or expired.
     pub decision: Option<ApprovalDecision>,
-    /// The rule the answer remembered.
+    /// The rule the answer remembered (the first, when it kept several).
     pub rule: Option<Rule>,
+    /// Every rule the answer remembered: one per part of the call that asked.
+    #[serde(default)]
+    pub rules: Vec<Rule>,
     /// The answer's message (on deny it reaches the model).
     pub message: Option<String>,
     #[schema(value_type = chrono::DateTime<chrono::Utc>)]
@@ -146,11 +180,17 @@ impl ApprovalDecision {
 #[serde(deny_unknown_fields)]
 pub struct ApprovalAnswer {
     pub decision: ApprovalDecision,
-    /// The pattern to remember (`allow_conversation`, `allow_always`); default: the
-    /// approval's `suggested_rule`. It must match this call.
+    /// The pattern to remember (`allow_conversation`, `allow_always`) in place of the first
+    /// of the approval's `suggested_rules`; the others are kept as suggested. It must match
+    /// this call.
     #[serde(default)]
     #[schema(min_length = 1, max_length = 1000)]
     pub rule: Option<String>,
+    /// The patterns to remember, in place of all the suggested ones. Each must match a part of
+    /// this call (a part no rule covers asks again next time).
+    #[serde(default)]
+    #[schema(max_items = 64)]
+    pub rules: Option<Vec<String>>,
     /// On deny, told to the model with the result.
     #[serde(default)]
     #[schema(max_length = 10000)]

@@ -12,7 +12,7 @@
 
 use brush_parser::ParserOptions;
 use brush_parser::ast::{
-    Assignment, AssignmentValue, Command, CommandPrefixOrSuffixItem, CompoundCommand, CompoundList,
+    Assignment, AssignmentName, AssignmentValue, Command, CommandPrefixOrSuffixItem, CompoundCommand, CompoundList,
     ExtendedTestExpr, IoFileRedirectTarget, IoRedirect, ProcessSubstitutionKind, RedirectList,
     SimpleCommand, SubshellCommand,
 };
@@ -20,6 +20,7 @@ use brush_parser::word::{self, WordPiece, WordPieceWithSource};
 use std::cell::RefCell;
 use std::collections::{HashMap, HashSet};
 
+use crate::permissions::runners;
 use reading::parse;
 use shells::Shell;
 pub use shells::Unparsed;
@@ -40,6 +41,9 @@ const STACK_BYTES: usize = 32 << 20;
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct CommandPart {
     pub words: Vec<String>,
+    /// Why it runs other programs or code that a rule on its words cannot see (a starter like
+    /// `setsid` around it, `BASH_ENV` set for it, an interpreter, `find -exec`, …), if it does.
+    pub runner: Option<String>,
 }
 
 impl CommandPart {
@@ -48,18 +52,29 @@ impl CommandPart {
         self.words.join(" ")
     }
 
-    /// A rule a user could remember for this command: the program and its first non-option
-    /// word (a subcommand) followed by `*`, e.g. `git push*` for `git push origin main`, `ls*`
-    /// for `ls -la`, `cargo test*` for `cargo test --lib`. A first operand that is not a plain
-    /// name (a path, a glob, an expansion) is left out: it would make a rule for one file.
+    /// The rule a user remembers for this command by default: its exact text.
     pub fn suggested_rule(&self) -> String {
-        let Some((program, arguments)) = self.words.split_first() else {
-            return "*".to_owned();
-        };
-        match arguments.iter().find(|word| !word.starts_with('-')) {
-            Some(sub) if is_plain_name(sub) => format!("{program} {sub}*"),
-            _ => format!("{program}*"),
+        self.text()
+    }
+
+    /// A broader rule offered beside the exact one: the program and its subcommand followed by
+    /// `*` (`git push*`, `cargo test*`), only when that subcommand is the first word after the
+    /// program's own options, and never for a part that runs other programs (a shell, an
+    /// interpreter, `git` with `-c` or an alias: its `prog sub*` would allow anything).
+    pub fn broader_rule(&self) -> Option<String> {
+        if self.runner.is_some() {
+            return None;
         }
+        let (program, arguments) = self.words.split_first()?;
+        let name = runners::base_name(program);
+        let sub = if name == "git" {
+            arguments.get(runners::git_command(arguments).0?)?
+        } else {
+            // Without options first: `cargo test --lib`, not `ls -la x`.
+            arguments.first().filter(|word| !word.starts_with('-'))?
+        };
+        let broader = format!("{name} {sub}*");
+        (is_plain_name(sub) && broader != format!("{}*", self.text())).then_some(broader)
     }
 }
 
@@ -244,9 +259,18 @@ impl Walker<'_> {
     fn simple(&self, simple: &SimpleCommand, out: &mut Vec<CommandPart>) -> Walked {
         let mut words = Vec::new();
         let mut inner = Vec::new();
+        // `BASH_ENV=x sh`: a variable that makes the command run other code.
+        let mut runner: Option<String> = None;
         for item in simple.prefix.iter().flat_map(|prefix| &prefix.0) {
             match item {
                 CommandPrefixOrSuffixItem::AssignmentWord(assignment, _) => {
+                    let name = match &assignment.name {
+                        AssignmentName::VariableName(name)
+                        | AssignmentName::ArrayElementName(name, _) => name,
+                    };
+                    if runner.is_none() {
+                        runner = runners::variable_runs_code(name);
+                    }
                     self.assignment(assignment, &mut inner)?;
                 }
                 other => self.item(other, &mut words, &mut inner)?,
@@ -258,10 +282,36 @@ impl Walker<'_> {
         for item in simple.suffix.iter().flat_map(|suffix| &suffix.0) {
             self.item(item, &mut words, &mut inner)?;
         }
-        match unwrap(words) {
+        let seen = unwrap(words);
+        let runner = runner.or(seen.runner);
+        match seen.unwrapped {
             Unwrapped::Command(words) if words.is_empty() => {}
-            Unwrapped::Command(words) => out.push(CommandPart { words }),
-            Unwrapped::Script(script, shell) => out.extend(self.split(&script, shell)?),
+            Unwrapped::Command(words) => {
+                let runner = runner.or_else(|| runners::program_runs_code(&words));
+                // `find -exec rm {} ;` runs `rm`: a rule sees it as a part of its own.
+                let found: Vec<CommandPart> = runners::find_commands(&words)
+                    .into_iter()
+                    .filter_map(|inner| match unwrap(inner).unwrapped {
+                        Unwrapped::Command(words) => Some(CommandPart {
+                            words,
+                            runner: runner.clone(),
+                        }),
+                        Unwrapped::Script(..) => None,
+                    })
+                    .collect();
+                out.push(CommandPart { words, runner });
+                out.extend(found);
+            }
+            Unwrapped::Script(script, shell) => {
+                let mut parts = self.split(&script, shell)?;
+                // What a starter or a variable makes run, runs as it says.
+                if let Some(reason) = runner {
+                    for part in &mut parts {
+                        part.runner.get_or_insert_with(|| reason.clone());
+                    }
+                }
+                out.extend(parts);
+            }
         }
         out.append(&mut inner);
         Ok(())
@@ -649,15 +699,25 @@ mod tests {
 
     #[test]
     fn parts_suggest_a_rule_of_program_and_subcommand() {
-        let rule = |script: &str| command_parts(script).unwrap()[0].suggested_rule();
-        assert_eq!(rule("git push origin main"), "git push*");
-        assert_eq!(rule("ls -la"), "ls*");
-        assert_eq!(rule("cargo test --lib"), "cargo test*");
-        assert_eq!(rule("rm -rf /tmp/x"), "rm*");
-        assert_eq!(rule("./build.sh --release *.c"), "./build.sh*");
-        assert_eq!(rule("sudo npm run build:prod"), "npm run*");
+        let parts = |script: &str| command_parts(script).unwrap();
+        let rule = |script: &str| parts(script)[0].suggested_rule();
+        let broader = |script: &str| parts(script)[0].broader_rule();
+        // By default the exact command; a broader `prog sub*` only where the subcommand comes
+        // right after the program (its own options first for git), and never for a program
+        // that runs others.
+        assert_eq!(rule("git push origin main"), "git push origin main");
+        assert_eq!(broader("git push origin main").as_deref(), Some("git push*"));
+        assert_eq!(broader("git -C repo push").as_deref(), Some("git push*"));
+        assert_eq!(broader("cargo test --lib").as_deref(), Some("cargo test*"));
+        assert_eq!(broader("sudo npm run build:prod"), None);
+        assert_eq!(broader("ls -la"), None);
+        assert_eq!(broader("rm -rf /tmp/x"), None);
+        assert_eq!(broader("python3 -m pytest"), None);
+        assert_eq!(broader("git x"), None);
+        assert_eq!(broader("cargo test"), None);
         let part = CommandPart {
             words: vec!["git".into(), "log".into(), "-1".into()],
+            runner: None,
         };
         assert_eq!(part.text(), "git log -1");
     }

@@ -4,6 +4,9 @@
 //! themselves live in the conversation's actor (`runtime/actor/approvals.rs`).
 
 pub mod command;
+#[cfg(test)]
+mod corpus;
 pub mod policy;
+pub mod runners;
 
-pub use policy::{MCP_PREFIX, Permission, Permissions, Verdict};
+pub use policy::{MCP_PREFIX, Permission, Permissions, RuleChoice, Verdict};

@@ -15,6 +15,7 @@ use serde_json::Value;
 use wildmatch::WildMatch;
 
 use super::command::{CommandPart, command_parts};
+use super::runners;
 
 /// What a configured setting says of a call.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -80,9 +81,27 @@ pub enum Verdict {
     /// A user must answer first.
     Ask {
         reason: String,
-        /// A pattern to remember; `None` when the answer may not be remembered (escalation).
-        suggested_rule: Option<String>,
+        /// The rules an answer that remembers would keep: one per part of a shell command that
+        /// asks, each its exact text; none when the answer may not be remembered (escalation).
+        suggested_rules: Vec<RuleChoice>,
     },
+}
+
+/// A rule an answer could remember for one part of a call: its exact text, and a broader one
+/// offered beside it when there is a sensible one (`git push*`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RuleChoice {
+    pub rule: String,
+    pub broader: Option<String>,
+}
+
+impl RuleChoice {
+    fn exact(rule: String) -> RuleChoice {
+        RuleChoice {
+            rule,
+            broader: None,
+        }
+    }
 }
 
 /// What a rule of the user's could be matched against for a call: for `shell`, each part of the
@@ -154,17 +173,18 @@ impl Permissions {
             .map(|(pattern, permission)| (pattern.as_str(), *permission))
     }
 
-    /// Checks a call. `remembered(text)` says whether a rule the user kept for this tool
-    /// matches `text` (one of [`rule_subjects`]).
+    /// Checks a call. `remembered(text, exact)` says whether a rule the user kept for this
+    /// tool matches `text` (one of [`rule_subjects`]); with `exact`, only a rule that names one
+    /// use of a program counts.
     pub fn check(
         &self,
         tool: &str,
         arguments: &Value,
         cwd: &Path,
-        remembered: &dyn Fn(&str) -> bool,
+        remembered: Remembered<'_>,
     ) -> Verdict {
         match tool {
-            "shell" => self.check_shell(arguments, remembered),
+            "shell" => self.check_shell(arguments, cwd, remembered),
             _ => {
                 let subject = rule_subjects(tool, arguments, cwd)
                     .pop()
@@ -174,10 +194,10 @@ impl Permissions {
                     Permission::Deny => Verdict::Deny {
                         reason: format!("`{tool}` is denied ({})", self.key(tool)),
                     },
-                    Permission::Ask if remembered(&subject) => Verdict::Allow,
+                    Permission::Ask if remembered(&subject, false) => Verdict::Allow,
                     Permission::Ask => Verdict::Ask {
                         reason: format!("`{tool}` asks first ({})", self.key(tool)),
-                        suggested_rule: Some(suggest_for_path(tool, &subject)),
+                        suggested_rules: vec![RuleChoice::exact(suggest_for_path(tool, &subject))],
                     },
                 }
             }
@@ -194,7 +214,7 @@ impl Permissions {
         format!("agents.{}.permissions.{setting}", self.agent)
     }
 
-    fn check_shell(&self, arguments: &Value, remembered: &dyn Fn(&str) -> bool) -> Verdict {
+    fn check_shell(&self, arguments: &Value, cwd: &Path, remembered: Remembered<'_>) -> Verdict {
         let command = shell_command(arguments);
         let escalate = escalation(arguments);
         let tool_setting = self.tool("shell");
@@ -227,46 +247,12 @@ impl Permissions {
             }
             Ok(parts) => {
                 for part in parts {
-                    let text = part.text();
-                    if is_expansion(part.words.first().map_or("", String::as_str)) {
-                        // `$CMD args`: which program runs is only known when it runs.
-                        verdict.add(
-                            tool_setting.max(Permission::Ask),
-                            format!("`{text}` names its program by an expansion, so no rule can match it"),
-                            None,
-                        );
-                        continue;
-                    }
-                    // `/usr/bin/git push` is matched as `git push` too.
-                    let texts = [Some(text.clone()), by_program_name(&part.words)];
-                    let texts: Vec<&String> = texts.iter().flatten().collect();
-                    let matched = self
-                        .shell_rules
-                        .iter()
-                        .filter(|(pattern, _)| {
-                            texts.iter().any(|text| pattern_matches(pattern, text))
-                        })
-                        .max_by_key(|(_, permission)| *permission);
-                    match matched {
-                        Some((pattern, permission)) => verdict.add(
-                            *permission,
-                            format!(
-                                "`{text}` matches the rule \"{pattern}\" = \"{}\" \
-                                 (agents.{}.permissions.shell_rules)",
-                                permission.name(),
-                                self.agent
-                            ),
-                            Some(part.suggested_rule()),
-                        ),
-                        // Only the tool's own `ask` may be answered by a remembered rule.
-                        None if tool_setting == Permission::Ask
-                            && texts.iter().any(|text| remembered(text)) => {}
-                        None => verdict.add(
-                            tool_setting,
-                            self.tool_reason(tool_setting),
-                            Some(part.suggested_rule()),
-                        ),
-                    }
+                    let (permission, reason) = self.judge_part(&part, cwd, tool_setting, remembered);
+                    let choice = RuleChoice {
+                        rule: part.suggested_rule(),
+                        broader: part.broader_rule(),
+                    };
+                    verdict.add(permission, reason, Some(choice));
                 }
             }
         }
@@ -277,9 +263,84 @@ impl Permissions {
             (_, Some(why)) => escalation_verdict(why),
             (Permission::Ask, None) => Verdict::Ask {
                 reason: verdict.reason,
-                suggested_rule: verdict.suggested_rule,
+                suggested_rules: verdict.suggested_rules,
             },
             (Permission::Allow, None) => Verdict::Allow,
+        }
+    }
+
+    /// What the rules say of one part of a command, and why. A part that runs other programs
+    /// (`runners.rs`), or a program by a path that is not the one its name finds, asks unless a
+    /// rule names that use exactly; a deny that matches it refuses it all the same.
+    fn judge_part(
+        &self,
+        part: &CommandPart,
+        cwd: &Path,
+        tool_setting: Permission,
+        remembered: Remembered<'_>,
+    ) -> (Permission, String) {
+        let text = part.text();
+        if is_expansion(part.words.first().map_or("", String::as_str)) {
+            // `$CMD args`: which program runs is only known when it runs.
+            return (
+                tool_setting.max(Permission::Ask),
+                format!("`{text}` names its program by an expansion, so no rule can match it"),
+            );
+        }
+        // `/usr/bin/git push` is matched as `git push` too, and `git -C x push` as `git push`.
+        let mut texts = match_texts(&part.words);
+        let runner = part
+            .runner
+            .clone()
+            .or_else(|| not_the_program_found(&part.words, cwd));
+        if runner.is_some() {
+            // What `xargs` or `find -exec` starts gets more arguments when it runs: `rm *`
+            // must see `xargs rm` as the `rm …` it will be.
+            let more: Vec<String> = texts.iter().map(|text| format!("{text} …")).collect();
+            texts.extend(more);
+        }
+        let matched = self
+            .shell_rules
+            .iter()
+            .filter(|(pattern, _)| texts.iter().any(|text| pattern_matches(pattern, text)))
+            .max_by_key(|(_, permission)| *permission);
+        let rule_reason = |pattern: &str, permission: Permission| {
+            format!(
+                "`{text}` matches the rule \"{pattern}\" = \"{}\" (agents.{}.permissions.shell_rules)",
+                permission.name(),
+                self.agent
+            )
+        };
+        match (matched, runner) {
+            (Some((pattern, Permission::Deny)), _) => {
+                (Permission::Deny, rule_reason(pattern, Permission::Deny))
+            }
+            (Some((pattern, permission)), None) => (*permission, rule_reason(pattern, *permission)),
+            (matched, Some(why)) => {
+                // Only a rule that names this use, configured or remembered, lets it run.
+                let named = matched.is_some_and(|(pattern, permission)| {
+                    *permission == Permission::Allow && names_exact_use(pattern)
+                }) || texts.iter().any(|text| remembered(text, true));
+                if named {
+                    return (Permission::Allow, String::new());
+                }
+                let asked = matched.map_or(tool_setting, |(_, permission)| *permission);
+                (
+                    asked.max(Permission::Ask),
+                    format!(
+                        "`{text}` runs other programs ({why}), so a rule on its command line \
+                         cannot see all it does; no rule names this use of it"
+                    ),
+                )
+            }
+            // Only the tool's own `ask` may be answered by a remembered rule.
+            (None, None)
+                if tool_setting == Permission::Ask
+                    && texts.iter().any(|text| remembered(text, false)) =>
+            {
+                (Permission::Allow, String::new())
+            }
+            (None, None) => (tool_setting, self.tool_reason(tool_setting)),
         }
     }
 
@@ -296,13 +357,112 @@ impl Permissions {
 fn escalation_verdict(why: &str) -> Verdict {
     Verdict::Ask {
         reason: format!("the agent asks to run this outside the sandbox: {why}"),
-        suggested_rule: None,
+        suggested_rules: Vec::new(),
     }
 }
 
 /// Whether a command's program is an expansion (`$CMD`, `` `which rm` ``, `$(…)`).
 fn is_expansion(program: &str) -> bool {
     program.contains('$') || program.contains('`')
+}
+
+/// Why `pattern` may not be remembered for a shell command, if it may not: it would allow
+/// every command (`*`, or a pattern starting with a wildcard), or every use of a shell, an
+/// interpreter or git (`python3*`, `git *`).
+pub fn refuse_shell_rule(pattern: &str) -> Option<String> {
+    let pattern = pattern.trim();
+    if pattern.starts_with(['*', '?']) {
+        return Some(format!(
+            "the rule \"{pattern}\" would allow every command: name the program"
+        ));
+    }
+    let program = pattern.split([' ', '*', '?']).next().unwrap_or("");
+    let words: Vec<String> = vec![program.to_owned(), "x".to_owned()];
+    let runs_code = runners::program_runs_code(&words).is_some()
+        || runners::base_name(program) == "git";
+    (runs_code && !names_exact_use(pattern)).then(|| {
+        format!(
+            "the rule \"{pattern}\" would allow every use of {program}, which runs other \
+             programs: name one use (\"{program} SOMETHING*\" or the exact command)"
+        )
+    })
+}
+
+/// Examples of what else `pattern` would allow besides the call it was made for, written in
+/// the rules' own language: shown beside a broader rule before it is kept.
+pub fn also_allows(pattern: &str) -> Vec<String> {
+    let Some(prefix) = pattern.strip_suffix('*') else {
+        return Vec::new();
+    };
+    [" --force", " ../elsewhere", "-more"]
+        .iter()
+        .map(|tail| format!("{prefix}{tail}"))
+        .collect()
+}
+
+/// Whether a remembered rule of the user's matches a text; with `true`, only one that names
+/// an exact use (`names_exact_use`).
+pub type Remembered<'a> = &'a dyn Fn(&str, bool) -> bool;
+
+/// Whether `pattern` names one use of a program rather than the program whatever it is given:
+/// it has no wildcard, or before its first wildcard the program is followed by at least one
+/// whole word that is not an option (`python3 -m pytest*`, `git push*`, `make test`; never
+/// `python3*`, `python3 *` nor `python3 -c*`).
+pub fn names_exact_use(pattern: &str) -> bool {
+    let Some(wildcard) = pattern.find(['*', '?']) else {
+        return true;
+    };
+    let literal = &pattern[..wildcard];
+    let words: Vec<&str> = literal.split(' ').collect();
+    let complete = if literal.ends_with(' ') {
+        &words[..words.len() - 1]
+    } else {
+        &words[..]
+    };
+    complete
+        .iter()
+        .skip(1)
+        .any(|word| !word.is_empty() && !word.starts_with('-'))
+}
+
+/// The texts a part is matched against: as written, with its program by name alone when it
+/// was given by path, and git's with its options before the command left out.
+fn match_texts(words: &[String]) -> Vec<String> {
+    let mut texts = vec![words.join(" ")];
+    texts.extend(by_program_name(words));
+    if words.first().is_some_and(|program| runners::base_name(program) == "git")
+        && let (Some(command), _) = runners::git_command(&words[1..])
+        && command > 0
+    {
+        let rest = words[1 + command..].join(" ");
+        texts.push(format!("git {rest}"));
+    }
+    texts
+}
+
+/// Why a program given by path is not the program of that name the path would find (a `./rm`,
+/// `/tmp/x/git`, a script written in the working directory), if it is not.
+fn not_the_program_found(words: &[String], cwd: &Path) -> Option<String> {
+    let program = words.first()?;
+    if !program.contains('/') {
+        return None;
+    }
+    let name = runners::base_name(program);
+    let given = cwd.join(program).canonicalize().ok();
+    let found = std::env::var_os("PATH").and_then(|path| {
+        std::env::split_paths(&path)
+            .map(|dir| dir.join(name))
+            .find(|candidate| candidate.is_file())
+            .and_then(|candidate| candidate.canonicalize().ok())
+    });
+    match (given, found) {
+        (Some(given), Some(found)) if given == found => None,
+        (_, Some(found)) => Some(format!(
+            "it runs {program}, not the {name} found on the path ({})",
+            found.display()
+        )),
+        (_, None) => Some(format!("it runs {program}, a program not on the path")),
+    }
 }
 
 /// The command with its program by name alone, when it was given by path (`/bin/rm -rf x` →
@@ -318,11 +478,12 @@ fn by_program_name(words: &[String]) -> Option<String> {
     })
 }
 
-/// The strictest permission seen so far, with the reason and rule of its first occurrence.
+/// The strictest permission seen so far, with the reason of its first occurrence, and the rule
+/// each part that asks could be remembered by.
 struct Strictest {
     permission: Permission,
     reason: String,
-    suggested_rule: Option<String>,
+    suggested_rules: Vec<RuleChoice>,
 }
 
 impl Default for Strictest {
@@ -330,18 +491,24 @@ impl Default for Strictest {
         Strictest {
             permission: Permission::Allow,
             reason: String::new(),
-            suggested_rule: None,
+            suggested_rules: Vec::new(),
         }
     }
 }
 
 impl Strictest {
-    fn add(&mut self, permission: Permission, reason: String, suggested_rule: Option<String>) {
+    fn add(&mut self, permission: Permission, reason: String, suggested_rule: Option<RuleChoice>) {
         // The first reason of the strictest permission is kept (starting from `allow`).
-        if self.reason.is_empty() || permission > self.permission {
+        if (self.reason.is_empty() && !reason.is_empty()) || permission > self.permission {
             self.permission = permission;
             self.reason = reason;
-            self.suggested_rule = suggested_rule;
+        }
+        // Every part that asks gets its rule: one answer then covers the whole command.
+        if permission == Permission::Ask
+            && let Some(rule) = suggested_rule
+            && !self.suggested_rules.iter().any(|known| known.rule == rule.rule)
+        {
+            self.suggested_rules.push(rule);
         }
     }
 }
@@ -402,7 +569,7 @@ mod tests {
     }
 
     fn check(permissions: &Permissions, arguments: &Value) -> Verdict {
-        permissions.check("shell", arguments, Path::new("/w"), &|_| false)
+        permissions.check("shell", arguments, Path::new("/w"), &|_, _| false)
     }
 
     fn is_ask(verdict: &Verdict) -> bool {
@@ -447,7 +614,7 @@ mod tests {
     fn remembered_rules_answer_only_the_tools_own_ask() {
         let rules = [("git push*", Permission::Ask), ("rm *", Permission::Deny)];
         let policy = permissions(Permission::Ask, &rules);
-        let remembered = |text: &str| pattern_matches("*", text);
+        let remembered = |text: &str, _exact: bool| pattern_matches("*", text);
         let with =
             |command: &str| policy.check("shell", &shell(command), Path::new("/w"), &remembered);
         assert_eq!(with("cargo test"), Verdict::Allow);
@@ -463,7 +630,7 @@ mod tests {
             Verdict::Ask {
                 reason: "the agent asks to run this outside the sandbox: needs the network"
                     .to_owned(),
-                suggested_rule: None,
+                suggested_rules: Vec::new(),
             }
         );
     }
@@ -503,14 +670,14 @@ mod tests {
             ..Permissions::default()
         };
         let check = |policy: &Permissions, tool: &str| {
-            policy.check(tool, &json!({}), Path::new("/"), &|_| false)
+            policy.check(tool, &json!({}), Path::new("/"), &|_, _| false)
         };
         // Unconfigured: every MCP tool asks, naming the `mcp` setting.
         assert_eq!(
             check(&policy, "mcp__files__read"),
             Verdict::Ask {
                 reason: "`mcp__files__read` asks first (agents.a.permissions.mcp)".to_owned(),
-                suggested_rule: Some("*".to_owned()),
+                suggested_rules: vec![RuleChoice::exact("*".to_owned())],
             }
         );
         policy.tools.insert("mcp".to_owned(), Permission::Allow);
@@ -557,17 +724,17 @@ mod tests {
             "write_file",
             &json!({"path": "src/main.rs", "content": ""}),
             Path::new("/w"),
-            &|_| false,
+            &|_, _| false,
         );
         assert_eq!(
             verdict,
             Verdict::Ask {
                 reason: "`write_file` asks first (agents.default.permissions.write_file)"
                     .to_owned(),
-                suggested_rule: Some("/w/src/*".to_owned()),
+                suggested_rules: vec![RuleChoice::exact("/w/src/*".to_owned())],
             }
         );
-        let remembered = |text: &str| pattern_matches("/w/src/*", text);
+        let remembered = |text: &str, _exact: bool| pattern_matches("/w/src/*", text);
         let verdict = policy.check(
             "write_file",
             &json!({"path": "src/lib.rs"}),

@@ -24,7 +24,7 @@ pub struct ApprovalRequest {
     pub tool: String,
     pub arguments: Value,
     pub reason: String,
-    pub suggested_rule: Option<String>,
+    pub suggested_rules: Vec<crate::permissions::RuleChoice>,
     pub escalate: Option<String>,
     /// Denied unless answered within this.
     pub timeout: Option<Duration>,
@@ -61,9 +61,9 @@ impl CallGate {
             agent: &self.agent,
             cwd: &self.cwd,
         };
-        let remembered = |text: &str| {
+        let remembered = |text: &str, exact: bool| {
             self.rules
-                .allows(scope, tool, text)
+                .allows(scope, tool, text, exact)
                 .unwrap_or_else(|error| {
                     // Unreadable rules answer nothing: the user is asked.
                     tracing::error!(%error, "cannot read the remembered rules");

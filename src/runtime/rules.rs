@@ -14,7 +14,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::api::approvals::{Rule, RuleScope};
 use crate::domain::{Timestamp, new_id, now};
-use crate::permissions::policy::pattern_matches;
+use crate::permissions::policy::{names_exact_use, pattern_matches};
 use crate::store::{JsonlWriter, StoreError, jsonl};
 
 /// One line of `rules.jsonl`.
@@ -77,10 +77,20 @@ impl RuleStore {
         self.current()
     }
 
-    /// Whether a rule for `tool` in the call's scope matches `text`.
-    pub fn allows(&self, call: CallScope<'_>, tool: &str, text: &str) -> Result<bool, StoreError> {
+    /// Whether a rule for `tool` in the call's scope matches `text`; with `exact`, only a rule
+    /// that names one use of a program (`names_exact_use`) counts.
+    pub fn allows(
+        &self,
+        call: CallScope<'_>,
+        tool: &str,
+        text: &str,
+        exact: bool,
+    ) -> Result<bool, StoreError> {
         Ok(self.current()?.iter().any(|rule| {
-            rule.tool == tool && rule.scope.applies_to(call) && pattern_matches(&rule.pattern, text)
+            rule.tool == tool
+                && rule.scope.applies_to(call)
+                && pattern_matches(&rule.pattern, text)
+                && (!exact || names_exact_use(&rule.pattern))
         }))
     }
 
@@ -251,21 +261,20 @@ mod tests {
         assert_eq!(reopened.list().unwrap().len(), 2);
         assert!(
             reopened
-                .allows(call("c_1"), "shell", "cargo test --lib")
-                .unwrap()
+                .allows(call("c_1"), "shell", "cargo test --lib", false).unwrap()
         );
-        assert!(!reopened.allows(call("c_2"), "shell", "cargo test").unwrap());
-        assert!(reopened.allows(call("c_2"), "shell", "ls -la").unwrap());
-        assert!(!reopened.allows(call("c_2"), "write_file", "ls").unwrap());
+        assert!(!reopened.allows(call("c_2"), "shell", "cargo test", false).unwrap());
+        assert!(reopened.allows(call("c_2"), "shell", "ls -la", false).unwrap());
+        assert!(!reopened.allows(call("c_2"), "write_file", "ls", false).unwrap());
         let elsewhere = CallScope {
             cwd: "/other",
             ..call("c_2")
         };
-        assert!(!reopened.allows(elsewhere, "shell", "ls").unwrap());
+        assert!(!reopened.allows(elsewhere, "shell", "ls", false).unwrap());
 
         // A change by another instance (here: the first handle) is seen by the second.
         assert_eq!(store.delete(&kept.id, "ui").unwrap(), Some(kept.clone()));
-        assert!(!reopened.allows(call("c_2"), "shell", "ls").unwrap());
+        assert!(!reopened.allows(call("c_2"), "shell", "ls", false).unwrap());
         assert_eq!(reopened.delete(&kept.id, "ui").unwrap(), None);
     }
 
@@ -278,10 +287,10 @@ mod tests {
         };
         store.add("shell", "make*", scope, "cli", None).unwrap();
         store.copy_conversation("c_1", "c_2").unwrap();
-        assert!(store.allows(call("c_2"), "shell", "make all").unwrap());
+        assert!(store.allows(call("c_2"), "shell", "make all", false).unwrap());
         store.drop_conversation("c_1").unwrap();
-        assert!(!store.allows(call("c_1"), "shell", "make").unwrap());
-        assert!(store.allows(call("c_2"), "shell", "make").unwrap());
+        assert!(!store.allows(call("c_1"), "shell", "make", false).unwrap());
+        assert!(store.allows(call("c_2"), "shell", "make", false).unwrap());
         assert_eq!(store.list().unwrap().len(), 1);
     }
 

@@ -10,12 +10,14 @@ use tokio::sync::oneshot;
 use super::ConversationActor;
 use crate::api::approvals::{
     Approval, ApprovalAnswer, ApprovalDecision, ApprovalResolution, ApprovalStatus,
-    ApprovalSubject, RuleScope,
+    ApprovalSubject, BroaderRule, RuleScope, SuggestedRule,
 };
 use crate::api::events::{ConversationEvent, ListEvent};
 use crate::domain::{ItemKind, ItemStatus, new_id, now};
 use crate::permissions::Verdict;
-use crate::permissions::policy::{pattern_matches, rule_subjects, shell_command};
+use crate::permissions::policy::{
+    also_allows, pattern_matches, refuse_shell_rule, rule_subjects, shell_command,
+};
 use crate::runtime::RuntimeError;
 use crate::runtime::approvals::{ApprovalOutcome, ApprovalRequest};
 use crate::runtime::link::{FromTurn, TurnMsg};
@@ -79,7 +81,18 @@ impl ConversationActor {
             tool: request.tool,
             subject,
             escalate: request.escalate,
-            suggested_rule: request.suggested_rule,
+            suggested_rule: request.suggested_rules.first().map(|choice| choice.rule.clone()),
+            suggested_rules: request
+                .suggested_rules
+                .into_iter()
+                .map(|choice| SuggestedRule {
+                    rule: choice.rule,
+                    broader: choice.broader.map(|rule| BroaderRule {
+                        also_allows: also_allows(&rule),
+                        rule,
+                    }),
+                })
+                .collect(),
             reason: request.reason,
             created_at,
             expires_at: request.timeout.map(|timeout| {
@@ -141,10 +154,10 @@ impl ConversationActor {
             });
         };
         let waiting = &self.approvals[index];
-        let rule = if answer.decision.remembers() {
-            Some(self.remember(waiting, &answer, &by)?)
+        let rules = if answer.decision.remembers() {
+            self.remember(waiting, &answer, &by)?
         } else {
-            None
+            Vec::new()
         };
         let waiting = self.approvals.remove(index);
         let (status, outcome) = match answer.decision {
@@ -158,7 +171,8 @@ impl ConversationActor {
         };
         let resolution = ApprovalResolution {
             decision: Some(answer.decision),
-            rule,
+            rule: rules.first().cloned(),
+            rules,
             message: answer.message,
             decided_at: now(),
             decided_by: by,
@@ -211,13 +225,16 @@ impl ConversationActor {
         }
     }
 
-    /// Checks and keeps the rule an answer remembers.
+    /// Checks and keeps the rules an answer remembers: those it gives, else the suggested ones
+    /// (its `rule` in place of the first). Each must match a part of the call; for a shell
+    /// command none may allow every command, nor every use of a program that runs others.
+    /// Nothing is kept unless every one passes.
     fn remember(
         &self,
         waiting: &WaitingApproval,
         answer: &ApprovalAnswer,
         by: &str,
-    ) -> Result<crate::api::approvals::Rule, RuntimeError> {
+    ) -> Result<Vec<crate::api::approvals::Rule>, RuntimeError> {
         let approval = &waiting.approval;
         if approval.escalate.is_some() {
             return Err(RuntimeError::Invalid(
@@ -226,27 +243,48 @@ impl ConversationActor {
                     .to_owned(),
             ));
         }
-        let Some(pattern) = answer
-            .rule
-            .clone()
-            .or_else(|| approval.suggested_rule.clone())
-            .filter(|pattern| !pattern.trim().is_empty())
-        else {
+        let mut patterns: Vec<String> = match (&answer.rules, &answer.rule) {
+            (Some(rules), _) => rules.clone(),
+            (None, given) => {
+                let mut suggested: Vec<String> = approval
+                    .suggested_rules
+                    .iter()
+                    .map(|choice| choice.rule.clone())
+                    .collect();
+                if let Some(given) = given {
+                    match suggested.first_mut() {
+                        Some(first) => *first = given.clone(),
+                        None => suggested.push(given.clone()),
+                    }
+                }
+                suggested
+            }
+        };
+        patterns.retain(|pattern| !pattern.trim().is_empty());
+        patterns.dedup();
+        if patterns.is_empty() {
             return Err(RuntimeError::Invalid(
                 "give the `rule` to remember (this approval suggests none)".to_owned(),
             ));
-        };
+        }
         let subjects = rule_subjects(
             &approval.tool,
             &waiting.arguments,
             std::path::Path::new(&approval.subject.cwd),
         );
-        if !subjects.iter().any(|text| pattern_matches(&pattern, text)) {
-            return Err(RuntimeError::Invalid(format!(
-                "the rule \"{pattern}\" does not match this call ({}); a remembered rule must \
-                 cover the call it answers",
-                subjects.join(", ")
-            )));
+        for pattern in &patterns {
+            if approval.tool == "shell"
+                && let Some(why) = refuse_shell_rule(pattern)
+            {
+                return Err(RuntimeError::Invalid(why));
+            }
+            if !subjects.iter().any(|text| pattern_matches(pattern, text)) {
+                return Err(RuntimeError::Invalid(format!(
+                    "the rule \"{pattern}\" does not match this call ({}); a remembered rule \
+                     must cover the call it answers",
+                    subjects.join(", ")
+                )));
+            }
         }
         let scope = match answer.decision {
             ApprovalDecision::AllowAlways => RuleScope::Always {
@@ -257,10 +295,17 @@ impl ConversationActor {
                 conversation_id: self.id.clone(),
             },
         };
-        Ok(self
-            .shared
-            .rules
-            .add(&approval.tool, &pattern, scope, by, Some(&approval.id))?)
+        let mut kept = Vec::new();
+        for pattern in &patterns {
+            kept.push(self.shared.rules.add(
+                &approval.tool,
+                pattern,
+                scope.clone(),
+                by,
+                Some(&approval.id),
+            )?);
+        }
+        Ok(kept)
     }
 
     /// The approval ran out of time: denied, unless it was settled first.
@@ -346,6 +391,7 @@ fn service_resolution() -> ApprovalResolution {
     ApprovalResolution {
         decision: None,
         rule: None,
+        rules: Vec::new(),
         message: None,
         decided_at: now(),
         decided_by: "service".to_owned(),

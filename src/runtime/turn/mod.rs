@@ -246,7 +246,7 @@ async fn check(spec: &TurnSpec, name: &str, arguments: &Value) -> Verdict {
         .await
         .unwrap_or_else(|_| Verdict::Ask {
             reason: "the command could not be checked against the rules".to_owned(),
-            suggested_rule: None,
+            suggested_rules: Vec::new(),
         })
 }
 
@@ -254,7 +254,7 @@ async fn check(spec: &TurnSpec, name: &str, arguments: &Value) -> Verdict {
 /// the result the model gets instead.
 async fn gate(spec: &TurnSpec, item: &Item, link: &ActorLink) -> Result<bool, ToolResult> {
     let (name, arguments) = (tool_name(item), tool_arguments(item));
-    let (reason, suggested_rule) = match check(spec, name, arguments).await {
+    let (reason, suggested_rules) = match check(spec, name, arguments).await {
         Verdict::Allow => return Ok(false),
         Verdict::Deny { reason } => {
             return Err(ToolResult::failed(format!(
@@ -263,8 +263,8 @@ async fn gate(spec: &TurnSpec, item: &Item, link: &ActorLink) -> Result<bool, To
         }
         Verdict::Ask {
             reason,
-            suggested_rule,
-        } => (reason, suggested_rule),
+            suggested_rules,
+        } => (reason, suggested_rules),
     };
     let escalate = escalation(arguments).map(str::to_owned);
     let escalated = escalate.is_some();
@@ -273,7 +273,7 @@ async fn gate(spec: &TurnSpec, item: &Item, link: &ActorLink) -> Result<bool, To
         tool: name.to_owned(),
         arguments: arguments.clone(),
         reason,
-        suggested_rule,
+        suggested_rules,
         escalate,
         timeout: spec.gate.permissions.approval_timeout,
     };
