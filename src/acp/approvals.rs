@@ -26,17 +26,22 @@ pub fn options(approval: &Value) -> Vec<PermissionOption> {
         "Allow once",
         PermissionOptionKind::AllowOnce,
     )];
-    if let Some(rule) = approval["suggested_rule"].as_str()
-        && approval["escalate"].is_null()
-    {
+    let rules = crate::client::approval_prompt::suggested_rules(approval);
+    if !rules.is_empty() && approval["escalate"].is_null() {
+        // Each part's exact rule, written out as a terminal would not interpret it.
+        let rule: Vec<String> = rules
+            .iter()
+            .map(|(rule, _)| format!("`{}`", crate::text::visible(rule)))
+            .collect();
+        let rule = rule.join(", ");
         options.push(PermissionOption::new(
             "allow_conversation",
-            format!("Always allow `{rule}` in this conversation"),
+            format!("Always allow {rule} in this conversation"),
             PermissionOptionKind::AllowAlways,
         ));
         options.push(PermissionOption::new(
             "allow_always",
-            format!("Always allow `{rule}` for this agent in this directory"),
+            format!("Always allow {rule} for this agent in this directory"),
             PermissionOptionKind::AllowAlways,
         ));
     }

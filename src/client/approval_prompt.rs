@@ -8,6 +8,7 @@ use std::future::Future;
 use serde_json::{Value, json};
 
 use super::api::{Api, service_error};
+use crate::text::visible;
 
 /// What the user typed, or why no answer will come from this terminal.
 pub enum Input {
@@ -177,13 +178,37 @@ pub fn describe(approval: &Value, asker: Option<&str>) -> String {
         text(&approval["tool"])
     );
     out += &format!("  {}\n", subject_line(subject));
-    out += &format!("  in {}\n", text(&subject["cwd"]));
+    out += &format!("  in {}\n", visible(text(&subject["cwd"])));
     if let Some(why) = approval["escalate"].as_str() {
-        out += &format!("  OUTSIDE the sandbox, because: {why}\n");
+        out += &format!("  OUTSIDE the sandbox, because: {}\n", visible(why));
     }
-    out += &format!("  asked because: {}\n", text(&approval["reason"]));
-    if let Some(rule) = approval["suggested_rule"].as_str() {
-        out += &format!("  rule an always/conversation answer keeps: {rule}\n");
+    out += &format!("  asked because: {}\n", visible(text(&approval["reason"])));
+    let rules = suggested_rules(approval);
+    if !rules.is_empty() {
+        let exact: Vec<String> = rules
+            .iter()
+            .map(|(rule, _)| format!("`{}`", visible(rule)))
+            .collect();
+        out += &format!(
+            "  rule{} an always/conversation answer keeps: {} (only this)\n",
+            if exact.len() > 1 { "s" } else { "" },
+            exact.join(", ")
+        );
+        for (_, broader) in rules
+            .iter()
+            .filter_map(|(rule, broader)| Some((rule, broader.as_ref()?)))
+        {
+            out += &format!(
+                "  or, answering `b`, the broader `{}`, which also allows: {}\n",
+                visible(&broader.0),
+                broader
+                    .1
+                    .iter()
+                    .map(|example| format!("`{}`", visible(example)))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            );
+        }
     }
     if let Some(expires) = approval["expires_at"].as_str() {
         out += &format!("  denied unless answered by {expires}\n");
@@ -191,15 +216,50 @@ pub fn describe(approval: &Value, asker: Option<&str>) -> String {
     out
 }
 
-/// The call on one line: a command as `$ command`, a file tool's path, or other arguments.
+/// The call on one line: a command as `$ command`, a file tool's path, or other arguments, with
+/// anything a terminal would interpret written out (`crate::text::visible`).
 pub fn subject_line(subject: &Value) -> String {
     if let Some(command) = subject["command"].as_str() {
-        format!("$ {command}")
+        format!("$ {}", visible(command))
     } else if let Some(path) = subject["path"].as_str() {
-        format!("path: {path}")
+        format!("path: {}", visible(path))
     } else {
-        format!("arguments: {}", subject["arguments"])
+        format!("arguments: {}", visible(&subject["arguments"].to_string()))
     }
+}
+
+/// A suggested rule: the exact one, and the broader one offered beside it with what else it
+/// allows.
+pub type Suggested = (String, Option<(String, Vec<String>)>);
+
+/// The approval's suggested rules. An approval from an older service has only
+/// `suggested_rule`.
+pub fn suggested_rules(approval: &Value) -> Vec<Suggested> {
+    let listed: Vec<_> = approval["suggested_rules"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|choice| {
+            let rule = choice["rule"].as_str()?.to_owned();
+            let broader = choice["broader"]["rule"].as_str().map(|broader| {
+                let examples = choice["broader"]["also_allows"]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .filter_map(Value::as_str)
+                    .map(str::to_owned)
+                    .collect();
+                (broader.to_owned(), examples)
+            });
+            Some((rule, broader))
+        })
+        .collect();
+    if listed.is_empty()
+        && let Some(rule) = approval["suggested_rule"].as_str()
+    {
+        return vec![(rule.to_owned(), None)];
+    }
+    listed
 }
 
 /// How a settled approval ended, as a line; `ours` when this terminal's answer settled it.
@@ -207,19 +267,29 @@ pub fn outcome(approval: &Value, ours: bool) -> String {
     let id = text(&approval["id"]);
     let resolution = &approval["resolution"];
     let rule = &resolution["rule"];
+    let kept: Vec<String> = match resolution["rules"].as_array() {
+        Some(rules) if !rules.is_empty() => rules
+            .iter()
+            .map(|rule| format!("\"{}\"", visible(text(&rule["pattern"]))))
+            .collect(),
+        _ => vec![format!("\"{}\"", visible(text(&rule["pattern"])))],
+    };
+    let (the_rules, are) = match kept.len() {
+        1 => ("the rule", "is"),
+        _ => ("the rules", "are"),
+    };
+    let kept = kept.join(", ");
     let what = match (text(&approval["status"]), text(&resolution["decision"])) {
-        ("allowed", "allow_conversation") => format!(
-            "allowed; the rule \"{}\" is kept for this conversation",
-            text(&rule["pattern"])
-        ),
+        ("allowed", "allow_conversation") => {
+            format!("allowed; {the_rules} {kept} {are} kept for this conversation")
+        }
         ("allowed", "allow_always") => format!(
-            "allowed; the rule \"{}\" is kept for this agent in {}",
-            text(&rule["pattern"]),
-            text(&rule["scope"]["cwd"])
+            "allowed; {the_rules} {kept} {are} kept for this agent in {}",
+            visible(text(&rule["scope"]["cwd"]))
         ),
         ("allowed", _) => "allowed once".to_owned(),
         ("denied", _) => match resolution["message"].as_str() {
-            Some(message) => format!("denied: {message}"),
+            Some(message) => format!("denied: {}", visible(message)),
             None => "denied".to_owned(),
         },
         ("expired", _) => "expired unanswered, so denied".to_owned(),
@@ -258,19 +328,20 @@ pub fn how_to_answer(api: &Api, approval: &Value) -> String {
     )
 }
 
-/// The question and its follow-ups (which rule to keep, a message with a denial), one line of
+/// The question and its follow-ups (which rules to keep, a message with a denial), one line of
 /// input at a time.
 pub struct Dialog {
     /// An escalation (running outside the sandbox) is allowed once or denied, never kept.
     escalation: bool,
-    suggested_rule: Option<String>,
+    /// Each part's exact rule, and its broader one if offered.
+    rules: Vec<(String, Option<String>)>,
     step: Step,
 }
 
 #[derive(Clone, Copy)]
 enum Step {
     Choice,
-    /// Which rule `allow_conversation` or `allow_always` keeps.
+    /// Which rules `allow_conversation` or `allow_always` keeps.
     Rule(&'static str),
     /// The message a denial tells the model.
     Message,
@@ -289,7 +360,10 @@ impl Dialog {
     pub fn new(approval: &Value) -> Dialog {
         Dialog {
             escalation: !approval["escalate"].is_null(),
-            suggested_rule: approval["suggested_rule"].as_str().map(str::to_owned),
+            rules: suggested_rules(approval)
+                .into_iter()
+                .map(|(rule, broader)| (rule, broader.map(|(broader, _)| broader)))
+                .collect(),
             step: Step::Choice,
         }
     }
@@ -299,10 +373,27 @@ impl Dialog {
         match self.step {
             Step::Choice if self.escalation => "Allow? [y]es once / [n]o: ".to_owned(),
             Step::Choice => "Allow? [y]es once / [c]onversation / [a]lways / [n]o: ".to_owned(),
-            Step::Rule(_) => match &self.suggested_rule {
-                Some(rule) => format!("Rule to keep [{rule}] (Enter keeps it, or type another): "),
-                None => "Rule to keep (`*` matches any text): ".to_owned(),
-            },
+            Step::Rule(_) if self.rules.is_empty() => {
+                "Rule to keep (`*` matches any text): ".to_owned()
+            }
+            Step::Rule(_) => {
+                let exact: Vec<String> = self
+                    .rules
+                    .iter()
+                    .map(|(rule, _)| visible(rule).into_owned())
+                    .collect();
+                let broader = if self.rules.iter().any(|(_, broader)| broader.is_some()) {
+                    ", b keeps the broader one"
+                } else {
+                    ""
+                };
+                format!(
+                    "Rule{} to keep [{}] (Enter keeps {}{broader}, or type another): ",
+                    if exact.len() > 1 { "s" } else { "" },
+                    exact.join(" | "),
+                    if exact.len() > 1 { "them" } else { "it" },
+                )
+            }
             Step::Message => "Message to the agent (optional, Enter for none): ".to_owned(),
         }
     }
@@ -338,12 +429,17 @@ impl Dialog {
                 Next::Ask(self.question())
             }
             Step::Rule(decision) => {
-                let rule = match (line, &self.suggested_rule) {
-                    ("", Some(suggested)) => suggested.clone(),
-                    ("", None) => return Next::Ask(self.question()),
-                    (typed, _) => typed.to_owned(),
+                let rules: Vec<String> = match line {
+                    "" if self.rules.is_empty() => return Next::Ask(self.question()),
+                    "" => self.rules.iter().map(|(rule, _)| rule.clone()).collect(),
+                    "b" if self.rules.iter().any(|(_, broader)| broader.is_some()) => self
+                        .rules
+                        .iter()
+                        .map(|(rule, broader)| broader.clone().unwrap_or_else(|| rule.clone()))
+                        .collect(),
+                    typed => return Next::Answer(json!({ "decision": decision, "rule": typed })),
                 };
-                Next::Answer(json!({ "decision": decision, "rule": rule }))
+                Next::Answer(json!({ "decision": decision, "rules": rules }))
             }
             Step::Message if line.is_empty() => Next::Answer(json!({ "decision": "deny" })),
             Step::Message => Next::Answer(json!({ "decision": "deny", "message": line })),
@@ -402,7 +498,7 @@ mod tests {
         );
         assert_eq!(
             kept[1],
-            Next::Answer(json!({"decision": "allow_always", "rule": "touch*"}))
+            Next::Answer(json!({"decision": "allow_always", "rules": ["touch*"]}))
         );
         assert_eq!(
             answers(&approval, &["c", "touch *.txt"])[1],
@@ -414,6 +510,52 @@ mod tests {
         assert_eq!(
             unsuggested[2],
             Next::Answer(json!({"decision": "allow_always", "rule": "ls*"}))
+        );
+    }
+
+    #[test]
+    fn a_compound_command_keeps_a_rule_per_part_or_the_broader_ones() {
+        let approval = json!({
+            "id": "ap_1", "conversation_id": "c_1", "session_id": "s_1", "tool": "shell",
+            "subject": { "command": "git push origin && make\u{1b}[2K", "cwd": "/srv/app" },
+            "escalate": null, "suggested_rule": "git push origin",
+            "suggested_rules": [
+                {"rule": "git push origin", "broader": {"rule": "git push*", "also_allows": ["git push --force"]}},
+                {"rule": "make", "broader": null},
+            ],
+            "reason": "r", "status": "pending", "resolution": null,
+        });
+        let shown = describe(&approval, None);
+        assert!(
+            shown.contains("$ git push origin && make\\x1b[2K"),
+            "{shown}"
+        );
+        assert!(
+            shown.contains(
+                "rules an always/conversation answer keeps: `git push origin`, `make` (only this)"
+            ),
+            "{shown}"
+        );
+        assert!(
+            shown.contains("the broader `git push*`, which also allows: `git push --force`"),
+            "{shown}"
+        );
+        let kept = answers(&approval, &["a", ""]);
+        assert_eq!(
+            kept[0],
+            Next::Ask(
+                "Rules to keep [git push origin | make] (Enter keeps them, b keeps the broader \
+                 one, or type another): "
+                    .to_owned()
+            )
+        );
+        assert_eq!(
+            kept[1],
+            Next::Answer(json!({"decision": "allow_always", "rules": ["git push origin", "make"]}))
+        );
+        assert_eq!(
+            answers(&approval, &["c", "b"])[1],
+            Next::Answer(json!({"decision": "allow_conversation", "rules": ["git push*", "make"]}))
         );
     }
 

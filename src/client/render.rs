@@ -32,8 +32,14 @@ struct Shown {
 }
 
 impl Renderer {
-    /// The text to print for one event of the conversation's stream.
+    /// The text to print for one event of the conversation's stream, with anything a terminal
+    /// would interpret written out (a model's or a command's escape sequences included).
     pub fn event(&mut self, kind: &str, data: &Value) -> String {
+        let out = self.event_text(kind, data);
+        crate::text::visible(&out).into_owned()
+    }
+
+    fn event_text(&mut self, kind: &str, data: &Value) -> String {
         let session = data["session_id"]
             .as_str()
             .or(data["item"]["session_id"].as_str());
@@ -150,6 +156,11 @@ impl Renderer {
     /// A stored item in full (history on resume, or a turn that ended before this terminal
     /// followed it). Items already shown print nothing.
     pub fn stored_item(&mut self, item: &Value) -> String {
+        let out = self.stored_item_text(item);
+        crate::text::visible(&out).into_owned()
+    }
+
+    fn stored_item_text(&mut self, item: &Value) -> String {
         if item["kind"] == "user_message"
             && item["source"] != "agent"
             && !self.shown.contains_key(id_of(item))
@@ -348,11 +359,12 @@ fn first_line(text: &str) -> &str {
     text.lines().next().unwrap_or_default()
 }
 
-/// A tool call's arguments on one line: a shell command as `$ command`, else compact JSON.
+/// A tool call's arguments on one line: a shell command as `$ command`, else compact JSON, with
+/// anything a terminal would interpret written out.
 fn arguments_line(arguments: &Value) -> String {
     match arguments["command"].as_str() {
-        Some(command) => format!("$ {command}"),
-        None => arguments.to_string(),
+        Some(command) => format!("$ {}", crate::text::visible(command)),
+        None => crate::text::visible(&arguments.to_string()).into_owned(),
     }
 }
 

@@ -465,7 +465,7 @@ impl Approvals<'_> {
                 text(&approval["id"]),
                 text(&approval["tool"]),
                 approval_prompt::subject_line(&approval["subject"]),
-                text(&approval["subject"]["cwd"])
+                crate::text::visible(text(&approval["subject"]["cwd"]))
             );
             eprintln!("{}", approval_prompt::how_to_answer(self.api, approval));
         }

@@ -12,9 +12,9 @@
 
 use brush_parser::ParserOptions;
 use brush_parser::ast::{
-    Assignment, AssignmentName, AssignmentValue, Command, CommandPrefixOrSuffixItem, CompoundCommand, CompoundList,
-    ExtendedTestExpr, IoFileRedirectTarget, IoRedirect, ProcessSubstitutionKind, RedirectList,
-    SimpleCommand, SubshellCommand,
+    Assignment, AssignmentName, AssignmentValue, Command, CommandPrefixOrSuffixItem,
+    CompoundCommand, CompoundList, ExtendedTestExpr, IoFileRedirectTarget, IoRedirect,
+    ProcessSubstitutionKind, RedirectList, SimpleCommand, SubshellCommand,
 };
 use brush_parser::word::{self, WordPiece, WordPieceWithSource};
 use std::cell::RefCell;
@@ -706,7 +706,10 @@ mod tests {
         // right after the program (its own options first for git), and never for a program
         // that runs others.
         assert_eq!(rule("git push origin main"), "git push origin main");
-        assert_eq!(broader("git push origin main").as_deref(), Some("git push*"));
+        assert_eq!(
+            broader("git push origin main").as_deref(),
+            Some("git push*")
+        );
         assert_eq!(broader("git -C repo push").as_deref(), Some("git push*"));
         assert_eq!(broader("cargo test --lib").as_deref(), Some("cargo test*"));
         assert_eq!(broader("sudo npm run build:prod"), None);

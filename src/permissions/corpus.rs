@@ -138,7 +138,12 @@ fn policy(permission: Permission) -> Permissions {
 }
 
 fn verdict(policy: &Permissions, command: &str) -> Verdict {
-    policy.check("shell", &json!({"command": command}), Path::new("/w"), &|_, _| false)
+    policy.check(
+        "shell",
+        &json!({"command": command}),
+        Path::new("/w"),
+        &|_, _| false,
+    )
 }
 
 #[test]
@@ -205,10 +210,17 @@ fn ordinary_commands_still_run_and_a_question_says_why() {
     ] {
         assert_eq!(verdict(&deny, command), Verdict::Allow, "{command}");
     }
-    let Verdict::Ask { reason, suggested_rules } = verdict(&deny, "python3 -c 'print(1)'") else {
+    let Verdict::Ask {
+        reason,
+        suggested_rules,
+    } = verdict(&deny, "python3 -c 'print(1)'")
+    else {
         panic!("an interpreter asks");
     };
-    assert!(reason.contains("runs other programs (an interpreter"), "{reason}");
+    assert!(
+        reason.contains("runs other programs (an interpreter"),
+        "{reason}"
+    );
     assert_eq!(suggested_rules[0].rule, "python3 -c print(1)");
     assert_eq!(suggested_rules[0].broader, None);
     // A rule that names the use lets it run; one for the bare interpreter does not.
@@ -216,7 +228,9 @@ fn ordinary_commands_still_run_and_a_question_says_why() {
     named
         .shell_rules
         .push(("python3 -m pytest*".to_owned(), Permission::Allow));
-    named.shell_rules.push(("node *".to_owned(), Permission::Allow));
+    named
+        .shell_rules
+        .push(("node *".to_owned(), Permission::Allow));
     assert_eq!(verdict(&named, "python3 -m pytest -q"), Verdict::Allow);
     assert!(matches!(verdict(&named, "node -e 1"), Verdict::Ask { .. }));
 }

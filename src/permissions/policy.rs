@@ -247,7 +247,8 @@ impl Permissions {
             }
             Ok(parts) => {
                 for part in parts {
-                    let (permission, reason) = self.judge_part(&part, cwd, tool_setting, remembered);
+                    let (permission, reason) =
+                        self.judge_part(&part, cwd, tool_setting, remembered);
                     let choice = RuleChoice {
                         rule: part.suggested_rule(),
                         broader: part.broader_rule(),
@@ -378,8 +379,8 @@ pub fn refuse_shell_rule(pattern: &str) -> Option<String> {
     }
     let program = pattern.split([' ', '*', '?']).next().unwrap_or("");
     let words: Vec<String> = vec![program.to_owned(), "x".to_owned()];
-    let runs_code = runners::program_runs_code(&words).is_some()
-        || runners::base_name(program) == "git";
+    let runs_code =
+        runners::program_runs_code(&words).is_some() || runners::base_name(program) == "git";
     (runs_code && !names_exact_use(pattern)).then(|| {
         format!(
             "the rule \"{pattern}\" would allow every use of {program}, which runs other \
@@ -430,7 +431,9 @@ pub fn names_exact_use(pattern: &str) -> bool {
 fn match_texts(words: &[String]) -> Vec<String> {
     let mut texts = vec![words.join(" ")];
     texts.extend(by_program_name(words));
-    if words.first().is_some_and(|program| runners::base_name(program) == "git")
+    if words
+        .first()
+        .is_some_and(|program| runners::base_name(program) == "git")
         && let (Some(command), _) = runners::git_command(&words[1..])
         && command > 0
     {
@@ -506,7 +509,10 @@ impl Strictest {
         // Every part that asks gets its rule: one answer then covers the whole command.
         if permission == Permission::Ask
             && let Some(rule) = suggested_rule
-            && !self.suggested_rules.iter().any(|known| known.rule == rule.rule)
+            && !self
+                .suggested_rules
+                .iter()
+                .any(|known| known.rule == rule.rule)
         {
             self.suggested_rules.push(rule);
         }

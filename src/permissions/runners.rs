@@ -10,10 +10,41 @@
 
 /// Interpreters: any use but asking their version or help runs code they are given.
 const INTERPRETERS: &[&str] = &[
-    "python", "python2", "python3", "pypy", "pypy3", "perl", "ruby", "irb", "node", "nodejs",
-    "deno", "bun", "php", "lua", "luajit", "tclsh", "wish", "expect", "Rscript", "R", "julia",
-    "osascript", "guile", "racket", "sbcl", "ghci",
-    "runghc", "scala", "groovy", "jshell", "java", "pwsh", "powershell", "gdb", "lldb",
+    "python",
+    "python2",
+    "python3",
+    "pypy",
+    "pypy3",
+    "perl",
+    "ruby",
+    "irb",
+    "node",
+    "nodejs",
+    "deno",
+    "bun",
+    "php",
+    "lua",
+    "luajit",
+    "tclsh",
+    "wish",
+    "expect",
+    "Rscript",
+    "R",
+    "julia",
+    "osascript",
+    "guile",
+    "racket",
+    "sbcl",
+    "ghci",
+    "runghc",
+    "scala",
+    "groovy",
+    "jshell",
+    "java",
+    "pwsh",
+    "powershell",
+    "gdb",
+    "lldb",
 ];
 
 /// Shells: with `-c` the splitter reads their script; without, they run a file or their input.
@@ -23,8 +54,26 @@ const SHELLS: &[&str] = &[
 
 /// Programs that run commands of a file the rules cannot see, or defined elsewhere.
 const COMMAND_FILES: &[&str] = &[
-    "make", "gmake", "just", "rake", "ninja", "npx", "pnpx", "source", ".", "alias", "hash",
-    "enable", "parallel", "entr", "at", "batch", "crontab", "systemd-run", "pkexec", "chpst",
+    "make",
+    "gmake",
+    "just",
+    "rake",
+    "ninja",
+    "npx",
+    "pnpx",
+    "source",
+    ".",
+    "alias",
+    "hash",
+    "enable",
+    "parallel",
+    "entr",
+    "at",
+    "batch",
+    "crontab",
+    "systemd-run",
+    "pkexec",
+    "chpst",
 ];
 
 /// Programs that start another program given in their arguments, seen through by the
@@ -37,33 +86,150 @@ pub const STARTERS: &[&str] = &[
 /// Variables that make a program run code: a shell's start-up file, a dynamic library loaded
 /// into every program, a pager or editor, git's and the interpreters' hooks.
 const CODE_VARIABLES: &[&str] = &[
-    "BASH_ENV", "ENV", "PROMPT_COMMAND", "SHELLOPTS", "BASHOPTS", "LD_PRELOAD",
-    "LD_LIBRARY_PATH", "LD_AUDIT", "PAGER", "EDITOR", "VISUAL", "GIT_PAGER", "GIT_EDITOR",
-    "GIT_SSH", "GIT_SSH_COMMAND", "GIT_EXTERNAL_DIFF", "GIT_EXEC_PATH", "GIT_ASKPASS",
-    "GIT_CONFIG_PARAMETERS", "GIT_CONFIG_GLOBAL", "GIT_CONFIG_SYSTEM", "PYTHONSTARTUP",
-    "PYTHONPATH", "PERL5OPT", "PERL5LIB", "RUBYOPT", "NODE_OPTIONS", "SSH_ASKPASS",
-    "LESSOPEN", "MANPAGER", "SYSTEMD_PAGER",
+    "BASH_ENV",
+    "ENV",
+    "PROMPT_COMMAND",
+    "SHELLOPTS",
+    "BASHOPTS",
+    "LD_PRELOAD",
+    "LD_LIBRARY_PATH",
+    "LD_AUDIT",
+    "PAGER",
+    "EDITOR",
+    "VISUAL",
+    "GIT_PAGER",
+    "GIT_EDITOR",
+    "GIT_SSH",
+    "GIT_SSH_COMMAND",
+    "GIT_EXTERNAL_DIFF",
+    "GIT_EXEC_PATH",
+    "GIT_ASKPASS",
+    "GIT_CONFIG_PARAMETERS",
+    "GIT_CONFIG_GLOBAL",
+    "GIT_CONFIG_SYSTEM",
+    "PYTHONSTARTUP",
+    "PYTHONPATH",
+    "PERL5OPT",
+    "PERL5LIB",
+    "RUBYOPT",
+    "NODE_OPTIONS",
+    "SSH_ASKPASS",
+    "LESSOPEN",
+    "MANPAGER",
+    "SYSTEMD_PAGER",
 ];
 
 /// git's own commands: any other name is an alias (which may run a shell command) or a
 /// `git-NAME` program found on the path.
 const GIT_COMMANDS: &[&str] = &[
-    "add", "am", "annotate", "apply", "archive", "backfill", "bisect", "blame", "branch",
-    "bundle", "cat-file", "check-attr", "check-ignore", "check-mailmap", "check-ref-format",
-    "checkout", "checkout-index", "cherry", "cherry-pick", "clean", "clone", "column", "commit",
-    "commit-graph", "commit-tree", "config", "count-objects", "describe", "diff", "diff-files",
-    "diff-index", "diff-tree", "fetch", "for-each-ref", "format-patch", "fsck", "gc", "grep",
-    "hash-object", "help", "init", "log", "ls-files", "ls-remote", "ls-tree", "maintenance",
-    "merge", "merge-base", "merge-file", "merge-tree", "mktag", "mktree", "mv", "name-rev",
-    "notes", "prune", "pull", "push", "range-diff", "read-tree", "rebase", "reflog", "remote",
-    "repack", "replace", "replay", "reset", "restore", "rev-list", "rev-parse", "revert", "rm",
-    "shortlog", "show", "show-branch", "show-ref", "sparse-checkout", "stash", "status",
-    "stripspace", "submodule", "switch", "symbolic-ref", "tag", "update-index", "update-ref",
-    "var", "verify-commit", "verify-tag", "version", "whatchanged", "worktree", "write-tree",
+    "add",
+    "am",
+    "annotate",
+    "apply",
+    "archive",
+    "backfill",
+    "bisect",
+    "blame",
+    "branch",
+    "bundle",
+    "cat-file",
+    "check-attr",
+    "check-ignore",
+    "check-mailmap",
+    "check-ref-format",
+    "checkout",
+    "checkout-index",
+    "cherry",
+    "cherry-pick",
+    "clean",
+    "clone",
+    "column",
+    "commit",
+    "commit-graph",
+    "commit-tree",
+    "config",
+    "count-objects",
+    "describe",
+    "diff",
+    "diff-files",
+    "diff-index",
+    "diff-tree",
+    "fetch",
+    "for-each-ref",
+    "format-patch",
+    "fsck",
+    "gc",
+    "grep",
+    "hash-object",
+    "help",
+    "init",
+    "log",
+    "ls-files",
+    "ls-remote",
+    "ls-tree",
+    "maintenance",
+    "merge",
+    "merge-base",
+    "merge-file",
+    "merge-tree",
+    "mktag",
+    "mktree",
+    "mv",
+    "name-rev",
+    "notes",
+    "prune",
+    "pull",
+    "push",
+    "range-diff",
+    "read-tree",
+    "rebase",
+    "reflog",
+    "remote",
+    "repack",
+    "replace",
+    "replay",
+    "reset",
+    "restore",
+    "rev-list",
+    "rev-parse",
+    "revert",
+    "rm",
+    "shortlog",
+    "show",
+    "show-branch",
+    "show-ref",
+    "sparse-checkout",
+    "stash",
+    "status",
+    "stripspace",
+    "submodule",
+    "switch",
+    "symbolic-ref",
+    "tag",
+    "update-index",
+    "update-ref",
+    "var",
+    "verify-commit",
+    "verify-tag",
+    "version",
+    "whatchanged",
+    "worktree",
+    "write-tree",
 ];
 
 /// git's options before its command: those taking a value as the next word.
-const GIT_VALUED: &[&str] = &["-C", "-c", "--exec-path", "--git-dir", "--work-tree", "--namespace", "--config-env", "--super-prefix", "--attr-source", "--list-cmds"];
+const GIT_VALUED: &[&str] = &[
+    "-C",
+    "-c",
+    "--exec-path",
+    "--git-dir",
+    "--work-tree",
+    "--namespace",
+    "--config-env",
+    "--super-prefix",
+    "--attr-source",
+    "--list-cmds",
+];
 
 /// The program's name without its directory.
 pub fn base_name(program: &str) -> &str {
@@ -75,15 +241,16 @@ pub fn base_name(program: &str) -> &str {
 pub fn program_runs_code(words: &[String]) -> Option<String> {
     let (program, arguments) = words.split_first()?;
     if program.contains(['*', '?', '[', ']', '{', '}']) {
-        return Some("its program is named by a pattern, so which one runs is decided when it runs".to_owned());
+        return Some(
+            "its program is named by a pattern, so which one runs is decided when it runs"
+                .to_owned(),
+        );
     }
     if program.chars().any(|c| c.is_control() || !c.is_ascii()) {
         return Some("its program's name has unusual characters".to_owned());
     }
     let name = base_name(program);
-    let asks_only_about_itself = |arguments: &[String]| {
-        matches!(arguments, [one] if matches!(one.as_str(), "--version" | "-V" | "-v" | "--help" | "-h"))
-    };
+    let asks_only_about_itself = |arguments: &[String]| matches!(arguments, [one] if matches!(one.as_str(), "--version" | "-V" | "-v" | "--help" | "-h"));
     if is_interpreter(name) && !asks_only_about_itself(arguments) {
         return Some("an interpreter running code given to it".to_owned());
     }
@@ -159,7 +326,10 @@ fn awk_runs(arguments: &[String]) -> Option<String> {
 
 /// The commands `find` runs for each file (`-exec rm {} ;`), each as its words.
 pub fn find_commands(words: &[String]) -> Vec<Vec<String>> {
-    if words.first().is_none_or(|program| base_name(program) != "find") {
+    if words
+        .first()
+        .is_none_or(|program| base_name(program) != "find")
+    {
         return Vec::new();
     }
     let mut commands = Vec::new();
@@ -226,14 +396,20 @@ fn git_runs(arguments: &[String]) -> Option<String> {
         return Some(format!("git {option} can make git run any program"));
     }
     let command = arguments.get(command?)?;
-    (!GIT_COMMANDS.contains(&command.as_str()))
-        .then(|| format!("git {command} is not one of git's commands: an alias or a git-{command} program"))
+    (!GIT_COMMANDS.contains(&command.as_str())).then(|| {
+        format!("git {command} is not one of git's commands: an alias or a git-{command} program")
+    })
 }
 
 fn tar_runs(arguments: &[String]) -> Option<String> {
     const RUNNING: &[&str] = &[
-        "--to-command", "--use-compress-program", "--checkpoint-action", "--info-script",
-        "--new-volume-script", "--rsh-command", "--rmt-command",
+        "--to-command",
+        "--use-compress-program",
+        "--checkpoint-action",
+        "--info-script",
+        "--new-volume-script",
+        "--rsh-command",
+        "--rmt-command",
     ];
     arguments.iter().find_map(|word| {
         let option = word.split('=').next().unwrap_or(word);
@@ -286,12 +462,26 @@ fn sed_script_runs(script: &str) -> bool {
     let mut at = 0;
     while at < chars.len() {
         // Skip separators and an address (`1`, `$`, `/re/`, `\%re%`, `1,3`, `!`).
-        while at < chars.len() && (chars[at].is_whitespace() || chars[at] == ';' || chars[at] == '{' || chars[at] == '}') {
+        while at < chars.len()
+            && (chars[at].is_whitespace()
+                || chars[at] == ';'
+                || chars[at] == '{'
+                || chars[at] == '}')
+        {
             at += 1;
         }
         loop {
             match chars.get(at) {
-                Some(c) if c.is_ascii_digit() || *c == '$' || *c == ',' || *c == '!' || *c == '~' || *c == '+' => at += 1,
+                Some(c)
+                    if c.is_ascii_digit()
+                        || *c == '$'
+                        || *c == ','
+                        || *c == '!'
+                        || *c == '~'
+                        || *c == '+' =>
+                {
+                    at += 1
+                }
                 Some('/') => at = skip_delimited(&chars, at + 1, '/'),
                 Some('\\') => match chars.get(at + 1) {
                     Some(&delimiter) => at = skip_delimited(&chars, at + 2, delimiter),
@@ -321,7 +511,10 @@ fn sed_script_runs(script: &str) -> bool {
             }
             // Commands taking the rest of the line as text or a file name.
             Some('a' | 'i' | 'c' | 'r' | 'R' | 'w' | 'W' | 'b' | 't' | 'T' | ':') => {
-                at = chars[at..].iter().position(|c| *c == '\n').map_or(chars.len(), |end| at + end);
+                at = chars[at..]
+                    .iter()
+                    .position(|c| *c == '\n')
+                    .map_or(chars.len(), |end| at + end);
             }
             Some(_) => at += 1,
         }
@@ -347,8 +540,21 @@ fn package_script(arguments: &[String]) -> Option<String> {
     let command = arguments.iter().find(|word| !word.starts_with('-'))?;
     matches!(
         command.as_str(),
-        "run" | "run-script" | "rum" | "urn" | "exec" | "x" | "dlx" | "test" | "t" | "tst"
-            | "start" | "stop" | "restart" | "install-test" | "it"
+        "run"
+            | "run-script"
+            | "rum"
+            | "urn"
+            | "exec"
+            | "x"
+            | "dlx"
+            | "test"
+            | "t"
+            | "tst"
+            | "start"
+            | "stop"
+            | "restart"
+            | "install-test"
+            | "it"
     )
     .then(|| format!("{command} runs a package's scripts or programs"))
 }
@@ -356,7 +562,11 @@ fn package_script(arguments: &[String]) -> Option<String> {
 fn env_runs(arguments: &[String]) -> Option<String> {
     arguments
         .iter()
-        .any(|word| word == "-S" || word.starts_with("--split-string") || (word.starts_with("-S") && word.len() > 2))
+        .any(|word| {
+            word == "-S"
+                || word.starts_with("--split-string")
+                || (word.starts_with("-S") && word.len() > 2)
+        })
         .then(|| "env -S splits a string into a command".to_owned())
 }
 
@@ -372,21 +582,62 @@ mod tests {
     #[test]
     fn programs_that_run_other_programs_are_named() {
         for line in [
-            "python3 -c print(1)", "python3.12 script.py", "perl -e system", "node -e x",
-            "awk BEGIN{system(\"rm\")}", "awk -f prog.awk", "awk {print|\"sh\"}", "tclsh", "sh", "bash script.sh", "source ./x",
-            ". ./x", "make", "busybox rm x", "find . -exec rm {} ;", "find . -delete",
-            "git -c alias.x=!rm x", "git --exec-path=/tmp push", "git x", "tar --to-command=sh -xf a",
-            "tar -I sh -xf a", "sed e", "sed -e 1e", "sed s/a/b/e", "sed -f script", "setsid rm x",
-            "xargs rm", "env -S rm", "/???/r?", "{rm,victim}", "npm run build", "alias x=rm",
-            "/lib64/ld-linux-x86-64.so.2 /bin/rm", "flock /tmp/l rm", "watch rm",
+            "python3 -c print(1)",
+            "python3.12 script.py",
+            "perl -e system",
+            "node -e x",
+            "awk BEGIN{system(\"rm\")}",
+            "awk -f prog.awk",
+            "awk {print|\"sh\"}",
+            "tclsh",
+            "sh",
+            "bash script.sh",
+            "source ./x",
+            ". ./x",
+            "make",
+            "busybox rm x",
+            "find . -exec rm {} ;",
+            "find . -delete",
+            "git -c alias.x=!rm x",
+            "git --exec-path=/tmp push",
+            "git x",
+            "tar --to-command=sh -xf a",
+            "tar -I sh -xf a",
+            "sed e",
+            "sed -e 1e",
+            "sed s/a/b/e",
+            "sed -f script",
+            "setsid rm x",
+            "xargs rm",
+            "env -S rm",
+            "/???/r?",
+            "{rm,victim}",
+            "npm run build",
+            "alias x=rm",
+            "/lib64/ld-linux-x86-64.so.2 /bin/rm",
+            "flock /tmp/l rm",
+            "watch rm",
         ] {
             assert!(runs(line).is_some(), "{line}");
         }
         for line in [
-            "ls -la", "python3 --version", "git push", "git -C . push", "git --no-pager log",
-            "git status", "tar -xf a.tar", "sed s/a/b/g", "sed -n 1,3p", "sed -i s/e/E/ file",
-            "find . -name *.rs", "cat file", "npm install", "cargo test", "echo rm",
-            "awk {print$1}", "awk -F: {print$2} /etc/passwd",
+            "ls -la",
+            "python3 --version",
+            "git push",
+            "git -C . push",
+            "git --no-pager log",
+            "git status",
+            "tar -xf a.tar",
+            "sed s/a/b/g",
+            "sed -n 1,3p",
+            "sed -i s/e/E/ file",
+            "find . -name *.rs",
+            "cat file",
+            "npm install",
+            "cargo test",
+            "echo rm",
+            "awk {print$1}",
+            "awk -F: {print$2} /etc/passwd",
         ] {
             assert_eq!(runs(line), None, "{line}");
         }
@@ -401,7 +652,10 @@ mod tests {
         let (command, changes) = git_command(&words);
         assert_eq!(command, Some(5));
         assert_eq!(changes, ["-c"]);
-        assert_eq!(git_command(&["--git-dir=x".to_owned(), "log".to_owned()]).0, Some(1));
+        assert_eq!(
+            git_command(&["--git-dir=x".to_owned(), "log".to_owned()]).0,
+            Some(1)
+        );
     }
 
     #[test]

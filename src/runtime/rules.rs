@@ -261,11 +261,24 @@ mod tests {
         assert_eq!(reopened.list().unwrap().len(), 2);
         assert!(
             reopened
-                .allows(call("c_1"), "shell", "cargo test --lib", false).unwrap()
+                .allows(call("c_1"), "shell", "cargo test --lib", false)
+                .unwrap()
         );
-        assert!(!reopened.allows(call("c_2"), "shell", "cargo test", false).unwrap());
-        assert!(reopened.allows(call("c_2"), "shell", "ls -la", false).unwrap());
-        assert!(!reopened.allows(call("c_2"), "write_file", "ls", false).unwrap());
+        assert!(
+            !reopened
+                .allows(call("c_2"), "shell", "cargo test", false)
+                .unwrap()
+        );
+        assert!(
+            reopened
+                .allows(call("c_2"), "shell", "ls -la", false)
+                .unwrap()
+        );
+        assert!(
+            !reopened
+                .allows(call("c_2"), "write_file", "ls", false)
+                .unwrap()
+        );
         let elsewhere = CallScope {
             cwd: "/other",
             ..call("c_2")
@@ -287,7 +300,11 @@ mod tests {
         };
         store.add("shell", "make*", scope, "cli", None).unwrap();
         store.copy_conversation("c_1", "c_2").unwrap();
-        assert!(store.allows(call("c_2"), "shell", "make all", false).unwrap());
+        assert!(
+            store
+                .allows(call("c_2"), "shell", "make all", false)
+                .unwrap()
+        );
         store.drop_conversation("c_1").unwrap();
         assert!(!store.allows(call("c_1"), "shell", "make", false).unwrap());
         assert!(store.allows(call("c_2"), "shell", "make", false).unwrap());

@@ -168,7 +168,7 @@ use the make target instead
         &[
             "[approval ap_",
             &first,
-            "rule an always/conversation answer keeps: touch*\n",
+            "rule an always/conversation answer keeps: `touch ran.txt` (only this)\n",
             "Allow? [y]es once / [c]onversation / [a]lways / [n]o: y\n",
             ": allowed once]\n",
             "[exit 0]",
@@ -198,7 +198,7 @@ async fn chat_keeps_an_edited_rule_for_the_conversation() {
     in_order(
         &out,
         &[
-            "[n]o: c\nRule to keep [touch*] (Enter keeps it, or type another): touch *\n",
+            "[n]o: c\nRule to keep [touch one.txt] (Enter keeps it, or type another): touch *\n",
             ": allowed; the rule \"touch *\" is kept for this conversation]\n",
             "[shell] $ touch two.txt\n",
         ],
@@ -495,4 +495,30 @@ async fn send_at_a_terminal_asks_and_goes_on_or_closes_the_question_answered_els
         .unwrap();
     assert_eq!(output.status.code(), Some(0));
     assert!(!dir.path().join("elsewhere.txt").exists());
+}
+
+#[tokio::test]
+async fn a_command_that_would_spoof_the_prompt_shows_its_escapes_in_send_and_chat() {
+    let server = asking_server().await;
+    let dir = workspace();
+    // ESC [2K and a carriage return would draw `$ ls -la` over the real command; the others
+    // are a zero-width space and a right-to-left override.
+    let spoof = "touch spoofed.txt # \u{1b}[2K\r$ ls -la \u{200b}\u{202e}";
+    let (code, out, err) = send(&server, &[&format!("/shell {spoof}")], dir.path()).await;
+    assert_eq!(code, 4, "{out}\n{err}");
+    assert!(
+        err.contains("$ touch spoofed.txt # \\x1b[2K\\x0d$ ls -la <U+200B><U+202E>"),
+        "{err}"
+    );
+    assert!(!err.contains('\u{1b}') && !err.contains('\r'), "{err:?}");
+    // The plain chat asks with the same escapes.
+    let script = format!("//shell {spoof}\nn\n\n");
+    let (ok, out, err) = chat(&["--url", &server.base], &script, dir.path()).await;
+    assert!(ok, "{out}\n{err}");
+    assert!(
+        out.contains("\\x1b[2K\\x0d$ ls -la <U+200B><U+202E>"),
+        "{out}"
+    );
+    assert!(!out.contains('\u{1b}') && !out.contains('\r'), "{out:?}");
+    assert!(!dir.path().join("spoofed.txt").exists());
 }

@@ -104,7 +104,12 @@ async fn every_client_sees_the_approval_and_the_first_answer_wins() {
     assert_eq!(approval["status"], "pending");
     assert_eq!(approval["subject"]["command"], "touch ran.txt");
     assert_eq!(approval["subject"]["cwd"], dir.path().to_str().unwrap());
-    assert_eq!(approval["suggested_rule"], "touch*");
+    // The exact command by default; a broader rule is offered only for a subcommand.
+    assert_eq!(approval["suggested_rule"], "touch ran.txt");
+    assert_eq!(
+        approval["suggested_rules"],
+        json!([{"rule": "touch ran.txt", "broader": null}])
+    );
     assert!(approval["escalate"].is_null());
     assert!(
         approval["reason"]
@@ -253,7 +258,7 @@ async fn remembered_rules_survive_a_restart_follow_a_fork_and_can_be_deleted() {
     let (status, body) = answer(
         &server,
         &other,
-        json!({"decision": "allow_always", "rule": "git *"}),
+        json!({"decision": "allow_always", "rule": "cat *"}),
     )
     .await;
     assert_eq!(status, 400, "{body}");
@@ -263,11 +268,21 @@ async fn remembered_rules_survive_a_restart_follow_a_fork_and_can_be_deleted() {
             .unwrap()
             .contains("does not match")
     );
+    // So are rules that would allow every command, or every use of a program that runs others.
+    for rule in ["*", "*ls", "sh*", "python3 *", "git *"] {
+        let (status, body) = answer(
+            &server,
+            &other,
+            json!({"decision": "allow_always", "rule": rule}),
+        )
+        .await;
+        assert_eq!(status, 400, "{rule}: {body}");
+    }
     // allow_always: every conversation of this agent in this directory runs `ls` freely.
     let (status, body) = answer(&server, &other, json!({"decision": "allow_always"})).await;
     assert_eq!(status, 200, "{body}");
     assert_eq!(body["resolution"]["rule"]["scope"]["kind"], "always");
-    assert_eq!(body["resolution"]["rule"]["pattern"], "ls*");
+    assert_eq!(body["resolution"]["rule"]["pattern"], "ls");
     until_turn_end(&mut other_events).await;
 
     let data_dir = server.stop().await;
@@ -313,7 +328,7 @@ async fn remembered_rules_survive_a_restart_follow_a_fork_and_can_be_deleted() {
     // Another conversation in the same directory: `ls` is always allowed, `touch` asks.
     let (_, mut events) = converse(&server, dir.path(), "/shell ls && touch four.txt").await;
     let approval = next_approval(&mut events).await;
-    assert_eq!(approval["suggested_rule"], "touch*");
+    assert_eq!(approval["suggested_rule"], "touch four.txt");
     answer(&server, &approval, json!({"decision": "deny"})).await;
     until_turn_end(&mut events).await;
 
@@ -356,18 +371,41 @@ async fn a_remembered_rule_never_silences_a_configured_ask() {
     let (status, body) = answer(
         &server,
         &approval,
-        json!({"decision": "allow_always", "rule": "git *"}),
+        json!({"decision": "allow_always", "rule": "git *o*"}),
+    )
+    .await;
+    assert_eq!(status, 400, "a bare git rule is refused: {body}");
+    let (status, body) = answer(
+        &server,
+        &approval,
+        json!({"decision": "allow_always", "rules": ["git push*", "git status*"]}),
+    )
+    .await;
+    assert_eq!(
+        status, 400,
+        "a rule that matches no part is refused: {body}"
+    );
+    let (status, body) = answer(
+        &server,
+        &approval,
+        json!({"decision": "allow_always", "rule": "git push*"}),
     )
     .await;
     assert_eq!(status, 200, "{body}");
     until_turn_end(&mut events).await;
-    // The rule answers what the tool's own `ask` asks (`git status`), not the pattern's ask.
+    // A kept rule answers the tool's own `ask` (`git status`, once kept)…
+    let (_, mut events) = converse(&server, dir.path(), "/shell git status").await;
+    let approval = next_approval(&mut events).await;
+    assert_eq!(approval["suggested_rule"], "git status", "{approval}");
+    answer(&server, &approval, json!({"decision": "allow_always"})).await;
+    until_turn_end(&mut events).await;
     let (_, mut events) = converse(&server, dir.path(), "/shell git status").await;
     let seen = until_turn_end(&mut events).await;
     assert!(
         !seen.iter().any(|(kind, _)| kind == "approval.requested"),
         "{seen:?}"
     );
+    // …never the configured pattern's: `git push` asks again, its rule kept or not.
     let (_, mut events) = converse(&server, dir.path(), "/shell git push origin").await;
     let approval = next_approval(&mut events).await;
     answer(&server, &approval, json!({"decision": "deny"})).await;

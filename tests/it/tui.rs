@@ -387,6 +387,51 @@ async fn an_approval_is_asked_in_the_input_and_answered() {
 }
 
 #[tokio::test]
+async fn a_refused_rule_keeps_the_input_on_the_approval_and_a_spoofed_command_shows_its_escapes() {
+    let server = Server::start_with(ServerOptions {
+        config: Some(
+            "[agents.default]\ndescription = \"asks\"\nmodel = \"demo\"\n\
+             [agents.default.permissions]\nshell = \"ask\"\n"
+                .to_owned(),
+        ),
+        ..ServerOptions::default()
+    })
+    .await;
+    let mut screen = Screen::new(&server);
+    // ESC [2K and a carriage return would make a terminal show `$ ls -la` over `touch`.
+    screen
+        .type_text("//shell touch spoof.txt # \u{1b}[2K\r$ ls -la \u{202e}")
+        .await;
+    screen.enter().await;
+    let shown = screen
+        .until("the question", |s, _| {
+            s.contains("approval: Allow? [y]es once")
+        })
+        .await;
+    assert!(shown.contains("\\x1b[2K\\x0d$ ls -la <U+202E>"), "{shown}");
+    screen.type_text("a").await;
+    screen.enter().await;
+    screen.type_text("cat *").await;
+    screen.enter().await;
+    let shown = screen
+        .until("the refusal", |s, app| {
+            s.contains("[refused:") && app.approvals.len() == 1
+        })
+        .await;
+    assert!(shown.contains("does not match this call"), "{shown}");
+    // Still answering the approval: `y` allows it once.
+    screen.type_text("y").await;
+    screen.enter().await;
+    let shown = screen
+        .until("the turn's end", |s, app| {
+            app.running.is_none() && app.approvals.is_empty() && s.contains("allowed once")
+        })
+        .await;
+    let cwd = std::path::PathBuf::from(&screen.app.cwd);
+    assert!(cwd.join("spoof.txt").exists(), "{shown}");
+}
+
+#[tokio::test]
 async fn a_retry_shows_its_countdown_until_the_model_answers() {
     let server = Server::start_with(ServerOptions {
         config: Some(

@@ -229,3 +229,45 @@ async fn plain_chat_ctrl_c_interrupts_the_turn_and_a_second_quits() {
     tmux.run(&["send-keys", "C-c"]);
     tmux.until_gone().await;
 }
+
+#[tokio::test]
+async fn a_command_that_would_spoof_the_approval_shows_its_escapes_in_a_real_terminal() {
+    let server = Server::start_with(crate::harness::ServerOptions {
+        config: Some(
+            "[agents.default]\ndescription = \"asks\"\nmodel = \"demo\"\n\
+             [agents.default.permissions]\nshell = \"ask\"\n"
+                .to_owned(),
+        ),
+        ..crate::harness::ServerOptions::default()
+    })
+    .await;
+    let workdir = tempfile::tempdir().unwrap();
+    // An escape sequence and a carriage return that would draw `$ ls -la` over the command.
+    let text = "/shell touch spoofed.txt # \u{1b}[2K\r$ ls -la";
+    let (status, created) = server
+        .post(
+            "/api/conversations",
+            serde_json::json!({"text": text, "cwd": workdir.path()}),
+        )
+        .await;
+    assert_eq!(status, 201, "{created}");
+    let id = created["conversation"]["id"].as_str().unwrap();
+    let command = format!(
+        "{} chat --url {} --data-dir {} {id}",
+        binary(),
+        server.base,
+        server.data_dir.display()
+    );
+    let tmux = Tmux::start(&command, workdir.path());
+    let pane = tmux
+        .until("the approval", |pane| pane.contains("Allow? [y]es once"))
+        .await;
+    assert!(
+        pane.contains(r"$ touch spoofed.txt # \x1b[2K\x0d$ ls -la"),
+        "{pane}"
+    );
+    tmux.run(&["send-keys", "n", "Enter", "Enter"]);
+    tmux.until("the denial", |pane| pane.contains("denied"))
+        .await;
+    assert!(!workdir.path().join("spoofed.txt").exists());
+}

@@ -12,7 +12,7 @@ use super::overlay::Overlay;
 use super::picker::Picker;
 use super::source::{self, Feed};
 use super::transcript::{Transcript, text};
-use crate::client::api::{Api, ApiError};
+use crate::client::api::{Api, ApiError, service_error};
 use crate::client::approval_prompt::{self, Dialog, Next};
 
 /// Whether the conversation's stream is open.
@@ -315,17 +315,32 @@ impl App {
             Next::Ask(question) => self.question = Some(question),
             Next::Answer(body) => {
                 let approval = approval.clone();
-                self.approvals.remove(0);
-                self.question = self.approvals.first().map(|(_, d)| d.question());
                 let path = format!("/api/approvals/{}", text(&approval["id"]));
                 let said = match self.api.post_answer(&path, &body).await {
                     Ok((200, settled)) => approval_prompt::outcome(&settled, true),
                     Ok((_, answer)) if !answer["approval"].is_null() => {
                         approval_prompt::outcome(&answer["approval"], false)
                     }
-                    Ok((status, answer)) => format!("the answer was refused ({status}): {answer}"),
-                    Err(error) => format!("error: {error}"),
+                    Ok((404, answer)) => format!("[{}]", service_error(404, &answer)),
+                    // Refused (a rule that does not match, say): the approval still waits, and
+                    // the input stays on it, asking again with the reason.
+                    Ok((status, answer)) => {
+                        let reason = service_error(status, &answer);
+                        let dialog = Dialog::new(&approval);
+                        self.question = Some(format!("[refused: {reason}] {}", dialog.question()));
+                        self.approvals[0].1 = dialog;
+                        self.transcript
+                            .notice(format!("the answer was refused: {reason}"));
+                        return;
+                    }
+                    Err(error) => {
+                        self.transcript
+                            .notice(format!("the answer was not sent: {error}"));
+                        return;
+                    }
                 };
+                self.approvals.remove(0);
+                self.question = self.approvals.first().map(|(_, d)| d.question());
                 self.transcript.notice(said.trim_end());
             }
         }

@@ -64,7 +64,7 @@ pub struct Transcript {
 
 impl Transcript {
     pub fn notice(&mut self, text: impl Into<String>) {
-        self.entries.push(Entry::Notice(text.into()));
+        self.entries.push(Entry::Notice(shown(&text.into())));
     }
 
     pub fn knows(&self, item_id: &str) -> bool {
@@ -81,7 +81,8 @@ impl Transcript {
         if status != "running" {
             self.settled.insert(id.clone());
         }
-        let body = text(&item["text"]).to_owned();
+        // What the terminal draws is never an escape sequence of a model's or a command's.
+        let body = shown(text(&item["text"]));
         let entry = match text(&item["kind"]) {
             "user_message" if item["source"] == "agent" => {
                 Entry::Notice(format!("report from a sub-agent: {}", first_line(&body)))
@@ -91,7 +92,7 @@ impl Transcript {
             "reasoning" => Entry::Reasoning { text: body },
             "tool_call" => Entry::Tool {
                 call: call_line(item),
-                output: text(&item["output"]).to_owned(),
+                output: shown(text(&item["output"])),
                 exit: item["exit_code"].as_i64(),
                 status,
             },
@@ -132,9 +133,10 @@ impl Transcript {
         let Some(&at) = self.by_item.get(item_id) else {
             return;
         };
+        let delta = shown(delta);
         match &mut self.entries[at] {
-            Entry::Agent { text, .. } | Entry::Reasoning { text } => text.push_str(delta),
-            Entry::Tool { output, .. } => output.push_str(delta),
+            Entry::Agent { text, .. } | Entry::Reasoning { text } => text.push_str(&delta),
+            Entry::Tool { output, .. } => output.push_str(&delta),
             _ => {}
         }
     }
@@ -325,6 +327,11 @@ impl Transcript {
 }
 
 /// What Alt-↑/↓ select and Ctrl-O folds.
+/// `text` with anything a terminal would interpret written out (`crate::text::visible`).
+fn shown(text: &str) -> String {
+    crate::text::visible(text).into_owned()
+}
+
 fn foldable(entry: &Entry) -> bool {
     matches!(entry, Entry::Tool { .. } | Entry::Reasoning { .. })
 }
@@ -333,7 +340,7 @@ fn foldable(entry: &Entry) -> bool {
 fn call_line(item: &Value) -> String {
     let name = text(&item["name"]);
     match item["arguments"]["command"].as_str() {
-        Some(command) => format!("{name} $ {command}"),
+        Some(command) => format!("{name} $ {}", crate::text::visible(command)),
         None => format!("{name} {}", item["arguments"]),
     }
 }

@@ -129,7 +129,10 @@ pub(super) fn unwrap(mut words: Vec<String>) -> Seen {
         };
         let name = base_name(program).to_owned();
         if STARTERS.contains(&name.as_str()) {
-            note(&mut runner, format!("{name} starts the program in its arguments"));
+            note(
+                &mut runner,
+                format!("{name} starts the program in its arguments"),
+            );
         }
         let operands = |(at, _): &(usize, _)| words[*at..].to_vec();
         let seen = |read: &(usize, Vec<(String, Option<String>)>), names: &[&str]| {
@@ -165,7 +168,10 @@ pub(super) fn unwrap(mut words: Vec<String>) -> Seen {
                     .map(str::to_owned)
                     .collect();
                 if !inner.is_empty() {
-                    note(&mut runner, "env -S splits a string into a command".to_owned());
+                    note(
+                        &mut runner,
+                        "env -S splits a string into a command".to_owned(),
+                    );
                 }
                 inner.extend(operands(&read).into_iter().skip_while(|word| word == "-"));
                 Some(without_assignments(inner, &mut runner))
@@ -221,7 +227,11 @@ pub(super) fn unwrap(mut words: Vec<String>) -> Seen {
                 }
             }
             "script" | "su" | "runuser" => {
-                let read = if name == "script" { SCRIPT.read(&words) } else { SU.read(&words) };
+                let read = if name == "script" {
+                    SCRIPT.read(&words)
+                } else {
+                    SU.read(&words)
+                };
                 if let Some(command) = value(&read, &["c", "command", "session-command"]) {
                     return Seen {
                         unwrapped: script(command, None),

@@ -81,7 +81,10 @@ impl ConversationActor {
             tool: request.tool,
             subject,
             escalate: request.escalate,
-            suggested_rule: request.suggested_rules.first().map(|choice| choice.rule.clone()),
+            suggested_rule: request
+                .suggested_rules
+                .first()
+                .map(|choice| choice.rule.clone()),
             suggested_rules: request
                 .suggested_rules
                 .into_iter()
