@@ -190,3 +190,35 @@ async fn the_key_in_any_form_by_any_path_is_never_stored_or_sent() {
         );
     }
 }
+
+#[tokio::test]
+async fn a_tool_runs_its_arguments_as_the_model_wrote_them_and_only_what_is_shown_is_redacted() {
+    let fake = FakeProvider::start(Wire::OpenaiChat).await;
+    let config = fake.config_with(r#"api_key_env = "FAKE_PROVIDER_KEY""#);
+    let env = vec![("FAKE_PROVIDER_KEY".to_owned(), KEY.to_owned())];
+    let setup = Setup::start_with(fake, config, env).await;
+    let cwd = setup.server.data_dir.parent().unwrap().join("work");
+    // A file that holds a stretch of the key: a grep for it must find it.
+    std::fs::write(cwd.join("notes.txt"), format!("x {} y\n", &KEY[5..20])).unwrap();
+    let command = format!("grep -c -e '{}' notes.txt", &KEY[5..20]);
+    setup
+        .fake
+        .push(Reply::tool_call("shell", json!({ "command": command }), 1));
+    setup.fake.push(Reply::text("Found."));
+    let run = setup.turn("look for it").await;
+    let call = run.completed("tool_call")[0];
+    // It ran as written: the grep counted one line.
+    assert_eq!(call["output"], "1\n", "{call}");
+    // What is stored and shown is redacted.
+    let shown = call["arguments"]["command"].as_str().unwrap();
+    assert!(shown.contains("[redacted]"), "{shown}");
+    assert!(!shown.contains(&KEY[5..20]), "{shown}");
+    for (path, bytes) in snapshot_dir(&setup.server.data_dir.join("conversations")) {
+        let text = String::from_utf8_lossy(&bytes);
+        assert!(
+            !text.contains(&KEY[5..20]),
+            "{} holds the key",
+            path.display()
+        );
+    }
+}

@@ -47,17 +47,19 @@ impl ConversationActor {
             item.status = ItemStatus::WaitingApproval;
         }
         let cwd = self.state.conversation.cwd.clone();
+        // The call runs as written; what every client is shown of it has no secret in it.
+        let mut shown = request.arguments.clone();
+        crate::redact::redact_json(&mut shown);
         let subject = match request.tool.as_str() {
             "shell" => ApprovalSubject {
-                command: Some(shell_command(&request.arguments).to_owned()),
+                command: Some(shell_command(&shown).to_owned()),
                 path: None,
                 arguments: None,
                 cwd,
             },
             "read_file" | "write_file" | "list_dir" => ApprovalSubject {
                 command: None,
-                path: request
-                    .arguments
+                path: shown
                     .get("path")
                     .and_then(serde_json::Value::as_str)
                     .map(str::to_owned),
@@ -67,7 +69,7 @@ impl ConversationActor {
             _ => ApprovalSubject {
                 command: None,
                 path: None,
-                arguments: Some(request.arguments.clone()),
+                arguments: Some(shown.clone()),
                 cwd,
             },
         };

@@ -137,6 +137,14 @@ async fn drive(mut spec: TurnSpec, link: &ActorLink) -> Result<(), TurnStop> {
         if answer.tool_calls.is_empty() {
             return Ok(());
         }
+        let raw_arguments = answer.raw_arguments;
+        // What a call runs: the arguments as the model wrote them.
+        let to_run = |item: &Item| -> Value {
+            raw_arguments
+                .get(&item.id)
+                .cloned()
+                .unwrap_or_else(|| tool_arguments(item).clone())
+        };
         let mut calls = answer.tool_calls.into_iter().peekable();
         while let Some(call) = calls.next() {
             // Sub-agents asked for in one answer start together, in one request to the actor.
@@ -151,11 +159,12 @@ async fn drive(mut spec: TurnSpec, link: &ActorLink) -> Result<(), TurnStop> {
                 batch.extend(calls.next());
             }
             let results = if batch.len() > 1 {
-                let arguments: Vec<&Value> = batch.iter().map(tool_arguments).collect();
+                let arguments: Vec<Value> = batch.iter().map(to_run).collect();
+                let arguments: Vec<&Value> = arguments.iter().collect();
                 let results = collab::spawn_all(&arguments, link, &spec.cancel).await;
                 results.into_iter().map(|result| (result, None)).collect()
             } else {
-                vec![run_tool(&spec, &batch[0], link).await]
+                vec![run_tool(&spec, &batch[0], &to_run(&batch[0]), link).await]
             };
             for (call, result) in batch.into_iter().zip(results) {
                 match finish_tool_call(call, result, link).await {
@@ -252,8 +261,13 @@ async fn check(spec: &TurnSpec, name: &str, arguments: &Value) -> Verdict {
 
 /// Whether a call may run: `Ok(escalated)` to run it (outside the sandbox if escalated), or
 /// the result the model gets instead.
-async fn gate(spec: &TurnSpec, item: &Item, link: &ActorLink) -> Result<bool, ToolResult> {
-    let (name, arguments) = (tool_name(item), tool_arguments(item));
+async fn gate(
+    spec: &TurnSpec,
+    item: &Item,
+    arguments: &Value,
+    link: &ActorLink,
+) -> Result<bool, ToolResult> {
+    let name = tool_name(item);
     let (reason, suggested_rules) = match check(spec, name, arguments).await {
         Verdict::Allow => return Ok(false),
         Verdict::Deny { reason } => {
@@ -304,10 +318,11 @@ async fn gate(spec: &TurnSpec, item: &Item, link: &ActorLink) -> Result<bool, To
 async fn run_tool(
     spec: &TurnSpec,
     item: &Item,
+    arguments: &Value,
     link: &ActorLink,
 ) -> (ToolResult, Option<FileChanges>) {
-    let (name, arguments) = (tool_name(item), tool_arguments(item));
-    let escalated = match gate(spec, item, link).await {
+    let name = tool_name(item);
+    let escalated = match gate(spec, item, arguments, link).await {
         Ok(escalated) => escalated,
         Err(result) => return (result, None),
     };

@@ -23,6 +23,10 @@ use crate::runtime::retry::{BackOff, Retry, back_off, model_failure};
 pub(super) struct Answer {
     pub items: Vec<Item>,
     pub tool_calls: Vec<Item>,
+    /// The arguments of the calls whose stored ones were redacted, as the model wrote them, by
+    /// item id: a tool runs what the model asked for (a `grep` for part of a secret finds it);
+    /// only what is stored, shown or sent is redacted. Kept in memory only.
+    pub raw_arguments: std::collections::HashMap<String, Value>,
     pub usage: Option<TokenUsage>,
 }
 
@@ -360,12 +364,15 @@ impl Partial {
                 finished_text(&mut item, &mut redactor, link)
             })
             .collect();
+        let mut raw_arguments = std::collections::HashMap::new();
         let mut tool_calls: Vec<Item> = std::mem::take(&mut self.tool_calls)
             .into_iter()
-            .map(|(call_id, name, mut arguments)| {
-                // Stored, shown and run without a configured secret.
+            .map(|(call_id, name, raw)| {
+                // Stored and shown without a configured secret; run as written.
+                let mut arguments = raw.clone();
                 redact::redact_json(&mut arguments);
-                self.new_item(
+                let redacted = arguments != raw;
+                let item = self.new_item(
                     ItemKind::ToolCall {
                         call_id,
                         name,
@@ -376,7 +383,11 @@ impl Partial {
                         images: Vec::new(),
                     },
                     ItemStatus::Running,
-                )
+                );
+                if redacted {
+                    raw_arguments.insert(item.id.clone(), raw);
+                }
+                item
             })
             .collect();
         // One append for the whole answer: a step with many tool calls costs one fsync.
@@ -388,6 +399,7 @@ impl Partial {
         Ok(Answer {
             items,
             tool_calls,
+            raw_arguments,
             usage: None,
         })
     }
