@@ -9,6 +9,7 @@ use anyhow::Context;
 use clap::{Args, Parser, Subcommand};
 use openvaala::client::api::Api;
 use openvaala::config::Config;
+use openvaala::credential::ClientKind;
 use openvaala::runtime::RuntimeSettings;
 use openvaala::server::{self, ServeOptions, Service};
 use openvaala::store::Store;
@@ -327,7 +328,7 @@ impl ServiceArgs {
         let token = std::env::var("OPENVAALA_TOKEN")
             .ok()
             .filter(|t| !t.is_empty());
-        self.api_with(token)
+        self.api_with(token, ClientKind::Cli)
     }
 
     /// Whether the address comes from the user (--url, $OPENVAALA_URL) rather than from the
@@ -339,12 +340,15 @@ impl ServiceArgs {
     }
 
     /// The address in the order of `URL_HELP`; the token given, else the data directory's
-    /// local token (when this user may read it).
-    fn api_with(&self, token: Option<String>) -> Api {
-        let token = token.or_else(|| {
-            let dir = self.data.resolve().ok()?;
-            openvaala::credential::read(&dir).ok().flatten()
-        });
+    /// local token (when this user may read it), as the token of a client of `kind` derived
+    /// from it, so the service records which kind of client answered.
+    fn api_with(&self, token: Option<String>, kind: ClientKind) -> Api {
+        let token = token
+            .or_else(|| {
+                let dir = self.data.resolve().ok()?;
+                openvaala::credential::read(&dir).ok().flatten()
+            })
+            .map(|base| openvaala::credential::client_token(&base, kind));
         let running_for = |dir: &Path| {
             lock::holder(&Store::lock_path_in(dir))
                 .ok()
@@ -393,7 +397,8 @@ fn token(action: TokenAction, data_dir: &Path) -> anyhow::Result<()> {
                 .flatten()
                 .and_then(|owner| owner.addr)
                 .unwrap_or_else(|| server::DEFAULT_ADDR.to_owned());
-            println!("http://{addr}/#token={token}");
+            let web = openvaala::credential::client_token(&token, ClientKind::Web);
+            println!("http://{addr}/#token={web}");
         }
     }
     Ok(())
@@ -411,7 +416,7 @@ fn acp(args: AcpArgs) -> anyhow::Result<()> {
         .enable_all()
         .build()?;
     runtime.block_on(async move {
-        let mut api = args.service.api_with(token.clone());
+        let mut api = args.service.api_with(token.clone(), ClientKind::Acp);
         if !openvaala::acp::service::answers(&api).await {
             if args.service.explicit_url() {
                 anyhow::bail!("no service answers at {}", api.base);

@@ -12,6 +12,7 @@ use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
 use crate::config::Config;
+use crate::credential::ClientKind;
 use crate::http::serve::ConnectionLimits;
 use crate::index::rebuild;
 use crate::index::{CLEAN_SHUTDOWN, Index};
@@ -37,8 +38,9 @@ pub struct Service {
     runtime: Runtime,
     listener: TcpListener,
     lock: RuntimeLock,
-    /// The tokens the API accepts: the local credential, and `OPENVAALA_TOKEN` if set.
-    tokens: Vec<String>,
+    /// The tokens the API accepts, each with the kind of client that holds it: the local
+    /// credential and those derived from it, and `OPENVAALA_TOKEN` if set.
+    tokens: Vec<(String, ClientKind)>,
     /// The local credential, for the sign-in link.
     local_token: String,
     connection_limits: ConnectionLimits,
@@ -254,7 +256,8 @@ impl Service {
     /// The link that signs a browser in: the UI keeps the token from the URL's fragment (which
     /// no request carries) and forgets the fragment.
     pub fn sign_in_url(&self) -> String {
-        format!("http://{}/#token={}", self.addr, self.local_token)
+        let token = crate::credential::client_token(&self.local_token, ClientKind::Web);
+        format!("http://{}/#token={token}", self.addr)
     }
 
     /// Serves until `shutdown` completes, then stops turns (as `interrupted`), ends event
@@ -305,14 +308,22 @@ impl Service {
     }
 }
 
-/// The tokens the API accepts: the data directory's local credential (made on first start),
-/// and the configured one. Both are secrets: nothing stored or sent shows them.
-/// Returns them, and the local one.
-fn api_tokens(store: &Store, configured: Option<String>) -> anyhow::Result<(Vec<String>, String)> {
+/// The tokens the API accepts: the data directory's local credential (made on first start)
+/// and the configured one, each with the tokens derived from it for each kind of client. All
+/// are secrets: nothing stored or sent shows them. Returns them, and the local one.
+fn api_tokens(
+    store: &Store,
+    configured: Option<String>,
+) -> anyhow::Result<(Vec<(String, ClientKind)>, String)> {
     let local = crate::credential::load_or_create(store.root())
         .context("cannot make the local API token")?;
-    let tokens: Vec<String> = std::iter::once(local.clone()).chain(configured).collect();
-    crate::redact::register_secrets(tokens.clone());
+    let tokens: Vec<(String, ClientKind)> = std::iter::once(local.clone())
+        .chain(configured)
+        .flat_map(|base| {
+            ClientKind::ALL.map(|kind| (crate::credential::client_token(&base, kind), kind))
+        })
+        .collect();
+    crate::redact::register_secrets(tokens.iter().map(|(token, _)| token.clone()));
     Ok((tokens, local))
 }
 
@@ -407,7 +418,7 @@ pub async fn stop_signal() {
 /// service with its reason instead of making every tool call ask.
 fn read_rules(runtime: &Runtime) -> anyhow::Result<()> {
     let rules = runtime
-        .rules()
+        .prepare_rules()
         .map_err(|error| anyhow::anyhow!("cannot read the remembered rules: {error}"))?;
     tracing::debug!(count = rules.len(), "remembered rules");
     Ok(())

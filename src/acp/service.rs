@@ -6,6 +6,7 @@ use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 use crate::client::api::Api;
+use crate::credential::ClientKind;
 use crate::store::Store;
 use crate::store::lock;
 
@@ -57,7 +58,8 @@ pub async fn start(data_dir: &Path, token: Option<String>) -> anyhow::Result<Api
             // The service made its local token before it answered.
             let token = token
                 .clone()
-                .or_else(|| crate::credential::read(data_dir).ok().flatten());
+                .or_else(|| crate::credential::read(data_dir).ok().flatten())
+                .map(|base| crate::credential::client_token(&base, ClientKind::Acp));
             let api = Api::new(&format!("http://{addr}"), token);
             if answers(&api).await && api.has_token() {
                 eprintln!("openvaala acp: the service is serving on http://{addr}");

@@ -33,8 +33,13 @@ pub struct Approval {
     /// an escalation.
     #[serde(default)]
     pub suggested_rules: Vec<SuggestedRule>,
-    /// Why it asks: the rule that says `ask`, the tool's setting, or the escalation.
+    /// Why it asks, in plain words: the rule that says `ask`, the tool's setting, a command
+    /// that runs other programs, or the escalation.
     pub reason: String,
+    /// The configuration key that decides it (`agents.default.permissions.shell_rules`), where
+    /// one does.
+    #[serde(default)]
+    pub setting: Option<String>,
     #[schema(value_type = chrono::DateTime<chrono::Utc>)]
     pub created_at: Timestamp,
     /// When it is denied unless answered (the agent's `approval_timeout_s`).
@@ -70,7 +75,8 @@ impl Approval {
                     also_allows: vec!["git push --force".to_owned()],
                 }),
             }],
-            reason: "`git push` matches the rule \"git push*\" = \"ask\"".to_owned(),
+            reason: "`git push` matches the rule \"git push*\", which asks first".to_owned(),
+            setting: Some("agents.default.permissions.shell_rules".to_owned()),
             created_at: crate::domain::now(),
             expires_at: None,
             status: ApprovalStatus::Pending,
@@ -141,7 +147,8 @@ pub struct ApprovalResolution {
     pub message: Option<String>,
     #[schema(value_type = chrono::DateTime<chrono::Utc>)]
     pub decided_at: Timestamp,
-    /// Who answered: the client's `User-Agent`, or `service` for a cancel or an expiry.
+    /// Who answered: the kind of client, known by the token it presented (`web`, `cli`, `acp`,
+    /// `api`), or `service` for a cancel or an expiry.
     pub decided_by: String,
 }
 
@@ -241,7 +248,7 @@ pub struct Rule {
     pub scope: RuleScope,
     #[schema(value_type = chrono::DateTime<chrono::Utc>)]
     pub created_at: Timestamp,
-    /// Who answered (the client's `User-Agent`).
+    /// Who answered: the kind of client, as its token says (`web`, `cli`, `acp`, `api`).
     pub created_by: String,
     /// The approval whose answer made it.
     pub approval_id: Option<String>,

@@ -182,7 +182,11 @@ pub fn describe(approval: &Value, asker: Option<&str>) -> String {
     if let Some(why) = approval["escalate"].as_str() {
         out += &format!("  OUTSIDE the sandbox, because: {}\n", visible(why));
     }
-    out += &format!("  asked because: {}\n", visible(text(&approval["reason"])));
+    out += &format!("  asked because: {}", visible(text(&approval["reason"])));
+    match approval["setting"].as_str() {
+        Some(setting) => out += &format!(" ({})\n", visible(setting)),
+        None => out.push('\n'),
+    }
     let rules = suggested_rules(approval);
     if !rules.is_empty() {
         let exact: Vec<String> = rules

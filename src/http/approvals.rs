@@ -1,8 +1,8 @@
 //! `/api/approvals` and `/api/rules`: tool calls waiting for a user's answer across every
 //! conversation, the answers, and the rules that answers remembered.
 
+use axum::Extension;
 use axum::extract::{Path, State};
-use axum::http::{HeaderMap, header};
 
 use super::extract::{Json, Query};
 use super::{ApiError, AppState};
@@ -10,16 +10,15 @@ use crate::api::approvals::{
     AlreadyDecided, Approval, ApprovalAnswer, ApprovalList, ApprovalQuery, Rule, RuleList,
 };
 use crate::api::errors::ErrorBody;
+use crate::credential::ClientKind;
 
-/// Who answers: the client's `User-Agent` (cut short), kept with the answer and its rule.
-fn client_name(headers: &HeaderMap) -> String {
-    let name = headers
-        .get(header::USER_AGENT)
-        .and_then(|value| value.to_str().ok())
-        .map(str::trim)
-        .filter(|name| !name.is_empty())
-        .unwrap_or("unknown client");
-    name[..crate::text::floor_char_boundary(name, 200)].to_owned()
+/// Who answers: the kind of client its token says it is (`web`, `cli`, `acp`, `api`), kept
+/// with the answer and its rules; never a header the client sets.
+fn client_name(client: Option<Extension<ClientKind>>) -> String {
+    client
+        .map_or(ClientKind::Api, |Extension(kind)| kind)
+        .name()
+        .to_owned()
 }
 
 #[utoipa::path(
@@ -63,10 +62,10 @@ pub async fn list(
 pub async fn answer(
     State(state): State<AppState>,
     Path(id): Path<String>,
-    headers: HeaderMap,
+    client: Option<Extension<ClientKind>>,
     Json(answer): Json<ApprovalAnswer>,
 ) -> Result<axum::Json<Approval>, ApiError> {
-    let by = client_name(&headers);
+    let by = client_name(client);
     Ok(axum::Json(state.runtime.decide(&id, answer, by).await?))
 }
 
@@ -101,9 +100,9 @@ pub async fn rules(State(state): State<AppState>) -> Result<axum::Json<RuleList>
 pub async fn delete_rule(
     State(state): State<AppState>,
     Path(id): Path<String>,
-    headers: HeaderMap,
+    client: Option<Extension<ClientKind>>,
 ) -> Result<axum::Json<Rule>, ApiError> {
     Ok(axum::Json(
-        state.runtime.delete_rule(&id, &client_name(&headers))?,
+        state.runtime.delete_rule(&id, &client_name(client))?,
     ))
 }

@@ -62,7 +62,7 @@ pub struct AnswerCounts {
 pub fn router(
     runtime: Runtime,
     addr: SocketAddr,
-    tokens: Vec<String>,
+    tokens: Vec<(String, crate::credential::ClientKind)>,
     streams_done: CancellationToken,
 ) -> Router {
     use conversations as c;

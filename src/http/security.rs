@@ -14,17 +14,18 @@ use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 
 use super::error::ApiError;
+use crate::credential::ClientKind;
 
 #[derive(Debug, Clone)]
 pub struct Security {
     /// `Host` values accepted; empty when bound to every interface (then the token guards).
     allowed_hosts: Vec<String>,
-    /// Any of these is accepted.
-    tokens: Vec<String>,
+    /// Any of these is accepted, each standing for the kind of client that holds it.
+    tokens: Vec<(String, ClientKind)>,
 }
 
 impl Security {
-    pub fn new(addr: SocketAddr, tokens: Vec<String>) -> Security {
+    pub fn new(addr: SocketAddr, tokens: Vec<(String, ClientKind)>) -> Security {
         let port = addr.port();
         let ip = addr.ip();
         let mut allowed_hosts = Vec::new();
@@ -64,7 +65,8 @@ impl Security {
         self.host_allowed(origin_host)
     }
 
-    fn token_ok(&self, request: &Request) -> bool {
+    /// The kind of client whose token the request carries, if it carries a valid one.
+    fn client(&self, request: &Request) -> Option<ClientKind> {
         let from_header = request
             .headers()
             .get(header::AUTHORIZATION)
@@ -76,12 +78,11 @@ impl Security {
             form_urlencoded::parse(query.as_bytes())
                 .find_map(|(name, value)| (name == "access_token").then_some(value))
         });
-        let Some(given) = from_header.map(Into::into).or(from_query) else {
-            return false;
-        };
+        let given = from_header.map(Into::into).or(from_query)?;
         // Every token is compared, so the time taken does not tell which one nearly matched.
-        self.tokens.iter().fold(false, |found, expected| {
-            constant_time_eq(given.as_bytes(), expected.as_bytes()) | found
+        self.tokens.iter().fold(None, |found, (expected, kind)| {
+            let equal = constant_time_eq(given.as_bytes(), expected.as_bytes());
+            found.or(equal.then_some(*kind))
         })
     }
 }
@@ -129,7 +130,7 @@ fn addressed_host(request: &Request) -> Result<String, ApiError> {
 
 pub async fn guard(
     State(security): State<Arc<Security>>,
-    request: Request,
+    mut request: Request,
     next: Next,
 ) -> Response {
     let host = match addressed_host(&request) {
@@ -155,9 +156,14 @@ pub async fn guard(
             .into_response();
         }
     }
-    let path = request.uri().path();
-    let open = OPEN_PATHS.contains(&path);
-    if path.starts_with("/api/") && !open && !security.token_ok(&request) {
+    let open = OPEN_PATHS.contains(&request.uri().path());
+    let api = request.uri().path().starts_with("/api/");
+    let client = security.client(&request);
+    if let Some(kind) = client {
+        // Who answers an approval or keeps a rule is the kind of client the token tells.
+        request.extensions_mut().insert(kind);
+    }
+    if api && !open && client.is_none() {
         return ApiError::Unauthorized(
             "a valid `Authorization: Bearer <token>` header is required: the service's \
              local token (`openvaala token show` prints it; `openvaala token url` gives a \

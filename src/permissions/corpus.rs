@@ -218,7 +218,7 @@ fn ordinary_commands_still_run_and_a_question_says_why() {
         panic!("an interpreter asks");
     };
     assert!(
-        reason.contains("runs other programs (an interpreter"),
+        reason.text.contains("runs other programs (an interpreter"),
         "{reason}"
     );
     assert_eq!(suggested_rules[0].rule, "python3 -c print(1)");

@@ -9,4 +9,4 @@ mod corpus;
 pub mod policy;
 pub mod runners;
 
-pub use policy::{MCP_PREFIX, Permission, Permissions, RuleChoice, Verdict};
+pub use policy::{MCP_PREFIX, Permission, Permissions, Reason, RuleChoice, Verdict};

@@ -70,17 +70,51 @@ pub struct Permissions {
     pub approval_timeout: Option<Duration>,
 }
 
+/// Why a call asks or is refused: in plain words, and the setting that decides it (a
+/// configuration key such as `agents.default.permissions.shell_rules`) where one does. Shown
+/// as `text (setting)`.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Reason {
+    pub text: String,
+    pub setting: Option<String>,
+}
+
+impl Reason {
+    pub fn plain(text: impl Into<String>) -> Reason {
+        Reason {
+            text: text.into(),
+            setting: None,
+        }
+    }
+
+    fn set_by(text: impl Into<String>, setting: String) -> Reason {
+        Reason {
+            text: text.into(),
+            setting: Some(setting),
+        }
+    }
+}
+
+impl std::fmt::Display for Reason {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match &self.setting {
+            Some(setting) => write!(f, "{} ({setting})", self.text),
+            None => f.write_str(&self.text),
+        }
+    }
+}
+
 /// The outcome of a check.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Verdict {
     Allow,
     /// Refused by configuration, without asking; the reason reaches the model.
     Deny {
-        reason: String,
+        reason: Reason,
     },
     /// A user must answer first.
     Ask {
-        reason: String,
+        reason: Reason,
         /// The rules an answer that remembers would keep: one per part of a shell command that
         /// asks, each its exact text; none when the answer may not be remembered (escalation).
         suggested_rules: Vec<RuleChoice>,
@@ -192,11 +226,17 @@ impl Permissions {
                 match self.tool(tool) {
                     Permission::Allow => Verdict::Allow,
                     Permission::Deny => Verdict::Deny {
-                        reason: format!("`{tool}` is denied ({})", self.key(tool)),
+                        reason: Reason::set_by(
+                            format!("this agent may not use `{tool}`"),
+                            self.key(tool),
+                        ),
                     },
                     Permission::Ask if remembered(&subject, false) => Verdict::Allow,
                     Permission::Ask => Verdict::Ask {
-                        reason: format!("`{tool}` asks first ({})", self.key(tool)),
+                        reason: Reason::set_by(
+                            format!("this agent asks before each `{tool}` call"),
+                            self.key(tool),
+                        ),
                         suggested_rules: vec![RuleChoice::exact(suggest_for_path(tool, &subject))],
                     },
                 }
@@ -235,10 +275,10 @@ impl Permissions {
                 // Nothing can be matched: the strictest a rule could say, short of a deny.
                 verdict.add(
                     tool_setting.max(Permission::Ask),
-                    format!(
+                    Reason::plain(format!(
                         "the command could not be read to match the rules ({})",
                         error.0
-                    ),
+                    )),
                     None,
                 );
             }
@@ -279,13 +319,15 @@ impl Permissions {
         cwd: &Path,
         tool_setting: Permission,
         remembered: Remembered<'_>,
-    ) -> (Permission, String) {
+    ) -> (Permission, Reason) {
         let text = part.text();
         if is_expansion(part.words.first().map_or("", String::as_str)) {
             // `$CMD args`: which program runs is only known when it runs.
             return (
                 tool_setting.max(Permission::Ask),
-                format!("`{text}` names its program by an expansion, so no rule can match it"),
+                Reason::plain(format!(
+                    "`{text}` names its program by an expansion, so no rule can match it"
+                )),
             );
         }
         // `/usr/bin/git push` is matched as `git push` too, and `git -C x push` as `git push`.
@@ -306,10 +348,14 @@ impl Permissions {
             .filter(|(pattern, _)| texts.iter().any(|text| pattern_matches(pattern, text)))
             .max_by_key(|(_, permission)| *permission);
         let rule_reason = |pattern: &str, permission: Permission| {
-            format!(
-                "`{text}` matches the rule \"{pattern}\" = \"{}\" (agents.{}.permissions.shell_rules)",
-                permission.name(),
-                self.agent
+            let says = match permission {
+                Permission::Deny => "which refuses it",
+                Permission::Ask => "which asks first",
+                Permission::Allow => "which allows it",
+            };
+            Reason::set_by(
+                format!("`{text}` matches the rule \"{pattern}\", {says}"),
+                format!("agents.{}.permissions.shell_rules", self.agent),
             )
         };
         match (matched, runner) {
@@ -323,15 +369,15 @@ impl Permissions {
                     *permission == Permission::Allow && names_exact_use(pattern)
                 }) || texts.iter().any(|text| remembered(text, true));
                 if named {
-                    return (Permission::Allow, String::new());
+                    return (Permission::Allow, Reason::default());
                 }
                 let asked = matched.map_or(tool_setting, |(_, permission)| *permission);
                 (
                     asked.max(Permission::Ask),
-                    format!(
+                    Reason::plain(format!(
                         "`{text}` runs other programs ({why}), so a rule on its command line \
                          cannot see all it does; no rule names this use of it"
-                    ),
+                    )),
                 )
             }
             // Only the tool's own `ask` may be answered by a remembered rule.
@@ -339,25 +385,28 @@ impl Permissions {
                 if tool_setting == Permission::Ask
                     && texts.iter().any(|text| remembered(text, false)) =>
             {
-                (Permission::Allow, String::new())
+                (Permission::Allow, Reason::default())
             }
             (None, None) => (tool_setting, self.tool_reason(tool_setting)),
         }
     }
 
-    fn tool_reason(&self, setting: Permission) -> String {
-        format!(
-            "`shell` is set to \"{}\" ({})",
-            setting.name(),
-            self.key("shell")
-        )
+    fn tool_reason(&self, setting: Permission) -> Reason {
+        let text = match setting {
+            Permission::Deny => "this agent may not run shell commands",
+            Permission::Ask => "this agent asks before every shell command",
+            Permission::Allow => "this agent runs shell commands without asking",
+        };
+        Reason::set_by(text, self.key("shell"))
     }
 }
 
 /// An escalation always asks, and its answer is never remembered.
 fn escalation_verdict(why: &str) -> Verdict {
     Verdict::Ask {
-        reason: format!("the agent asks to run this outside the sandbox: {why}"),
+        reason: Reason::plain(format!(
+            "the agent asks to run this outside the sandbox: {why}"
+        )),
         suggested_rules: Vec::new(),
     }
 }
@@ -485,7 +534,7 @@ fn by_program_name(words: &[String]) -> Option<String> {
 /// each part that asks could be remembered by.
 struct Strictest {
     permission: Permission,
-    reason: String,
+    reason: Reason,
     suggested_rules: Vec<RuleChoice>,
 }
 
@@ -493,16 +542,17 @@ impl Default for Strictest {
     fn default() -> Strictest {
         Strictest {
             permission: Permission::Allow,
-            reason: String::new(),
+            reason: Reason::default(),
             suggested_rules: Vec::new(),
         }
     }
 }
 
 impl Strictest {
-    fn add(&mut self, permission: Permission, reason: String, suggested_rule: Option<RuleChoice>) {
+    fn add(&mut self, permission: Permission, reason: Reason, suggested_rule: Option<RuleChoice>) {
         // The first reason of the strictest permission is kept (starting from `allow`).
-        if (self.reason.is_empty() && !reason.is_empty()) || permission > self.permission {
+        if (self.reason.text.is_empty() && !reason.text.is_empty()) || permission > self.permission
+        {
             self.permission = permission;
             self.reason = reason;
         }
@@ -609,9 +659,14 @@ mod tests {
         let Verdict::Deny { reason } = check(&policy, &shell("git push | sudo rm -rf /")) else {
             panic!("the deny of one part is the verdict");
         };
-        assert!(reason.contains("\"rm -rf /*\" = \"deny\""), "{reason}");
         assert!(
-            reason.contains("agents.default.permissions.shell_rules"),
+            reason
+                .text
+                .contains("the rule \"rm -rf /*\", which refuses it"),
+            "{reason}"
+        );
+        assert!(
+            reason.setting.as_deref() == Some("agents.default.permissions.shell_rules"),
             "{reason}"
         );
     }
@@ -634,8 +689,9 @@ mod tests {
         assert_eq!(
             verdict,
             Verdict::Ask {
-                reason: "the agent asks to run this outside the sandbox: needs the network"
-                    .to_owned(),
+                reason: Reason::plain(
+                    "the agent asks to run this outside the sandbox: needs the network"
+                ),
                 suggested_rules: Vec::new(),
             }
         );
@@ -682,7 +738,10 @@ mod tests {
         assert_eq!(
             check(&policy, "mcp__files__read"),
             Verdict::Ask {
-                reason: "`mcp__files__read` asks first (agents.a.permissions.mcp)".to_owned(),
+                reason: Reason::set_by(
+                    "this agent asks before each `mcp__files__read` call",
+                    "agents.a.permissions.mcp".to_owned()
+                ),
                 suggested_rules: vec![RuleChoice::exact("*".to_owned())],
             }
         );
@@ -703,8 +762,10 @@ mod tests {
         assert_eq!(
             check(&policy, "mcp__files__write"),
             Verdict::Deny {
-                reason: "`mcp__files__write` is denied (agents.a.permissions.mcp__files__wr*)"
-                    .to_owned()
+                reason: Reason::set_by(
+                    "this agent may not use `mcp__files__write`",
+                    "agents.a.permissions.mcp__files__wr*".to_owned()
+                )
             }
         );
     }
@@ -735,8 +796,10 @@ mod tests {
         assert_eq!(
             verdict,
             Verdict::Ask {
-                reason: "`write_file` asks first (agents.default.permissions.write_file)"
-                    .to_owned(),
+                reason: Reason::set_by(
+                    "this agent asks before each `write_file` call",
+                    "agents.default.permissions.write_file".to_owned()
+                ),
                 suggested_rules: vec![RuleChoice::exact("/w/src/*".to_owned())],
             }
         );

@@ -89,6 +89,11 @@ impl Runtime {
         }
     }
 
+    /// At start-up: the remembered rules, read (a log from before integrity marks is marked).
+    pub fn prepare_rules(&self) -> Result<Vec<Rule>, RuntimeError> {
+        Ok(self.shared.rules.prepare()?)
+    }
+
     /// `GET /api/rules`.
     pub fn rules(&self) -> Result<Vec<Rule>, RuntimeError> {
         Ok(self.shared.rules.list()?)

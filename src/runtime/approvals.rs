@@ -23,7 +23,7 @@ pub struct ApprovalRequest {
     pub item_id: String,
     pub tool: String,
     pub arguments: Value,
-    pub reason: String,
+    pub reason: crate::permissions::Reason,
     pub suggested_rules: Vec<crate::permissions::RuleChoice>,
     pub escalate: Option<String>,
     /// Denied unless answered within this.

@@ -10,7 +10,7 @@
 'use strict';
 
 const assert = require('node:assert/strict');
-const { spawn } = require('node:child_process');
+const { execFileSync, spawn } = require('node:child_process');
 const fs = require('node:fs');
 const os = require('node:os');
 const path = require('node:path');
@@ -101,10 +101,14 @@ async function startServer(root, options = {}) {
   // the sign-in link (`openBase`), the tests' own requests through `fetch` below.
   const token = fs.readFileSync(path.join(dataDir, 'local-token'), 'utf8').trim();
   tokens.set(base, token);
+  // The link a person signs in with, as `openvaala token url` prints it: it carries the web
+  // UI's own token (derived from the local one), so the service records answers as the web's.
+  const printed = execFileSync(BIN, ['token', 'url', '--data-dir', dataDir], { encoding: 'utf8' }).trim();
+  const signIn = `${base}/${new URL(printed).hash}`;
   const server = {
     base,
     token,
-    signIn: `${base}/#token=${token}`,
+    signIn,
     pid: child.pid,
     root,
     cwd,

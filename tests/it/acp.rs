@@ -416,6 +416,7 @@ async fn approvals_are_asked_in_the_editor_and_answered_there_or_elsewhere() {
         approvals["approvals"][0]["resolution"]["decision"],
         "allow_once"
     );
+    assert_eq!(approvals["approvals"][0]["resolution"]["decided_by"], "acp");
 
     // Rejected: the command never runs and the model is told.
     fake.push(Reply::tool_call(

@@ -208,6 +208,8 @@ async fn chat_keeps_an_edited_rule_for_the_conversation() {
     let (_, rules) = server.get("/api/rules").await;
     assert_eq!(rules["rules"][0]["pattern"], "touch *", "{rules}");
     assert_eq!(rules["rules"][0]["scope"]["kind"], "conversation");
+    // Made by the terminal client, as the token it presented says.
+    assert_eq!(rules["rules"][0]["created_by"], "cli");
 }
 
 #[tokio::test]

@@ -111,13 +111,12 @@ async fn every_client_sees_the_approval_and_the_first_answer_wins() {
         json!([{"rule": "touch ran.txt", "broader": null}])
     );
     assert!(approval["escalate"].is_null());
-    assert!(
-        approval["reason"]
-            .as_str()
-            .unwrap()
-            .contains("agents.default.permissions.shell"),
+    // Why, in plain words; the setting that decides it beside.
+    assert_eq!(
+        approval["reason"], "this agent asks before every shell command",
         "{approval}"
     );
+    assert_eq!(approval["setting"], "agents.default.permissions.shell");
     let (_, data) = events_until(&mut list, "approval.requested")
         .await
         .pop()
@@ -223,7 +222,8 @@ async fn a_configured_deny_refuses_without_asking_and_sees_through_wrappers() {
     assert_eq!(tool["status"], "failed");
     let output = tool["output"].as_str().unwrap();
     assert!(
-        output.contains("\"rm -rf *\" = \"deny\"") && output.contains("shell_rules"),
+        output.contains("the rule \"rm -rf *\", which refuses it")
+            && output.contains("shell_rules"),
         "{output}"
     );
     assert!(target.exists());
@@ -343,7 +343,8 @@ async fn remembered_rules_survive_a_restart_follow_a_fork_and_can_be_deleted() {
         .clone();
     assert_eq!(always["scope"]["cwd"], dir.path().to_str().unwrap());
     assert_eq!(always["scope"]["agent"], "default");
-    assert!(!always["created_by"].as_str().unwrap().is_empty());
+    // The client kind its token says (the tests' requests carry the local token itself).
+    assert_eq!(always["created_by"], "api");
     let rule_id = always["id"].as_str().unwrap();
     let (status, _) = server.delete(&format!("/api/rules/{rule_id}")).await;
     assert_eq!(status, 200);
@@ -355,18 +356,56 @@ async fn remembered_rules_survive_a_restart_follow_a_fork_and_can_be_deleted() {
     until_turn_end(&mut events).await;
 }
 
+/// A line added to the rules file by anything but the service (here a copy of a kept rule,
+/// widened to `*` and claiming the web UI made it) is ignored: the command still asks.
+#[tokio::test]
+async fn a_planted_rule_line_allows_nothing() {
+    let server = start(None, "").await;
+    let dir = workspace();
+    let (_, mut events) = converse(&server, dir.path(), "/shell touch kept.txt").await;
+    let approval = next_approval(&mut events).await;
+    let (status, body) = answer(&server, &approval, json!({"decision": "allow_always"})).await;
+    assert_eq!(status, 200, "{body}");
+    until_turn_end(&mut events).await;
+
+    let file = server.data_dir.join("rules.jsonl");
+    let kept = std::fs::read_to_string(&file).unwrap();
+    let planted = kept
+        .trim()
+        .replace("\"pattern\":\"touch kept.txt\"", "\"pattern\":\"*\"")
+        .replace("\"created_by\":\"api\"", "\"created_by\":\"web\"");
+    assert_ne!(planted, kept.trim());
+    std::fs::write(&file, format!("{kept}{planted}\n")).unwrap();
+
+    let (_, rules) = server.get("/api/rules").await;
+    let patterns: Vec<&Value> = rules["rules"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|rule| &rule["pattern"])
+        .collect();
+    assert_eq!(patterns, [&json!("touch kept.txt")], "{rules}");
+    let (_, mut events) = converse(&server, dir.path(), "/shell touch other.txt").await;
+    let approval = next_approval(&mut events).await;
+    assert_eq!(approval["suggested_rule"], "touch other.txt");
+    answer(&server, &approval, json!({"decision": "deny"})).await;
+    until_turn_end(&mut events).await;
+    assert!(!dir.path().join("other.txt").exists());
+}
+
 #[tokio::test]
 async fn a_remembered_rule_never_silences_a_configured_ask() {
     let server = start(None, "").await;
     let dir = workspace();
     let (_, mut events) = converse(&server, dir.path(), "/shell git push origin").await;
     let approval = next_approval(&mut events).await;
-    assert!(
-        approval["reason"]
-            .as_str()
-            .unwrap()
-            .contains("\"git push*\" = \"ask\""),
+    assert_eq!(
+        approval["reason"], "`git push origin` matches the rule \"git push*\", which asks first",
         "{approval}"
+    );
+    assert_eq!(
+        approval["setting"],
+        "agents.default.permissions.shell_rules"
     );
     let (status, body) = answer(
         &server,

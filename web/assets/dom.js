@@ -82,10 +82,20 @@ export function plural(n, one, many) {
   return `${formatCount(n)} ${n === 1 ? one : many || `${one}s`}`;
 }
 
-// Who answered an approval or made a rule, as the service heard it (the client's User-Agent):
-// a browser by its name, any other client as it names itself.
-export function clientName(userAgent) {
-  const ua = String(userAgent || '');
+// Who answered an approval or made a rule. The service records the kind of client by the
+// token it presented (`web`, `cli`, `acp`, `api`, or `service` for its own decisions);
+// records from before that hold the client's User-Agent, shown by the browser's name.
+const CLIENT_KINDS = {
+  web: 'the web UI',
+  cli: 'the terminal client',
+  acp: 'an editor',
+  api: 'an API client',
+  service: 'the service',
+};
+
+export function clientName(recorded) {
+  const ua = String(recorded || '');
+  if (Object.hasOwn(CLIENT_KINDS, ua)) return CLIENT_KINDS[ua];
   if (/^Mozilla\//.test(ua)) {
     const browser = /\bEdg\//.test(ua)
       ? 'Edge'

@@ -98,7 +98,8 @@ impl ConversationActor {
                     }),
                 })
                 .collect(),
-            reason: request.reason,
+            reason: request.reason.text,
+            setting: request.reason.setting,
             created_at,
             expires_at: request.timeout.map(|timeout| {
                 created_at + chrono::Duration::from_std(timeout).unwrap_or(chrono::Duration::MAX)

@@ -117,7 +117,7 @@ pub enum Command {
     Decide {
         approval_id: String,
         answer: ApprovalAnswer,
-        /// Who answered (the client's `User-Agent`).
+        /// Who answered: the kind of client, as its token says (`web`, `cli`, `acp`, `api`).
         by: String,
         reply: oneshot::Sender<Result<Approval, RuntimeError>>,
     },

@@ -254,7 +254,9 @@ async fn check(spec: &TurnSpec, name: &str, arguments: &Value) -> Verdict {
     tokio::task::spawn_blocking(move || gate.check("shell", &arguments))
         .await
         .unwrap_or_else(|_| Verdict::Ask {
-            reason: "the command could not be checked against the rules".to_owned(),
+            reason: crate::permissions::Reason::plain(
+                "the command could not be checked against the rules",
+            ),
             suggested_rules: Vec::new(),
         })
 }
