@@ -281,6 +281,10 @@ pub enum ItemKind {
         /// model gets them with the result; `output` notes each one.
         #[serde(default, skip_serializing_if = "Vec::is_empty")]
         images: Vec<Image>,
+        /// Not run because the permissions refused it or a user denied it (or let it expire):
+        /// the item's status is `failed`, and clients show it as denied, not as an error.
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        denied: bool,
     },
     Summary {
         text: String,

@@ -188,6 +188,7 @@ mod tests {
                     output: "```\nnot the end\n```\n".to_owned(),
                     exit_code: Some(0),
                     images: Vec::new(),
+                    denied: false,
                     files: Some(Box::new(crate::domain::FileChanges {
                         added: vec!["notes.md".to_owned()],
                         ..Default::default()

@@ -553,6 +553,7 @@ mod tests {
                     exit_code: Some(0),
                     files: None,
                     images: Vec::new(),
+                    denied: false,
                 },
                 ItemStatus::Completed,
             ),

@@ -676,6 +676,7 @@ mod tests {
                 exit_code: Some(0),
                 files: None,
                 images: Vec::new(),
+                denied: false,
             },
         };
         let tokenizer = Tokenizer::O200kBase;

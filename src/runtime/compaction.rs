@@ -390,6 +390,7 @@ mod tests {
                 exit_code: Some(0),
                 files: None,
                 images: Vec::new(),
+                denied: false,
             },
         )
     }

@@ -225,6 +225,7 @@ mod tests {
                 exit_code: None,
                 files: None,
                 images: Vec::new(),
+                denied: false,
             },
             ItemStatus::Running,
         );

@@ -43,6 +43,8 @@ pub enum ToolStatus {
     Failed,
     /// The turn was interrupted while the tool ran; the output so far is kept.
     Interrupted,
+    /// Not run: the permissions refused it, or a user denied it; the output says why.
+    Denied,
 }
 
 #[derive(Debug, Clone)]
@@ -70,6 +72,15 @@ impl ToolResult {
             output: output.into(),
             exit_code: None,
             status: ToolStatus::Failed,
+            images: Vec::new(),
+        }
+    }
+
+    pub fn denied(output: impl Into<String>) -> ToolResult {
+        ToolResult {
+            output: output.into(),
+            exit_code: None,
+            status: ToolStatus::Denied,
             images: Vec::new(),
         }
     }

@@ -194,6 +194,7 @@ async fn a_denial_reaches_the_model_with_its_message_and_nothing_runs() {
     assert_eq!(seen.last().unwrap().1["status"], "completed");
     let tool = last_tool_call(&server, &id).await;
     assert_eq!(tool["status"], "failed");
+    assert_eq!(tool["denied"], true, "{tool}");
     assert_eq!(
         tool["output"],
         "Not run: the user denied this call: use the make target instead"
@@ -220,6 +221,7 @@ async fn a_configured_deny_refuses_without_asking_and_sees_through_wrappers() {
     );
     let tool = last_tool_call(&server, &id).await;
     assert_eq!(tool["status"], "failed");
+    assert_eq!(tool["denied"], true, "{tool}");
     let output = tool["output"].as_str().unwrap();
     assert!(
         output.contains("the rule \"rm -rf *\", which refuses it")
@@ -554,6 +556,7 @@ async fn an_unanswered_approval_expires_as_a_denial() {
     assert_eq!(resolved.1["approval"]["status"], "expired");
     let tool = last_tool_call(&server, &id).await;
     assert_eq!(tool["status"], "failed");
+    assert_eq!(tool["denied"], true, "{tool}");
     assert!(
         tool["output"].as_str().unwrap().contains("within 1 s"),
         "{tool}"

@@ -39,6 +39,10 @@ async fn a_tool_error_goes_back_to_the_model_and_the_turn_goes_on() {
     let tool = run.completed("tool_call")[0];
     assert_eq!(tool["status"], "failed");
     assert!(
+        tool.get("denied").is_none(),
+        "a failure is not a denial: {tool}"
+    );
+    assert!(
         tool["output"].as_str().unwrap().contains("no such file"),
         "{tool}"
     );

@@ -109,6 +109,7 @@ fn history(tokens: u64, seed: u64, tokenizer: Tokenizer) -> Vec<Item> {
                 exit_code: Some(0),
                 files: None,
                 images: Vec::new(),
+                denied: false,
             },
             _ => ItemKind::AgentMessage {
                 text: prose(&rng.sentences(2, 10)),

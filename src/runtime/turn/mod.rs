@@ -273,7 +273,7 @@ async fn gate(
     let (reason, suggested_rules) = match check(spec, name, arguments).await {
         Verdict::Allow => return Ok(false),
         Verdict::Deny { reason } => {
-            return Err(ToolResult::failed(format!(
+            return Err(ToolResult::denied(format!(
                 "Not run: the agent's permissions deny it: {reason}."
             )));
         }
@@ -299,13 +299,13 @@ async fn gate(
     };
     match outcome {
         ApprovalOutcome::Allowed => Ok(escalated),
-        ApprovalOutcome::Denied { message } => Err(ToolResult::failed(match message {
+        ApprovalOutcome::Denied { message } => Err(ToolResult::denied(match message {
             Some(message) if !message.trim().is_empty() => {
                 format!("Not run: the user denied this call: {message}")
             }
             _ => "Not run: the user denied this call.".to_owned(),
         })),
-        ApprovalOutcome::Expired { after } => Err(ToolResult::failed(format!(
+        ApprovalOutcome::Expired { after } => Err(ToolResult::denied(format!(
             "Not run: nobody answered its approval within {} s, so it was denied.",
             after.as_secs()
         ))),
@@ -422,6 +422,7 @@ async fn finish_tool_call(
         exit_code,
         files,
         images,
+        denied,
         ..
     } = &mut item.kind
     {
@@ -429,10 +430,11 @@ async fn finish_tool_call(
         *exit_code = result.exit_code;
         *files = changes.map(Box::new);
         *images = result.images;
+        *denied = result.status == ToolStatus::Denied;
     }
     item.status = match result.status {
         ToolStatus::Completed => ItemStatus::Completed,
-        ToolStatus::Failed => ItemStatus::Failed,
+        ToolStatus::Failed | ToolStatus::Denied => ItemStatus::Failed,
         ToolStatus::Interrupted => ItemStatus::Interrupted,
     };
     link.store(item.clone()).await?;

@@ -381,6 +381,7 @@ impl Partial {
                         exit_code: None,
                         files: None,
                         images: Vec::new(),
+                        denied: false,
                     },
                     ItemStatus::Running,
                 );
