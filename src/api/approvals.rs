@@ -95,6 +95,22 @@ pub struct SuggestedRule {
     pub broader: Option<BroaderRule>,
 }
 
+/// A new approval's id. It names its conversation (`ap_<conversation>_<unique>`), so any
+/// instance of a cluster can send an answer to the one that runs the conversation.
+pub fn new_approval_id(conversation_id: &str) -> String {
+    let conversation = conversation_id
+        .strip_prefix("c_")
+        .unwrap_or(conversation_id);
+    format!("ap_{conversation}_{}", uuid::Uuid::now_v7().simple())
+}
+
+/// The conversation an approval id names, if it names one (see `new_approval_id`).
+pub fn approval_conversation(approval_id: &str) -> Option<String> {
+    let (conversation, unique) = approval_id.strip_prefix("ap_")?.split_once('_')?;
+    let word = |text: &str| !text.is_empty() && text.bytes().all(|b| b.is_ascii_alphanumeric());
+    (word(conversation) && word(unique)).then(|| format!("c_{conversation}"))
+}
+
 /// A broader rule, and what else it would allow.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 pub struct BroaderRule {

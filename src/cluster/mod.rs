@@ -147,6 +147,14 @@ impl Cluster {
         &self.inner.http
     }
 
+    /// Where the other instances that run now answer (`host:port`).
+    pub async fn other_instances(&self) -> Result<Vec<String>, sqlx::Error> {
+        sqlx::query_scalar("SELECT addr FROM instances WHERE id <> $1 ORDER BY addr")
+            .bind(&self.inner.instance)
+            .fetch_all(&self.inner.pool)
+            .await
+    }
+
     /// Whether PostgreSQL answered the last time this instance asked.
     pub fn database_answers(&self) -> bool {
         self.inner.database_answers.load(Ordering::SeqCst)

@@ -3,6 +3,7 @@
 
 use axum::Extension;
 use axum::extract::{Path, State};
+use axum::http::HeaderMap;
 
 use super::extract::{Json, Query};
 use super::{ApiError, AppState};
@@ -10,6 +11,7 @@ use crate::api::approvals::{
     AlreadyDecided, Approval, ApprovalAnswer, ApprovalList, ApprovalQuery, Rule, RuleList,
 };
 use crate::api::errors::ErrorBody;
+use crate::cluster::forward::FORWARDED;
 use crate::credential::ClientKind;
 
 /// Who answers: the kind of client its token says it is (`web`, `cli`, `acp`, `api`), kept
@@ -37,10 +39,24 @@ fn client_name(client: Option<Extension<ClientKind>>) -> String {
 pub async fn list(
     State(state): State<AppState>,
     Query(query): Query<ApprovalQuery>,
+    headers: HeaderMap,
 ) -> axum::Json<ApprovalList> {
-    axum::Json(ApprovalList {
-        approvals: state.runtime.approvals(query.status),
-    })
+    let mut approvals = state.runtime.approvals(query.status);
+    // In a cluster, every instance's: each holds the approvals of the turns it runs. Asked by
+    // another instance, only this one's.
+    if let Some(cluster) = state.runtime.cluster()
+        && !headers.contains_key(FORWARDED)
+    {
+        let others = super::cluster::other_instances_approvals(cluster, &headers, query.status);
+        approvals.extend(others.await);
+        approvals.sort_by(|a, b| {
+            a.created_at
+                .cmp(&b.created_at)
+                .then_with(|| a.id.cmp(&b.id))
+        });
+        approvals.dedup_by(|a, b| a.id == b.id);
+    }
+    axum::Json(ApprovalList { approvals })
 }
 
 #[utoipa::path(

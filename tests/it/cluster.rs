@@ -667,3 +667,80 @@ async fn a_reindex_into_an_empty_database_gives_the_same_listing_and_search() {
     assert_eq!(after, before);
     assert_eq!(before.0["conversations"].as_array().unwrap().len(), 3);
 }
+
+/// An approval is answered through any instance: the answer goes to the instance that runs
+/// its turn, and every instance lists every instance's pending approvals.
+#[tokio::test]
+async fn an_approval_is_listed_everywhere_and_answered_on_an_instance_that_does_not_run_it() {
+    let postgres = Postgres::start();
+    let dir = tempfile::tempdir().unwrap();
+    let data_dir = dir.path().join("data");
+    let config = format!(
+        "{}[agents.default]\ndescription = \"asks\"\nmodel = \"demo\"\n\
+         [agents.default.permissions]\nshell = \"ask\"\n",
+        cluster_config(&postgres)
+    );
+    let mut instances = Vec::new();
+    for _ in 0..2 {
+        instances.push(
+            Server::start_with(ServerOptions {
+                data_dir: Some(data_dir.clone()),
+                config: Some(config.clone()),
+                ..ServerOptions::default()
+            })
+            .await,
+        );
+    }
+    let [a, b] = &instances[..] else {
+        unreachable!()
+    };
+    let id = create(a, "/shell echo answered-elsewhere").await;
+    let mut events = a.events(&id).await;
+    let asked = events_until(&mut events, "approval.requested").await;
+    let approval = asked.last().unwrap().1["approval"].clone();
+    let approval_id = approval["id"].as_str().unwrap();
+    assert_eq!(owned(a).await, 1);
+    assert_eq!(owned(b).await, 0);
+
+    for server in [a, b] {
+        let (status, listed) = server.get("/api/approvals").await;
+        assert_eq!(status, 200, "{listed}");
+        let ids: Vec<&str> = listed["approvals"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|approval| approval["id"].as_str().unwrap())
+            .collect();
+        assert_eq!(ids, [approval_id], "{listed}");
+    }
+
+    let (status, answered) = b
+        .post(
+            &format!("/api/approvals/{approval_id}"),
+            json!({ "decision": "allow_once" }),
+        )
+        .await;
+    assert_eq!(status, 200, "{answered}");
+    assert_eq!(answered["status"], "allowed");
+    assert_eq!(answered["resolution"]["decided_by"], "api");
+    let seen = events_until(&mut events, "turn.ended").await;
+    assert_eq!(seen.last().unwrap().1["status"], "completed");
+    let output: String = seen
+        .iter()
+        .filter(|(kind, data)| kind == "item.delta" && data["field"] == "output")
+        .map(|(_, data)| data["delta"].as_str().unwrap())
+        .collect();
+    assert_eq!(output.trim(), "answered-elsewhere");
+    // A second answer, through either instance, is told the first one won.
+    for server in [a, b] {
+        let (status, again) = server
+            .post(
+                &format!("/api/approvals/{approval_id}"),
+                json!({ "decision": "deny" }),
+            )
+            .await;
+        assert_eq!(status, 409, "{again}");
+    }
+    // Still only A ran it: B forwarded and took nothing.
+    assert_eq!(owned(b).await, 0);
+}

@@ -13,7 +13,7 @@ use crate::api::approvals::{
     ApprovalSubject, BroaderRule, RuleScope, SuggestedRule,
 };
 use crate::api::events::{ConversationEvent, ListEvent};
-use crate::domain::{ItemKind, ItemStatus, new_id, now};
+use crate::domain::{ItemKind, ItemStatus, now};
 use crate::permissions::Verdict;
 use crate::permissions::policy::{
     also_allows, pattern_matches, refuse_shell_rule, rule_subjects, shell_command,
@@ -75,7 +75,7 @@ impl ConversationActor {
         };
         let created_at = now();
         let approval = Approval {
-            id: new_id("ap"),
+            id: crate::api::approvals::new_approval_id(&self.id),
             conversation_id: self.id.clone(),
             session_id: session_id.to_owned(),
             turn_id,
