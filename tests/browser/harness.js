@@ -103,7 +103,7 @@ async function startServer(root, options = {}) {
   tokens.set(base, token);
   // The link a person signs in with, as `openvaala token url` prints it: it carries the web
   // UI's own token (derived from the local one), so the service records answers as the web's.
-  const printed = execFileSync(BIN, ['token', 'url', '--data-dir', dataDir], { encoding: 'utf8' }).trim();
+  const printed = execFileSync(BIN, ['token', '--data-dir', dataDir, 'url'], { encoding: 'utf8' }).trim();
   const signIn = `${base}/${new URL(printed).hash}`;
   const server = {
     base,
