@@ -121,6 +121,7 @@ async fn measure(
     let (seen, mut events) = mpsc::unbounded_channel();
     let mut bridge = tokio::process::Command::new(server)
         .args(["acp", "--url", &session.base])
+        .env("OPENVAALA_TOKEN", super::bench_token())
         .env("OPENVAALA_LOG", "warn")
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
@@ -197,6 +198,7 @@ async fn measure(
         .to_owned();
     let response = reqwest::Client::builder()
         .no_proxy()
+        .default_headers(super::authorized())
         .build()?
         .get(format!(
             "{}/api/conversations/{conversation}/events",

@@ -44,6 +44,7 @@ mod foundation;
 mod live;
 mod mcp;
 mod meter;
+mod rules;
 mod sandbox;
 mod seed;
 mod sse;
@@ -108,6 +109,9 @@ enum Bench {
     /// The time from an approval's `POST /api/approvals/{id}` to the approved command
     /// starting, sandboxed and not.
     Approvals(approvals::ApprovalsArgs),
+    /// The time the permissions take to judge a shell command (parsing, wrappers, programs
+    /// that run others, configured and remembered rules), per ordinary command and for scale.
+    Rules(rules::RulesArgs),
     /// The runtime's own time per MCP call (stdio, a trivial tool) against the same call with
     /// the SDK alone, and a first call's server start against the server's own.
     Mcp(mcp::McpArgs),
@@ -151,6 +155,7 @@ fn main() -> anyhow::Result<ExitCode> {
         Bench::Cluster(args) => cluster::cluster(&args),
         Bench::Sandbox(args) => sandbox::sandbox(&args),
         Bench::Approvals(args) => approvals::approvals(&args),
+        Bench::Rules(args) => rules::rules(&args),
         Bench::Mcp(args) => mcp::mcp(&args),
         Bench::Acp(args) => acp::acp(&args),
         Bench::Checkpoints(args) => checkpoints::checkpoints(&args),
@@ -165,7 +170,26 @@ fn http_client() -> anyhow::Result<reqwest::Client> {
     Ok(reqwest::Client::builder()
         .no_proxy()
         .timeout(Duration::from_secs(30))
+        .default_headers(authorized())
         .build()?)
+}
+
+/// The token the servers this bench starts accept (`OPENVAALA_TOKEN`, one per bench run):
+/// the service wants one on loopback too.
+fn bench_token() -> &'static str {
+    static TOKEN: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    TOKEN.get_or_init(|| format!("bench-{}", uuid::Uuid::now_v7().simple()))
+}
+
+/// The headers every request of the bench carries: its token.
+fn authorized() -> reqwest::header::HeaderMap {
+    let mut headers = reqwest::header::HeaderMap::new();
+    let value = format!("Bearer {}", bench_token());
+    headers.insert(
+        reqwest::header::AUTHORIZATION,
+        reqwest::header::HeaderValue::from_str(&value).expect("the token is ASCII"),
+    );
+    headers
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -188,19 +212,21 @@ fn server_binary() -> anyhow::Result<PathBuf> {
 }
 
 /// A command running the server binary with nothing from the user's setup: no config file
-/// (so the built-in config), no token, logs at `warn`.
+/// (so the built-in config), the bench's own token, logs at `warn`.
 fn openvaala(server: &Path) -> Command {
     let mut command = Command::new(server);
     for name in [
         "HOME",
         "OPENVAALA_CONFIG",
-        "OPENVAALA_TOKEN",
         "OPENVAALA_HOME",
         "XDG_DATA_HOME",
     ] {
         command.env_remove(name);
     }
-    command.env("OPENVAALA_LOG", "warn").stdin(Stdio::null());
+    command
+        .env("OPENVAALA_TOKEN", bench_token())
+        .env("OPENVAALA_LOG", "warn")
+        .stdin(Stdio::null());
     command
 }
 

@@ -119,8 +119,10 @@ async fn follow(url: &str, follower: &mut Follower) -> String {
         Err(error) => return format!("cannot connect: {error}"),
     };
     let _ = stream.set_nodelay(true);
-    let mut request =
-        format!("GET /{path} HTTP/1.1\r\nHost: {address}\r\nAccept: text/event-stream\r\n");
+    let mut request = format!(
+        "GET /{path} HTTP/1.1\r\nHost: {address}\r\nAccept: text/event-stream\r\nAuthorization: Bearer {}\r\n",
+        super::bench_token()
+    );
     if let Some(id) = &follower.last_event_id {
         request.push_str(&format!("Last-Event-ID: {id}\r\n"));
     }
