@@ -25,8 +25,9 @@ const focused = (page) =>
 // The card of the conversation's pending approval (one at a time in these tests).
 const pendingCard = (page) => page.locator('#items .approval.asking');
 
+// The card's answers (not its other buttons, such as the dock's toggle).
 async function buttons(card) {
-  return card.locator('button').allTextContents();
+  return card.locator('button[data-decision]').allTextContents();
 }
 
 // A second page on the same conversation; its errors fail the test like the first page's
@@ -64,6 +65,18 @@ function holdableApprovalEvents(page) {
   });
 }
 
+// What a colour variable of the stylesheet computes to, as getComputedStyle gives colours.
+function cssColor(page, variable) {
+  return page.evaluate((name) => {
+    const probe = document.createElement('span');
+    probe.style.color = `var(${name})`;
+    document.body.append(probe);
+    const color = getComputedStyle(probe).color;
+    probe.remove();
+    return color;
+  }, variable);
+}
+
 async function post(server, apiPath, body) {
   const response = await fetch(`${server.base}${apiPath}`, {
     method: 'POST',
@@ -88,9 +101,10 @@ test('a card asks before the command runs; Allow once with the keyboard runs it,
     assert.equal(await card.getAttribute('aria-label'), 'Approval needed: Shell $ touch ran.txt');
     assert.equal(await card.locator('.approval-subject').textContent(), 'touch ran.txt');
     assert.equal(await card.locator('.approval-cwd').textContent(), server().cwd);
-    assert.match(await card.locator('.approval-reason').textContent(), /agents\.default\.permissions\.shell/);
+    assert.equal(await card.locator('.approval-reason').textContent(), 'this agent asks before every shell command');
     assert.deepEqual(await buttons(card), ALL_ANSWERS);
-    assert.equal(await card.locator('input.approval-rule').inputValue(), 'touch*');
+    // The rule kept by default is the command's exact text.
+    assert.equal(await card.locator('input.approval-rule').inputValue(), 'touch ran.txt');
     assert.equal(await card.getByLabel('Rule', { exact: true }).count(), 1);
     assert.equal(await card.getByLabel('Message', { exact: true }).count(), 1);
     assert.equal(fs.existsSync(path.join(server().cwd, 'ran.txt')), false, 'nothing runs before the answer');
@@ -125,9 +139,10 @@ test('a card asks before the command runs; Allow once with the keyboard runs it,
     // Closed to one line on both pages; the focus stays on the card's line.
     const settled = page.locator('#items .approval.settled[data-status="allowed"]');
     await settled.waitFor();
-    assert.equal(await settled.locator('.approval-outcome').textContent(), 'Allowed once by Chrome · $ touch ran.txt');
+    assert.equal(await settled.locator('.approval-outcome').textContent(), 'Allowed once by you (this browser) · $ touch ran.txt');
     assert.equal(await page.evaluate(() => document.activeElement.classList.contains('approval-outcome')), true);
-    await other.locator('#items .approval.settled .approval-outcome', { hasText: 'Allowed once by Chrome' }).waitFor();
+    // Another tab of this browser knows it was this browser's answer.
+    await other.locator('#items .approval.settled .approval-outcome', { hasText: 'Allowed once by you (this browser)' }).waitFor();
     assert.equal(await otherCard.count(), 0);
 
     // The command ran, and the marks are gone.
@@ -156,7 +171,8 @@ test('an answer that comes second shows the outcome of the first (409)', { timeo
     await pendingCard(late).locator('button', { hasText: 'Deny' }).click();
     const outcome = late.locator('#items .approval.settled[data-status="allowed"] .approval-outcome');
     await outcome.waitFor();
-    assert.equal(await outcome.textContent(), 'Allowed once by Chrome · $ touch first.txt');
+    // The first answer was this browser's (the other tab's): the refused one does not undo that.
+    assert.equal(await outcome.textContent(), 'Allowed once by you (this browser) · $ touch first.txt');
     // Its own mark is cleared by that answer too (the list's event was held as well).
     await late.locator('#conversation-list .row-badge.awaiting').waitFor({ state: 'detached' });
     await page.locator('#items .item.tool-call .tool-state.state-ran').waitFor();
@@ -179,9 +195,16 @@ test('Deny with a message: the call never runs and the agent is told why; an int
 
     const outcome = page.locator('#items .approval.settled[data-status="denied"] .approval-outcome');
     await outcome.waitFor();
-    assert.equal(await outcome.textContent(), 'Denied by Chrome: “use the make target instead” · $ touch denied.txt');
+    assert.equal(await outcome.textContent(), 'Denied by you (this browser): “use the make target instead” · $ touch denied.txt');
+    // The call reads denied, in a neutral style: a decision, not a failure.
     const tool = page.locator('#items .item.tool-call.tool-shell');
-    await tool.locator('.tool-state.state-failed').waitFor();
+    const badge = tool.locator('.tool-state.state-denied');
+    await badge.waitFor();
+    assert.equal(await badge.textContent(), 'denied');
+    assert.equal(await tool.locator('.tool-state.state-failed').count(), 0);
+    assert.equal(await tool.evaluate((node) => node.classList.contains('state-denied')), true);
+    assert.equal(await badge.evaluate((node) => getComputedStyle(node).color), await cssColor(page, '--muted'));
+    assert.notEqual(await tool.evaluate((node) => getComputedStyle(node).borderLeftColor), await cssColor(page, '--danger'), 'no red edge');
     assert.equal(await tool.locator('pre.output').textContent(), 'Not run: the user denied this call: use the make target instead');
     await waitIdle(page);
     assert.equal(fs.existsSync(path.join(server().cwd, 'denied.txt')), false);
@@ -216,7 +239,7 @@ test('a rule that does not match is refused next to the buttons; Always allow ke
     await card.locator('button', { hasText: 'Always allow' }).click();
     const outcome = page.locator('#items .approval.settled[data-status="allowed"] .approval-outcome');
     await outcome.waitFor();
-    assert.equal(await outcome.textContent(), 'Always allowed by Chrome (rule “touch kept*”) · $ touch kept.txt');
+    assert.equal(await outcome.textContent(), 'Always allowed by you (this browser) (rule “touch kept*”) · $ touch kept.txt');
     await page.locator('#items .item.tool-call .tool-state.state-ran').waitFor();
     await waitIdle(page);
 
@@ -233,7 +256,7 @@ test('a rule that does not match is refused next to the buttons; Always allow ke
     assert.equal(await row.locator('.rule-tool').textContent(), 'Shell');
     assert.equal(await row.locator('.rule-pattern').textContent(), 'touch kept*');
     assert.equal(await row.locator('.rule-scope').textContent(), `Agent “default” in ${server().cwd}, every conversation`);
-    assert.equal(await row.locator('.rule-by').textContent(), 'Chrome');
+    assert.equal(await row.locator('.rule-by').textContent(), 'the web UI');
     assert.equal(await row.locator('.rule-when').textContent(), 'just now');
     await checkAxe(page, 'the rules view');
     await screenshot(page, 'rules-view');

@@ -135,7 +135,8 @@ async function startServer(root, options = {}) {
 // options: { fake: true | { retry, agents }, viewport, colorScheme, hasTouch, allowConsole: [RegExp], config }
 // (`hasTouch`: a touch screen, so the page matches `(pointer: coarse)`)
 // (`agents`: the configuration's [agents.*] tables, see fakeprovider.js)
-// The body gets { page, server, fake, context, restartServer }.
+// The body gets { page, server, fake, context, restartServer, root, raisePriority, otherBrowser }
+// (`otherBrowser()`: a page in a second browser, signed in to the same service).
 
 async function withUi(options, body) {
   if (typeof options === 'function') {
@@ -173,43 +174,41 @@ async function withUi(options, body) {
     server = await startServer(root, { config, log, addr });
     return server;
   };
-  try {
-    context = await chromium.launchPersistentContext(path.join(root, 'profile'), {
-      executablePath: CHROMIUM,
-      headless: true,
-      viewport: options.viewport || DESKTOP,
-      colorScheme: options.colorScheme || 'light',
-      hasTouch: !!options.hasTouch,
-      reducedMotion: 'reduce',
-      permissions: ['clipboard-read', 'clipboard-write'],
-      args: [
-        '--headless',
-        '--no-sandbox',
-        '--disable-gpu',
-        '--disable-quic',
-        '--no-first-run',
-        '--disable-background-networking',
-        '--disable-component-update',
-        '--disable-sync',
-      ],
-    });
-    const page = context.pages()[0] || (await context.newPage());
-    page.setDefaultTimeout(WAIT_MS);
-    page.on('pageerror', (error) => errors.push(`page error: ${error.stack || error.message}`));
+  // Another browser (a profile of its own: its own storage), signed in like the first; closed
+  // with the test.
+  const others = [];
+  const otherBrowser = async () => {
+    const other = await launchBrowser(path.join(root, `profile-${others.length + 2}`), options);
+    others.push(other);
+    const otherPage = other.pages()[0] || (await other.newPage());
+    otherPage.setDefaultTimeout(WAIT_MS);
+    watchErrors(otherPage, 'other browser ');
+    await otherPage.goto(server.signIn);
+    return otherPage;
+  };
+  const watchErrors = (page, who) => {
+    page.on('pageerror', (error) => errors.push(`${who}page error: ${error.stack || error.message}`));
     page.on('console', (message) => {
       if (message.type() !== 'error') return;
       const text = message.text();
       if (allowed.some((pattern) => pattern.test(text))) return;
       const where = message.location();
-      errors.push(`console error: ${text}${where && where.url ? ` (${where.url}:${where.lineNumber})` : ''}`);
+      errors.push(`${who}console error: ${text}${where && where.url ? ` (${where.url}:${where.lineNumber})` : ''}`);
     });
+  };
+  try {
+    context = await launchBrowser(path.join(root, 'profile'), options);
+    const page = context.pages()[0] || (await context.newPage());
+    page.setDefaultTimeout(WAIT_MS);
+    watchErrors(page, '');
     await page.goto(server.signIn);
     const raisePriority = () => raiseBrowserPriority(path.join(root, 'profile'), [server.pid, process.pid]);
-    await body({ page, server: () => server, fake, context, restartServer, root, raisePriority });
+    await body({ page, server: () => server, fake, context, restartServer, root, raisePriority, otherBrowser });
     assert.deepEqual(errors, [], 'the page logged errors');
   } catch (error) {
     failure = error;
   }
+  for (const other of others) await other.close().catch((error) => (failure = failure || error));
   if (context) await context.close().catch((error) => (failure = failure || error));
   stopped = await server.stop().catch((error) => error);
   await cleanup();
@@ -219,6 +218,29 @@ async function withUi(options, body) {
   }
   if (stopped instanceof Error) throw stopped;
   assert.deepEqual(stopped, { code: 0, signal: null }, `the server stops cleanly on SIGTERM:\n${log.join('\n')}`);
+}
+
+// Debian's Chromium, headless, with `profileDir` as its profile; `options` as withUi's.
+function launchBrowser(profileDir, options) {
+  return chromium.launchPersistentContext(profileDir, {
+    executablePath: CHROMIUM,
+    headless: true,
+    viewport: options.viewport || DESKTOP,
+    colorScheme: options.colorScheme || 'light',
+    hasTouch: !!options.hasTouch,
+    reducedMotion: 'reduce',
+    permissions: ['clipboard-read', 'clipboard-write'],
+    args: [
+      '--headless',
+      '--no-sandbox',
+      '--disable-gpu',
+      '--disable-quic',
+      '--no-first-run',
+      '--disable-background-networking',
+      '--disable-component-update',
+      '--disable-sync',
+    ],
+  });
 }
 
 // ------------------------------------------------------------------------------------------------

@@ -1,28 +1,49 @@
-// Approval cards in the timeline. A tool call that waits for the user's answer shows what it
-// would do (the command, path or arguments, and the working directory), why it asks, and for an
-// escalation why it wants out of the sandbox; then the answers: Allow once, Allow in this
-// conversation and Always allow (both keep the rule in the field), and Deny (with a message for
-// the agent). An escalation is never remembered, so it offers Allow once and Deny only.
+// Approval cards: a tool call that waits for the user's answer gets a card (approvalcard.js
+// draws it) with the answers: Allow once, Allow in this conversation and Always allow (both
+// keep the rules the card shows), and Deny (with a message for the agent). An escalation is
+// never remembered, so it offers Allow once and Deny only.
+//
+// A card sits right after its tool call; one asked by another session than the one shown waits
+// under the timeline. Docked (the card's toggle, remembered in this browser), the waiting cards
+// sit right above the message box instead, oldest first, and go back to their place once
+// settled. From the message box Alt+A allows the oldest waiting card once and Alt+D denies it.
 //
 // The first answer of any client wins: when `approval.resolved` comes, or a 409 says another
-// answer came first, the card closes to one line with the outcome. A card sits right after its
-// tool call; one asked by another session than the one shown waits under the timeline.
+// answer came first, the card closes to one line with the outcome.
 
 import { api } from './api.js';
-import { $, clientName, clockTime, el, enc, fullTime } from './dom.js';
+import { $, enc } from './dom.js';
 import { announce } from './announcer.js';
-import { sessionLabel, state } from './state.js';
+import { state } from './state.js';
 import { toolTitle } from './toolcards.js';
+import { askedBy, invisibleWarning, outcomeText, pendingCard, settledCard, subjectText } from './approvalcard.js';
+import { forgetAnswer, noteAnswering } from './answered.js';
+import { markInvisible } from './visible.js';
 
-const cards = new Map(); // approval id → { approval, node, busy, rule, message, error }
+const cards = new Map(); // approval id → the card record of approvalcard.js
 let wanted = null; // the approval whose card takes the focus once it is shown
 const announced = new Set(); // approval ids a screen reader has heard of (a snapshot repeats them)
 
 const REMEMBERING = new Set(['allow_conversation', 'allow_always']);
+const DOCK_KEY = 'openvaala.dockApprovals';
+// The keys that answer the oldest waiting card from the message box.
+const SHORTCUTS = { a: 'allow_once', d: 'deny' };
+const SHORTCUT_LABELS = { allow_once: 'Alt+A', deny: 'Alt+D' };
+
+let docked = readDocked();
+
+function readDocked() {
+  try {
+    return localStorage.getItem(DOCK_KEY) === 'on';
+  } catch {
+    return false;
+  }
+}
 
 export function resetApprovalCards() {
   cards.clear();
   $('approvals-elsewhere').replaceChildren();
+  $('approvals-dock').replaceChildren();
 }
 
 // A pending approval gets its card (once), and a screen reader hears of it (once, also when it
@@ -33,15 +54,22 @@ export function showApproval(approval, live) {
     return;
   }
   if (cards.has(approval.id)) return;
-  const card = pendingCard(approval);
+  const card = pendingCard(approval, {
+    answer: (decision) => answer(approval.id, decision),
+    toggleDock: () => setDocked(!docked),
+    keys: (event) => fieldKeys(event, card),
+  });
   cards.set(approval.id, card);
+  card.dockToggle.setAttribute('aria-pressed', String(docked));
   place(card);
+  refreshShortcuts();
   if (wanted === approval.id) focusApproval(approval.id);
   if (!announced.has(approval.id)) {
     announced.add(approval.id);
+    const warning = invisibleWarning(approval);
     announce(
       `${askedBy(approval) || 'The agent'} asks for your approval: ${toolTitle(approval.tool)} ${subjectText(approval)}. ` +
-        'The card with the answers is in the conversation.',
+        `${warning ? `${warning} ` : ''}The card with the answers is ${docked ? 'above the message box' : 'in the conversation'}.`,
     );
   }
 }
@@ -56,21 +84,38 @@ export function focusApproval(id) {
   }
   wanted = null;
   card.node.scrollIntoView({ block: 'center' });
-  const first = card.node.querySelector('button, .approval-outcome');
+  const first = card.node.querySelector('button[data-decision], .approval-outcome');
   if (first) first.focus();
 }
 
-// The card closes to its outcome. If the focus was in it, it stays there, on the outcome line.
+// The card closes to its outcome, in its place in the timeline. If the focus was in it, it stays
+// on the outcome line; a docked card hands it to the next docked card, or the message box.
 export function resolveApprovalCard(approval, live) {
   const card = cards.get(approval.id);
   if (!card || card.approval.status !== 'pending') return;
-  card.approval = approval;
+  const wasDocked = card.node.parentNode === $('approvals-dock');
   const hadFocus = card.node.contains(document.activeElement);
-  const node = settledCard(approval);
+  card.approval = approval;
+  showSettled(card);
+  place(card);
+  refreshShortcuts();
+  if (hadFocus) focusAfterSettling(card, wasDocked);
+  if (live) announce(`${outcomeText(approval)}: ${toolTitle(approval.tool)} ${subjectText(approval)}`);
+}
+
+function showSettled(card) {
+  const node = settledCard(card.approval);
   card.node.replaceWith(node);
   card.node = node;
-  if (hadFocus) node.querySelector('.approval-outcome').focus();
-  if (live) announce(`${outcomeText(approval)}: ${toolTitle(approval.tool)} ${subjectText(approval)}`);
+}
+
+function focusAfterSettling(card, wasDocked) {
+  if (!wasDocked) {
+    card.node.querySelector('.approval-outcome').focus();
+    return;
+  }
+  const next = $('approvals-dock').querySelector('button[data-decision]');
+  (next || $('message')).focus();
 }
 
 // The timeline drew a tool call: its card, if it has one, goes right after it.
@@ -80,6 +125,10 @@ export function placeApprovalCard(itemId) {
 
 function place(card) {
   const approval = card.approval;
+  if (docked && approval.status === 'pending') {
+    placeInDock(card);
+    return;
+  }
   if (approval.session_id !== state.sessionId) {
     if (card.node.parentNode !== $('approvals-elsewhere')) $('approvals-elsewhere').append(card.node);
     return;
@@ -94,117 +143,77 @@ function place(card) {
   }
 }
 
-function subjectText(approval) {
-  const subject = approval.subject || {};
-  if (subject.command !== undefined && subject.command !== null) return `$ ${subject.command}`;
-  if (subject.path) return subject.path;
-  if (subject.arguments !== undefined && subject.arguments !== null) return JSON.stringify(subject.arguments);
-  return '';
-}
-
-// Who asks, when it is not the main agent.
-function askedBy(approval) {
-  if (!state.conv || approval.session_id === state.conv.root_session_id) return null;
-  return `Sub-agent ${sessionLabel(approval.session_id)}`;
-}
-
-function details(approval) {
-  const subject = approval.subject || {};
-  const rows = [];
-  if (subject.command !== undefined && subject.command !== null) rows.push(['Command', el('code', { class: 'approval-subject' }, subject.command)]);
-  else if (subject.path) rows.push(['Path', el('code', { class: 'approval-subject' }, subject.path)]);
-  else if (subject.arguments !== undefined && subject.arguments !== null) {
-    rows.push(['Arguments', el('pre', { class: 'approval-subject' }, JSON.stringify(subject.arguments, null, 2))]);
-  }
-  rows.push(['Directory', el('code', { class: 'approval-cwd' }, subject.cwd)]);
-  if (approval.escalate) rows.push(['Outside the sandbox, because', el('span', { class: 'approval-escalate' }, approval.escalate)]);
-  rows.push(['Why it asks', el('span', { class: 'approval-reason' }, approval.reason)]);
-  return el('dl', { class: 'approval-details' }, rows.map(([term, value]) => [el('dt', {}, term), el('dd', {}, value)]));
-}
-
-function pendingCard(approval) {
-  const escalation = !!approval.escalate;
-  const prefix = `approval-${approval.id}`;
-  const card = { approval, node: null, busy: false, rule: null, message: null, error: null };
-  const button = (text, decision, classes, title) =>
-    el('button', { type: 'button', class: classes, 'data-decision': decision, title, text, onclick: () => answer(approval.id, decision) });
-  const cwd = (approval.subject && approval.subject.cwd) || 'this directory';
-  const rows = [
-    el('div', { class: 'approval-row' }, button('Allow once', 'allow_once', 'primary', 'Run this call only; the next one like it asks again')),
-  ];
-  if (!escalation) {
-    card.rule = el('input', {
-      type: 'text',
-      id: `${prefix}-rule`,
-      class: 'approval-rule',
-      value: approval.suggested_rule || '',
-      spellcheck: false,
-      autocomplete: 'off',
-      'aria-describedby': `${prefix}-rule-hint`,
-    });
-    rows.push(
-      el(
-        'div',
-        { class: 'approval-row' },
-        el('label', { for: `${prefix}-rule` }, 'Rule'),
-        card.rule,
-        button('Allow in this conversation', 'allow_conversation', null, 'Run it, and from now on run what the rule matches in this conversation without asking'),
-        button('Always allow', 'allow_always', null, `Run it, and from now on run what the rule matches without asking: this agent in ${cwd}, in every conversation`),
-      ),
-      el(
-        'p',
-        { class: 'approval-hint', id: `${prefix}-rule-hint` },
-        `Kept by “Allow in this conversation” and “Always allow” (this agent in ${cwd}). `,
-        el('code', {}, '*'),
-        ' matches any text, ',
-        el('code', {}, '?'),
-        ' one character.',
-      ),
-    );
-  }
-  card.message = el('input', {
-    type: 'text',
-    id: `${prefix}-message`,
-    class: 'approval-message',
-    placeholder: 'optional: why not, told to the agent',
-    autocomplete: 'off',
+// Oldest first, as they were asked.
+function placeInDock(card) {
+  const dock = $('approvals-dock');
+  if (card.node.parentNode === dock) return;
+  const later = [...dock.children].find((node) => {
+    const other = cards.get(node.dataset.approval);
+    return other && other.approval.created_at > card.approval.created_at;
   });
-  rows.push(
-    el(
-      'div',
-      { class: 'approval-row' },
-      el('label', { for: `${prefix}-message` }, 'Message'),
-      card.message,
-      button('Deny', 'deny', 'danger', 'Do not run it; the agent is told, with the message'),
-    ),
-  );
-  card.error = el('p', { class: 'approval-error', role: 'alert' });
-  const asker = askedBy(approval);
-  card.node = el(
-    'div',
-    {
-      class: `approval asking${escalation ? ' escalation' : ''}`,
-      role: 'group',
-      'aria-label': `Approval needed: ${toolTitle(approval.tool)} ${subjectText(approval)}`,
-      'data-approval': approval.id,
-      'data-item': approval.item_id,
-      'data-status': 'pending',
-      onkeydown: (event) => fieldKeys(event, card),
-    },
-    el(
-      'div',
-      { class: 'approval-head' },
-      el('strong', { class: 'approval-title' }, escalation ? `${toolTitle(approval.tool)} outside the sandbox?` : `${toolTitle(approval.tool)}: allow this call?`),
-      asker ? el('span', { class: 'approval-asker' }, `asked by ${asker.charAt(0).toLowerCase()}${asker.slice(1)}`) : null,
-      approval.expires_at
-        ? el('span', { class: 'approval-expiry', title: fullTime(Date.parse(approval.expires_at)) }, `denied at ${clockTime(Date.parse(approval.expires_at))} unless answered`)
-        : null,
-    ),
-    details(approval),
-    el('div', { class: 'approval-actions' }, rows),
-    card.error,
-  );
-  return card;
+  dock.insertBefore(card.node, later || null);
+}
+
+// Docks the waiting cards above the message box, or puts them back after their tool calls. A
+// moved node loses the focus: whatever had it gets it back where it now is.
+function setDocked(on) {
+  docked = on;
+  try {
+    if (on) localStorage.setItem(DOCK_KEY, 'on');
+    else localStorage.removeItem(DOCK_KEY);
+  } catch {
+    // Not kept: this page still docks until it is reloaded.
+  }
+  const active = document.activeElement;
+  for (const card of cards.values()) {
+    if (card.approval.status !== 'pending') continue;
+    card.dockToggle.setAttribute('aria-pressed', String(on));
+    place(card);
+  }
+  if (active && active.isConnected && document.activeElement !== active) active.focus();
+  announce(on ? 'Approval cards are docked above the message box.' : 'Approval cards are back in the conversation, after their tool calls.');
+}
+
+function oldestPending() {
+  let oldest = null;
+  for (const card of cards.values()) {
+    if (card.approval.status === 'pending' && (!oldest || card.approval.created_at < oldest.approval.created_at)) oldest = card;
+  }
+  return oldest;
+}
+
+// The shortcuts answer the oldest waiting card: it alone shows their hint and declares them.
+function refreshShortcuts() {
+  const oldest = oldestPending();
+  for (const card of cards.values()) {
+    if (card.approval.status !== 'pending') continue;
+    card.keys.hidden = card !== oldest;
+    for (const [decision, keys] of Object.entries(SHORTCUT_LABELS)) {
+      const button = card.node.querySelector(`button[data-decision="${decision}"]`);
+      if (card === oldest) button.setAttribute('aria-keyshortcuts', keys);
+      else button.removeAttribute('aria-keyshortcuts');
+    }
+  }
+}
+
+// Which answer a key press in the message box gives, if any: Alt and a letter, read from the
+// character where it is a plain letter, else from the key's place (Option+A on a Mac types å).
+function shortcutDecision(event) {
+  if (!event.altKey || event.ctrlKey || event.metaKey || event.shiftKey || event.isComposing) return null;
+  const letter = /^[a-z]$/i.test(event.key) ? event.key.toLowerCase() : /^Key[A-Z]$/.test(event.code) ? event.code.slice(3).toLowerCase() : '';
+  return SHORTCUTS[letter] || null;
+}
+
+// Alt+A and Alt+D in the message box answer the oldest waiting card of the conversation shown;
+// without one the keys do what they do anywhere.
+export function wireApprovalKeys() {
+  $('message').addEventListener('keydown', (event) => {
+    const decision = shortcutDecision(event);
+    const card = decision && oldestPending();
+    if (!card) return;
+    event.preventDefault();
+    answer(card.approval.id, decision);
+  });
 }
 
 // Enter in the message denies with it. Esc in a field first undoes what was typed there (it
@@ -214,32 +223,55 @@ function fieldKeys(event, card) {
   if (field === card.message && event.key === 'Enter') {
     event.preventDefault();
     answer(card.approval.id, 'deny');
-  } else if (event.key === 'Escape' && (field === card.message || field === card.rule)) {
-    const original = field === card.rule ? card.approval.suggested_rule || '' : '';
-    if (field.value !== original) {
+  } else if (event.key === 'Escape') {
+    if (field === card.message && field.value) {
       event.preventDefault();
-      field.value = original;
+      field.value = '';
+    } else if (card.rules && card.rules.owns(field) && card.rules.restore(field)) {
+      event.preventDefault();
     }
   }
+}
+
+function answerBody(card, decision) {
+  const body = { decision };
+  if (REMEMBERING.has(decision) && card.rules) {
+    const rules = card.rules.chosen();
+    if (rules.length) body.rules = rules;
+  }
+  if (decision === 'deny' && card.message.value.trim()) body.message = card.message.value.trim();
+  return body;
 }
 
 async function answer(id, decision) {
   const card = cards.get(id);
   if (!card || card.busy || card.approval.status !== 'pending') return;
-  const body = { decision };
-  if (REMEMBERING.has(decision) && card.rule && card.rule.value.trim()) body.rule = card.rule.value.trim();
-  if (decision === 'deny' && card.message.value.trim()) body.message = card.message.value.trim();
+  const body = answerBody(card, decision);
   setBusy(card, true);
-  card.error.textContent = '';
+  card.error.replaceChildren();
+  noteAnswering(id, decision);
   try {
     settled(await api('POST', `/api/approvals/${enc(id)}`, body));
   } catch (error) {
-    // Another answer (or the expiry) came first: its outcome is in the answer.
-    if (error.code === 'already_decided' && error.body && error.body.approval) settled(error.body.approval);
-    else card.error.textContent = error.status === 0 ? 'The service does not answer; try again.' : error.message;
+    forgetAnswer(id);
+    if (error.code === 'already_decided' && error.body && error.body.approval) {
+      // Another answer (or the expiry) came first: its outcome is in the answer. The stream
+      // may have closed the card already, when it could not yet tell whose answer it was.
+      if (card.approval.status === 'pending') settled(error.body.approval);
+      else refreshOutcome(card);
+    } else {
+      card.error.replaceChildren(...markInvisible(error.status === 0 ? 'The service does not answer; try again.' : error.message).nodes);
+    }
   } finally {
     setBusy(card, false);
   }
+}
+
+// A settled card's line drawn again (who answered is known better now), keeping the focus.
+function refreshOutcome(card) {
+  const hadFocus = card.node.contains(document.activeElement);
+  showSettled(card);
+  if (hadFocus) card.node.querySelector('.approval-outcome').focus();
 }
 
 // The same path as the stream's `approval.resolved` (conversation.js), which may come later.
@@ -251,50 +283,7 @@ function settled(approval) {
 // would drop it).
 function setBusy(card, busy) {
   card.busy = busy;
+  if (card.approval.status !== 'pending') return;
   card.node.setAttribute('aria-busy', String(busy));
-  for (const button of card.node.querySelectorAll('button')) button.setAttribute('aria-disabled', String(busy));
-}
-
-function outcomeText(approval) {
-  const resolution = approval.resolution || {};
-  const by = resolution.decided_by ? ` by ${clientName(resolution.decided_by)}` : '';
-  const rule = resolution.rule ? ` (rule “${resolution.rule.pattern}”)` : '';
-  switch (approval.status) {
-    case 'allowed':
-      if (resolution.decision === 'allow_conversation') return `Allowed in this conversation${by}${rule}`;
-      if (resolution.decision === 'allow_always') return `Always allowed${by}${rule}`;
-      return `Allowed once${by}`;
-    case 'denied':
-      return `Denied${by}${resolution.message ? `: “${resolution.message}”` : ''}`;
-    case 'cancelled':
-      return 'Cancelled: the turn ended before an answer';
-    case 'expired':
-      return 'Expired: nobody answered in time, so it was denied';
-    default:
-      return approval.status;
-  }
-}
-
-function settledCard(approval) {
-  const resolution = approval.resolution || {};
-  const when = resolution.decided_at ? fullTime(Date.parse(resolution.decided_at)) : '';
-  const text = outcomeText(approval);
-  return el(
-    'div',
-    {
-      class: `approval settled status-${approval.status}`,
-      role: 'group',
-      'aria-label': `Approval: ${text}`,
-      'data-approval': approval.id,
-      'data-item': approval.item_id,
-      'data-status': approval.status,
-    },
-    el(
-      'p',
-      { class: 'approval-outcome', tabindex: '-1', title: [resolution.decided_by, when].filter(Boolean).join(' · ') },
-      el('strong', {}, text),
-      ' · ',
-      el('code', {}, subjectText(approval)),
-    ),
-  );
+  for (const button of card.node.querySelectorAll('button[data-decision]')) button.setAttribute('aria-disabled', String(busy));
 }

@@ -2,7 +2,7 @@
 // /api/openapi.json), in native ES modules with no build step. It wires the page, routes
 // (#/c/<id> opens a conversation, #/rules the remembered rules; anything else is the message box
 // of a new one, ready to type in) and holds the global keys: Esc interrupts a running turn, Ctrl+Shift+O (⌘⇧O) starts a
-// new conversation.
+// new conversation (Alt+A and Alt+D in the message box, which answer an approval, are approvals.js's).
 
 import { api } from './api.js';
 import { $, el, enc } from './dom.js';
@@ -20,6 +20,7 @@ import { watchAttention } from './attention.js';
 import { render } from './view.js';
 import { followApprovals, loadApprovals } from './approvallist.js';
 import { followRules, openRules } from './rules.js';
+import { wireApprovalKeys } from './approvals.js';
 
 // The hash last routed: navigate() routes at once, and the 'hashchange' that follows must not
 // open the view a second time (it would move what was typed meanwhile).
@@ -114,6 +115,7 @@ function wire() {
     if (state.tab === 'agents') refreshSessions();
   });
   wireKeys();
+  wireApprovalKeys();
   $('new-conversation').addEventListener('click', newConversation);
   $('sidebar-open').addEventListener('click', () => {
     document.body.classList.add('sidebar-open');

@@ -1,11 +1,13 @@
 // Tool calls as cards people read: a shell call shows its command and its live output; the file
 // tools show their path and a summary, a write shows what it changed (a line diff against the
 // file as this conversation last saw it); an MCP server's tool shows the server, the arguments
-// and the result, JSON folded. Each card says whether the tool ran, failed (with its
-// exit code), was interrupted or waits for approval. Long output is collapsed, with "Show all".
+// and the result, JSON folded. Each card says whether the tool ran, failed (with its exit code),
+// was denied (by the rules or a user), was interrupted or waits for approval. Long output is
+// collapsed, with "Show all".
 
 import { diffLines } from '/vendor/diff/diff/line.js';
 import { el, formatBytes, imageList, lineCount, plural } from './dom.js';
+import { markInvisible } from './visible.js';
 
 // Output longer than this many lines is collapsed until the reader asks for all of it.
 const COLLAPSED_LINES = 12;
@@ -99,6 +101,8 @@ function toolState(item) {
   if (item.status === 'running') return { kind: 'running', label: 'running' };
   if (item.status === 'waiting_approval') return { kind: 'waiting', label: 'waiting for approval' };
   if (item.status === 'interrupted') return { kind: 'interrupted', label: 'interrupted' };
+  // Refused by the rules, or denied by a user: a decision, not an error of the tool.
+  if (item.denied === true) return { kind: 'denied', label: 'denied' };
   if (exit !== null && exit !== undefined && exit !== 0) return { kind: 'failed', label: `failed · exit ${exit}` };
   if (item.status === 'failed') return { kind: 'failed', label: 'failed' };
   if (exit === 0) return { kind: 'ran', label: 'ran · exit 0' };
@@ -151,10 +155,20 @@ function subject(name, args) {
   const mcp = mcpTool(name);
   if (mcp) return el('span', { class: 'tool-subject tool-server' }, `MCP server ${mcp.server}`);
   if (name === 'spawn_agent') return el('code', { class: 'tool-subject' }, String(args.agent || ''));
-  if (name === 'shell') return el('code', { class: 'tool-subject' }, `$ ${args.command === undefined ? '' : args.command}`);
-  if (name === 'read_file' || name === 'write_file') return el('code', { class: 'tool-subject' }, String(args.path || ''));
-  if (name === 'list_dir') return el('code', { class: 'tool-subject' }, args.path ? String(args.path) : 'working directory');
+  if (name === 'shell') return el('code', { class: 'tool-subject' }, '$ ', marked(args.command === undefined ? '' : args.command));
+  if (name === 'read_file' || name === 'write_file') return el('code', { class: 'tool-subject' }, marked(args.path || ''));
+  if (name === 'list_dir') return el('code', { class: 'tool-subject' }, args.path ? marked(args.path) : 'working directory');
   return null;
+}
+
+// A command or path as the approval card shows it: its invisible characters marked.
+function marked(text) {
+  return markInvisible(String(text)).nodes;
+}
+
+// Why a call did not run reads as an error, unless it was denied: that was a decision.
+function failureClass(item) {
+  return item.denied === true ? 'tool-denied' : 'tool-error';
 }
 
 function outputSummary(item, args) {
@@ -162,7 +176,7 @@ function outputSummary(item, args) {
   if (item.status === 'running' || item.status === 'waiting_approval') return null;
   if (item.status === 'failed' || item.status === 'interrupted') {
     if (item.name === 'shell' || !output) return null;
-    return el('span', { class: 'tool-error' }, output.split('\n')[0]);
+    return el('span', { class: failureClass(item) }, output.split('\n')[0]);
   }
   if (item.name === 'read_file') return `${plural(lineCount(output), 'line')} · ${formatBytes(new TextEncoder().encode(output).length)}`;
   if (item.name === 'list_dir') {
@@ -217,7 +231,7 @@ function updateCollapse(card, pre) {
 function writeBody(item, args, context, write) {
   const content = typeof args.content === 'string' ? args.content : '';
   if (item.status === 'failed' || item.status === 'interrupted') {
-    return [el('div', { class: 'tool-summary' }, el('span', { class: 'tool-error' }, (item.output || 'not written').split('\n')[0]))];
+    return [el('div', { class: 'tool-summary' }, el('span', { class: failureClass(item) }, (item.output || 'not written').split('\n')[0]))];
   }
   const before = context.knownContent(String(args.path || ''), item.seq);
   const rows = [];

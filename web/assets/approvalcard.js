@@ -1,0 +1,248 @@
+// What an approval card shows: while it waits, what the call would do (the command, path or
+// arguments, with invisible characters marked and counted, and the working directory), why it
+// asks (the setting that decides it on focus and hover), for an escalation why it wants out of
+// the sandbox, the rules a remembering answer keeps, and the answers; once settled, one line
+// with the outcome and who gave it. approvals.js places the cards and gives the answers.
+
+import { clientName, clockTime, el, fullTime, plural } from './dom.js';
+import { sessionLabel, state } from './state.js';
+import { toolTitle } from './toolcards.js';
+import { ruleChoices } from './approvalrules.js';
+import { answeredHere } from './answered.js';
+import { markInvisible, markInvisibleJson, visibleText } from './visible.js';
+
+const hasValue = (value) => value !== undefined && value !== null;
+
+// What the call would do, in one line of plain text (invisible characters written out).
+export function subjectText(approval) {
+  const subject = approval.subject || {};
+  if (hasValue(subject.command)) return `$ ${visibleText(subject.command)}`;
+  if (subject.path) return visibleText(subject.path);
+  if (hasValue(subject.arguments)) return visibleText(JSON.stringify(subject.arguments));
+  return '';
+}
+
+// The same, as nodes with the invisible characters marked.
+function subjectNodes(approval) {
+  const subject = approval.subject || {};
+  if (hasValue(subject.command)) return ['$ ', markInvisible(subject.command).nodes];
+  if (subject.path) return markInvisible(subject.path).nodes;
+  if (hasValue(subject.arguments)) return markInvisibleJson(subject.arguments).nodes;
+  return [];
+}
+
+// Who asks, when it is not the main agent.
+export function askedBy(approval) {
+  if (!state.conv || approval.session_id === state.conv.root_session_id) return null;
+  return `Sub-agent ${sessionLabel(approval.session_id)}`;
+}
+
+// The subject's row of the details: its name, its marked value, and how many it marked.
+function subjectRow(subject) {
+  if (hasValue(subject.command)) {
+    const marked = markInvisible(subject.command);
+    return { term: 'Command', value: el('code', { class: 'approval-subject' }, marked.nodes), count: marked.count, what: 'This command contains' };
+  }
+  if (subject.path) {
+    const marked = markInvisible(subject.path);
+    return { term: 'Path', value: el('code', { class: 'approval-subject' }, marked.nodes), count: marked.count, what: 'This path contains' };
+  }
+  if (hasValue(subject.arguments)) {
+    const marked = markInvisibleJson(subject.arguments, 2);
+    return { term: 'Arguments', value: el('pre', { class: 'approval-subject' }, marked.nodes), count: marked.count, what: 'These arguments contain' };
+  }
+  return null;
+}
+
+// How many invisible characters the subject has, in words; null when none.
+export function invisibleWarning(approval) {
+  const row = subjectRow(approval.subject || {});
+  if (!row || !row.count) return null;
+  return `${row.what} ${plural(row.count, 'invisible or control character')}, marked.`;
+}
+
+// Why it asks, in plain words; the setting that decides it shows when the reason has the focus
+// (or the pointer, as a tooltip), and a screen reader hears it as the reason's description.
+function reasonValue(approval, prefix) {
+  if (!approval.setting) return el('span', { class: 'approval-reason' }, approval.reason);
+  const settingId = `${prefix}-setting`;
+  return [
+    el(
+      'span',
+      { class: 'approval-reason', tabindex: '0', title: `Decided by the setting ${approval.setting}`, 'aria-describedby': settingId },
+      approval.reason,
+    ),
+    el('span', { class: 'approval-setting', id: settingId }, ' · decided by the setting ', el('code', {}, approval.setting)),
+  ];
+}
+
+function details(approval, prefix) {
+  const subject = approval.subject || {};
+  const rows = [];
+  const main = subjectRow(subject);
+  if (main) rows.push([main.term, main.value]);
+  rows.push(['Directory', el('code', { class: 'approval-cwd' }, markInvisible(subject.cwd || '').nodes)]);
+  if (approval.escalate) rows.push(['Outside the sandbox, because', el('span', { class: 'approval-escalate' }, approval.escalate)]);
+  rows.push(['Why it asks', reasonValue(approval, prefix)]);
+  return el('dl', { class: 'approval-details' }, rows.map(([term, value]) => [el('dt', {}, term), el('dd', {}, value)]));
+}
+
+function title(approval) {
+  const tool = toolTitle(approval.tool);
+  return approval.escalate ? `${tool} outside the sandbox?` : `${tool}: allow this call?`;
+}
+
+function head(approval, dockToggle) {
+  const asker = askedBy(approval);
+  const expires = approval.expires_at ? Date.parse(approval.expires_at) : null;
+  return el(
+    'div',
+    { class: 'approval-head' },
+    el('strong', { class: 'approval-title' }, title(approval)),
+    asker ? el('span', { class: 'approval-asker' }, `asked by ${asker.charAt(0).toLowerCase()}${asker.slice(1)}`) : null,
+    expires ? el('span', { class: 'approval-expiry', title: fullTime(expires) }, `denied at ${clockTime(expires)} unless answered`) : null,
+    dockToggle,
+  );
+}
+
+// The button that docks the waiting cards above the message box, or puts them back.
+function dockButton(onToggle) {
+  return el('button', {
+    type: 'button',
+    class: 'approval-dock-toggle subtle',
+    'aria-pressed': 'false',
+    title: 'Show the cards that wait right above the message box, or back in the conversation',
+    text: 'Dock above the message box',
+    onclick: onToggle,
+  });
+}
+
+// The shortcuts' hint; shown on the card they answer (the oldest that waits).
+function keysHint(prefix) {
+  return el(
+    'p',
+    { class: 'approval-keys', id: `${prefix}-keys`, hidden: true },
+    'From the message box: ',
+    el('kbd', {}, 'Alt+A'),
+    ' allows once, ',
+    el('kbd', {}, 'Alt+D'),
+    ' denies (with the message).',
+  );
+}
+
+// A waiting card. `handlers`: { answer(decision), toggleDock(), keys(event) }. Returns the card
+// record approvals.js keeps: its node, its rule choices and message field, its error line.
+export function pendingCard(approval, handlers) {
+  const escalation = !!approval.escalate;
+  const prefix = `approval-${approval.id}`;
+  const card = { approval, node: null, busy: false, rules: null, message: null, error: null, keys: keysHint(prefix), dockToggle: dockButton(handlers.toggleDock) };
+  const button = (text, decision, classes, tip) =>
+    el('button', { type: 'button', class: classes, 'data-decision': decision, title: tip, text, onclick: () => handlers.answer(decision) });
+  const cwd = (approval.subject && approval.subject.cwd) || 'this directory';
+  const rows = [el('div', { class: 'approval-row' }, button('Allow once', 'allow_once', 'primary', 'Run this call only; the next one like it asks again'))];
+  if (!escalation) {
+    card.rules = ruleChoices(approval, prefix, cwd);
+    rows.push(
+      card.rules.node,
+      el(
+        'div',
+        { class: 'approval-row' },
+        button('Allow in this conversation', 'allow_conversation', null, 'Run it, and from now on run what the rules match in this conversation without asking'),
+        button('Always allow', 'allow_always', null, `Run it, and from now on run what the rules match without asking: this agent in ${cwd}, in every conversation`),
+      ),
+    );
+  }
+  card.message = el('input', { type: 'text', id: `${prefix}-message`, class: 'approval-message', placeholder: 'optional: why not, told to the agent', autocomplete: 'off' });
+  rows.push(el('div', { class: 'approval-row' }, el('label', { for: `${prefix}-message` }, 'Message'), card.message, button('Deny', 'deny', 'danger', 'Do not run it; the agent is told, with the message')));
+  card.error = el('p', { class: 'approval-error', role: 'alert' });
+  const warning = invisibleWarning(approval);
+  card.node = el(
+    'div',
+    {
+      class: `approval asking${escalation ? ' escalation' : ''}`,
+      role: 'group',
+      'aria-label': `Approval needed: ${toolTitle(approval.tool)} ${subjectText(approval)}`,
+      'aria-describedby': warning ? `${prefix}-warning` : null,
+      'data-approval': approval.id,
+      'data-item': approval.item_id,
+      'data-status': 'pending',
+      onkeydown: (event) => handlers.keys(event),
+    },
+    head(approval, card.dockToggle),
+    warning ? el('p', { class: 'approval-warning', id: `${prefix}-warning` }, el('span', { 'aria-hidden': 'true' }, '⚠ '), warning) : null,
+    details(approval, prefix),
+    el('div', { class: 'approval-actions' }, rows),
+    card.keys,
+    card.error,
+  );
+  return card;
+}
+
+// Who gave the answer: this browser, or the kind of client the service knows it by.
+function answeredBy(approval) {
+  const resolution = approval.resolution || {};
+  if (answeredHere(approval)) return ' by you (this browser)';
+  return resolution.decided_by ? ` by ${clientName(resolution.decided_by)}` : '';
+}
+
+// The outcome as parts: plain words, and `{ quoted }` text from the user or the call, whose
+// invisible characters are marked.
+function outcomeParts(approval) {
+  const resolution = approval.resolution || {};
+  const by = answeredBy(approval);
+  const patterns = (resolution.rules && resolution.rules.length ? resolution.rules : resolution.rule ? [resolution.rule] : []).map((rule) => rule.pattern);
+  const kept = patterns.length
+    ? [` (${patterns.length > 1 ? 'rules' : 'rule'} `, patterns.map((pattern, index) => [index ? ', ' : '', '“', { quoted: pattern }, '”']), ')']
+    : [];
+  switch (approval.status) {
+    case 'allowed':
+      if (resolution.decision === 'allow_conversation') return [`Allowed in this conversation${by}`, kept];
+      if (resolution.decision === 'allow_always') return [`Always allowed${by}`, kept];
+      return [`Allowed once${by}`];
+    case 'denied':
+      return [`Denied${by}`, resolution.message ? [': “', { quoted: resolution.message }, '”'] : []];
+    case 'cancelled':
+      return ['Cancelled: the turn ended before an answer'];
+    case 'expired':
+      return ['Expired: nobody answered in time, so it was denied'];
+    default:
+      return [approval.status];
+  }
+}
+
+// The outcome in plain text, for announcements and labels.
+export function outcomeText(approval) {
+  return outcomeParts(approval)
+    .flat(Infinity)
+    .map((part) => (typeof part === 'string' ? part : visibleText(part.quoted)))
+    .join('');
+}
+
+function outcomeNodes(approval) {
+  return outcomeParts(approval)
+    .flat(Infinity)
+    .map((part) => (typeof part === 'string' ? part : markInvisible(part.quoted).nodes));
+}
+
+export function settledCard(approval) {
+  const resolution = approval.resolution || {};
+  const when = resolution.decided_at ? fullTime(Date.parse(resolution.decided_at)) : '';
+  return el(
+    'div',
+    {
+      class: `approval settled status-${approval.status}`,
+      role: 'group',
+      'aria-label': `Approval: ${outcomeText(approval)}`,
+      'data-approval': approval.id,
+      'data-item': approval.item_id,
+      'data-status': approval.status,
+    },
+    el(
+      'p',
+      { class: 'approval-outcome', tabindex: '-1', title: [resolution.decided_by, when].filter(Boolean).join(' · ') },
+      el('strong', {}, outcomeNodes(approval)),
+      ' · ',
+      el('code', {}, subjectNodes(approval)),
+    ),
+  );
+}
