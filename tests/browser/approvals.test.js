@@ -11,7 +11,7 @@ const { test } = require('node:test');
 const assert = require('node:assert/strict');
 const fs = require('node:fs');
 const path = require('node:path');
-const { ASKS_FIRST, TEST_TIMEOUT, WAIT_MS, checkAxe, screenshot, startConversation, waitIdle, withUi } = require('./harness');
+const { ASKS_FIRST, DESKTOP, PHONE, TEST_TIMEOUT, WAIT_MS, checkAxe, screenshot, startConversation, waitIdle, withUi } = require('./harness');
 
 const ALL_ANSWERS = ['Allow once', 'Allow in this conversation', 'Always allow', 'Deny'];
 
@@ -384,3 +384,289 @@ shell = "ask"
       assert.equal(fs.existsSync(path.join(server().cwd, 'sub.txt')), true);
     },
   ));
+
+// Keeps every text the page announces (a later one replaces it in the live region), and waits
+// for one.
+async function recordAnnouncements(page) {
+  await page.evaluate(() => {
+    window.__announced = [];
+    new MutationObserver(() => {
+      const text = document.getElementById('announcer').textContent;
+      if (text) window.__announced.push(text);
+    }).observe(document.getElementById('announcer'), { childList: true, characterData: true, subtree: true });
+  });
+  return (text) => page.waitForFunction((expected) => window.__announced.includes(expected), text);
+}
+
+// The POST bodies this page sends to answer approvals, in order.
+function answersSent(page) {
+  const bodies = [];
+  page.on('request', (request) => {
+    if (request.method() === 'POST' && /\/api\/approvals\/[^/]+$/.test(new URL(request.url()).pathname)) bodies.push(request.postDataJSON());
+  });
+  return bodies;
+}
+
+test('a command of several parts keeps a rule for each; a broader choice says what else it allows; a refused rule is shown and the card stays', { timeout: TEST_TIMEOUT }, () =>
+  // Chrome logs the refused answer.
+  withUi({ config: ASKS_FIRST, allowConsole: [/status of 400 \(Bad Request\)/] }, async ({ page, server }) => {
+    const sent = answersSent(page);
+    const id = await startConversation(page, '/shell echo hello world && touch made.txt');
+    const card = pendingCard(page);
+    await card.waitFor();
+    // One field per part, each its exact text.
+    const first = card.getByLabel('Rule 1', { exact: true });
+    const second = card.getByLabel('Rule 2', { exact: true });
+    assert.equal(await first.inputValue(), 'echo hello world');
+    assert.equal(await second.inputValue(), 'touch made.txt');
+    assert.match(await card.locator('.approval-hint').textContent(), /^One rule for each part of the command/);
+    // The first part offers a broader rule, "only this" chosen; the second none.
+    const scope = card.getByRole('radiogroup', { name: 'What rule 1 allows' });
+    assert.equal(await scope.getByRole('radio', { name: 'only this' }).isChecked(), true);
+    const broader = scope.getByRole('radio', { name: 'echo hello*' });
+    assert.equal(await broader.isChecked(), false);
+    assert.equal(await card.locator('.approval-also').textContent(), 'also allows: echo hello --force, echo hello ../elsewhere, echo hello-more, …');
+    assert.equal(await broader.evaluate((radio) => document.getElementById(radio.getAttribute('aria-describedby')).textContent.startsWith('also allows')), true);
+    assert.equal(await card.getByRole('radiogroup').count(), 1);
+    await checkAxe(page, 'a card with several rules');
+    await screenshot(page, 'approval-rules');
+
+    // Choosing the broader rule puts it in the field; Esc after an edit puts it back.
+    await broader.check();
+    assert.equal(await first.inputValue(), 'echo hello*');
+    await first.fill('echo hello w*');
+    await first.press('Escape');
+    assert.equal(await first.inputValue(), 'echo hello*');
+
+    // A rule the service refuses: its reason in the card's error line; the card still answers.
+    await second.fill('*');
+    await card.locator('button', { hasText: 'Allow in this conversation' }).click();
+    const error = card.locator('.approval-error');
+    await error.filter({ hasText: 'the rule "*" would allow every command: name the program' }).waitFor();
+    assert.equal(await card.getAttribute('data-status'), 'pending');
+    assert.deepEqual(sent[0].rules, ['echo hello*', '*']);
+    await second.press('Escape');
+    assert.equal(await second.inputValue(), 'touch made.txt');
+
+    await card.locator('button', { hasText: 'Allow in this conversation' }).click();
+    const outcome = page.locator('#items .approval.settled[data-status="allowed"] .approval-outcome');
+    await outcome.waitFor();
+    assert.deepEqual(sent[1], { decision: 'allow_conversation', rules: ['echo hello*', 'touch made.txt'] });
+    assert.equal(
+      await outcome.textContent(),
+      'Allowed in this conversation by you (this browser) (rules “echo hello*”, “touch made.txt”) · $ echo hello world && touch made.txt',
+    );
+    await page.locator('#items .item.tool-call .tool-state.state-ran').waitFor();
+    await waitIdle(page);
+    assert.equal(fs.existsSync(path.join(server().cwd, 'made.txt')), true);
+    const rules = (await (await fetch(`${server().base}/api/rules`)).json()).rules;
+    assert.deepEqual(
+      rules.map((rule) => [rule.pattern, rule.scope.kind, rule.scope.conversation_id, rule.created_by]),
+      [
+        ['echo hello*', 'conversation', id, 'web'],
+        ['touch made.txt', 'conversation', id, 'web'],
+      ],
+    );
+
+    // The broader rule answers the next such command: it runs without asking.
+    await page.fill('#message', '/shell echo hello again');
+    await page.press('#message', 'Enter');
+    await page.locator('#items .item.tool-call .tool-subject', { hasText: '$ echo hello again' }).waitFor();
+    await page.locator('#items .item.tool-call.state-ran .tool-subject', { hasText: '$ echo hello again' }).waitFor();
+    await waitIdle(page);
+    assert.equal(await page.locator('.approval.asking').count(), 0);
+  }));
+
+test('invisible and control characters are marked and counted wherever the command shows, also once settled', { timeout: TEST_TIMEOUT }, () =>
+  withUi({ config: ASKS_FIRST }, async ({ page }) => {
+    const announced = await recordAnnouncements(page);
+    await startConversation(page, "/shell printf 'a\u200Bb\x1b[0m' > odd.txt");
+    const card = pendingCard(page);
+    await card.waitFor();
+    const marks = card.locator('.approval-subject .invisible-char');
+    assert.deepEqual(await marks.allTextContents(), ['<U+200B>', '\\x1b']);
+    assert.match(await marks.first().getAttribute('title'), /^An invisible character/);
+    assert.match(await marks.last().getAttribute('title'), /^A control character/);
+    assert.equal(await card.locator('.approval-subject').textContent(), "printf 'a<U+200B>b\\x1b[0m' > odd.txt");
+    // They stand out: not the command's own colour.
+    const colours = await marks.first().evaluate((mark) => [getComputedStyle(mark).color, getComputedStyle(mark.parentElement).color]);
+    assert.notEqual(colours[0], colours[1]);
+    // A warning says how many, and the card's description is that warning.
+    const warning = card.locator('.approval-warning');
+    assert.equal(await warning.textContent(), '⚠ This command contains 2 invisible or control characters, marked.');
+    assert.equal(await card.getAttribute('aria-describedby'), await warning.getAttribute('id'));
+    assert.equal(await card.getAttribute('aria-label'), "Approval needed: Shell $ printf 'a<U+200B>b\\x1b[0m' > odd.txt");
+    await announced(
+      "The agent asks for your approval: Shell $ printf 'a<U+200B>b\\x1b[0m' > odd.txt. This command contains 2 invisible or control characters, marked. " +
+        'The card with the answers is in the conversation.',
+    );
+    // The tool call's own card, and the rule kept (a field cannot mark them: the line under it does).
+    assert.deepEqual(await page.locator('#items .item.tool-call .tool-subject .invisible-char').allTextContents(), ['<U+200B>', '\\x1b']);
+    assert.equal(await card.locator('.approval-rule-marked').textContent(), 'As written: printf a<U+200B>b\\x1b[0m');
+    await checkAxe(page, 'a card with invisible characters');
+    await screenshot(page, 'approval-invisible');
+
+    // Denied with a message that hides one too: the outcome line marks both.
+    await card.getByLabel('Message', { exact: true }).fill('no\u202Ethanks');
+    await card.locator('button', { hasText: 'Deny' }).click();
+    const settled = page.locator('#items .approval.settled[data-status="denied"]');
+    await settled.waitFor();
+    assert.equal(await settled.locator('.approval-outcome').textContent(), "Denied by you (this browser): “no<U+202E>thanks” · $ printf 'a<U+200B>b\\x1b[0m' > odd.txt");
+    assert.deepEqual(await settled.locator('.invisible-char').allTextContents(), ['<U+202E>', '<U+200B>', '\\x1b']);
+    assert.equal(
+      await settled.getAttribute('aria-label'),
+      "Approval: Denied by you (this browser): “no<U+202E>thanks”: Shell $ printf 'a<U+200B>b\\x1b[0m' > odd.txt",
+    );
+    await waitIdle(page);
+  }));
+
+test('Why it asks: the reason in plain words, the setting that decides it in a tooltip and on focus', { timeout: TEST_TIMEOUT }, () =>
+  withUi({ config: ASKS_FIRST }, async ({ page }) => {
+    await startConversation(page, '/shell touch why.txt');
+    const card = pendingCard(page);
+    await card.waitFor();
+    const reason = card.locator('.approval-reason');
+    assert.equal(await reason.textContent(), 'this agent asks before every shell command');
+    assert.equal(await reason.getAttribute('title'), 'Decided by the setting agents.default.permissions.shell');
+    // A screen reader hears the setting as the reason's description; the eye sees it on focus.
+    const setting = card.locator(`#${await reason.getAttribute('aria-describedby')}`);
+    assert.equal(await setting.textContent(), ' · decided by the setting agents.default.permissions.shell');
+    const shown = () => setting.evaluate((node) => node.getBoundingClientRect().width > 10);
+    assert.equal(await shown(), false);
+    // Reached with the keyboard: Shift+Tab from the first answer.
+    await card.locator('button', { hasText: 'Allow once' }).focus();
+    await page.keyboard.press('Shift+Tab');
+    assert.equal(await reason.evaluate((node) => node === document.activeElement && node.matches(':focus-visible')), true);
+    assert.equal(await shown(), true);
+    await page.keyboard.press('Tab');
+    assert.equal(await shown(), false);
+  }));
+
+test('"you (this browser)" for this browser\'s answer, the client kind in another browser and for an API client', { timeout: TEST_TIMEOUT }, () =>
+  withUi({ config: ASKS_FIRST }, async ({ page, server, otherBrowser }) => {
+    const id = await startConversation(page, '/shell touch mine.txt');
+    await pendingCard(page).waitFor();
+    const elsewhere = await otherBrowser();
+    await elsewhere.goto(`${server().base}/#/c/${encodeURIComponent(id)}`);
+    await pendingCard(elsewhere).waitFor();
+
+    await pendingCard(page).locator('button', { hasText: 'Allow once' }).click();
+    const mine = page.locator('#items .approval.settled .approval-outcome');
+    await mine.waitFor();
+    assert.equal(await mine.textContent(), 'Allowed once by you (this browser) · $ touch mine.txt');
+    const theirs = elsewhere.locator('#items .approval.settled .approval-outcome');
+    await theirs.waitFor();
+    assert.equal(await theirs.textContent(), 'Allowed once by the web UI · $ touch mine.txt');
+    await waitIdle(page);
+
+    // Answered by an API client (this test's own request, with the local token).
+    await page.fill('#message', '/shell touch theirs.txt');
+    await page.press('#message', 'Enter');
+    await pendingCard(page).waitFor();
+    const approval = (await (await fetch(`${server().base}/api/approvals`)).json()).approvals[0];
+    assert.equal((await post(server(), `/api/approvals/${approval.id}`, { decision: 'deny' })).status, 200);
+    const denied = page.locator('#items .approval.settled[data-status="denied"] .approval-outcome');
+    await denied.waitFor();
+    assert.equal(await denied.textContent(), 'Denied by an API client · $ touch theirs.txt');
+    await elsewhere.locator('#items .approval.settled[data-status="denied"] .approval-outcome', { hasText: 'Denied by an API client' }).waitFor();
+    await waitIdle(page);
+  }));
+
+test('Alt+A and Alt+D in the message box answer the waiting card, and say so', { timeout: TEST_TIMEOUT }, () =>
+  withUi({ config: ASKS_FIRST }, async ({ page, server }) => {
+    await startConversation(page, '/shell touch quick.txt');
+    const card = pendingCard(page);
+    await card.waitFor();
+    const hint = card.locator('.approval-keys');
+    assert.equal(await hint.isVisible(), true);
+    assert.equal(await hint.textContent(), 'From the message box: Alt+A allows once, Alt+D denies (with the message).');
+    assert.equal(await card.locator('button', { hasText: 'Allow once' }).getAttribute('aria-keyshortcuts'), 'Alt+A');
+    assert.equal(await card.locator('button', { hasText: 'Deny' }).getAttribute('aria-keyshortcuts'), 'Alt+D');
+
+    const announced = await recordAnnouncements(page);
+    // Typing in the box is not disturbed.
+    assert.equal(await page.evaluate(() => document.activeElement.id), 'message');
+    await page.keyboard.type('a draft');
+    await page.keyboard.press('Alt+A');
+    await page.locator('#items .approval.settled[data-status="allowed"] .approval-outcome', { hasText: 'Allowed once by you (this browser)' }).waitFor();
+    await announced('Allowed once by you (this browser): Shell $ touch quick.txt');
+    assert.equal(await page.evaluate(() => document.activeElement.id), 'message');
+    assert.equal(await page.inputValue('#message'), 'a draft');
+    await page.locator('#items .item.tool-call .tool-state.state-ran').waitFor();
+    await waitIdle(page);
+    assert.equal(fs.existsSync(path.join(server().cwd, 'quick.txt')), true);
+
+    // Alt+D denies, with what the card's message field holds.
+    await page.fill('#message', '/shell touch later.txt');
+    await page.press('#message', 'Enter');
+    await card.waitFor();
+    await card.getByLabel('Message', { exact: true }).fill('not now');
+    await page.focus('#message');
+    await page.keyboard.press('Alt+D');
+    await page.locator('#items .approval.settled[data-status="denied"]').waitFor();
+    await announced('Denied by you (this browser): “not now”: Shell $ touch later.txt');
+    assert.equal(await page.evaluate(() => document.activeElement.id), 'message');
+    await waitIdle(page);
+    assert.equal(fs.existsSync(path.join(server().cwd, 'later.txt')), false);
+
+    // With nothing waiting, the keys answer nothing (and the box keeps what it has).
+    await page.fill('#message', 'kept');
+    await page.keyboard.press('Alt+D');
+    assert.equal(await page.inputValue('#message'), 'kept');
+    assert.equal(await page.locator('#items .approval').count(), 2);
+  }));
+
+test('a waiting card docks above the message box, remembered; settled, its line goes back after its tool call', { timeout: TEST_TIMEOUT }, () =>
+  withUi({ config: ASKS_FIRST }, async ({ page, server }) => {
+    await startConversation(page, '/shell touch docked.txt');
+    const card = pendingCard(page);
+    await card.waitFor();
+    const toggle = card.locator('button.approval-dock-toggle');
+    assert.equal(await toggle.textContent(), 'Dock above the message box');
+    const announced = await recordAnnouncements(page);
+    await toggle.click();
+
+    const docked = page.locator('#approvals-dock > .approval.asking');
+    await docked.waitFor();
+    assert.equal(await card.count(), 0);
+    // Right above the message box, the focus still on the toggle, the choice kept.
+    assert.equal(await page.locator('#approvals-dock + #composer').count(), 1);
+    const dockToggle = docked.locator('button.approval-dock-toggle');
+    assert.equal(await dockToggle.textContent(), 'Back into the conversation');
+    assert.equal(await dockToggle.evaluate((button) => button === document.activeElement), true);
+    assert.equal(await page.evaluate(() => localStorage.getItem('openvaala.dockApprovals')), 'on');
+    await announced('Approval cards are docked above the message box.');
+    await checkAxe(page, 'a docked card');
+    await screenshot(page, 'approval-docked');
+    await page.setViewportSize(PHONE);
+    await screenshot(page, 'approval-docked-phone');
+    await page.setViewportSize(DESKTOP);
+
+    // A reload finds it docked again.
+    await page.reload();
+    await docked.waitFor();
+    assert.equal(await card.count(), 0);
+
+    // Answered there: its line is back after its tool call, the dock empty, the focus in the
+    // message box.
+    await docked.locator('button', { hasText: 'Allow once' }).click();
+    const settled = page.locator('#items .item.tool-call + .approval.settled[data-status="allowed"]');
+    await settled.waitFor();
+    assert.equal(await page.locator('#approvals-dock').evaluate((dock) => dock.children.length === 0 && getComputedStyle(dock).display === 'none'), true);
+    assert.equal(await page.evaluate(() => document.activeElement.id), 'message');
+    await waitIdle(page);
+    assert.equal(fs.existsSync(path.join(server().cwd, 'docked.txt')), true);
+
+    // The next one docks at once; undocked, it goes after its call, and the choice is forgotten.
+    await page.fill('#message', '/shell touch undocked.txt');
+    await page.press('#message', 'Enter');
+    await docked.waitFor();
+    await docked.locator('button.approval-dock-toggle').click();
+    await page.locator('#items .item.tool-call + .approval.asking').waitFor();
+    assert.equal(await docked.count(), 0);
+    assert.equal(await page.evaluate(() => document.activeElement.classList.contains('approval-dock-toggle')), true);
+    assert.equal(await page.evaluate(() => localStorage.getItem('openvaala.dockApprovals')), null);
+    await pendingCard(page).locator('button', { hasText: 'Deny' }).click();
+    await page.locator('#items .approval.settled[data-status="denied"]').waitFor();
+    await waitIdle(page);
+  }));

@@ -105,16 +105,17 @@ function head(approval, dockToggle) {
   );
 }
 
-// The button that docks the waiting cards above the message box, or puts them back.
+// The button that docks the waiting cards above the message box, or puts them back; it says
+// what it will do (approvals.js sets it with `showDocked`).
 function dockButton(onToggle) {
-  return el('button', {
-    type: 'button',
-    class: 'approval-dock-toggle subtle',
-    'aria-pressed': 'false',
-    title: 'Show the cards that wait right above the message box, or back in the conversation',
-    text: 'Dock above the message box',
-    onclick: onToggle,
-  });
+  return el('button', { type: 'button', class: 'approval-dock-toggle subtle', onclick: onToggle });
+}
+
+export function showDocked(card, docked) {
+  card.dockToggle.textContent = docked ? 'Back into the conversation' : 'Dock above the message box';
+  card.dockToggle.title = docked
+    ? 'Show the cards that wait after their tool calls again'
+    : 'Show the cards that wait right above the message box, wherever the conversation is scrolled';
 }
 
 // The shortcuts' hint; shown on the card they answer (the oldest that waits).
@@ -232,7 +233,7 @@ export function settledCard(approval) {
     {
       class: `approval settled status-${approval.status}`,
       role: 'group',
-      'aria-label': `Approval: ${outcomeText(approval)}`,
+      'aria-label': `Approval: ${outcomeText(approval)}: ${toolTitle(approval.tool)} ${subjectText(approval)}`,
       'data-approval': approval.id,
       'data-item': approval.item_id,
       'data-status': approval.status,

@@ -75,7 +75,8 @@ function rulePart(choice, index, total, prefix, hintId) {
   part.node = el(
     'div',
     { class: 'approval-rule-part' },
-    el('div', { class: 'approval-row' }, el('label', { for: id }, label), field, choice.broader ? scopeChoice(part, choice.broader, label, id) : null),
+    el('div', { class: 'approval-row' }, el('label', { for: id }, label), field),
+    choice.broader ? scopeChoice(part, choice.broader, label, id) : null,
     part.marked.line,
   );
   return part;

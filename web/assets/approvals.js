@@ -16,7 +16,7 @@ import { $, enc } from './dom.js';
 import { announce } from './announcer.js';
 import { state } from './state.js';
 import { toolTitle } from './toolcards.js';
-import { askedBy, invisibleWarning, outcomeText, pendingCard, settledCard, subjectText } from './approvalcard.js';
+import { askedBy, invisibleWarning, outcomeText, pendingCard, settledCard, showDocked, subjectText } from './approvalcard.js';
 import { forgetAnswer, noteAnswering } from './answered.js';
 import { markInvisible } from './visible.js';
 
@@ -60,7 +60,7 @@ export function showApproval(approval, live) {
     keys: (event) => fieldKeys(event, card),
   });
   cards.set(approval.id, card);
-  card.dockToggle.setAttribute('aria-pressed', String(docked));
+  showDocked(card, docked);
   place(card);
   refreshShortcuts();
   if (wanted === approval.id) focusApproval(approval.id);
@@ -167,7 +167,7 @@ function setDocked(on) {
   const active = document.activeElement;
   for (const card of cards.values()) {
     if (card.approval.status !== 'pending') continue;
-    card.dockToggle.setAttribute('aria-pressed', String(on));
+    showDocked(card, on);
     place(card);
   }
   if (active && active.isConnected && document.activeElement !== active) active.focus();
