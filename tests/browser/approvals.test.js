@@ -4,7 +4,11 @@
 // denial tells the agent why, an interrupt cancels; a rule that does not match the call is
 // refused next to the buttons; "Always allow" keeps a rule the rules view lists and deletes; an
 // escalation offers only Allow once and Deny; the sidebar marks a conversation that waits, and
-// the Agents tab the agent (a sub-agent's card also waits under the main timeline).
+// the Agents tab the agent (a sub-agent's card also waits under the main timeline). A command of
+// several parts keeps a rule for each, a broader one offered with what else it allows; invisible
+// and control characters are marked; why it asks is said in words, its setting on focus; an
+// outcome says "you (this browser)" or the kind of client; Alt+A and Alt+D answer from the
+// message box; the waiting cards dock above the message box.
 'use strict';
 
 const { test } = require('node:test');

@@ -1,7 +1,7 @@
 // Tool calls read as tools, not JSON. A shell call shows its command and its live output;
 // read_file, write_file and list_dir show their path and a summary, a write shows what changed;
 // long output collapses with "Show all"; each card says whether the tool ran, failed (with its
-// exit code) or was interrupted.
+// exit code), was interrupted, or was denied (a decision, shown neutral, not as a failure).
 'use strict';
 
 const { test } = require('node:test');
@@ -112,3 +112,53 @@ test('an interrupted command says so on its card', { timeout: TEST_TIMEOUT }, ()
     await waitIdle(page);
     assert.match(await card.locator('pre.output').textContent(), /started\n\[command interrupted\]/);
   }));
+
+test('a call the rules refuse reads denied, neutral, not failed in red', { timeout: TEST_TIMEOUT }, () =>
+  withUi(
+    {
+      fake: {
+        agents: `
+[agents.default]
+description = "test agent whose rules refuse rm"
+model = "m"
+tools = ["shell", "write_file"]
+[agents.default.permissions]
+write_file = "deny"
+[agents.default.permissions.shell_rules]
+"rm *" = "deny"
+`,
+      },
+    },
+    async ({ page, fake, server }) => {
+      fs.writeFileSync(path.join(server().cwd, 'keep.txt'), 'kept\n');
+      fake.push(
+        { tool: 'shell', args: { command: 'rm keep.txt' } },
+        { tool: 'write_file', args: { path: 'new.txt', content: 'never\n' } },
+        { text: 'Both were refused.' },
+      );
+      await startConversation(page, 'clean up');
+      await page.locator('#items .item.agent-message', { hasText: 'Both were refused.' }).waitFor();
+      await waitIdle(page);
+      const cards = page.locator('#items .item.tool-call');
+      for (const card of [cards.nth(0), cards.nth(1)]) {
+        assert.equal(await card.locator('.tool-state').textContent(), 'denied');
+        assert.equal(await card.evaluate((node) => node.classList.contains('state-denied') && !node.classList.contains('state-failed')), true);
+        // Neither the badge nor the card's edge is the colour of a failure.
+        const colours = await card.evaluate((node) => {
+          const probe = document.createElement('span');
+          probe.style.color = 'var(--danger)';
+          document.body.append(probe);
+          const danger = getComputedStyle(probe).color;
+          probe.remove();
+          return { danger, badge: getComputedStyle(node.querySelector('.tool-state')).color, edge: getComputedStyle(node).borderLeftColor };
+        });
+        assert.notEqual(colours.badge, colours.danger);
+        assert.notEqual(colours.edge, colours.danger);
+      }
+      // The write's reason is told, not as an error.
+      assert.equal(await cards.nth(1).locator('.tool-summary .tool-denied').count(), 1);
+      assert.equal(await cards.nth(1).locator('.tool-error').count(), 0);
+      assert.equal(fs.readFileSync(path.join(server().cwd, 'keep.txt'), 'utf8'), 'kept\n');
+      assert.equal(fs.existsSync(path.join(server().cwd, 'new.txt')), false);
+    },
+  ));
