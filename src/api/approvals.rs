@@ -96,12 +96,15 @@ pub struct SuggestedRule {
 }
 
 /// A new approval's id. It names its conversation (`ap_<conversation>_<unique>`), so any
-/// instance of a cluster can send an answer to the one that runs the conversation.
+/// instance of a cluster can send an answer to the one that runs the conversation. The unique
+/// part is the random tail of a UUIDv7 (48 bits): it needs to be unique only among the
+/// approvals of one conversation.
 pub fn new_approval_id(conversation_id: &str) -> String {
     let conversation = conversation_id
         .strip_prefix("c_")
         .unwrap_or(conversation_id);
-    format!("ap_{conversation}_{}", uuid::Uuid::now_v7().simple())
+    let unique = uuid::Uuid::now_v7().simple().to_string();
+    format!("ap_{conversation}_{}", &unique[unique.len() - 12..])
 }
 
 /// The conversation an approval id names, if it names one (see `new_approval_id`).

@@ -559,10 +559,11 @@ async fn mcp_calls_follow_the_agents_permissions() {
     let turn = setup.turn("Add").await;
     let (call, result) = the_call(wire, &turn);
     assert_eq!(call["status"], "failed");
+    assert_eq!(call["denied"], true, "{call}");
     assert_eq!(
         result,
-        "Not run: the agent's permissions deny it: `mcp__everything__get-sum` is denied \
-         (agents.default.permissions.mcp__everything__get-*)."
+        "Not run: the agent's permissions deny it: this agent may not use \
+         `mcp__everything__get-sum` (agents.default.permissions.mcp__everything__get-*)."
     );
 }
 
