@@ -6,6 +6,7 @@
 
 import { api } from './api.js';
 import { $, el, enc } from './dom.js';
+import { markInvisible } from './visible.js';
 import { renderMarkdown } from './markdown.js';
 import { pendingApprovals, sessionLabel, state } from './state.js';
 import { toolTitle } from './toolcards.js';
@@ -49,7 +50,8 @@ function waitingApprovals(session, approvals) {
     { class: 'agent-approvals' },
     approvals.map((approval) => {
       const subject = approval.subject || {};
-      const what = subject.command !== undefined && subject.command !== null ? `$ ${subject.command}` : subject.path || JSON.stringify(subject.arguments || {});
+      // Marked as on its card: an invisible character must not hide here either.
+      const what = markInvisible(subject.command !== undefined && subject.command !== null ? `$ ${subject.command}` : subject.path || JSON.stringify(subject.arguments || {})).nodes;
       return el(
         'div',
         { class: 'agent-approval', 'data-approval': approval.id },
