@@ -674,3 +674,49 @@ test('a waiting card docks above the message box, remembered; settled, its line 
     await page.locator('#items .approval.settled[data-status="denied"]').waitFor();
     await waitIdle(page);
   }));
+
+test('with several cards waiting, the shortcuts answer the oldest, the one that shows their hint', { timeout: TEST_TIMEOUT }, () =>
+  withUi(
+    {
+      config: `
+[agents.default]
+description = "the main agent, whose shell calls ask first"
+model = "demo"
+spawnable = ["helper"]
+[agents.default.permissions]
+shell = "ask"
+[agents.helper]
+description = "a sub-agent whose shell calls ask first"
+model = "demo"
+[agents.helper.permissions]
+shell = "ask"
+`,
+    },
+    async ({ page, server }) => {
+      await startConversation(page, '/spawn helper: /shell touch sub.txt\n/shell touch main.txt');
+      const waiting = page.locator('.approval.asking');
+      await waiting.nth(1).waitFor();
+      // Which one was asked first is the service's to say.
+      const approvals = (await (await fetch(`${server().base}/api/approvals`)).json()).approvals;
+      assert.equal(approvals.length, 2);
+      const [oldest, newest] = approvals;
+      const oldestCard = page.locator(`.approval.asking[data-approval="${oldest.id}"]`);
+      const newestCard = page.locator(`.approval.asking[data-approval="${newest.id}"]`);
+      assert.equal(await oldestCard.locator('.approval-keys').isVisible(), true);
+      assert.equal(await newestCard.locator('.approval-keys').isVisible(), false);
+      assert.equal(await newestCard.locator('button[aria-keyshortcuts]').count(), 0);
+
+      await page.focus('#message');
+      await page.keyboard.press('Alt+A');
+      await page.locator(`.approval.settled[data-approval="${oldest.id}"][data-status="allowed"]`).waitFor();
+      assert.equal(await newestCard.getAttribute('data-status'), 'pending');
+      // The hint moves to the one left, and the next Alt+D denies it.
+      await newestCard.locator('.approval-keys').waitFor();
+      await page.keyboard.press('Alt+D');
+      await page.locator(`.approval.settled[data-approval="${newest.id}"][data-status="denied"]`).waitFor();
+      await waitIdle(page);
+      const touched = oldest.subject.command === 'touch sub.txt' ? ['sub.txt', 'main.txt'] : ['main.txt', 'sub.txt'];
+      assert.equal(fs.existsSync(path.join(server().cwd, touched[0])), true);
+      assert.equal(fs.existsSync(path.join(server().cwd, touched[1])), false);
+    },
+  ));
