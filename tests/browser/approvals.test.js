@@ -15,7 +15,7 @@ const { test } = require('node:test');
 const assert = require('node:assert/strict');
 const fs = require('node:fs');
 const path = require('node:path');
-const { ASKS_FIRST, DESKTOP, PHONE, TEST_TIMEOUT, WAIT_MS, checkAxe, screenshot, startConversation, waitIdle, withUi } = require('./harness');
+const { ASKS_FIRST, DESKTOP, PHONE, TEST_TIMEOUT, WAIT_MS, checkAxe, inEachView, screenshot, startConversation, waitIdle, withUi } = require('./harness');
 
 const ALL_ANSWERS = ['Allow once', 'Allow in this conversation', 'Always allow', 'Deny'];
 
@@ -507,8 +507,14 @@ test('invisible and control characters are marked and counted wherever the comma
     // The tool call's own card, and the rule kept (a field cannot mark them: the line under it does).
     assert.deepEqual(await page.locator('#items .item.tool-call .tool-subject .invisible-char').allTextContents(), ['<U+200B>', '\\x1b']);
     assert.equal(await card.locator('.approval-rule-marked').textContent(), 'As written: printf a<U+200B>b\\x1b[0m');
-    await checkAxe(page, 'a card with invisible characters');
-    await screenshot(page, 'approval-invisible');
+    // Legible everywhere: both sizes, light and dark.
+    await inEachView(page, async (size, scheme) => {
+      await card.scrollIntoViewIfNeeded();
+      await checkAxe(page, `a card with invisible characters, ${size} ${scheme}`);
+      await screenshot(page, `approval-invisible-${size}-${scheme}`);
+    });
+    await page.setViewportSize(DESKTOP);
+    await page.emulateMedia({ colorScheme: 'light' });
 
     // Denied with a message that hides one too: the outcome line marks both.
     await card.getByLabel('Message', { exact: true }).fill('no\u202Ethanks');
