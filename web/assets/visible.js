@@ -35,7 +35,7 @@ function isControl(code) {
 }
 
 // Whether `code` (a code point) is written out. Newline and tab are not: they show as what they are.
-export function needsEscape(code) {
+function needsEscape(code) {
   if (code === 0x0a || code === 0x09) return false;
   return isControl(code) || within(BIDI_CONTROLS, code) || within(ZERO_WIDTH, code);
 }
@@ -66,13 +66,6 @@ export function visibleText(text) {
     out += needsEscape(code) ? notation(code) : char;
   }
   return out;
-}
-
-// How many characters of `text` are written out.
-export function countInvisible(text) {
-  let count = 0;
-  for (const char of String(text)) if (needsEscape(char.codePointAt(0))) count++;
-  return count;
 }
 
 // `text` as nodes, its invisible characters as marked tokens; `count`: how many.
