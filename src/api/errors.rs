@@ -66,6 +66,9 @@ pub enum ErrorCode {
     TooLarge,
     /// 422: the conversation's working directory does not exist.
     CwdMissing,
+    /// 422: the working directory is one no conversation may use: `/`, or a directory that
+    /// holds or lies in the service's own state (its tools could reach that state).
+    CwdRefused,
     /// 422: the model is not configured.
     ModelUnavailable,
     /// 422: the agent is not configured.
@@ -92,7 +95,7 @@ pub enum ErrorCode {
 
 impl ErrorCode {
     /// Every code, in the document's order.
-    pub const ALL: [ErrorCode; 24] = [
+    pub const ALL: [ErrorCode; 25] = [
         ErrorCode::InvalidRequest,
         ErrorCode::Unauthorized,
         ErrorCode::Forbidden,
@@ -108,6 +111,7 @@ impl ErrorCode {
         ErrorCode::RestoreUnavailable,
         ErrorCode::TooLarge,
         ErrorCode::CwdMissing,
+        ErrorCode::CwdRefused,
         ErrorCode::ModelUnavailable,
         ErrorCode::AgentUnavailable,
         ErrorCode::SourceMissing,
@@ -137,6 +141,7 @@ impl ErrorCode {
             ErrorCode::AlreadyDecided => "already_decided",
             ErrorCode::TooLarge => "too_large",
             ErrorCode::CwdMissing => "cwd_missing",
+            ErrorCode::CwdRefused => "cwd_refused",
             ErrorCode::ModelUnavailable => "model_unavailable",
             ErrorCode::AgentUnavailable => "agent_unavailable",
             ErrorCode::SourceMissing => "source_missing",
@@ -181,6 +186,7 @@ mod tests {
                 | ErrorCode::AlreadyDecided
                 | ErrorCode::TooLarge
                 | ErrorCode::CwdMissing
+                | ErrorCode::CwdRefused
                 | ErrorCode::ModelUnavailable
                 | ErrorCode::AgentUnavailable
                 | ErrorCode::SourceMissing

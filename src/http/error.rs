@@ -166,6 +166,10 @@ impl From<RuntimeError> for ApiError {
                 code: ErrorCode::CwdMissing,
                 message,
             },
+            RuntimeError::CwdRefused(_) => ApiError::Unprocessable {
+                code: ErrorCode::CwdRefused,
+                message,
+            },
             RuntimeError::ModelUnavailable(_) => ApiError::Unprocessable {
                 code: ErrorCode::ModelUnavailable,
                 message,
@@ -207,6 +211,7 @@ pub fn one_of_each() -> Vec<ApiError> {
         RuntimeError::AlreadyDecided(Box::new(crate::api::approvals::Approval::example())),
         RuntimeError::CompactionFailed(text()),
         RuntimeError::CwdMissing(text()),
+        RuntimeError::CwdRefused(text()),
         RuntimeError::ModelUnavailable(text()),
         RuntimeError::AgentUnavailable(text()),
         RuntimeError::IdempotencyKeyReused,
@@ -233,6 +238,7 @@ pub fn one_of_each() -> Vec<ApiError> {
             | RuntimeError::AlreadyDecided(_)
             | RuntimeError::CompactionFailed(_)
             | RuntimeError::CwdMissing(_)
+            | RuntimeError::CwdRefused(_)
             | RuntimeError::ModelUnavailable(_)
             | RuntimeError::AgentUnavailable(_)
             | RuntimeError::IdempotencyKeyReused

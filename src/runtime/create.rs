@@ -76,7 +76,7 @@ impl Runtime {
             .protected
             .refuses_cwd(std::path::Path::new(&cwd))
         {
-            return Err(RuntimeError::Invalid(reason));
+            return Err(RuntimeError::CwdRefused(reason));
         }
         conversation_servers(agent, &request.mcp, &cwd)?;
         // The new conversation will be live: its place is taken before anything is stored,

@@ -43,6 +43,9 @@ pub enum RuntimeError {
         "the working directory {0} does not exist; recreate it or repoint the conversation with PATCH {{\"cwd\": …}}"
     )]
     CwdMissing(String),
+    /// A working directory no conversation may use (the text says why).
+    #[error("{0}")]
+    CwdRefused(String),
     #[error("{0}")]
     ModelUnavailable(String),
     #[error("{0}")]

@@ -54,7 +54,7 @@ pub(super) fn checked_cwd(
         return Err(RuntimeError::CwdMissing(cwd.to_owned()));
     }
     if let Some(reason) = protected.refuses_cwd(path) {
-        return Err(RuntimeError::Invalid(reason));
+        return Err(RuntimeError::CwdRefused(reason));
     }
     Ok(cwd.to_owned())
 }

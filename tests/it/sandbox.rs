@@ -328,12 +328,24 @@ async fn a_working_directory_holding_the_services_state_is_refused() {
                 json!({ "text": "/shell id", "cwd": cwd.to_str().unwrap() }),
             )
             .await;
-        assert_eq!(status, 400, "{}: {body}", cwd.display());
+        // A well-formed path the service will not work in: 422, like a missing directory.
+        assert_eq!(status, 422, "{}: {body}", cwd.display());
+        assert_eq!(body["error"]["code"], "cwd_refused", "{body}");
         let message = body["error"]["message"].as_str().unwrap();
         assert!(message.contains(expected), "{}: {message}", cwd.display());
     }
     let (_, list) = server.get("/api/conversations").await;
     assert_eq!(list["conversations"], json!([]), "nothing was stored");
+
+    // Repointing a conversation there is refused the same way, and changes nothing.
+    let created = server.create_and_wait("hello").await;
+    let id = created["conversation"]["id"].as_str().unwrap();
+    let path = format!("/api/conversations/{id}");
+    let (status, body) = server.patch(&path, json!({ "cwd": "/" })).await;
+    assert_eq!(status, 422, "{body}");
+    assert_eq!(body["error"]["code"], "cwd_refused", "{body}");
+    let (_, conversation) = server.get(&path).await;
+    assert_eq!(conversation["cwd"], created["conversation"]["cwd"]);
 }
 
 #[tokio::test]

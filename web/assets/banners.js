@@ -20,6 +20,7 @@ const FOR_PEOPLE = {
   nothing_to_compact: 'There is nothing older to compress: the model already reads only the latest turn, after any earlier summary.',
   compaction_failed: 'Compressing the context failed. The history is unchanged.',
   cwd_missing: 'The working directory of this conversation is missing.',
+  cwd_refused: 'The service will not work in that directory: its tools could reach everything there. Choose a project directory.',
   model_unavailable: 'The model of this conversation is not configured on this service. Pick another model in the header.',
   agent_unavailable: 'The agent of this conversation is not configured on this service.',
   source_missing: 'The conversation this one was forked from is missing; move the two together.',
