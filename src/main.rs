@@ -619,6 +619,13 @@ fn gc(data_dir: &Path) -> anyhow::Result<()> {
         started.elapsed().as_secs_f64(),
         collected.trees,
     );
+    for tree in &collected.unnamed {
+        println!(
+            "left whole: {} {}; its snapshots are kept (delete its folder to drop them)",
+            tree.file.display(),
+            tree.reason
+        );
+    }
     Ok(())
 }
 

@@ -12,10 +12,8 @@
 //! it runs: every snapshot, restore and copy waits ([`super::Checkpoints`]'s `collecting`).
 
 use std::collections::HashSet;
-use std::ffi::OsString;
 use std::fs;
 use std::io;
-use std::os::unix::ffi::OsStringExt;
 use std::path::PathBuf;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, SystemTime};
@@ -23,7 +21,7 @@ use std::time::{Duration, SystemTime};
 use super::manifests::{self, Stored};
 use super::restore::journal_roots;
 use super::scan::Manifest;
-use super::{Checkpoints, Tree, TreeState};
+use super::{Checkpoints, Tree, TreeState, UnnamedTree};
 
 /// What a collection removed.
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
@@ -32,6 +30,9 @@ pub struct Collected {
     pub trees: usize,
     pub blobs: usize,
     pub bytes: u64,
+    /// Trees whose working directory could not be known: left whole, every blob they name
+    /// kept, and reported (a damaged file never stops the collection of the rest).
+    pub unnamed: Vec<UnnamedTree>,
 }
 
 /// Snapshot ids (`k_` and 32 hexadecimal digits) in some bytes: a conversation's records.
@@ -68,6 +69,7 @@ impl Checkpoints {
         &self,
         referenced: &HashSet<String>,
         stored: &dyn Fn(&str) -> bool,
+        known_cwds: &dyn Fn() -> Vec<PathBuf>,
         since: SystemTime,
     ) -> io::Result<Collected> {
         let objects = self.objects().map_err(io::Error::other)?.clone();
@@ -77,15 +79,13 @@ impl Checkpoints {
             .unwrap_or_else(|poisoned| poisoned.into_inner());
         let mut collected = Collected::default();
         let mut blobs = HashSet::new();
-        let Ok(tree_dirs) = fs::read_dir(self.root.join("trees")) else {
-            return Ok(collected);
-        };
-        for tree_dir in tree_dirs.flatten() {
-            let Ok(cwd) = fs::read(tree_dir.path().join("cwd")) else {
-                continue;
-            };
-            let cwd = PathBuf::from(OsString::from_vec(cwd));
-            let tree = self.tree(&cwd);
+        let (trees, unnamed) = self.trees_on_disk(known_cwds);
+        for tree in &unnamed {
+            tracing::warn!(file = %tree.file.display(), reason = %tree.reason, "a checkpoint tree is left whole: its working directory is unknown");
+            self.mark_all(&self.unnamed_tree(&tree.file), &mut blobs);
+        }
+        collected.unnamed = unnamed;
+        for tree in trees {
             if tree.running.load(Ordering::SeqCst) > 0 {
                 // Its calls' records may not be written yet: every blob it has stays.
                 self.mark_all(&tree, &mut blobs);
@@ -146,7 +146,6 @@ impl Checkpoints {
         // before it, when that is its base), marked, and rewritten whole if its chain breaks.
         let mut current: Option<(String, Manifest)> = None;
         let mut intact: HashSet<String> = HashSet::new();
-        let mut rewritten = false;
         for id in &ids {
             let Ok(stored_as) = manifests::load(&snapshots, id) else {
                 continue; // damaged: left as it is (reading it fails clearly)
@@ -170,18 +169,13 @@ impl Checkpoints {
             };
             if keep(id) {
                 if !chain_ok {
+                    // Flushed, with its name, before any base it replaces is removed.
                     manifests::write(&snapshots, id, &whole, None)?;
-                    fs::File::open(manifests::path(&snapshots, id))?.sync_all()?;
-                    rewritten = true;
                 }
                 intact.insert(id.clone());
                 blobs.extend(whole.files.values().map(|entry| entry.hash.clone()));
             }
             current = Some((id.clone(), whole));
-        }
-        if rewritten {
-            // The rewrites are on disk before any base they replace is removed.
-            fs::File::open(&snapshots)?.sync_all()?;
         }
         for id in ids.iter().filter(|id| !keep(id)) {
             fs::remove_file(manifests::path(&snapshots, id))?;
@@ -233,7 +227,7 @@ mod tests {
         // Only the third is named; the newest stays anyway.
         let referenced = HashSet::from([third.clone()]);
         let collected = checkpoints
-            .collect_garbage(&referenced, &|_| true, SystemTime::now())
+            .collect_garbage(&referenced, &|_| true, &Vec::new, SystemTime::now())
             .unwrap();
         assert_eq!(collected.snapshots, 2, "{collected:?}");
         assert_eq!(
@@ -272,7 +266,12 @@ mod tests {
         drop(gone);
         drop(named);
         let collected = checkpoints
-            .collect_garbage(&HashSet::from([kept]), &|_| true, SystemTime::now())
+            .collect_garbage(
+                &HashSet::from([kept]),
+                &|_| true,
+                &Vec::new,
+                SystemTime::now(),
+            )
             .unwrap();
         assert_eq!(collected.trees, 1, "{collected:?}");
         assert!(!gone_dir.exists());

@@ -43,7 +43,8 @@ pub fn path(snapshots: &Path, id: &str) -> std::path::PathBuf {
 
 /// Writes `manifest` as snapshot `id`: as a delta from `base` (the previous snapshot, at the
 /// given depth of deltas) when that is small, else whole. Answers the depth it was stored at
-/// (0: whole). Written to a temporary file and renamed, so a crash leaves the old or the new.
+/// (0: whole). Written to a temporary file, flushed and renamed, so a crash or a power cut
+/// leaves the old or the new, and a conversation's record never names a snapshot that is lost.
 pub fn write(
     snapshots: &Path,
     id: &str,
@@ -80,9 +81,7 @@ pub fn write(
         None => (serde_json::to_vec(manifest), 0),
     };
     let bytes = bytes.map_err(io::Error::other)?;
-    let tmp = snapshots.join(format!(".{id}.tmp"));
-    fs::write(&tmp, bytes)?;
-    fs::rename(&tmp, path(snapshots, id))?;
+    crate::store::disk::replace_durably(&path(snapshots, id), &bytes)?;
     Ok(depth)
 }
 

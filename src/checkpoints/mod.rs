@@ -6,8 +6,10 @@
 //! which snapshots a conversation's calls made.
 //!
 //! Layout under `<data>/checkpoints/`: `objects/` (blobs by SHA-256, shared by every tree) and
-//! `trees/<key>/` per working directory (`key`: a hash of its path): `cwd` (the path, for
-//! humans), `snapshots/<id>.json` (manifests, most stored as a delta from the one before:
+//! `trees/<key>/` per working directory (`key`: a hash of its path): `cwd` (the path: how
+//! recovery and collection know which directory a tree is; written durably, and rewritten
+//! from the conversations' working directories when a power cut left it empty),
+//! `snapshots/<id>.json` (manifests, most stored as a delta from the one before:
 //! `manifests.rs`; the greatest id is the newest, whose stat fields spare re-reading unchanged
 //! files) and `restores/<id>.json` (restore journals). Copies of trees for forks that run
 //! apart are under `<data>/worktrees/<fork id>/` (`worktree.rs`).
@@ -116,6 +118,26 @@ struct TreeState {
     /// The tree had more files than `max_files`: why, and when to look again (a tree can be
     /// cleaned up); until then no call walks it.
     too_large: Option<(String, std::time::Instant)>,
+    /// The tree's `cwd` file is known to name it.
+    named: bool,
+}
+
+/// The file in a tree's folder that names its working directory.
+const TREE_NAME: &str = "cwd";
+
+/// A tree's folder name: the start of the hash of its working directory's path.
+fn tree_key(cwd: &Path) -> String {
+    objects::hash_bytes(cwd.as_os_str().as_bytes())[..24].to_owned()
+}
+
+/// A tree folder whose working directory cannot be known: its `cwd` file is missing, empty or
+/// names another directory, and no stored conversation works in one whose hash is its name.
+/// Recovery and collection leave it as it is (every blob it names is kept) and report it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UnnamedTree {
+    /// The `cwd` file that should name it.
+    pub file: PathBuf,
+    pub reason: String,
 }
 
 /// How long a tree found too large is not walked again.
@@ -167,10 +189,9 @@ impl Checkpoints {
         trees
             .entry(cwd.to_path_buf())
             .or_insert_with(|| {
-                let key = &objects::hash_bytes(cwd.as_os_str().as_bytes())[..24];
                 Arc::new(Tree {
                     cwd: cwd.to_path_buf(),
-                    dir: self.root.join("trees").join(key),
+                    dir: self.root.join("trees").join(tree_key(cwd)),
                     state: Mutex::new(TreeState::default()),
                     running: AtomicUsize::new(0),
                 })
@@ -280,7 +301,7 @@ impl Checkpoints {
             .as_ref()
             .map(|(id, latest)| (id.as_str(), latest.as_ref(), state.latest_depth));
         let depth = self
-            .write_manifest(tree, &id, &manifest, base)
+            .write_manifest(tree, &mut state.named, &id, &manifest, base)
             .map_err(|error| io_reason("cannot store a snapshot", error))?;
         let manifest = Arc::new(manifest);
         state.latest = Some((id.clone(), manifest.clone()));
@@ -289,10 +310,13 @@ impl Checkpoints {
     }
 
     /// Stores a new snapshot (as a delta from `base` when small), which is then the newest
-    /// (the greatest id); answers the depth it was stored at.
+    /// (the greatest id); answers the depth it was stored at. Everything it names is on disk
+    /// first: the blobs the walk stored (one flush for them all) and the tree's name. Then the
+    /// manifest itself is written durably, since a conversation's record will name it.
     fn write_manifest(
         &self,
         tree: &Tree,
+        named: &mut bool,
         id: &str,
         manifest: &Manifest,
         base: Option<(&str, &Manifest, usize)>,
@@ -300,8 +324,12 @@ impl Checkpoints {
         let snapshots = tree.dir.join("snapshots");
         if !snapshots.is_dir() {
             fs::create_dir_all(&snapshots)?;
-            fs::write(tree.dir.join("cwd"), tree.cwd.as_os_str().as_bytes())?;
         }
+        if !*named {
+            name_tree(&tree.dir, &tree.cwd)?;
+            *named = true;
+        }
+        self.objects().map_err(io::Error::other)?.flush()?;
         manifests::write(&snapshots, id, manifest, base)
     }
 
@@ -314,20 +342,94 @@ impl Checkpoints {
     /// trees whose fork a crash cut short (see `worktree`; `stored` tells whether a
     /// conversation exists). Called at start-up, before any turn runs; a failure is logged,
     /// and that restore's journal stays for the next start.
-    pub fn recover(&self, stored: &dyn Fn(&str) -> bool) {
+    /// `known_cwds`: every working directory a stored conversation names (asked only when a
+    /// tree's name must be found again).
+    pub fn recover(&self, stored: &dyn Fn(&str) -> bool, known_cwds: &dyn Fn() -> Vec<PathBuf>) {
         self.settle_pending_copies(stored);
-        let Ok(trees) = fs::read_dir(self.root.join("trees")) else {
-            return;
-        };
-        for tree_dir in trees.flatten() {
-            let Ok(cwd) = fs::read(tree_dir.path().join("cwd")) else {
-                continue;
-            };
-            let cwd = PathBuf::from(std::ffi::OsString::from_vec(cwd));
-            let tree = self.tree(&cwd);
+        let (trees, unnamed) = self.trees_on_disk(known_cwds);
+        for tree in trees {
             if let Err(reason) = restore::recover(self, &tree) {
-                tracing::error!(%reason, cwd = %cwd.display(), "cannot finish a restore");
+                tracing::error!(%reason, cwd = %tree.cwd.display(), "cannot finish a restore");
             }
         }
+        for tree in unnamed {
+            tracing::error!(file = %tree.file.display(), reason = %tree.reason, "a checkpoint tree has no working directory; its restores cannot be finished");
+        }
     }
+
+    /// Every tree folder of the store: those whose working directory is known, and those
+    /// whose is not. A name a power cut emptied is found again among `known_cwds` (the folder
+    /// is named by a hash of the path) and written again.
+    fn trees_on_disk(
+        &self,
+        known_cwds: &dyn Fn() -> Vec<PathBuf>,
+    ) -> (Vec<Arc<Tree>>, Vec<UnnamedTree>) {
+        let (mut trees, mut unnamed) = (Vec::new(), Vec::new());
+        let Ok(dirs) = fs::read_dir(self.root.join("trees")) else {
+            return (trees, unnamed);
+        };
+        let mut known: Option<HashMap<String, PathBuf>> = None;
+        for dir in dirs.flatten() {
+            let dir = dir.path();
+            let Some(key) = dir.file_name().and_then(|name| name.to_str()) else {
+                continue;
+            };
+            let file = dir.join(TREE_NAME);
+            let named = fs::read(&file)
+                .map(|bytes| PathBuf::from(std::ffi::OsString::from_vec(bytes)))
+                .ok()
+                .filter(|cwd| cwd.is_absolute() && tree_key(cwd) == key);
+            if let Some(cwd) = named {
+                trees.push(self.tree(&cwd));
+                continue;
+            }
+            let known = known.get_or_insert_with(|| {
+                known_cwds()
+                    .into_iter()
+                    .map(|cwd| (tree_key(&cwd), cwd))
+                    .collect()
+            });
+            match known.get(key) {
+                Some(cwd) => match name_tree(&dir, cwd) {
+                    Ok(()) => {
+                        tracing::warn!(file = %file.display(), cwd = %cwd.display(), "named a checkpoint tree again");
+                        trees.push(self.tree(cwd));
+                    }
+                    Err(error) => unnamed.push(UnnamedTree {
+                        file,
+                        reason: format!("cannot be written: {error}"),
+                    }),
+                },
+                None => unnamed.push(UnnamedTree {
+                    reason: match fs::metadata(&file) {
+                        Err(error) => format!("cannot be read: {error}"),
+                        Ok(meta) if meta.len() == 0 => "is empty".to_owned(),
+                        Ok(_) => "names another directory".to_owned(),
+                    } + ", and no stored conversation works in the directory it named",
+                    file,
+                }),
+            }
+        }
+        (trees, unnamed)
+    }
+
+    /// A tree for a folder whose working directory is unknown: only its stored files are
+    /// read (collection keeps everything they name).
+    fn unnamed_tree(&self, file: &Path) -> Tree {
+        Tree {
+            cwd: PathBuf::new(),
+            dir: file.parent().map(Path::to_path_buf).unwrap_or_default(),
+            state: Mutex::new(TreeState::default()),
+            running: AtomicUsize::new(0),
+        }
+    }
+}
+
+/// Writes a tree folder's name durably: the path of its working directory.
+fn name_tree(dir: &Path, cwd: &Path) -> io::Result<()> {
+    let file = dir.join(TREE_NAME);
+    if fs::read(&file).is_ok_and(|named| named == cwd.as_os_str().as_bytes()) {
+        return Ok(());
+    }
+    crate::store::disk::replace_durably(&file, cwd.as_os_str().as_bytes())
 }

@@ -1,11 +1,15 @@
 //! Putting files back: the paths a conversation changed since a point, each to what it was
 //! before the conversation's first change to it. A path that is no longer what the
 //! conversation left (the user or another conversation changed it since) is a conflict and is
-//! kept, unless forced. Before any file is touched, a safety snapshot is taken and a journal
-//! naming every path's old and new content is fsynced; the journal is marked done at the end.
-//! A crash in between is finished at the next start (`recover`): every step is "make this path
-//! hold this blob", so doing it again is harmless, and the tree is never left half restored.
-//! Undoing a restore is a restore the other way, from its journal.
+//! kept, unless forced. Before any file is touched, every blob the restore needs is verified
+//! whole, the current content of each path is stored durably, a safety snapshot is taken and
+//! a journal naming every path's old and new content is fsynced; the journal is marked done
+//! at the end, once the files and their names are on disk. A crash in between is finished at
+//! the next start (`recover`): every step is "make this path hold this blob", so doing it
+//! again is harmless. A restore that cannot finish (a blob damaged since, a disk error) is
+//! rolled back: every path is made to hold what it held before, and the journal says so. So
+//! the tree is never left half restored. Undoing a restore is a restore the other way, from
+//! its journal.
 
 use std::collections::BTreeMap;
 use std::fs;
@@ -86,6 +90,8 @@ struct Step {
 enum State {
     Applying,
     Done,
+    /// It could not finish, and every path was put back as it was: it never happened.
+    RolledBack,
 }
 
 /// `restores/<id>.json`.
@@ -173,6 +179,15 @@ impl Checkpoints {
         let mut state = self.lock(&tree).map_err(RestoreError::Unavailable)?;
         busy(&tree)?;
         let mut journal = read_journal(&tree, id)?;
+        // Another conversation's restore in the same directory is not this one's to undo.
+        if journal.conversation_id != conversation_id {
+            return Err(RestoreError::NotFound(id.to_owned()));
+        }
+        if journal.state == State::RolledBack {
+            return Err(RestoreError::Invalid(format!(
+                "restore {id} did not happen: it could not finish and was rolled back"
+            )));
+        }
         if journal.state != State::Done {
             return Err(RestoreError::Invalid(format!(
                 "restore {id} has not finished"
@@ -234,11 +249,18 @@ impl Checkpoints {
                 conflicts.push(wanted.path);
                 continue;
             }
+            // Whole, not only present: a power cut can leave a blob empty, and a journal that
+            // names one could not finish.
             if let Some(target) = &wanted.target
-                && !objects.contains(&target.hash)
+                && let Err(error) = objects.verify(&target.hash)
             {
+                let what = if error.kind() == io::ErrorKind::NotFound {
+                    "missing from"
+                } else {
+                    "damaged in"
+                };
                 return Err(RestoreError::Unavailable(format!(
-                    "the content of {} is missing from the checkpoint store",
+                    "the content of {} is {what} the checkpoint store",
                     wanted.path
                 )));
             }
@@ -291,8 +313,13 @@ impl Checkpoints {
             undone_by: None,
         };
         write_journal(tree, &journal).map_err(|e| unavailable("cannot write a journal", e))?;
-        self.finish(tree, &mut journal)
-            .map_err(|e| unavailable("restoring failed; it is finished at the next start", e))?;
+        if let Err(error) = self.finish(tree, &mut journal) {
+            return Err(RestoreError::Unavailable(self.roll_back(
+                tree,
+                &mut journal,
+                &error,
+            )));
+        }
         // The restored tree is the newest snapshot: the next call's changes count from it.
         if let Err(reason) = self.snapshot_locked(tree, state) {
             tracing::warn!(%reason, "no snapshot after a restore");
@@ -334,11 +361,66 @@ impl Checkpoints {
                 Err(error) => return Err(error),
             }
         }
+        // The restored files were flushed one by one; their new names are flushed here, all
+        // at once, before the journal says done (an undo then finds what it says).
+        sync_tree(&tree.cwd)?;
         journal.steps.retain(|step| !skipped.contains(&step.path));
         journal.conflicts.extend(skipped);
         journal.state = State::Done;
         write_journal(tree, journal)
     }
+
+    /// Puts every path of a restore that could not finish back to what it held before it
+    /// (that content was stored durably before the journal was written), and marks the
+    /// journal rolled back. Answers why the restore failed, and whether the files are as they
+    /// were; when even that fails, the journal stays and the next start tries again.
+    fn roll_back(&self, tree: &Tree, journal: &mut Journal, error: &io::Error) -> String {
+        tracing::error!(restore = %journal.id, %error, "a restore cannot finish; putting the files back");
+        let put_back = self
+            .objects()
+            .map_err(io::Error::other)
+            .and_then(|objects| {
+                for step in journal.steps.iter().rev() {
+                    let relative = Path::new(&step.path);
+                    let done = match &step.previous {
+                        Some(content) => write_file(
+                            &tree.cwd,
+                            relative,
+                            &objects.get(&content.hash)?,
+                            content.mode,
+                        ),
+                        None => beneath::remove_file(&tree.cwd, relative),
+                    };
+                    match done {
+                        Err(error) if !beneath::way_changed(&error) => return Err(error),
+                        _ => {}
+                    }
+                }
+                sync_tree(&tree.cwd)?;
+                journal.state = State::RolledBack;
+                write_journal(tree, journal)
+            });
+        match put_back {
+            Ok(()) => format!(
+                "restoring failed ({error}); every file was put back as it was, nothing changed"
+            ),
+            Err(second) => {
+                tracing::error!(restore = %journal.id, error = %second, "cannot put the files of a failed restore back");
+                format!(
+                    "restoring failed ({error}), and putting the files back failed too \
+                     ({second}); the service tries again when it next starts"
+                )
+            }
+        }
+    }
+}
+
+/// Flushes the file system that holds `root` (the files written and their names): one
+/// `syncfs` instead of an fsync per folder.
+fn sync_tree(root: &Path) -> io::Result<()> {
+    let dir = fs::File::open(root)?;
+    rustix::fs::syncfs(&dir)?;
+    Ok(())
 }
 
 /// The ids of a tree's restore journals.
@@ -365,9 +447,13 @@ pub(super) fn recover(checkpoints: &Checkpoints, tree: &Tree) -> Result<(), Stri
         let mut journal = read_journal(tree, &id).map_err(|e| e.to_string())?;
         if journal.state == State::Applying {
             tracing::warn!(restore = %id, "finishing a restore a stop cut short");
-            checkpoints
-                .finish(tree, &mut journal)
-                .map_err(|e| format!("restore {id}: {e}"))?;
+            if let Err(error) = checkpoints.finish(tree, &mut journal) {
+                let outcome = checkpoints.roll_back(tree, &mut journal, &error);
+                if journal.state != State::RolledBack {
+                    return Err(format!("restore {id}: {outcome}"));
+                }
+                tracing::warn!(restore = %id, %outcome, "a restore a stop cut short was rolled back");
+            }
         }
     }
     Ok(())
@@ -386,9 +472,12 @@ pub(super) fn journal_roots(
         let Ok(journal) = read_journal(tree, &id) else {
             continue;
         };
-        if journal.state == State::Done && !stored(&journal.conversation_id) {
+        if journal.state != State::Applying && !stored(&journal.conversation_id) {
             fs::remove_file(journal_path(tree, &id).map_err(io::Error::other)?)?;
             continue;
+        }
+        if journal.state == State::RolledBack {
+            continue; // it never happened: nothing can undo it
         }
         snapshots.insert(journal.safety_snapshot);
         for step in journal.steps {

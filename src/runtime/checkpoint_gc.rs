@@ -8,6 +8,8 @@ use std::sync::Weak;
 use std::time::{Duration, SystemTime};
 
 use crate::checkpoints::{Checkpoints, Collected, referenced_ids};
+use crate::store::fence::Acceptance;
+use crate::store::records::{ConversationChanges, MetaRecord};
 use crate::store::{Store, StoreError};
 
 /// The first collection waits at most this long after start.
@@ -42,6 +44,30 @@ fn referenced(store: &Store) -> Result<HashSet<String>, StoreError> {
     Ok(ids)
 }
 
+/// Every working directory a stored conversation names, now or before a `cwd` change: how a
+/// checkpoint tree whose name a power cut emptied is found again.
+pub fn known_cwds(store: &Store) -> Vec<std::path::PathBuf> {
+    let mut cwds = Vec::new();
+    for id in store.conversation_ids().unwrap_or_default() {
+        let Ok(log) = store.read_metadata(&id, &Acceptance::default()) else {
+            continue;
+        };
+        for record in log.records {
+            match record {
+                MetaRecord::ConversationCreated { conversation } => cwds.push(conversation.cwd),
+                MetaRecord::ConversationUpdated {
+                    changes: ConversationChanges { cwd: Some(cwd), .. },
+                    ..
+                } => cwds.push(cwd),
+                _ => {}
+            }
+        }
+    }
+    cwds.sort_unstable();
+    cwds.dedup();
+    cwds.into_iter().map(Into::into).collect()
+}
+
 /// One collection: the records are read first, then the store is collected. Blocking.
 pub fn collect(
     store: &Store,
@@ -54,7 +80,12 @@ pub fn collect(
     };
     let referenced = referenced(store)?;
     checkpoints
-        .collect_garbage(&referenced, &|id| store.exists(id), since)
+        .collect_garbage(
+            &referenced,
+            &|id| store.exists(id),
+            &|| known_cwds(store),
+            since,
+        )
         .map_err(|error| StoreError::io(store.root(), error))
 }
 
@@ -79,6 +110,7 @@ pub fn spawn_periodic(store: Store, checkpoints: Weak<Checkpoints>, interval: Du
                     trees = collected.trees,
                     blobs = collected.blobs,
                     bytes = collected.bytes,
+                    left_whole = collected.unnamed.len(),
                     "checkpoint store collected"
                 ),
                 Ok(Err(error)) => tracing::warn!(%error, "cannot collect the checkpoint store"),

@@ -190,7 +190,9 @@ impl Runtime {
                 },
             );
             // Before any turn can run: a restore a crash cut short is finished first.
-            checkpoints.recover(&|id| store.exists(id));
+            checkpoints.recover(&|id| store.exists(id), &|| {
+                checkpoint_gc::known_cwds(&store)
+            });
             Arc::new(checkpoints)
         });
         // Several instances share one data directory in cluster mode, and one cannot tell

@@ -7,6 +7,11 @@
 //! commits concurrent fsyncs together. `wait_for` hands the worker's other tasks to another
 //! thread for the duration, so the fsyncs of concurrent conversations overlap. The caller still
 //! returns only once its own fsync has returned: acknowledged still means on disk.
+//!
+//! Small files replaced whole (a tree's name, a manifest) go through `replace_durably`.
+
+use std::io::{self, Write};
+use std::path::Path;
 
 use tokio::runtime::{Handle, RuntimeFlavor};
 
@@ -21,6 +26,23 @@ pub fn wait_for<T>(call: impl FnOnce() -> T) -> T {
         }
         _ => call(),
     }
+}
+
+/// Makes `path` hold `bytes`, durably and all at once: written whole under a temporary name
+/// and flushed, renamed over `path`, and the folder flushed so the new name survives a power
+/// cut too. A reader sees the old bytes or the new ones, never a mix or an empty file.
+pub fn replace_durably(path: &Path, bytes: &[u8]) -> io::Result<()> {
+    let dir = path
+        .parent()
+        .ok_or_else(|| io::Error::other(format!("{} has no folder", path.display())))?;
+    let name = path.file_name().unwrap_or_default().to_string_lossy();
+    let temporary = dir.join(format!(".{name}.{}.tmp", std::process::id()));
+    let mut file = std::fs::File::create(&temporary)?;
+    file.write_all(bytes)?;
+    file.sync_all()?;
+    drop(file);
+    std::fs::rename(&temporary, path)?;
+    std::fs::File::open(dir)?.sync_all()
 }
 
 #[cfg(test)]

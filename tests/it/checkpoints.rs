@@ -124,7 +124,7 @@ pub(crate) async fn turn(
 }
 
 /// The id of the root user message with this text.
-async fn message_id(server: &Server, id: &str, text: &str) -> String {
+pub(crate) async fn message_id(server: &Server, id: &str, text: &str) -> String {
     items(server, id)
         .await
         .iter()
@@ -135,7 +135,7 @@ async fn message_id(server: &Server, id: &str, text: &str) -> String {
         .to_owned()
 }
 
-async fn rewind(server: &Server, id: &str, message: &str, force: bool) -> (u16, Value) {
+pub(crate) async fn rewind(server: &Server, id: &str, message: &str, force: bool) -> (u16, Value) {
     server
         .post(
             &format!("/api/conversations/{id}/rewind"),

@@ -13,6 +13,7 @@ mod bad_input;
 mod big_messages;
 mod checkpoint_gc;
 mod checkpoints;
+mod checkpoints_power;
 mod cluster;
 mod cluster_fence;
 mod cluster_peers;
