@@ -230,7 +230,7 @@ fn main() -> ExitCode {
             tracing_subscriber::EnvFilter::try_from_env("OPENVAALA_LOG")
                 .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info,sqlx::query=error")),
         )
-        .with_writer(std::io::stderr)
+        .with_writer(|| openvaala::redact::RedactingWriter(std::io::stderr()))
         .init();
     let cli = Cli::parse();
     let result = match cli.command {

@@ -469,6 +469,29 @@ fn redact_sk_keys(text: &str) -> String {
     out
 }
 
+/// A log writer that redacts what it passes on: the service's log (`OPENVAALA_LOG`, at any
+/// level) never holds a configured secret, such as a key in a provider's `base_url` named in
+/// a debug line. The log formatter writes each event whole, so a secret is never split
+/// between two writes.
+pub struct RedactingWriter<W>(pub W);
+
+impl<W: std::io::Write> std::io::Write for RedactingWriter<W> {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        match secrets() {
+            Some(secrets) => {
+                let text = String::from_utf8_lossy(buf);
+                self.0.write_all(secrets.redact(&text).as_bytes())?;
+            }
+            None => self.0.write_all(buf)?,
+        }
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        self.0.flush()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -301,10 +301,20 @@ impl Validator<'_> {
                 if command.trim().is_empty() {
                     return Err(self.invalid(format!("{key}.command"), "is empty"));
                 }
+                let env = raw.env.unwrap_or_default();
+                if let Some(name) = env
+                    .keys()
+                    .find(|name| name.is_empty() || name.contains(['=', '\0']))
+                {
+                    return Err(self.invalid(
+                        format!("{key}.env.{}", name.escape_debug()),
+                        "is not a variable name (empty, or holds `=` or NUL)",
+                    ));
+                }
                 McpTransport::Stdio {
                     command,
                     args: raw.args.unwrap_or_default(),
-                    env: raw.env.unwrap_or_default(),
+                    env,
                     cwd: raw.cwd,
                 }
             }
@@ -324,10 +334,25 @@ impl Validator<'_> {
                         self.invalid(format!("{key}.url"), "must start with http:// or https://")
                     );
                 }
-                McpTransport::Http {
-                    url,
-                    headers: raw.headers.unwrap_or_default(),
+                let headers = raw.headers.unwrap_or_default();
+                for (name, value) in &headers {
+                    // A name or value with CR, LF or NUL could add headers of its own.
+                    if reqwest::header::HeaderName::from_bytes(name.as_bytes()).is_err() {
+                        return Err(self.invalid(
+                            format!("{key}.headers.{}", name.escape_debug()),
+                            "is not a valid HTTP header name (letters, digits and \
+                             !#$%&'*+-.^_`|~ only)",
+                        ));
+                    }
+                    if reqwest::header::HeaderValue::from_str(value).is_err() {
+                        return Err(self.invalid(
+                            format!("{key}.headers.{}", name.escape_debug()),
+                            "is not a valid HTTP header value (no line breaks or control \
+                             characters)",
+                        ));
+                    }
                 }
+                McpTransport::Http { url, headers }
             }
         };
         if expand_variables {

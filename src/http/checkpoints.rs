@@ -66,8 +66,8 @@ pub async fn changes(
     ),
     responses(
         (status = 200, description = "What was put back", body = RestoreAnswer),
-        (status = 404, description = "`not_found`: no such conversation or restore", body = ErrorBody),
-        (status = 409, description = "`turn_running` (a turn runs in the working directory) or `restore_unavailable` (already undone, or its content is missing)", body = ErrorBody),
+        (status = 404, description = "`not_found`: no such conversation, or no restore of this conversation", body = ErrorBody),
+        (status = 409, description = "`turn_running` (a turn runs in the working directory) or `restore_unavailable` (already undone, rolled back, or its content is missing or damaged)", body = ErrorBody),
     ),
 )]
 pub async fn undo(

@@ -94,6 +94,8 @@ pub type Script = Arc<dyn Fn(&Value) -> Option<Reply> + Send + Sync>;
 #[derive(Debug, Clone)]
 pub struct Recorded {
     pub path: String,
+    /// The query of the URL called (empty when none).
+    pub query: String,
     pub headers: HeaderMap,
     pub body: Value,
 }
@@ -347,6 +349,7 @@ impl Drop for FakeProvider {
 
 async fn answer(State(state): State<Arc<FakeState>>, request: Request) -> Response {
     let path = request.uri().path().to_owned();
+    let query = request.uri().query().unwrap_or_default().to_owned();
     let headers = request.headers().clone();
     let bytes = axum::body::to_bytes(request.into_body(), usize::MAX)
         .await
@@ -356,6 +359,7 @@ async fn answer(State(state): State<Arc<FakeState>>, request: Request) -> Respon
         let mut requests = state.requests.lock().unwrap();
         requests.push(Recorded {
             path: path.clone(),
+            query,
             headers,
             body,
         });

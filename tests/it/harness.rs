@@ -51,6 +51,8 @@ pub struct Server {
     pub data_dir: PathBuf,
     pub child: Child,
     pub client: reqwest::Client,
+    /// Every line the server logged after it started serving.
+    pub log: std::sync::Arc<std::sync::Mutex<Vec<String>>>,
     _temp: Option<tempfile::TempDir>,
 }
 
@@ -143,9 +145,12 @@ impl Server {
         .await
         .expect("the server did not start in time");
         // Keep draining stderr so the server never blocks on a full pipe.
+        let log = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let kept = log.clone();
         tokio::spawn(async move {
             while let Ok(Some(line)) = lines.next_line().await {
                 eprintln!("server: {line}");
+                kept.lock().unwrap().push(line);
             }
         });
         // The service made its local token before it served.
@@ -168,8 +173,24 @@ impl Server {
             data_dir,
             child,
             client: client.build().unwrap(),
+            log,
             _temp: temp,
         }
+    }
+
+    /// Waits until the server has logged a line holding `needle`; answers the whole log.
+    pub async fn wait_for_log(&self, needle: &str) -> String {
+        tokio::time::timeout(TIMEOUT, async {
+            loop {
+                let log = self.log.lock().unwrap().join("\n");
+                if log.contains(needle) {
+                    return log;
+                }
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+        })
+        .await
+        .unwrap_or_else(|_| panic!("the server never logged {needle:?}"))
     }
 
     pub fn url(&self, path: &str) -> String {

@@ -206,6 +206,19 @@ async fn bad_servers_in_a_create_body_are_refused_with_nothing_stored() {
         ),
         (json!({"mine": {"command": "x", "environ": {}}}), "environ"),
         (json!({"mine": {"command": 7}}), "invalid type"),
+        // A header name or value that could add headers of its own, and a bad variable name.
+        (
+            json!({"mine": {"url": "http://127.0.0.1:9/mcp", "headers": {"X-A\r\nX-Injected": "1"}}}),
+            "mcp.mine.headers.X-A\\r\\nX-Injected: is not a valid HTTP header name",
+        ),
+        (
+            json!({"mine": {"url": "http://127.0.0.1:9/mcp", "headers": {"X-A": "1\r\nX-Injected: 2"}}}),
+            "mcp.mine.headers.X-A: is not a valid HTTP header value",
+        ),
+        (
+            json!({"mine": {"command": "x", "env": {"A=B": "1"}}}),
+            "mcp.mine.env.A=B: is not a variable name",
+        ),
         (Value::Object(many), "mcp: at most 16 servers, got 17"),
     ];
     for (mcp, message) in cases {

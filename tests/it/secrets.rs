@@ -222,3 +222,30 @@ async fn a_tool_runs_its_arguments_as_the_model_wrote_them_and_only_what_is_show
         );
     }
 }
+
+/// A key in the query of a provider's `base_url` (a gateway's `?key=…`) is sent to the
+/// provider but never logged, not even at the debug level, where every request's URL is.
+#[tokio::test]
+async fn a_key_in_the_base_url_is_not_in_the_log_at_any_level() {
+    const GATEWAY_KEY: &str = "vaala-gateway-key-5e1b7c";
+    let fake = FakeProvider::start(Wire::OpenaiChat).await;
+    let base_url = fake.base_url.clone();
+    let config = fake
+        .config()
+        .replace(&base_url, &format!("{base_url}?key={GATEWAY_KEY}"));
+    assert!(config.contains(GATEWAY_KEY), "{config}");
+    let env = vec![("OPENVAALA_LOG".to_owned(), "debug".to_owned())];
+    let setup = Setup::start_with(fake, config, env).await;
+    setup.fake.push(Reply::text("Answered."));
+    let run = setup.turn("hello").await;
+    assert_eq!(run.ended()["status"], "completed", "{:?}", run.events);
+    assert!(
+        run.requests
+            .iter()
+            .any(|request| request.query.contains(GATEWAY_KEY)),
+        "the provider got the key"
+    );
+    let log = setup.server.wait_for_log("provider answered").await;
+    assert!(log.contains("key=[redacted]"), "{log}");
+    assert!(!holds_a_stretch_of(&log, GATEWAY_KEY), "{log}");
+}
