@@ -50,8 +50,10 @@ class Service:
         self.url = self._wait_for_url()
         self.host, port = self.url.removeprefix("http://").split(":")
         self.port = int(port)
-        # Every API request carries the service's local token (made before it served).
-        self.token = (self.data_dir / "local-token").read_text().strip()
+        # Every API request carries the service's local token (made before it served; an
+        # older binary, which `make-fixture` runs, had none).
+        token = self.data_dir / "local-token"
+        self.token = token.read_text().strip() if token.exists() else None
 
     def log(self):
         """What this run of the service has logged so far."""
@@ -108,7 +110,8 @@ class _Authorized(http.client.HTTPConnection):
 
     def request(self, method, url, body=None, headers=None, **kwargs):
         headers = dict(headers or {})
-        headers.setdefault("authorization", f"Bearer {self.token}")
+        if self.token is not None:
+            headers.setdefault("authorization", f"Bearer {self.token}")
         super().request(method, url, body=body, headers=headers, **kwargs)
 
 

@@ -662,6 +662,10 @@ fn reindex(
             None => openvaala::index::rebuild::reindex(&store).await,
         }
     })?;
+    if database_url.is_none() {
+        // The index is now this binary's derivation of the files: the directory is upgraded.
+        store.stamp_format()?;
+    }
     let seconds = started.elapsed().as_secs_f64();
     for id in &report.finished_deletes {
         println!("finished the interrupted delete of {id}");

@@ -86,10 +86,27 @@ impl Service {
         // running by a run that died, and dies with it (each kill is logged).
         let process_records = group_records::take_over(store.root())
             .context("cannot clean up the shell commands a previous run left")?;
+        let upgrading = store.format_is_older()?;
+        if upgrading {
+            // Its index was derived by an older binary (rows without fields added since, or
+            // derived by rules changed since): built again from the files before anything
+            // reads it, as `openvaala reindex` does.
+            let report = rebuild::reindex(&store)
+                .await
+                .context("cannot rebuild the index of a data directory an older openvaala wrote")?;
+            tracing::info!(
+                indexed = report.indexed,
+                closed_turns = report.closed_turns,
+                skipped = report.skipped.len(),
+                "rebuilt the index of a data directory an older openvaala wrote"
+            );
+        }
         let index = Index::open(&store.index_path())
             .await
             .context("cannot open metadata.db")?;
         recover(&store, &index).await?;
+        // Raised once the upgrade is whole: a crash before this upgrades it again.
+        store.stamp_format()?;
         index.set_runtime_state(CLEAN_SHUTDOWN, "0").await?;
 
         let listener = TcpListener::bind(options.addr)

@@ -8,10 +8,12 @@
 //! <data>/conversations/<id>/<session-id>.jsonl  one agent's items
 //! <data>/tmp/<id>/      a conversation being built (create, fork); renamed into place when whole
 //! <data>/trash/<id>/    a conversation being deleted; `reindex` and start-up finish the removal
+//! <data>/format         the directory's format version (`format.rs`: which binaries open it)
 //! ```
 
 pub mod disk;
 pub mod fence;
+pub mod format;
 pub mod jsonl;
 pub mod lock;
 pub mod records;
@@ -39,6 +41,16 @@ pub enum StoreError {
     },
     #[error("{path}: unknown schema version {version} (this build reads up to {max})", max = records::SCHEMA_VERSION)]
     UnknownVersion { path: PathBuf, version: u32 },
+    #[error(
+        "{path}: this data directory is in format {version}, written by {written_by}; this \
+         openvaala reads formats up to {max}: run a newer openvaala on it",
+        max = format::FORMAT_VERSION
+    )]
+    NewerFormat {
+        path: PathBuf,
+        version: u32,
+        written_by: String,
+    },
     #[error("cannot encode a record: {0}")]
     Encode(serde_json::Error),
     #[error("{path}: {message}")]
@@ -78,8 +90,10 @@ pub struct Store {
 pub const METADATA_FILE: &str = "metadata.jsonl";
 
 impl Store {
-    /// Opens (and creates if needed) the data directory layout.
+    /// Opens (and creates if needed) the data directory layout. A directory of a newer format
+    /// is refused before anything in it is created or written (`format::check`).
     pub fn open(root: &Path) -> Result<Store, StoreError> {
+        format::check(root)?;
         for dir in [
             root.to_owned(),
             root.join("conversations"),
@@ -91,6 +105,18 @@ impl Store {
         Ok(Store {
             root: root.to_owned(),
         })
+    }
+
+    /// Whether the directory was written by an older binary (no stamp, or an older one): its
+    /// index is rebuilt before it is stamped (`format.rs`).
+    pub fn format_is_older(&self) -> Result<bool, StoreError> {
+        Ok(format::check(&self.root)?.is_none_or(|stamp| stamp.version < format::FORMAT_VERSION))
+    }
+
+    /// Stamps the directory with this binary's format unless it has it (`format::stamp`): with
+    /// the lock held, once its index is this binary's derivation of the files.
+    pub fn stamp_format(&self) -> Result<(), StoreError> {
+        format::stamp(&self.root)
     }
 
     pub fn root(&self) -> &Path {

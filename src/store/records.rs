@@ -1,6 +1,7 @@
 //! The records of the two JSONL files of a conversation. They are a public file format: every
 //! line carries `"v"` (the schema version) and `"type"`; fields are added as optional and never
-//! reused with a new meaning.
+//! reused with a new meaning. The directory as a whole has a format version too (`format.rs`:
+//! what changes need a new one).
 
 use std::collections::BTreeMap;
 

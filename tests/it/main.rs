@@ -21,6 +21,7 @@ mod compaction;
 mod contract;
 mod conversations;
 mod crash;
+mod data_format;
 mod events;
 mod faults;
 mod history;
