@@ -18,9 +18,12 @@
 //! - `http`     — axum routes, SSE, errors as JSON, security, the OpenAPI document
 //! - `server`   — start-up and shutdown: lock, recovery, serve(listener, shutdown)
 //! - `client`   — the terminal clients `openvaala chat` and `send`, plain API clients
+//! - `acp`      — `openvaala acp`: the Agent Client Protocol bridge editors start on stdio
+//! - `export`   — a conversation written out as a Markdown document
+//! - `images`   — the checks of a message's images before anything is stored
 //! - `limits`   — the open-file limit and the caps derived from it
 //! - `memory`   — freed memory handed back to the system
-//! - `redact`   — secrets taken out of provider errors before they are stored or sent
+//! - `redact`   — secrets taken out of what is stored, sent or logged
 //! - `text`     — cutting text on character boundaries
 //! - `testkit`  — support for the tests and benchmarks (a PostgreSQL server of their own)
 //! - `testhooks` — named points where a test can freeze the process (unset: no effect)

@@ -31,7 +31,7 @@ pub struct BurstArgs {
     before: Option<PathBuf>,
 }
 
-/// The target for the p99 delivery latency at 200 subscribers.
+/// The target for the p99 delivery latency at 200 subscribers.
 const TARGET_P99_MS: f64 = 100.0;
 
 /// One run: p50 and p99 (ms), server CPU (s), and the median `item.delta` events a subscriber got.

@@ -46,7 +46,7 @@ pub struct ChurnArgs {
     before: Option<PathBuf>,
 }
 
-/// The target: turns after churn within this share of the turn before it.
+/// The target: turns after churn within this share of the turn before it.
 const TARGET_RATIO: f64 = 1.10;
 
 /// One binary's turn times (ms, medians) before the churn, after each cycle and after the

@@ -62,7 +62,7 @@ impl Encoder {
     }
 }
 
-/// The target for resident memory after the first turn.
+/// The target for resident memory after the first turn.
 const RSS_TARGET_MIB: f64 = 25.0;
 /// The corpus the unit tests count: English and Chinese prose, code, JSON, a transcript.
 const CORPUS: &str = include_str!("../../model/tokens/corpus.txt");

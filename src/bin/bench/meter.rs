@@ -23,9 +23,9 @@ pub struct MeterArgs {
     message_mb: usize,
 }
 
-/// The target for resident memory after the first turn.
+/// The target for resident memory after the first turn.
 const RSS_TARGET_MIB: f64 = 25.0;
-/// The target for the 99th percentile of `/api/health` during the big create.
+/// The target for the 99th percentile of `/api/health` during the big create.
 const HEALTH_P99_TARGET: Duration = Duration::from_millis(50);
 /// How often the turn's end is polled for.
 const POLL: Duration = Duration::from_millis(5);

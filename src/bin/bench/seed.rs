@@ -43,7 +43,7 @@ pub struct SeedArgs {
     before: Option<PathBuf>,
 }
 
-/// The target: new conversations a second with 8 clients.
+/// The target: new conversations a second with 8 clients.
 const TARGET_PER_SECOND: f64 = 500.0;
 /// How long one exchange may take before the bench gives up.
 const EXCHANGE_TIMEOUT: Duration = Duration::from_secs(30);
