@@ -52,6 +52,15 @@ enum Command {
         #[command(flatten)]
         data: DataDirArg,
     },
+    /// Move the damaged lines of a conversation's files aside (into a `.torn-<time>` file
+    /// beside each), so that it opens again; the service must be stopped. For a conversation
+    /// the service answers `conversation_damaged` for.
+    Repair {
+        /// The conversation's id.
+        conversation: String,
+        #[command(flatten)]
+        data: DataDirArg,
+    },
     /// Talk to the agent in this terminal: full-screen at a terminal, else line by line (type
     /// /help inside). Finds the service as --url describes.
     Chat(ChatArgs),
@@ -247,6 +256,9 @@ fn main() -> ExitCode {
             .resolve()
             .and_then(|dir| reindex(&dir, database_url, config.as_deref())),
         Command::Gc { data } => data.resolve().and_then(|dir| gc(&dir)),
+        Command::Repair { conversation, data } => {
+            data.resolve().and_then(|dir| repair(&dir, &conversation))
+        }
         Command::Chat(args) => chat(args),
         Command::Send(args) => return send(args),
         Command::Acp(args) => acp(args),
@@ -629,6 +641,46 @@ fn gc(data_dir: &Path) -> anyhow::Result<()> {
     Ok(())
 }
 
+fn repair(data_dir: &Path, id: &str) -> anyhow::Result<()> {
+    let store = Store::open(data_dir)?;
+    let _lock = match RuntimeLock::acquire(&store.lock_path()) {
+        Ok(lock) => lock,
+        Err(LockError::Held { owner }) => anyhow::bail!(
+            "the service is running ({owner}); stop it first with `openvaala serve stop`"
+        ),
+        Err(error) => return Err(error.into()),
+    };
+    if !store.exists(id) {
+        anyhow::bail!("no conversation {id} in {}", data_dir.display());
+    }
+    let repaired = store.repair_conversation(id)?;
+    if repaired.is_empty() {
+        println!("nothing to repair in {id}");
+        return Ok(());
+    }
+    for file in &repaired {
+        println!(
+            "{}: moved damaged line(s) {} and {} byte(s) of torn tail to {}",
+            file.path.display(),
+            numbers(&file.lines),
+            file.torn_bytes,
+            file.aside.display()
+        );
+    }
+    // The embedded index learns of the shorter files at the next start (a cluster's
+    // instances compare file lengths at every start anyway).
+    openvaala::index::note_for_reindex(&store, &[id])?;
+    Ok(())
+}
+
+fn numbers(lines: &[usize]) -> String {
+    if lines.is_empty() {
+        return "none".to_owned();
+    }
+    let lines: Vec<String> = lines.iter().map(usize::to_string).collect();
+    lines.join(", ")
+}
+
 fn reindex(
     data_dir: &Path,
     database_url: Option<String>,
@@ -671,7 +723,14 @@ fn reindex(
         println!("finished the interrupted delete of {id}");
     }
     for path in &report.torn_files {
-        println!("skipped a torn last line in {}", path.display());
+        println!("skipped a torn tail in {}", path.display());
+    }
+    for (id, path, lines) in &report.damaged_files {
+        println!(
+            "damaged line(s) {} in {}: {id} is listed but cannot open; run `openvaala repair {id}`",
+            numbers(lines),
+            path.display()
+        );
     }
     if report.closed_turns > 0 {
         println!(

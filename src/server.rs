@@ -370,7 +370,10 @@ async fn recover(store: &Store, index: &Index) -> anyhow::Result<()> {
         tracing::warn!(conversation = %id, %reason, "skipped a conversation that cannot be read");
     }
     for path in &report.torn_files {
-        tracing::warn!(path = %path.display(), "skipped a torn last line");
+        tracing::warn!(path = %path.display(), "skipped a torn tail");
+    }
+    for (id, path, lines) in &report.damaged_files {
+        tracing::warn!(conversation = %id, path = %path.display(), ?lines, "damaged lines: listed, but it cannot open until `openvaala repair` moves them aside");
     }
     Ok(())
 }

@@ -78,6 +78,10 @@ pub enum ErrorCode {
     SourceMissing,
     /// 422: an `Idempotency-Key` sent again with a different body.
     IdempotencyKeyReused,
+    /// 422: a file of the conversation holds a damaged line (not a torn tail, which is cut by
+    /// itself): it cannot open until repaired with `openvaala repair <id>`, the service
+    /// stopped. The message names the file and line.
+    ConversationDamaged,
     /// 422: an image that is not one of its media type, or has more pixels or bytes than the
     /// models take.
     InvalidImage,
@@ -95,7 +99,7 @@ pub enum ErrorCode {
 
 impl ErrorCode {
     /// Every code, in the document's order.
-    pub const ALL: [ErrorCode; 25] = [
+    pub const ALL: [ErrorCode; 26] = [
         ErrorCode::InvalidRequest,
         ErrorCode::Unauthorized,
         ErrorCode::Forbidden,
@@ -116,6 +120,7 @@ impl ErrorCode {
         ErrorCode::AgentUnavailable,
         ErrorCode::SourceMissing,
         ErrorCode::IdempotencyKeyReused,
+        ErrorCode::ConversationDamaged,
         ErrorCode::InvalidImage,
         ErrorCode::InvalidMcpServer,
         ErrorCode::CompactionFailed,
@@ -146,6 +151,7 @@ impl ErrorCode {
             ErrorCode::AgentUnavailable => "agent_unavailable",
             ErrorCode::SourceMissing => "source_missing",
             ErrorCode::IdempotencyKeyReused => "idempotency_key_reused",
+            ErrorCode::ConversationDamaged => "conversation_damaged",
             ErrorCode::InvalidImage => "invalid_image",
             ErrorCode::InvalidMcpServer => "invalid_mcp_server",
             ErrorCode::CompactionFailed => "compaction_failed",
@@ -191,6 +197,7 @@ mod tests {
                 | ErrorCode::AgentUnavailable
                 | ErrorCode::SourceMissing
                 | ErrorCode::IdempotencyKeyReused
+                | ErrorCode::ConversationDamaged
                 | ErrorCode::InvalidImage
                 | ErrorCode::InvalidMcpServer
                 | ErrorCode::CompactionFailed

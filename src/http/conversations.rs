@@ -106,7 +106,7 @@ pub async fn create(
     responses(
         (status = 200, description = "The conversation with its sessions, waiting messages and usage", body = ConversationView),
         (status = 404, description = "`not_found`: no such conversation", body = ErrorBody),
-        (status = 422, description = "`cwd_missing`, `agent_unavailable` or `source_missing`: the conversation cannot open", body = ErrorBody),
+        (status = 422, description = "`cwd_missing`, `agent_unavailable` or `source_missing`: the conversation cannot open; `conversation_damaged`: a file of the conversation has a damaged line (the message names it and the repair)", body = ErrorBody),
     ),
 )]
 pub async fn get(
@@ -130,7 +130,7 @@ pub async fn get(
         (status = 400, description = "`invalid_request`: bad JSON, an unknown field, an empty or too long title, a relative `cwd`", body = ErrorBody),
         (status = 404, description = "`not_found`: no such conversation", body = ErrorBody),
         (status = 409, description = "`turn_running`: an agent switch while the root agent works", body = ErrorBody),
-        (status = 422, description = "`cwd_missing`, `model_unavailable` or `agent_unavailable`; `cwd_refused`: `cwd` is `/` or holds or lies in the service's own state (nothing changed)", body = ErrorBody),
+        (status = 422, description = "`cwd_missing`, `model_unavailable` or `agent_unavailable`; `cwd_refused`: `cwd` is `/` or holds or lies in the service's own state (nothing changed); `conversation_damaged`: a file of the conversation has a damaged line (the message names it and the repair)", body = ErrorBody),
     ),
 )]
 pub async fn update(
@@ -270,7 +270,7 @@ pub async fn sessions(
         (status = 400, description = "`invalid_request`: bad JSON, an unknown field or mode, empty text, a bad image", body = ErrorBody),
         (status = 404, description = "`not_found`: no such conversation or session", body = ErrorBody),
         (status = 413, description = "`too_large`: the body is over 16 MiB", body = ErrorBody),
-        (status = 422, description = "`cwd_missing`, `model_unavailable`, `agent_unavailable` or `source_missing`; `idempotency_key_reused`: the `Idempotency-Key` came before with another body; `invalid_image`: an image is not one of its media type, or has more pixels or bytes than the models take (nothing stored)", body = ErrorBody),
+        (status = 422, description = "`cwd_missing`, `model_unavailable`, `agent_unavailable` or `source_missing`; `idempotency_key_reused`: the `Idempotency-Key` came before with another body; `invalid_image`: an image is not one of its media type, or has more pixels or bytes than the models take (nothing stored); `conversation_damaged`: a file of the conversation has a damaged line (the message names it and the repair)", body = ErrorBody),
         (status = 503, description = "`unavailable` (with `Retry-After`): too many conversations are busy, the service is out of files, the outcome is unknown (retry with the same `Idempotency-Key`), or the service is stopping", body = ErrorBody),
     ),
 )]
@@ -376,7 +376,7 @@ pub async fn withdraw_pending(
         (status = 400, description = "`invalid_request`: bad JSON or an unknown field", body = ErrorBody),
         (status = 404, description = "`not_found`: no such conversation or session", body = ErrorBody),
         (status = 409, description = "`nothing_to_retry` (the latest turn did not fail), `turn_running` or `messages_waiting`", body = ErrorBody),
-        (status = 422, description = "`cwd_missing`, `model_unavailable` or `agent_unavailable`: the turn cannot run", body = ErrorBody),
+        (status = 422, description = "`cwd_missing`, `model_unavailable` or `agent_unavailable`: the turn cannot run; `conversation_damaged`: a file of the conversation has a damaged line (the message names it and the repair)", body = ErrorBody),
         (status = 503, description = "`unavailable`: the service is stopping", body = ErrorBody),
     ),
 )]
@@ -478,7 +478,7 @@ pub async fn interrupt_session(
         (status = 200, description = "The usage", body = Usage),
         (status = 400, description = "`invalid_request`: an unknown parameter", body = ErrorBody),
         (status = 404, description = "`not_found`: no such conversation or session", body = ErrorBody),
-        (status = 422, description = "`cwd_missing` or `agent_unavailable`: the conversation cannot open", body = ErrorBody),
+        (status = 422, description = "`cwd_missing` or `agent_unavailable`: the conversation cannot open; `conversation_damaged`: a file of the conversation has a damaged line (the message names it and the repair)", body = ErrorBody),
     ),
 )]
 pub async fn usage(
@@ -529,7 +529,7 @@ pub(super) fn optional_json<T: DeserializeOwned + Default>(body: &Bytes) -> Resu
         (status = 400, description = "`invalid_request`: bad JSON", body = ErrorBody),
         (status = 404, description = "`not_found`: no such conversation", body = ErrorBody),
         (status = 409, description = "`turn_running`: the first turn is still running, nothing is finished to copy; with `worktree`, a turn runs in the working directory. `restore_unavailable`: with `worktree`, the tree cannot be copied (checkpoints are off, the store is damaged, the tree is too large); nothing was stored", body = ErrorBody),
-        (status = 422, description = "`cwd_missing` or `source_missing`: the conversation cannot open", body = ErrorBody),
+        (status = 422, description = "`cwd_missing` or `source_missing`: the conversation cannot open; `conversation_damaged`: a file of the conversation has a damaged line (the message names it and the repair)", body = ErrorBody),
     ),
 )]
 pub async fn fork(
@@ -567,7 +567,7 @@ pub async fn fork(
         (status = 400, description = "`invalid_request`: bad JSON, or `message_id` is not a user message of the root session", body = ErrorBody),
         (status = 404, description = "`not_found`: no such conversation or message", body = ErrorBody),
         (status = 409, description = "With `restore_files`: `turn_running` (a turn runs in the working directory) or `restore_unavailable` (the checkpoints needed are missing or damaged, or a change was not recorded); nothing was stored", body = ErrorBody),
-        (status = 422, description = "`cwd_missing` or `source_missing`: the conversation cannot open", body = ErrorBody),
+        (status = 422, description = "`cwd_missing` or `source_missing`: the conversation cannot open; `conversation_damaged`: a file of the conversation has a damaged line (the message names it and the repair)", body = ErrorBody),
     ),
 )]
 pub async fn rewind(
@@ -622,7 +622,7 @@ pub async fn rewind(
         (status = 400, description = "`invalid_request`: bad JSON", body = ErrorBody),
         (status = 404, description = "`not_found`: no such conversation", body = ErrorBody),
         (status = 409, description = "`turn_running`, `messages_waiting`, `compaction_running`, or `nothing_to_compact` (nothing older than the latest turn is left to summarize)", body = ErrorBody),
-        (status = 422, description = "`cwd_missing` or `model_unavailable`", body = ErrorBody),
+        (status = 422, description = "`cwd_missing` or `model_unavailable`; `conversation_damaged`: a file of the conversation has a damaged line (the message names it and the repair)", body = ErrorBody),
         (status = 502, description = "`compaction_failed`: the compaction model failed (or the compaction was interrupted); nothing was stored", body = ErrorBody),
     ),
 )]

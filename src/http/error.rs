@@ -43,7 +43,7 @@ pub enum ApiError {
     #[error("{0}")]
     TooLarge(String),
     /// 422 with the given code: `cwd_missing`, `model_unavailable`, `agent_unavailable`,
-    /// `source_missing`, `idempotency_key_reused`.
+    /// `source_missing`, `idempotency_key_reused`, `conversation_damaged`.
     #[error("{message}")]
     Unprocessable { code: ErrorCode, message: String },
     /// 502 with the given code: the model behind an operation failed (`compaction_failed`).
@@ -182,6 +182,10 @@ impl From<RuntimeError> for ApiError {
                 code: ErrorCode::IdempotencyKeyReused,
                 message,
             },
+            RuntimeError::Damaged(_) => ApiError::Unprocessable {
+                code: ErrorCode::ConversationDamaged,
+                message,
+            },
             RuntimeError::ShuttingDown
             | RuntimeError::Unavailable(_)
             | RuntimeError::EpochBehind(_) => ApiError::Unavailable(message),
@@ -215,6 +219,7 @@ pub fn one_of_each() -> Vec<ApiError> {
         RuntimeError::ModelUnavailable(text()),
         RuntimeError::AgentUnavailable(text()),
         RuntimeError::IdempotencyKeyReused,
+        RuntimeError::Damaged(text()),
         RuntimeError::ShuttingDown,
         RuntimeError::Unavailable(text()),
         RuntimeError::EpochBehind(0),
@@ -242,6 +247,7 @@ pub fn one_of_each() -> Vec<ApiError> {
             | RuntimeError::ModelUnavailable(_)
             | RuntimeError::AgentUnavailable(_)
             | RuntimeError::IdempotencyKeyReused
+            | RuntimeError::Damaged(_)
             | RuntimeError::ShuttingDown
             | RuntimeError::Unavailable(_)
             | RuntimeError::EpochBehind(_)

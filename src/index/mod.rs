@@ -22,7 +22,7 @@ use std::sync::atomic::AtomicBool;
 use crate::domain::Conversation;
 pub use crate::store::state::StoredAnswer;
 pub use query::MAX_SEARCH_WORDS;
-pub use repairs::{CLEAN_SHUTDOWN, POSTGRES_REPAIRS};
+pub use repairs::{CLEAN_SHUTDOWN, POSTGRES_REPAIRS, note_for_reindex};
 pub use types::{ArchivedFilter, IndexError, IndexUpdate, IndexedLens, ListPage, ListQuery};
 
 use postgres::PgIndex;

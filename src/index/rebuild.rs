@@ -23,8 +23,11 @@ pub struct LoadedConversation {
     /// The bytes of the root session's file that `search_texts` cover (0 when they were not
     /// read from it: a new conversation, a fork whose rows are copied later).
     pub root_len: u64,
-    /// Files whose torn last line was skipped.
+    /// Files whose torn tail was skipped.
     pub torn_files: Vec<PathBuf>,
+    /// Files with damaged lines (line numbers from 1), skipped here: the conversation is
+    /// listed as far as it can be read, and cannot open until repaired.
+    pub damaged_files: Vec<(PathBuf, Vec<usize>)>,
     /// The newest lease epoch its files carry (cluster mode; 0 when none).
     pub epoch: u64,
 }
@@ -36,6 +39,9 @@ pub struct RebuildReport {
     /// (conversation id, reason) for every directory that could not be indexed.
     pub skipped: Vec<(String, String)>,
     pub torn_files: Vec<PathBuf>,
+    /// (conversation id, file, damaged line numbers): listed, but the conversation cannot
+    /// open until `openvaala repair` moves those lines aside.
+    pub damaged_files: Vec<(String, PathBuf, Vec<usize>)>,
     pub finished_deletes: Vec<String>,
     /// Turns found `running` and closed as `interrupted`.
     pub closed_turns: usize,
@@ -51,6 +57,8 @@ pub const INTERRUPTED_BY_STOP: &str =
 
 /// Reads one conversation directory and, with `close_turns`, closes turns a crash left running
 /// (without, nothing is written: in cluster mode another instance may own the conversation).
+/// Damaged lines are skipped and reported, so that the conversation stays listed; nothing is
+/// written to a damaged conversation (what it holds is not known until it is repaired).
 pub fn load_conversation(
     store: &Store,
     id: &str,
@@ -58,12 +66,17 @@ pub fn load_conversation(
     acceptance: &Acceptance,
 ) -> Result<(LoadedConversation, usize), String> {
     let log = store
-        .read_metadata(id, acceptance)
+        .read_metadata_salvaging(id, acceptance)
         .map_err(|e| describe(&e))?;
     let mut epoch = log.epoch;
     let mut torn_files = Vec::new();
+    let mut damaged_files = Vec::new();
     if log.torn_tail.is_some() {
         torn_files.push(store.metadata_path(id));
+    }
+    if !log.damaged.is_empty() {
+        let lines = log.damaged.iter().map(|damaged| damaged.line).collect();
+        damaged_files.push((store.metadata_path(id), lines));
     }
     let mut state = ConversationState::from_records(&log.records)
         .map_err(|e| format!("unreadable metadata.jsonl: {e}"))?;
@@ -72,8 +85,13 @@ pub fn load_conversation(
     let mut session_items = std::collections::HashMap::new();
     for session in &state.sessions {
         let path = store.session_path(id, &session.id);
-        let session_log = crate::store::jsonl::read_log::<SessionRecord>(&path, acceptance)
-            .map_err(|e| describe(&e))?;
+        let session_log =
+            crate::store::jsonl::read_log_salvaging::<SessionRecord>(&path, acceptance)
+                .map_err(|e| describe(&e))?;
+        if !session_log.damaged.is_empty() {
+            let lines = session_log.damaged.iter().map(|d| d.line).collect();
+            damaged_files.push((path.clone(), lines));
+        }
         if session_log.torn_tail.is_some() {
             torn_files.push(path);
         }
@@ -84,7 +102,7 @@ pub fn load_conversation(
         );
     }
 
-    let running: Vec<_> = if close_turns {
+    let running: Vec<_> = if close_turns && damaged_files.is_empty() {
         state.running_turns().cloned().collect()
     } else {
         Vec::new()
@@ -125,6 +143,7 @@ pub fn load_conversation(
             search_texts,
             root_len,
             torn_files,
+            damaged_files,
             epoch,
         },
         running.len(),
@@ -400,6 +419,11 @@ async fn index_conversations(
             Some(Ok((loaded, closed))) => {
                 report.closed_turns += closed;
                 report.torn_files.extend(loaded.torn_files.iter().cloned());
+                let id = &loaded.state.conversation.id;
+                report.damaged_files.extend(
+                    (loaded.damaged_files.iter())
+                        .map(|(path, lines)| (id.clone(), path.clone(), lines.clone())),
+                );
                 batch.push(loaded);
             }
             Some(Err((id, reason))) => report.skipped.push((id, reason)),

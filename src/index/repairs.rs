@@ -24,24 +24,38 @@ pub const POSTGRES_REPAIRS: &str = "postgres.repair";
 /// that matches the files; anything else makes the next start reconcile.
 pub const CLEAN_SHUTDOWN: &str = "clean_shutdown";
 
+/// Appends conversation ids to a repairs file.
+fn note(repairs: &Path, conversation_ids: &[&str]) -> std::io::Result<()> {
+    if conversation_ids.is_empty() {
+        return Ok(());
+    }
+    let lines: String = conversation_ids
+        .iter()
+        .map(|id| format!("{id}\n"))
+        .collect();
+    std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(repairs)
+        .and_then(|mut file| std::io::Write::write_all(&mut file, lines.as_bytes()))
+}
+
+/// Notes conversations whose files changed while no service ran (`openvaala repair`), so that
+/// the next start re-indexes them into the embedded index even after a clean stop.
+pub fn note_for_reindex(
+    store: &crate::store::Store,
+    conversation_ids: &[&str],
+) -> std::io::Result<()> {
+    note(&repairs_path(&store.index_path()), conversation_ids)
+}
+
 impl Index {
     /// Records that an update of these conversations failed: the next start must re-index them
     /// from their files, even after a clean stop.
     pub async fn mark_out_of_date(&self, conversation_ids: &[&str]) {
         self.out_of_date.store(true, Ordering::SeqCst);
-        if !conversation_ids.is_empty() {
-            let lines: String = conversation_ids
-                .iter()
-                .map(|id| format!("{id}\n"))
-                .collect();
-            let appended = std::fs::OpenOptions::new()
-                .create(true)
-                .append(true)
-                .open(&*self.repairs)
-                .and_then(|mut file| std::io::Write::write_all(&mut file, lines.as_bytes()));
-            if let Err(error) = appended {
-                tracing::error!(%error, path = %self.repairs.display(), "cannot note conversations to re-index");
-            }
+        if let Err(error) = note(&self.repairs, conversation_ids) {
+            tracing::error!(%error, path = %self.repairs.display(), "cannot note conversations to re-index");
         }
         let _ = self.set_runtime_state(CLEAN_SHUTDOWN, "0").await;
     }

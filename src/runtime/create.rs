@@ -160,6 +160,7 @@ impl Runtime {
             // and its end records how far search goes.
             root_len: 0,
             torn_files: Vec::new(),
+            damaged_files: Vec::new(),
             epoch: epoch.unwrap_or(0),
         };
         // The files are the truth from here on: a failed index write must not leave a stored

@@ -46,6 +46,11 @@ pub enum RuntimeError {
     /// A working directory no conversation may use (the text says why).
     #[error("{0}")]
     CwdRefused(String),
+    /// A file of the conversation holds a damaged line (one that is no torn tail, so it is not
+    /// cut by itself): it cannot open until repaired (the text names the file, the line and
+    /// the command).
+    #[error("{0}")]
+    Damaged(String),
     #[error("{0}")]
     ModelUnavailable(String),
     #[error("{0}")]
@@ -91,6 +96,15 @@ impl From<StoreError> for RuntimeError {
             tracing::warn!(%error, "a write was refused by the lease");
             return RuntimeError::Unavailable(format!("not stored: {error}; retry"));
         }
+        if let StoreError::Malformed {
+            path,
+            line,
+            message,
+        } = &error
+        {
+            tracing::warn!(%error, "a conversation with a damaged file cannot open");
+            return RuntimeError::damaged(path, *line, message);
+        }
         if let StoreError::Io { source, .. } = &error
             && let Some(what) = crate::limits::exhausted(source)
         {
@@ -133,6 +147,23 @@ impl From<IndexError> for RuntimeError {
 }
 
 impl RuntimeError {
+    /// A damaged line of `<data>/conversations/<id>/<file>` (the store's layout), as a client
+    /// is told of it: the file, the line and the repair, not where the data directory is.
+    fn damaged(path: &std::path::Path, line: usize, message: &str) -> RuntimeError {
+        let name = |path: Option<&std::path::Path>| {
+            path.and_then(std::path::Path::file_name)
+                .map(|name| name.to_string_lossy().into_owned())
+                .unwrap_or_default()
+        };
+        let id = name(path.parent());
+        RuntimeError::Damaged(format!(
+            "line {line} of {} is damaged ({message}); the conversation cannot open until it \
+             is repaired: stop the service and run `openvaala repair {id}`, which moves the \
+             damaged lines aside",
+            name(Some(path))
+        ))
+    }
+
     /// 503: a resource of the machine ran out (files, disk, memory).
     pub(super) fn out_of(what: &str) -> RuntimeError {
         RuntimeError::Unavailable(format!(

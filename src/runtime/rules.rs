@@ -122,18 +122,38 @@ impl RuleStore {
     /// when no line has a mark: a marked log never takes unmarked lines), then reads it.
     pub fn prepare(&self) -> Result<Vec<Rule>, StoreError> {
         let _lock = self.lock()?;
+        // A torn tail a crash left is cut now, kept aside (`JsonlWriter::open` does both), so
+        // the log is whole again before anything reads or rewrites it.
+        if self.path.exists() {
+            JsonlWriter::open(&self.path)?;
+        }
         let content = match std::fs::read(&self.path) {
             Ok(content) => content,
             Err(error) if error.kind() == std::io::ErrorKind::NotFound => Vec::new(),
             Err(error) => return Err(StoreError::io(&self.path, error)),
         };
         let lines = complete_lines(&content);
+        let mut unparsed = Vec::new();
         let parsed: Vec<Marked> = lines
             .iter()
-            .filter_map(|line| serde_json::from_slice::<Envelope<Marked>>(line).ok())
-            .map(|envelope| envelope.record)
+            .filter_map(
+                |line| match serde_json::from_slice::<Envelope<Marked>>(line) {
+                    Ok(envelope) => Some(envelope.record),
+                    Err(_) => {
+                        unparsed.extend_from_slice(line);
+                        unparsed.push(b'\n');
+                        None
+                    }
+                },
+            )
             .collect();
         if !parsed.is_empty() && parsed.iter().all(|line| line.mark.is_none()) {
+            // The rewrite below keeps only the lines that parse: the others are kept aside
+            // first, never dropped unseen.
+            if !unparsed.is_empty() {
+                let aside = jsonl::keep_aside(&self.path, &unparsed)?;
+                tracing::warn!(aside = %aside.display(), "kept the lines of the remembered rules that do not parse aside");
+            }
             let key = self.key()?;
             let marked = parsed
                 .into_iter()
@@ -379,14 +399,10 @@ impl RuleStore {
     }
 }
 
-/// The complete lines of a log (a torn last line, left by a crash during an append, is not
-/// one), blank ones left out.
+/// The complete lines of a log before its torn tail (left by a crash during an append: see
+/// `store::jsonl`), blank ones left out.
 fn complete_lines(content: &[u8]) -> Vec<&[u8]> {
-    let complete = content
-        .iter()
-        .rposition(|byte| *byte == b'\n')
-        .map_or(0, |at| at + 1);
-    content[..complete]
+    content[..jsonl::torn_start(content)]
         .split(|byte| *byte == b'\n')
         .filter(|line| !line.iter().all(u8::is_ascii_whitespace))
         .collect()
@@ -492,6 +508,27 @@ mod tests {
         assert_eq!(reopened.list().unwrap().len(), 1);
         reopened.add("shell", "b*", scope, "x", None).unwrap();
         assert_eq!(RuleStore::open(dir.path()).list().unwrap().len(), 2);
+
+        // After a power cut the torn tail can end in a newline: NUL bytes, then the end of a
+        // line. The start cuts it and keeps it aside; the rules stay.
+        let path = dir.path().join("rules.jsonl");
+        let whole = std::fs::read(&path).unwrap();
+        let torn = b"\0\0\0\0\0\0\0\0\",\"created_by\":\"x\"}\n\0\0\n";
+        file.write_all(torn).unwrap();
+        let restarted = RuleStore::open(dir.path());
+        assert_eq!(restarted.prepare().unwrap().len(), 2);
+        assert_eq!(std::fs::read(&path).unwrap(), whole);
+        let aside: Vec<_> = std::fs::read_dir(dir.path())
+            .unwrap()
+            .map(|entry| entry.unwrap().path())
+            .filter(|path| path.to_string_lossy().contains("rules.jsonl.torn-"))
+            .collect();
+        assert_eq!(aside.len(), 2, "{aside:?}");
+        assert!(
+            aside
+                .iter()
+                .any(|path| std::fs::read(path).unwrap() == torn)
+        );
     }
 
     fn append_line(dir: &Path, line: &str) {

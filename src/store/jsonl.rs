@@ -1,5 +1,14 @@
 //! Append-only JSON Lines files: the writer appends whole lines and fsyncs before it returns;
-//! the reader tolerates a torn last line (a crash in the middle of an append) and reports it.
+//! the reader tolerates a torn tail (a crash in the middle of an append) and reports it.
+//!
+//! A torn tail is what follows the last line that is JSON, when that is more than whitespace:
+//! a last line without its newline, and also lines that end in a newline but are not JSON (a
+//! run of NUL bytes, or the end of a line whose beginning never reached the disk: after a power
+//! cut, pages of an append that was never acknowledged persist in any order). A line the
+//! service wrote whole is always JSON, so such lines were never acknowledged. A line that is
+//! JSON is never part of a torn tail: one that is not a record (or has a newer schema version)
+//! is an error, and so is a line that is not JSON with a JSON line after it (damage in the
+//! middle, which `Store::repair_conversation` moves aside on request).
 
 use std::fs::{File, OpenOptions};
 use std::io::{self, Write};
@@ -154,25 +163,25 @@ impl JsonlWriter {
         Ok(())
     }
 
-    /// A crash can leave a last line without its newline. New lines must not be glued to it, so
-    /// the torn bytes are cut off before the first append; the reader skips them anyway.
+    /// A crash can leave a torn tail (see the module's comment). New lines must not follow it
+    /// (they would turn it into damage in the middle), so it is cut off before the first
+    /// append; the reader skips it anyway. Its bytes are first kept aside, durably, beside the
+    /// file (`keep_aside`): what is cut can still be looked at.
     fn cut_torn_tail(&mut self) -> Result<(), StoreError> {
         if self.len == 0 {
             return Ok(());
         }
         let content = std::fs::read(&self.path).map_err(|e| StoreError::io(&self.path, e))?;
-        let keep = content
-            .iter()
-            .rposition(|b| *b == b'\n')
-            .map_or(0, |i| i + 1) as u64;
-        if keep < self.len {
-            tracing::warn!(path = %self.path.display(), cut = self.len - keep, "cutting a torn last line");
+        let keep = torn_start(&content);
+        if keep < content.len() {
+            let aside = keep_aside(&self.path, &content[keep..])?;
+            tracing::warn!(path = %self.path.display(), cut = content.len() - keep, aside = %aside.display(), "cutting a torn tail; its bytes are kept aside");
             self.file
-                .set_len(keep)
+                .set_len(keep as u64)
                 .and_then(|()| self.file.sync_data())
                 .map_err(|e| StoreError::io(&self.path, e))?;
-            self.len = keep;
         }
+        self.len = keep as u64;
         Ok(())
     }
 }
@@ -219,14 +228,75 @@ pub fn write_bytes(path: &Path, bytes: &[u8]) -> Result<u64, StoreError> {
     Ok(bytes.len() as u64)
 }
 
+/// Where the torn tail of a JSONL file's content starts (see the module's comment): the end of
+/// the last line that is JSON, or `content.len()` when nothing is torn. Only the lines after
+/// that one are looked at, so a file that ends well costs one more parse of its last line.
+pub fn torn_start(content: &[u8]) -> usize {
+    let complete = memchr::memrchr(b'\n', content).map_or(0, |at| at + 1);
+    let mut start = complete;
+    while start > 0 {
+        let line_start = memchr::memrchr(b'\n', &content[..start - 1]).map_or(0, |at| at + 1);
+        if serde_json::from_slice::<serde::de::IgnoredAny>(&content[line_start..start - 1]).is_ok()
+        {
+            break;
+        }
+        start = line_start;
+    }
+    // Blank lines are no damage: the reader skips them, and nothing needs to be cut.
+    if content[start..complete].iter().all(u8::is_ascii_whitespace) {
+        complete
+    } else {
+        start
+    }
+}
+
+/// Writes `bytes` cut from the file at `path` to a new file beside it,
+/// `<name>.torn-<unix time>` (`-<n>` added if that exists), and fsyncs it and the directory:
+/// bytes are only ever cut from a log once they are kept here. Returns the new file's path.
+pub fn keep_aside(path: &Path, bytes: &[u8]) -> Result<PathBuf, StoreError> {
+    let seconds = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |since| since.as_secs());
+    let name = path.file_name().unwrap_or_default().to_string_lossy();
+    for attempt in 0u32.. {
+        let aside = match attempt {
+            0 => path.with_file_name(format!("{name}.torn-{seconds}")),
+            n => path.with_file_name(format!("{name}.torn-{seconds}-{n}")),
+        };
+        match write_bytes(&aside, bytes) {
+            Ok(_) => {
+                super::sync_dir(aside.parent().unwrap_or(Path::new(".")))?;
+                return Ok(aside);
+            }
+            Err(StoreError::Io { source, .. }) if source.kind() == io::ErrorKind::AlreadyExists => {
+            }
+            Err(error) => return Err(error),
+        }
+    }
+    unreachable!("a free name is found before the counter runs out")
+}
+
+/// A line before the torn tail that is not a valid record: it cannot be cut as torn (it is
+/// JSON, or a JSON line follows it), nor skipped silently.
+#[derive(Debug, Clone, PartialEq)]
+pub struct DamagedLine {
+    /// From 1.
+    pub line: usize,
+    pub message: String,
+}
+
 /// The lines of a JSONL file that could be read, and what had to be skipped.
 #[derive(Debug)]
 pub struct ReadLog<R> {
     pub records: Vec<R>,
-    /// Bytes read, up to and including the last complete line.
+    /// Bytes read: up to the torn tail, or the whole file.
     pub len: u64,
-    /// A last line without its newline, left by a crash during an append: skipped.
+    /// The bytes of a torn tail (see the module's comment), left by a crash during an append:
+    /// skipped.
     pub torn_tail: Option<usize>,
+    /// Lines that are not valid records, before the torn tail: only `parse_log_salvaging`
+    /// returns a log with any (skipped); for everyone else they are an error.
+    pub damaged: Vec<DamagedLine>,
     /// The largest lease epoch on a line (cluster mode; 0 when none is stamped).
     pub epoch: u64,
     /// Lines of a writer whose lease had ended (a stale writer): their commit was never
@@ -235,28 +305,32 @@ pub struct ReadLog<R> {
     pub stale_lines: usize,
 }
 
-/// Reads every record of a JSONL file. A torn last line is skipped and reported in `torn_tail`;
-/// a malformed complete line or a newer schema version is an error, because skipping it could
-/// silently drop an acknowledged change. `acceptance`: which stamped lines count (cluster
-/// mode; `Acceptance::default()` otherwise).
+/// Reads every record of a JSONL file. A torn tail is skipped and reported in `torn_tail`; a
+/// line that is not a valid record before it (damage in the middle) or a newer schema version
+/// is an error, because skipping it could silently drop an acknowledged change. `acceptance`:
+/// which stamped lines count (cluster mode; `Acceptance::default()` otherwise).
 pub fn read_log<R: DeserializeOwned>(
     path: &Path,
     acceptance: &Acceptance,
 ) -> Result<ReadLog<R>, StoreError> {
-    let content = match std::fs::read(path) {
-        Ok(content) => content,
-        Err(e) if e.kind() == io::ErrorKind::NotFound => {
-            return Ok(ReadLog {
-                records: Vec::new(),
-                len: 0,
-                torn_tail: None,
-                epoch: 0,
-                stale_lines: 0,
-            });
-        }
-        Err(e) => return Err(StoreError::io(path, e)),
-    };
-    parse_log(path, &content, acceptance)
+    parse_log(path, &read_content(path)?, acceptance)
+}
+
+/// `read_log` that skips damaged lines and reports them (see `parse_log_salvaging`).
+pub fn read_log_salvaging<R: DeserializeOwned>(
+    path: &Path,
+    acceptance: &Acceptance,
+) -> Result<ReadLog<R>, StoreError> {
+    parse_log_salvaging(path, &read_content(path)?, acceptance)
+}
+
+/// A file's bytes; a file that does not exist is empty.
+fn read_content(path: &Path) -> Result<Vec<u8>, StoreError> {
+    match std::fs::read(path) {
+        Ok(content) => Ok(content),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(Vec::new()),
+        Err(e) => Err(StoreError::io(path, e)),
+    }
 }
 
 pub fn parse_log<R: DeserializeOwned>(
@@ -264,37 +338,49 @@ pub fn parse_log<R: DeserializeOwned>(
     content: &[u8],
     acceptance: &Acceptance,
 ) -> Result<ReadLog<R>, StoreError> {
-    let complete = content
-        .iter()
-        .rposition(|b| *b == b'\n')
-        .map_or(0, |i| i + 1);
-    let torn_tail = (complete < content.len()).then(|| content.len() - complete);
+    let log = parse_log_salvaging(path, content, acceptance)?;
+    if let Some(damaged) = log.damaged.first() {
+        return Err(StoreError::Malformed {
+            path: path.to_owned(),
+            line: damaged.line,
+            message: damaged.message.clone(),
+        });
+    }
+    Ok(log)
+}
+
+/// Like `parse_log`, but a line that is not a valid record before the torn tail is skipped and
+/// reported in `damaged` instead of failing the read: for the index, which lists what can be
+/// read of a damaged conversation (opening it still fails until it is repaired). A newer
+/// schema version is still an error: that file is not damaged, this build is too old for it.
+pub fn parse_log_salvaging<R: DeserializeOwned>(
+    path: &Path,
+    content: &[u8],
+    acceptance: &Acceptance,
+) -> Result<ReadLog<R>, StoreError> {
+    let intact = torn_start(content);
+    let torn_tail = (intact < content.len()).then(|| content.len() - intact);
     if let Some(bytes) = torn_tail {
-        tracing::warn!(path = %path.display(), bytes, "skipping a torn last line");
+        tracing::warn!(path = %path.display(), bytes, "skipping a torn tail");
     }
     let mut records = Vec::new();
+    let mut damaged = Vec::new();
     let mut filter = StaleFilter::new(acceptance);
-    for (index, line) in content[..complete].split(|b| *b == b'\n').enumerate() {
+    for (index, line) in content[..intact].split(|b| *b == b'\n').enumerate() {
         if line.iter().all(u8::is_ascii_whitespace) {
             continue;
         }
-        match serde_json::from_slice::<Envelope<R>>(line) {
-            Ok(envelope) if envelope.v <= SCHEMA_VERSION => {
+        match parse_line::<R>(path, line)? {
+            Ok(envelope) => {
                 if !filter.keeps(envelope.epoch, envelope.commit) {
                     tracing::warn!(path = %path.display(), line = index + 1, epoch = envelope.epoch, "skipping a line of a stale writer");
                     continue;
                 }
                 records.push(envelope.record);
             }
-            Ok(envelope) => return Err(StoreError::unknown_version(path, envelope.v)),
             Err(error) => {
-                if let Ok(VersionOnly { v }) = serde_json::from_slice(line)
-                    && v > SCHEMA_VERSION
-                {
-                    return Err(StoreError::unknown_version(path, v));
-                }
-                return Err(StoreError::Malformed {
-                    path: path.to_owned(),
+                tracing::warn!(path = %path.display(), line = index + 1, %error, "a damaged line");
+                damaged.push(DamagedLine {
                     line: index + 1,
                     message: error.to_string(),
                 });
@@ -304,11 +390,30 @@ pub fn parse_log<R: DeserializeOwned>(
     let (epoch, stale_lines) = (filter.epoch, filter.stale_lines);
     Ok(ReadLog {
         records,
-        len: complete as u64,
+        len: intact as u64,
         torn_tail,
+        damaged,
         epoch,
         stale_lines,
     })
+}
+
+/// One line as a record (`Ok(Ok)`), or why it is not one (`Ok(Err)`: damaged). A line of a
+/// newer schema version is an error of its own: it is no damage, this build is too old for it.
+pub(super) fn parse_line<R: DeserializeOwned>(
+    path: &Path,
+    line: &[u8],
+) -> Result<Result<Envelope<R>, serde_json::Error>, StoreError> {
+    match serde_json::from_slice::<Envelope<R>>(line) {
+        Ok(envelope) if envelope.v <= SCHEMA_VERSION => Ok(Ok(envelope)),
+        Ok(envelope) => Err(StoreError::unknown_version(path, envelope.v)),
+        Err(error) => match serde_json::from_slice::<VersionOnly>(line) {
+            Ok(VersionOnly { v }) if v > SCHEMA_VERSION => {
+                Err(StoreError::unknown_version(path, v))
+            }
+            _ => Ok(Err(error)),
+        },
+    }
 }
 
 /// Decides line by line, in file order, which lines count (see `store::fence`): a stamped
@@ -570,11 +675,111 @@ mod tests {
     }
 
     #[test]
-    fn a_malformed_complete_line_is_an_error_naming_the_line() {
+    fn a_last_line_that_is_json_but_no_record_is_an_error_not_a_torn_tail() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("log.jsonl");
-        std::fs::write(&path, "{\"v\":1,\"type\":\"a\",\"n\":1}\nnot json\n").unwrap();
+        // Whole JSON is never what a torn write leaves: something wrote this line whole.
+        let content = "{\"v\":1,\"type\":\"a\",\"n\":1}\n{\"v\":1,\"type\":\"b\"}\n";
+        std::fs::write(&path, content).unwrap();
         let error = read_log::<Rec>(&path, &Acceptance::default()).unwrap_err();
         assert!(error.to_string().contains("line 2"), "{error}");
+        JsonlWriter::open(&path).unwrap();
+        assert_eq!(std::fs::read_to_string(&path).unwrap(), content);
+    }
+
+    /// The lines of `log.jsonl` and the files kept aside beside it, after a writer opened it.
+    fn after_open(dir: &Path, content: &[u8]) -> (Vec<u8>, Vec<Vec<u8>>) {
+        let path = dir.join("log.jsonl");
+        std::fs::write(&path, content).unwrap();
+        JsonlWriter::open(&path).unwrap();
+        let mut aside = Vec::new();
+        for entry in std::fs::read_dir(dir).unwrap() {
+            let entry = entry.unwrap().path();
+            if entry.to_string_lossy().contains("log.jsonl.torn-") {
+                aside.push(std::fs::read(&entry).unwrap());
+                std::fs::remove_file(entry).unwrap();
+            }
+        }
+        (std::fs::read(&path).unwrap(), aside)
+    }
+
+    #[test]
+    fn every_shape_of_torn_tail_is_skipped_then_kept_aside_and_cut() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("log.jsonl");
+        let good = encode_lines(&[Rec::A { n: 1 }, Rec::A { n: 2 }], None).unwrap();
+        let shapes: [&[u8]; 7] = [
+            // Without its newline (a crash in the middle of a write).
+            b"{\"v\":1,\"type\":\"a\",\"n\":",
+            // A run of NUL bytes, then a newline: a page of the append never reached the disk,
+            // the size of the file did.
+            b"\0\0\0\0\0\0\0\0\0\0\n",
+            // The end of a line whose beginning never reached the disk.
+            b"\0\0\0\0\0\0\"type\":\"a\",\"n\":3}\n",
+            // Other junk.
+            b"}ff\xfe 3}\n",
+            // Whitespace and NUL bytes.
+            b" \t\0\0 \n",
+            // Several such lines after the last good one: one torn tail.
+            b"\0\0\0\n\n{\"v\":1,\"ty\0\0\n\0\0",
+            // Junk, then a blank line.
+            b"\0\0\n\n",
+        ];
+        for torn in shapes {
+            let content = [good.as_slice(), torn].concat();
+            let log = parse_log::<Rec>(&path, &content, &Acceptance::default()).unwrap();
+            assert_eq!(log.records, [Rec::A { n: 1 }, Rec::A { n: 2 }], "{torn:?}");
+            assert_eq!(log.torn_tail, Some(torn.len()), "{torn:?}");
+            assert_eq!(log.len, good.len() as u64, "{torn:?}");
+
+            let (left, aside) = after_open(dir.path(), &content);
+            assert_eq!(left, good, "{torn:?}");
+            assert_eq!(aside, [torn.to_vec()], "{torn:?}");
+        }
+        // The next append follows the last good line.
+        std::fs::write(&path, [good.as_slice(), b"\0\0\0\n"].concat()).unwrap();
+        JsonlWriter::open(&path)
+            .unwrap()
+            .append(&[Rec::A { n: 3 }])
+            .unwrap();
+        let log = read_log::<Rec>(&path, &Acceptance::default()).unwrap();
+        assert_eq!(log.records.len(), 3);
+        assert_eq!((log.torn_tail, log.damaged.len()), (None, 0));
+
+        // Blank lines at the end are no damage: nothing is cut or kept.
+        let blank = [good.as_slice(), b"\n  \n"].concat();
+        let fresh = tempfile::tempdir().unwrap();
+        assert_eq!(
+            after_open(fresh.path(), &blank),
+            (blank.clone(), Vec::new())
+        );
+    }
+
+    #[test]
+    fn a_damaged_line_before_a_record_is_an_error_and_nothing_is_cut() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("log.jsonl");
+        let line = |n: u32| encode_lines(&[Rec::A { n }], None).unwrap();
+        for damaged in [
+            &b"\0\0\0\0\n"[..],
+            b"not json\n",
+            b"{\"v\":1,\"type\":\"a\"}\n",
+        ] {
+            let content = [line(1), damaged.to_vec(), line(2), b"\0\0\n".to_vec()].concat();
+            let error = parse_log::<Rec>(&path, &content, &Acceptance::default()).unwrap_err();
+            assert!(
+                matches!(error, StoreError::Malformed { line: 2, .. }),
+                "{damaged:?}: {error}"
+            );
+            // For the index: the records around it, and where it is.
+            let log = parse_log_salvaging::<Rec>(&path, &content, &Acceptance::default()).unwrap();
+            assert_eq!(log.records, [Rec::A { n: 1 }, Rec::A { n: 2 }]);
+            assert_eq!(log.damaged.iter().map(|d| d.line).collect::<Vec<_>>(), [2]);
+            assert_eq!(log.torn_tail, Some(3));
+            // The writer cuts the torn tail after the last record, never what is before it.
+            let (left, aside) = after_open(dir.path(), &content);
+            assert_eq!(left, &content[..content.len() - 3], "{damaged:?}");
+            assert_eq!(aside, [b"\0\0\n".to_vec()]);
+        }
     }
 }

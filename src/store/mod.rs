@@ -17,6 +17,7 @@ pub mod format;
 pub mod jsonl;
 pub mod lock;
 pub mod records;
+pub mod repair;
 pub mod state;
 
 use std::collections::HashMap;
@@ -280,6 +281,20 @@ impl Store {
         id: &str,
         acceptance: &Acceptance,
     ) -> Result<ReadLog<MetaRecord>, StoreError> {
+        jsonl::read_log(&self.existing_metadata(id)?, acceptance)
+    }
+
+    /// `read_metadata` that skips damaged lines and reports them (for the index only: see
+    /// `jsonl::parse_log_salvaging`).
+    pub fn read_metadata_salvaging(
+        &self,
+        id: &str,
+        acceptance: &Acceptance,
+    ) -> Result<ReadLog<MetaRecord>, StoreError> {
+        jsonl::read_log_salvaging(&self.existing_metadata(id)?, acceptance)
+    }
+
+    fn existing_metadata(&self, id: &str) -> Result<PathBuf, StoreError> {
         let path = self.metadata_path(id);
         if !path.is_file() {
             return Err(StoreError::Invalid {
@@ -287,7 +302,7 @@ impl Store {
                 message: "missing".to_owned(),
             });
         }
-        jsonl::read_log(&path, acceptance)
+        Ok(path)
     }
 
     /// The items of one session in `seq` order, each as its last stored snapshot.

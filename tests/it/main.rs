@@ -49,6 +49,7 @@ mod shell_orphans;
 mod slow_body;
 mod subagents;
 mod terminal;
+mod torn_lines;
 mod tui;
 mod tui_terminal;
 mod turns;

@@ -93,6 +93,10 @@ async fn reindex_reports_what_it_skips_and_finishes_interrupted_deletes() {
         .as_str()
         .unwrap()
         .to_owned();
+    let damaged = server.create_and_wait("damaged").await["conversation"]["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
     let data_dir = server.stop().await;
     let conversations = data_dir.join("conversations");
 
@@ -109,6 +113,12 @@ async fn reindex_reports_what_it_skips_and_finishes_interrupted_deletes() {
     let mut text = std::fs::read_to_string(&torn_meta).unwrap();
     text.push_str("{\"v\":1,\"type\":\"conversation.upd");
     std::fs::write(&torn_meta, text).unwrap();
+    // A damaged line with a record after it: listed as far as it reads, reported.
+    let damaged_meta = conversations.join(&damaged).join("metadata.jsonl");
+    let mut text = std::fs::read_to_string(&damaged_meta).unwrap();
+    let first_end = text.find('\n').unwrap() + 1;
+    text.insert_str(first_end, "\0\0\0\0 not a record\n");
+    std::fs::write(&damaged_meta, text).unwrap();
     // A delete cut short after its rename.
     std::fs::create_dir_all(data_dir.join("trash")).unwrap();
     std::fs::rename(
@@ -127,13 +137,20 @@ async fn reindex_reports_what_it_skips_and_finishes_interrupted_deletes() {
         output.contains(&format!("skipped {future}: unknown schema version 7")),
         "{output}"
     );
-    assert!(output.contains("torn last line"), "{output}");
+    assert!(output.contains("torn tail"), "{output}");
+    assert!(
+        output.contains(&format!(
+            "damaged line(s) 2 in {}: {damaged} is listed but cannot open; run `openvaala repair {damaged}`",
+            damaged_meta.display()
+        )),
+        "{output}"
+    );
     assert!(
         output.contains(&format!("finished the interrupted delete of {good}")),
         "{output}"
     );
     assert!(
-        output.contains("indexed 1 conversation(s), skipped 2"),
+        output.contains("indexed 2 conversation(s), skipped 2"),
         "{output}"
     );
     assert!(!data_dir.join("trash").join(&good).exists());
@@ -146,5 +163,5 @@ async fn reindex_reports_what_it_skips_and_finishes_interrupted_deletes() {
         .iter()
         .map(|c| c["title"].as_str().unwrap())
         .collect();
-    assert_eq!(titles, vec!["torn tail"]);
+    assert_eq!(titles, vec!["damaged", "torn tail"]);
 }

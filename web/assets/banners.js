@@ -24,6 +24,7 @@ const FOR_PEOPLE = {
   model_unavailable: 'The model of this conversation is not configured on this service. Pick another model in the header.',
   agent_unavailable: 'The agent of this conversation is not configured on this service.',
   source_missing: 'The conversation this one was forked from is missing; move the two together.',
+  conversation_damaged: 'A file of this conversation is damaged. Stop the service and run the repair command below.',
   too_large: 'That is too large for the service to accept.',
   invalid_request: 'The service could not accept that.',
   not_found: 'That no longer exists. Maybe it was deleted in another window.',

@@ -138,7 +138,9 @@ function showBlocked(id, error) {
       ? 'This conversation does not exist (any more).'
       : error.code === 'cwd_missing'
         ? 'This conversation cannot open: its working directory is missing.'
-        : 'This conversation cannot open.';
+        : error.code === 'conversation_damaged'
+          ? 'This conversation cannot open: one of its files is damaged.'
+          : 'This conversation cannot open.';
   const children = [el('h2', {}, title), el('p', { class: 'blocked-message' }, error.message)];
   if (error.code) children.push(el('p', { class: 'hint' }, el('code', {}, error.code)));
   if (error.code === 'cwd_missing') {

@@ -26,7 +26,10 @@ impl ConversationActor {
         super::super::check_openable(&self.shared.config, &self.state.conversation)?;
         let root = self.state.conversation.root_session_id.clone();
         let path = self.shared.store.session_path(&self.id, &root);
-        let content = std::fs::read(&path).map_err(|e| StoreError::io(&path, e))?;
+        let mut content = std::fs::read(&path).map_err(|e| StoreError::io(&path, e))?;
+        // A torn tail that the session's writer has not cut yet (it is opened on the session's
+        // next append) is not copied.
+        content.truncate(crate::store::jsonl::torn_start(&content));
         // Cluster mode: a stale writer's lines are not copied.
         let content = crate::store::jsonl::counted_lines(content, &self.acceptance());
         let mut end = match &self.root().running {
@@ -176,6 +179,7 @@ impl ConversationActor {
             // Search covers the copy once its rows are copied (the job below says so).
             root_len: 0,
             torn_files: Vec::new(),
+            damaged_files: Vec::new(),
             epoch: epoch.unwrap_or(0),
         };
         self.shared

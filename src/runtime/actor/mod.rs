@@ -70,7 +70,7 @@ pub fn load(shared: Arc<Shared>, id: &str) -> Result<ActorHandle, RuntimeError> 
         return Err(RuntimeError::EpochBehind(log.epoch));
     }
     let state = ConversationState::from_records(&log.records).map_err(|error| {
-        RuntimeError::Internal(format!("conversation {id} cannot be read: {error}"))
+        RuntimeError::Damaged(format!("conversation {id} cannot be read: {error}"))
     })?;
     let mut histories = HashMap::new();
     for session in &state.sessions {

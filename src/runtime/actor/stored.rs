@@ -22,7 +22,7 @@ pub fn read_state(
 ) -> Result<ConversationState, RuntimeError> {
     let log = shared.store.read_metadata(id, acceptance)?;
     ConversationState::from_records(&log.records).map_err(|error| {
-        RuntimeError::Internal(format!("conversation {id} cannot be read: {error}"))
+        RuntimeError::Damaged(format!("conversation {id} cannot be read: {error}"))
     })
 }
 
