@@ -7,6 +7,7 @@ pub mod command;
 #[cfg(test)]
 mod corpus;
 pub mod policy;
+pub mod rule_shape;
 pub mod runners;
 
 pub use policy::{MCP_PREFIX, Permission, Permissions, Reason, RuleChoice, Verdict};
