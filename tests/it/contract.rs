@@ -612,3 +612,44 @@ fn the_checker_reports_every_kind_of_mismatch() {
         );
     }
 }
+
+/// The quoted event names in a web UI module: the entries of its `EVENTS` list, or the names
+/// it passes to `addEventListener` (the stream's own `open` and `error` left out).
+fn web_ui_event_names(file: &str) -> BTreeSet<String> {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("web/assets")
+        .join(file);
+    let source = std::fs::read_to_string(&path).unwrap();
+    let mut names = BTreeSet::new();
+    if let Some(start) = source.find("const EVENTS = [") {
+        let list = &source[start..start + source[start..].find("];").unwrap()];
+        names.extend(list.split('\'').skip(1).step_by(2).map(str::to_owned));
+    }
+    for call in source.split("addEventListener('").skip(1) {
+        let name = &call[..call.find('\'').unwrap()];
+        if name.contains('.') || name == "snapshot" {
+            names.insert(name.to_owned());
+        }
+    }
+    names
+}
+
+/// The web UI names the events it handles in its own code: every kind the schemas name must
+/// be among them, so a new kind cannot be forgotten there (and none it names may be unknown).
+#[test]
+fn the_web_ui_handles_every_event_kind_of_both_streams() {
+    let document = openvaala::http::openapi::document();
+    let conversation = kinds_in(&document, "ConversationEvent").unwrap();
+    assert_eq!(
+        web_ui_event_names("conversation.js"),
+        conversation,
+        "web/assets/conversation.js's EVENTS against the ConversationEvent schema"
+    );
+    let mut list = web_ui_event_names("sidebar.js");
+    list.extend(web_ui_event_names("approvallist.js"));
+    assert_eq!(
+        list,
+        kinds_in(&document, "ListEvent").unwrap(),
+        "the list stream's events handled by sidebar.js and approvallist.js"
+    );
+}
