@@ -27,12 +27,15 @@ def build(release):
 class Service:
     """`openvaala serve` on 127.0.0.1 (a free port) with its own data directory and config."""
 
-    def __init__(self, binary, data_dir, config_text="", cwd=None):
+    def __init__(self, binary, data_dir, config_text="", cwd=None, launcher=(), files_dir=None):
+        """`launcher`: a command the service is started through (its arguments follow);
+        `files_dir`: where the config and the log go (default: beside the data directory)."""
         self.data_dir = Path(data_dir)
         self.data_dir.mkdir(parents=True, exist_ok=True)
-        config = self.data_dir.with_suffix(".config.toml")
+        beside = Path(files_dir) / self.data_dir.name if files_dir else self.data_dir
+        config = beside.with_suffix(".config.toml")
         config.write_text(config_text)
-        self.log_path = self.data_dir.with_suffix(".log")
+        self.log_path = beside.with_suffix(".log")
         # A restart on the same data directory appends to the log: only what it writes counts.
         self.log_start = self.log_path.stat().st_size if self.log_path.exists() else 0
         env = dict(os.environ, OPENVAALA_CONFIG=str(config), OPENVAALA_LOG="warn", NO_COLOR="1")
@@ -44,7 +47,8 @@ class Service:
             cwd.mkdir(exist_ok=True)
         with open(self.log_path, "ab") as log:
             self.process = subprocess.Popen(
-                [str(binary), "serve", "--addr", "127.0.0.1:0", "--data-dir", str(self.data_dir)],
+                [*map(str, launcher), str(binary), "serve", "--addr", "127.0.0.1:0",
+                 "--data-dir", str(self.data_dir)],
                 cwd=cwd, env=env, stdout=log, stderr=log, stdin=subprocess.DEVNULL)
         self.pid = self.process.pid
         self.url = self._wait_for_url()
