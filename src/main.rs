@@ -145,7 +145,7 @@ enum SendMode {
 }
 
 /// How a client finds the service: the one order `ServiceArgs::api_with` follows, written
-/// the same way in the README.
+/// the same way in docs/clients.md.
 const URL_HELP: &str = "The service's address; `host:port` means http://host:port. Without it: \
 given --data-dir, the address the service running for that directory wrote there (none \
 running: http://127.0.0.1:7341); else $OPENVAALA_URL; else the address of the service running \

@@ -22,6 +22,7 @@ mod contract;
 mod conversations;
 mod crash;
 mod data_format;
+mod docs_links;
 mod events;
 mod faults;
 mod history;
