@@ -17,6 +17,7 @@
 //! - `cluster`  — several instances over one PostgreSQL: leases, forwarding, list events
 //! - `http`     — axum routes, SSE, errors as JSON, security, the OpenAPI document
 //! - `server`   — start-up and shutdown: lock, recovery, serve(listener, shutdown)
+//! - `cli`      — the command line: its arguments and what each command does
 //! - `client`   — the terminal clients `openvaala chat` and `send`, plain API clients
 //! - `acp`      — `openvaala acp`: the Agent Client Protocol bridge editors start on stdio
 //! - `export`   — a conversation written out as a Markdown document
@@ -35,6 +36,7 @@ pub mod acp;
 pub mod api;
 pub mod bus;
 pub mod checkpoints;
+pub mod cli;
 pub mod client;
 pub mod cluster;
 pub mod config;

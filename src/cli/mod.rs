@@ -1,0 +1,46 @@
+//! The `openvaala` command line: its arguments (`args.rs`) and what each command does. The
+//! binary (`src/main.rs`) only sets up logging, parses and calls [`run`].
+
+mod args;
+mod clients;
+mod maintenance;
+mod service;
+
+use std::process::ExitCode;
+
+pub use args::*;
+
+/// Runs a parsed command; answers the process's exit code.
+pub fn run(cli: Cli) -> ExitCode {
+    let result = match cli.command {
+        Command::Serve {
+            action: Some(ServeAction::Stop { data }),
+            ..
+        } => data.resolve().and_then(|dir| service::stop(&dir)),
+        Command::Serve { action: None, args } => service::serve(args),
+        Command::Reindex {
+            data,
+            database_url,
+            config,
+        } => data
+            .resolve()
+            .and_then(|dir| maintenance::reindex(&dir, database_url, config.as_deref())),
+        Command::Gc { data } => data.resolve().and_then(|dir| maintenance::gc(&dir)),
+        Command::Repair { conversation, data } => data
+            .resolve()
+            .and_then(|dir| maintenance::repair(&dir, &conversation)),
+        Command::Chat(args) => clients::chat(args),
+        Command::Send(args) => return clients::send(args),
+        Command::Acp(args) => clients::acp(args),
+        Command::Token { action, data } => data
+            .resolve()
+            .and_then(|dir| maintenance::token(action, &dir)),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(error) => {
+            eprintln!("openvaala: {error:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
