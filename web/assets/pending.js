@@ -74,6 +74,23 @@ export function rememberWaiting() {
 const CLAIM_KEY = 'openvaala.restored.';
 const CLAIM_KEPT_MS = 24 * 60 * 60 * 1000;
 
+// How long a tab holds the lock that claims a lost message: the tabs open when the service
+// came back look within seconds; a tab opened later finds nothing lost (what waits was
+// remembered again meanwhile) or the claim in localStorage.
+const CLAIM_HOLD_MS = 60 * 1000;
+
+// Whether this tab got the lock `name`, which no other tab of this browser then gets while
+// this one holds it. Unlike localStorage, whose writes reach other tabs' processes a little
+// later, a lock is granted to one tab only, at once.
+function holdLock(name) {
+  return new Promise((resolve) => {
+    navigator.locks.request(name, { ifAvailable: true }, (lock) => {
+      resolve(lock !== null);
+      return lock ? new Promise((release) => setTimeout(release, CLAIM_HOLD_MS)) : undefined;
+    });
+  });
+}
+
 // Claims the messages no other tab has put back yet; forgets old claims.
 function claim(messages) {
   const now = Date.now();
@@ -88,8 +105,9 @@ function claim(messages) {
 
 // After a snapshot's history is loaded: messages the page knew as waiting that neither wait
 // nor are in the history any more were lost with the service's memory. Their text goes back
-// into one tab's message box only: the first tab to look claims them (under a lock every tab
-// of this browser shares), and the others say where it went.
+// into one tab's message box only: the first tab to look claims each (a lock every tab of this
+// browser shares, then a note in localStorage for tabs that look later), and the others say
+// where it went.
 export async function recoverLost(hasItem) {
   if (!state.conv) return;
   const conversationId = state.conv.id;
@@ -98,9 +116,12 @@ export async function recoverLost(hasItem) {
   const lost = known.filter((m) => !waiting.has(m.id) && !hasItem(m.id));
   rememberWaiting();
   if (!lost.length) return;
-  const mine = navigator.locks
-    ? await navigator.locks.request(CLAIM_KEY + conversationId, () => claim(lost))
-    : claim(lost);
+  let mine = lost;
+  if (navigator.locks) {
+    const held = await Promise.all(lost.map((m) => holdLock(CLAIM_KEY + m.id)));
+    mine = lost.filter((_, i) => held[i]);
+  }
+  mine = claim(mine);
   if (!state.conv || state.conv.id !== conversationId) return;
   if (mine.length) insertIntoComposer(mine.map((m) => m.text).join('\n\n'));
   const elsewhere = lost.length - mine.length;
