@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail};
 use clap::{Args, ValueEnum};
-use openvaala::model::tokens::{Tokenizer, parts};
+use openvaala::model::tokens::Tokenizer;
 
 use super::fake_provider::{FakeProvider, Script};
 use super::meter::{Resident, first_turn_then, openai_config};
@@ -47,19 +47,26 @@ impl Encoder {
     fn count(self, tokenizer: Tokenizer, text: &str) -> u64 {
         match self {
             Encoder::After => tokenizer.encode_count(text),
-            Encoder::Before => {
-                let encoding = match tokenizer {
-                    Tokenizer::O200kBase => tiktoken_rs::o200k_base_singleton(),
-                    Tokenizer::Cl100kBase | Tokenizer::Anthropic => {
-                        tiktoken_rs::cl100k_base_singleton()
-                    }
-                };
-                parts(text)
-                    .map(|part| encoding.count_ordinary(part) as u64)
-                    .sum()
-            }
+            Encoder::Before => reference_count(tokenizer, text),
         }
     }
+}
+
+/// What tiktoken-rs counts, whole texts counted in `parts`, as the meter did before.
+#[cfg(feature = "reference-encoder")]
+fn reference_count(tokenizer: Tokenizer, text: &str) -> u64 {
+    let encoding = match tokenizer {
+        Tokenizer::O200kBase => tiktoken_rs::o200k_base_singleton(),
+        Tokenizer::Cl100kBase | Tokenizer::Anthropic => tiktoken_rs::cl100k_base_singleton(),
+    };
+    openvaala::model::tokens::parts(text)
+        .map(|part| encoding.count_ordinary(part) as u64)
+        .sum()
+}
+
+#[cfg(not(feature = "reference-encoder"))]
+fn reference_count(_: Tokenizer, _: &str) -> u64 {
+    unreachable!("`encoder` refuses to run without the reference encoder")
 }
 
 /// The target for resident memory after the first turn.
@@ -68,6 +75,12 @@ const RSS_TARGET_MIB: f64 = 25.0;
 const CORPUS: &str = include_str!("../../model/tokens/corpus.txt");
 
 pub fn encoder(args: &EncoderArgs) -> anyhow::Result<()> {
+    if !cfg!(feature = "reference-encoder") {
+        bail!(
+            "this bench compares with tiktoken-rs, which the service does not link: build it with \
+             `cargo run --release --features reference-encoder --bin openvaala-bench -- encoder`"
+        );
+    }
     if let Some(encoder) = args.rss_of {
         let before = own_rss_kb()?;
         encoder.count(Tokenizer::O200kBase, "warm up");
