@@ -5,12 +5,17 @@
 use std::fs;
 use std::io::{self, Write};
 use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 use sha2::{Digest, Sha256};
 
 #[derive(Debug, Clone)]
 pub struct Objects {
     dir: PathBuf,
+    /// Blobs written since the last flush without being made durable: a flush with none
+    /// (a snapshot that stored nothing new) costs nothing.
+    unflushed: Arc<AtomicUsize>,
 }
 
 /// The hex SHA-256 of some bytes: a blob's name.
@@ -26,7 +31,10 @@ pub fn hash_bytes(bytes: &[u8]) -> String {
 impl Objects {
     pub fn open(dir: PathBuf) -> io::Result<Objects> {
         fs::create_dir_all(&dir)?;
-        Ok(Objects { dir })
+        Ok(Objects {
+            dir,
+            unflushed: Arc::new(AtomicUsize::new(0)),
+        })
     }
 
     fn path(&self, hash: &str) -> PathBuf {
@@ -74,16 +82,26 @@ impl Objects {
         fs::rename(&tmp, &path)?;
         if durable {
             fs::File::open(parent)?.sync_all()?;
+        } else {
+            // Counted once written: a flush that starts after this covers it.
+            self.unflushed.fetch_add(1, Ordering::SeqCst);
         }
         Ok(hash)
     }
 
     /// Makes every blob stored so far durable, with their names: one `syncfs` for a batch
-    /// instead of an fsync per blob and folder.
+    /// instead of an fsync per blob and folder, and none when nothing was written since.
     pub fn flush(&self) -> io::Result<()> {
-        let dir = fs::File::open(&self.dir)?;
-        rustix::fs::syncfs(&dir)?;
-        Ok(())
+        let pending = self.unflushed.swap(0, Ordering::SeqCst);
+        if pending == 0 {
+            return Ok(());
+        }
+        let synced = fs::File::open(&self.dir).and_then(|dir| Ok(rustix::fs::syncfs(&dir)?));
+        if synced.is_err() {
+            // Not flushed after all: the next flush must try again.
+            self.unflushed.fetch_add(pending, Ordering::SeqCst);
+        }
+        synced
     }
 
     /// Whether the blob `hash` is stored whole (its bytes hash to its name).

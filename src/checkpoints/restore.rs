@@ -339,20 +339,7 @@ impl Checkpoints {
         let mut skipped = Vec::new();
         for step in &journal.steps {
             crate::testhooks::stop_at("restore", step.path.as_bytes());
-            if scan::inside(&tree.cwd, &step.path).is_none() {
-                return Err(io::Error::other("a path outside the working directory"));
-            }
-            let relative = Path::new(&step.path);
-            let done = match &step.target {
-                Some(content) => write_file(
-                    &tree.cwd,
-                    relative,
-                    &objects.get(&content.hash)?,
-                    content.mode,
-                ),
-                None => beneath::remove_file(&tree.cwd, relative),
-            };
-            match done {
+            match make_hold(&tree.cwd, objects, &step.path, step.target.as_ref()) {
                 Ok(()) => {}
                 Err(error) if beneath::way_changed(&error) => {
                     tracing::warn!(path = %step.path, %error, "a link took the way of a restored file; it is left alone");
@@ -381,17 +368,7 @@ impl Checkpoints {
             .map_err(io::Error::other)
             .and_then(|objects| {
                 for step in journal.steps.iter().rev() {
-                    let relative = Path::new(&step.path);
-                    let done = match &step.previous {
-                        Some(content) => write_file(
-                            &tree.cwd,
-                            relative,
-                            &objects.get(&content.hash)?,
-                            content.mode,
-                        ),
-                        None => beneath::remove_file(&tree.cwd, relative),
-                    };
-                    match done {
+                    match make_hold(&tree.cwd, objects, &step.path, step.previous.as_ref()) {
                         Err(error) if !beneath::way_changed(&error) => return Err(error),
                         _ => {}
                     }
@@ -412,6 +389,25 @@ impl Checkpoints {
                 )
             }
         }
+    }
+}
+
+/// Makes `path` beneath `root` hold `content` (absent: removed), never through a link: one
+/// step of a restore, or of putting one back. A path outside `root` is refused (a journal is
+/// never trusted to name only paths inside).
+fn make_hold(
+    root: &Path,
+    objects: &super::Objects,
+    path: &str,
+    content: Option<&Content>,
+) -> io::Result<()> {
+    if scan::inside(root, path).is_none() {
+        return Err(io::Error::other("a path outside the working directory"));
+    }
+    let relative = Path::new(path);
+    match content {
+        Some(content) => write_file(root, relative, &objects.get(&content.hash)?, content.mode),
+        None => beneath::remove_file(root, relative),
     }
 }
 

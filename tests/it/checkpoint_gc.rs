@@ -14,7 +14,7 @@ use crate::fake_provider::{FakeProvider, Wire};
 use crate::harness::{Server, ServerOptions, TIMEOUT, on_data_dir};
 
 /// Where the store keeps a content.
-fn blob(data_dir: &Path, content: &str) -> PathBuf {
+pub(crate) fn blob(data_dir: &Path, content: &str) -> PathBuf {
     let hex: String = Sha256::digest(content.as_bytes())
         .iter()
         .map(|byte| format!("{byte:02x}"))

@@ -559,28 +559,29 @@ pub(crate) async fn wait_stopped(pid: i32) {
     .expect("the server never reached the restore point");
 }
 
-#[tokio::test]
-async fn a_crash_in_the_middle_of_a_restore_is_finished_at_the_next_start() {
-    let fake = FakeProvider::start(Wire::OpenaiChat).await;
-    let data = tempfile::tempdir().unwrap();
-    let data_dir = data.path().join("data");
-    // Stops just before it restores the second path (sorted: a, b, c).
+/// A conversation whose turn changed a.txt and b.txt, removed c.txt and added d.txt, and a
+/// rewind with restore that a test hook stops just before it writes b.txt (sorted: a, b, c,
+/// d); the service is then killed. Answers the data directory, the working tree as it was
+/// before the turn, and the conversation's id.
+pub(crate) async fn restore_cut_short(
+    fake: &FakeProvider,
+    dir: &Path,
+    data_dir: &Path,
+) -> (std::path::PathBuf, BTreeMap<String, String>, String) {
     let stop = vec![(
         "OPENVAALA_TEST_STOP_AT".to_owned(),
         "restore:b.txt".to_owned(),
     )];
-    let server = start(&fake, Some(&data_dir), stop).await;
-    let work = tempfile::tempdir().unwrap();
-    let dir = work.path();
+    let server = start(fake, Some(data_dir), stop).await;
     seed(
         dir,
         &[("a.txt", "a0\n"), ("b.txt", "b0\n"), ("c.txt", "c0\n")],
     );
-    let (id, _) = create(&server, &fake, dir, Vec::new()).await;
+    let (id, _) = create(&server, fake, dir, Vec::new()).await;
     let original = tree(dir);
     turn(
         &server,
-        &fake,
+        fake,
         &id,
         "edit",
         vec![shell(
@@ -603,6 +604,16 @@ async fn a_crash_in_the_middle_of_a_restore_is_finished_at_the_next_start() {
         pending.await.unwrap().is_err(),
         "the request died with the server"
     );
+    (data_dir, original, id)
+}
+
+#[tokio::test]
+async fn a_crash_in_the_middle_of_a_restore_is_finished_at_the_next_start() {
+    let fake = FakeProvider::start(Wire::OpenaiChat).await;
+    let data = tempfile::tempdir().unwrap();
+    let work = tempfile::tempdir().unwrap();
+    let dir = work.path();
+    let (data_dir, original, _) = restore_cut_short(&fake, dir, &data.path().join("data")).await;
 
     let server = start(&fake, Some(&data_dir), Vec::new()).await;
     assert_eq!(tree(dir), original, "the next start finished the restore");

@@ -7,25 +7,13 @@
 use std::path::{Path, PathBuf};
 
 use serde_json::{Value, json};
-use sha2::{Digest, Sha256};
 
+use crate::checkpoint_gc::blob;
 use crate::checkpoints::{
-    create, message_id, rewind, seed, shell, start, tree, turn, wait_stopped, write,
+    create, message_id, restore_cut_short, rewind, seed, shell, start, tree, turn, write,
 };
 use crate::fake_provider::{FakeProvider, Wire};
 use crate::harness::on_data_dir;
-
-/// Where the store keeps a content.
-fn blob(data_dir: &Path, content: &str) -> PathBuf {
-    let hex: String = Sha256::digest(content.as_bytes())
-        .iter()
-        .map(|byte| format!("{byte:02x}"))
-        .collect();
-    data_dir
-        .join("checkpoints/objects")
-        .join(&hex[..2])
-        .join(&hex[2..])
-}
 
 /// Every file named `name` in the store's tree folders.
 fn tree_files(data_dir: &Path, name: &str) -> Vec<PathBuf> {
@@ -121,47 +109,6 @@ async fn a_restore_needing_a_damaged_blob_is_refused_before_any_file_changes() {
     );
     assert_eq!(tree(dir), edited, "neither file changed");
     assert!(journals(&data_dir).is_empty(), "no journal was written");
-}
-
-/// A conversation whose turn changed a.txt and b.txt and removed c.txt, and a rewind with
-/// restore that a test hook stops just before it writes b.txt; the service is then killed.
-/// Answers the data directory, the working tree as it was before the turn, and the id.
-async fn restore_cut_short(
-    fake: &FakeProvider,
-    dir: &Path,
-    data_dir: &Path,
-) -> (PathBuf, std::collections::BTreeMap<String, String>, String) {
-    let stop = vec![(
-        "OPENVAALA_TEST_STOP_AT".to_owned(),
-        "restore:b.txt".to_owned(),
-    )];
-    let server = start(fake, Some(data_dir), stop).await;
-    seed(
-        dir,
-        &[("a.txt", "a0\n"), ("b.txt", "b0\n"), ("c.txt", "c0\n")],
-    );
-    let (id, _) = create(&server, fake, dir, Vec::new()).await;
-    let original = tree(dir);
-    turn(
-        &server,
-        fake,
-        &id,
-        "edit",
-        vec![shell("echo a1 > a.txt && echo b1 > b.txt && rm c.txt")],
-    )
-    .await;
-    let message = message_id(&server, &id, "edit").await;
-    let request = server
-        .client
-        .post(server.url(&format!("/api/conversations/{id}/rewind")))
-        .json(&json!({ "message_id": message, "restore_files": true }));
-    let pending = tokio::spawn(async move { request.send().await.map(|r| r.status().as_u16()) });
-    wait_stopped(server.child.id().unwrap() as i32).await;
-    assert_eq!(std::fs::read_to_string(dir.join("a.txt")).unwrap(), "a0\n");
-    assert_eq!(std::fs::read_to_string(dir.join("b.txt")).unwrap(), "b1\n");
-    let data_dir = server.kill9().await;
-    assert!(pending.await.unwrap().is_err(), "the request died with it");
-    (data_dir, original, id)
 }
 
 #[tokio::test]

@@ -428,8 +428,14 @@ pub async fn reindex(data_dir: &Path) -> (bool, String) {
 
 /// Runs `openvaala <command> --data-dir <data_dir>`; returns (success, stdout + stderr).
 pub async fn on_data_dir(command: &str, data_dir: &Path) -> (bool, String) {
+    with_data_dir(&[command], data_dir).await
+}
+
+/// Runs `openvaala <args…> --data-dir <data_dir>`; returns (success, stdout + stderr).
+pub async fn with_data_dir(args: &[&str], data_dir: &Path) -> (bool, String) {
     let output = Command::new(binary())
-        .args([command, "--data-dir"])
+        .args(args)
+        .arg("--data-dir")
         .arg(data_dir)
         .output()
         .await

@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 
 use serde_json::{Value, json};
 
-use crate::harness::{Server, ServerOptions, binary};
+use crate::harness::{Server, ServerOptions};
 use crate::support::{items, until, until_turn_end};
 
 /// What a power cut can leave after the last acknowledged line: a page of NUL bytes, then the
@@ -142,18 +142,7 @@ async fn a_torn_tail_ending_in_a_newline_is_kept_aside_and_cut_in_session_and_me
 
 /// Runs `openvaala repair <id>` on a data directory; returns (success, stdout + stderr).
 async fn repair(data_dir: &Path, id: &str) -> (bool, String) {
-    let output = tokio::process::Command::new(binary())
-        .args(["repair", id, "--data-dir"])
-        .arg(data_dir)
-        .output()
-        .await
-        .unwrap();
-    let text = format!(
-        "{}{}",
-        String::from_utf8_lossy(&output.stdout),
-        String::from_utf8_lossy(&output.stderr)
-    );
-    (output.status.success(), text)
+    crate::harness::with_data_dir(&["repair", id], data_dir).await
 }
 
 #[tokio::test]
