@@ -26,6 +26,9 @@ impl Runtime {
         handle.touch();
         let (reply, answer) = tokio::sync::oneshot::channel();
         handle.send(command(reply)).await.ok()?;
+        // No sender of the actor's channel is kept while waiting: a command the actor never
+        // took is dropped (and its caller answered) only once every sender is gone.
+        drop(handle);
         answer.await.ok()
     }
 
@@ -88,7 +91,11 @@ impl Runtime {
         for _ in 0..CALL_ATTEMPTS {
             let handle = self.actor(id).await?;
             match handle.send(command.take().expect("command")).await {
-                Ok(()) => return answer.await.map_err(|_| self.unanswered(id)),
+                Ok(()) => {
+                    // As in `ask_live`: no sender is kept while waiting for the answer.
+                    drop(handle);
+                    return answer.await.map_err(|_| self.unanswered(id));
+                }
                 Err(returned) => command = Some(returned),
             }
         }

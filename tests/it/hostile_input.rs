@@ -223,7 +223,10 @@ async fn requests_racing_a_delete_get_404_or_their_answer() {
                 (what.to_owned(), status, body)
             }));
         }
-        let answers = futures::future::join_all(requests).await;
+        // Every request is answered: one left waiting forever would hang the suite.
+        let answers = tokio::time::timeout(TIMEOUT, futures::future::join_all(requests))
+            .await
+            .unwrap_or_else(|_| panic!("round {round}: a request racing a delete got no answer"));
         for (what, status, body) in &answers {
             assert!(
                 [200, 204, 404, 409].contains(status),

@@ -258,6 +258,14 @@ impl ConversationActor {
         }
         // Stop taking commands before leaving the registry, so none is lost in between.
         commands.close();
+        // Commands sent before the close are dropped here, so their callers hear at once that
+        // the actor left. Dropping the receiver is not enough: a sender that took its place
+        // before the close may put its command in just after the receiver emptied the
+        // channel, and the command then stays there, kept alive by that caller's own handle,
+        // with nobody to answer it. `recv` waits for such a sender; it ends once none is left.
+        while let Some(command) = commands.recv().await {
+            drop(command);
+        }
         // The servers of its own no other live conversation uses stop with it.
         self.shared.mcp.release(&self.mcp_holder()).await;
         for waiter in self.shutdown_waiters.drain(..) {
