@@ -30,7 +30,7 @@
 //! - `testhooks` — named points where a test can freeze the process (unset: no effect)
 //!
 //! Data flows one way: HTTP → runtime actor → store (append, fsync) → index → event bus → SSE.
-//! ARCHITECTURE.md has the map of every file and the invariants.
+//! ARCHITECTURE.md has the map of every module and the invariants.
 
 pub mod acp;
 pub mod api;
