@@ -21,7 +21,7 @@ pub struct ConversationList {
 }
 
 /// `POST /api/conversations`: the stored conversation and its first message, whose turn runs.
-#[derive(Debug, Clone, Serialize, ToSchema)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
 pub struct ConversationCreated {
     pub conversation: Conversation,
     /// The first message (`status: started`).
@@ -68,7 +68,7 @@ pub struct SessionList {
 }
 
 /// `POST /api/conversations/{id}/messages`: the message as accepted.
-#[derive(Debug, Clone, Serialize, ToSchema)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
 pub struct MessageAccepted {
     /// `status` is `started` when the agent was idle (a new turn began), else `waiting`.
     pub message: Message,

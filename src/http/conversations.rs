@@ -5,7 +5,6 @@ use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use serde::de::DeserializeOwned;
-use serde_json::Value;
 
 use super::extract::{IdempotencyHeader, IdempotencyKey, Json, Query};
 use super::{ApiError, AppState};
@@ -491,11 +490,12 @@ pub async fn usage(
     Ok(axum::Json(state.runtime.usage(&id, params.session).await?))
 }
 
-/// An idempotent answer goes out exactly as it was first given (the runtime keeps it as JSON,
-/// built from `ConversationCreated` or `MessageAccepted`, so that a replay needs no types).
+/// An answer that a repeat of the request (same `Idempotency-Key`, same body) gets again.
 fn answer(answer: Answer) -> Response {
-    let status = StatusCode::from_u16(answer.status).unwrap_or(StatusCode::OK);
-    (status, axum::Json::<Value>(answer.body)).into_response()
+    match answer {
+        Answer::Created(created) => (StatusCode::CREATED, axum::Json(created)).into_response(),
+        Answer::Accepted(accepted) => (StatusCode::ACCEPTED, axum::Json(accepted)).into_response(),
+    }
 }
 
 /// A body that may be absent (`POST …/interrupt` with no body means the defaults); one that

@@ -29,20 +29,20 @@ impl Runtime {
         if let Some(key) = &key {
             let unindexed = self.shared.unindexed_answers.lock().expect("answers lock");
             if let Some(stored) = unindexed.get(&key.key) {
-                return key.replay(stored);
+                return key.replay_created(stored);
             }
         }
         if let Some(key) = &key
             && let Some(stored) = self.shared.index.answer(&key.key).await?
         {
-            return key.replay(&stored);
+            return key.replay_created(&stored);
         }
         // In cluster mode the key is claimed across instances too: the same request sent to
         // another instance at the same time waits for this one's answer.
         let claim = match (&key, self.shared.cluster()) {
             (Some(key), Some(cluster)) => {
                 match KeyClaim::take(cluster, &self.shared.index, &key.key).await? {
-                    Claimed::Answered(stored) => return key.replay(&stored),
+                    Claimed::Answered(stored) => return key.replay_created(&stored),
                     Claimed::Mine(claim) => Some(claim),
                 }
             }
@@ -80,7 +80,7 @@ impl Runtime {
         }
         conversation_servers(agent, &request.mcp, &cwd)?;
         // The new conversation will be live: its place is taken before anything is stored,
-        // so that a full registry answers 503 with nothing stored.
+        // so that a full registry refuses it (`Unavailable`) with nothing stored.
         let slot = self.reserve_slot().await?;
 
         let created_at = now();
@@ -124,15 +124,11 @@ impl Runtime {
             },
         ]);
         let mut state = ConversationState::from_records(&records).expect("starts with creation");
-        let answer = Answer {
-            status: 201,
-            body: serde_json::to_value(api::responses::ConversationCreated {
-                conversation: state.conversation.clone(),
-                message: message.clone(),
-                turn_id: turn_id.clone(),
-            })
-            .expect("an answer is plain JSON"),
-        };
+        let answer = Answer::Created(Box::new(api::responses::ConversationCreated {
+            conversation: state.conversation.clone(),
+            message: message.clone(),
+            turn_id: turn_id.clone(),
+        }));
         if let Some(key) = &key {
             let record = key.answered(&answer, created_at);
             state.apply(&record);

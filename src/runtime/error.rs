@@ -62,7 +62,7 @@ pub enum RuntimeError {
     #[error("the service is stopping")]
     ShuttingDown,
     /// A limit is reached (live conversations, open files), or the outcome of the request
-    /// cannot be known: 503 with `Retry-After`. The message says which.
+    /// cannot be known: the client retries later. The message says which.
     #[error("{0}")]
     Unavailable(String),
     /// Cluster mode: a conversation's files carry this epoch, and the lease taken is not newer
@@ -164,14 +164,14 @@ impl RuntimeError {
         ))
     }
 
-    /// 503: a resource of the machine ran out (files, disk, memory).
+    /// `Unavailable`: a resource of the machine ran out (files, disk, memory).
     pub(super) fn out_of(what: &str) -> RuntimeError {
         RuntimeError::Unavailable(format!(
             "the service is out of {what} for the moment; retry shortly"
         ))
     }
 
-    /// 503 when a request failed after part of it was stored: the client cannot know what
+    /// `Unavailable` when a request failed after part of it was stored: the client cannot know what
     /// happened, so it retries, with the same `Idempotency-Key`.
     pub fn outcome_unknown(error: impl std::fmt::Display) -> RuntimeError {
         tracing::error!(%error, "a request failed after part of it was stored");

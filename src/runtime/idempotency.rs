@@ -4,17 +4,48 @@
 use std::sync::Arc;
 
 use serde::Serialize;
+use serde::de::DeserializeOwned;
 use serde_json::Value;
 
 use super::*;
+use crate::api::responses::{ConversationCreated, MessageAccepted};
+use crate::domain::Message;
 use crate::store::records::MetaRecord;
-use crate::store::state::StoredAnswer;
+use crate::store::state::{AnswerKind, StoredAnswer};
 
-/// A response that may be replayed for an `Idempotency-Key`: its status and JSON body.
+/// What a request that may be repeated under an `Idempotency-Key` was answered: a repeat with
+/// the same body gets the same answer. The HTTP layer picks the status for each kind.
 #[derive(Debug, Clone, PartialEq)]
-pub struct Answer {
-    pub status: u16,
-    pub body: Value,
+pub enum Answer {
+    /// A conversation was stored with its first message, whose turn runs.
+    Created(Box<ConversationCreated>),
+    /// A message was taken: it started a turn, or waits.
+    Accepted(MessageAccepted),
+}
+
+impl Answer {
+    /// The message the answer is about.
+    pub fn message(&self) -> &Message {
+        match self {
+            Answer::Created(created) => &created.message,
+            Answer::Accepted(accepted) => &accepted.message,
+        }
+    }
+
+    fn kind(&self) -> AnswerKind {
+        match self {
+            Answer::Created(_) => AnswerKind::Created,
+            Answer::Accepted(_) => AnswerKind::Accepted,
+        }
+    }
+
+    fn to_json(&self) -> Value {
+        match self {
+            Answer::Created(created) => serde_json::to_value(created),
+            Answer::Accepted(accepted) => serde_json::to_value(accepted),
+        }
+        .expect("an answer is plain JSON")
+    }
 }
 
 /// An `Idempotency-Key` (qualified by what it is used for) with the hash of the request body
@@ -36,39 +67,60 @@ impl RequestKey {
         RequestKey { key, body_hash }
     }
 
-    /// The answer to a repeat of this key: the first one for the same body (or for an answer
-    /// stored before bodies were hashed), 422 for another body.
-    pub fn replay(&self, stored: &StoredAnswer) -> Result<Answer, RuntimeError> {
-        if stored
-            .body_hash
-            .as_ref()
-            .is_some_and(|hash| *hash != self.body_hash)
-        {
+    /// The answer to a repeat of a create: the first one for the same body (or for an answer
+    /// stored before bodies were hashed), `IdempotencyKeyReused` for another body.
+    pub fn replay_created(&self, stored: &StoredAnswer) -> Result<Answer, RuntimeError> {
+        self.replay(stored)
+            .map(|created| Answer::Created(Box::new(created)))
+    }
+
+    /// The answer to a repeat of a message, as [`RequestKey::replay_created`].
+    pub fn replay_accepted(&self, stored: &StoredAnswer) -> Result<Answer, RuntimeError> {
+        self.replay(stored).map(Answer::Accepted)
+    }
+
+    fn replay<T: DeserializeOwned>(&self, stored: &StoredAnswer) -> Result<T, RuntimeError> {
+        self.check_body(stored.body_hash.as_deref())?;
+        // The body is made of the types the conversation's own records are read with, so an
+        // answer kept by an older version reads as they do.
+        T::deserialize(&stored.response).map_err(|error| {
+            RuntimeError::Internal(format!(
+                "the answer kept for this Idempotency-Key cannot be read: {error}"
+            ))
+        })
+    }
+
+    /// The answer to a repeat of `first`, which was answered `answer` and is kept in memory.
+    pub fn repeat(&self, first: &RequestKey, answer: &Answer) -> Result<Answer, RuntimeError> {
+        self.check_body(Some(&first.body_hash))?;
+        Ok(answer.clone())
+    }
+
+    fn check_body(&self, first_hash: Option<&str>) -> Result<(), RuntimeError> {
+        if first_hash.is_some_and(|hash| hash != self.body_hash) {
             return Err(RuntimeError::IdempotencyKeyReused);
         }
-        Ok(Answer {
-            status: stored.status,
-            body: stored.response.clone(),
-        })
+        Ok(())
     }
 
     /// The answer as kept for this key.
     pub fn stored(&self, answer: &Answer) -> StoredAnswer {
         StoredAnswer {
-            status: answer.status,
-            response: answer.body.clone(),
+            status: answer.kind().recorded_status(),
+            response: answer.to_json(),
             body_hash: Some(self.body_hash.clone()),
         }
     }
 
     /// The record that stores the answer for this key.
     pub fn answered(&self, answer: &Answer, at: crate::domain::Timestamp) -> MetaRecord {
+        let stored = self.stored(answer);
         MetaRecord::RequestAnswered {
             key: self.key.clone(),
-            status: answer.status,
-            response: answer.body.clone(),
+            status: stored.status,
+            response: stored.response,
             at,
-            body_hash: Some(self.body_hash.clone()),
+            body_hash: stored.body_hash,
         }
     }
 }

@@ -17,7 +17,7 @@ impl Runtime {
     ) -> Option<Result<crate::cluster::Route, crate::cluster::RouteError>> {
         let cluster = self.shared.cluster()?;
         if !is_valid_id(id) || !self.shared.store.exists(id) {
-            // Answered here (404) whatever the others hold.
+            // Not found here whatever the others hold.
             return None;
         }
         if let Some(fence) = cluster.leases().held(id) {
@@ -28,7 +28,7 @@ impl Runtime {
                 Ok(Some(addr)) => return Some(Ok(crate::cluster::Route::Remote(addr))),
                 Err(crate::cluster::RouteError::Deleted) => {
                     // Its owner's delete was accepted and then cut short: finished here, and
-                    // the read answers 404.
+                    // the read answers `NotFound`.
                     self.shared.finish_delete(id).await;
                     return None;
                 }
@@ -57,7 +57,7 @@ impl Runtime {
         match cluster.route(id, 0).await {
             Err(crate::cluster::RouteError::Deleted) => {
                 // Its owner's delete was accepted and then cut short (a crash, a pause):
-                // finished here, and the request answers 404.
+                // finished here, and the request answers `NotFound`.
                 self.shared.finish_delete(id).await;
                 None
             }

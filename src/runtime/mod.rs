@@ -68,7 +68,7 @@ pub struct RuntimeSettings {
     /// Where the shell tool records running commands (see `tools::group_records`).
     pub process_records: Option<crate::tools::group_records::GroupRecords>,
     /// Conversations held in memory at most; past it the least recently used idle one
-    /// leaves, and when none can, the request is answered 503 (see `limits::caps`).
+    /// leaves, and when none can, the request is refused, to be retried (see `limits::caps`).
     pub max_live_conversations: usize,
     /// Cluster mode: this instance's leases and peers (`None`: embedded, one process).
     pub cluster: Option<crate::cluster::Cluster>,

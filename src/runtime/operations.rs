@@ -246,7 +246,7 @@ impl Runtime {
         actor::read_view(&self.shared, id, &acceptance).map_err(|error| self.gone_or(id, error))
     }
 
-    /// A read that failed because the conversation was deleted meanwhile is a 404.
+    /// A read that failed because the conversation was deleted meanwhile is `NotFound`.
     pub(super) fn gone_or(&self, id: &str, error: RuntimeError) -> RuntimeError {
         if self.shared.store.exists(id) {
             error
@@ -287,7 +287,7 @@ impl Runtime {
         Ok(Vec::new())
     }
 
-    /// Changes a waiting message's text or mode; 409 once the agent has taken it.
+    /// Changes a waiting message's text or mode; `NotWaiting` once the agent has taken it.
     pub async fn update_pending(
         &self,
         id: &str,

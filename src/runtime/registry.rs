@@ -105,7 +105,7 @@ impl Runtime {
     }
 
     /// Why an actor stopped without answering a command it was given: the conversation was
-    /// deleted by the command before it (404), or the service is stopping.
+    /// deleted by the command before it (`NotFound`), or the service is stopping.
     pub(super) fn unanswered(&self, id: &str) -> RuntimeError {
         if self
             .shared
@@ -179,7 +179,7 @@ impl Runtime {
     }
 
     /// Runs `attempt` under the registry's lock until it is done (`Some`), waiting for a slot
-    /// to come free in between, at most [`ROOM_WAIT`]: then the answer is 503.
+    /// to come free in between, at most [`ROOM_WAIT`]: then the answer is `Unavailable`.
     pub(super) async fn in_registry<T>(
         &self,
         mut attempt: impl FnMut(
@@ -210,7 +210,7 @@ impl Runtime {
                 tracing::warn!(
                     waited_ms = started.elapsed().as_millis() as u64,
                     max_live_conversations = self.shared.settings.max_live_conversations,
-                    "a request gave up waiting for a place among the live conversations; answering 503"
+                    "a request gave up waiting for a place among the live conversations; refusing it"
                 );
                 return Err(self.shared.full());
             }
@@ -260,8 +260,8 @@ impl Shared {
 
     /// Whether the registry has room for one more conversation now. When it is full, the
     /// least recently used conversation that could leave memory is asked to (it answers by
-    /// leaving, which frees a slot, or by staying); the caller then waits for a slot. 503
-    /// when no conversation can leave: every one is busy or followed.
+    /// leaving, which frees a slot, or by staying); the caller then waits for a slot.
+    /// `Unavailable` when no conversation can leave: every one is busy or followed.
     pub(super) fn make_room(
         &self,
         actors: &mut HashMap<String, ActorHandle>,
@@ -303,7 +303,7 @@ impl Shared {
         Err(self.full())
     }
 
-    /// 503 for a registry whose every place is taken by a conversation that cannot leave.
+    /// `Unavailable` for a registry whose every place is taken by a conversation that cannot leave.
     pub(super) fn full(&self) -> RuntimeError {
         RuntimeError::Unavailable(format!(
             "every place for a live conversation is taken ({} at most, all busy or followed); retry shortly",
@@ -316,7 +316,7 @@ impl Shared {
 /// between being found and being sent to refuses it, and the next attempt loads it again.
 pub(super) const CALL_ATTEMPTS: usize = 5;
 
-/// How long a request waits for a place in a full registry before it is answered 503.
+/// How long a request waits for a place in a full registry before it is refused (`Unavailable`).
 pub(super) const ROOM_WAIT: Duration = Duration::from_secs(2);
 
 /// A place in the registry taken for a conversation being created; given back when dropped

@@ -27,14 +27,34 @@ pub struct ConversationState {
     pub mcp: BTreeMap<String, McpServerSpec>,
 }
 
-/// The answer given to a request with an `Idempotency-Key`.
+/// The answer given to a request with an `Idempotency-Key`, as its record keeps it.
 #[derive(Debug, Clone, PartialEq)]
 pub struct StoredAnswer {
+    /// The HTTP status the answer first went out with: [`AnswerKind::recorded_status`].
     pub status: u16,
     pub response: Value,
     /// The hash of the request's body (absent in records older than it): a repeat of the key
     /// with another body is refused instead of answered.
     pub body_hash: Option<String>,
+}
+
+/// What a kept answer answered. The record format names it by the HTTP status the answer
+/// went out with (`request.answered`'s `status`), the only place below the API that does.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AnswerKind {
+    /// A conversation was created.
+    Created,
+    /// A message was taken.
+    Accepted,
+}
+
+impl AnswerKind {
+    pub const fn recorded_status(self) -> u16 {
+        match self {
+            AnswerKind::Created => 201,
+            AnswerKind::Accepted => 202,
+        }
+    }
 }
 
 /// A `metadata.jsonl` that does not start with `conversation.created` cannot be folded.

@@ -17,10 +17,10 @@ impl ConversationActor {
     ) -> Result<Answer, RuntimeError> {
         if let Some(key) = &key {
             if let Some(stored) = self.state.answers.get(&key.key) {
-                return key.replay(stored);
+                return key.replay_accepted(stored);
             }
             if let Some((answer, first)) = self.pending_answers.get(&key.key) {
-                return key.replay(&first.stored(answer));
+                return key.repeat(first, answer);
             }
         }
         let session_id = request
@@ -83,13 +83,9 @@ impl ConversationActor {
         if message.mode == MessageMode::Interrupt {
             run.interrupt(InterruptCause::User);
         }
-        let answer = Answer {
-            status: 202,
-            body: serde_json::to_value(MessageAccepted {
-                message: message.clone(),
-            })
-            .expect("an answer is plain JSON"),
-        };
+        let answer = Answer::Accepted(MessageAccepted {
+            message: message.clone(),
+        });
         if report {
             run.pending.push_report(message);
         } else {
@@ -114,11 +110,7 @@ impl ConversationActor {
         let ids: std::collections::HashSet<&str> = messages.iter().map(|m| m.id.as_str()).collect();
         self.pending_answers
             .iter()
-            .filter(|(_, (answer, _))| {
-                answer.body["message"]["id"]
-                    .as_str()
-                    .is_some_and(|id| ids.contains(id))
-            })
+            .filter(|(_, (answer, _))| ids.contains(answer.message().id.as_str()))
             .map(|(_, (answer, key))| key.answered(answer, now()))
             .collect()
     }
@@ -173,7 +165,7 @@ impl ConversationActor {
             .map(|run| run.id.clone())
     }
 
-    /// 409 for a message the agent has already taken, 404 for one never seen.
+    /// `NotWaiting` for a message the agent has already taken, `NotFound` for one never seen.
     fn not_pending(&self, message_id: &str) -> RuntimeError {
         if self.state.accepted.contains_key(message_id) {
             RuntimeError::NotWaiting

@@ -290,7 +290,7 @@ impl ConversationActor {
     /// Leaves the registry of live conversations, unless commands came in meanwhile. Done
     /// under the registry's lock, which callers take to find an actor: the channel is closed
     /// first, and commands sent before that are handled here rather than dropped (their
-    /// callers would get a 503). If any came, the actor stays, with a fresh channel put in the
+    /// callers would be told to retry). If any came, the actor stays, with a fresh channel put in the
     /// registry before the lock is released, so there is never a second actor for one
     /// conversation. Returns whether the actor left (it must stop).
     async fn retire(&mut self, commands: &mut mpsc::Receiver<Command>) -> bool {
@@ -467,7 +467,7 @@ impl ConversationActor {
             .expect("the root session is always live")
     }
 
-    /// The live part of a session (the root's for `None`), or 404.
+    /// The live part of a session (the root's for `None`), or `NotFound`.
     fn session_run(&self, session_id: Option<&str>) -> Result<&SessionRun, RuntimeError> {
         let session_id = session_id.unwrap_or(self.root_id());
         self.sessions

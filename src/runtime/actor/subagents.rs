@@ -76,11 +76,11 @@ impl ConversationActor {
                 let answer = self
                     .deliver(message, None)
                     .map_err(|error| format!("the message could not be delivered: {error}"))?;
-                let message = &answer.body["message"];
+                let message = answer.message();
                 Ok(AgentsReply::Done(json!({
-                    "message_id": message["id"],
+                    "message_id": message.id,
                     "session_id": session_id,
-                    "status": message["status"],
+                    "status": message.status,
                 })))
             }
             AgentsRequest::Interrupt { session_id } => {

@@ -177,13 +177,9 @@ impl ConversationActor {
         });
         // Messages that waited keep the answers their keys were given, from now on durably.
         records.extend(self.pending_answer_records(&messages));
-        let answer = Answer {
-            status: 202,
-            body: serde_json::to_value(MessageAccepted {
-                message: messages[0].clone(),
-            })
-            .expect("an answer is plain JSON"),
-        };
+        let answer = Answer::Accepted(MessageAccepted {
+            message: messages[0].clone(),
+        });
         // The key's answer also goes to the index (`index_turn_start`).
         let answer_key = key.as_ref().map(|key| (key.clone(), key.stored(&answer)));
         if let Some(key) = &key {
