@@ -386,15 +386,10 @@ async fn take_over_dead_instances(
     cluster: &crate::cluster::Cluster,
 ) -> anyhow::Result<group_records::GroupRecords> {
     let instances = store.root().join("instances");
-    let live: std::collections::HashSet<String> = sqlx::query_scalar(
-        "SELECT id FROM instances WHERE seen_at > now() - $1 * interval '1 millisecond'",
-    )
-    .bind((cluster.leases().ttl() * 3).as_millis() as i64)
-    .fetch_all(cluster.pool())
-    .await
-    .context("cannot read the instances table")?
-    .into_iter()
-    .collect();
+    let live = cluster
+        .seen_within(cluster.leases().ttl() * 3)
+        .await
+        .context("cannot read the instances table")?;
     if let Ok(entries) = std::fs::read_dir(&instances) {
         for entry in entries.flatten() {
             let name = entry.file_name().to_string_lossy().into_owned();
