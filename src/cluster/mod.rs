@@ -4,9 +4,12 @@
 //! (`leases.rs`), list-level events (`notify.rs`), and which instance carries out a request
 //! with an `Idempotency-Key` (`key_claims.rs`). A request for a conversation another instance
 //! owns is forwarded there (`forward.rs`); an idle conversation is taken by the instance a
-//! request reaches first. Without a database URL none of this exists and the service runs
+//! request reaches first. The loops that keep this going (renewals and the heartbeat, index
+//! repairs, the list events of others) start with the service and are joined at its stop
+//! (`background.rs`). Without a database URL none of this exists and the service runs
 //! embedded, as before.
 
+pub mod background;
 pub mod forward;
 pub mod key_claims;
 pub mod leases;
@@ -19,6 +22,7 @@ use std::time::Duration;
 
 use sqlx::PgPool;
 
+pub use background::Background;
 pub use leases::{Claim, Fence, Leases};
 
 /// The default lease: long enough that a busy database does not cost anyone a lease, short

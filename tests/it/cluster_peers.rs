@@ -73,6 +73,38 @@ async fn an_instance_whose_registration_is_gone_registers_again_within_a_lease()
     assert_eq!(owned(b).await, 0);
 }
 
+/// A clean stop leaves the cluster for good: the renewal loop is joined before the instance
+/// removes its row, so no heartbeat registers it again on its way out, and its leases end
+/// with it.
+#[tokio::test]
+async fn a_stopped_instance_leaves_no_registration_and_no_lease_behind() {
+    let postgres = Postgres::start();
+    let mut cluster = start_cluster(&postgres, 1).await;
+    let a = &cluster.instances[0];
+    let id = create(a, "Hello").await;
+    a.wait_idle(&id).await;
+    let a_id = instance_id(a).await;
+    assert_eq!(owned(a).await, 1);
+    // Past a few renewals, so the loop has been running when the stop comes.
+    tokio::time::sleep(Duration::from_millis(LEASE_MS / 2)).await;
+    cluster.instances.remove(0).terminate().await;
+
+    let mut db = PgConnection::connect(&postgres.url()).await.unwrap();
+    let registered: i64 = sqlx::query_scalar("SELECT count(*) FROM instances WHERE id = $1")
+        .bind(&a_id)
+        .fetch_one(&mut db)
+        .await
+        .unwrap();
+    assert_eq!(registered, 0);
+    let held: i64 =
+        sqlx::query_scalar("SELECT count(*) FROM leases WHERE owner = $1 AND expires_at > now()")
+            .bind(&a_id)
+            .fetch_one(&mut db)
+            .await
+            .unwrap();
+    assert_eq!(held, 0);
+}
+
 /// What a request answered while the index row it needs is locked: its status, whether it
 /// said when to retry, its body, and how long it took. Panics when it hangs.
 async fn bounded(request: reqwest::RequestBuilder) -> (u16, bool, Value, Duration) {
