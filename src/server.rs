@@ -44,6 +44,8 @@ pub struct Service {
     /// The local credential, for the sign-in link.
     local_token: String,
     connection_limits: ConnectionLimits,
+    /// Cluster mode: the loops to stop at shutdown (and then leave the cluster).
+    background: Option<crate::cluster::Background>,
 }
 
 impl Service {
@@ -133,6 +135,7 @@ impl Service {
             tokens,
             local_token,
             connection_limits,
+            background: None,
         })
     }
 
@@ -172,7 +175,7 @@ impl Service {
             .clone()
             .unwrap_or_else(|| addr.to_string());
         let cluster =
-            crate::cluster::Cluster::join(pool.clone(), advertised.clone(), cluster_config.lease())
+            crate::cluster::Cluster::join(pool, advertised.clone(), cluster_config.lease())
                 .await
                 .context("cannot join the cluster")?;
         let process_records = take_over_dead_instances(&store, &cluster).await?;
@@ -209,52 +212,17 @@ impl Service {
         let store_for_repairs = store.clone();
         let runtime = Runtime::new(store, index.clone(), Arc::new(options.config), settings);
         read_rules(&runtime)?;
-        // Leases renewed in the background; a conversation whose lease is lost stops here, as
-        // soon as a renewal or a refused write shows it.
         let ticking = runtime.clone();
-        let mut lost_now = cluster.leases().lost_now().expect("taken once, here");
-        tokio::spawn(async move {
-            let mut ticks = tokio::time::interval(cluster.tick_interval());
-            loop {
-                let lost = tokio::select! {
-                    _ = ticks.tick() => cluster.tick().await,
-                    Some(_) = lost_now.recv() => cluster.leases().expired(),
-                };
-                if !lost.is_empty() {
-                    ticking.leases_lost(&lost).await;
-                }
-            }
-        });
-        // Index updates that failed while PostgreSQL was down are redone once it answers.
-        let (repair_store, repair_index) = (store_for_repairs, index.clone());
-        let repair_every = runtime.cluster().expect("cluster mode").tick_interval();
-        tokio::spawn(async move {
-            let mut ticks = tokio::time::interval(repair_every);
-            loop {
-                ticks.tick().await;
-                match rebuild::repair_noted(&repair_store, &repair_index).await {
-                    Ok(0) => {}
-                    Ok(repaired) => tracing::info!(
-                        repaired,
-                        "re-indexed conversations whose index updates had failed"
-                    ),
-                    Err(error) => {
-                        tracing::debug!(%error, "the index repair waits for the database")
-                    }
-                }
-            }
-        });
-        let pg = index.postgres().expect("a PostgreSQL index").clone();
-        tokio::spawn(crate::cluster::notify::listen(
-            pool,
-            runtime
-                .cluster()
-                .expect("cluster mode")
-                .instance_id()
-                .to_owned(),
+        let background = crate::cluster::Background::start(
+            cluster,
+            store_for_repairs,
+            index,
             runtime.list_events().clone(),
-            pg,
-        ));
+            move |lost| {
+                let ticking = ticking.clone();
+                async move { ticking.leases_lost(&lost).await }
+            },
+        );
         Ok(Service {
             addr,
             runtime,
@@ -263,6 +231,7 @@ impl Service {
             tokens,
             local_token,
             connection_limits,
+            background: Some(background),
         })
     }
 
@@ -290,6 +259,7 @@ impl Service {
             lock,
             tokens,
             connection_limits,
+            background,
             ..
         } = self;
         let streams_done = CancellationToken::new();
@@ -299,6 +269,11 @@ impl Service {
             shutdown.await;
             tracing::info!("stopping: interrupting running turns");
             stopping.shutdown().await;
+            // Cluster mode: the loops stop once no conversation needs its lease renewed, then
+            // the instance leaves the cluster; all before the pool closes below.
+            if let Some(background) = background {
+                background.stop().await;
+            }
             streams_done.cancel();
         };
         tracing::info!(%addr, "openvaala is serving");
@@ -386,15 +361,10 @@ async fn take_over_dead_instances(
     cluster: &crate::cluster::Cluster,
 ) -> anyhow::Result<group_records::GroupRecords> {
     let instances = store.root().join("instances");
-    let live: std::collections::HashSet<String> = sqlx::query_scalar(
-        "SELECT id FROM instances WHERE seen_at > now() - $1 * interval '1 millisecond'",
-    )
-    .bind((cluster.leases().ttl() * 3).as_millis() as i64)
-    .fetch_all(cluster.pool())
-    .await
-    .context("cannot read the instances table")?
-    .into_iter()
-    .collect();
+    let live = cluster
+        .seen_within(cluster.leases().ttl() * 3)
+        .await
+        .context("cannot read the instances table")?;
     if let Ok(entries) = std::fs::read_dir(&instances) {
         for entry in entries.flatten() {
             let name = entry.file_name().to_string_lossy().into_owned();

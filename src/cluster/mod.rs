@@ -1,12 +1,17 @@
 //! Cluster mode: several instances behind one address, over one PostgreSQL database and one
 //! shared data directory. PostgreSQL holds the index (`index/postgres.rs`) and coordinates:
 //! which instances run and where they answer (`instances`), who owns each conversation
-//! (`leases.rs`), and list-level events (`notify.rs`). A request for a conversation another
-//! instance owns is forwarded there (`forward.rs`); an idle conversation is taken by the
-//! instance a request reaches first. Without a database URL none of this exists and the
-//! service runs embedded, as before.
+//! (`leases.rs`), list-level events (`notify.rs`), and which instance carries out a request
+//! with an `Idempotency-Key` (`key_claims.rs`). A request for a conversation another instance
+//! owns is forwarded there (`forward.rs`); an idle conversation is taken by the instance a
+//! request reaches first. The loops that keep this going (renewals and the heartbeat, index
+//! repairs, the list events of others) start with the service and are joined at its stop
+//! (`background.rs`). Without a database URL none of this exists and the service runs
+//! embedded, as before.
 
+pub mod background;
 pub mod forward;
+pub mod key_claims;
 pub mod leases;
 pub mod notify;
 
@@ -17,6 +22,7 @@ use std::time::Duration;
 
 use sqlx::PgPool;
 
+pub use background::Background;
 pub use leases::{Claim, Fence, Leases};
 
 /// The default lease: long enough that a busy database does not cost anyone a lease, short
@@ -75,20 +81,6 @@ pub enum RouteError {
     Deleted,
 }
 
-/// Clears the idempotency claims no request needs any more: those whose answer the index
-/// has, and unanswered ones as old as a dead instance's row (the request that made them is
-/// long over; a live claimant would have answered or released them).
-async fn clear_idempotency_claims(pool: &PgPool, lease: Duration) -> Result<(), sqlx::Error> {
-    sqlx::query(
-        "DELETE FROM idempotency_claims WHERE key IN (SELECT key FROM answers)
-         OR (status IS NULL AND claimed_at < now() - $1 * interval '1 millisecond')",
-    )
-    .bind((lease * 20).as_millis() as i64)
-    .execute(pool)
-    .await?;
-    Ok(())
-}
-
 impl Cluster {
     /// Registers this instance (a fresh id every start) at `addr`. Rows of instances not seen
     /// for a long time (they died) are cleared on the way.
@@ -101,7 +93,7 @@ impl Cluster {
         .bind((lease * 20).as_millis() as i64)
         .execute(&pool)
         .await?;
-        clear_idempotency_claims(&pool, lease).await?;
+        key_claims::clear_stale(&pool, lease).await?;
         sqlx::query("INSERT INTO instances (id, addr) VALUES ($1, $2)")
             .bind(&instance)
             .bind(&addr)
@@ -153,6 +145,20 @@ impl Cluster {
             .bind(&self.inner.instance)
             .fetch_all(&self.inner.pool)
             .await
+    }
+
+    /// The instances seen within `within` (their ids): alive, as far as anyone can tell.
+    pub async fn seen_within(
+        &self,
+        within: Duration,
+    ) -> Result<std::collections::HashSet<String>, sqlx::Error> {
+        let seen: Vec<String> = sqlx::query_scalar(
+            "SELECT id FROM instances WHERE seen_at > now() - $1 * interval '1 millisecond'",
+        )
+        .bind(within.as_millis() as i64)
+        .fetch_all(&self.inner.pool)
+        .await?;
+        Ok(seen.into_iter().collect())
     }
 
     /// Whether PostgreSQL answered the last time this instance asked.

@@ -8,6 +8,7 @@ use std::time::Duration;
 use serde_json::{Value, json};
 use sqlx::PgPool;
 use sqlx::postgres::PgListener;
+use tokio_util::sync::CancellationToken;
 
 use serde::Deserialize;
 
@@ -51,26 +52,44 @@ pub async fn notify(pool: &PgPool, instance: &str, event: &ListEvent) {
     }
 }
 
-/// Republishes, on `bus`, what the other instances notify, until the process ends. A lost
+/// Republishes, on `bus`, what the other instances notify, until `stop` is cancelled. A lost
 /// connection is reopened; what was notified meanwhile is missed (a sidebar lists again when
 /// its stream reconnects).
-pub async fn listen(pool: PgPool, instance: String, bus: EventBus, index: PgIndex) {
-    loop {
-        let mut listener = match PgListener::connect_with(&pool).await {
+pub async fn listen(
+    pool: PgPool,
+    instance: String,
+    bus: EventBus,
+    index: PgIndex,
+    stop: CancellationToken,
+) {
+    while !stop.is_cancelled() {
+        let connected = tokio::select! {
+            _ = stop.cancelled() => return,
+            connected = PgListener::connect_with(&pool) => connected,
+        };
+        let mut listener = match connected {
             Ok(listener) => listener,
             Err(error) => {
                 tracing::debug!(%error, "cannot listen for list events; retrying");
-                tokio::time::sleep(RECONNECT_DELAY).await;
+                pause(&stop).await;
                 continue;
             }
         };
-        if let Err(error) = listener.listen(CHANNEL).await {
+        let listening = tokio::select! {
+            _ = stop.cancelled() => return,
+            listening = listener.listen(CHANNEL) => listening,
+        };
+        if let Err(error) = listening {
             tracing::debug!(%error, "cannot listen for list events; retrying");
-            tokio::time::sleep(RECONNECT_DELAY).await;
+            pause(&stop).await;
             continue;
         }
         loop {
-            let notification = match listener.try_recv().await {
+            let received = tokio::select! {
+                _ = stop.cancelled() => return,
+                received = listener.try_recv() => received,
+            };
+            let notification = match received {
                 Ok(Some(notification)) => notification,
                 // The connection was lost: listen again on a new one.
                 Ok(None) | Err(_) => break,
@@ -83,7 +102,15 @@ pub async fn listen(pool: PgPool, instance: String, bus: EventBus, index: PgInde
             }
             republish(&bus, &index, &payload).await;
         }
-        tokio::time::sleep(RECONNECT_DELAY).await;
+        pause(&stop).await;
+    }
+}
+
+/// Waits before listening again, or until `stop` is cancelled.
+async fn pause(stop: &CancellationToken) {
+    tokio::select! {
+        _ = stop.cancelled() => {}
+        _ = tokio::time::sleep(RECONNECT_DELAY) => {}
     }
 }
 

@@ -41,7 +41,7 @@ impl Runtime {
         // another instance at the same time waits for this one's answer.
         let claim = match (&key, self.shared.cluster()) {
             (Some(key), Some(cluster)) => {
-                match KeyClaim::take(cluster, &self.shared.index, &key.key).await? {
+                match claim_key(cluster, &self.shared.index, &key.key).await? {
                     Claimed::Answered(stored) => return key.replay_created(&stored),
                     Claimed::Mine(claim) => Some(claim),
                 }

@@ -53,7 +53,7 @@ use idempotency::InFlight;
 pub use idempotency::{Answer, RequestKey};
 pub use index_jobs::IndexJob;
 use index_jobs::{JobQueue, index_failed, run_index_jobs};
-use key_claims::{Claimed, KeyClaim};
+use key_claims::{Claimed, claim_key};
 pub use operations::{items_page, turns_page};
 use validate::{check_openable, checked_cwd, validate_text};
 

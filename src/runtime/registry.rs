@@ -32,7 +32,9 @@ impl Runtime {
         answer.await.ok()
     }
 
-    /// Stops every live conversation: running turns end `interrupted`, files are flushed.
+    /// Stops every live conversation: running turns end `interrupted`, files are flushed, the
+    /// index queue is flushed. In cluster mode the service leaves the cluster after this
+    /// (`cluster::Background::stop`), once the lease renewals have stopped.
     pub async fn shutdown(&self) {
         self.shared
             .stopping
@@ -61,9 +63,6 @@ impl Runtime {
         let (flushed, done) = tokio::sync::oneshot::channel();
         self.shared.index_later(IndexJob::Flush(flushed));
         let _ = done.await;
-        if let Some(cluster) = self.shared.cluster() {
-            cluster.leave().await;
-        }
     }
 
     /// Cluster mode: conversations whose lease this instance lost (the database did not answer

@@ -73,6 +73,38 @@ async fn an_instance_whose_registration_is_gone_registers_again_within_a_lease()
     assert_eq!(owned(b).await, 0);
 }
 
+/// A clean stop leaves the cluster for good: the renewal loop is joined before the instance
+/// removes its row, so no heartbeat registers it again on its way out, and its leases end
+/// with it.
+#[tokio::test]
+async fn a_stopped_instance_leaves_no_registration_and_no_lease_behind() {
+    let postgres = Postgres::start();
+    let mut cluster = start_cluster(&postgres, 1).await;
+    let a = &cluster.instances[0];
+    let id = create(a, "Hello").await;
+    a.wait_idle(&id).await;
+    let a_id = instance_id(a).await;
+    assert_eq!(owned(a).await, 1);
+    // Past a few renewals, so the loop has been running when the stop comes.
+    tokio::time::sleep(Duration::from_millis(LEASE_MS / 2)).await;
+    cluster.instances.remove(0).terminate().await;
+
+    let mut db = PgConnection::connect(&postgres.url()).await.unwrap();
+    let registered: i64 = sqlx::query_scalar("SELECT count(*) FROM instances WHERE id = $1")
+        .bind(&a_id)
+        .fetch_one(&mut db)
+        .await
+        .unwrap();
+    assert_eq!(registered, 0);
+    let held: i64 =
+        sqlx::query_scalar("SELECT count(*) FROM leases WHERE owner = $1 AND expires_at > now()")
+            .bind(&a_id)
+            .fetch_one(&mut db)
+            .await
+            .unwrap();
+    assert_eq!(held, 0);
+}
+
 /// What a request answered while the index row it needs is locked: its status, whether it
 /// said when to retry, its body, and how long it took. Panics when it hangs.
 async fn bounded(request: reqwest::RequestBuilder) -> (u16, bool, Value, Duration) {
@@ -308,14 +340,20 @@ async fn a_key_claimed_by_a_dead_instance_is_taken_over_and_a_live_claim_is_wait
         .unwrap();
     assert_eq!(response.status(), 201);
 
-    // A live instance holds the key: the request waits for its answer, and gets it.
+    // A live instance holds the key: the request waits for its answer, and gets it. The
+    // answer B gives is a real one (a conversation B created).
+    let (status, by_b) = b
+        .post("/api/conversations", json!({ "text": "Answered by B" }))
+        .await;
+    assert_eq!(status, 201, "{by_b}");
     let b_id = instance_id(b).await;
     claim("answered", &b_id, 0).execute(&mut db).await.unwrap();
     let waiting = tokio::spawn(tokio::time::timeout(limit, post("answered")));
     sqlx::query(
-        "UPDATE idempotency_claims SET status = 201, response = '{\"answered\": \"by B\"}'
+        "UPDATE idempotency_claims SET status = 201, response = $1
          WHERE key = 'create:answered'",
     )
+    .bind(by_b.to_string())
     .execute(&mut db)
     .await
     .unwrap();
@@ -325,10 +363,7 @@ async fn a_key_claimed_by_a_dead_instance_is_taken_over_and_a_live_claim_is_wait
         .expect("the wait was unbounded")
         .unwrap();
     assert_eq!(response.status(), 201);
-    assert_eq!(
-        response.json::<Value>().await.unwrap(),
-        json!({ "answered": "by B" })
-    );
+    assert_eq!(response.json::<Value>().await.unwrap(), by_b);
 
     // ... but not forever: after a lease it is told to retry.
     claim("busy", &b_id, 0).execute(&mut db).await.unwrap();
@@ -340,10 +375,11 @@ async fn a_key_claimed_by_a_dead_instance_is_taken_over_and_a_live_claim_is_wait
     assert_eq!(response.status(), 503);
     assert!(response.headers().contains_key("retry-after"));
     assert!(started.elapsed() >= Duration::from_millis(LEASE_MS));
+    // Nothing was created for the keys a live claim held: the one taken over, and B's own.
     let (_, listed) = a.get("/api/conversations").await;
     assert_eq!(
         listed["conversations"].as_array().unwrap().len(),
-        1,
+        2,
         "{listed}"
     );
 }
