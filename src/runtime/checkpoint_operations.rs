@@ -11,6 +11,7 @@ use crate::checkpoints::diff::Change;
 use crate::checkpoints::{Checkpoints, RestoreOutcome};
 use crate::store::is_valid_id;
 use actor::Command;
+use std::sync::Arc;
 
 impl From<RestoreOutcome> for RestoreSummary {
     fn from(outcome: RestoreOutcome) -> RestoreSummary {

@@ -9,6 +9,12 @@ use super::*;
 use crate::api;
 use crate::domain::{Message, MessageMode, MessageSource, MessageStatus, new_id, now, user_item};
 use crate::model::tokens::Tokenizer;
+use crate::runtime::idempotency::InFlight;
+use crate::runtime::index_jobs::index_failed;
+use crate::runtime::key_claims::Claimed;
+use crate::runtime::key_claims::claim_key;
+use crate::runtime::validate::checked_cwd;
+use crate::runtime::validate::validate_text;
 use crate::store::records::{ConversationCreated, MetaRecord, SessionRecord};
 use crate::store::state::ConversationState;
 
@@ -183,9 +189,10 @@ impl Runtime {
         self.shared.publish_list(&ListEvent::ConversationCreated {
             conversation: loaded.state.conversation.clone(),
         });
-        let mut actors = self.shared.actors.lock().await;
+        let mut actors = self.registry.actors.lock().await;
         let handle = match actor::spawn(
             self.shared.clone(),
+            self.registry.clone(),
             loaded.state,
             HashMap::from([(root_session_id, vec![user_item])]),
             Some(turn_id),

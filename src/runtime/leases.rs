@@ -4,6 +4,7 @@
 use std::sync::Arc;
 
 use super::*;
+use crate::runtime::index_jobs::index_failed;
 use crate::store::is_valid_id;
 
 impl Runtime {
@@ -108,7 +109,7 @@ impl Shared {
             tracing::warn!(%error, conversation = %id, "cannot remove a deleted conversation's files");
         }
         if let Err(error) = self.index.remove_conversation(id).await {
-            super::index_failed(&self.index, &error, "delete", &[id]).await;
+            index_failed(&self.index, &error, "delete", &[id]).await;
         }
     }
 

@@ -8,6 +8,9 @@ use crate::api::responses::{CompactOutcome, ConversationView, TurnsPage};
 use crate::bus::EventId;
 use crate::domain::{Conversation, Item, Message, Session, Turn, TurnUsage, Usage};
 use crate::index::{ListPage, ListQuery};
+use crate::runtime::validate::check_openable;
+use crate::runtime::validate::checked_cwd;
+use crate::runtime::validate::validate_text;
 use crate::store::is_valid_id;
 use actor::{Command, Subscription};
 

@@ -1,233 +1,54 @@
-//! The registry of live conversations: loading an actor under one lock, a command sent to it,
-//! the cap on live conversations (the least recently used idle one leaves first), shutdown.
+//! The registry of live conversations: the actors by conversation, the places promised to
+//! conversations being created, and the cap on how many are live (the least recently used
+//! idle one leaves first). Actors reach it only through [`actor::Membership`].
 
 use std::collections::HashMap;
 use std::sync::Arc;
-use std::time::Duration;
 
-use super::*;
-use actor::{ActorHandle, Command};
+use super::actor::{self, ActorHandle, Command, LockedRegistry, Membership};
+use super::{RuntimeError, Shared};
 
-impl Runtime {
-    /// The actor of a conversation that is live now (without loading one).
-    pub(super) async fn live_actor(&self, id: &str) -> Option<ActorHandle> {
-        let actors = self.shared.actors.lock().await;
-        actors.get(id).filter(|handle| !handle.is_closed()).cloned()
-    }
+/// The live conversations' actors.
+pub(super) struct Registry {
+    /// Live conversations. Loading and unloading happen under this lock, so there is never
+    /// more than one actor per conversation. At most `settings.max_live_conversations`, slots
+    /// promised to creates in progress (`reserved`) included.
+    pub(super) actors: tokio::sync::Mutex<HashMap<String, ActorHandle>>,
+    /// Slots of the registry promised to conversations being created (stored, not yet live).
+    pub(super) reserved: std::sync::atomic::AtomicUsize,
+    /// Woken whenever a slot of the registry may have come free (an actor left, a
+    /// reservation ended, an asked actor answered).
+    pub(super) slot_freed: tokio::sync::Notify,
+    shared: Arc<Shared>,
+}
 
-    /// Asks a conversation's actor if it is live now, without loading it; `None` when it is
-    /// not (or left before answering): the caller reads the files instead.
-    pub(super) async fn ask_live<T>(
-        &self,
-        id: &str,
-        command: impl FnOnce(tokio::sync::oneshot::Sender<T>) -> Command,
-    ) -> Option<T> {
-        let handle = self.live_actor(id).await?;
-        handle.touch();
-        let (reply, answer) = tokio::sync::oneshot::channel();
-        handle.send(command(reply)).await.ok()?;
-        // No sender of the actor's channel is kept while waiting: a command the actor never
-        // took is dropped (and its caller answered) only once every sender is gone.
-        drop(handle);
-        answer.await.ok()
-    }
-
-    /// Stops every live conversation: running turns end `interrupted`, files are flushed, the
-    /// index queue is flushed. In cluster mode the service leaves the cluster after this
-    /// (`cluster::Background::stop`), once the lease renewals have stopped.
-    pub async fn shutdown(&self) {
-        self.shared
-            .stopping
-            .store(true, std::sync::atomic::Ordering::SeqCst);
-        let ids: Vec<String> = self.shared.actors.lock().await.keys().cloned().collect();
-        let mut waits = Vec::new();
-        for id in ids {
-            // An actor retiring meanwhile either left (nothing to stop) or stayed with a fresh
-            // channel in the registry (stop it through that one).
-            for _ in 0..CALL_ATTEMPTS {
-                let Some(handle) = self.shared.actors.lock().await.get(&id).cloned() else {
-                    break;
-                };
-                let (reply, done) = tokio::sync::oneshot::channel();
-                if handle.send(Command::Shutdown { reply }).await.is_ok() {
-                    waits.push(done);
-                    break;
-                }
-            }
-        }
-        for done in waits {
-            let _ = done.await;
-        }
-        // The turns are over: no call is left on an MCP server, whose children end now.
-        self.shared.mcp.shutdown().await;
-        let (flushed, done) = tokio::sync::oneshot::channel();
-        self.shared.index_later(IndexJob::Flush(flushed));
-        let _ = done.await;
-    }
-
-    /// Cluster mode: conversations whose lease this instance lost (the database did not answer
-    /// in time, or another instance took them). Their actors stop at once: they can write
-    /// nothing more, and what they hold in memory (waiting messages) is lost with them.
-    pub async fn leases_lost(&self, ids: &[String]) {
-        for id in ids {
-            let handle = self.shared.actors.lock().await.get(id).cloned();
-            if let Some(handle) = handle {
-                tracing::warn!(conversation = %id, "lost the lease of a live conversation; it stops here");
-                let _ = handle.send(Command::LeaseLost).await;
-            }
+impl Registry {
+    pub(super) fn new(shared: Arc<Shared>) -> Registry {
+        Registry {
+            actors: tokio::sync::Mutex::new(HashMap::new()),
+            reserved: std::sync::atomic::AtomicUsize::new(0),
+            slot_freed: tokio::sync::Notify::new(),
+            shared,
         }
     }
 
-    /// Sends a command to a conversation's actor, loading the conversation if needed.
-    pub(super) async fn call<T>(
-        &self,
-        id: &str,
-        command: impl FnOnce(tokio::sync::oneshot::Sender<T>) -> Command,
-    ) -> Result<T, RuntimeError> {
-        let (reply, answer) = tokio::sync::oneshot::channel();
-        let mut command = Some(command(reply));
-        // An actor that just unloaded itself refuses the command; load it again.
-        for _ in 0..CALL_ATTEMPTS {
-            let handle = self.actor(id).await?;
-            match handle.send(command.take().expect("command")).await {
-                Ok(()) => {
-                    // As in `ask_live`: no sender is kept while waiting for the answer.
-                    drop(handle);
-                    return answer.await.map_err(|_| self.unanswered(id));
-                }
-                Err(returned) => command = Some(returned),
-            }
-        }
-        Err(RuntimeError::Unavailable(
-            "the conversation is being loaded and unloaded too often; retry shortly".to_owned(),
-        ))
-    }
-
-    /// Why an actor stopped without answering a command it was given: the conversation was
-    /// deleted by the command before it (`NotFound`), or the service is stopping.
-    pub(super) fn unanswered(&self, id: &str) -> RuntimeError {
-        if self
-            .shared
-            .stopping
-            .load(std::sync::atomic::Ordering::SeqCst)
-        {
-            RuntimeError::ShuttingDown
-        } else if !self.shared.store.exists(id) {
-            RuntimeError::NotFound(format!("conversation {id}"))
-        } else {
-            RuntimeError::Unavailable("the conversation stopped; retry shortly".to_owned())
-        }
-    }
-
-    /// The actor of a conversation, loaded if it is not live. A full registry first asks the
-    /// least recently used idle conversation to leave memory, and waits (briefly) for it.
-    pub(super) async fn actor(&self, id: &str) -> Result<ActorHandle, RuntimeError> {
-        // In cluster mode a conversation is loaded only under its lease.
-        if self.shared.cluster().is_some() && self.shared.store.exists(id) {
-            self.shared.claim(id, 0).await?;
-        }
-        // A loaded actor counts its history at once: the encodings (let go while no
-        // conversation was live) are built first, off the async workers.
-        crate::model::tokens::Tokenizer::build(&self.shared.tokenizers).await;
-        match self.load_actor(id).await {
-            Err(RuntimeError::EpochBehind(epoch)) => {
-                if let Some(cluster) = self.shared.cluster() {
-                    cluster.leases().release(id).await;
-                }
-                self.shared.claim(id, epoch).await?;
-                self.load_actor(id).await
-            }
-            loaded => loaded,
-        }
-    }
-
-    pub(super) async fn load_actor(&self, id: &str) -> Result<ActorHandle, RuntimeError> {
-        self.in_registry(|shared, actors| {
-            if let Some(handle) = actors.get(id)
-                && !handle.is_closed()
-            {
-                handle.touch();
-                return Ok(Some(handle.clone()));
-            }
-            // Only a conversation that is not live costs a look at the disk.
-            if !shared.store.exists(id) {
-                return Err(RuntimeError::NotFound(format!("conversation {id}")));
-            }
-            if !shared.make_room(actors)? {
-                return Ok(None);
-            }
-            let handle = actor::load(shared.clone(), id)?;
-            actors.insert(id.to_owned(), handle.clone());
-            Ok(Some(handle))
-        })
-        .await
-    }
-
-    /// Takes a place in the registry for a conversation about to be created.
-    pub(super) async fn reserve_slot(&self) -> Result<Reservation, RuntimeError> {
-        self.in_registry(|shared, actors| {
-            if !shared.make_room(actors)? {
-                return Ok(None);
-            }
-            shared
-                .reserved
-                .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
-            Ok(Some(Reservation(shared.clone())))
-        })
-        .await
-    }
-
-    /// Runs `attempt` under the registry's lock until it is done (`Some`), waiting for a slot
-    /// to come free in between, at most [`ROOM_WAIT`]: then the answer is `Unavailable`.
-    pub(super) async fn in_registry<T>(
-        &self,
-        mut attempt: impl FnMut(
-            &Arc<Shared>,
-            &mut HashMap<String, ActorHandle>,
-        ) -> Result<Option<T>, RuntimeError>,
-    ) -> Result<T, RuntimeError> {
-        let started = tokio::time::Instant::now();
-        let deadline = started + ROOM_WAIT;
-        loop {
-            // Listening before looking: a slot freed in between still wakes this wait.
-            let freed = self.shared.slot_freed.notified();
-            let mut freed = std::pin::pin!(freed);
-            freed.as_mut().enable();
-            {
-                let mut actors = self.shared.actors.lock().await;
-                if let Some(done) = attempt(&self.shared, &mut actors)? {
-                    return Ok(done);
-                }
-            }
-            // The deadline is looked at apart from the wait: `timeout_at` polls the wait
-            // first, and under a burst some slot is "maybe freed" (an asked actor stayed, a
-            // reservation ended) between every two looks, so a wait that is always woken in
-            // time would retry without end, past any deadline, and never be answered.
-            let expired = tokio::time::Instant::now() >= deadline
-                || tokio::time::timeout_at(deadline, freed).await.is_err();
-            if expired {
-                tracing::warn!(
-                    waited_ms = started.elapsed().as_millis() as u64,
-                    max_live_conversations = self.shared.settings.max_live_conversations,
-                    "a request gave up waiting for a place among the live conversations; refusing it"
-                );
-                return Err(self.shared.full());
-            }
-        }
+    /// How many conversations are live now.
+    pub(super) async fn live(&self) -> usize {
+        self.actors.lock().await.len()
     }
 }
 
-impl Shared {
+impl Registry {
     /// After an actor has stopped and its memory is dropped: when no conversation is live any
     /// more, the service lets go of the token encodings (the next conversation builds them
     /// again) and hands what it freed back to the system, so a service that was busy idles as
     /// small as one that was not (the allocator and SQLite otherwise keep their high-water
     /// marks). Not done while conversations are live: they would take it again.
-    pub async fn after_unload(&self) {
+    async fn after_unload(&self) {
         if !self.actors.lock().await.is_empty() {
             return;
         }
-        if let Err(error) = self.index.release_memory().await {
+        if let Err(error) = self.shared.index.release_memory().await {
             tracing::debug!(%error, "could not shrink the index's caches");
         }
         // A conversation loaded meanwhile keeps the encodings.
@@ -242,7 +63,7 @@ impl Shared {
     }
 
     /// Forgets an actor that has stopped, unless a newer one already took its place.
-    pub async fn forget_actor(&self, id: &str, generation: u64) {
+    async fn forget_actor(&self, id: &str, generation: u64) {
         let mut actors = self.actors.lock().await;
         if actors
             .get(id)
@@ -251,7 +72,7 @@ impl Shared {
             actors.remove(id);
             self.slot_freed.notify_waiters();
             // Out of memory, out of this instance's hands: any instance may take it now.
-            if let Some(cluster) = self.cluster() {
+            if let Some(cluster) = self.shared.cluster() {
                 cluster.leases().release(id).await;
             }
         }
@@ -266,12 +87,13 @@ impl Shared {
         actors: &mut HashMap<String, ActorHandle>,
     ) -> Result<bool, RuntimeError> {
         let reserved = self.reserved.load(std::sync::atomic::Ordering::SeqCst);
-        if actors.len() + reserved < self.settings.max_live_conversations {
+        let max = self.shared.settings.max_live_conversations;
+        if actors.len() + reserved < max {
             return Ok(true);
         }
         // Actors that stopped (deleted, unloaded) and are not forgotten yet hold no place.
         actors.retain(|_, handle| !handle.is_closed());
-        if actors.len() + reserved < self.settings.max_live_conversations {
+        if actors.len() + reserved < max {
             return Ok(true);
         }
         // A full registry is looked at on every create and load: one pass finds the least
@@ -306,21 +128,57 @@ impl Shared {
     pub(super) fn full(&self) -> RuntimeError {
         RuntimeError::Unavailable(format!(
             "every place for a live conversation is taken ({} at most, all busy or followed); retry shortly",
-            self.settings.max_live_conversations
+            self.shared.settings.max_live_conversations
         ))
     }
 }
 
-/// How many times a command is offered to a conversation's actor: one that unloads itself
-/// between being found and being sent to refuses it, and the next attempt loads it again.
-pub(super) const CALL_ATTEMPTS: usize = 5;
+/// The registry, as its actors see it.
+impl Membership for Registry {
+    fn lock(&self) -> actor::Boxed<'_, Box<dyn LockedRegistry + '_>> {
+        Box::pin(async move {
+            let locked: Box<dyn LockedRegistry + '_> = Box::new(Locked(self.actors.lock().await));
+            locked
+        })
+    }
 
-/// How long a request waits for a place in a full registry before it is refused (`Unavailable`).
-pub(super) const ROOM_WAIT: Duration = Duration::from_secs(2);
+    fn slot_may_be_free(&self) {
+        self.slot_freed.notify_waiters();
+    }
+
+    fn forget<'a>(&'a self, id: &'a str, generation: u64) -> actor::Boxed<'a, ()> {
+        Box::pin(self.forget_actor(id, generation))
+    }
+
+    fn after_unload(&self) -> actor::Boxed<'_, ()> {
+        Box::pin(Registry::after_unload(self))
+    }
+}
+
+/// The registry's map, locked by an actor that is leaving.
+struct Locked<'a>(tokio::sync::MutexGuard<'a, HashMap<String, ActorHandle>>);
+
+impl LockedRegistry for Locked<'_> {
+    fn holds(&self, id: &str, generation: u64) -> bool {
+        self.0
+            .get(id)
+            .is_some_and(|handle| handle.generation == generation)
+    }
+
+    fn remove(&mut self, id: &str) {
+        self.0.remove(id);
+    }
+
+    fn set_sender(&mut self, id: &str, sender: tokio::sync::mpsc::Sender<Command>) {
+        if let Some(handle) = self.0.get_mut(id) {
+            handle.set_sender(sender);
+        }
+    }
+}
 
 /// A place in the registry taken for a conversation being created; given back when dropped
 /// (by then the conversation is in the registry, or nothing was created).
-pub(super) struct Reservation(Arc<Shared>);
+pub(super) struct Reservation(pub(super) Arc<Registry>);
 
 impl Drop for Reservation {
     fn drop(&mut self) {

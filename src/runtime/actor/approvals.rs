@@ -8,6 +8,7 @@
 use tokio::sync::oneshot;
 
 use super::ConversationActor;
+use super::waiting::WaitingApproval;
 use crate::api::approvals::{
     Approval, ApprovalAnswer, ApprovalDecision, ApprovalResolution, ApprovalStatus,
     ApprovalSubject, BroaderRule, RuleScope, SuggestedRule,
@@ -21,14 +22,6 @@ use crate::permissions::policy::{
 use crate::runtime::RuntimeError;
 use crate::runtime::approvals::{ApprovalOutcome, ApprovalRequest};
 use crate::runtime::link::{FromTurn, TurnMsg};
-
-/// An approval waiting in this conversation, with the way back to its turn.
-pub(super) struct WaitingApproval {
-    approval: Approval,
-    arguments: serde_json::Value,
-    agent: String,
-    reply: oneshot::Sender<ApprovalOutcome>,
-}
 
 impl ConversationActor {
     /// A tool call of `session_id` asks for a user's answer.

@@ -6,19 +6,13 @@ use tokio::sync::oneshot;
 use tokio_util::sync::CancellationToken;
 
 use super::ConversationActor;
+use super::waiting::Compacting;
 use crate::api::events::{CompactionReason, ConversationEvent};
 use crate::api::responses::CompactOutcome;
 use crate::domain::Item;
 use crate::runtime::RuntimeError;
 use crate::runtime::compaction::{self, Compactor};
 use crate::runtime::link::{FromTurn, TurnMsg};
-
-/// A manual compaction in progress: its model call runs in a task of its own, so the
-/// conversation keeps answering; messages sent meanwhile wait, as they would behind a turn.
-pub(super) struct Compacting {
-    pub cancel: CancellationToken,
-    reply: oneshot::Sender<Result<CompactOutcome, RuntimeError>>,
-}
 
 impl ConversationActor {
     /// The model that writes an agent's summaries: its `compact_model`.

@@ -184,6 +184,11 @@ impl ActorHandle {
         self.sender.send(command).await.map_err(|error| error.0)
     }
 
+    /// The actor stays with a fresh channel (see `retire`).
+    pub fn set_sender(&mut self, sender: mpsc::Sender<Command>) {
+        self.sender = sender;
+    }
+
     pub fn is_closed(&self) -> bool {
         self.sender.is_closed()
     }

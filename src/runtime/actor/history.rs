@@ -7,6 +7,7 @@ use crate::api::events::ListEvent;
 use super::{ConversationActor, ForkOutcome};
 use crate::domain::{ForkedFrom, ItemKind, new_id, now};
 use crate::index::rebuild::{self, LoadedConversation};
+use crate::runtime::validate::check_openable;
 use crate::runtime::{IndexJob, RuntimeError, fork, title};
 use crate::store::StoreError;
 use crate::store::records::{ConversationCreated, MetaRecord};
@@ -23,7 +24,7 @@ impl ConversationActor {
     ) -> Result<ForkOutcome, RuntimeError> {
         // A copy of a conversation that cannot open (its directory or agent is gone) could not
         // open either: the user recreates the directory (or the agent) first.
-        super::super::check_openable(&self.shared.config, &self.state.conversation)?;
+        check_openable(&self.shared.config, &self.state.conversation)?;
         let root = self.state.conversation.root_session_id.clone();
         let path = self.shared.store.session_path(&self.id, &root);
         let mut content = std::fs::read(&path).map_err(|e| StoreError::io(&path, e))?;

@@ -17,6 +17,7 @@ mod compacting;
 mod from_turn;
 mod handle;
 mod history;
+mod membership;
 mod messages;
 mod reads;
 mod session;
@@ -25,6 +26,7 @@ mod subagents;
 mod subscribe;
 mod turn_end;
 mod turns;
+mod waiting;
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -44,8 +46,11 @@ use crate::store::state::ConversationState;
 use crate::store::{JsonlWriter, StoreError};
 use session::{InterruptCause, SessionRun};
 
+use crate::runtime::index_jobs::index_failed;
+use crate::runtime::validate::check_openable;
 pub use handle::{ActorHandle, Command, ForkOutcome, Subscription, TurnFileCalls};
 use handle::{ActorStatus, USE_CLOCK};
+pub use membership::{Boxed, LockedRegistry, Membership};
 pub use stored::{read_state, read_view};
 
 static GENERATION: AtomicU64 = AtomicU64::new(1);
@@ -54,7 +59,11 @@ static GENERATION: AtomicU64 = AtomicU64::new(1);
 const COMMAND_CAPACITY: usize = 64;
 
 /// Loads a stored conversation and starts its actor.
-pub fn load(shared: Arc<Shared>, id: &str) -> Result<ActorHandle, RuntimeError> {
+pub fn load(
+    shared: Arc<Shared>,
+    membership: Arc<dyn Membership>,
+    id: &str,
+) -> Result<ActorHandle, RuntimeError> {
     let fence = shared.fence(id)?;
     // Cluster mode: only the lines whose writes were accepted count.
     let acceptance = fence
@@ -79,7 +88,7 @@ pub fn load(shared: Arc<Shared>, id: &str) -> Result<ActorHandle, RuntimeError> 
             shared.store.read_items(id, &session.id, &acceptance)?,
         );
     }
-    spawn(shared, state, histories, None)
+    spawn(shared, membership, state, histories, None)
 }
 
 /// Starts the actor of a conversation whose state is known, with each session's stored items.
@@ -87,6 +96,7 @@ pub fn load(shared: Arc<Shared>, id: &str) -> Result<ActorHandle, RuntimeError> 
 /// new conversation) and must now run.
 pub fn spawn(
     shared: Arc<Shared>,
+    membership: Arc<dyn Membership>,
     state: ConversationState,
     mut histories: HashMap<String, Vec<Item>>,
     start_turn: Option<String>,
@@ -121,6 +131,7 @@ pub fn spawn(
     let mut actor = ConversationActor {
         compacting: None,
         shared,
+        membership,
         id,
         generation,
         state,
@@ -158,10 +169,10 @@ pub fn spawn(
         actor.run_turn(&root, &turn_id);
     }
     actor.note_quiet();
-    let shared = actor.shared.clone();
+    let membership = actor.membership.clone();
     tokio::spawn(async move {
         actor.run(commands).await;
-        shared.after_unload().await;
+        membership.after_unload().await;
     });
     Ok(ActorHandle {
         sender,
@@ -172,6 +183,8 @@ pub fn spawn(
 
 struct ConversationActor {
     shared: Arc<Shared>,
+    /// The registry that started it, which it leaves when it stops.
+    membership: Arc<dyn Membership>,
     id: String,
     generation: u64,
     state: ConversationState,
@@ -189,7 +202,7 @@ struct ConversationActor {
     /// Answers to `Idempotency-Key`s of messages that went to wait (in memory, like them),
     /// by key, with the hash of the body they came with.
     pending_answers: HashMap<String, (Answer, RequestKey)>,
-    compacting: Option<compacting::Compacting>,
+    compacting: Option<waiting::Compacting>,
     turn_sender: mpsc::UnboundedSender<FromTurn>,
     turn_messages: mpsc::UnboundedReceiver<FromTurn>,
     shutdown_waiters: Vec<oneshot::Sender<()>>,
@@ -200,7 +213,7 @@ struct ConversationActor {
     /// `count_running_subagents`).
     subagents_counted: usize,
     /// Tool calls waiting for a user's answer, oldest first.
-    approvals: Vec<approvals::WaitingApproval>,
+    approvals: Vec<waiting::WaitingApproval>,
     /// Turns a crash (or a lost owner) left running, closed as this actor loaded: the index
     /// and the list learn of it when the actor starts.
     closed_on_load: Vec<String>,
@@ -225,7 +238,7 @@ impl ConversationActor {
                         let leaving = self.is_quiet()
                             && self.bus.subscriber_count() == 0
                             && self.retire(&mut commands).await;
-                        self.shared.slot_freed.notify_waiters();
+                        self.membership.slot_may_be_free();
                         if leaving {
                             break;
                         }
@@ -271,7 +284,7 @@ impl ConversationActor {
         for waiter in self.shutdown_waiters.drain(..) {
             let _ = waiter.send(());
         }
-        self.shared.forget_actor(&self.id, self.generation).await;
+        self.membership.forget(&self.id, self.generation).await;
     }
 
     /// This actor as a user of the MCP servers its conversation named: held until it stops.
@@ -294,8 +307,8 @@ impl ConversationActor {
     /// registry before the lock is released, so there is never a second actor for one
     /// conversation. Returns whether the actor left (it must stop).
     async fn retire(&mut self, commands: &mut mpsc::Receiver<Command>) -> bool {
-        let shared = self.shared.clone();
-        let mut actors = shared.actors.lock().await;
+        let membership = self.membership.clone();
+        let mut registry = membership.lock().await;
         commands.close();
         // `recv` (unlike `try_recv`) also waits for a sender that reserved its slot before the
         // close and has not put its command in yet; it ends once the channel is empty.
@@ -310,22 +323,20 @@ impl ConversationActor {
             }
             late.push(command);
         }
-        let ours = actors
-            .get(&self.id)
-            .is_some_and(|handle| handle.generation == self.generation);
+        let ours = registry.holds(&self.id, self.generation);
         if late.is_empty() {
             if ours {
-                actors.remove(&self.id);
-                shared.slot_freed.notify_waiters();
+                registry.remove(&self.id);
+                membership.slot_may_be_free();
             }
             return true;
         }
         let (sender, receiver) = mpsc::channel(COMMAND_CAPACITY);
         *commands = receiver;
-        if let Some(handle) = actors.get_mut(&self.id).filter(|_| ours) {
-            handle.sender = sender;
+        if ours {
+            registry.set_sender(&self.id, sender);
         }
-        drop(actors);
+        drop(registry);
         for command in late {
             if self.handle(command).await == Flow::Stop {
                 return true;
@@ -584,7 +595,7 @@ impl ConversationActor {
             tracing::warn!(%error, conversation = %self.id, "cannot drop a deleted conversation's rules");
         }
         if let Err(error) = self.shared.index.remove_conversation(&self.id).await {
-            super::index_failed(&self.shared.index, &error, "delete", &[&self.id]).await;
+            index_failed(&self.shared.index, &error, "delete", &[&self.id]).await;
         }
         self.shared.publish_list(&ListEvent::ConversationDeleted {
             conversation_id: self.id.clone(),
@@ -599,7 +610,7 @@ impl ConversationActor {
     /// `session_id`.
     fn check_can_run(&self, session_id: &str) -> Result<(), RuntimeError> {
         let conversation = &self.state.conversation;
-        super::check_openable(&self.shared.config, conversation)?;
+        check_openable(&self.shared.config, conversation)?;
         let model = self
             .state
             .session(session_id)
