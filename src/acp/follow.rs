@@ -19,7 +19,8 @@ use tokio::task::JoinHandle;
 use super::approvals;
 use super::ledger::{Ledger, Routed};
 use super::updates;
-use crate::client::api::{Api, ServerEvent};
+use crate::client::api::Api;
+use crate::client::events::ServerEvent;
 
 /// How long the service may be out of reach before waiting prompts are answered with an error
 /// (the bridge goes on trying to reconnect after that).

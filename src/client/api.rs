@@ -1,11 +1,14 @@
-//! HTTP and SSE calls to a running service, with its error bodies turned into messages.
+//! HTTP calls to a running service: its answers decoded as the service's own types (`api`),
+//! its error bodies (`api::errors::ErrorBody`) turned into errors. `endpoints.rs` names the
+//! routes; `events.rs` reads the event streams.
 
 use std::time::Duration;
 
-use futures::{Stream, StreamExt};
+use serde::Serialize;
+use serde::de::DeserializeOwned;
 use serde_json::Value;
 
-use crate::model::wire::sse_events;
+use crate::api::errors::{ErrorBody, ErrorCode};
 
 /// What went wrong with a call: the service's own `{"error": {code, message}}`, or no answer.
 #[derive(Debug, thiserror::Error)]
@@ -19,14 +22,23 @@ pub enum ApiError {
     /// No answer: `message` names the cause (refused, timed out, …) and the address.
     #[error("{message}")]
     Unreachable { base: String, message: String },
+    /// An answer that is not what the API documents (another program at the address, or a
+    /// service of another version): `message` says what could not be read.
+    #[error("{message}")]
+    Unreadable { message: String },
 }
 
 impl ApiError {
+    /// The error code as the service wrote it (a newer service's may be one `ErrorCode` lacks).
     pub fn code(&self) -> Option<&str> {
         match self {
             ApiError::Service { code, .. } => Some(code),
-            ApiError::Unreachable { .. } => None,
+            ApiError::Unreachable { .. } | ApiError::Unreadable { .. } => None,
         }
+    }
+
+    pub fn is(&self, code: ErrorCode) -> bool {
+        self.code() == Some(code.as_str())
     }
 }
 
@@ -53,12 +65,86 @@ impl Api {
         }
     }
 
-    fn request(&self, method: reqwest::Method, path: &str) -> reqwest::RequestBuilder {
+    pub(super) fn request(&self, method: reqwest::Method, path: &str) -> reqwest::RequestBuilder {
         let request = self.http.request(method, format!("{}{path}", self.base));
         match &self.token {
             Some(token) => request.bearer_auth(token),
             None => request,
         }
+    }
+
+    pub async fn get_as<T: DeserializeOwned>(&self, path: &str) -> Result<T, ApiError> {
+        self.call(self.request(reqwest::Method::GET, path)).await
+    }
+
+    pub async fn post_as<T: DeserializeOwned>(
+        &self,
+        path: &str,
+        body: &(impl Serialize + ?Sized),
+    ) -> Result<T, ApiError> {
+        self.call(self.request(reqwest::Method::POST, path).json(body))
+            .await
+    }
+
+    pub async fn patch_as<T: DeserializeOwned>(
+        &self,
+        path: &str,
+        body: &(impl Serialize + ?Sized),
+    ) -> Result<T, ApiError> {
+        self.call(self.request(reqwest::Method::PATCH, path).json(body))
+            .await
+    }
+
+    /// A DELETE whose answer has a body (a withdrawn waiting message).
+    pub async fn delete_as<T: DeserializeOwned>(&self, path: &str) -> Result<T, ApiError> {
+        self.call(self.request(reqwest::Method::DELETE, path)).await
+    }
+
+    /// A POST whose error answers carry more than the error (an approval's `409` has the
+    /// outcome): the status and the body of any answer the service gives.
+    pub(super) async fn post_raw(
+        &self,
+        path: &str,
+        body: &(impl Serialize + ?Sized),
+    ) -> Result<(u16, bytes::Bytes), ApiError> {
+        self.read(self.request(reqwest::Method::POST, path).json(body))
+            .await
+    }
+
+    /// A success answer's body as `T`, or the error the answer is.
+    async fn call<T: DeserializeOwned>(
+        &self,
+        request: reqwest::RequestBuilder,
+    ) -> Result<T, ApiError> {
+        let (status, body) = self.read(request).await?;
+        if !(200..300).contains(&status) {
+            return Err(service_error(status, &body));
+        }
+        self.decode(&body)
+    }
+
+    /// A body as `T`; one that is not is an `Unreadable` answer.
+    pub(super) fn decode<T: DeserializeOwned>(&self, body: &[u8]) -> Result<T, ApiError> {
+        serde_json::from_slice(body).map_err(|error| ApiError::Unreadable {
+            message: format!("the answer of {} could not be read: {error}", self.base),
+        })
+    }
+
+    async fn read(
+        &self,
+        request: reqwest::RequestBuilder,
+    ) -> Result<(u16, bytes::Bytes), ApiError> {
+        let response = request
+            .timeout(Duration::from_secs(600))
+            .send()
+            .await
+            .map_err(|error| self.unreachable(error))?;
+        let status = response.status().as_u16();
+        let body = response
+            .bytes()
+            .await
+            .map_err(|error| self.unreachable(error))?;
+        Ok((status, body))
     }
 
     pub async fn get(&self, path: &str) -> Result<Value, ApiError> {
@@ -97,7 +183,7 @@ impl Api {
         if (200..300).contains(&status) {
             return Ok(body);
         }
-        Err(service_error(status, &body))
+        Err(service_error_value(status, &body))
     }
 
     async fn answer(&self, request: reqwest::RequestBuilder) -> Result<(u16, Value), ApiError> {
@@ -114,51 +200,11 @@ impl Api {
         Ok((status, body))
     }
 
-    fn unreachable(&self, error: reqwest::Error) -> ApiError {
+    pub(super) fn unreachable(&self, error: reqwest::Error) -> ApiError {
         ApiError::Unreachable {
             base: self.base.clone(),
             message: unreachable_message(&self.base, &error),
         }
-    }
-
-    /// A conversation's events from its `snapshot` on, or, given the id of the last event
-    /// seen, from the first one after it (or a fresh `snapshot` if the service cannot replay
-    /// them). Ends when the service ends the stream.
-    pub async fn events(
-        &self,
-        conversation_id: &str,
-        last_event_id: Option<&str>,
-    ) -> Result<impl Stream<Item = ServerEvent> + use<>, ApiError> {
-        let mut request = self
-            .request(
-                reqwest::Method::GET,
-                &format!("/api/conversations/{conversation_id}/events"),
-            )
-            .header("accept", "text/event-stream");
-        if let Some(id) = last_event_id {
-            request = request.header("last-event-id", id);
-        }
-        let response = request
-            .send()
-            .await
-            .map_err(|error| self.unreachable(error))?;
-        let status = response.status().as_u16();
-        if status != 200 {
-            let body: Value = response.json().await.unwrap_or_default();
-            return Err(service_error(status, &body));
-        }
-        // A replay of what was missed comes as one large chunk: parsed in pieces (`sse_events`).
-        Ok(sse_events(response.bytes_stream())
-            .take_while(|event| std::future::ready(event.is_ok()))
-            .filter_map(|event| async move {
-                let event = event.ok()?;
-                let data = serde_json::from_str(&event.data).ok()?;
-                Some(ServerEvent {
-                    id: Some(event.id).filter(|id| !id.is_empty()),
-                    kind: event.event,
-                    data,
-                })
-            }))
     }
 }
 
@@ -195,17 +241,22 @@ fn unreachable_message(base: &str, error: &reqwest::Error) -> String {
     }
 }
 
-/// One event of a conversation's stream.
-pub struct ServerEvent {
-    /// Every event the service sends has one; a stream could only lack it if something else
-    /// answered.
-    pub id: Option<String>,
-    pub kind: String,
-    pub data: Value,
+/// The service's error body (`{"error": {code, message}}`) as an error. A code this client does
+/// not know (a newer service's) is kept as written.
+pub fn service_error(status: u16, body: &[u8]) -> ApiError {
+    if let Ok(ErrorBody { error }) = serde_json::from_slice::<ErrorBody>(body) {
+        return ApiError::Service {
+            status,
+            code: error.code.as_str().to_owned(),
+            message: error.message,
+        };
+    }
+    let body: Value = serde_json::from_slice(body).unwrap_or_default();
+    service_error_value(status, &body)
 }
 
-/// The service's error body (`{"error": {code, message}}`) as an error.
-pub fn service_error(status: u16, body: &Value) -> ApiError {
+/// The error body of an answer read as JSON.
+pub fn service_error_value(status: u16, body: &Value) -> ApiError {
     let error = &body["error"];
     ApiError::Service {
         status,

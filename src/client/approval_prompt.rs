@@ -7,7 +7,7 @@ use std::future::Future;
 
 use serde_json::{Value, json};
 
-use super::api::{Api, service_error};
+use super::api::{Api, service_error_value};
 use crate::text::visible;
 
 /// What the user typed, or why no answer will come from this terminal.
@@ -97,13 +97,13 @@ pub async fn ask(api: &Api, approval: &Value, console: &mut impl Console) -> Ask
                 return Asked::Done;
             }
             Ok((404, answer)) => {
-                console.show(&format!("[{}]\n", service_error(404, &answer)));
+                console.show(&format!("[{}]\n", service_error_value(404, &answer)));
                 return Asked::Done;
             }
             // A rule that does not match the call, say: the question starts again.
             Ok((status, answer)) => console.show(&format!(
                 "[the answer was refused: {}]\n",
-                service_error(status, &answer)
+                service_error_value(status, &answer)
             )),
             Err(error) => console.show(&format!("[the answer was not sent: {error}]\n")),
         }

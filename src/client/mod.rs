@@ -13,6 +13,8 @@ pub mod api;
 pub mod approval_prompt;
 pub mod calls;
 pub mod chat;
+pub mod endpoints;
+pub mod events;
 pub mod files;
 pub mod position;
 pub mod render;

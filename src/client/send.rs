@@ -14,8 +14,9 @@ use futures::StreamExt;
 use serde_json::{Value, json};
 use tokio::io::{AsyncBufReadExt, BufReader, Lines, Stdin};
 
-use super::api::{Api, ApiError, ServerEvent};
+use super::api::{Api, ApiError};
 use super::approval_prompt::{self, Asked, Console, Input};
+use super::events::ServerEvent;
 use super::stream::{self, Events, Next};
 
 /// Exit codes, as a shell reads them.
@@ -221,7 +222,7 @@ impl Follow<'_, '_> {
                 },
             };
             let event = match next {
-                Next::Event(event) => event,
+                Next::Event(event) => *event,
                 Next::Reconnected => {
                     reconnected = true;
                     continue;
@@ -619,12 +620,13 @@ async fn next_event(
 }
 
 /// The service refused the request (an unknown conversation, empty text, a bad mode): a usage
-/// error. No answer at all: the service is unavailable. Any other error answer: a failure.
+/// error. No answer at all, or none this client can read (as a body that was not JSON always
+/// was): the service is unavailable. Any other error answer: a failure.
 fn refused(error: ApiError) -> SendError {
     let code = match &error {
         ApiError::Service { status, .. } if (400..500).contains(status) => EXIT_USAGE,
         ApiError::Service { .. } => EXIT_FAILED,
-        ApiError::Unreachable { .. } => EXIT_UNAVAILABLE,
+        ApiError::Unreachable { .. } | ApiError::Unreadable { .. } => EXIT_UNAVAILABLE,
     };
     SendError {
         code,

@@ -11,7 +11,8 @@ use tokio::task::JoinHandle;
 use super::Chat;
 use super::interrupt::SharedActivity;
 use super::output::{print_out, print_stored, text};
-use crate::client::api::{Api, ApiError, ServerEvent};
+use crate::client::api::{Api, ApiError};
+use crate::client::events::ServerEvent;
 use crate::client::position::Position;
 
 /// What the event follower tells the command loop.
@@ -112,7 +113,7 @@ impl Chat {
                         None => break,
                     }
                 };
-                let ServerEvent { id, kind, data } = event;
+                let ServerEvent { id, kind, data, .. } = event;
                 if std::mem::take(&mut reconnected) && kind == "snapshot" {
                     // The service could not replay what was missed (it restarted, or too much
                     // happened): what was stored meanwhile comes from the history.

@@ -12,7 +12,7 @@ use super::overlay::Overlay;
 use super::picker::Picker;
 use super::source::{self, Feed};
 use super::transcript::{Transcript, text};
-use crate::client::api::{Api, ApiError, service_error};
+use crate::client::api::{Api, ApiError, service_error_value};
 use crate::client::approval_prompt::{self, Dialog, Next};
 
 /// Whether the conversation's stream is open.
@@ -321,11 +321,11 @@ impl App {
                     Ok((_, answer)) if !answer["approval"].is_null() => {
                         approval_prompt::outcome(&answer["approval"], false)
                     }
-                    Ok((404, answer)) => format!("[{}]", service_error(404, &answer)),
+                    Ok((404, answer)) => format!("[{}]", service_error_value(404, &answer)),
                     // Refused (a rule that does not match, say): the approval still waits, and
                     // the input stays on it, asking again with the reason.
                     Ok((status, answer)) => {
-                        let reason = service_error(status, &answer);
+                        let reason = service_error_value(status, &answer);
                         let dialog = Dialog::new(&approval);
                         self.question = Some(format!("[refused: {reason}] {}", dialog.question()));
                         self.approvals[0].1 = dialog;

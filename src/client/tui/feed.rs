@@ -12,7 +12,8 @@ use serde_json::Value;
 use super::app::{App, Connection};
 use super::source::{self, Feed, stored_items};
 use super::transcript::{Entry, text};
-use crate::client::api::{ApiError, ServerEvent};
+use crate::client::api::ApiError;
+use crate::client::events::ServerEvent;
 
 impl App {
     /// Opens the conversation's stream; its events arrive through `next_feed`.
@@ -46,7 +47,7 @@ impl App {
                 self.connection = Connection::Lost(why);
                 self.running = None;
             }
-            Feed::Event(event) => self.event(event).await,
+            Feed::Event(event) => self.event(*event).await,
         }
     }
 

@@ -6,11 +6,13 @@ use serde_json::Value;
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 
-use crate::client::api::{Api, ApiError, ServerEvent};
+use crate::client::api::{Api, ApiError};
+use crate::client::events::ServerEvent;
 use crate::client::stream::{self, Events, Next};
 
 pub enum Feed {
-    Event(ServerEvent),
+    /// Boxed: an event (a snapshot) is large, the other feeds small.
+    Event(Box<ServerEvent>),
     /// The stream ended; a new one is being opened.
     Reconnecting,
     Reconnected,
@@ -33,7 +35,7 @@ pub async fn follow(
     let task = tokio::spawn(async move {
         loop {
             let feed = match events.pull().await {
-                Some(event) => Feed::Event(event),
+                Some(event) => Feed::Event(Box::new(event)),
                 None => {
                     if sender.send(Feed::Reconnecting).is_err() {
                         return;
