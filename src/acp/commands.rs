@@ -40,13 +40,10 @@ pub async fn run(
     let fail = |error: crate::client::api::ApiError| error.to_string();
     match name {
         "compact" => {
-            let answer = api
-                .post(&format!("/api/conversations/{id}/compact"), &json!({}))
-                .await
-                .map_err(fail)?;
+            let answer = api.compact(id).await.map_err(fail)?;
             Ok(format!(
                 "Compacted the older history. {}",
-                usage_line(&answer["usage"])
+                usage_line(&answer.usage)
             ))
         }
         "fork" => {
@@ -61,10 +58,7 @@ pub async fn run(
             ))
         }
         "context" => {
-            let usage = api
-                .get(&format!("/api/conversations/{id}/usage"))
-                .await
-                .map_err(fail)?;
+            let usage = api.usage(id).await.map_err(fail)?;
             Ok(usage_line(&usage))
         }
         "agents" => agents::show(api, id).await.map_err(fail),

@@ -443,7 +443,7 @@ impl Stream {
             self.api.clone(),
             self.cx.clone(),
             self.acp_session.clone(),
-            approval.clone(),
+            crate::client::typed(approval),
             withdrawn,
         ));
     }

@@ -16,8 +16,26 @@ pub mod chat;
 pub mod endpoints;
 pub mod events;
 pub mod files;
+#[cfg(test)]
+mod fixtures;
 pub mod position;
 pub mod render;
 pub mod send;
 pub mod stream;
 pub mod tui;
+
+/// How a value of the API is written on the wire (a status's `completed`, a time's RFC 3339
+/// text), where a client shows it as the service wrote it.
+pub fn wire_text<T: serde::Serialize>(value: &T) -> String {
+    match serde_json::to_value(value) {
+        Ok(serde_json::Value::String(text)) => text,
+        Ok(other) => other.to_string(),
+        Err(_) => String::new(),
+    }
+}
+
+/// While a client still reads untyped JSON: a piece of a decoded event or answer as the API's
+/// type (it decodes: the whole did).
+pub(crate) fn typed<T: serde::de::DeserializeOwned>(value: &serde_json::Value) -> T {
+    serde_json::from_value(value.clone()).expect("a piece of a decoded event decodes")
+}

@@ -444,7 +444,9 @@ impl Approvals<'_> {
                 .input
                 .get_or_insert_with(|| BufReader::new(tokio::io::stdin()).lines());
             let mut console = SendConsole { input, events };
-            if approval_prompt::ask(self.api, approval, &mut console).await == Asked::Done {
+            if approval_prompt::ask(self.api, &super::typed(approval), &mut console).await
+                == Asked::Done
+            {
                 return None;
             }
             // The input ended: what was printed is how to answer it elsewhere.
@@ -454,7 +456,10 @@ impl Approvals<'_> {
             return Some(EXIT_APPROVAL);
         }
         // A replay shows approvals that were settled later in it.
-        if !approval_prompt::waiting(self.api, approval).await.pending {
+        if !approval_prompt::waiting(self.api, &super::typed(approval))
+            .await
+            .pending
+        {
             return None;
         }
         if output.json {
@@ -465,10 +470,13 @@ impl Approvals<'_> {
                 "approval {} waits: `{}` {} (in {})",
                 text(&approval["id"]),
                 text(&approval["tool"]),
-                approval_prompt::subject_line(&approval["subject"]),
+                approval_prompt::subject_line(&super::typed(&approval["subject"])),
                 crate::text::visible(text(&approval["subject"]["cwd"]))
             );
-            eprintln!("{}", approval_prompt::how_to_answer(self.api, approval));
+            eprintln!(
+                "{}",
+                approval_prompt::how_to_answer(self.api, &super::typed(approval))
+            );
         }
         Some(EXIT_APPROVAL)
     }
@@ -512,7 +520,7 @@ impl Console for SendConsole<'_> {
                         .then(|| event.data["approval"].clone());
                     self.events.put_aside.push_back(event);
                     if let Some(approval) = settled {
-                        return Input::Settled(approval);
+                        return Input::Settled(Box::new(super::typed(&approval)));
                     }
                 }
             }

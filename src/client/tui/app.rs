@@ -12,8 +12,10 @@ use super::overlay::Overlay;
 use super::picker::Picker;
 use super::source::{self, Feed};
 use super::transcript::{Transcript, text};
-use crate::client::api::{Api, ApiError, service_error_value};
+use crate::api::approvals::{Approval, ApprovalStatus};
+use crate::client::api::{Api, ApiError};
 use crate::client::approval_prompt::{self, Dialog, Next};
+use crate::client::endpoints::Answered;
 
 /// Whether the conversation's stream is open.
 #[derive(Clone, PartialEq, Eq)]
@@ -49,7 +51,7 @@ pub struct App {
     /// A long text over the conversation (`/diff`), until Esc.
     pub overlay: Option<Overlay>,
     /// Approvals waiting for an answer, the first asked in the input box.
-    pub approvals: Vec<(Value, Dialog)>,
+    pub approvals: Vec<(Approval, Dialog)>,
     /// The question the first approval asks now.
     pub question: Option<String>,
     /// Lines scrolled up from the bottom of the conversation.
@@ -313,19 +315,17 @@ impl App {
         };
         match dialog.line(line) {
             Next::Ask(question) => self.question = Some(question),
-            Next::Answer(body) => {
+            Next::Answer(answer) => {
                 let approval = approval.clone();
-                let path = format!("/api/approvals/{}", text(&approval["id"]));
-                let said = match self.api.post_answer(&path, &body).await {
-                    Ok((200, settled)) => approval_prompt::outcome(&settled, true),
-                    Ok((_, answer)) if !answer["approval"].is_null() => {
-                        approval_prompt::outcome(&answer["approval"], false)
+                let said = match self.api.answer_approval(&approval.id, &answer).await {
+                    Ok(Answered::Settled(settled)) => approval_prompt::outcome(&settled, true),
+                    Ok(Answered::AlreadyDecided(settled)) => {
+                        approval_prompt::outcome(&settled, false)
                     }
-                    Ok((404, answer)) => format!("[{}]", service_error_value(404, &answer)),
+                    Err(error @ ApiError::Service { status: 404, .. }) => format!("[{error}]"),
                     // Refused (a rule that does not match, say): the approval still waits, and
                     // the input stays on it, asking again with the reason.
-                    Ok((status, answer)) => {
-                        let reason = service_error_value(status, &answer);
+                    Err(reason @ ApiError::Service { .. }) => {
                         let dialog = Dialog::new(&approval);
                         self.question = Some(format!("[refused: {reason}] {}", dialog.question()));
                         self.approvals[0].1 = dialog;
@@ -347,18 +347,13 @@ impl App {
     }
 
     /// An approval the stream shows (each once).
-    pub(super) fn approval_asked(&mut self, approval: &Value) {
-        if self
-            .approvals
-            .iter()
-            .any(|(a, _)| a["id"] == approval["id"])
-            || approval["status"]
-                .as_str()
-                .is_some_and(|status| status != "pending")
+    pub(super) fn approval_asked(&mut self, approval: &Approval) {
+        if self.approvals.iter().any(|(a, _)| a.id == approval.id)
+            || approval.status != ApprovalStatus::Pending
         {
             return;
         }
-        let asker = (approval["session_id"] != self.root_session.as_str()).then_some("a sub-agent");
+        let asker = (approval.session_id != self.root_session).then_some("a sub-agent");
         self.transcript
             .notice(approval_prompt::describe(approval, asker).trim_end());
         let dialog = Dialog::new(approval);
@@ -369,12 +364,8 @@ impl App {
     }
 
     /// An approval was settled (here, elsewhere, or cancelled by an interrupt).
-    pub(super) fn approval_settled(&mut self, approval: &Value) {
-        let Some(at) = self
-            .approvals
-            .iter()
-            .position(|(a, _)| a["id"] == approval["id"])
-        else {
+    pub(super) fn approval_settled(&mut self, approval: &Approval) {
+        let Some(at) = self.approvals.iter().position(|(a, _)| a.id == approval.id) else {
             return;
         };
         self.approvals.remove(at);

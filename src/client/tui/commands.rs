@@ -71,7 +71,7 @@ impl App {
             }
             "diff" => {
                 let id = self.current()?;
-                let items = source::stored_items(&self.api, &id, None).await?;
+                let items = self.api.items(&id, None, None).await?;
                 let shown = files::diff(&self.api, &id, &items, argument).await?;
                 let shown = shown.trim_end();
                 match shown.strip_prefix('[').and_then(|s| s.strip_suffix(']')) {
@@ -123,7 +123,7 @@ impl App {
             }
             "context" => {
                 let id = self.current()?;
-                let usage = self.api.get(&format!("/api/conversations/{id}/usage")).await?;
+                let usage = self.api.usage(&id).await?;
                 self.transcript
                     .notice(format!("context: {}", crate::client::render::usage_line(&usage)));
             }
@@ -234,9 +234,9 @@ impl App {
     async fn rewind(&mut self, message_id: &str, files: bool) -> Result<(), ApiError> {
         let id = self.current()?;
         let rewound = calls::rewind(&self.api, &id, message_id, files).await?;
-        let message = text(&rewound["text"]).to_owned();
-        match rewound["conversation"]["id"].as_str() {
-            Some(copy) => self.open(copy, false).await?,
+        let message = rewound.text;
+        match rewound.conversation {
+            Some(copy) => self.open(&copy.id, false).await?,
             // Before the first message: the next message starts anew.
             None => {
                 self.conversation = None;
@@ -244,9 +244,8 @@ impl App {
                 self.connection = Connection::Idle;
             }
         }
-        if files {
-            self.transcript
-                .notice(files::restore_notice(&id, &rewound["restore"]));
+        if files && let Some(restore) = &rewound.restore {
+            self.transcript.notice(files::restore_notice(&id, restore));
         }
         self.transcript
             .notice("rewound: your message is back in the input, to edit and send");

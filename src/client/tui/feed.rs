@@ -114,8 +114,8 @@ impl App {
                     error: text(&data["error"]).to_owned(),
                 });
             }
-            "approval.requested" => self.approval_asked(&data["approval"]),
-            "approval.resolved" => self.approval_settled(&data["approval"]),
+            "approval.requested" => self.approval_asked(&crate::client::typed(&data["approval"])),
+            "approval.resolved" => self.approval_settled(&crate::client::typed(&data["approval"])),
             _ => {}
         }
     }
@@ -150,7 +150,8 @@ impl App {
         if std::mem::take(&mut self.after_reconnect) {
             self.caught_up(before).await;
         }
-        let approvals: Vec<Value> = data["approvals"].as_array().cloned().unwrap_or_default();
+        let approvals: Vec<crate::api::approvals::Approval> =
+            crate::client::typed(&data["approvals"]);
         for approval in &approvals {
             self.approval_asked(approval);
         }
