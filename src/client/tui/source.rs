@@ -1,8 +1,7 @@
 //! Where the full-screen chat's events come from: a task that reads the conversation's
 //! stream (reconnecting with `Last-Event-ID`, `client::stream`) and hands each event, and each
-//! change of the connection, to the app; and the stored history it reads besides.
+//! change of the connection, to the app.
 
-use serde_json::Value;
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 
@@ -56,28 +55,4 @@ pub async fn follow(
         }
     });
     Ok((receiver, task))
-}
-
-/// A session's stored items (the root's for `None`).
-pub async fn stored_items(
-    api: &Api,
-    id: &str,
-    session: Option<&str>,
-) -> Result<Vec<Value>, ApiError> {
-    let mut items = Vec::new();
-    let base = match session {
-        Some(session) => format!("/api/conversations/{id}/items?limit=2000&session={session}"),
-        None => format!("/api/conversations/{id}/items?limit=2000"),
-    };
-    let mut path = base.clone();
-    loop {
-        let page = api.get(&path).await?;
-        items.extend(page["items"].as_array().cloned().unwrap_or_default());
-        match page["next_after_seq"].as_u64() {
-            Some(next) => {
-                path = format!("{base}&after_seq={next}");
-            }
-            None => return Ok(items),
-        }
-    }
 }
