@@ -17,7 +17,7 @@ pub mod endpoints;
 pub mod events;
 pub mod files;
 #[cfg(test)]
-mod fixtures;
+pub(crate) mod fixtures;
 pub mod position;
 pub mod render;
 pub mod send;
@@ -32,10 +32,4 @@ pub fn wire_text<T: serde::Serialize>(value: &T) -> String {
         Ok(other) => other.to_string(),
         Err(_) => String::new(),
     }
-}
-
-/// While a client still reads untyped JSON: a piece of a decoded event or answer as the API's
-/// type (it decodes: the whole did).
-pub(crate) fn typed<T: serde::de::DeserializeOwned>(value: &serde_json::Value) -> T {
-    serde_json::from_value(value.clone()).expect("a piece of a decoded event decodes")
 }
