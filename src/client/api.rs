@@ -6,7 +6,6 @@ use std::time::Duration;
 
 use serde::Serialize;
 use serde::de::DeserializeOwned;
-use serde_json::Value;
 
 use crate::api::errors::{ErrorBody, ErrorCode};
 
@@ -73,11 +72,14 @@ impl Api {
         }
     }
 
-    pub async fn get_as<T: DeserializeOwned>(&self, path: &str) -> Result<T, ApiError> {
+    // The routes are named in `endpoints.rs`; these take any path and any type, so only the
+    // client's own modules call them.
+
+    pub(super) async fn get<T: DeserializeOwned>(&self, path: &str) -> Result<T, ApiError> {
         self.call(self.request(reqwest::Method::GET, path)).await
     }
 
-    pub async fn post_as<T: DeserializeOwned>(
+    pub(super) async fn post<T: DeserializeOwned>(
         &self,
         path: &str,
         body: &(impl Serialize + ?Sized),
@@ -86,7 +88,7 @@ impl Api {
             .await
     }
 
-    pub async fn patch_as<T: DeserializeOwned>(
+    pub(super) async fn patch<T: DeserializeOwned>(
         &self,
         path: &str,
         body: &(impl Serialize + ?Sized),
@@ -96,7 +98,7 @@ impl Api {
     }
 
     /// A DELETE whose answer has a body (a withdrawn waiting message).
-    pub async fn delete_as<T: DeserializeOwned>(&self, path: &str) -> Result<T, ApiError> {
+    pub(super) async fn delete<T: DeserializeOwned>(&self, path: &str) -> Result<T, ApiError> {
         self.call(self.request(reqwest::Method::DELETE, path)).await
     }
 
@@ -118,9 +120,23 @@ impl Api {
     ) -> Result<T, ApiError> {
         let (status, body) = self.read(request).await?;
         if !(200..300).contains(&status) {
-            return Err(service_error(status, &body));
+            return Err(self.error_answer(status, &body));
         }
         self.decode(&body)
+    }
+
+    /// The error an error answer is: the service's error body, or, when the body is not JSON
+    /// at all (another program answered), an `Unreadable` answer.
+    pub(super) fn error_answer(&self, status: u16, body: &[u8]) -> ApiError {
+        match serde_json::from_slice::<serde::de::IgnoredAny>(body) {
+            Ok(_) => service_error(status, body),
+            Err(error) => ApiError::Unreadable {
+                message: format!(
+                    "the answer of {} ({status}) could not be read: {error}",
+                    self.base
+                ),
+            },
+        }
     }
 
     /// A body as `T`; one that is not is an `Unreadable` answer.
@@ -147,57 +163,9 @@ impl Api {
         Ok((status, body))
     }
 
-    pub async fn get(&self, path: &str) -> Result<Value, ApiError> {
-        self.send(self.request(reqwest::Method::GET, path)).await
-    }
-
-    pub async fn post(&self, path: &str, body: &Value) -> Result<Value, ApiError> {
-        self.send(self.request(reqwest::Method::POST, path).json(body))
-            .await
-    }
-
-    pub async fn patch(&self, path: &str, body: &Value) -> Result<Value, ApiError> {
-        self.send(self.request(reqwest::Method::PATCH, path).json(body))
-            .await
-    }
-
-    /// A DELETE whose answer has a body (a withdrawn waiting message).
-    pub async fn delete(&self, path: &str) -> Result<Value, ApiError> {
-        self.send(self.request(reqwest::Method::DELETE, path)).await
-    }
-
-    /// A POST whose error answers carry more than the message (an approval's `409` has the
-    /// outcome): the status and the body of any answer the service gives.
-    pub async fn post_answer(&self, path: &str, body: &Value) -> Result<(u16, Value), ApiError> {
-        self.answer(self.request(reqwest::Method::POST, path).json(body))
-            .await
-    }
-
     /// Whether calls carry a token (a `curl` shown to the user needs one too).
     pub fn has_token(&self) -> bool {
         self.token.is_some()
-    }
-
-    async fn send(&self, request: reqwest::RequestBuilder) -> Result<Value, ApiError> {
-        let (status, body) = self.answer(request).await?;
-        if (200..300).contains(&status) {
-            return Ok(body);
-        }
-        Err(service_error_value(status, &body))
-    }
-
-    async fn answer(&self, request: reqwest::RequestBuilder) -> Result<(u16, Value), ApiError> {
-        let response = request
-            .timeout(Duration::from_secs(600))
-            .send()
-            .await
-            .map_err(|error| self.unreachable(error))?;
-        let status = response.status().as_u16();
-        let body: Value = response
-            .json()
-            .await
-            .map_err(|error| self.unreachable(error))?;
-        Ok((status, body))
     }
 
     pub(super) fn unreachable(&self, error: reqwest::Error) -> ApiError {
@@ -251,16 +219,24 @@ pub fn service_error(status: u16, body: &[u8]) -> ApiError {
             message: error.message,
         };
     }
-    let body: Value = serde_json::from_slice(body).unwrap_or_default();
-    service_error_value(status, &body)
-}
-
-/// The error body of an answer read as JSON.
-pub fn service_error_value(status: u16, body: &Value) -> ApiError {
-    let error = &body["error"];
+    // A code this client does not know, or no error body at all (a proxy's answer, say).
+    #[derive(serde::Deserialize, Default)]
+    #[serde(default)]
+    struct Lenient {
+        error: LenientDetail,
+    }
+    #[derive(serde::Deserialize, Default)]
+    #[serde(default)]
+    struct LenientDetail {
+        code: Option<String>,
+        message: Option<String>,
+    }
+    let error = serde_json::from_slice::<Lenient>(body)
+        .unwrap_or_default()
+        .error;
     ApiError::Service {
         status,
-        code: error["code"].as_str().unwrap_or("unknown").to_owned(),
-        message: error["message"].as_str().unwrap_or("no message").to_owned(),
+        code: error.code.unwrap_or_else(|| "unknown".to_owned()),
+        message: error.message.unwrap_or_else(|| "no message".to_owned()),
     }
 }

@@ -35,7 +35,7 @@ fn escaped(value: &str) -> String {
 impl Api {
     /// Whether the service answers at all (its figures are not read).
     pub async fn health(&self) -> Result<(), ApiError> {
-        self.get_as::<serde::de::IgnoredAny>("/api/health")
+        self.get::<serde::de::IgnoredAny>("/api/health")
             .await
             .map(drop)
     }
@@ -54,18 +54,18 @@ impl Api {
         if let Some(cursor) = cursor {
             path += &format!("&cursor={}", escaped(cursor));
         }
-        self.get_as(&path).await
+        self.get(&path).await
     }
 
     pub async fn conversation(&self, id: &str) -> Result<ConversationView, ApiError> {
-        self.get_as(&format!("/api/conversations/{id}")).await
+        self.get(&format!("/api/conversations/{id}")).await
     }
 
     pub async fn create_conversation(
         &self,
         body: &NewConversation,
     ) -> Result<ConversationCreated, ApiError> {
-        self.post_as("/api/conversations", body).await
+        self.post("/api/conversations", body).await
     }
 
     pub async fn update_conversation(
@@ -73,8 +73,7 @@ impl Api {
         id: &str,
         patch: &ConversationPatch,
     ) -> Result<Conversation, ApiError> {
-        self.patch_as(&format!("/api/conversations/{id}"), patch)
-            .await
+        self.patch(&format!("/api/conversations/{id}"), patch).await
     }
 
     pub async fn send_message(
@@ -82,13 +81,13 @@ impl Api {
         id: &str,
         body: &NewMessage,
     ) -> Result<MessageAccepted, ApiError> {
-        self.post_as(&format!("/api/conversations/{id}/messages"), body)
+        self.post(&format!("/api/conversations/{id}/messages"), body)
             .await
     }
 
     /// Takes a waiting message back; the message as it was.
     pub async fn withdraw(&self, id: &str, message_id: &str) -> Result<Message, ApiError> {
-        self.delete_as(&format!("/api/conversations/{id}/pending/{message_id}"))
+        self.delete(&format!("/api/conversations/{id}/pending/{message_id}"))
             .await
     }
 
@@ -102,7 +101,7 @@ impl Api {
         let body = InterruptRequest {
             session_id: session.map(str::to_owned),
         };
-        self.post_as(&format!("/api/conversations/{id}/interrupt"), &body)
+        self.post(&format!("/api/conversations/{id}/interrupt"), &body)
             .await
     }
 
@@ -113,24 +112,24 @@ impl Api {
         session: &str,
     ) -> Result<Interrupted, ApiError> {
         let path = format!("/api/conversations/{id}/sessions/{session}/interrupt");
-        self.post_as(&path, &EmptyRequest {}).await
+        self.post(&path, &EmptyRequest {}).await
     }
 
     /// Runs the failed last turn again.
     pub async fn retry(&self, id: &str) -> Result<RetryStarted, ApiError> {
-        self.post_as(&format!("/api/conversations/{id}/retry"), &EmptyRequest {})
+        self.post(&format!("/api/conversations/{id}/retry"), &EmptyRequest {})
             .await
     }
 
     /// Tries a model call that waits to be retried at once.
     pub async fn retry_now(&self, id: &str) -> Result<RetryingNow, ApiError> {
         let path = format!("/api/conversations/{id}/retry/now");
-        self.post_as(&path, &EmptyRequest {}).await
+        self.post(&path, &EmptyRequest {}).await
     }
 
     pub async fn fork(&self, id: &str) -> Result<ForkedConversation, ApiError> {
         let body = ForkRequest::default();
-        self.post_as(&format!("/api/conversations/{id}/fork"), &body)
+        self.post(&format!("/api/conversations/{id}/fork"), &body)
             .await
     }
 
@@ -139,17 +138,17 @@ impl Api {
         id: &str,
         body: &RewindRequest,
     ) -> Result<RewoundConversation, ApiError> {
-        self.post_as(&format!("/api/conversations/{id}/rewind"), body)
+        self.post(&format!("/api/conversations/{id}/rewind"), body)
             .await
     }
 
     pub async fn compact(&self, id: &str) -> Result<CompactOutcome, ApiError> {
         let path = format!("/api/conversations/{id}/compact");
-        self.post_as(&path, &EmptyRequest {}).await
+        self.post(&path, &EmptyRequest {}).await
     }
 
     pub async fn usage(&self, id: &str) -> Result<Usage, ApiError> {
-        self.get_as(&format!("/api/conversations/{id}/usage")).await
+        self.get(&format!("/api/conversations/{id}/usage")).await
     }
 
     /// Every stored item of the root session (`None`) or of `session` after `after_seq`
@@ -171,7 +170,7 @@ impl Api {
                 Some(after) => format!("{base}&after_seq={after}"),
                 None => base.clone(),
             };
-            let page: ItemsPage = self.get_as(&path).await?;
+            let page: ItemsPage = self.get(&path).await?;
             items.extend(page.items);
             match page.next_after_seq {
                 Some(next) => after = Some(next),
@@ -200,20 +199,20 @@ impl Api {
         if !query.is_empty() {
             path += &format!("?{}", query.join("&"));
         }
-        self.get_as(&path).await
+        self.get(&path).await
     }
 
     pub async fn agents(&self) -> Result<AgentList, ApiError> {
-        self.get_as("/api/agents").await
+        self.get("/api/agents").await
     }
 
     pub async fn models(&self) -> Result<ModelList, ApiError> {
-        self.get_as("/api/models").await
+        self.get("/api/models").await
     }
 
     /// The pending approvals and the recently decided.
     pub async fn all_approvals(&self) -> Result<ApprovalList, ApiError> {
-        self.get_as("/api/approvals?status=all").await
+        self.get("/api/approvals?status=all").await
     }
 
     /// Answers an approval; the first answer wins. An error answer other than
@@ -229,7 +228,7 @@ impl Api {
         if (200..300).contains(&status) {
             return Ok(Answered::Settled(self.decode(&body)?));
         }
-        let error = super::api::service_error(status, &body);
+        let error = self.error_answer(status, &body);
         if error.is(ErrorCode::AlreadyDecided)
             && let Ok(decided) = serde_json::from_slice::<AlreadyDecided>(&body)
         {

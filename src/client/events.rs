@@ -24,9 +24,6 @@ pub struct Received<E> {
     /// unchanged (with any field a newer service added).
     pub name: String,
     pub raw: String,
-    /// While the clients move to `event`: the name and the data as untyped JSON.
-    pub kind: String,
-    pub data: serde_json::Value,
 }
 
 /// One event of a conversation's stream.
@@ -38,8 +35,6 @@ pub fn decode<E: DeserializeOwned>(id: String, name: String, data: String) -> Op
         Ok(event) => Some(Received {
             id: Some(id).filter(|id| !id.is_empty()),
             event,
-            kind: name.clone(),
-            data: serde_json::from_str(&data).unwrap_or_default(),
             name,
             raw: data,
         }),
