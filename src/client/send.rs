@@ -464,9 +464,13 @@ impl Approvals<'_> {
     }
 }
 
-/// The approval as the JSON line a script reads before `send` exits with `EXIT_APPROVAL`.
+/// The approval as the JSON line a script reads before `send` exits with `EXIT_APPROVAL`: the
+/// `approval.requested` event's data.
 fn print_request(approval: &Approval) {
-    let line = json!({ "type": "approval.requested", "approval": approval });
+    let event = ConversationEvent::ApprovalRequested {
+        approval: approval.clone(),
+    };
+    let line = serde_json::to_string(&event).unwrap_or_default();
     print_out(&format!("{line}\n"));
 }
 
