@@ -8,26 +8,40 @@ use agent_client_protocol::v1::schema::{
     PermissionOption, PermissionOptionKind, RequestPermissionOutcome, RequestPermissionRequest,
     ToolCallStatus, ToolCallUpdate, ToolCallUpdateFields,
 };
-use serde_json::{Value, json};
 use tokio::sync::oneshot;
 
 use super::updates;
+use crate::api::approvals::{Approval, ApprovalDecision};
 use crate::client::api::Api;
+use crate::client::approval_prompt;
 
-fn text(value: &Value) -> &str {
-    value.as_str().unwrap_or_default()
+/// The id of the option that stands for a decision: its name on the wire.
+fn option_id(decision: ApprovalDecision) -> String {
+    crate::client::wire_text(&decision)
+}
+
+/// The decision an option the editor selected stands for.
+fn decision(option_id: &str) -> Option<ApprovalDecision> {
+    [
+        ApprovalDecision::AllowOnce,
+        ApprovalDecision::AllowConversation,
+        ApprovalDecision::AllowAlways,
+        ApprovalDecision::Deny,
+    ]
+    .into_iter()
+    .find(|decision| option_id == self::option_id(*decision))
 }
 
 /// The answers the editor offers, each named by the service's decision it stands for. An
 /// escalation (running outside the sandbox) can only be allowed once.
-pub fn options(approval: &Value) -> Vec<PermissionOption> {
+pub fn options(approval: &Approval) -> Vec<PermissionOption> {
     let mut options = vec![PermissionOption::new(
-        "allow_once",
+        option_id(ApprovalDecision::AllowOnce),
         "Allow once",
         PermissionOptionKind::AllowOnce,
     )];
-    let rules = crate::client::approval_prompt::suggested_rules(approval);
-    if !rules.is_empty() && approval["escalate"].is_null() {
+    let rules = approval_prompt::suggested_rules(approval);
+    if !rules.is_empty() && approval.escalate.is_none() {
         // Each part's exact rule, written out as a terminal would not interpret it.
         let rule: Vec<String> = rules
             .iter()
@@ -35,18 +49,18 @@ pub fn options(approval: &Value) -> Vec<PermissionOption> {
             .collect();
         let rule = rule.join(", ");
         options.push(PermissionOption::new(
-            "allow_conversation",
+            option_id(ApprovalDecision::AllowConversation),
             format!("Always allow {rule} in this conversation"),
             PermissionOptionKind::AllowAlways,
         ));
         options.push(PermissionOption::new(
-            "allow_always",
+            option_id(ApprovalDecision::AllowAlways),
             format!("Always allow {rule} for this agent in this directory"),
             PermissionOptionKind::AllowAlways,
         ));
     }
     options.push(PermissionOption::new(
-        "deny",
+        option_id(ApprovalDecision::Deny),
         "Reject",
         PermissionOptionKind::RejectOnce,
     ));
@@ -54,19 +68,19 @@ pub fn options(approval: &Value) -> Vec<PermissionOption> {
 }
 
 /// The call the question is about: the tool call the editor already shows, with what it
-/// would do.
-fn tool_call(approval: &Value) -> ToolCallUpdate {
-    let subject = &approval["subject"];
-    let arguments = match subject["arguments"].is_null() {
-        true => subject.clone(),
-        false => subject["arguments"].clone(),
+/// would do (a tool's own arguments, or the command or path with the working directory).
+fn tool_call(approval: &Approval) -> ToolCallUpdate {
+    let subject = &approval.subject;
+    let arguments = match &subject.arguments {
+        Some(arguments) => arguments.clone(),
+        None => serde_json::to_value(subject).unwrap_or_default(),
     };
-    let mut title = updates::title(text(&approval["tool"]), &arguments);
-    if let Some(why) = approval["escalate"].as_str() {
+    let mut title = updates::title(&approval.tool, &arguments);
+    if let Some(why) = &approval.escalate {
         title = format!("{title} (outside the sandbox: {why})");
     }
     ToolCallUpdate::new(
-        text(&approval["item_id"]).to_owned(),
+        approval.item_id.clone(),
         ToolCallUpdateFields::new()
             .title(title)
             .status(ToolCallStatus::Pending)
@@ -79,7 +93,7 @@ pub async fn ask(
     api: Api,
     cx: ConnectionTo<Client>,
     acp_session: String,
-    approval: Value,
+    approval: Approval,
     withdrawn: oneshot::Receiver<()>,
 ) {
     let request =
@@ -96,16 +110,17 @@ pub async fn ask(
         // The editor cancelled its prompt (`session/cancel` follows): the interrupt settles it.
         return;
     };
-    let decision = selected.option_id.0.to_string();
-    let id = text(&approval["id"]);
-    // 409 `already_decided`: another client answered first, which is fine.
-    if let Err(error) = api
-        .post_answer(
-            &format!("/api/approvals/{id}"),
-            &json!({ "decision": decision }),
-        )
-        .await
-    {
+    let Some(decision) = decision(&selected.option_id.0) else {
+        tracing::warn!(
+            "the editor chose an option never offered: {}",
+            selected.option_id.0
+        );
+        return;
+    };
+    let id = &approval.id;
+    // `already_decided`: another client answered first, which is fine.
+    let answer = approval_prompt::answer(decision);
+    if let Err(error) = api.answer_approval(id, &answer).await {
         tracing::warn!("could not answer approval {id}: {error}");
     }
 }
@@ -116,19 +131,27 @@ mod tests {
 
     #[test]
     fn an_escalation_can_only_be_allowed_once_or_rejected() {
-        let ids = |approval: Value| -> Vec<String> {
+        let ids = |suggested_rule: Option<&str>, escalate: Option<&str>| -> Vec<String> {
+            let approval = Approval {
+                suggested_rule: suggested_rule.map(str::to_owned),
+                suggested_rules: Vec::new(),
+                escalate: escalate.map(str::to_owned),
+                ..Approval::example()
+            };
             options(&approval)
                 .into_iter()
                 .map(|option| option.option_id.0.to_string())
                 .collect()
         };
         assert_eq!(
-            ids(json!({"suggested_rule": "git push*", "escalate": null})),
+            ids(Some("git push*"), None),
             ["allow_once", "allow_conversation", "allow_always", "deny"]
         );
+        assert_eq!(ids(None, Some("needs the network")), ["allow_once", "deny"]);
         assert_eq!(
-            ids(json!({"suggested_rule": null, "escalate": "needs the network"})),
-            ["allow_once", "deny"]
+            decision("allow_always"),
+            Some(ApprovalDecision::AllowAlways)
         );
+        assert_eq!(decision("maybe"), None);
     }
 }

@@ -3,7 +3,7 @@
 //! stores a conversation with its first message), so until then it is a draft that keeps the
 //! agent, model and MCP servers chosen for it.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
@@ -18,17 +18,16 @@ use agent_client_protocol::v1::schema::{
     SetSessionConfigOptionResponse, SetSessionModeRequest, SetSessionModeResponse, StopReason,
 };
 use agent_client_protocol::{Client, Error, ErrorCode};
-use serde_json::{Value, json};
+use serde_json::Value;
 
 use super::commands;
 use super::follow::{Follower, Shared, TurnEnd};
 use super::prompt;
 use super::updates;
+use crate::api::requests::{ConversationPatch, NewConversation, NewMessage};
 use crate::client::api::{Api, ApiError};
-
-fn text(value: &Value) -> &str {
-    value.as_str().unwrap_or_default()
-}
+use crate::config::McpServerSpec;
+use crate::domain::{Conversation, Image, MessageMode, MessageStatus};
 
 fn failure(message: impl Into<String>) -> Error {
     Error::new(ErrorCode::INTERNAL_ERROR, message)
@@ -39,13 +38,14 @@ fn invalid(message: impl Into<String>) -> Error {
 }
 
 fn service(error: ApiError) -> Error {
-    match error.code() {
-        Some("not_found") => Error::new(ErrorCode::RESOURCE_NOT_FOUND, error.to_string()),
-        _ => failure(error.to_string()),
+    if error.is(crate::api::errors::ErrorCode::NotFound) {
+        return Error::new(ErrorCode::RESOURCE_NOT_FOUND, error.to_string());
     }
+    failure(error.to_string())
 }
 
-/// An answer as JSON, plus the session to greet after it (`available_commands_update`).
+/// An answer as the protocol's JSON, plus the session to greet after it
+/// (`available_commands_update`).
 type Answer = Result<(Value, Option<String>), Error>;
 
 fn to_json(value: impl serde::Serialize) -> Result<Value, Error> {
@@ -61,7 +61,7 @@ fn answer(value: impl serde::Serialize) -> Answer {
 struct Draft {
     agent: Option<String>,
     model: Option<String>,
-    mcp: serde_json::Map<String, Value>,
+    mcp: BTreeMap<String, McpServerSpec>,
 }
 
 struct Session {
@@ -181,36 +181,33 @@ impl Bridge {
     async fn choices(
         &self,
         draft: &Draft,
-        conversation: Option<&Value>,
+        conversation: Option<&Conversation>,
     ) -> Result<(SessionModeState, Vec<SessionConfigOption>), Error> {
-        let agents = self.api.get("/api/agents").await.map_err(service)?;
-        let models = self.api.get("/api/models").await.map_err(service)?;
-        let list = |value: &Value, key: &str| value[key].as_array().cloned().unwrap_or_default();
+        let agents = self.api.agents().await.map_err(service)?;
+        let models = self.api.models().await.map_err(service)?;
         let agent = conversation
-            .map(|c| text(&c["agent"]).to_owned())
+            .map(|c| c.agent.clone())
             .or_else(|| draft.agent.clone())
-            .unwrap_or_else(|| text(&agents["default"]).to_owned());
-        let agent_model = list(&agents, "agents")
+            .unwrap_or_else(|| agents.default.clone());
+        let agent_model = agents
+            .agents
             .iter()
-            .find(|a| a["name"] == agent.as_str())
-            .map(|a| text(&a["model"]).to_owned())
+            .find(|a| a.name == agent)
+            .map(|a| a.model.clone())
             .unwrap_or_default();
         let model = conversation
-            .map(|c| text(&c["model"]).to_owned())
+            .map(|c| c.model.clone())
             .or_else(|| draft.model.clone())
             .unwrap_or(agent_model);
-        let modes = list(&agents, "agents")
-            .iter()
-            .map(|a| {
-                SessionMode::new(text(&a["name"]).to_owned(), text(&a["name"]).to_owned())
-                    .description(a["description"].as_str().map(str::to_owned))
-            })
+        let modes = agents
+            .agents
+            .into_iter()
+            .map(|a| SessionMode::new(a.name.clone(), a.name).description(Some(a.description)))
             .collect();
-        let options: Vec<SessionConfigSelectOption> = list(&models, "models")
-            .iter()
-            .map(|m| {
-                SessionConfigSelectOption::new(text(&m["id"]).to_owned(), text(&m["id"]).to_owned())
-            })
+        let options: Vec<SessionConfigSelectOption> = models
+            .models
+            .into_iter()
+            .map(|m| SessionConfigSelectOption::new(m.id.clone(), m.id))
             .collect();
         let model_option = SessionConfigOption::select("model", "Model", model, options)
             .category(SessionConfigOptionCategory::Model);
@@ -237,12 +234,12 @@ impl Bridge {
         };
         let view = self
             .api
-            .get(&format!("/api/conversations/{conversation_id}"))
+            .conversation(&conversation_id)
             .await
             .map_err(service)?;
         let session = Arc::new(Session {
             id: id.clone(),
-            cwd: text(&view["cwd"]).to_owned(),
+            cwd: view.conversation.cwd.clone(),
             draft: Mutex::new(Draft::default()),
             conversation: tokio::sync::Mutex::new(None),
             cancels: AtomicU64::new(0),
@@ -264,7 +261,9 @@ impl Bridge {
             .lock()
             .expect("sessions")
             .insert(id.clone(), session);
-        let (modes, options) = self.choices(&Draft::default(), Some(&view)).await?;
+        let (modes, options) = self
+            .choices(&Draft::default(), Some(&view.conversation))
+            .await?;
         let response = LoadSessionResponse::new()
             .modes(modes)
             .config_options(options);
@@ -272,28 +271,25 @@ impl Bridge {
     }
 
     async fn list(&self, request: ListSessionsRequest) -> Answer {
-        let mut path = "/api/conversations?limit=100".to_owned();
-        if let Some(cursor) = &request.cursor {
-            path.push_str("&cursor=");
-            path.push_str(&form_urlencoded::byte_serialize(cursor.as_bytes()).collect::<String>());
-        }
-        let page = self.api.get(&path).await.map_err(service)?;
+        let page = self
+            .api
+            .conversations(100, None, request.cursor.as_deref())
+            .await
+            .map_err(service)?;
         let cwd = request.cwd.as_ref().map(|cwd| cwd.display().to_string());
-        let sessions = page["conversations"]
-            .as_array()
+        let sessions = page
+            .conversations
             .into_iter()
-            .flatten()
-            .filter(|c| cwd.as_deref().is_none_or(|cwd| c["cwd"] == cwd))
+            .filter(|c| cwd.as_deref().is_none_or(|cwd| c.cwd == cwd))
             .map(|c| {
-                SessionInfo::new(text(&c["id"]).to_owned(), text(&c["cwd"]).to_owned())
-                    .title(c["title"].as_str().map(str::to_owned))
-                    .updated_at(c["updated_at"].as_str().map(str::to_owned))
+                // The time as the service wrote it (RFC 3339).
+                let updated_at = crate::client::wire_text(&c.updated_at);
+                SessionInfo::new(c.id, c.cwd)
+                    .title(Some(c.title))
+                    .updated_at(Some(updated_at))
             })
             .collect();
-        answer(
-            ListSessionsResponse::new(sessions)
-                .next_cursor(page["next_cursor"].as_str().map(str::to_owned)),
-        )
+        answer(ListSessionsResponse::new(sessions).next_cursor(page.next_cursor))
     }
 
     async fn set_mode(&self, request: SetSessionModeRequest) -> Answer {
@@ -303,11 +299,12 @@ impl Bridge {
         match conversation {
             // From the conversation's next turn (refused while its agent works).
             Some(id) => {
+                let patch = ConversationPatch {
+                    agent: Some(agent),
+                    ..ConversationPatch::default()
+                };
                 self.api
-                    .patch(
-                        &format!("/api/conversations/{id}"),
-                        &json!({ "agent": agent }),
-                    )
+                    .update_conversation(&id, &patch)
                     .await
                     .map_err(service)?;
             }
@@ -329,15 +326,14 @@ impl Bridge {
             .to_string();
         let conversation = session.conversation_id().await;
         let view = match &conversation {
-            Some(id) => Some(
-                self.api
-                    .patch(
-                        &format!("/api/conversations/{id}"),
-                        &json!({ "model": model }),
-                    )
-                    .await
-                    .map_err(service)?,
-            ),
+            Some(id) => {
+                let patch = ConversationPatch {
+                    model: Some(model),
+                    ..ConversationPatch::default()
+                };
+                let updated = self.api.update_conversation(id, &patch).await;
+                Some(updated.map_err(service)?)
+            }
             None => {
                 session.draft.lock().expect("draft").model = Some(model);
                 None
@@ -359,11 +355,7 @@ impl Bridge {
         let conversation = session.conversation.lock().await.clone();
         if let Some((id, follower)) = conversation {
             follower.changed.notify_waiters();
-            if let Err(error) = self
-                .api
-                .post(&format!("/api/conversations/{id}/interrupt"), &json!({}))
-                .await
-            {
+            if let Err(error) = self.api.interrupt(&id, None).await {
                 tracing::warn!("could not interrupt {id}: {error}");
             }
         }
@@ -392,8 +384,7 @@ impl Bridge {
             {
                 continue;
             }
-            let path = format!("/api/conversations/{id}/sessions/{session_id}/interrupt");
-            if let Err(error) = self.api.post(&path, &json!({})).await {
+            if let Err(error) = self.api.interrupt_session(&id, session_id).await {
                 tracing::warn!("could not interrupt sub-agent {session_id}: {error}");
             }
             return;
@@ -408,10 +399,10 @@ impl Bridge {
         };
         let answer = self
             .api
-            .post(&format!("/api/conversations/{id}/retry"), &json!({}))
+            .retry(&id)
             .await
             .map_err(|error| failure(error.to_string()))?;
-        let turn = text_of(&answer["turn_id"]);
+        let turn = answer.turn_id;
         let ended = follower
             .wait(|shared| {
                 if shared.ended.contains_key(&turn) {
@@ -482,13 +473,7 @@ impl Bridge {
         if session.cancels.load(Ordering::SeqCst) != cancels {
             // Cancelled while the conversation was being created: nothing could be
             // interrupted yet.
-            let _ = self
-                .api
-                .post(
-                    &format!("/api/conversations/{conversation}/interrupt"),
-                    &json!({}),
-                )
-                .await;
+            let _ = self.api.interrupt(&conversation, None).await;
         }
         enum Outcome {
             Ended(String),
@@ -515,8 +500,7 @@ impl Bridge {
             Outcome::Cancelled => {
                 // Still waiting for its turn: withdraw it. If it was taken meanwhile
                 // (`not_waiting`), its turn is interrupted like any other.
-                let path = format!("/api/conversations/{conversation}/pending/{message_id}");
-                if self.api.delete(&path).await.is_ok() {
+                if self.api.withdraw(&conversation, &message_id).await.is_ok() {
                     return Ok(PromptResponse::new(StopReason::Cancelled));
                 }
                 follower
@@ -543,7 +527,7 @@ impl Bridge {
         &self,
         session: &Session,
         text: String,
-        images: Vec<Value>,
+        images: Vec<Image>,
         cx: &ConnectionTo<Client>,
     ) -> Result<(Arc<Follower>, String), Error> {
         let mut conversation = session.conversation.lock().await;
@@ -559,21 +543,22 @@ impl Bridge {
                 .await;
             ready.map_err(failure)?;
             let posting = follower.posting.lock().await;
-            let answer = self
+            let body = NewMessage {
+                text,
+                mode: MessageMode::Queue,
+                session_id: None,
+                images,
+            };
+            let message = self
                 .api
-                .post(
-                    &format!("/api/conversations/{id}/messages"),
-                    &json!({"text": text, "images": images, "mode": "queue"}),
-                )
+                .send_message(&id, &body)
                 .await
-                .map_err(service)?;
-            let message_id = answer["message"]["id"]
-                .as_str()
-                .unwrap_or_default()
-                .to_owned();
+                .map_err(service)?
+                .message;
+            let message_id = message.id;
             let mut shared = follower.shared.lock().expect("state");
             shared.ledger.own_message(&message_id);
-            if answer["message"]["status"] == "waiting" {
+            if message.status == MessageStatus::Waiting {
                 shared.pending.insert(message_id.clone());
             }
             drop(shared);
@@ -581,29 +566,23 @@ impl Bridge {
             return Ok((follower, message_id));
         }
         let draft = session.draft.lock().expect("draft").clone();
-        let mut body = json!({"text": text, "cwd": session.cwd, "images": images});
-        if let Some(agent) = &draft.agent {
-            body["agent"] = json!(agent);
-        }
-        if let Some(model) = &draft.model {
-            body["model"] = json!(model);
-        }
-        if !draft.mcp.is_empty() {
-            body["mcp"] = Value::Object(draft.mcp.clone());
-        }
-        let created = self
-            .api
-            .post("/api/conversations", &body)
-            .await
-            .map_err(service)?;
-        let id = text_of(&created["conversation"]["id"]);
-        let message_id = text_of(&created["message"]["id"]);
+        let body = NewConversation {
+            text,
+            agent: draft.agent,
+            model: draft.model,
+            cwd: Some(session.cwd.clone()),
+            images,
+            mcp: draft.mcp,
+        };
+        let created = self.api.create_conversation(&body).await.map_err(service)?;
+        let id = created.conversation.id;
+        let message_id = created.message.id;
         let mut shared = self.new_shared();
         shared.ledger.own_message(&message_id);
         shared
             .message_turns
-            .insert(message_id.clone(), text_of(&created["turn_id"]));
-        shared.running.insert(text_of(&created["turn_id"]));
+            .insert(message_id.clone(), created.turn_id.clone());
+        shared.running.insert(created.turn_id);
         let follower = Arc::new(Follower::start(
             self.api.clone(),
             id.clone(),
@@ -614,10 +593,6 @@ impl Bridge {
         *conversation = Some((id, follower.clone()));
         Ok((follower, message_id))
     }
-}
-
-fn text_of(value: &Value) -> String {
-    text(value).to_owned()
 }
 
 fn initialize(request: InitializeRequest) -> InitializeResponse {
@@ -634,26 +609,39 @@ fn initialize(request: InitializeRequest) -> InitializeResponse {
         .agent_info(Implementation::new("openvaala", env!("CARGO_PKG_VERSION")).title("OpenVaala"))
 }
 
-/// The editor's MCP servers as the create body's `mcp` map (the shape of a config
-/// `[mcp.<name>]` table): a child process on stdio, or a streamable HTTP endpoint.
-fn mcp_servers(servers: &[McpServer]) -> serde_json::Map<String, Value> {
-    let mut map = serde_json::Map::new();
+/// The editor's MCP servers as the create body's `mcp` map (a config `[mcp.<name>]` table
+/// each): a child process on stdio, or a streamable HTTP endpoint.
+fn mcp_servers(servers: &[McpServer]) -> BTreeMap<String, McpServerSpec> {
+    let mut map = BTreeMap::new();
     for server in servers {
         let (name, table) = match server {
             McpServer::Stdio(stdio) => (
                 stdio.name.clone(),
-                json!({
-                    "command": stdio.command.display().to_string(),
-                    "args": stdio.args,
-                    "env": stdio.env.iter().map(|v| (v.name.clone(), json!(v.value))).collect::<serde_json::Map<_, _>>(),
-                }),
+                McpServerSpec {
+                    command: Some(stdio.command.display().to_string()),
+                    args: Some(stdio.args.clone()),
+                    env: Some(
+                        stdio
+                            .env
+                            .iter()
+                            .map(|v| (v.name.clone(), v.value.clone()))
+                            .collect(),
+                    ),
+                    ..McpServerSpec::default()
+                },
             ),
             McpServer::Http(http) => (
                 http.name.clone(),
-                json!({
-                    "url": http.url,
-                    "headers": http.headers.iter().map(|h| (h.name.clone(), json!(h.value))).collect::<serde_json::Map<_, _>>(),
-                }),
+                McpServerSpec {
+                    url: Some(http.url.clone()),
+                    headers: Some(
+                        http.headers
+                            .iter()
+                            .map(|h| (h.name.clone(), h.value.clone()))
+                            .collect(),
+                    ),
+                    ..McpServerSpec::default()
+                },
             ),
             // SSE servers are not advertised: the service speaks streamable HTTP only.
             _ => continue,
@@ -669,6 +657,7 @@ mod tests {
     use agent_client_protocol::v1::schema::{
         EnvVariable, HttpHeader, McpServerHttp, McpServerStdio,
     };
+    use serde_json::json;
 
     #[test]
     fn the_editors_mcp_servers_become_config_tables() {
@@ -684,7 +673,7 @@ mod tests {
             ),
         ];
         assert_eq!(
-            Value::Object(mcp_servers(&servers)),
+            serde_json::to_value(mcp_servers(&servers)).unwrap(),
             json!({
                 "files": {"command": "npx", "args": ["-y", "server-filesystem"], "env": {"K": "V"}},
                 "search": {"url": "https://mcp.example.com/mcp",

@@ -3,15 +3,10 @@
 //! bridge follows like a prompt's). Anything else starting with `/`
 //! (the demo model's directives) is sent as a message.
 
-use serde_json::{Value, json};
-
-use crate::client::agents;
 use crate::client::api::Api;
 use crate::client::render::usage_line;
-
-fn text(value: &Value) -> &str {
-    value.as_str().unwrap_or_default()
-}
+use crate::client::{agents, calls};
+use crate::domain::{ItemKind, MessageSource};
 
 /// The command a prompt is, with its argument.
 pub fn parse(prompt: &str) -> Option<(&str, &str)> {
@@ -40,31 +35,21 @@ pub async fn run(
     let fail = |error: crate::client::api::ApiError| error.to_string();
     match name {
         "compact" => {
-            let answer = api
-                .post(&format!("/api/conversations/{id}/compact"), &json!({}))
-                .await
-                .map_err(fail)?;
+            let answer = api.compact(id).await.map_err(fail)?;
             Ok(format!(
                 "Compacted the older history. {}",
-                usage_line(&answer["usage"])
+                usage_line(&answer.usage)
             ))
         }
         "fork" => {
-            let answer = api
-                .post(&format!("/api/conversations/{id}/fork"), &json!({}))
-                .await
-                .map_err(fail)?;
+            let copy = api.fork(id).await.map_err(fail)?.conversation;
             Ok(format!(
                 "Forked into conversation {} (\"{}\"): open it from the session list.",
-                text(&answer["conversation"]["id"]),
-                text(&answer["conversation"]["title"])
+                copy.id, copy.title
             ))
         }
         "context" => {
-            let usage = api
-                .get(&format!("/api/conversations/{id}/usage"))
-                .await
-                .map_err(fail)?;
+            let usage = api.usage(id).await.map_err(fail)?;
             Ok(usage_line(&usage))
         }
         "agents" => agents::show(api, id).await.map_err(fail),
@@ -75,33 +60,27 @@ pub async fn run(
 /// `/rewind` lists the user's messages; `/rewind N` copies the conversation up to before the
 /// Nth.
 async fn rewind(api: &Api, id: &str, argument: &str) -> Result<String, String> {
-    let mut messages = Vec::new();
-    let mut after = 0;
-    loop {
-        let page = api
-            .get(&format!(
-                "/api/conversations/{id}/items?after_seq={after}&limit=2000"
-            ))
-            .await
-            .map_err(|error| error.to_string())?;
-        messages.extend(
-            page["items"]
-                .as_array()
-                .into_iter()
-                .flatten()
-                .filter(|item| item["kind"] == "user_message" && item["source"] == "user")
-                .cloned(),
-        );
-        match page["next_after_seq"].as_u64() {
-            Some(next) => after = next,
-            None => break,
-        }
-    }
+    let items = api
+        .items(id, None, Some(0))
+        .await
+        .map_err(|error| error.to_string())?;
+    // The user's own messages: their ids and texts.
+    let messages: Vec<(String, String)> = items
+        .into_iter()
+        .filter_map(|item| match item.kind {
+            ItemKind::UserMessage {
+                text,
+                source: MessageSource::User,
+                ..
+            } => Some((item.id, text)),
+            _ => None,
+        })
+        .collect();
     if argument.is_empty() {
         let mut list =
             String::from("Your messages (/rewind N restarts from before message N, in a copy):\n");
-        for (n, message) in messages.iter().enumerate() {
-            let first = text(&message["text"]).lines().next().unwrap_or_default();
+        for (n, (_, text)) in messages.iter().enumerate() {
+            let first = text.lines().next().unwrap_or_default();
             list.push_str(&format!("{}. {first}\n", n + 1));
         }
         return Ok(list);
@@ -109,25 +88,21 @@ async fn rewind(api: &Api, id: &str, argument: &str) -> Result<String, String> {
     let n: usize = argument
         .parse()
         .map_err(|_| format!("/rewind takes a message number, not {argument:?}"))?;
-    let message = n
+    let (message_id, _) = n
         .checked_sub(1)
         .and_then(|index| messages.get(index))
         .ok_or_else(|| format!("there is no message {n}"))?;
-    let answer = api
-        .post(
-            &format!("/api/conversations/{id}/rewind"),
-            &json!({ "message_id": message["id"] }),
-        )
+    let answer = calls::rewind(api, id, message_id, false)
         .await
         .map_err(|error| error.to_string())?;
-    Ok(match answer["conversation"]["id"].as_str() {
+    Ok(match answer.conversation {
         Some(copy) => format!(
-            "Restarted from before message {n} in conversation {copy}: open it from the session list. Your message was:\n{}",
-            text(&answer["text"])
+            "Restarted from before message {n} in conversation {}: open it from the session list. Your message was:\n{}",
+            copy.id, answer.text
         ),
         None => format!(
             "That was the first message: nothing to copy. Your message was:\n{}",
-            text(&answer["text"])
+            answer.text
         ),
     })
 }

@@ -12,14 +12,18 @@ use agent_client_protocol::Client;
 use agent_client_protocol::v1::ConnectionTo;
 use agent_client_protocol::v1::schema::SessionNotification;
 use futures::StreamExt;
-use serde_json::Value;
 use tokio::sync::{Notify, oneshot};
 use tokio::task::JoinHandle;
 
 use super::approvals;
 use super::ledger::{Ledger, Routed};
-use super::updates;
-use crate::client::api::{Api, ServerEvent};
+use super::updates::{self, Call};
+use crate::api::approvals::{Approval, ApprovalStatus};
+use crate::api::errors::ErrorCode;
+use crate::api::events::ConversationEvent;
+use crate::client::api::Api;
+use crate::client::events::ServerEvent;
+use crate::domain::{Conversation, Item, ItemKind, Message, TurnStatus};
 
 /// How long the service may be out of reach before waiting prompts are answered with an error
 /// (the bridge goes on trying to reconnect after that).
@@ -53,7 +57,7 @@ pub struct Shared {
     /// Why the service cannot be followed now (it is out of reach, the conversation is gone).
     pub broken: Option<String>,
     /// The conversation as the service last described it.
-    pub conversation: Value,
+    pub conversation: Option<Conversation>,
     /// Approvals asked in the editor, each with how to withdraw the question.
     asked: HashMap<String, oneshot::Sender<()>>,
 }
@@ -128,10 +132,6 @@ impl Follower {
     }
 }
 
-fn text(value: &Value) -> &str {
-    value.as_str().unwrap_or_default()
-}
-
 impl Stream {
     async fn run(self) {
         let mut last_event_id: Option<String> = None;
@@ -154,7 +154,7 @@ impl Stream {
                         }
                     }
                 }
-                Err(error) if error.code() == Some("not_found") => {
+                Err(error) if error.is(ErrorCode::NotFound) => {
                     self.break_with(format!("conversation {} is gone", self.conversation));
                     return;
                 }
@@ -193,120 +193,129 @@ impl Stream {
 
     /// A finished tool call that changed files: the changes as diffs with the text before and
     /// after, read from the service's checkpoints, replacing what the call showed.
-    async fn file_diffs(&self, item: &Value) -> Option<Routed> {
-        let changed = ["added", "modified", "deleted"].iter().any(|key| {
-            item["files"][key]
-                .as_array()
-                .is_some_and(|paths| !paths.is_empty())
-        });
-        if item["kind"] != "tool_call" || !changed {
+    async fn file_diffs(&self, item: &Item) -> Option<Routed> {
+        let ItemKind::ToolCall {
+            files: Some(files), ..
+        } = &item.kind
+        else {
             return None;
-        }
-        let path = format!(
-            "/api/conversations/{}/turns/{}/changes?item_id={}&contents=true",
-            self.conversation,
-            text(&item["turn_id"]),
-            text(&item["id"]),
-        );
+        };
+        // Only a call that changed something has changes to show.
+        files.paths().next()?;
+        let call = Call::of(item)?;
         // Without them (checkpoints off, the service out of reach) the call keeps what it
         // showed: its output, or a written file's new text.
-        let changes = self.api.get(&path).await.ok()?;
+        let changes = self
+            .api
+            .turn_changes(&self.conversation, &item.turn_id, Some(&item.id), true)
+            .await
+            .ok()?;
         let shared = self.shared.lock().expect("follower state");
         let session = shared
             .ledger
-            .followed(text(&item["session_id"]))
-            .then(|| text(&item["session_id"]).to_owned());
+            .followed(&item.session_id)
+            .then(|| item.session_id.clone());
         Some((
             session,
-            updates::tool_diffs(item, &shared.ledger.cwd, &changes["files"])?,
+            updates::tool_diffs(&call, &shared.ledger.cwd, &changes.files)?,
         ))
     }
 
     /// Handles one event; `false` ends the stream for good.
     async fn handle(&self, event: ServerEvent) -> bool {
-        let data = &event.data;
-        match event.kind.as_str() {
-            "snapshot" => self.snapshot(data).await,
-            "item.started" | "item.completed" => {
-                let item = &data["item"];
+        match event.event {
+            snapshot @ ConversationEvent::Snapshot { .. } => self.snapshot(snapshot).await,
+            ConversationEvent::ItemStarted { item } | ConversationEvent::ItemCompleted { item } => {
                 let _posting = self.posting.lock().await;
                 let updates = {
                     let mut shared = self.shared.lock().expect("follower state");
-                    note_message(&mut shared, item);
-                    shared.ledger.item(item)
+                    note_message(&mut shared, &item);
+                    shared.ledger.item(&item)
                 };
-                let ended = !updates.is_empty()
-                    && !matches!(text(&item["status"]), "running" | "waiting_approval");
+                let ended = !updates.is_empty() && !item.status.is_open();
                 self.send(updates);
-                if ended && let Some(diffs) = self.file_diffs(item).await {
+                if ended && let Some(diffs) = self.file_diffs(&item).await {
                     self.send(vec![diffs]);
                 }
             }
-            "item.delta" => {
-                let updates = self.shared.lock().expect("follower state").ledger.delta(
-                    text(&data["item_id"]),
-                    text(&data["field"]),
-                    text(&data["delta"]),
-                );
-                self.send(updates);
-            }
-            "turn.started" => {
-                let mut shared = self.shared.lock().expect("follower state");
-                let updates = shared.ledger.session_turn(text(&data["session_id"]), None);
-                self.send(updates);
-                if data["session_id"] == shared.ledger.root_session_id.as_str() {
-                    let turn = text(&data["turn_id"]).to_owned();
-                    for id in data["message_ids"].as_array().into_iter().flatten() {
-                        shared
-                            .message_turns
-                            .insert(text(id).to_owned(), turn.clone());
-                    }
-                    shared.running.insert(turn);
-                }
-            }
-            "turn.ended" => {
-                let mut shared = self.shared.lock().expect("follower state");
-                let updates = shared
-                    .ledger
-                    .session_turn(text(&data["session_id"]), Some(data));
-                self.send(updates);
-                if data["session_id"] == shared.ledger.root_session_id.as_str() {
-                    let turn = text(&data["turn_id"]).to_owned();
-                    shared.running.remove(&turn);
-                    shared.ended.insert(turn, turn_end(data));
-                }
-            }
-            "usage.updated" => self.send(
-                updates::usage(&data["usage"])
-                    .map(|update| (None, update))
-                    .into_iter()
-                    .collect(),
-            ),
-            "session.created" | "session.updated" => {
+            ConversationEvent::ItemDelta {
+                item_id,
+                field,
+                delta,
+                ..
+            } => {
                 let updates = self
                     .shared
                     .lock()
                     .expect("follower state")
                     .ledger
-                    .session(&data["session"]);
+                    .delta(&item_id, field, &delta);
                 self.send(updates);
             }
-            "pending.updated" => {
-                self.shared.lock().expect("follower state").pending = ids(&data["pending"]);
+            ConversationEvent::TurnStarted {
+                session_id,
+                turn_id,
+                message_ids,
+            } => {
+                let mut shared = self.shared.lock().expect("follower state");
+                let updates = shared.ledger.session_turn(&session_id, None);
+                self.send(updates);
+                if session_id == shared.ledger.root_session_id {
+                    for id in message_ids {
+                        shared.message_turns.insert(id, turn_id.clone());
+                    }
+                    shared.running.insert(turn_id);
+                }
             }
-            "conversation.updated" => {
-                self.shared.lock().expect("follower state").conversation =
-                    data["conversation"].clone();
+            ConversationEvent::TurnEnded {
+                session_id,
+                turn_id,
+                status,
+                error,
+                ..
+            } => {
+                let mut shared = self.shared.lock().expect("follower state");
+                let updates = shared.ledger.session_turn(&session_id, Some(status));
+                self.send(updates);
+                if session_id == shared.ledger.root_session_id {
+                    shared.running.remove(&turn_id);
+                    shared
+                        .ended
+                        .insert(turn_id, turn_end(status, error.as_deref()));
+                }
             }
-            "approval.requested" => self.ask(&data["approval"]),
-            "approval.resolved" => {
-                let id = text(&data["approval"]["id"]);
-                let asked = self.shared.lock().expect("follower state").asked.remove(id);
+            ConversationEvent::UsageUpdated { usage, .. } => {
+                self.send(vec![(None, updates::usage(&usage))]);
+            }
+            ConversationEvent::SessionCreated { session }
+            | ConversationEvent::SessionUpdated { session } => {
+                let updates = self
+                    .shared
+                    .lock()
+                    .expect("follower state")
+                    .ledger
+                    .session(&session);
+                self.send(updates);
+            }
+            ConversationEvent::PendingUpdated { pending } => {
+                self.shared.lock().expect("follower state").pending = ids(&pending);
+            }
+            ConversationEvent::ConversationUpdated { conversation } => {
+                self.shared.lock().expect("follower state").conversation = Some(conversation);
+            }
+            ConversationEvent::ApprovalRequested { approval } => self.ask(approval),
+            ConversationEvent::ApprovalResolved { approval } => {
+                let asked = self
+                    .shared
+                    .lock()
+                    .expect("follower state")
+                    .asked
+                    .remove(&approval.id);
                 if let Some(withdraw) = asked {
                     let _ = withdraw.send(());
                 }
             }
-            "conversation.deleted" => {
+            ConversationEvent::ConversationDeleted { .. } => {
                 self.break_with(format!("conversation {} was deleted", self.conversation));
                 return false;
             }
@@ -317,65 +326,77 @@ impl Stream {
     }
 
     /// A stream's first event, or a fresh start after the service restarted.
-    async fn snapshot(&self, data: &Value) {
+    async fn snapshot(&self, snapshot: ConversationEvent) {
+        let ConversationEvent::Snapshot {
+            conversation,
+            sessions,
+            pending,
+            usage,
+            running,
+            approvals,
+            ..
+        } = snapshot
+        else {
+            return;
+        };
         let _posting = self.posting.lock().await;
         let after_seq = {
             let mut shared = self.shared.lock().expect("follower state");
             shared.snapshots += 1;
             shared.broken = None;
-            shared.conversation = data["conversation"].clone();
-            shared.ledger.root_session_id = text(&data["conversation"]["root_session_id"]).into();
-            shared.ledger.cwd = text(&data["conversation"]["cwd"]).to_owned();
-            let announced: Vec<Routed> = data["sessions"]
-                .as_array()
-                .into_iter()
-                .flatten()
+            shared.ledger.root_session_id = conversation.root_session_id.clone();
+            shared.ledger.cwd = conversation.cwd.clone();
+            let announced: Vec<Routed> = sessions
+                .iter()
                 .flat_map(|session| shared.ledger.session(session))
                 .collect();
             self.send(announced);
-            let running: HashSet<String> = data["running"]
-                .as_array()
-                .into_iter()
-                .flatten()
-                .filter(|turn| turn["session_id"] == data["conversation"]["root_session_id"])
-                .map(|turn| text(&turn["turn_id"]).to_owned())
+            let root_running: HashSet<String> = running
+                .iter()
+                .filter(|turn| turn.session_id == conversation.root_session_id)
+                .map(|turn| turn.turn_id.clone())
                 .collect();
+            let pending_now = ids(&pending);
             if shared.snapshots > 1 {
                 // The service lost what it kept in memory: turns it ran then were cut, and
                 // messages that waited are gone.
                 let cut: Vec<String> = shared
                     .running
-                    .difference(&running)
+                    .difference(&root_running)
                     .filter(|turn| !shared.ended.contains_key(*turn))
                     .cloned()
                     .collect();
                 shared.cut_by_restart.extend(cut);
-                let pending_now = ids(&data["pending"]);
                 let lost: Vec<String> = shared.pending.difference(&pending_now).cloned().collect();
                 shared.lost_messages.extend(lost);
             }
             // A turn that ended while the stream was down: the conversation's last turn.
-            let last = &data["conversation"]["last_turn"];
+            let last = match &conversation.last_turn {
+                Some(last) => turn_end(last.status, last.error.as_deref()),
+                None => TurnEnd::Failed("the turn failed".to_owned()),
+            };
             let unended: Vec<String> = shared
                 .running
                 .iter()
-                .filter(|turn| !running.contains(*turn) && !shared.ended.contains_key(*turn))
+                .filter(|turn| !root_running.contains(*turn) && !shared.ended.contains_key(*turn))
                 .cloned()
                 .collect();
             for turn in unended {
-                shared.ended.insert(turn, turn_end(last));
+                shared.ended.insert(turn, last.clone());
             }
-            shared.running = running;
-            shared.pending = ids(&data["pending"]);
+            shared.running = root_running;
+            shared.pending = pending_now;
+            shared.conversation = Some(conversation);
             shared.ledger.newest_seq
         };
         // First what is stored and was not seen finished, then the running turns' items.
-        let history = self.history_after(after_seq).await;
-        let running_items = data["running"]
-            .as_array()
-            .into_iter()
-            .flatten()
-            .flat_map(|turn| turn["items"].as_array().into_iter().flatten());
+        // (Out of reach again, the history is empty: the reconnect that follows reads it.)
+        let history = self
+            .api
+            .items(&self.conversation, None, Some(after_seq))
+            .await
+            .unwrap_or_default();
+        let running_items = running.iter().flat_map(|turn| &turn.items);
         let mut updates = Vec::new();
         // The finished calls this catch-up shows for the first time: they get their diffs.
         let mut shown_ended = Vec::new();
@@ -384,101 +405,67 @@ impl Stream {
             for item in history.iter().chain(running_items) {
                 note_message(&mut shared, item);
                 let fresh = shared.ledger.item(item);
-                if !fresh.is_empty()
-                    && !matches!(text(&item["status"]), "running" | "waiting_approval")
-                {
+                if !fresh.is_empty() && !item.status.is_open() {
                     shown_ended.push(item);
                 }
                 updates.extend(fresh);
             }
         }
-        updates.extend(updates::usage(&data["usage"]).map(|update| (None, update)));
+        updates.push((None, updates::usage(&usage)));
         self.send(updates);
         for item in shown_ended {
             if let Some(diffs) = self.file_diffs(item).await {
                 self.send(vec![diffs]);
             }
         }
-        for approval in data["approvals"].as_array().into_iter().flatten() {
+        for approval in approvals {
             self.ask(approval);
         }
     }
 
-    /// The root session's stored items after `seq`, every page.
-    async fn history_after(&self, mut seq: u64) -> Vec<Value> {
-        let mut items = Vec::new();
-        loop {
-            let path = format!(
-                "/api/conversations/{}/items?after_seq={seq}&limit=2000",
-                self.conversation
-            );
-            let Ok(page) = self.api.get(&path).await else {
-                // Out of reach again: the reconnect that follows reads it.
-                return items;
-            };
-            items.extend(page["items"].as_array().cloned().unwrap_or_default());
-            match page["next_after_seq"].as_u64() {
-                Some(next) => seq = next,
-                None => return items,
-            }
-        }
-    }
-
     /// Asks the editor about an approval, once; the first answer from anywhere wins.
-    fn ask(&self, approval: &Value) {
-        let id = text(&approval["id"]).to_owned();
-        if approval["status"] != "pending" {
+    fn ask(&self, approval: Approval) {
+        if approval.status != ApprovalStatus::Pending {
             return;
         }
         let (withdraw, withdrawn) = oneshot::channel();
         {
             let mut shared = self.shared.lock().expect("follower state");
-            if shared.asked.contains_key(&id) {
+            if shared.asked.contains_key(&approval.id) {
                 return;
             }
-            shared.asked.insert(id, withdraw);
+            shared.asked.insert(approval.id.clone(), withdraw);
         }
         tokio::spawn(approvals::ask(
             self.api.clone(),
             self.cx.clone(),
             self.acp_session.clone(),
-            approval.clone(),
+            approval,
             withdrawn,
         ));
     }
 }
 
 /// Which turn took a message, as its item says.
-fn note_message(shared: &mut Shared, item: &Value) {
-    if item["kind"] == "user_message"
-        && item["session_id"] == shared.ledger.root_session_id.as_str()
+fn note_message(shared: &mut Shared, item: &Item) {
+    if matches!(item.kind, ItemKind::UserMessage { .. })
+        && item.session_id == shared.ledger.root_session_id
     {
-        shared.message_turns.insert(
-            text(&item["id"]).to_owned(),
-            text(&item["turn_id"]).to_owned(),
-        );
+        shared
+            .message_turns
+            .insert(item.id.clone(), item.turn_id.clone());
     }
 }
 
-fn ids(messages: &Value) -> HashSet<String> {
-    messages
-        .as_array()
-        .into_iter()
-        .flatten()
-        .map(|message| text(&message["id"]).to_owned())
-        .collect()
+fn ids(messages: &[Message]) -> HashSet<String> {
+    messages.iter().map(|message| message.id.clone()).collect()
 }
 
-/// `turn.ended`'s or `last_turn`'s status.
-fn turn_end(data: &Value) -> TurnEnd {
-    match text(&data["status"]) {
-        "completed" => TurnEnd::Completed,
-        "interrupted" => TurnEnd::Interrupted,
-        _ => TurnEnd::Failed(
-            data["error"]
-                .as_str()
-                .unwrap_or("the turn failed")
-                .to_owned(),
-        ),
+/// How a turn ended, from `turn.ended` or the conversation's `last_turn`.
+fn turn_end(status: TurnStatus, error: Option<&str>) -> TurnEnd {
+    match status {
+        TurnStatus::Completed => TurnEnd::Completed,
+        TurnStatus::Interrupted => TurnEnd::Interrupted,
+        _ => TurnEnd::Failed(error.unwrap_or("the turn failed").to_owned()),
     }
 }

@@ -5,17 +5,28 @@
 use std::collections::{HashMap, HashSet};
 
 use agent_client_protocol::v1::schema::SessionUpdate;
-use serde_json::Value;
 
-use super::updates;
+use super::updates::{self, Call};
+use crate::api::events::DeltaField;
+use crate::domain::{Item, ItemKind, ItemStatus, MessageSource, Session, TurnStatus};
 
 /// An update and the session it goes to: `None` is the editor's session (the conversation's
 /// root), `Some` a sub-agent's session, when the editor follows them as sessions of their own.
 pub type Routed = (Option<String>, SessionUpdate);
 
+/// What an item's live text extends, as far as the editor goes.
+#[derive(Default, Clone, Copy, PartialEq, Eq)]
+enum Kind {
+    Answer,
+    Reasoning,
+    Call,
+    #[default]
+    Other,
+}
+
 #[derive(Default)]
 struct Sent {
-    kind: String,
+    kind: Kind,
     /// Whether the editor is shown this item (a sub-agent's own text is not, unless the
     /// editor follows sub-agents as sessions).
     shown: bool,
@@ -27,7 +38,7 @@ struct Sent {
     /// Its output so far (a tool call's).
     output: String,
     /// The status the editor was last told (a tool call's).
-    status: String,
+    status: Option<ItemStatus>,
     finished: bool,
 }
 
@@ -51,10 +62,6 @@ pub struct Ledger {
     announced: HashMap<String, Option<String>>,
 }
 
-fn text(value: &Value) -> &str {
-    value.as_str().unwrap_or_default()
-}
-
 fn to(session: &Option<String>, updates: Vec<SessionUpdate>) -> Vec<Routed> {
     updates
         .into_iter()
@@ -67,8 +74,8 @@ impl Ledger {
         self.own_messages.insert(message_id.to_owned());
     }
 
-    fn is_root(&self, item: &Value) -> bool {
-        item["session_id"] == self.root_session_id.as_str()
+    fn is_root(&self, item: &Item) -> bool {
+        item.session_id == self.root_session_id
     }
 
     /// The session a service session's updates go to: the editor's for the root, its own for
@@ -79,90 +86,99 @@ impl Ledger {
 
     /// A sub-agent session as the service describes it (`session.created`, `session.updated`,
     /// a snapshot): announced once to an editor that follows sub-agents, under its parent.
-    pub fn session(&mut self, session: &Value) -> Vec<Routed> {
-        let id = text(&session["id"]).to_owned();
-        self.agents
-            .insert(id.clone(), text(&session["agent"]).to_owned());
+    pub fn session(&mut self, session: &Session) -> Vec<Routed> {
+        let id = session.id.clone();
+        self.agents.insert(id.clone(), session.agent.clone());
         if !self.subagents || id == self.root_session_id || self.announced.contains_key(&id) {
             return Vec::new();
         }
-        let parent = self.route(text(&session["parent_id"]));
+        let parent = self.route(session.parent_id.as_deref().unwrap_or_default());
         self.announced.insert(id, parent.clone());
         vec![(parent, updates::subagent(session, &self.cwd))]
     }
 
-    /// A sub-agent's turn started or ended: its state, for an editor that follows it.
-    pub fn session_turn(&mut self, session_id: &str, ended: Option<&Value>) -> Vec<Routed> {
+    /// A sub-agent's turn started or ended (with this status): its state, for an editor that
+    /// follows it.
+    pub fn session_turn(&mut self, session_id: &str, ended: Option<TurnStatus>) -> Vec<Routed> {
         let Some(parent) = self.announced.get(session_id) else {
             return Vec::new();
         };
-        vec![(
-            parent.clone(),
-            updates::subagent_state(session_id, ended.map(|turn| text(&turn["status"]))),
-        )]
+        vec![(parent.clone(), updates::subagent_state(session_id, ended))]
     }
 
     /// The updates for an item seen whole (started, completed, in a snapshot or the history).
-    pub fn item(&mut self, item: &Value) -> Vec<Routed> {
-        let id = text(&item["id"]).to_owned();
-        let kind = text(&item["kind"]).to_owned();
-        let status = text(&item["status"]);
-        let finished = !matches!(status, "running" | "waiting_approval");
+    pub fn item(&mut self, item: &Item) -> Vec<Routed> {
+        let id = item.id.clone();
+        let status = item.status;
+        let finished = !status.is_open();
         let root = self.is_root(item);
         if root && finished {
-            self.newest_seq = self.newest_seq.max(item["seq"].as_u64().unwrap_or(0));
+            self.newest_seq = self.newest_seq.max(item.seq);
         }
-        let session = self.route(text(&item["session_id"]));
+        let session = self.route(&item.session_id);
         // Shown where it belongs: the root's, and a followed sub-agent's in its own session.
         let visible = root || session.is_some();
         let agent = (!visible).then(|| {
             self.agents
-                .get(text(&item["session_id"]))
+                .get(&item.session_id)
                 .cloned()
                 .unwrap_or_else(|| "sub-agent".to_owned())
         });
         let own = self.own_messages.contains(&id);
-        let from = text(&item["from_session_id"]).to_owned();
+        let from = match &item.kind {
+            ItemKind::UserMessage {
+                from_session_id, ..
+            } => from_session_id.as_deref().unwrap_or_default(),
+            _ => "",
+        };
         let report_from = self
             .agents
-            .get(&from)
+            .get(from)
             .cloned()
             .unwrap_or_else(|| "a sub-agent".to_owned());
-        let report_route = self.route(&from);
+        let report_route = self.route(from);
         let cwd = self.cwd.clone();
         let subagents = self.subagents;
         let sent = self.items.entry(id.clone()).or_default();
         if sent.finished {
             return Vec::new();
         }
-        sent.kind.clone_from(&kind);
         sent.session.clone_from(&session);
         let mut out: Vec<SessionUpdate> = Vec::new();
-        match kind.as_str() {
-            "user_message" => {
+        match &item.kind {
+            ItemKind::UserMessage {
+                text,
+                source,
+                images,
+                ..
+            } => {
                 sent.finished = true;
                 if own || !visible {
                     return Vec::new();
                 }
-                if item["source"] == "agent" && subagents {
+                if *source == MessageSource::Agent && subagents {
                     // A message from another session: the extension's session message.
-                    out.push(updates::session_message(&id, item, report_route.as_deref()));
-                } else if item["source"] == "agent" && root {
+                    out.push(updates::session_message(&id, text, report_route.as_deref()));
+                } else if *source == MessageSource::Agent && root {
                     out.push(updates::thought(format!(
-                        "[report from {report_from}]\n{}",
-                        text(&item["text"])
+                        "[report from {report_from}]\n{text}"
                     )));
                 } else {
-                    out.extend(updates::user_message(item));
+                    out.extend(updates::user_message(text, images));
                 }
             }
-            "agent_message" | "reasoning" => {
+            ItemKind::AgentMessage { text: full } | ItemKind::Reasoning { text: full, .. } => {
+                let reasoning = matches!(item.kind, ItemKind::Reasoning { .. });
+                sent.kind = if reasoning {
+                    Kind::Reasoning
+                } else {
+                    Kind::Answer
+                };
                 sent.shown = visible;
                 sent.finished = finished;
-                let full = text(&item["text"]);
                 if visible && full.len() > sent.text && full.is_char_boundary(sent.text) {
                     let rest = &full[sent.text..];
-                    out.push(if kind == "reasoning" {
+                    out.push(if reasoning {
                         updates::thought(rest)
                     } else {
                         updates::agent_text(rest)
@@ -170,33 +186,38 @@ impl Ledger {
                     sent.text = full.len();
                 }
             }
-            "tool_call" => {
+            ItemKind::ToolCall { output, .. } => {
+                let call = Call::of(item).expect("a tool call");
+                sent.kind = Kind::Call;
                 sent.shown = true;
                 let first = !sent.started;
                 if first {
                     sent.started = true;
-                    sent.output = text(&item["output"]).to_owned();
-                    out.push(updates::tool_call(item, &cwd, agent.as_deref()));
+                    sent.output.clone_from(output);
+                    out.push(updates::tool_call(&call, &cwd, agent.as_deref()));
                 }
                 if finished {
                     sent.finished = true;
-                    out.push(updates::tool_end(item, &cwd));
-                } else if text(&item["output"]).len() > sent.output.len() {
-                    sent.output = text(&item["output"]).to_owned();
-                    out.push(updates::tool_output(item, &cwd, &sent.output));
-                } else if !first && sent.status != status {
+                    out.push(updates::tool_end(&call, &cwd));
+                } else if output.len() > sent.output.len() {
+                    sent.output.clone_from(output);
+                    out.push(updates::tool_output(&call, &cwd, &sent.output));
+                } else if !first && sent.status != Some(status) {
                     // Seen again while it runs, approved meanwhile, say.
-                    out.push(updates::tool_output(item, &cwd, &sent.output));
+                    out.push(updates::tool_output(&call, &cwd, &sent.output));
                 }
-                sent.status = status.to_owned();
+                sent.status = Some(status);
             }
-            _ => sent.finished = finished,
+            ItemKind::Summary { .. } | ItemKind::Notice { .. } => {
+                sent.kind = Kind::Other;
+                sent.finished = finished;
+            }
         }
         to(&session, out)
     }
 
     /// The updates for live text of a started item (`item.delta`).
-    pub fn delta(&mut self, item_id: &str, field: &str, delta: &str) -> Vec<Routed> {
+    pub fn delta(&mut self, item_id: &str, field: DeltaField, delta: &str) -> Vec<Routed> {
         let Some(sent) = self.items.get_mut(item_id) else {
             // An item this stream never showed starting: its `item.completed` carries it.
             return Vec::new();
@@ -204,19 +225,18 @@ impl Ledger {
         if sent.finished || !sent.shown {
             return Vec::new();
         }
-        let update = match (field, sent.kind.as_str()) {
-            ("text", "agent_message") => {
+        let update = match (field, sent.kind) {
+            (DeltaField::Text, Kind::Answer) => {
                 sent.text += delta.len();
                 updates::agent_text(delta)
             }
-            ("text", "reasoning") => {
+            (DeltaField::Text, Kind::Reasoning) => {
                 sent.text += delta.len();
                 updates::thought(delta)
             }
-            ("output", "tool_call") => {
+            (DeltaField::Output, Kind::Call) => {
                 sent.output.push_str(delta);
-                let item = serde_json::json!({"id": item_id, "status": "running"});
-                updates::tool_output(&item, &self.cwd, &sent.output)
+                updates::tool_output(&Call::running(item_id), &self.cwd, &sent.output)
             }
             _ => return Vec::new(),
         };
@@ -232,7 +252,7 @@ impl Ledger {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use serde_json::json;
+    use crate::client::fixtures::{agent, user};
 
     fn chunk_text(routed: &Routed) -> String {
         assert_eq!(routed.0, None, "the editor's session");
@@ -251,16 +271,17 @@ mod tests {
             root_session_id: "s_root".into(),
             ..Ledger::default()
         };
-        let running = json!({"id": "m_1", "session_id": "s_root", "kind": "agent_message",
-                             "status": "running", "text": "Hel", "seq": 2});
+        let mut running = agent("m_1", "Hel", ItemStatus::Running);
+        running.seq = 2;
         assert_eq!(chunk_text(&ledger.item(&running)[0]), "Hel");
-        assert_eq!(chunk_text(&ledger.delta("m_1", "text", "lo")[0]), "lo");
+        let lo = ledger.delta("m_1", DeltaField::Text, "lo");
+        assert_eq!(chunk_text(&lo[0]), "lo");
         // The reconnect's history has it whole: only the rest goes out.
-        let stored = json!({"id": "m_1", "session_id": "s_root", "kind": "agent_message",
-                            "status": "completed", "text": "Hello, world", "seq": 2});
+        let mut stored = agent("m_1", "Hello, world", ItemStatus::Completed);
+        stored.seq = 2;
         assert_eq!(chunk_text(&ledger.item(&stored)[0]), ", world");
         assert!(ledger.item(&stored).is_empty());
-        assert!(ledger.delta("m_1", "text", "late").is_empty());
+        assert!(ledger.delta("m_1", DeltaField::Text, "late").is_empty());
         assert_eq!(ledger.newest_seq, 2);
     }
 
@@ -271,15 +292,13 @@ mod tests {
             ..Ledger::default()
         };
         ledger.own_message("m_own");
-        let own = json!({"id": "m_own", "session_id": "s_root", "kind": "user_message",
-                         "status": "completed", "text": "hi", "source": "user"});
+        let own = user("m_own", "hi", MessageSource::User);
         assert!(ledger.item(&own).is_empty());
-        let other = json!({"id": "m_web", "session_id": "s_root", "kind": "user_message",
-                           "status": "completed", "text": "from the browser", "source": "user"});
+        let other = user("m_web", "from the browser", MessageSource::User);
         assert_eq!(ledger.item(&other).len(), 1);
-        let sub = json!({"id": "m_2", "session_id": "s_sub", "kind": "agent_message",
-                         "status": "running", "text": "x"});
+        let mut sub = agent("m_2", "x", ItemStatus::Running);
+        sub.session_id = "s_sub".to_owned();
         assert!(ledger.item(&sub).is_empty());
-        assert!(ledger.delta("m_2", "text", "y").is_empty());
+        assert!(ledger.delta("m_2", DeltaField::Text, "y").is_empty());
     }
 }

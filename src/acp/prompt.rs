@@ -2,10 +2,11 @@
 //! context (files it embeds or links) as text the agent reads.
 
 use agent_client_protocol::v1::schema::{ContentBlock, EmbeddedResourceResource};
-use serde_json::{Value, json};
+
+use crate::domain::Image;
 
 /// The message's `text` and `images`, or why the prompt cannot be sent.
-pub fn message(blocks: &[ContentBlock]) -> Result<(String, Vec<Value>), String> {
+pub fn message(blocks: &[ContentBlock]) -> Result<(String, Vec<Image>), String> {
     let mut text = String::new();
     let mut images = Vec::new();
     let mut add = |part: &str| {
@@ -17,11 +18,17 @@ pub fn message(blocks: &[ContentBlock]) -> Result<(String, Vec<Value>), String> 
     for block in blocks {
         match block {
             ContentBlock::Text(block) => add(&block.text),
-            ContentBlock::Image(image) if !image.data.is_empty() => {
-                images.push(json!({"media_type": image.mime_type, "data": image.data}));
-            }
+            ContentBlock::Image(image) if !image.data.is_empty() => images.push(Image {
+                media_type: image.mime_type.clone(),
+                data: Some(image.data.clone()),
+                url: None,
+            }),
             ContentBlock::Image(image) => match &image.uri {
-                Some(uri) => images.push(json!({"media_type": image.mime_type, "url": uri})),
+                Some(uri) => images.push(Image {
+                    media_type: image.mime_type.clone(),
+                    data: None,
+                    url: Some(uri.clone()),
+                }),
                 None => return Err("an image without data or uri".to_owned()),
             },
             ContentBlock::Resource(resource) => match &resource.resource {
@@ -73,7 +80,11 @@ mod tests {
         );
         assert_eq!(
             images,
-            [json!({"media_type": "image/png", "data": "iVBORw0KGgo="})]
+            [Image {
+                media_type: "image/png".to_owned(),
+                data: Some("iVBORw0KGgo=".to_owned()),
+                url: None,
+            }]
         );
         assert!(message(&[ContentBlock::Text(TextContent::new("  "))]).is_err());
     }

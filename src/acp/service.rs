@@ -15,7 +15,7 @@ const START_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// Whether the service answers `GET /api/health`.
 pub async fn answers(api: &Api) -> bool {
-    api.get("/api/health").await.is_ok()
+    api.health().await.is_ok()
 }
 
 /// Starts `openvaala serve` for `data_dir` in a process group of its own (an editor that ends

@@ -1,5 +1,6 @@
-//! The `session/update`s the editor is sent, built from the service's items and events (as
-//! JSON, like the rest of the client side: the bridge relies only on the documented API).
+//! The `session/update`s the editor is sent, built from the service's items and events (the
+//! API's own types: the bridge relies only on the documented API). A tool's arguments are the
+//! tool's own JSON, read as such.
 
 use std::path::{Path, PathBuf};
 
@@ -15,6 +16,55 @@ use agent_client_protocol::v1::schema::{
     SubagentUpdate,
 };
 use serde_json::Value;
+
+use crate::api::responses::ChangedFile;
+use crate::domain::{Image, Item, ItemKind, ItemStatus, Session, SessionStatus, TurnStatus, Usage};
+
+/// A tool call as the editor is shown it: a `tool_call` item's, or what a delta of its output
+/// knows of it.
+pub struct Call<'a> {
+    pub id: &'a str,
+    pub status: ItemStatus,
+    pub name: &'a str,
+    pub arguments: &'a Value,
+    pub output: &'a str,
+    pub exit_code: Option<i32>,
+}
+
+impl<'a> Call<'a> {
+    /// The call an item is, if it is one.
+    pub fn of(item: &'a Item) -> Option<Call<'a>> {
+        match &item.kind {
+            ItemKind::ToolCall {
+                name,
+                arguments,
+                output,
+                exit_code,
+                ..
+            } => Some(Call {
+                id: &item.id,
+                status: item.status,
+                name,
+                arguments,
+                output,
+                exit_code: *exit_code,
+            }),
+            _ => None,
+        }
+    }
+
+    /// A running call known only by its id (a delta of its output).
+    pub fn running(id: &'a str) -> Call<'a> {
+        Call {
+            id,
+            status: ItemStatus::Running,
+            name: "",
+            arguments: &Value::Null,
+            output: "",
+            exit_code: None,
+        }
+    }
+}
 
 fn text(value: &Value) -> &str {
     value.as_str().unwrap_or_default()
@@ -33,16 +83,16 @@ pub fn thought(text: impl Into<String>) -> SessionUpdate {
 }
 
 /// A user message of the history: its text, then its images.
-pub fn user_message(item: &Value) -> Vec<SessionUpdate> {
+pub fn user_message(text: &str, images: &[Image]) -> Vec<SessionUpdate> {
     let mut blocks = Vec::new();
-    if !text(&item["text"]).is_empty() {
-        blocks.push(text_block(text(&item["text"])));
+    if !text.is_empty() {
+        blocks.push(text_block(text));
     }
-    for image in item["images"].as_array().into_iter().flatten() {
-        let media_type = text(&image["media_type"]);
-        let block = match image["data"].as_str() {
-            Some(data) => ImageContent::new(data, media_type),
-            None => ImageContent::new("", media_type).uri(text(&image["url"]).to_owned()),
+    for image in images {
+        let media_type = image.media_type.as_str();
+        let block = match &image.data {
+            Some(data) => ImageContent::new(data.as_str(), media_type),
+            None => ImageContent::new("", media_type).uri(image.url.clone().unwrap_or_default()),
         };
         blocks.push(ContentBlock::Image(block));
     }
@@ -107,19 +157,19 @@ fn locations(name: &str, arguments: &Value, cwd: &str) -> Vec<ToolCallLocation> 
     }
 }
 
-fn status(item: &Value) -> ToolCallStatus {
-    match text(&item["status"]) {
-        "completed" => ToolCallStatus::Completed,
-        "failed" | "interrupted" => ToolCallStatus::Failed,
-        "waiting_approval" => ToolCallStatus::Pending,
-        _ => ToolCallStatus::InProgress,
+fn status(call: &Call) -> ToolCallStatus {
+    match call.status {
+        ItemStatus::Completed => ToolCallStatus::Completed,
+        ItemStatus::Failed | ItemStatus::Interrupted => ToolCallStatus::Failed,
+        ItemStatus::WaitingApproval => ToolCallStatus::Pending,
+        ItemStatus::Running => ToolCallStatus::InProgress,
     }
 }
 
 /// What a call shows: a file write as its diff, anything else as its output so far.
-fn content(item: &Value, cwd: &str, output: &str) -> Vec<ToolCallContent> {
-    let arguments = &item["arguments"];
-    if item["name"] == "write_file"
+fn content(call: &Call, cwd: &str, output: &str) -> Vec<ToolCallContent> {
+    let arguments = call.arguments;
+    if call.name == "write_file"
         && let (Some(path), Some(new_text)) =
             (arguments["path"].as_str(), arguments["content"].as_str())
     {
@@ -128,7 +178,7 @@ fn content(item: &Value, cwd: &str, output: &str) -> Vec<ToolCallContent> {
             absolute(cwd, path),
             new_text,
         ))];
-        if item["status"] == "failed" && !output.is_empty() {
+        if call.status == ItemStatus::Failed && !output.is_empty() {
             content.push(ToolCallContent::from(text_block(output)));
         }
         return content;
@@ -140,44 +190,43 @@ fn content(item: &Value, cwd: &str, output: &str) -> Vec<ToolCallContent> {
 }
 
 /// A tool call as it appears; `agent` names the sub-agent that makes it.
-pub fn tool_call(item: &Value, cwd: &str, agent: Option<&str>) -> SessionUpdate {
-    let name = text(&item["name"]);
-    let arguments = &item["arguments"];
+pub fn tool_call(call: &Call, cwd: &str, agent: Option<&str>) -> SessionUpdate {
+    let (name, arguments) = (call.name, call.arguments);
     let mut title = title(name, arguments);
     if let Some(agent) = agent {
         title = format!("[{agent}] {title}");
     }
     SessionUpdate::ToolCall(
-        ToolCall::new(text(&item["id"]).to_owned(), title)
+        ToolCall::new(call.id.to_owned(), title)
             .kind(kind(name))
-            .status(status(item))
-            .content(content(item, cwd, text(&item["output"])))
+            .status(status(call))
+            .content(content(call, cwd, call.output))
             .locations(locations(name, arguments, cwd))
             .raw_input(arguments.clone()),
     )
 }
 
 /// Live output of a running call (the whole output so far: an update replaces the content).
-pub fn tool_output(item: &Value, cwd: &str, output: &str) -> SessionUpdate {
-    let content = content(item, cwd, output);
-    let mut fields = ToolCallUpdateFields::new().status(status(item));
+pub fn tool_output(call: &Call, cwd: &str, output: &str) -> SessionUpdate {
+    let content = content(call, cwd, output);
+    let mut fields = ToolCallUpdateFields::new().status(status(call));
     if !content.is_empty() {
         fields = fields.content(content);
     }
-    SessionUpdate::ToolCallUpdate(ToolCallUpdate::new(text(&item["id"]).to_owned(), fields))
+    SessionUpdate::ToolCallUpdate(ToolCallUpdate::new(call.id.to_owned(), fields))
 }
 
 /// A call's end: its status, its final output or diff, and the raw result.
-pub fn tool_end(item: &Value, cwd: &str) -> SessionUpdate {
-    let output = text(&item["output"]);
+pub fn tool_end(call: &Call, cwd: &str) -> SessionUpdate {
+    let output = call.output;
     SessionUpdate::ToolCallUpdate(ToolCallUpdate::new(
-        text(&item["id"]).to_owned(),
+        call.id.to_owned(),
         ToolCallUpdateFields::new()
-            .status(status(item))
-            .content(content(item, cwd, output))
+            .status(status(call))
+            .content(content(call, cwd, output))
             .raw_output(serde_json::json!({
                 "output": output,
-                "exit_code": item["exit_code"],
+                "exit_code": call.exit_code,
             })),
     ))
 }
@@ -185,18 +234,18 @@ pub fn tool_end(item: &Value, cwd: &str) -> SessionUpdate {
 /// A sub-agent announced as a session of its own (the protocol's sub-agent extension): its
 /// agent as the title, its task as the description, and whether it works now. The editor may
 /// cancel its work.
-pub fn subagent(session: &Value, cwd: &str) -> SessionUpdate {
-    let state = if session["status"] == "running" {
+pub fn subagent(session: &Session, cwd: &str) -> SessionUpdate {
+    let state = if session.status == SessionStatus::Running {
         StateUpdate::Running(RunningStateUpdate::new())
     } else {
         StateUpdate::Idle(IdleStateUpdate::new())
     };
-    let mut update = SubagentUpdate::new(text(&session["id"]).to_owned())
-        .title(text(&session["agent"]).to_owned())
+    let mut update = SubagentUpdate::new(session.id.clone())
+        .title(session.agent.clone())
         .capabilities(SubagentSessionCapabilities::new().cancel(SessionCancelCapabilities::new()))
         .state(state);
-    if let Some(task) = session["task"].as_str() {
-        update = update.description(task.to_owned());
+    if let Some(task) = &session.task {
+        update = update.description(task.clone());
     }
     if !cwd.is_empty() {
         update = update.cwd(PathBuf::from(cwd));
@@ -206,12 +255,12 @@ pub fn subagent(session: &Value, cwd: &str) -> SessionUpdate {
 
 /// A sub-agent's state after one of its turns started (`ended` is `None`) or ended with the
 /// given status.
-pub fn subagent_state(session_id: &str, ended: Option<&str>) -> SessionUpdate {
+pub fn subagent_state(session_id: &str, ended: Option<TurnStatus>) -> SessionUpdate {
     let state = match ended {
         None => StateUpdate::Running(RunningStateUpdate::new()),
         Some(status) => StateUpdate::Idle(IdleStateUpdate::new().stop_reason(match status {
-            "completed" => IdleStopReason::EndTurn,
-            "interrupted" => IdleStopReason::Cancelled,
+            TurnStatus::Completed => IdleStopReason::EndTurn,
+            TurnStatus::Interrupted => IdleStopReason::Cancelled,
             _ => IdleStopReason::Error(ErrorStopReason::new()),
         })),
     };
@@ -221,9 +270,8 @@ pub fn subagent_state(session_id: &str, ended: Option<&str>) -> SessionUpdate {
 /// A message one session sent another (a sub-agent's report, a task or a message to a
 /// sub-agent), as the extension's session message; `sender` is the sending session when the
 /// editor knows it as one.
-pub fn session_message(id: &str, item: &Value, sender: Option<&str>) -> SessionUpdate {
-    let mut message =
-        SessionMessage::new(id.to_owned()).content(vec![text_block(text(&item["text"]))]);
+pub fn session_message(id: &str, text: &str, sender: Option<&str>) -> SessionUpdate {
+    let mut message = SessionMessage::new(id.to_owned()).content(vec![text_block(text)]);
     if let Some(sender) = sender {
         message = message.sender_session_id(SessionId::new(sender.to_owned()));
     }
@@ -233,37 +281,34 @@ pub fn session_message(id: &str, item: &Value, sender: Option<&str>) -> SessionU
 /// What a finished call changed in the working directory, as diffs with the text before and
 /// after (`files` as `GET …/turns/{turn_id}/changes?contents=true` gives them), then its
 /// output. `None` when no file came with its texts (binary, over the cap).
-pub fn tool_diffs(item: &Value, cwd: &str, files: &Value) -> Option<SessionUpdate> {
+pub fn tool_diffs(call: &Call, cwd: &str, files: &[ChangedFile]) -> Option<SessionUpdate> {
     let mut content: Vec<ToolCallContent> = files
-        .as_array()
-        .into_iter()
-        .flatten()
-        .filter(|file| file["old_text"].is_string() || file["new_text"].is_string())
+        .iter()
+        .filter(|file| file.old_text.is_some() || file.new_text.is_some())
         .map(|file| {
-            let diff = Diff::new(absolute(cwd, text(&file["path"])), text(&file["new_text"]));
-            ToolCallContent::Diff(diff.old_text(file["old_text"].as_str().map(str::to_owned)))
+            let new_text = file.new_text.clone().unwrap_or_default();
+            let diff = Diff::new(absolute(cwd, &file.path), new_text);
+            ToolCallContent::Diff(diff.old_text(file.old_text.clone()))
         })
         .collect();
     if content.is_empty() {
         return None;
     }
-    let output = text(&item["output"]);
-    if !output.is_empty() && item["name"] != "write_file" {
+    let output = call.output;
+    if !output.is_empty() && call.name != "write_file" {
         content.push(ToolCallContent::from(text_block(output)));
     }
     Some(SessionUpdate::ToolCallUpdate(ToolCallUpdate::new(
-        text(&item["id"]).to_owned(),
+        call.id.to_owned(),
         ToolCallUpdateFields::new()
-            .status(status(item))
+            .status(status(call))
             .content(content),
     )))
 }
 
 /// The context meter: tokens used of the model's window.
-pub fn usage(usage: &Value) -> Option<SessionUpdate> {
-    let used = usage["used_tokens"].as_u64()?;
-    let size = usage["context_window"].as_u64()?;
-    Some(SessionUpdate::UsageUpdate(UsageUpdate::new(used, size)))
+pub fn usage(usage: &Usage) -> SessionUpdate {
+    SessionUpdate::UsageUpdate(UsageUpdate::new(usage.used_tokens, usage.context_window))
 }
 
 /// The slash commands the bridge runs through the service's API (`commands.rs`).
@@ -318,11 +363,16 @@ mod tests {
 
     #[test]
     fn a_file_write_shows_as_a_diff_at_an_absolute_path() {
-        let item = json!({
-            "id": "m_1", "name": "write_file", "status": "completed", "output": "wrote 5 bytes",
-            "arguments": {"path": "src/a.txt", "content": "hello"}, "exit_code": null,
-        });
-        let SessionUpdate::ToolCallUpdate(update) = tool_end(&item, "/work") else {
+        let arguments = json!({"path": "src/a.txt", "content": "hello"});
+        let call = Call {
+            id: "m_1",
+            status: ItemStatus::Completed,
+            name: "write_file",
+            arguments: &arguments,
+            output: "wrote 5 bytes",
+            exit_code: None,
+        };
+        let SessionUpdate::ToolCallUpdate(update) = tool_end(&call, "/work") else {
             panic!("an update");
         };
         let content = update.fields.content.expect("content");

@@ -202,7 +202,7 @@ impl ApprovalDecision {
 }
 
 /// `POST /api/approvals/{id}`.
-#[derive(Debug, Clone, Deserialize, Serialize, ToSchema)]
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ApprovalAnswer {
     pub decision: ApprovalDecision,

@@ -1,6 +1,6 @@
 //! What clients send: the request bodies as the service reads them (unknown fields are refused,
 //! 400) and the query parameters of the routes that take some. The OpenAPI document shows these
-//! very types.
+//! very types, and the project's own clients send them (hence `Serialize`).
 
 use serde::de::IgnoredAny;
 use serde::{Deserialize, Serialize};
@@ -68,7 +68,7 @@ pub struct NewMessage {
 }
 
 /// `PATCH /api/conversations/{id}`: only the given fields change.
-#[derive(Debug, Clone, Default, Deserialize, ToSchema)]
+#[derive(Debug, Clone, Default, Deserialize, Serialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ConversationPatch {
     /// A new title (at most 200 characters, at least one visible); sets `title_custom`. Line
@@ -106,7 +106,7 @@ pub struct PendingPatch {
 }
 
 /// `POST /api/conversations/{id}/interrupt`; an empty body means the root session.
-#[derive(Debug, Default, Deserialize, ToSchema)]
+#[derive(Debug, Default, Deserialize, Serialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct InterruptRequest {
     /// The session whose turn to interrupt; default: the root session.
@@ -122,7 +122,7 @@ pub struct RetryRequest {
 }
 
 /// `POST /api/conversations/{id}/fork`; an empty body is `{}`.
-#[derive(Debug, Default, Deserialize, ToSchema)]
+#[derive(Debug, Default, Deserialize, Serialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ForkRequest {
     /// Also make a copy of the working tree as it is now, in a new directory (a linked git
@@ -134,7 +134,7 @@ pub struct ForkRequest {
 }
 
 /// `POST /api/conversations/{id}/rewind`.
-#[derive(Debug, Deserialize, ToSchema)]
+#[derive(Debug, Deserialize, Serialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct RewindRequest {
     /// A `user_message` item of the root session: the copy stops just before it.
@@ -166,7 +166,7 @@ pub struct UndoRestoreRequest {
 
 /// `{}`: the operation takes no parameters (the body of `fork` and `compact`, which may also
 /// be absent).
-#[derive(Debug, Default, Deserialize, ToSchema)]
+#[derive(Debug, Default, Deserialize, Serialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct EmptyRequest {}
 

@@ -1,5 +1,6 @@
 //! What the service answers: the response bodies that are not domain objects themselves. The
-//! handlers return these types and the OpenAPI document shows them.
+//! handlers return these types and the OpenAPI document shows them; the project's own clients
+//! (`client`, `acp`) decode them (hence `Deserialize`, with the same attributes both ways).
 
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
@@ -8,7 +9,7 @@ use crate::config::Protocol;
 use crate::domain::{Conversation, Item, Message, Session, Usage};
 
 /// A page of conversations, newest `updated_at` first.
-#[derive(Debug, Clone, Serialize, ToSchema)]
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
 pub struct ConversationList {
     pub conversations: Vec<Conversation>,
     /// Pass as `cursor=` for the next page; `null` on the last page.
@@ -31,7 +32,7 @@ pub struct ConversationCreated {
 }
 
 /// A conversation with its sessions, waiting messages and context usage.
-#[derive(Debug, Clone, Serialize, ToSchema)]
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
 pub struct ConversationView {
     #[serde(flatten)]
     pub conversation: Conversation,
@@ -45,7 +46,7 @@ pub struct ConversationView {
 }
 
 /// A page of one session's stored history, compacted items included, in `seq` order.
-#[derive(Debug, Serialize, ToSchema)]
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
 pub struct ItemsPage {
     pub items: Vec<Item>,
     /// Pass as `after_seq=` for the next page; `null` on the last page.
@@ -53,7 +54,7 @@ pub struct ItemsPage {
 }
 
 /// A page of one session's turns, in the order they started.
-#[derive(Debug, Serialize, ToSchema)]
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
 pub struct TurnsPage {
     pub turns: Vec<crate::domain::Turn>,
     /// Pass as `after=` for the next page; `null` on the last page.
@@ -61,7 +62,7 @@ pub struct TurnsPage {
 }
 
 /// The agents of a conversation.
-#[derive(Debug, Serialize, ToSchema)]
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
 pub struct SessionList {
     /// The root session first, then sub-agents.
     pub sessions: Vec<Session>,
@@ -75,21 +76,21 @@ pub struct MessageAccepted {
 }
 
 /// The waiting messages of a conversation.
-#[derive(Debug, Serialize, ToSchema)]
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
 pub struct PendingList {
     /// The user's messages first, then sub-agent reports.
     pub pending: Vec<Message>,
 }
 
 /// Whether an interrupt stopped a turn.
-#[derive(Debug, Serialize, ToSchema)]
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
 pub struct Interrupted {
     /// `false` when nothing was running.
     pub interrupted: bool,
 }
 
 /// A failed turn started again.
-#[derive(Debug, Serialize, ToSchema)]
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
 pub struct RetryStarted {
     /// The new turn.
     pub turn_id: String,
@@ -98,14 +99,14 @@ pub struct RetryStarted {
 }
 
 /// Whether a model call waiting to be retried was tried at once.
-#[derive(Debug, Serialize, ToSchema)]
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
 pub struct RetryingNow {
     /// `false` when the session was not waiting to retry its model call.
     pub retrying: bool,
 }
 
 /// `POST /api/conversations/{id}/fork`.
-#[derive(Debug, Serialize, ToSchema)]
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
 pub struct ForkedConversation {
     /// The new conversation.
     pub conversation: Conversation,
@@ -167,7 +168,7 @@ impl From<crate::checkpoints::TreeCopy> for WorktreeCopy {
 }
 
 /// `POST /api/conversations/{id}/rewind`.
-#[derive(Debug, Serialize, ToSchema)]
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
 pub struct RewoundConversation {
     /// The new conversation, copied up to just before the message; `null` when the message
     /// is the first one (nothing is stored then).
@@ -248,7 +249,7 @@ pub struct SkippedFile {
 }
 
 /// `POST /api/conversations/{id}/compact`: the stored summary and the usage it leaves.
-#[derive(Debug, Clone, Serialize, ToSchema)]
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
 pub struct CompactOutcome {
     /// The `summary` item now standing for the older history.
     pub summary: Item,
@@ -355,14 +356,14 @@ pub struct AnswerCounts {
 }
 
 /// `GET /api/agents`.
-#[derive(Debug, Serialize, ToSchema)]
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
 pub struct AgentList {
     /// The agent new conversations use by default.
     pub default: String,
     pub agents: Vec<AgentInfo>,
 }
 
-#[derive(Debug, Serialize, ToSchema)]
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
 pub struct AgentInfo {
     pub name: String,
     pub description: String,
@@ -372,7 +373,7 @@ pub struct AgentInfo {
 }
 
 /// `GET /api/models`.
-#[derive(Debug, Serialize, ToSchema)]
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
 pub struct ModelList {
     pub models: Vec<ModelInfo>,
 }
@@ -431,7 +432,7 @@ pub enum McpServerState {
     Stopped,
 }
 
-#[derive(Debug, Serialize, ToSchema)]
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
 pub struct ModelInfo {
     /// The model's key in the configuration.
     pub id: String,
@@ -439,4 +440,49 @@ pub struct ModelInfo {
     pub protocol: Option<Protocol>,
     pub context_window: u64,
     pub max_output_tokens: u64,
+}
+
+#[cfg(test)]
+mod tests {
+    use serde::Serialize;
+    use serde::de::DeserializeOwned;
+    use serde_json::{Value, json};
+
+    use super::*;
+
+    /// What the service writes reads back as itself: the clients decode these types.
+    fn round_trip<T: Serialize + DeserializeOwned>(written: Value) {
+        let read: T = serde_json::from_value(written.clone()).expect("it decodes");
+        assert_eq!(serde_json::to_value(read).unwrap(), written);
+    }
+
+    fn conversation() -> Value {
+        json!({
+            "id": "c_1", "title": "T", "title_custom": false,
+            "created_at": "2025-01-02T03:04:05.123456Z", "updated_at": "2025-01-02T03:04:06Z",
+            "archived": false, "status": "idle", "cwd": "/w", "agent": "default", "model": "m",
+            "root_session_id": "s_1", "forked_from": null,
+            "last_turn": {"turn_id": "t_1", "status": "failed", "error": "boom"}, "mcp": {},
+        })
+    }
+
+    #[test]
+    fn responses_read_back_as_the_service_wrote_them() {
+        let usage = json!({
+            "used_tokens": 10, "source": "estimated", "reported_tokens": null,
+            "estimated_since_report": 10, "context_window": 1000, "max_output_tokens": 100,
+            "threshold_tokens": 800, "percent": 1.0,
+        });
+        let mut view = conversation();
+        view["sessions"] = json!([]);
+        view["pending"] = json!([]);
+        view["usage"] = usage;
+        view["approvals"] = json!([]);
+        round_trip::<ConversationView>(view);
+        round_trip::<ConversationList>(
+            json!({"conversations": [conversation()], "next_cursor": null}),
+        );
+        round_trip::<ForkedConversation>(json!({"conversation": conversation()}));
+        round_trip::<RewoundConversation>(json!({"conversation": null, "text": "hi"}));
+    }
 }

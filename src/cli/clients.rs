@@ -61,6 +61,7 @@ pub(crate) fn chat(args: ChatArgs) -> anyhow::Result<()> {
 /// `openvaala send`: the exit code tells how the turn ended (see `client::send`).
 pub(crate) fn send(args: SendArgs) -> ExitCode {
     use crate::client::send::{self, SendError, SendOptions};
+    use crate::domain::MessageMode;
     use std::io::IsTerminal;
     let options = (|| {
         let usage = |message: String| SendError {
@@ -89,13 +90,10 @@ pub(crate) fn send(args: SendArgs) -> ExitCode {
             api,
             text,
             conversation: args.conversation.clone(),
-            mode: args.mode.map(|mode| {
-                match mode {
-                    SendMode::Steer => "steer",
-                    SendMode::Queue => "queue",
-                    SendMode::Interrupt => "interrupt",
-                }
-                .to_owned()
+            mode: args.mode.map(|mode| match mode {
+                SendMode::Steer => MessageMode::Steer,
+                SendMode::Queue => MessageMode::Queue,
+                SendMode::Interrupt => MessageMode::Interrupt,
             }),
             cwd: cwd.display().to_string(),
             model: args.model.clone(),

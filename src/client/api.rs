@@ -1,11 +1,13 @@
-//! HTTP and SSE calls to a running service, with its error bodies turned into messages.
+//! HTTP calls to a running service: its answers decoded as the service's own types (`api`),
+//! its error bodies (`api::errors::ErrorBody`) turned into errors. `endpoints.rs` names the
+//! routes; `events.rs` reads the event streams.
 
 use std::time::Duration;
 
-use futures::{Stream, StreamExt};
-use serde_json::Value;
+use serde::Serialize;
+use serde::de::DeserializeOwned;
 
-use crate::model::wire::sse_events;
+use crate::api::errors::{ErrorBody, ErrorCode};
 
 /// What went wrong with a call: the service's own `{"error": {code, message}}`, or no answer.
 #[derive(Debug, thiserror::Error)]
@@ -19,14 +21,23 @@ pub enum ApiError {
     /// No answer: `message` names the cause (refused, timed out, …) and the address.
     #[error("{message}")]
     Unreachable { base: String, message: String },
+    /// An answer that is not what the API documents (another program at the address, or a
+    /// service of another version): `message` says what could not be read.
+    #[error("{message}")]
+    Unreadable { message: String },
 }
 
 impl ApiError {
+    /// The error code as the service wrote it (a newer service's may be one `ErrorCode` lacks).
     pub fn code(&self) -> Option<&str> {
         match self {
             ApiError::Service { code, .. } => Some(code),
-            ApiError::Unreachable { .. } => None,
+            ApiError::Unreachable { .. } | ApiError::Unreadable { .. } => None,
         }
+    }
+
+    pub fn is(&self, code: ErrorCode) -> bool {
+        self.code() == Some(code.as_str())
     }
 }
 
@@ -53,7 +64,7 @@ impl Api {
         }
     }
 
-    fn request(&self, method: reqwest::Method, path: &str) -> reqwest::RequestBuilder {
+    pub(super) fn request(&self, method: reqwest::Method, path: &str) -> reqwest::RequestBuilder {
         let request = self.http.request(method, format!("{}{path}", self.base));
         match &self.token {
             Some(token) => request.bearer_auth(token),
@@ -61,30 +72,95 @@ impl Api {
         }
     }
 
-    pub async fn get(&self, path: &str) -> Result<Value, ApiError> {
-        self.send(self.request(reqwest::Method::GET, path)).await
+    // The routes are named in `endpoints.rs`; these take any path and any type, so only the
+    // client's own modules call them.
+
+    pub(super) async fn get<T: DeserializeOwned>(&self, path: &str) -> Result<T, ApiError> {
+        self.call(self.request(reqwest::Method::GET, path)).await
     }
 
-    pub async fn post(&self, path: &str, body: &Value) -> Result<Value, ApiError> {
-        self.send(self.request(reqwest::Method::POST, path).json(body))
+    pub(super) async fn post<T: DeserializeOwned>(
+        &self,
+        path: &str,
+        body: &(impl Serialize + ?Sized),
+    ) -> Result<T, ApiError> {
+        self.call(self.request(reqwest::Method::POST, path).json(body))
             .await
     }
 
-    pub async fn patch(&self, path: &str, body: &Value) -> Result<Value, ApiError> {
-        self.send(self.request(reqwest::Method::PATCH, path).json(body))
+    pub(super) async fn patch<T: DeserializeOwned>(
+        &self,
+        path: &str,
+        body: &(impl Serialize + ?Sized),
+    ) -> Result<T, ApiError> {
+        self.call(self.request(reqwest::Method::PATCH, path).json(body))
             .await
     }
 
     /// A DELETE whose answer has a body (a withdrawn waiting message).
-    pub async fn delete(&self, path: &str) -> Result<Value, ApiError> {
-        self.send(self.request(reqwest::Method::DELETE, path)).await
+    pub(super) async fn delete<T: DeserializeOwned>(&self, path: &str) -> Result<T, ApiError> {
+        self.call(self.request(reqwest::Method::DELETE, path)).await
     }
 
-    /// A POST whose error answers carry more than the message (an approval's `409` has the
+    /// A POST whose error answers carry more than the error (an approval's `409` has the
     /// outcome): the status and the body of any answer the service gives.
-    pub async fn post_answer(&self, path: &str, body: &Value) -> Result<(u16, Value), ApiError> {
-        self.answer(self.request(reqwest::Method::POST, path).json(body))
+    pub(super) async fn post_raw(
+        &self,
+        path: &str,
+        body: &(impl Serialize + ?Sized),
+    ) -> Result<(u16, bytes::Bytes), ApiError> {
+        self.read(self.request(reqwest::Method::POST, path).json(body))
             .await
+    }
+
+    /// A success answer's body as `T`, or the error the answer is.
+    async fn call<T: DeserializeOwned>(
+        &self,
+        request: reqwest::RequestBuilder,
+    ) -> Result<T, ApiError> {
+        let (status, body) = self.read(request).await?;
+        if !(200..300).contains(&status) {
+            return Err(self.error_answer(status, &body));
+        }
+        self.decode(&body)
+    }
+
+    /// The error an error answer is: the service's error body, or, when the body is not JSON
+    /// at all (another program answered), an `Unreadable` answer.
+    pub(super) fn error_answer(&self, status: u16, body: &[u8]) -> ApiError {
+        match serde_json::from_slice::<serde::de::IgnoredAny>(body) {
+            Ok(_) => service_error(status, body),
+            Err(error) => ApiError::Unreadable {
+                message: format!(
+                    "the answer of {} ({status}) could not be read: {error}",
+                    self.base
+                ),
+            },
+        }
+    }
+
+    /// A body as `T`; one that is not is an `Unreadable` answer.
+    pub(super) fn decode<T: DeserializeOwned>(&self, body: &[u8]) -> Result<T, ApiError> {
+        serde_json::from_slice(body).map_err(|error| ApiError::Unreadable {
+            message: format!("the answer of {} could not be read: {error}", self.base),
+        })
+    }
+
+    async fn read(
+        &self,
+        request: reqwest::RequestBuilder,
+    ) -> Result<(u16, bytes::Bytes), ApiError> {
+        let response = request
+            .timeout(Duration::from_secs(600))
+            .send()
+            .await
+            .map_err(|error| self.unreachable(error))?;
+        let status = response.status().as_u16();
+        let body = response
+            .bytes()
+            .await
+            .map_err(|error| self.unreachable(error))?;
+        Ok((status, body))
     }
 
     /// Whether calls carry a token (a `curl` shown to the user needs one too).
@@ -92,73 +168,11 @@ impl Api {
         self.token.is_some()
     }
 
-    async fn send(&self, request: reqwest::RequestBuilder) -> Result<Value, ApiError> {
-        let (status, body) = self.answer(request).await?;
-        if (200..300).contains(&status) {
-            return Ok(body);
-        }
-        Err(service_error(status, &body))
-    }
-
-    async fn answer(&self, request: reqwest::RequestBuilder) -> Result<(u16, Value), ApiError> {
-        let response = request
-            .timeout(Duration::from_secs(600))
-            .send()
-            .await
-            .map_err(|error| self.unreachable(error))?;
-        let status = response.status().as_u16();
-        let body: Value = response
-            .json()
-            .await
-            .map_err(|error| self.unreachable(error))?;
-        Ok((status, body))
-    }
-
-    fn unreachable(&self, error: reqwest::Error) -> ApiError {
+    pub(super) fn unreachable(&self, error: reqwest::Error) -> ApiError {
         ApiError::Unreachable {
             base: self.base.clone(),
             message: unreachable_message(&self.base, &error),
         }
-    }
-
-    /// A conversation's events from its `snapshot` on, or, given the id of the last event
-    /// seen, from the first one after it (or a fresh `snapshot` if the service cannot replay
-    /// them). Ends when the service ends the stream.
-    pub async fn events(
-        &self,
-        conversation_id: &str,
-        last_event_id: Option<&str>,
-    ) -> Result<impl Stream<Item = ServerEvent> + use<>, ApiError> {
-        let mut request = self
-            .request(
-                reqwest::Method::GET,
-                &format!("/api/conversations/{conversation_id}/events"),
-            )
-            .header("accept", "text/event-stream");
-        if let Some(id) = last_event_id {
-            request = request.header("last-event-id", id);
-        }
-        let response = request
-            .send()
-            .await
-            .map_err(|error| self.unreachable(error))?;
-        let status = response.status().as_u16();
-        if status != 200 {
-            let body: Value = response.json().await.unwrap_or_default();
-            return Err(service_error(status, &body));
-        }
-        // A replay of what was missed comes as one large chunk: parsed in pieces (`sse_events`).
-        Ok(sse_events(response.bytes_stream())
-            .take_while(|event| std::future::ready(event.is_ok()))
-            .filter_map(|event| async move {
-                let event = event.ok()?;
-                let data = serde_json::from_str(&event.data).ok()?;
-                Some(ServerEvent {
-                    id: Some(event.id).filter(|id| !id.is_empty()),
-                    kind: event.event,
-                    data,
-                })
-            }))
     }
 }
 
@@ -195,21 +209,34 @@ fn unreachable_message(base: &str, error: &reqwest::Error) -> String {
     }
 }
 
-/// One event of a conversation's stream.
-pub struct ServerEvent {
-    /// Every event the service sends has one; a stream could only lack it if something else
-    /// answered.
-    pub id: Option<String>,
-    pub kind: String,
-    pub data: Value,
-}
-
-/// The service's error body (`{"error": {code, message}}`) as an error.
-pub fn service_error(status: u16, body: &Value) -> ApiError {
-    let error = &body["error"];
+/// The service's error body (`{"error": {code, message}}`) as an error. A code this client does
+/// not know (a newer service's) is kept as written.
+pub fn service_error(status: u16, body: &[u8]) -> ApiError {
+    if let Ok(ErrorBody { error }) = serde_json::from_slice::<ErrorBody>(body) {
+        return ApiError::Service {
+            status,
+            code: error.code.as_str().to_owned(),
+            message: error.message,
+        };
+    }
+    // A code this client does not know, or no error body at all (a proxy's answer, say).
+    #[derive(serde::Deserialize, Default)]
+    #[serde(default)]
+    struct Lenient {
+        error: LenientDetail,
+    }
+    #[derive(serde::Deserialize, Default)]
+    #[serde(default)]
+    struct LenientDetail {
+        code: Option<String>,
+        message: Option<String>,
+    }
+    let error = serde_json::from_slice::<Lenient>(body)
+        .unwrap_or_default()
+        .error;
     ApiError::Service {
         status,
-        code: error["code"].as_str().unwrap_or("unknown").to_owned(),
-        message: error["message"].as_str().unwrap_or("no message").to_owned(),
+        code: error.code.unwrap_or_else(|| "unknown".to_owned()),
+        message: error.message.unwrap_or_else(|| "no message".to_owned()),
     }
 }

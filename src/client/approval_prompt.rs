@@ -5,9 +5,13 @@
 
 use std::future::Future;
 
-use serde_json::{Value, json};
+use serde_json::Value;
 
-use super::api::{Api, service_error};
+use super::api::{Api, ApiError};
+use super::endpoints::Answered;
+use crate::api::approvals::{
+    Approval, ApprovalAnswer, ApprovalDecision, ApprovalStatus, ApprovalSubject, RuleScope,
+};
 use crate::text::visible;
 
 /// What the user typed, or why no answer will come from this terminal.
@@ -16,7 +20,7 @@ pub enum Input {
     /// The input ended (end of file, Ctrl-D).
     NoInput,
     /// Someone else settled the approval first (its `approval.resolved`): the outcome.
-    Settled(Value),
+    Settled(Box<Approval>),
     /// The conversation's event stream ended.
     Ended,
     /// The client showed something else (chat's `/agents`): the question is asked again.
@@ -42,8 +46,8 @@ pub enum Asked {
 }
 
 /// Asks about `approval` until it is answered here or settled elsewhere.
-pub async fn ask(api: &Api, approval: &Value, console: &mut impl Console) -> Asked {
-    let id = text(&approval["id"]);
+pub async fn ask(api: &Api, approval: &Approval, console: &mut impl Console) -> Asked {
+    let id = &approval.id;
     let now = waiting(api, approval).await;
     if !now.pending {
         // Settled before the question could be shown (the events were replayed, say).
@@ -77,34 +81,30 @@ pub async fn ask(api: &Api, approval: &Value, console: &mut impl Console) -> Ask
                 return Asked::Done;
             }
         };
-        let body = match dialog.line(&line) {
+        let answer = match dialog.line(&line) {
             Next::Ask(question) => {
                 console.show(&question);
                 continue;
             }
-            Next::Answer(body) => body,
+            Next::Answer(answer) => answer,
         };
-        match api
-            .post_answer(&format!("/api/approvals/{id}"), &body)
-            .await
-        {
-            Ok((200, settled)) => {
+        match api.answer_approval(id, &answer).await {
+            Ok(Answered::Settled(settled)) => {
                 console.show(&outcome(&settled, true));
                 return Asked::Done;
             }
-            Ok((409, answer)) if answer["approval"].is_object() => {
-                console.show(&outcome(&answer["approval"], false));
+            Ok(Answered::AlreadyDecided(settled)) => {
+                console.show(&outcome(&settled, false));
                 return Asked::Done;
             }
-            Ok((404, answer)) => {
-                console.show(&format!("[{}]\n", service_error(404, &answer)));
+            Err(error @ ApiError::Service { status: 404, .. }) => {
+                console.show(&format!("[{error}]\n"));
                 return Asked::Done;
             }
             // A rule that does not match the call, say: the question starts again.
-            Ok((status, answer)) => console.show(&format!(
-                "[the answer was refused: {}]\n",
-                service_error(status, &answer)
-            )),
+            Err(error @ ApiError::Service { .. }) => {
+                console.show(&format!("[the answer was refused: {error}]\n"));
+            }
             Err(error) => console.show(&format!("[the answer was not sent: {error}]\n")),
         }
         dialog = Dialog::new(approval);
@@ -121,69 +121,56 @@ pub struct Waiting {
 
 /// Looks the approval up in its conversation. When that fails it is taken as waiting (an
 /// answer will tell).
-pub async fn waiting(api: &Api, approval: &Value) -> Waiting {
-    let path = format!("/api/conversations/{}", text(&approval["conversation_id"]));
-    let Ok(view) = api.get(&path).await else {
+pub async fn waiting(api: &Api, approval: &Approval) -> Waiting {
+    let Ok(view) = api.conversation(&approval.conversation_id).await else {
         return Waiting {
             pending: true,
             asker: None,
         };
     };
-    let pending = view["approvals"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .any(|waiting| waiting["id"] == approval["id"]);
-    let session = &approval["session_id"];
-    let asker = (*session != view["root_session_id"])
+    let pending = view
+        .approvals
+        .iter()
+        .any(|waiting| waiting.id == approval.id);
+    let session = &approval.session_id;
+    let asker = (*session != view.conversation.root_session_id)
         .then(|| {
-            let sessions = view["sessions"].as_array()?;
-            let found = sessions.iter().find(|s| s["id"] == *session)?;
-            Some(format!(
-                "sub-agent `{}` ({})",
-                text(&found["agent"]),
-                text(session)
-            ))
+            let found = view.sessions.iter().find(|s| s.id == *session)?;
+            Some(format!("sub-agent `{}` ({session})", found.agent))
         })
         .flatten();
     Waiting { pending, asker }
 }
 
 /// The outcome of an approval that was settled before it could be asked.
-async fn settled_before(api: &Api, approval: &Value) -> String {
+async fn settled_before(api: &Api, approval: &Approval) -> String {
     let settled = api
-        .get("/api/approvals?status=all")
+        .all_approvals()
         .await
         .ok()
-        .and_then(|list| {
-            list["approvals"]
-                .as_array()?
-                .iter()
-                .find(|a| a["id"] == approval["id"])
-                .cloned()
-        });
+        .and_then(|list| list.approvals.into_iter().find(|a| a.id == approval.id));
     match settled {
-        Some(settled) if settled["status"] != "pending" => outcome(&settled, false),
-        _ => format!("[approval {} no longer waits]\n", text(&approval["id"])),
+        Some(settled) if settled.status != ApprovalStatus::Pending => outcome(&settled, false),
+        _ => format!("[approval {} no longer waits]\n", approval.id),
     }
 }
 
 /// What the agent wants to do, and why it asks.
-pub fn describe(approval: &Value, asker: Option<&str>) -> String {
-    let subject = &approval["subject"];
+pub fn describe(approval: &Approval, asker: Option<&str>) -> String {
+    let subject = &approval.subject;
     let mut out = format!(
         "[approval {}] {} asks to use `{}`:\n",
-        text(&approval["id"]),
+        approval.id,
         asker.unwrap_or("the agent"),
-        text(&approval["tool"])
+        approval.tool
     );
     out += &format!("  {}\n", subject_line(subject));
-    out += &format!("  in {}\n", visible(text(&subject["cwd"])));
-    if let Some(why) = approval["escalate"].as_str() {
+    out += &format!("  in {}\n", visible(&subject.cwd));
+    if let Some(why) = &approval.escalate {
         out += &format!("  OUTSIDE the sandbox, because: {}\n", visible(why));
     }
-    out += &format!("  asked because: {}", visible(text(&approval["reason"])));
-    match approval["setting"].as_str() {
+    out += &format!("  asked because: {}", visible(&approval.reason));
+    match &approval.setting {
         Some(setting) => out += &format!(" ({})\n", visible(setting)),
         None => out.push('\n'),
     }
@@ -214,21 +201,25 @@ pub fn describe(approval: &Value, asker: Option<&str>) -> String {
             );
         }
     }
-    if let Some(expires) = approval["expires_at"].as_str() {
-        out += &format!("  denied unless answered by {expires}\n");
+    if let Some(expires) = &approval.expires_at {
+        out += &format!(
+            "  denied unless answered by {}\n",
+            super::wire_text(expires)
+        );
     }
     out
 }
 
 /// The call on one line: a command as `$ command`, a file tool's path, or other arguments, with
 /// anything a terminal would interpret written out (`crate::text::visible`).
-pub fn subject_line(subject: &Value) -> String {
-    if let Some(command) = subject["command"].as_str() {
+pub fn subject_line(subject: &ApprovalSubject) -> String {
+    if let Some(command) = &subject.command {
         format!("$ {}", visible(command))
-    } else if let Some(path) = subject["path"].as_str() {
+    } else if let Some(path) = &subject.path {
         format!("path: {}", visible(path))
     } else {
-        format!("arguments: {}", visible(&subject["arguments"].to_string()))
+        let arguments = subject.arguments.as_ref().unwrap_or(&Value::Null);
+        format!("arguments: {}", visible(&arguments.to_string()))
     }
 }
 
@@ -238,81 +229,83 @@ pub type Suggested = (String, Option<(String, Vec<String>)>);
 
 /// The approval's suggested rules. An approval from an older service has only
 /// `suggested_rule`.
-pub fn suggested_rules(approval: &Value) -> Vec<Suggested> {
-    let listed: Vec<_> = approval["suggested_rules"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .filter_map(|choice| {
-            let rule = choice["rule"].as_str()?.to_owned();
-            let broader = choice["broader"]["rule"].as_str().map(|broader| {
-                let examples = choice["broader"]["also_allows"]
-                    .as_array()
-                    .into_iter()
-                    .flatten()
-                    .filter_map(Value::as_str)
-                    .map(str::to_owned)
-                    .collect();
-                (broader.to_owned(), examples)
-            });
-            Some((rule, broader))
+pub fn suggested_rules(approval: &Approval) -> Vec<Suggested> {
+    let listed: Vec<Suggested> = approval
+        .suggested_rules
+        .iter()
+        .map(|choice| {
+            let broader = choice
+                .broader
+                .as_ref()
+                .map(|broader| (broader.rule.clone(), broader.also_allows.clone()));
+            (choice.rule.clone(), broader)
         })
         .collect();
     if listed.is_empty()
-        && let Some(rule) = approval["suggested_rule"].as_str()
+        && let Some(rule) = &approval.suggested_rule
     {
-        return vec![(rule.to_owned(), None)];
+        return vec![(rule.clone(), None)];
     }
     listed
 }
 
 /// How a settled approval ended, as a line; `ours` when this terminal's answer settled it.
-pub fn outcome(approval: &Value, ours: bool) -> String {
-    let id = text(&approval["id"]);
-    let resolution = &approval["resolution"];
-    let rule = &resolution["rule"];
-    let kept: Vec<String> = match resolution["rules"].as_array() {
-        Some(rules) if !rules.is_empty() => rules
-            .iter()
-            .map(|rule| format!("\"{}\"", visible(text(&rule["pattern"]))))
-            .collect(),
-        _ => vec![format!("\"{}\"", visible(text(&rule["pattern"])))],
+pub fn outcome(approval: &Approval, ours: bool) -> String {
+    let id = &approval.id;
+    let resolution = approval.resolution.as_ref();
+    let rule = resolution.and_then(|resolution| resolution.rule.as_ref());
+    let pattern = |pattern: &str| format!("\"{}\"", visible(pattern));
+    let kept: Vec<String> = match resolution.map(|resolution| &resolution.rules) {
+        Some(rules) if !rules.is_empty() => {
+            rules.iter().map(|rule| pattern(&rule.pattern)).collect()
+        }
+        _ => vec![pattern(
+            rule.map(|rule| rule.pattern.as_str()).unwrap_or_default(),
+        )],
     };
     let (the_rules, are) = match kept.len() {
         1 => ("the rule", "is"),
         _ => ("the rules", "are"),
     };
     let kept = kept.join(", ");
-    let what = match (text(&approval["status"]), text(&resolution["decision"])) {
-        ("allowed", "allow_conversation") => {
+    let decision = resolution.and_then(|resolution| resolution.decision);
+    let what = match (approval.status, decision) {
+        (ApprovalStatus::Allowed, Some(ApprovalDecision::AllowConversation)) => {
             format!("allowed; {the_rules} {kept} {are} kept for this conversation")
         }
-        ("allowed", "allow_always") => format!(
-            "allowed; {the_rules} {kept} {are} kept for this agent in {}",
-            visible(text(&rule["scope"]["cwd"]))
-        ),
-        ("allowed", _) => "allowed once".to_owned(),
-        ("denied", _) => match resolution["message"].as_str() {
+        (ApprovalStatus::Allowed, Some(ApprovalDecision::AllowAlways)) => {
+            let cwd = match rule.map(|rule| &rule.scope) {
+                Some(RuleScope::Always { cwd, .. }) => cwd.as_str(),
+                _ => "",
+            };
+            format!(
+                "allowed; {the_rules} {kept} {are} kept for this agent in {}",
+                visible(cwd)
+            )
+        }
+        (ApprovalStatus::Allowed, _) => "allowed once".to_owned(),
+        (ApprovalStatus::Denied, _) => match resolution.and_then(|r| r.message.as_deref()) {
             Some(message) => format!("denied: {}", visible(message)),
             None => "denied".to_owned(),
         },
-        ("expired", _) => "expired unanswered, so denied".to_owned(),
-        ("cancelled", _) => "cancelled: its turn was interrupted or the service stopped".to_owned(),
-        (status, _) => status.to_owned(),
+        (ApprovalStatus::Expired, _) => "expired unanswered, so denied".to_owned(),
+        (ApprovalStatus::Cancelled, _) => {
+            "cancelled: its turn was interrupted or the service stopped".to_owned()
+        }
+        (ApprovalStatus::Pending, _) => super::wire_text(&approval.status),
     };
-    if ours || resolution["decision"].is_null() {
-        format!("[approval {id}: {what}]\n")
-    } else {
-        format!(
+    match resolution {
+        Some(resolution) if !ours && decision.is_some() => format!(
             "[approval {id} was answered by {}: {what}]\n",
-            text(&resolution["decided_by"])
-        )
+            resolution.decided_by
+        ),
+        _ => format!("[approval {id}: {what}]\n"),
     }
 }
 
 /// How another client answers it: a `curl` line (with the token header when one is used), or
 /// `openvaala chat` on the conversation.
-pub fn how_to_answer(api: &Api, approval: &Value) -> String {
+pub fn how_to_answer(api: &Api, approval: &Approval) -> String {
     // The token as the user has it: in their environment, or in the data directory.
     let auth = match (
         api.has_token(),
@@ -326,9 +319,7 @@ pub fn how_to_answer(api: &Api, approval: &Value) -> String {
         "answer it with `curl -X POST {}/api/approvals/{}{auth} -H 'Content-Type: application/json' \
          -d '{{\"decision\":\"allow_once\"}}'` (or \"deny\", \"allow_conversation\", \
          \"allow_always\"), or in `openvaala chat {}`",
-        api.base,
-        text(&approval["id"]),
-        text(&approval["conversation_id"])
+        api.base, approval.id, approval.conversation_id
     )
 }
 
@@ -346,7 +337,7 @@ pub struct Dialog {
 enum Step {
     Choice,
     /// Which rules `allow_conversation` or `allow_always` keeps.
-    Rule(&'static str),
+    Rule(ApprovalDecision),
     /// The message a denial tells the model.
     Message,
 }
@@ -356,14 +347,14 @@ enum Step {
 pub enum Next {
     /// Another question.
     Ask(String),
-    /// The answer's body for `POST /api/approvals/{id}`.
-    Answer(Value),
+    /// The answer for `POST /api/approvals/{id}`.
+    Answer(ApprovalAnswer),
 }
 
 impl Dialog {
-    pub fn new(approval: &Value) -> Dialog {
+    pub fn new(approval: &Approval) -> Dialog {
         Dialog {
-            escalation: !approval["escalate"].is_null(),
+            escalation: approval.escalate.is_some(),
             rules: suggested_rules(approval)
                 .into_iter()
                 .map(|(rule, broader)| (rule, broader.map(|(broader, _)| broader)))
@@ -407,13 +398,13 @@ impl Dialog {
         match self.step {
             Step::Choice => {
                 let remembered = match line.to_lowercase().as_str() {
-                    "y" | "yes" => return Next::Answer(json!({ "decision": "allow_once" })),
+                    "y" | "yes" => return Next::Answer(answer(ApprovalDecision::AllowOnce)),
                     "n" | "no" => {
                         self.step = Step::Message;
                         return Next::Ask(self.question());
                     }
-                    "c" | "conversation" => "allow_conversation",
-                    "a" | "always" => "allow_always",
+                    "c" | "conversation" => ApprovalDecision::AllowConversation,
+                    "a" | "always" => ApprovalDecision::AllowAlways,
                     _ => {
                         let choices = if self.escalation {
                             "y or n"
@@ -441,36 +432,82 @@ impl Dialog {
                         .iter()
                         .map(|(rule, broader)| broader.clone().unwrap_or_else(|| rule.clone()))
                         .collect(),
-                    typed => return Next::Answer(json!({ "decision": decision, "rule": typed })),
+                    typed => {
+                        return Next::Answer(ApprovalAnswer {
+                            rule: Some(typed.to_owned()),
+                            ..answer(decision)
+                        });
+                    }
                 };
-                Next::Answer(json!({ "decision": decision, "rules": rules }))
+                Next::Answer(ApprovalAnswer {
+                    rules: Some(rules),
+                    ..answer(decision)
+                })
             }
-            Step::Message if line.is_empty() => Next::Answer(json!({ "decision": "deny" })),
-            Step::Message => Next::Answer(json!({ "decision": "deny", "message": line })),
+            Step::Message if line.is_empty() => Next::Answer(answer(ApprovalDecision::Deny)),
+            Step::Message => Next::Answer(ApprovalAnswer {
+                message: Some(line.to_owned()),
+                ..answer(ApprovalDecision::Deny)
+            }),
         }
     }
 }
 
-fn text(value: &Value) -> &str {
-    value.as_str().unwrap_or_default()
+/// An answer with the decision alone.
+pub fn answer(decision: ApprovalDecision) -> ApprovalAnswer {
+    ApprovalAnswer {
+        decision,
+        rule: None,
+        rules: None,
+        message: None,
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::api::approvals::{ApprovalResolution, BroaderRule, Rule, SuggestedRule};
+    use crate::client::fixtures::at;
+    use ApprovalDecision::*;
 
-    fn shell(escalate: Option<&str>, suggested: Option<&str>) -> Value {
-        json!({
-            "id": "ap_1", "conversation_id": "c_1", "session_id": "s_1", "tool": "shell",
-            "subject": { "command": "touch ran.txt", "cwd": "/srv/app" },
-            "escalate": escalate, "suggested_rule": suggested,
-            "reason": "the tool's setting is ask", "status": "pending", "resolution": null,
+    fn shell(escalate: Option<&str>, suggested: Option<&str>) -> Approval {
+        Approval {
+            id: "ap_1".to_owned(),
+            conversation_id: "c_1".to_owned(),
+            session_id: "s_1".to_owned(),
+            subject: ApprovalSubject {
+                command: Some("touch ran.txt".to_owned()),
+                path: None,
+                arguments: None,
+                cwd: "/srv/app".to_owned(),
+            },
+            escalate: escalate.map(str::to_owned),
+            suggested_rule: suggested.map(str::to_owned),
+            suggested_rules: Vec::new(),
+            reason: "the tool's setting is ask".to_owned(),
+            setting: None,
+            ..Approval::example()
+        }
+    }
+
+    fn answers(approval: &Approval, lines: &[&str]) -> Vec<Next> {
+        let mut dialog = Dialog::new(approval);
+        lines.iter().map(|line| dialog.line(line)).collect()
+    }
+
+    fn rules(decision: ApprovalDecision, rules: &[&str]) -> Next {
+        let rules = rules.iter().map(|rule| (*rule).to_owned()).collect();
+        Next::Answer(ApprovalAnswer {
+            rules: Some(rules),
+            ..answer(decision)
         })
     }
 
-    fn answers(approval: &Value, lines: &[&str]) -> Vec<Next> {
-        let mut dialog = Dialog::new(approval);
-        lines.iter().map(|line| dialog.line(line)).collect()
+    fn rule(decision: ApprovalDecision, rule: &str) -> Next {
+        Next::Answer(ApprovalAnswer {
+            rule: Some(rule.to_owned()),
+            ..answer(decision)
+        })
     }
 
     #[test]
@@ -478,17 +515,20 @@ mod tests {
         let approval = shell(None, Some("touch*"));
         assert_eq!(
             answers(&approval, &[" Y "]),
-            [Next::Answer(json!({"decision": "allow_once"}))]
+            [Next::Answer(answer(AllowOnce))]
         );
         let denied = answers(&approval, &["n", "use the make target"]);
         assert!(matches!(&denied[0], Next::Ask(q) if q.starts_with("Message to the agent")));
         assert_eq!(
             denied[1],
-            Next::Answer(json!({"decision": "deny", "message": "use the make target"}))
+            Next::Answer(ApprovalAnswer {
+                message: Some("use the make target".to_owned()),
+                ..answer(Deny)
+            })
         );
         assert_eq!(
             answers(&approval, &["no", ""])[1],
-            Next::Answer(json!({"decision": "deny"}))
+            Next::Answer(answer(Deny))
         );
     }
 
@@ -500,35 +540,35 @@ mod tests {
             kept[0],
             Next::Ask("Rule to keep [touch*] (Enter keeps it, or type another): ".to_owned())
         );
-        assert_eq!(
-            kept[1],
-            Next::Answer(json!({"decision": "allow_always", "rules": ["touch*"]}))
-        );
+        assert_eq!(kept[1], rules(AllowAlways, &["touch*"]));
         assert_eq!(
             answers(&approval, &["c", "touch *.txt"])[1],
-            Next::Answer(json!({"decision": "allow_conversation", "rule": "touch *.txt"}))
+            rule(AllowConversation, "touch *.txt")
         );
         // With nothing suggested, an empty line asks again.
         let unsuggested = answers(&shell(None, None), &["a", "", "ls*"]);
         assert!(matches!(&unsuggested[1], Next::Ask(q) if q.starts_with("Rule to keep (")));
-        assert_eq!(
-            unsuggested[2],
-            Next::Answer(json!({"decision": "allow_always", "rule": "ls*"}))
-        );
+        assert_eq!(unsuggested[2], rule(AllowAlways, "ls*"));
     }
 
     #[test]
     fn a_compound_command_keeps_a_rule_per_part_or_the_broader_ones() {
-        let approval = json!({
-            "id": "ap_1", "conversation_id": "c_1", "session_id": "s_1", "tool": "shell",
-            "subject": { "command": "git push origin && make\u{1b}[2K", "cwd": "/srv/app" },
-            "escalate": null, "suggested_rule": "git push origin",
-            "suggested_rules": [
-                {"rule": "git push origin", "broader": {"rule": "git push*", "also_allows": ["git push --force"]}},
-                {"rule": "make", "broader": null},
-            ],
-            "reason": "r", "status": "pending", "resolution": null,
-        });
+        let mut approval = shell(None, Some("git push origin"));
+        approval.subject.command = Some("git push origin && make\u{1b}[2K".to_owned());
+        approval.reason = "r".to_owned();
+        approval.suggested_rules = vec![
+            SuggestedRule {
+                rule: "git push origin".to_owned(),
+                broader: Some(BroaderRule {
+                    rule: "git push*".to_owned(),
+                    also_allows: vec!["git push --force".to_owned()],
+                }),
+            },
+            SuggestedRule {
+                rule: "make".to_owned(),
+                broader: None,
+            },
+        ];
         let shown = describe(&approval, None);
         assert!(
             shown.contains("$ git push origin && make\\x1b[2K"),
@@ -553,13 +593,10 @@ mod tests {
                     .to_owned()
             )
         );
-        assert_eq!(
-            kept[1],
-            Next::Answer(json!({"decision": "allow_always", "rules": ["git push origin", "make"]}))
-        );
+        assert_eq!(kept[1], rules(AllowAlways, &["git push origin", "make"]));
         assert_eq!(
             answers(&approval, &["c", "b"])[1],
-            Next::Answer(json!({"decision": "allow_conversation", "rules": ["git push*", "make"]}))
+            rules(AllowConversation, &["git push*", "make"])
         );
     }
 
@@ -571,10 +608,7 @@ mod tests {
         assert!(matches!(dialog.line("a"), Next::Ask(q) if q.contains("never remembered")));
         assert!(matches!(dialog.line("c"), Next::Ask(q) if q.contains("never remembered")));
         assert!(matches!(dialog.line("maybe"), Next::Ask(q) if q.starts_with("[answer y or n]")));
-        assert_eq!(
-            dialog.line("y"),
-            Next::Answer(json!({"decision": "allow_once"}))
-        );
+        assert_eq!(dialog.line("y"), Next::Answer(answer(AllowOnce)));
         let shown = describe(&approval, Some("sub-agent `default` (s_2)"));
         assert!(
             shown.starts_with("[approval ap_1] sub-agent `default` (s_2) asks to use `shell`:\n"),
@@ -590,24 +624,46 @@ mod tests {
     #[test]
     fn outcomes_say_who_answered_and_what_was_kept() {
         let mut approval = shell(None, Some("touch*"));
-        approval["status"] = json!("allowed");
-        approval["resolution"] = json!({
-            "decision": "allow_always", "decided_by": "web",
-            "rule": { "pattern": "touch *", "scope": { "kind": "always", "cwd": "/srv/app" } },
+        let resolution = |decision: Option<ApprovalDecision>, by: &str| ApprovalResolution {
+            decision,
+            rule: None,
+            rules: Vec::new(),
+            message: None,
+            decided_at: at(),
+            decided_by: by.to_owned(),
+        };
+        approval.status = ApprovalStatus::Allowed;
+        approval.resolution = Some(ApprovalResolution {
+            rule: Some(Rule {
+                id: "r_1".to_owned(),
+                tool: "shell".to_owned(),
+                pattern: "touch *".to_owned(),
+                scope: RuleScope::Always {
+                    agent: "default".to_owned(),
+                    cwd: "/srv/app".to_owned(),
+                },
+                created_at: at(),
+                created_by: "web".to_owned(),
+                approval_id: None,
+            }),
+            ..resolution(Some(AllowAlways), "web")
         });
         assert_eq!(
             outcome(&approval, false),
             "[approval ap_1 was answered by web: allowed; the rule \"touch *\" is kept for this \
              agent in /srv/app]\n"
         );
-        approval["status"] = json!("expired");
-        approval["resolution"] = json!({ "decision": null, "decided_by": "service" });
+        approval.status = ApprovalStatus::Expired;
+        approval.resolution = Some(resolution(None, "service"));
         assert_eq!(
             outcome(&approval, false),
             "[approval ap_1: expired unanswered, so denied]\n"
         );
-        approval["status"] = json!("denied");
-        approval["resolution"] = json!({ "decision": "deny", "message": "not now" });
+        approval.status = ApprovalStatus::Denied;
+        approval.resolution = Some(ApprovalResolution {
+            message: Some("not now".to_owned()),
+            ..resolution(Some(Deny), "cli")
+        });
         assert_eq!(
             outcome(&approval, true),
             "[approval ap_1: denied: not now]\n"

@@ -7,6 +7,11 @@ use std::collections::HashMap;
 
 use serde_json::Value;
 
+use super::events::session_of;
+use crate::api::events::ConversationEvent;
+use crate::domain::{
+    Item, ItemKind, ItemStatus, MessageSource, SessionStatus, TurnStatus, Usage, UsageSource,
+};
 use crate::text::floor_char_boundary;
 
 /// Most of a tool's output shown when it did not stream here (printed from a stored item).
@@ -26,101 +31,126 @@ pub struct Renderer {
 }
 
 struct Shown {
-    kind: String,
+    kind: Kind,
     bytes: usize,
     done: bool,
+}
+
+/// What a delta extends, as far as printing goes.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Kind {
+    Answer,
+    Reasoning,
+    Other,
+}
+
+impl Kind {
+    fn of(item: &Item) -> Kind {
+        match item.kind {
+            ItemKind::AgentMessage { .. } => Kind::Answer,
+            ItemKind::Reasoning { .. } => Kind::Reasoning,
+            _ => Kind::Other,
+        }
+    }
 }
 
 impl Renderer {
     /// The text to print for one event of the conversation's stream, with anything a terminal
     /// would interpret written out (a model's or a command's escape sequences included).
-    pub fn event(&mut self, kind: &str, data: &Value) -> String {
-        let out = self.event_text(kind, data);
+    pub fn event(&mut self, event: &ConversationEvent) -> String {
+        let out = self.event_text(event);
         crate::text::visible(&out).into_owned()
     }
 
-    fn event_text(&mut self, kind: &str, data: &Value) -> String {
-        let session = data["session_id"]
-            .as_str()
-            .or(data["item"]["session_id"].as_str());
-        if let Some(session) = session
+    fn event_text(&mut self, event: &ConversationEvent) -> String {
+        if let Some(session) = session_of(event)
             && !self.is_root(session)
         {
-            return self.sub_agent_event(kind, session, data);
+            return self.sub_agent_event(event, session);
         }
-        match kind {
-            "snapshot" => {
-                let root = &data["conversation"]["root_session_id"];
-                self.root_session = root.as_str().map(str::to_owned);
+        match event {
+            ConversationEvent::Snapshot {
+                conversation,
+                sessions,
+                running,
+                compacting,
+                ..
+            } => {
+                let root = &conversation.root_session_id;
+                self.root_session = Some(root.clone());
                 let mut out = String::new();
-                for session in data["sessions"].as_array().into_iter().flatten() {
-                    if session["id"] == *root {
-                        continue;
-                    }
-                    let (id, agent) = (text(&session["id"]), text(&session["agent"]));
+                for session in sessions.iter().filter(|session| session.id != *root) {
+                    let (id, agent) = (&session.id, &session.agent);
                     let new = self.sub_agents.insert(id.clone(), agent.clone()).is_none();
                     // One this terminal has not seen start, and that works now.
-                    if new && session["status"] == "running" {
+                    if new && session.status == SessionStatus::Running {
                         out += &self.line(&format!(
                             "[sub-agent `{agent}` ({id}) is working on: {}]",
-                            first_line(session["task"].as_str().unwrap_or_default())
+                            first_line(session.task.as_deref().unwrap_or_default())
                         ));
                     }
                 }
-                if data["compacting"] == true {
+                if *compacting {
                     out += &self.line("[compressing the context…]");
                 }
-                for turn in data["running"].as_array().into_iter().flatten() {
-                    if !self.is_root(turn["session_id"].as_str().unwrap_or_default()) {
+                for turn in running {
+                    if !self.is_root(&turn.session_id) {
                         continue;
                     }
-                    for item in turn["items"].as_array().into_iter().flatten() {
+                    for item in &turn.items {
                         out += &self.item_progress(item);
                     }
                 }
                 out
             }
-            "session.created" => {
-                let session = &data["session"];
+            ConversationEvent::SessionCreated { session } => {
                 self.sub_agents
-                    .insert(text(&session["id"]), text(&session["agent"]));
+                    .insert(session.id.clone(), session.agent.clone());
                 self.line(&format!(
                     "[sub-agent `{}` ({}) started: {}]",
-                    text(&session["agent"]),
-                    text(&session["id"]),
-                    first_line(session["task"].as_str().unwrap_or_default())
+                    session.agent,
+                    session.id,
+                    first_line(session.task.as_deref().unwrap_or_default())
                 ))
             }
-            "item.started" => self.item_started(&data["item"]),
-            "item.delta" => self.delta(data),
-            "item.completed" => self.item_progress(&data["item"]) + &self.item_done(&data["item"]),
-            "turn.ended" => match data["status"].as_str() {
-                Some("failed") => self.line(&format!(
+            ConversationEvent::ItemStarted { item } => self.item_started(item),
+            ConversationEvent::ItemDelta { item_id, delta, .. } => self.delta(item_id, delta),
+            ConversationEvent::ItemCompleted { item } => {
+                self.item_progress(item) + &self.item_done(item)
+            }
+            ConversationEvent::TurnEnded {
+                status,
+                error,
+                files_changed,
+                ..
+            } => match status {
+                TurnStatus::Failed => self.line(&format!(
                     "[turn failed: {}]",
-                    data["error"].as_str().unwrap_or("no error given")
+                    error.as_deref().unwrap_or("no error given")
                 )),
-                Some("interrupted") => self.line("[turn interrupted]"),
-                _ => match super::files::changed_note(data) {
+                TurnStatus::Interrupted => self.line("[turn interrupted]"),
+                _ => match super::files::changed_note(*files_changed) {
                     Some(note) => self.line(&note),
                     None => self.end_line(),
                 },
             },
-            "model.retry" => self.line(&format!(
-                "[the model call failed (attempt {} of {}), retrying in {} ms: {}]",
-                data["attempt"],
-                data["max_attempts"],
-                data["delay_ms"],
-                data["error"].as_str().unwrap_or_default()
+            ConversationEvent::ModelRetry {
+                attempt,
+                max_attempts,
+                delay_ms,
+                error,
+                ..
+            } => self.line(&format!(
+                "[the model call failed (attempt {attempt} of {max_attempts}), retrying in \
+                 {delay_ms} ms: {error}]"
             )),
-            "compaction.started" => self.line("[compressing the context…]"),
-            "compaction.completed" => self.line(&format!(
-                "[context compressed: {}]",
-                usage_line(&data["usage"])
-            )),
-            "compaction.failed" => self.line(&format!(
-                "[compressing the context failed: {}]",
-                data["error"].as_str().unwrap_or_default()
-            )),
+            ConversationEvent::CompactionStarted { .. } => self.line("[compressing the context…]"),
+            ConversationEvent::CompactionCompleted { usage, .. } => {
+                self.line(&format!("[context compressed: {}]", usage_line(usage)))
+            }
+            ConversationEvent::CompactionFailed { error, .. } => {
+                self.line(&format!("[compressing the context failed: {error}]"))
+            }
             _ => String::new(),
         }
     }
@@ -133,21 +163,20 @@ impl Renderer {
     }
 
     /// A sub-agent's events show only as the end of each of its turns.
-    fn sub_agent_event(&mut self, kind: &str, session: &str, data: &Value) -> String {
-        if kind != "turn.ended" {
+    fn sub_agent_event(&mut self, event: &ConversationEvent, session: &str) -> String {
+        let ConversationEvent::TurnEnded { status, error, .. } = event else {
             return String::new();
-        }
+        };
         let agent = self
             .sub_agents
             .get(session)
             .cloned()
             .unwrap_or_else(|| "sub-agent".to_owned());
-        let how = match data["status"].as_str() {
-            Some("failed") => format!(
-                "failed: {}",
-                data["error"].as_str().unwrap_or("no error given")
-            ),
-            Some("interrupted") => "was interrupted".to_owned(),
+        let how = match status {
+            TurnStatus::Failed => {
+                format!("failed: {}", error.as_deref().unwrap_or("no error given"))
+            }
+            TurnStatus::Interrupted => "was interrupted".to_owned(),
             _ => "finished its turn".to_owned(),
         };
         self.line(&format!("[sub-agent `{agent}` ({session}) {how}]"))
@@ -155,72 +184,65 @@ impl Renderer {
 
     /// A stored item in full (history on resume, or a turn that ended before this terminal
     /// followed it). Items already shown print nothing.
-    pub fn stored_item(&mut self, item: &Value) -> String {
+    pub fn stored_item(&mut self, item: &Item) -> String {
         let out = self.stored_item_text(item);
         crate::text::visible(&out).into_owned()
     }
 
-    fn stored_item_text(&mut self, item: &Value) -> String {
-        if item["kind"] == "user_message"
-            && item["source"] != "agent"
-            && !self.shown.contains_key(id_of(item))
+    fn stored_item_text(&mut self, item: &Item) -> String {
+        if let ItemKind::UserMessage { text, source, .. } = &item.kind
+            && *source != MessageSource::Agent
+            && !self.shown.contains_key(&item.id)
         {
             self.shown.insert(
-                id_of(item).to_owned(),
+                item.id.clone(),
                 Shown {
-                    kind: "user_message".to_owned(),
+                    kind: Kind::Other,
                     bytes: 0,
                     done: true,
                 },
             );
-            return self.line(&format!(
-                "you: {}",
-                item["text"].as_str().unwrap_or_default()
-            ));
+            return self.line(&format!("you: {text}"));
         }
         // A stored snapshot of a running item goes on streaming: it is not done yet.
-        if item["status"] == "running" {
+        if item.status == ItemStatus::Running {
             return self.item_progress(item);
         }
         self.item_progress(item) + &self.item_done(item)
     }
 
-    fn item_started(&mut self, item: &Value) -> String {
-        let id = id_of(item);
-        if self.shown.contains_key(id) {
+    fn item_started(&mut self, item: &Item) -> String {
+        if self.shown.contains_key(&item.id) {
             return String::new();
         }
-        let kind = item["kind"].as_str().unwrap_or_default().to_owned();
         self.shown.insert(
-            id.to_owned(),
+            item.id.clone(),
             Shown {
-                kind: kind.clone(),
+                kind: Kind::of(item),
                 bytes: 0,
                 done: false,
             },
         );
-        match kind.as_str() {
-            "tool_call" => self.line(&format!(
+        match &item.kind {
+            ItemKind::ToolCall {
+                name, arguments, ..
+            } => self.line(&format!(
                 "[{}] {}",
-                tool_label(item["name"].as_str().unwrap_or("tool")),
-                arguments_line(&item["arguments"])
+                tool_label(name),
+                arguments_line(arguments)
             )),
             _ => String::new(),
         }
     }
 
-    fn delta(&mut self, data: &Value) -> String {
-        let Some(shown) = self
-            .shown
-            .get_mut(data["item_id"].as_str().unwrap_or_default())
-        else {
+    fn delta(&mut self, item_id: &str, delta: &str) -> String {
+        let Some(shown) = self.shown.get_mut(item_id) else {
             return String::new();
         };
-        let delta = data["delta"].as_str().unwrap_or_default();
-        if shown.kind == "reasoning" || delta.is_empty() {
+        if shown.kind == Kind::Reasoning || delta.is_empty() {
             return String::new();
         }
-        let first = shown.bytes == 0 && shown.kind == "agent_message";
+        let first = shown.bytes == 0 && shown.kind == Kind::Answer;
         shown.bytes += delta.len();
         let mut out = String::new();
         if first {
@@ -233,21 +255,17 @@ impl Renderer {
     }
 
     /// Whatever of an item's text or output is not on screen yet.
-    fn item_progress(&mut self, item: &Value) -> String {
-        let kind = item["kind"].as_str().unwrap_or_default();
+    fn item_progress(&mut self, item: &Item) -> String {
         let mut out = self.item_started(item);
-        let (text, limit) = match kind {
-            "agent_message" => (item["text"].as_str().unwrap_or_default(), usize::MAX),
-            "tool_call" => (
-                item["output"].as_str().unwrap_or_default(),
-                STORED_OUTPUT_SHOWN,
-            ),
+        let (text, limit, tool) = match &item.kind {
+            ItemKind::AgentMessage { text } => (text.as_str(), usize::MAX, false),
+            ItemKind::ToolCall { output, .. } => (output.as_str(), STORED_OUTPUT_SHOWN, true),
             _ => return out,
         };
-        let shown = self.shown.get_mut(id_of(item)).expect("started above");
+        let shown = self.shown.get_mut(&item.id).expect("started above");
         // A tool's stored output is capped (head, a note, tail), so it is not a continuation
         // of what streamed: only output that never streamed here is printed from it.
-        let streamed_tool = kind == "tool_call" && shown.bytes > 0;
+        let streamed_tool = tool && shown.bytes > 0;
         if shown.done || streamed_tool || text.len() <= shown.bytes {
             return out;
         }
@@ -259,7 +277,7 @@ impl Renderer {
             cut = rest.len() - limit;
             rest = &rest[floor_char_boundary(rest, cut)..];
         }
-        if first && kind == "agent_message" {
+        if first && !tool {
             out += &self.end_line();
             out.push_str("agent: ");
         }
@@ -272,48 +290,42 @@ impl Renderer {
         out
     }
 
-    fn item_done(&mut self, item: &Value) -> String {
-        let id = id_of(item);
-        let kind = item["kind"].as_str().unwrap_or_default().to_owned();
-        if let Some(shown) = self.shown.get_mut(id) {
+    fn item_done(&mut self, item: &Item) -> String {
+        if let Some(shown) = self.shown.get_mut(&item.id) {
             if shown.done {
                 return String::new();
             }
             shown.done = true;
         } else {
             self.shown.insert(
-                id.to_owned(),
+                item.id.clone(),
                 Shown {
-                    kind: kind.clone(),
+                    kind: Kind::of(item),
                     bytes: 0,
                     done: true,
                 },
             );
         }
-        let status = item["status"].as_str().unwrap_or_default();
-        match kind.as_str() {
-            "agent_message" => self.end_line(),
-            "tool_call" => {
-                let exit = match item["exit_code"].as_i64() {
+        match &item.kind {
+            ItemKind::AgentMessage { .. } => self.end_line(),
+            ItemKind::ToolCall { exit_code, .. } => {
+                let exit = match exit_code {
                     Some(code) => format!("exit {code}"),
-                    None => status.to_owned(),
+                    None => super::wire_text(&item.status),
                 };
                 let end = self.end_line();
                 end + &self.line(&format!("[{exit}]"))
             }
-            "notice" => self.line(&format!(
-                "[notice] {}",
-                item["text"].as_str().unwrap_or_default()
-            )),
+            ItemKind::Notice { text } => self.line(&format!("[notice] {text}")),
             // A sub-agent's report to the root agent (the user's own messages are not echoed).
-            "user_message" if item["source"] == "agent" => self.line(&format!(
-                "[report] {}",
-                item["text"].as_str().unwrap_or_default()
-            )),
-            "summary" => self.line(&format!(
-                "[summary of the earlier history] {}",
-                item["text"].as_str().unwrap_or_default()
-            )),
+            ItemKind::UserMessage {
+                text,
+                source: MessageSource::Agent,
+                ..
+            } => self.line(&format!("[report] {text}")),
+            ItemKind::Summary { text, .. } => {
+                self.line(&format!("[summary of the earlier history] {text}"))
+            }
             _ => String::new(),
         }
     }
@@ -336,23 +348,15 @@ impl Renderer {
 }
 
 /// `used / window tokens (percent), reported|estimated; compaction at threshold`.
-pub fn usage_line(usage: &Value) -> String {
+pub fn usage_line(usage: &Usage) -> String {
+    let source = match usage.source {
+        UsageSource::Reported => "reported",
+        UsageSource::Estimated => "estimated",
+    };
     format!(
-        "{} of {} tokens ({:.1} %), {}; compaction at {}",
-        usage["used_tokens"],
-        usage["context_window"],
-        usage["percent"].as_f64().unwrap_or(0.0),
-        usage["source"].as_str().unwrap_or("estimated"),
-        usage["threshold_tokens"]
+        "{} of {} tokens ({:.1} %), {source}; compaction at {}",
+        usage.used_tokens, usage.context_window, usage.percent, usage.threshold_tokens
     )
-}
-
-fn id_of(item: &Value) -> &str {
-    item["id"].as_str().unwrap_or_default()
-}
-
-fn text(value: &Value) -> String {
-    value.as_str().unwrap_or_default().to_owned()
 }
 
 fn first_line(text: &str) -> &str {
@@ -360,7 +364,7 @@ fn first_line(text: &str) -> &str {
 }
 
 /// A tool call's arguments on one line: a shell command as `$ command`, else compact JSON, with
-/// anything a terminal would interpret written out.
+/// anything a terminal would interpret written out. (The arguments are the tool's own JSON.)
 fn arguments_line(arguments: &Value) -> String {
     match arguments["command"].as_str() {
         Some(command) => format!("$ {}", crate::text::visible(command)),
@@ -378,61 +382,83 @@ pub(super) fn tool_label(name: &str) -> String {
 
 #[cfg(test)]
 mod tests {
-    use super::*;
     use serde_json::json;
 
-    fn agent(id: &str, text: &str, status: &str) -> Value {
-        json!({ "id": id, "kind": "agent_message", "text": text, "status": status })
+    use super::*;
+    use crate::api::events::DeltaField;
+    use crate::client::fixtures::{self, ROOT, agent, running, session, snapshot, tool, user};
+    use crate::domain::{ItemStatus::*, TurnUsage};
+
+    fn started(item: Item) -> ConversationEvent {
+        ConversationEvent::ItemStarted { item }
+    }
+
+    fn completed(item: Item) -> ConversationEvent {
+        ConversationEvent::ItemCompleted { item }
+    }
+
+    fn delta(session: &str, item: &str, field: DeltaField, delta: &str) -> ConversationEvent {
+        ConversationEvent::ItemDelta {
+            session_id: session.to_owned(),
+            item_id: item.to_owned(),
+            field,
+            delta: delta.to_owned(),
+        }
+    }
+
+    fn text(item: &str, text: &str) -> ConversationEvent {
+        delta(ROOT, item, DeltaField::Text, text)
+    }
+
+    fn output(item: &str, output: &str) -> ConversationEvent {
+        delta(ROOT, item, DeltaField::Output, output)
+    }
+
+    fn ended(session: &str, status: TurnStatus, error: Option<&str>) -> ConversationEvent {
+        ConversationEvent::TurnEnded {
+            session_id: session.to_owned(),
+            turn_id: "t_1".to_owned(),
+            status,
+            error: error.map(str::to_owned),
+            files_changed: 0,
+            usage: TurnUsage::default(),
+        }
+    }
+
+    fn shell(id: &str, command: &str, output: &str, status: ItemStatus, exit: Option<i32>) -> Item {
+        let mut call = tool(id, "shell", json!({ "command": command }), output, status);
+        if let ItemKind::ToolCall { exit_code, .. } = &mut call.kind {
+            *exit_code = exit;
+        }
+        call
     }
 
     #[test]
     fn streamed_text_is_printed_once_even_when_completion_repeats_it() {
         let mut r = Renderer::default();
-        let mut out = r.event(
-            "item.started",
-            &json!({ "item": agent("m1", "", "running") }),
-        );
-        out += &r.event(
-            "item.delta",
-            &json!({ "item_id": "m1", "field": "text", "delta": "Hel" }),
-        );
-        out += &r.event(
-            "item.delta",
-            &json!({ "item_id": "m1", "field": "text", "delta": "lo" }),
-        );
-        out += &r.event(
-            "item.completed",
-            &json!({ "item": agent("m1", "Hello", "completed") }),
-        );
-        out += &r.event("turn.ended", &json!({ "status": "completed" }));
+        let mut out = r.event(&started(agent("m1", "", Running)));
+        out += &r.event(&text("m1", "Hel"));
+        out += &r.event(&text("m1", "lo"));
+        out += &r.event(&completed(agent("m1", "Hello", Completed)));
+        out += &r.event(&ended(ROOT, TurnStatus::Completed, None));
         assert_eq!(out, "agent: Hello\n");
     }
 
     #[test]
     fn sub_agents_show_as_a_line_when_they_start_and_end_and_their_reports_as_lines() {
         let mut r = Renderer::default();
-        let snapshot = json!({
-            "conversation": { "root_session_id": "s_root" },
-            "sessions": [{ "id": "s_root", "agent": "default" }],
-            "running": [],
-        });
-        let mut out = r.event("snapshot", &snapshot);
-        out += &r.event(
-            "session.created",
-            &json!({ "session": { "id": "s_sub", "agent": "reviewer", "task": "check it\nwell" } }),
-        );
-        let sub_item = json!({ "id": "m9", "session_id": "s_sub", "kind": "agent_message", "text": "", "status": "running" });
-        out += &r.event("item.started", &json!({ "item": sub_item }));
-        out += &r.event(
-            "item.delta",
-            &json!({ "session_id": "s_sub", "item_id": "m9", "field": "text", "delta": "hidden" }),
-        );
-        out += &r.event(
-            "turn.ended",
-            &json!({ "session_id": "s_sub", "status": "completed" }),
-        );
-        let report = json!({ "id": "m10", "session_id": "s_root", "kind": "user_message", "source": "agent", "text": "Report: fine", "status": "completed" });
-        out += &r.event("item.completed", &json!({ "item": report }));
+        let root = session(ROOT, None, "default", SessionStatus::Idle);
+        let mut out = r.event(&snapshot(vec![root], Vec::new()));
+        let mut sub = session("s_sub", Some(ROOT), "reviewer", SessionStatus::Running);
+        sub.task = Some("check it\nwell".to_owned());
+        out += &r.event(&ConversationEvent::SessionCreated { session: sub });
+        let mut sub_item = agent("m9", "", Running);
+        sub_item.session_id = "s_sub".to_owned();
+        out += &r.event(&started(sub_item));
+        out += &r.event(&delta("s_sub", "m9", DeltaField::Text, "hidden"));
+        out += &r.event(&ended("s_sub", TurnStatus::Completed, None));
+        let report = user("m10", "Report: fine", MessageSource::Agent);
+        out += &r.event(&completed(report));
         assert_eq!(
             out,
             "[sub-agent `reviewer` (s_sub) started: check it]\n\
@@ -444,46 +470,37 @@ mod tests {
     #[test]
     fn a_snapshot_shows_the_sub_agents_at_work() {
         let mut r = Renderer::default();
-        let snapshot = json!({
-            "conversation": { "root_session_id": "s_root" },
-            "sessions": [
-                { "id": "s_root", "agent": "default", "status": "running" },
-                { "id": "s_a", "agent": "reviewer", "status": "running", "task": "check it" },
-                { "id": "s_b", "agent": "default", "status": "idle", "task": "done already" },
-            ],
-            "running": [],
-        });
+        let mut a = session("s_a", Some(ROOT), "reviewer", SessionStatus::Running);
+        a.task = Some("check it".to_owned());
+        let mut b = session("s_b", Some(ROOT), "default", SessionStatus::Idle);
+        b.task = Some("done already".to_owned());
+        let root = session(ROOT, None, "default", SessionStatus::Running);
+        let snapshot = snapshot(vec![root, a, b], Vec::new());
         assert_eq!(
-            r.event("snapshot", &snapshot),
+            r.event(&snapshot),
             "[sub-agent `reviewer` (s_a) is working on: check it]\n"
         );
         // A later snapshot (a reconnect) does not repeat it.
-        assert_eq!(r.event("snapshot", &snapshot), "");
+        assert_eq!(r.event(&snapshot), "");
     }
 
     #[test]
     fn text_streamed_before_this_terminal_followed_is_caught_up() {
         let mut r = Renderer::default();
-        let snapshot = json!({ "running": [{ "items": [agent("m1", "Hal", "running")] }] });
-        let mut out = r.event("snapshot", &snapshot);
-        out += &r.event(
-            "item.delta",
-            &json!({ "item_id": "m1", "field": "text", "delta": "f" }),
-        );
-        out += &r.event(
-            "item.completed",
-            &json!({ "item": agent("m1", "Half and more", "completed") }),
-        );
+        let turn = running(ROOT, "t_1", vec![agent("m1", "Hal", Running)]);
+        let mut out = r.event(&snapshot(Vec::new(), vec![turn]));
+        out += &r.event(&text("m1", "f"));
+        out += &r.event(&completed(agent("m1", "Half and more", Completed)));
         assert_eq!(out, "agent: Half and more\n");
     }
 
     #[test]
     fn an_mcp_call_shows_its_tool_and_server() {
         let mut render = Renderer::default();
-        let call = json!({ "id": "t1", "kind": "tool_call", "name": "mcp__files__read_text_file", "arguments": { "path": "/n.txt" }, "output": "", "status": "running" });
-        let started = render.event("item.started", &json!({ "item": call }));
+        let arguments = json!({ "path": "/n.txt" });
+        let call = tool("t1", "mcp__files__read_text_file", arguments, "", Running);
         assert_eq!(
-            started,
+            render.event(&started(call)),
             "[read_text_file (MCP files)] {\"path\":\"/n.txt\"}\n"
         );
     }
@@ -491,57 +508,51 @@ mod tests {
     #[test]
     fn tool_calls_show_their_command_output_and_exit_code() {
         let mut r = Renderer::default();
-        let call = json!({ "id": "t1", "kind": "tool_call", "name": "shell", "arguments": { "command": "echo hi" }, "output": "", "status": "running" });
-        let mut out = r.event("item.started", &json!({ "item": call }));
-        out += &r.event(
-            "item.delta",
-            &json!({ "item_id": "t1", "field": "output", "delta": "hi\n" }),
-        );
-        let done = json!({ "id": "t1", "kind": "tool_call", "name": "shell", "arguments": { "command": "echo hi" }, "output": "hi\n", "exit_code": 0, "status": "completed" });
-        out += &r.event("item.completed", &json!({ "item": done }));
+        let mut out = r.event(&started(shell("t1", "echo hi", "", Running, None)));
+        out += &r.event(&output("t1", "hi\n"));
+        out += &r.event(&completed(shell(
+            "t1",
+            "echo hi",
+            "hi\n",
+            Completed,
+            Some(0),
+        )));
         assert_eq!(out, "[shell] $ echo hi\nhi\n[exit 0]\n");
     }
 
     #[test]
     fn a_capped_tool_output_is_not_printed_again_at_completion() {
         let mut r = Renderer::default();
-        let call = json!({ "id": "t1", "kind": "tool_call", "name": "shell", "arguments": { "command": "yes" }, "output": "", "status": "running" });
-        let mut out = r.event("item.started", &json!({ "item": call }));
-        out += &r.event(
-            "item.delta",
-            &json!({ "item_id": "t1", "field": "output", "delta": "aaaa-END\n" }),
-        );
-        let done = json!({ "id": "t1", "kind": "tool_call", "name": "shell", "arguments": { "command": "yes" }, "output": "aa\n[… 2 bytes cut …]\na-END\n", "exit_code": 0, "status": "completed" });
-        out += &r.event("item.completed", &json!({ "item": done }));
+        let mut out = r.event(&started(shell("t1", "yes", "", Running, None)));
+        out += &r.event(&output("t1", "aaaa-END\n"));
+        let capped = "aa\n[… 2 bytes cut …]\na-END\n";
+        out += &r.event(&completed(shell("t1", "yes", capped, Completed, Some(0))));
         assert_eq!(out, "[shell] $ yes\naaaa-END\n[exit 0]\n");
     }
 
     #[test]
     fn a_running_item_from_the_history_keeps_streaming() {
         let mut r = Renderer::default();
-        let running = json!({ "id": "t1", "kind": "tool_call", "name": "shell", "arguments": { "command": "sleep 1" }, "output": "start\n", "status": "running" });
-        let mut out = r.stored_item(&running);
-        out += &r.event(
-            "item.delta",
-            &json!({ "item_id": "t1", "field": "output", "delta": "more\n" }),
-        );
-        let done = json!({ "id": "t1", "kind": "tool_call", "name": "shell", "arguments": { "command": "sleep 1" }, "output": "start\nmore\n", "exit_code": 0, "status": "completed" });
-        out += &r.event("item.completed", &json!({ "item": done }));
+        let mut out = r.stored_item(&shell("t1", "sleep 1", "start\n", Running, None));
+        out += &r.event(&output("t1", "more\n"));
+        let done = shell("t1", "sleep 1", "start\nmore\n", Completed, Some(0));
+        out += &r.event(&completed(done));
         assert_eq!(out, "[shell] $ sleep 1\nstart\nmore\n[exit 0]\n");
     }
 
     #[test]
     fn failures_and_stored_history_read_as_lines() {
         let mut r = Renderer::default();
-        let user =
-            json!({ "id": "u1", "kind": "user_message", "text": "Hi", "status": "completed" });
-        let mut out = r.stored_item(&user);
-        out += &r.stored_item(&agent("m1", "Hello", "completed"));
-        out += &r.stored_item(&agent("m1", "Hello", "completed"));
-        out += &r.event(
-            "turn.ended",
-            &json!({ "status": "failed", "error": "boom" }),
-        );
+        let mut out = r.stored_item(&user("u1", "Hi", MessageSource::User));
+        out += &r.stored_item(&agent("m1", "Hello", Completed));
+        out += &r.stored_item(&agent("m1", "Hello", Completed));
+        out += &r.event(&ended(ROOT, TurnStatus::Failed, Some("boom")));
         assert_eq!(out, "you: Hi\nagent: Hello\n[turn failed: boom]\n");
+        let call = shell("t2", "false", "", Failed, None);
+        assert_eq!(r.stored_item(&call), "[shell] $ false\n[failed]\n");
+        assert_eq!(
+            usage_line(&fixtures::usage()),
+            "100 of 1000 tokens (10.0 %), estimated; compaction at 800"
+        );
     }
 }

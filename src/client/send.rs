@@ -14,9 +14,14 @@ use futures::StreamExt;
 use serde_json::{Value, json};
 use tokio::io::{AsyncBufReadExt, BufReader, Lines, Stdin};
 
-use super::api::{Api, ApiError, ServerEvent};
+use super::api::{Api, ApiError};
 use super::approval_prompt::{self, Asked, Console, Input};
+use super::events::{ServerEvent, turn_of};
 use super::stream::{self, Events, Next};
+use crate::api::approvals::Approval;
+use crate::api::events::{ConversationEvent, DeltaField, RunningTurnView};
+use crate::api::requests::{NewConversation, NewMessage};
+use crate::domain::{Item, ItemKind, ItemStatus, MessageMode, TurnStatus};
 
 /// Exit codes, as a shell reads them.
 pub const EXIT_COMPLETED: u8 = 0;
@@ -36,7 +41,7 @@ pub struct SendOptions {
     /// The conversation to send to; without it, the message starts a new one.
     pub conversation: Option<String>,
     /// `steer`, `queue` or `interrupt` (the service's default, steer, when `None`).
-    pub mode: Option<String>,
+    pub mode: Option<MessageMode>,
     /// The working directory of a new conversation.
     pub cwd: String,
     /// The model and the agent of a new conversation (the service's defaults when `None`).
@@ -74,33 +79,26 @@ pub async fn run(options: SendOptions) -> Result<u8, SendError> {
             let mut stream = api.events(id, None).await.map_err(refused)?.boxed();
             let snapshot = next_event(&mut stream).await?;
             eprintln!("conversation {id}");
-            let mut body = json!({ "text": options.text });
-            if let Some(mode) = &options.mode {
-                body["mode"] = json!(mode);
-            }
-            let sent = api
-                .post(&format!("/api/conversations/{id}/messages"), &body)
-                .await
-                .map_err(refused)?;
-            let message_id = text(&sent["message"]["id"]);
+            let body = NewMessage {
+                text: options.text.clone(),
+                mode: options.mode.unwrap_or_default(),
+                ..NewMessage::default()
+            };
+            let sent = api.send_message(id, &body).await.map_err(refused)?;
             let events = Events::new(api, id, vec![snapshot], stream);
-            (events, Turn::of_message(id, message_id))
+            (events, Turn::of_message(id, &sent.message.id))
         }
         None => {
-            let mut body = json!({ "text": options.text, "cwd": options.cwd });
-            if let Some(model) = &options.model {
-                body["model"] = json!(model);
-            }
-            if let Some(agent) = &options.agent {
-                body["agent"] = json!(agent);
-            }
-            let created = api
-                .post("/api/conversations", &body)
-                .await
-                .map_err(refused)?;
-            let id = text(&created["conversation"]["id"]).to_owned();
-            let turn_id = text(&created["turn_id"]).to_owned();
-            let session_id = text(&created["conversation"]["root_session_id"]).to_owned();
+            let body = NewConversation {
+                text: options.text.clone(),
+                cwd: Some(options.cwd.clone()),
+                model: options.model.clone(),
+                agent: options.agent.clone(),
+                ..NewConversation::default()
+            };
+            let created = api.create_conversation(&body).await.map_err(refused)?;
+            let id = created.conversation.id;
+            let (turn_id, session_id) = (created.turn_id, created.conversation.root_session_id);
             eprintln!("conversation {id}");
             let events = stream::from_first_event(api, &id).await.map_err(refused)?;
             (events, Turn::first(&id, turn_id, session_id))
@@ -148,42 +146,41 @@ impl Turn {
         }
     }
 
-    fn running_in(&self, snapshot: &Value) -> bool {
-        snapshot["running"]
-            .as_array()
-            .into_iter()
-            .flatten()
-            .any(|running| Some(text(&running["turn_id"])) == self.turn_id.as_deref())
+    fn running_in(&self, running: &[RunningTurnView]) -> bool {
+        running
+            .iter()
+            .any(|running| Some(running.turn_id.as_str()) == self.turn_id.as_deref())
     }
 
     /// Notes which turn took the message, and its session.
-    fn observe(&mut self, event: &ServerEvent) {
+    fn observe(&mut self, event: &ConversationEvent) {
         if self.turn_id.is_none()
             && let Some(message_id) = self.message_id.as_deref()
         {
-            let took_it = match event.kind.as_str() {
-                "turn.started" => event.data["message_ids"]
-                    .as_array()
-                    .is_some_and(|ids| ids.iter().any(|id| id == message_id)),
+            let took_it = match event {
+                ConversationEvent::TurnStarted {
+                    turn_id,
+                    message_ids,
+                    ..
+                } if message_ids.iter().any(|id| id == message_id) => Some(turn_id),
                 // A steered message is an item of the running turn, with the message's id.
-                "item.started" => event.data["item"]["id"] == message_id,
-                _ => false,
+                ConversationEvent::ItemStarted { item } if item.id == message_id => {
+                    Some(&item.turn_id)
+                }
+                _ => None,
             };
-            if took_it {
-                let turn_id = event.data["turn_id"]
-                    .as_str()
-                    .or(event.data["item"]["turn_id"].as_str());
-                self.turn_id = turn_id.map(str::to_owned);
+            if let Some(turn_id) = took_it {
+                self.turn_id = Some(turn_id.clone());
             }
         }
-        match event.kind.as_str() {
-            "turn.started" if self.is(&event.data) => {
-                self.session_id = event.data["session_id"].as_str().map(str::to_owned);
+        match event {
+            ConversationEvent::TurnStarted { session_id, .. } if self.is(event) => {
+                self.session_id = Some(session_id.clone());
             }
-            "snapshot" => {
-                for running in event.data["running"].as_array().into_iter().flatten() {
-                    if Some(text(&running["turn_id"])) == self.turn_id.as_deref() {
-                        self.session_id = running["session_id"].as_str().map(str::to_owned);
+            ConversationEvent::Snapshot { running, .. } => {
+                for running in running {
+                    if Some(running.turn_id.as_str()) == self.turn_id.as_deref() {
+                        self.session_id = Some(running.session_id.clone());
                     }
                 }
             }
@@ -191,10 +188,14 @@ impl Turn {
         }
     }
 
-    fn is(&self, data: &Value) -> bool {
-        self.turn_id.is_some()
-            && (data["turn_id"].as_str() == self.turn_id.as_deref()
-                || data["item"]["turn_id"].as_str() == self.turn_id.as_deref())
+    /// Whether the event is about the turn (its start or end, one of its items).
+    fn is(&self, event: &ConversationEvent) -> bool {
+        self.turn_id.is_some() && turn_of(event) == self.turn_id.as_deref()
+    }
+
+    /// Whether the item is one of the turn's.
+    fn owns(&self, item: &Item) -> bool {
+        self.turn_id.as_deref() == Some(item.turn_id.as_str())
     }
 }
 
@@ -221,7 +222,7 @@ impl Follow<'_, '_> {
                 },
             };
             let event = match next {
-                Next::Event(event) => event,
+                Next::Event(event) => *event,
                 Next::Reconnected => {
                     reconnected = true;
                     continue;
@@ -232,36 +233,48 @@ impl Follow<'_, '_> {
                     return EXIT_UNAVAILABLE;
                 }
             };
-            self.turn.observe(&event);
+            self.turn.observe(&event.event);
             self.output.event(&event);
-            if event.kind == "snapshot" && std::mem::take(&mut reconnected) {
+            let event = event.event;
+            if matches!(event, ConversationEvent::Snapshot { .. })
+                && std::mem::take(&mut reconnected)
+            {
                 // The service restarted: what happened meanwhile comes from what it stored.
-                if let Some(code) = self.caught_up(&event.data).await {
+                if let Some(code) = self.caught_up(&event).await {
                     return code;
                 }
             }
-            if event.kind == "turn.ended" && self.turn.is(&event.data) {
-                return self.ended(text(&event.data["status"]), &event.data["error"]);
+            if let ConversationEvent::TurnEnded { status, error, .. } = &event
+                && self.turn.is(&event)
+            {
+                return self.ended(Some(*status), error.as_deref());
             }
-            if event.kind == "model.retry"
+            if let ConversationEvent::ModelRetry {
+                session_id,
+                attempt,
+                max_attempts,
+                delay_ms,
+                error,
+                ..
+            } = &event
                 && self
                     .turn
                     .session_id
-                    .as_deref()
-                    .is_none_or(|s| event.data["session_id"] == s)
+                    .as_ref()
+                    .is_none_or(|s| s == session_id)
             {
                 self.output.finish();
-                eprintln!("{}", retry_line(&event.data));
+                eprintln!("{}", retry_line(*attempt, *max_attempts, *delay_ms, error));
             }
             if !self.output.json && self.turn.turn_id.is_some() {
                 self.output.reply(&event, self.turn);
             }
-            let asked = match event.kind.as_str() {
-                "snapshot" => event.data["approvals"].as_array().cloned(),
-                "approval.requested" => Some(vec![event.data["approval"].clone()]),
-                _ => None,
+            let asked = match event {
+                ConversationEvent::Snapshot { approvals, .. } => approvals,
+                ConversationEvent::ApprovalRequested { approval } => vec![approval],
+                _ => Vec::new(),
             };
-            for approval in asked.into_iter().flatten() {
+            for approval in asked {
                 let handled = tokio::select! {
                     handled = self.approvals.handle(&approval, &mut self.events, self.output) => handled,
                     // An interrupt cancels the approval too.
@@ -275,19 +288,17 @@ impl Follow<'_, '_> {
         }
     }
 
-    fn ended(&mut self, status: &str, error: &Value) -> u8 {
+    /// The exit code of the turn's end (`None`: no end is known, taken as a failure).
+    fn ended(&mut self, status: Option<TurnStatus>, error: Option<&str>) -> u8 {
         self.output.finish();
         match status {
-            "completed" => EXIT_COMPLETED,
-            "interrupted" => {
+            Some(TurnStatus::Completed) => EXIT_COMPLETED,
+            Some(TurnStatus::Interrupted) => {
                 eprintln!("the turn was interrupted");
                 EXIT_INTERRUPTED
             }
             _ => {
-                eprintln!(
-                    "the turn failed: {}",
-                    error.as_str().unwrap_or("no error given")
-                );
+                eprintln!("the turn failed: {}", error.unwrap_or("no error given"));
                 EXIT_FAILED
             }
         }
@@ -306,40 +317,39 @@ impl Follow<'_, '_> {
             && let Some(message_id) = &self.turn.message_id
         {
             // The message still waits for its turn: taking it back is the interrupt.
-            let path = format!("/api/conversations/{id}/pending/{message_id}");
-            if self.api.delete(&path).await.is_ok() {
+            if self.api.withdraw(id, message_id).await.is_ok() {
                 eprintln!("your message was withdrawn before any turn took it");
                 return Some(EXIT_INTERRUPTED);
             }
         }
         eprintln!("interrupting the turn… (Ctrl-C again to leave at once)");
         let api = self.api.clone();
-        let path = format!("/api/conversations/{id}/interrupt");
-        let body = match &self.turn.session_id {
-            Some(session) => json!({ "session_id": session }),
-            None => json!({}),
-        };
+        let (id, session) = (id.clone(), self.turn.session_id.clone());
         // The answer comes once the turn has ended, which the stream shows too.
-        tokio::spawn(async move { api.post(&path, &body).await });
+        tokio::spawn(async move { api.interrupt(&id, session.as_deref()).await });
         None
     }
 
     /// After a restart, the fresh `snapshot` shows whether the turn still runs; if it ended
     /// meanwhile, its stored reply is printed and its end gives the exit code.
-    async fn caught_up(&mut self, snapshot: &Value) -> Option<u8> {
+    async fn caught_up(&mut self, snapshot: &ConversationEvent) -> Option<u8> {
+        let ConversationEvent::Snapshot {
+            conversation,
+            pending,
+            running,
+            ..
+        } = snapshot
+        else {
+            return None;
+        };
         let id = self.turn.conversation.clone();
-        let items = stored_items(self.api, &id).await.ok()?;
+        let items = self.api.items(&id, None, None).await.ok()?;
         if self.turn.turn_id.is_none() {
             let message_id = self.turn.message_id.clone()?;
-            let waiting = snapshot["pending"]
-                .as_array()
-                .into_iter()
-                .flatten()
-                .any(|message| message["id"] == message_id.as_str());
-            if waiting {
+            if pending.iter().any(|message| message.id == message_id) {
                 return None;
             }
-            let Some(stored) = items.iter().find(|item| item["id"] == message_id.as_str()) else {
+            let Some(stored) = items.iter().find(|item| item.id == message_id) else {
                 self.output.finish();
                 eprintln!(
                     "openvaala send: your message was waiting when the service restarted and \
@@ -347,50 +357,31 @@ impl Follow<'_, '_> {
                 );
                 return Some(EXIT_UNAVAILABLE);
             };
-            self.turn.turn_id = stored["turn_id"].as_str().map(str::to_owned);
+            self.turn.turn_id = Some(stored.turn_id.clone());
         }
-        if self.turn.running_in(snapshot) {
+        if self.turn.running_in(running) {
             return None;
         }
         if !self.output.json {
-            for item in items
-                .iter()
-                .filter(|item| self.turn.is(&json!({ "item": item })))
-            {
+            for item in items.iter().filter(|item| self.turn.owns(item)) {
                 self.output.item_text(item);
             }
         }
-        let last_turn = &snapshot["conversation"]["last_turn"];
-        Some(self.ended(text(&last_turn["status"]), &last_turn["error"]))
+        let last_turn = conversation.last_turn.as_ref();
+        Some(self.ended(
+            last_turn.map(|last| last.status),
+            last_turn.and_then(|last| last.error.as_deref()),
+        ))
     }
 }
 
-/// A retry as `send` reports it on stderr.
-fn retry_line(data: &Value) -> String {
-    let delay_ms = data["delay_ms"].as_u64().unwrap_or(0);
+/// A retry (`model.retry`) as `send` reports it on stderr.
+fn retry_line(attempt: u32, max_attempts: u32, delay_ms: u64, error: &str) -> String {
     format!(
-        "the model call failed ({}); attempt {} of {} in {:.1} s",
-        text(&data["error"]),
-        data["attempt"].as_u64().unwrap_or(0) + 1,
-        data["max_attempts"].as_u64().unwrap_or(0),
+        "the model call failed ({error}); attempt {} of {max_attempts} in {:.1} s",
+        attempt + 1,
         delay_ms as f64 / 1000.0
     )
-}
-
-/// The root session's stored items.
-async fn stored_items(api: &Api, id: &str) -> Result<Vec<Value>, ApiError> {
-    let mut items = Vec::new();
-    let mut path = format!("/api/conversations/{id}/items?limit=2000");
-    loop {
-        let page = api.get(&path).await?;
-        items.extend(page["items"].as_array().cloned().unwrap_or_default());
-        match page["next_after_seq"].as_u64() {
-            Some(next) => {
-                path = format!("/api/conversations/{id}/items?limit=2000&after_seq={next}")
-            }
-            None => return Ok(items),
-        }
-    }
 }
 
 /// Ctrl-C as `send` counts it: once the handler is installed, SIGINT no longer ends the
@@ -431,11 +422,11 @@ impl Approvals<'_> {
     /// Handles an approval the stream shows; `Some(exit code)` when `send` stops here.
     async fn handle(
         &mut self,
-        approval: &Value,
+        approval: &Approval,
         events: &mut Events,
         output: &mut Output,
     ) -> Option<u8> {
-        if !self.seen.insert(text(&approval["id"]).to_owned()) {
+        if !self.seen.insert(approval.id.clone()) {
             return None;
         }
         if self.interactive {
@@ -462,10 +453,10 @@ impl Approvals<'_> {
             output.finish();
             eprintln!(
                 "approval {} waits: `{}` {} (in {})",
-                text(&approval["id"]),
-                text(&approval["tool"]),
-                approval_prompt::subject_line(&approval["subject"]),
-                crate::text::visible(text(&approval["subject"]["cwd"]))
+                approval.id,
+                approval.tool,
+                approval_prompt::subject_line(&approval.subject),
+                crate::text::visible(&approval.subject.cwd)
             );
             eprintln!("{}", approval_prompt::how_to_answer(self.api, approval));
         }
@@ -473,9 +464,13 @@ impl Approvals<'_> {
     }
 }
 
-/// The approval as the JSON line a script reads before `send` exits with `EXIT_APPROVAL`.
-fn print_request(approval: &Value) {
-    let line = json!({ "type": "approval.requested", "approval": approval });
+/// The approval as the JSON line a script reads before `send` exits with `EXIT_APPROVAL`: the
+/// `approval.requested` event's data.
+fn print_request(approval: &Approval) {
+    let event = ConversationEvent::ApprovalRequested {
+        approval: approval.clone(),
+    };
+    let line = serde_json::to_string(&event).unwrap_or_default();
     print_out(&format!("{line}\n"));
 }
 
@@ -506,9 +501,12 @@ impl Console for SendConsole<'_> {
                     let Some(event) = event else {
                         return Input::Ended;
                     };
-                    let settled = (event.kind == "approval.resolved"
-                        && event.data["approval"]["id"] == id)
-                        .then(|| event.data["approval"].clone());
+                    let settled = match &event.event {
+                        ConversationEvent::ApprovalResolved { approval } if approval.id == id => {
+                            Some(Box::new(approval.clone()))
+                        }
+                        _ => None,
+                    };
                     self.events.put_aside.push_back(event);
                     if let Some(approval) = settled {
                         return Input::Settled(approval);
@@ -536,36 +534,40 @@ impl Output {
         }
     }
 
+    /// Every event as the service sent it, as one JSON line.
     fn event(&mut self, event: &ServerEvent) {
         if self.json {
-            let line = json!({ "id": event.id, "event": event.kind, "data": event.data });
+            let data: Value = serde_json::from_str(&event.raw).unwrap_or_default();
+            let line = json!({ "id": event.id, "event": event.name, "data": data });
             print_out(&format!("{line}\n"));
         }
     }
 
     /// The part of the agent's answer this event adds (the root session's agent messages of
     /// the turn; a snapshot's running items give the text so far).
-    fn reply(&mut self, event: &ServerEvent, turn: &Turn) {
-        match event.kind.as_str() {
-            "snapshot" => {
-                for running in event.data["running"].as_array().into_iter().flatten() {
-                    for item in running["items"].as_array().into_iter().flatten() {
-                        if turn.is(&json!({ "item": item })) {
-                            self.item_text(item);
-                        }
+    fn reply(&mut self, event: &ConversationEvent, turn: &Turn) {
+        match event {
+            ConversationEvent::Snapshot { running, .. } => {
+                for item in running.iter().flat_map(|running| &running.items) {
+                    if turn.owns(item) {
+                        self.item_text(item);
                     }
                 }
             }
-            "item.started" | "item.completed" if turn.is(&event.data) => {
-                self.item_text(&event.data["item"]);
-                if event.kind == "item.completed" && event.data["item"]["kind"] == "agent_message" {
+            ConversationEvent::ItemStarted { item } if turn.is(event) => self.item_text(item),
+            ConversationEvent::ItemCompleted { item } if turn.is(event) => {
+                self.item_text(item);
+                if matches!(item.kind, ItemKind::AgentMessage { .. }) {
                     self.end_line();
                 }
             }
-            "item.delta" if event.data["field"] == "text" => {
-                let id = text(&event.data["item_id"]);
-                if let Some(shown) = self.shown.get_mut(id) {
-                    let delta = text(&event.data["delta"]);
+            ConversationEvent::ItemDelta {
+                item_id,
+                field: DeltaField::Text,
+                delta,
+                ..
+            } => {
+                if let Some(shown) = self.shown.get_mut(item_id) {
                     *shown += delta.len();
                     self.write(delta);
                 }
@@ -575,12 +577,14 @@ impl Output {
     }
 
     /// Prints what of an agent message's text is not on screen yet.
-    fn item_text(&mut self, item: &Value) {
-        if item["kind"] != "agent_message" || item["status"] == "failed" {
+    fn item_text(&mut self, item: &Item) {
+        let ItemKind::AgentMessage { text: full } = &item.kind else {
+            return;
+        };
+        if item.status == ItemStatus::Failed {
             return;
         }
-        let full = text(&item["text"]);
-        let shown = self.shown.entry(text(&item["id"]).to_owned()).or_default();
+        let shown = self.shown.entry(item.id.clone()).or_default();
         if let Some(rest) = full.get(*shown..) {
             *shown = full.len();
             let rest = rest.to_owned();
@@ -619,21 +623,18 @@ async fn next_event(
 }
 
 /// The service refused the request (an unknown conversation, empty text, a bad mode): a usage
-/// error. No answer at all: the service is unavailable. Any other error answer: a failure.
+/// error. No answer at all, or none this client can read (as a body that was not JSON always
+/// was): the service is unavailable. Any other error answer: a failure.
 fn refused(error: ApiError) -> SendError {
     let code = match &error {
         ApiError::Service { status, .. } if (400..500).contains(status) => EXIT_USAGE,
         ApiError::Service { .. } => EXIT_FAILED,
-        ApiError::Unreachable { .. } => EXIT_UNAVAILABLE,
+        ApiError::Unreachable { .. } | ApiError::Unreadable { .. } => EXIT_UNAVAILABLE,
     };
     SendError {
         code,
         message: error.to_string(),
     }
-}
-
-fn text(value: &Value) -> &str {
-    value.as_str().unwrap_or_default()
 }
 
 fn print_out(text: &str) {

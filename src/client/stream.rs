@@ -9,7 +9,8 @@ use std::time::Duration;
 use futures::stream::{BoxStream, Fuse};
 use futures::{Stream, StreamExt};
 
-use super::api::{Api, ApiError, ServerEvent};
+use super::api::{Api, ApiError};
+use super::events::ServerEvent;
 use crate::bus::EventId;
 
 /// How long a lost stream is tried again before the client gives up.
@@ -19,7 +20,8 @@ const RETRY_EVERY: Duration = Duration::from_millis(500);
 
 /// What the stream gives next.
 pub enum Next {
-    Event(ServerEvent),
+    /// Boxed: an event (a snapshot) is large, the other answers small.
+    Event(Box<ServerEvent>),
     /// The connection dropped and a new one is open; its first event follows (a replay of what
     /// was missed, or a `snapshot` when the service could not replay it).
     Reconnected,
@@ -66,10 +68,10 @@ impl Events {
 
     pub async fn next(&mut self) -> Next {
         if let Some(event) = self.put_aside.pop_front() {
-            return Next::Event(event);
+            return Next::Event(Box::new(event));
         }
         if let Some(event) = self.pull().await {
-            return Next::Event(event);
+            return Next::Event(Box::new(event));
         }
         match reconnect(&self.api, &self.conversation, self.last_event_id.as_deref()).await {
             Ok(stream) => {

@@ -1,12 +1,11 @@
 //! The plain chat's slash commands (`/help` lists them).
 
-use serde_json::json;
-
-use super::output::{print_out, query_escape, text};
+use super::output::print_out;
 use super::{Chat, Flow};
 use crate::client::api::ApiError;
 use crate::client::render::usage_line;
 use crate::client::{agents, calls, files};
+use crate::domain::{ItemKind, MessageMode, MessageSource};
 
 const HELP: &str = "\
 Type a message to send it to the agent. Commands:
@@ -55,9 +54,7 @@ impl Chat {
             "compact" => {
                 let id = self.current()?;
                 // The stream shows the compaction as it happens.
-                self.api
-                    .post(&format!("/api/conversations/{id}/compact"), &json!({}))
-                    .await?;
+                self.api.compact(&id).await?;
                 self.wait_compaction_end().await;
             }
             "retry" => {
@@ -74,10 +71,7 @@ impl Chat {
             }
             "context" => {
                 let id = self.current()?;
-                let usage = self
-                    .api
-                    .get(&format!("/api/conversations/{id}/usage"))
-                    .await?;
+                let usage = self.api.usage(&id).await?;
                 print_out(&format!("[context: {}]\n", usage_line(&usage)));
             }
             "agents" => {
@@ -85,16 +79,12 @@ impl Chat {
                 print_out(&agents::show(&self.api, &id).await?);
             }
             "queue" if !argument.is_empty() => {
-                self.send(argument, Some("queue")).await?;
+                self.send(argument, Some(MessageMode::Queue)).await?;
             }
             "queue" => print_out("[/queue TEXT sends TEXT to wait until the agent is done]\n"),
             "interrupt" => {
                 let id = self.current()?;
-                let answer = self
-                    .api
-                    .post(&format!("/api/conversations/{id}/interrupt"), &json!({}))
-                    .await?;
-                if answer["interrupted"] != true {
+                if !self.api.interrupt(&id, None).await?.interrupted {
                     print_out("[nothing was running]\n");
                 }
             }
@@ -119,16 +109,12 @@ impl Chat {
         if argument.starts_with("c_") {
             return self.open(argument).await;
         }
-        let mut path = "/api/conversations?limit=20".to_owned();
-        if !argument.is_empty() {
-            path += &format!("&q={}", query_escape(argument));
-        }
-        let page = self.api.get(&path).await?;
-        self.listed = page["conversations"]
-            .as_array()
+        let q = Some(argument).filter(|q| !q.is_empty());
+        let page = self.api.conversations(20, q, None).await?;
+        self.listed = page
+            .conversations
             .into_iter()
-            .flatten()
-            .map(|c| (text(&c["id"]).to_owned(), text(&c["title"]).to_owned()))
+            .map(|c| (c.id, c.title))
             .collect();
         if self.listed.is_empty() {
             print_out("[no conversations found]\n");
@@ -145,9 +131,15 @@ impl Chat {
         let messages: Vec<(String, String)> = self
             .stored_items(&id)
             .await?
-            .iter()
-            .filter(|item| item["kind"] == "user_message" && item["source"] == "user")
-            .map(|item| (text(&item["id"]).to_owned(), text(&item["text"]).to_owned()))
+            .into_iter()
+            .filter_map(|item| match item.kind {
+                ItemKind::UserMessage {
+                    text,
+                    source: MessageSource::User,
+                    ..
+                } => Some((item.id, text)),
+                _ => None,
+            })
             .collect();
         let Ok(number) = argument.parse::<usize>() else {
             for (number, (_, text)) in messages.iter().enumerate() {
@@ -161,19 +153,19 @@ impl Chat {
             return Ok(());
         };
         let rewound = calls::rewind(&self.api, &id, message_id, files).await?;
-        if files {
-            print_out(&files::restore_line(&rewound["restore"]));
+        if files && let Some(restore) = &rewound.restore {
+            print_out(&files::restore_line(restore));
         }
-        let message = text(&rewound["text"]);
-        if rewound["conversation"].is_null() {
+        let message = &rewound.text;
+        let Some(copy) = rewound.conversation else {
             // Before the first message there is nothing to copy: it is a new conversation.
             self.following = None;
             print_out(&format!(
                 "[back to the start: the next message starts a new conversation; your message was: {message}]\n"
             ));
             return Ok(());
-        }
-        let new_id = text(&rewound["conversation"]["id"]).to_owned();
+        };
+        let new_id = copy.id;
         print_out(&format!(
             "[rewound into {new_id}; your message was: {message}]\n"
         ));

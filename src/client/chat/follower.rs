@@ -4,15 +4,19 @@
 
 use std::collections::{HashSet, VecDeque};
 
-use serde_json::Value;
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 
 use super::Chat;
 use super::interrupt::SharedActivity;
-use super::output::{print_out, print_stored, text};
-use crate::client::api::{Api, ApiError, ServerEvent};
+use super::output::{print_out, print_stored};
+use crate::api::approvals::Approval;
+use crate::api::errors::ErrorCode;
+use crate::api::events::ConversationEvent;
+use crate::client::api::{Api, ApiError};
+use crate::client::events::ServerEvent;
 use crate::client::position::Position;
+use crate::domain::ItemStatus;
 
 /// What the event follower tells the command loop.
 #[derive(Debug)]
@@ -30,9 +34,9 @@ pub(super) enum Signal {
     },
     CompactionEnded,
     /// A tool call waits for an answer (from the stream, or in its snapshot).
-    ApprovalRequested(Value),
+    ApprovalRequested(Box<Approval>),
     /// An approval was settled: a question about it is dropped.
-    ApprovalResolved(Value),
+    ApprovalResolved(Box<Approval>),
     /// The stream ended (the service stopped, or the conversation was deleted).
     Closed,
 }
@@ -112,71 +116,42 @@ impl Chat {
                         None => break,
                     }
                 };
-                let ServerEvent { id, kind, data } = event;
-                if std::mem::take(&mut reconnected) && kind == "snapshot" {
+                let ServerEvent { id, event, .. } = event;
+                let snapshot = matches!(event, ConversationEvent::Snapshot { .. });
+                if std::mem::take(&mut reconnected) && snapshot {
                     // The service could not replay what was missed (it restarted, or too much
                     // happened): what was stored meanwhile comes from the history.
-                    let mut missed =
-                        items_after(&api, &conversation, Some(position.resume_after()))
-                            .await
-                            .unwrap_or_default();
+                    let mut missed = api
+                        .items(&conversation, None, Some(position.resume_after()))
+                        .await
+                        .unwrap_or_default();
                     // The running ones come with the snapshot.
-                    missed.retain(|item| item["status"] != "running");
+                    missed.retain(|item| item.status != ItemStatus::Running);
                     print_stored(&renderer, &missed);
                 }
                 if id.is_some() {
                     position.last_event_id = id;
                 }
-                position.observe(&kind, &data);
+                position.observe(&event);
                 activity.lock().expect("activity lock").observe(
                     &conversation,
                     &position.root_session_id,
-                    &kind,
-                    &data,
+                    &event,
                 );
-                let mut out = renderer.lock().expect("renderer lock").event(&kind, &data);
+                let mut out = renderer.lock().expect("renderer lock").event(&event);
                 // The prompt comes back when the root agent is done (not a sub-agent).
                 if interactive
-                    && kind == "turn.ended"
-                    && data["session_id"] == position.root_session_id.as_str()
+                    && let ConversationEvent::TurnEnded { session_id, .. } = &event
+                    && *session_id == position.root_session_id
                 {
                     out.push_str("> ");
                 }
                 print_out(&out);
-                let mut approvals = match kind.as_str() {
-                    "snapshot" => data["approvals"].as_array().cloned().unwrap_or_default(),
-                    "approval.requested" => vec![data["approval"].clone()],
-                    _ => Vec::new(),
-                };
-                approvals.retain(|approval| asked.insert(text(&approval["id"]).to_owned()));
-                let signal = match kind.as_str() {
-                    "snapshot" => Some(Signal::Snapshot {
-                        running: data["running"]
-                            .as_array()
-                            .into_iter()
-                            .flatten()
-                            .map(|turn| text(&turn["turn_id"]).to_owned())
-                            .collect(),
-                    }),
-                    "turn.started" => Some(Signal::TurnStarted {
-                        turn_id: text(&data["turn_id"]).to_owned(),
-                        message_ids: data["message_ids"]
-                            .as_array()
-                            .into_iter()
-                            .flatten()
-                            .map(|id| text(id).to_owned())
-                            .collect(),
-                    }),
-                    "turn.ended" => Some(Signal::TurnEnded {
-                        turn_id: text(&data["turn_id"]).to_owned(),
-                    }),
-                    "compaction.completed" | "compaction.failed" => Some(Signal::CompactionEnded),
-                    "approval.resolved" => Some(Signal::ApprovalResolved(data["approval"].clone())),
-                    // Passed on below, once.
-                    "approval.requested" => None,
-                    _ => continue,
-                };
-                let approvals = approvals.into_iter().map(Signal::ApprovalRequested);
+                let (signal, mut approvals) = signal_of(event);
+                approvals.retain(|approval| asked.insert(approval.id.clone()));
+                let approvals = approvals
+                    .into_iter()
+                    .map(|approval| Signal::ApprovalRequested(Box::new(approval)));
                 for signal in signal.into_iter().chain(approvals) {
                     if signals.send(signal).is_err() {
                         return;
@@ -197,26 +172,34 @@ impl Chat {
     }
 }
 
-/// The stored items of the root session after `after` (all of them for `None`).
-pub(super) async fn items_after(
-    api: &Api,
-    id: &str,
-    after: Option<u64>,
-) -> Result<Vec<Value>, ApiError> {
-    let mut items = Vec::new();
-    let mut after = after;
-    loop {
-        let mut path = format!("/api/conversations/{id}/items?limit=2000");
-        if let Some(after) = after {
-            path += &format!("&after_seq={after}");
+/// What an event signals to the command loop, and the approvals it shows waiting (each is
+/// passed on once).
+fn signal_of(event: ConversationEvent) -> (Option<Signal>, Vec<Approval>) {
+    let signal = match event {
+        ConversationEvent::Snapshot {
+            running, approvals, ..
+        } => {
+            let running = running.into_iter().map(|turn| turn.turn_id).collect();
+            return (Some(Signal::Snapshot { running }), approvals);
         }
-        let page = api.get(&path).await?;
-        items.extend(page["items"].as_array().cloned().unwrap_or_default());
-        match page["next_after_seq"].as_u64() {
-            Some(next) => after = Some(next),
-            None => return Ok(items),
+        ConversationEvent::ApprovalRequested { approval } => return (None, vec![approval]),
+        ConversationEvent::TurnStarted {
+            turn_id,
+            message_ids,
+            ..
+        } => Signal::TurnStarted {
+            turn_id,
+            message_ids,
+        },
+        ConversationEvent::TurnEnded { turn_id, .. } => Signal::TurnEnded { turn_id },
+        ConversationEvent::CompactionCompleted { .. }
+        | ConversationEvent::CompactionFailed { .. } => Signal::CompactionEnded,
+        ConversationEvent::ApprovalResolved { approval } => {
+            Signal::ApprovalResolved(Box::new(approval))
         }
-    }
+        _ => return (None, Vec::new()),
+    };
+    (Some(signal), Vec::new())
 }
 
 /// Tries to follow a conversation again, once a second for a minute.
@@ -231,7 +214,7 @@ async fn reconnect(
         match api.events(conversation, last_event_id).await {
             Ok(events) => return Some(events),
             // Gone for good: no point in trying again.
-            Err(error) if error.code() == Some("not_found") => {
+            Err(error) if error.is(ErrorCode::NotFound) => {
                 last = Some(error);
                 break;
             }

@@ -7,10 +7,10 @@
 use std::collections::HashSet;
 use std::sync::{Arc, Mutex};
 
-use serde_json::{Value, json};
 use tokio::signal::unix::{SignalKind, signal};
 
-use super::output::{print_out, text};
+use super::output::print_out;
+use crate::api::events::ConversationEvent;
 use crate::client::api::Api;
 
 /// What Ctrl-C looks at: the followed conversation and its root agent's running turns.
@@ -41,25 +41,31 @@ impl Activity {
     }
 
     /// An event of `conversation`'s stream (`root`: its root session).
-    pub(super) fn observe(&mut self, conversation: &str, root: &str, kind: &str, data: &Value) {
+    pub(super) fn observe(&mut self, conversation: &str, root: &str, event: &ConversationEvent) {
         if self.conversation.as_deref() != Some(conversation) {
             return;
         }
-        match kind {
-            "snapshot" => {
-                self.running = data["running"]
-                    .as_array()
-                    .into_iter()
-                    .flatten()
-                    .filter(|turn| turn["session_id"] == root)
-                    .map(|turn| text(&turn["turn_id"]).to_owned())
+        match event {
+            ConversationEvent::Snapshot { running, .. } => {
+                self.running = running
+                    .iter()
+                    .filter(|turn| turn.session_id == root)
+                    .map(|turn| turn.turn_id.clone())
                     .collect();
             }
-            "turn.started" if data["session_id"] == root => {
-                self.running.insert(text(&data["turn_id"]).to_owned());
+            ConversationEvent::TurnStarted {
+                session_id,
+                turn_id,
+                ..
+            } if session_id == root => {
+                self.running.insert(turn_id.clone());
             }
-            "turn.ended" if data["session_id"] == root => {
-                self.running.remove(text(&data["turn_id"]));
+            ConversationEvent::TurnEnded {
+                session_id,
+                turn_id,
+                ..
+            } if session_id == root => {
+                self.running.remove(turn_id);
             }
             _ => return,
         }
@@ -92,8 +98,7 @@ pub(super) fn handle_ctrl_c(api: Api, activity: SharedActivity) -> anyhow::Resul
             let api = api.clone();
             // Answered once the turn has ended, which the stream shows: not waited for here.
             tokio::spawn(async move {
-                let path = format!("/api/conversations/{id}/interrupt");
-                if let Err(error) = api.post(&path, &json!({})).await {
+                if let Err(error) = api.interrupt(&id, None).await {
                     print_out(&format!("[cannot interrupt the turn: {error}]\n"));
                 }
             });
@@ -105,25 +110,35 @@ pub(super) fn handle_ctrl_c(api: Api, activity: SharedActivity) -> anyhow::Resul
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::client::fixtures::{running, snapshot};
+    use crate::domain::{TurnStatus, TurnUsage};
 
     #[test]
     fn ctrl_c_interrupts_a_running_root_turn_once_then_quits() {
         let mut activity = Activity::default();
         activity.follow("c_1");
         assert_eq!(activity.ctrl_c(), None, "nothing runs: quit");
-        activity.observe(
-            "c_1",
-            "s_root",
-            "snapshot",
-            &json!({"running": [{"session_id": "s_sub", "turn_id": "t_sub"}]}),
-        );
+        let sub = snapshot(Vec::new(), vec![running("s_sub", "t_sub", Vec::new())]);
+        activity.observe("c_1", "s_root", &sub);
         assert_eq!(activity.ctrl_c(), None, "only a sub-agent works");
-        let started = json!({"session_id": "s_root", "turn_id": "t_1"});
-        activity.observe("c_1", "s_root", "turn.started", &started);
+        let started = ConversationEvent::TurnStarted {
+            session_id: "s_root".to_owned(),
+            turn_id: "t_1".to_owned(),
+            message_ids: Vec::new(),
+        };
+        let ended = ConversationEvent::TurnEnded {
+            session_id: "s_root".to_owned(),
+            turn_id: "t_1".to_owned(),
+            status: TurnStatus::Completed,
+            error: None,
+            files_changed: 0,
+            usage: TurnUsage::default(),
+        };
+        activity.observe("c_1", "s_root", &started);
         assert_eq!(activity.ctrl_c().as_deref(), Some("c_1"));
         assert_eq!(activity.ctrl_c(), None, "the second Ctrl-C quits");
-        activity.observe("c_1", "s_root", "turn.ended", &started);
-        activity.observe("c_1", "s_root", "turn.started", &started);
+        activity.observe("c_1", "s_root", &ended);
+        activity.observe("c_1", "s_root", &started);
         assert_eq!(activity.ctrl_c().as_deref(), Some("c_1"), "a new turn");
         activity.unfollow("c_1");
         assert_eq!(activity.ctrl_c(), None);

@@ -18,14 +18,15 @@ mod waits;
 
 use std::sync::{Arc, Mutex};
 
-use serde_json::{Value, json};
 use tokio::io::{AsyncBufReadExt, BufReader, Lines, Stdin};
 
 use super::api::{Api, ApiError};
 use super::render::Renderer;
-use follower::{Following, Signal, items_after};
+use crate::api::requests::{NewConversation, NewMessage};
+use crate::domain::{Item, ItemKind, MessageMode, MessageStatus};
+use follower::{Following, Signal};
 use interrupt::SharedActivity;
-use output::{print_out, print_stored, text, text_or};
+use output::{print_out, print_stored};
 use waits::idle_signal;
 
 pub struct ChatOptions {
@@ -64,7 +65,7 @@ pub async fn run(options: ChatOptions) -> anyhow::Result<()> {
         activity: SharedActivity::default(),
     };
     // Fail early and clearly when there is no service to talk to.
-    if let Err(error) = chat.api.get("/api/health").await {
+    if let Err(error) = chat.api.health().await {
         anyhow::bail!("{error}");
     }
     if chat.interactive {
@@ -146,21 +147,20 @@ impl Chat {
     /// Sends a message: a new conversation when there is none, else to the current one.
     /// Returns whether a turn started that is still running (at a terminal, its end brings
     /// the prompt back).
-    async fn send(&mut self, message_text: &str, mode: Option<&str>) -> Result<bool, ApiError> {
+    async fn send(
+        &mut self,
+        message_text: &str,
+        mode: Option<MessageMode>,
+    ) -> Result<bool, ApiError> {
         let Some(following) = &self.following else {
             *self.renderer.lock().expect("renderer lock") = Renderer::default();
-            let created = self
-                .api
-                .post(
-                    "/api/conversations",
-                    &json!({ "text": message_text, "cwd": self.cwd }),
-                )
-                .await?;
-            let id = created["conversation"]["id"]
-                .as_str()
-                .unwrap_or_default()
-                .to_owned();
-            let turn_id = created["turn_id"].as_str().unwrap_or_default().to_owned();
+            let body = NewConversation {
+                text: message_text.to_owned(),
+                cwd: Some(self.cwd.clone()),
+                ..NewConversation::default()
+            };
+            let created = self.api.create_conversation(&body).await?;
+            let (id, turn_id) = (created.conversation.id, created.turn_id);
             self.follow(&id).await?;
             let running = self.wait_snapshot().await;
             if !running.contains(&turn_id) {
@@ -174,42 +174,37 @@ impl Chat {
             return Ok(self.interactive);
         };
         let id = following.id.clone();
-        let mut body = json!({ "text": message_text });
-        if let Some(mode) = mode {
-            body["mode"] = json!(mode);
-        }
-        let answer = self
-            .api
-            .post(&format!("/api/conversations/{id}/messages"), &body)
-            .await?;
-        let message = &answer["message"];
-        if message["status"] == "waiting" {
+        let body = NewMessage {
+            text: message_text.to_owned(),
+            mode: mode.unwrap_or_default(),
+            ..NewMessage::default()
+        };
+        let message = self.api.send_message(&id, &body).await?.message;
+        if message.status == MessageStatus::Waiting {
             print_out(&format!(
                 "[the agent is busy: your message waits ({})]\n",
-                text_or(&message["mode"], "steer")
+                crate::client::wire_text(&message.mode)
             ));
             return Ok(false);
         }
-        if !self.interactive {
-            let message_id = text(&message["id"]).to_owned();
-            if let Some(turn_id) = self.wait_turn_start(&message_id).await {
-                self.wait_turn_end(&turn_id).await;
-            }
+        if !self.interactive
+            && let Some(turn_id) = self.wait_turn_start(&message.id).await
+        {
+            self.wait_turn_end(&turn_id).await;
         }
         Ok(self.interactive)
     }
 
     /// Opens a conversation: shows the end of its history, then follows it.
     async fn open(&mut self, id: &str) -> Result<(), ApiError> {
-        let conversation = self.api.get(&format!("/api/conversations/{id}")).await?;
+        let conversation = self.api.conversation(id).await?.conversation;
         // A fork shares its source's item ids: what was shown there is new here.
         self.following = None;
         *self.renderer.lock().expect("renderer lock") = Renderer::default();
-        let id = text(&conversation["id"]).to_owned();
+        let id = conversation.id;
         print_out(&format!(
             "[conversation {id}: {} — {}]\n",
-            text(&conversation["title"]),
-            text(&conversation["cwd"])
+            conversation.title, conversation.cwd
         ));
         let items = self.stored_items(&id).await?;
         let shown = items.len().saturating_sub(6);
@@ -220,15 +215,17 @@ impl Chat {
     }
 
     /// Every stored item of the root session.
-    async fn stored_items(&self, id: &str) -> Result<Vec<Value>, ApiError> {
-        items_after(&self.api, id, None).await
+    async fn stored_items(&self, id: &str) -> Result<Vec<Item>, ApiError> {
+        self.api.items(id, None, None).await
     }
 
     async fn print_stored_turn(&self, id: &str, turn_id: &str) -> Result<(), ApiError> {
         let items = self.stored_items(id).await?;
-        let turn: Vec<Value> = items
+        let turn: Vec<Item> = items
             .into_iter()
-            .filter(|item| item["turn_id"] == turn_id && item["kind"] != "user_message")
+            .filter(|item| {
+                item.turn_id == turn_id && !matches!(item.kind, ItemKind::UserMessage { .. })
+            })
             .collect();
         print_stored(&self.renderer, &turn);
         Ok(())

@@ -2,12 +2,12 @@
 //! end, a compaction's end), and the approval questions asked on the way: the chat's
 //! terminal as a question sees it (`ChatConsole`).
 
-use serde_json::Value;
 use tokio::io::{BufReader, Lines, Stdin};
 
 use super::Chat;
 use super::follower::{Following, Signal};
 use super::output::print_out;
+use crate::api::approvals::Approval;
 use crate::client::agents;
 use crate::client::api::Api;
 use crate::client::approval_prompt::{self, Asked, Console, Input};
@@ -30,7 +30,7 @@ impl Chat {
         }
     }
 
-    pub(super) async fn ask(&mut self, approval: &Value) -> Asked {
+    pub(super) async fn ask(&mut self, approval: &Approval) -> Asked {
         let Some(following) = self.following.as_mut() else {
             return Asked::Done;
         };
@@ -145,7 +145,7 @@ impl Console for ChatConsole<'_> {
                     };
                 }
                 signal = self.following.signals.recv() => match signal {
-                    Some(Signal::ApprovalResolved(approval)) if approval["id"] == id => {
+                    Some(Signal::ApprovalResolved(approval)) if approval.id == id => {
                         return Input::Settled(approval);
                     }
                     Some(Signal::Closed) | None => {

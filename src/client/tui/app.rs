@@ -3,17 +3,20 @@
 //! the same way on ratatui's test backend.
 
 use crossterm::event::{KeyCode, KeyEvent, KeyEventKind, KeyModifiers};
-use serde_json::{Value, json};
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 
 use super::editor::Editor;
 use super::overlay::Overlay;
 use super::picker::Picker;
-use super::source::{self, Feed};
-use super::transcript::{Transcript, text};
-use crate::client::api::{Api, ApiError, service_error};
+use super::source::Feed;
+use super::transcript::Transcript;
+use crate::api::approvals::{Approval, ApprovalStatus};
+use crate::api::requests::{NewConversation, NewMessage};
+use crate::client::api::{Api, ApiError};
 use crate::client::approval_prompt::{self, Dialog, Next};
+use crate::client::endpoints::Answered;
+use crate::domain::{Message, MessageMode, Usage};
 
 /// Whether the conversation's stream is open.
 #[derive(Clone, PartialEq, Eq)]
@@ -32,10 +35,11 @@ pub struct App {
     pub transcript: Transcript,
     pub editor: Editor,
     /// The user's messages waiting for the agent (root session).
-    pub pending: Vec<Value>,
+    pub pending: Vec<Message>,
     pub model: String,
     pub agent: String,
-    pub usage: Value,
+    /// The context meter, once the service has told it.
+    pub usage: Option<Usage>,
     pub connection: Connection,
     pub root_session: String,
     /// A sub-agent's session followed instead of the root's (`/agents`): its items are shown,
@@ -49,7 +53,7 @@ pub struct App {
     /// A long text over the conversation (`/diff`), until Esc.
     pub overlay: Option<Overlay>,
     /// Approvals waiting for an answer, the first asked in the input box.
-    pub approvals: Vec<(Value, Dialog)>,
+    pub approvals: Vec<(Approval, Dialog)>,
     /// The question the first approval asks now.
     pub question: Option<String>,
     /// Lines scrolled up from the bottom of the conversation.
@@ -86,7 +90,7 @@ impl App {
             pending: Vec::new(),
             model: String::new(),
             agent: String::new(),
-            usage: Value::Null,
+            usage: None,
             connection: Connection::Idle,
             root_session: String::new(),
             focus: None,
@@ -140,7 +144,7 @@ impl App {
             KeyCode::Char(c) if !ctrl => self.editor.insert(c),
             KeyCode::Enter if newline => self.editor.insert('\n'),
             KeyCode::Enter => self.submit(None).await,
-            KeyCode::Tab => self.submit(Some("queue")).await,
+            KeyCode::Tab => self.submit(Some(MessageMode::Queue)).await,
             KeyCode::Esc => self.interrupt().await,
             KeyCode::Backspace => self.editor.backspace(),
             KeyCode::Delete => self.editor.delete(),
@@ -186,13 +190,13 @@ impl App {
         self.interrupting = true;
         self.transcript.notice("interrupting… (Ctrl-C again quits)");
         let api = self.api.clone();
-        let path = match &self.focus {
-            Some(session) => format!("/api/conversations/{id}/sessions/{session}/interrupt"),
-            None => format!("/api/conversations/{id}/interrupt"),
-        };
+        let focus = self.focus.clone();
         // Answered once the turn has ended, which the stream shows: not waited for here.
         tokio::spawn(async move {
-            let _ = api.post(&path, &json!({})).await;
+            let _ = match focus {
+                Some(session) => api.interrupt_session(&id, &session).await,
+                None => api.interrupt(&id, None).await,
+            };
         });
     }
 
@@ -202,17 +206,16 @@ impl App {
         else {
             return;
         };
-        let path = format!("/api/conversations/{id}/pending/{}", text(&message["id"]));
-        match self.api.delete(&path).await {
+        match self.api.withdraw(&id, &message.id).await {
             Ok(withdrawn) => {
-                self.pending.retain(|m| m["id"] != message["id"]);
-                self.editor.set(text(&withdrawn["text"]));
+                self.pending.retain(|m| m.id != message.id);
+                self.editor.set(&withdrawn.text);
             }
             Err(error) => self.transcript.notice(format!("cannot edit it: {error}")),
         }
     }
 
-    async fn submit(&mut self, mode: Option<&str>) {
+    async fn submit(&mut self, mode: Option<MessageMode>) {
         if !self.approvals.is_empty() {
             let line = self.editor.take();
             return self.answer(&line).await;
@@ -246,38 +249,33 @@ impl App {
         }
     }
 
-    async fn send(&mut self, message: &str, mode: Option<&str>) -> Result<(), ApiError> {
+    async fn send(&mut self, message: &str, mode: Option<MessageMode>) -> Result<(), ApiError> {
         let Some(id) = self.conversation.clone() else {
-            let created = self
-                .api
-                .post(
-                    "/api/conversations",
-                    &json!({ "text": message, "cwd": self.cwd }),
-                )
-                .await?;
-            let id = text(&created["conversation"]["id"]).to_owned();
-            self.open(&id, true).await?;
+            let body = NewConversation {
+                text: message.to_owned(),
+                cwd: Some(self.cwd.clone()),
+                ..NewConversation::default()
+            };
+            let created = self.api.create_conversation(&body).await?;
+            self.open(&created.conversation.id, true).await?;
             // Its first turn: the replay that follows shows its end.
-            self.running = created["turn_id"].as_str().map(str::to_owned);
+            self.running = Some(created.turn_id);
             return Ok(());
         };
-        let mut body = json!({ "text": message });
-        if let Some(mode) = mode {
-            body["mode"] = json!(mode);
-        }
-        if let Some(session) = &self.focus {
-            body["session_id"] = json!(session);
-        }
-        self.api
-            .post(&format!("/api/conversations/{id}/messages"), &body)
-            .await?;
+        let body = NewMessage {
+            text: message.to_owned(),
+            mode: mode.unwrap_or_default(),
+            session_id: self.focus.clone(),
+            ..NewMessage::default()
+        };
+        self.api.send_message(&id, &body).await?;
         Ok(())
     }
 
     /// Follows a conversation: the end of its history, then its stream.
     /// `created`: just created here, so its stream is read from its first event.
     pub async fn open(&mut self, id: &str, created: bool) -> Result<(), ApiError> {
-        let conversation = self.api.get(&format!("/api/conversations/{id}")).await?;
+        let view = self.api.conversation(id).await?;
         if let Some((_, task)) = self.feed.take() {
             task.abort();
         }
@@ -286,19 +284,19 @@ impl App {
         self.running = None;
         self.conversation = Some(id.to_owned());
         self.focus = None;
-        self.root_session = text(&conversation["root_session_id"]).to_owned();
-        self.model = text(&conversation["model"]).to_owned();
-        self.agent = text(&conversation["agent"]).to_owned();
-        self.usage = conversation["usage"].clone();
+        let conversation = view.conversation;
+        self.root_session = conversation.root_session_id;
+        self.model = conversation.model;
+        self.agent = conversation.agent;
+        self.usage = Some(view.usage);
         self.transcript.notice(format!(
             "conversation {id}: {} — {}",
-            text(&conversation["title"]),
-            text(&conversation["cwd"])
+            conversation.title, conversation.cwd
         ));
         // The stream first, then the history: an item may show in both, and the later view
         // of it (an item updates in place) is the one that stays; none falls in between.
         self.follow(id, created).await?;
-        let items = source::stored_items(&self.api, id, None).await?;
+        let items = self.api.items(id, None, None).await?;
         for item in &items[items.len().saturating_sub(HISTORY_SHOWN)..] {
             self.transcript.item(item);
         }
@@ -313,19 +311,17 @@ impl App {
         };
         match dialog.line(line) {
             Next::Ask(question) => self.question = Some(question),
-            Next::Answer(body) => {
+            Next::Answer(answer) => {
                 let approval = approval.clone();
-                let path = format!("/api/approvals/{}", text(&approval["id"]));
-                let said = match self.api.post_answer(&path, &body).await {
-                    Ok((200, settled)) => approval_prompt::outcome(&settled, true),
-                    Ok((_, answer)) if !answer["approval"].is_null() => {
-                        approval_prompt::outcome(&answer["approval"], false)
+                let said = match self.api.answer_approval(&approval.id, &answer).await {
+                    Ok(Answered::Settled(settled)) => approval_prompt::outcome(&settled, true),
+                    Ok(Answered::AlreadyDecided(settled)) => {
+                        approval_prompt::outcome(&settled, false)
                     }
-                    Ok((404, answer)) => format!("[{}]", service_error(404, &answer)),
+                    Err(error @ ApiError::Service { status: 404, .. }) => format!("[{error}]"),
                     // Refused (a rule that does not match, say): the approval still waits, and
                     // the input stays on it, asking again with the reason.
-                    Ok((status, answer)) => {
-                        let reason = service_error(status, &answer);
+                    Err(reason @ ApiError::Service { .. }) => {
                         let dialog = Dialog::new(&approval);
                         self.question = Some(format!("[refused: {reason}] {}", dialog.question()));
                         self.approvals[0].1 = dialog;
@@ -347,18 +343,13 @@ impl App {
     }
 
     /// An approval the stream shows (each once).
-    pub(super) fn approval_asked(&mut self, approval: &Value) {
-        if self
-            .approvals
-            .iter()
-            .any(|(a, _)| a["id"] == approval["id"])
-            || approval["status"]
-                .as_str()
-                .is_some_and(|status| status != "pending")
+    pub(super) fn approval_asked(&mut self, approval: &Approval) {
+        if self.approvals.iter().any(|(a, _)| a.id == approval.id)
+            || approval.status != ApprovalStatus::Pending
         {
             return;
         }
-        let asker = (approval["session_id"] != self.root_session.as_str()).then_some("a sub-agent");
+        let asker = (approval.session_id != self.root_session).then_some("a sub-agent");
         self.transcript
             .notice(approval_prompt::describe(approval, asker).trim_end());
         let dialog = Dialog::new(approval);
@@ -369,12 +360,8 @@ impl App {
     }
 
     /// An approval was settled (here, elsewhere, or cancelled by an interrupt).
-    pub(super) fn approval_settled(&mut self, approval: &Value) {
-        let Some(at) = self
-            .approvals
-            .iter()
-            .position(|(a, _)| a["id"] == approval["id"])
-        else {
+    pub(super) fn approval_settled(&mut self, approval: &Approval) {
+        let Some(at) = self.approvals.iter().position(|(a, _)| a.id == approval.id) else {
             return;
         };
         self.approvals.remove(at);

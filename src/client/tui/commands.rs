@@ -1,15 +1,15 @@
 //! The full-screen chat's slash commands, and what choosing from their lists does.
 
 use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
-use serde_json::{Value, json};
 
 use super::app::{App, Connection, HISTORY_SHOWN};
 use super::overlay::Overlay;
 use super::picker::{Pick, Picker};
-use super::source;
-use super::transcript::{Transcript, text};
+use super::transcript::Transcript;
+use crate::api::requests::ConversationPatch;
 use crate::client::api::ApiError;
 use crate::client::{calls, files};
+use crate::domain::{ItemKind, MessageSource};
 
 const HELP: &str = "Enter sends · Shift-Enter, Alt-Enter or Ctrl-J adds a line · Tab queues the \
 message for after the running turn · Esc or Ctrl-C interrupts the turn (Ctrl-C again, or Ctrl-D \
@@ -39,16 +39,12 @@ impl App {
             }
             "interrupt" => self.interrupt().await,
             "resume" => {
-                let mut path = "/api/conversations?limit=50".to_owned();
-                if !argument.is_empty() {
-                    path += &format!("&q={}", form_urlencoded::byte_serialize(argument.as_bytes()).collect::<String>());
-                }
-                let page = self.api.get(&path).await?;
-                let choices = page["conversations"]
-                    .as_array()
+                let q = Some(argument).filter(|q| !q.is_empty());
+                let page = self.api.conversations(50, q, None).await?;
+                let choices = page
+                    .conversations
                     .into_iter()
-                    .flatten()
-                    .map(|c| (format!("{} — {}", text(&c["title"]), text(&c["id"])), text(&c["id"]).to_owned()))
+                    .map(|c| (format!("{} — {}", c.title, c.id), c.id))
                     .collect();
                 self.picker = Some(Picker::new(Pick::Resume, "resume a conversation", choices));
             }
@@ -71,7 +67,7 @@ impl App {
             }
             "diff" => {
                 let id = self.current()?;
-                let items = source::stored_items(&self.api, &id, None).await?;
+                let items = self.api.items(&id, None, None).await?;
                 let shown = files::diff(&self.api, &id, &items, argument).await?;
                 let shown = shown.trim_end();
                 match shown.strip_prefix('[').and_then(|s| s.strip_suffix(']')) {
@@ -82,12 +78,11 @@ impl App {
             }
             "model" if !argument.is_empty() => self.switch_model(argument).await?,
             "model" => {
-                let models = self.api.get("/api/models").await?;
-                let choices = models["models"]
-                    .as_array()
+                let models = self.api.models().await?;
+                let choices = models
+                    .models
                     .into_iter()
-                    .flatten()
-                    .map(|m| (text(&m["id"]).to_owned(), text(&m["id"]).to_owned()))
+                    .map(|m| (m.id.clone(), m.id))
                     .collect();
                 self.picker = Some(Picker::new(Pick::Model, "switch the model", choices));
             }
@@ -95,20 +90,19 @@ impl App {
                 let id = self.current()?;
                 let tree = crate::client::agents::show(&self.api, &id).await?;
                 self.transcript.notice(format!("agents:\n{}", tree.trim_end()));
-                let view = self.api.get(&format!("/api/conversations/{id}")).await?;
-                let choices: Vec<(String, String)> = view["sessions"]
-                    .as_array()
+                let view = self.api.conversation(&id).await?;
+                let choices: Vec<(String, String)> = view
+                    .sessions
                     .into_iter()
-                    .flatten()
                     .map(|s| {
-                        let role = if s["parent_id"].is_null() { "root" } else { "sub-agent" };
+                        let role = if s.parent_id.is_none() { "root" } else { "sub-agent" };
                         let label = format!(
                             "{role} {} ({}) {}",
-                            text(&s["agent"]),
-                            text(&s["status"]),
-                            text(&s["task"]).lines().next().unwrap_or_default()
+                            s.agent,
+                            crate::client::wire_text(&s.status),
+                            first_line(s.task.as_deref().unwrap_or_default())
                         );
-                        (label, text(&s["id"]).to_owned())
+                        (label, s.id)
                     })
                     .collect();
                 if choices.len() > 1 {
@@ -117,13 +111,11 @@ impl App {
             }
             "compact" => {
                 let id = self.current()?;
-                self.api
-                    .post(&format!("/api/conversations/{id}/compact"), &json!({}))
-                    .await?;
+                self.api.compact(&id).await?;
             }
             "context" => {
                 let id = self.current()?;
-                let usage = self.api.get(&format!("/api/conversations/{id}/usage")).await?;
+                let usage = self.api.usage(&id).await?;
                 self.transcript
                     .notice(format!("context: {}", crate::client::render::usage_line(&usage)));
             }
@@ -139,14 +131,11 @@ impl App {
 
     async fn switch_model(&mut self, model: &str) -> Result<(), ApiError> {
         let id = self.current()?;
-        let updated = self
-            .api
-            .patch(
-                &format!("/api/conversations/{id}"),
-                &json!({ "model": model }),
-            )
-            .await?;
-        self.model = text(&updated["model"]).to_owned();
+        let patch = ConversationPatch {
+            model: Some(model.to_owned()),
+            ..ConversationPatch::default()
+        };
+        self.model = self.api.update_conversation(&id, &patch).await?.model;
         self.transcript.notice(format!("model: {}", self.model));
         Ok(())
     }
@@ -190,18 +179,23 @@ impl App {
     async fn rewind_command(&mut self, argument: &str) -> Result<(), ApiError> {
         let id = self.current()?;
         let (argument, files) = calls::rewind_argument(argument);
-        let items = source::stored_items(&self.api, &id, None).await?;
-        let messages: Vec<&Value> = items
+        let items = self.api.items(&id, None, None).await?;
+        // The user's messages: their ids and texts.
+        let messages: Vec<(&str, &str)> = items
             .iter()
-            .filter(|item| item["kind"] == "user_message" && item["source"] != "agent")
+            .filter_map(|item| match &item.kind {
+                ItemKind::UserMessage { text, source, .. } if *source != MessageSource::Agent => {
+                    Some((item.id.as_str(), text.as_str()))
+                }
+                _ => None,
+            })
             .collect();
         if argument.is_empty() {
             let choices = messages
                 .iter()
                 .enumerate()
-                .map(|(at, item)| {
-                    let label = format!("{}. {}", at + 1, first_line(text(&item["text"])));
-                    (label, text(&item["id"]).to_owned())
+                .map(|(at, (id, text))| {
+                    (format!("{}. {}", at + 1, first_line(text)), id.to_string())
                 })
                 .rev()
                 .collect();
@@ -218,7 +212,7 @@ impl App {
             .ok()
             .and_then(|number| messages.get(number.wrapping_sub(1)));
         match chosen {
-            Some(item) => self.rewind(text(&item["id"]), files).await,
+            Some((message_id, _)) => self.rewind(message_id, files).await,
             None => {
                 self.transcript.notice(format!(
                     "/rewind N: N is one of your {} messages (/rewind lists them)",
@@ -234,9 +228,9 @@ impl App {
     async fn rewind(&mut self, message_id: &str, files: bool) -> Result<(), ApiError> {
         let id = self.current()?;
         let rewound = calls::rewind(&self.api, &id, message_id, files).await?;
-        let message = text(&rewound["text"]).to_owned();
-        match rewound["conversation"]["id"].as_str() {
-            Some(copy) => self.open(copy, false).await?,
+        let message = rewound.text;
+        match rewound.conversation {
+            Some(copy) => self.open(&copy.id, false).await?,
             // Before the first message: the next message starts anew.
             None => {
                 self.conversation = None;
@@ -244,9 +238,8 @@ impl App {
                 self.connection = Connection::Idle;
             }
         }
-        if files {
-            self.transcript
-                .notice(files::restore_notice(&id, &rewound["restore"]));
+        if files && let Some(restore) = &rewound.restore {
+            self.transcript.notice(files::restore_notice(&id, restore));
         }
         self.transcript
             .notice("rewound: your message is back in the input, to edit and send");
@@ -258,7 +251,7 @@ impl App {
     async fn focus_on(&mut self, session: &str) -> Result<(), ApiError> {
         let id = self.current()?;
         self.focus = (session != self.root_session).then(|| session.to_owned());
-        let items = source::stored_items(&self.api, &id, self.focus.as_deref()).await?;
+        let items = self.api.items(&id, self.focus.as_deref(), None).await?;
         self.transcript = Transcript::default();
         self.running = None;
         self.pending.clear();

@@ -7,12 +7,13 @@
 
 use std::time::{Duration, Instant};
 
-use serde_json::Value;
-
 use super::app::{App, Connection};
-use super::source::{self, Feed, stored_items};
-use super::transcript::{Entry, text};
-use crate::client::api::{ApiError, ServerEvent};
+use super::source::{self, Feed};
+use super::transcript::Entry;
+use crate::api::events::ConversationEvent;
+use crate::client::api::ApiError;
+use crate::client::events::{ServerEvent, session_of};
+use crate::domain::{ItemStatus, Message, MessageSource, TurnStatus};
 
 impl App {
     /// Opens the conversation's stream; its events arrive through `next_feed`.
@@ -46,140 +47,155 @@ impl App {
                 self.connection = Connection::Lost(why);
                 self.running = None;
             }
-            Feed::Event(event) => self.event(event).await,
+            Feed::Event(event) => self.event(*event).await,
         }
     }
 
     async fn event(&mut self, event: ServerEvent) {
-        let data = &event.data;
-        let session = data["session_id"]
-            .as_str()
-            .or(data["item"]["session_id"].as_str());
-        if event.kind != "snapshot" && std::mem::take(&mut self.after_reconnect) {
+        let event = event.event;
+        let session = session_of(&event).map(str::to_owned);
+        let snapshot = matches!(event, ConversationEvent::Snapshot { .. });
+        if !snapshot && std::mem::take(&mut self.after_reconnect) {
             self.transcript
                 .notice("reconnected: the service replayed what was missed");
         }
-        if event.kind == "session.created" {
-            let created = &data["session"];
+        if let ConversationEvent::SessionCreated { session: created } = &event {
+            let task = created.task.as_deref().unwrap_or_default();
             self.transcript.notice(format!(
                 "sub-agent `{}` started: {} (/agents lists them)",
-                text(&created["agent"]),
-                text(&created["task"]).lines().next().unwrap_or_default()
+                created.agent,
+                task.lines().next().unwrap_or_default()
             ));
         }
         // A sub-agent's work shows in `/agents`, not in the root's conversation.
         if session.is_some_and(|session| session != self.shown_session()) {
             return;
         }
-        match event.kind.as_str() {
-            "snapshot" => self.snapshot(data).await,
-            "item.started" | "item.completed" => self.transcript.item(&data["item"]),
-            "item.delta" => self
-                .transcript
-                .delta(text(&data["item_id"]), text(&data["delta"])),
-            "turn.started" => {
-                self.running = Some(text(&data["turn_id"]).to_owned());
+        match event {
+            ConversationEvent::Snapshot { .. } => self.snapshot(event).await,
+            ConversationEvent::ItemStarted { item } | ConversationEvent::ItemCompleted { item } => {
+                self.transcript.item(&item)
+            }
+            ConversationEvent::ItemDelta { item_id, delta, .. } => {
+                self.transcript.delta(&item_id, &delta)
+            }
+            ConversationEvent::TurnStarted { turn_id, .. } => {
+                self.running = Some(turn_id);
                 self.interrupting = false;
             }
-            "turn.ended" => {
+            ConversationEvent::TurnEnded {
+                status,
+                error,
+                files_changed,
+                ..
+            } => {
                 self.running = None;
                 self.interrupting = false;
-                let changed = data["files_changed"].as_u64().unwrap_or(0);
-                if changed > 0 {
+                if files_changed > 0 {
                     self.transcript.notice(format!(
-                        "{changed} file(s) changed in the working directory: /diff shows them"
+                        "{files_changed} file(s) changed in the working directory: /diff shows them"
                     ));
                 }
-                let status = text(&data["status"]);
-                if status != "completed" {
+                if status != TurnStatus::Completed {
                     self.transcript.entries.push(Entry::TurnEnded {
-                        status: status.to_owned(),
-                        error: text(&data["error"]).to_owned(),
+                        status,
+                        error: error.unwrap_or_default(),
                     });
                 }
             }
-            "pending.updated" => self.pending = self.users_waiting(&data["pending"]),
-            "usage.updated" => self.usage = data["usage"].clone(),
-            "compaction.completed" => self.usage = data["usage"].clone(),
-            "conversation.updated" => {
-                self.model = text(&data["conversation"]["model"]).to_owned();
+            ConversationEvent::PendingUpdated { pending } => {
+                self.pending = self.users_waiting(pending)
             }
-            "model.retry" => {
-                let delay = Duration::from_millis(data["delay_ms"].as_u64().unwrap_or(0));
+            ConversationEvent::UsageUpdated { usage, .. }
+            | ConversationEvent::CompactionCompleted { usage, .. } => self.usage = Some(usage),
+            ConversationEvent::ConversationUpdated { conversation } => {
+                self.model = conversation.model;
+            }
+            ConversationEvent::ModelRetry {
+                attempt,
+                max_attempts,
+                delay_ms,
+                error,
+                ..
+            } => {
+                let delay = Duration::from_millis(delay_ms);
                 self.transcript.entries.push(Entry::Retry {
-                    attempt: data["attempt"].as_u64().unwrap_or(0),
-                    max: data["max_attempts"].as_u64().unwrap_or(0),
+                    attempt: attempt.into(),
+                    max: max_attempts.into(),
                     at: Instant::now() + delay,
-                    error: text(&data["error"]).to_owned(),
+                    error,
                 });
             }
-            "approval.requested" => self.approval_asked(&data["approval"]),
-            "approval.resolved" => self.approval_settled(&data["approval"]),
+            ConversationEvent::ApprovalRequested { approval } => self.approval_asked(&approval),
+            ConversationEvent::ApprovalResolved { approval } => self.approval_settled(&approval),
             _ => {}
         }
     }
 
-    fn users_waiting(&self, pending: &Value) -> Vec<Value> {
+    /// The user's messages that wait for the agent shown.
+    fn users_waiting(&self, pending: Vec<Message>) -> Vec<Message> {
         pending
-            .as_array()
             .into_iter()
-            .flatten()
-            .filter(|m| m["source"] != "agent" && m["session_id"] == self.shown_session())
-            .cloned()
+            .filter(|m| m.source != MessageSource::Agent && m.session_id == self.shown_session())
             .collect()
     }
 
-    async fn snapshot(&mut self, data: &Value) {
-        let conversation = &data["conversation"];
-        self.root_session = text(&conversation["root_session_id"]).to_owned();
-        self.model = text(&conversation["model"]).to_owned();
-        self.agent = text(&conversation["agent"]).to_owned();
-        self.usage = data["usage"].clone();
-        let waiting = self.users_waiting(&data["pending"]);
+    async fn snapshot(&mut self, snapshot: ConversationEvent) {
+        let ConversationEvent::Snapshot {
+            conversation,
+            pending,
+            usage,
+            running,
+            approvals,
+            ..
+        } = snapshot
+        else {
+            return;
+        };
+        self.root_session = conversation.root_session_id;
+        self.model = conversation.model;
+        self.agent = conversation.agent;
+        self.usage = Some(usage);
+        let waiting = self.users_waiting(pending);
         let before = std::mem::replace(&mut self.pending, waiting);
-        let root_turns: Vec<&Value> = data["running"]
-            .as_array()
+        let root_turns: Vec<_> = running
             .into_iter()
-            .flatten()
-            .filter(|turn| turn["session_id"] == self.shown_session())
+            .filter(|turn| turn.session_id == self.shown_session())
             .collect();
-        self.running = root_turns
-            .first()
-            .map(|turn| text(&turn["turn_id"]).to_owned());
+        self.running = root_turns.first().map(|turn| turn.turn_id.clone());
         if std::mem::take(&mut self.after_reconnect) {
             self.caught_up(before).await;
         }
-        let approvals: Vec<Value> = data["approvals"].as_array().cloned().unwrap_or_default();
         for approval in &approvals {
             self.approval_asked(approval);
         }
-        for turn in root_turns {
-            for item in turn["items"].as_array().into_iter().flatten() {
-                self.transcript.item(item);
-            }
+        for item in root_turns.iter().flat_map(|turn| &turn.items) {
+            self.transcript.item(item);
         }
     }
 
     /// After a restart: what was stored meanwhile, what was cut off, what was lost.
-    async fn caught_up(&mut self, waiting_before: Vec<Value>) {
+    async fn caught_up(&mut self, waiting_before: Vec<Message>) {
         let Some(id) = self.conversation.clone() else {
             return;
         };
         let cut = self.transcript.mark_cut();
         let session = self.focus.clone();
-        let stored = stored_items(&self.api, &id, session.as_deref())
+        let stored = self
+            .api
+            .items(&id, session.as_deref(), None)
             .await
             .unwrap_or_default();
         for item in &stored {
-            if !self.transcript.knows(text(&item["id"])) && item["status"] != "running" {
+            if !self.transcript.knows(&item.id) && item.status != ItemStatus::Running {
                 self.transcript.item(item);
             }
         }
         let lost: Vec<String> = waiting_before
-            .iter()
-            .filter(|m| !self.pending.iter().any(|now| now["id"] == m["id"]))
-            .filter(|m| !stored.iter().any(|item| item["id"] == m["id"]))
-            .map(|m| text(&m["text"]).to_owned())
+            .into_iter()
+            .filter(|m| !self.pending.iter().any(|now| now.id == m.id))
+            .filter(|m| !stored.iter().any(|item| item.id == m.id))
+            .map(|m| m.text)
             .collect();
         let mut said =
             "reconnected after the service restarted: what it stored meanwhile is shown".to_owned();

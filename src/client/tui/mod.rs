@@ -42,7 +42,7 @@ use super::api::Api;
 /// Runs the full-screen chat until the user quits.
 pub async fn run(api: Api, cwd: String, resume: Option<String>) -> anyhow::Result<()> {
     // Fail early and clearly when there is no service to talk to, before the screen changes.
-    if let Err(error) = api.get("/api/health").await {
+    if let Err(error) = api.health().await {
         anyhow::bail!("{error}");
     }
     let mut app = App::new(api, cwd);

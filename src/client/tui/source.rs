@@ -1,16 +1,17 @@
 //! Where the full-screen chat's events come from: a task that reads the conversation's
 //! stream (reconnecting with `Last-Event-ID`, `client::stream`) and hands each event, and each
-//! change of the connection, to the app; and the stored history it reads besides.
+//! change of the connection, to the app.
 
-use serde_json::Value;
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 
-use crate::client::api::{Api, ApiError, ServerEvent};
+use crate::client::api::{Api, ApiError};
+use crate::client::events::ServerEvent;
 use crate::client::stream::{self, Events, Next};
 
 pub enum Feed {
-    Event(ServerEvent),
+    /// Boxed: an event (a snapshot) is large, the other feeds small.
+    Event(Box<ServerEvent>),
     /// The stream ended; a new one is being opened.
     Reconnecting,
     Reconnected,
@@ -33,7 +34,7 @@ pub async fn follow(
     let task = tokio::spawn(async move {
         loop {
             let feed = match events.pull().await {
-                Some(event) => Feed::Event(event),
+                Some(event) => Feed::Event(Box::new(event)),
                 None => {
                     if sender.send(Feed::Reconnecting).is_err() {
                         return;
@@ -54,28 +55,4 @@ pub async fn follow(
         }
     });
     Ok((receiver, task))
-}
-
-/// A session's stored items (the root's for `None`).
-pub async fn stored_items(
-    api: &Api,
-    id: &str,
-    session: Option<&str>,
-) -> Result<Vec<Value>, ApiError> {
-    let mut items = Vec::new();
-    let base = match session {
-        Some(session) => format!("/api/conversations/{id}/items?limit=2000&session={session}"),
-        None => format!("/api/conversations/{id}/items?limit=2000"),
-    };
-    let mut path = base.clone();
-    loop {
-        let page = api.get(&path).await?;
-        items.extend(page["items"].as_array().cloned().unwrap_or_default());
-        match page["next_after_seq"].as_u64() {
-            Some(next) => {
-                path = format!("{base}&after_seq={next}");
-            }
-            None => return Ok(items),
-        }
-    }
 }

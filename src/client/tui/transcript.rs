@@ -12,6 +12,7 @@ use ratatui::text::{Line, Span};
 use serde_json::Value;
 
 use super::markdown;
+use crate::domain::{Item, ItemKind, ItemStatus, MessageSource, TurnStatus};
 
 /// Lines of a tool's output shown while folded (its last ones).
 const FOLDED_OUTPUT: usize = 4;
@@ -20,7 +21,7 @@ pub enum Entry {
     User(String),
     Agent {
         text: String,
-        status: String,
+        status: Progress,
     },
     Reasoning {
         text: String,
@@ -28,11 +29,12 @@ pub enum Entry {
     Tool {
         call: String,
         output: String,
-        exit: Option<i64>,
-        status: String,
+        exit: Option<i32>,
+        status: Progress,
     },
+    /// A turn that did not complete: failed (with its error) or interrupted.
     TurnEnded {
-        status: String,
+        status: TurnStatus,
         error: String,
     },
     Retry {
@@ -42,6 +44,14 @@ pub enum Entry {
         error: String,
     },
     Notice(String),
+}
+
+/// How far an answer or a tool call got: its item's status, or cut off by a restart of the
+/// service before its end was stored.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Progress {
+    Item(ItemStatus),
+    Lost,
 }
 
 #[derive(Default)]
@@ -72,33 +82,48 @@ impl Transcript {
     }
 
     /// An item as it starts, completes, or is read from the history.
-    pub fn item(&mut self, item: &Value) {
-        let id = text(&item["id"]).to_owned();
-        let status = text(&item["status"]).to_owned();
-        if status == "running" && self.settled.contains(&id) {
+    pub fn item(&mut self, item: &Item) {
+        let id = item.id.clone();
+        let running = item.status == ItemStatus::Running;
+        if running && self.settled.contains(&id) {
             return;
         }
-        if status != "running" {
+        if !running {
             self.settled.insert(id.clone());
         }
+        let status = Progress::Item(item.status);
         // What the terminal draws is never an escape sequence of a model's or a command's.
-        let body = shown(text(&item["text"]));
-        let entry = match text(&item["kind"]) {
-            "user_message" if item["source"] == "agent" => {
-                Entry::Notice(format!("report from a sub-agent: {}", first_line(&body)))
-            }
-            "user_message" => Entry::User(body),
-            "agent_message" => Entry::Agent { text: body, status },
-            "reasoning" => Entry::Reasoning { text: body },
-            "tool_call" => Entry::Tool {
-                call: call_line(item),
-                output: shown(text(&item["output"])),
-                exit: item["exit_code"].as_i64(),
+        let entry = match &item.kind {
+            ItemKind::UserMessage {
+                text,
+                source: MessageSource::Agent,
+                ..
+            } => Entry::Notice(format!(
+                "report from a sub-agent: {}",
+                first_line(&shown(text))
+            )),
+            ItemKind::UserMessage { text, .. } => Entry::User(shown(text)),
+            ItemKind::AgentMessage { text } => Entry::Agent {
+                text: shown(text),
                 status,
             },
-            "summary" => Entry::Notice("the older history was summarised".to_owned()),
-            "notice" => Entry::Notice(body),
-            _ => return,
+            ItemKind::Reasoning { text, .. } => Entry::Reasoning { text: shown(text) },
+            ItemKind::ToolCall {
+                name,
+                arguments,
+                output,
+                exit_code,
+                ..
+            } => Entry::Tool {
+                call: call_line(name, arguments),
+                output: shown(output),
+                exit: *exit_code,
+                status,
+            },
+            ItemKind::Summary { .. } => {
+                Entry::Notice("the older history was summarised".to_owned())
+            }
+            ItemKind::Notice { text } => Entry::Notice(shown(text)),
         };
         // Retries are done once the model answers.
         self.entries
@@ -146,9 +171,9 @@ impl Transcript {
         let mut cut = 0;
         for entry in &mut self.entries {
             if let Entry::Agent { status, .. } | Entry::Tool { status, .. } = entry
-                && status == "running"
+                && *status == Progress::Item(ItemStatus::Running)
             {
-                *status = "lost".to_owned();
+                *status = Progress::Lost;
                 cut += 1;
             }
         }
@@ -234,7 +259,7 @@ impl Transcript {
             }
             Entry::Agent { text, status } => {
                 lines.extend(markdown::render(text));
-                if status == "lost" {
+                if *status == Progress::Lost {
                     lines.push(Line::styled(
                         "[cut off: this part of the answer was never stored]",
                         Style::default().fg(Color::Yellow),
@@ -264,9 +289,11 @@ impl Transcript {
                 exit,
                 status,
             } => {
-                let (mark, color) = match (status.as_str(), exit) {
-                    ("running", _) | ("waiting_approval", _) => ("⋯", Color::Yellow),
-                    ("completed", Some(0) | None) => ("✓", Color::Green),
+                let (mark, color) = match (status, exit) {
+                    (Progress::Item(ItemStatus::Running | ItemStatus::WaitingApproval), _) => {
+                        ("⋯", Color::Yellow)
+                    }
+                    (Progress::Item(ItemStatus::Completed), Some(0) | None) => ("✓", Color::Green),
                     _ => ("✗", Color::Red),
                 };
                 lines.push(Line::from(vec![
@@ -296,8 +323,8 @@ impl Transcript {
                 }
             }
             Entry::TurnEnded { status, error } => {
-                let text = match status.as_str() {
-                    "interrupted" => "■ interrupted".to_owned(),
+                let text = match status {
+                    TurnStatus::Interrupted => "■ interrupted".to_owned(),
                     _ => format!("✗ the turn failed: {error}"),
                 };
                 lines.push(Line::styled(text, Style::default().fg(Color::Red)));
@@ -336,12 +363,12 @@ fn foldable(entry: &Entry) -> bool {
     matches!(entry, Entry::Tool { .. } | Entry::Reasoning { .. })
 }
 
-/// A tool call on one line: a shell command as `$ command`, else the tool and its arguments.
-fn call_line(item: &Value) -> String {
-    let name = text(&item["name"]);
-    match item["arguments"]["command"].as_str() {
+/// A tool call on one line: a shell command as `$ command`, else the tool and its arguments
+/// (the tool's own JSON).
+fn call_line(name: &str, arguments: &Value) -> String {
+    match arguments["command"].as_str() {
         Some(command) => format!("{name} $ {}", crate::text::visible(command)),
-        None => format!("{name} {}", item["arguments"]),
+        None => format!("{name} {arguments}"),
     }
 }
 
@@ -349,13 +376,10 @@ fn first_line(text: &str) -> &str {
     text.lines().next().unwrap_or_default()
 }
 
-pub fn text(value: &Value) -> &str {
-    value.as_str().unwrap_or_default()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::client::fixtures::{item, tool};
     use serde_json::json;
 
     fn shown(transcript: &Transcript) -> Vec<String> {
@@ -370,7 +394,9 @@ mod tests {
     fn ctrl_o_unfolds_the_selected_reasoning_alone() {
         let mut transcript = Transcript::default();
         for (id, thought) in [("i1", "first thought"), ("i2", "second thought")] {
-            transcript.item(&json!({"id": id, "kind": "reasoning", "text": thought}));
+            let text = thought.to_owned();
+            let kind = ItemKind::Reasoning { text, state: None };
+            transcript.item(&item(id, ItemStatus::Completed, kind));
             transcript.notice("between");
         }
         assert!(!shown(&transcript).iter().any(|l| l.contains("thought")));
@@ -395,30 +421,28 @@ mod tests {
     /// the output of a call the history already shows finished: the output is not doubled.
     #[test]
     fn a_finished_item_ignores_the_older_views_the_stream_replays() {
-        let call = |status: &str, output: &str| {
-            json!({"id": "c1", "kind": "tool_call", "name": "shell",
-                   "arguments": {"command": "seq 1 3"}, "status": status, "output": output})
+        let call = |status: ItemStatus, output: &str| {
+            tool("c1", "shell", json!({"command": "seq 1 3"}), output, status)
         };
         let mut transcript = Transcript::default();
-        transcript.item(&call("completed", "1\n2\n3\n"));
-        transcript.item(&call("running", ""));
+        transcript.item(&call(ItemStatus::Completed, "1\n2\n3\n"));
+        transcript.item(&call(ItemStatus::Running, ""));
         transcript.delta("c1", "1\n2\n3\n");
-        transcript.item(&call("completed", "1\n2\n3\n"));
+        transcript.item(&call(ItemStatus::Completed, "1\n2\n3\n"));
         let Entry::Tool { output, status, .. } = &transcript.entries[0] else {
             panic!("a tool entry");
         };
         assert_eq!(
-            (output.as_str(), status.as_str()),
-            ("1\n2\n3\n", "completed")
+            (output.as_str(), *status),
+            ("1\n2\n3\n", Progress::Item(ItemStatus::Completed))
         );
 
         // Live, the streamed output stays when the stored one is cut shorter.
         let mut live = Transcript::default();
-        live.item(&json!({"id": "c2", "kind": "tool_call", "status": "running", "output": ""}));
+        let call = |status: ItemStatus, output: &str| tool("c2", "", json!({}), output, status);
+        live.item(&call(ItemStatus::Running, ""));
         live.delta("c2", "a long streamed output");
-        live.item(
-            &json!({"id": "c2", "kind": "tool_call", "status": "completed", "output": "a long"}),
-        );
+        live.item(&call(ItemStatus::Completed, "a long"));
         let Entry::Tool { output, .. } = &live.entries[0] else {
             panic!("a tool entry");
         };

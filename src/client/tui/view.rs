@@ -11,7 +11,7 @@ use ratatui::widgets::{Block, Borders, Clear, Paragraph};
 use unicode_width::UnicodeWidthChar;
 
 use super::app::{App, Connection};
-use super::transcript::text;
+use crate::domain::UsageSource;
 
 impl App {
     pub fn draw(&self, frame: &mut Frame) {
@@ -33,8 +33,8 @@ impl App {
                 Line::styled(
                     format!(
                         "⋯ waiting ({}): {}",
-                        text(&m["mode"]),
-                        text(&m["text"]).lines().next().unwrap_or_default()
+                        crate::client::wire_text(&m.mode),
+                        m.text.lines().next().unwrap_or_default()
                     ),
                     Style::default().fg(Color::Yellow),
                 )
@@ -160,11 +160,10 @@ impl App {
             Connection::Reconnecting => ("● reconnecting…".to_owned(), Color::Yellow),
             Connection::Lost(_) => ("● connection lost".to_owned(), Color::Red),
         };
-        let used = self.usage["used_tokens"].as_u64();
-        let window = self.usage["context_window"].as_u64();
-        let meter = match (used, window) {
-            (Some(used), Some(window)) if window > 0 => {
-                let estimated = if self.usage["source"] == "estimated" {
+        let meter = match &self.usage {
+            Some(usage) if usage.context_window > 0 => {
+                let (used, window) = (usage.used_tokens, usage.context_window);
+                let estimated = if usage.source == UsageSource::Estimated {
                     "~"
                 } else {
                     ""
