@@ -245,7 +245,8 @@ impl Bridge {
             cancels: AtomicU64::new(0),
         });
         // The history is replayed by the follower's first snapshot (everything stored, then
-        // what runs): it is sent before the answer, as the protocol asks.
+        // what runs): it is sent before the answer, as the protocol asks, so the answer waits
+        // for the catch-up to be sent, not only for the snapshot to arrive.
         let follower = Arc::new(Follower::start(
             self.api.clone(),
             conversation_id.clone(),
@@ -254,7 +255,7 @@ impl Bridge {
             self.new_shared(),
         ));
         follower
-            .wait(|shared| (shared.snapshots > 0).then_some(()))
+            .wait(|shared| (shared.caught_up > 0).then_some(()))
             .await;
         *session.conversation.lock().await = Some((conversation_id, follower));
         self.sessions

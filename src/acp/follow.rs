@@ -50,6 +50,9 @@ pub struct Shared {
     pub pending: HashSet<String>,
     /// Streams begun with a `snapshot`: a second one means the service started again.
     pub snapshots: u64,
+    /// Snapshots whose catch-up (the history not seen, the running turns' items) the editor
+    /// has been sent: `session/load` answers only after the first.
+    pub caught_up: u64,
     /// Turns running when the service went away and came back: they were cut by it.
     pub cut_by_restart: HashSet<String>,
     /// Messages that were waiting when the service went away (waiting messages are not kept).
@@ -421,6 +424,8 @@ impl Stream {
         for approval in approvals {
             self.ask(approval);
         }
+        self.shared.lock().expect("follower state").caught_up += 1;
+        self.changed.notify_waiters();
     }
 
     /// Asks the editor about an approval, once; the first answer from anywhere wins.
