@@ -12,6 +12,7 @@
 
 mod commands;
 mod follower;
+mod following;
 mod interrupt;
 mod output;
 mod waits;
@@ -24,10 +25,9 @@ use super::api::{Api, ApiError};
 use super::render::Renderer;
 use crate::api::requests::{NewConversation, NewMessage};
 use crate::domain::{Item, ItemKind, MessageMode, MessageStatus};
-use follower::{Following, Signal};
+use following::{Following, Signal, idle_signal};
 use interrupt::SharedActivity;
 use output::{print_out, print_stored};
-use waits::idle_signal;
 
 pub struct ChatOptions {
     pub api: Api,

@@ -5,7 +5,7 @@
 use tokio::io::{BufReader, Lines, Stdin};
 
 use super::Chat;
-use super::follower::{Following, Signal};
+use super::following::{Following, Signal};
 use super::output::print_out;
 use crate::api::approvals::Approval;
 use crate::client::agents;
@@ -93,17 +93,6 @@ impl Chat {
                 return;
             }
         }
-    }
-}
-
-/// A signal for the command loop while it waits for a line: never, while nothing is followed.
-pub(super) async fn idle_signal(following: &mut Option<Following>) -> Signal {
-    match following {
-        Some(following) => match following.next().await {
-            Some(signal) => signal,
-            None => std::future::pending().await,
-        },
-        None => std::future::pending().await,
     }
 }
 
