@@ -6,7 +6,6 @@
 use crate::client::api::Api;
 use crate::client::render::usage_line;
 use crate::client::{agents, calls};
-use crate::domain::{ItemKind, MessageSource};
 
 /// The command a prompt is, with its argument.
 pub fn parse(prompt: &str) -> Option<(&str, &str)> {
@@ -64,18 +63,7 @@ async fn rewind(api: &Api, id: &str, argument: &str) -> Result<String, String> {
         .items(id, None, Some(0))
         .await
         .map_err(|error| error.to_string())?;
-    // The user's own messages: their ids and texts.
-    let messages: Vec<(String, String)> = items
-        .into_iter()
-        .filter_map(|item| match item.kind {
-            ItemKind::UserMessage {
-                text,
-                source: MessageSource::User,
-                ..
-            } => Some((item.id, text)),
-            _ => None,
-        })
-        .collect();
+    let messages = calls::user_messages(items);
     if argument.is_empty() {
         let mut list =
             String::from("Your messages (/rewind N restarts from before message N, in a copy):\n");

@@ -4,6 +4,7 @@
 use super::api::{Api, ApiError};
 use crate::api::requests::RewindRequest;
 use crate::api::responses::RewoundConversation;
+use crate::domain::{Item, ItemKind, MessageSource};
 
 /// Copies the conversation up to its last finished turn; the copy's id.
 pub async fn fork(api: &Api, id: &str) -> Result<String, ApiError> {
@@ -36,6 +37,22 @@ pub async fn rewind(
         dry_run: false,
     };
     api.rewind(id, &request).await
+}
+
+/// The user's own messages among stored items, in order: their ids and texts (what `/rewind`
+/// lists and counts).
+pub fn user_messages(items: Vec<Item>) -> Vec<(String, String)> {
+    items
+        .into_iter()
+        .filter_map(|item| match item.kind {
+            ItemKind::UserMessage {
+                text,
+                source: MessageSource::User,
+                ..
+            } => Some((item.id, text)),
+            _ => None,
+        })
+        .collect()
 }
 
 /// `/rewind`'s argument, `[N] [--files]`: what stands for N (maybe empty), and whether the

@@ -5,7 +5,7 @@ use super::{Chat, Flow};
 use crate::client::api::ApiError;
 use crate::client::render::usage_line;
 use crate::client::{agents, calls, files};
-use crate::domain::{ItemKind, MessageMode, MessageSource};
+use crate::domain::MessageMode;
 
 const HELP: &str = "\
 Type a message to send it to the agent. Commands:
@@ -128,19 +128,7 @@ impl Chat {
     async fn rewind(&mut self, argument: &str) -> Result<(), ApiError> {
         let id = self.current()?;
         let (argument, files) = calls::rewind_argument(argument);
-        let messages: Vec<(String, String)> = self
-            .stored_items(&id)
-            .await?
-            .into_iter()
-            .filter_map(|item| match item.kind {
-                ItemKind::UserMessage {
-                    text,
-                    source: MessageSource::User,
-                    ..
-                } => Some((item.id, text)),
-                _ => None,
-            })
-            .collect();
+        let messages = calls::user_messages(self.stored_items(&id).await?);
         let Ok(number) = argument.parse::<usize>() else {
             for (number, (_, text)) in messages.iter().enumerate() {
                 print_out(&format!("[{}] {text}\n", number + 1));
