@@ -5,8 +5,9 @@ use axum::Extension;
 use axum::extract::{Path, State};
 use axum::http::HeaderMap;
 
+use super::error::ApiError;
 use super::extract::{Json, Query};
-use super::{ApiError, AppState};
+use super::state::AppState;
 use crate::api::approvals::{
     AlreadyDecided, Approval, ApprovalAnswer, ApprovalList, ApprovalQuery, Rule, RuleList,
 };

@@ -4,8 +4,9 @@
 use axum::body::Bytes;
 use axum::extract::{Path, State};
 
+use super::error::ApiError;
 use super::extract::Query;
-use super::{ApiError, AppState};
+use super::state::AppState;
 use crate::api::errors::ErrorBody;
 use crate::api::requests::{ChangesQuery, UndoRestoreRequest};
 use crate::api::responses::{RestoreAnswer, TurnChanges};

@@ -11,7 +11,7 @@ use axum::http::{HeaderMap, Method, header};
 use axum::middleware::Next;
 use axum::response::Response;
 
-use super::AppState;
+use super::state::AppState;
 use crate::api::approvals::{Approval, ApprovalFilter, ApprovalList, approval_conversation};
 use crate::cluster::Route;
 use crate::cluster::forward::{self, FORWARDED};

@@ -6,8 +6,9 @@ use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use serde::de::DeserializeOwned;
 
+use super::error::ApiError;
 use super::extract::{IdempotencyHeader, IdempotencyKey, Json, Query};
-use super::{ApiError, AppState};
+use super::state::AppState;
 use crate::api::errors::ErrorBody;
 use crate::api::requests::{
     ArchivedFilter, ConversationPatch, EmptyRequest, ForkRequest, InterruptRequest, ItemsQuery,

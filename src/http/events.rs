@@ -17,7 +17,8 @@ use tokio::sync::broadcast;
 use tokio::sync::broadcast::error::{RecvError, TryRecvError};
 use tokio_util::sync::CancellationToken;
 
-use super::{ApiError, AppState};
+use super::error::ApiError;
+use super::state::AppState;
 use crate::api::errors::ErrorBody;
 use crate::api::events::ListEvent;
 use crate::bus::{Event, EventBus, EventId, Replay};

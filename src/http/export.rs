@@ -4,8 +4,9 @@ use axum::extract::{Path, State};
 use axum::http::header;
 use axum::response::{IntoResponse, Response};
 
+use super::error::ApiError;
 use super::extract::Query;
-use super::{ApiError, AppState};
+use super::state::AppState;
 use crate::api::errors::ErrorBody;
 use crate::api::requests::{ExportFormat, ExportQuery};
 

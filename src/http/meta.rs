@@ -8,7 +8,8 @@ use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::{Json, http::Uri};
 
-use super::{ApiError, AppState};
+use super::error::ApiError;
+use super::state::AppState;
 use crate::api::responses::{
     AgentInfo, AgentList, AnswerCounts, ClusterHealth, Health, HealthStatus, McpServerInfo,
     McpServerList, McpServerSource, McpServerState, McpTransportKind, ModelInfo, ModelList,

@@ -1,6 +1,6 @@
-//! The HTTP edge: the route table, the shared state, and the middleware (security, body limit).
-//! Handlers extract, call one runtime function and map the result; they hold no logic of their
-//! own and never touch files.
+//! The HTTP edge: the route table and the middleware (security, body limit); the state the
+//! routes share is in `state`. Handlers extract, call one runtime function and map the result;
+//! they hold no logic of their own and never touch files.
 
 pub mod approvals;
 pub mod checkpoints;
@@ -18,11 +18,12 @@ pub mod plain_errors;
 pub mod security;
 pub mod serve;
 pub mod slow_body;
+mod state;
 pub mod ui;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::Ordering;
 
 use axum::Router;
 use axum::extract::DefaultBodyLimit;
@@ -37,26 +38,7 @@ use tokio_util::sync::CancellationToken;
 use crate::runtime::Runtime;
 pub use error::ApiError;
 use security::Security;
-
-/// Request bodies larger than this get 413 (images travel inline as base64).
-pub const MAX_BODY_BYTES: usize = 16 * 1024 * 1024;
-
-#[derive(Clone)]
-pub struct AppState {
-    pub runtime: Runtime,
-    /// Cancelled at shutdown so that open event streams end and the server can stop.
-    pub streams_done: CancellationToken,
-    /// Answers given since the start, for `/api/health`.
-    pub answers: Arc<AnswerCounts>,
-}
-
-/// How many answers the routes gave, and how many of them were server errors (5xx): the
-/// service's own account, which the fuzzing and load scripts report.
-#[derive(Debug, Default)]
-pub struct AnswerCounts {
-    pub total: AtomicU64,
-    pub server_errors: AtomicU64,
-}
+pub use state::{AnswerCounts, AppState, MAX_BODY_BYTES};
 
 /// Every route of the service, in one greppable table.
 pub fn router(

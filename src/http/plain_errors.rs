@@ -10,7 +10,7 @@ use axum::http::{StatusCode, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 
-use super::ApiError;
+use super::error::ApiError;
 
 /// Plain error texts are a line or two; more is cut.
 const MAX_PLAIN_ERROR_BYTES: usize = 4096;
@@ -57,7 +57,7 @@ fn api_error(status: StatusCode, text: String) -> ApiError {
         // axum says "length limit exceeded"; the limit is what the client needs to know.
         StatusCode::PAYLOAD_TOO_LARGE => ApiError::TooLarge(format!(
             "the request body is larger than {} MiB",
-            super::MAX_BODY_BYTES / (1024 * 1024)
+            super::state::MAX_BODY_BYTES / (1024 * 1024)
         )),
         StatusCode::SERVICE_UNAVAILABLE => ApiError::Unavailable(message),
         status if status.is_server_error() => ApiError::Internal(message),

@@ -14,7 +14,8 @@ use axum::response::{Html, IntoResponse, Response};
 use axum::routing::get;
 use rust_embed::{EmbeddedFile, RustEmbed};
 
-use super::{ApiError, AppState};
+use super::error::ApiError;
+use super::state::AppState;
 use crate::config::DEMO_MODEL;
 
 /// The page allows only its own script, style and API: no inline script, no third-party

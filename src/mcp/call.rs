@@ -9,8 +9,9 @@ use serde_json::Value;
 use tokio::sync::mpsc::UnboundedSender;
 use tokio_util::sync::CancellationToken;
 
+use super::content;
 use super::server::{Connection, Server};
-use super::{CallOutcome, content};
+use super::tool::CallOutcome;
 use crate::config::McpTransport;
 
 /// How often a call to an HTTP server checks that the server is still there.

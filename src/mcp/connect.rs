@@ -17,7 +17,6 @@ use rmcp::transport::{StreamableHttpClientTransport, TokioChildProcess};
 use tokio::io::{AsyncBufReadExt, BufReader};
 
 use super::handler::Handler;
-use super::{ProcessRecord, ProcessRecorder};
 use crate::config::{McpServerConfig, McpTransport};
 
 /// How a command server's process starts: in which sandbox and where.
@@ -28,23 +27,6 @@ pub struct Launch {
     pub sandbox: Option<crate::sandbox::SandboxPolicy>,
     /// The working directory when the config gives none: the conversation's.
     pub cwd: Option<std::path::PathBuf>,
-}
-
-impl Launch {
-    /// How `config` starts for a turn with `access`.
-    pub fn for_access(config: &McpServerConfig, access: &super::McpAccess) -> Launch {
-        let crate::config::McpTransport::Stdio { cwd, .. } = &config.transport else {
-            return Launch::default();
-        };
-        Launch {
-            sandbox: (!config.unsandboxed).then(|| crate::sandbox::SandboxPolicy {
-                escalated: false,
-                env: std::sync::Arc::from([]),
-                ..access.sandbox.clone()
-            }),
-            cwd: cwd.is_none().then(|| access.cwd.clone()),
-        }
-    }
 }
 
 /// How many of a server's last stderr lines are kept for the error of a failed start.
@@ -61,6 +43,12 @@ pub struct Opened {
     /// Held, not read: dropping it kills the group.
     pub _group: Option<ChildGroup>,
 }
+
+/// Kept while a server's child process runs; dropping it removes the record.
+pub type ProcessRecord = Box<dyn Send + Sync>;
+/// Records a started server's process group (its leader's pid and a description), so that a
+/// service restarted after a crash kills it (the runtime passes the shell tool's records).
+pub type ProcessRecorder = Arc<dyn Fn(libc::pid_t, &str) -> Option<ProcessRecord> + Send + Sync>;
 
 /// A server's process group: killed whole when dropped (a launcher like `npx` leaves its
 /// real server as a grandchild), and its crash record removed.

@@ -5,7 +5,7 @@
 
 use serde_json::Value;
 
-use super::{CallOutcome, CallStatus};
+use super::tool::{CallOutcome, CallStatus};
 use crate::domain::Image;
 
 /// The outcome of a finished `tools/call`, from its result as JSON (read as JSON so that

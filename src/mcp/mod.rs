@@ -12,6 +12,8 @@ pub mod expand;
 mod handler;
 pub mod names;
 mod server;
+mod status;
+mod tool;
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
@@ -21,93 +23,10 @@ use tokio::sync::mpsc::UnboundedSender;
 use tokio_util::sync::CancellationToken;
 
 use crate::config::{McpServerConfig, McpTransport};
+pub use connect::{ProcessRecord, ProcessRecorder};
 use server::Server;
-
-/// A tool as the model sees it.
-#[derive(Debug, Clone, PartialEq)]
-pub struct McpTool {
-    /// `mcp__<server>__<tool>`, within the providers' limits.
-    pub name: String,
-    pub description: String,
-    /// JSON Schema of the arguments (an object schema).
-    pub parameters: Value,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum CallStatus {
-    Completed,
-    /// The server reported an error, did not answer in time, or is down.
-    Failed,
-    Interrupted,
-}
-
-/// What a call produced, as text for the model.
-#[derive(Debug, Clone, PartialEq)]
-pub struct CallOutcome {
-    pub text: String,
-    pub status: CallStatus,
-    /// The result's images (the text notes each one).
-    pub images: Vec<crate::domain::Image>,
-}
-
-impl CallOutcome {
-    fn failed(text: impl Into<String>) -> CallOutcome {
-        CallOutcome {
-            text: text.into(),
-            status: CallStatus::Failed,
-            images: Vec::new(),
-        }
-    }
-
-    fn interrupted(text: impl Into<String>) -> CallOutcome {
-        CallOutcome {
-            text: text.into(),
-            status: CallStatus::Interrupted,
-            images: Vec::new(),
-        }
-    }
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ServerState {
-    /// Configured, not used yet (servers start lazily).
-    NotStarted,
-    Starting,
-    Running,
-    /// It exited or could not start; it is started again (after a back-off if it keeps failing).
-    Failed,
-    /// Ended by the service's shutdown.
-    Stopped,
-}
-
-/// Where a server was named.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum ServerSource {
-    /// `[mcp.<name>]` in the config file.
-    Config,
-    /// A client's create body (shared by the conversations that name the same server).
-    Conversation,
-}
-
-/// One server as `GET /api/mcp` shows it.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ServerStatus {
-    pub name: String,
-    pub source: ServerSource,
-    pub http: bool,
-    pub state: ServerState,
-    /// Its tools as the model sees them, when last listed.
-    pub tools: Vec<String>,
-    pub last_error: Option<String>,
-    /// How many times it was started again after it first ran.
-    pub restarts: u32,
-}
-
-/// Kept while a server's child process runs; dropping it removes the record.
-pub type ProcessRecord = Box<dyn Send + Sync>;
-/// Records a started server's process group (its leader's pid and a description), so that a
-/// service restarted after a crash kills it (the runtime passes the shell tool's records).
-pub type ProcessRecorder = Arc<dyn Fn(libc::pid_t, &str) -> Option<ProcessRecord> + Send + Sync>;
+pub use status::{ServerSource, ServerState, ServerStatus};
+pub use tool::{CallOutcome, CallStatus, McpTool};
 
 /// Every server: the configured ones, and those conversations named, each started on first use.
 pub struct McpHub {
@@ -189,6 +108,22 @@ impl McpAccess {
     pub fn is_empty(&self) -> bool {
         self.servers.is_empty() && self.own.is_empty()
     }
+
+    /// How `config` starts for this turn. Here rather than in `connect`, which knows nothing
+    /// of the hub an access holds.
+    fn launch(&self, config: &McpServerConfig) -> connect::Launch {
+        let crate::config::McpTransport::Stdio { cwd, .. } = &config.transport else {
+            return connect::Launch::default();
+        };
+        connect::Launch {
+            sandbox: (!config.unsandboxed).then(|| crate::sandbox::SandboxPolicy {
+                escalated: false,
+                env: std::sync::Arc::from([]),
+                ..self.sandbox.clone()
+            }),
+            cwd: cwd.is_none().then(|| self.cwd.clone()),
+        }
+    }
 }
 
 impl McpHub {
@@ -214,7 +149,7 @@ impl McpHub {
             }
             None => return None,
         };
-        let launch = connect::Launch::for_access(config, access);
+        let launch = access.launch(config);
         let key = InstanceKey {
             name: name.to_owned(),
             config: config.clone(),

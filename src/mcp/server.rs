@@ -8,9 +8,12 @@ use std::time::{Duration, Instant};
 
 use rmcp::model::Tool;
 
+use super::connect::ProcessRecorder;
 use super::connect::{Launch, Opened, open};
 use super::handler::Handler;
-use super::{McpTool, ProcessRecorder, ServerSource, ServerState, ServerStatus, names};
+use super::names;
+use super::status::{ServerSource, ServerState, ServerStatus};
+use super::tool::McpTool;
 use crate::config::McpServerConfig;
 
 /// The first wait before a failed server is started again; it doubles up to [`MAX_BACK_OFF`].

@@ -21,9 +21,10 @@ use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 use tokio::sync::mpsc;
 
 use super::fake_provider::{FakeProvider, Script, SendTimes, monotonic_ns};
+use super::server::{ServerProcess, http_client, server_binary};
 use super::sse::Parser;
+use super::stats::{ms, percentile, verdict};
 use super::turns::{FILE_TOOLS, Session, bench_config, post};
-use super::{ServerProcess, http_client, ms, percentile, server_binary, verdict};
 
 #[derive(Args)]
 pub struct AcpArgs {
@@ -121,7 +122,7 @@ async fn measure(
     let (seen, mut events) = mpsc::unbounded_channel();
     let mut bridge = tokio::process::Command::new(server)
         .args(["acp", "--url", &session.base])
-        .env("OPENVAALA_TOKEN", super::bench_token())
+        .env("OPENVAALA_TOKEN", super::server::bench_token())
         .env("OPENVAALA_LOG", "warn")
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
@@ -198,7 +199,7 @@ async fn measure(
         .to_owned();
     let response = reqwest::Client::builder()
         .no_proxy()
-        .default_headers(super::authorized())
+        .default_headers(super::server::authorized())
         .build()?
         .get(format!(
             "{}/api/conversations/{conversation}/events",

@@ -16,8 +16,9 @@ use anyhow::{Context, bail};
 use clap::Args;
 use serde_json::{Value, json};
 
+use super::server::{ServerProcess, http_client, server_binary};
+use super::stats::{median_duration, ms, percentile, verdict};
 use super::turns::{Session, post};
-use super::{ServerProcess, http_client, median_duration, ms, percentile, server_binary, verdict};
 
 #[derive(Args)]
 pub struct ApprovalsArgs {

@@ -12,8 +12,9 @@ use anyhow::Context;
 use clap::Args;
 
 use super::fake_provider::{FakeProvider, Script};
-use super::turns::{Session, TurnsArgs, config_file, fan_out, percentile_us};
-use super::{ServerProcess, http_client, median, raise_open_file_limit, server_binary, verdict};
+use super::server::{ServerProcess, http_client, raise_open_file_limit, server_binary};
+use super::stats::{median, percentile_us, verdict};
+use super::turns::{Session, TurnsArgs, config_file, fan_out};
 
 #[derive(Args)]
 pub struct BurstArgs {

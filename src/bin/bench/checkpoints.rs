@@ -14,7 +14,7 @@ use clap::Args;
 use openvaala::checkpoints::restore::CallRecord;
 use openvaala::checkpoints::{Checkpoints, Limits, RestoreOptions};
 
-use super::{median_duration, ms, percentile, thousands, verdict};
+use super::stats::{median_duration, ms, percentile, thousands, verdict};
 
 #[derive(Args)]
 pub struct CheckpointsArgs {

@@ -16,9 +16,10 @@ use anyhow::{Context, bail};
 use clap::Args;
 
 use super::fake_provider::{FakeProvider, Script};
+use super::server::{ServerProcess, http_client, server_binary};
+use super::stats::{ms, percentile, verdict};
 use super::subagents::{TurnCounts, turn_overheads};
 use super::turns::{FILE_TOOLS, Session, bench_config, create_conversation};
-use super::{ServerProcess, http_client, ms, percentile, server_binary, verdict};
 use openvaala::testkit::postgres::Postgres;
 
 #[derive(Args)]

@@ -21,7 +21,7 @@ use openvaala::model::openai_chat::ChatDecoder;
 use openvaala::model::wire::{self, Decoder};
 
 use super::fake_provider::content_chunk;
-use super::{median_duration, percentile, thousands};
+use super::stats::{median_duration, percentile, thousands};
 
 /// Times each way is measured; the median is reported.
 const ROUNDS: usize = 7;

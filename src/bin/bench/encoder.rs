@@ -18,8 +18,9 @@ use openvaala::model::tokens::Tokenizer;
 
 use super::fake_provider::{FakeProvider, Script};
 use super::meter::{Resident, first_turn_then, openai_config};
+use super::server::{proc_status_kb, server_binary};
+use super::stats::{mb, thousands};
 use super::text::{Rng, prose};
-use super::{mb, proc_status_kb, server_binary, thousands};
 
 #[derive(Args)]
 pub struct EncoderArgs {

@@ -23,11 +23,11 @@ use openvaala::store::Store;
 use openvaala::store::records::{ConversationCreated, MetaRecord, SessionCreated, SessionRecord};
 use serde_json::{Value, json};
 
-use super::text::{Rng, prose};
-use super::{
-    ServerProcess, http_client, mb, ms, percentile, proc_status_kb, reindex, server_binary,
-    thousands, verdict, wait_until_quiet,
+use super::server::{
+    ServerProcess, http_client, proc_status_kb, reindex, server_binary, wait_until_quiet,
 };
+use super::stats::{mb, ms, percentile, thousands, verdict};
+use super::text::{Rng, prose};
 
 #[derive(Args)]
 pub struct ForkArgs {

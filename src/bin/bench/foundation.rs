@@ -23,11 +23,9 @@ use openvaala::store::Store;
 use openvaala::store::records::{ConversationCreated, MetaRecord, SessionRecord};
 use serde_json::Value;
 
+use super::server::{ServerProcess, http_client, reindex, server_binary};
+use super::stats::{mb, median, median_duration, ms, percentile, plural, thousands, verdict};
 use super::text::{Rng, prose, sentence_case};
-use super::{
-    ServerProcess, http_client, mb, median, median_duration, ms, percentile, plural, reindex,
-    server_binary, thousands, verdict,
-};
 
 #[derive(Args)]
 pub struct FoundationArgs {

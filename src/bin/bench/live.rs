@@ -17,10 +17,10 @@ use anyhow::{Context, bail};
 use clap::Args;
 use serde_json::{Value, json};
 
-use super::{
-    ServerProcess, http_client, mb, ms, percentile, proc_status_kb, raise_open_file_limit,
-    server_binary, thousands, verdict,
+use super::server::{
+    ServerProcess, http_client, proc_status_kb, raise_open_file_limit, server_binary,
 };
+use super::stats::{mb, ms, percentile, thousands, verdict};
 
 #[derive(Args)]
 pub struct LiveArgs {

@@ -23,7 +23,7 @@ use rmcp::transport::TokioChildProcess;
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
-use super::{median_duration, ms, percentile, thousands, verdict};
+use super::stats::{median_duration, ms, percentile, thousands, verdict};
 
 #[derive(Args)]
 pub struct McpArgs {

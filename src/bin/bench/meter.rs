@@ -14,7 +14,8 @@ use clap::Args;
 use serde_json::{Value, json};
 
 use super::fake_provider::{FakeProvider, Script};
-use super::{ServerProcess, http_client, mb, percentile, proc_status_kb, server_binary, verdict};
+use super::server::{ServerProcess, http_client, proc_status_kb, server_binary};
+use super::stats::{mb, percentile, verdict};
 
 #[derive(Args)]
 pub struct MeterArgs {

@@ -16,7 +16,7 @@ use openvaala::permissions::policy::pattern_matches;
 use openvaala::permissions::{Permission, Permissions, Verdict};
 use serde_json::json;
 
-use super::{median_duration, ms, percentile, verdict};
+use super::stats::{median_duration, ms, percentile, verdict};
 
 #[derive(Args)]
 pub struct RulesArgs {

@@ -17,7 +17,7 @@ use openvaala::tools::{SandboxPolicy, ToolContext, ToolStatus, run_tool};
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
 
-use super::{median_duration, ms, percentile, thousands, verdict};
+use super::stats::{median_duration, ms, percentile, thousands, verdict};
 
 #[derive(Args)]
 pub struct SandboxArgs {

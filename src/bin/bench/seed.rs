@@ -19,7 +19,8 @@ use futures::StreamExt;
 use serde_json::{Value, json};
 use tokio::sync::Notify;
 
-use super::{ServerProcess, http_client, median, ms, percentile, proc_cpu, server_binary, verdict};
+use super::server::{ServerProcess, http_client, proc_cpu, server_binary};
+use super::stats::{median, ms, percentile, verdict};
 
 #[derive(Args)]
 pub struct SeedArgs {

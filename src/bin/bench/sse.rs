@@ -121,7 +121,7 @@ async fn follow(url: &str, follower: &mut Follower) -> String {
     let _ = stream.set_nodelay(true);
     let mut request = format!(
         "GET /{path} HTTP/1.1\r\nHost: {address}\r\nAccept: text/event-stream\r\nAuthorization: Bearer {}\r\n",
-        super::bench_token()
+        super::server::bench_token()
     );
     if let Some(id) = &follower.last_event_id {
         request.push_str(&format!("Last-Event-ID: {id}\r\n"));

@@ -15,12 +15,13 @@ use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
 use super::fake_provider::{Answered, FakeProvider, Script, monotonic_ns};
+use super::server::{ServerProcess, http_client, server_binary};
 use super::sse;
+use super::stats::{ms, percentile, verdict};
 use super::turns::{
     FILE_TOOLS, Session, TURN_TIMEOUT, bench_config, create_conversation, events_url,
     next_turn_end, post, wait_connected,
 };
-use super::{ServerProcess, http_client, ms, percentile, server_binary, verdict};
 
 #[derive(Args)]
 pub struct SubagentsArgs {

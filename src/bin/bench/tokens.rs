@@ -13,8 +13,8 @@ use openvaala::model::tokens::Tokenizer;
 use openvaala::runtime::usage::UsageTracker;
 use serde_json::json;
 
+use super::stats::{median_duration, thousands, verdict};
 use super::text::{Rng, prose};
-use super::{median_duration, thousands, verdict};
 
 #[derive(Args)]
 pub struct TokensArgs {

@@ -15,12 +15,12 @@ use tokio_util::sync::CancellationToken;
 
 use super::decode::{self};
 use super::fake_provider::{Answered, FakeProvider, MODEL_NAME, Script, SendTimes, monotonic_ns};
-use super::sse::{self, Report, TurnReport};
-use super::turns_results::*;
-use super::{
-    ServerProcess, http_client, mb, ms, percentile, proc_cpu, proc_status_kb,
-    raise_open_file_limit, server_binary,
+use super::server::{
+    ServerProcess, http_client, proc_cpu, proc_status_kb, raise_open_file_limit, server_binary,
 };
+use super::sse::{self, Report, TurnReport};
+use super::stats::{mb, ms, percentile, percentile_us};
+use super::turns_results::*;
 
 #[derive(Args)]
 pub struct TurnsArgs {
@@ -504,15 +504,6 @@ fn summarize(
     })
 }
 
-/// The nearest-rank percentile of sorted microsecond samples.
-pub(crate) fn percentile_us(sorted: &[u32], fraction: f64) -> u32 {
-    if sorted.is_empty() {
-        return 0;
-    }
-    let rank = ((fraction * sorted.len() as f64).ceil() as usize).clamp(1, sorted.len());
-    sorted[rank - 1]
-}
-
 // ---------------------------------------------------------------------------------------------
 // Requests.
 
@@ -628,12 +619,5 @@ mod tests {
         fs::remove_file(&path).unwrap();
         let config = loaded.unwrap();
         assert_eq!(config.default_agent, "default");
-    }
-
-    #[test]
-    fn microsecond_percentiles_use_the_nearest_rank() {
-        let sorted: Vec<u32> = (1..=100).collect();
-        assert_eq!(percentile_us(&sorted, 0.99), 99);
-        assert_eq!(percentile_us(&[], 0.5), 0);
     }
 }

@@ -4,8 +4,7 @@ use std::fmt::Write as _;
 use std::time::Duration;
 
 use super::decode::Decoding;
-use super::turns::percentile_us;
-use super::*;
+use super::stats::{mb, ms, percentile, percentile_us, plural, thousands, verdict};
 
 /// Everything `turns` measured, printed as one table at the end.
 pub(crate) struct Results {

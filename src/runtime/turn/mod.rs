@@ -3,68 +3,31 @@
 //! item it produces goes to the conversation actor (`TurnMsg`), which stores it write-ahead and
 //! publishes it, so there is still exactly one writer per conversation.
 
+mod held_output;
 mod model_call;
+mod spec;
 
 use std::sync::Arc;
 
 use serde_json::Value;
 use tokio::sync::mpsc;
-use tokio_util::sync::CancellationToken;
 
-use super::approvals::{ApprovalOutcome, ApprovalRequest, CallGate};
+use super::approvals::{ApprovalOutcome, ApprovalRequest};
 use super::collab;
-use super::compaction::{self, Compactor, Failure};
+use super::compaction::{self, Failure};
 use super::link::{ActorLink, FromTurn, TurnMsg, TurnStop};
 use super::retry::{Retry, model_failure};
 use super::usage::{UsageTracker, context_tokens};
 use crate::api::events::CompactionReason;
 use crate::api::events::DeltaField;
-use crate::config::{ReasoningContext, RetryConfig};
 use crate::domain::{FileChanges, Item, ItemKind, ItemStatus, TurnStatus};
-use crate::model::{ModelClient, ToolSpec};
 use crate::permissions::policy::escalation;
 use crate::permissions::{Permission, Verdict};
 use crate::redact::{self, StreamRedactor};
 use crate::tools::{self, ToolContext, ToolResult, ToolStatus};
+use held_output::{HELD_OUTPUT_WAIT, forward_rest};
 use model_call::{CallStop, MERGED_DELTA_MAX, call_model};
-
-/// How long the last bytes of a paused command's output (or a paused model's text) are held
-/// back, in case they begin a secret that the next piece completes (at most 7 bytes of one
-/// could then show).
-const HELD_OUTPUT_WAIT: std::time::Duration = std::time::Duration::from_millis(150);
-
-/// Everything a turn needs, handed over by the actor when the turn starts.
-pub struct TurnSpec {
-    pub session_id: String,
-    pub turn_id: String,
-    pub client: Arc<dyn ModelClient>,
-    pub model_name: String,
-    pub instructions: Option<String>,
-    /// The session's history so far, the messages of this turn included.
-    pub history: Vec<Item>,
-    pub tools: Vec<ToolSpec>,
-    pub tool_context: ToolContext,
-    /// Which calls run, ask a user first, or are refused.
-    pub gate: Arc<CallGate>,
-    pub max_output_tokens: u64,
-    pub retry: RetryConfig,
-    pub max_steps: u32,
-    pub cancel: CancellationToken,
-    /// Cuts short a wait before the model call's next attempt.
-    pub retry_now: Arc<tokio::sync::Notify>,
-    /// The model's window, and the usage at the start of the turn (its messages included): the
-    /// turn keeps counting, and compacts before a model call that would reach the threshold.
-    pub context_window: u64,
-    pub usage: UsageTracker,
-    pub compactor: Compactor,
-    /// Which earlier reasoning the model takes back; unset: that of this turn.
-    pub reasoning_context: Option<ReasoningContext>,
-    /// Whether the provider takes reasoning back at all (`model::reasoning_carried`): if not,
-    /// reasoning tokens take no room in the next request.
-    pub reasoning_carried: bool,
-    /// Snapshots of the working directory around calls that may change files.
-    pub files: Option<super::checkpointing::TurnFiles>,
-}
+pub use spec::TurnSpec;
 
 /// Runs a turn of `session_id` to its end. Always sends exactly one `Ended`, last.
 pub async fn run(spec: TurnSpec, session_id: Arc<str>, actor: mpsc::UnboundedSender<FromTurn>) {
@@ -396,18 +359,6 @@ async fn run_tool(
         None => None,
     };
     (result, changes)
-}
-
-/// What a stream's redactor still held (a tool's output, a text item's text), sent at its end.
-fn forward_rest(redactor: &mut StreamRedactor, item: &Item, field: DeltaField, link: &ActorLink) {
-    let rest = redactor.finish();
-    if !rest.is_empty() {
-        link.send(TurnMsg::Delta {
-            item_id: item.id.clone(),
-            field,
-            delta: rest,
-        });
-    }
 }
 
 /// Stores a tool call's result (its output, exit code and status); an interrupted tool stops

@@ -8,7 +8,8 @@ use std::time::Duration;
 use serde_json::Value;
 use tokio::sync::mpsc::error::TryRecvError;
 
-use super::TurnSpec;
+use super::held_output::{HELD_OUTPUT_WAIT, forward_rest};
+use super::spec::TurnSpec;
 use crate::api::events::DeltaField;
 use crate::domain::{Item, ItemKind, ItemStatus, new_id, now};
 use crate::model::reader::{self, ModelEvents};
@@ -135,7 +136,7 @@ async fn stream_once(
                 () = spec.cancel.cancelled() => return Err(AttemptError::Interrupted),
                 // A model that pauses shows what it wrote: the few bytes held back for a secret
                 // go out after a moment.
-                () = tokio::time::sleep(super::HELD_OUTPUT_WAIT), if partial.holds_back() => {
+                () = tokio::time::sleep(HELD_OUTPUT_WAIT), if partial.holds_back() => {
                     partial.flush(link);
                     continue;
                 }
@@ -409,7 +410,7 @@ impl Partial {
 /// A streamed text item at its end: what its redactor still held goes out, and the item is
 /// stored with its whole text redacted (a secret the model wrote is never stored).
 fn finished_text(item: &mut Item, redactor: &mut StreamRedactor, link: &ActorLink) -> Item {
-    super::forward_rest(redactor, item, DeltaField::Text, link);
+    forward_rest(redactor, item, DeltaField::Text, link);
     if let ItemKind::AgentMessage { text } | ItemKind::Reasoning { text, .. } = &mut item.kind
         && let std::borrow::Cow::Owned(clean) = redact::redact(text)
     {
