@@ -5,9 +5,13 @@ use std::collections::BTreeMap;
 
 use serde::Deserialize;
 
+use super::mcp::McpServerConfig;
 use super::providers::ModelConfig;
-use super::{ConfigError, Validator, join_names};
+use super::validator::{ConfigError, Validator, join_names};
 use crate::permissions::{Permission, Permissions};
+
+/// The agent used when neither the file nor the client names one.
+pub const DEFAULT_AGENT: &str = "default";
 
 /// Every tool the runtime offers; an agent without a `tools` list gets all of them.
 pub const ALL_TOOLS: &[&str] = &[
@@ -158,13 +162,13 @@ pub(super) fn fallback_agent(model: &str) -> AgentConfig {
         sandbox: SandboxMode::default(),
         network: false,
         permissions: Permissions {
-            agent: super::DEFAULT_AGENT.to_owned(),
+            agent: DEFAULT_AGENT.to_owned(),
             ..Permissions::default()
         },
         mcp: Vec::new(),
         limits: ProcessLimits::default(),
         env: BTreeMap::new(),
-        spawnable: vec![super::DEFAULT_AGENT.to_owned()],
+        spawnable: vec![DEFAULT_AGENT.to_owned()],
         client_mcp: false,
     }
 }
@@ -200,7 +204,7 @@ impl Validator<'_> {
         &self,
         raw: BTreeMap<String, RawAgent>,
         models: &BTreeMap<String, ModelConfig>,
-        mcp: &BTreeMap<String, super::McpServerConfig>,
+        mcp: &BTreeMap<String, McpServerConfig>,
     ) -> Result<BTreeMap<String, AgentConfig>, ConfigError> {
         let names: Vec<String> = raw.keys().cloned().collect();
         let mut agents = BTreeMap::new();

@@ -3,7 +3,7 @@
 
 use serde::Deserialize;
 
-use super::{ConfigError, Validator};
+use super::validator::{ConfigError, Validator};
 
 /// Cluster mode: the shared PostgreSQL database and the conversation leases.
 #[derive(Clone, PartialEq, Eq)]

@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use serde::Deserialize;
 
-use super::{ConfigError, Validator};
+use super::validator::{ConfigError, Validator};
 
 /// Retries of transient model-call errors (a cut stream, a reset connection, a timeout, HTTP
 /// 429/5xx): 10 attempts, waits growing from 1 s to 30 s. Tests shrink the delays, never the rule.

@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-use super::{ConfigError, Validator};
+use super::validator::{ConfigError, Validator};
 
 /// A call to a server's tool that takes longer than this fails (`timeout_s`).
 pub const DEFAULT_MCP_TIMEOUT_S: u64 = 120;

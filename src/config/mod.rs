@@ -8,16 +8,16 @@ mod limits;
 mod mcp;
 mod providers;
 mod server;
+mod validator;
 
 use std::collections::BTreeMap;
-use std::fmt;
 use std::io;
 use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
 use toml::Spanned;
 
-pub use agents::{ALL_TOOLS, AgentConfig, ProcessLimits, SandboxMode};
+pub use agents::{ALL_TOOLS, AgentConfig, DEFAULT_AGENT, ProcessLimits, SandboxMode};
 pub use cluster::{ClusterConfig, check_advertise_addr, check_database_url};
 pub use limits::{RetryConfig, SubagentsConfig, ToolsConfig, TurnConfig};
 pub use mcp::{
@@ -25,23 +25,20 @@ pub use mcp::{
     conversation_servers, valid_server_name,
 };
 pub use providers::{
-    MaxTokensField, ModelConfig, ModelOptions, Protocol, ProviderConfig, Reasoning,
-    ReasoningContext, ReasoningEffort, ReasoningSummary, Thinking, TokenizerName,
+    BUILTIN_PROVIDER, DEMO_MODEL, MaxTokensField, ModelConfig, ModelOptions, Protocol,
+    ProviderConfig, Reasoning, ReasoningContext, ReasoningEffort, ReasoningSummary, Thinking,
+    TokenizerName,
 };
 pub use server::ServerConfig;
+pub use validator::ConfigError;
 
 use agents::{RawAgent, fallback_agent};
 use cluster::RawCluster;
 use limits::{RawRetry, RawSubagents, RawTools, RawTurn};
 use providers::{RawModel, RawProvider, builtin_provider, demo_model};
 use server::RawServer;
+use validator::{Validator, join_names};
 
-/// The provider behind the built-in offline model; always present.
-pub const BUILTIN_PROVIDER: &str = "builtin";
-/// The built-in offline model; always present.
-pub const DEMO_MODEL: &str = "demo";
-/// The agent used when neither the file nor the client names one.
-pub const DEFAULT_AGENT: &str = "default";
 /// The environment variable naming the config file when `--config` is not given.
 pub const CONFIG_ENV: &str = "OPENVAALA_CONFIG";
 
@@ -71,26 +68,6 @@ pub struct Config {
     pub mcp: BTreeMap<String, McpServerConfig>,
     /// The file it came from, `None` for the built-in config.
     pub source: Option<PathBuf>,
-}
-
-#[derive(Debug, thiserror::Error)]
-pub enum ConfigError {
-    #[error("{}: cannot read: {source}", path.display())]
-    Read { path: PathBuf, source: io::Error },
-    /// Bad TOML, a wrong type, a missing field or an unknown key; toml's message names the key,
-    /// line and column.
-    #[error("{}{message}", Origin(path.as_deref()))]
-    Parse {
-        path: Option<PathBuf>,
-        message: String,
-    },
-    /// Well-formed TOML that breaks a rule; `key` is the dotted path of the offending key.
-    #[error("{}{key}: {message}", Origin(path.as_deref()))]
-    Invalid {
-        path: Option<PathBuf>,
-        key: String,
-        message: String,
-    },
 }
 
 impl Config {
@@ -190,28 +167,6 @@ impl Config {
     }
 }
 
-impl ConfigError {
-    /// The dotted key a validation error is about.
-    pub fn key(&self) -> Option<&str> {
-        match self {
-            ConfigError::Invalid { key, .. } => Some(key),
-            ConfigError::Read { .. } | ConfigError::Parse { .. } => None,
-        }
-    }
-}
-
-/// Prefixes an error with the file it is about, if any.
-struct Origin<'a>(Option<&'a Path>);
-
-impl fmt::Display for Origin<'_> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self.0 {
-            Some(path) => write!(f, "{}: ", path.display()),
-            None => Ok(()),
-        }
-    }
-}
-
 fn non_empty_env(name: &str) -> Option<PathBuf> {
     std::env::var_os(name)
         .filter(|value| !value.is_empty())
@@ -252,22 +207,8 @@ struct RawConfig {
     mcp: BTreeMap<String, McpServerSpec>,
 }
 
-/// Turns the file's shape into a [`Config`], checking the rules toml cannot: names that must
-/// exist, reserved names and value ranges. Sections are checked in dependency order (providers,
-/// models, agents) so each check can rely on the previous ones.
-struct Validator<'a> {
-    source: Option<&'a Path>,
-}
-
+/// The whole file's check, section by section; each section's check is in its own file.
 impl Validator<'_> {
-    fn invalid(&self, key: impl Into<String>, message: impl Into<String>) -> ConfigError {
-        ConfigError::Invalid {
-            path: self.source.map(Path::to_path_buf),
-            key: key.into(),
-            message: message.into(),
-        }
-    }
-
     fn build(&self, raw: RawConfig) -> Result<Config, ConfigError> {
         let server = self.server(raw.server)?;
         let retry = self.retry(raw.retry)?;
@@ -315,13 +256,6 @@ impl Validator<'_> {
             source: self.source.map(Path::to_path_buf),
         })
     }
-}
-
-fn join_names<T: AsRef<str>>(names: impl Iterator<Item = T>) -> String {
-    names
-        .map(|name| name.as_ref().to_string())
-        .collect::<Vec<_>>()
-        .join(", ")
 }
 
 #[cfg(test)]

@@ -7,7 +7,12 @@ use std::fmt;
 use serde::{Deserialize, Serialize};
 use toml::Spanned;
 
-use super::{BUILTIN_PROVIDER, ConfigError, DEMO_MODEL, Validator, join_names};
+use super::validator::{ConfigError, Validator, join_names};
+
+/// The provider behind the built-in offline model; always present.
+pub const BUILTIN_PROVIDER: &str = "builtin";
+/// The built-in offline model; always present.
+pub const DEMO_MODEL: &str = "demo";
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ProviderConfig {

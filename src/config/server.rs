@@ -5,7 +5,7 @@ use std::net::SocketAddr;
 
 use serde::Deserialize;
 
-use super::{ConfigError, Validator};
+use super::validator::{ConfigError, Validator};
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ServerConfig {

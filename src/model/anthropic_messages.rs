@@ -7,10 +7,10 @@ use std::collections::BTreeMap;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use super::wire::{self, Decoder, Endpoint, Entry, Event, LenientText};
-use super::{
+use super::client::{
     ModelError, ModelEvent, ModelRequest, ModelStream, ProviderClient, TokenUsage, ToolSpec,
 };
+use super::wire::{self, Decoder, Endpoint, Entry, Event, LenientText};
 use crate::config::{ModelOptions, ProviderConfig, Thinking};
 use crate::domain::Image;
 

@@ -18,8 +18,8 @@ use std::time::Duration;
 use futures::StreamExt;
 use serde_json::json;
 
+use super::client::{ModelClient, ModelError, ModelEvent, ModelRequest, ModelStream, TokenUsage};
 use super::tokens::Tokenizer;
-use super::{ModelClient, ModelError, ModelEvent, ModelRequest, ModelStream, TokenUsage};
 use crate::domain::{Item, ItemKind};
 
 /// The directives, by name: a line `/NAME …` of the latest user message.

@@ -7,8 +7,10 @@ use std::collections::BTreeMap;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
+use super::client::{
+    ModelError, ModelEvent, ModelRequest, ModelStream, ProviderClient, TokenUsage,
+};
 use super::wire::{self, Decoder, Endpoint, Entry, Event, LenientText};
-use super::{ModelError, ModelEvent, ModelRequest, ModelStream, ProviderClient, TokenUsage};
 use crate::config::{ModelOptions, ProviderConfig};
 use crate::domain::Image;
 

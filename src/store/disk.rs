@@ -15,6 +15,8 @@ use std::path::Path;
 
 use tokio::runtime::{Handle, RuntimeFlavor};
 
+use super::error::StoreError;
+
 /// Runs `call`, a blocking disk operation (write and fsync). On a worker of a multi-threaded
 /// tokio runtime (the service's), its other tasks move to another thread meanwhile
 /// (`block_in_place`); anywhere else (a single-threaded runtime, a blocking-pool thread, no
@@ -43,6 +45,14 @@ pub fn replace_durably(path: &Path, bytes: &[u8]) -> io::Result<()> {
     drop(file);
     std::fs::rename(&temporary, path)?;
     std::fs::File::open(dir)?.sync_all()
+}
+
+/// Fsyncs a directory, so that the names just created, renamed or removed in it survive a
+/// power cut.
+pub(super) fn sync_dir(dir: &Path) -> Result<(), StoreError> {
+    std::fs::File::open(dir)
+        .and_then(|d| d.sync_all())
+        .map_err(|e| StoreError::io(dir, e))
 }
 
 #[cfg(test)]

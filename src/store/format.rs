@@ -37,7 +37,7 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
-use super::StoreError;
+use super::error::StoreError;
 
 /// The format this binary writes, and the newest it reads.
 pub const FORMAT_VERSION: u32 = 1;
@@ -80,6 +80,7 @@ pub fn check(root: &Path) -> Result<Option<Stamp>, StoreError> {
             written_by: stamp
                 .written_by
                 .unwrap_or_else(|| "a newer openvaala".to_owned()),
+            max: FORMAT_VERSION,
         });
     }
     Ok(Some(stamp))

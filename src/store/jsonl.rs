@@ -19,9 +19,10 @@ use serde::de::DeserializeOwned;
 
 use std::sync::Arc;
 
-use super::fence::{Acceptance, FenceError, Stamp, Verdict};
+use super::disk::sync_dir;
+use super::error::StoreError;
+use super::fence::{Acceptance, FenceError, Stamp, Verdict, WriteFence};
 use super::records::{Envelope, SCHEMA_VERSION, VersionOnly};
-use super::{StoreError, WriteFence};
 
 /// An open JSONL file that only grows. Owned by one conversation actor (invariant 2, one writer
 /// per conversation).
@@ -265,7 +266,7 @@ pub fn keep_aside(path: &Path, bytes: &[u8]) -> Result<PathBuf, StoreError> {
         };
         match write_bytes(&aside, bytes) {
             Ok(_) => {
-                super::sync_dir(aside.parent().unwrap_or(Path::new(".")))?;
+                sync_dir(aside.parent().unwrap_or(Path::new(".")))?;
                 return Ok(aside);
             }
             Err(StoreError::Io { source, .. }) if source.kind() == io::ErrorKind::AlreadyExists => {

@@ -12,6 +12,7 @@
 //! ```
 
 pub mod disk;
+mod error;
 pub mod fence;
 pub mod format;
 pub mod jsonl;
@@ -26,61 +27,11 @@ use std::io;
 use std::path::{Path, PathBuf};
 
 use crate::domain::{Item, ItemKind};
+use disk::sync_dir;
+pub use error::StoreError;
 pub use fence::{Acceptance, FenceError, WriteFence};
 pub use jsonl::{JsonlWriter, ReadLog};
 use records::{MetaRecord, SessionRecord};
-
-#[derive(Debug, thiserror::Error)]
-pub enum StoreError {
-    #[error("{path}: {source}")]
-    Io { path: PathBuf, source: io::Error },
-    #[error("{path}: line {line} is not a valid record: {message}")]
-    Malformed {
-        path: PathBuf,
-        line: usize,
-        message: String,
-    },
-    #[error("{path}: unknown schema version {version} (this build reads up to {max})", max = records::SCHEMA_VERSION)]
-    UnknownVersion { path: PathBuf, version: u32 },
-    #[error(
-        "{path}: this data directory is in format {version}, written by {written_by}; this \
-         openvaala reads formats up to {max}: run a newer openvaala on it",
-        max = format::FORMAT_VERSION
-    )]
-    NewerFormat {
-        path: PathBuf,
-        version: u32,
-        written_by: String,
-    },
-    #[error("cannot encode a record: {0}")]
-    Encode(serde_json::Error),
-    #[error("{path}: {message}")]
-    Invalid { path: PathBuf, message: String },
-    #[error("{path}: not written: this instance no longer owns the conversation (its lease ended)")]
-    NotOwner { path: PathBuf },
-    /// Cluster mode: the line is durable but the coordinator did not confirm it; whether it
-    /// counts is settled by whoever loads the conversation next.
-    #[error(
-        "{path}: the write was not confirmed by the database ({reason}); its outcome is unknown"
-    )]
-    Unconfirmed { path: PathBuf, reason: String },
-}
-
-impl StoreError {
-    pub fn io(path: &Path, source: io::Error) -> StoreError {
-        StoreError::Io {
-            path: path.to_owned(),
-            source,
-        }
-    }
-
-    fn unknown_version(path: &Path, version: u32) -> StoreError {
-        StoreError::UnknownVersion {
-            path: path.to_owned(),
-            version,
-        }
-    }
-}
 
 /// The data directory. Cheap to clone: it is only a path.
 #[derive(Debug, Clone)]
@@ -365,10 +316,4 @@ pub fn is_valid_id(id: &str) -> bool {
         && id
             .bytes()
             .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
-}
-
-fn sync_dir(dir: &Path) -> Result<(), StoreError> {
-    fs::File::open(dir)
-        .and_then(|d| d.sync_all())
-        .map_err(|e| StoreError::io(dir, e))
 }

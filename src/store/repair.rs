@@ -9,8 +9,9 @@ use std::path::{Path, PathBuf};
 
 use serde::de::DeserializeOwned;
 
+use super::disk::sync_dir;
 use super::records::{MetaRecord, SessionRecord};
-use super::{METADATA_FILE, Store, StoreError, jsonl, sync_dir};
+use super::{METADATA_FILE, Store, StoreError, jsonl};
 
 /// What the repair of one file moved aside.
 #[derive(Debug)]
