@@ -33,28 +33,9 @@ use std::sync::{Arc, Mutex, MutexGuard, RwLock, RwLockReadGuard};
 pub use gc::{Collected, referenced_ids};
 use objects::Objects;
 pub use restore::{RestoreError, RestoreOptions, RestoreOutcome};
+pub use scan::Limits;
 use scan::Manifest;
 pub use worktree::TreeCopy;
-
-/// How much a snapshot keeps: a bigger file, or what goes past the total, is skipped (and
-/// listed with the snapshot).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Limits {
-    pub max_file_bytes: u64,
-    pub max_snapshot_bytes: u64,
-    /// A tree with more files than this is not snapshotted (checkpoints are off for it).
-    pub max_files: usize,
-}
-
-impl Default for Limits {
-    fn default() -> Limits {
-        Limits {
-            max_file_bytes: 10 * 1024 * 1024,
-            max_snapshot_bytes: 200 * 1024 * 1024,
-            max_files: 50_000,
-        }
-    }
-}
 
 /// The snapshots a tool call made, and what changed between them.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -336,25 +317,6 @@ impl Checkpoints {
     /// A stored manifest by id (its deltas followed).
     fn manifest(&self, tree: &Tree, id: &str) -> Result<Arc<Manifest>, String> {
         manifests::read(&tree.dir.join("snapshots"), id).map(|(manifest, _)| Arc::new(manifest))
-    }
-
-    /// Finishes every restore a crash cut short (see `restore`), and settles the copies of
-    /// trees whose fork a crash cut short (see `worktree`; `stored` tells whether a
-    /// conversation exists). Called at start-up, before any turn runs; a failure is logged,
-    /// and that restore's journal stays for the next start.
-    /// `known_cwds`: every working directory a stored conversation names (asked only when a
-    /// tree's name must be found again).
-    pub fn recover(&self, stored: &dyn Fn(&str) -> bool, known_cwds: &dyn Fn() -> Vec<PathBuf>) {
-        self.settle_pending_copies(stored);
-        let (trees, unnamed) = self.trees_on_disk(known_cwds);
-        for tree in trees {
-            if let Err(reason) = restore::recover(self, &tree) {
-                tracing::error!(%reason, cwd = %tree.cwd.display(), "cannot finish a restore");
-            }
-        }
-        for tree in unnamed {
-            tracing::error!(file = %tree.file.display(), reason = %tree.reason, "a checkpoint tree has no working directory; its restores cannot be finished");
-        }
     }
 
     /// Every tree folder of the store: those whose working directory is known, and those

@@ -14,7 +14,7 @@
 use std::collections::BTreeMap;
 use std::fs;
 use std::io::{self, Write};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::Ordering;
 
 use serde::{Deserialize, Serialize};
@@ -397,7 +397,7 @@ impl Checkpoints {
 /// never trusted to name only paths inside).
 fn make_hold(
     root: &Path,
-    objects: &super::Objects,
+    objects: &super::objects::Objects,
     path: &str,
     content: Option<&Content>,
 ) -> io::Result<()> {
@@ -430,6 +430,27 @@ fn journal_ids(tree: &Tree) -> Vec<String> {
             name.strip_suffix(".json").map(str::to_owned)
         })
         .collect()
+}
+
+impl Checkpoints {
+    /// Finishes every restore a crash cut short (see `restore`), and settles the copies of
+    /// trees whose fork a crash cut short (see `worktree`; `stored` tells whether a
+    /// conversation exists). Called at start-up, before any turn runs; a failure is logged,
+    /// and that restore's journal stays for the next start.
+    /// `known_cwds`: every working directory a stored conversation names (asked only when a
+    /// tree's name must be found again).
+    pub fn recover(&self, stored: &dyn Fn(&str) -> bool, known_cwds: &dyn Fn() -> Vec<PathBuf>) {
+        self.settle_pending_copies(stored);
+        let (trees, unnamed) = self.trees_on_disk(known_cwds);
+        for tree in trees {
+            if let Err(reason) = recover(self, &tree) {
+                tracing::error!(%reason, cwd = %tree.cwd.display(), "cannot finish a restore");
+            }
+        }
+        for tree in unnamed {
+            tracing::error!(file = %tree.file.display(), reason = %tree.reason, "a checkpoint tree has no working directory; its restores cannot be finished");
+        }
+    }
 }
 
 /// Finishes the restores of `tree` that a crash cut short.

@@ -13,8 +13,27 @@ use std::path::{Path, PathBuf};
 use rustix::fs::Stat;
 use serde::{Deserialize, Serialize};
 
-use super::Limits;
 use super::objects::Objects;
+
+/// How much a snapshot keeps: a bigger file, or what goes past the total, is skipped (and
+/// listed with the snapshot).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Limits {
+    pub max_file_bytes: u64,
+    pub max_snapshot_bytes: u64,
+    /// A tree with more files than this is not snapshotted (checkpoints are off for it).
+    pub max_files: usize,
+}
+
+impl Default for Limits {
+    fn default() -> Limits {
+        Limits {
+            max_file_bytes: 10 * 1024 * 1024,
+            max_snapshot_bytes: 200 * 1024 * 1024,
+            max_files: 50_000,
+        }
+    }
+}
 
 /// A file as a snapshot saw it. The stat fields are only for telling, next time, whether it
 /// must be read again.

@@ -11,6 +11,7 @@
 
 pub mod background;
 pub mod forward;
+mod join;
 pub mod key_claims;
 pub mod leases;
 pub mod notify;
@@ -82,43 +83,6 @@ pub enum RouteError {
 }
 
 impl Cluster {
-    /// Registers this instance (a fresh id every start) at `addr`. Rows of instances not seen
-    /// for a long time (they died) are cleared on the way.
-    pub async fn join(pool: PgPool, addr: String, lease: Duration) -> Result<Cluster, sqlx::Error> {
-        let instance = crate::domain::new_id("i");
-        sqlx::query(
-            "DELETE FROM instances WHERE seen_at < now() - $1 * interval '1 millisecond'
-             AND id NOT IN (SELECT owner FROM leases WHERE expires_at >= now())",
-        )
-        .bind((lease * 20).as_millis() as i64)
-        .execute(&pool)
-        .await?;
-        key_claims::clear_stale(&pool, lease).await?;
-        sqlx::query("INSERT INTO instances (id, addr) VALUES ($1, $2)")
-            .bind(&instance)
-            .bind(&addr)
-            .execute(&pool)
-            .await?;
-        let (notifications, mut outgoing) = tokio::sync::mpsc::unbounded_channel();
-        let (sender_pool, sender_instance) = (pool.clone(), instance.clone());
-        tokio::spawn(async move {
-            while let Some(event) = outgoing.recv().await {
-                notify::notify(&sender_pool, &sender_instance, &event).await;
-            }
-        });
-        Ok(Cluster {
-            inner: Arc::new(Inner {
-                notifications,
-                leases: Leases::new(pool.clone(), instance.clone(), lease),
-                instance,
-                addr,
-                pool,
-                http: forward::client(),
-                database_answers: AtomicBool::new(true),
-            }),
-        })
-    }
-
     pub fn instance_id(&self) -> &str {
         &self.inner.instance
     }

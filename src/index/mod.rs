@@ -26,7 +26,6 @@ pub use repairs::{CLEAN_SHUTDOWN, POSTGRES_REPAIRS, note_for_reindex};
 pub use types::{ArchivedFilter, IndexError, IndexUpdate, IndexedLens, ListPage, ListQuery};
 
 use postgres::PgIndex;
-use repairs::repairs_path;
 use sqlite::SqliteIndex;
 
 #[derive(Debug, Clone)]
@@ -59,6 +58,13 @@ pub struct Index {
     /// start re-indexes them from their files. (The reconcile alone would miss them when a
     /// later update of the same conversation succeeded: its log length would match.)
     repairs: Arc<PathBuf>,
+}
+
+/// Where an index at `path` notes the conversations it must re-index (see `Index::repairs`).
+fn repairs_path(path: &Path) -> PathBuf {
+    let mut name = path.file_name().unwrap_or_default().to_owned();
+    name.push(".repair");
+    path.with_file_name(name)
 }
 
 fn bulk_load_is_sqlite() -> IndexError {

@@ -3,18 +3,11 @@
 //! `postgres.repair` in cluster mode), and the clean-stop mark that lets the next start skip the
 //! reconcile only when nothing failed.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::atomic::Ordering;
 
-use super::Index;
 use super::types::IndexError;
-
-/// Where an index at `path` notes the conversations it must re-index (see `Index::repairs`).
-pub(super) fn repairs_path(path: &Path) -> PathBuf {
-    let mut name = path.file_name().unwrap_or_default().to_owned();
-    name.push(".repair");
-    path.with_file_name(name)
-}
+use super::{Index, repairs_path};
 
 /// Cluster mode: where conversations whose PostgreSQL updates failed are noted, in the shared
 /// data directory (any instance's next start re-indexes them).

@@ -69,7 +69,7 @@ pub(super) fn run_to_end(spec: &LaunchSpec) -> Result<String, String> {
         .arg(encode(spec)?)
         .current_dir(&spec.cwd)
         .env_clear()
-        .envs(super::tool_environment(&[]))
+        .envs(super::env::tool_environment(&[]))
         .stdin(std::process::Stdio::null())
         .output()
         .map_err(|error| format!("could not start the launcher: {error}"))?;

@@ -7,8 +7,8 @@
 use std::ffi::OsString;
 use std::path::{Component, Path, PathBuf};
 
+use super::policy::{SandboxPolicy, WRITABLE_DEVICES};
 use super::protected::canonical;
-use super::{SandboxPolicy, WRITABLE_DEVICES};
 use crate::config::SandboxMode;
 
 /// Past this many symlinks a path is a loop, as for the kernel (`ELOOP`).

@@ -7,8 +7,8 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 
 use super::limits::ProcessLimits;
+use super::policy::{SandboxPolicy, WRITABLE_DEVICES};
 use super::protected::canonical;
-use super::{SandboxPolicy, WRITABLE_DEVICES};
 
 /// What runs in the sandbox.
 #[derive(Debug, Clone, Copy)]

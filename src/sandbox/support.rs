@@ -6,10 +6,10 @@
 use std::path::PathBuf;
 use std::sync::LazyLock;
 
-use super::SandboxPolicy;
 use super::landlock::{NET_ABI, SCOPE_ABI, WRITE_ABI};
 use super::launcher;
 use super::limits::ProcessLimits;
+use super::policy::SandboxPolicy;
 use super::spec::LaunchSpec;
 
 #[derive(Debug, Clone, Default, PartialEq, Eq)]

@@ -10,10 +10,8 @@ use std::path::{Path, PathBuf};
 use serde_json::Value;
 use tokio::io::AsyncReadExt;
 
-use super::{
-    CappedOutput, ToolContext, ToolResult, complete_utf8_prefix_len, optional_string,
-    required_string,
-};
+use super::call::{ToolContext, ToolResult, optional_string, required_string};
+use super::output::{CappedOutput, complete_utf8_prefix_len};
 use crate::sandbox::{beneath, paths as sandbox_paths};
 
 /// Runs the file tool `name`; `run_tool` only sends the three names handled here.

@@ -5,7 +5,8 @@ use serde_json::Value;
 use tokio::sync::mpsc::UnboundedSender;
 use tokio_util::sync::CancellationToken;
 
-use super::{ToolContext, ToolResult, ToolStatus, cap_head_and_tail};
+use super::call::{ToolContext, ToolResult, ToolStatus};
+use super::output::cap_head_and_tail;
 use crate::domain::Image;
 use crate::mcp::CallStatus;
 use crate::model::ToolSpec;

@@ -13,11 +13,9 @@ use tokio::sync::mpsc::UnboundedSender;
 use tokio::time::{Instant, sleep_until};
 use tokio_util::sync::CancellationToken;
 
+use super::call::{ToolContext, ToolResult, ToolStatus, optional_number, required_string};
 use super::group_records::{self, GroupRecords, RecordFile};
-use super::{
-    CappedOutput, ToolContext, ToolResult, ToolStatus, complete_utf8_prefix_len, optional_number,
-    required_string,
-};
+use super::output::{CappedOutput, complete_utf8_prefix_len};
 use crate::sandbox::{self, Program};
 
 /// After `sh` exits, a background child may hold the pipes open for ever: wait this long for
