@@ -75,13 +75,7 @@ pub(crate) fn gc(data_dir: &Path) -> anyhow::Result<()> {
 
 pub(crate) fn repair(data_dir: &Path, id: &str) -> anyhow::Result<()> {
     let store = Store::open(data_dir)?;
-    let _lock = match RuntimeLock::acquire(&store.lock_path()) {
-        Ok(lock) => lock,
-        Err(LockError::Held { owner }) => anyhow::bail!(
-            "the service is running ({owner}); stop it first with `openvaala serve stop`"
-        ),
-        Err(error) => return Err(error.into()),
-    };
+    let _lock = service_stopped(&store)?;
     if !store.exists(id) {
         anyhow::bail!("no conversation {id} in {}", data_dir.display());
     }
@@ -129,13 +123,7 @@ pub(crate) fn reindex(
             .map_err(|message| anyhow::anyhow!("--database-url {message}"))?;
     }
     let store = Store::open(data_dir)?;
-    let _lock = match RuntimeLock::acquire(&store.lock_path()) {
-        Ok(lock) => lock,
-        Err(LockError::Held { owner }) => anyhow::bail!(
-            "the service is running ({owner}); stop it first with `openvaala serve stop`"
-        ),
-        Err(error) => return Err(error.into()),
-    };
+    let _lock = service_stopped(&store)?;
     let started = std::time::Instant::now();
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
@@ -179,4 +167,15 @@ pub(crate) fn reindex(
         report.skipped.len()
     );
     Ok(())
+}
+
+/// The data directory's lock, for a command that must run while the service is stopped.
+fn service_stopped(store: &Store) -> anyhow::Result<RuntimeLock> {
+    match RuntimeLock::acquire(&store.lock_path()) {
+        Ok(lock) => Ok(lock),
+        Err(LockError::Held { owner }) => anyhow::bail!(
+            "the service is running ({owner}); stop it first with `openvaala serve stop`"
+        ),
+        Err(error) => Err(error.into()),
+    }
 }
