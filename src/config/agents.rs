@@ -34,8 +34,12 @@ pub struct AgentConfig {
     /// Writes compaction summaries; `None` means `model`. Its context window is at least the
     /// model's, so a summary of what the model saw always fits.
     pub compact_model: Option<String>,
-    /// The system prompt; AGENTS.md from the working directory is added after it.
+    /// Added to the base prompt (`instructions`); the environment block and the AGENTS.md
+    /// files come after both.
     pub instructions: Option<String>,
+    /// The prompt every request starts with (`base_instructions`): the built-in one, none, or
+    /// a file's text in its place.
+    pub base_instructions: BaseInstructions,
     /// Names from [`ALL_TOOLS`].
     pub tools: Vec<String>,
     /// What the agent's tool commands may write (`sandbox`); secure by default.
@@ -57,6 +61,22 @@ pub struct AgentConfig {
     /// they always run in its sandbox.
     pub client_mcp: bool,
 }
+
+/// The prompt an agent's requests start with (`base_instructions`).
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub enum BaseInstructions {
+    /// The runtime's own (`true`, the default).
+    #[default]
+    Builtin,
+    /// None (`false`): only the agent's `instructions`, the environment and AGENTS.md.
+    Off,
+    /// A file's text in place of the built-in prompt (a path, relative to the config file's
+    /// directory), read when the configuration is loaded.
+    Replaced(std::sync::Arc<str>),
+}
+
+/// The largest `base_instructions` file read.
+const BASE_INSTRUCTIONS_MAX_BYTES: u64 = 256 * 1024;
 
 /// What one tool call, and everything it starts, may take. Enforced by the sandbox.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
@@ -158,6 +178,7 @@ pub(super) fn fallback_agent(model: &str) -> AgentConfig {
         model: model.to_string(),
         compact_model: None,
         instructions: None,
+        base_instructions: BaseInstructions::Builtin,
         tools: all_tools(),
         sandbox: SandboxMode::default(),
         network: false,
@@ -184,6 +205,8 @@ pub(super) struct RawAgent {
     model: String,
     compact_model: Option<String>,
     instructions: Option<String>,
+    /// `true`, `false` or a path; read by [`Validator::base_instructions`].
+    base_instructions: Option<toml::Value>,
     tools: Option<Vec<String>>,
     /// Read as text so that a bad value is an error naming the key.
     sandbox: Option<String>,
@@ -302,6 +325,8 @@ impl Validator<'_> {
                     ),
                 ));
             }
+            let base_instructions =
+                self.base_instructions(&name, agent.base_instructions.as_ref())?;
             agents.insert(
                 name,
                 AgentConfig {
@@ -309,6 +334,7 @@ impl Validator<'_> {
                     model: agent.model,
                     compact_model: agent.compact_model,
                     instructions: agent.instructions,
+                    base_instructions,
                     tools,
                     sandbox,
                     network: agent.network.unwrap_or(false),
@@ -322,6 +348,46 @@ impl Validator<'_> {
             );
         }
         Ok(agents)
+    }
+
+    /// `base_instructions`: `true` (the built-in prompt), `false` (none), or the path of a
+    /// UTF-8 file, relative to the config file's directory, whose text replaces it.
+    fn base_instructions(
+        &self,
+        agent: &str,
+        raw: Option<&toml::Value>,
+    ) -> Result<BaseInstructions, ConfigError> {
+        let key = format!("agents.{agent}.base_instructions");
+        let path = match raw {
+            None | Some(toml::Value::Boolean(true)) => return Ok(BaseInstructions::Builtin),
+            Some(toml::Value::Boolean(false)) => return Ok(BaseInstructions::Off),
+            Some(toml::Value::String(path)) if !path.trim().is_empty() => path,
+            Some(_) => {
+                return Err(self.invalid(
+                    key,
+                    "must be true, false or the path of a file holding the base prompt",
+                ));
+            }
+        };
+        let full = match self.source.and_then(std::path::Path::parent) {
+            Some(dir) => dir.join(path),
+            None => std::path::PathBuf::from(path),
+        };
+        let read = std::fs::metadata(&full).and_then(|metadata| {
+            if metadata.len() > BASE_INSTRUCTIONS_MAX_BYTES {
+                return Err(std::io::Error::other(format!(
+                    "it has {} bytes, more than the {BASE_INSTRUCTIONS_MAX_BYTES} allowed",
+                    metadata.len()
+                )));
+            }
+            std::fs::read_to_string(&full)
+        });
+        match read {
+            Ok(text) => Ok(BaseInstructions::Replaced(text.into())),
+            Err(error) => {
+                Err(self.invalid(key, format!("cannot read {}: {error}", full.display())))
+            }
+        }
     }
 
     /// `[agents.<name>.limits]`: each limit at least 1 (memory at least 16 MiB), the defaults

@@ -17,7 +17,9 @@ use std::path::{Path, PathBuf};
 use serde::Deserialize;
 use toml::Spanned;
 
-pub use agents::{ALL_TOOLS, AgentConfig, DEFAULT_AGENT, ProcessLimits, SandboxMode};
+pub use agents::{
+    ALL_TOOLS, AgentConfig, BaseInstructions, DEFAULT_AGENT, ProcessLimits, SandboxMode,
+};
 pub use cluster::{ClusterConfig, check_advertise_addr, check_database_url};
 pub use limits::{RetryConfig, SubagentsConfig, ToolsConfig, TurnConfig};
 pub use mcp::{
@@ -25,7 +27,7 @@ pub use mcp::{
     conversation_servers, valid_server_name,
 };
 pub use providers::{
-    BUILTIN_PROVIDER, DEMO_MODEL, MaxTokensField, ModelConfig, ModelOptions, Protocol,
+    BUILTIN_PROVIDER, DEMO_MODEL, EditTool, MaxTokensField, ModelConfig, ModelOptions, Protocol,
     ProviderConfig, Reasoning, ReasoningContext, ReasoningEffort, ReasoningSummary, Thinking,
     TokenizerName,
 };
@@ -122,6 +124,18 @@ impl Config {
     /// given; `None` when `$HOME` is not set.
     pub fn default_path() -> Option<PathBuf> {
         non_empty_env("HOME").map(|home| home_config_path(&home))
+    }
+
+    /// The directory of the config file (or where it is looked for): the global AGENTS.md
+    /// lives there.
+    pub fn directory(&self) -> Option<PathBuf> {
+        match &self.source {
+            Some(source) => Some(match source.parent() {
+                Some(parent) if !parent.as_os_str().is_empty() => parent.to_path_buf(),
+                _ => PathBuf::from("."),
+            }),
+            None => Config::default_path()?.parent().map(Path::to_path_buf),
+        }
     }
 
     pub fn agent(&self, name: &str) -> Option<&AgentConfig> {

@@ -40,6 +40,22 @@ pub struct ModelConfig {
     pub tokenizer: Option<TokenizerName>,
     /// What the model's requests ask of its provider besides the history.
     pub options: ModelOptions,
+    /// The shape the agents' edit tool is offered in to this model (`edit_tool`).
+    pub edit_tool: EditTool,
+}
+
+/// The `edit_tool` key of a model: which shape of the one edit operation its requests offer.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum EditTool {
+    /// The provider's own tool where its protocol has one (OpenAI Responses: the built-in
+    /// `apply_patch`; Anthropic: the text editor tool), else the `edit_file` function.
+    #[default]
+    Native,
+    /// The `edit_file` function (exact string replacement), on every protocol.
+    EditFile,
+    /// The `apply_patch` function taking a whole V4A patch, for models trained on it.
+    ApplyPatch,
 }
 
 /// A model's switches that belong to one protocol each (the validator refuses them on a model
@@ -194,6 +210,7 @@ pub(super) fn demo_model() -> ModelConfig {
         reasoning_context: None,
         tokenizer: None,
         options: ModelOptions::default(),
+        edit_tool: EditTool::default(),
     }
 }
 
@@ -218,6 +235,7 @@ pub(super) struct RawModel {
     thinking: Option<toml::Value>,
     reasoning: Option<Reasoning>,
     max_tokens_field: Option<MaxTokensField>,
+    edit_tool: Option<EditTool>,
 }
 
 impl Validator<'_> {
@@ -344,6 +362,7 @@ impl Validator<'_> {
                     reasoning_context: model.reasoning_context,
                     tokenizer: model.tokenizer,
                     options,
+                    edit_tool: model.edit_tool.unwrap_or_default(),
                 },
             );
         }

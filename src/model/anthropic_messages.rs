@@ -8,7 +8,8 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 
 use super::client::{
-    ModelError, ModelEvent, ModelRequest, ModelStream, ProviderClient, TokenUsage, ToolSpec,
+    ModelError, ModelEvent, ModelRequest, ModelStream, NativeTool, ProviderClient, TokenUsage,
+    ToolSpec,
 };
 use super::wire::{self, Decoder, Endpoint, Entry, Event, LenientText};
 use crate::config::{ModelOptions, ProviderConfig, Thinking};
@@ -396,15 +397,23 @@ fn push_text(
 pub fn tool_definitions(tools: &[ToolSpec]) -> Value {
     tools
         .iter()
-        .map(|tool| {
-            json!({
+        .map(|tool| match tool.native {
+            // Anthropic's own schema-less definition; its calls are ordinary `tool_use`.
+            Some(NativeTool::TextEditor) => {
+                json!({ "type": TEXT_EDITOR_TYPE, "name": tool.name })
+            }
+            _ => json!({
                 "name": tool.name,
                 "description": tool.description,
                 "input_schema": tool.parameters,
-            })
+            }),
         })
         .collect()
 }
+
+/// The version of Anthropic's text editor tool offered: the one of the Claude 4 models, whose
+/// commands are `view`, `create`, `str_replace` and `insert`.
+pub const TEXT_EDITOR_TYPE: &str = "text_editor_20250728";
 
 #[cfg(test)]
 mod tests {

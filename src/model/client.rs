@@ -36,8 +36,43 @@ pub struct ToolSpec {
     pub name: std::borrow::Cow<'static, str>,
     /// Fixed for most tools; `spawn_agent`'s lists the configured agents.
     pub description: std::borrow::Cow<'static, str>,
-    /// JSON Schema of the parameters.
+    /// JSON Schema of the parameters (`Null` for a native tool, which has none of its own).
     pub parameters: Value,
+    /// Set for a tool the provider defines itself: the request names its type, not a schema.
+    pub native: Option<NativeTool>,
+}
+
+/// A tool a provider defines itself and trains its models on. Only the protocol it belongs to
+/// is offered it (the runtime picks the shape per model); its calls are stored as tool calls
+/// like any other.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum NativeTool {
+    /// OpenAI Responses' built-in `apply_patch` (`{"type": "apply_patch"}`): calls are
+    /// `apply_patch_call` items, stored as `apply_patch` with `{"operation": …}` arguments.
+    ApplyPatch,
+    /// Anthropic's text editor tool (`text_editor_20250728`, named
+    /// `str_replace_based_edit_tool`): calls are ordinary `tool_use` blocks.
+    TextEditor,
+}
+
+impl NativeTool {
+    /// The name its calls carry.
+    pub fn name(self) -> &'static str {
+        match self {
+            NativeTool::ApplyPatch => "apply_patch",
+            NativeTool::TextEditor => "str_replace_based_edit_tool",
+        }
+    }
+
+    /// Its spec, for a request's tool list.
+    pub fn spec(self) -> ToolSpec {
+        ToolSpec {
+            name: self.name().into(),
+            description: "".into(),
+            parameters: Value::Null,
+            native: Some(self),
+        }
+    }
 }
 
 /// One step of a streamed model answer.

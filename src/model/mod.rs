@@ -15,8 +15,8 @@ use std::sync::Arc;
 
 use crate::config::{Config, ModelOptions, Protocol};
 pub use client::{
-    ModelClient, ModelError, ModelEvent, ModelRequest, ModelStream, ProviderClient, TokenUsage,
-    ToolSpec,
+    ModelClient, ModelError, ModelEvent, ModelRequest, ModelStream, NativeTool, ProviderClient,
+    TokenUsage, ToolSpec,
 };
 
 /// One configured model on its provider's shared endpoint: its requests carry its options.

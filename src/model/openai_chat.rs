@@ -103,6 +103,8 @@ pub fn request_body(request: &ModelRequest, options: &ModelOptions) -> Value {
         body["tools"] = request
             .tools
             .iter()
+            // Chat Completions has no native tools: the runtime offers it functions only.
+            .filter(|tool| tool.native.is_none())
             .map(|tool| {
                 json!({
                     "type": "function",

@@ -6,7 +6,7 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 
 use super::client::{
-    ModelError, ModelEvent, ModelRequest, ModelStream, ProviderClient, TokenUsage,
+    ModelError, ModelEvent, ModelRequest, ModelStream, NativeTool, ProviderClient, TokenUsage,
 };
 use super::wire::{self, Decoder, Endpoint, Entry, Event, LenientText};
 use crate::config::{ModelOptions, ProviderConfig};
@@ -59,14 +59,31 @@ pub fn request_body(request: &ModelRequest, options: &ModelOptions) -> Value {
                     }));
                 }
                 for call in &calls {
-                    input.push(json!({
-                        "type": "function_call",
-                        "call_id": call.call_id,
-                        "name": call.name,
-                        "arguments": call.arguments.to_string(),
-                    }));
+                    input.push(match native_patch(call) {
+                        Some(operation) => json!({
+                            "type": "apply_patch_call",
+                            "call_id": call.call_id,
+                            "status": "completed",
+                            "operation": operation,
+                        }),
+                        None => json!({
+                            "type": "function_call",
+                            "call_id": call.call_id,
+                            "name": call.name,
+                            "arguments": call.arguments.to_string(),
+                        }),
+                    });
                 }
                 for call in calls {
+                    if native_patch(&call).is_some() {
+                        input.push(json!({
+                            "type": "apply_patch_call_output",
+                            "call_id": call.call_id,
+                            "status": if call.completed { "completed" } else { "failed" },
+                            "output": call.output,
+                        }));
+                        continue;
+                    }
                     // With images, the output is a list of input parts: the text, then them.
                     let output = match call.images {
                         [] => json!(call.output),
@@ -102,18 +119,27 @@ pub fn request_body(request: &ModelRequest, options: &ModelOptions) -> Value {
         body["tools"] = request
             .tools
             .iter()
-            .map(|tool| {
-                json!({
+            .map(|tool| match tool.native {
+                Some(NativeTool::ApplyPatch) => json!({ "type": "apply_patch" }),
+                _ => json!({
                     "type": "function",
                     "name": tool.name,
                     "description": tool.description,
                     "parameters": tool.parameters,
                     "strict": false,
-                })
+                }),
             })
             .collect();
     }
     body
+}
+
+/// The operation of a call of the built-in `apply_patch` tool (stored as `apply_patch` with
+/// `{"operation": …}`), which goes back as the `apply_patch_call` item it came as; `None` for
+/// any other call, a function named `apply_patch` included.
+fn native_patch<'a>(call: &wire::Call<'a>) -> Option<&'a Value> {
+    let operation = call.arguments.get("operation")?;
+    (call.name == NativeTool::ApplyPatch.name() && operation.is_object()).then_some(operation)
 }
 
 /// Text and images as input parts.
@@ -190,6 +216,29 @@ impl Decoder for ResponsesDecoder {
             }
             "response.output_item.done" if data["item"]["type"] == "function_call" => {
                 vec![self.finish_call(&data["item"])]
+            }
+            // The built-in `apply_patch` tool: one file's operation per call, taken whole.
+            "response.output_item.added" if data["item"]["type"] == "apply_patch_call" => {
+                let item = &data["item"];
+                self.pending.push((
+                    wire::text_of(item, "id").to_owned(),
+                    PendingCall {
+                        call_id: wire::text_of(item, "call_id").to_owned(),
+                        name: NativeTool::ApplyPatch.name().to_owned(),
+                        arguments: json!({ "operation": item["operation"] }).to_string(),
+                    },
+                ));
+                Vec::new()
+            }
+            "response.output_item.done" if data["item"]["type"] == "apply_patch_call" => {
+                let item = &data["item"];
+                let item_id = wire::text_of(item, "id");
+                self.pending.retain(|(id, _)| id != item_id);
+                vec![ModelEvent::ToolCall {
+                    call_id: wire::text_of(item, "call_id").to_owned(),
+                    name: NativeTool::ApplyPatch.name().to_owned(),
+                    arguments: json!({ "operation": item["operation"] }),
+                }]
             }
             // Taken back whole in the turn's later requests (and later turns' with
             // `reasoning_context = "all_turns"`), when it carries its content.

@@ -139,6 +139,36 @@ impl RuleChoice {
     }
 }
 
+/// The tools that change files in place: the `write_file` setting, and the rules remembered for
+/// it, decide for them. (`str_replace_based_edit_tool` is Anthropic's text editor, whose `view`
+/// command only reads; see [`setting_for_call`].)
+pub const EDIT_TOOLS: &[&str] = &["edit_file", "apply_patch", "str_replace_based_edit_tool"];
+
+/// The tools that only read files, decided by the `read_file` setting.
+pub const SEARCH_TOOLS: &[&str] = &["grep", "glob"];
+
+/// The tool whose setting (and remembered rules) decides for `tool`: `write_file` for the edit
+/// tools, `read_file` for the search tools, else the tool itself.
+pub fn setting_of(tool: &str) -> &str {
+    if EDIT_TOOLS.contains(&tool) {
+        "write_file"
+    } else if SEARCH_TOOLS.contains(&tool) {
+        "read_file"
+    } else {
+        tool
+    }
+}
+
+/// As [`setting_of`], for one call: the text editor's `view` command reads.
+pub fn setting_for_call<'a>(tool: &'a str, arguments: &Value) -> &'a str {
+    if tool == "str_replace_based_edit_tool"
+        && arguments.get("command").and_then(Value::as_str) == Some("view")
+    {
+        return "read_file";
+    }
+    setting_of(tool)
+}
+
 /// What a rule of the user's could be matched against for a call: for `shell`, each part of the
 /// command; for the file tools, the absolute path; for other tools, the empty text.
 pub fn rule_subjects(tool: &str, arguments: &Value, cwd: &Path) -> Vec<String> {
@@ -147,7 +177,16 @@ pub fn rule_subjects(tool: &str, arguments: &Value, cwd: &Path) -> Vec<String> {
             Ok(parts) => parts.iter().map(CommandPart::text).collect(),
             Err(_) => Vec::new(),
         },
-        "read_file" | "write_file" | "list_dir" => vec![absolute_path(arguments, cwd)],
+        "read_file" | "write_file" | "list_dir" => match arguments.get("paths") {
+            // An edit or a search seen as a `write_file` or `read_file` call (see
+            // `setting_of`): every path it touches.
+            Some(Value::Array(paths)) => paths
+                .iter()
+                .filter_map(Value::as_str)
+                .map(|path| cwd.join(path).to_string_lossy().into_owned())
+                .collect(),
+            _ => vec![absolute_path(arguments, cwd)],
+        },
         _ => vec![String::new()],
     }
 }
@@ -221,9 +260,18 @@ impl Permissions {
         match tool {
             "shell" => self.check_shell(arguments, cwd, remembered),
             _ => {
-                let subject = rule_subjects(tool, arguments, cwd)
-                    .pop()
-                    .unwrap_or_default();
+                let subjects = rule_subjects(tool, arguments, cwd);
+                // A call that touches several paths is answered by rules only if they cover
+                // every one.
+                let all_remembered = !subjects.is_empty()
+                    && subjects.iter().all(|subject| remembered(subject, false));
+                let mut suggested: Vec<RuleChoice> = Vec::new();
+                for subject in &subjects {
+                    let choice = RuleChoice::exact(suggest_for_path(tool, subject));
+                    if !suggested.contains(&choice) {
+                        suggested.push(choice);
+                    }
+                }
                 match self.tool(tool) {
                     Permission::Allow => Verdict::Allow,
                     Permission::Deny => Verdict::Deny {
@@ -232,13 +280,13 @@ impl Permissions {
                             self.key(tool),
                         ),
                     },
-                    Permission::Ask if remembered(&subject, false) => Verdict::Allow,
+                    Permission::Ask if all_remembered => Verdict::Allow,
                     Permission::Ask => Verdict::Ask {
                         reason: Reason::set_by(
                             format!("this agent asks before each `{tool}` call"),
                             self.key(tool),
                         ),
-                        suggested_rules: vec![RuleChoice::exact(suggest_for_path(tool, &subject))],
+                        suggested_rules: suggested,
                     },
                 }
             }

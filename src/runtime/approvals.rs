@@ -54,6 +54,18 @@ pub struct CallGate {
     pub cwd: String,
 }
 
+/// How the permissions see a call: the tool whose setting and remembered rules decide it
+/// (`write_file` for an edit, `read_file` for a search; `permissions::policy::setting_for_call`)
+/// and the arguments its rules match, with every path the call touches as `paths`.
+pub fn permission_view<'a>(tool: &'a str, arguments: &Value) -> (&'a str, Value) {
+    let setting = crate::permissions::policy::setting_for_call(tool, arguments);
+    if setting == tool {
+        return (tool, arguments.clone());
+    }
+    let paths = crate::tools::touched_paths(tool, arguments);
+    (setting, serde_json::json!({ "paths": paths }))
+}
+
 impl CallGate {
     pub fn check(&self, tool: &str, arguments: &Value) -> Verdict {
         let scope = CallScope {
@@ -61,21 +73,18 @@ impl CallGate {
             agent: &self.agent,
             cwd: &self.cwd,
         };
+        let (setting, view) = permission_view(tool, arguments);
         let remembered = |text: &str, exact: bool| {
             self.rules
-                .allows(scope, tool, text, exact)
+                .allows(scope, setting, text, exact)
                 .unwrap_or_else(|error| {
                     // Unreadable rules answer nothing: the user is asked.
                     tracing::error!(%error, "cannot read the remembered rules");
                     false
                 })
         };
-        self.permissions.check(
-            tool,
-            arguments,
-            std::path::Path::new(&self.cwd),
-            &remembered,
-        )
+        self.permissions
+            .check(setting, &view, std::path::Path::new(&self.cwd), &remembered)
     }
 }
 

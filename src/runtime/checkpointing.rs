@@ -13,7 +13,10 @@ use crate::domain::{FileChanges, Item, ItemKind};
 
 /// Whether a tool may change files in the working directory.
 pub fn may_change_files(name: &str) -> bool {
-    name == "shell" || name == "write_file" || name.starts_with(crate::mcp::names::PREFIX)
+    name == "shell"
+        || name == "write_file"
+        || crate::permissions::policy::EDIT_TOOLS.contains(&name)
+        || name.starts_with(crate::mcp::names::PREFIX)
 }
 
 /// One turn's snapshots.

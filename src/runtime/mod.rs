@@ -8,6 +8,7 @@ pub mod checkpointing;
 pub mod collab;
 pub mod compaction;
 pub mod fork;
+pub mod instructions;
 pub mod link;
 pub mod pending;
 pub mod prompt;

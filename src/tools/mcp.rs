@@ -25,6 +25,7 @@ pub async fn specs(ctx: &ToolContext) -> Vec<ToolSpec> {
             name: tool.name.into(),
             description: tool.description.into(),
             parameters: tool.parameters,
+            native: None,
         })
         .collect()
 }

@@ -5,8 +5,10 @@ mod call;
 mod files;
 pub mod group_records;
 mod mcp;
+mod offer;
 mod output;
 mod shell;
+mod touched;
 
 use serde_json::{Value, json};
 use tokio::sync::mpsc::UnboundedSender;
@@ -14,7 +16,9 @@ use tokio_util::sync::CancellationToken;
 
 pub use call::{ToolContext, ToolResult, ToolStatus};
 pub(crate) use call::{optional_number, optional_string, required_string};
+pub use offer::{EDIT_TOOL, EditShape, offered};
 pub use output::cap_head_and_tail;
+pub use touched::touched_paths;
 
 use crate::model::ToolSpec;
 pub use crate::sandbox::SandboxPolicy;
@@ -237,6 +241,7 @@ fn spec(name: &str) -> Option<ToolSpec> {
         name: name.into(),
         description: description.into(),
         parameters,
+        native: None,
     })
 }
 

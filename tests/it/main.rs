@@ -30,6 +30,7 @@ mod hostile_input;
 mod http_fixes;
 mod idempotency;
 mod index_backlog;
+mod instructions;
 mod limits;
 mod lock;
 mod mcp;

@@ -36,6 +36,8 @@ const ENUM_VALUE: u64 = 3;
 const FUNCTIONS_END: u64 = 12;
 /// Anthropic: the system prompt that tool use adds (`tool_choice` `auto` or `none`).
 const ANTHROPIC_TOOL_PROMPT: u64 = 346;
+/// Anthropic: what its text editor tool adds to a request, as its documentation gives it.
+const ANTHROPIC_TEXT_EDITOR: u64 = 700;
 
 impl Tokenizer {
     /// The protocol a configured model is called with (OpenAI's Chat Completions for a model
@@ -70,7 +72,12 @@ impl Tokenizer {
             return 0;
         }
         let definitions = crate::model::anthropic_messages::tool_definitions(tools);
-        ANTHROPIC_TOOL_PROMPT + self.count(&definitions.to_string())
+        let editor = tools
+            .iter()
+            .any(|tool| tool.native == Some(crate::model::NativeTool::TextEditor));
+        ANTHROPIC_TOOL_PROMPT
+            + self.count(&definitions.to_string())
+            + if editor { ANTHROPIC_TEXT_EDITOR } else { 0 }
     }
 
     fn openai_functions(self, tools: &[ToolSpec]) -> u64 {
@@ -81,8 +88,11 @@ impl Tokenizer {
             Tokenizer::Cl100kBase => FUNCTION_START_CL100K,
             Tokenizer::O200kBase | Tokenizer::Anthropic => FUNCTION_START_O200K,
         };
+        // A native tool (the built-in `apply_patch`) has no definition of its own in the request;
+        // OpenAI documents no count for it.
         let functions: u64 = tools
             .iter()
+            .filter(|tool| tool.native.is_none())
             .map(|tool| {
                 let description = tool.description.strip_suffix('.');
                 let description = description.unwrap_or(&tool.description);

@@ -28,6 +28,8 @@ pub struct Call<'a> {
     pub output: String,
     /// Images the tool returned, for the model with the result.
     pub images: &'a [Image],
+    /// The tool did its work (a protocol that reports a call's outcome says so).
+    pub completed: bool,
 }
 
 /// An image as a URL: its own, or its data as a base64 `data:` URL.
@@ -118,6 +120,7 @@ pub fn entries(history: &[Item]) -> Vec<Entry<'_>> {
                     arguments,
                     output: tool_result_text(output, *exit_code, item.status),
                     images,
+                    completed: item.status == ItemStatus::Completed,
                 };
                 if joins && let Some(Entry::Assistant { calls, .. }) = entries.last_mut() {
                     calls.push(call);

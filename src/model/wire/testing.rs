@@ -18,6 +18,7 @@ pub fn request(model: &str) -> ModelRequest {
             name: "shell".into(),
             description: "run".into(),
             parameters: serde_json::json!({"type": "object"}),
+            native: None,
         }],
         max_output_tokens: 99,
         reasoning_context: None,

@@ -50,7 +50,7 @@ impl ConversationActor {
                 arguments: None,
                 cwd,
             },
-            "read_file" | "write_file" | "list_dir" => ApprovalSubject {
+            "read_file" | "write_file" | "list_dir" | "grep" | "glob" => ApprovalSubject {
                 command: None,
                 path: shown
                     .get("path")
@@ -266,11 +266,10 @@ impl ConversationActor {
                 "give the `rule` to remember (this approval suggests none)".to_owned(),
             ));
         }
-        let subjects = rule_subjects(
-            &approval.tool,
-            &waiting.arguments,
-            std::path::Path::new(&approval.subject.cwd),
-        );
+        // An edit's rule is a `write_file` rule, a search's a `read_file` one.
+        let (setting, view) =
+            crate::runtime::approvals::permission_view(&approval.tool, &waiting.arguments);
+        let subjects = rule_subjects(setting, &view, std::path::Path::new(&approval.subject.cwd));
         for pattern in &patterns {
             if approval.tool == "shell"
                 && let Some(why) = refuse_shell_rule(pattern)
@@ -297,7 +296,7 @@ impl ConversationActor {
         let mut kept = Vec::new();
         for pattern in &patterns {
             kept.push(self.shared.rules.add(
-                &approval.tool,
+                setting,
                 pattern,
                 scope.clone(),
                 by,

@@ -29,6 +29,9 @@ pub(super) struct SessionRun {
     pub interrupt_cause: Option<InterruptCause>,
     /// Interrupt requests answered when the running turn has ended.
     pub interrupt_waiters: Vec<oneshot::Sender<Result<bool, RuntimeError>>>,
+    /// The session's environment block, kept while the conversation is loaded so that its
+    /// requests start with the same bytes.
+    pub environment: std::sync::Arc<crate::runtime::instructions::EnvironmentCell>,
 }
 
 /// The turn in progress and the items it has produced so far (with their live text).
@@ -66,6 +69,7 @@ impl SessionRun {
             turn_reasoning_tokens: 0,
             interrupt_cause: None,
             interrupt_waiters: Vec::new(),
+            environment: Default::default(),
         }
     }
 

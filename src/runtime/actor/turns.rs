@@ -13,6 +13,7 @@ use crate::api::responses::MessageAccepted;
 use crate::domain::{Item, Message, MessageStatus, TurnStatus, TurnUsage, new_id, now, user_item};
 use crate::index::IndexUpdate;
 use crate::model::tokens::Tokenizer;
+use crate::runtime::instructions::{Facts, Prompt};
 use crate::runtime::link::{FromTurn, TurnMsg};
 use crate::runtime::turn::{self, TurnSpec};
 use crate::runtime::{RequestKey, RuntimeError, usage};
@@ -428,7 +429,7 @@ impl ConversationActor {
         let model = config.model(&session.model).ok_or_else(missing)?;
         let client = self.shared.models.client(config, &session.model)?;
         let compactor = self.compactor(&session.agent)?;
-        let (instructions, tools) = self.request_parts(session, agent);
+        let (prompt, tools) = self.request_parts(session, agent);
         // Never looser than any agent above it.
         let (sandbox, permissions) = crate::runtime::sandboxing::session_rules(
             config,
@@ -437,14 +438,30 @@ impl ConversationActor {
             &self.shared.protected,
         )
         .ok_or_else(missing)?;
-        // What every request of this turn carries besides the history.
+        let environment = self
+            .sessions
+            .get(session_id)
+            .map(|run| run.environment.clone());
+        let environment = environment.map(|cell| {
+            let facts = environment_facts(
+                &conversation.cwd,
+                &model.name,
+                &sandbox,
+                &permissions,
+                &tools,
+            );
+            (cell, facts)
+        });
+        // What every request of this turn carries besides the history (the environment
+        // block as last worked out: the turn works it out anew at most daily).
         let tokenizer = Tokenizer::for_model(config, &session.model);
+        let kept = environment.as_ref().and_then(|(cell, _)| cell.current());
         let mut usage = usage;
         usage.adopt(usage::UsageTracker::new(
             tokenizer,
             tokenizer.request_overhead(
                 Tokenizer::protocol(config, &session.model),
-                instructions.as_deref(),
+                prompt.text(kept.as_deref()).as_deref(),
                 &tools,
             ),
         ));
@@ -453,7 +470,9 @@ impl ConversationActor {
             turn_id: turn_id.to_owned(),
             client,
             model_name: model.name.clone(),
-            instructions,
+            prompt,
+            environment,
+            instructions: None,
             history,
             tools,
             tool_context: ToolContext {
@@ -521,12 +540,13 @@ impl ConversationActor {
     }
 
     /// What every request of a session carries besides its history: its agent's
-    /// instructions (with AGENTS.md) and tool schemas.
+    /// instructions (with AGENTS.md; the environment block joins when the turn starts) and
+    /// tool schemas.
     fn request_parts(
         &self,
         session: &crate::domain::Session,
         agent: &crate::config::AgentConfig,
-    ) -> (Option<String>, Vec<crate::model::ToolSpec>) {
+    ) -> (Prompt, Vec<crate::model::ToolSpec>) {
         request_parts(
             &self.shared.config,
             &self.state.conversation.cwd,
@@ -561,17 +581,59 @@ fn request_parts(
     cwd: &str,
     session: &crate::domain::Session,
     agent: &crate::config::AgentConfig,
-) -> (Option<String>, Vec<crate::model::ToolSpec>) {
-    let tools = crate::tools::specs(&agent.tools)
+) -> (Prompt, Vec<crate::model::ToolSpec>) {
+    let edit = match config.model(&session.model) {
+        Some(model) => crate::tools::EditShape::for_model(
+            Tokenizer::protocol(config, &session.model),
+            model.edit_tool,
+        ),
+        None => crate::tools::EditShape::EditFile,
+    };
+    let tools = crate::tools::offered(&agent.tools, edit)
         .into_iter()
         .map(|spec| super::subagents::described(spec, config, agent))
         .collect();
-    let instructions = instructions(
-        agent.instructions.as_deref(),
-        cwd,
+    let prompt = Prompt::new(
+        config,
+        agent,
+        std::path::Path::new(cwd),
         session.parent_id.is_some(),
     );
-    (instructions, tools)
+    (prompt, tools)
+}
+
+/// What the environment block says of a session: its directory, model, sandbox, and which of
+/// its tools ask first or are refused.
+fn environment_facts(
+    cwd: &str,
+    model: &str,
+    sandbox: &crate::sandbox::SandboxPolicy,
+    permissions: &crate::permissions::Permissions,
+    tools: &[crate::model::ToolSpec],
+) -> Facts {
+    use crate::permissions::Permission;
+    let with = |wanted: Permission| -> Vec<String> {
+        tools
+            .iter()
+            .filter(|tool| {
+                permissions.tool(crate::permissions::policy::setting_of(&tool.name)) == wanted
+            })
+            .map(|tool| tool.name.to_string())
+            .collect()
+    };
+    Facts {
+        cwd: cwd.into(),
+        model: model.to_owned(),
+        sandbox: sandbox.clone(),
+        asking: with(Permission::Ask),
+        denied: with(Permission::Deny),
+        shell_rules: permissions
+            .shell_rules
+            .iter()
+            .filter(|(_, permission)| *permission != Permission::Allow)
+            .map(|(pattern, permission)| (pattern.clone(), permission.name()))
+            .collect(),
+    }
 }
 
 /// The meter a session starts from: its model's tokenizer and the fixed part of its requests
@@ -583,31 +645,9 @@ pub(super) fn meter_basis(
 ) -> Option<usage::UsageTracker> {
     let session = state.session(session_id)?;
     let agent = config.agent(&session.agent)?;
-    let (instructions, tools) = request_parts(config, &state.conversation.cwd, session, agent);
+    let (prompt, tools) = request_parts(config, &state.conversation.cwd, session, agent);
     let tokenizer = Tokenizer::for_model(config, &session.model);
     let protocol = Tokenizer::protocol(config, &session.model);
-    let overhead = tokenizer.request_overhead(protocol, instructions.as_deref(), &tools);
+    let overhead = tokenizer.request_overhead(protocol, prompt.text(None).as_deref(), &tools);
     Some(usage::UsageTracker::new(tokenizer, overhead))
 }
-
-/// The agent's instructions, with the working directory's AGENTS.md after them. A
-/// sub-agent is also told how its work reaches its parent.
-fn instructions(agent: Option<&str>, cwd: &str, sub_agent: bool) -> Option<String> {
-    let agents_md = std::fs::read_to_string(std::path::Path::new(cwd).join("AGENTS.md")).ok();
-    let mut parts: Vec<String> = Vec::new();
-    if let Some(agent) = agent {
-        parts.push(agent.to_owned());
-    }
-    if sub_agent {
-        parts.push(SUB_AGENT_NOTE.to_owned());
-    }
-    if let Some(file) = agents_md {
-        parts.push(format!("Instructions from AGENTS.md:\n{file}"));
-    }
-    (!parts.is_empty()).then(|| parts.join("\n\n"))
-}
-
-/// What a sub-agent is told about its place.
-const SUB_AGENT_NOTE: &str = "You are a sub-agent: another agent gave you the task in the \
-first message. Work on it on your own; your final message of each turn is reported to that \
-agent automatically, so end with what it needs to know.";

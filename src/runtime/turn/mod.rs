@@ -48,6 +48,15 @@ async fn drive(mut spec: TurnSpec, link: &ActorLink) -> Result<(), TurnStop> {
         () = spec.cancel.cancelled() => return Err(TurnStop::Interrupted),
     };
     spec.tools.extend(mcp_tools);
+    // The environment block is worked out once per session and day (git runs for it).
+    let environment = match &spec.environment {
+        Some((cell, facts)) => tokio::select! {
+            text = cell.describe(facts) => Some(text),
+            () = spec.cancel.cancelled() => return Err(TurnStop::Interrupted),
+        },
+        None => None,
+    };
+    spec.instructions = spec.prompt.text(environment.as_deref());
     let mut history = spec.history.clone();
     let mut usage = spec.usage;
     let mut step = 0;
@@ -287,6 +296,20 @@ async fn run_tool(
     link: &ActorLink,
 ) -> (ToolResult, Option<FileChanges>) {
     let name = tool_name(item);
+    // A model may name any tool; only those it was offered run.
+    if !spec.tools.iter().any(|tool| tool.name == name) {
+        return (
+            ToolResult::failed(format!(
+                "unknown tool `{name}`: this agent has no such tool (its tools: {})",
+                spec.tools
+                    .iter()
+                    .map(|tool| format!("`{}`", tool.name))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            )),
+            None,
+        );
+    }
     let escalated = match gate(spec, item, arguments, link).await {
         Ok(escalated) => escalated,
         Err(result) => return (result, None),

@@ -18,6 +18,14 @@ pub struct TurnSpec {
     pub turn_id: String,
     pub client: Arc<dyn ModelClient>,
     pub model_name: String,
+    /// The instructions but for the environment block.
+    pub prompt: crate::runtime::instructions::Prompt,
+    /// The session's environment block and what it says; `None` leaves it out.
+    pub environment: Option<(
+        Arc<crate::runtime::instructions::EnvironmentCell>,
+        crate::runtime::instructions::Facts,
+    )>,
+    /// The whole instructions, set when the turn starts (`prompt` with the environment).
     pub instructions: Option<String>,
     /// The session's history so far, the messages of this turn included.
     pub history: Vec<Item>,
