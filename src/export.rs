@@ -70,8 +70,19 @@ fn write_item(out: &mut String, item: &Item) {
         } => {
             let exit = exit_code.map_or(String::new(), |code| format!(" · exit {code}"));
             let _ = writeln!(out, "\n### Tool `{name}`{state}{exit}\n");
-            let arguments = serde_json::to_string_pretty(arguments).unwrap_or_default();
-            out.push_str(&fenced("json", &arguments));
+            let edited = crate::api::edits::edited_files(name, arguments);
+            if edited.is_empty() {
+                let arguments = serde_json::to_string_pretty(arguments).unwrap_or_default();
+                out.push_str(&fenced("json", &arguments));
+            }
+            // An edit reads as what it changed: per file, a diff.
+            for (index, file) in edited.iter().enumerate() {
+                if index > 0 {
+                    out.push('\n');
+                }
+                let _ = writeln!(out, "`{}` {}\n", file.path, file.action);
+                out.push_str(&fenced("diff", &file.diff.join("\n")));
+            }
             if !output.is_empty() {
                 out.push('\n');
                 out.push_str(&fenced("text", output));
@@ -145,9 +156,8 @@ mod tests {
         }
     }
 
-    #[test]
-    fn a_conversation_reads_as_markdown_and_no_content_closes_its_fence() {
-        let conversation = Conversation {
+    fn conversation() -> Conversation {
+        Conversation {
             id: "c_1".to_owned(),
             title: "Fix the build".to_owned(),
             title_custom: false,
@@ -162,7 +172,37 @@ mod tests {
             forked_from: None,
             last_turn: None,
             mcp: Default::default(),
-        };
+        }
+    }
+
+    #[test]
+    fn an_edit_reads_as_its_diff() {
+        let items = [item(
+            ItemKind::ToolCall {
+                call_id: "c".to_owned(),
+                name: "edit_file".to_owned(),
+                arguments: serde_json::json!({
+                    "path": "src/lib.rs", "old_string": "let x = 1;\n", "new_string": "let x = 2;\n"
+                }),
+                output: "edited src/lib.rs".to_owned(),
+                exit_code: None,
+                images: Vec::new(),
+                denied: false,
+                files: None,
+            },
+            ItemStatus::Completed,
+        )];
+        let document = markdown(&conversation(), &items);
+        assert!(
+            document.contains("`src/lib.rs` edited\n\n```diff\n-let x = 1;\n+let x = 2;\n```\n"),
+            "{document}"
+        );
+        assert!(!document.contains("old_string"), "{document}");
+    }
+
+    #[test]
+    fn a_conversation_reads_as_markdown_and_no_content_closes_its_fence() {
+        let conversation = conversation();
         let items = [
             item(
                 ItemKind::UserMessage {

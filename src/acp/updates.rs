@@ -116,7 +116,10 @@ fn kind(name: &str) -> ToolKind {
     match name {
         "shell" => ToolKind::Execute,
         "read_file" | "list_dir" => ToolKind::Read,
-        "write_file" => ToolKind::Edit,
+        "grep" | "glob" => ToolKind::Search,
+        "write_file" | "edit_file" | "apply_patch" | "str_replace_based_edit_tool" => {
+            ToolKind::Edit
+        }
         "spawn_agent" | "send_message" | "wait_agents" | "interrupt_agent" | "list_agents" => {
             ToolKind::Think
         }
@@ -131,6 +134,20 @@ pub fn title(name: &str, arguments: &Value) -> String {
         "shell" => arg("command"),
         "read_file" => format!("Read {}", arg("path")),
         "write_file" => format!("Write {}", arg("path")),
+        "edit_file" => format!("Edit {}", arg("path")),
+        "str_replace_based_edit_tool" if arg("command") == "view" => {
+            format!("Read {}", arg("path"))
+        }
+        "str_replace_based_edit_tool" => format!("Edit {}", arg("path")),
+        "apply_patch" => {
+            let paths: Vec<String> = crate::api::edits::edited_files(name, arguments)
+                .into_iter()
+                .map(|file| file.path)
+                .collect();
+            format!("Patch {}", paths.join(", "))
+        }
+        "grep" => format!("Search for {}", arg("pattern")),
+        "glob" => format!("Find {}", arg("pattern")),
         "list_dir" if arg("path").is_empty() => "List the working directory".to_owned(),
         "list_dir" => format!("List {}", arg("path")),
         "spawn_agent" => {
@@ -149,8 +166,23 @@ pub fn title(name: &str, arguments: &Value) -> String {
 }
 
 fn locations(name: &str, arguments: &Value, cwd: &str) -> Vec<ToolCallLocation> {
+    let edited = crate::api::edits::edited_files(name, arguments);
+    if !edited.is_empty() {
+        return edited
+            .into_iter()
+            .map(|file| ToolCallLocation::new(absolute(cwd, &file.path)))
+            .collect();
+    }
     match (name, arguments["path"].as_str()) {
-        ("read_file" | "write_file" | "list_dir", Some(path)) => {
+        (
+            "read_file"
+            | "write_file"
+            | "list_dir"
+            | "grep"
+            | "glob"
+            | "str_replace_based_edit_tool",
+            Some(path),
+        ) => {
             vec![ToolCallLocation::new(absolute(cwd, path))]
         }
         _ => Vec::new(),
@@ -182,6 +214,17 @@ fn content(call: &Call, cwd: &str, output: &str) -> Vec<ToolCallContent> {
             content.push(ToolCallContent::from(text_block(output)));
         }
         return content;
+    }
+    let edited = crate::api::edits::edited_files(call.name, arguments);
+    if !edited.is_empty() && call.status != ItemStatus::Failed {
+        // An edit as its diffs: the text it replaced and what it wrote, per file.
+        return edited
+            .into_iter()
+            .map(|file| {
+                let diff = Diff::new(absolute(cwd, &file.path), file.new_text);
+                ToolCallContent::Diff(diff.old_text(file.old_text))
+            })
+            .collect();
     }
     if output.is_empty() {
         return Vec::new();

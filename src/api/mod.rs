@@ -3,6 +3,7 @@
 //! OpenAPI document (`http/openapi.rs`) is generated from them, so the three cannot drift.
 
 pub mod approvals;
+pub mod edits;
 pub mod errors;
 pub mod events;
 pub mod reference;

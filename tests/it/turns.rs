@@ -27,7 +27,11 @@ async fn a_runaway_loop_stops_at_the_step_limit_with_a_clear_error() {
 
 #[tokio::test]
 async fn a_tool_error_goes_back_to_the_model_and_the_turn_goes_on() {
-    let setup = Setup::start(Wire::AnthropicMessages).await;
+    let fake = FakeProvider::start(Wire::AnthropicMessages).await;
+    let config = fake
+        .config()
+        .replace("tools = [\"shell\"]", "tools = [\"shell\", \"read_file\"]");
+    let setup = Setup::start_with(fake, config, Vec::new()).await;
     setup.fake.push(Reply::tool_call(
         "read_file",
         json!({ "path": "no/such/file.txt" }),

@@ -5,19 +5,23 @@
 // was denied (by the rules or a user), was interrupted or waits for approval. Long output is
 // collapsed, with "Show all".
 
-import { diffLines } from '/vendor/diff/diff/line.js';
+import { diffBlock, lineDiffRows, splitLines } from './diffview.js';
 import { el, formatBytes, imageList, lineCount, plural } from './dom.js';
+import { editBody, editSubject, isEdit } from './editcards.js';
 import { markInvisible } from './visible.js';
 
 // Output longer than this many lines is collapsed until the reader asks for all of it.
 const COLLAPSED_LINES = 12;
-// Unchanged lines kept around each change of a diff.
-const DIFF_CONTEXT = 3;
 
 const TITLES = {
   shell: 'Shell',
   read_file: 'Read file',
   write_file: 'Write file',
+  edit_file: 'Edit file',
+  apply_patch: 'Apply patch',
+  str_replace_based_edit_tool: 'Edit file',
+  grep: 'Search files',
+  glob: 'Find files',
   list_dir: 'List directory',
   spawn_agent: 'Sub-agent',
   send_message: 'Message to a sub-agent',
@@ -64,6 +68,10 @@ export function renderToolCall(item, classes, context) {
     const write = {};
     card.append(...writeBody(item, args, context, write));
     lines = write.lines || 0;
+  } else if (isEdit(name, args)) {
+    const edit = {};
+    card.append(...editBody(item, args, edit));
+    lines = edit.lines || 0;
   } else {
     const summary = outputSummary(item, args);
     if (summary) card.append(el('div', { class: 'tool-summary' }, summary));
@@ -158,6 +166,9 @@ function subject(name, args) {
   if (name === 'shell') return el('code', { class: 'tool-subject' }, '$ ', marked(args.command === undefined ? '' : args.command));
   if (name === 'read_file' || name === 'write_file') return el('code', { class: 'tool-subject' }, marked(args.path || ''));
   if (name === 'list_dir') return el('code', { class: 'tool-subject' }, args.path ? marked(args.path) : 'working directory');
+  if (name === 'grep' || name === 'glob') return el('code', { class: 'tool-subject' }, marked(args.pattern || ''));
+  if (name === 'str_replace_based_edit_tool' && args.command === 'view') return el('code', { class: 'tool-subject' }, marked(args.path || ''));
+  if (isEdit(name, args)) return el('code', { class: 'tool-subject' }, marked(editSubject(name, args)));
   return null;
 }
 
@@ -234,37 +245,14 @@ function writeBody(item, args, context, write) {
     return [el('div', { class: 'tool-summary' }, el('span', { class: failureClass(item) }, (item.output || 'not written').split('\n')[0]))];
   }
   const before = context.knownContent(String(args.path || ''), item.seq);
-  const rows = [];
+  let rows = [];
   let added = 0;
   let removed = 0;
   if (before === null) {
     for (const line of splitLines(content)) rows.push(['add', line]);
     added = rows.length;
   } else {
-    const parts = diffLines(before, content);
-    parts.forEach((part, index) => {
-      const lines = splitLines(part.value);
-      if (part.added) {
-        added += lines.length;
-        for (const line of lines) rows.push(['add', line]);
-      } else if (part.removed) {
-        removed += lines.length;
-        for (const line of lines) rows.push(['del', line]);
-      } else {
-        // Unchanged: a few lines of context next to each change, the rest folded.
-        const first = index === 0;
-        const last = index === parts.length - 1;
-        const head = first ? 0 : DIFF_CONTEXT;
-        const tail = last ? 0 : DIFF_CONTEXT;
-        if (lines.length <= head + tail + 1) {
-          for (const line of lines) rows.push(['same', line]);
-        } else {
-          for (const line of lines.slice(0, head)) rows.push(['same', line]);
-          rows.push(['fold', `⋯ ${plural(lines.length - head - tail, 'unchanged line')}`]);
-          for (const line of lines.slice(lines.length - tail)) rows.push(['same', line]);
-        }
-      }
-    });
+    ({ rows, added, removed } = lineDiffRows(before, content));
   }
   const summary =
     before === null
@@ -272,25 +260,12 @@ function writeBody(item, args, context, write) {
       : added === 0 && removed === 0
         ? 'no change'
         : `+${added} −${removed} lines`;
-  const pre = el(
-    'pre',
-    { class: 'output diff from-head', 'aria-label': `Changes to ${args.path || 'the file'}` },
-    rows.map(([kind, line]) =>
-      el('span', { class: `diff-line diff-${kind}` }, el('span', { class: 'diff-sign', 'aria-hidden': 'true' }, { add: '+', del: '−', same: ' ', fold: ' ' }[kind]), `${line}\n`),
-    ),
-  );
-  pre.hidden = rows.length === 0;
+  const pre = diffBlock(rows, `Changes to ${args.path || 'the file'}`);
   const toggle = el('button', { type: 'button', class: 'show-all link-button', hidden: true });
   write.lines = rows.length;
   return [el('div', { class: 'tool-summary' }, summary), pre, toggle];
 }
 
-function splitLines(text) {
-  if (!text) return [];
-  const lines = text.split('\n');
-  if (lines[lines.length - 1] === '') lines.pop();
-  return lines;
-}
 
 function argumentList(args) {
   const entries = Object.entries(args);

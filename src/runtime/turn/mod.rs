@@ -296,8 +296,11 @@ async fn run_tool(
     link: &ActorLink,
 ) -> (ToolResult, Option<FileChanges>) {
     let name = tool_name(item);
-    // A model may name any tool; only those it was offered run.
-    if !spec.tools.iter().any(|tool| tool.name == name) {
+    // A model may name any tool; only those it was offered run. (An MCP tool's server is
+    // checked by the MCP layer, which also explains a server that failed to start.)
+    if !spec.tools.iter().any(|tool| tool.name == name)
+        && !name.starts_with(crate::mcp::names::PREFIX)
+    {
         return (
             ToolResult::failed(format!(
                 "unknown tool `{name}`: this agent has no such tool (its tools: {})",
