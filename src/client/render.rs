@@ -229,7 +229,7 @@ impl Renderer {
             } => self.line(&format!(
                 "[{}] {}",
                 tool_label(name),
-                arguments_line(arguments)
+                call_summary(name, arguments)
             )),
             _ => String::new(),
         }
@@ -308,12 +308,23 @@ impl Renderer {
         }
         match &item.kind {
             ItemKind::AgentMessage { .. } => self.end_line(),
-            ItemKind::ToolCall { exit_code, .. } => {
+            ItemKind::ToolCall {
+                exit_code,
+                name,
+                arguments,
+                ..
+            } => {
                 let exit = match exit_code {
                     Some(code) => format!("exit {code}"),
                     None => super::wire_text(&item.status),
                 };
-                let end = self.end_line();
+                let mut end = self.end_line();
+                // An edit that went through shows what it changed.
+                if item.status == ItemStatus::Completed
+                    && let Some(diff) = edit_diff(name, arguments)
+                {
+                    end.push_str(&self.line(&diff));
+                }
                 end + &self.line(&format!("[{exit}]"))
             }
             ItemKind::Notice { text } => self.line(&format!("[notice] {text}")),
@@ -363,14 +374,46 @@ fn first_line(text: &str) -> &str {
     text.lines().next().unwrap_or_default()
 }
 
-/// A tool call's arguments on one line: a shell command as `$ command`, else compact JSON, with
-/// anything a terminal would interpret written out. (The arguments are the tool's own JSON.)
-fn arguments_line(arguments: &Value) -> String {
-    match arguments["command"].as_str() {
-        Some(command) => format!("$ {}", crate::text::visible(command)),
-        None => crate::text::visible(&arguments.to_string()).into_owned(),
+/// A tool call on one line: a shell command as `$ command`, an edit as the files it changes,
+/// else its arguments as compact JSON; anything a terminal would interpret written out. (The
+/// arguments are the tool's own JSON.)
+pub(super) fn call_summary(name: &str, arguments: &Value) -> String {
+    if let (Some(command), "shell") = (arguments["command"].as_str(), name) {
+        return format!("$ {}", crate::text::visible(command));
     }
+    let edited = crate::api::edits::edited_files(name, arguments);
+    if !edited.is_empty() {
+        let files: Vec<String> = edited
+            .iter()
+            .map(|file| format!("{} ({})", file.path, file.action))
+            .collect();
+        return crate::text::visible(&files.join(", ")).into_owned();
+    }
+    crate::text::visible(&arguments.to_string()).into_owned()
 }
+
+/// What an edit call changed, as diff lines under a `--- path` line per file (at most
+/// `EDIT_DIFF_LINES` in all); `None` for a call that is not an edit.
+pub(super) fn edit_diff(name: &str, arguments: &Value) -> Option<String> {
+    let edited = crate::api::edits::edited_files(name, arguments);
+    if edited.is_empty() {
+        return None;
+    }
+    let mut lines = Vec::new();
+    for file in &edited {
+        lines.push(format!("--- {} ({})", file.path, file.action));
+        lines.extend(file.diff.iter().cloned());
+    }
+    let total = lines.len();
+    if total > EDIT_DIFF_LINES {
+        lines.truncate(EDIT_DIFF_LINES);
+        lines.push(format!("[... {} more lines]", total - EDIT_DIFF_LINES));
+    }
+    Some(crate::text::visible(&lines.join("\n")).into_owned())
+}
+
+/// The most diff lines a terminal shows of one edit.
+const EDIT_DIFF_LINES: usize = 60;
 
 /// How a tool call is named on screen: an MCP server's tool by its own name and its server's.
 pub(super) fn tool_label(name: &str) -> String {
@@ -518,6 +561,27 @@ mod tests {
             Some(0),
         )));
         assert_eq!(out, "[shell] $ echo hi\nhi\n[exit 0]\n");
+    }
+
+    #[test]
+    fn an_edit_shows_its_file_and_then_its_diff() {
+        let mut r = Renderer::default();
+        let arguments = json!({"command": "str_replace", "path": "a.rs", "old_str": "x = 1\n", "new_str": "x = 2\n"});
+        let call = |status| {
+            tool(
+                "e1",
+                "str_replace_based_edit_tool",
+                arguments.clone(),
+                "",
+                status,
+            )
+        };
+        let mut out = r.event(&started(call(Running)));
+        out += &r.event(&completed(call(Completed)));
+        assert_eq!(
+            out,
+            "[str_replace_based_edit_tool] a.rs (edited)\n--- a.rs (edited)\n-x = 1\n+x = 2\n[completed]\n"
+        );
     }
 
     #[test]

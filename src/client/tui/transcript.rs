@@ -9,7 +9,6 @@ use std::time::Instant;
 
 use ratatui::style::{Color, Modifier, Style};
 use ratatui::text::{Line, Span};
-use serde_json::Value;
 
 use super::markdown;
 use crate::domain::{Item, ItemKind, ItemStatus, MessageSource, TurnStatus};
@@ -115,8 +114,17 @@ impl Transcript {
                 exit_code,
                 ..
             } => Entry::Tool {
-                call: call_line(name, arguments),
-                output: shown(output),
+                call: format!(
+                    "{name} {}",
+                    super::super::render::call_summary(name, arguments)
+                ),
+                // An edit that went through shows what it changed, then its result.
+                output: match super::super::render::edit_diff(name, arguments) {
+                    Some(diff) if item.status == ItemStatus::Completed => {
+                        format!("{diff}\n{}", shown(output))
+                    }
+                    _ => shown(output),
+                },
                 exit: *exit_code,
                 status,
             },
@@ -365,13 +373,6 @@ fn foldable(entry: &Entry) -> bool {
 
 /// A tool call on one line: a shell command as `$ command`, else the tool and its arguments
 /// (the tool's own JSON).
-fn call_line(name: &str, arguments: &Value) -> String {
-    match arguments["command"].as_str() {
-        Some(command) => format!("{name} $ {}", crate::text::visible(command)),
-        None => format!("{name} {arguments}"),
-    }
-}
-
 fn first_line(text: &str) -> &str {
     text.lines().next().unwrap_or_default()
 }
