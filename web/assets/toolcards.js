@@ -24,6 +24,7 @@ const TITLES = {
   wait_agents: 'Wait for sub-agents',
   interrupt_agent: 'Interrupt a sub-agent',
   list_agents: 'List sub-agents',
+  update_plan: 'Update plan',
 };
 
 // An MCP server's tool reaches the model as `mcp__<server>__<tool>` (a server's name has no `__`).
@@ -67,7 +68,8 @@ export function renderToolCall(item, classes, context) {
   } else {
     const summary = outputSummary(item, args);
     if (summary) card.append(el('div', { class: 'tool-summary' }, summary));
-    if (!['shell', 'read_file', 'list_dir'].includes(name)) card.append(argumentList(args));
+    // A plan's steps show in the plan item after the call.
+    if (!['shell', 'read_file', 'list_dir', 'update_plan'].includes(name)) card.append(argumentList(args));
     const folded = mcpTool(name) && item.status !== 'running' ? foldedJson(item.output || '') : null;
     // Images a tool returned (an MCP tool's) show below its output.
     const images = imageList(item.images, `image returned by ${toolTitle(name)}`);
