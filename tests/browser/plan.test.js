@@ -22,10 +22,10 @@ const plan = (explanation, ...statuses) => ({
   },
 });
 
-// The steps the panel shows: [marker class, text].
+// The steps the panel shows: [status, text].
 function panelSteps(page) {
   return page.locator('#plan .plan-step').evaluateAll((steps) =>
-    steps.map((step) => [step.classList[1], step.querySelector('.plan-text').textContent]),
+    steps.map((step) => [step.classList[1].replace(/^step-/, ''), step.querySelector('.plan-text').textContent]),
   );
 }
 
@@ -40,7 +40,7 @@ test('the plan shows above the message box while the agent works, and in the his
     await second.requested;
     await waitRunning(page);
     const panel = page.locator('#plan');
-    await panel.locator('.plan-step.in-progress', { hasText: 'Read the failing test' }).waitFor();
+    await panel.locator('.plan-step.step-in-progress', { hasText: 'Read the failing test' }).waitFor();
     assert.equal(await panel.isVisible(), true);
     assert.equal(await page.locator('#plan-progress').textContent(), '0 of 3 done');
     assert.equal(await panel.locator('.plan-explanation').textContent(), 'Start from the test, then fix.');
@@ -80,18 +80,19 @@ test('the plan shows above the message box while the agent works, and in the his
     // A reload finds the current plan in the history.
     await page.reload();
     await waitRunning(page);
-    await panel.locator('.plan-step.in-progress', { hasText: 'Read the failing test' }).waitFor();
+    await panel.locator('.plan-step.step-in-progress', { hasText: 'Read the failing test' }).waitFor();
 
     // The next plan replaces it live.
     second.release();
     await answer.requested;
-    await panel.locator('.plan-step.in-progress', { hasText: 'Fix the parser' }).waitFor();
+    await panel.locator('.plan-step.step-in-progress', { hasText: 'Fix the parser' }).waitFor();
     assert.equal(await page.locator('#plan-progress').textContent(), '1 of 3 done');
     assert.deepEqual(await panelSteps(page), [
       ['completed', 'Read the failing test'],
       ['in-progress', 'Fix the parser'],
       ['pending', 'Run the whole suite'],
     ]);
+    await screenshot(page, 'plan-second');
 
     // The turn ends: the panel goes; the history keeps both plans as checklists.
     answer.release();
@@ -100,8 +101,8 @@ test('the plan shows above the message box while the agent works, and in the his
     const items = page.locator('#items .item.plan');
     assert.equal(await items.count(), 2);
     assert.equal(await items.nth(0).locator('.who').textContent(), 'Plan');
-    assert.equal(await items.nth(1).locator('.plan-step.completed').count(), 1);
-    assert.equal(await items.nth(1).locator('.plan-step.in-progress .plan-text').textContent(), 'Fix the parser');
+    assert.equal(await items.nth(1).locator('.plan-step.step-completed').count(), 1);
+    assert.equal(await items.nth(1).locator('.plan-step.step-in-progress .plan-text').textContent(), 'Fix the parser');
     await checkAxe(page, 'plan items in the history');
     await screenshot(page, 'plan-history');
   }));

@@ -51,7 +51,7 @@ export function planContent(item) {
       (item.steps || []).map((step) =>
         el(
           'li',
-          { class: `plan-step ${step.status.replace(/_/g, '-')}`, 'aria-current': step.status === 'in_progress' ? 'step' : null },
+          { class: `plan-step step-${step.status.replace(/_/g, '-')}`, 'aria-current': step.status === 'in_progress' ? 'step' : null },
           el('span', { class: 'plan-mark', 'aria-hidden': 'true' }, step.status === 'completed' ? '✓' : ''),
           el('span', { class: 'visually-hidden' }, `${STATUS_TEXT[step.status] || step.status}: `),
           el('span', { class: 'plan-text' }, step.step),
