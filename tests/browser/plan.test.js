@@ -59,9 +59,11 @@ test('the plan shows above the message box while the agent works, and in the his
     const card = page.locator('#items .item.tool-call.tool-update-plan').first();
     assert.equal(await card.locator('.tool-name').textContent(), 'Update plan');
     assert.ok(!(await card.textContent()).includes('"steps"'), await card.textContent());
+    assert.equal(await card.locator('.tool-summary').textContent(), 'Plan updated: 0 of 3 steps completed.');
 
     await inEachView(page, async (size, scheme) => {
       await checkAxe(page, `plan panel, ${size} ${scheme}`);
+      await screenshot(page, `plan-${size}-${scheme}`);
     });
     await page.setViewportSize(DESKTOP);
     await page.emulateMedia({ colorScheme: 'light' });

@@ -61,6 +61,11 @@ export function renderToolCall(item, classes, context) {
   if (name === 'spawn_agent') {
     card.append(...spawnBody(item, args));
     lines = 0;
+  } else if (name === 'update_plan') {
+    // The plan shows as the plan item after the call: the card says only how it went.
+    const summary = outputSummary(item, args) || (item.status === 'completed' ? item.output : null);
+    if (summary) card.append(el('div', { class: 'tool-summary' }, summary));
+    lines = 0;
   } else if (name === 'write_file') {
     const write = {};
     card.append(...writeBody(item, args, context, write));
@@ -68,8 +73,7 @@ export function renderToolCall(item, classes, context) {
   } else {
     const summary = outputSummary(item, args);
     if (summary) card.append(el('div', { class: 'tool-summary' }, summary));
-    // A plan's steps show in the plan item after the call.
-    if (!['shell', 'read_file', 'list_dir', 'update_plan'].includes(name)) card.append(argumentList(args));
+    if (!['shell', 'read_file', 'list_dir'].includes(name)) card.append(argumentList(args));
     const folded = mcpTool(name) && item.status !== 'running' ? foldedJson(item.output || '') : null;
     // Images a tool returned (an MCP tool's) show below its output.
     const images = imageList(item.images, `image returned by ${toolTitle(name)}`);
