@@ -293,6 +293,29 @@ pub enum ItemKind {
     Notice {
         text: String,
     },
+    /// The agent's plan as it set it with `update_plan`, stored after that call. The newest
+    /// plan of a session is its current one. Shown to users only: the model already has the
+    /// call it made.
+    Plan {
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        explanation: Option<String>,
+        steps: Vec<PlanStep>,
+    },
+}
+
+/// One step of a plan.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq, utoipa::ToSchema)]
+pub struct PlanStep {
+    pub step: String,
+    pub status: PlanStepStatus,
+}
+
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq, utoipa::ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum PlanStepStatus {
+    Pending,
+    InProgress,
+    Completed,
 }
 
 /// The paths (relative to the working directory) one tool call added, modified and deleted,
@@ -323,14 +346,15 @@ impl FileChanges {
 
 impl Item {
     /// Whether the model is sent this item: a failed attempt's partial output (text or
-    /// reasoning) is kept for clients but never sent to the model as if it were complete.
+    /// reasoning) is kept for clients but never sent to the model as if it were complete, and a
+    /// plan is for users (the model has the `update_plan` call it made).
     pub fn sent_to_model(&self) -> bool {
         !matches!(
             (&self.kind, self.status),
             (
                 ItemKind::AgentMessage { .. } | ItemKind::Reasoning { .. },
                 ItemStatus::Failed
-            )
+            ) | (ItemKind::Plan { .. }, _)
         )
     }
 }

@@ -1,13 +1,14 @@
 //! A conversation as a Markdown document (`GET …/export?format=markdown`): its title and
 //! details, then the root agent's history in order: the user's messages, the agent's answers,
-//! each tool call with its arguments and output, notices and summaries. Reasoning is left out
-//! (it is the model's, not the conversation's), and sub-agents are named by their reports.
+//! each tool call with its arguments and output, notices, summaries and plans (as checklists).
+//! Reasoning is left out (it is the model's, not the conversation's), and sub-agents are named
+//! by their reports.
 //! Text from the conversation is put in code fences longer than any run of backticks in it, so
 //! no content can close its fence early.
 
 use std::fmt::Write as _;
 
-use crate::domain::{Conversation, Item, ItemKind, ItemStatus, MessageSource};
+use crate::domain::{Conversation, Item, ItemKind, ItemStatus, MessageSource, PlanStepStatus};
 
 /// The document for `conversation` with the root session's `items`, in order.
 pub fn markdown(conversation: &Conversation, items: &[Item]) -> String {
@@ -113,6 +114,20 @@ fn write_item(out: &mut String, item: &Item) {
         }
         ItemKind::Notice { text } => {
             let _ = writeln!(out, "\n{}", quoted(text));
+        }
+        ItemKind::Plan { explanation, steps } => {
+            let _ = writeln!(out, "\n### Plan\n");
+            if let Some(explanation) = explanation {
+                let _ = writeln!(out, "{}\n", one_line(explanation));
+            }
+            for step in steps {
+                let (mark, note) = match step.status {
+                    PlanStepStatus::Completed => ("x", ""),
+                    PlanStepStatus::InProgress => (" ", " _(in progress)_"),
+                    PlanStepStatus::Pending => (" ", ""),
+                };
+                let _ = writeln!(out, "- [{mark}] {}{note}", one_line(&step.step));
+            }
         }
     }
 }
@@ -243,6 +258,26 @@ mod tests {
                 ItemStatus::Completed,
             ),
             item(
+                ItemKind::Plan {
+                    explanation: Some("Find it,\nthen fix it.".to_owned()),
+                    steps: vec![
+                        crate::domain::PlanStep {
+                            step: "Read the log".to_owned(),
+                            status: PlanStepStatus::Completed,
+                        },
+                        crate::domain::PlanStep {
+                            step: "Fix the path".to_owned(),
+                            status: PlanStepStatus::InProgress,
+                        },
+                        crate::domain::PlanStep {
+                            step: "Run the build".to_owned(),
+                            status: PlanStepStatus::Pending,
+                        },
+                    ],
+                },
+                ItemStatus::Completed,
+            ),
+            item(
                 ItemKind::Notice {
                     text: "The user interrupted the previous turn.".to_owned(),
                 },
@@ -270,6 +305,13 @@ mod tests {
         );
         assert!(
             document.contains("\n## Agent\n\nA **missing** file.\n"),
+            "{document}"
+        );
+        assert!(
+            document.contains(
+                "\n### Plan\n\nFind it, then fix it.\n\n- [x] Read the log\n\
+                 - [ ] Fix the path _(in progress)_\n- [ ] Run the build\n"
+            ),
             "{document}"
         );
         assert!(

@@ -212,6 +212,15 @@ impl Ledger {
                 sent.kind = Kind::Other;
                 sent.finished = finished;
             }
+            // The editor's plan is the root agent's; a sub-agent's goes to its own session
+            // when the editor follows sub-agents, and nowhere otherwise.
+            ItemKind::Plan { steps, .. } => {
+                sent.kind = Kind::Other;
+                sent.finished = finished;
+                if visible {
+                    out.push(updates::plan(steps));
+                }
+            }
         }
         to(&session, out)
     }
@@ -253,6 +262,7 @@ impl Ledger {
 mod tests {
     use super::*;
     use crate::client::fixtures::{agent, user};
+    use agent_client_protocol::v1::schema::PlanEntryStatus;
 
     fn chunk_text(routed: &Routed) -> String {
         assert_eq!(routed.0, None, "the editor's session");
@@ -300,5 +310,46 @@ mod tests {
         sub.session_id = "s_sub".to_owned();
         assert!(ledger.item(&sub).is_empty());
         assert!(ledger.delta("m_2", DeltaField::Text, "y").is_empty());
+    }
+
+    #[test]
+    fn the_root_plan_is_the_editors_plan_and_a_sub_agents_stays_in_its_session() {
+        use crate::domain::PlanStepStatus::{Completed, InProgress};
+        let mut ledger = Ledger {
+            root_session_id: "s_root".into(),
+            ..Ledger::default()
+        };
+        let plan =
+            crate::client::fixtures::plan("m_p", None, &[("a", Completed), ("b", InProgress)]);
+        let sent = ledger.item(&plan);
+        let [(None, SessionUpdate::Plan(shown))] = sent.as_slice() else {
+            panic!("one plan update for the editor's session, got {sent:?}");
+        };
+        let entries: Vec<(&str, &PlanEntryStatus)> = shown
+            .entries
+            .iter()
+            .map(|entry| (entry.content.as_str(), &entry.status))
+            .collect();
+        assert_eq!(
+            entries,
+            [
+                ("a", &PlanEntryStatus::Completed),
+                ("b", &PlanEntryStatus::InProgress)
+            ]
+        );
+        // Seen again (item.completed after item.started, a replay): nothing more.
+        assert!(ledger.item(&plan).is_empty());
+
+        let mut sub = crate::client::fixtures::plan("m_q", None, &[("c", Completed)]);
+        sub.session_id = "s_sub".to_owned();
+        assert!(ledger.item(&sub).is_empty());
+        // An editor that follows sub-agents gets it in the sub-agent's session.
+        ledger.subagents = true;
+        sub.id = "m_r".to_owned();
+        let sent = ledger.item(&sub);
+        assert!(
+            matches!(sent.as_slice(), [(Some(session), SessionUpdate::Plan(_))] if session == "s_sub"),
+            "{sent:?}"
+        );
     }
 }

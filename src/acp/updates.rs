@@ -6,9 +6,9 @@ use std::path::{Path, PathBuf};
 
 use agent_client_protocol::v1::schema::{
     AvailableCommand, AvailableCommandInput, AvailableCommandsUpdate, ContentBlock, ContentChunk,
-    Diff, ImageContent, SessionUpdate, TextContent, ToolCall, ToolCallContent, ToolCallLocation,
-    ToolCallStatus, ToolCallUpdate, ToolCallUpdateFields, ToolKind, UnstructuredCommandInput,
-    UsageUpdate,
+    Diff, ImageContent, Plan, PlanEntry, PlanEntryPriority, PlanEntryStatus, SessionUpdate,
+    TextContent, ToolCall, ToolCallContent, ToolCallLocation, ToolCallStatus, ToolCallUpdate,
+    ToolCallUpdateFields, ToolKind, UnstructuredCommandInput, UsageUpdate,
 };
 use agent_client_protocol::v1::schema::{
     ErrorStopReason, IdleStateUpdate, IdleStopReason, RunningStateUpdate,
@@ -18,7 +18,10 @@ use agent_client_protocol::v1::schema::{
 use serde_json::Value;
 
 use crate::api::responses::ChangedFile;
-use crate::domain::{Image, Item, ItemKind, ItemStatus, Session, SessionStatus, TurnStatus, Usage};
+use crate::domain::{
+    Image, Item, ItemKind, ItemStatus, PlanStep, PlanStepStatus, Session, SessionStatus,
+    TurnStatus, Usage,
+};
 
 /// A tool call as the editor is shown it: a `tool_call` item's, or what a delta of its output
 /// knows of it.
@@ -120,9 +123,8 @@ fn kind(name: &str) -> ToolKind {
         "write_file" | "edit_file" | "apply_patch" | "str_replace_based_edit_tool" => {
             ToolKind::Edit
         }
-        "spawn_agent" | "send_message" | "wait_agents" | "interrupt_agent" | "list_agents" => {
-            ToolKind::Think
-        }
+        "spawn_agent" | "send_message" | "wait_agents" | "interrupt_agent" | "list_agents"
+        | "update_plan" => ToolKind::Think,
         _ => ToolKind::Other,
     }
 }
@@ -155,6 +157,7 @@ pub fn title(name: &str, arguments: &Value) -> String {
             let first = task.lines().next().unwrap_or_default();
             format!("Sub-agent {}: {first}", arg("agent"))
         }
+        "update_plan" => "Update the plan".to_owned(),
         _ => match name
             .strip_prefix("mcp__")
             .and_then(|rest| rest.split_once("__"))
@@ -350,6 +353,23 @@ pub fn tool_diffs(call: &Call, cwd: &str, files: &[ChangedFile]) -> Option<Sessi
 }
 
 /// The context meter: tokens used of the model's window.
+/// The agent's plan, whole: the editor replaces the one it showed. The service's steps have no
+/// priority, so all are medium; the explanation has no place in the protocol's plan.
+pub fn plan(steps: &[PlanStep]) -> SessionUpdate {
+    let entries = steps
+        .iter()
+        .map(|step| {
+            let status = match step.status {
+                PlanStepStatus::Pending => PlanEntryStatus::Pending,
+                PlanStepStatus::InProgress => PlanEntryStatus::InProgress,
+                PlanStepStatus::Completed => PlanEntryStatus::Completed,
+            };
+            PlanEntry::new(step.step.clone(), PlanEntryPriority::Medium, status)
+        })
+        .collect();
+    SessionUpdate::Plan(Plan::new(entries))
+}
+
 pub fn usage(usage: &Usage) -> SessionUpdate {
     SessionUpdate::UsageUpdate(UsageUpdate::new(usage.used_tokens, usage.context_window))
 }

@@ -9,8 +9,8 @@ use serde_json::Value;
 use crate::api::approvals::Approval;
 use crate::api::events::{ConversationEvent, RunningTurnView};
 use crate::domain::{
-    Conversation, ConversationStatus, Item, ItemKind, ItemStatus, MessageSource, Session,
-    SessionStatus, Timestamp, Usage, UsageSource,
+    Conversation, ConversationStatus, Item, ItemKind, ItemStatus, MessageSource, PlanStep,
+    PlanStepStatus, Session, SessionStatus, Timestamp, Usage, UsageSource,
 };
 
 pub const ROOT: &str = "s_root";
@@ -61,6 +61,21 @@ pub fn tool(id: &str, name: &str, arguments: Value, output: &str, status: ItemSt
         denied: false,
     };
     item(id, status, kind)
+}
+
+/// A plan item of the root session: `steps` as (text, status).
+pub fn plan(id: &str, explanation: Option<&str>, steps: &[(&str, PlanStepStatus)]) -> Item {
+    let kind = ItemKind::Plan {
+        explanation: explanation.map(str::to_owned),
+        steps: steps
+            .iter()
+            .map(|(step, status)| PlanStep {
+                step: (*step).to_owned(),
+                status: *status,
+            })
+            .collect(),
+    };
+    item(id, ItemStatus::Completed, kind)
 }
 
 pub fn session(id: &str, parent: Option<&str>, agent: &str, status: SessionStatus) -> Session {

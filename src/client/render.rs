@@ -10,7 +10,8 @@ use serde_json::Value;
 use super::events::session_of;
 use crate::api::events::ConversationEvent;
 use crate::domain::{
-    Item, ItemKind, ItemStatus, MessageSource, SessionStatus, TurnStatus, Usage, UsageSource,
+    Item, ItemKind, ItemStatus, MessageSource, PlanStep, PlanStepStatus, SessionStatus, TurnStatus,
+    Usage, UsageSource,
 };
 use crate::text::floor_char_boundary;
 
@@ -337,6 +338,13 @@ impl Renderer {
             ItemKind::Summary { text, .. } => {
                 self.line(&format!("[summary of the earlier history] {text}"))
             }
+            ItemKind::Plan { explanation, steps } => {
+                let mut out = self.line("[plan]");
+                for line in plan_lines(explanation.as_deref(), steps) {
+                    out += &self.line(&format!("  {line}"));
+                }
+                out
+            }
             _ => String::new(),
         }
     }
@@ -414,6 +422,29 @@ pub(super) fn edit_diff(name: &str, arguments: &Value) -> Option<String> {
 
 /// The most diff lines a terminal shows of one edit.
 const EDIT_DIFF_LINES: usize = 60;
+
+/// A plan as a checklist, a line each: its explanation, then each step marked `[x]` (completed),
+/// `[>]` (in progress) or `[ ]` (pending).
+pub(super) fn plan_lines(explanation: Option<&str>, steps: &[PlanStep]) -> Vec<String> {
+    let explanation = explanation.map(|text| text.split_whitespace().collect::<Vec<_>>().join(" "));
+    explanation
+        .into_iter()
+        .chain(
+            steps
+                .iter()
+                .map(|step| format!("{} {}", plan_mark(step.status), step.step)),
+        )
+        .collect()
+}
+
+/// A plan step's checkbox on a terminal.
+pub(super) fn plan_mark(status: PlanStepStatus) -> &'static str {
+    match status {
+        PlanStepStatus::Completed => "[x]",
+        PlanStepStatus::InProgress => "[>]",
+        PlanStepStatus::Pending => "[ ]",
+    }
+}
 
 /// How a tool call is named on screen: an MCP server's tool by its own name and its server's.
 pub(super) fn tool_label(name: &str) -> String {
@@ -581,6 +612,26 @@ mod tests {
         assert_eq!(
             out,
             "[str_replace_based_edit_tool] a.rs (edited)\n--- a.rs (edited)\n-x = 1\n+x = 2\n[completed]\n"
+        );
+    }
+
+    #[test]
+    fn a_plan_prints_as_a_checklist() {
+        use crate::domain::PlanStepStatus::*;
+        let mut r = Renderer::default();
+        let steps = [
+            ("Read it", Completed),
+            ("Fix it", InProgress),
+            ("Test it", Pending),
+        ];
+        let plan = fixtures::plan("p1", Some("Small\nsteps."), &steps);
+        let mut out = r.event(&started(plan.clone()));
+        out += &r.event(&completed(plan.clone()));
+        // Seen again in the history: printed once.
+        out += &r.stored_item(&plan);
+        assert_eq!(
+            out,
+            "[plan]\n  Small steps.\n  [x] Read it\n  [>] Fix it\n  [ ] Test it\n"
         );
     }
 

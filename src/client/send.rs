@@ -2,10 +2,11 @@
 //! agent's reply to stdout as it streams (or, with `--json`, every event of the conversation as
 //! a JSON line), and exits with how the turn that took the message ended: 0 completed,
 //! 1 failed, 130 interrupted, 2 when the request itself was refused (a usage error), 69 when
-//! the service could not be reached or the stream was lost for good. A tool call that waits
-//! for approval is asked about at a terminal; otherwise `send` says how to answer it and exits
-//! 4, so a script never waits silently for an answer it cannot give. Ctrl-C interrupts the
-//! turn and waits for its end; a second Ctrl-C leaves at once.
+//! the service could not be reached or the stream was lost for good. Retries and the agent's
+//! plan (as a checklist) go to stderr. A tool call that waits for approval is asked about at a
+//! terminal; otherwise `send` says how to answer it and exits 4, so a script never waits
+//! silently for an answer it cannot give. Ctrl-C interrupts the turn and waits for its end; a
+//! second Ctrl-C leaves at once.
 
 use std::collections::{HashMap, HashSet};
 use std::io::Write as _;
@@ -21,7 +22,7 @@ use super::stream::{self, Events, Next};
 use crate::api::approvals::Approval;
 use crate::api::events::{ConversationEvent, DeltaField, RunningTurnView};
 use crate::api::requests::{NewConversation, NewMessage};
-use crate::domain::{Item, ItemKind, ItemStatus, MessageMode, TurnStatus};
+use crate::domain::{Item, ItemKind, ItemStatus, MessageMode, PlanStep, TurnStatus};
 
 /// Exit codes, as a shell reads them.
 pub const EXIT_COMPLETED: u8 = 0;
@@ -556,6 +557,9 @@ impl Output {
             }
             ConversationEvent::ItemStarted { item } if turn.is(event) => self.item_text(item),
             ConversationEvent::ItemCompleted { item } if turn.is(event) => {
+                if let ItemKind::Plan { explanation, steps } = &item.kind {
+                    self.plan(explanation.as_deref(), steps);
+                }
                 self.item_text(item);
                 if matches!(item.kind, ItemKind::AgentMessage { .. }) {
                     self.end_line();
@@ -590,6 +594,17 @@ impl Output {
             let rest = rest.to_owned();
             self.write(&rest);
         }
+    }
+
+    /// The agent's plan, as a checklist on stderr with the turn's other news: stdout is the
+    /// reply alone.
+    fn plan(&mut self, explanation: Option<&str>, steps: &[PlanStep]) {
+        self.end_line();
+        let mut text = String::from("plan:\n");
+        for line in super::render::plan_lines(explanation, steps) {
+            text += &format!("  {line}\n");
+        }
+        eprint!("{}", crate::text::visible(&text));
     }
 
     fn write(&mut self, text: &str) {

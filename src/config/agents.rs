@@ -24,6 +24,7 @@ pub const ALL_TOOLS: &[&str] = &[
     "wait_agents",
     "interrupt_agent",
     "list_agents",
+    "update_plan",
 ];
 
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -18,8 +18,8 @@ use crate::api::events::{ConversationEvent, ListEvent};
 use crate::api::requests::{EmptyRequest, ImageInput, InterruptRequest, RetryRequest};
 use crate::domain::{
     Conversation, ConversationStatus, ForkedFrom, Image, Item, ItemKind, ItemStatus, LastTurn,
-    Message, MessageMode, MessageSource, MessageStatus, Session, SessionStatus, TurnStatus, Usage,
-    UsageSource,
+    Message, MessageMode, MessageSource, MessageStatus, PlanStep, PlanStepStatus, Session,
+    SessionStatus, TurnStatus, Usage, UsageSource,
 };
 
 /// The document, built once: it depends only on the code, not on the configuration.
@@ -107,6 +107,8 @@ pub async fn serve() -> Json<Value> {
         Item,
         ItemStatus,
         ItemKind,
+        PlanStep,
+        PlanStepStatus,
         Usage,
         UsageSource,
         ErrorBody,

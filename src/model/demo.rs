@@ -231,7 +231,7 @@ fn compaction_summary(history: &[Item]) -> String {
             ItemKind::AgentMessage { .. } => answers += 1,
             ItemKind::ToolCall { .. } => tools += 1,
             ItemKind::Summary { text, .. } => earlier = Some(first_line_excerpt(text)),
-            ItemKind::Reasoning { .. } | ItemKind::Notice { .. } => {}
+            ItemKind::Reasoning { .. } | ItemKind::Notice { .. } | ItemKind::Plan { .. } => {}
         }
     }
     let mut summary = format!(

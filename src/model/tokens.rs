@@ -325,6 +325,8 @@ impl Tokenizer {
                 self.count(name) + self.count(&arguments.to_string()) + MESSAGE_FRAMING,
                 self.count(output),
             ),
+            // Never sent to the model (`Item::sent_to_model`).
+            ItemKind::Plan { .. } => (0, 0),
         }
     }
 }

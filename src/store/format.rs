@@ -1,5 +1,5 @@
 //! The format version of the data directory as a whole, in `<data>/format`
-//! (`{"version":1,"written_by":"openvaala 0.1.0"}`): which binaries may open it. The per-line
+//! (`{"version":2,"written_by":"openvaala 0.1.0"}`): which binaries may open it. The per-line
 //! `"v"` of `records.rs` stays as it is; this version covers everything the directory holds
 //! (the layout, every file's records, what counts and how, what the index derives).
 //!
@@ -39,8 +39,9 @@ use serde::{Deserialize, Serialize};
 
 use super::error::StoreError;
 
-/// The format this binary writes, and the newest it reads.
-pub const FORMAT_VERSION: u32 = 1;
+/// The format this binary writes, and the newest it reads. 1: the first stamped format;
+/// 2: `plan` items (an older binary would take their lines for damaged ones).
+pub const FORMAT_VERSION: u32 = 2;
 
 pub const FORMAT_FILE: &str = "format";
 

@@ -26,7 +26,7 @@ pub use crate::sandbox::SandboxPolicy;
 /// Runs one tool call. Live output chunks (shell stdout/stderr as they arrive) go to `live`.
 /// Never panics and never returns Err: a tool's error is a result text for the model (status Failed).
 /// The collaboration tools (`spawn_agent`, …) are not run here but by `runtime::collab`, since
-/// they act on the conversation's sessions.
+/// they act on the conversation's sessions, nor is `update_plan`, which the turn stores.
 pub async fn run_tool(
     name: &str,
     arguments: &Value,
@@ -235,6 +235,43 @@ fn spec(name: &str) -> Option<ToolSpec> {
             "List your sub-agents with their status and last message.",
             json!({"type": "object", "properties": {}}),
         ),
+        "update_plan" => (
+            "update_plan",
+            "Show the user your plan as a checklist of steps, and keep it current. Use it for \
+             work of several steps: make the plan when you start, keep exactly one step \
+             `in_progress` while you work on it, and call again as steps complete or the plan \
+             changes (each call replaces the whole plan). Skip it for simple tasks of one or two \
+             steps and for plain questions. The user sees the plan; it does not do the work.",
+            json!({
+                "type": "object",
+                "properties": {
+                    "explanation": {
+                        "type": "string",
+                        "description": "Optional: a sentence on the approach, or why the plan \
+                                        changed."
+                    },
+                    "steps": {
+                        "type": "array",
+                        "description": "The whole plan, in order (at most 50 steps).",
+                        "items": {
+                            "type": "object",
+                            "properties": {
+                                "step": {
+                                    "type": "string",
+                                    "description": "What this step does, in a short sentence."
+                                },
+                                "status": {
+                                    "type": "string",
+                                    "enum": ["pending", "in_progress", "completed"]
+                                }
+                            },
+                            "required": ["step", "status"]
+                        }
+                    }
+                },
+                "required": ["steps"]
+            }),
+        ),
         _ => return None,
     };
     Some(ToolSpec {
@@ -334,6 +371,7 @@ mod tests {
             "wait_agents",
             "interrupt_agent",
             "list_agents",
+            "update_plan",
         ]
         .map(String::from)
         .to_vec();

@@ -288,6 +288,54 @@ async fn a_tool_call_shows_with_its_live_output_and_its_end() {
 }
 
 #[tokio::test]
+async fn the_agents_plan_reaches_the_editor_as_a_plan_update() {
+    let fake = FakeProvider::start(Wire::OpenaiChat).await;
+    let config = fake.config();
+    assert!(config.contains(r#"tools = ["shell"]"#));
+    let server = Server::start_with(ServerOptions {
+        config: Some(config.replace(
+            r#"tools = ["shell"]"#,
+            r#"tools = ["shell", "update_plan"]"#,
+        )),
+        ..ServerOptions::default()
+    })
+    .await;
+    let cwd = workspace();
+    let mut editor = Editor::start(&server.base).await;
+    let session = editor.new_session(cwd.path()).await;
+    let steps = |second: &str| {
+        json!({"explanation": "Read first.", "steps": [
+            {"step": "Read the code", "status": "completed"},
+            {"step": "Fix the bug", "status": second},
+        ]})
+    };
+    fake.push(Reply::tool_call("update_plan", steps("in_progress"), 2));
+    fake.push(Reply::tool_call("update_plan", steps("completed"), 1));
+    fake.push(Reply::text("Fixed."));
+    let prompt = editor.prompt(&session, "fix it").await;
+    let done = editor.until(|line| line["id"] == prompt).await;
+    assert_eq!(done["result"]["stopReason"], "end_turn", "{done}");
+
+    // Each plan whole, in order: the editor replaces the one it shows.
+    let plans = editor.updates(&session, "plan");
+    let entries = |second: &str| {
+        json!([
+            {"content": "Read the code", "priority": "medium", "status": "completed"},
+            {"content": "Fix the bug", "priority": "medium", "status": second},
+        ])
+    };
+    assert_eq!(plans.len(), 2, "{:#?}", editor.seen);
+    assert_eq!(plans[0]["entries"], entries("in_progress"));
+    assert_eq!(plans[1]["entries"], entries("completed"));
+    // The calls show as what they are.
+    let calls = editor.updates(&session, "tool_call");
+    assert_eq!(calls.len(), 2, "{calls:#?}");
+    assert_eq!(calls[0]["title"], "Update the plan");
+    assert_eq!(calls[0]["kind"], "think");
+    assert_eq!(editor.text_of(&session, "agent_message_chunk"), "Fixed.");
+}
+
+#[tokio::test]
 async fn cancel_interrupts_the_running_turn() {
     let (fake, server) = start("").await;
     let cwd = workspace();

@@ -51,8 +51,8 @@ async fn watch_conversation(server: &Server, id: &str, log: &Log) -> Events {
 }
 
 /// The demo model runs most scenarios (its directives call tools, spawn, fail, stream slowly);
-/// the fake provider, for the `thinker` agent, sends reasoning, writes a file and refuses a
-/// compaction.
+/// the fake provider, for the `thinker` agent, sends reasoning, writes a file, sets a plan and
+/// refuses a compaction.
 fn config(fake: &FakeProvider) -> String {
     format!(
         r#"
@@ -84,7 +84,7 @@ shell = "ask"
 [agents.thinker]
 description = "The fake provider's model"
 model = "m"
-tools = ["shell", "write_file"]
+tools = ["shell", "write_file", "update_plan"]
 "#,
         base_url = fake.base_url
     )
@@ -294,6 +294,21 @@ async fn fake_scenarios(server: &Server, fake: &FakeProvider, log: &Log, cwd: &P
         std::fs::read_to_string(cwd.join("notes.txt")).unwrap(),
         "written by the agent\n"
     );
+    until_idle(&mut events).await;
+
+    // A plan: an item of its own after its call, in the schema's shape.
+    fake.push(Reply::tool_call(
+        "update_plan",
+        json!({ "explanation": "Note, then check.", "steps": [
+            { "step": "Write the note", "status": "completed" },
+            { "step": "Check it", "status": "in_progress" },
+        ] }),
+        2,
+    ));
+    fake.push(Reply::text("Planned."));
+    send(server, &id, json!({ "text": "Plan it" })).await;
+    let seen = until_turn_end(&mut events).await;
+    assert_eq!(completed_of_kind(&seen, "plan"), 1, "{seen:?}");
     until_idle(&mut events).await;
 
     fake.push(Reply::rejected(400, "the compaction request was refused"));

@@ -37,6 +37,7 @@ mod mcp;
 mod mcp_conversation;
 mod mcp_http;
 mod messages;
+mod plan;
 mod providers;
 mod providers_fidelity;
 mod reindex;

@@ -242,3 +242,20 @@ async fn a_refused_request_is_a_usage_error() {
     let (_, list) = server.get("/api/conversations?archived=all").await;
     assert_eq!(list["conversations"], json!([]), "nothing was stored");
 }
+
+#[tokio::test]
+async fn the_agents_plan_goes_to_stderr_as_a_checklist() {
+    let (fake, server) = crate::plan::plan_server().await;
+    crate::plan::push_plan_turn(&fake);
+    let workdir = tempfile::tempdir().unwrap();
+    let sent = send(&server, &["Plan it"], "", workdir.path()).await;
+    assert_eq!(sent.code, 0, "{}\n{}", sent.out, sent.err);
+    // stdout is the reply alone.
+    assert_eq!(sent.out, "Planned.\n");
+    assert!(
+        sent.err
+            .contains("plan:\n  Small steps.\n  [x] Read it\n  [>] Fix it\n  [ ] Test it\n"),
+        "{}",
+        sent.err
+    );
+}

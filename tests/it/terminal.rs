@@ -7,6 +7,7 @@ use tokio::process::Command;
 
 use openvaala::index::rebuild::INTERRUPTED_BY_STOP;
 
+use crate::fake_provider::Reply;
 use crate::harness::{Server, ServerOptions, TIMEOUT, binary};
 use crate::support::events_until;
 
@@ -266,5 +267,28 @@ Hello
     assert!(
         !workdir.path().join("notes.txt").exists(),
         "the file written after message 2 is gone:\n{out}"
+    );
+}
+
+#[tokio::test]
+async fn a_plan_prints_as_a_checklist_live_and_in_the_history() {
+    let (fake, server) = crate::plan::plan_server().await;
+    crate::plan::push_plan_turn(&fake);
+    let workdir = tempfile::tempdir().unwrap();
+    let (ok, out, err) = chat(&["--url", &server.base], "Plan it\n", workdir.path()).await;
+    assert!(ok, "{out}\n{err}");
+    let checklist = "[plan]\n  Small steps.\n  [x] Read it\n  [>] Fix it\n  [ ] Test it\n";
+    assert_in_order(&out, &err, &[checklist, "agent: Planned."]);
+
+    // Resumed, the history shows it the same way.
+    let (_, list) = server.get("/api/conversations").await;
+    let id = list["conversations"][0]["id"].as_str().unwrap();
+    fake.push(Reply::text("Still planned."));
+    let (ok, out, err) = chat(&["--url", &server.base, id], "And now?\n", workdir.path()).await;
+    assert!(ok, "{out}\n{err}");
+    assert_in_order(
+        &out,
+        &err,
+        &["you: Plan it\n", checklist, "agent: Still planned."],
     );
 }

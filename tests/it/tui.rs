@@ -663,3 +663,33 @@ async fn a_code_block_is_highlighted_by_its_language() {
     assert_eq!(screen.code_color("\"hello\""), Some(Color::Green));
     assert_eq!(screen.code_color("// say it"), Some(Color::DarkGray));
 }
+
+#[tokio::test]
+async fn a_plan_shows_as_a_checklist() {
+    let (fake, server) = crate::plan::plan_server().await;
+    crate::plan::push_plan_turn(&fake);
+    let mut screen = Screen::new(&server);
+    screen.type_text("Plan it").await;
+    screen.enter().await;
+    screen
+        .until("the answer", |s, app| {
+            app.running.is_none() && s.contains("Planned.")
+        })
+        .await;
+    let lines = transcript_lines(&screen.app);
+    let at = lines
+        .iter()
+        .position(|line| line == "Plan")
+        .unwrap_or_else(|| panic!("a plan: {lines:#?}"));
+    assert_eq!(
+        lines[at..at + 5],
+        [
+            "Plan",
+            "  Small steps.",
+            "  [x] Read it",
+            "  [>] Fix it",
+            "  [ ] Test it"
+        ],
+        "{lines:#?}"
+    );
+}

@@ -11,6 +11,7 @@ import { isRunning, navigate, state } from './state.js';
 import { upsertListed } from './sidebar.js';
 import { editLastWaiting } from './pending.js';
 import { isTouch, putBack, sendsOnEnter } from './messagebox.js';
+import { renderPlan } from './plan.js';
 import { hasImages, keepImages, keepImagesFor, putBackImages, restoreImages, takeImages, wireAttachments } from './attachments.js';
 
 const DEFAULT_MODE = 'steer';
@@ -24,6 +25,8 @@ export function renderComposer() {
   // On a phone " while working" is left out (CSS); the text stays whole for screen readers.
   if (state.view === 'new') $('send').textContent = 'Start';
   else $('send').replaceChildren('Send', running ? el('span', { class: 'send-while' }, ' while working') : '');
+  // The plan above the box shows while the agent works.
+  renderPlan();
 }
 
 // Sends what is in the box. The box is emptied at once, so what the user types next is a new

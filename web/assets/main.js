@@ -21,6 +21,7 @@ import { render } from './view.js';
 import { followApprovals, loadApprovals } from './approvallist.js';
 import { followRules, openRules } from './rules.js';
 import { wireApprovalKeys } from './approvals.js';
+import { wirePlan } from './plan.js';
 
 // The hash last routed: navigate() routes at once, and the 'hashchange' that follows must not
 // open the view a second time (it would move what was typed meanwhile).
@@ -116,6 +117,7 @@ function wire() {
   });
   wireKeys();
   wireApprovalKeys();
+  wirePlan();
   $('new-conversation').addEventListener('click', newConversation);
   $('sidebar-open').addEventListener('click', () => {
     document.body.classList.add('sidebar-open');

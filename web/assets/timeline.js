@@ -1,5 +1,5 @@
 // The timeline of the session shown: its items in order (messages as Markdown, tool calls as
-// cards) and the end of a turn that failed or was interrupted (with Retry). The status lines
+// cards, plans as checklists) and the end of a turn that failed or was interrupted (with Retry). The status lines
 // under the items are statuslines.js's, the scrolling scroll.js's.
 //
 // Shown times never go backwards down the page: a message sent while the agent worked joins the
@@ -17,6 +17,7 @@ import { clearStatusLines } from './statuslines.js';
 import { resetScroll } from './scroll.js';
 import { placeApprovalCard, resetApprovalCards } from './approvals.js';
 import { changedPaths, turnFilesBlock } from './filechanges.js';
+import { notePlan, planContent, resetPlan } from './plan.js';
 
 const entries = new Map(); // item id → { item, node, view, shownMs }
 const turnEnds = new Map(); // turn id → the block that says how a turn ended
@@ -33,6 +34,7 @@ export function resetTimeline() {
   $('items').replaceChildren();
   resetApprovalCards();
   resetScroll();
+  resetPlan();
 }
 
 export function hasItem(id) {
@@ -61,6 +63,7 @@ export function upsertItem(item, live) {
   const placeholder = container.querySelector('.loading');
   if (placeholder) placeholder.remove();
   noteFileContent(item);
+  notePlan(item);
   const existing = entries.get(item.id);
   if (existing) {
     const wasRunning = existing.item.status === 'running';
@@ -242,7 +245,9 @@ function itemHead(item, shownMs) {
         : 'You'
       : item.kind === 'agent_message'
         ? 'Agent'
-        : item.kind;
+        : item.kind === 'plan'
+          ? 'Plan'
+          : item.kind;
   const rewindable =
     item.kind === 'user_message' &&
     !fromAgent &&
@@ -346,6 +351,8 @@ function renderItem(item, shownMs, previous, entry) {
       details.open = wasOpen;
       return details;
     }
+    case 'plan':
+      return el('div', attrs, itemHead(item, shownMs), planContent(item));
     case 'notice': {
       const notice = el('div', attrs, el('span', { class: 'text' }, item.text));
       // The end block of the turn says the same, for people.

@@ -28,6 +28,7 @@ const TITLES = {
   wait_agents: 'Wait for sub-agents',
   interrupt_agent: 'Interrupt a sub-agent',
   list_agents: 'List sub-agents',
+  update_plan: 'Update plan',
 };
 
 // An MCP server's tool reaches the model as `mcp__<server>__<tool>` (a server's name has no `__`).
@@ -63,6 +64,11 @@ export function renderToolCall(item, classes, context) {
   let lines;
   if (name === 'spawn_agent') {
     card.append(...spawnBody(item, args));
+    lines = 0;
+  } else if (name === 'update_plan') {
+    // The plan shows as the plan item after the call: the card says only how it went.
+    const summary = outputSummary(item, args) || (item.status === 'completed' ? item.output : null);
+    if (summary) card.append(el('div', { class: 'tool-summary' }, summary));
     lines = 0;
   } else if (name === 'write_file') {
     const write = {};

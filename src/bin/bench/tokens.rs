@@ -143,5 +143,6 @@ fn item_text_bytes(kind: &ItemKind) -> usize {
         ItemKind::ToolCall {
             arguments, output, ..
         } => arguments.to_string().len() + output.len(),
+        ItemKind::Plan { .. } => 0,
     }
 }

@@ -11,7 +11,8 @@ use ratatui::style::{Color, Modifier, Style};
 use ratatui::text::{Line, Span};
 
 use super::markdown;
-use crate::domain::{Item, ItemKind, ItemStatus, MessageSource, TurnStatus};
+use crate::client::render::plan_mark;
+use crate::domain::{Item, ItemKind, ItemStatus, MessageSource, PlanStepStatus, TurnStatus};
 
 /// Lines of a tool's output shown while folded (its last ones).
 const FOLDED_OUTPUT: usize = 4;
@@ -43,6 +44,11 @@ pub enum Entry {
         error: String,
     },
     Notice(String),
+    /// The agent's plan (`update_plan`) as a checklist.
+    Plan {
+        explanation: Option<String>,
+        steps: Vec<(PlanStepStatus, String)>,
+    },
 }
 
 /// How far an answer or a tool call got: its item's status, or cut off by a restart of the
@@ -132,6 +138,13 @@ impl Transcript {
                 Entry::Notice("the older history was summarised".to_owned())
             }
             ItemKind::Notice { text } => Entry::Notice(shown(text)),
+            ItemKind::Plan { explanation, steps } => Entry::Plan {
+                explanation: explanation.as_deref().map(shown),
+                steps: steps
+                    .iter()
+                    .map(|step| (step.status, shown(&step.step)))
+                    .collect(),
+            },
         };
         // Retries are done once the model answers.
         self.entries
@@ -349,6 +362,30 @@ impl Transcript {
                     Style::default().fg(Color::Yellow),
                 ));
             }
+            Entry::Plan { explanation, steps } => {
+                lines.push(Line::styled(
+                    "Plan",
+                    Style::default().add_modifier(Modifier::BOLD),
+                ));
+                if let Some(explanation) = explanation {
+                    for line in explanation.lines() {
+                        lines.push(Line::styled(format!("  {line}"), dim));
+                    }
+                }
+                for (status, step) in steps {
+                    let style = match status {
+                        PlanStepStatus::Completed => Style::default().fg(Color::Green),
+                        PlanStepStatus::InProgress => Style::default()
+                            .fg(Color::Yellow)
+                            .add_modifier(Modifier::BOLD),
+                        PlanStepStatus::Pending => Style::default(),
+                    };
+                    lines.push(Line::from(vec![
+                        Span::styled(format!("  {} ", plan_mark(*status)), style),
+                        Span::raw(step.clone()),
+                    ]));
+                }
+            }
             Entry::Notice(text) => {
                 for line in text.lines() {
                     lines.push(Line::styled(
@@ -416,6 +453,28 @@ mod tests {
         transcript.select_next();
         transcript.select_next();
         assert_eq!(transcript.selected, None);
+    }
+
+    #[test]
+    fn a_plan_is_drawn_as_a_checklist() {
+        use PlanStepStatus::*;
+        let mut transcript = Transcript::default();
+        let steps = [
+            ("Read it", Completed),
+            ("Fix it", InProgress),
+            ("Test it", Pending),
+        ];
+        transcript.item(&crate::client::fixtures::plan("p1", Some("Why"), &steps));
+        assert_eq!(
+            shown(&transcript),
+            [
+                "Plan",
+                "  Why",
+                "  [x] Read it",
+                "  [>] Fix it",
+                "  [ ] Test it"
+            ]
+        );
     }
 
     /// The history is read after the stream is opened, so the stream may replay the start and

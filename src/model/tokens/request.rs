@@ -141,14 +141,14 @@ mod tests {
 
     const CORPUS: &str = include_str!("corpus.txt");
 
-    /// The default agent's nine tools.
+    /// The default agent's tools: every one.
     fn default_tools() -> Vec<ToolSpec> {
         let names: Vec<String> = crate::config::ALL_TOOLS
             .iter()
             .map(|name| name.to_string())
             .collect();
         let tools = crate::tools::specs(&names);
-        assert_eq!(tools.len(), 9);
+        assert_eq!(tools.len(), crate::config::ALL_TOOLS.len());
         tools
     }
 

@@ -83,6 +83,9 @@ pub fn entries(history: &[Item]) -> Vec<Entry<'_>> {
                 assistant_turn = None;
             }
             ItemKind::Reasoning { state: None, .. } => {}
+            // For users only (`Item::sent_to_model`); it leaves the step's entry open, so the
+            // calls around it stay one assistant entry.
+            ItemKind::Plan { .. } => {}
             ItemKind::AgentMessage { text } => {
                 if text.is_empty() {
                     continue;

@@ -2,9 +2,14 @@
 //! until it answers without tool calls. The loop runs in its own task and owns no files: every
 //! item it produces goes to the conversation actor (`TurnMsg`), which stores it write-ahead and
 //! publishes it, so there is still exactly one writer per conversation.
+//!
+//! `model_call.rs` makes one model call and streams its answer; `held_output.rs` lets out
+//! output held back for a secret; `plan.rs` checks `update_plan` and builds its plan item;
+//! `spec.rs` is what a turn is started with.
 
 mod held_output;
 mod model_call;
+mod plan;
 mod spec;
 
 use std::sync::Arc;
@@ -134,7 +139,7 @@ async fn drive(mut spec: TurnSpec, link: &ActorLink) -> Result<(), TurnStop> {
                 let arguments: Vec<Value> = batch.iter().map(to_run).collect();
                 let arguments: Vec<&Value> = arguments.iter().collect();
                 let results = collab::spawn_all(&arguments, link, &spec.cancel).await;
-                results.into_iter().map(|result| (result, None)).collect()
+                results.into_iter().map(Ran::result).collect()
             } else {
                 vec![run_tool(&spec, &batch[0], &to_run(&batch[0]), link).await]
             };
@@ -287,36 +292,60 @@ async fn gate(
     }
 }
 
-/// Runs one stored tool call, streaming its output to clients; with what it changed in the
-/// working directory.
-async fn run_tool(
-    spec: &TurnSpec,
-    item: &Item,
-    arguments: &Value,
-    link: &ActorLink,
-) -> (ToolResult, Option<FileChanges>) {
+/// What running one call gave: its result, what it changed in the working directory, and the
+/// plan it set (`update_plan`), stored right after it.
+struct Ran {
+    result: ToolResult,
+    changes: Option<FileChanges>,
+    plan: Option<ItemKind>,
+}
+
+impl Ran {
+    fn result(result: ToolResult) -> Ran {
+        Ran {
+            result,
+            changes: None,
+            plan: None,
+        }
+    }
+}
+
+/// Runs one stored tool call, streaming its output to clients.
+async fn run_tool(spec: &TurnSpec, item: &Item, arguments: &Value, link: &ActorLink) -> Ran {
     let name = tool_name(item);
     // A model may name any tool; only those it was offered run. (An MCP tool's server is
     // checked by the MCP layer, which also explains a server that failed to start.)
     if !spec.tools.iter().any(|tool| tool.name == name)
         && !name.starts_with(crate::mcp::names::PREFIX)
     {
-        return (
-            ToolResult::failed(format!(
-                "unknown tool `{name}`: this agent has no such tool (its tools: {})",
-                spec.tools
-                    .iter()
-                    .map(|tool| format!("`{}`", tool.name))
-                    .collect::<Vec<_>>()
-                    .join(", ")
-            )),
-            None,
-        );
+        return Ran::result(ToolResult::failed(format!(
+            "unknown tool `{name}`: this agent has no such tool (its tools: {})",
+            spec.tools
+                .iter()
+                .map(|tool| format!("`{}`", tool.name))
+                .collect::<Vec<_>>()
+                .join(", ")
+        )));
     }
     let escalated = match gate(spec, item, arguments, link).await {
         Ok(escalated) => escalated,
-        Err(result) => return (result, None),
+        Err(result) => return Ran::result(result),
     };
+    // The plan is the turn's own: no process, no working directory, nothing to redact that the
+    // model did not write itself.
+    if name == plan::NAME {
+        if spec.cancel.is_cancelled() {
+            return Ran::result(ToolResult::interrupted(format!(
+                "interrupted before `{name}` started"
+            )));
+        }
+        let (result, plan) = plan::run(arguments);
+        return Ran {
+            result,
+            changes: None,
+            plan,
+        };
+    }
     if let Some(files) = &spec.files {
         files.before(name).await;
     }
@@ -384,14 +413,22 @@ async fn run_tool(
         Some(files) => files.after(name).await,
         None => None,
     };
-    (result, changes)
+    Ran {
+        result,
+        changes,
+        plan: None,
+    }
 }
 
-/// Stores a tool call's result (its output, exit code and status); an interrupted tool stops
-/// the turn.
+/// Stores a tool call's result (its output, exit code and status), with the plan it set after
+/// it in the same append; an interrupted tool stops the turn.
 async fn finish_tool_call(
     mut item: Item,
-    (result, changes): (ToolResult, Option<FileChanges>),
+    Ran {
+        result,
+        changes,
+        plan,
+    }: Ran,
     link: &ActorLink,
 ) -> Result<Item, TurnStop> {
     if let ItemKind::ToolCall {
@@ -414,7 +451,15 @@ async fn finish_tool_call(
         ToolStatus::Failed | ToolStatus::Denied => ItemStatus::Failed,
         ToolStatus::Interrupted => ItemStatus::Interrupted,
     };
-    link.store(item.clone()).await?;
+    match plan {
+        Some(plan) => {
+            let plan = plan::item(&item, plan);
+            link.store_all(vec![item.clone(), plan]).await?;
+        }
+        None => {
+            link.store(item.clone()).await?;
+        }
+    }
     if result.status == ToolStatus::Interrupted {
         return Err(TurnStop::Interrupted);
     }
