@@ -18,6 +18,8 @@ pub const ALL_TOOLS: &[&str] = &[
     "shell",
     "read_file",
     "write_file",
+    "edit_file",
+    "apply_patch",
     "list_dir",
     "spawn_agent",
     "send_message",

@@ -23,6 +23,7 @@ mod conversations;
 mod crash;
 mod data_format;
 mod docs_links;
+mod edits;
 mod events;
 mod faults;
 mod history;
