@@ -20,10 +20,10 @@
 
 const BEGIN: &str = "*** Begin Patch";
 const END: &str = "*** End Patch";
-const ADD: &str = "*** Add File: ";
-const UPDATE: &str = "*** Update File: ";
-const DELETE: &str = "*** Delete File: ";
-const MOVE: &str = "*** Move to: ";
+const ADD: &str = "*** Add File:";
+const UPDATE: &str = "*** Update File:";
+const DELETE: &str = "*** Delete File:";
+const MOVE: &str = "*** Move to:";
 const END_OF_FILE: &str = "*** End of File";
 
 /// One file's change.
@@ -146,7 +146,7 @@ pub(super) fn parse_patch(input: &str) -> Result<Vec<FileOp>, String> {
             let hunks = reader.hunks()?;
             if hunks.is_empty() && move_to.is_none() {
                 return Err(format!(
-                    "line {number} of the patch: `{UPDATE}{path}` has no hunk"
+                    "line {number} of the patch: `{UPDATE} {path}` has no hunk"
                 ));
             }
             ops.push(FileOp::Update {
@@ -414,8 +414,8 @@ mod tests {
             ),
             (
                 "*** Begin Patch\n*** Frobnicate: a\n*** End Patch",
-                "line 2 of the patch: expected `*** Add File: `, `*** Update File: `, \
-                 `*** Delete File: ` or `*** End Patch`, found `*** Frobnicate: a`",
+                "line 2 of the patch: expected `*** Add File:`, `*** Update File:`, \
+                 `*** Delete File:` or `*** End Patch`, found `*** Frobnicate: a`",
             ),
             (
                 "*** Begin Patch\n*** Add File: a\nno plus\n*** End Patch",
