@@ -175,22 +175,24 @@ fn spec(name: &str) -> Option<ToolSpec> {
         ),
         "apply_patch" => (
             "apply_patch",
-            "Change files with a patch: add, update, delete or move several files at once, all \
-             or nothing. The patch:\n\
+            "Change files with a patch, all or nothing: when any part fails, no file changes. \
+             The format:\n\
              *** Begin Patch\n\
-             *** Add File: path/new.py\n\
-             +every line of a new file starts with +\n\
-             *** Update File: path/old.py\n\
-             *** Move to: path/renamed.py   (optional)\n\
-             @@ def function():   (optional: a line above the change, to find it)\n\
-             \x20context line (starts with a space)\n\
-             -removed line\n\
-             +added line\n\
-             *** End of File   (optional: the hunk ends the file)\n\
-             *** Delete File: path/gone.py\n\
+             *** Add File: hello.txt\n\
+             +Hello world\n\
+             *** Update File: src/app.py\n\
+             *** Move to: src/main.py\n\
+             @@ def greet():\n\
+             -    print(\"Hi\")\n\
+             +    print(\"Hello\")\n\
+             *** Delete File: obsolete.txt\n\
              *** End Patch\n\
-             Give about three lines of context above and below each change, with more @@ \
-             lines if that is not unique. Paths are relative to the working directory.",
+             Every line of an added file starts with `+`. An update is made of hunks: a line \
+             starting with a space is context, `-` a removed line, `+` an added one; give about \
+             3 lines of context around each change. `@@ line` (optional) names a line above a \
+             hunk to find it, such as a function's signature; `*** End of File` after a hunk \
+             anchors it at the end of the file; `*** Move to:` (optional) renames the file. \
+             Paths are relative to the working directory.",
             json!({
                 "type": "object",
                 "properties": {

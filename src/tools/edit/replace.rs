@@ -4,6 +4,9 @@
 
 use super::matching::{closest, numbered, seek};
 
+/// How many matches' lines an error names.
+const SHOWN_MATCHES: usize = 10;
+
 /// What the parameters are called in the tool the model used, for its error messages.
 #[derive(Debug, Clone, Copy)]
 pub(super) struct Names {
@@ -35,10 +38,15 @@ pub(super) fn replace(
         return Err(not_found(text, old, shown, names));
     }
     if starts.len() > 1 && !all {
-        let lines: Vec<String> = starts
+        // A few lines say where; thousands would flood the model's context.
+        let mut lines: Vec<String> = starts
             .iter()
+            .take(SHOWN_MATCHES)
             .map(|start| line_of(text, *start).to_string())
             .collect();
+        if starts.len() > SHOWN_MATCHES {
+            lines.push("…".to_owned());
+        }
         let advice = match names.all {
             Some(flag) => format!("give more context or set {flag}"),
             None => "give more context to make it unique".to_owned(),
@@ -107,17 +115,17 @@ fn not_found(text: &str, old: &str, shown: &str, names: Names) -> String {
     let head = format!("{} was not found in {shown}", names.old);
     let lines: Vec<&str> = text.lines().collect();
     let wanted: Vec<&str> = old.lines().collect();
-    if !wanted.is_empty() {
-        if let Some(start) = seek(&lines, &wanted, 0, false) {
-            let end = start + wanted.len();
-            return format!(
-                "{head}; it matches lines {}-{} only if whitespace at the ends of lines is \
-                 ignored; copy those lines exactly:\n{}",
-                start + 1,
-                end,
-                numbered(&lines[start..end], start + 1)
-            );
-        }
+    if !wanted.is_empty()
+        && let Some(start) = seek(&lines, &wanted, 0, false)
+    {
+        let end = start + wanted.len();
+        return format!(
+            "{head}; it matches lines {}-{} only if whitespace at the ends of lines is \
+             ignored; copy those lines exactly:\n{}",
+            start + 1,
+            end,
+            numbered(&lines[start..end], start + 1)
+        );
     }
     match closest(text, old) {
         Some(hint) => format!(
@@ -163,6 +171,14 @@ mod tests {
         assert_eq!(replaced.text, "x = 3\n#\ny = 2\nx = 3\n#\n\nx = 3\n#");
         assert_eq!(replaced.spans, [(1, 2), (4, 5), (7, 8)]);
         assert_eq!(describe_spans(&replaced.spans), "lines 1-2, 4-5, 7-8");
+
+        let many = "x\n".repeat(12);
+        let error = replace(&many, "x", "y", false, "x.rs", EDIT).unwrap_err();
+        assert_eq!(
+            error,
+            "found 12 matches of old_string in x.rs (at lines 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, …); \
+             give more context or set replace_all"
+        );
     }
 
     #[test]

@@ -669,3 +669,13 @@ fn edited_paths_name_every_file_written() {
     assert_eq!(edited_paths("edit_file", &json!("x")), none);
     assert_eq!(edited_paths("shell", &json!({"path": "x"})), none);
 }
+
+#[test]
+fn the_example_in_the_apply_patch_spec_is_a_valid_patch() {
+    let specs = crate::tools::specs(&["apply_patch".to_owned()]);
+    let description = &specs[0].description;
+    let start = description.find("*** Begin Patch").unwrap();
+    let end = description.find("*** End Patch").unwrap() + "*** End Patch".len();
+    let ops = super::patch::parse_patch(&description[start..end]).unwrap();
+    assert_eq!(ops.len(), 3);
+}

@@ -91,7 +91,7 @@ fn utf8(bytes: &[u8]) -> Result<String, String> {
 }
 
 fn utf16(bytes: &[u8], unit: fn([u8; 2]) -> u16) -> Result<String, String> {
-    if bytes.len() % 2 != 0 {
+    if !bytes.len().is_multiple_of(2) {
         return Err("UTF-16 with an odd number of bytes".to_owned());
     }
     let units = bytes.chunks_exact(2).map(|pair| unit([pair[0], pair[1]]));
