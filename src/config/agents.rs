@@ -18,6 +18,7 @@ pub const ALL_TOOLS: &[&str] = &[
     "shell",
     "read_file",
     "write_file",
+    "edit_file",
     "list_dir",
     "spawn_agent",
     "send_message",

@@ -54,7 +54,8 @@ pub enum EditTool {
     Native,
     /// The `edit_file` function (exact string replacement), on every protocol.
     EditFile,
-    /// The `apply_patch` function taking a whole V4A patch, for models trained on it.
+    /// The `edit_file` function and beside it `apply_patch`, a function taking a whole V4A
+    /// patch, for models trained on it.
     ApplyPatch,
 }
 

@@ -110,6 +110,35 @@ pub(crate) fn optional_string<'a>(
     }
 }
 
+/// The `path` parameter, which must name something: an empty path would silently mean the cwd.
+pub(crate) fn required_path(arguments: &Value) -> Result<&str, String> {
+    let path = required_string(arguments, "path")?;
+    if path.is_empty() {
+        return Err("parameter `path` must not be empty".to_owned());
+    }
+    Ok(path)
+}
+
+/// An optional boolean parameter; `null` counts as absent.
+pub(crate) fn optional_bool(arguments: &Value, name: &str) -> Result<Option<bool>, String> {
+    match parameter(arguments, name)? {
+        None => Ok(None),
+        Some(Value::Bool(value)) => Ok(Some(*value)),
+        Some(other) => Err(format!(
+            "parameter `{name}` must be a boolean, not {}",
+            json_kind(other)
+        )),
+    }
+}
+
+/// An optional parameter of any JSON type; `null` counts as absent.
+pub(crate) fn optional_value<'a>(
+    arguments: &'a Value,
+    name: &str,
+) -> Result<Option<&'a Value>, String> {
+    parameter(arguments, name)
+}
+
 /// An optional number parameter; `null` counts as absent.
 pub(crate) fn optional_number(arguments: &Value, name: &str) -> Result<Option<f64>, String> {
     match parameter(arguments, name)? {
@@ -134,7 +163,7 @@ fn parameter<'a>(arguments: &'a Value, name: &str) -> Result<Option<&'a Value>, 
     }
 }
 
-fn json_kind(value: &Value) -> &'static str {
+pub(crate) fn json_kind(value: &Value) -> &'static str {
     match value {
         Value::Null => "null",
         Value::Bool(_) => "a boolean",

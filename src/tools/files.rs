@@ -1,18 +1,19 @@
 //! The file tools `read_file`, `write_file` and `list_dir`: paths are relative to the
 //! conversation's cwd or absolute, and every failure becomes a result text for the model.
 //! Under a sandbox, writes and reads follow its rules (`sandbox::paths`), and writes go through
-//! directory handles that no symlink can redirect (`sandbox::beneath`).
+//! directory handles that no symlink can redirect: both through `disk.rs`, which the edit
+//! tools share.
 
 use std::io::ErrorKind;
-use std::os::unix::fs::FileTypeExt;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use serde_json::Value;
 use tokio::io::AsyncReadExt;
 
-use super::call::{ToolContext, ToolResult, optional_string, required_string};
+use super::call::{ToolContext, ToolResult, optional_string, required_path, required_string};
+use super::disk::{FileAccess, blocking};
 use super::output::{CappedOutput, complete_utf8_prefix_len};
-use crate::sandbox::{beneath, paths as sandbox_paths};
+use crate::sandbox::paths as sandbox_paths;
 
 /// Runs the file tool `name`; `run_tool` only sends the three names handled here.
 pub(super) async fn run(name: &str, arguments: &Value, ctx: &ToolContext) -> ToolResult {
@@ -26,32 +27,11 @@ pub(super) async fn run(name: &str, arguments: &Value, ctx: &ToolContext) -> Too
 
 async fn read_file(arguments: &Value, ctx: &ToolContext) -> Result<ToolResult, String> {
     let path = required_path(arguments)?;
-    let full_path = ctx.cwd.join(path);
-    if ctx.sandbox.enforced() {
-        let (policy, cwd, path) = (ctx.sandbox.clone(), ctx.cwd.clone(), PathBuf::from(path));
-        blocking(move || sandbox_paths::check_read(&policy, &cwd, &path)).await?;
-    }
-    let metadata = tokio::fs::metadata(&full_path)
-        .await
-        .map_err(|error| match error.kind() {
-            ErrorKind::NotFound => format!("no such file: {path}"),
-            _ => format!("could not read {path}: {error}"),
-        })?;
-    if metadata.is_dir() {
-        return Err(format!("{path} is a directory"));
-    }
-    // Opening a FIFO waits for a writer that may never come.
-    let file_type = metadata.file_type();
-    if file_type.is_fifo() || file_type.is_socket() {
-        return Err(format!("{path} is not a regular file"));
-    }
-    let file = tokio::fs::File::open(&full_path)
-        .await
-        .map_err(|error| format!("could not read {path}: {error}"))?;
-    if ctx.sandbox.enforced() {
-        // What was opened, whatever link was swapped in since the check.
-        sandbox_paths::check_opened(&ctx.sandbox, Path::new(path), &file)?;
-    }
+    let (access, shown) = (FileAccess::of(ctx), PathBuf::from(path));
+    let (file, metadata) = blocking(move || access.open_to_read(&shown))
+        .await?
+        .ok_or_else(|| format!("no such file: {path}"))?;
+    let file = tokio::fs::File::from_std(file);
     // One byte past the cap tells a file that is too long apart from one that just fits, even
     // where the metadata has no size (/proc, devices).
     let cap = ctx.max_output_bytes;
@@ -84,45 +64,16 @@ async fn read_file(arguments: &Value, ctx: &ToolContext) -> Result<ToolResult, S
 async fn write_file(arguments: &Value, ctx: &ToolContext) -> Result<ToolResult, String> {
     let path = required_path(arguments)?;
     let content = required_string(arguments, "content")?;
-    if ctx.sandbox.enforced() {
-        let (policy, cwd, shown) = (ctx.sandbox.clone(), ctx.cwd.clone(), PathBuf::from(path));
-        let bytes = content.as_bytes().to_vec();
-        blocking(move || {
-            let (root, relative) = sandbox_paths::write_target(&policy, &cwd, &shown)?;
-            write_beneath(&root, &relative, &bytes)
-                .map_err(|error| format!("could not write {}: {error}", shown.display()))
-        })
-        .await?;
-    } else {
-        let full_path = ctx.cwd.join(path);
-        if let Some(parent) = full_path.parent() {
-            tokio::fs::create_dir_all(parent)
-                .await
-                .map_err(|error| format!("could not create the directories for {path}: {error}"))?;
-        }
-        tokio::fs::write(&full_path, content)
-            .await
-            .map_err(|error| format!("could not write {path}: {error}"))?;
-    }
+    let (access, shown, bytes) = (
+        FileAccess::of(ctx),
+        PathBuf::from(path),
+        content.as_bytes().to_vec(),
+    );
+    blocking(move || access.write(&shown, &bytes)).await?;
     Ok(ToolResult::completed(format!(
         "wrote {} bytes to {path}",
         content.len()
     )))
-}
-
-/// Writes `bytes` at `relative` beneath the writable `root`, creating its directories; no
-/// symlink on the way is followed. An empty `relative` is the root itself (a device).
-fn write_beneath(root: &Path, relative: &Path, bytes: &[u8]) -> std::io::Result<()> {
-    if relative.as_os_str().is_empty() {
-        use std::io::Write;
-        return std::fs::OpenOptions::new()
-            .write(true)
-            .open(root)?
-            .write_all(bytes);
-    }
-    let (parent, name) = beneath::split(relative)?;
-    let dir = beneath::open_dir(root, parent, true)?;
-    beneath::write_file(&dir, name, bytes)
 }
 
 async fn list_dir(arguments: &Value, ctx: &ToolContext) -> Result<ToolResult, String> {
@@ -165,25 +116,6 @@ async fn list_dir(arguments: &Value, ctx: &ToolContext) -> Result<ToolResult, St
     let mut output = CappedOutput::new(ctx.max_output_bytes);
     output.push(&names.join("\n"));
     Ok(ToolResult::completed(output.finish()))
-}
-
-/// Runs a sandbox check off the async threads: resolving a path reads links, and a hung mount
-/// must not stall the runtime.
-async fn blocking<T: Send + 'static>(
-    check: impl FnOnce() -> Result<T, String> + Send + 'static,
-) -> Result<T, String> {
-    tokio::task::spawn_blocking(check)
-        .await
-        .unwrap_or_else(|error| Err(format!("the sandbox check failed: {error}")))
-}
-
-/// The `path` parameter, which must name something: an empty path would silently mean the cwd.
-fn required_path(arguments: &Value) -> Result<&str, String> {
-    let path = required_string(arguments, "path")?;
-    if path.is_empty() {
-        return Err("parameter `path` must not be empty".to_owned());
-    }
-    Ok(path)
 }
 
 #[cfg(test)]

@@ -2,6 +2,8 @@
 //! A tool's failure is a result text for the model (status `Failed`), never an error of the turn.
 
 mod call;
+mod disk;
+mod edit;
 mod files;
 pub mod group_records;
 mod mcp;
@@ -16,6 +18,7 @@ use tokio_util::sync::CancellationToken;
 
 pub use call::{ToolContext, ToolResult, ToolStatus};
 pub(crate) use call::{optional_number, optional_string, required_string};
+pub use edit::edited_paths;
 pub use offer::{EDIT_TOOL, EditShape, offered};
 pub use output::cap_head_and_tail;
 pub use touched::touched_paths;
@@ -49,6 +52,20 @@ pub async fn run_tool(
                     ToolResult::interrupted(format!("`{name}` was interrupted"))
                 }
                 result = files::run(name, arguments, ctx) => result,
+            }
+        }
+        "edit_file" | "apply_patch" | "str_replace_based_edit_tool" => {
+            // The same as the file tools; an edit already writing when the interrupt comes
+            // finishes (or rolls back) whole on its blocking thread, so no file is half done.
+            tokio::select! {
+                biased;
+                () = cancel.cancelled() => {
+                    ToolResult::interrupted(format!(
+                        "`{name}` was interrupted: its files were left as they were, or, if it \
+                         had started writing, changed whole"
+                    ))
+                }
+                result = edit::run(name, arguments, ctx, cancel) => result,
             }
         }
         _ if name.starts_with(crate::mcp::names::PREFIX) => {
@@ -127,6 +144,69 @@ fn spec(name: &str) -> Option<ToolSpec> {
                     }
                 },
                 "required": ["path", "content"]
+            }),
+        ),
+        "edit_file" => (
+            "edit_file",
+            "Replace text in a file. `old_string` must match the file exactly, whitespace and \
+             indentation included, and only once: include enough surrounding lines to make it \
+             unique, or set `replace_all` to change every occurrence. When it does not match, \
+             the error shows the file's closest lines with their numbers. An empty \
+             `old_string` creates a missing file with `new_string` as its content. Write `\\n` \
+             line endings: the file keeps its own (CRLF stays CRLF) and its encoding.",
+            json!({
+                "type": "object",
+                "properties": {
+                    "path": {
+                        "type": "string",
+                        "description": "Path relative to the working directory, or absolute."
+                    },
+                    "old_string": {
+                        "type": "string",
+                        "description": "The exact text to replace."
+                    },
+                    "new_string": {
+                        "type": "string",
+                        "description": "The text to put in its place."
+                    },
+                    "replace_all": {
+                        "type": "boolean",
+                        "description": "Optional: replace every occurrence (default false)."
+                    }
+                },
+                "required": ["path", "old_string", "new_string"]
+            }),
+        ),
+        "apply_patch" => (
+            "apply_patch",
+            "Change files with a patch, all or nothing: when any part fails, no file changes. \
+             The format:\n\
+             *** Begin Patch\n\
+             *** Add File: hello.txt\n\
+             +Hello world\n\
+             *** Update File: src/app.py\n\
+             *** Move to: src/main.py\n\
+             @@ def greet():\n\
+             -    print(\"Hi\")\n\
+             +    print(\"Hello\")\n\
+             *** Delete File: obsolete.txt\n\
+             *** End Patch\n\
+             Every line of an added file starts with `+`. An update is made of hunks: a line \
+             starting with a space is context, `-` a removed line, `+` an added one; give about \
+             3 lines of context around each change. `@@ line` (optional) names a line above a \
+             hunk to find it, such as a function's signature; `*** End of File` after a hunk \
+             anchors it at the end of the file; `*** Move to:` (optional) renames the file. \
+             Paths are relative to the working directory.",
+            json!({
+                "type": "object",
+                "properties": {
+                    "input": {
+                        "type": "string",
+                        "description": "The whole patch, from `*** Begin Patch` to \
+                                        `*** End Patch`."
+                    }
+                },
+                "required": ["input"]
             }),
         ),
         "list_dir" => (
@@ -365,6 +445,8 @@ mod tests {
             "shell",
             "read_file",
             "write_file",
+            "edit_file",
+            "apply_patch",
             "list_dir",
             "spawn_agent",
             "send_message",

@@ -13,7 +13,8 @@ pub const EDIT_TOOL: &str = "edit_file";
 pub enum EditShape {
     /// `edit_file {path, old_string, new_string, replace_all?}`.
     EditFile,
-    /// `apply_patch {input}`: a whole V4A patch as a function's argument.
+    /// `edit_file`, and beside it `apply_patch {input}`: a whole V4A patch as a function's
+    /// argument, for models trained on it.
     ApplyPatchFunction,
     /// A tool the provider defines itself.
     Native(NativeTool),
@@ -40,10 +41,15 @@ impl EditShape {
 pub fn offered(names: &[String], edit: EditShape) -> Vec<ToolSpec> {
     names
         .iter()
-        .filter_map(|name| match (name.as_str(), edit) {
-            (EDIT_TOOL, EditShape::Native(native)) => Some(native.spec()),
-            (EDIT_TOOL, EditShape::ApplyPatchFunction) => super::spec("apply_patch"),
-            _ => super::spec(name),
+        .flat_map(|name| match (name.as_str(), edit) {
+            (EDIT_TOOL, EditShape::Native(native)) => vec![native.spec()],
+            (EDIT_TOOL, EditShape::ApplyPatchFunction) => {
+                [super::spec(EDIT_TOOL), super::spec("apply_patch")]
+                    .into_iter()
+                    .flatten()
+                    .collect()
+            }
+            _ => super::spec(name).into_iter().collect(),
         })
         .collect()
 }
@@ -57,7 +63,7 @@ mod tests {
         let names: Vec<String> = ["read_file", EDIT_TOOL].map(String::from).to_vec();
         let shape = |protocol, setting| {
             let specs = offered(&names, EditShape::for_model(protocol, setting));
-            let edit = specs.last().expect("the edit tool").clone();
+            let edit = specs[1].clone();
             (edit.name.into_owned(), edit.native)
         };
         assert_eq!(
@@ -79,9 +85,12 @@ mod tests {
             shape(Protocol::OpenaiResponses, EditTool::EditFile),
             (EDIT_TOOL.into(), None)
         );
-        assert_eq!(
-            shape(Protocol::AnthropicMessages, EditTool::ApplyPatch),
-            ("apply_patch".into(), None)
+        // The patch function comes beside edit_file.
+        let both = offered(
+            &names,
+            EditShape::for_model(Protocol::AnthropicMessages, EditTool::ApplyPatch),
         );
+        let both: Vec<&str> = both.iter().map(|spec| &*spec.name).collect();
+        assert_eq!(both, ["read_file", EDIT_TOOL, "apply_patch"]);
     }
 }

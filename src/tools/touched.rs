@@ -10,6 +10,15 @@ pub fn touched_paths(name: &str, arguments: &Value) -> Vec<String> {
     let path = arguments.get("path").and_then(Value::as_str);
     match name {
         "grep" | "glob" | "list_dir" => vec![path.unwrap_or_default().to_owned()],
+        // Every file a patch touches; the text editor's `view` reads its `path`.
+        _ if crate::permissions::policy::EDIT_TOOLS.contains(&name) => {
+            let edited = super::edited_paths(name, arguments);
+            if edited.is_empty() {
+                path.map(str::to_owned).into_iter().collect()
+            } else {
+                edited
+            }
+        }
         _ => path.map(str::to_owned).into_iter().collect(),
     }
 }

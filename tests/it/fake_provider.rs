@@ -84,6 +84,10 @@ pub enum Reply {
     /// The reply, once the gate is opened (`Notify::notify_one`, before or after the request
     /// comes): a model call that takes as long as the test wants.
     After(Arc<tokio::sync::Notify>, Box<Reply>),
+    /// Responses API only: calls of the built-in `apply_patch` tool, one `apply_patch_call`
+    /// item per operation (`{"type": "update_file", "path": …, "diff": …}`), as the API streams
+    /// them.
+    ApplyPatch(Vec<Value>),
 }
 
 /// Picks the reply to a request from its body, before the queue is looked at; `None` falls
@@ -161,7 +165,10 @@ impl Wire {
             Wire::OpenaiResponses => body["input"]
                 .as_array()?
                 .iter()
-                .find(|i| i["type"] == "function_call_output" && i["call_id"] == call_id)
+                .find(|i| {
+                    (i["type"] == "function_call_output" || i["type"] == "apply_patch_call_output")
+                        && i["call_id"] == call_id
+                })
                 .map(|i| i["output"].clone()),
             Wire::AnthropicMessages => body["messages"]
                 .as_array()?
@@ -512,6 +519,28 @@ async fn answer(State(state): State<Arc<FakeState>>, request: Request) -> Respon
             );
             let frames =
                 anthropic_thought(&id, [&thinking, &signature, &redacted], &name, &arguments);
+            sse(frames, false, pace)
+        }
+        Reply::ApplyPatch(operations) => {
+            assert_eq!(
+                wire,
+                Wire::OpenaiResponses,
+                "apply_patch_call items are a Responses API thing"
+            );
+            let mut frames = vec![responses(
+                json!({ "type": "response.created", "response": response_object(&id, "in_progress", json!([]), None) }),
+            )];
+            let mut output = Vec::new();
+            for (index, operation) in operations.into_iter().enumerate() {
+                let item_id = format!("apc_{id}_{index}");
+                let call_id = format!("call_{id}_{index}");
+                let added = json!({ "id": item_id, "type": "apply_patch_call", "call_id": call_id, "status": "in_progress", "operation": operation });
+                let done = json!({ "id": item_id, "type": "apply_patch_call", "call_id": call_id, "status": "completed", "operation": operation });
+                frames.push(responses(json!({ "type": "response.output_item.added", "output_index": index, "item": added })));
+                frames.push(responses(json!({ "type": "response.output_item.done", "output_index": index, "item": done })));
+                output.push(done);
+            }
+            frames.push(responses(json!({ "type": "response.completed", "response": response_object(&id, "completed", json!(output), Some(usage_json(wire, true))) })));
             sse(frames, false, pace)
         }
         Reply::ReasonedCall {

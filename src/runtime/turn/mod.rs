@@ -347,7 +347,7 @@ async fn run_tool(spec: &TurnSpec, item: &Item, arguments: &Value, link: &ActorL
         };
     }
     if let Some(files) = &spec.files {
-        files.before(name).await;
+        files.before(changes_as(name, arguments)).await;
     }
     // A command's output can print a secret: it goes out redacted, piece by piece.
     let mut redactor = StreamRedactor::default();
@@ -410,7 +410,7 @@ async fn run_tool(spec: &TurnSpec, item: &Item, arguments: &Value, link: &ActorL
         result.output = clean;
     }
     let changes = match &spec.files {
-        Some(files) => files.after(name).await,
+        Some(files) => files.after(changes_as(name, arguments)).await,
         None => None,
     };
     Ran {
@@ -464,6 +464,12 @@ async fn finish_tool_call(
         return Err(TurnStop::Interrupted);
     }
     Ok(item)
+}
+
+/// The tool a call counts as for checkpoints: an edit as `write_file`, the text editor's
+/// `view` as `read_file` (which changes nothing, so no snapshot is taken for it).
+fn changes_as<'a>(name: &'a str, arguments: &Value) -> &'a str {
+    crate::permissions::policy::setting_for_call(name, arguments)
 }
 
 fn tool_name(item: &Item) -> &str {
