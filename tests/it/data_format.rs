@@ -14,8 +14,8 @@ use crate::harness::{Server, TIMEOUT, binary, reindex, snapshot_dir};
 use crate::support::{items, session_items};
 
 /// The fixtures, oldest first: one from before stamped lines and `Output` records, one from
-/// the commit before the format file.
-const FIXTURES: [&str; 2] = ["data-00ebfb5", "data-0c002ab"];
+/// the commit before the format file, one of format 1 (before `plan` items).
+const FIXTURES: [&str; 3] = ["data-00ebfb5", "data-0c002ab", "data-6ca5b0d"];
 
 /// What `make-fixture` put in place of the conversations' working directory.
 const PLACEHOLDER: &str = "/FIXTURE_WORK";
@@ -36,6 +36,16 @@ async fn the_fixture_from_before_the_format_file_opens_continues_forks_and_reind
     // the agent in a directory.
     opens_and_carries_on(
         FIXTURES[1],
+        &[("echo theta", "conversation"), ("echo iota", "always")],
+    )
+    .await;
+}
+
+#[tokio::test]
+async fn the_last_fixture_of_format_1_opens_continues_forks_and_reindexes_the_same() {
+    // Stamped with format 1, written before `plan` items.
+    opens_and_carries_on(
+        FIXTURES[2],
         &[("echo theta", "conversation"), ("echo iota", "always")],
     )
     .await;
@@ -87,9 +97,11 @@ async fn a_directory_of_a_newer_format_is_refused_at_start_and_left_as_it_was() 
 async fn opens_and_carries_on(fixture: &str, rules: &[(&str, &str)]) {
     let temp = tempfile::tempdir().unwrap();
     let (data, work) = install(fixture, temp.path());
+    // Unstamped (before the format file), or stamped with an older format.
+    let stamped = format::check(&data).unwrap().map(|stamp| stamp.version);
     assert!(
-        format::check(&data).unwrap().is_none(),
-        "{fixture} is from before the stamp"
+        stamped.is_none_or(|version| version < FORMAT_VERSION),
+        "{fixture} is of format {stamped:?}, not older than {FORMAT_VERSION}"
     );
     let server = Server::start_in(&data).await;
     // Read as it is, and stamped at the first start.
