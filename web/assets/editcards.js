@@ -98,7 +98,8 @@ export function editBody(item, args, edit) {
   const nodes = [];
   let lines = 0;
   for (const file of editedFiles(item.name, args)) {
-    const counts = file.added || file.removed ? ` · +${file.added} −${file.removed} ${file.added + file.removed === 1 ? 'line' : 'lines'}` : '';
+    // As a write's card counts: `+a −r lines`.
+    const counts = file.added || file.removed ? ` · +${file.added} −${file.removed} lines` : '';
     nodes.push(el('div', { class: 'tool-summary' }, el('code', {}, file.path), ` ${file.action}${counts}`));
     nodes.push(diffBlock(file.rows, `Changes to ${file.path || 'the file'}`));
     lines += file.rows.length;
