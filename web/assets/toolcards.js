@@ -8,6 +8,7 @@
 import { diffBlock, lineDiffRows, splitLines } from './diffview.js';
 import { el, formatBytes, imageList, lineCount, plural } from './dom.js';
 import { editBody, editSubject, isEdit } from './editcards.js';
+import { readText } from './filecontents.js';
 import { markInvisible } from './visible.js';
 
 // Output longer than this many lines is collapsed until the reader asks for all of it.
@@ -195,7 +196,11 @@ function outputSummary(item, args) {
     if (item.name === 'shell' || !output) return null;
     return el('span', { class: failureClass(item) }, output.split('\n')[0]);
   }
-  if (item.name === 'read_file') return `${plural(lineCount(output), 'line')} · ${formatBytes(new TextEncoder().encode(output).length)}`;
+  if (item.name === 'read_file') {
+    const read = readText(output);
+    if (item.images && item.images.length) return output.split('\n')[0];
+    return `${plural(read.lines, 'line')} · ${formatBytes(new TextEncoder().encode(read.text).length)}${read.whole ? '' : ' (part of the file)'}`;
+  }
   if (item.name === 'list_dir') {
     if (output === '(empty directory)') return 'empty directory';
     const names = output.split('\n').filter(Boolean);
