@@ -19,6 +19,8 @@ pub const ALL_TOOLS: &[&str] = &[
     "read_file",
     "write_file",
     "list_dir",
+    "grep",
+    "glob",
     "spawn_agent",
     "send_message",
     "wait_agents",

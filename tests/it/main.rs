@@ -38,6 +38,7 @@ mod mcp_http;
 mod messages;
 mod providers;
 mod providers_fidelity;
+mod read_search;
 mod reindex;
 mod retries;
 mod sandbox;
