@@ -5,7 +5,7 @@
 
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::Path;
-use std::sync::{Arc, Mutex};
+use std::sync::Mutex;
 
 use grep_regex::{RegexMatcher, RegexMatcherBuilder};
 use grep_searcher::{BinaryDetection, Searcher, SearcherBuilder};
@@ -286,8 +286,11 @@ fn render_content(params: &Params, hits: &Hits, lines: &mut Lines) -> (u64, u64)
 
 #[cfg(test)]
 mod tests {
-    use super::*;
+    use std::sync::Arc;
+
     use serde_json::json;
+
+    use super::*;
 
     struct Tree {
         _dir: tempfile::TempDir,
