@@ -433,7 +433,7 @@ mod tests {
     async fn read_file_returns_an_image_as_an_image() {
         let dir = tempfile::tempdir().unwrap();
         let ctx = context(dir.path());
-        let png = super::super::image_file::tests::png(64, 32);
+        let png = super::super::image_file::test_png(64, 32);
         std::fs::write(dir.path().join("logo.png"), &png).unwrap();
         // Named as text, it is still an image: the bytes decide.
         std::fs::write(dir.path().join("logo.txt"), &png).unwrap();
@@ -446,7 +446,7 @@ mod tests {
         }
         std::fs::write(
             dir.path().join("huge.png"),
-            super::super::image_file::tests::png(9000, 9000),
+            super::super::image_file::test_png(9000, 9000),
         )
         .unwrap();
         let read = call("read_file", json!({"path": "huge.png"}), &ctx).await;

@@ -83,19 +83,21 @@ fn size(bytes: u64) -> String {
     }
 }
 
+/// A PNG's signature and IHDR chunk claiming the given size (enough for the header checks).
 #[cfg(test)]
-pub(super) mod tests {
-    use super::super::ToolStatus;
-    use super::*;
+pub(super) fn test_png(width: u32, height: u32) -> Vec<u8> {
+    let mut bytes = b"\x89PNG\r\n\x1a\n\0\0\0\x0dIHDR".to_vec();
+    bytes.extend_from_slice(&width.to_be_bytes());
+    bytes.extend_from_slice(&height.to_be_bytes());
+    bytes.extend_from_slice(&[8, 6, 0, 0, 0, 0, 0, 0, 0]);
+    bytes
+}
 
-    /// A PNG's signature and IHDR chunk claiming the given size (enough for the header checks).
-    pub(crate) fn png(width: u32, height: u32) -> Vec<u8> {
-        let mut bytes = b"\x89PNG\r\n\x1a\n\0\0\0\x0dIHDR".to_vec();
-        bytes.extend_from_slice(&width.to_be_bytes());
-        bytes.extend_from_slice(&height.to_be_bytes());
-        bytes.extend_from_slice(&[8, 6, 0, 0, 0, 0, 0, 0, 0]);
-        bytes
-    }
+#[cfg(test)]
+mod tests {
+    use super::super::call::ToolStatus;
+    use super::test_png as png;
+    use super::*;
 
     #[test]
     fn images_are_recognised_by_their_bytes() {

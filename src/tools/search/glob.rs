@@ -10,9 +10,8 @@ use ignore::WalkState;
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
-use super::shown::{Lines, count};
+use super::shown::{DEFAULT_LIMIT, Lines, MAX_LIMIT, count};
 use super::walk::{self, Root, SearchContext};
-use super::{DEFAULT_LIMIT, MAX_LIMIT};
 use crate::tools::call::{optional_count, optional_string, required_string};
 
 /// The newest paths found so far, and how many there were in all.

@@ -3,6 +3,8 @@
 //! in path order, so the same search gives the same answer, and past the limit or the output
 //! cap a note says how many more there are.
 
+use std::fs::File;
+use std::os::fd::OwnedFd;
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::Path;
 use std::sync::Mutex;
@@ -14,14 +16,13 @@ use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
 use super::hits::{FileHits, FileSink, Hits, Mode, RowKind};
-use super::shown::{Lines, count};
+use super::shown::{DEFAULT_LIMIT, Lines, MAX_LIMIT, count};
 use super::walk::{self, Root, SearchContext};
-use super::{DEFAULT_LIMIT, MAX_LIMIT};
-use crate::sandbox::paths as sandbox_paths;
+use crate::sandbox;
 use crate::tools::call::{optional_bool, optional_count, optional_string, required_string};
 
 /// The most context lines around a match.
-pub(in crate::tools) const MAX_CONTEXT: u64 = 100;
+pub(crate) const MAX_CONTEXT: u64 = 100;
 
 struct Params {
     pattern: String,
@@ -107,9 +108,16 @@ fn walk_and_search(params: &Params, search: &SearchContext, cancel: &Cancellatio
         .before_context(params.context)
         .after_context(params.context);
     let sandbox = search.sandbox.as_ref();
+    // Under the sandbox each file is opened beneath the start, through no link.
+    let beneath = match sandbox {
+        Some(_) if params.root.is_dir => {
+            sandbox::beneath::open_dir(&params.root.real, Path::new(""), false).ok()
+        }
+        _ => None,
+    };
     walk::walker(&params.root.real, sandbox, params.hidden).run(|| {
         let mut searcher = builder.build();
-        let hits = &hits;
+        let (hits, beneath) = (&hits, beneath.as_ref());
         Box::new(move |entry| {
             if cancel.is_cancelled() {
                 return WalkState::Quit;
@@ -141,9 +149,8 @@ fn walk_and_search(params: &Params, search: &SearchContext, cancel: &Cancellatio
                     return WalkState::Continue;
                 }
             }
-            let shown = params.root.show(path);
-            match search_file(&mut searcher, params, search, path, &shown) {
-                Ok(Some(found)) => lock(hits).add(shown, found),
+            match search_file(&mut searcher, params, search, beneath, path) {
+                Ok(Some(found)) => lock(hits).add(params.root.show(path), found),
                 Ok(None) => {}
                 Err(()) => lock(hits).unreadable += 1,
             }
@@ -163,25 +170,14 @@ fn search_file(
     searcher: &mut Searcher,
     params: &Params,
     search: &SearchContext,
+    beneath: Option<&OwnedFd>,
     path: &Path,
-    shown: &str,
 ) -> Result<Option<FileHits>, ()> {
-    // A file swapped for a link or a FIFO since the walk saw it is neither followed nor waited
-    // on (reads of a regular file ignore O_NONBLOCK).
-    let file = std::fs::OpenOptions::new()
-        .read(true)
-        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
-        .open(path)
-        .map_err(|_| ())?;
-    if let Some(policy) = &search.sandbox {
-        // A directory on the way swapped for a link since the walk checked it.
-        sandbox_paths::check_opened(policy, Path::new(shown), &file).map_err(|_| ())?;
-    }
+    let file = open(params, search, beneath, path).map_err(|_| ())?;
     let mut sink = FileSink {
         mode: params.mode,
         limit: params.limit,
         max_bytes: search.max_output_bytes,
-        path: shown,
         hits: FileHits::default(),
         binary: false,
     };
@@ -192,6 +188,33 @@ fn search_file(
         return Ok(None);
     }
     Ok(Some(sink.hits))
+}
+
+/// Opens a file the walk found. Under the sandbox, a directory on the way swapped for a link
+/// since the walk checked it must not lead the read elsewhere: the file is opened beneath the
+/// start through no link, or (a kernel without `openat2`, or a single file searched) checked
+/// again once open. A file swapped for a link or a FIFO is neither followed nor waited on.
+fn open(
+    params: &Params,
+    search: &SearchContext,
+    beneath: Option<&OwnedFd>,
+    path: &Path,
+) -> std::io::Result<File> {
+    if let Some(dir) = beneath {
+        let relative = path.strip_prefix(&params.root.real).unwrap_or(path);
+        match sandbox::beneath::open_read(dir, relative) {
+            Err(error) if error.kind() == std::io::ErrorKind::Unsupported => {}
+            opened => return opened,
+        }
+    }
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
+        .open(path)?;
+    if let Some(policy) = &search.sandbox {
+        sandbox::paths::check_opened(policy, path, &file).map_err(std::io::Error::other)?;
+    }
+    Ok(file)
 }
 
 fn render(params: &Params, hits: Hits, cap: usize) -> String {

@@ -59,24 +59,22 @@ impl FileHits {
 
 /// Collects one file's results; the search stops at binary data (a NUL byte), and the file
 /// then counts as not found.
-pub(super) struct FileSink<'a> {
+pub(super) struct FileSink {
     pub mode: Mode,
     pub limit: u64,
     /// Rows are kept only while they take less than this (the output cap).
     pub max_bytes: usize,
-    /// The shown path, for the size of each row's output.
-    pub path: &'a str,
     pub hits: FileHits,
     pub binary: bool,
 }
 
-impl FileSink<'_> {
+impl FileSink {
     fn keep(&mut self, kind: RowKind, number: u64, line: &[u8]) {
         let line = line.strip_suffix(b"\n").unwrap_or(line);
         let line = line.strip_suffix(b"\r").unwrap_or(line);
         let text = shown(&line[..line.len().min(MAX_LINE_BYTES_KEPT)], line.len()).into_owned();
-        // `path:number:text` and a newline.
-        self.hits.bytes += self.path.len() + digits(number) + text.len() + 3;
+        // `:number:text` and a newline; the path is counted once the file is done.
+        self.hits.bytes += digits(number) + text.len() + 3;
         self.hits.rows.push(Row { kind, number, text });
     }
 
@@ -87,7 +85,7 @@ impl FileSink<'_> {
     }
 }
 
-impl Sink for FileSink<'_> {
+impl Sink for FileSink {
     type Error = std::io::Error;
 
     fn matched(&mut self, _: &Searcher, found: &SinkMatch<'_>) -> Result<bool, Self::Error> {
@@ -176,7 +174,7 @@ impl Hits {
         match self.mode {
             Mode::FilesWithMatches => hits.bytes = path.len() + 1,
             Mode::Count => hits.bytes = path.len() + digits(hits.matches) + 2,
-            Mode::Content => {}
+            Mode::Content => hits.bytes += path.len() * hits.rows.len(),
         }
         // The files before it in path order fill the output already.
         let full = self.kept_weight >= self.limit || self.kept_bytes >= self.cap;

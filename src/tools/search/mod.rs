@@ -16,10 +16,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::call::{ToolContext, ToolResult};
 pub(super) use grep::MAX_CONTEXT;
-
-/// Results shown when a call gives no `limit`, and the most it may ask for.
-const DEFAULT_LIMIT: u64 = 100;
-pub(super) const MAX_LIMIT: u64 = 10_000;
+pub(super) use shown::MAX_LIMIT;
 
 /// Runs `grep` or `glob` (the only names `run_tool` sends here). An interrupt answers at once;
 /// the search on its thread stops at the next file.

@@ -1,7 +1,11 @@
-//! The output of a search: lines within the output cap, each redacted (a configured secret
-//! never reaches the model, whatever file held it), then the notes.
+//! The output of a search: at most `limit` results, lines within the output cap, each redacted
+//! (a configured secret never reaches the model, whatever file held it), then the notes.
 
 use crate::text::floor_char_boundary;
+
+/// Results shown when a call gives no `limit`, and the most it may ask for.
+pub(super) const DEFAULT_LIMIT: u64 = 100;
+pub(crate) const MAX_LIMIT: u64 = 10_000;
 
 /// Lines of output, at most `cap` bytes of them.
 pub(super) struct Lines {

@@ -13,7 +13,7 @@ use globset::{GlobBuilder, GlobMatcher};
 use crate::sandbox::{SandboxPolicy, paths as sandbox_paths};
 
 /// What a search call needs of its tool context, owned, for its blocking thread.
-pub(in crate::tools) struct SearchContext {
+pub(super) struct SearchContext {
     pub cwd: PathBuf,
     pub max_output_bytes: usize,
     /// The sandbox's read rules, when it is enforced.
@@ -21,7 +21,7 @@ pub(in crate::tools) struct SearchContext {
 }
 
 impl SearchContext {
-    pub fn new(ctx: &crate::tools::ToolContext) -> SearchContext {
+    pub fn new(ctx: &crate::tools::call::ToolContext) -> SearchContext {
         SearchContext {
             cwd: ctx.cwd.clone(),
             max_output_bytes: ctx.max_output_bytes,
