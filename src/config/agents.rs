@@ -20,6 +20,8 @@ pub const ALL_TOOLS: &[&str] = &[
     "write_file",
     "edit_file",
     "list_dir",
+    "grep",
+    "glob",
     "spawn_agent",
     "send_message",
     "wait_agents",

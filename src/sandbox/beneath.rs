@@ -2,14 +2,15 @@
 //! service, while a sandboxed process may be swapping a directory for a symlink at the same
 //! moment: a path checked first and written after could land anywhere. So every write opens
 //! each component of its path relative to the directory before it, never following a symlink:
-//! what was checked is what is written, and a link in the way is an error, not a detour.
+//! what was checked is what is written, and a link in the way is an error, not a detour. The
+//! search tools read the same way ([`open_read`]).
 
 use std::ffi::OsStr;
 use std::io::{self, Write};
 use std::os::fd::{AsFd, OwnedFd};
 use std::path::{Component, Path};
 
-use rustix::fs::{AtFlags, FileType, Mode, OFlags};
+use rustix::fs::{AtFlags, FileType, Mode, OFlags, ResolveFlags};
 
 /// A directory beneath `root`, opened component by component without following symlinks, and
 /// created (with the directories before it) when `create` says so. `relative` may not leave
@@ -92,6 +93,25 @@ pub fn way_changed(error: &io::Error) -> bool {
             error.kind(),
             io::ErrorKind::NotFound | io::ErrorKind::NotADirectory
         )
+}
+
+/// The file `relative` beneath the directory `root` (an open handle), opened to read with no
+/// symlink followed anywhere on the way and without leaving `root` (`openat2` with
+/// `RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS`): what a walk that follows no link found and checked
+/// is what is read, even if a directory on the way was swapped for a link since. A FIFO swapped
+/// in is not waited on (reads of a regular file ignore `O_NONBLOCK`). `Unsupported` where the
+/// kernel has no `openat2` (before Linux 5.6).
+pub fn open_read(root: &impl AsFd, relative: &Path) -> io::Result<std::fs::File> {
+    let flags = OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::NONBLOCK | OFlags::CLOEXEC;
+    let resolve = ResolveFlags::BENEATH | ResolveFlags::NO_SYMLINKS;
+    match rustix::fs::openat2(root, relative, flags, Mode::empty(), resolve) {
+        Ok(file) => Ok(std::fs::File::from(file)),
+        Err(rustix::io::Errno::NOSYS) => Err(io::Error::new(
+            io::ErrorKind::Unsupported,
+            "openat2 is not available",
+        )),
+        Err(error) => Err(error.into()),
+    }
 }
 
 /// Replaces (or creates) the file `name` in `dir` with `bytes`, never through a symlink.
@@ -247,5 +267,24 @@ mod tests {
         assert!(has_linked_ancestor(root.path(), Path::new("out/x")));
         assert!(!has_linked_ancestor(root.path(), Path::new("a/b/x.txt")));
         assert!(!has_linked_ancestor(root.path(), Path::new("new/x")));
+    }
+
+    #[test]
+    fn reads_stay_beneath_the_root_and_never_go_through_a_link() {
+        let root = tempfile::tempdir().unwrap();
+        let outside = tempfile::tempdir().unwrap();
+        std::fs::create_dir(root.path().join("a")).unwrap();
+        std::fs::write(root.path().join("a/x.txt"), "inside").unwrap();
+        std::fs::write(outside.path().join("x.txt"), "outside").unwrap();
+        symlink(outside.path(), root.path().join("out")).unwrap();
+        symlink(outside.path().join("x.txt"), root.path().join("a/link.txt")).unwrap();
+        let dir = open_dir(root.path(), Path::new(""), false).unwrap();
+        let read = |relative: &str| {
+            open_read(&dir, Path::new(relative)).map(|file| std::io::read_to_string(file).unwrap())
+        };
+        assert_eq!(read("a/x.txt").unwrap(), "inside");
+        for refused in ["out/x.txt", "a/link.txt", "../x.txt"] {
+            assert!(read(refused).is_err(), "{refused}");
+        }
     }
 }

@@ -151,7 +151,9 @@ pub fn check_opened(
     check_real(policy, shown, &real)
 }
 
-fn check_real(policy: &SandboxPolicy, shown: &Path, real: &Path) -> Result<(), String> {
+/// The same rules for a path known to be real (no link on the way): one a walk that follows
+/// no link found below a real start. `shown` is the path the message names.
+pub fn check_real(policy: &SandboxPolicy, shown: &Path, real: &Path) -> Result<(), String> {
     if real.starts_with("/proc") && real.file_name().is_some_and(|name| name == "environ") {
         return Err(format!(
             "blocked by the sandbox: {} is a process's environment ({})",

@@ -119,18 +119,6 @@ pub(crate) fn required_path(arguments: &Value) -> Result<&str, String> {
     Ok(path)
 }
 
-/// An optional boolean parameter; `null` counts as absent.
-pub(crate) fn optional_bool(arguments: &Value, name: &str) -> Result<Option<bool>, String> {
-    match parameter(arguments, name)? {
-        None => Ok(None),
-        Some(Value::Bool(value)) => Ok(Some(*value)),
-        Some(other) => Err(format!(
-            "parameter `{name}` must be a boolean, not {}",
-            json_kind(other)
-        )),
-    }
-}
-
 /// An optional parameter of any JSON type; `null` counts as absent.
 pub(crate) fn optional_value<'a>(
     arguments: &'a Value,
@@ -149,6 +137,41 @@ pub(crate) fn optional_number(arguments: &Value, name: &str) -> Result<Option<f6
             json_kind(other)
         )),
     }
+}
+
+/// An optional boolean parameter; `null` counts as absent.
+pub(crate) fn optional_bool(arguments: &Value, name: &str) -> Result<Option<bool>, String> {
+    match parameter(arguments, name)? {
+        None => Ok(None),
+        Some(Value::Bool(value)) => Ok(Some(*value)),
+        Some(other) => Err(format!(
+            "parameter `{name}` must be true or false, not {}",
+            json_kind(other)
+        )),
+    }
+}
+
+/// An optional whole number within `range` (a count of lines or results); `null` counts as
+/// absent. `5.0` is taken as 5, as some models write numbers that way.
+pub(crate) fn optional_count(
+    arguments: &Value,
+    name: &str,
+    range: std::ops::RangeInclusive<u64>,
+) -> Result<Option<u64>, String> {
+    let out_of_range = || {
+        format!(
+            "parameter `{name}` must be a whole number from {} to {}",
+            range.start(),
+            range.end()
+        )
+    };
+    let Some(number) = optional_number(arguments, name)? else {
+        return Ok(None);
+    };
+    if number.fract() != 0.0 || number < *range.start() as f64 || number > *range.end() as f64 {
+        return Err(out_of_range());
+    }
+    Ok(Some(number as u64))
 }
 
 fn parameter<'a>(arguments: &'a Value, name: &str) -> Result<Option<&'a Value>, String> {
@@ -196,5 +219,25 @@ mod tests {
             "parameter `timeout_s` must be a number, not a string"
         );
         assert_eq!(optional_string(&Value::Null, "path"), Ok(None));
+    }
+
+    #[test]
+    fn booleans_and_counts() {
+        let arguments = json!({"yes": true, "no": "false", "n": 5.0, "half": 2.5, "zero": 0});
+        assert_eq!(optional_bool(&arguments, "yes"), Ok(Some(true)));
+        assert_eq!(optional_bool(&arguments, "absent"), Ok(None));
+        assert_eq!(
+            optional_bool(&arguments, "no").unwrap_err(),
+            "parameter `no` must be true or false, not a string"
+        );
+        assert_eq!(optional_count(&arguments, "n", 1..=10), Ok(Some(5)));
+        assert_eq!(optional_count(&arguments, "absent", 1..=10), Ok(None));
+        for name in ["half", "zero"] {
+            assert_eq!(
+                optional_count(&arguments, name, 1..=10).unwrap_err(),
+                format!("parameter `{name}` must be a whole number from 1 to 10")
+            );
+        }
+        assert!(optional_count(&arguments, "n", 1..=4).is_err());
     }
 }

@@ -1,14 +1,26 @@
 //! The tools an agent calls: one entry point (`run_tool`) and the specs the model sees.
 //! A tool's failure is a result text for the model (status `Failed`), never an error of the turn.
+//!
+//! - `call.rs`: what a call gets and gives (context, arguments by name and type, result).
+//! - `shell.rs`: `shell`, with live output; `group_records.rs`: its process groups recorded.
+//! - `files.rs`: `read_file`, `write_file`, `list_dir`; `read_file` shows text as numbered
+//!   lines (`numbered.rs`, one line cut by `lines.rs`) and an image as one (`image_file.rs`).
+//! - `search/`: `grep` and `glob`.
+//! - `mcp.rs`: the tools of MCP servers.
+//! - `output.rs`: output capped to its head and tail.
 
 mod call;
 mod disk;
 mod edit;
 mod files;
 pub mod group_records;
+mod image_file;
+mod lines;
 mod mcp;
+mod numbered;
 mod offer;
 mod output;
+mod search;
 mod shell;
 mod touched;
 
@@ -51,7 +63,7 @@ pub async fn run_tool(
                 () = cancel.cancelled() => {
                     ToolResult::interrupted(format!("`{name}` was interrupted"))
                 }
-                result = files::run(name, arguments, ctx) => result,
+                result = files::run(name, arguments, ctx, cancel) => result,
             }
         }
         "edit_file" | "apply_patch" | "str_replace_based_edit_tool" => {
@@ -68,6 +80,7 @@ pub async fn run_tool(
                 result = edit::run(name, arguments, ctx, cancel) => result,
             }
         }
+        "grep" | "glob" => search::run(name, arguments, ctx, cancel).await,
         _ if name.starts_with(crate::mcp::names::PREFIX) => {
             mcp::run(name, arguments, ctx, live, cancel).await
         }
@@ -116,13 +129,27 @@ fn spec(name: &str) -> Option<ToolSpec> {
         ),
         "read_file" => (
             "read_file",
-            "Read a text file. Long files are cut at the output limit with a note.",
+            "Read a file. Text comes as numbered lines (`cat -n` style: the line number, a tab, \
+             the line), at most 2000 lines from `offset`; lines longer than 2000 characters are \
+             cut, and a note at the end says how many lines follow and the offset to read on \
+             from. A PNG, JPEG, GIF or WebP file comes as an image.",
             json!({
                 "type": "object",
                 "properties": {
                     "path": {
                         "type": "string",
                         "description": "Path relative to the working directory, or absolute."
+                    },
+                    "offset": {
+                        "type": "integer",
+                        "minimum": 1,
+                        "description": "Optional: the first line to show (1 is the first \
+                                        line of the file)."
+                    },
+                    "limit": {
+                        "type": "integer",
+                        "minimum": 1,
+                        "description": "Optional: how many lines to show (default 2000)."
                     }
                 },
                 "required": ["path"]
@@ -221,6 +248,90 @@ fn spec(name: &str) -> Option<ToolSpec> {
                                         Optional: the working directory."
                     }
                 }
+            }),
+        ),
+        "grep" => (
+            "grep",
+            "Search file contents with a regular expression (Rust regex syntax, one line at a \
+             time). Walks a directory like ripgrep: files that .gitignore or .ignore exclude, \
+             hidden files and binary files are skipped. Results come sorted by path; past \
+             `limit` a note says how many more there are.",
+            json!({
+                "type": "object",
+                "properties": {
+                    "pattern": {
+                        "type": "string",
+                        "description": "The regular expression, e.g. `fn\\s+main` or `TODO|FIXME`."
+                    },
+                    "path": {
+                        "type": "string",
+                        "description": "Optional: the file or directory to search, relative to \
+                                        the working directory or absolute (default: the \
+                                        working directory)."
+                    },
+                    "glob": {
+                        "type": "string",
+                        "description": "Optional: only files matching this glob: without a `/` \
+                                        it matches the file name (`*.rs`, `*.{ts,tsx}`), with \
+                                        one the path below `path` (`src/**/*.ts`)."
+                    },
+                    "case_insensitive": {
+                        "type": "boolean",
+                        "description": "Optional: ignore case (default false)."
+                    },
+                    "output_mode": {
+                        "type": "string",
+                        "enum": ["files_with_matches", "content", "count"],
+                        "description": "Optional: `files_with_matches` (default) lists the \
+                                        files that match; `content` shows the matching lines \
+                                        as `path:line:text`; `count` gives `path:count`."
+                    },
+                    "context": {
+                        "type": "integer",
+                        "minimum": 0,
+                        "maximum": search::MAX_CONTEXT,
+                        "description": "Optional, content mode only: lines shown before and \
+                                        after each match (as `path-line-text`)."
+                    },
+                    "limit": {
+                        "type": "integer",
+                        "minimum": 1,
+                        "maximum": search::MAX_LIMIT,
+                        "description": "Optional: the most files (or matching lines, in \
+                                        content mode) shown (default 100)."
+                    }
+                },
+                "required": ["pattern"]
+            }),
+        ),
+        "glob" => (
+            "glob",
+            "Find files by path pattern, newest first (by modification time). Files that \
+             .gitignore or .ignore exclude and hidden files (unless the pattern names them, \
+             like `.github/**`) are left out; past `limit` a note says how many more there are.",
+            json!({
+                "type": "object",
+                "properties": {
+                    "pattern": {
+                        "type": "string",
+                        "description": "A glob matched against paths below `path`: `*` and `?` \
+                                        stay within a directory, `**` crosses directories, \
+                                        `{a,b}` chooses (`**/*.rs`, `src/**/*.{ts,tsx}`)."
+                    },
+                    "path": {
+                        "type": "string",
+                        "description": "Optional: the directory to search, relative to the \
+                                        working directory or absolute (default: the working \
+                                        directory)."
+                    },
+                    "limit": {
+                        "type": "integer",
+                        "minimum": 1,
+                        "maximum": search::MAX_LIMIT,
+                        "description": "Optional: the most paths shown (default 100)."
+                    }
+                },
+                "required": ["pattern"]
             }),
         ),
         "spawn_agent" => (
@@ -448,6 +559,8 @@ mod tests {
             "edit_file",
             "apply_patch",
             "list_dir",
+            "grep",
+            "glob",
             "spawn_agent",
             "send_message",
             "wait_agents",

@@ -42,6 +42,7 @@ mod native_edits;
 mod plan;
 mod providers;
 mod providers_fidelity;
+mod read_search;
 mod reindex;
 mod retries;
 mod sandbox;

@@ -27,6 +27,7 @@
 //! - `seed`: new conversations a second (create and exchange) with concurrent clients.
 //! - `churn`: the time per turn before and after subscribers came and went.
 //! - `burst`: a burst of deltas fanned out to many subscribers, before and after.
+//! - `grep`: the `grep` tool over a 10,000-file tree, warm, in each output mode, and `glob`.
 //! - `acp`: the latency `openvaala acp` adds per streamed chunk, and the time from
 //!   `session/prompt` to the first chunk against the HTTP API's.
 
@@ -42,6 +43,7 @@ mod fake_provider;
 mod fence;
 mod fork;
 mod foundation;
+mod grep;
 mod live;
 mod mcp;
 mod meter;
@@ -127,6 +129,9 @@ enum Bench {
     /// A burst of deltas fanned out to many SSE subscribers: delivery latency, against an
     /// older binary with `--before`.
     Burst(burst::BurstArgs),
+    /// The `grep` tool over a tree of 10,000 files, warm: median and p90 per output mode,
+    /// sandboxed and not, and `glob` beside it.
+    Grep(grep::GrepArgs),
 }
 
 fn main() -> anyhow::Result<ExitCode> {
@@ -155,6 +160,7 @@ fn main() -> anyhow::Result<ExitCode> {
         Bench::Seed(args) => seed::seed(&args),
         Bench::Churn(args) => churn::churn(&args),
         Bench::Burst(args) => burst::burst(&args),
+        Bench::Grep(args) => grep::grep(&args),
     }?;
     Ok(ExitCode::SUCCESS)
 }

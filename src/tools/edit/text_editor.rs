@@ -32,7 +32,7 @@ pub(super) async fn run(
         Err(error) => return ToolResult::failed(error),
     };
     match command {
-        "view" => view(arguments, ctx)
+        "view" => view(arguments, ctx, cancel)
             .await
             .unwrap_or_else(ToolResult::failed),
         "create" => offload(create, arguments, ctx, cancel).await,
@@ -45,7 +45,11 @@ pub(super) async fn run(
 }
 
 /// A file's lines, or a directory's entries, by the read tools.
-async fn view(arguments: &Value, ctx: &ToolContext) -> Result<ToolResult, String> {
+async fn view(
+    arguments: &Value,
+    ctx: &ToolContext,
+    cancel: &CancellationToken,
+) -> Result<ToolResult, String> {
     let path = required_path(arguments)?;
     let range = optional_value(arguments, "view_range")?
         .map(view_range)
@@ -61,7 +65,7 @@ async fn view(arguments: &Value, ctx: &ToolContext) -> Result<ToolResult, String
                 "{path} is a directory: view_range applies to files"
             ));
         }
-        return Ok(files::run("list_dir", &Value::Object(read), ctx).await);
+        return Ok(files::run("list_dir", &Value::Object(read), ctx, cancel).await);
     }
     if let Some((start, end)) = range {
         read.insert("offset".into(), start.into());
@@ -69,7 +73,7 @@ async fn view(arguments: &Value, ctx: &ToolContext) -> Result<ToolResult, String
             read.insert("limit".into(), (end - start + 1).into());
         }
     }
-    Ok(files::run("read_file", &Value::Object(read), ctx).await)
+    Ok(files::run("read_file", &Value::Object(read), ctx, cancel).await)
 }
 
 /// `[start, end]`: 1-based, inclusive, `end` -1 for the end of the file (`None`).
