@@ -43,13 +43,14 @@ pub fn offered(names: &[String], edit: EditShape) -> Vec<ToolSpec> {
         .iter()
         .flat_map(|name| match (name.as_str(), edit) {
             (EDIT_TOOL, EditShape::Native(native)) => vec![native.spec()],
-            (EDIT_TOOL, EditShape::ApplyPatchFunction) => {
-                [super::spec(EDIT_TOOL), super::spec("apply_patch")]
-                    .into_iter()
-                    .flatten()
-                    .collect()
-            }
-            _ => super::spec(name).into_iter().collect(),
+            (EDIT_TOOL, EditShape::ApplyPatchFunction) => [
+                super::specs::spec(EDIT_TOOL),
+                super::specs::spec("apply_patch"),
+            ]
+            .into_iter()
+            .flatten()
+            .collect(),
+            _ => super::specs::spec(name).into_iter().collect(),
         })
         .collect()
 }

@@ -74,17 +74,9 @@ pub(super) fn run(
         walk::walker(&start, search.sandbox.as_ref(), walk::names_hidden(pattern)).run(|| {
             let (found, matcher, root) = (&found, &matcher, &root);
             Box::new(move |entry| {
-                if cancel.is_cancelled() {
-                    return WalkState::Quit;
-                }
-                let entry = match entry {
+                let entry = match walk::reached(entry, cancel, || lock(found).unreadable += 1) {
                     Ok(entry) => entry,
-                    Err(error) => {
-                        if error.is_io() {
-                            lock(found).unreadable += 1;
-                        }
-                        return WalkState::Continue;
-                    }
+                    Err(state) => return state,
                 };
                 if entry.file_type().is_none_or(|kind| kind.is_dir()) {
                     return WalkState::Continue;

@@ -119,17 +119,9 @@ fn walk_and_search(params: &Params, search: &SearchContext, cancel: &Cancellatio
         let mut searcher = builder.build();
         let (hits, beneath) = (&hits, beneath.as_ref());
         Box::new(move |entry| {
-            if cancel.is_cancelled() {
-                return WalkState::Quit;
-            }
-            let entry = match entry {
+            let entry = match walk::reached(entry, cancel, || lock(hits).unreadable += 1) {
                 Ok(entry) => entry,
-                Err(error) => {
-                    if error.is_io() {
-                        lock(hits).unreadable += 1;
-                    }
-                    return WalkState::Continue;
-                }
+                Err(state) => return state,
             };
             // Links are not followed; devices, FIFOs and sockets are no text to search.
             if !entry.file_type().is_some_and(|kind| kind.is_file()) {

@@ -104,6 +104,24 @@ pub(super) fn walker(
 
 /// Whether `read_file` may read the real path `path`. Asked of a directory before the walk
 /// enters it, so a refused directory (the service's state) is skipped whole.
+/// An entry the walk reached, or what the walk does instead: quit once the call is cancelled,
+/// go on past an error (`unreadable` counts one that was the file system's).
+pub(super) fn reached(
+    entry: Result<ignore::DirEntry, ignore::Error>,
+    cancel: &tokio_util::sync::CancellationToken,
+    unreadable: impl FnOnce(),
+) -> Result<ignore::DirEntry, ignore::WalkState> {
+    if cancel.is_cancelled() {
+        return Err(ignore::WalkState::Quit);
+    }
+    entry.map_err(|error| {
+        if error.is_io() {
+            unreadable();
+        }
+        ignore::WalkState::Continue
+    })
+}
+
 pub(super) fn readable(policy: &SandboxPolicy, path: &Path) -> bool {
     sandbox_paths::check_real(policy, path, path).is_ok()
 }
