@@ -1,6 +1,7 @@
 //! `openvaala acp` beyond the basics, with the same client no one here wrote: sub-agents as
 //! sessions of their own (the protocol's sub-agent extension, for an editor that says it
-//! follows them), file changes as diffs with the text they replaced, and `/retry`.
+//! follows them), file changes (writes, edits, commands) as diffs with the text they replaced,
+//! and `/retry`.
 
 use serde_json::{Value, json};
 
@@ -351,4 +352,43 @@ async fn the_editor_switches_the_agent_of_a_running_conversation_between_turns()
     assert_eq!(done["result"]["stopReason"], "end_turn", "{done}");
     let last = fake.requests().pop().unwrap().body;
     assert_eq!(tools(&last), ["read_file"], "{last}");
+}
+
+#[tokio::test]
+async fn an_edit_shows_as_the_diff_of_what_it_replaced_then_of_the_whole_file() {
+    let (fake, server) = start(r#"["edit_file"]"#).await;
+    let cwd = workspace();
+    let notes = cwd.path().join("notes.txt");
+    std::fs::write(&notes, "line one\nline two\n").unwrap();
+    fake.push(Reply::tool_call(
+        "edit_file",
+        json!({"path": "notes.txt", "old_string": "line two", "new_string": "line 2"}),
+        1,
+    ));
+    fake.push(Reply::text("Done."));
+    let mut editor = Editor::start(&server.base).await;
+    let session = editor.new_session(cwd.path()).await;
+    let prompt = editor.prompt(&session, "edit the notes").await;
+    let done = editor.until(|line| line["id"] == prompt).await;
+    assert_eq!(done["result"]["stopReason"], "end_turn", "{done}");
+
+    let calls = editor.updates(&session, "tool_call");
+    assert_eq!(calls.len(), 1, "{calls:#?}");
+    assert_eq!(calls[0]["kind"], "edit", "{}", calls[0]);
+    assert_eq!(calls[0]["title"], "Edit notes.txt", "{}", calls[0]);
+    let diffs: Vec<Value> = editor
+        .updates(&session, "tool_call_update")
+        .into_iter()
+        .filter(|update| update["toolCallId"] == calls[0]["toolCallId"])
+        .filter_map(|update| update["content"].as_array().cloned())
+        .flatten()
+        .filter(|block| block["type"] == "diff")
+        .collect();
+    // At its end, the text it replaced and what it wrote; then the whole file, from the
+    // checkpoints.
+    let path = notes.to_str().unwrap();
+    let snippet = json!({"type": "diff", "path": path, "oldText": "line two", "newText": "line 2"});
+    let whole = json!({"type": "diff", "path": path, "oldText": "line one\nline two\n", "newText": "line one\nline 2\n"});
+    assert_eq!(diffs.first(), Some(&snippet), "{diffs:#?}");
+    assert_eq!(diffs.last(), Some(&whole), "{diffs:#?}");
 }
