@@ -131,6 +131,13 @@ pub struct TurnUsage {
     pub output_tokens: u64,
     /// The part of `output_tokens` that was reasoning, when the provider says.
     pub reasoning_tokens: u64,
+    /// The part of `input_tokens` the provider read from its prompt cache.
+    #[serde(default)]
+    pub cached_input_tokens: u64,
+    /// The part of `input_tokens` written to the prompt cache (Anthropic reports and charges it
+    /// apart; 0 elsewhere).
+    #[serde(default)]
+    pub cache_write_tokens: u64,
 }
 
 #[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq, utoipa::ToSchema)]

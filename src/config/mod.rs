@@ -27,9 +27,9 @@ pub use mcp::{
     conversation_servers, valid_server_name,
 };
 pub use providers::{
-    BUILTIN_PROVIDER, DEMO_MODEL, EditTool, MaxTokensField, ModelConfig, ModelOptions, Protocol,
-    ProviderConfig, Reasoning, ReasoningContext, ReasoningEffort, ReasoningSummary, Thinking,
-    TokenizerName,
+    BUILTIN_PROVIDER, CacheRetention, CacheTtl, DEMO_MODEL, EditTool, MaxTokensField, ModelConfig,
+    ModelOptions, Protocol, ProviderConfig, Reasoning, ReasoningContext, ReasoningEffort,
+    ReasoningSummary, Thinking, TokenizerName,
 };
 pub use server::ServerConfig;
 pub use validator::ConfigError;

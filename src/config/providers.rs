@@ -61,7 +61,7 @@ pub enum EditTool {
 
 /// A model's switches that belong to one protocol each (the validator refuses them on a model
 /// of another protocol), sent with every request to that model.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ModelOptions {
     /// `anthropic_messages`: extended thinking.
     pub thinking: Option<Thinking>,
@@ -69,6 +69,71 @@ pub struct ModelOptions {
     pub reasoning: Option<Reasoning>,
     /// `openai_chat`: the name the output limit is sent under.
     pub max_tokens_field: MaxTokensField,
+    /// Whether requests ask the provider to cache their prefix (`prompt_cache`, on by
+    /// default): Anthropic's `cache_control` breakpoints, OpenAI's `prompt_cache_key`.
+    pub prompt_cache: bool,
+    /// `anthropic_messages`: how long a cached prefix lives (`cache_ttl`; unset: 5 minutes).
+    pub cache_ttl: Option<CacheTtl>,
+    /// `openai_chat`, `openai_responses`: `prompt_cache_retention` as the request carries it.
+    pub prompt_cache_retention: Option<CacheRetention>,
+}
+
+/// The `prompt_cache` key of a model.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum PromptCache {
+    Auto,
+    Off,
+}
+
+/// The `cache_ttl` key of an `anthropic_messages` model: Anthropic's two cache lifetimes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+pub enum CacheTtl {
+    #[serde(rename = "5m")]
+    FiveMinutes,
+    #[serde(rename = "1h")]
+    OneHour,
+}
+
+impl CacheTtl {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            CacheTtl::FiveMinutes => "5m",
+            CacheTtl::OneHour => "1h",
+        }
+    }
+}
+
+/// The `prompt_cache_retention` key of an OpenAI model, sent as it is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+pub enum CacheRetention {
+    #[serde(rename = "in_memory")]
+    InMemory,
+    #[serde(rename = "24h")]
+    Day,
+}
+
+impl CacheRetention {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            CacheRetention::InMemory => "in_memory",
+            CacheRetention::Day => "24h",
+        }
+    }
+}
+
+impl Default for ModelOptions {
+    /// No thinking or reasoning object, the current output-limit name, prompt caching on.
+    fn default() -> ModelOptions {
+        ModelOptions {
+            thinking: None,
+            reasoning: None,
+            max_tokens_field: MaxTokensField::default(),
+            prompt_cache: true,
+            cache_ttl: None,
+            prompt_cache_retention: None,
+        }
+    }
 }
 
 /// The `max_tokens_field` key of an `openai_chat` model. OpenAI's reference marks `max_tokens`
@@ -237,6 +302,9 @@ pub(super) struct RawModel {
     reasoning: Option<Reasoning>,
     max_tokens_field: Option<MaxTokensField>,
     edit_tool: Option<EditTool>,
+    prompt_cache: Option<PromptCache>,
+    cache_ttl: Option<CacheTtl>,
+    prompt_cache_retention: Option<CacheRetention>,
 }
 
 impl Validator<'_> {
@@ -342,7 +410,18 @@ impl Validator<'_> {
                 thinking: self.thinking(&id, &model, protocol)?,
                 reasoning: model.reasoning,
                 max_tokens_field: model.max_tokens_field.unwrap_or_default(),
+                prompt_cache: model.prompt_cache != Some(PromptCache::Off),
+                cache_ttl: model.cache_ttl,
+                prompt_cache_retention: model.prompt_cache_retention,
             };
+            if model.cache_ttl.is_some() {
+                let key = format!("models.{id}.cache_ttl");
+                self.only_for(&key, protocol, Protocol::AnthropicMessages)?;
+            }
+            if model.prompt_cache_retention.is_some() && protocol != Protocol::OpenaiResponses {
+                let key = format!("models.{id}.prompt_cache_retention");
+                self.only_for(&key, protocol, Protocol::OpenaiChat)?;
+            }
             if model.max_tokens_field.is_some() {
                 let key = format!("models.{id}.max_tokens_field");
                 self.only_for(&key, protocol, Protocol::OpenaiChat)?;

@@ -12,7 +12,7 @@ use super::client::{
     ToolSpec,
 };
 use super::wire::{self, Decoder, Endpoint, Entry, Event, LenientText};
-use crate::config::{ModelOptions, ProviderConfig, Thinking};
+use crate::config::{CacheTtl, ModelOptions, ProviderConfig, Thinking};
 use crate::domain::Image;
 
 /// The API version this module speaks.
@@ -33,10 +33,15 @@ impl AnthropicMessages {
 impl ProviderClient for AnthropicMessages {
     fn stream(&self, request: ModelRequest, options: &ModelOptions) -> ModelStream {
         let request = self.endpoint.api_key().map(|key| {
-            let http = self
+            let mut http = self
                 .endpoint
                 .post("/messages", &request_body(&request, options))
                 .header("anthropic-version", ANTHROPIC_VERSION);
+            // The one-hour cache lifetime was first offered behind this beta flag; servers that
+            // take it without the flag ignore it.
+            if options.prompt_cache && options.cache_ttl == Some(CacheTtl::OneHour) {
+                http = http.header("anthropic-beta", EXTENDED_CACHE_TTL);
+            }
             match key {
                 Some(key) => http.header("x-api-key", key),
                 None => http,
@@ -116,7 +121,61 @@ pub fn request_body(request: &ModelRequest, options: &ModelOptions) -> Value {
     if !request.tools.is_empty() {
         body["tools"] = tool_definitions(&request.tools);
     }
+    if options.prompt_cache && request.cache_key.is_some() {
+        cache_breakpoints(&mut body, &request.model, options.cache_ttl);
+    }
     body
+}
+
+/// Anthropic caches a prefix only up to a `cache_control` breakpoint (at most 4 a request):
+/// one at the end of the stable prefix (the tools, then the instructions), which a call still
+/// reads when the history changed under it (a compaction), and one on the newest message, so
+/// that each call reads what the previous one wrote. A prefix shorter than the model's
+/// minimum is not cached at all, so it gets no breakpoint.
+fn cache_breakpoints(body: &mut Value, model: &str, ttl: Option<CacheTtl>) {
+    let minimum = min_cacheable_tokens(model);
+    let mut control = json!({ "type": "ephemeral" });
+    if let Some(ttl) = ttl {
+        control["ttl"] = json!(ttl.as_str());
+    }
+    // About four characters a token: close enough to tell a short prefix from a long one.
+    let tokens = |value: &Value| value.to_string().len() as u64 / 4;
+    let prefix = tokens(&body["tools"]) + tokens(&body["system"]);
+    let whole = prefix + tokens(&body["messages"]);
+    if prefix >= minimum {
+        if let Some(system) = body["system"].as_str() {
+            body["system"] = json!([{ "type": "text", "text": system, "cache_control": control }]);
+        } else if let Some(last) = body["tools"]
+            .as_array_mut()
+            .and_then(|tools| tools.last_mut())
+        {
+            last["cache_control"] = control.clone();
+        }
+    }
+    if whole >= minimum
+        && let Some(block) = body["messages"]
+            .as_array_mut()
+            .and_then(|messages| messages.last_mut())
+            .and_then(|message| message["content"].as_array_mut())
+            .and_then(|content| content.last_mut())
+    {
+        block["cache_control"] = control;
+    }
+}
+
+/// The shortest prefix Anthropic caches for a model, in tokens, as its documentation lists
+/// them: 4,096 for Opus 4.5 and Haiku 4.5, 2,048 for the older Haiku models, else 1,024.
+fn min_cacheable_tokens(model: &str) -> u64 {
+    if ["opus-4-5", "haiku-4-5"]
+        .iter()
+        .any(|name| model.contains(name))
+    {
+        4096
+    } else if model.contains("haiku") {
+        2048
+    } else {
+        1024
+    }
 }
 
 /// The `type` of the reasoning state this module keeps: the thinking blocks of one run, as
@@ -330,9 +389,11 @@ impl MessagesDecoder {
     fn read_usage(&mut self, usage: &Value) {
         let count = |field: &str| usage[field].as_u64();
         if let Some(input) = count("input_tokens") {
-            self.usage.input_tokens = input
-                + count("cache_creation_input_tokens").unwrap_or(0)
-                + count("cache_read_input_tokens").unwrap_or(0);
+            let written = count("cache_creation_input_tokens").unwrap_or(0);
+            let read = count("cache_read_input_tokens").unwrap_or(0);
+            self.usage.input_tokens = input + written + read;
+            self.usage.cache_read_tokens = read;
+            self.usage.cache_write_tokens = written;
         }
         if let Some(output) = count("output_tokens") {
             self.usage.output_tokens = output;
@@ -411,6 +472,9 @@ pub fn tool_definitions(tools: &[ToolSpec]) -> Value {
         .collect()
 }
 
+/// The beta flag of the one-hour cache lifetime.
+const EXTENDED_CACHE_TTL: &str = "extended-cache-ttl-2025-04-11";
+
 /// The version of Anthropic's text editor tool offered: the one of the Claude 4 models, whose
 /// commands are `view`, `create`, `str_replace` and `insert`.
 pub const TEXT_EDITOR_TYPE: &str = "text_editor_20250728";
@@ -477,7 +541,9 @@ mod tests {
                 Ok(ModelEvent::Usage(TokenUsage {
                     input_tokens: 42,
                     output_tokens: 12,
-                    reasoning_tokens: 0
+                    reasoning_tokens: 0,
+                    cache_read_tokens: 2,
+                    ..TokenUsage::default()
                 })),
                 Ok(ModelEvent::Done),
             ]
@@ -523,7 +589,8 @@ mod tests {
                 Ok(ModelEvent::Usage(TokenUsage {
                     input_tokens: 5,
                     output_tokens: 0,
-                    reasoning_tokens: 0
+                    reasoning_tokens: 0,
+                    ..TokenUsage::default()
                 })),
                 Ok(ModelEvent::Done),
             ]
@@ -705,5 +772,26 @@ mod tests {
                 {"role": "assistant", "content": [{"type": "text", "text": "Done."}]},
             ])
         );
+    }
+
+    #[test]
+    fn a_prefix_below_the_models_minimum_gets_no_breakpoint() {
+        let options = ModelOptions::default();
+        // A short request: nothing the API would cache.
+        let body = request_body(&testing::request("claude-sonnet-4-5"), &options);
+        assert!(!body.to_string().contains("cache_control"), "{body}");
+        // 1,500 tokens or so of instructions: enough for Sonnet, not for Haiku 4.5.
+        let mut request = testing::request("claude-sonnet-4-5");
+        request.instructions = Some("Keep the tests green. ".repeat(300));
+        let body = request_body(&request, &options);
+        assert_eq!(body["system"][0]["cache_control"]["type"], "ephemeral");
+        request.model = "claude-haiku-4-5".into();
+        let body = request_body(&request, &options);
+        assert!(!body.to_string().contains("cache_control"), "{body}");
+        // No cache key (a compaction summary's one-off request): no breakpoint either.
+        request.model = "claude-sonnet-4-5".into();
+        request.cache_key = None;
+        let body = request_body(&request, &options);
+        assert!(body["system"].is_string());
     }
 }

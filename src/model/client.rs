@@ -24,6 +24,9 @@ pub struct ModelRequest {
     /// turn's). The caller leaves the provider state of the rest out of `history`; a protocol
     /// sends back what state is there.
     pub reasoning_context: Option<crate::config::ReasoningContext>,
+    /// What the provider keys its prompt cache by (the session's id: stable across a
+    /// conversation's calls, another for each sub-agent); `None` asks for no caching.
+    pub cache_key: Option<String>,
     /// A request for a compaction summary of the older history. Real providers get it as any
     /// request (the instructions say what to write); the demo model answers it with its own
     /// summary.
@@ -102,6 +105,10 @@ pub struct TokenUsage {
     pub output_tokens: u64,
     /// The part of `output_tokens` that was reasoning, when the provider says.
     pub reasoning_tokens: u64,
+    /// The part of `input_tokens` read from the provider's prompt cache.
+    pub cache_read_tokens: u64,
+    /// The part of `input_tokens` written to the prompt cache (Anthropic charges it apart).
+    pub cache_write_tokens: u64,
 }
 
 #[derive(Debug, Clone, thiserror::Error, PartialEq)]

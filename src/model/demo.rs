@@ -77,7 +77,7 @@ impl ModelClient for DemoModel {
         all.push(ModelEvent::Usage(TokenUsage {
             input_tokens,
             output_tokens,
-            reasoning_tokens: 0,
+            ..TokenUsage::default()
         }));
         all.push(ModelEvent::Done);
         futures::stream::iter(all)
@@ -344,6 +344,7 @@ mod tests {
             tools: Vec::new(),
             max_output_tokens: 1000,
             reasoning_context: None,
+            cache_key: None,
             compaction: false,
         };
         DemoModel::default().plan(&request).unwrap()

@@ -99,6 +99,7 @@ pub fn request_body(request: &ModelRequest, options: &ModelOptions) -> Value {
         "stream_options": { "include_usage": true },
     });
     body[options.max_tokens_field.as_str()] = json!(request.max_output_tokens);
+    ask_to_cache(&mut body, request, options);
     if !request.tools.is_empty() {
         body["tools"] = request
             .tools
@@ -118,6 +119,20 @@ pub fn request_body(request: &ModelRequest, options: &ModelOptions) -> Value {
             .collect();
     }
     body
+}
+
+/// OpenAI caches a repeated prefix on its own; `prompt_cache_key` (the session's id) routes a
+/// session's calls to the same cache, and `prompt_cache_retention` keeps it longer. Both
+/// protocols take the same fields; `prompt_cache = "off"` sends neither, for compatible servers
+/// that refuse fields they do not know.
+pub(super) fn ask_to_cache(body: &mut Value, request: &ModelRequest, options: &ModelOptions) {
+    let Some(key) = request.cache_key.as_ref().filter(|_| options.prompt_cache) else {
+        return;
+    };
+    body["prompt_cache_key"] = json!(key);
+    if let Some(retention) = options.prompt_cache_retention {
+        body["prompt_cache_retention"] = json!(retention.as_str());
+    }
 }
 
 /// Plain text when there are no images, which every server accepts; content parts otherwise.
@@ -206,6 +221,10 @@ impl Decoder for ChatDecoder {
                 reasoning_tokens: usage["completion_tokens_details"]["reasoning_tokens"]
                     .as_u64()
                     .unwrap_or(0),
+                cache_read_tokens: usage["prompt_tokens_details"]["cached_tokens"]
+                    .as_u64()
+                    .unwrap_or(0),
+                cache_write_tokens: 0,
             }));
         }
         Ok(events)
@@ -326,7 +345,8 @@ mod tests {
                 Ok(ModelEvent::Usage(TokenUsage {
                     input_tokens: 10,
                     output_tokens: 3,
-                    reasoning_tokens: 0
+                    reasoning_tokens: 0,
+                    ..TokenUsage::default()
                 })),
                 Ok(ModelEvent::Done),
             ]
@@ -419,7 +439,8 @@ mod tests {
                 Ok(ModelEvent::Usage(TokenUsage {
                     input_tokens: 4,
                     output_tokens: 2,
-                    reasoning_tokens: 0
+                    reasoning_tokens: 0,
+                    ..TokenUsage::default()
                 })),
                 Ok(ModelEvent::Done),
             ]
@@ -453,6 +474,7 @@ mod tests {
             tools: Vec::new(),
             max_output_tokens: 7,
             reasoning_context: None,
+            cache_key: None,
             compaction: false,
         };
         let body = request_body(&request, &ModelOptions::default());

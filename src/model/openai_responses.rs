@@ -108,6 +108,7 @@ pub fn request_body(request: &ModelRequest, options: &ModelOptions) -> Value {
     if let Some(instructions) = &request.instructions {
         body["instructions"] = json!(instructions);
     }
+    super::openai_chat::ask_to_cache(&mut body, request, options);
     // Stateless (`store: false`): reasoning can only come back as its encrypted content. The
     // running turn's goes back whatever `reasoning_context` says, so it is always asked for.
     body["include"] = json!(["reasoning.encrypted_content"]);
@@ -261,6 +262,10 @@ impl Decoder for ResponsesDecoder {
                         reasoning_tokens: usage["output_tokens_details"]["reasoning_tokens"]
                             .as_u64()
                             .unwrap_or(0),
+                        cache_read_tokens: usage["input_tokens_details"]["cached_tokens"]
+                            .as_u64()
+                            .unwrap_or(0),
+                        cache_write_tokens: 0,
                     }));
                 }
                 events.push(ModelEvent::Done);
@@ -414,7 +419,8 @@ mod tests {
                 Ok(ModelEvent::Usage(TokenUsage {
                     input_tokens: 50,
                     output_tokens: 7,
-                    reasoning_tokens: 0
+                    reasoning_tokens: 0,
+                    ..TokenUsage::default()
                 })),
                 Ok(ModelEvent::Done),
             ]
@@ -466,6 +472,7 @@ mod tests {
             tools: Vec::new(),
             max_output_tokens: 99,
             reasoning_context: Some(crate::config::ReasoningContext::AllTurns),
+            cache_key: None,
             compaction: false,
         };
         let options = ModelOptions::default();

@@ -204,6 +204,7 @@ impl Compactor {
             tools: Vec::new(),
             max_output_tokens: self.max_output_tokens,
             reasoning_context: None,
+            cache_key: None,
             compaction: true,
         };
         let mut attempt = 1;

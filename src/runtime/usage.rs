@@ -32,6 +32,8 @@ pub fn count_call(turn: &mut TurnUsage, report: Option<&TokenUsage>) {
             turn.input_tokens += report.input_tokens;
             turn.output_tokens += report.output_tokens;
             turn.reasoning_tokens += report.reasoning_tokens;
+            turn.cached_input_tokens += report.cache_read_tokens;
+            turn.cache_write_tokens += report.cache_write_tokens;
         }
         None => turn.unreported_calls += 1,
     }
@@ -259,6 +261,7 @@ mod tests {
             input_tokens: 100,
             output_tokens: 30,
             reasoning_tokens: 20,
+            ..TokenUsage::default()
         };
         assert_eq!(context_tokens(&report, true), Some(130));
         assert_eq!(context_tokens(&report, false), Some(110));
@@ -276,6 +279,7 @@ mod tests {
             input_tokens: 0,
             output_tokens: 12,
             reasoning_tokens: 0,
+            ..TokenUsage::default()
         };
         assert_eq!(context_tokens(&zero, false), None);
         assert_eq!(context_tokens(&TokenUsage::default(), true), None);

@@ -11,12 +11,14 @@ use crate::domain::Image;
 use crate::mcp::CallStatus;
 use crate::model::ToolSpec;
 
-/// The specs of the tools of the agent's MCP servers, starting the servers not running.
+/// The specs of the tools of the agent's MCP servers, starting the servers not running; sorted
+/// by name, so that the tool list of every request is the same bytes whatever order servers
+/// answered in (a provider's prompt cache depends on it).
 pub async fn specs(ctx: &ToolContext) -> Vec<ToolSpec> {
     let Some(access) = &ctx.mcp else {
         return Vec::new();
     };
-    access
+    let mut specs: Vec<ToolSpec> = access
         .hub
         .tools(access)
         .await
@@ -27,7 +29,9 @@ pub async fn specs(ctx: &ToolContext) -> Vec<ToolSpec> {
             parameters: tool.parameters,
             native: None,
         })
-        .collect()
+        .collect();
+    specs.sort_by(|a, b| a.name.cmp(&b.name));
+    specs
 }
 
 pub async fn run(

@@ -174,7 +174,8 @@ function ending(id, finishReason) {
     created: 1_700_000_000,
     model: MODEL_NAME,
     choices: [],
-    usage: { prompt_tokens: 321, completion_tokens: 12, total_tokens: 333 },
+    // Most of what a call reads, the provider's prompt cache served.
+    usage: { prompt_tokens: 321, prompt_tokens_details: { cached_tokens: 256 }, completion_tokens: 12, total_tokens: 333 },
   };
   return `${chunk(id, {}, finishReason)}data: ${JSON.stringify(usage)}\n\ndata: [DONE]\n\n`;
 }

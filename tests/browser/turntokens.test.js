@@ -121,3 +121,14 @@ test('each finished turn shows the tokens its model calls read and wrote, after 
       assert.deepEqual([again.input, again.output], [turn.input, turn.output]);
     }
   }));
+
+test('a turn whose provider read from its prompt cache says how much', { timeout: TEST_TIMEOUT }, () =>
+  withUi({ fake: true }, async ({ page, fake }) => {
+    fake.push({ text: 'Cached answer.' });
+    await startConversation(page, 'ask the cache');
+    await page.locator('#items .item.agent-message', { hasText: 'Cached answer.' }).waitFor();
+    await waitIdle(page);
+    const line = page.locator('#items .turn-tokens').first();
+    assert.equal(await line.textContent(), '321 in (256 cached) · 12 out');
+    assert.match(await line.getAttribute('title'), /; 256 of the tokens read came from the provider's prompt cache, which costs less\.$/);
+  }));

@@ -132,6 +132,8 @@ pub const INPUT_TOKENS: u64 = 321;
 pub const OUTPUT_TOKENS: u64 = 12;
 /// Of the output tokens, reasoning (reported by the protocols that count it apart).
 pub const REASONING_TOKENS: u64 = 5;
+/// Of the input tokens, those every metered answer reports read from the prompt cache.
+pub const CACHED_TOKENS: u64 = 300;
 /// The provider's name for the model in the generated config.
 pub const MODEL_NAME: &str = "fake-model";
 
@@ -815,13 +817,14 @@ fn usage_report(wire: Wire) -> Value {
     match wire {
         Wire::OpenaiChat => json!({
             "prompt_tokens": INPUT_TOKENS,
+            "prompt_tokens_details": { "cached_tokens": CACHED_TOKENS },
             "completion_tokens": OUTPUT_TOKENS,
             "completion_tokens_details": { "reasoning_tokens": REASONING_TOKENS },
             "total_tokens": INPUT_TOKENS + OUTPUT_TOKENS,
         }),
         Wire::OpenaiResponses => json!({
             "input_tokens": INPUT_TOKENS,
-            "input_tokens_details": { "cached_tokens": 0 },
+            "input_tokens_details": { "cached_tokens": CACHED_TOKENS },
             "output_tokens": OUTPUT_TOKENS,
             "output_tokens_details": { "reasoning_tokens": REASONING_TOKENS },
             "total_tokens": INPUT_TOKENS + OUTPUT_TOKENS,
@@ -887,13 +890,21 @@ fn anthropic(data: Value) -> String {
 }
 
 fn anthropic_start(id: &str, metered: bool) -> String {
-    let input_tokens = if metered { INPUT_TOKENS } else { 0 };
+    // Anthropic counts what it read from the cache apart from `input_tokens`.
+    let (input_tokens, cached) = if metered {
+        (INPUT_TOKENS - CACHED_TOKENS, CACHED_TOKENS)
+    } else {
+        (0, 0)
+    };
     anthropic(json!({
         "type": "message_start",
         "message": {
             "id": format!("msg_{id}"), "type": "message", "role": "assistant", "content": [],
             "model": MODEL_NAME, "stop_reason": null, "stop_sequence": null,
-            "usage": { "input_tokens": input_tokens, "output_tokens": u64::from(metered) },
+            "usage": {
+                "input_tokens": input_tokens, "cache_read_input_tokens": cached,
+                "cache_creation_input_tokens": 0, "output_tokens": u64::from(metered),
+            },
         },
     }))
 }

@@ -19,6 +19,8 @@ fn instructions(wire: Wire, body: &Value) -> String {
             &first["content"]
         }
         Wire::OpenaiResponses => &body["instructions"],
+        // As one text block when it carries a cache breakpoint.
+        Wire::AnthropicMessages if body["system"].is_array() => &body["system"][0]["text"],
         Wire::AnthropicMessages => &body["system"],
     };
     value

@@ -40,6 +40,7 @@ mod mcp_http;
 mod messages;
 mod native_edits;
 mod plan;
+mod prompt_cache;
 mod providers;
 mod providers_fidelity;
 mod read_search;

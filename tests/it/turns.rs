@@ -164,7 +164,7 @@ async fn tool_calls_of_separate_answers_stay_separate_in_the_next_request() {
 /// sends no figures is counted apart.
 #[tokio::test]
 async fn each_turn_keeps_the_tokens_its_model_calls_used() {
-    use crate::fake_provider::{INPUT_TOKENS, OUTPUT_TOKENS, REASONING_TOKENS};
+    use crate::fake_provider::{CACHED_TOKENS, INPUT_TOKENS, OUTPUT_TOKENS, REASONING_TOKENS};
     use crate::harness::{Server, ServerOptions};
     use crate::support::{events_until, until};
 
@@ -174,6 +174,7 @@ async fn each_turn_keeps_the_tokens_its_model_calls_used() {
     let one_call = json!({
         "model_calls": 1, "unreported_calls": 0, "input_tokens": INPUT_TOKENS,
         "output_tokens": OUTPUT_TOKENS, "reasoning_tokens": REASONING_TOKENS,
+        "cached_input_tokens": CACHED_TOKENS, "cache_write_tokens": 0,
     });
 
     // A tool call, then the answer: two calls.
@@ -184,6 +185,7 @@ async fn each_turn_keeps_the_tokens_its_model_calls_used() {
     let two_calls = json!({
         "model_calls": 2, "unreported_calls": 0, "input_tokens": 2 * INPUT_TOKENS,
         "output_tokens": 2 * OUTPUT_TOKENS, "reasoning_tokens": 2 * REASONING_TOKENS,
+        "cached_input_tokens": 2 * CACHED_TOKENS, "cache_write_tokens": 0,
     });
     assert_eq!(two.ended()["usage"], two_calls, "{}", two.ended());
 
@@ -194,7 +196,8 @@ async fn each_turn_keeps_the_tokens_its_model_calls_used() {
     assert_eq!(unmetered.all("model.retry").len(), 1);
     let unreported = json!({
         "model_calls": 1, "unreported_calls": 1, "input_tokens": 0,
-        "output_tokens": 0, "reasoning_tokens": 0,
+        "output_tokens": 0, "reasoning_tokens": 0, "cached_input_tokens": 0,
+        "cache_write_tokens": 0,
     });
     assert_eq!(unmetered.ended()["usage"], unreported);
 

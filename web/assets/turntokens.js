@@ -54,7 +54,8 @@ function show(turnId, usage) {
   while (last.nextElementSibling && last.nextElementSibling.classList.contains('approval')) last = last.nextElementSibling;
   let line = items.querySelector(`${selector}.turn-tokens`);
   if (!line) line = el('div', { class: 'turn-tokens', 'data-turn': turnId });
-  line.textContent = `${formatTokens(usage.input_tokens)} in · ${formatTokens(usage.output_tokens)} out`;
+  const cached = usage.cached_input_tokens ? ` (${formatTokens(usage.cached_input_tokens)} cached)` : '';
+  line.textContent = `${formatTokens(usage.input_tokens)} in${cached} · ${formatTokens(usage.output_tokens)} out`;
   line.title = describe(usage);
   if (last.nextElementSibling !== line) last.after(line);
 }
@@ -63,7 +64,11 @@ function describe(usage) {
   const reasoning = usage.reasoning_tokens ? ` (${formatCount(usage.reasoning_tokens)} of them reasoning)` : '';
   let text =
     `This turn's ${plural(usage.model_calls, 'model call')} read ${formatCount(usage.input_tokens)} tokens ` +
-    `and wrote ${formatCount(usage.output_tokens)}${reasoning}. Each call reads the whole conversation again.`;
+    `and wrote ${formatCount(usage.output_tokens)}${reasoning}. Each call reads the whole conversation again`;
+  text += usage.cached_input_tokens
+    ? `; ${formatCount(usage.cached_input_tokens)} of the tokens read came from the provider's prompt cache, which costs less.`
+    : '.';
+  if (usage.cache_write_tokens) text += ` ${formatCount(usage.cache_write_tokens)} were written to the cache.`;
   if (usage.unreported_calls) {
     text += ` ${plural(usage.unreported_calls, 'call')} reported no figures and ${usage.unreported_calls === 1 ? 'is' : 'are'} not counted.`;
   }

@@ -22,6 +22,7 @@ pub fn request(model: &str) -> ModelRequest {
         }],
         max_output_tokens: 99,
         reasoning_context: None,
+        cache_key: Some("s_test".into()),
         compaction: false,
     }
 }

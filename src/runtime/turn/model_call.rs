@@ -70,6 +70,7 @@ pub(super) async fn call_model(
             reasoning_context: spec.reasoning_context,
             tools: spec.tools.clone(),
             max_output_tokens: spec.max_output_tokens,
+            cache_key: Some(spec.session_id.clone()),
             compaction: false,
         };
         let mut partial = Partial::new(spec, step);

@@ -1,0 +1,157 @@
+//! Prompt caching, asked of every provider by default: Anthropic's `cache_control` breakpoints
+//! (at the end of the instructions and on the newest message, with the configured lifetime),
+//! OpenAI's `prompt_cache_key` (the session's id) on both wires; `prompt_cache = "off"` asks
+//! for nothing; and the cached tokens each provider reports kept in the turn's usage.
+
+use serde_json::{Value, json};
+
+use crate::fake_provider::{CACHED_TOKENS, FakeProvider, Recorded, Reply, Wire};
+use crate::harness::{Server, ServerOptions};
+
+/// A conversation whose agent has `read_file`, on a model with `model_lines`, through one turn
+/// with a tool call: the requests of that turn and its `turn.ended` usage, and the session id.
+async fn converse(wire: Wire, model_lines: &str) -> (Vec<Recorded>, Value, String) {
+    let fake = FakeProvider::start(wire).await;
+    let config = fake
+        .config()
+        .replace("tools = [\"shell\"]", "tools = [\"shell\", \"read_file\"]")
+        .replace(
+            "max_output_tokens = 1000",
+            &format!("max_output_tokens = 1000\n{model_lines}"),
+        );
+    let temp = tempfile::tempdir().unwrap();
+    let work = temp.path().join("work");
+    std::fs::create_dir_all(&work).unwrap();
+    std::fs::write(work.join("notes.txt"), "notes\n").unwrap();
+    let server = Server::start_with(ServerOptions {
+        data_dir: Some(temp.path().join("data")),
+        config: Some(config),
+        cwd: Some(work),
+        ..ServerOptions::default()
+    })
+    .await;
+    fake.push(Reply::tool_call(
+        "read_file",
+        json!({"path": "notes.txt"}),
+        1,
+    ));
+    fake.push(Reply::text("Read."));
+    let created = server.create_and_wait("Read the notes").await;
+    let id = created["conversation"]["id"].as_str().unwrap();
+    let session = created["conversation"]["root_session_id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let (status, turns) = server.get(&format!("/api/conversations/{id}/turns")).await;
+    assert_eq!(status, 200, "{turns}");
+    let usage = turns["turns"][0]["usage"].clone();
+    (fake.requests(), usage, session)
+}
+
+fn breakpoints(body: &Value) -> usize {
+    body.to_string().matches("\"cache_control\"").count()
+}
+
+#[tokio::test]
+async fn anthropic_requests_carry_breakpoints_on_the_instructions_and_the_newest_message() {
+    let (requests, usage, _) = converse(Wire::AnthropicMessages, "").await;
+    assert_eq!(requests.len(), 2);
+    for request in &requests {
+        let body = &request.body;
+        let system = &body["system"][0];
+        assert_eq!(
+            system["cache_control"],
+            json!({"type": "ephemeral"}),
+            "{body}"
+        );
+        let last = body["messages"].as_array().unwrap().last().unwrap();
+        let block = last["content"].as_array().unwrap().last().unwrap();
+        assert_eq!(
+            block["cache_control"],
+            json!({"type": "ephemeral"}),
+            "{body}"
+        );
+        assert_eq!(
+            breakpoints(body),
+            2,
+            "never more than the API allows: {body}"
+        );
+        assert!(request.headers.get("anthropic-beta").is_none());
+    }
+    // The second call's prefix is the first's: the instructions and tools, byte for byte.
+    assert_eq!(requests[0].body["system"], requests[1].body["system"]);
+    assert_eq!(requests[0].body["tools"], requests[1].body["tools"]);
+    // What the provider read from its cache is kept apart in the turn's usage.
+    assert_eq!(usage["cached_input_tokens"], 2 * CACHED_TOKENS, "{usage}");
+
+    let (requests, _, _) = converse(Wire::AnthropicMessages, "cache_ttl = \"1h\"").await;
+    let body = &requests[0].body;
+    assert_eq!(
+        body["system"][0]["cache_control"],
+        json!({"type": "ephemeral", "ttl": "1h"})
+    );
+    assert_eq!(
+        requests[0].headers.get("anthropic-beta").unwrap(),
+        "extended-cache-ttl-2025-04-11"
+    );
+
+    let (requests, _, _) = converse(Wire::AnthropicMessages, "prompt_cache = \"off\"").await;
+    assert_eq!(breakpoints(&requests[0].body), 0, "{}", requests[0].body);
+    assert!(requests[0].body["system"].is_string());
+}
+
+#[tokio::test]
+async fn openai_requests_carry_the_sessions_cache_key_on_both_wires() {
+    for wire in [Wire::OpenaiChat, Wire::OpenaiResponses] {
+        let (requests, usage, session) = converse(wire, "").await;
+        assert_eq!(requests.len(), 2, "{wire:?}");
+        for request in &requests {
+            assert_eq!(
+                request.body["prompt_cache_key"],
+                session.as_str(),
+                "{wire:?}"
+            );
+            assert!(request.body.get("prompt_cache_retention").is_none());
+        }
+        assert_eq!(
+            usage["cached_input_tokens"],
+            2 * CACHED_TOKENS,
+            "{wire:?}: {usage}"
+        );
+
+        let (requests, _, _) = converse(wire, "prompt_cache_retention = \"24h\"").await;
+        assert_eq!(
+            requests[0].body["prompt_cache_retention"], "24h",
+            "{wire:?}"
+        );
+
+        // For compatible servers that refuse fields they do not know.
+        let (requests, _, _) = converse(wire, "prompt_cache = \"off\"").await;
+        assert!(
+            requests[0].body.get("prompt_cache_key").is_none(),
+            "{wire:?}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn a_cache_setting_of_another_protocol_is_refused_naming_its_key() {
+    let fake = FakeProvider::start(Wire::OpenaiChat).await;
+    let config = fake.config().replace(
+        "max_output_tokens = 1000",
+        "max_output_tokens = 1000\ncache_ttl = \"1h\"",
+    );
+    let temp = tempfile::tempdir().unwrap();
+    let path = temp.path().join("config.toml");
+    std::fs::write(&path, config).unwrap();
+    let output = tokio::process::Command::new(crate::harness::binary())
+        .args(["serve", "--addr", "127.0.0.1:0", "--data-dir"])
+        .arg(temp.path().join("data"))
+        .env("OPENVAALA_CONFIG", &path)
+        .output()
+        .await
+        .unwrap();
+    assert!(!output.status.success());
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.contains("models.m.cache_ttl"), "{stderr}");
+}
