@@ -155,3 +155,122 @@ async fn a_cache_setting_of_another_protocol_is_refused_naming_its_key() {
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(stderr.contains("models.m.cache_ttl"), "{stderr}");
 }
+
+/// The parts of a Chat Completions request a provider caches as its prefix: the instructions
+/// (the system message) and the tools, with the key the cache is looked up by.
+fn prefix(body: &Value) -> (Value, Value, Value) {
+    (
+        body["messages"][0].clone(),
+        body["tools"].clone(),
+        body["prompt_cache_key"].clone(),
+    )
+}
+
+#[tokio::test]
+async fn the_prefix_stays_the_same_bytes_across_tool_calls_a_sub_agent_and_a_compaction() {
+    const TASK: &str = "task: count the notes";
+    let fake = FakeProvider::start(Wire::OpenaiChat).await;
+    let config = fake.config().replace(
+        "tools = [\"shell\"]",
+        "tools = [\"shell\", \"read_file\", \"spawn_agent\", \"wait_agents\"]",
+    );
+    let first_user = |body: &Value| -> String {
+        body["messages"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .find(|message| message["role"] == "user")
+            .and_then(|message| message["content"].as_str())
+            .unwrap_or_default()
+            .to_owned()
+    };
+    let compacting = |body: &Value| {
+        body["messages"][0]["content"]
+            .as_str()
+            .is_some_and(|text| text.starts_with("You are compacting"))
+    };
+    fake.script(move |body| {
+        let results: Vec<&Value> = body["messages"]
+            .as_array()?
+            .iter()
+            .filter(|message| message["role"] == "tool")
+            .collect();
+        let spawned: Vec<String> = results
+            .iter()
+            .filter_map(|m| serde_json::from_str::<Value>(m["content"].as_str()?).ok())
+            .filter_map(|result| result["session_id"].as_str().map(str::to_owned))
+            .collect();
+        Some(if compacting(body) {
+            Reply::text("Summary: the notes were read and counted.")
+        } else if first_user(body) == TASK {
+            Reply::text("Three notes.")
+        } else if body.to_string().contains("One more") {
+            Reply::text("Still here.")
+        } else {
+            match results.len() {
+                0 => Reply::tool_call("read_file", json!({"path": "notes.txt"}), 1),
+                1 => Reply::tool_call("spawn_agent", json!({"agent": "default", "task": TASK}), 1),
+                2 => Reply::tool_call(
+                    "wait_agents",
+                    json!({"session_ids": spawned, "timeout_s": 60}),
+                    1,
+                ),
+                _ => Reply::text("Counted."),
+            }
+        })
+    });
+    let temp = tempfile::tempdir().unwrap();
+    let work = temp.path().join("work");
+    std::fs::create_dir_all(&work).unwrap();
+    std::fs::write(work.join("notes.txt"), "a\nb\nc\n").unwrap();
+    let server = Server::start_with(ServerOptions {
+        data_dir: Some(temp.path().join("data")),
+        config: Some(config),
+        cwd: Some(work),
+        ..ServerOptions::default()
+    })
+    .await;
+    let created = server.create_and_wait("Count the notes").await;
+    let id = created["conversation"]["id"].as_str().unwrap().to_owned();
+    let root = created["conversation"]["root_session_id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    // A second turn, so that the first has something to be compacted into.
+    server.send_and_wait(&id, "One more").await;
+    let (status, body) = server
+        .post(&format!("/api/conversations/{id}/compact"), json!({}))
+        .await;
+    assert_eq!(status, 200, "{body}");
+    server.wait_idle(&id).await;
+    server
+        .send_and_wait(&id, "One more after the summary")
+        .await;
+
+    let requests = fake.requests();
+    let (child, rest): (Vec<&Recorded>, Vec<&Recorded>) = requests
+        .iter()
+        .filter(|request| !compacting(&request.body))
+        .partition(|request| first_user(&request.body) == TASK);
+    let root_calls: Vec<&Recorded> = rest;
+    assert!(root_calls.len() >= 5, "{}", root_calls.len());
+    assert!(!child.is_empty());
+    assert!(requests.iter().any(|request| compacting(&request.body)));
+    let first = prefix(&root_calls[0].body);
+    assert_eq!(first.2, root.as_str());
+    for call in &root_calls {
+        assert_eq!(prefix(&call.body), first, "the root's prefix changed");
+    }
+    let child_first = prefix(&child[0].body);
+    assert_ne!(
+        child_first.2, first.2,
+        "a sub-agent has a cache key of its own"
+    );
+    for call in &child {
+        assert_eq!(
+            prefix(&call.body),
+            child_first,
+            "the sub-agent's prefix changed"
+        );
+    }
+}
