@@ -119,7 +119,7 @@ pub struct Turn {
 /// The tokens one turn's model calls used, as the provider reported them (the built-in demo
 /// model reports its own counts). A call whose provider sent no report is counted in
 /// `unreported_calls`, and its tokens are missing from the sums.
-#[derive(Debug, Clone, Copy, Default, Serialize, Deserialize, PartialEq, Eq, utoipa::ToSchema)]
+#[derive(Debug, Clone, Copy, Default, Serialize, Deserialize, PartialEq, utoipa::ToSchema)]
 pub struct TurnUsage {
     /// Model calls that answered (a failed attempt that was retried is not one; the summary
     /// an automatic compaction makes inside the turn is one).
@@ -138,6 +138,10 @@ pub struct TurnUsage {
     /// apart; 0 elsewhere).
     #[serde(default)]
     pub cache_write_tokens: u64,
+    /// What the reported tokens cost, in the currency units of the models' `price`; absent
+    /// when no call's model has a price (never a made-up cost).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cost: Option<f64>,
 }
 
 #[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq, utoipa::ToSchema)]

@@ -28,7 +28,7 @@ pub use mcp::{
 };
 pub use providers::{
     BUILTIN_PROVIDER, CacheRetention, CacheTtl, DEMO_MODEL, EditTool, MaxTokensField, ModelConfig,
-    ModelOptions, Protocol, ProviderConfig, Reasoning, ReasoningContext, ReasoningEffort,
+    ModelOptions, Price, Protocol, ProviderConfig, Reasoning, ReasoningContext, ReasoningEffort,
     ReasoningSummary, Thinking, TokenizerName,
 };
 pub use server::ServerConfig;
@@ -48,7 +48,7 @@ pub const CONFIG_ENV: &str = "OPENVAALA_CONFIG";
 ///
 /// The fields are public for reading; code that changes them must keep the invariants that
 /// [`Config::from_toml_str`] checks (for example that `default_agent` names an agent).
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct Config {
     /// Names an entry of `agents`.
     pub default_agent: String,

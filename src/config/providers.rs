@@ -23,7 +23,7 @@ pub struct ProviderConfig {
     pub api_key_env: Option<String>,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct ModelConfig {
     /// Names an entry of `Config::providers`.
     pub provider: String,
@@ -42,6 +42,34 @@ pub struct ModelConfig {
     pub options: ModelOptions,
     /// The shape the agents' edit tool is offered in to this model (`edit_tool`).
     pub edit_tool: EditTool,
+    /// What its tokens cost (`price`); `None`: turns show tokens only, never a made-up cost.
+    pub price: Option<Price>,
+}
+
+/// A model's `price`: currency units per million tokens, as the provider's price list gives
+/// them. Cached input and cache writes cost the input price unless given.
+#[derive(Debug, Clone, Copy, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Price {
+    pub input: f64,
+    pub output: f64,
+    #[serde(default)]
+    pub cached_input: Option<f64>,
+    #[serde(default)]
+    pub cache_write: Option<f64>,
+}
+
+impl Price {
+    /// What one call's reported tokens cost: the input read fresh, read from the cache and
+    /// written to it, and the output, each at its own price.
+    pub fn cost(&self, input: u64, cache_read: u64, cache_write: u64, output: u64) -> f64 {
+        let fresh = input.saturating_sub(cache_read + cache_write);
+        let per_token = |tokens: u64, price: f64| tokens as f64 * price / 1_000_000.0;
+        per_token(fresh, self.input)
+            + per_token(cache_read, self.cached_input.unwrap_or(self.input))
+            + per_token(cache_write, self.cache_write.unwrap_or(self.input))
+            + per_token(output, self.output)
+    }
 }
 
 /// The `edit_tool` key of a model: which shape of the one edit operation its requests offer.
@@ -277,6 +305,7 @@ pub(super) fn demo_model() -> ModelConfig {
         tokenizer: None,
         options: ModelOptions::default(),
         edit_tool: EditTool::default(),
+        price: None,
     }
 }
 
@@ -305,6 +334,7 @@ pub(super) struct RawModel {
     prompt_cache: Option<PromptCache>,
     cache_ttl: Option<CacheTtl>,
     prompt_cache_retention: Option<CacheRetention>,
+    price: Option<Price>,
 }
 
 impl Validator<'_> {
@@ -414,6 +444,24 @@ impl Validator<'_> {
                 cache_ttl: model.cache_ttl,
                 prompt_cache_retention: model.prompt_cache_retention,
             };
+            if let Some(price) = &model.price {
+                let prices = [
+                    Some(price.input),
+                    Some(price.output),
+                    price.cached_input,
+                    price.cache_write,
+                ];
+                if prices
+                    .into_iter()
+                    .flatten()
+                    .any(|value| !value.is_finite() || value < 0.0)
+                {
+                    return Err(self.invalid(
+                        format!("models.{id}.price"),
+                        "prices must be numbers of 0 or more (currency units per million tokens)",
+                    ));
+                }
+            }
             if model.cache_ttl.is_some() {
                 let key = format!("models.{id}.cache_ttl");
                 self.only_for(&key, protocol, Protocol::AnthropicMessages)?;
@@ -443,6 +491,7 @@ impl Validator<'_> {
                     tokenizer: model.tokenizer,
                     options,
                     edit_tool: model.edit_tool.unwrap_or_default(),
+                    price: model.price,
                 },
             );
         }

@@ -3,6 +3,7 @@
 //! whole request (its fixed overhead and the history), counted with the model's tokenizer
 //! (`model::tokens`).
 
+use crate::config::Price;
 use crate::domain::{Item, ItemKind, ItemStatus, TurnUsage, Usage, UsageSource};
 use crate::model::TokenUsage;
 use crate::model::tokens::Tokenizer;
@@ -23,12 +24,21 @@ pub fn context_tokens(usage: &TokenUsage, reasoning_carried: bool) -> Option<u64
     })
 }
 
-/// Adds one answered model call to its turn's figures. A report without input tokens is no
-/// report (see `context_tokens`).
-pub fn count_call(turn: &mut TurnUsage, report: Option<&TokenUsage>) {
+/// Adds one answered model call to its turn's figures, with its cost when its model has a
+/// `price`. A report without input tokens is no report (see `context_tokens`).
+pub fn count_call(turn: &mut TurnUsage, report: Option<&TokenUsage>, price: Option<&Price>) {
     turn.model_calls += 1;
     match report.filter(|report| report.input_tokens > 0) {
         Some(report) => {
+            if let Some(price) = price {
+                let cost = price.cost(
+                    report.input_tokens,
+                    report.cache_read_tokens,
+                    report.cache_write_tokens,
+                    report.output_tokens,
+                );
+                *turn.cost.get_or_insert(0.0) += cost;
+            }
             turn.input_tokens += report.input_tokens;
             turn.output_tokens += report.output_tokens;
             turn.reasoning_tokens += report.reasoning_tokens;

@@ -1,7 +1,8 @@
 //! Prompt caching, asked of every provider by default: Anthropic's `cache_control` breakpoints
 //! (at the end of the instructions and on the newest message, with the configured lifetime),
 //! OpenAI's `prompt_cache_key` (the session's id) on both wires; `prompt_cache = "off"` asks
-//! for nothing; and the cached tokens each provider reports kept in the turn's usage.
+//! for nothing; the cached tokens each provider reports kept in the turn's usage, and what
+//! they cost at the model's `price`.
 
 use serde_json::{Value, json};
 
@@ -273,4 +274,46 @@ async fn the_prefix_stays_the_same_bytes_across_tool_calls_a_sub_agent_and_a_com
             "the sub-agent's prefix changed"
         );
     }
+}
+
+#[tokio::test]
+async fn a_priced_model_gives_each_turn_its_cost_and_an_unpriced_one_none() {
+    use crate::fake_provider::{INPUT_TOKENS, OUTPUT_TOKENS};
+    let price = "price = { input = 3.0, cached_input = 0.3, output = 15.0 }";
+    for wire in [Wire::OpenaiChat, Wire::AnthropicMessages] {
+        let (_, usage, _) = converse(wire, price).await;
+        // Per call: the fresh input, the cached input and the output, each at its price.
+        let fresh = (INPUT_TOKENS - CACHED_TOKENS) as f64 * 3.0;
+        let cached = CACHED_TOKENS as f64 * 0.3;
+        let output = OUTPUT_TOKENS as f64 * 15.0;
+        let expected = 2.0 * (fresh + cached + output) / 1_000_000.0;
+        let cost = usage["cost"]
+            .as_f64()
+            .unwrap_or_else(|| panic!("{wire:?}: {usage}"));
+        assert!(
+            (cost - expected).abs() < 1e-12,
+            "{wire:?}: {cost} != {expected}"
+        );
+    }
+    let (_, usage, _) = converse(Wire::OpenaiChat, "").await;
+    assert!(usage.get("cost").is_none(), "no price, no cost: {usage}");
+
+    let fake = FakeProvider::start(Wire::OpenaiChat).await;
+    let config = fake.config().replace(
+        "max_output_tokens = 1000",
+        "max_output_tokens = 1000\nprice = { input = -1.0, output = 2.0 }",
+    );
+    let temp = tempfile::tempdir().unwrap();
+    let path = temp.path().join("config.toml");
+    std::fs::write(&path, config).unwrap();
+    let output = tokio::process::Command::new(crate::harness::binary())
+        .args(["serve", "--addr", "127.0.0.1:0", "--data-dir"])
+        .arg(temp.path().join("data"))
+        .env("OPENVAALA_CONFIG", &path)
+        .output()
+        .await
+        .unwrap();
+    assert!(!output.status.success());
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.contains("models.m.price"), "{stderr}");
 }

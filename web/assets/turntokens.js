@@ -55,9 +55,18 @@ function show(turnId, usage) {
   let line = items.querySelector(`${selector}.turn-tokens`);
   if (!line) line = el('div', { class: 'turn-tokens', 'data-turn': turnId });
   const cached = usage.cached_input_tokens ? ` (${formatTokens(usage.cached_input_tokens)} cached)` : '';
-  line.textContent = `${formatTokens(usage.input_tokens)} in${cached} · ${formatTokens(usage.output_tokens)} out`;
+  const cost = typeof usage.cost === 'number' ? ` · cost ${formatCost(usage.cost)}` : '';
+  line.textContent = `${formatTokens(usage.input_tokens)} in${cached} · ${formatTokens(usage.output_tokens)} out${cost}`;
   line.title = describe(usage);
   if (last.nextElementSibling !== line) last.after(line);
+}
+
+// A cost in the currency units of the models' prices: cents where they matter, more digits
+// for the fractions of a cent one call costs.
+function formatCost(cost) {
+  if (cost >= 1) return cost.toFixed(2);
+  if (cost >= 0.01) return cost.toFixed(3);
+  return cost.toFixed(4);
 }
 
 function describe(usage) {
