@@ -41,6 +41,10 @@ pub enum ConversationEvent {
         /// The last stored item's `seq` per session id: `GET …/items?after_seq=` from here
         /// reads what is stored later.
         last_seq: BTreeMap<String, u64>,
+        /// What the conversation's ended turns cost (as `ConversationView.cost`); each
+        /// `turn.ended` with a `usage.cost` adds to it.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        cost: Option<f64>,
     },
     /// The conversation's title, status, model, working directory or archive flag changed.
     #[serde(rename = "conversation.updated")]

@@ -43,6 +43,10 @@ pub struct ConversationView {
     pub usage: Usage,
     /// Tool calls waiting for a user's answer, oldest first.
     pub approvals: Vec<crate::api::approvals::Approval>,
+    /// What its ended turns cost (sub-agents' included) at the models' `price`; absent when
+    /// none has a cost.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cost: Option<f64>,
 }
 
 /// A page of one session's stored history, compacted items included, in `seq` order.

@@ -144,5 +144,6 @@ pub fn snapshot(sessions: Vec<Session>, running: Vec<RunningTurnView>) -> Conver
         compacting: false,
         approvals: Vec::<Approval>::new(),
         last_seq: BTreeMap::new(),
+        cost: None,
     }
 }

@@ -63,6 +63,15 @@ impl AnswerKind {
 pub struct MissingCreation;
 
 impl ConversationState {
+    /// What the conversation's ended turns cost at their models' prices, sub-agents' turns
+    /// included; `None` when no turn has a cost.
+    pub fn cost(&self) -> Option<f64> {
+        self.turns
+            .iter()
+            .filter_map(|turn| turn.usage.and_then(|usage| usage.cost))
+            .reduce(|total, cost| total + cost)
+    }
+
     pub fn from_records<'a>(
         records: impl IntoIterator<Item = &'a MetaRecord>,
     ) -> Result<ConversationState, MissingCreation> {

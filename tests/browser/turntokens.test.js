@@ -132,3 +132,40 @@ test('a turn whose provider read from its prompt cache says how much', { timeout
     assert.equal(await line.textContent(), '321 in (256 cached) · 12 out');
     assert.match(await line.getAttribute('title'), /; 256 of the tokens read came from the provider's prompt cache, which costs less\.$/);
   }));
+
+test("a priced model shows each turn's cost, and the conversation's in the header", { timeout: TEST_TIMEOUT }, () =>
+  withUi(
+    {
+      fake: {
+        agents: `
+[models.p]
+provider = "fake"
+name = "fake-model"
+context_window = 100000
+max_output_tokens = 1000
+price = { input = 3.0, cached_input = 0.3, output = 15.0 }
+
+[agents.default]
+description = "test agent"
+model = "p"
+tools = ["shell"]
+`,
+      },
+    },
+    async ({ page, fake }) => {
+      fake.push({ text: 'Priced.' }, { text: 'Priced again.' });
+      await startConversation(page, 'what does it cost');
+      await page.locator('#items .item.agent-message', { hasText: 'Priced.' }).waitFor();
+      await waitIdle(page);
+      // 65 fresh input tokens at 3.0, 256 cached at 0.3 and 12 out at 15.0 a million.
+      const line = page.locator('#items .turn-tokens').first();
+      assert.equal(await line.textContent(), '321 in (256 cached) · 12 out · cost 0.0005');
+      await page.locator('#conversation-meta .conversation-cost', { hasText: 'cost 0.0005' }).waitFor();
+      // A second turn adds to the conversation's total.
+      await page.fill('#message', 'and now');
+      await page.press('#message', 'Enter');
+      await page.locator('#items .item.agent-message', { hasText: 'Priced again.' }).waitFor();
+      await waitIdle(page);
+      await page.locator('#conversation-meta .conversation-cost', { hasText: 'cost 0.0009' }).waitFor();
+    },
+  ));

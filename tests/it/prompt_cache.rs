@@ -10,8 +10,9 @@ use crate::fake_provider::{CACHED_TOKENS, FakeProvider, Recorded, Reply, Wire};
 use crate::harness::{Server, ServerOptions};
 
 /// A conversation whose agent has `read_file`, on a model with `model_lines`, through one turn
-/// with a tool call: the requests of that turn and its `turn.ended` usage, and the session id.
-async fn converse(wire: Wire, model_lines: &str) -> (Vec<Recorded>, Value, String) {
+/// with a tool call: the requests of that turn, its usage, the session id, and the
+/// conversation's cost as its view gives it.
+async fn converse(wire: Wire, model_lines: &str) -> (Vec<Recorded>, Value, String, Value) {
     let fake = FakeProvider::start(wire).await;
     let config = fake
         .config()
@@ -46,7 +47,9 @@ async fn converse(wire: Wire, model_lines: &str) -> (Vec<Recorded>, Value, Strin
     let (status, turns) = server.get(&format!("/api/conversations/{id}/turns")).await;
     assert_eq!(status, 200, "{turns}");
     let usage = turns["turns"][0]["usage"].clone();
-    (fake.requests(), usage, session)
+    let (status, view) = server.get(&format!("/api/conversations/{id}")).await;
+    assert_eq!(status, 200, "{view}");
+    (fake.requests(), usage, session, view["cost"].clone())
 }
 
 fn breakpoints(body: &Value) -> usize {
@@ -55,7 +58,7 @@ fn breakpoints(body: &Value) -> usize {
 
 #[tokio::test]
 async fn anthropic_requests_carry_breakpoints_on_the_instructions_and_the_newest_message() {
-    let (requests, usage, _) = converse(Wire::AnthropicMessages, "").await;
+    let (requests, usage, _, _) = converse(Wire::AnthropicMessages, "").await;
     assert_eq!(requests.len(), 2);
     for request in &requests {
         let body = &request.body;
@@ -85,7 +88,7 @@ async fn anthropic_requests_carry_breakpoints_on_the_instructions_and_the_newest
     // What the provider read from its cache is kept apart in the turn's usage.
     assert_eq!(usage["cached_input_tokens"], 2 * CACHED_TOKENS, "{usage}");
 
-    let (requests, _, _) = converse(Wire::AnthropicMessages, "cache_ttl = \"1h\"").await;
+    let (requests, _, _, _) = converse(Wire::AnthropicMessages, "cache_ttl = \"1h\"").await;
     let body = &requests[0].body;
     assert_eq!(
         body["system"][0]["cache_control"],
@@ -96,7 +99,7 @@ async fn anthropic_requests_carry_breakpoints_on_the_instructions_and_the_newest
         "extended-cache-ttl-2025-04-11"
     );
 
-    let (requests, _, _) = converse(Wire::AnthropicMessages, "prompt_cache = \"off\"").await;
+    let (requests, _, _, _) = converse(Wire::AnthropicMessages, "prompt_cache = \"off\"").await;
     assert_eq!(breakpoints(&requests[0].body), 0, "{}", requests[0].body);
     assert!(requests[0].body["system"].is_string());
 }
@@ -104,7 +107,7 @@ async fn anthropic_requests_carry_breakpoints_on_the_instructions_and_the_newest
 #[tokio::test]
 async fn openai_requests_carry_the_sessions_cache_key_on_both_wires() {
     for wire in [Wire::OpenaiChat, Wire::OpenaiResponses] {
-        let (requests, usage, session) = converse(wire, "").await;
+        let (requests, usage, session, _) = converse(wire, "").await;
         assert_eq!(requests.len(), 2, "{wire:?}");
         for request in &requests {
             assert_eq!(
@@ -120,14 +123,14 @@ async fn openai_requests_carry_the_sessions_cache_key_on_both_wires() {
             "{wire:?}: {usage}"
         );
 
-        let (requests, _, _) = converse(wire, "prompt_cache_retention = \"24h\"").await;
+        let (requests, _, _, _) = converse(wire, "prompt_cache_retention = \"24h\"").await;
         assert_eq!(
             requests[0].body["prompt_cache_retention"], "24h",
             "{wire:?}"
         );
 
         // For compatible servers that refuse fields they do not know.
-        let (requests, _, _) = converse(wire, "prompt_cache = \"off\"").await;
+        let (requests, _, _, _) = converse(wire, "prompt_cache = \"off\"").await;
         assert!(
             requests[0].body.get("prompt_cache_key").is_none(),
             "{wire:?}"
@@ -281,7 +284,7 @@ async fn a_priced_model_gives_each_turn_its_cost_and_an_unpriced_one_none() {
     use crate::fake_provider::{INPUT_TOKENS, OUTPUT_TOKENS};
     let price = "price = { input = 3.0, cached_input = 0.3, output = 15.0 }";
     for wire in [Wire::OpenaiChat, Wire::AnthropicMessages] {
-        let (_, usage, _) = converse(wire, price).await;
+        let (_, usage, _, total) = converse(wire, price).await;
         // Per call: the fresh input, the cached input and the output, each at its price.
         let fresh = (INPUT_TOKENS - CACHED_TOKENS) as f64 * 3.0;
         let cached = CACHED_TOKENS as f64 * 0.3;
@@ -295,8 +298,9 @@ async fn a_priced_model_gives_each_turn_its_cost_and_an_unpriced_one_none() {
             "{wire:?}: {cost} != {expected}"
         );
     }
-    let (_, usage, _) = converse(Wire::OpenaiChat, "").await;
+    let (_, usage, _, total) = converse(Wire::OpenaiChat, "").await;
     assert!(usage.get("cost").is_none(), "no price, no cost: {usage}");
+    assert!(total.is_null(), "{total}");
 
     let fake = FakeProvider::start(Wire::OpenaiChat).await;
     let config = fake.config().replace(

@@ -235,6 +235,8 @@ async function applySnapshot(snapshot, gen) {
   state.sessions = snapshot.sessions || [];
   state.pending = snapshot.pending || [];
   state.usage = snapshot.usage || null;
+  // What the ended turns cost; each turn that ends with a cost adds to it.
+  state.cost = typeof snapshot.cost === 'number' ? snapshot.cost : null;
   if (!state.sessions.some((s) => s.id === state.sessionId)) state.sessionId = state.conv.root_session_id;
   render();
   const sessionId = state.sessionId;
@@ -356,6 +358,10 @@ function applyEvent(type, data) {
       retireRetryButtons();
       break;
     case 'turn.ended':
+      if (data.usage && typeof data.usage.cost === 'number') {
+        state.cost = (state.cost || 0) + data.usage.cost;
+        renderHeader();
+      }
       if (data.session_id === state.conv.root_session_id) cue(state.conv, data);
       if (!viewing(data.session_id)) break;
       clearRetry();

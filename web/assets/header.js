@@ -69,6 +69,7 @@ export function renderHeader() {
   } else {
     meta.push(el('span', {}, `model ${conv.model}${conv.model === 'demo' ? ' (demo, offline)' : ''}`));
   }
+  if (typeof state.cost === 'number') meta.push(el('span', { class: 'conversation-cost', title: "What this conversation's turns cost at the models' prices" }, `cost ${state.cost.toFixed(state.cost >= 1 ? 2 : 4)}`));
   if (conv.archived) meta.push(el('span', { class: 'badge archived' }, 'archived'));
   if (conv.forked_from) meta.push(forkedFromLink(conv));
   $('conversation-meta').replaceChildren(...meta);

@@ -14,6 +14,7 @@ impl ConversationActor {
             pending: self.pending_list(),
             usage: self.usage_view(self.root_id()),
             approvals: self.approval_list(),
+            cost: self.state.cost(),
         }
     }
 

@@ -66,6 +66,7 @@ pub fn read_view(
         usage,
         // Approvals live only while their conversation is loaded (a turn runs).
         approvals: Vec::new(),
+        cost: state.cost(),
     };
     Ok((view, usages))
 }

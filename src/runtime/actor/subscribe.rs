@@ -64,6 +64,7 @@ impl ConversationActor {
             compacting: self.compacting.is_some(),
             approvals: self.approval_list(),
             last_seq: self.stored_last_seq(),
+            cost: self.state.cost(),
         }
     }
 
