@@ -297,6 +297,8 @@ async fn a_priced_model_gives_each_turn_its_cost_and_an_unpriced_one_none() {
             (cost - expected).abs() < 1e-12,
             "{wire:?}: {cost} != {expected}"
         );
+        // The conversation's view sums its turns.
+        assert_eq!(total.as_f64(), Some(cost), "{wire:?}");
     }
     let (_, usage, _, total) = converse(Wire::OpenaiChat, "").await;
     assert!(usage.get("cost").is_none(), "no price, no cost: {usage}");
