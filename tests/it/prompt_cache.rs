@@ -138,12 +138,13 @@ async fn openai_requests_carry_the_sessions_cache_key_on_both_wires() {
     }
 }
 
-#[tokio::test]
-async fn a_cache_setting_of_another_protocol_is_refused_naming_its_key() {
+/// What `serve` says when it refuses to start with the fake's config and `model_lines` added
+/// to its model.
+async fn refused(model_lines: &str) -> String {
     let fake = FakeProvider::start(Wire::OpenaiChat).await;
     let config = fake.config().replace(
         "max_output_tokens = 1000",
-        "max_output_tokens = 1000\ncache_ttl = \"1h\"",
+        &format!("max_output_tokens = 1000\n{model_lines}"),
     );
     let temp = tempfile::tempdir().unwrap();
     let path = temp.path().join("config.toml");
@@ -155,8 +156,13 @@ async fn a_cache_setting_of_another_protocol_is_refused_naming_its_key() {
         .output()
         .await
         .unwrap();
-    assert!(!output.status.success());
-    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(!output.status.success(), "it started");
+    String::from_utf8_lossy(&output.stderr).into_owned()
+}
+
+#[tokio::test]
+async fn a_cache_setting_of_another_protocol_is_refused_naming_its_key() {
+    let stderr = refused("cache_ttl = \"1h\"").await;
     assert!(stderr.contains("models.m.cache_ttl"), "{stderr}");
 }
 
@@ -304,22 +310,6 @@ async fn a_priced_model_gives_each_turn_its_cost_and_an_unpriced_one_none() {
     assert!(usage.get("cost").is_none(), "no price, no cost: {usage}");
     assert!(total.is_null(), "{total}");
 
-    let fake = FakeProvider::start(Wire::OpenaiChat).await;
-    let config = fake.config().replace(
-        "max_output_tokens = 1000",
-        "max_output_tokens = 1000\nprice = { input = -1.0, output = 2.0 }",
-    );
-    let temp = tempfile::tempdir().unwrap();
-    let path = temp.path().join("config.toml");
-    std::fs::write(&path, config).unwrap();
-    let output = tokio::process::Command::new(crate::harness::binary())
-        .args(["serve", "--addr", "127.0.0.1:0", "--data-dir"])
-        .arg(temp.path().join("data"))
-        .env("OPENVAALA_CONFIG", &path)
-        .output()
-        .await
-        .unwrap();
-    assert!(!output.status.success());
-    let stderr = String::from_utf8_lossy(&output.stderr);
+    let stderr = refused("price = { input = -1.0, output = 2.0 }").await;
     assert!(stderr.contains("models.m.price"), "{stderr}");
 }
