@@ -437,7 +437,24 @@ impl Bridge {
             .cloned()
             .unwrap_or(TurnEnd::Completed)
         {
-            TurnEnd::Completed => Ok(PromptResponse::new(StopReason::EndTurn)),
+            TurnEnd::Completed => {
+                let mut response = PromptResponse::new(StopReason::EndTurn);
+                // What the turn's model calls used, cached input included, when reported.
+                if let Some(usage) = shared.usage.get(turn) {
+                    let total = usage.input_tokens + usage.output_tokens;
+                    response = response.usage(
+                        agent_client_protocol::v1::schema::Usage::new(
+                            total,
+                            usage.input_tokens,
+                            usage.output_tokens,
+                        )
+                        .thought_tokens(usage.reasoning_tokens)
+                        .cached_read_tokens(usage.cached_input_tokens)
+                        .cached_write_tokens(usage.cache_write_tokens),
+                    );
+                }
+                Ok(response)
+            }
             TurnEnd::Interrupted if shared.cut_by_restart.contains(turn) => Err(failure(format!(
                 "the service at {} stopped during the turn, which was interrupted",
                 self.api.base

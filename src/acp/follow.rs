@@ -44,6 +44,8 @@ pub struct Shared {
     /// The turn that took each message.
     pub message_turns: HashMap<String, String>,
     pub ended: HashMap<String, TurnEnd>,
+    /// The tokens each ended root turn used, for the prompt's answer.
+    pub usage: HashMap<String, crate::domain::TurnUsage>,
     /// The root session's running turns.
     pub running: HashSet<String>,
     /// Messages waiting for a turn.
@@ -275,12 +277,14 @@ impl Stream {
                 turn_id,
                 status,
                 error,
+                usage,
                 ..
             } => {
                 let mut shared = self.shared.lock().expect("follower state");
                 let updates = shared.ledger.session_turn(&session_id, Some(status));
                 self.send(updates);
                 if session_id == shared.ledger.root_session_id {
+                    shared.usage.insert(turn_id.clone(), usage);
                     shared.running.remove(&turn_id);
                     shared
                         .ended

@@ -371,6 +371,12 @@ async fn an_edit_shows_as_the_diff_of_what_it_replaced_then_of_the_whole_file() 
     let prompt = editor.prompt(&session, "edit the notes").await;
     let done = editor.until(|line| line["id"] == prompt).await;
     assert_eq!(done["result"]["stopReason"], "end_turn", "{done}");
+    // The answer says what the turn's two model calls used, the cached input apart.
+    use crate::fake_provider::{CACHED_TOKENS, INPUT_TOKENS, OUTPUT_TOKENS};
+    let usage = &done["result"]["usage"];
+    assert_eq!(usage["inputTokens"], 2 * INPUT_TOKENS, "{done}");
+    assert_eq!(usage["outputTokens"], 2 * OUTPUT_TOKENS, "{done}");
+    assert_eq!(usage["cachedReadTokens"], 2 * CACHED_TOKENS, "{done}");
 
     let calls = editor.updates(&session, "tool_call");
     assert_eq!(calls.len(), 1, "{calls:#?}");
