@@ -18,7 +18,7 @@ use crate::support::{events_until, items};
 pub(crate) fn config(fake: &FakeProvider, tools_settings: &str) -> String {
     fake.config().replace(
         "tools = [\"shell\"]",
-        "tools = [\"shell\", \"write_file\", \"read_file\"]",
+        "tools = [\"shell\", \"write_file\", \"edit_file\", \"read_file\"]",
     ) + "\n[tools]\n"
         + tools_settings
 }

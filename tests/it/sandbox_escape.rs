@@ -453,6 +453,25 @@ async fn a_sub_agent_is_never_looser_than_its_parent() {
 
 #[tokio::test]
 async fn write_file_racing_a_symlink_swap_never_lands_outside() {
+    racing_a_symlink_swap(|path| write(path, "x")).await;
+}
+
+#[tokio::test]
+async fn an_edit_racing_a_symlink_swap_never_lands_outside() {
+    // An empty `old_string` creates the file: the edit tools' own write path.
+    racing_a_symlink_swap(|path| {
+        Reply::tool_call(
+            "edit_file",
+            json!({"path": path, "old_string": "", "new_string": "x"}),
+            1,
+        )
+    })
+    .await;
+}
+
+/// 80 calls, each creating `d/f<n>.txt` with `call(path)`, while `d` is swapped between a
+/// directory and a link to the outside: every file lands inside or its call is refused.
+async fn racing_a_symlink_swap(call: impl Fn(&str) -> Reply) {
     let fake = FakeProvider::start(Wire::OpenaiChat).await;
     let config = crate::checkpoints::config(&fake, "");
     let server = Server::start_with(ServerOptions {
@@ -466,9 +485,7 @@ async fn write_file_racing_a_symlink_swap_never_lands_outside() {
     std::fs::create_dir(&dir).unwrap();
     // Swaps `d` between a directory and a link to the outside for as long as the turn runs.
     let swapper = Swapper::start(&dir, outside.path());
-    let writes: Vec<Reply> = (0..80)
-        .map(|n| write(&format!("d/f{n}.txt"), "x"))
-        .collect();
+    let writes: Vec<Reply> = (0..80).map(|n| call(&format!("d/f{n}.txt"))).collect();
     let (id, _) = create(&server, &fake, workspace.path(), writes).await;
     let swaps = swapper.stop();
     assert!(swaps > 80, "the swapper ran ({swaps} swaps)");
@@ -614,4 +631,69 @@ async fn a_restore_racing_a_symlink_swap_never_writes_outside() {
         Vec::<std::path::PathBuf>::new(),
         "a restore wrote outside"
     );
+}
+
+/// The tools that run inside the service (not behind the kernel's layers) keep to the same
+/// rules: `grep` and `glob` find nothing of the service's state, an edit cannot plant a rule,
+/// and an AGENTS.md planted as a link to the token never reaches a request.
+#[tokio::test]
+async fn the_in_service_tools_and_agents_md_never_reach_the_services_state() {
+    let fake = FakeProvider::start(Wire::OpenaiChat).await;
+    let config = fake.config().replace(
+        "tools = [\"shell\"]",
+        "tools = [\"grep\", \"glob\", \"read_file\", \"edit_file\"]",
+    );
+    let server = Server::start_with(ServerOptions {
+        config: Some(config),
+        ..ServerOptions::default()
+    })
+    .await;
+    let data = server.data_dir.canonicalize().unwrap();
+    let token = std::fs::read_to_string(data.join("local-token")).unwrap();
+    let workspace = outside_dir();
+    std::os::unix::fs::symlink(data.join("local-token"), workspace.path().join("AGENTS.md"))
+        .unwrap();
+    let data_path = data.to_str().unwrap();
+    for reply in [
+        Reply::tool_call("grep", json!({"pattern": ".", "path": data_path}), 1),
+        Reply::tool_call("glob", json!({"pattern": "**/*", "path": data_path}), 1),
+        Reply::tool_call(
+            "edit_file",
+            json!({"path": format!("{data_path}/rules.jsonl"), "old_string": "", "new_string": "planted"}),
+            1,
+        ),
+        Reply::tool_call("read_file", json!({"path": "AGENTS.md"}), 1),
+    ] {
+        fake.push(reply);
+    }
+    fake.push(Reply::text("Tried."));
+    let (status, body) = server
+        .post(
+            "/api/conversations",
+            json!({"text": "look around", "cwd": workspace.path().to_str().unwrap()}),
+        )
+        .await;
+    assert_eq!(status, 201, "{body}");
+    let id = body["conversation"]["id"].as_str().unwrap().to_owned();
+    server.wait_idle(&id).await;
+    let calls: Vec<Value> = items(&server, &id)
+        .await
+        .into_iter()
+        .filter(|item| item["kind"] == "tool_call")
+        .collect();
+    assert_eq!(calls.len(), 4);
+    for call in &calls {
+        assert_eq!(call["status"], "failed", "{call}");
+        assert!(
+            !call["output"].as_str().unwrap().contains(token.trim()),
+            "{call}"
+        );
+    }
+    assert!(!data.join("rules.jsonl").exists());
+    for request in fake.requests() {
+        assert!(
+            !request.body.to_string().contains(token.trim()),
+            "the token was sent"
+        );
+    }
 }
