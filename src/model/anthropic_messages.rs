@@ -141,7 +141,9 @@ fn cache_breakpoints(body: &mut Value, model: &str, ttl: Option<CacheTtl>) {
     // About four characters a token: close enough to tell a short prefix from a long one.
     let tokens = |value: &Value| value.to_string().len() as u64 / 4;
     let prefix = tokens(&body["tools"]) + tokens(&body["system"]);
-    let whole = prefix + tokens(&body["messages"]);
+    // The history is measured only when the prefix alone is too short: it is the bulk of a
+    // long conversation's request, and is serialized again when the request is sent.
+    let whole_long_enough = prefix >= minimum || prefix + tokens(&body["messages"]) >= minimum;
     if prefix >= minimum {
         if let Some(system) = body["system"].as_str() {
             body["system"] = json!([{ "type": "text", "text": system, "cache_control": control }]);
@@ -152,7 +154,7 @@ fn cache_breakpoints(body: &mut Value, model: &str, ttl: Option<CacheTtl>) {
             last["cache_control"] = control.clone();
         }
     }
-    if whole >= minimum
+    if whole_long_enough
         && let Some(block) = body["messages"]
             .as_array_mut()
             .and_then(|messages| messages.last_mut())

@@ -9,6 +9,22 @@ use serde_json::{Value, json};
 use crate::fake_provider::{CACHED_TOKENS, FakeProvider, Recorded, Reply, Wire};
 use crate::harness::{Server, ServerOptions};
 
+/// A server with `config` whose conversations work in a directory holding `notes.txt`.
+async fn serve(config: String, notes: &str) -> (tempfile::TempDir, Server) {
+    let temp = tempfile::tempdir().unwrap();
+    let work = temp.path().join("work");
+    std::fs::create_dir_all(&work).unwrap();
+    std::fs::write(work.join("notes.txt"), notes).unwrap();
+    let server = Server::start_with(ServerOptions {
+        data_dir: Some(temp.path().join("data")),
+        config: Some(config),
+        cwd: Some(work),
+        ..ServerOptions::default()
+    })
+    .await;
+    (temp, server)
+}
+
 /// A conversation whose agent has `read_file`, on a model with `model_lines`, through one turn
 /// with a tool call: the requests of that turn, its usage, the session id, and the
 /// conversation's cost as its view gives it.
@@ -21,17 +37,7 @@ async fn converse(wire: Wire, model_lines: &str) -> (Vec<Recorded>, Value, Strin
             "max_output_tokens = 1000",
             &format!("max_output_tokens = 1000\n{model_lines}"),
         );
-    let temp = tempfile::tempdir().unwrap();
-    let work = temp.path().join("work");
-    std::fs::create_dir_all(&work).unwrap();
-    std::fs::write(work.join("notes.txt"), "notes\n").unwrap();
-    let server = Server::start_with(ServerOptions {
-        data_dir: Some(temp.path().join("data")),
-        config: Some(config),
-        cwd: Some(work),
-        ..ServerOptions::default()
-    })
-    .await;
+    let (_temp, server) = serve(config, "notes\n").await;
     fake.push(Reply::tool_call(
         "read_file",
         json!({"path": "notes.txt"}),
@@ -229,17 +235,7 @@ async fn the_prefix_stays_the_same_bytes_across_tool_calls_a_sub_agent_and_a_com
             }
         })
     });
-    let temp = tempfile::tempdir().unwrap();
-    let work = temp.path().join("work");
-    std::fs::create_dir_all(&work).unwrap();
-    std::fs::write(work.join("notes.txt"), "a\nb\nc\n").unwrap();
-    let server = Server::start_with(ServerOptions {
-        data_dir: Some(temp.path().join("data")),
-        config: Some(config),
-        cwd: Some(work),
-        ..ServerOptions::default()
-    })
-    .await;
+    let (_temp, server) = serve(config, "a\nb\nc\n").await;
     let created = server.create_and_wait("Count the notes").await;
     let id = created["conversation"]["id"].as_str().unwrap().to_owned();
     let root = created["conversation"]["root_session_id"]
