@@ -187,6 +187,7 @@ mod tests {
             forked_from: None,
             last_turn: None,
             mcp: Default::default(),
+            budget: Default::default(),
         }
     }
 

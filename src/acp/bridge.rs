@@ -591,6 +591,7 @@ impl Bridge {
             cwd: Some(session.cwd.clone()),
             images,
             mcp: draft.mcp,
+            budget: Default::default(),
         };
         let created = self.api.create_conversation(&body).await.map_err(service)?;
         let id = created.conversation.id;

@@ -86,6 +86,9 @@ pub enum ConversationEvent {
         turn_id: String,
         status: TurnStatus,
         error: Option<String>,
+        /// What kind of failure `error` is, where a client may act on it (`budget_exceeded`).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        error_code: Option<crate::domain::TurnErrorCode>,
         files_changed: u32,
         /// The tokens the turn's model calls used.
         usage: TurnUsage,

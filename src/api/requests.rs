@@ -38,6 +38,10 @@ pub struct NewConversation {
     /// as a configured server takes its place here. At most 16.
     #[serde(default)]
     pub mcp: std::collections::BTreeMap<String, crate::config::McpServerSpec>,
+    /// The conversation's own spending limits; each given one takes the place of the agent's.
+    /// `max_cost` needs a `price` on the model (and on its fallbacks).
+    #[serde(default)]
+    pub budget: crate::domain::Budget,
 }
 
 /// The image types the providers accept (OpenAI, Anthropic): the same four everywhere.
@@ -90,6 +94,10 @@ pub struct ConversationPatch {
     #[serde(default)]
     #[schema(pattern = "^/")]
     pub cwd: Option<String>,
+    /// The conversation's new spending limits, in place of all the old ones (`{}` leaves only
+    /// the agent's). A running turn checks them before its next model call.
+    #[serde(default)]
+    pub budget: Option<crate::domain::Budget>,
 }
 
 /// `PATCH /api/conversations/{id}/pending/{message_id}`.

@@ -107,6 +107,7 @@ pub fn conversation() -> Conversation {
         forked_from: None,
         last_turn: None,
         mcp: BTreeMap::new(),
+        budget: Default::default(),
     }
 }
 

@@ -494,6 +494,7 @@ mod tests {
             turn_id: "t_1".to_owned(),
             status,
             error: error.map(str::to_owned),
+            error_code: None,
             files_changed: 0,
             usage: TurnUsage::default(),
         }

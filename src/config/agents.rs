@@ -30,7 +30,7 @@ pub const ALL_TOOLS: &[&str] = &[
     "update_plan",
 ];
 
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct AgentConfig {
     /// Shown to models choosing an agent for `spawn_agent`, and to users.
     pub description: String,
@@ -64,6 +64,9 @@ pub struct AgentConfig {
     /// Whether a client may name command MCP servers for its conversations (`client_mcp`);
     /// they always run in its sandbox.
     pub client_mcp: bool,
+    /// Its spending limits (`max_cost`, `max_turn_tokens`, `max_turn_model_calls`,
+    /// `on_budget`); a conversation's own take their place.
+    pub budget: crate::domain::Budget,
 }
 
 /// The prompt an agent's requests start with (`base_instructions`).
@@ -195,6 +198,7 @@ pub(super) fn fallback_agent(model: &str) -> AgentConfig {
         env: BTreeMap::new(),
         spawnable: vec![DEFAULT_AGENT.to_owned()],
         client_mcp: false,
+        budget: crate::domain::Budget::default(),
     }
 }
 
@@ -224,6 +228,10 @@ pub(super) struct RawAgent {
     env: Option<BTreeMap<String, String>>,
     spawnable: Option<Vec<String>>,
     client_mcp: Option<bool>,
+    max_cost: Option<f64>,
+    max_turn_tokens: Option<u64>,
+    max_turn_model_calls: Option<u32>,
+    on_budget: Option<crate::domain::OnBudget>,
 }
 
 impl Validator<'_> {
@@ -331,6 +339,26 @@ impl Validator<'_> {
             }
             let base_instructions =
                 self.base_instructions(&name, agent.base_instructions.as_ref())?;
+            let budget = crate::domain::Budget {
+                max_cost: agent.max_cost,
+                max_turn_tokens: agent.max_turn_tokens,
+                max_turn_model_calls: agent.max_turn_model_calls,
+                on_budget: agent.on_budget,
+            };
+            if let Some(problem) = budget.invalid() {
+                let key = problem.split(' ').next().unwrap_or_default();
+                return Err(self.invalid(format!("agents.{name}.{key}"), problem));
+            }
+            if budget.max_cost.is_some()
+                && let Some(unpriced) = super::unpriced_model(models, &agent.model)
+            {
+                return Err(self.invalid(
+                    format!("agents.{name}.max_cost"),
+                    format!(
+                        "needs prices, and model `{unpriced}` has none (set models.{unpriced}.price)"
+                    ),
+                ));
+            }
             agents.insert(
                 name,
                 AgentConfig {
@@ -348,6 +376,7 @@ impl Validator<'_> {
                     env,
                     spawnable,
                     client_mcp: agent.client_mcp.unwrap_or(false),
+                    budget,
                 },
             );
         }

@@ -150,6 +150,21 @@ impl Config {
         self.providers.get(&self.model(model_id)?.provider)
     }
 
+    /// The models a call of `model_id` may go to: the model itself, then its `fallback`s.
+    pub fn model_chain<'a>(&'a self, model_id: &'a str) -> impl Iterator<Item = &'a str> + 'a {
+        std::iter::once(model_id).chain(
+            self.model(model_id)
+                .into_iter()
+                .flat_map(|model| model.fallback.iter().map(String::as_str)),
+        )
+    }
+
+    /// The first of a model and its fallbacks that has no `price` (a cost limit cannot be
+    /// kept on it).
+    pub fn unpriced_model(&self, model_id: &str) -> Option<String> {
+        unpriced_model(&self.models, model_id)
+    }
+
     /// The agent named by `default_agent`.
     ///
     /// # Panics
@@ -179,6 +194,15 @@ impl Config {
             Err(source) => Err(ConfigError::Read { path, source }),
         }
     }
+}
+
+/// See [`Config::unpriced_model`]; also used while the config is validated.
+fn unpriced_model(models: &BTreeMap<String, ModelConfig>, model_id: &str) -> Option<String> {
+    let fallbacks = models.get(model_id).map(|model| model.fallback.as_slice());
+    std::iter::once(model_id)
+        .chain(fallbacks.unwrap_or_default().iter().map(String::as_str))
+        .find(|id| models.get(*id).is_none_or(|model| model.price.is_none()))
+        .map(str::to_owned)
 }
 
 fn non_empty_env(name: &str) -> Option<PathBuf> {

@@ -44,6 +44,9 @@ pub struct ModelConfig {
     pub edit_tool: EditTool,
     /// What its tokens cost (`price`); `None`: turns show tokens only, never a made-up cost.
     pub price: Option<Price>,
+    /// The models a call goes to, in order, once this one's retries are used up on an
+    /// overload, a rate limit or a server error (`fallback`); each names another model.
+    pub fallback: Vec<String>,
 }
 
 /// A model's `price`: currency units per million tokens, as the provider's price list gives
@@ -306,6 +309,7 @@ pub(super) fn demo_model() -> ModelConfig {
         options: ModelOptions::default(),
         edit_tool: EditTool::default(),
         price: None,
+        fallback: Vec::new(),
     }
 }
 
@@ -335,6 +339,7 @@ pub(super) struct RawModel {
     cache_ttl: Option<CacheTtl>,
     prompt_cache_retention: Option<CacheRetention>,
     price: Option<Price>,
+    fallback: Option<Vec<String>>,
 }
 
 impl Validator<'_> {
@@ -492,10 +497,31 @@ impl Validator<'_> {
                     options,
                     edit_tool: model.edit_tool.unwrap_or_default(),
                     price: model.price,
+                    fallback: model.fallback.unwrap_or_default(),
                 },
             );
         }
         models.insert(DEMO_MODEL.to_string(), demo_model());
+        for (id, model) in &models {
+            let key = || format!("models.{id}.fallback");
+            for (index, other) in model.fallback.iter().enumerate() {
+                if !models.contains_key(other) {
+                    return Err(self.invalid(
+                        key(),
+                        format!(
+                            "unknown model `{other}` (models: {})",
+                            join_names(models.keys())
+                        ),
+                    ));
+                }
+                if other == id || model.fallback[..index].contains(other) {
+                    return Err(self.invalid(
+                        key(),
+                        format!("names `{other}` twice (a model is never its own fallback)"),
+                    ));
+                }
+            }
+        }
         Ok(models)
     }
 

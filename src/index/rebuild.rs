@@ -119,6 +119,7 @@ pub fn load_conversation(
             turn_id: turn.id.clone(),
             status: TurnStatus::Interrupted,
             error: Some("the service stopped during the turn".to_owned()),
+            error_code: None,
             at: now(),
             usage: None,
         };
@@ -595,6 +596,7 @@ mod tests {
             root_session_id: "s_root".to_owned(),
             forked_from: None,
             mcp: Default::default(),
+            budget: Default::default(),
         });
         let started = message("m_started", MessageStatus::Started);
         let steered = message("m_steered", MessageStatus::Steered);

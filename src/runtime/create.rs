@@ -64,6 +64,9 @@ impl Runtime {
         })?;
         let model = request.model.unwrap_or_else(|| agent.model.clone());
         self.check_model(&model)?;
+        if let Some(refusal) = super::budget::refusal(config, &request.budget, agent, &model) {
+            return Err(RuntimeError::Invalid(refusal));
+        }
         // The meter counts the message on the conversation's path; a long one is counted
         // first on the blocking pool, so that count is remembered.
         Tokenizer::prepare(&self.shared.tokenizers, &request.text).await;
@@ -114,6 +117,7 @@ impl Runtime {
             root_session_id: root_session_id.clone(),
             forked_from: None,
             mcp: request.mcp,
+            budget: request.budget,
         });
         records.extend([
             MetaRecord::MessageAccepted {

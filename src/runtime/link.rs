@@ -54,6 +54,12 @@ pub enum TurnMsg {
     ModelAnswered {
         usage: Option<TokenUsage>,
     },
+    /// Before each model call: the first spending limit reached, but for those a user let
+    /// this turn pass.
+    CheckBudget {
+        passed: Vec<crate::runtime::budget::Limit>,
+        reply: oneshot::Sender<Option<crate::runtime::budget::Reached>>,
+    },
     /// Before each model call: messages steered into this turn since the last call.
     TakeSteered {
         reply: oneshot::Sender<Vec<Item>>,
@@ -76,6 +82,7 @@ pub enum TurnMsg {
     Ended {
         status: TurnStatus,
         error: Option<String>,
+        error_code: Option<crate::domain::TurnErrorCode>,
     },
 }
 
@@ -90,6 +97,8 @@ pub struct FromTurn {
 pub(crate) enum TurnStop {
     Interrupted,
     Failed(String),
+    /// A limit of the budget was reached (the message names it).
+    OverBudget(String),
 }
 
 /// A turn's way to its actor: every message names the turn's session.
@@ -141,6 +150,17 @@ impl ActorLink {
         stored
             .await
             .map_err(|_| TurnStop::Failed("the conversation could not store an item".to_owned()))
+    }
+
+    /// The first spending limit reached (see `TurnMsg::CheckBudget`). A conversation that
+    /// stops meanwhile reaches none: the turn stops anyway.
+    pub(crate) async fn budget_reached(
+        &self,
+        passed: Vec<crate::runtime::budget::Limit>,
+    ) -> Option<crate::runtime::budget::Reached> {
+        let (reply, reached) = oneshot::channel();
+        self.send(TurnMsg::CheckBudget { passed, reply });
+        reached.await.ok().flatten()
     }
 
     pub(crate) async fn take_steered(&self) -> Vec<Item> {

@@ -4,6 +4,7 @@
 
 pub mod actor;
 pub mod agent_requests;
+pub mod budget;
 pub mod checkpointing;
 pub mod collab;
 pub mod compaction;

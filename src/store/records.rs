@@ -64,6 +64,8 @@ pub enum MetaRecord {
         status: TurnStatus,
         #[serde(default)]
         error: Option<String>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        error_code: Option<crate::domain::TurnErrorCode>,
         at: Timestamp,
         /// The tokens its model calls used (absent in records stored before it was kept, and
         /// for a turn closed after a crash).
@@ -99,6 +101,9 @@ pub struct ConversationCreated {
     /// credentials: this file is the only place they are kept).
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub mcp: BTreeMap<String, McpServerSpec>,
+    /// The conversation's own spending limits (an older binary ignores them).
+    #[serde(default, skip_serializing_if = "crate::domain::Budget::is_empty")]
+    pub budget: crate::domain::Budget,
 }
 
 /// The fields a `conversation.updated` record changes; absent fields are unchanged.
@@ -117,6 +122,9 @@ pub struct ConversationChanges {
     pub agent: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cwd: Option<String>,
+    /// The conversation's new spending limits, in place of the old ones.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub budget: Option<crate::domain::Budget>,
 }
 
 impl MetaRecord {
@@ -146,12 +154,14 @@ impl ConversationChanges {
     /// Whether this changes the conversation itself, which moves it to the top of the list.
     /// Archiving or unarchiving does not (it hides the conversation from the main list without
     /// changing it), so it comes back where it was; nor does a rename (the user is tidying the
-    /// list, and the renamed conversation jumping to the top loses their place).
+    /// list, and the renamed conversation jumping to the top loses their place), nor new
+    /// spending limits.
     pub fn changes_the_conversation(&self) -> bool {
         ConversationChanges {
             archived: None,
             title: None,
             title_custom: None,
+            budget: None,
             ..self.clone()
         } != ConversationChanges::default()
     }

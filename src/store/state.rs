@@ -99,6 +99,7 @@ impl ConversationState {
                     .iter()
                     .map(|(name, spec)| (name.clone(), spec.shown()))
                     .collect(),
+                budget: conversation.budget,
             },
             sessions: Vec::new(),
             turns: Vec::new(),
@@ -142,6 +143,9 @@ impl ConversationState {
                 }
                 if let Some(cwd) = &changes.cwd {
                     conversation.cwd = cwd.clone();
+                }
+                if let Some(budget) = changes.budget {
+                    conversation.budget = budget;
                 }
                 if changes.changes_the_conversation() {
                     self.touch(*at);
@@ -199,6 +203,7 @@ impl ConversationState {
                     started_at: *at,
                     ended_at: None,
                     error: None,
+                    error_code: None,
                     usage: None,
                 });
                 if let Some(session) = self.session_mut(session_id) {
@@ -211,6 +216,7 @@ impl ConversationState {
                 turn_id,
                 status,
                 error,
+                error_code,
                 at,
                 usage,
             } => {
@@ -218,6 +224,7 @@ impl ConversationState {
                     turn.status = *status;
                     turn.ended_at = Some(*at);
                     turn.error = error.clone();
+                    turn.error_code = *error_code;
                     turn.usage = *usage;
                 }
                 let session_status = match status {

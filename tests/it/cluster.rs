@@ -32,6 +32,7 @@ pub(crate) fn conversation(id: &str, title: &str) -> Conversation {
         forked_from: None,
         last_turn: None,
         mcp: Default::default(),
+        budget: Default::default(),
     }
 }
 

@@ -11,6 +11,7 @@ mod approval_cli;
 mod approvals;
 mod bad_input;
 mod big_messages;
+mod budgets;
 mod checkpoint_gc;
 mod checkpoints;
 mod checkpoints_power;

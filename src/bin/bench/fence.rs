@@ -35,6 +35,7 @@ pub async fn fence_costs(
             turn_id: "t_bench".to_owned(),
             status: openvaala::domain::TurnStatus::Completed,
             error: None,
+            error_code: None,
             at: openvaala::domain::now(),
             usage: None,
         }];

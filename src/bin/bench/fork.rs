@@ -471,6 +471,7 @@ fn time_file_copies(
                         item_id: last.id,
                     }),
                     mcp: Default::default(),
+                    budget: Default::default(),
                 },
             },
             MetaRecord::SessionCreated {
@@ -582,6 +583,7 @@ fn generate(store: &Store, turns: usize, seed: u64) -> anyhow::Result<Generated>
             turn_id,
             status: TurnStatus::Completed,
             error: None,
+            error_code: None,
             at: at + TimeDelta::seconds(21),
             usage: None,
         });
@@ -596,6 +598,7 @@ fn generate(store: &Store, turns: usize, seed: u64) -> anyhow::Result<Generated>
         root_session_id: root_session_id.clone(),
         forked_from: None,
         mcp: Default::default(),
+        budget: Default::default(),
     });
     let records: Vec<MetaRecord> = head.into_iter().chain(meta).collect();
     store.create_conversation(

@@ -438,6 +438,7 @@ fn write_conversation(
         root_session_id: root_session_id.clone(),
         forked_from: None,
         mcp: Default::default(),
+        budget: Default::default(),
     });
     records.extend([
         MetaRecord::MessageAccepted {
@@ -457,6 +458,7 @@ fn write_conversation(
             turn_id: turn_id.clone(),
             status: TurnStatus::Completed,
             error: None,
+            error_code: None,
             at: ended_at,
             usage: None,
         },

@@ -131,6 +131,7 @@ mod tests {
             turn_id: "t_1".to_owned(),
             status: TurnStatus::Completed,
             error: None,
+            error_code: None,
             files_changed: 0,
             usage: TurnUsage::default(),
         };

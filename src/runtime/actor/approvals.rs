@@ -36,7 +36,9 @@ impl ConversationActor {
             return;
         };
         let turn_id = running.turn_id.clone();
-        if let Some(item) = running.items.iter_mut().find(|i| i.id == request.item_id) {
+        if let Some(item) = running.items.iter_mut().find(|i| i.id == request.item_id)
+            && matches!(item.kind, ItemKind::ToolCall { .. })
+        {
             item.status = ItemStatus::WaitingApproval;
         }
         let cwd = self.state.conversation.cwd.clone();
@@ -192,6 +194,7 @@ impl ConversationActor {
             .approvals
             .iter()
             .filter(|waiting| waiting.approval.escalate.is_none())
+            .filter(|waiting| waiting.approval.tool != crate::runtime::turn::budget::TOOL)
             .filter(|waiting| {
                 let Some(agent) = config.agent(&waiting.agent) else {
                     return false;
@@ -235,6 +238,13 @@ impl ConversationActor {
         by: &str,
     ) -> Result<Vec<crate::api::approvals::Rule>, RuntimeError> {
         let approval = &waiting.approval;
+        if approval.tool == crate::runtime::turn::budget::TOOL {
+            return Err(RuntimeError::Invalid(
+                "a spending limit's approval is allowed once (for the rest of its turn) or \
+                 denied: raise the limit itself to go on for longer"
+                    .to_owned(),
+            ));
+        }
         if approval.escalate.is_some() {
             return Err(RuntimeError::Invalid(
                 "an escalation is allowed once or denied: running outside the sandbox is never \

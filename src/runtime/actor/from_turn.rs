@@ -14,19 +14,6 @@ use crate::store::StoreError;
 use crate::store::records::{MetaRecord, SessionRecord};
 
 impl ConversationActor {
-    /// The price of the model a session's call ran on: its own, or (`compaction`) the one its
-    /// agent's summaries are written with.
-    fn price_of(&self, session_id: &str, compaction: bool) -> Option<crate::config::Price> {
-        let config = &self.shared.config;
-        let session = self.state.session(session_id)?;
-        let model = if compaction {
-            config.agent(&session.agent)?.compaction_model().to_owned()
-        } else {
-            session.model.clone()
-        };
-        config.model(&model)?.price
-    }
-
     pub(super) async fn on_turn(&mut self, from: FromTurn) {
         let FromTurn { session_id, msg } = from;
         let session_id: &str = &session_id;
@@ -91,10 +78,7 @@ impl ConversationActor {
             }
             TurnMsg::Compacted { summary, usage } => {
                 // The summary's call is one of the turn's; its report is not the context's.
-                let price = self.price_of(session_id, true);
-                if let Some(running) = self.run_mut(session_id).and_then(|r| r.running.as_mut()) {
-                    usage::count_call(&mut running.usage, usage.as_ref(), price.as_ref());
-                }
+                self.count_call(session_id, usage.as_ref(), true);
                 self.on_compacted(&summary);
             }
             TurnMsg::CompactionFailed { error } => {
@@ -129,13 +113,10 @@ impl ConversationActor {
             }
             TurnMsg::ModelAnswered { usage } => {
                 let carried = self.reasoning_carried(session_id);
-                let price = self.price_of(session_id, false);
+                self.count_call(session_id, usage.as_ref(), false);
                 let Some(run) = self.run_mut(session_id) else {
                     return;
                 };
-                if let Some(running) = run.running.as_mut() {
-                    usage::count_call(&mut running.usage, usage.as_ref(), price.as_ref());
-                }
                 let Some(usage) = usage else {
                     return;
                 };
@@ -147,6 +128,9 @@ impl ConversationActor {
                 }
                 self.publish_usage(session_id);
             }
+            TurnMsg::CheckBudget { passed, reply } => {
+                let _ = reply.send(self.budget_reached(session_id, &passed));
+            }
             TurnMsg::TakeSteered { reply } => {
                 let items = self.take_steered(session_id).await;
                 let _ = reply.send(items);
@@ -155,7 +139,11 @@ impl ConversationActor {
                 let answer = self.collaborate(session_id, request).await;
                 let _ = reply.send(answer);
             }
-            TurnMsg::Ended { status, error } => self.end_turn(session_id, status, error).await,
+            TurnMsg::Ended {
+                status,
+                error,
+                error_code,
+            } => self.end_turn(session_id, status, error, error_code).await,
         }
     }
 

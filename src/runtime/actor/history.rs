@@ -151,6 +151,7 @@ impl ConversationActor {
                 item_id: last.id.clone(),
             }),
             mcp: self.state.mcp.clone(),
+            budget: source.budget,
         });
         // The fork starts with this conversation's remembered rules: copied before it exists,
         // so that no client ever sees the fork without them (a failed fork leaves rules for

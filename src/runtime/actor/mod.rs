@@ -22,6 +22,7 @@ mod membership;
 mod messages;
 mod reads;
 mod session;
+mod spending;
 mod stored;
 mod subagents;
 mod subscribe;
@@ -499,6 +500,24 @@ impl ConversationActor {
         }
         if let Some(cwd) = patch.cwd.filter(|c| *c != current.cwd) {
             changes.cwd = Some(cwd);
+        }
+        if let Some(budget) = patch.budget.filter(|b| *b != current.budget) {
+            changes.budget = Some(budget);
+        }
+        // The limits must hold on the model and agent the conversation has after the change.
+        let config = &self.shared.config;
+        let model = changes.model.as_ref().unwrap_or(&current.model);
+        let agent = changes.agent.as_ref().unwrap_or(&current.agent);
+        if (changes.budget.is_some() || changes.model.is_some() || changes.agent.is_some())
+            && let Some(agent) = config.agent(agent)
+            && let Some(refusal) = crate::runtime::budget::refusal(
+                config,
+                changes.budget.as_ref().unwrap_or(&current.budget),
+                agent,
+                model,
+            )
+        {
+            return Err(RuntimeError::Invalid(refusal));
         }
         if changes.is_empty() {
             return Ok(self.state.conversation.clone());

@@ -46,6 +46,9 @@ pub(super) struct RunningTurn {
     pub retry: Option<RetryState>,
     /// The tokens of the model calls answered so far, stored with the turn's end.
     pub usage: TurnUsage,
+    /// A root agent's turn: the tokens and model calls of its sub-agents' calls while it runs,
+    /// which count toward its limits.
+    pub sub_agents: (u64, u32),
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

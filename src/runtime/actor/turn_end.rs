@@ -19,6 +19,7 @@ impl ConversationActor {
         session_id: &str,
         status: TurnStatus,
         error: Option<String>,
+        error_code: Option<crate::domain::TurnErrorCode>,
     ) {
         // An approval still waiting (the turn was interrupted or stopped): its call never runs.
         self.cancel_approvals(session_id);
@@ -86,6 +87,7 @@ impl ConversationActor {
             turn_id: running.turn_id.clone(),
             status,
             error: error.clone(),
+            error_code,
             at: now(),
             usage: Some(running.usage),
         };
@@ -116,6 +118,7 @@ impl ConversationActor {
             turn_id: running.turn_id.clone(),
             status,
             error: error.clone(),
+            error_code,
             files_changed,
             usage: running.usage,
         });
@@ -272,6 +275,7 @@ impl ConversationActor {
                 turn_id,
                 status: TurnStatus::Interrupted,
                 error: Some("the service stopped during the turn".to_owned()),
+                error_code: None,
                 at: now(),
                 usage: None,
             }])?;

@@ -373,6 +373,7 @@ impl ConversationActor {
             items: Vec::new(),
             retry: None,
             usage: TurnUsage::default(),
+            sub_agents: (0, 0),
         });
         run.turn_reasoning_tokens = 0;
         let history = run.history.clone();
@@ -404,6 +405,7 @@ impl ConversationActor {
                     msg: TurnMsg::Ended {
                         status: TurnStatus::Failed,
                         error: Some(error),
+                        error_code: None,
                     },
                 });
             }

@@ -3,10 +3,12 @@
 //! item it produces goes to the conversation actor (`TurnMsg`), which stores it write-ahead and
 //! publishes it, so there is still exactly one writer per conversation.
 //!
-//! `model_call.rs` makes one model call and streams its answer; `held_output.rs` lets out
+//! `model_call.rs` makes one model call and streams its answer; `budget.rs` keeps to the
+//! spending limits before each call; `held_output.rs` lets out
 //! output held back for a secret; `plan.rs` checks `update_plan` and builds its plan item;
 //! `spec.rs` is what a turn is started with.
 
+pub mod budget;
 mod held_output;
 mod model_call;
 mod plan;
@@ -25,7 +27,7 @@ use super::retry::{Retry, model_failure};
 use super::usage::{UsageTracker, context_tokens};
 use crate::api::events::CompactionReason;
 use crate::api::events::DeltaField;
-use crate::domain::{FileChanges, Item, ItemKind, ItemStatus, TurnStatus};
+use crate::domain::{FileChanges, Item, ItemKind, ItemStatus, TurnErrorCode, TurnStatus};
 use crate::permissions::policy::escalation;
 use crate::permissions::{Permission, Verdict};
 use crate::redact::{self, StreamRedactor};
@@ -37,12 +39,21 @@ pub use spec::TurnSpec;
 /// Runs a turn of `session_id` to its end. Always sends exactly one `Ended`, last.
 pub async fn run(spec: TurnSpec, session_id: Arc<str>, actor: mpsc::UnboundedSender<FromTurn>) {
     let link = ActorLink::new(actor, session_id);
-    let (status, error) = match drive(spec, &link).await {
-        Ok(()) => (TurnStatus::Completed, None),
-        Err(TurnStop::Interrupted) => (TurnStatus::Interrupted, None),
-        Err(TurnStop::Failed(error)) => (TurnStatus::Failed, Some(error)),
+    let (status, error, error_code) = match drive(spec, &link).await {
+        Ok(()) => (TurnStatus::Completed, None, None),
+        Err(TurnStop::Interrupted) => (TurnStatus::Interrupted, None, None),
+        Err(TurnStop::Failed(error)) => (TurnStatus::Failed, Some(error), None),
+        Err(TurnStop::OverBudget(error)) => (
+            TurnStatus::Failed,
+            Some(error),
+            Some(TurnErrorCode::BudgetExceeded),
+        ),
     };
-    link.send(TurnMsg::Ended { status, error });
+    link.send(TurnMsg::Ended {
+        status,
+        error,
+        error_code,
+    });
 }
 
 async fn drive(mut spec: TurnSpec, link: &ActorLink) -> Result<(), TurnStop> {
@@ -65,6 +76,8 @@ async fn drive(mut spec: TurnSpec, link: &ActorLink) -> Result<(), TurnStop> {
     let mut history = spec.history.clone();
     let mut usage = spec.usage;
     let mut step = 0;
+    // Spending limits a user let this turn go past.
+    let mut passed = Vec::new();
     loop {
         if spec.cancel.is_cancelled() {
             return Err(TurnStop::Interrupted);
@@ -80,6 +93,7 @@ async fn drive(mut spec: TurnSpec, link: &ActorLink) -> Result<(), TurnStop> {
             usage.add(&steered);
             history.push(steered);
         }
+        budget::keep_to(&spec, step, &mut passed, link).await?;
         if compaction::needed(&usage, spec.context_window, spec.max_output_tokens) {
             compact(&spec, &mut history, &mut usage, link, false).await?;
         }

@@ -1,0 +1,122 @@
+//! What a conversation spends, in the actor: each answered model call counted in its turn (at
+//! its model's price) and, for a sub-agent's call, toward the root agent's running turn; and the
+//! spending limits checked against it before every model call (`runtime::budget`).
+
+use super::ConversationActor;
+use crate::model::TokenUsage;
+use crate::runtime::budget::{Limit, Limits, Reached, Spent};
+use crate::runtime::usage;
+
+impl ConversationActor {
+    /// The price of the model a session's call ran on: its own, or (`compaction`) the one its
+    /// agent's summaries are written with.
+    pub(super) fn price_of(
+        &self,
+        session_id: &str,
+        compaction: bool,
+    ) -> Option<crate::config::Price> {
+        let config = &self.shared.config;
+        let session = self.state.session(session_id)?;
+        let model = if compaction {
+            config.agent(&session.agent)?.compaction_model().to_owned()
+        } else {
+            session.model.clone()
+        };
+        config.model(&model)?.price
+    }
+
+    /// Counts one answered model call of a session's running turn; a sub-agent's counts
+    /// toward the root agent's running turn too.
+    pub(super) fn count_call(
+        &mut self,
+        session_id: &str,
+        report: Option<&TokenUsage>,
+        compaction: bool,
+    ) {
+        let price = self.price_of(session_id, compaction);
+        if let Some(running) = self.run_mut(session_id).and_then(|r| r.running.as_mut()) {
+            usage::count_call(&mut running.usage, report, price.as_ref());
+        }
+        let root = self.root_id().to_owned();
+        if session_id == root {
+            return;
+        }
+        if let Some(running) = self.run_mut(&root).and_then(|r| r.running.as_mut()) {
+            let tokens = report.map_or(0, |report| report.input_tokens + report.output_tokens);
+            running.sub_agents.0 += tokens;
+            running.sub_agents.1 += 1;
+        }
+    }
+
+    /// The first spending limit a model call of `session_id` would go past, but for those a
+    /// user let its turn pass: the conversation's and root agent's limits over the root turn
+    /// (sub-agents' calls included), then a sub-agent's own agent's over its own turn.
+    pub(super) fn budget_reached(&self, session_id: &str, passed: &[Limit]) -> Option<Reached> {
+        let config = &self.shared.config;
+        let session = self.state.session(session_id)?;
+        let conversation = &self.state.conversation;
+        let cost = self.spent_cost();
+        let mut checks = Vec::new();
+        if let Some(agent) = config.agent(&conversation.agent) {
+            let limits = Limits::resolve(&conversation.budget, &conversation.agent, &agent.budget);
+            let root = self
+                .sessions
+                .get(self.root_id())
+                .and_then(|run| run.running.as_ref());
+            let spent = Spent {
+                cost,
+                turn_tokens: root.map_or(0, |turn| {
+                    turn.usage.input_tokens + turn.usage.output_tokens + turn.sub_agents.0
+                }),
+                turn_model_calls: root.map_or(0, |turn| turn.usage.model_calls + turn.sub_agents.1),
+            };
+            checks.push((limits, spent));
+        }
+        if session_id != self.root_id()
+            && let Some(agent) = config.agent(&session.agent)
+            && !agent.budget.is_empty()
+        {
+            let own = self
+                .sessions
+                .get(session_id)
+                .and_then(|run| run.running.as_ref());
+            let spent = Spent {
+                cost,
+                turn_tokens: own
+                    .map_or(0, |turn| turn.usage.input_tokens + turn.usage.output_tokens),
+                turn_model_calls: own.map_or(0, |turn| turn.usage.model_calls),
+            };
+            let limits = Limits::resolve(&Default::default(), &session.agent, &agent.budget);
+            checks.push((limits, spent));
+        }
+        for (limits, spent) in checks {
+            // A cost limit is kept only where every call has a price.
+            if limits.limits_cost()
+                && let Some(model) = config.unpriced_model(&session.model)
+            {
+                return Some(Reached::unkeepable(
+                    format!(
+                        "a cost limit is set, but model `{model}` has no price, so what its calls \
+                         cost cannot be known (set models.{model}.price)"
+                    ),
+                    format!("models.{model}.price"),
+                ));
+            }
+            if let Some(reached) = limits.reached(&spent, passed) {
+                return Some(reached);
+            }
+        }
+        None
+    }
+
+    /// What the conversation has cost: its ended turns and the calls of those running.
+    fn spent_cost(&self) -> f64 {
+        let running: f64 = self
+            .sessions
+            .values()
+            .filter_map(|run| run.running.as_ref())
+            .filter_map(|turn| turn.usage.cost)
+            .sum();
+        self.state.cost().unwrap_or(0.0) + running
+    }
+}
