@@ -201,7 +201,7 @@ pub struct Turn {
 /// The tokens one turn's model calls used, as the provider reported them (the built-in demo
 /// model reports its own counts). A call whose provider sent no report is counted in
 /// `unreported_calls`, and its tokens are missing from the sums.
-#[derive(Debug, Clone, Copy, Default, Serialize, Deserialize, PartialEq, utoipa::ToSchema)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, utoipa::ToSchema)]
 pub struct TurnUsage {
     /// Model calls that answered (a failed attempt that was retried is not one; the summary
     /// an automatic compaction makes inside the turn is one).
@@ -222,6 +222,26 @@ pub struct TurnUsage {
     pub cache_write_tokens: u64,
     /// What the reported tokens cost, in the currency units of the models' `price`; absent
     /// when no call's model has a price (never a made-up cost).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cost: Option<f64>,
+    /// The same figures for each model that answered (by its configured name), in the order
+    /// they first answered: one entry, unless a fallback model answered some calls.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub models: Vec<ModelUsage>,
+}
+
+/// What one model's calls used within a turn (see `TurnUsage::models`).
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, utoipa::ToSchema)]
+pub struct ModelUsage {
+    /// The model's name in the configuration (`[models.<name>]`).
+    pub model: String,
+    pub model_calls: u32,
+    pub input_tokens: u64,
+    pub output_tokens: u64,
+    #[serde(default)]
+    pub cached_input_tokens: u64,
+    #[serde(default)]
+    pub cache_write_tokens: u64,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cost: Option<f64>,
 }

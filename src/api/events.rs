@@ -120,6 +120,18 @@ pub enum ConversationEvent {
         next_at: Timestamp,
         error: String,
     },
+    /// The turn's model failed for good (its retries used up on an overload, a rate limit or
+    /// a server error): its calls go to `to`, the next of the model's `fallback`s, for the
+    /// rest of the turn. `from` and `to` are configured model names.
+    #[serde(rename = "model.fallback")]
+    ModelFallback {
+        session_id: String,
+        turn_id: String,
+        from: String,
+        to: String,
+        /// Why `from` failed.
+        reason: String,
+    },
     /// Older history is being summarised.
     #[serde(rename = "compaction.started")]
     CompactionStarted {
@@ -233,6 +245,7 @@ impl BusEvent for ConversationEvent {
             ConversationEvent::ItemDelta { .. } => "item.delta",
             ConversationEvent::ItemCompleted { .. } => "item.completed",
             ConversationEvent::ModelRetry { .. } => "model.retry",
+            ConversationEvent::ModelFallback { .. } => "model.fallback",
             ConversationEvent::CompactionStarted { .. } => "compaction.started",
             ConversationEvent::CompactionCompleted { .. } => "compaction.completed",
             ConversationEvent::CompactionFailed { .. } => "compaction.failed",

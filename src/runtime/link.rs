@@ -50,9 +50,17 @@ pub enum TurnMsg {
         result: Result<(String, Option<TokenUsage>), Failure>,
     },
     Retry(Retry),
-    /// A model call answered, with its provider's token report if it sent one.
+    /// A model call answered, with its provider's token report if it sent one; `model` is
+    /// the configured name of the model that answered (the session's, or a fallback).
     ModelAnswered {
         usage: Option<TokenUsage>,
+        model: String,
+    },
+    /// The turn's model failed for good, and its calls go to the next of its fallbacks.
+    Fallback {
+        from: String,
+        to: String,
+        reason: String,
     },
     /// Before each model call: the first spending limit reached, but for those a user let
     /// this turn pass.

@@ -35,7 +35,7 @@ pub fn items_page(items: &[Item], after_seq: u64, limit: usize) -> ItemsPage {
 pub fn turns_page(
     turns: &[Turn],
     session_id: &str,
-    running: Option<(&str, TurnUsage)>,
+    running: Option<(&str, &TurnUsage)>,
     after: Option<&str>,
     limit: usize,
 ) -> Result<TurnsPage, RuntimeError> {
@@ -58,7 +58,7 @@ pub fn turns_page(
         .into_iter()
         .map(|turn| match running {
             Some((id, usage)) if id == turn.id => Turn {
-                usage: Some(usage),
+                usage: Some(usage.clone()),
                 ..turn.clone()
             },
             _ => turn.clone(),

@@ -7,22 +7,34 @@ use crate::config::ReasoningContext;
 use crate::domain::{Item, ItemKind};
 
 /// The history as the model reads it in a call of turn `turn_id`.
+/// `from_step`: after a fallback model took over at that step of the turn, state written
+/// before it is not sent (another provider, or another model, signed it).
 pub fn model_history(
     history: &[Item],
     context: Option<ReasoningContext>,
     turn_id: &str,
+    from_step: Option<u32>,
 ) -> Vec<Item> {
     compaction::model_view(history)
         .into_iter()
         .filter(Item::sent_to_model)
-        .map(|item| reasoning_for(item, context, turn_id))
+        .map(|item| reasoning_for(item, context, turn_id, from_step))
         .collect()
 }
 
 /// Reasoning goes back to the model with its provider state only where the model's
-/// `reasoning_context` keeps it: every turn's for `all_turns`, else this turn's.
-fn reasoning_for(mut item: Item, context: Option<ReasoningContext>, turn_id: &str) -> Item {
-    let keep = context == Some(ReasoningContext::AllTurns) || item.turn_id == turn_id;
+/// `reasoning_context` keeps it: every turn's for `all_turns`, else this turn's; and, after a
+/// fallback, only what the model now answering wrote.
+fn reasoning_for(
+    mut item: Item,
+    context: Option<ReasoningContext>,
+    turn_id: &str,
+    from_step: Option<u32>,
+) -> Item {
+    let keep = match from_step {
+        Some(step) => item.turn_id == turn_id && item.step.is_some_and(|own| own >= step),
+        None => context == Some(ReasoningContext::AllTurns) || item.turn_id == turn_id,
+    };
     if let ItemKind::Reasoning { state, .. } = &mut item.kind
         && !keep
     {
@@ -55,9 +67,35 @@ mod tests {
         let kept = |item: Item| matches!(item.kind, ItemKind::Reasoning { state: Some(_), .. });
         let all = Some(ReasoningContext::AllTurns);
         let current = Some(ReasoningContext::CurrentTurn);
-        assert!(kept(reasoning_for(reasoning("t_old"), all, "t_now")));
-        assert!(!kept(reasoning_for(reasoning("t_old"), current, "t_now")));
-        assert!(kept(reasoning_for(reasoning("t_now"), current, "t_now")));
-        assert!(!kept(reasoning_for(reasoning("t_old"), None, "t_now")));
+        assert!(kept(reasoning_for(reasoning("t_old"), all, "t_now", None)));
+        assert!(!kept(reasoning_for(
+            reasoning("t_old"),
+            current,
+            "t_now",
+            None
+        )));
+        assert!(kept(reasoning_for(
+            reasoning("t_now"),
+            current,
+            "t_now",
+            None
+        )));
+        assert!(!kept(reasoning_for(
+            reasoning("t_old"),
+            None,
+            "t_now",
+            None
+        )));
+        // After a fallback took over at step 2, the state of step 1 goes to nobody, whatever
+        // the context; the new model's own (step 2 on) goes back to it.
+        assert!(!kept(reasoning_for(
+            reasoning("t_now"),
+            all,
+            "t_now",
+            Some(2)
+        )));
+        let mut own = reasoning("t_now");
+        own.step = Some(2);
+        assert!(kept(reasoning_for(own, current, "t_now", Some(2))));
     }
 }

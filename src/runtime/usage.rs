@@ -4,7 +4,7 @@
 //! (`model::tokens`).
 
 use crate::config::Price;
-use crate::domain::{Item, ItemKind, ItemStatus, TurnUsage, Usage, UsageSource};
+use crate::domain::{Item, ItemKind, ItemStatus, ModelUsage, TurnUsage, Usage, UsageSource};
 use crate::model::TokenUsage;
 use crate::model::tokens::Tokenizer;
 
@@ -24,29 +24,51 @@ pub fn context_tokens(usage: &TokenUsage, reasoning_carried: bool) -> Option<u64
     })
 }
 
-/// Adds one answered model call to its turn's figures, with its cost when its model has a
-/// `price`. A report without input tokens is no report (see `context_tokens`).
-pub fn count_call(turn: &mut TurnUsage, report: Option<&TokenUsage>, price: Option<&Price>) {
-    turn.model_calls += 1;
-    match report.filter(|report| report.input_tokens > 0) {
-        Some(report) => {
-            if let Some(price) = price {
-                let cost = price.cost(
-                    report.input_tokens,
-                    report.cache_read_tokens,
-                    report.cache_write_tokens,
-                    report.output_tokens,
-                );
-                *turn.cost.get_or_insert(0.0) += cost;
-            }
-            turn.input_tokens += report.input_tokens;
-            turn.output_tokens += report.output_tokens;
-            turn.reasoning_tokens += report.reasoning_tokens;
-            turn.cached_input_tokens += report.cache_read_tokens;
-            turn.cache_write_tokens += report.cache_write_tokens;
+/// Adds one model call that `model` (its configured name) answered to its turn's figures, and
+/// to that model's own, with its cost when the model has a `price`. A report without input
+/// tokens is no report (see `context_tokens`).
+pub fn count_call(
+    turn: &mut TurnUsage,
+    report: Option<&TokenUsage>,
+    model: &str,
+    price: Option<&Price>,
+) {
+    let index = match turn.models.iter().position(|entry| entry.model == model) {
+        Some(index) => index,
+        None => {
+            turn.models.push(ModelUsage {
+                model: model.to_owned(),
+                ..ModelUsage::default()
+            });
+            turn.models.len() - 1
         }
-        None => turn.unreported_calls += 1,
+    };
+    let own = &mut turn.models[index];
+    turn.model_calls += 1;
+    own.model_calls += 1;
+    let Some(report) = report.filter(|report| report.input_tokens > 0) else {
+        turn.unreported_calls += 1;
+        return;
+    };
+    if let Some(price) = price {
+        let cost = price.cost(
+            report.input_tokens,
+            report.cache_read_tokens,
+            report.cache_write_tokens,
+            report.output_tokens,
+        );
+        *turn.cost.get_or_insert(0.0) += cost;
+        *own.cost.get_or_insert(0.0) += cost;
     }
+    turn.input_tokens += report.input_tokens;
+    turn.output_tokens += report.output_tokens;
+    turn.reasoning_tokens += report.reasoning_tokens;
+    turn.cached_input_tokens += report.cache_read_tokens;
+    turn.cache_write_tokens += report.cache_write_tokens;
+    own.input_tokens += report.input_tokens;
+    own.output_tokens += report.output_tokens;
+    own.cached_input_tokens += report.cache_read_tokens;
+    own.cache_write_tokens += report.cache_write_tokens;
 }
 
 /// An item's tokens in the next request: both parts of `Tokenizer::item_tokens`, or nothing

@@ -68,7 +68,7 @@ impl ConversationState {
     pub fn cost(&self) -> Option<f64> {
         self.turns
             .iter()
-            .filter_map(|turn| turn.usage.and_then(|usage| usage.cost))
+            .filter_map(|turn| turn.usage.as_ref().and_then(|usage| usage.cost))
             .reduce(|total, cost| total + cost)
     }
 
@@ -225,7 +225,7 @@ impl ConversationState {
                     turn.ended_at = Some(*at);
                     turn.error = error.clone();
                     turn.error_code = *error_code;
-                    turn.usage = *usage;
+                    turn.usage = usage.clone();
                 }
                 let session_status = match status {
                     TurnStatus::Interrupted => SessionStatus::Interrupted,

@@ -26,6 +26,7 @@ mod data_format;
 mod docs_links;
 mod edits;
 mod events;
+mod fallbacks;
 mod faults;
 mod history;
 mod hostile_input;

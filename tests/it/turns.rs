@@ -175,6 +175,11 @@ async fn each_turn_keeps_the_tokens_its_model_calls_used() {
         "model_calls": 1, "unreported_calls": 0, "input_tokens": INPUT_TOKENS,
         "output_tokens": OUTPUT_TOKENS, "reasoning_tokens": REASONING_TOKENS,
         "cached_input_tokens": CACHED_TOKENS, "cache_write_tokens": 0,
+        "models": [{
+            "model": "m", "model_calls": 1, "input_tokens": INPUT_TOKENS,
+            "output_tokens": OUTPUT_TOKENS, "cached_input_tokens": CACHED_TOKENS,
+            "cache_write_tokens": 0,
+        }],
     });
 
     // A tool call, then the answer: two calls.
@@ -186,6 +191,11 @@ async fn each_turn_keeps_the_tokens_its_model_calls_used() {
         "model_calls": 2, "unreported_calls": 0, "input_tokens": 2 * INPUT_TOKENS,
         "output_tokens": 2 * OUTPUT_TOKENS, "reasoning_tokens": 2 * REASONING_TOKENS,
         "cached_input_tokens": 2 * CACHED_TOKENS, "cache_write_tokens": 0,
+        "models": [{
+            "model": "m", "model_calls": 2, "input_tokens": 2 * INPUT_TOKENS,
+            "output_tokens": 2 * OUTPUT_TOKENS, "cached_input_tokens": 2 * CACHED_TOKENS,
+            "cache_write_tokens": 0,
+        }],
     });
     assert_eq!(two.ended()["usage"], two_calls, "{}", two.ended());
 
@@ -198,6 +208,10 @@ async fn each_turn_keeps_the_tokens_its_model_calls_used() {
         "model_calls": 1, "unreported_calls": 1, "input_tokens": 0,
         "output_tokens": 0, "reasoning_tokens": 0, "cached_input_tokens": 0,
         "cache_write_tokens": 0,
+        "models": [{
+            "model": "m", "model_calls": 1, "input_tokens": 0, "output_tokens": 0,
+            "cached_input_tokens": 0, "cache_write_tokens": 0,
+        }],
     });
     assert_eq!(unmetered.ended()["usage"], unreported);
 

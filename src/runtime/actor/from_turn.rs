@@ -78,7 +78,13 @@ impl ConversationActor {
             }
             TurnMsg::Compacted { summary, usage } => {
                 // The summary's call is one of the turn's; its report is not the context's.
-                self.count_call(session_id, usage.as_ref(), true);
+                let model = self
+                    .state
+                    .session(session_id)
+                    .and_then(|session| self.shared.config.agent(&session.agent))
+                    .map(|agent| agent.compaction_model().to_owned())
+                    .unwrap_or_default();
+                self.count_call(session_id, usage.as_ref(), &model);
                 self.on_compacted(&summary);
             }
             TurnMsg::CompactionFailed { error } => {
@@ -111,9 +117,9 @@ impl ConversationActor {
                     error,
                 });
             }
-            TurnMsg::ModelAnswered { usage } => {
-                let carried = self.reasoning_carried(session_id);
-                self.count_call(session_id, usage.as_ref(), false);
+            TurnMsg::ModelAnswered { usage, model } => {
+                let carried = crate::model::reasoning_carried(&self.shared.config, &model);
+                self.count_call(session_id, usage.as_ref(), &model);
                 let Some(run) = self.run_mut(session_id) else {
                     return;
                 };
@@ -127,6 +133,22 @@ impl ConversationActor {
                     }
                 }
                 self.publish_usage(session_id);
+            }
+            TurnMsg::Fallback { from, to, reason } => {
+                let Some(running) = self.run_mut(session_id).and_then(|r| r.running.as_mut())
+                else {
+                    return;
+                };
+                running.retry = None;
+                let turn_id = running.turn_id.clone();
+                tracing::warn!(conversation = %self.id, %from, %to, %reason, "a model call goes to a fallback model");
+                self.bus.publish(&ConversationEvent::ModelFallback {
+                    session_id: session_id.to_owned(),
+                    turn_id,
+                    from,
+                    to,
+                    reason,
+                });
             }
             TurnMsg::CheckBudget { passed, reply } => {
                 let _ = reply.send(self.budget_reached(session_id, &passed));

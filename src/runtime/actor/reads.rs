@@ -61,7 +61,7 @@ impl ConversationActor {
         limit: usize,
     ) -> Result<TurnsPage, RuntimeError> {
         let run = self.session_run(session)?;
-        let running = run.running.as_ref().map(|r| (r.turn_id.as_str(), r.usage));
+        let running = run.running.as_ref().map(|r| (r.turn_id.as_str(), &r.usage));
         turns_page(&self.state.turns, &run.id, running, after, limit)
     }
 

@@ -8,34 +8,21 @@ use crate::runtime::budget::{Limit, Limits, Reached, Spent};
 use crate::runtime::usage;
 
 impl ConversationActor {
-    /// The price of the model a session's call ran on: its own, or (`compaction`) the one its
-    /// agent's summaries are written with.
-    pub(super) fn price_of(
-        &self,
-        session_id: &str,
-        compaction: bool,
-    ) -> Option<crate::config::Price> {
-        let config = &self.shared.config;
-        let session = self.state.session(session_id)?;
-        let model = if compaction {
-            config.agent(&session.agent)?.compaction_model().to_owned()
-        } else {
-            session.model.clone()
-        };
-        config.model(&model)?.price
-    }
-
-    /// Counts one answered model call of a session's running turn; a sub-agent's counts
-    /// toward the root agent's running turn too.
+    /// Counts one model call of a session's running turn that `model` (its configured name)
+    /// answered; a sub-agent's counts toward the root agent's running turn too.
     pub(super) fn count_call(
         &mut self,
         session_id: &str,
         report: Option<&TokenUsage>,
-        compaction: bool,
+        model: &str,
     ) {
-        let price = self.price_of(session_id, compaction);
+        let price = self
+            .shared
+            .config
+            .model(model)
+            .and_then(|model| model.price);
         if let Some(running) = self.run_mut(session_id).and_then(|r| r.running.as_mut()) {
-            usage::count_call(&mut running.usage, report, price.as_ref());
+            usage::count_call(&mut running.usage, report, model, price.as_ref());
         }
         let root = self.root_id().to_owned();
         if session_id == root {

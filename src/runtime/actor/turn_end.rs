@@ -89,7 +89,7 @@ impl ConversationActor {
             error: error.clone(),
             error_code,
             at: now(),
-            usage: Some(running.usage),
+            usage: Some(running.usage.clone()),
         };
         if session_id == self.root_id() {
             self.note_searched_through();

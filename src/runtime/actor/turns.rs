@@ -15,7 +15,7 @@ use crate::index::IndexUpdate;
 use crate::model::tokens::Tokenizer;
 use crate::runtime::instructions::{Facts, Prompt};
 use crate::runtime::link::{FromTurn, TurnMsg};
-use crate::runtime::turn::{self, TurnSpec};
+use crate::runtime::turn::{self, ModelSetup, TurnSpec};
 use crate::runtime::{RequestKey, RuntimeError, usage};
 use crate::store::records::MetaRecord;
 use crate::store::state::StoredAnswer;
@@ -428,8 +428,6 @@ impl ConversationActor {
         let missing = || "the session's agent or model is no longer configured".to_owned();
         let session = self.state.session(session_id).ok_or_else(missing)?;
         let agent = config.agent(&session.agent).ok_or_else(missing)?;
-        let model = config.model(&session.model).ok_or_else(missing)?;
-        let client = self.shared.models.client(config, &session.model)?;
         let compactor = self.compactor(&session.agent)?;
         let (prompt, tools) = self.request_parts(session, agent);
         // Never looser than any agent above it.
@@ -444,20 +442,45 @@ impl ConversationActor {
             .sessions
             .get(session_id)
             .map(|run| run.environment.clone());
-        let environment = environment.map(|cell| {
-            let facts = environment_facts(
-                &conversation.cwd,
-                &model.name,
-                &sandbox,
-                &permissions,
-                &tools,
-            );
-            (cell, facts)
-        });
+        // The session's model, then its fallbacks, each with its own tools and facts.
+        let mut models = std::collections::VecDeque::new();
+        for model_id in config.model_chain(&session.model) {
+            let model = config.model(model_id).ok_or_else(missing)?;
+            let builtin_tools = if model_id == session.model {
+                tools.clone()
+            } else {
+                offered_tools(config, model_id, agent)
+            };
+            let facts = environment.as_ref().map(|_| {
+                environment_facts(
+                    &conversation.cwd,
+                    &model.name,
+                    &sandbox,
+                    &permissions,
+                    &builtin_tools,
+                )
+            });
+            models.push_back(ModelSetup {
+                id: model_id.to_owned(),
+                client: self.shared.models.client(config, model_id)?,
+                name: model.name.clone(),
+                builtin_tools,
+                facts,
+                max_output_tokens: model.max_output_tokens,
+                context_window: model.context_window,
+                reasoning_context: model.reasoning_context,
+                reasoning_carried: if model_id == session.model {
+                    reasoning_carried
+                } else {
+                    crate::model::reasoning_carried(config, model_id)
+                },
+            });
+        }
+        let model = models.pop_front().ok_or_else(missing)?;
         // What every request of this turn carries besides the history (the environment
         // block as last worked out: the turn works it out anew at most daily).
         let tokenizer = Tokenizer::for_model(config, &session.model);
-        let kept = environment.as_ref().and_then(|(cell, _)| cell.current());
+        let kept = environment.as_ref().and_then(|cell| cell.current());
         let mut usage = usage;
         usage.adopt(usage::UsageTracker::new(
             tokenizer,
@@ -470,8 +493,9 @@ impl ConversationActor {
         Ok(TurnSpec {
             session_id: session_id.to_owned(),
             turn_id: turn_id.to_owned(),
-            client,
-            model_name: model.name.clone(),
+            model,
+            fallbacks: models,
+            reasoning_from_step: None,
             prompt,
             environment,
             instructions: None,
@@ -492,16 +516,12 @@ impl ConversationActor {
                 agent: session.agent.clone(),
                 cwd: conversation.cwd.clone(),
             }),
-            max_output_tokens: model.max_output_tokens,
             retry: config.retry.clone(),
             max_steps: config.turn.max_steps,
             cancel,
             retry_now,
-            context_window: model.context_window,
             usage,
             compactor,
-            reasoning_context: model.reasoning_context,
-            reasoning_carried,
             files: self.shared.checkpoints.clone().map(|checkpoints| {
                 crate::runtime::checkpointing::TurnFiles::new(
                     checkpoints,
@@ -584,17 +604,7 @@ fn request_parts(
     session: &crate::domain::Session,
     agent: &crate::config::AgentConfig,
 ) -> (Prompt, Vec<crate::model::ToolSpec>) {
-    let edit = match config.model(&session.model) {
-        Some(model) => crate::tools::EditShape::for_model(
-            Tokenizer::protocol(config, &session.model),
-            model.edit_tool,
-        ),
-        None => crate::tools::EditShape::EditFile,
-    };
-    let tools = crate::tools::offered(&agent.tools, edit)
-        .into_iter()
-        .map(|spec| super::subagents::described(spec, config, agent))
-        .collect();
+    let tools = offered_tools(config, &session.model, agent);
     let prompt = Prompt::new(
         config,
         agent,
@@ -602,6 +612,26 @@ fn request_parts(
         session.parent_id.is_some(),
     );
     (prompt, tools)
+}
+
+/// The built-in tools `agent` offers to `model_id`: its edit tool in the shape that model
+/// takes.
+fn offered_tools(
+    config: &crate::config::Config,
+    model_id: &str,
+    agent: &crate::config::AgentConfig,
+) -> Vec<crate::model::ToolSpec> {
+    let edit = match config.model(model_id) {
+        Some(model) => crate::tools::EditShape::for_model(
+            Tokenizer::protocol(config, model_id),
+            model.edit_tool,
+        ),
+        None => crate::tools::EditShape::EditFile,
+    };
+    crate::tools::offered(&agent.tools, edit)
+        .into_iter()
+        .map(|spec| super::subagents::described(spec, config, agent))
+        .collect()
 }
 
 /// What the environment block says of a session: its directory, model, sandbox, and which of

@@ -36,31 +36,53 @@ pub struct Facts {
 /// One session's block, kept while its conversation is loaded.
 #[derive(Debug, Default)]
 pub struct EnvironmentCell {
-    /// The date it was worked out on, and the text.
-    kept: Mutex<Option<(String, Arc<str>)>>,
+    kept: Mutex<Option<Kept>>,
+}
+
+/// What git said on a date, and the block last given.
+#[derive(Debug)]
+struct Kept {
+    date: String,
+    git: Git,
+    text: Arc<str>,
 }
 
 impl EnvironmentCell {
     /// The block worked out last, if any (for the usage meter's estimate).
     pub fn current(&self) -> Option<Arc<str>> {
-        self.lock().as_ref().map(|(_, text)| text.clone())
+        self.lock().as_ref().map(|kept| kept.text.clone())
     }
 
-    /// Today's block: the one kept when it is from today, else worked out anew.
+    /// Today's block for these facts: git is asked once a day; the rest (a fallback model's
+    /// name, say) is written from the facts each time.
     pub async fn describe(&self, facts: &Facts) -> Arc<str> {
         let today = today();
-        if let Some((date, text)) = self.lock().as_ref()
-            && *date == today
-        {
-            return text.clone();
+        let git = match self.lock().as_ref() {
+            Some(kept) if kept.date == today => Some(kept.git.clone()),
+            _ => None,
+        };
+        let git = match git {
+            Some(git) => git,
+            None => git_summary(&facts.cwd, &facts.sandbox).await,
+        };
+        let text = render(facts, &today, &git);
+        let mut kept = self.lock();
+        match kept.as_ref() {
+            // The same bytes as before: the same allocation too.
+            Some(same) if same.date == today && *same.text == *text => same.text.clone(),
+            _ => {
+                let text: Arc<str> = text.into();
+                *kept = Some(Kept {
+                    date: today,
+                    git,
+                    text: text.clone(),
+                });
+                text
+            }
         }
-        let git = git_summary(&facts.cwd, &facts.sandbox).await;
-        let text: Arc<str> = render(facts, &today, &git).into();
-        *self.lock() = Some((today, text.clone()));
-        text
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, Option<(String, Arc<str>)>> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, Option<Kept>> {
         self.kept
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)

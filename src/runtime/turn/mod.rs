@@ -34,7 +34,7 @@ use crate::redact::{self, StreamRedactor};
 use crate::tools::{self, ToolContext, ToolResult, ToolStatus};
 use held_output::{HELD_OUTPUT_WAIT, forward_rest};
 use model_call::{CallStop, MERGED_DELTA_MAX, call_model};
-pub use spec::TurnSpec;
+pub use spec::{ModelSetup, TurnSpec};
 
 /// Runs a turn of `session_id` to its end. Always sends exactly one `Ended`, last.
 pub async fn run(spec: TurnSpec, session_id: Arc<str>, actor: mpsc::UnboundedSender<FromTurn>) {
@@ -63,16 +63,9 @@ async fn drive(mut spec: TurnSpec, link: &ActorLink) -> Result<(), TurnStop> {
         tools = tools::mcp_specs(&spec.tool_context) => tools,
         () = spec.cancel.cancelled() => return Err(TurnStop::Interrupted),
     };
-    spec.tools.extend(mcp_tools);
-    // The environment block is worked out once per session and day (git runs for it).
-    let environment = match &spec.environment {
-        Some((cell, facts)) => tokio::select! {
-            text = cell.describe(facts) => Some(text),
-            () = spec.cancel.cancelled() => return Err(TurnStop::Interrupted),
-        },
-        None => None,
-    };
-    spec.instructions = spec.prompt.text(environment.as_deref());
+    spec.tools = spec.model.builtin_tools.clone();
+    spec.tools.extend(mcp_tools.iter().cloned());
+    spec.instructions = instructions(&spec, &spec.model).await?;
     let mut history = spec.history.clone();
     let mut usage = spec.usage;
     let mut step = 0;
@@ -94,25 +87,38 @@ async fn drive(mut spec: TurnSpec, link: &ActorLink) -> Result<(), TurnStop> {
             history.push(steered);
         }
         budget::keep_to(&spec, step, &mut passed, link).await?;
-        if compaction::needed(&usage, spec.context_window, spec.max_output_tokens) {
+        if compaction::needed(
+            &usage,
+            spec.model.context_window,
+            spec.model.max_output_tokens,
+        ) {
             compact(&spec, &mut history, &mut usage, link, false).await?;
         }
 
-        let answer = match call_model(&spec, &history, step, link).await {
-            Ok(answer) => answer,
-            Err(CallStop::Turn(stop)) => return Err(stop),
-            // The provider counted more than the meter estimated (images, a tokenizer that
-            // is only approximated): compact what came before this turn and call once more.
-            Err(CallStop::Overflow(error)) => {
-                if !compact(&spec, &mut history, &mut usage, link, true).await? {
-                    return Err(TurnStop::Failed(format!(
-                        "{}; nothing older is left to compact",
-                        model_failure(&error, 1)
-                    )));
+        let answer = loop {
+            match call_model(&spec, &history, step, link).await {
+                Ok(answer) => break answer,
+                Err(CallStop::Turn(stop)) => return Err(stop),
+                // Its retries are used up on an overload, a rate limit or a server error: the
+                // call goes to the next fallback model, if one is left.
+                Err(CallStop::Unavailable(failure)) => {
+                    if !fall_back(&mut spec, &mcp_tools, step, &failure, link).await? {
+                        return Err(TurnStop::Failed(failure));
+                    }
                 }
-                call_model(&spec, &history, step, link)
-                    .await
-                    .map_err(CallStop::into_turn_stop)?
+                // The provider counted more than the meter estimated (images, a tokenizer that
+                // is only approximated): compact what came before this turn and call once more.
+                Err(CallStop::Overflow(error)) => {
+                    if !compact(&spec, &mut history, &mut usage, link, true).await? {
+                        return Err(TurnStop::Failed(format!(
+                            "{}; nothing older is left to compact",
+                            model_failure(&error, 1)
+                        )));
+                    }
+                    break call_model(&spec, &history, step, link)
+                        .await
+                        .map_err(CallStop::into_turn_stop)?;
+                }
             }
         };
         for item in answer.items.iter().chain(&answer.tool_calls) {
@@ -120,7 +126,7 @@ async fn drive(mut spec: TurnSpec, link: &ActorLink) -> Result<(), TurnStop> {
         }
         if let Some(tokens) = answer
             .usage
-            .and_then(|reported| context_tokens(&reported, spec.reasoning_carried))
+            .and_then(|reported| context_tokens(&reported, spec.model.reasoning_carried))
         {
             usage.report(tokens);
         }
@@ -178,6 +184,44 @@ async fn drive(mut spec: TurnSpec, link: &ActorLink) -> Result<(), TurnStop> {
     }
 }
 
+/// The whole instructions for `model`: the prompt with the environment block as it reads with
+/// that model (git is asked once per session and day).
+async fn instructions(spec: &TurnSpec, model: &ModelSetup) -> Result<Option<String>, TurnStop> {
+    let environment = match (&spec.environment, &model.facts) {
+        (Some(cell), Some(facts)) => tokio::select! {
+            text = cell.describe(facts) => Some(text),
+            () = spec.cancel.cancelled() => return Err(TurnStop::Interrupted),
+        },
+        _ => None,
+    };
+    Ok(spec.prompt.text(environment.as_deref()))
+}
+
+/// Moves the turn's calls to its next fallback model, for the rest of the turn, and tells
+/// every client why. False when no fallback is left.
+async fn fall_back(
+    spec: &mut TurnSpec,
+    mcp_tools: &[crate::model::ToolSpec],
+    step: u32,
+    failure: &str,
+    link: &ActorLink,
+) -> Result<bool, TurnStop> {
+    let Some(next) = spec.fallbacks.pop_front() else {
+        return Ok(false);
+    };
+    link.send(TurnMsg::Fallback {
+        from: spec.model.id.clone(),
+        to: next.id.clone(),
+        reason: failure.to_owned(),
+    });
+    spec.instructions = instructions(spec, &next).await?;
+    spec.tools = next.builtin_tools.clone();
+    spec.tools.extend(mcp_tools.iter().cloned());
+    spec.model = next;
+    spec.reasoning_from_step = Some(step);
+    Ok(true)
+}
+
 /// Compacts the history before a model call that would reach the threshold, or after the
 /// provider refused one as too large (`overflowed`: then everything before this turn is
 /// summarized if the usual cut keeps it all): the summary is stored, and the rest of the turn
@@ -191,11 +235,12 @@ async fn compact(
     overflowed: bool,
 ) -> Result<bool, TurnStop> {
     let view = compaction::model_view(history);
-    let plan = compaction::plan(&view, spec.context_window, CompactionReason::Auto).or_else(|| {
-        overflowed
-            .then(|| compaction::plan_before_turn(&view, &spec.turn_id))
-            .flatten()
-    });
+    let plan =
+        compaction::plan(&view, spec.model.context_window, CompactionReason::Auto).or_else(|| {
+            overflowed
+                .then(|| compaction::plan_before_turn(&view, &spec.turn_id))
+                .flatten()
+        });
     let Some(plan) = plan else {
         // Everything is recent: there is nothing older to summarize.
         return Ok(false);

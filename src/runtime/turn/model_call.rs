@@ -31,11 +31,14 @@ pub(super) struct Answer {
     pub usage: Option<TokenUsage>,
 }
 
-/// Why a model call gave no answer: the turn stops, or the provider refused the request as
-/// larger than the context window (the turn may compact and call again).
+/// Why a model call gave no answer: the turn stops; the provider refused the request as
+/// larger than the context window (the turn may compact and call again); or the model is
+/// unavailable, its retries used up on a transient error (the turn may go to a fallback).
 pub(super) enum CallStop {
     Turn(TurnStop),
     Overflow(ModelError),
+    /// Why, as the turn's error would say it.
+    Unavailable(String),
 }
 
 impl CallStop {
@@ -43,6 +46,7 @@ impl CallStop {
         match self {
             CallStop::Turn(stop) => stop,
             CallStop::Overflow(error) => TurnStop::Failed(model_failure(&error, 1)),
+            CallStop::Unavailable(failure) => TurnStop::Failed(failure),
         }
     }
 }
@@ -63,13 +67,19 @@ pub(super) async fn call_model(
 ) -> Result<Answer, CallStop> {
     let mut attempt = 1;
     loop {
+        let model = &spec.model;
         let request = ModelRequest {
-            model: spec.model_name.clone(),
+            model: model.name.clone(),
             instructions: spec.instructions.clone(),
-            history: prompt::model_history(history, spec.reasoning_context, &spec.turn_id),
-            reasoning_context: spec.reasoning_context,
+            history: prompt::model_history(
+                history,
+                model.reasoning_context,
+                &spec.turn_id,
+                spec.reasoning_from_step,
+            ),
+            reasoning_context: model.reasoning_context,
             tools: spec.tools.clone(),
-            max_output_tokens: spec.max_output_tokens,
+            max_output_tokens: model.max_output_tokens,
             cache_key: Some(spec.session_id.clone()),
             compaction: false,
         };
@@ -81,7 +91,10 @@ pub(super) async fn call_model(
                 // stored: the meter must not count that output twice.
                 let usage = partial.usage.take();
                 let mut answer = partial.finish(link).await?;
-                link.send(TurnMsg::ModelAnswered { usage });
+                link.send(TurnMsg::ModelAnswered {
+                    usage,
+                    model: spec.model.id.clone(),
+                });
                 answer.usage = usage;
                 return Ok(answer);
             }
@@ -97,12 +110,18 @@ pub(super) async fn call_model(
                 partial.close(ItemStatus::Failed, link).await?;
                 let announce = |retry: Retry| link.send(TurnMsg::Retry(retry));
                 let waits = (&spec.cancel, Some(spec.retry_now.as_ref()));
+                // A model that is down, overloaded or rate limited may have a fallback; a
+                // refused request would be refused by any model.
+                let transient = matches!(error, ModelError::Transient { .. });
                 match back_off(&spec.retry, attempt, &error, waits, announce).await {
                     BackOff::Retry => attempt += 1,
+                    BackOff::GiveUp if transient => {
+                        return Err(CallStop::Unavailable(model_failure(&error, attempt)));
+                    }
                     BackOff::GiveUp => {
                         return Err(TurnStop::Failed(model_failure(&error, attempt)).into());
                     }
-                    BackOff::WaitTooLong(message) => return Err(TurnStop::Failed(message).into()),
+                    BackOff::WaitTooLong(message) => return Err(CallStop::Unavailable(message)),
                     BackOff::Interrupted => return Err(TurnStop::Interrupted.into()),
                 }
             }
@@ -122,7 +141,7 @@ async fn stream_once(
     partial: &mut Partial,
     link: &ActorLink,
 ) -> Result<(), AttemptError> {
-    let mut events = reader::read_ahead(spec.client.stream(request));
+    let mut events = reader::read_ahead(spec.model.client.stream(request));
     let chunk_timeout = Duration::from_millis(spec.retry.chunk_timeout_ms);
     // An event that arrived while text was being merged, and comes next.
     let mut ready: Option<Option<ModelResult>> = None;
