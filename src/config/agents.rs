@@ -66,7 +66,7 @@ pub struct AgentConfig {
     pub client_mcp: bool,
     /// Its spending limits (`max_cost`, `max_turn_tokens`, `max_turn_model_calls`,
     /// `on_budget`); a conversation's own take their place.
-    pub budget: crate::domain::Budget,
+    pub budget: super::budget::Budget,
 }
 
 /// The prompt an agent's requests start with (`base_instructions`).
@@ -198,7 +198,7 @@ pub(super) fn fallback_agent(model: &str) -> AgentConfig {
         env: BTreeMap::new(),
         spawnable: vec![DEFAULT_AGENT.to_owned()],
         client_mcp: false,
-        budget: crate::domain::Budget::default(),
+        budget: super::budget::Budget::default(),
     }
 }
 
@@ -231,7 +231,7 @@ pub(super) struct RawAgent {
     max_cost: Option<f64>,
     max_turn_tokens: Option<u64>,
     max_turn_model_calls: Option<u32>,
-    on_budget: Option<crate::domain::OnBudget>,
+    on_budget: Option<super::budget::OnBudget>,
 }
 
 impl Validator<'_> {
@@ -339,7 +339,7 @@ impl Validator<'_> {
             }
             let base_instructions =
                 self.base_instructions(&name, agent.base_instructions.as_ref())?;
-            let budget = crate::domain::Budget {
+            let budget = super::budget::Budget {
                 max_cost: agent.max_cost,
                 max_turn_tokens: agent.max_turn_tokens,
                 max_turn_model_calls: agent.max_turn_model_calls,
@@ -350,7 +350,7 @@ impl Validator<'_> {
                 return Err(self.invalid(format!("agents.{name}.{key}"), problem));
             }
             if budget.max_cost.is_some()
-                && let Some(unpriced) = super::unpriced_model(models, &agent.model)
+                && let Some(unpriced) = super::providers::unpriced_model(models, &agent.model)
             {
                 return Err(self.invalid(
                     format!("agents.{name}.max_cost"),

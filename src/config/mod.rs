@@ -3,6 +3,7 @@
 //! or reads the API keys the providers name.
 
 mod agents;
+mod budget;
 mod cluster;
 mod limits;
 mod mcp;
@@ -20,6 +21,7 @@ use toml::Spanned;
 pub use agents::{
     ALL_TOOLS, AgentConfig, BaseInstructions, DEFAULT_AGENT, ProcessLimits, SandboxMode,
 };
+pub use budget::{Budget, OnBudget};
 pub use cluster::{ClusterConfig, check_advertise_addr, check_database_url};
 pub use limits::{RetryConfig, SubagentsConfig, ToolsConfig, TurnConfig};
 pub use mcp::{
@@ -162,7 +164,7 @@ impl Config {
     /// The first of a model and its fallbacks that has no `price` (a cost limit cannot be
     /// kept on it).
     pub fn unpriced_model(&self, model_id: &str) -> Option<String> {
-        unpriced_model(&self.models, model_id)
+        providers::unpriced_model(&self.models, model_id)
     }
 
     /// The agent named by `default_agent`.
@@ -194,15 +196,6 @@ impl Config {
             Err(source) => Err(ConfigError::Read { path, source }),
         }
     }
-}
-
-/// See [`Config::unpriced_model`]; also used while the config is validated.
-fn unpriced_model(models: &BTreeMap<String, ModelConfig>, model_id: &str) -> Option<String> {
-    let fallbacks = models.get(model_id).map(|model| model.fallback.as_slice());
-    std::iter::once(model_id)
-        .chain(fallbacks.unwrap_or_default().iter().map(String::as_str))
-        .find(|id| models.get(*id).is_none_or(|model| model.price.is_none()))
-        .map(str::to_owned)
 }
 
 fn non_empty_env(name: &str) -> Option<PathBuf> {

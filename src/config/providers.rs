@@ -575,6 +575,18 @@ impl Validator<'_> {
     }
 }
 
+/// See [`Config::unpriced_model`]; also used while the config is validated.
+pub(super) fn unpriced_model(
+    models: &BTreeMap<String, ModelConfig>,
+    model_id: &str,
+) -> Option<String> {
+    let fallbacks = models.get(model_id).map(|model| model.fallback.as_slice());
+    std::iter::once(model_id)
+        .chain(fallbacks.unwrap_or_default().iter().map(String::as_str))
+        .find(|id| models.get(*id).is_none_or(|model| model.price.is_none()))
+        .map(str::to_owned)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
