@@ -23,7 +23,7 @@ use crate::api::errors::ErrorCode;
 use crate::api::events::ConversationEvent;
 use crate::client::api::Api;
 use crate::client::events::ServerEvent;
-use crate::domain::{Conversation, Item, ItemKind, Message, TurnStatus};
+use crate::domain::{Conversation, Item, ItemKind, Message, TurnStatus, Usage};
 
 /// How long the service may be out of reach before waiting prompts are answered with an error
 /// (the bridge goes on trying to reconnect after that).
@@ -46,6 +46,11 @@ pub struct Shared {
     pub ended: HashMap<String, TurnEnd>,
     /// The tokens each ended root turn used, for the prompt's answer.
     pub usage: HashMap<String, crate::domain::TurnUsage>,
+    /// The context meter as the service last told it.
+    context: Option<Usage>,
+    /// What the conversation's ended turns cost (every session's), once one had a cost: the
+    /// snapshot's, then each `turn.ended` with a cost adds to it.
+    cost: Option<f64>,
     /// The root session's running turns.
     pub running: HashSet<String>,
     /// Messages waiting for a turn.
@@ -281,7 +286,14 @@ impl Stream {
                 ..
             } => {
                 let mut shared = self.shared.lock().expect("follower state");
-                let updates = shared.ledger.session_turn(&session_id, Some(status));
+                let mut updates = shared.ledger.session_turn(&session_id, Some(status));
+                // The editor's meter shows the new total cost at once.
+                if let Some(cost) = usage.cost {
+                    shared.cost = Some(shared.cost.unwrap_or(0.0) + cost);
+                    if let Some(context) = &shared.context {
+                        updates.push((None, updates::usage(context, shared.cost)));
+                    }
+                }
                 self.send(updates);
                 if session_id == shared.ledger.root_session_id {
                     shared.usage.insert(turn_id.clone(), usage);
@@ -292,7 +304,9 @@ impl Stream {
                 }
             }
             ConversationEvent::UsageUpdated { usage, .. } => {
-                self.send(vec![(None, updates::usage(&usage))]);
+                let mut shared = self.shared.lock().expect("follower state");
+                self.send(vec![(None, updates::usage(&usage, shared.cost))]);
+                shared.context = Some(usage);
             }
             ConversationEvent::SessionCreated { session }
             | ConversationEvent::SessionUpdated { session } => {
@@ -341,6 +355,7 @@ impl Stream {
             usage,
             running,
             approvals,
+            cost,
             ..
         } = snapshot
         else {
@@ -350,6 +365,8 @@ impl Stream {
         let after_seq = {
             let mut shared = self.shared.lock().expect("follower state");
             shared.snapshots += 1;
+            shared.cost = cost;
+            shared.context = Some(usage.clone());
             shared.broken = None;
             shared.ledger.root_session_id = conversation.root_session_id.clone();
             shared.ledger.cwd = conversation.cwd.clone();
@@ -418,7 +435,7 @@ impl Stream {
                 updates.extend(fresh);
             }
         }
-        updates.push((None, updates::usage(&usage)));
+        updates.push((None, updates::usage(&usage, cost)));
         self.send(updates);
         for item in shown_ended {
             if let Some(diffs) = self.file_diffs(item).await {

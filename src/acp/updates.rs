@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 
 use agent_client_protocol::v1::schema::{
     AvailableCommand, AvailableCommandInput, AvailableCommandsUpdate, ContentBlock, ContentChunk,
-    Diff, ImageContent, Plan, PlanEntry, PlanEntryPriority, PlanEntryStatus, SessionUpdate,
+    Cost, Diff, ImageContent, Plan, PlanEntry, PlanEntryPriority, PlanEntryStatus, SessionUpdate,
     TextContent, ToolCall, ToolCallContent, ToolCallLocation, ToolCallStatus, ToolCallUpdate,
     ToolCallUpdateFields, ToolKind, UnstructuredCommandInput, UsageUpdate,
 };
@@ -370,9 +370,16 @@ pub fn plan(steps: &[PlanStep]) -> SessionUpdate {
     SessionUpdate::Plan(Plan::new(entries))
 }
 
-pub fn usage(usage: &Usage) -> SessionUpdate {
-    SessionUpdate::UsageUpdate(UsageUpdate::new(usage.used_tokens, usage.context_window))
+/// The context meter, with what the conversation's turns have cost so far when a model has a
+/// price. The service knows prices only as numbers (`price` names no currency), so the cost's
+/// unit is ISO 4217's code for "no currency": naming a real one would make it up.
+pub fn usage(usage: &Usage, cost: Option<f64>) -> SessionUpdate {
+    let update = UsageUpdate::new(usage.used_tokens, usage.context_window);
+    SessionUpdate::UsageUpdate(update.cost(cost.map(|amount| Cost::new(amount, NO_CURRENCY))))
 }
+
+/// ISO 4217's code for a transaction in no currency.
+const NO_CURRENCY: &str = "XXX";
 
 /// The slash commands the bridge runs through the service's API (`commands.rs`).
 pub fn commands() -> SessionUpdate {

@@ -9,7 +9,8 @@
 //! editor (`stream.rs` keeps its event stream across dropped connections, for `tui/` too);
 //! `approval_prompt.rs` asks the user about a tool call that waits for approval, for the plain
 //! chat and `send`; `calls.rs` and `files.rs` serve both chats (`/fork`, `/retry`, `/rewind`,
-//! `/diff`). `fixtures.rs` builds the API's values for the unit tests.
+//! `/diff`); `figures.rs` writes a turn's tokens and cost for all of them. `fixtures.rs`
+//! builds the API's values for the unit tests.
 
 pub mod agents;
 pub mod api;
@@ -18,6 +19,7 @@ pub mod calls;
 pub mod chat;
 pub mod endpoints;
 pub mod events;
+pub mod figures;
 pub mod files;
 #[cfg(test)]
 pub(crate) mod fixtures;

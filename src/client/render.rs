@@ -1,6 +1,7 @@
 //! A conversation's events as terminal text: the root agent's answers and tool output as they
-//! stream, then short bracketed lines for everything else (a sub-agent shows as a line when it
-//! starts and when each of its turns ends; `/agents` lists them). Pure, so it is tested without
+//! stream, then short bracketed lines for everything else (the tokens and cost of each of its
+//! turns when it ends; a sub-agent shows as a line when it starts and when each of its turns
+//! ends; `/agents` lists them). Pure, so it is tested without
 //! a terminal: every method returns the text to print.
 
 use std::collections::HashMap;
@@ -123,18 +124,25 @@ impl Renderer {
                 status,
                 error,
                 files_changed,
+                usage,
                 ..
-            } => match status {
-                TurnStatus::Failed => self.line(&format!(
-                    "[turn failed: {}]",
-                    error.as_deref().unwrap_or("no error given")
-                )),
-                TurnStatus::Interrupted => self.line("[turn interrupted]"),
-                _ => match super::files::changed_note(*files_changed) {
-                    Some(note) => self.line(&note),
-                    None => self.end_line(),
-                },
-            },
+            } => {
+                let mut out = match status {
+                    TurnStatus::Failed => self.line(&format!(
+                        "[turn failed: {}]",
+                        error.as_deref().unwrap_or("no error given")
+                    )),
+                    TurnStatus::Interrupted => self.line("[turn interrupted]"),
+                    _ => match super::files::changed_note(*files_changed) {
+                        Some(note) => self.line(&note),
+                        None => self.end_line(),
+                    },
+                };
+                if let Some(figures) = super::figures::turn_usage(usage) {
+                    out += &self.line(&format!("[{figures}]"));
+                }
+                out
+            }
             ConversationEvent::ModelRetry {
                 attempt,
                 max_attempts,
@@ -517,6 +525,30 @@ mod tests {
         out += &r.event(&completed(agent("m1", "Hello", Completed)));
         out += &r.event(&ended(ROOT, TurnStatus::Completed, None));
         assert_eq!(out, "agent: Hello\n");
+    }
+
+    #[test]
+    fn a_turns_end_shows_its_tokens_and_cost_on_a_line_of_its_own() {
+        let mut r = Renderer::default();
+        let mut out = r.event(&started(agent("m1", "", Running)));
+        out += &r.event(&text("m1", "Done"));
+        let usage = TurnUsage {
+            model_calls: 1,
+            input_tokens: 688,
+            cached_input_tokens: 612,
+            output_tokens: 61,
+            cost: Some(0.0012),
+            ..TurnUsage::default()
+        };
+        let mut end = ended(ROOT, TurnStatus::Interrupted, None);
+        if let ConversationEvent::TurnEnded { usage: u, .. } = &mut end {
+            *u = usage;
+        }
+        out += &r.event(&end);
+        assert_eq!(
+            out,
+            "agent: Done\n[turn interrupted]\n[688 in (612 cached) · 61 out · cost 0.0012]\n"
+        );
     }
 
     #[test]

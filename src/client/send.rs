@@ -2,8 +2,9 @@
 //! agent's reply to stdout as it streams (or, with `--json`, every event of the conversation as
 //! a JSON line), and exits with how the turn that took the message ended: 0 completed,
 //! 1 failed, 130 interrupted, 2 when the request itself was refused (a usage error), 69 when
-//! the service could not be reached or the stream was lost for good. Retries and the agent's
-//! plan (as a checklist) go to stderr. A tool call that waits for approval is asked about at a
+//! the service could not be reached or the stream was lost for good. Retries, the agent's
+//! plan (as a checklist) and, last, the turn's tokens and cost go to stderr: stdout is the
+//! reply alone, for a script to read. A tool call that waits for approval is asked about at a
 //! terminal; otherwise `send` says how to answer it and exits 4, so a script never waits
 //! silently for an answer it cannot give. Ctrl-C interrupts the turn and waits for its end; a
 //! second Ctrl-C leaves at once.
@@ -245,10 +246,21 @@ impl Follow<'_, '_> {
                     return code;
                 }
             }
-            if let ConversationEvent::TurnEnded { status, error, .. } = &event
+            if let ConversationEvent::TurnEnded {
+                status,
+                error,
+                usage,
+                ..
+            } = &event
                 && self.turn.is(&event)
             {
-                return self.ended(Some(*status), error.as_deref());
+                let code = self.ended(Some(*status), error.as_deref());
+                if !self.output.json
+                    && let Some(figures) = super::figures::turn_usage(usage)
+                {
+                    eprintln!("usage: {figures}");
+                }
+                return code;
             }
             if let ConversationEvent::ModelRetry {
                 session_id,

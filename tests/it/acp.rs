@@ -607,3 +607,49 @@ async fn the_editors_mcp_servers_go_with_the_new_conversation() {
     assert_eq!(mcp["command"], "node", "{list}");
     assert_eq!(mcp["env"]["EDITOR_SECRET"], "[hidden]", "{list}");
 }
+
+#[tokio::test]
+async fn a_prompts_answer_counts_its_cached_tokens_and_the_meter_carries_the_cost() {
+    use crate::fake_provider::{CACHED_TOKENS, INPUT_TOKENS, OUTPUT_TOKENS};
+    use crate::support::{answer_cost, priced_server};
+    let (fake, server) = priced_server().await;
+    let cwd = workspace();
+    let mut editor = Editor::start(&server.base).await;
+    let session = editor.new_session(cwd.path()).await;
+    let costed = |line: &Value| {
+        let update = &line["update"]["update"];
+        update["sessionUpdate"] == "usage_update" && update["cost"].is_object()
+    };
+    for answers in [1.0, 2.0] {
+        fake.push(Reply::text(ANSWER));
+        let prompt = editor.prompt(&session, "Hello").await;
+        let done = editor.until(|line| line["id"] == prompt).await;
+        let usage = &done["result"]["usage"];
+        assert_eq!(usage["inputTokens"], INPUT_TOKENS, "{done}");
+        assert_eq!(usage["outputTokens"], OUTPUT_TOKENS, "{done}");
+        assert_eq!(usage["totalTokens"], INPUT_TOKENS + OUTPUT_TOKENS, "{done}");
+        assert_eq!(usage["cachedReadTokens"], CACHED_TOKENS, "{done}");
+        assert_eq!(usage["cachedWriteTokens"], 0, "{done}");
+
+        // The meter's cost is the conversation's so far, in no named currency.
+        let expected = answers * answer_cost();
+        let total = |line: &Value| line["update"]["update"]["cost"]["amount"].as_f64();
+        let reached = |line: &Value| costed(line) && total(line) > Some(expected - 1e-12);
+        if !editor.seen.iter().any(reached) {
+            editor.until(reached).await;
+        }
+        let last = editor.seen.iter().rfind(|line| costed(line)).unwrap();
+        let cost = &last["update"]["update"]["cost"];
+        assert!(
+            (cost["amount"].as_f64().unwrap() - expected).abs() < 1e-12,
+            "{cost}"
+        );
+        assert_eq!(cost["currency"], "XXX", "{cost}");
+    }
+    // The context meter goes on with it.
+    let meter = editor.updates(&session, "usage_update");
+    assert!(
+        meter.iter().all(|update| update["size"] == 100_000),
+        "{meter:#?}"
+    );
+}

@@ -259,3 +259,40 @@ async fn the_agents_plan_goes_to_stderr_as_a_checklist() {
         sent.err
     );
 }
+
+#[tokio::test]
+async fn the_turns_tokens_and_cost_go_to_stderr_or_into_the_json_turn_end() {
+    use crate::fake_provider::{CACHED_TOKENS, INPUT_TOKENS, OUTPUT_TOKENS, Reply};
+    use crate::support::{answer_cost, answer_figures, priced_server};
+    let (fake, server) = priced_server().await;
+    let workdir = tempfile::tempdir().unwrap();
+    fake.push(Reply::text("Counted."));
+    let sent = send(&server, &["Count it"], "", workdir.path()).await;
+    assert_eq!(sent.code, 0, "{}\n{}", sent.out, sent.err);
+    // Stdout is the reply alone, for a script to read; the figures come last on stderr.
+    assert_eq!(sent.out, "Counted.\n");
+    let usage = format!("usage: {}", answer_figures());
+    assert_eq!(
+        sent.err.lines().last(),
+        Some(usage.as_str()),
+        "{}",
+        sent.err
+    );
+
+    fake.push(Reply::text("Again."));
+    let id = sent.conversation();
+    let args = ["--json", "--conversation", &id, "Again"];
+    let sent = send(&server, &args, "", workdir.path()).await;
+    assert_eq!(sent.code, 0, "{}\n{}", sent.out, sent.err);
+    let ended: Value = serde_json::from_str(sent.out.lines().last().unwrap()).unwrap();
+    assert_eq!(ended["event"], "turn.ended", "{ended}");
+    let usage = &ended["data"]["usage"];
+    assert_eq!(usage["model_calls"], 1, "{usage}");
+    assert_eq!(usage["input_tokens"], INPUT_TOKENS, "{usage}");
+    assert_eq!(usage["cached_input_tokens"], CACHED_TOKENS, "{usage}");
+    assert_eq!(usage["output_tokens"], OUTPUT_TOKENS, "{usage}");
+    let cost = usage["cost"].as_f64().unwrap_or_else(|| panic!("{usage}"));
+    assert!((cost - answer_cost()).abs() < 1e-12, "{usage}");
+    // The JSON has them: stderr does not repeat them.
+    assert!(!sent.err.contains("usage:"), "{}", sent.err);
+}

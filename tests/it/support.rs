@@ -108,3 +108,51 @@ async fn read_items(server: &Server, path: &str) -> Vec<Value> {
     assert_eq!(status, 200, "{body}");
     body["items"].as_array().unwrap().clone()
 }
+
+/// A price for the fake provider's model `m` (currency units per million tokens).
+const PRICE: [f64; 3] = [3.0, 0.3, 15.0];
+
+/// The fake provider's generated `config` with `PRICE` on its model.
+pub fn priced(config: &str) -> String {
+    let [input, cached_input, output] = PRICE;
+    let price =
+        format!("price = {{ input = {input}, cached_input = {cached_input}, output = {output} }}");
+    let priced = config.replace(
+        "max_output_tokens = 1000",
+        &format!("max_output_tokens = 1000\n{price}"),
+    );
+    assert_ne!(priced, config, "the model's table has moved");
+    priced
+}
+
+/// What one metered answer of the fake provider costs at `PRICE`: the fresh input, the input
+/// read from the cache and the output, each at its price.
+pub fn answer_cost() -> f64 {
+    use crate::fake_provider::{CACHED_TOKENS, INPUT_TOKENS, OUTPUT_TOKENS};
+    let [input, cached_input, output] = PRICE;
+    ((INPUT_TOKENS - CACHED_TOKENS) as f64 * input
+        + CACHED_TOKENS as f64 * cached_input
+        + OUTPUT_TOKENS as f64 * output)
+        / 1_000_000.0
+}
+
+/// How the terminal clients write the tokens and cost of a turn of one metered answer (its
+/// counts are below a thousand, so they show whole; its cost below a cent, so with 4 digits).
+pub fn answer_figures() -> String {
+    use crate::fake_provider::{CACHED_TOKENS, INPUT_TOKENS, OUTPUT_TOKENS};
+    let cost = answer_cost();
+    assert!(INPUT_TOKENS < 1000 && OUTPUT_TOKENS < 1000 && cost < 0.01);
+    format!("{INPUT_TOKENS} in ({CACHED_TOKENS} cached) · {OUTPUT_TOKENS} out · cost {cost:.4}")
+}
+
+/// The fake provider (OpenAI Chat) and a server whose model has `PRICE`.
+pub async fn priced_server() -> (crate::fake_provider::FakeProvider, Server) {
+    use crate::fake_provider::{FakeProvider, Wire};
+    let fake = FakeProvider::start(Wire::OpenaiChat).await;
+    let server = Server::start_with(crate::harness::ServerOptions {
+        config: Some(priced(&fake.config())),
+        ..crate::harness::ServerOptions::default()
+    })
+    .await;
+    (fake, server)
+}

@@ -292,3 +292,14 @@ async fn a_plan_prints_as_a_checklist_live_and_in_the_history() {
         &["you: Plan it\n", checklist, "agent: Still planned."],
     );
 }
+
+#[tokio::test]
+async fn each_turn_ends_with_its_tokens_and_cost() {
+    let (fake, server) = crate::support::priced_server().await;
+    fake.push(Reply::text("Counted."));
+    let workdir = tempfile::tempdir().unwrap();
+    let (ok, out, err) = chat(&["--url", &server.base], "Count it\n", workdir.path()).await;
+    assert!(ok, "{out}\n{err}");
+    let figures = format!("[{}]\n", crate::support::answer_figures());
+    assert_in_order(&out, &err, &["agent: Counted.\n", &figures]);
+}

@@ -693,3 +693,37 @@ async fn a_plan_shows_as_a_checklist() {
         "{lines:#?}"
     );
 }
+
+#[tokio::test]
+async fn a_turn_shows_its_tokens_and_cost_and_the_status_line_the_conversations() {
+    use crate::fake_provider::Reply;
+    use crate::support::{answer_cost, answer_figures, priced_server};
+    let (fake, server) = priced_server().await;
+    let mut screen = Screen::new(&server);
+    let figures = answer_figures();
+    let one = format!("cost {:.4} · ", answer_cost());
+    let two = format!("cost {:.4} · ", 2.0 * answer_cost());
+    assert_ne!(one, two, "two answers must cost visibly more than one");
+    for (said, total) in [("First", &one), ("Second", &two)] {
+        fake.push(Reply::text(&format!("{said} answer.")));
+        screen.type_text(said).await;
+        screen.enter().await;
+        let shown = screen
+            .until("the turn's figures and the total", |s, app| {
+                app.running.is_none() && s.lines().last().is_some_and(|l| l.contains(total))
+            })
+            .await;
+        let lines = transcript_lines(&screen.app);
+        let answer = format!("{said} answer.");
+        let at = lines.iter().position(|l| *l == answer);
+        let at = at.unwrap_or_else(|| panic!("the answer: {lines:#?}"));
+        assert!(lines[at..].contains(&figures), "{shown}");
+    }
+
+    // Opened again, the status line has the cost from the conversation's view.
+    let id = screen.conversation();
+    let mut again = Screen::new(&server);
+    again.app.open(&id, false).await.unwrap();
+    let status = again.text().lines().last().unwrap().to_owned();
+    assert!(status.contains(&two), "{status}");
+}

@@ -40,6 +40,9 @@ pub struct App {
     pub agent: String,
     /// The context meter, once the service has told it.
     pub usage: Option<Usage>,
+    /// What the conversation's ended turns cost (sub-agents' included), once one had a cost:
+    /// from its view or snapshot, then each `turn.ended` with a cost adds to it.
+    pub cost: Option<f64>,
     pub connection: Connection,
     pub root_session: String,
     /// A sub-agent's session followed instead of the root's (`/agents`): its items are shown,
@@ -91,6 +94,7 @@ impl App {
             model: String::new(),
             agent: String::new(),
             usage: None,
+            cost: None,
             connection: Connection::Idle,
             root_session: String::new(),
             focus: None,
@@ -289,6 +293,9 @@ impl App {
         self.model = conversation.model;
         self.agent = conversation.agent;
         self.usage = Some(view.usage);
+        // A conversation created here is followed from its first event, whose `turn.ended`s
+        // add up its cost: taking the view's too would count a turn that already ended twice.
+        self.cost = if created { None } else { view.cost };
         self.transcript.notice(format!(
             "conversation {id}: {} — {}",
             conversation.title, conversation.cwd

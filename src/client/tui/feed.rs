@@ -1,9 +1,9 @@
 //! The conversation's events as the full-screen chat takes them in: a task reads the stream
 //! (reconnecting with `Last-Event-ID`, `client::stream`) and hands each event over; `App::apply`
-//! updates the transcript, the waiting messages and the status line. After a restart the
-//! service cannot replay what was missed: its fresh snapshot and the stored history show what
-//! happened, an answer cut off unstored is marked, and a waiting message the restart lost is
-//! put back in the input.
+//! updates the transcript (a turn's tokens and cost when it ends), the waiting messages and
+//! the status line (the conversation's cost). After a restart the service cannot replay what
+//! was missed: its fresh snapshot and the stored history show what happened, an answer cut off
+//! unstored is marked, and a waiting message the restart lost is put back in the input.
 
 use std::time::{Duration, Instant};
 
@@ -13,6 +13,7 @@ use super::transcript::Entry;
 use crate::api::events::ConversationEvent;
 use crate::client::api::ApiError;
 use crate::client::events::{ServerEvent, session_of};
+use crate::client::figures;
 use crate::domain::{ItemStatus, Message, MessageSource, TurnStatus};
 
 impl App {
@@ -67,6 +68,12 @@ impl App {
                 task.lines().next().unwrap_or_default()
             ));
         }
+        // The conversation's cost counts every session's turns.
+        if let ConversationEvent::TurnEnded { usage, .. } = &event
+            && let Some(cost) = usage.cost
+        {
+            self.cost = Some(self.cost.unwrap_or(0.0) + cost);
+        }
         // A sub-agent's work shows in `/agents`, not in the root's conversation.
         if session.is_some_and(|session| session != self.shown_session()) {
             return;
@@ -87,6 +94,7 @@ impl App {
                 status,
                 error,
                 files_changed,
+                usage,
                 ..
             } => {
                 self.running = None;
@@ -101,6 +109,9 @@ impl App {
                         status,
                         error: error.unwrap_or_default(),
                     });
+                }
+                if let Some(figures) = figures::turn_usage(&usage) {
+                    self.transcript.notice(figures);
                 }
             }
             ConversationEvent::PendingUpdated { pending } => {
@@ -147,6 +158,7 @@ impl App {
             usage,
             running,
             approvals,
+            cost,
             ..
         } = snapshot
         else {
@@ -156,6 +168,7 @@ impl App {
         self.model = conversation.model;
         self.agent = conversation.agent;
         self.usage = Some(usage);
+        self.cost = cost;
         let waiting = self.users_waiting(pending);
         let before = std::mem::replace(&mut self.pending, waiting);
         let root_turns: Vec<_> = running

@@ -1,5 +1,6 @@
 //! Drawing the full-screen chat: the conversation (its end, or scrolled), the waiting
-//! messages, the input box, the status line, and a picker over them when one is open.
+//! messages, the input box, the status line (model, agent, context, cost, directory,
+//! connection), and a picker over them when one is open.
 
 use std::time::Instant;
 
@@ -188,9 +189,13 @@ impl App {
         } else {
             &self.agent
         };
+        let cost = match self.cost {
+            Some(cost) => format!("{} · ", crate::client::figures::conversation_cost(cost)),
+            None => String::new(),
+        };
         Line::from(vec![
             Span::styled(
-                format!("{model} · {agent} · {meter} · {} · ", self.cwd),
+                format!("{model} · {agent} · {meter} · {cost}{} · ", self.cwd),
                 dim,
             ),
             Span::styled(state, Style::default().fg(color)),
