@@ -106,6 +106,7 @@ pub fn session_of(event: &ConversationEvent) -> Option<&str> {
         | E::TurnEnded { session_id, .. }
         | E::ItemDelta { session_id, .. }
         | E::ModelRetry { session_id, .. }
+        | E::ModelFallback { session_id, .. }
         | E::CompactionStarted { session_id, .. }
         | E::CompactionCompleted { session_id, .. }
         | E::CompactionFailed { session_id, .. } => Some(session_id),
@@ -119,7 +120,9 @@ pub fn turn_of(event: &ConversationEvent) -> Option<&str> {
     use ConversationEvent as E;
     match event {
         E::ItemStarted { item } | E::ItemCompleted { item } => Some(&item.turn_id),
-        E::TurnStarted { turn_id, .. } | E::TurnEnded { turn_id, .. } => Some(turn_id),
+        E::TurnStarted { turn_id, .. }
+        | E::TurnEnded { turn_id, .. }
+        | E::ModelFallback { turn_id, .. } => Some(turn_id),
         _ => None,
     }
 }

@@ -153,6 +153,9 @@ impl Renderer {
                 "[the model call failed (attempt {attempt} of {max_attempts}), retrying in \
                  {delay_ms} ms: {error}]"
             )),
+            ConversationEvent::ModelFallback {
+                from, to, reason, ..
+            } => self.line(&format!("[{}]", fallback_text(from, to, reason))),
             ConversationEvent::CompactionStarted { .. } => self.line("[compressing the context…]"),
             ConversationEvent::CompactionCompleted { usage, .. } => {
                 self.line(&format!("[context compressed: {}]", usage_line(usage)))
@@ -375,6 +378,11 @@ impl Renderer {
 }
 
 /// `used / window tokens (percent), reported|estimated; compaction at threshold`.
+/// What a client says when a turn's model fails for good and a fallback takes over.
+pub fn fallback_text(from: &str, to: &str, reason: &str) -> String {
+    format!("model `{from}` is unavailable ({reason}): `{to}` answers the rest of this turn")
+}
+
 pub fn usage_line(usage: &Usage) -> String {
     let source = match usage.source {
         UsageSource::Reported => "reported",
@@ -548,6 +556,23 @@ mod tests {
         assert_eq!(
             out,
             "agent: Done\n[turn interrupted]\n[688 in (612 cached) · 61 out · cost 0.0012]\n"
+        );
+    }
+
+    #[test]
+    fn a_fallback_taking_over_is_a_line_naming_both_models_and_why() {
+        let mut r = Renderer::default();
+        let out = r.event(&ConversationEvent::ModelFallback {
+            session_id: ROOT.to_owned(),
+            turn_id: "t_1".to_owned(),
+            from: "main".to_owned(),
+            to: "backup".to_owned(),
+            reason: "provider answered 529 Overloaded".to_owned(),
+        });
+        assert_eq!(
+            out,
+            "[model `main` is unavailable (provider answered 529 Overloaded): `backup` answers \
+             the rest of this turn]\n"
         );
     }
 

@@ -279,6 +279,18 @@ impl Follow<'_, '_> {
                 self.output.finish();
                 eprintln!("{}", retry_line(*attempt, *max_attempts, *delay_ms, error));
             }
+            if let ConversationEvent::ModelFallback {
+                turn_id,
+                from,
+                to,
+                reason,
+                ..
+            } = &event
+                && self.turn.turn_id.as_ref() == Some(turn_id)
+            {
+                self.output.finish();
+                eprintln!("{}", super::render::fallback_text(from, to, reason));
+            }
             if !self.output.json && self.turn.turn_id.is_some() {
                 self.output.reply(&event, self.turn);
             }

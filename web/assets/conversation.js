@@ -46,6 +46,7 @@ const EVENTS = [
   'item.delta',
   'item.completed',
   'model.retry',
+  'model.fallback',
   'usage.updated',
   'pending.updated',
   'compaction.started',
@@ -309,6 +310,11 @@ function compactionText(reason) {
     : 'Compressing the context: summarizing the older history…';
 }
 
+// The model failed for good: its fallback answers the rest of the turn.
+function fallbackText(data) {
+  return `${data.from} is unavailable (${data.reason}): ${data.to} answers the rest of this turn.`;
+}
+
 function setCompacting(compacting) {
   state.compacting = compacting;
   renderHeader();
@@ -387,6 +393,12 @@ function applyEvent(type, data) {
       if (data.session_id && !viewing(data.session_id)) break;
       noteOutput();
       showRetry(data, retryActions(data.session_id || state.sessionId));
+      break;
+    case 'model.fallback':
+      if (!viewing(data.session_id)) break;
+      clearRetry();
+      noteOutput();
+      addLine('muted fallback', fallbackText(data));
       break;
     case 'usage.updated':
       state.usage = data.usage;

@@ -56,7 +56,8 @@ function show(turnId, usage) {
   if (!line) line = el('div', { class: 'turn-tokens', 'data-turn': turnId });
   const cached = usage.cached_input_tokens ? ` (${formatTokens(usage.cached_input_tokens)} cached)` : '';
   const cost = typeof usage.cost === 'number' ? ` · cost ${formatCost(usage.cost)}` : '';
-  line.textContent = `${formatTokens(usage.input_tokens)} in${cached} · ${formatTokens(usage.output_tokens)} out${cost}`;
+  const models = (usage.models || []).length > 1 ? ` · ${usage.models.map((entry) => entry.model).join(' then ')}` : '';
+  line.textContent = `${formatTokens(usage.input_tokens)} in${cached} · ${formatTokens(usage.output_tokens)} out${cost}${models}`;
   line.title = describe(usage);
   if (last.nextElementSibling !== line) last.after(line);
 }
@@ -78,6 +79,10 @@ function describe(usage) {
     ? `; ${formatCount(usage.cached_input_tokens)} of the tokens read came from the provider's prompt cache, which costs less.`
     : '.';
   if (usage.cache_write_tokens) text += ` ${formatCount(usage.cache_write_tokens)} were written to the cache.`;
+  if ((usage.models || []).length > 1) {
+    const calls = usage.models.map((entry) => `${entry.model} ${plural(entry.model_calls, 'call')}`);
+    text += ` A fallback model answered part of it: ${calls.join(', ')}.`;
+  }
   if (usage.unreported_calls) {
     text += ` ${plural(usage.unreported_calls, 'call')} reported no figures and ${usage.unreported_calls === 1 ? 'is' : 'are'} not counted.`;
   }

@@ -122,6 +122,11 @@ impl App {
             ConversationEvent::ConversationUpdated { conversation } => {
                 self.model = conversation.model;
             }
+            ConversationEvent::ModelFallback {
+                from, to, reason, ..
+            } => self
+                .transcript
+                .notice(crate::client::render::fallback_text(&from, &to, &reason)),
             ConversationEvent::ModelRetry {
                 attempt,
                 max_attempts,
