@@ -116,7 +116,10 @@ impl Limits {
                     ),
                     Limit::TurnModelCalls => (
                         f64::from(spent.turn_model_calls),
-                        format!("the turn has made {} model calls", spent.turn_model_calls),
+                        match spent.turn_model_calls {
+                            1 => "the turn has made 1 model call".to_owned(),
+                            calls => format!("the turn has made {calls} model calls"),
+                        },
                     ),
                 };
                 (used >= *max).then(|| Reached {

@@ -214,7 +214,7 @@ async fn with_on_budget_ask_a_user_lets_the_turn_go_past_its_limit_or_stops_it()
     assert_eq!(approval["setting"], "agents.default.max_turn_model_calls");
     assert_eq!(
         approval["reason"],
-        "the turn has made 1 model calls, reaching its limit max_turn_model_calls = 1 \
+        "the turn has made 1 model call, reaching its limit max_turn_model_calls = 1 \
          (agents.default.max_turn_model_calls): continue past 1?"
     );
     assert_eq!(

@@ -79,6 +79,11 @@ function reasonValue(approval, prefix) {
 function details(approval, prefix) {
   const subject = approval.subject || {};
   const rows = [];
+  // A spending limit has no call to show: only why the turn waits.
+  if (isBudget(approval)) {
+    rows.push(['Why it asks', reasonValue(approval, prefix)]);
+    return el('dl', { class: 'approval-details' }, rows.map(([term, value]) => [el('dt', {}, term), el('dd', {}, value)]));
+  }
   const main = subjectRow(subject);
   if (main) rows.push([main.term, main.value]);
   rows.push(['Directory', el('code', { class: 'approval-cwd' }, markInvisible(subject.cwd || '').nodes)]);
@@ -87,7 +92,13 @@ function details(approval, prefix) {
   return el('dl', { class: 'approval-details' }, rows.map(([term, value]) => [el('dt', {}, term), el('dd', {}, value)]));
 }
 
+// A spending limit's approval: no tool runs; the turn waits to go past the limit (or stop).
+function isBudget(approval) {
+  return approval.tool === 'budget';
+}
+
 function title(approval) {
+  if (isBudget(approval)) return 'Spending limit reached: go on?';
   const tool = toolTitle(approval.tool);
   return approval.escalate ? `${tool} outside the sandbox?` : `${tool}: allow this call?`;
 }
@@ -140,8 +151,13 @@ export function pendingCard(approval, handlers) {
   const button = (text, decision, classes, tip) =>
     el('button', { type: 'button', class: classes, 'data-decision': decision, title: tip, text, onclick: () => handlers.answer(decision) });
   const cwd = (approval.subject && approval.subject.cwd) || 'this directory';
-  const rows = [el('div', { class: 'approval-row' }, button('Allow once', 'allow_once', 'primary', 'Run this call only; the next one like it asks again'))];
-  if (!escalation) {
+  const budget = isBudget(approval);
+  const once = budget
+    ? button('Go on', 'allow_once', 'primary', 'Let this turn go past the limit to its end; the next turn asks again')
+    : button('Allow once', 'allow_once', 'primary', 'Run this call only; the next one like it asks again');
+  const stop = button('Stop', 'deny', 'danger', 'End the turn here, as over its budget');
+  const rows = [el('div', { class: 'approval-row' }, once, budget ? stop : null)];
+  if (!escalation && !budget) {
     card.rules = ruleChoices(approval, prefix, cwd);
     rows.push(
       card.rules.node,
@@ -154,7 +170,9 @@ export function pendingCard(approval, handlers) {
     );
   }
   card.message = el('input', { type: 'text', id: `${prefix}-message`, class: 'approval-message', placeholder: 'optional: why not, told to the agent', autocomplete: 'off' });
-  rows.push(el('div', { class: 'approval-row' }, el('label', { for: `${prefix}-message` }, 'Message'), card.message, button('Deny', 'deny', 'danger', 'Do not run it; the agent is told, with the message')));
+  if (!budget) {
+    rows.push(el('div', { class: 'approval-row' }, el('label', { for: `${prefix}-message` }, 'Message'), card.message, button('Deny', 'deny', 'danger', 'Do not run it; the agent is told, with the message')));
+  }
   card.error = el('p', { class: 'approval-error', role: 'alert' });
   const warning = invisibleWarning(approval);
   card.node = el(

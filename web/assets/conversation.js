@@ -371,6 +371,8 @@ function applyEvent(type, data) {
       if (data.session_id === state.conv.root_session_id) cue(state.conv, data);
       if (!viewing(data.session_id)) break;
       clearRetry();
+      // The turn's figures name the models that answered it from now on.
+      removeLines('fallback');
       noteOutput();
       showTurnEnd(data.turn_id, data.status, data.error);
       noteTurnEnded(state.conv.id, data.session_id, data.turn_id, data.usage);
