@@ -52,6 +52,7 @@ pub mod memory;
 pub mod model;
 pub mod permissions;
 pub mod redact;
+pub mod repo;
 pub mod runtime;
 pub mod sandbox;
 pub mod server;

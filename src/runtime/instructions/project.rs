@@ -6,7 +6,7 @@
 
 use std::io::Read;
 use std::os::unix::fs::OpenOptionsExt;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 /// The file name looked for in each directory.
 pub const FILE_NAME: &str = "AGENTS.md";
@@ -14,29 +14,7 @@ pub const FILE_NAME: &str = "AGENTS.md";
 /// What all the files together may take; the rest is cut with a note.
 pub const MAX_BYTES: usize = 64 * 1024;
 
-/// The directories from the repository's top (the nearest ancestor holding `.git`) down to
-/// `cwd`, top first; just `cwd` outside a repository.
-pub fn chain(cwd: &Path) -> Vec<PathBuf> {
-    let top = repository_top(cwd);
-    let mut dirs: Vec<PathBuf> = cwd
-        .ancestors()
-        .take_while(|dir| top.as_deref().is_none_or(|top| dir.starts_with(top)))
-        .map(Path::to_path_buf)
-        .collect();
-    if top.is_none() {
-        dirs.truncate(1);
-    }
-    dirs.reverse();
-    dirs
-}
-
-/// The nearest directory at or above `cwd` that holds `.git` (a directory, or the file of a
-/// worktree).
-pub fn repository_top(cwd: &Path) -> Option<PathBuf> {
-    cwd.ancestors()
-        .find(|dir| std::fs::symlink_metadata(dir.join(".git")).is_ok())
-        .map(Path::to_path_buf)
-}
+pub use crate::repo::folders::{repository_chain as chain, repository_top};
 
 /// The AGENTS.md files of `global_dir` and of the chain down to `cwd`, as one text with a
 /// heading naming each file; `None` when there are none.
