@@ -325,6 +325,19 @@ pub struct TurnsQuery {
     _access_token: Option<IgnoredAny>,
 }
 
+/// The query of `GET /api/skills`.
+#[derive(Debug, Deserialize, IntoParams)]
+#[serde(deny_unknown_fields)]
+#[into_params(parameter_in = Query)]
+pub struct SkillsQuery {
+    /// The working directory whose skills to list (absolute); default: the service's.
+    pub cwd: Option<String>,
+    /// Checked by the security middleware, ignored here.
+    #[serde(rename = "access_token")]
+    #[param(ignore)]
+    _access_token: Option<IgnoredAny>,
+}
+
 /// What an export is written as.
 #[derive(Debug, Clone, Copy, Deserialize, ToSchema)]
 #[serde(rename_all = "lowercase")]

@@ -359,6 +359,15 @@ pub struct AnswerCounts {
     pub server_errors: u64,
 }
 
+/// `GET /api/skills`: the skills a working directory sees (a repository's over the user's of
+/// the same name), and the `SKILL.md` files skipped, each with the rule it breaks.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct SkillList {
+    pub cwd: String,
+    pub skills: Vec<crate::repo::skills::Skill>,
+    pub problems: Vec<crate::repo::skills::Problem>,
+}
+
 /// `GET /api/agents`.
 #[derive(Debug, Serialize, Deserialize, ToSchema)]
 pub struct AgentList {

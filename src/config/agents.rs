@@ -28,6 +28,7 @@ pub const ALL_TOOLS: &[&str] = &[
     "interrupt_agent",
     "list_agents",
     "update_plan",
+    "skill",
 ];
 
 #[derive(Debug, Clone, PartialEq)]

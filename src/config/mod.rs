@@ -323,7 +323,7 @@ description = "General coding agent"
 model = "coder"
 compact_model = "coder"      # optional, defaults to model
 instructions = "You are …"   # optional system prompt; AGENTS.md from cwd is added after it
-tools = ["shell", "read_file", "write_file", "edit_file", "list_dir", "grep", "glob", "spawn_agent", "send_message", "wait_agents", "interrupt_agent", "list_agents", "update_plan"]
+tools = ["shell", "read_file", "write_file", "edit_file", "list_dir", "grep", "glob", "spawn_agent", "send_message", "wait_agents", "interrupt_agent", "list_agents", "update_plan", "skill"]
 sandbox = "workspace_write"  # read_only | workspace_write | off
 network = false              # TCP connections and binds from tool commands
 "#;

@@ -17,6 +17,7 @@ pub mod parse_errors;
 pub mod plain_errors;
 pub mod security;
 pub mod serve;
+pub mod skills;
 pub mod slow_body;
 mod state;
 pub mod ui;
@@ -52,6 +53,7 @@ pub fn router(
         .route("/api/health", get(meta::health))
         .route("/api/openapi.json", get(openapi::serve))
         .route("/api/agents", get(meta::agents))
+        .route("/api/skills", get(skills::skills))
         .route("/api/models", get(meta::models))
         .route("/api/mcp", get(meta::mcp))
         .route("/api/events", get(events::list_events))

@@ -37,6 +37,7 @@ mod registry;
 mod service;
 mod settings;
 mod shared;
+mod skill_operations;
 mod validate;
 
 pub use crate::api::requests::{ConversationPatch, NewConversation, NewMessage, PendingPatch};

@@ -343,6 +343,21 @@ pub(super) fn spec(name: &str) -> Option<ToolSpec> {
             "List your sub-agents with their status and last message.",
             json!({"type": "object", "properties": {}}),
         ),
+        "skill" => (
+            "skill",
+            "Load a skill: the instructions for a kind of task, as the Skills section of your \
+             instructions lists them by name. Returns the skill's instructions and the paths of \
+             the files that come with it (open them with `read_file` when the skill says to). \
+             Load a skill before starting a task it matches.",
+            json!({
+                "type": "object",
+                "properties": {
+                    "name": {"type": "string", "description": "The skill's name, as listed."}
+                },
+                "required": ["name"],
+                "additionalProperties": false
+            }),
+        ),
         "update_plan" => (
             "update_plan",
             "Show the user your plan as a checklist of steps, and keep it current. Use it for \
@@ -421,6 +436,7 @@ mod tests {
             "interrupt_agent",
             "list_agents",
             "update_plan",
+            "skill",
         ]
         .map(String::from)
         .to_vec();

@@ -55,6 +55,7 @@ mod secrets;
 mod send;
 mod send_exits;
 mod shell_orphans;
+mod skills;
 mod slow_body;
 mod subagents;
 mod terminal;

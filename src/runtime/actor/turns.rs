@@ -522,6 +522,8 @@ impl ConversationActor {
             retry_now,
             usage,
             compactor,
+            user_dir: config.directory(),
+            skills: Default::default(),
             files: self.shared.checkpoints.clone().map(|checkpoints| {
                 crate::runtime::checkpointing::TurnFiles::new(
                     checkpoints,

@@ -12,6 +12,7 @@ pub mod budget;
 mod held_output;
 mod model_call;
 mod plan;
+pub mod skills;
 mod spec;
 
 use std::sync::Arc;
@@ -65,6 +66,18 @@ async fn drive(mut spec: TurnSpec, link: &ActorLink) -> Result<(), TurnStop> {
     };
     spec.tools = spec.model.builtin_tools.clone();
     spec.tools.extend(mcp_tools.iter().cloned());
+    // Skills are read anew each turn, so an edited one counts from the next.
+    if spec.tools.iter().any(|tool| tool.name == skills::NAME) {
+        let (cwd, user_dir) = (spec.tool_context.cwd.clone(), spec.user_dir.clone());
+        let read = tokio::task::spawn_blocking(move || {
+            crate::repo::skills::discover(&cwd, user_dir.as_deref())
+        });
+        let catalogue = tokio::select! {
+            read = read => read.unwrap_or_default(),
+            () = spec.cancel.cancelled() => return Err(TurnStop::Interrupted),
+        };
+        spec.skills = skills::TurnSkills::new(catalogue);
+    }
     spec.instructions = instructions(&spec, &spec.model).await?;
     let mut history = spec.history.clone();
     let mut usage = spec.usage;
@@ -194,7 +207,12 @@ async fn instructions(spec: &TurnSpec, model: &ModelSetup) -> Result<Option<Stri
         },
         _ => None,
     };
-    Ok(spec.prompt.text(environment.as_deref()))
+    let text = spec.prompt.text(environment.as_deref());
+    // The skills come last: each one's name and description, the rest when loaded.
+    Ok(match (text, spec.skills.catalogue.listing()) {
+        (Some(text), Some(skills)) => Some(format!("{text}\n\n{skills}")),
+        (text, skills) => text.or(skills),
+    })
 }
 
 /// Moves the turn's calls to its next fallback model, for the rest of the turn, and tells
@@ -386,10 +404,17 @@ async fn run_tool(spec: &TurnSpec, item: &Item, arguments: &Value, link: &ActorL
                 .join(", ")
         )));
     }
+    // A skill in use that narrows the tools refuses the others, before anyone is asked.
+    if let Some(refusal) = spec.skills.refusal(name) {
+        return Ran::result(ToolResult::denied(refusal));
+    }
     let escalated = match gate(spec, item, arguments, link).await {
         Ok(escalated) => escalated,
         Err(result) => return Ran::result(result),
     };
+    if name == skills::NAME {
+        return Ran::result(spec.skills.load(arguments));
+    }
     // The plan is the turn's own: no process, no working directory, nothing to redact that the
     // model did not write itself.
     if name == plan::NAME {

@@ -49,6 +49,11 @@ pub struct TurnSpec {
     pub compactor: Compactor,
     /// Snapshots of the working directory around calls that may change files.
     pub files: Option<crate::runtime::checkpointing::TurnFiles>,
+    /// The user's config directory, where their own skills live (`skills/`).
+    pub user_dir: Option<std::path::PathBuf>,
+    /// The skills of the working directory, read when the turn starts (when the agent has the
+    /// `skill` tool), and the one in use.
+    pub skills: super::skills::TurnSkills,
 }
 
 /// One model a turn may call: the session's own, or one of its fallbacks.
