@@ -4,7 +4,7 @@
 //! with its send time so subscribers can measure delivery latency. It must never be slow itself:
 //! it runs on its own thread so the bench's client tasks cannot delay it.
 
-use std::net::{Ipv4Addr, TcpListener};
+use std::net::{Ipv4Addr, SocketAddr, TcpListener};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, LazyLock, Mutex};
 use std::time::{Duration, Instant};
@@ -166,48 +166,12 @@ pub fn monotonic_ns() -> u64 {
 impl FakeProvider {
     /// Binds 127.0.0.1:0 and serves on a thread of its own with a single-threaded runtime.
     pub fn start(script: Script) -> anyhow::Result<FakeProvider> {
-        let listener = TcpListener::bind((Ipv4Addr::LOCALHOST, 0))?;
-        listener.set_nonblocking(true)?;
-        let address = listener.local_addr()?;
         let state = Arc::new(FakeState {
             script: Mutex::new(script),
             answered: Mutex::new(Vec::new()),
         });
-        let (shutdown, stop) = oneshot::channel::<()>();
         let app = Router::new().fallback(answer).with_state(state.clone());
-        let runtime = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()?;
-        std::thread::Builder::new()
-            .name("fake-provider".to_owned())
-            .spawn(move || {
-                runtime.block_on(async move {
-                    let listener = match tokio::net::TcpListener::from_std(listener) {
-                        Ok(listener) => listener,
-                        Err(error) => {
-                            eprintln!("fake provider: cannot listen: {error}");
-                            return;
-                        }
-                    };
-                    // Real providers send each chunk at once; without this, Nagle's algorithm
-                    // would hold small chunks back until the server acknowledged earlier ones.
-                    let listener = listener.tap_io(|stream| {
-                        let _ = stream.set_nodelay(true);
-                    });
-                    let serve = axum::serve(listener, app);
-                    // Dropping the serve future on shutdown closes every connection at once;
-                    // a graceful shutdown would wait for the server's kept-alive connections.
-                    tokio::select! {
-                        result = serve => {
-                            if let Err(error) = result {
-                                eprintln!("fake provider stopped: {error}");
-                            }
-                        }
-                        _ = stop => {}
-                    }
-                });
-            })
-            .context("cannot start the fake provider's thread")?;
+        let (address, shutdown) = serve_on_own_thread(app, "fake-provider")?;
         Ok(FakeProvider {
             base_url: format!("http://{address}/v1"),
             state,
@@ -235,6 +199,52 @@ impl Drop for FakeProvider {
             let _ = shutdown.send(());
         }
     }
+}
+
+/// Serves `app` on 127.0.0.1:0 from a thread of its own with a single-threaded runtime, so the
+/// bench's client tasks cannot delay it; returns its address and the sender that stops it.
+pub fn serve_on_own_thread(
+    app: Router,
+    name: &str,
+) -> anyhow::Result<(SocketAddr, oneshot::Sender<()>)> {
+    let listener = TcpListener::bind((Ipv4Addr::LOCALHOST, 0))?;
+    listener.set_nonblocking(true)?;
+    let address = listener.local_addr()?;
+    let (shutdown, stop) = oneshot::channel::<()>();
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    std::thread::Builder::new()
+        .name(name.to_owned())
+        .spawn(move || {
+            runtime.block_on(async move {
+                let listener = match tokio::net::TcpListener::from_std(listener) {
+                    Ok(listener) => listener,
+                    Err(error) => {
+                        eprintln!("fake provider: cannot listen: {error}");
+                        return;
+                    }
+                };
+                // Real providers send each chunk at once; without this, Nagle's algorithm
+                // would hold small chunks back until the server acknowledged earlier ones.
+                let listener = listener.tap_io(|stream| {
+                    let _ = stream.set_nodelay(true);
+                });
+                let serve = axum::serve(listener, app);
+                // Dropping the serve future on shutdown closes every connection at once;
+                // a graceful shutdown would wait for the server's kept-alive connections.
+                tokio::select! {
+                    result = serve => {
+                        if let Err(error) = result {
+                            eprintln!("fake provider stopped: {error}");
+                        }
+                    }
+                    _ = stop => {}
+                }
+            });
+        })
+        .context("cannot start the fake provider's thread")?;
+    Ok((address, shutdown))
 }
 
 /// The one route: `POST /v1/chat/completions`, answered by the current script.

@@ -30,10 +30,15 @@
 //! - `grep`: the `grep` tool over a 10,000-file tree, warm, in each output mode, and `glob`.
 //! - `acp`: the latency `openvaala acp` adds per streamed chunk, and the time from
 //!   `session/prompt` to the first chunk against the HTTP API's.
+//! - `cache`: prompt caching over a 50-turn conversation with tool calls on each protocol,
+//!   against a fake provider that caches as Anthropic and OpenAI do (`cache_provider`,
+//!   `prompt_cache`): the share of input read from the cache, the input's cost with and without.
 
 mod acp;
 mod approvals;
 mod burst;
+mod cache;
+mod cache_provider;
 mod checkpoints;
 mod churn;
 mod cluster;
@@ -47,6 +52,7 @@ mod grep;
 mod live;
 mod mcp;
 mod meter;
+mod prompt_cache;
 mod rules;
 mod sandbox;
 mod seed;
@@ -132,6 +138,10 @@ enum Bench {
     /// The `grep` tool over a tree of 10,000 files, warm: median and p90 per output mode,
     /// sandboxed and not, and `glob` beside it.
     Grep(grep::GrepArgs),
+    /// Prompt caching over a long conversation with tool calls, on each protocol, against a
+    /// fake provider that caches as Anthropic and OpenAI do: the share of input read from the
+    /// cache, and the input's cost per turn with caching and with `prompt_cache = "off"`.
+    Cache(cache::CacheArgs),
 }
 
 fn main() -> anyhow::Result<ExitCode> {
@@ -161,6 +171,7 @@ fn main() -> anyhow::Result<ExitCode> {
         Bench::Churn(args) => churn::churn(&args),
         Bench::Burst(args) => burst::burst(&args),
         Bench::Grep(args) => grep::grep(&args),
+        Bench::Cache(args) => cache::cache(&args),
     }?;
     Ok(ExitCode::SUCCESS)
 }
