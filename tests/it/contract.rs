@@ -70,6 +70,7 @@ provider = "fake"
 name = "fake-model"
 context_window = 100000
 max_output_tokens = 1000
+fallback = ["demo"]
 
 [agents.default]
 description = "Every tool, the demo model"
@@ -309,6 +310,19 @@ async fn fake_scenarios(server: &Server, fake: &FakeProvider, log: &Log, cwd: &P
     send(server, &id, json!({ "text": "Plan it" })).await;
     let seen = until_turn_end(&mut events).await;
     assert_eq!(completed_of_kind(&seen, "plan"), 1, "{seen:?}");
+    until_idle(&mut events).await;
+
+    // A model that fails for good: its fallback answers the rest of the turn.
+    for _ in 0..3 {
+        fake.push(Reply::status(503));
+    }
+    send(server, &id, json!({ "text": "Try the backup" })).await;
+    let seen = until_turn_end(&mut events).await;
+    assert!(
+        seen.iter().any(|(kind, _)| kind == "model.fallback"),
+        "{seen:?}"
+    );
+    assert_eq!(seen.last().unwrap().1["status"], "completed", "{seen:?}");
     until_idle(&mut events).await;
 
     fake.push(Reply::rejected(400, "the compaction request was refused"));
