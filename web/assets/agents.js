@@ -13,6 +13,7 @@ import { toolTitle } from './toolcards.js';
 import { focusApproval } from './approvals.js';
 import { interruptSession } from './actions.js';
 import { renderTabs } from './header.js';
+import { refreshSkills } from './skills.js';
 
 const STATUS_TEXT = { running: 'working', idle: 'idle', interrupted: 'interrupted', closed: 'closed' };
 
@@ -109,6 +110,7 @@ export function renderAgents() {
   });
   $('agent-list').replaceChildren(...rows);
   $('agents-empty').hidden = subAgents.length > 0;
+  refreshSkills();
 }
 
 // The list as the service has it now (the stream keeps it current afterwards).
