@@ -15,6 +15,8 @@ use super::{Origin, files, folders, markdown};
 pub const FILE_NAME: &str = "SKILL.md";
 pub const NAME_MAX: usize = 64;
 pub const DESCRIPTION_MAX: usize = 1024;
+/// The most skills the instructions list (by name order); the rest are named as left out.
+pub const LISTED_MAX: usize = 100;
 
 /// One skill, as found.
 #[derive(Debug, Clone, PartialEq, Serialize, utoipa::ToSchema)]
@@ -141,9 +143,15 @@ impl Catalogue {
             "# Skills\nThese skills hold instructions for particular tasks. When a task matches \
              one, load it with the `skill` tool (its name) before you start, and follow it.\n",
         );
-        for skill in &self.skills {
+        for skill in self.skills.iter().take(LISTED_MAX) {
             let description = skill.description.replace('\n', " ");
             text.push_str(&format!("- {}: {description}\n", skill.name));
+        }
+        if self.skills.len() > LISTED_MAX {
+            text.push_str(&format!(
+                "({} more skills are not listed here; `skill` loads any of them by name.)\n",
+                self.skills.len() - LISTED_MAX
+            ));
         }
         Some(text.trim_end().to_owned())
     }
@@ -257,5 +265,30 @@ mod tests {
         let listing = catalogue.listing().unwrap();
         assert!(listing.contains("- release: Cut a release"), "{listing}");
         assert!(listing.contains("- only-mine: mine"), "{listing}");
+    }
+
+    #[test]
+    fn the_instructions_list_at_most_a_hundred_skills() {
+        let many = Catalogue {
+            skills: (0..LISTED_MAX + 5)
+                .map(|n| Skill {
+                    name: format!("s{n:03}"),
+                    description: "d".to_owned(),
+                    allowed_tools: None,
+                    path: PathBuf::from("/s/SKILL.md"),
+                    origin: Origin::User,
+                    body: String::new(),
+                    beside: Vec::new(),
+                })
+                .collect(),
+            problems: Vec::new(),
+        };
+        let listing = many.listing().unwrap();
+        assert_eq!(listing.matches("\n- s").count(), LISTED_MAX);
+        assert!(
+            listing.ends_with(
+                "(5 more skills are not listed here; `skill` loads any of them by name.)"
+            )
+        );
     }
 }
