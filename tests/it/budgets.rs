@@ -185,17 +185,8 @@ async fn a_cost_limit_needs_prices_on_every_model_it_may_call() {
     drop(server);
 
     // The same in the config file names the key.
-    let temp = tempfile::tempdir().unwrap();
-    let path = temp.path().join("config.toml");
     let config = fake.config();
-    std::fs::write(&path, format!("{config}max_cost = 2.0\n")).unwrap();
-    let output = std::process::Command::new(crate::harness::binary())
-        .args(["serve", "--config", path.to_str().unwrap(), "--data-dir"])
-        .arg(temp.path().join("data"))
-        .output()
-        .unwrap();
-    assert!(!output.status.success());
-    let stderr = String::from_utf8_lossy(&output.stderr);
+    let stderr = crate::harness::serve_refuses(&format!("{config}max_cost = 2.0\n")).await;
     assert!(stderr.contains("agents.default.max_cost"), "{stderr}");
     assert!(stderr.contains("model `m` has none"), "{stderr}");
 }

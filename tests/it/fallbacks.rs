@@ -209,28 +209,16 @@ async fn reasoning_one_provider_signed_never_reaches_the_fallback() {
 
 #[tokio::test]
 async fn a_fallback_that_is_not_configured_is_refused_naming_its_key() {
-    let temp = tempfile::tempdir().unwrap();
-    let path = temp.path().join("config.toml");
     for (fallback, says) in [
         ("[\"nope\"]", "unknown model `nope`"),
         ("[\"m\"]", "names `m` twice"),
     ] {
-        std::fs::write(
-            &path,
-            format!(
-                "[providers.p]\nprotocol = \"openai_chat\"\nbase_url = \"http://127.0.0.1:9\"\n\
-                 [models.m]\nprovider = \"p\"\nname = \"x\"\ncontext_window = 1000\n\
-                 max_output_tokens = 100\nfallback = {fallback}\n"
-            ),
-        )
-        .unwrap();
-        let output = std::process::Command::new(crate::harness::binary())
-            .args(["serve", "--config", path.to_str().unwrap(), "--data-dir"])
-            .arg(temp.path().join("data"))
-            .output()
-            .unwrap();
-        assert!(!output.status.success());
-        let stderr = String::from_utf8_lossy(&output.stderr);
+        let stderr = crate::harness::serve_refuses(&format!(
+            "[providers.p]\nprotocol = \"openai_chat\"\nbase_url = \"http://127.0.0.1:9\"\n\
+             [models.m]\nprovider = \"p\"\nname = \"x\"\ncontext_window = 1000\n\
+             max_output_tokens = 100\nfallback = {fallback}\n"
+        ))
+        .await;
         assert!(stderr.contains("models.m.fallback"), "{stderr}");
         assert!(stderr.contains(says), "{stderr}");
     }

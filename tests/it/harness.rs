@@ -432,6 +432,23 @@ pub async fn on_data_dir(command: &str, data_dir: &Path) -> (bool, String) {
 }
 
 /// Runs `openvaala <args…> --data-dir <data_dir>`; returns (success, stdout + stderr).
+/// What `openvaala serve` says when it refuses to start with the config file `config`: its
+/// stderr (the test fails if it starts).
+pub async fn serve_refuses(config: &str) -> String {
+    let temp = tempfile::tempdir().unwrap();
+    let path = temp.path().join("config.toml");
+    std::fs::write(&path, config).unwrap();
+    let output = Command::new(binary())
+        .args(["serve", "--addr", "127.0.0.1:0", "--data-dir"])
+        .arg(temp.path().join("data"))
+        .env("OPENVAALA_CONFIG", &path)
+        .output()
+        .await
+        .unwrap();
+    assert!(!output.status.success(), "it started with:\n{config}");
+    String::from_utf8_lossy(&output.stderr).into_owned()
+}
+
 pub async fn with_data_dir(args: &[&str], data_dir: &Path) -> (bool, String) {
     let output = Command::new(binary())
         .args(args)

@@ -152,18 +152,7 @@ async fn refused(model_lines: &str) -> String {
         "max_output_tokens = 1000",
         &format!("max_output_tokens = 1000\n{model_lines}"),
     );
-    let temp = tempfile::tempdir().unwrap();
-    let path = temp.path().join("config.toml");
-    std::fs::write(&path, config).unwrap();
-    let output = tokio::process::Command::new(crate::harness::binary())
-        .args(["serve", "--addr", "127.0.0.1:0", "--data-dir"])
-        .arg(temp.path().join("data"))
-        .env("OPENVAALA_CONFIG", &path)
-        .output()
-        .await
-        .unwrap();
-    assert!(!output.status.success(), "it started");
-    String::from_utf8_lossy(&output.stderr).into_owned()
+    crate::harness::serve_refuses(&config).await
 }
 
 #[tokio::test]

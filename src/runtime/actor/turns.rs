@@ -445,8 +445,19 @@ impl ConversationActor {
         // The session's model, then its fallbacks, each with its own tools and facts.
         let mut models = std::collections::VecDeque::new();
         for model_id in config.model_chain(&session.model) {
+            let fallback = model_id != session.model;
+            let client = match self.shared.models.client(config, model_id) {
+                Ok(client) => client,
+                // A fallback that cannot be called (its key is missing, say) is left out: it
+                // must not stop the session's own model from answering.
+                Err(error) if fallback => {
+                    tracing::warn!(conversation = %self.id, model = %model_id, %error, "a fallback model is left out");
+                    continue;
+                }
+                Err(error) => return Err(error),
+            };
             let model = config.model(model_id).ok_or_else(missing)?;
-            let builtin_tools = if model_id == session.model {
+            let builtin_tools = if !fallback {
                 tools.clone()
             } else {
                 offered_tools(config, model_id, agent)
@@ -462,14 +473,14 @@ impl ConversationActor {
             });
             models.push_back(ModelSetup {
                 id: model_id.to_owned(),
-                client: self.shared.models.client(config, model_id)?,
+                client,
                 name: model.name.clone(),
                 builtin_tools,
                 facts,
                 max_output_tokens: model.max_output_tokens,
                 context_window: model.context_window,
                 reasoning_context: model.reasoning_context,
-                reasoning_carried: if model_id == session.model {
+                reasoning_carried: if !fallback {
                     reasoning_carried
                 } else {
                     crate::model::reasoning_carried(config, model_id)
