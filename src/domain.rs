@@ -216,6 +216,20 @@ pub struct Message {
     pub created_at: Timestamp,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub images: Vec<Image>,
+    /// The repository command the user sent, whose expanded prompt is `text`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub command: Option<CommandUse>,
+}
+
+/// A command a user sent by name (`/review src/lib.rs`): clients show the name beside the
+/// prompt it expanded to. Optional everywhere, so a data directory written before commands
+/// existed reads as it is, and an older binary reads past it.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq, utoipa::ToSchema)]
+pub struct CommandUse {
+    pub name: String,
+    /// The arguments as given (empty when none).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub arguments: String,
 }
 
 #[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq, Default, utoipa::ToSchema)]
@@ -304,6 +318,9 @@ pub enum ItemKind {
         from_session_id: Option<String>,
         #[serde(default)]
         images: Vec<Image>,
+        /// The repository command the user sent, whose expanded prompt is `text`.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        command: Option<CommandUse>,
     },
     AgentMessage {
         text: String,
@@ -490,6 +507,7 @@ pub fn user_item(message: &Message, turn_id: &str, seq: u64) -> Item {
             source: message.source,
             from_session_id: message.from_session_id.clone(),
             images: message.images.clone(),
+            command: message.command.clone(),
         },
     }
 }

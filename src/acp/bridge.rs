@@ -566,6 +566,8 @@ impl Bridge {
                 mode: MessageMode::Queue,
                 session_id: None,
                 images,
+                command: None,
+                arguments: None,
             };
             let message = self
                 .api
@@ -592,6 +594,8 @@ impl Bridge {
             images,
             mcp: draft.mcp,
             budget: Default::default(),
+            command: None,
+            arguments: None,
         };
         let created = self.api.create_conversation(&body).await.map_err(service)?;
         let id = created.conversation.id;

@@ -10,13 +10,22 @@ use utoipa::{IntoParams, ToSchema};
 
 use crate::domain::{Image, MessageMode};
 
-/// `POST /api/conversations`. `text` may be empty only when `images` are given.
+/// `POST /api/conversations`. `text` may be empty only when `images` or a `command` are given.
 #[derive(Debug, Clone, Default, Deserialize, Serialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct NewConversation {
-    /// The first message; it starts the first turn. Not blank (unless images are given).
-    #[schema(pattern = "\\S")]
+    /// The first message; it starts the first turn. Not blank, unless images or a `command`
+    /// are given.
+    #[serde(default)]
     pub text: String,
+    /// A repository command (`GET /api/commands` lists them for `cwd`) to send instead of
+    /// `text`: its prompt, with `arguments` filled in, is the first message. Its `agent` and
+    /// `model` apply unless this request names its own.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub command: Option<String>,
+    /// The command's arguments (`$ARGUMENTS`, `$1` … `$9` in its prompt).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub arguments: Option<String>,
     /// A configured agent; default: the configured `default_agent`.
     #[serde(default)]
     pub agent: Option<String>,
@@ -50,13 +59,21 @@ pub const IMAGE_MEDIA_TYPES: [&str; 4] = ["image/png", "image/jpeg", "image/gif"
 /// message is one part of a request). The schemas' `max_items` say the same.
 pub const MAX_IMAGES: usize = 20;
 
-/// `POST /api/conversations/{id}/messages`. `text` may be empty only when `images` are given.
+/// `POST /api/conversations/{id}/messages`. `text` may be empty only when `images` or a
+/// `command` are given.
 #[derive(Debug, Clone, Default, Deserialize, Serialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct NewMessage {
-    /// The message. Not blank (unless images are given).
-    #[schema(pattern = "\\S")]
+    /// The message. Not blank, unless images or a `command` are given.
+    #[serde(default)]
     pub text: String,
+    /// A repository command of the conversation's `cwd` to send instead of `text`: its
+    /// prompt, with `arguments` filled in, is the message.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub command: Option<String>,
+    /// The command's arguments (`$ARGUMENTS`, `$1` … `$9` in its prompt).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub arguments: Option<String>,
     /// What to do when a turn is running: join it (`steer`), wait for it (`queue`) or cut it
     /// short (`interrupt`).
     #[serde(default)]
@@ -357,6 +374,15 @@ pub struct ExportQuery {
     #[serde(rename = "access_token")]
     #[param(ignore)]
     _access_token: Option<IgnoredAny>,
+}
+
+/// The query of `GET /api/commands`.
+#[derive(Debug, Default, Deserialize, Serialize, IntoParams)]
+#[serde(deny_unknown_fields)]
+#[into_params(parameter_in = Query)]
+pub struct CommandsQuery {
+    /// An absolute path to an existing directory; default: the service's working directory.
+    pub cwd: Option<String>,
 }
 
 /// The query of `GET /api/conversations/{id}/turns/{turn_id}/changes`.

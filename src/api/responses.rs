@@ -368,6 +368,52 @@ pub struct SkillList {
     pub problems: Vec<crate::repo::skills::Problem>,
 }
 
+/// `GET /api/commands`: the repository's and the user's commands a working directory sees,
+/// by name, and the files skipped.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, ToSchema)]
+pub struct CommandList {
+    pub commands: Vec<CommandInfo>,
+    /// Files in a commands folder that are not commands, and why.
+    pub problems: Vec<FileProblem>,
+}
+
+/// One command: send it as `{"command": name, "arguments": …}`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+pub struct CommandInfo {
+    pub name: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub description: Option<String>,
+    /// What the arguments are, for a client to show (`<issue number>`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub argument_hint: Option<String>,
+    /// The agent a conversation started with it runs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub agent: Option<String>,
+    /// The model a conversation started with it runs on.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model: Option<String>,
+    /// The file it was read from.
+    pub path: String,
+    pub origin: CommandOrigin,
+}
+
+/// Where a command was found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum CommandOrigin {
+    /// The user's config directory (`commands/` beside `config.toml`).
+    User,
+    /// An `.agents/commands/` folder from the repository's top down to the directory.
+    Repository,
+}
+
+/// A file that was skipped, and the rule it breaks.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+pub struct FileProblem {
+    pub path: String,
+    pub problem: String,
+}
+
 /// `GET /api/agents`.
 #[derive(Debug, Serialize, Deserialize, ToSchema)]
 pub struct AgentList {

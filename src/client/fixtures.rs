@@ -45,6 +45,7 @@ pub fn user(id: &str, text: &str, source: MessageSource) -> Item {
         source,
         from_session_id: None,
         images: Vec::new(),
+        command: None,
     };
     item(id, ItemStatus::Completed, kind)
 }

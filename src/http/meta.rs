@@ -1,5 +1,5 @@
-//! Service-level routes: health, the configured agents and models (the OpenAPI document is
-//! served by `openapi`).
+//! Service-level routes: health, the configured agents and models, the commands a directory
+//! sees (the OpenAPI document is served by `openapi`).
 
 use std::sync::atomic::Ordering;
 
@@ -9,11 +9,14 @@ use axum::response::{IntoResponse, Response};
 use axum::{Json, http::Uri};
 
 use super::error::ApiError;
+use super::extract::Query;
 use super::state::AppState;
+use crate::api::errors::ErrorBody;
+use crate::api::requests::CommandsQuery;
 use crate::api::responses::{
-    AgentInfo, AgentList, AnswerCounts, ClusterHealth, Health, HealthStatus, McpServerInfo,
-    McpServerList, McpServerSource, McpServerState, McpTransportKind, ModelInfo, ModelList,
-    PostgresStatus, SandboxHealth, SandboxLayer,
+    AgentInfo, AgentList, AnswerCounts, ClusterHealth, CommandList, Health, HealthStatus,
+    McpServerInfo, McpServerList, McpServerSource, McpServerState, McpTransportKind, ModelInfo,
+    ModelList, PostgresStatus, SandboxHealth, SandboxLayer,
 };
 use crate::mcp::{ServerSource, ServerState};
 
@@ -145,6 +148,28 @@ pub async fn models(State(state): State<AppState>) -> Json<ModelList> {
         })
         .collect();
     Json(ModelList { models })
+}
+
+#[utoipa::path(
+    get,
+    path = "/api/commands",
+    tag = "meta",
+    summary = "Commands a directory sees",
+    description = "The commands in `.agents/commands/` folders from the repository's top down to `cwd`, and in `commands/` beside the config file: Markdown files named by their file name, whose prompt a message sends with `{\"command\", \"arguments\"}`. A deeper folder's command wins its name over a higher one's, a repository's over the user's. A folder reached through a symlink lists nothing. Read at each request.",
+    params(CommandsQuery),
+    responses(
+        (status = 200, description = "The commands by name, and the files skipped with the reason", body = CommandList),
+        (status = 400, description = "`invalid_request`: a relative `cwd`, or an unknown parameter", body = ErrorBody),
+        (status = 422, description = "`cwd_missing`; `cwd_refused`: `cwd` is `/` or holds or lies in the service's own state", body = ErrorBody),
+    ),
+)]
+pub async fn commands(
+    State(state): State<AppState>,
+    Query(query): Query<CommandsQuery>,
+) -> Result<Json<CommandList>, ApiError> {
+    Ok(Json(
+        state.runtime.list_commands(query.cwd.as_deref()).await?,
+    ))
 }
 
 #[utoipa::path(

@@ -56,6 +56,7 @@ pub fn router(
         .route("/api/skills", get(skills::skills))
         .route("/api/models", get(meta::models))
         .route("/api/mcp", get(meta::mcp))
+        .route("/api/commands", get(meta::commands))
         .route("/api/events", get(events::list_events))
         .route("/api/approvals", get(approvals::list))
         .route("/api/approvals/{id}", post(approvals::answer))

@@ -59,6 +59,7 @@ pub async fn serve() -> Json<Value> {
         super::skills::skills,
         super::meta::models,
         super::meta::mcp,
+        super::meta::commands,
         super::events::list_events,
         super::conversations::list,
         super::conversations::create,
@@ -128,7 +129,7 @@ pub async fn serve() -> Json<Value> {
         crate::api::approvals::ApprovalFilter,
     )),
     tags(
-        (name = "meta", description = "Health, this document, configured agents, models and MCP servers"),
+        (name = "meta", description = "Health, this document, configured agents, models and MCP servers, a directory's commands"),
         (name = "conversations", description = "Conversations, their history and sessions"),
         (name = "messages", description = "Sending messages, waiting messages and interrupts"),
         (name = "history", description = "Fork, rewind, compaction and context usage"),

@@ -581,6 +581,7 @@ mod tests {
             status,
             created_at: now(),
             images: Vec::new(),
+            command: None,
         }
     }
 

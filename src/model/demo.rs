@@ -334,6 +334,7 @@ mod tests {
                 source: MessageSource::User,
                 from_session_id: None,
                 images: Vec::new(),
+                command: None,
             },
             ItemStatus::Completed,
         );

@@ -195,6 +195,7 @@ impl Compactor {
                 source: MessageSource::User,
                 from_session_id: None,
                 images: Vec::new(),
+                command: None,
             },
         });
         let request = ModelRequest {
@@ -363,6 +364,7 @@ mod tests {
                 source: MessageSource::User,
                 from_session_id: None,
                 images: Vec::new(),
+                command: None,
             },
         )
     }

@@ -9,6 +9,7 @@ use super::*;
 use crate::api;
 use crate::domain::{Message, MessageMode, MessageSource, MessageStatus, new_id, now, user_item};
 use crate::model::tokens::Tokenizer;
+use crate::runtime::commands::named_command;
 use crate::runtime::idempotency::InFlight;
 use crate::runtime::index_jobs::index_failed;
 use crate::runtime::key_claims::Claimed;
@@ -54,6 +55,33 @@ impl Runtime {
             }
             _ => None,
         };
+        let cwd = match &request.cwd {
+            Some(cwd) => checked_cwd(cwd, &self.shared.protected)?,
+            None => self
+                .shared
+                .settings
+                .default_cwd
+                .to_string_lossy()
+                .into_owned(),
+        };
+        // Its tools could otherwise reach the service's own state.
+        if let Some(reason) = self
+            .shared
+            .protected
+            .refuses_cwd(std::path::Path::new(&cwd))
+        {
+            return Err(RuntimeError::CwdRefused(reason));
+        }
+        let mut request = request;
+        let mut command = None;
+        if let Some(used) = named_command(&request.text, &request.command, &request.arguments)? {
+            let expanded = self.expand_command(&cwd, used).await?;
+            request.text = expanded.text;
+            // The request's own choice wins over the command's.
+            request.agent = request.agent.or(expanded.command.agent);
+            request.model = request.model.or(expanded.command.model);
+            command = Some(expanded.used);
+        }
         validate_text(&request.text, &request.images)?;
         let config = &self.shared.config;
         let agent_name = request
@@ -70,23 +98,6 @@ impl Runtime {
         // The meter counts the message on the conversation's path; a long one is counted
         // first on the blocking pool, so that count is remembered.
         Tokenizer::prepare(&self.shared.tokenizers, &request.text).await;
-        let cwd = match request.cwd {
-            Some(cwd) => checked_cwd(&cwd, &self.shared.protected)?,
-            None => self
-                .shared
-                .settings
-                .default_cwd
-                .to_string_lossy()
-                .into_owned(),
-        };
-        // Its tools could otherwise reach the service's own state.
-        if let Some(reason) = self
-            .shared
-            .protected
-            .refuses_cwd(std::path::Path::new(&cwd))
-        {
-            return Err(RuntimeError::CwdRefused(reason));
-        }
         conversation_servers(agent, &request.mcp, &cwd)?;
         // The new conversation will be live: its place is taken before anything is stored,
         // so that a full registry refuses it (`Unavailable`) with nothing stored.
@@ -106,6 +117,7 @@ impl Runtime {
             status: MessageStatus::Started,
             created_at,
             images: request.images,
+            command,
         };
         let mut records = MetaRecord::conversation_start(ConversationCreated {
             id: conversation_id.clone(),

@@ -24,6 +24,7 @@ mod approval_operations;
 pub mod approvals;
 pub mod checkpoint_gc;
 mod checkpoint_operations;
+mod commands;
 mod create;
 mod error;
 mod idempotency;

@@ -265,11 +265,22 @@ impl Runtime {
         idempotency_key: Option<String>,
     ) -> Result<Answer, RuntimeError> {
         self.refuse_when_stopping()?;
+        // The key answers for the request as sent, before a command is filled in.
+        let key = idempotency_key.map(|key| RequestKey::new(format!("{id}:{key}"), &request));
+        let mut request = request;
+        if let Some(used) =
+            super::commands::named_command(&request.text, &request.command, &request.arguments)?
+        {
+            let cwd = self.view(id).await?.conversation.cwd;
+            let expanded = self.expand_command(&cwd, used).await?;
+            request.text = expanded.text;
+            request.command = Some(expanded.used.name);
+            request.arguments = Some(expanded.used.arguments);
+        }
         validate_text(&request.text, &request.images)?;
         // A long message is counted on the blocking pool first, so that the actor's count of
         // it is remembered.
         crate::model::tokens::Tokenizer::prepare(&self.shared.tokenizers, &request.text).await;
-        let key = idempotency_key.map(|key| RequestKey::new(format!("{id}:{key}"), &request));
         self.call(id, |reply| Command::Send {
             request,
             key,

@@ -191,6 +191,7 @@ mod tests {
             status: MessageStatus::Waiting,
             created_at: now(),
             images: Vec::new(),
+            command: None,
         }
     }
 

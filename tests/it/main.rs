@@ -18,6 +18,7 @@ mod checkpoints_power;
 mod cluster;
 mod cluster_fence;
 mod cluster_peers;
+mod commands;
 mod compaction;
 mod contract;
 mod conversations;

@@ -535,6 +535,7 @@ fn generate(store: &Store, turns: usize, seed: u64) -> anyhow::Result<Generated>
             status: MessageStatus::Started,
             created_at: at,
             images: Vec::new(),
+            command: None,
         };
         if turn == 0 {
             first_text = message.text.clone();

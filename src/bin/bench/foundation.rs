@@ -427,6 +427,7 @@ fn write_conversation(
         status: MessageStatus::Started,
         created_at,
         images: Vec::new(),
+        command: None,
     };
     let mut records = MetaRecord::conversation_start(ConversationCreated {
         id: conversation_id.clone(),

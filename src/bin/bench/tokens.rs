@@ -100,6 +100,7 @@ fn history(tokens: u64, seed: u64, tokenizer: Tokenizer) -> Vec<Item> {
                 source: MessageSource::User,
                 from_session_id: None,
                 images: Vec::new(),
+                command: None,
             },
             3 => ItemKind::ToolCall {
                 call_id: format!("call_{seq}"),

@@ -169,6 +169,7 @@ mod tests {
                 source: MessageSource::User,
                 from_session_id: None,
                 images: Vec::new(),
+                command: None,
             },
             _ => ItemKind::AgentMessage {
                 text: text.to_owned(),

@@ -255,6 +255,7 @@ mod tests {
             source: MessageSource::User,
             from_session_id: None,
             images: vec![],
+            command: None,
         };
         let reasoning = || ItemKind::Reasoning {
             text: "thinking".into(),
@@ -288,6 +289,7 @@ mod tests {
             source: MessageSource::User,
             from_session_id: None,
             images: vec![],
+            command: None,
         };
         let answer = |text: &str| ItemKind::AgentMessage { text: text.into() };
         let done = ItemStatus::Completed;

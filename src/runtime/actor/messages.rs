@@ -5,7 +5,7 @@
 use super::session::InterruptCause;
 use super::{Answer, ConversationActor};
 use crate::api::responses::MessageAccepted;
-use crate::domain::{Message, MessageMode, MessageSource, MessageStatus, new_id, now};
+use crate::domain::{CommandUse, Message, MessageMode, MessageSource, MessageStatus, new_id, now};
 use crate::runtime::{NewMessage, PendingPatch, RequestKey, RuntimeError};
 use crate::store::records::MetaRecord;
 
@@ -40,6 +40,11 @@ impl ConversationActor {
             status: MessageStatus::Waiting,
             created_at: now(),
             images: request.images,
+            // The runtime filled `text` in from the command it names (`Runtime::send_message`).
+            command: request.command.map(|name| CommandUse {
+                name,
+                arguments: request.arguments.unwrap_or_default(),
+            }),
         };
         self.deliver(message, key)
     }

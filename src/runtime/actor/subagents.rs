@@ -72,6 +72,7 @@ impl ConversationActor {
                     status: MessageStatus::Waiting,
                     created_at: now(),
                     images: Vec::new(),
+                    command: None,
                 };
                 let answer = self
                     .deliver(message, None)
@@ -170,6 +171,7 @@ impl ConversationActor {
                 status: MessageStatus::Waiting,
                 created_at,
                 images: Vec::new(),
+                command: None,
             };
             let (turn_records, turn, _) =
                 self.prepare_turn(&session_id, vec![message], None, history, true);
@@ -414,6 +416,7 @@ impl ConversationActor {
             status: MessageStatus::Waiting,
             created_at: now(),
             images: Vec::new(),
+            command: None,
         };
         if let Err(error) = self.deliver(report, None) {
             tracing::error!(%error, conversation = %self.id, session = %session_id, "a sub-agent's report could not be delivered");
