@@ -25,7 +25,9 @@ use super::follow::{Follower, Shared, TurnEnd};
 use super::prompt;
 use super::updates;
 use crate::api::requests::{ConversationPatch, NewConversation, NewMessage};
+use crate::api::responses::CommandInfo;
 use crate::client::api::{Api, ApiError};
+use crate::client::repo_commands::{self, Outgoing};
 use crate::config::McpServerSpec;
 use crate::domain::{Conversation, Image, MessageMode, MessageStatus};
 
@@ -71,6 +73,9 @@ struct Session {
     conversation: tokio::sync::Mutex<Option<(String, Arc<Follower>)>>,
     /// Counts `session/cancel`s: a prompt that sees it move was cancelled.
     cancels: AtomicU64,
+    /// The repository's commands last offered to the editor: a prompt re-reads them, and a
+    /// change is sent as a new `available_commands_update`.
+    repository_commands: Mutex<Option<Vec<CommandInfo>>>,
 }
 
 impl Session {
@@ -143,11 +148,36 @@ impl Bridge {
     }
 
     /// After `session/new` or `session/load` was answered: the commands the editor can offer.
-    pub fn after_session_opened(&self, session: &str, cx: &ConnectionTo<Client>) {
-        let _ = cx.send_notification(SessionNotification::new(
-            session.to_owned(),
-            updates::commands(),
-        ));
+    pub async fn after_session_opened(&self, session: &str, cx: &ConnectionTo<Client>) {
+        let Ok(session) = self.session(session) else {
+            return;
+        };
+        self.offer_commands(&session, cx).await;
+    }
+
+    /// Reads the repository's commands of the session's directory and, the first time or
+    /// when they changed, sends the editor the whole list. Answers what was read: a service
+    /// that cannot list them leaves the bridge's own commands offered.
+    async fn offer_commands(
+        &self,
+        session: &Session,
+        cx: &ConnectionTo<Client>,
+    ) -> Vec<CommandInfo> {
+        let read = repo_commands::list(&self.api, &session.cwd).await;
+        let current = read.unwrap_or_default();
+        let changed = {
+            let mut offered = session.repository_commands.lock().expect("commands");
+            let changed = offered.as_ref() != Some(&current);
+            *offered = Some(current.clone());
+            changed
+        };
+        if changed {
+            let _ = cx.send_notification(SessionNotification::new(
+                session.id.clone(),
+                updates::commands(&current),
+            ));
+        }
+        current
     }
 
     async fn new_session(&self, request: NewSessionRequest) -> Answer {
@@ -169,6 +199,7 @@ impl Bridge {
                 draft: Mutex::new(draft),
                 conversation: tokio::sync::Mutex::new(None),
                 cancels: AtomicU64::new(0),
+                repository_commands: Mutex::new(None),
             }),
         );
         let response = NewSessionResponse::new(id.clone())
@@ -243,6 +274,7 @@ impl Bridge {
             draft: Mutex::new(Draft::default()),
             conversation: tokio::sync::Mutex::new(None),
             cancels: AtomicU64::new(0),
+            repository_commands: Mutex::new(None),
         });
         // The history is replayed by the follower's first snapshot (everything stored, then
         // what runs): it is sent before the answer, as the protocol asks, so the answer waits
@@ -472,6 +504,7 @@ impl Bridge {
         let session = self.session(&request.session_id.0)?;
         let (message, images) = prompt::message(&request.prompt).map_err(invalid)?;
         let cancels = session.cancels.load(Ordering::SeqCst);
+        let repository = self.offer_commands(&session, cx).await;
         if let Some((name, argument)) = commands::parse(&message) {
             if name == "retry" {
                 return self.retry(&session, cancels).await;
@@ -486,7 +519,15 @@ impl Bridge {
             ));
             return Ok(PromptResponse::new(StopReason::EndTurn));
         }
-        let (follower, message_id) = self.send(&session, message, images, cx).await?;
+        // A repository's command: the service expands it, and keeps its name on the message.
+        let typed = message.trim().strip_prefix('/').map(repo_commands::split);
+        let outgoing = match typed {
+            Some((name, arguments)) if repo_commands::find(&repository, name).is_some() => {
+                Outgoing::Command(name, arguments)
+            }
+            _ => Outgoing::Text(&message),
+        };
+        let (follower, message_id) = self.send(&session, outgoing, images, cx).await?;
         let conversation = session.conversation_id().await.unwrap_or_default();
         if session.cancels.load(Ordering::SeqCst) != cancels {
             // Cancelled while the conversation was being created: nothing could be
@@ -544,7 +585,7 @@ impl Bridge {
     async fn send(
         &self,
         session: &Session,
-        text: String,
+        outgoing: Outgoing<'_>,
         images: Vec<Image>,
         cx: &ConnectionTo<Client>,
     ) -> Result<(Arc<Follower>, String), Error> {
@@ -562,12 +603,9 @@ impl Bridge {
             ready.map_err(failure)?;
             let posting = follower.posting.lock().await;
             let body = NewMessage {
-                text,
                 mode: MessageMode::Queue,
-                session_id: None,
                 images,
-                command: None,
-                arguments: None,
+                ..outgoing.message()
             };
             let message = self
                 .api
@@ -587,15 +625,11 @@ impl Bridge {
         }
         let draft = session.draft.lock().expect("draft").clone();
         let body = NewConversation {
-            text,
             agent: draft.agent,
             model: draft.model,
-            cwd: Some(session.cwd.clone()),
             images,
             mcp: draft.mcp,
-            budget: Default::default(),
-            command: None,
-            arguments: None,
+            ..outgoing.conversation(&session.cwd)
         };
         let created = self.api.create_conversation(&body).await.map_err(service)?;
         let id = created.conversation.id;

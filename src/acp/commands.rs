@@ -1,7 +1,8 @@
 //! The slash commands the editor offers (`available_commands_update`), run through the
 //! service's API; the answer is shown as the agent's reply (`/retry` runs a turn, which the
-//! bridge follows like a prompt's). Anything else starting with `/`
-//! (the demo model's directives) is sent as a message.
+//! bridge follows like a prompt's). The repository's own commands (`.agents/commands/`) come
+//! after these and are sent as `{"command", "arguments"}` messages (`bridge.rs`). Anything else
+//! starting with `/` (the demo model's directives) is sent as a message.
 
 use crate::client::api::Api;
 use crate::client::render::usage_line;
@@ -12,11 +13,16 @@ pub fn parse(prompt: &str) -> Option<(&str, &str)> {
     let line = prompt.trim();
     let rest = line.strip_prefix('/')?;
     let (name, argument) = rest.split_once(char::is_whitespace).unwrap_or((rest, ""));
+    is_builtin(name).then_some((name, argument.trim()))
+}
+
+/// Whether `name` is one of the bridge's own commands (a repository's command of the same name
+/// is not offered).
+pub fn is_builtin(name: &str) -> bool {
     matches!(
         name,
         "compact" | "fork" | "rewind" | "context" | "agents" | "retry"
     )
-    .then_some((name, argument.trim()))
 }
 
 /// Runs a command on `conversation` (`None`: the session has no conversation yet).

@@ -44,7 +44,7 @@ pub async fn run(api: Api) -> anyhow::Result<()> {
                     let follow_up = answer.as_ref().ok().and_then(|(_, after)| after.clone());
                     responder.respond_with_result(answer.map(|(value, _)| value))?;
                     if let Some(session) = follow_up {
-                        bridge.after_session_opened(&session, &cx);
+                        bridge.after_session_opened(&session, &cx).await;
                     }
                     Ok(())
                 })

@@ -17,7 +17,7 @@ use agent_client_protocol::v1::schema::{
 };
 use serde_json::Value;
 
-use crate::api::responses::ChangedFile;
+use crate::api::responses::{ChangedFile, CommandInfo};
 use crate::domain::{
     Image, Item, ItemKind, ItemStatus, PlanStep, PlanStepStatus, Session, SessionStatus,
     TurnStatus, Usage,
@@ -381,8 +381,9 @@ pub fn usage(usage: &Usage, cost: Option<f64>) -> SessionUpdate {
 /// ISO 4217's code for a transaction in no currency.
 const NO_CURRENCY: &str = "XXX";
 
-/// The slash commands the bridge runs through the service's API (`commands.rs`).
-pub fn commands() -> SessionUpdate {
+/// The slash commands the bridge runs through the service's API (`commands.rs`), then the
+/// repository's own (`.agents/commands/`) whose names those do not take.
+pub fn commands(repository: &[CommandInfo]) -> SessionUpdate {
     let command = |name: &str, description: &str, hint: Option<&str>| {
         let command = AvailableCommand::new(name, description);
         match hint {
@@ -392,7 +393,7 @@ pub fn commands() -> SessionUpdate {
             None => command,
         }
     };
-    SessionUpdate::AvailableCommandsUpdate(AvailableCommandsUpdate::new(vec![
+    let mut commands = vec![
         command(
             "compact",
             "Summarize the older history now (compress the context)",
@@ -423,7 +424,22 @@ pub fn commands() -> SessionUpdate {
             "Run the last turn again (after it failed or was stopped)",
             None,
         ),
-    ]))
+    ];
+    for theirs in repository {
+        if super::commands::is_builtin(&theirs.name) {
+            continue;
+        }
+        let description = theirs
+            .description
+            .clone()
+            .unwrap_or_else(|| format!("The repository's command /{}", theirs.name));
+        commands.push(command(
+            &theirs.name,
+            &description,
+            theirs.argument_hint.as_deref(),
+        ));
+    }
+    SessionUpdate::AvailableCommandsUpdate(AvailableCommandsUpdate::new(commands))
 }
 
 #[cfg(test)]

@@ -10,9 +10,9 @@ use crate::api::requests::{
     RewindRequest,
 };
 use crate::api::responses::{
-    AgentList, CompactOutcome, ConversationCreated, ConversationList, ConversationView,
-    ForkedConversation, Interrupted, ItemsPage, MessageAccepted, ModelList, RetryStarted,
-    RetryingNow, RewoundConversation, TurnChanges,
+    AgentList, CommandList, CompactOutcome, ConversationCreated, ConversationList,
+    ConversationView, ForkedConversation, Interrupted, ItemsPage, MessageAccepted, ModelList,
+    RetryStarted, RetryingNow, RewoundConversation, TurnChanges,
 };
 use crate::domain::{Conversation, Item, Message, Usage};
 
@@ -55,6 +55,12 @@ impl Api {
             path += &format!("&cursor={}", escaped(cursor));
         }
         self.get(&path).await
+    }
+
+    /// The repository's and the user's commands a directory sees.
+    pub async fn commands(&self, cwd: &str) -> Result<CommandList, ApiError> {
+        self.get(&format!("/api/commands?cwd={}", escaped(cwd)))
+            .await
     }
 
     pub async fn conversation(&self, id: &str) -> Result<ConversationView, ApiError> {

@@ -9,7 +9,8 @@
 //! editor (`stream.rs` keeps its event stream across dropped connections, for `tui/` too);
 //! `approval_prompt.rs` asks the user about a tool call that waits for approval, for the plain
 //! chat and `send`; `calls.rs` and `files.rs` serve both chats (`/fork`, `/retry`, `/rewind`,
-//! `/diff`); `figures.rs` writes a turn's tokens and cost for all of them. `fixtures.rs`
+//! `/diff`), and `repo_commands.rs` the repository's own `/name args` commands (for the ACP
+//! bridge too); `figures.rs` writes a turn's tokens and cost for all of them. `fixtures.rs`
 //! builds the API's values for the unit tests.
 
 pub mod agents;
@@ -25,6 +26,7 @@ pub mod files;
 pub(crate) mod fixtures;
 pub mod position;
 pub mod render;
+pub mod repo_commands;
 pub mod send;
 pub mod stream;
 pub mod tui;

@@ -202,7 +202,12 @@ impl Renderer {
     }
 
     fn stored_item_text(&mut self, item: &Item) -> String {
-        if let ItemKind::UserMessage { text, source, .. } = &item.kind
+        if let ItemKind::UserMessage {
+            text,
+            source,
+            command,
+            ..
+        } = &item.kind
             && *source != MessageSource::Agent
             && !self.shown.contains_key(&item.id)
         {
@@ -214,7 +219,11 @@ impl Renderer {
                     done: true,
                 },
             );
-            return self.line(&format!("you: {text}"));
+            // A command's expanded prompt, named as it was typed.
+            return match command {
+                Some(command) => self.line(&format!("you (/{}): {text}", command.name)),
+                None => self.line(&format!("you: {text}")),
+            };
         }
         // A stored snapshot of a running item goes on streaming: it is not done yet.
         if item.status == ItemStatus::Running {

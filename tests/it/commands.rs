@@ -385,3 +385,114 @@ async fn a_commands_folder_reached_through_a_symlink_lists_nothing() {
     }
     assert!(fixture.conversations().await.is_empty());
 }
+
+#[tokio::test]
+async fn the_terminal_chat_sends_a_repository_command_and_lists_it_in_help() {
+    let fixture = Fixture::start().await;
+    // A repository command named like a built-in does not hide it.
+    write(
+        &fixture.app().join(".agents/commands/new.md"),
+        "Not the built-in.",
+    );
+    fixture.fake.push(Reply::text("Reviewed."));
+    fixture.fake.push(Reply::text("Fixed."));
+    let script = "/help\n/review src/lib.rs\n/fix now\n/new\n/quit\n";
+    let (ok, out, err) =
+        crate::terminal::chat(&["--url", &fixture.server.base], script, &fixture.app()).await;
+    assert!(ok, "stdout:\n{out}\nstderr:\n{err}");
+    assert!(
+        out.contains("/review <path> [focus]  Review a file"),
+        "{out}"
+    );
+    assert!(out.contains("/hello"), "{out}");
+    assert!(
+        out.contains("[the next message starts a new conversation]"),
+        "{out}"
+    );
+    assert!(out.contains("Reviewed.") && out.contains("Fixed."), "{out}");
+    let requests = fixture.fake.requests();
+    assert_eq!(requests.len(), 2, "{out}");
+    assert_eq!(requests[0].body["model"], "second-model");
+    assert_eq!(
+        last_user_text(&fixture.fake),
+        "Fix the failing test.\n\nnow"
+    );
+    let conversations = fixture.conversations().await;
+    assert_eq!(conversations.len(), 1);
+    assert_eq!(conversations[0]["agent"], "reviewer");
+    let id = conversations[0]["id"].as_str().unwrap();
+    let stored = items(&fixture.server, id).await;
+    assert_eq!(stored[0]["command"]["arguments"], "src/lib.rs");
+
+    // Resumed, the history names the command beside its prompt.
+    let (ok, out, err) = crate::terminal::chat(
+        &["--url", &fixture.server.base, id],
+        "/quit\n",
+        &fixture.app(),
+    )
+    .await;
+    assert!(ok, "{err}");
+    assert!(
+        out.contains("you (/review): Review src/lib.rs with care."),
+        "{out}"
+    );
+}
+
+#[tokio::test]
+async fn an_editor_is_offered_the_repositorys_commands_and_sends_one() {
+    let fixture = Fixture::start().await;
+    let mut editor = crate::acp::Editor::start(&fixture.server.base).await;
+    let session = editor.new_session(&fixture.app()).await;
+    let offered = |update: &Value| -> Vec<String> {
+        update["update"]["update"]["availableCommands"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|command| command["name"].as_str().unwrap().to_owned())
+            .collect()
+    };
+    let first = editor
+        .until(|line| line["update"]["update"]["sessionUpdate"] == "available_commands_update")
+        .await;
+    assert_eq!(
+        offered(&first),
+        [
+            "compact", "fork", "rewind", "context", "agents", "retry", "fix", "hello", "review"
+        ]
+    );
+    let review = &first["update"]["update"]["availableCommands"][8];
+    assert_eq!(review["description"], "Review a file");
+    assert_eq!(review["input"]["hint"], "<path> [focus]");
+
+    // A command added meanwhile is offered at the next prompt, and the prompt sends one.
+    write(&fixture.app().join(".agents/commands/ship.md"), "Ship $1.");
+    fixture.fake.push(Reply::text("Shipped."));
+    let prompt = editor.prompt(&session, "/ship v2").await;
+    let done = editor.until(|line| line["id"] == prompt).await;
+    assert_eq!(done["result"]["stopReason"], "end_turn", "{done}");
+    assert_eq!(last_user_text(&fixture.fake), "Ship v2.");
+    let updates = editor.updates(&session, "available_commands_update");
+    assert_eq!(updates.len(), 2, "{updates:#?}");
+    assert!(
+        updates[1]["availableCommands"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|command| command["name"] == "ship")
+    );
+    let conversations = fixture.conversations().await;
+    let stored = items(&fixture.server, conversations[0]["id"].as_str().unwrap()).await;
+    assert_eq!(
+        stored[0]["command"],
+        json!({"name": "ship", "arguments": "v2"})
+    );
+
+    // Unchanged, nothing is sent again.
+    fixture.fake.push(Reply::text("Again."));
+    let prompt = editor.prompt(&session, "/fix").await;
+    editor.until(|line| line["id"] == prompt).await;
+    assert_eq!(
+        editor.updates(&session, "available_commands_update").len(),
+        2
+    );
+}

@@ -4,7 +4,8 @@ use super::output::print_out;
 use super::{Chat, Flow};
 use crate::client::api::ApiError;
 use crate::client::render::usage_line;
-use crate::client::{agents, calls, files};
+use crate::client::repo_commands::Outgoing;
+use crate::client::{agents, calls, files, repo_commands};
 use crate::domain::MessageMode;
 
 const HELP: &str = "\
@@ -33,7 +34,10 @@ impl Chat {
         let argument = argument.trim();
         match name {
             "quit" | "exit" | "q" => return Ok(Flow::Quit),
-            "help" => print_out(&format!("{HELP}\n")),
+            "help" => {
+                let commands = self.repository_commands().await.unwrap_or_default();
+                print_out(&format!("{HELP}\n{}", repo_commands::help(&commands)));
+            }
             "new" => {
                 self.following = None;
                 print_out("[the next message starts a new conversation]\n");
@@ -79,7 +83,8 @@ impl Chat {
                 print_out(&agents::show(&self.api, &id).await?);
             }
             "queue" if !argument.is_empty() => {
-                self.send(argument, Some(MessageMode::Queue)).await?;
+                self.send(Outgoing::Text(argument), Some(MessageMode::Queue))
+                    .await?;
             }
             "queue" => print_out("[/queue TEXT sends TEXT to wait until the agent is done]\n"),
             "interrupt" => {
@@ -87,6 +92,12 @@ impl Chat {
                 if !self.api.interrupt(&id, None).await?.interrupted {
                     print_out("[nothing was running]\n");
                 }
+            }
+            _ if let Some(command) = self.repository_command(name).await? => {
+                return Ok(Flow::Sent(
+                    self.send(Outgoing::Command(&command, argument), None)
+                        .await?,
+                ));
             }
             // The demo model's directives: typed with one `/` they would be taken for commands here.
             _ if crate::model::demo::DIRECTIVES.contains(&name) => print_out(&format!(
@@ -96,6 +107,24 @@ impl Chat {
             _ => print_out(&format!("[unknown command /{name}; /help lists them]\n")),
         }
         Ok(Flow::Continue)
+    }
+
+    /// The repository's commands where the next message goes: the conversation's directory,
+    /// or the one a new conversation starts in.
+    async fn repository_commands(
+        &self,
+    ) -> Result<Vec<crate::api::responses::CommandInfo>, ApiError> {
+        let cwd = match &self.following {
+            Some(following) => self.api.conversation(&following.id).await?.conversation.cwd,
+            None => self.cwd.clone(),
+        };
+        repo_commands::list(&self.api, &cwd).await
+    }
+
+    /// The name of a repository command `name` stands for, if any (built-ins came first).
+    async fn repository_command(&self, name: &str) -> Result<Option<String>, ApiError> {
+        let commands = self.repository_commands().await?;
+        Ok(repo_commands::find(&commands, name).map(|command| command.name.clone()))
     }
 
     async fn resume(&mut self, argument: &str) -> Result<(), ApiError> {

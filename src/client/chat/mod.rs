@@ -23,7 +23,7 @@ use tokio::io::{AsyncBufReadExt, BufReader, Lines, Stdin};
 
 use super::api::{Api, ApiError};
 use super::render::Renderer;
-use crate::api::requests::{NewConversation, NewMessage};
+use super::repo_commands::Outgoing;
 use crate::domain::{Item, ItemKind, MessageMode, MessageStatus};
 use following::{Following, Signal, idle_signal};
 use interrupt::SharedActivity;
@@ -108,13 +108,14 @@ pub async fn run(options: ChatOptions) -> anyhow::Result<()> {
         }
         let outcome = match line.strip_prefix('/') {
             // `//…` sends a line that starts with `/` (the demo model's directives do).
-            Some(rest) if rest.starts_with('/') => chat.send(rest, None).await,
+            Some(rest) if rest.starts_with('/') => chat.send(Outgoing::Text(rest), None).await,
             Some(command) => match chat.command(command).await {
                 Ok(Flow::Quit) => break,
                 Ok(Flow::Continue) => Ok(false),
+                Ok(Flow::Sent(turn_started)) => Ok(turn_started),
                 Err(error) => Err(error),
             },
-            None => chat.send(line, None).await,
+            None => chat.send(Outgoing::Text(line), None).await,
         };
         prompt = match outcome {
             Ok(turn_started) => !turn_started,
@@ -129,6 +130,8 @@ pub async fn run(options: ChatOptions) -> anyhow::Result<()> {
 
 pub(super) enum Flow {
     Continue,
+    /// A repository command was sent as a message: whether its turn runs on.
+    Sent(bool),
     Quit,
 }
 
@@ -149,16 +152,12 @@ impl Chat {
     /// the prompt back).
     async fn send(
         &mut self,
-        message_text: &str,
+        outgoing: Outgoing<'_>,
         mode: Option<MessageMode>,
     ) -> Result<bool, ApiError> {
         let Some(following) = &self.following else {
             *self.renderer.lock().expect("renderer lock") = Renderer::default();
-            let body = NewConversation {
-                text: message_text.to_owned(),
-                cwd: Some(self.cwd.clone()),
-                ..NewConversation::default()
-            };
+            let body = outgoing.conversation(&self.cwd);
             let created = self.api.create_conversation(&body).await?;
             let (id, turn_id) = (created.conversation.id, created.turn_id);
             self.follow(&id).await?;
@@ -174,11 +173,8 @@ impl Chat {
             return Ok(self.interactive);
         };
         let id = following.id.clone();
-        let body = NewMessage {
-            text: message_text.to_owned(),
-            mode: mode.unwrap_or_default(),
-            ..NewMessage::default()
-        };
+        let mut body = outgoing.message();
+        body.mode = mode.unwrap_or_default();
         let message = self.api.send_message(&id, &body).await?.message;
         if message.status == MessageStatus::Waiting {
             print_out(&format!(

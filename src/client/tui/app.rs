@@ -12,10 +12,11 @@ use super::picker::Picker;
 use super::source::Feed;
 use super::transcript::Transcript;
 use crate::api::approvals::{Approval, ApprovalStatus};
-use crate::api::requests::{NewConversation, NewMessage};
+use crate::api::requests::NewMessage;
 use crate::client::api::{Api, ApiError};
 use crate::client::approval_prompt::{self, Dialog, Next};
 use crate::client::endpoints::Answered;
+use crate::client::repo_commands::Outgoing;
 use crate::domain::{Message, MessageMode, Usage};
 
 /// Whether the conversation's stream is open.
@@ -247,19 +248,19 @@ impl App {
             Some(rest) => format!("/{rest}"),
             None => message,
         };
-        if let Err(error) = self.send(&message, mode).await {
+        if let Err(error) = self.send(Outgoing::Text(&message), mode).await {
             self.transcript.notice(format!("error: {error}"));
             self.editor.set(&message);
         }
     }
 
-    async fn send(&mut self, message: &str, mode: Option<MessageMode>) -> Result<(), ApiError> {
+    pub(super) async fn send(
+        &mut self,
+        outgoing: Outgoing<'_>,
+        mode: Option<MessageMode>,
+    ) -> Result<(), ApiError> {
         let Some(id) = self.conversation.clone() else {
-            let body = NewConversation {
-                text: message.to_owned(),
-                cwd: Some(self.cwd.clone()),
-                ..NewConversation::default()
-            };
+            let body = outgoing.conversation(&self.cwd);
             let created = self.api.create_conversation(&body).await?;
             self.open(&created.conversation.id, true).await?;
             // Its first turn: the replay that follows shows its end.
@@ -267,10 +268,9 @@ impl App {
             return Ok(());
         };
         let body = NewMessage {
-            text: message.to_owned(),
             mode: mode.unwrap_or_default(),
             session_id: self.focus.clone(),
-            ..NewMessage::default()
+            ..outgoing.message()
         };
         self.api.send_message(&id, &body).await?;
         Ok(())

@@ -8,6 +8,7 @@ use super::picker::{Pick, Picker};
 use super::transcript::Transcript;
 use crate::api::requests::ConversationPatch;
 use crate::client::api::ApiError;
+use crate::client::repo_commands::Outgoing;
 use crate::client::{calls, files};
 use crate::domain::{ItemKind, MessageSource};
 
@@ -26,7 +27,16 @@ impl App {
         let argument = argument.trim();
         match name {
             "quit" | "exit" | "q" => self.quit = true,
-            "help" => self.transcript.notice(HELP),
+            "help" => {
+                let commands = self.repository_commands().await.unwrap_or_default();
+                let theirs = crate::client::repo_commands::help(&commands);
+                if theirs.is_empty() {
+                    self.transcript.notice(HELP);
+                } else {
+                    self.transcript
+                        .notice(format!("{HELP}\n{}", theirs.trim_end()));
+                }
+            }
             "new" => {
                 if let Some((_, task)) = self.feed.take() {
                     task.abort();
@@ -119,6 +129,10 @@ impl App {
                 self.transcript
                     .notice(format!("context: {}", crate::client::render::usage_line(&usage)));
             }
+            _ if let Some(command) = self.repository_command(name).await? => {
+                self.send(Outgoing::Command(&command, argument), None)
+                    .await?;
+            }
             _ if crate::model::demo::DIRECTIVES.contains(&name) => self.transcript.notice(format!(
                 "/{name} is a directive for the demo model: send it with //{line}"
             )),
@@ -127,6 +141,24 @@ impl App {
             )),
         }
         Ok(())
+    }
+
+    /// The repository's commands where the next message goes: the open conversation's
+    /// directory, or the one a new conversation starts in.
+    async fn repository_commands(
+        &self,
+    ) -> Result<Vec<crate::api::responses::CommandInfo>, ApiError> {
+        let cwd = match &self.conversation {
+            Some(id) => self.api.conversation(id).await?.conversation.cwd,
+            None => self.cwd.clone(),
+        };
+        crate::client::repo_commands::list(&self.api, &cwd).await
+    }
+
+    /// The name of the repository command `name` stands for, if any (built-ins came first).
+    async fn repository_command(&self, name: &str) -> Result<Option<String>, ApiError> {
+        let commands = self.repository_commands().await?;
+        Ok(crate::client::repo_commands::find(&commands, name).map(|c| c.name.clone()))
     }
 
     async fn switch_model(&mut self, model: &str) -> Result<(), ApiError> {

@@ -107,6 +107,12 @@ impl Transcript {
                 "report from a sub-agent: {}",
                 first_line(&shown(text))
             )),
+            // A command's expanded prompt, under the name it was sent by.
+            ItemKind::UserMessage {
+                text,
+                command: Some(command),
+                ..
+            } => Entry::User(shown(&format!("/{}\n{text}", command.name))),
             ItemKind::UserMessage { text, .. } => Entry::User(shown(text)),
             ItemKind::AgentMessage { text } => Entry::Agent {
                 text: shown(text),
