@@ -12,6 +12,7 @@ import { upsertListed } from './sidebar.js';
 import { editLastWaiting } from './pending.js';
 import { isTouch, putBack, sendsOnEnter } from './messagebox.js';
 import { renderPlan } from './plan.js';
+import { asCommand, commandKey, wireCommands } from './commands.js';
 import { hasImages, keepImages, keepImagesFor, putBackImages, restoreImages, takeImages, wireAttachments } from './attachments.js';
 
 const DEFAULT_MODE = 'steer';
@@ -47,6 +48,7 @@ export function send() {
     target = {
       kind: 'message',
       conversationId: state.conv.id,
+      cwd: state.conv.cwd,
       mode: isRunning() ? $('mode').value : null,
       sessionId: state.sessionId && state.sessionId !== state.conv.root_session_id ? state.sessionId : null,
     };
@@ -71,8 +73,11 @@ async function deliver(text, { images, taken }, key, target) {
   state.send.busy = true;
   renderComposer();
   try {
+    // `/name arguments` naming one of the directory's commands goes as that command.
+    const command = await asCommand(text, target.cwd);
+    const message = command || { text };
     if (target.kind === 'new') {
-      const body = { text };
+      const body = { ...message };
       if (images.length) body.images = images;
       if (target.cwd) body.cwd = target.cwd;
       if (target.model) body.model = target.model;
@@ -81,7 +86,7 @@ async function deliver(text, { images, taken }, key, target) {
       upsertListed(created.conversation);
       navigate(`#/c/${enc(created.conversation.id)}`);
     } else {
-      const body = { text };
+      const body = { ...message };
       if (images.length) body.images = images;
       if (target.mode) body.mode = target.mode;
       if (target.sessionId) body.session_id = target.sessionId;
@@ -143,7 +148,9 @@ export function wireComposer(interrupt) {
     event.preventDefault();
     send();
   });
+  wireCommands();
   $('message').addEventListener('keydown', (event) => {
+    if (commandKey(event)) return;
     if (sendsOnEnter(event)) {
       event.preventDefault();
       send();

@@ -298,7 +298,9 @@ function renderItem(item, shownMs, previous, entry) {
       } else {
         body = el('div', { class: 'text' }, item.text);
       }
-      return el('div', attrs, itemHead(item, shownMs), body, imageList(item.images, 'attached image'));
+      // A command's expanded prompt, under the name it was sent by.
+      const command = item.command ? el('div', { class: 'command-used' }, el('span', { class: 'command-name' }, `/${item.command.name}`), item.command.arguments ? ` ${item.command.arguments}` : '') : null;
+      return el('div', attrs, itemHead(item, shownMs), command, body, imageList(item.images, 'attached image'));
     }
     case 'agent_message': {
       const body = el('div', { class: 'md' });
