@@ -247,6 +247,7 @@ mod tests {
         ("get", "/api/skills"),
         ("get", "/api/models"),
         ("get", "/api/mcp"),
+        ("get", "/api/commands"),
         ("get", "/api/events"),
         ("get", "/api/conversations"),
         ("post", "/api/conversations"),

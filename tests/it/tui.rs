@@ -111,6 +111,11 @@ impl Screen {
         .await
     }
 
+    /// The directory new conversations start in.
+    fn workdir(&self) -> &std::path::Path {
+        self._workdir.path()
+    }
+
     fn conversation(&self) -> String {
         self.app.conversation.clone().expect("a conversation")
     }
@@ -726,4 +731,33 @@ async fn a_turn_shows_its_tokens_and_cost_and_the_status_line_the_conversations(
     again.app.open(&id, false).await.unwrap();
     let status = again.text().lines().last().unwrap().to_owned();
     assert!(status.contains(&two), "{status}");
+}
+
+#[tokio::test]
+async fn a_repository_command_is_listed_in_help_and_sent_by_name() {
+    let server = Server::start().await;
+    let mut screen = Screen::new(&server);
+    let folder = screen.workdir().join(".agents/commands");
+    std::fs::create_dir_all(&folder).unwrap();
+    std::fs::write(
+        folder.join("greet.md"),
+        "---\ndescription: Greet someone\nargument-hint: <name>\n---\nSay hi to $1.",
+    )
+    .unwrap();
+    screen.type_text("/help").await;
+    screen.enter().await;
+    let shown = screen.text();
+    assert!(shown.contains("/greet <name>  Greet someone"), "{shown}");
+    screen.type_text("/greet Ada").await;
+    screen.enter().await;
+    let shown = screen
+        .until("the reply", |s, app| {
+            app.running.is_none() && s.contains(&format!("{REPLY} \"Say hi to Ada.\""))
+        })
+        .await;
+    // The prompt shows under the command's name.
+    assert!(shown.contains("› /greet"), "{shown}");
+    let items = items(&server, &screen.conversation()).await;
+    assert_eq!(user_texts(&items), ["Say hi to Ada."]);
+    assert_eq!(items[0]["command"]["name"], "greet");
 }
