@@ -133,6 +133,10 @@ impl PendingQueue {
             .position(|entry| entry.message.id == message_id)?;
         let mut entry = self.entries.remove(index);
         if let Some(text) = text {
+            // Edited, it is the user's own text, no longer the command's prompt.
+            if text != entry.message.text {
+                entry.message.command = None;
+            }
             entry.message.text = text;
         }
         let moved = mode.is_some_and(|mode| mode != entry.message.mode);
@@ -204,6 +208,26 @@ mod tests {
     }
 
     use MessageMode::{Interrupt, Queue, Steer};
+
+    #[test]
+    fn an_edited_command_message_is_the_users_own_text() {
+        let mut queue = PendingQueue::default();
+        let mut sent = message("m", Queue);
+        sent.command = Some(crate::domain::CommandUse {
+            name: "review".to_owned(),
+            arguments: String::new(),
+        });
+        queue.push(sent);
+        let kept = queue
+            .update("m", Some("m".to_owned()), Some(Steer))
+            .unwrap();
+        assert!(
+            kept.command.is_some(),
+            "the same text is still the command's"
+        );
+        let edited = queue.update("m", Some("mine".to_owned()), None).unwrap();
+        assert_eq!(edited.command, None);
+    }
 
     #[test]
     fn messages_from_above_come_before_reports_and_an_interrupt_goes_first() {
