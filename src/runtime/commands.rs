@@ -5,7 +5,6 @@
 
 use std::path::PathBuf;
 
-use super::validate::checked_cwd;
 use super::{Runtime, RuntimeError};
 use crate::api::responses::{CommandInfo, CommandList, CommandOrigin, FileProblem};
 use crate::domain::CommandUse;
@@ -46,18 +45,7 @@ impl Runtime {
     /// `GET /api/commands`: the commands `cwd` (default: the service's working directory)
     /// sees, refused where a conversation could not work.
     pub async fn list_commands(&self, cwd: Option<&str>) -> Result<CommandList, RuntimeError> {
-        let cwd = match cwd {
-            Some(cwd) => checked_cwd(cwd, &self.shared.protected)?,
-            None => {
-                let cwd = self
-                    .shared
-                    .settings
-                    .default_cwd
-                    .to_string_lossy()
-                    .into_owned();
-                checked_cwd(&cwd, &self.shared.protected)?
-            }
-        };
+        let cwd = self.cwd_or_default(cwd)?;
         let (commands, problems) = self.discover_commands(PathBuf::from(cwd)).await?;
         Ok(CommandList {
             commands: commands.iter().map(info).collect(),

@@ -14,7 +14,6 @@ use crate::runtime::idempotency::InFlight;
 use crate::runtime::index_jobs::index_failed;
 use crate::runtime::key_claims::Claimed;
 use crate::runtime::key_claims::claim_key;
-use crate::runtime::validate::checked_cwd;
 use crate::runtime::validate::validate_text;
 use crate::store::records::{ConversationCreated, MetaRecord, SessionRecord};
 use crate::store::state::ConversationState;
@@ -55,15 +54,7 @@ impl Runtime {
             }
             _ => None,
         };
-        let cwd = match &request.cwd {
-            Some(cwd) => checked_cwd(cwd, &self.shared.protected)?,
-            None => self
-                .shared
-                .settings
-                .default_cwd
-                .to_string_lossy()
-                .into_owned(),
-        };
+        let cwd = self.cwd_or_default(request.cwd.as_deref())?;
         // Its tools could otherwise reach the service's own state.
         if let Some(reason) = self
             .shared

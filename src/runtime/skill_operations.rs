@@ -1,6 +1,5 @@
 //! `Runtime::skills`: the skills a working directory sees, as a turn there would read them.
 
-use super::validate::checked_cwd;
 use super::{Runtime, RuntimeError};
 use crate::api::responses::SkillList;
 
@@ -8,15 +7,7 @@ impl Runtime {
     /// The skills of `cwd` (default: the service's working directory) and the files skipped.
     /// Read on the blocking pool: it walks folders on disk.
     pub async fn skills(&self, cwd: Option<String>) -> Result<SkillList, RuntimeError> {
-        let cwd = match cwd {
-            Some(cwd) => checked_cwd(&cwd, &self.shared.protected)?,
-            None => self
-                .shared
-                .settings
-                .default_cwd
-                .to_string_lossy()
-                .into_owned(),
-        };
+        let cwd = self.cwd_or_default(cwd.as_deref())?;
         let user_dir = self.shared.config.directory();
         let dir = cwd.clone();
         let catalogue = tokio::task::spawn_blocking(move || {

@@ -38,6 +38,22 @@ pub(super) fn validate_text(text: &str, images: &[Image]) -> Result<(), RuntimeE
     Ok(())
 }
 
+impl Runtime {
+    /// A request's working directory, or the service's own when it names none; either is
+    /// checked as `checked_cwd` checks it.
+    pub(super) fn cwd_or_default(&self, cwd: Option<&str>) -> Result<String, RuntimeError> {
+        let default;
+        let cwd = match cwd {
+            Some(cwd) => cwd,
+            None => {
+                default = self.shared.settings.default_cwd.to_string_lossy();
+                &default
+            }
+        };
+        checked_cwd(cwd, &self.shared.protected)
+    }
+}
+
 /// A working directory must be an absolute path to an existing directory, and not one that
 /// is `/` or holds (or lies in) the service's state: its tools could reach that state.
 pub(super) fn checked_cwd(
