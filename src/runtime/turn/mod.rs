@@ -413,7 +413,10 @@ async fn run_tool(spec: &TurnSpec, item: &Item, arguments: &Value, link: &ActorL
         Err(result) => return Ran::result(result),
     };
     if name == skills::NAME {
-        return Ran::result(spec.skills.load(arguments));
+        return Ran::result(
+            spec.skills
+                .load(arguments, spec.tool_context.max_output_bytes),
+        );
     }
     // The plan is the turn's own: no process, no working directory, nothing to redact that the
     // model did not write itself.

@@ -30,8 +30,9 @@ impl TurnSkills {
         }
     }
 
-    /// Runs the `skill` tool: the skill's body and files, or what is known.
-    pub fn load(&self, arguments: &Value) -> ToolResult {
+    /// Runs the `skill` tool: the skill's body and files (at most `cap` bytes of them, as any
+    /// tool's output), or what is known.
+    pub fn load(&self, arguments: &Value, cap: usize) -> ToolResult {
         let name = arguments
             .get("name")
             .and_then(Value::as_str)
@@ -57,7 +58,18 @@ impl TurnSkills {
             )
         });
         *self.lock() = narrowing;
-        ToolResult::completed(skill.loaded())
+        let mut text = skill.loaded();
+        if text.len() > cap {
+            let kept = crate::text::floor_char_boundary(&text, cap);
+            let size = text.len();
+            text.truncate(kept);
+            text.push_str(&format!(
+                "\n[... the skill is cut here: it has {size} bytes, and a tool's output may take {cap}; \
+                 read the rest of {} with read_file]",
+                skill.path.display()
+            ));
+        }
+        ToolResult::completed(text)
     }
 
     /// Why a call of `tool` may not run while the skill in use narrows the tools, if it may not.
@@ -129,7 +141,7 @@ mod tests {
     fn a_narrowing_skill_refuses_other_tools_until_another_is_loaded() {
         let skills = skills();
         assert_eq!(skills.refusal("write_file"), None);
-        let loaded = skills.load(&serde_json::json!({"name": "careful"}));
+        let loaded = skills.load(&serde_json::json!({"name": "careful"}), 10_000);
         assert_eq!(loaded.status, ToolStatus::Completed);
         assert!(loaded.output.contains("careful body"));
         assert_eq!(skills.refusal("read_file"), None);
@@ -140,9 +152,19 @@ mod tests {
             refused.contains("only these tools may be called: read_file, shell"),
             "{refused}"
         );
-        skills.load(&serde_json::json!({"name": "free"}));
+        let cut = skills.load(&serde_json::json!({"name": "free"}), 20);
+        assert!(
+            cut.output.starts_with("Skill `free` (from /"),
+            "{}",
+            cut.output
+        );
+        assert!(
+            cut.output.contains("[... the skill is cut here"),
+            "{}",
+            cut.output
+        );
         assert_eq!(skills.refusal("write_file"), None);
-        let unknown = skills.load(&serde_json::json!({"name": "nope"}));
+        let unknown = skills.load(&serde_json::json!({"name": "nope"}), 10_000);
         assert_eq!(unknown.status, ToolStatus::Failed);
         assert!(
             unknown.output.contains("skills: careful, free"),
