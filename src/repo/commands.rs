@@ -137,8 +137,8 @@ mod tests {
     #[test]
     fn arguments_fill_their_placeholders_or_follow_the_prompt() {
         assert_eq!(
-            command("Fix issue $1 in $2, then say \"$ARGUMENTS\".").expand(" 42 parser "),
-            "Fix issue 42 in parser, then say \"42 parser\"."
+            command("Rename $1 in $2, then say \"$ARGUMENTS\".").expand(" width lexer "),
+            "Rename width in lexer, then say \"width lexer\"."
         );
         assert_eq!(command("Review $1 and $3.").expand("a"), "Review a and .");
         assert_eq!(
