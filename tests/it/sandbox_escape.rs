@@ -524,6 +524,44 @@ async fn racing_a_symlink_swap(call: impl Fn(&str) -> Reply) {
     );
 }
 
+/// A skill a model planted as a directory it keeps swapping for a link to a directory outside
+/// (holding a `SKILL.md` of its own): the service, which reads skills itself, outside any
+/// sandbox, never reads the outside one, however the reads and the swaps interleave.
+#[tokio::test]
+async fn a_skill_racing_a_symlink_swap_is_never_read_from_outside() {
+    let server = Server::start().await;
+    let workspace = outside_dir();
+    let outside = outside_dir();
+    std::fs::write(
+        outside.path().join("SKILL.md"),
+        "---\nname: planted\ndescription: read from outside\n---\nthe outside body",
+    )
+    .unwrap();
+    let skill = workspace.path().join(".agents/skills/planted");
+    std::fs::create_dir_all(&skill).unwrap();
+    std::fs::write(
+        skill.join("SKILL.md"),
+        "---\nname: planted\ndescription: read from inside\n---\nthe inside body",
+    )
+    .unwrap();
+    let swapper = Swapper::start(&skill, outside.path());
+    let query = format!("/api/skills?cwd={}", workspace.path().display());
+    let mut seen_inside = 0;
+    for _ in 0..200 {
+        let (status, listed) = server.get(&query).await;
+        assert_eq!(status, 200, "{listed}");
+        let text = listed.to_string();
+        assert!(!text.contains("read from outside"), "{listed}");
+        seen_inside += usize::from(text.contains("read from inside"));
+    }
+    let swaps = swapper.stop();
+    assert!(swaps > 200, "the swapper ran ({swaps} swaps)");
+    assert!(
+        seen_inside > 0,
+        "the skill was read while it was a directory"
+    );
+}
+
 #[tokio::test]
 async fn a_restore_counts_a_link_swapped_in_after_the_turn_as_a_conflict_even_forced() {
     let fake = FakeProvider::start(Wire::OpenaiChat).await;
