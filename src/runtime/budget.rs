@@ -94,6 +94,11 @@ impl Limits {
         }
     }
 
+    /// Whether no limit is set at all.
+    pub fn is_empty(&self) -> bool {
+        self.rules.is_empty()
+    }
+
     /// Whether a cost limit is among them (it needs every model's price).
     pub fn limits_cost(&self) -> bool {
         self.rules.iter().any(|(limit, ..)| *limit == Limit::Cost)

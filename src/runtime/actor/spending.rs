@@ -37,46 +37,31 @@ impl ConversationActor {
 
     /// The first spending limit a model call of `session_id` would go past, but for those a
     /// user let its turn pass: the conversation's and root agent's limits over the root turn
-    /// (sub-agents' calls included), then a sub-agent's own agent's over its own turn.
+    /// (sub-agents' calls included), then a sub-agent's own agent's over its own turn. Without
+    /// limits nothing is measured: this runs before every model call.
     pub(super) fn budget_reached(&self, session_id: &str, passed: &[Limit]) -> Option<Reached> {
         let config = &self.shared.config;
         let session = self.state.session(session_id)?;
         let conversation = &self.state.conversation;
-        let cost = self.spent_cost();
         let mut checks = Vec::new();
         if let Some(agent) = config.agent(&conversation.agent) {
             let limits = Limits::resolve(&conversation.budget, &conversation.agent, &agent.budget);
-            let root = self
-                .sessions
-                .get(self.root_id())
-                .and_then(|run| run.running.as_ref());
-            let spent = Spent {
-                cost,
-                turn_tokens: root.map_or(0, |turn| {
-                    turn.usage.input_tokens + turn.usage.output_tokens + turn.sub_agents.0
-                }),
-                turn_model_calls: root.map_or(0, |turn| turn.usage.model_calls + turn.sub_agents.1),
-            };
-            checks.push((limits, spent));
+            checks.push((limits, self.turn_spent(self.root_id(), true)));
         }
         if session_id != self.root_id()
             && let Some(agent) = config.agent(&session.agent)
-            && !agent.budget.is_empty()
         {
-            let own = self
-                .sessions
-                .get(session_id)
-                .and_then(|run| run.running.as_ref());
-            let spent = Spent {
-                cost,
-                turn_tokens: own
-                    .map_or(0, |turn| turn.usage.input_tokens + turn.usage.output_tokens),
-                turn_model_calls: own.map_or(0, |turn| turn.usage.model_calls),
-            };
             let limits = Limits::resolve(&Default::default(), &session.agent, &agent.budget);
-            checks.push((limits, spent));
+            checks.push((limits, self.turn_spent(session_id, false)));
         }
-        for (limits, spent) in checks {
+        checks.retain(|(limits, _)| !limits.is_empty());
+        // The cost sums every turn: only a cost limit pays for it.
+        let cost = checks
+            .iter()
+            .any(|(limits, _)| limits.limits_cost())
+            .then(|| self.spent_cost());
+        for (limits, mut spent) in checks {
+            spent.cost = cost.unwrap_or(0.0);
             // A cost limit is kept only where every call has a price.
             if limits.limits_cost()
                 && let Some(model) = config.unpriced_model(&session.model)
@@ -94,6 +79,28 @@ impl ConversationActor {
             }
         }
         None
+    }
+
+    /// The tokens and model calls of a session's running turn (none when it runs none), with
+    /// those of its sub-agents' calls while it ran when `with_sub_agents`.
+    fn turn_spent(&self, session_id: &str, with_sub_agents: bool) -> Spent {
+        let Some(turn) = self
+            .sessions
+            .get(session_id)
+            .and_then(|run| run.running.as_ref())
+        else {
+            return Spent::default();
+        };
+        let (tokens, calls) = if with_sub_agents {
+            turn.sub_agents
+        } else {
+            (0, 0)
+        };
+        Spent {
+            cost: 0.0,
+            turn_tokens: turn.usage.input_tokens + turn.usage.output_tokens + tokens,
+            turn_model_calls: turn.usage.model_calls + calls,
+        }
     }
 
     /// What the conversation has cost: its ended turns and the calls of those running.
