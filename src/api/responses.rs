@@ -365,7 +365,7 @@ pub struct AnswerCounts {
 pub struct SkillList {
     pub cwd: String,
     pub skills: Vec<crate::repo::skills::Skill>,
-    pub problems: Vec<crate::repo::skills::Problem>,
+    pub problems: Vec<crate::repo::Problem>,
 }
 
 /// `GET /api/commands`: the repository's and the user's commands a working directory sees,
@@ -374,7 +374,7 @@ pub struct SkillList {
 pub struct CommandList {
     pub commands: Vec<CommandInfo>,
     /// Files in a commands folder that are not commands, and why.
-    pub problems: Vec<FileProblem>,
+    pub problems: Vec<crate::repo::Problem>,
 }
 
 /// One command: send it as `{"command": name, "arguments": …}`.
@@ -394,24 +394,7 @@ pub struct CommandInfo {
     pub model: Option<String>,
     /// The file it was read from.
     pub path: String,
-    pub origin: CommandOrigin,
-}
-
-/// Where a command was found.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
-#[serde(rename_all = "snake_case")]
-pub enum CommandOrigin {
-    /// The user's config directory (`commands/` beside `config.toml`).
-    User,
-    /// An `.agents/commands/` folder from the repository's top down to the directory.
-    Repository,
-}
-
-/// A file that was skipped, and the rule it breaks.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
-pub struct FileProblem {
-    pub path: String,
-    pub problem: String,
+    pub origin: crate::repo::Origin,
 }
 
 /// `GET /api/agents`.

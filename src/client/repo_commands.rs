@@ -106,7 +106,7 @@ fn given(arguments: &str) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::api::responses::CommandOrigin;
+    use crate::repo::Origin;
 
     #[test]
     fn a_line_splits_into_the_name_and_its_arguments() {
@@ -122,7 +122,7 @@ mod tests {
             agent: None,
             model: None,
             path: "/r/.agents/commands/review.md".to_owned(),
-            origin: CommandOrigin::Repository,
+            origin: Origin::Repository,
         }];
         assert!(find(&commands, "review").is_some());
         assert!(find(&commands, "rev").is_none());

@@ -8,8 +8,7 @@ use std::path::{Path, PathBuf};
 
 use serde::Serialize;
 
-use super::skills::Problem;
-use super::{Origin, files, folders, markdown};
+use super::{Origin, Problem, files, folders, markdown};
 
 pub const NAME_MAX: usize = 64;
 
@@ -42,7 +41,7 @@ pub fn discover(cwd: &Path, user_dir: Option<&Path>) -> (Vec<Command>, Vec<Probl
     let mut problems = Vec::new();
     for folder in folders::folders("commands", &[".agents"], cwd, user_dir) {
         for found in files::markdown_files(&folder) {
-            match command(&found, folder.origin.clone()) {
+            match command(&found, folder.origin) {
                 Ok(command) => {
                     by_name.insert(command.name.clone(), command);
                 }

@@ -6,12 +6,14 @@
 use std::path::{Path, PathBuf};
 
 /// Where a file came from, as clients are shown it.
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, utoipa::ToSchema)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize, utoipa::ToSchema,
+)]
 #[serde(rename_all = "snake_case")]
 pub enum Origin {
-    /// The user's config directory.
+    /// The user's config directory (`skills/`, `commands/` beside `config.toml`).
     User,
-    /// The repository (or working directory) the conversation works in.
+    /// An `.agents/` folder (or `.claude/`) from the repository's top down to the directory.
     Repository,
 }
 

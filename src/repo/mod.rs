@@ -20,3 +20,11 @@ pub mod markdown;
 pub mod skills;
 
 pub use folders::{Folder, Origin};
+
+/// A file that was skipped, and the rule it breaks.
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize, utoipa::ToSchema)]
+pub struct Problem {
+    #[schema(value_type = String)]
+    pub path: std::path::PathBuf,
+    pub problem: String,
+}

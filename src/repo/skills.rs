@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 
 use serde::Serialize;
 
-use super::{Origin, files, folders, markdown};
+use super::{Origin, Problem, files, folders, markdown};
 
 pub const FILE_NAME: &str = "SKILL.md";
 pub const NAME_MAX: usize = 64;
@@ -38,14 +38,6 @@ pub struct Skill {
     pub beside: Vec<String>,
 }
 
-/// A file that was skipped, and the rule it breaks.
-#[derive(Debug, Clone, PartialEq, Serialize, utoipa::ToSchema)]
-pub struct Problem {
-    #[schema(value_type = String)]
-    pub path: PathBuf,
-    pub problem: String,
-}
-
 /// The skills a working directory sees, by name, and the files skipped.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Catalogue {
@@ -59,7 +51,7 @@ pub fn discover(cwd: &Path, user_dir: Option<&Path>) -> Catalogue {
     let mut problems = Vec::new();
     for folder in folders::folders("skills", &[".agents", ".claude"], cwd, user_dir) {
         for found in files::dirs_with(&folder, FILE_NAME) {
-            match skill(&found, folder.origin.clone()) {
+            match skill(&found, folder.origin) {
                 Ok(skill) => {
                     by_name.insert(skill.name.clone(), skill);
                 }

@@ -6,9 +6,9 @@
 use std::path::PathBuf;
 
 use super::{Runtime, RuntimeError};
-use crate::api::responses::{CommandInfo, CommandList, CommandOrigin, FileProblem};
+use crate::api::responses::{CommandInfo, CommandList};
 use crate::domain::CommandUse;
-use crate::repo::Origin;
+use crate::repo::Problem;
 use crate::repo::commands::{Command, discover};
 
 /// A command found for a request, with its prompt filled in.
@@ -85,20 +85,11 @@ impl Runtime {
     async fn discover_commands(
         &self,
         cwd: PathBuf,
-    ) -> Result<(Vec<Command>, Vec<FileProblem>), RuntimeError> {
+    ) -> Result<(Vec<Command>, Vec<Problem>), RuntimeError> {
         let user_dir = self.shared.config.directory();
-        let (commands, problems) =
-            tokio::task::spawn_blocking(move || discover(&cwd, user_dir.as_deref()))
-                .await
-                .map_err(|error| RuntimeError::Internal(error.to_string()))?;
-        let problems = problems
-            .into_iter()
-            .map(|problem| FileProblem {
-                path: problem.path.to_string_lossy().into_owned(),
-                problem: problem.problem,
-            })
-            .collect();
-        Ok((commands, problems))
+        tokio::task::spawn_blocking(move || discover(&cwd, user_dir.as_deref()))
+            .await
+            .map_err(|error| RuntimeError::Internal(error.to_string()))
     }
 }
 
@@ -110,9 +101,6 @@ fn info(command: &Command) -> CommandInfo {
         agent: command.agent.clone(),
         model: command.model.clone(),
         path: command.path.to_string_lossy().into_owned(),
-        origin: match command.origin {
-            Origin::User => CommandOrigin::User,
-            Origin::Repository => CommandOrigin::Repository,
-        },
+        origin: command.origin,
     }
 }
