@@ -73,6 +73,10 @@ pub enum ErrorCode {
     ModelUnavailable,
     /// 422: the agent is not configured.
     AgentUnavailable,
+    /// 422: the working directory has no repository command of the name given.
+    CommandUnknown,
+    /// 422: a cost limit on a model (or a fallback of it) that has no price.
+    PriceMissing,
     /// 422: a fork's source conversation is missing (a conversation forked after a
     /// compaction reads part of its older history from its source, so the two move together).
     SourceMissing,
@@ -99,7 +103,7 @@ pub enum ErrorCode {
 
 impl ErrorCode {
     /// Every code, in the document's order.
-    pub const ALL: [ErrorCode; 26] = [
+    pub const ALL: [ErrorCode; 28] = [
         ErrorCode::InvalidRequest,
         ErrorCode::Unauthorized,
         ErrorCode::Forbidden,
@@ -118,6 +122,8 @@ impl ErrorCode {
         ErrorCode::CwdRefused,
         ErrorCode::ModelUnavailable,
         ErrorCode::AgentUnavailable,
+        ErrorCode::CommandUnknown,
+        ErrorCode::PriceMissing,
         ErrorCode::SourceMissing,
         ErrorCode::IdempotencyKeyReused,
         ErrorCode::ConversationDamaged,
@@ -149,6 +155,8 @@ impl ErrorCode {
             ErrorCode::CwdRefused => "cwd_refused",
             ErrorCode::ModelUnavailable => "model_unavailable",
             ErrorCode::AgentUnavailable => "agent_unavailable",
+            ErrorCode::CommandUnknown => "command_unknown",
+            ErrorCode::PriceMissing => "price_missing",
             ErrorCode::SourceMissing => "source_missing",
             ErrorCode::IdempotencyKeyReused => "idempotency_key_reused",
             ErrorCode::ConversationDamaged => "conversation_damaged",
@@ -195,6 +203,8 @@ mod tests {
                 | ErrorCode::CwdRefused
                 | ErrorCode::ModelUnavailable
                 | ErrorCode::AgentUnavailable
+                | ErrorCode::CommandUnknown
+                | ErrorCode::PriceMissing
                 | ErrorCode::SourceMissing
                 | ErrorCode::IdempotencyKeyReused
                 | ErrorCode::ConversationDamaged

@@ -15,8 +15,9 @@ use crate::domain::{Image, MessageMode};
 #[serde(deny_unknown_fields)]
 pub struct NewConversation {
     /// The first message; it starts the first turn. Not blank, unless images or a `command`
-    /// are given.
-    #[serde(default)]
+    /// are given: then it may be left out.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    #[schema(pattern = "\\S")]
     pub text: String,
     /// A repository command (`GET /api/commands` lists them for `cwd`) to send instead of
     /// `text`: its prompt, with `arguments` filled in, is the first message. Its `agent` and
@@ -64,8 +65,10 @@ pub const MAX_IMAGES: usize = 20;
 #[derive(Debug, Clone, Default, Deserialize, Serialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct NewMessage {
-    /// The message. Not blank, unless images or a `command` are given.
-    #[serde(default)]
+    /// The message. Not blank, unless images or a `command` are given: then it may be left
+    /// out.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    #[schema(pattern = "\\S")]
     pub text: String,
     /// A repository command of the conversation's `cwd` to send instead of `text`: its
     /// prompt, with `arguments` filled in, is the message.
@@ -348,6 +351,7 @@ pub struct TurnsQuery {
 #[into_params(parameter_in = Query)]
 pub struct SkillsQuery {
     /// The working directory whose skills to list (absolute); default: the service's.
+    #[param(pattern = "^/")]
     pub cwd: Option<String>,
     /// Checked by the security middleware, ignored here.
     #[serde(rename = "access_token")]
@@ -382,6 +386,7 @@ pub struct ExportQuery {
 #[into_params(parameter_in = Query)]
 pub struct CommandsQuery {
     /// An absolute path to an existing directory; default: the service's working directory.
+    #[param(pattern = "^/")]
     pub cwd: Option<String>,
 }
 

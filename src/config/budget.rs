@@ -12,12 +12,23 @@ use serde::{Deserialize, Serialize};
 pub struct Budget {
     /// In the currency units of the models' `price`; more than 0.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(exclusive_minimum = 0)]
     pub max_cost: Option<f64>,
     /// At least 1.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        deserialize_with = "super::whole_number::optional_u64",
+        skip_serializing_if = "Option::is_none"
+    )]
+    #[schema(minimum = 1)]
     pub max_turn_tokens: Option<u64>,
     /// At least 1.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        deserialize_with = "super::whole_number::optional_u32",
+        skip_serializing_if = "Option::is_none"
+    )]
+    #[schema(minimum = 1)]
     pub max_turn_model_calls: Option<u32>,
     /// Unset: the agent's, else `fail`.
     #[serde(default, skip_serializing_if = "Option::is_none")]

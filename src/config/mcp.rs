@@ -79,7 +79,7 @@ pub struct McpServerSpec {
     /// A call past this many seconds fails; default 120.
     #[serde(
         default,
-        deserialize_with = "whole_seconds",
+        deserialize_with = "super::whole_number::optional_u64",
         skip_serializing_if = "Option::is_none"
     )]
     pub timeout_s: Option<u64>,
@@ -87,29 +87,6 @@ pub struct McpServerSpec {
     /// sandbox. Left out, it runs in the sandbox of the agent that uses it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sandbox: Option<String>,
-}
-
-/// A number of seconds as a whole number, written as an integer or as a float without a
-/// fraction (JSON's `30.0` is the integer 30); a huge one saturates (the limit then refuses it).
-fn whole_seconds<'de, D: serde::Deserializer<'de>>(
-    deserializer: D,
-) -> Result<Option<u64>, D::Error> {
-    #[derive(Deserialize)]
-    #[serde(untagged)]
-    enum Seconds {
-        Whole(u64),
-        Float(f64),
-    }
-    match Option::<Seconds>::deserialize(deserializer)? {
-        None => Ok(None),
-        Some(Seconds::Whole(seconds)) => Ok(Some(seconds)),
-        Some(Seconds::Float(seconds)) if seconds >= 0.0 && seconds.fract() == 0.0 => {
-            Ok(Some(seconds as u64))
-        }
-        Some(Seconds::Float(seconds)) => Err(serde::de::Error::custom(format!(
-            "timeout_s must be a whole number of seconds, not {seconds}"
-        ))),
-    }
 }
 
 /// What stands, in a shown server, where a secret value was.

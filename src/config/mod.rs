@@ -10,6 +10,7 @@ mod mcp;
 mod providers;
 mod server;
 mod validator;
+mod whole_number;
 
 use std::collections::BTreeMap;
 use std::io;

@@ -43,7 +43,7 @@ pub enum ApiError {
     #[error("{0}")]
     TooLarge(String),
     /// 422 with the given code: `cwd_missing`, `model_unavailable`, `agent_unavailable`,
-    /// `source_missing`, `idempotency_key_reused`, `conversation_damaged`.
+    /// `command_unknown`, `price_missing`, `source_missing`, `idempotency_key_reused`, `conversation_damaged`.
     #[error("{message}")]
     Unprocessable { code: ErrorCode, message: String },
     /// 502 with the given code: the model behind an operation failed (`compaction_failed`).
@@ -178,6 +178,14 @@ impl From<RuntimeError> for ApiError {
                 code: ErrorCode::AgentUnavailable,
                 message,
             },
+            RuntimeError::CommandUnknown(_) => ApiError::Unprocessable {
+                code: ErrorCode::CommandUnknown,
+                message,
+            },
+            RuntimeError::PriceMissing(_) => ApiError::Unprocessable {
+                code: ErrorCode::PriceMissing,
+                message,
+            },
             RuntimeError::IdempotencyKeyReused => ApiError::Unprocessable {
                 code: ErrorCode::IdempotencyKeyReused,
                 message,
@@ -218,6 +226,8 @@ pub fn one_of_each() -> Vec<ApiError> {
         RuntimeError::CwdRefused(text()),
         RuntimeError::ModelUnavailable(text()),
         RuntimeError::AgentUnavailable(text()),
+        RuntimeError::CommandUnknown(text()),
+        RuntimeError::PriceMissing(text()),
         RuntimeError::IdempotencyKeyReused,
         RuntimeError::Damaged(text()),
         RuntimeError::ShuttingDown,
@@ -246,6 +256,8 @@ pub fn one_of_each() -> Vec<ApiError> {
             | RuntimeError::CwdRefused(_)
             | RuntimeError::ModelUnavailable(_)
             | RuntimeError::AgentUnavailable(_)
+            | RuntimeError::CommandUnknown(_)
+            | RuntimeError::PriceMissing(_)
             | RuntimeError::IdempotencyKeyReused
             | RuntimeError::Damaged(_)
             | RuntimeError::ShuttingDown

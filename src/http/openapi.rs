@@ -27,9 +27,42 @@ pub fn document() -> Value {
     static DOCUMENT: OnceLock<Value> = OnceLock::new();
     DOCUMENT
         .get_or_init(|| {
-            serde_json::to_value(ApiDoc::openapi()).expect("an OpenAPI document is plain JSON")
+            let mut document =
+                serde_json::to_value(ApiDoc::openapi()).expect("an OpenAPI document is plain JSON");
+            for request in ["NewConversation", "NewMessage"] {
+                document["components"]["schemas"][request]["anyOf"] = message_choices();
+            }
+            document
         })
         .clone()
+}
+
+/// What a message's request must hold, which field attributes cannot say: non-blank `text`
+/// (the properties' pattern), or a `command` without `text`, or images; `arguments` only with
+/// a `command`.
+fn message_choices() -> Value {
+    let no_command = serde_json::json!({
+        "command": {"type": "null"},
+        "arguments": {"type": "null"},
+    });
+    serde_json::json!([
+        {"title": "A message", "required": ["text"], "properties": no_command},
+        {
+            "title": "A repository command",
+            "required": ["command"],
+            "properties": {"command": {"type": "string"}},
+            "not": {"required": ["text"]},
+        },
+        {
+            "title": "Images",
+            "required": ["images"],
+            "properties": {
+                "images": {"minItems": 1},
+                "command": {"type": "null"},
+                "arguments": {"type": "null"},
+            },
+        },
+    ])
 }
 
 #[utoipa::path(
@@ -404,10 +437,26 @@ mod tests {
             ]
         );
         for request in ["NewConversation", "NewMessage"] {
+            let schema = &document["components"]["schemas"][request];
             assert_eq!(
-                document["components"]["schemas"][request]["properties"]["images"]["items"]["$ref"],
+                schema["properties"]["images"]["items"]["$ref"],
                 "#/components/schemas/ImageInput"
             );
+            let required: Vec<&Value> = schema["anyOf"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|choice| &choice["required"])
+                .collect();
+            assert_eq!(
+                required,
+                [
+                    &serde_json::json!(["text"]),
+                    &serde_json::json!(["command"]),
+                    &serde_json::json!(["images"])
+                ]
+            );
+            assert_eq!(schema["properties"]["text"]["pattern"], "\\S");
         }
     }
 

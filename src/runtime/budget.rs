@@ -5,24 +5,26 @@
 //! model call, and stops, or asks a user, when a limit is reached.
 
 use crate::domain::{Budget, OnBudget};
+use crate::runtime::RuntimeError;
 
 /// Why a conversation's `budget` cannot be kept on its model and root agent: a limit out of
-/// range, or a cost limit (its own or the agent's) on a model, or a fallback, without a price.
+/// range (`Invalid`), or a cost limit (its own or the agent's) on a model, or a fallback,
+/// without a price (`PriceMissing`).
 pub fn refusal(
     config: &crate::config::Config,
     budget: &Budget,
     agent: &crate::config::AgentConfig,
     model: &str,
-) -> Option<String> {
+) -> Option<RuntimeError> {
     if let Some(problem) = budget.invalid() {
-        return Some(format!("budget.{problem}"));
+        return Some(RuntimeError::Invalid(format!("budget.{problem}")));
     }
     let max_cost = budget.over(&agent.budget).max_cost;
     let unpriced = max_cost.and_then(|_| config.unpriced_model(model))?;
-    Some(format!(
+    Some(RuntimeError::PriceMissing(format!(
         "a cost limit (max_cost) needs prices, and model `{unpriced}` has none \
          (set models.{unpriced}.price)"
-    ))
+    )))
 }
 
 /// One kind of limit.

@@ -68,7 +68,7 @@ impl Runtime {
             } else {
                 format!("the commands of {cwd} are {}", names.join(", "))
             };
-            return Err(RuntimeError::Invalid(format!(
+            return Err(RuntimeError::CommandUnknown(format!(
                 "there is no command `{}`: {known}",
                 used.name
             )));

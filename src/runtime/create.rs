@@ -84,7 +84,7 @@ impl Runtime {
         let model = request.model.unwrap_or_else(|| agent.model.clone());
         self.check_model(&model)?;
         if let Some(refusal) = super::budget::refusal(config, &request.budget, agent, &model) {
-            return Err(RuntimeError::Invalid(refusal));
+            return Err(refusal);
         }
         // The meter counts the message on the conversation's path; a long one is counted
         // first on the blocking pool, so that count is remembered.

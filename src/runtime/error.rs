@@ -55,6 +55,12 @@ pub enum RuntimeError {
     ModelUnavailable(String),
     #[error("{0}")]
     AgentUnavailable(String),
+    /// A message names a repository command its working directory does not have.
+    #[error("{0}")]
+    CommandUnknown(String),
+    /// A cost limit on a model, or a fallback of it, without a price.
+    #[error("{0}")]
+    PriceMissing(String),
     #[error(
         "this Idempotency-Key was used for a request with a different body; use a new key for a new request"
     )]

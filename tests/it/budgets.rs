@@ -172,7 +172,8 @@ async fn a_cost_limit_needs_prices_on_every_model_it_may_call() {
             json!({"text": "Hi", "budget": {"max_cost": 1.0}}),
         )
         .await;
-    assert_eq!(status, 400, "{body}");
+    assert_eq!(status, 422, "{body}");
+    assert_eq!(body["error"]["code"], "price_missing", "{body}");
     assert!(
         body["error"]["message"]
             .as_str()

@@ -252,7 +252,8 @@ async fn an_unknown_command_or_one_with_text_is_refused_and_nothing_is_stored() 
     let (status, body) = server
         .post("/api/conversations", json!({"command": "deploy"}))
         .await;
-    assert_eq!(status, 400, "{body}");
+    assert_eq!(status, 422, "{body}");
+    assert_eq!(body["error"]["code"], "command_unknown", "{body}");
     let message = body["error"]["message"].as_str().unwrap();
     assert!(message.contains("`deploy`"), "{message}");
     for known in ["`fix`", "`hello`", "`review`"] {
@@ -294,7 +295,8 @@ async fn an_unknown_command_or_one_with_text_is_refused_and_nothing_is_stored() 
             json!({"command": "deploy", "arguments": "now"}),
         )
         .await;
-    assert_eq!(status, 400, "{body}");
+    assert_eq!(status, 422, "{body}");
+    assert_eq!(body["error"]["code"], "command_unknown", "{body}");
     assert!(
         body["error"]["message"]
             .as_str()
@@ -381,7 +383,7 @@ async fn a_commands_folder_reached_through_a_symlink_lists_nothing() {
                 json!({"command": "leak", "cwd": dir.display().to_string()}),
             )
             .await;
-        assert_eq!(status, 400, "{body}");
+        assert_eq!(status, 422, "{body}");
     }
     assert!(fixture.conversations().await.is_empty());
 }

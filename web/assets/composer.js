@@ -75,7 +75,7 @@ async function deliver(text, { images, taken }, key, target) {
   try {
     // `/name arguments` naming one of the directory's commands goes as that command.
     const command = await asCommand(text, target.cwd);
-    const message = command || { text };
+    const message = command || (text ? { text } : {});
     if (target.kind === 'new') {
       const body = { ...message };
       if (images.length) body.images = images;

@@ -517,7 +517,7 @@ impl ConversationActor {
                 model,
             )
         {
-            return Err(RuntimeError::Invalid(refusal));
+            return Err(refusal);
         }
         if changes.is_empty() {
             return Ok(self.state.conversation.clone());
