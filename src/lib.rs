@@ -33,6 +33,7 @@
 //! ARCHITECTURE.md has the map of every module and the invariants.
 
 pub mod acp;
+pub mod agents;
 pub mod api;
 pub mod bus;
 pub mod checkpoints;

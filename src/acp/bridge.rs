@@ -190,7 +190,7 @@ impl Bridge {
             ..Draft::default()
         };
         let id = format!("acp_{}", uuid::Uuid::now_v7().simple());
-        let (modes, options) = self.choices(&draft, None).await?;
+        let (modes, options) = self.choices(&cwd, &draft, None).await?;
         self.sessions.lock().expect("sessions").insert(
             id.clone(),
             Arc::new(Session {
@@ -208,13 +208,15 @@ impl Bridge {
         Ok((to_json(response)?, Some(id)))
     }
 
-    /// The agents as modes and the models as a config option, with the current ones.
+    /// The agents `cwd` sees as modes and the models as a config option, with the current
+    /// ones.
     async fn choices(
         &self,
+        cwd: &str,
         draft: &Draft,
         conversation: Option<&Conversation>,
     ) -> Result<(SessionModeState, Vec<SessionConfigOption>), Error> {
-        let agents = self.api.agents().await.map_err(service)?;
+        let agents = self.api.agents(cwd).await.map_err(service)?;
         let models = self.api.models().await.map_err(service)?;
         let agent = conversation
             .map(|c| c.agent.clone())
@@ -254,7 +256,7 @@ impl Bridge {
                 Some((conversation, _)) => conversation.clone(),
                 None => {
                     let draft = session.draft.lock().expect("draft").clone();
-                    let (modes, options) = self.choices(&draft, None).await?;
+                    let (modes, options) = self.choices(&session.cwd, &draft, None).await?;
                     let response = LoadSessionResponse::new()
                         .modes(modes)
                         .config_options(options);
@@ -295,7 +297,11 @@ impl Bridge {
             .expect("sessions")
             .insert(id.clone(), session);
         let (modes, options) = self
-            .choices(&Draft::default(), Some(&view.conversation))
+            .choices(
+                &view.conversation.cwd,
+                &Draft::default(),
+                Some(&view.conversation),
+            )
             .await?;
         let response = LoadSessionResponse::new()
             .modes(modes)
@@ -373,7 +379,7 @@ impl Bridge {
             }
         };
         let draft = session.draft.lock().expect("draft").clone();
-        let (_, options) = self.choices(&draft, view.as_ref()).await?;
+        let (_, options) = self.choices(&session.cwd, &draft, view.as_ref()).await?;
         answer(SetSessionConfigOptionResponse::new(options))
     }
 

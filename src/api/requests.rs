@@ -381,13 +381,32 @@ pub struct ExportQuery {
 }
 
 /// The query of `GET /api/commands`.
-#[derive(Debug, Default, Deserialize, Serialize, IntoParams)]
+#[derive(Debug, Default, Deserialize, IntoParams)]
 #[serde(deny_unknown_fields)]
 #[into_params(parameter_in = Query)]
 pub struct CommandsQuery {
     /// An absolute path to an existing directory; default: the service's working directory.
     #[param(pattern = "^/")]
     pub cwd: Option<String>,
+    /// Checked by the security middleware, ignored here.
+    #[serde(rename = "access_token")]
+    #[param(ignore)]
+    _access_token: Option<IgnoredAny>,
+}
+
+/// The query of `GET /api/agents`.
+#[derive(Debug, Default, Deserialize, IntoParams)]
+#[serde(deny_unknown_fields)]
+#[into_params(parameter_in = Query)]
+pub struct AgentsQuery {
+    /// The working directory whose repository's agent files to read (absolute); default: the
+    /// service's working directory.
+    #[param(pattern = "^/")]
+    pub cwd: Option<String>,
+    /// Checked by the security middleware, ignored here.
+    #[serde(rename = "access_token")]
+    #[param(ignore)]
+    _access_token: Option<IgnoredAny>,
 }
 
 /// The query of `GET /api/conversations/{id}/turns/{turn_id}/changes`.

@@ -402,7 +402,12 @@ pub struct CommandInfo {
 pub struct AgentList {
     /// The agent new conversations use by default.
     pub default: String,
+    /// The working directory whose repository's agent files were read.
+    pub cwd: String,
     pub agents: Vec<AgentInfo>,
+    /// Agent files skipped, each with the rule it breaks (a bad front matter, or a setting
+    /// that would loosen the user's).
+    pub problems: Vec<crate::repo::Problem>,
 }
 
 #[derive(Debug, Serialize, Deserialize, ToSchema)]
@@ -412,6 +417,11 @@ pub struct AgentInfo {
     pub model: String,
     /// The model that writes compaction summaries.
     pub compact_model: String,
+    pub source: crate::agents::Source,
+    /// The repository's agent file it comes from (`source` `repository` or
+    /// `repository_and_config`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub path: Option<String>,
 }
 
 /// `GET /api/models`.

@@ -208,8 +208,9 @@ impl Api {
         self.get(&path).await
     }
 
-    pub async fn agents(&self) -> Result<AgentList, ApiError> {
-        self.get("/api/agents").await
+    /// The agents `cwd` sees: the config's and its repository's agent files.
+    pub async fn agents(&self, cwd: &str) -> Result<AgentList, ApiError> {
+        self.get(&format!("/api/agents?cwd={}", escaped(cwd))).await
     }
 
     pub async fn models(&self) -> Result<ModelList, ApiError> {

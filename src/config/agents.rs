@@ -2,6 +2,7 @@
 //! sandbox, and the agent added when a file defines none.
 
 use std::collections::BTreeMap;
+use std::path::Path;
 
 use serde::Deserialize;
 
@@ -236,6 +237,25 @@ pub(super) struct RawAgent {
 }
 
 impl Validator<'_> {
+    /// `trust_repository_agents`: absolute directories.
+    pub(super) fn trusted_repositories(
+        &self,
+        raw: Vec<String>,
+    ) -> Result<Vec<std::path::PathBuf>, ConfigError> {
+        raw.into_iter()
+            .map(|path| {
+                if Path::new(&path).is_absolute() {
+                    Ok(std::path::PathBuf::from(path))
+                } else {
+                    Err(self.invalid(
+                        "trust_repository_agents",
+                        format!("`{path}` is not an absolute path"),
+                    ))
+                }
+            })
+            .collect()
+    }
+
     pub(super) fn agents(
         &self,
         raw: BTreeMap<String, RawAgent>,
@@ -245,143 +265,152 @@ impl Validator<'_> {
         let names: Vec<String> = raw.keys().cloned().collect();
         let mut agents = BTreeMap::new();
         for (name, agent) in raw {
-            let unknown_model = |key: &str, model: &str| {
-                self.invalid(
-                    format!("agents.{name}.{key}"),
-                    format!(
-                        "unknown model `{model}` (models: {})",
-                        join_names(models.keys())
-                    ),
-                )
-            };
-            let Some(model) = models.get(&agent.model) else {
-                return Err(unknown_model("model", &agent.model));
-            };
-            if let Some(compact_id) = &agent.compact_model {
-                let Some(compact) = models.get(compact_id) else {
-                    return Err(unknown_model("compact_model", compact_id));
-                };
-                if compact.context_window < model.context_window {
-                    return Err(self.invalid(
-                        format!("agents.{name}.compact_model"),
-                        format!(
-                            "`{compact_id}` has a context window of {} tokens, smaller than \
-                             the {} tokens of model `{}`",
-                            compact.context_window, model.context_window, agent.model
-                        ),
-                    ));
-                }
-            }
-            let tools = agent.tools.unwrap_or_else(all_tools);
-            if let Some(unknown) = tools
-                .iter()
-                .find(|tool| !ALL_TOOLS.contains(&tool.as_str()))
-            {
-                return Err(self.invalid(
-                    format!("agents.{name}.tools"),
-                    format!(
-                        "unknown tool `{unknown}` (tools: {})",
-                        join_names(ALL_TOOLS.iter())
-                    ),
-                ));
-            }
-            let sandbox = match agent.sandbox.as_deref() {
-                None => SandboxMode::default(),
-                Some(text) => SandboxMode::from_name(text).ok_or_else(|| {
-                    self.invalid(
-                        format!("agents.{name}.sandbox"),
-                        format!(
-                            "unknown sandbox `{text}` (sandboxes: {})",
-                            join_names(SandboxMode::NAMES.iter().map(|(name, _)| name))
-                        ),
-                    )
-                })?,
-            };
-            let servers = agent.mcp.unwrap_or_default();
-            if let Some(unknown) = servers.iter().find(|server| !mcp.contains_key(*server)) {
-                return Err(self.invalid(
-                    format!("agents.{name}.mcp"),
-                    format!(
-                        "unknown MCP server `{unknown}` (servers: {})",
-                        join_names(mcp.keys())
-                    ),
-                ));
-            }
-            let mut permissions = self.permissions(&name, agent.permissions)?;
-            if let Some(seconds) = agent.approval_timeout_s {
-                if seconds == 0 {
-                    return Err(self.invalid(
-                        format!("agents.{name}.approval_timeout_s"),
-                        "must be at least 1 (leave it out to wait until the turn ends)",
-                    ));
-                }
-                permissions.approval_timeout = Some(std::time::Duration::from_secs(seconds));
-            }
-            let limits = self.limits(&name, agent.limits.unwrap_or_default())?;
-            let env = agent.env.unwrap_or_default();
-            if let Some(bad) = env
-                .keys()
-                .find(|key| key.is_empty() || key.contains(['=', '\0']))
-            {
-                return Err(self.invalid(
-                    format!("agents.{name}.env"),
-                    format!("`{bad}` is not a variable name"),
-                ));
-            }
-            let spawnable = agent.spawnable.unwrap_or_else(|| vec![name.clone()]);
-            if let Some(unknown) = spawnable.iter().find(|agent| !names.contains(agent)) {
-                return Err(self.invalid(
-                    format!("agents.{name}.spawnable"),
-                    format!(
-                        "unknown agent `{unknown}` (agents: {})",
-                        join_names(names.iter())
-                    ),
-                ));
-            }
-            let base_instructions =
-                self.base_instructions(&name, agent.base_instructions.as_ref())?;
-            let budget = super::budget::Budget {
-                max_cost: agent.max_cost,
-                max_turn_tokens: agent.max_turn_tokens,
-                max_turn_model_calls: agent.max_turn_model_calls,
-                on_budget: agent.on_budget,
-            };
-            if let Some(problem) = budget.invalid() {
-                let key = problem.split(' ').next().unwrap_or_default();
-                return Err(self.invalid(format!("agents.{name}.{key}"), problem));
-            }
-            if budget.max_cost.is_some()
-                && let Some(unpriced) = super::providers::unpriced_model(models, &agent.model)
-            {
-                return Err(self.invalid(
-                    format!("agents.{name}.max_cost"),
-                    format!(
-                        "needs prices, and model `{unpriced}` has none (set models.{unpriced}.price)"
-                    ),
-                ));
-            }
-            agents.insert(
-                name,
-                AgentConfig {
-                    description: agent.description,
-                    model: agent.model,
-                    compact_model: agent.compact_model,
-                    instructions: agent.instructions,
-                    base_instructions,
-                    tools,
-                    sandbox,
-                    network: agent.network.unwrap_or(false),
-                    permissions,
-                    mcp: servers,
-                    limits,
-                    env,
-                    spawnable,
-                    client_mcp: agent.client_mcp.unwrap_or(false),
-                    budget,
-                },
-            );
+            let checked = self.agent(&name, agent, &names, models, mcp)?;
+            agents.insert(name, checked);
         }
         Ok(agents)
+    }
+
+    /// One `[agents.<name>]` table; `names` are the agents it may name in `spawnable`.
+    pub(super) fn agent(
+        &self,
+        name: &str,
+        agent: RawAgent,
+        names: &[String],
+        models: &BTreeMap<String, ModelConfig>,
+        mcp: &BTreeMap<String, McpServerConfig>,
+    ) -> Result<AgentConfig, ConfigError> {
+        let unknown_model = |key: &str, model: &str| {
+            self.invalid(
+                format!("agents.{name}.{key}"),
+                format!(
+                    "unknown model `{model}` (models: {})",
+                    join_names(models.keys())
+                ),
+            )
+        };
+        let Some(model) = models.get(&agent.model) else {
+            return Err(unknown_model("model", &agent.model));
+        };
+        if let Some(compact_id) = &agent.compact_model {
+            let Some(compact) = models.get(compact_id) else {
+                return Err(unknown_model("compact_model", compact_id));
+            };
+            if compact.context_window < model.context_window {
+                return Err(self.invalid(
+                    format!("agents.{name}.compact_model"),
+                    format!(
+                        "`{compact_id}` has a context window of {} tokens, smaller than \
+                         the {} tokens of model `{}`",
+                        compact.context_window, model.context_window, agent.model
+                    ),
+                ));
+            }
+        }
+        let tools = agent.tools.unwrap_or_else(all_tools);
+        if let Some(unknown) = tools
+            .iter()
+            .find(|tool| !ALL_TOOLS.contains(&tool.as_str()))
+        {
+            return Err(self.invalid(
+                format!("agents.{name}.tools"),
+                format!(
+                    "unknown tool `{unknown}` (tools: {})",
+                    join_names(ALL_TOOLS.iter())
+                ),
+            ));
+        }
+        let sandbox = match agent.sandbox.as_deref() {
+            None => SandboxMode::default(),
+            Some(text) => SandboxMode::from_name(text).ok_or_else(|| {
+                self.invalid(
+                    format!("agents.{name}.sandbox"),
+                    format!(
+                        "unknown sandbox `{text}` (sandboxes: {})",
+                        join_names(SandboxMode::NAMES.iter().map(|(name, _)| name))
+                    ),
+                )
+            })?,
+        };
+        let servers = agent.mcp.unwrap_or_default();
+        if let Some(unknown) = servers.iter().find(|server| !mcp.contains_key(*server)) {
+            return Err(self.invalid(
+                format!("agents.{name}.mcp"),
+                format!(
+                    "unknown MCP server `{unknown}` (servers: {})",
+                    join_names(mcp.keys())
+                ),
+            ));
+        }
+        let mut permissions = self.permissions(name, agent.permissions)?;
+        if let Some(seconds) = agent.approval_timeout_s {
+            if seconds == 0 {
+                return Err(self.invalid(
+                    format!("agents.{name}.approval_timeout_s"),
+                    "must be at least 1 (leave it out to wait until the turn ends)",
+                ));
+            }
+            permissions.approval_timeout = Some(std::time::Duration::from_secs(seconds));
+        }
+        let limits = self.limits(name, agent.limits.unwrap_or_default())?;
+        let env = agent.env.unwrap_or_default();
+        if let Some(bad) = env
+            .keys()
+            .find(|key| key.is_empty() || key.contains(['=', '\0']))
+        {
+            return Err(self.invalid(
+                format!("agents.{name}.env"),
+                format!("`{bad}` is not a variable name"),
+            ));
+        }
+        let spawnable = agent.spawnable.unwrap_or_else(|| vec![name.to_owned()]);
+        if let Some(unknown) = spawnable.iter().find(|agent| !names.contains(agent)) {
+            return Err(self.invalid(
+                format!("agents.{name}.spawnable"),
+                format!(
+                    "unknown agent `{unknown}` (agents: {})",
+                    join_names(names.iter())
+                ),
+            ));
+        }
+        let base_instructions = self.base_instructions(name, agent.base_instructions.as_ref())?;
+        let budget = super::budget::Budget {
+            max_cost: agent.max_cost,
+            max_turn_tokens: agent.max_turn_tokens,
+            max_turn_model_calls: agent.max_turn_model_calls,
+            on_budget: agent.on_budget,
+        };
+        if let Some(problem) = budget.invalid() {
+            let key = problem.split(' ').next().unwrap_or_default();
+            return Err(self.invalid(format!("agents.{name}.{key}"), problem));
+        }
+        if budget.max_cost.is_some()
+            && let Some(unpriced) = super::providers::unpriced_model(models, &agent.model)
+        {
+            return Err(self.invalid(
+                format!("agents.{name}.max_cost"),
+                format!(
+                    "needs prices, and model `{unpriced}` has none (set models.{unpriced}.price)"
+                ),
+            ));
+        }
+        Ok(AgentConfig {
+            description: agent.description,
+            model: agent.model,
+            compact_model: agent.compact_model,
+            instructions: agent.instructions,
+            base_instructions,
+            tools,
+            sandbox,
+            network: agent.network.unwrap_or(false),
+            permissions,
+            mcp: servers,
+            limits,
+            env,
+            spawnable,
+            client_mcp: agent.client_mcp.unwrap_or(false),
+            budget,
+        })
     }
 
     /// `base_instructions`: `true` (the built-in prompt), `false` (none), or the path of a

@@ -71,6 +71,12 @@ pub struct Config {
     pub agents: BTreeMap<String, AgentConfig>,
     /// MCP servers by name (`[mcp.<name>]`); an agent uses those its `mcp` list names.
     pub mcp: BTreeMap<String, McpServerConfig>,
+    /// The `[agents.<name>]` tables as written: a repository's agent file of the same name is
+    /// merged under one, key by key (see `Config::agent_from_table`).
+    pub agent_tables: BTreeMap<String, toml::Table>,
+    /// Directories whose repositories' agent files may loosen the sandbox, the network and
+    /// the permissions (`trust_repository_agents`); absolute, as written.
+    pub trust_repository_agents: Vec<PathBuf>,
     /// The file it came from, `None` for the built-in config.
     pub source: Option<PathBuf>,
 }
@@ -91,6 +97,8 @@ impl Config {
             models: BTreeMap::from([(DEMO_MODEL.to_string(), demo_model())]),
             agents: BTreeMap::from([(DEFAULT_AGENT.to_string(), fallback_agent(DEMO_MODEL))]),
             mcp: BTreeMap::new(),
+            agent_tables: BTreeMap::new(),
+            trust_repository_agents: Vec::new(),
             source: None,
         }
     }
@@ -98,11 +106,24 @@ impl Config {
     /// Parses and validates a config file's text; `source` is only used in errors and kept in
     /// [`Config::source`].
     pub fn from_toml_str(text: &str, source: Option<&Path>) -> Result<Config, ConfigError> {
-        let raw: RawConfig = toml::from_str(text).map_err(|error| ConfigError::Parse {
+        let parse_error = |error: toml::de::Error| ConfigError::Parse {
             path: source.map(Path::to_path_buf),
             message: error.to_string().trim_end().to_string(),
-        })?;
-        Validator { source }.build(raw)
+        };
+        let raw: RawConfig = toml::from_str(text).map_err(parse_error)?;
+        let mut config = Validator { source }.build(raw)?;
+        // Read again as plain tables: which keys each agent's table sets, for merging.
+        let mut document: toml::Table = toml::from_str(text).map_err(parse_error)?;
+        if let Some(toml::Value::Table(agents)) = document.remove("agents") {
+            config.agent_tables = agents
+                .into_iter()
+                .filter_map(|(name, table)| match table {
+                    toml::Value::Table(table) => Some((name, table)),
+                    _ => None,
+                })
+                .collect();
+        }
+        Ok(config)
     }
 
     /// Reads and validates one file, which must exist.
@@ -166,6 +187,47 @@ impl Config {
     /// kept on it).
     pub fn unpriced_model(&self, model_id: &str) -> Option<String> {
         providers::unpriced_model(&self.models, model_id)
+    }
+
+    /// An agent written outside the config file as the table an `[agents.<name>]` would be (a
+    /// repository's agent file, merged with the config's table of the same name): checked by
+    /// the same rules, its errors naming `source`. `names` are the agents it may name in
+    /// `spawnable`. `base_instructions` is a path beside the config file, so only the config's
+    /// own table may set it, and it is taken from there.
+    pub fn agent_from_table(
+        &self,
+        name: &str,
+        mut table: toml::Table,
+        names: &[String],
+        source: &Path,
+    ) -> Result<AgentConfig, ConfigError> {
+        let validator = Validator {
+            source: Some(source),
+        };
+        let configured = self.agent_tables.get(name);
+        if table.contains_key("base_instructions")
+            && configured
+                .is_none_or(|own| own.get("base_instructions") != table.get("base_instructions"))
+        {
+            return Err(validator.invalid(
+                format!("agents.{name}.base_instructions"),
+                "only the config file sets it",
+            ));
+        }
+        table.remove("base_instructions");
+        let raw = RawAgent::deserialize(toml::Value::Table(table)).map_err(|error| {
+            ConfigError::Parse {
+                path: Some(source.to_path_buf()),
+                message: error.to_string().trim_end().to_owned(),
+            }
+        })?;
+        let mut agent = validator.agent(name, raw, names, &self.models, &self.mcp)?;
+        if configured.is_some()
+            && let Some(own) = self.agent(name)
+        {
+            agent.base_instructions = own.base_instructions.clone();
+        }
+        Ok(agent)
     }
 
     /// The agent named by `default_agent`.
@@ -237,6 +299,8 @@ struct RawConfig {
     agents: BTreeMap<String, RawAgent>,
     #[serde(default)]
     mcp: BTreeMap<String, McpServerSpec>,
+    #[serde(default)]
+    trust_repository_agents: Vec<String>,
 }
 
 /// The whole file's check, section by section; each section's check is in its own file.
@@ -257,6 +321,7 @@ impl Validator<'_> {
         let models = self.models(raw.models, &providers)?;
         let mcp = self.mcp_servers(raw.mcp)?;
         let mut agents = self.agents(raw.agents, &models, &mcp)?;
+        let trust_repository_agents = self.trusted_repositories(raw.trust_repository_agents)?;
         if agents.is_empty() {
             let model = first_model.as_deref().unwrap_or(DEMO_MODEL);
             agents.insert(DEFAULT_AGENT.to_string(), fallback_agent(model));
@@ -285,6 +350,8 @@ impl Validator<'_> {
             models,
             agents,
             mcp,
+            agent_tables: BTreeMap::new(),
+            trust_repository_agents,
             source: self.source.map(Path::to_path_buf),
         })
     }

@@ -12,11 +12,11 @@ use super::error::ApiError;
 use super::extract::Query;
 use super::state::AppState;
 use crate::api::errors::ErrorBody;
-use crate::api::requests::CommandsQuery;
+use crate::api::requests::{AgentsQuery, CommandsQuery};
 use crate::api::responses::{
-    AgentInfo, AgentList, AnswerCounts, ClusterHealth, CommandList, Health, HealthStatus,
-    McpServerInfo, McpServerList, McpServerSource, McpServerState, McpTransportKind, ModelInfo,
-    ModelList, PostgresStatus, SandboxHealth, SandboxLayer,
+    AgentList, AnswerCounts, ClusterHealth, CommandList, Health, HealthStatus, McpServerInfo,
+    McpServerList, McpServerSource, McpServerState, McpTransportKind, ModelInfo, ModelList,
+    PostgresStatus, SandboxHealth, SandboxLayer,
 };
 use crate::mcp::{ServerSource, ServerState};
 
@@ -106,25 +106,20 @@ pub async fn health(State(state): State<AppState>) -> Response {
     get,
     path = "/api/agents",
     tag = "meta",
-    summary = "Configured agents",
-    responses((status = 200, description = "The default agent and every configured agent", body = AgentList)),
+    summary = "The agents a working directory sees",
+    description = "The config file's agents, and the repository's agent files (`.agents/agents/NAME.md` from the repository's top down to `cwd`; a deeper one wins a name). A file and a config table of the same name merge key by key, the config's winning. `source` says where each came from. `problems` lists the agent files skipped, each with the rule it breaks: a bad front matter, or a setting that would loosen what the config allows (unless `trust_repository_agents` lists the repository). Read at each request, and by a conversation when each turn starts.",
+    params(AgentsQuery),
+    responses(
+        (status = 200, description = "The default agent, every agent and the files skipped", body = AgentList),
+        (status = 400, description = "`invalid_request`: a relative `cwd`, or an unknown parameter", body = ErrorBody),
+        (status = 422, description = "`cwd_missing`; `cwd_refused`: `cwd` is `/` or holds or lies in the service's own state", body = ErrorBody),
+    ),
 )]
-pub async fn agents(State(state): State<AppState>) -> Json<AgentList> {
-    let config = state.runtime.config();
-    let agents = config
-        .agents
-        .iter()
-        .map(|(name, agent)| AgentInfo {
-            name: name.clone(),
-            description: agent.description.clone(),
-            model: agent.model.clone(),
-            compact_model: agent.compaction_model().to_owned(),
-        })
-        .collect();
-    Json(AgentList {
-        default: config.default_agent.clone(),
-        agents,
-    })
+pub async fn agents(
+    State(state): State<AppState>,
+    Query(query): Query<AgentsQuery>,
+) -> Result<Json<AgentList>, ApiError> {
+    Ok(Json(state.runtime.list_agents(query.cwd.as_deref()).await?))
 }
 
 #[utoipa::path(

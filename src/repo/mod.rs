@@ -9,10 +9,12 @@
 //!   own files (or anything else outside) into a request.
 //! - `skills.rs` — Agent Skills (`SKILL.md` in a directory of its own).
 //! - `commands.rs` — commands: a prompt with `$ARGUMENTS`, named by its file.
+//! - `agents.rs` — agents: what a config's `[agents.NAME]` table takes, as a file's front matter.
 //!
 //! Nothing here knows of turns or HTTP: the runtime reads a catalogue when a turn starts, and
 //! the API lists one for a working directory.
 
+pub mod agents;
 pub mod commands;
 mod files;
 pub mod folders;

@@ -75,11 +75,14 @@ impl Runtime {
         }
         validate_text(&request.text, &request.images)?;
         let config = &self.shared.config;
+        let agents = self.agents_for(&cwd).await?;
         let agent_name = request
             .agent
             .unwrap_or_else(|| config.default_agent.clone());
-        let agent = config.agent(&agent_name).ok_or_else(|| {
-            RuntimeError::AgentUnavailable(format!("agent `{agent_name}` is not configured"))
+        let agent = agents.get(&agent_name).ok_or_else(|| {
+            RuntimeError::AgentUnavailable(format!(
+                "agent `{agent_name}` is neither in the config nor a valid agent file of {cwd}"
+            ))
         })?;
         let model = request.model.unwrap_or_else(|| agent.model.clone());
         self.check_model(&model)?;

@@ -20,6 +20,7 @@ pub mod title;
 pub mod turn;
 pub mod usage;
 
+mod agent_operations;
 mod approval_operations;
 pub mod approvals;
 pub mod checkpoint_gc;

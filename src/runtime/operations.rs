@@ -81,7 +81,8 @@ impl Runtime {
     /// is live, else from its files (without loading it).
     pub async fn conversation(&self, id: &str) -> Result<ConversationView, RuntimeError> {
         let view = self.view(id).await?;
-        check_openable(&self.shared.config, &view.conversation)?;
+        let agents = self.agents_for(&view.conversation.cwd).await?;
+        check_openable(&agents, &view.conversation)?;
         Ok(view)
     }
 
@@ -115,13 +116,6 @@ impl Runtime {
             .map_err(RuntimeError::Invalid)?;
         if let Some(model) = &patch.model {
             self.check_model(model)?;
-        }
-        if let Some(agent) = &patch.agent
-            && self.shared.config.agent(agent).is_none()
-        {
-            return Err(RuntimeError::AgentUnavailable(format!(
-                "agent `{agent}` is not configured"
-            )));
         }
         let patch = ConversationPatch {
             title,

@@ -5,7 +5,7 @@
 
 use std::sync::Arc;
 
-use crate::config::{AgentConfig, Config};
+use crate::config::AgentConfig;
 use crate::permissions::Permissions;
 use crate::sandbox::{Protected, SandboxPolicy};
 use crate::store::state::ConversationState;
@@ -37,13 +37,13 @@ pub fn agent_policy(agent: &AgentConfig, protected: &Arc<Protected>) -> SandboxP
 /// The policy and permissions of `session_id`'s tools: its agent's, tightened by every agent
 /// above it in the session tree. `None` when the session or an agent is missing.
 pub fn session_rules(
-    config: &Config,
+    agents: &crate::agents::Agents,
     state: &ConversationState,
     session_id: &str,
     protected: &Arc<Protected>,
 ) -> Option<(SandboxPolicy, Permissions)> {
     let session = state.session(session_id)?;
-    let agent = config.agent(&session.agent)?;
+    let agent = agents.get(&session.agent)?;
     let mut policy = agent_policy(agent, protected);
     let mut permissions = agent.permissions.clone();
     let mut parent_id = session.parent_id.clone();
@@ -51,7 +51,7 @@ pub fn session_rules(
     for _ in 0..64 {
         let Some(id) = parent_id else { break };
         let parent = state.session(&id)?;
-        let parent_agent = config.agent(&parent.agent)?;
+        let parent_agent = agents.get(&parent.agent)?;
         policy = agent_policy(parent_agent, protected).stricter(&policy);
         permissions.inherit(&parent_agent.permissions);
         parent_id = parent.parent_id.clone();

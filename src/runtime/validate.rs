@@ -4,22 +4,22 @@
 use std::path::Path;
 
 use super::*;
-use crate::config::Config;
 use crate::domain::{Conversation, Image};
 use crate::images::Refusal;
 
 /// A conversation opens only where its working directory and agent exist; its
 /// model is checked only when a turn would run, so the user can still switch it.
 pub(super) fn check_openable(
-    config: &Config,
+    agents: &crate::agents::Agents,
     conversation: &Conversation,
 ) -> Result<(), RuntimeError> {
     if !Path::new(&conversation.cwd).is_dir() {
         return Err(RuntimeError::CwdMissing(conversation.cwd.clone()));
     }
-    if config.agent(&conversation.agent).is_none() {
+    if agents.get(&conversation.agent).is_none() {
         return Err(RuntimeError::AgentUnavailable(format!(
-            "this conversation uses agent `{}`, which is not in the config",
+            "this conversation uses agent `{}`, which is neither in the config nor a valid \
+             agent file of its repository",
             conversation.agent
         )));
     }

@@ -6,6 +6,7 @@ mod support;
 
 mod acp;
 mod acp_extensions;
+mod agent_files;
 mod agent_limit;
 mod approval_cli;
 mod approvals;

@@ -189,14 +189,14 @@ impl ConversationActor {
     /// (a sub-agent asking the same, a second part of one step) are settled too: nobody is
     /// asked twice for what they just allowed.
     pub(super) fn settle_answered_by_rules(&mut self, resolution: &ApprovalResolution) {
-        let config = self.shared.config.clone();
+        let agents = self.agents.clone();
         let answered: Vec<String> = self
             .approvals
             .iter()
             .filter(|waiting| waiting.approval.escalate.is_none())
             .filter(|waiting| waiting.approval.tool != crate::runtime::turn::budget::TOOL)
             .filter(|waiting| {
-                let Some(agent) = config.agent(&waiting.agent) else {
+                let Some(agent) = agents.get(&waiting.agent) else {
                     return false;
                 };
                 let gate = crate::runtime::approvals::CallGate {

@@ -18,8 +18,9 @@ impl ConversationActor {
     /// The model that writes an agent's summaries: its `compact_model`.
     pub(super) fn compactor(&self, agent: &str) -> Result<Compactor, String> {
         let config = &self.shared.config;
-        let agent = config
-            .agent(agent)
+        let agent = self
+            .agents
+            .get(agent)
             .ok_or_else(|| format!("agent `{agent}` is not configured"))?;
         let model_id = agent.compaction_model();
         let model = config

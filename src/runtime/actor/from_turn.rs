@@ -81,7 +81,7 @@ impl ConversationActor {
                 let model = self
                     .state
                     .session(session_id)
-                    .and_then(|session| self.shared.config.agent(&session.agent))
+                    .and_then(|session| self.agents.get(&session.agent))
                     .map(|agent| agent.compaction_model().to_owned())
                     .unwrap_or_default();
                 self.count_call(session_id, usage.as_ref(), &model);

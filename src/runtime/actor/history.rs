@@ -24,7 +24,7 @@ impl ConversationActor {
     ) -> Result<ForkOutcome, RuntimeError> {
         // A copy of a conversation that cannot open (its directory or agent is gone) could not
         // open either: the user recreates the directory (or the agent) first.
-        check_openable(&self.shared.config, &self.state.conversation)?;
+        check_openable(&self.agents, &self.state.conversation)?;
         let root = self.state.conversation.root_session_id.clone();
         let path = self.shared.store.session_path(&self.id, &root);
         let mut content = std::fs::read(&path).map_err(|e| StoreError::io(&path, e))?;

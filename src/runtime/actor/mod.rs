@@ -30,6 +30,7 @@ mod turn_end;
 mod turns;
 mod waiting;
 
+use crate::agents::Agents;
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -130,7 +131,12 @@ pub fn spawn(
             )
         })
         .collect();
+    let agents = Arc::new(Agents::discover(
+        shared.config.clone(),
+        std::path::Path::new(&state.conversation.cwd),
+    ));
     let mut actor = ConversationActor {
+        agents,
         compacting: None,
         shared,
         membership,
@@ -219,6 +225,9 @@ struct ConversationActor {
     /// Turns a crash (or a lost owner) left running, closed as this actor loaded: the index
     /// and the list learn of it when the actor starts.
     closed_on_load: Vec<String>,
+    /// The agents its working directory sees (the config's and the repository's files):
+    /// read when it loads, when a turn starts and when its `cwd` changes.
+    agents: Arc<Agents>,
 }
 
 impl ConversationActor {
@@ -474,6 +483,21 @@ impl ConversationActor {
 
     async fn update(&mut self, patch: ConversationPatch) -> Result<Conversation, RuntimeError> {
         let current = &self.state.conversation;
+        // The agents the working directory after the change sees (a repository's agent file
+        // counts): the conversation's agent must be one of them.
+        let config = &self.shared.config;
+        let new_cwd = patch.cwd.as_ref().filter(|cwd| **cwd != current.cwd);
+        let agents = match new_cwd {
+            Some(cwd) => Arc::new(Agents::discover(config.clone(), std::path::Path::new(cwd))),
+            None => self.agents.clone(),
+        };
+        let agent = patch.agent.clone().unwrap_or_else(|| current.agent.clone());
+        if (patch.agent.is_some() || new_cwd.is_some()) && agents.get(&agent).is_none() {
+            return Err(RuntimeError::AgentUnavailable(format!(
+                "agent `{agent}` is neither in the config nor a valid agent file of the \
+                 conversation's repository"
+            )));
+        }
         let mut changes = ConversationChanges::default();
         if let Some(title) = patch.title
             && (title != current.title || !current.title_custom)
@@ -505,11 +529,9 @@ impl ConversationActor {
             changes.budget = Some(budget);
         }
         // The limits must hold on the model and agent the conversation has after the change.
-        let config = &self.shared.config;
         let model = changes.model.as_ref().unwrap_or(&current.model);
-        let agent = changes.agent.as_ref().unwrap_or(&current.agent);
         if (changes.budget.is_some() || changes.model.is_some() || changes.agent.is_some())
-            && let Some(agent) = config.agent(agent)
+            && let Some(agent) = agents.get(&agent)
             && let Some(refusal) = crate::runtime::budget::refusal(
                 config,
                 changes.budget.as_ref().unwrap_or(&current.budget),
@@ -524,6 +546,7 @@ impl ConversationActor {
         }
         let title_changed = changes.title.is_some();
         let model_changed = changes.model.is_some();
+        let cwd_changed = changes.cwd.is_some();
         self.append_meta(vec![MetaRecord::ConversationUpdated {
             at: crate::domain::now(),
             changes,
@@ -538,6 +561,9 @@ impl ConversationActor {
         }
         self.shared.index_quietly(&updates).await;
         self.publish_conversation();
+        if cwd_changed {
+            self.agents = agents;
+        }
         if model_changed {
             // Another model, another tokenizer and context window: the meter starts over.
             let root = self.root_id().to_owned();
@@ -585,7 +611,7 @@ impl ConversationActor {
     /// `session_id`.
     fn check_can_run(&self, session_id: &str) -> Result<(), RuntimeError> {
         let conversation = &self.state.conversation;
-        check_openable(&self.shared.config, conversation)?;
+        check_openable(&self.agents, conversation)?;
         let model = self
             .state
             .session(session_id)

@@ -41,15 +41,16 @@ impl ConversationActor {
     /// limits nothing is measured: this runs before every model call.
     pub(super) fn budget_reached(&self, session_id: &str, passed: &[Limit]) -> Option<Reached> {
         let config = &self.shared.config;
+        let agents = &self.agents;
         let session = self.state.session(session_id)?;
         let conversation = &self.state.conversation;
         let mut checks = Vec::new();
-        if let Some(agent) = config.agent(&conversation.agent) {
+        if let Some(agent) = agents.get(&conversation.agent) {
             let limits = Limits::resolve(&conversation.budget, &conversation.agent, &agent.budget);
             checks.push((limits, self.turn_spent(self.root_id(), true)));
         }
         if session_id != self.root_id()
-            && let Some(agent) = config.agent(&session.agent)
+            && let Some(agent) = agents.get(&session.agent)
         {
             let limits = Limits::resolve(&Default::default(), &session.agent, &agent.budget);
             checks.push((limits, self.turn_spent(session_id, false)));

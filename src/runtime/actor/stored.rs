@@ -33,6 +33,10 @@ pub fn read_view(
     acceptance: &crate::store::Acceptance,
 ) -> Result<(ConversationView, HashMap<String, Usage>), RuntimeError> {
     let state = read_state(shared, id, acceptance)?;
+    let agents = crate::agents::Agents::discover(
+        shared.config.clone(),
+        std::path::Path::new(&state.conversation.cwd),
+    );
     let mut sessions = state.sessions.clone();
     let mut usages = HashMap::new();
     for session in &mut sessions {
@@ -41,7 +45,8 @@ pub fn read_view(
             shared.store.read_items(id, &session.id, acceptance)?,
         );
         // As the actor does when it loads (`reset_meter`).
-        if let Some(basis) = super::turns::meter_basis(&shared.config, &state, &session.id) {
+        if let Some(basis) = super::turns::meter_basis(&shared.config, &agents, &state, &session.id)
+        {
             run.usage = basis.restart(&crate::runtime::compaction::model_view(&run.history));
         }
         session.last_message = run.last_message();

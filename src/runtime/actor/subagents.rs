@@ -10,8 +10,8 @@ use serde_json::{Value, json};
 
 use super::ConversationActor;
 use super::session::{InterruptCause, SessionRun};
+use crate::agents::Agents;
 use crate::config::AgentConfig;
-use crate::config::Config;
 use crate::domain::{
     Item, ItemKind, ItemStatus, Message, MessageMode, MessageSource, MessageStatus, Session,
     SessionStatus, TurnStatus, new_id, now,
@@ -23,20 +23,20 @@ use crate::store::records::{MetaRecord, SessionCreated};
 
 /// `spawn_agent`'s description names every agent `caller` may start (its `spawnable`), so the
 /// model can choose one.
-pub(super) fn described(spec: ToolSpec, config: &Config, caller: &AgentConfig) -> ToolSpec {
+pub(super) fn described(spec: ToolSpec, agents: &Agents, caller: &AgentConfig) -> ToolSpec {
     if spec.name != "spawn_agent" {
         return spec;
     }
     let mut description = spec.description.into_owned();
     description.push_str("\n\nAgents you may start:");
-    let spawnable = config
-        .agents
+    let listed = agents.list();
+    let spawnable = listed
         .iter()
-        .filter(|(name, _)| caller.spawnable.contains(name));
-    for (name, agent) in spawnable {
+        .filter(|listed| caller.spawnable.iter().any(|name| name == listed.name));
+    for listed in spawnable {
         description.push_str(&format!(
-            "\n- `{name}` (model `{}`): {}",
-            agent.model, agent.description
+            "\n- `{}` (model `{}`): {}",
+            listed.name, listed.agent.model, listed.agent.description
         ));
     }
     ToolSpec {
@@ -216,11 +216,12 @@ impl ConversationActor {
         planned: usize,
     ) -> Result<String, String> {
         let config = &self.shared.config;
+        let agents = self.agents.clone();
         let agent_name = &request.agent;
         let caller_agent = self
             .state
             .session(caller)
-            .and_then(|session| config.agent(&session.agent))
+            .and_then(|session| agents.get(&session.agent))
             .ok_or_else(|| "the caller's agent is no longer configured".to_owned())?;
         if !caller_agent.spawnable.contains(agent_name) {
             return Err(format!(
@@ -229,10 +230,15 @@ impl ConversationActor {
                 caller_agent.spawnable.join(", ")
             ));
         }
-        let agent = config.agent(agent_name).ok_or_else(|| {
+        let agent = agents.get(agent_name).ok_or_else(|| {
             format!(
-                "agent `{agent_name}` is not configured; configured agents: {}",
-                config.agents.keys().cloned().collect::<Vec<_>>().join(", ")
+                "agent `{agent_name}` is not configured; agents: {}",
+                agents
+                    .list()
+                    .iter()
+                    .map(|listed| listed.name)
+                    .collect::<Vec<_>>()
+                    .join(", ")
             )
         })?;
         let model = request.model.clone().unwrap_or_else(|| agent.model.clone());

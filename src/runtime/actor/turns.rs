@@ -2,6 +2,7 @@
 //! storing and publishing what the task sends back, steering messages into it, and ending it.
 //! Every session (the root agent and each sub-agent) runs its turns through the same code.
 
+use crate::agents::Agents;
 use std::sync::Arc;
 
 use tokio_util::sync::CancellationToken;
@@ -378,6 +379,11 @@ impl ConversationActor {
         run.turn_reasoning_tokens = 0;
         let history = run.history.clone();
         let usage = run.usage;
+        // An agent file edited since counts from this turn on (a few small reads).
+        self.agents = Arc::new(Agents::discover(
+            self.shared.config.clone(),
+            std::path::Path::new(&self.state.conversation.cwd),
+        ));
         let reasoning_carried = self.reasoning_carried(session_id);
         let sender = self.turn_sender.clone();
         let spec = self.turn_spec(
@@ -427,12 +433,13 @@ impl ConversationActor {
         let config = &self.shared.config;
         let missing = || "the session's agent or model is no longer configured".to_owned();
         let session = self.state.session(session_id).ok_or_else(missing)?;
-        let agent = config.agent(&session.agent).ok_or_else(missing)?;
+        let agents = self.agents.clone();
+        let agent = agents.get(&session.agent).ok_or_else(missing)?;
         let compactor = self.compactor(&session.agent)?;
         let (prompt, tools) = self.request_parts(session, agent);
         // Never looser than any agent above it.
         let (sandbox, permissions) = crate::runtime::sandboxing::session_rules(
-            config,
+            &agents,
             &self.state,
             session_id,
             &self.shared.protected,
@@ -460,7 +467,7 @@ impl ConversationActor {
             let builtin_tools = if !fallback {
                 tools.clone()
             } else {
-                offered_tools(config, model_id, agent)
+                offered_tools(config, &agents, model_id, agent)
             };
             let facts = environment.as_ref().map(|_| {
                 environment_facts(
@@ -584,6 +591,7 @@ impl ConversationActor {
     ) -> (Prompt, Vec<crate::model::ToolSpec>) {
         request_parts(
             &self.shared.config,
+            &self.agents,
             &self.state.conversation.cwd,
             session,
             agent,
@@ -594,7 +602,7 @@ impl ConversationActor {
     /// with the fixed part of its requests: when a session is loaded or created,
     /// and when its model changes. (A turn adopts them again, as AGENTS.md may change.)
     pub(super) fn reset_meter(&mut self, session_id: &str) {
-        let basis = meter_basis(&self.shared.config, &self.state, session_id);
+        let basis = meter_basis(&self.shared.config, &self.agents, &self.state, session_id);
         if let (Some(basis), Some(run)) = (basis, self.sessions.get_mut(session_id)) {
             run.usage = basis.restart(&crate::runtime::compaction::model_view(&run.history));
         }
@@ -613,11 +621,12 @@ impl ConversationActor {
 /// `ConversationActor::request_parts`).
 fn request_parts(
     config: &crate::config::Config,
+    agents: &Agents,
     cwd: &str,
     session: &crate::domain::Session,
     agent: &crate::config::AgentConfig,
 ) -> (Prompt, Vec<crate::model::ToolSpec>) {
-    let tools = offered_tools(config, &session.model, agent);
+    let tools = offered_tools(config, agents, &session.model, agent);
     let prompt = Prompt::new(
         config,
         agent,
@@ -631,6 +640,7 @@ fn request_parts(
 /// takes.
 fn offered_tools(
     config: &crate::config::Config,
+    agents: &Agents,
     model_id: &str,
     agent: &crate::config::AgentConfig,
 ) -> Vec<crate::model::ToolSpec> {
@@ -643,7 +653,7 @@ fn offered_tools(
     };
     crate::tools::offered(&agent.tools, edit)
         .into_iter()
-        .map(|spec| super::subagents::described(spec, config, agent))
+        .map(|spec| super::subagents::described(spec, agents, agent))
         .collect()
 }
 
@@ -685,12 +695,13 @@ fn environment_facts(
 /// (see `ConversationActor::reset_meter`; also used for a conversation read from its files).
 pub(super) fn meter_basis(
     config: &crate::config::Config,
+    agents: &Agents,
     state: &crate::store::state::ConversationState,
     session_id: &str,
 ) -> Option<usage::UsageTracker> {
     let session = state.session(session_id)?;
-    let agent = config.agent(&session.agent)?;
-    let (prompt, tools) = request_parts(config, &state.conversation.cwd, session, agent);
+    let agent = agents.get(&session.agent)?;
+    let (prompt, tools) = request_parts(config, agents, &state.conversation.cwd, session, agent);
     let tokenizer = Tokenizer::for_model(config, &session.model);
     let protocol = Tokenizer::protocol(config, &session.model);
     let overhead = tokenizer.request_overhead(protocol, prompt.text(None).as_deref(), &tools);
