@@ -125,6 +125,34 @@ impl Agents {
         }
     }
 
+    /// Why there is no agent `name` here, in words: the reason its file was skipped, if one
+    /// was.
+    pub fn unavailable(&self, name: &str) -> String {
+        let file = format!("{name}.md");
+        let skipped = self.problems.iter().find(|problem| {
+            problem
+                .path
+                .file_name()
+                .is_some_and(|found| *found == *file)
+        });
+        match skipped {
+            Some(skipped) => format!(
+                "agent `{name}` is not available: its file {} was skipped: {}",
+                skipped.path.display(),
+                skipped.problem
+            ),
+            None => format!(
+                "agent `{name}` is neither in the config nor an agent file of the repository \
+                 (agents: {})",
+                self.list()
+                    .iter()
+                    .map(|listed| listed.name)
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
+        }
+    }
+
     /// The agent new conversations use when none is named.
     pub fn default_name(&self) -> &str {
         &self.config.default_agent

@@ -79,11 +79,9 @@ impl Runtime {
         let agent_name = request
             .agent
             .unwrap_or_else(|| config.default_agent.clone());
-        let agent = agents.get(&agent_name).ok_or_else(|| {
-            RuntimeError::AgentUnavailable(format!(
-                "agent `{agent_name}` is neither in the config nor a valid agent file of {cwd}"
-            ))
-        })?;
+        let agent = agents
+            .get(&agent_name)
+            .ok_or_else(|| RuntimeError::AgentUnavailable(agents.unavailable(&agent_name)))?;
         let model = request.model.unwrap_or_else(|| agent.model.clone());
         self.check_model(&model)?;
         if let Some(refusal) = super::budget::refusal(config, &request.budget, agent, &model) {

@@ -18,9 +18,8 @@ pub(super) fn check_openable(
     }
     if agents.get(&conversation.agent).is_none() {
         return Err(RuntimeError::AgentUnavailable(format!(
-            "this conversation uses agent `{}`, which is neither in the config nor a valid \
-             agent file of its repository",
-            conversation.agent
+            "this conversation's {}",
+            agents.unavailable(&conversation.agent)
         )));
     }
     Ok(())

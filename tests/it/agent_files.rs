@@ -170,6 +170,11 @@ async fn a_repository_agent_merges_under_the_configs_table_and_runs_as_it_says()
         (422, &json!("agent_unavailable")),
         "{body}"
     );
+    let message = body["error"]["message"].as_str().unwrap();
+    assert!(
+        message.contains("loose.md was skipped: it would loosen"),
+        "{message}"
+    );
     let (_, all) = server.get("/api/conversations").await;
     assert_eq!(all["conversations"].as_array().unwrap().len(), 1, "{all}");
 

@@ -493,10 +493,7 @@ impl ConversationActor {
         };
         let agent = patch.agent.clone().unwrap_or_else(|| current.agent.clone());
         if (patch.agent.is_some() || new_cwd.is_some()) && agents.get(&agent).is_none() {
-            return Err(RuntimeError::AgentUnavailable(format!(
-                "agent `{agent}` is neither in the config nor a valid agent file of the \
-                 conversation's repository"
-            )));
+            return Err(RuntimeError::AgentUnavailable(agents.unavailable(&agent)));
         }
         let mut changes = ConversationChanges::default();
         if let Some(title) = patch.title
