@@ -345,12 +345,13 @@ pub struct TurnsQuery {
     _access_token: Option<IgnoredAny>,
 }
 
-/// The query of `GET /api/skills`.
+/// The query of `GET /api/skills`, `/api/commands` and `/api/agents`: the working directory
+/// whose files (and whose repository's) to read.
 #[derive(Debug, Deserialize, IntoParams)]
 #[serde(deny_unknown_fields)]
 #[into_params(parameter_in = Query)]
-pub struct SkillsQuery {
-    /// The working directory whose skills to list (absolute); default: the service's.
+pub struct CwdQuery {
+    /// An absolute path to an existing directory; default: the service's working directory.
     #[param(pattern = "^/")]
     pub cwd: Option<String>,
     /// Checked by the security middleware, ignored here.
@@ -374,35 +375,6 @@ pub struct ExportQuery {
     /// The only format: `markdown` (the default).
     #[param(inline)]
     pub format: Option<ExportFormat>,
-    /// Checked by the security middleware, ignored here.
-    #[serde(rename = "access_token")]
-    #[param(ignore)]
-    _access_token: Option<IgnoredAny>,
-}
-
-/// The query of `GET /api/commands`.
-#[derive(Debug, Default, Deserialize, IntoParams)]
-#[serde(deny_unknown_fields)]
-#[into_params(parameter_in = Query)]
-pub struct CommandsQuery {
-    /// An absolute path to an existing directory; default: the service's working directory.
-    #[param(pattern = "^/")]
-    pub cwd: Option<String>,
-    /// Checked by the security middleware, ignored here.
-    #[serde(rename = "access_token")]
-    #[param(ignore)]
-    _access_token: Option<IgnoredAny>,
-}
-
-/// The query of `GET /api/agents`.
-#[derive(Debug, Default, Deserialize, IntoParams)]
-#[serde(deny_unknown_fields)]
-#[into_params(parameter_in = Query)]
-pub struct AgentsQuery {
-    /// The working directory whose repository's agent files to read (absolute); default: the
-    /// service's working directory.
-    #[param(pattern = "^/")]
-    pub cwd: Option<String>,
     /// Checked by the security middleware, ignored here.
     #[serde(rename = "access_token")]
     #[param(ignore)]

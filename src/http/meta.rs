@@ -12,7 +12,7 @@ use super::error::ApiError;
 use super::extract::Query;
 use super::state::AppState;
 use crate::api::errors::ErrorBody;
-use crate::api::requests::{AgentsQuery, CommandsQuery};
+use crate::api::requests::CwdQuery;
 use crate::api::responses::{
     AgentList, AnswerCounts, ClusterHealth, CommandList, Health, HealthStatus, McpServerInfo,
     McpServerList, McpServerSource, McpServerState, McpTransportKind, ModelInfo, ModelList,
@@ -108,7 +108,7 @@ pub async fn health(State(state): State<AppState>) -> Response {
     tag = "meta",
     summary = "The agents a working directory sees",
     description = "The config file's agents, and the repository's agent files (`.agents/agents/NAME.md` from the repository's top down to `cwd`; a deeper one wins a name). A file and a config table of the same name merge key by key, the config's winning. `source` says where each came from. `problems` lists the agent files skipped, each with the rule it breaks: a bad front matter, or a setting that would loosen what the config allows (unless `trust_repository_agents` lists the repository). Read at each request, and by a conversation when each turn starts.",
-    params(AgentsQuery),
+    params(CwdQuery),
     responses(
         (status = 200, description = "The default agent, every agent and the files skipped", body = AgentList),
         (status = 400, description = "`invalid_request`: a relative `cwd`, or an unknown parameter", body = ErrorBody),
@@ -117,7 +117,7 @@ pub async fn health(State(state): State<AppState>) -> Response {
 )]
 pub async fn agents(
     State(state): State<AppState>,
-    Query(query): Query<AgentsQuery>,
+    Query(query): Query<CwdQuery>,
 ) -> Result<Json<AgentList>, ApiError> {
     Ok(Json(state.runtime.list_agents(query.cwd.as_deref()).await?))
 }
@@ -151,7 +151,7 @@ pub async fn models(State(state): State<AppState>) -> Json<ModelList> {
     tag = "meta",
     summary = "Commands a directory sees",
     description = "The commands in `.agents/commands/` folders from the repository's top down to `cwd`, and in `commands/` beside the config file: Markdown files named by their file name, whose prompt a message sends with `{\"command\", \"arguments\"}`. A deeper folder's command wins its name over a higher one's, a repository's over the user's. A folder reached through a symlink lists nothing. Read at each request.",
-    params(CommandsQuery),
+    params(CwdQuery),
     responses(
         (status = 200, description = "The commands by name, and the files skipped with the reason", body = CommandList),
         (status = 400, description = "`invalid_request`: a relative `cwd`, or an unknown parameter", body = ErrorBody),
@@ -160,7 +160,7 @@ pub async fn models(State(state): State<AppState>) -> Json<ModelList> {
 )]
 pub async fn commands(
     State(state): State<AppState>,
-    Query(query): Query<CommandsQuery>,
+    Query(query): Query<CwdQuery>,
 ) -> Result<Json<CommandList>, ApiError> {
     Ok(Json(
         state.runtime.list_commands(query.cwd.as_deref()).await?,

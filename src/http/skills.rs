@@ -5,7 +5,7 @@ use axum::extract::{Query, State};
 
 use super::error::ApiError;
 use super::state::AppState;
-use crate::api::requests::SkillsQuery;
+use crate::api::requests::CwdQuery;
 use crate::api::responses::SkillList;
 
 #[utoipa::path(
@@ -17,7 +17,7 @@ use crate::api::responses::SkillList;
         (`skills/`), then from `.agents/skills/` and `.claude/skills/` of each directory from the \
         repository's top down to `cwd`; a later one wins a name. `problems` lists the files \
         skipped, each with the rule it breaks. Turns read them anew when they start.",
-    params(SkillsQuery),
+    params(CwdQuery),
     responses(
         (status = 200, description = "The skills and the files skipped", body = SkillList),
         (status = 400, description = "`cwd` is not absolute", body = crate::api::errors::ErrorBody),
@@ -26,7 +26,7 @@ use crate::api::responses::SkillList;
 )]
 pub async fn skills(
     State(state): State<AppState>,
-    Query(query): Query<SkillsQuery>,
+    Query(query): Query<CwdQuery>,
 ) -> Result<Json<SkillList>, ApiError> {
     Ok(Json(state.runtime.skills(query.cwd).await?))
 }

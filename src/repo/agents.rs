@@ -9,8 +9,6 @@ use std::path::{Path, PathBuf};
 
 use super::{Problem, files, folders, markdown};
 
-pub const NAME_MAX: usize = 64;
-
 /// One agent file, as the table a config file's `[agents.NAME]` would be.
 #[derive(Debug, Clone, PartialEq)]
 pub struct AgentFile {
@@ -43,19 +41,7 @@ pub fn discover(cwd: &Path) -> (Vec<AgentFile>, Vec<Problem>) {
 }
 
 fn agent_file(found: &files::Found) -> Result<AgentFile, String> {
-    let name = found.name.trim_end_matches(".md").to_owned();
-    let allowed = |c: char| c.is_ascii_lowercase() || c.is_ascii_digit() || "-_".contains(c);
-    if name.is_empty() || name.len() > NAME_MAX || !name.chars().all(allowed) {
-        return Err(format!(
-            "an agent's file name must be 1 to {NAME_MAX} lowercase letters, digits, `-` or `_` \
-             before `.md` (`{}` is not)",
-            found.name
-        ));
-    }
-    let text = found
-        .text
-        .as_ref()
-        .map_err(|why| format!("the file {why}"))?;
+    let (name, text) = found.named_text("an agent's")?;
     let document = markdown::parse(text)?;
     let mut front = document.front;
     // A key left empty (`model:`) is as if not written: TOML has no null.

@@ -10,8 +10,6 @@ use serde::Serialize;
 
 use super::{Origin, Problem, files, folders, markdown};
 
-pub const NAME_MAX: usize = 64;
-
 /// One command, as found.
 #[derive(Debug, Clone, PartialEq, Serialize, utoipa::ToSchema)]
 pub struct Command {
@@ -56,26 +54,14 @@ pub fn discover(cwd: &Path, user_dir: Option<&Path>) -> (Vec<Command>, Vec<Probl
 }
 
 fn command(found: &files::Found, origin: Origin) -> Result<Command, String> {
-    let name = found.name.trim_end_matches(".md").to_owned();
-    let allowed = |c: char| c.is_ascii_lowercase() || c.is_ascii_digit() || "-_".contains(c);
-    if name.is_empty() || name.len() > NAME_MAX || !name.chars().all(allowed) {
-        return Err(format!(
-            "a command's file name must be 1 to {NAME_MAX} lowercase letters, digits, `-` or `_` \
-             before `.md` (`{}` is not)",
-            found.name
-        ));
-    }
-    let text = found
-        .text
-        .as_ref()
-        .map_err(|why| format!("the file {why}"))?;
+    let (name, text) = found.named_text("a command's")?;
     // The front matter is optional: a plain file is all prompt.
     let (document, body) = if text.starts_with("---") {
         let document = markdown::parse(text)?;
         let body = document.body.clone();
         (Some(document), body)
     } else {
-        (None, text.clone())
+        (None, text.to_owned())
     };
     let field = |key: &str| match &document {
         Some(document) => document.text(key),

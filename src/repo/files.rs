@@ -28,6 +28,31 @@ pub struct Found {
     pub text: Result<String, String>,
 }
 
+/// The longest name of a file named by its name (a command's, an agent's), before `.md`.
+pub const NAME_MAX: usize = 64;
+
+impl Found {
+    /// The name of a file named by its file name (`review.md` is `review`: 1 to `NAME_MAX`
+    /// lowercase letters, digits, `-` or `_`) and its text; `Err` names the rule broken, `what`
+    /// saying whose file it is (`a command's`).
+    pub fn named_text(&self, what: &str) -> Result<(String, &str), String> {
+        let name = self.name.trim_end_matches(".md").to_owned();
+        let allowed = |c: char| c.is_ascii_lowercase() || c.is_ascii_digit() || "-_".contains(c);
+        if name.is_empty() || name.len() > NAME_MAX || !name.chars().all(allowed) {
+            return Err(format!(
+                "{what} file name must be 1 to {NAME_MAX} lowercase letters, digits, `-` or `_` \
+                 before `.md` (`{}` is not)",
+                self.name
+            ));
+        }
+        let text = self
+            .text
+            .as_ref()
+            .map_err(|why| format!("the file {why}"))?;
+        Ok((name, text))
+    }
+}
+
 /// The file a kind of entry needs (`SKILL.md`) found in a directory of its own (`name` is the
 /// directory's), and the other files beside it (relative; a directory ends with `/`).
 #[derive(Debug)]
