@@ -44,6 +44,7 @@ pub mod config;
 pub mod credential;
 pub mod domain;
 pub mod export;
+pub mod hooks;
 pub mod http;
 pub mod images;
 pub mod index;

@@ -424,6 +424,42 @@ pub struct AgentInfo {
     pub path: Option<String>,
 }
 
+/// `GET /api/hooks`.
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+pub struct HookList {
+    pub hooks: Vec<HookInfo>,
+}
+
+/// One `[[hooks.<event>]]` table of the config (its `headers` and `secret` never shown).
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+pub struct HookInfo {
+    /// `hooks.<event>[<index>]`.
+    pub key: String,
+    pub event: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub matcher: Option<String>,
+    /// The program, for a command hook.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub command: Option<String>,
+    /// The address, for an HTTP hook.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub url: Option<String>,
+    /// Whether its POSTs are signed (a `secret` is set).
+    pub signed: bool,
+    pub timeout_s: u64,
+    /// What it decides when it fails or times out: `allow` or `deny`.
+    pub on_error: String,
+    /// Its last failure since the service started.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_error: Option<HookFailure>,
+}
+
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+pub struct HookFailure {
+    pub at: chrono::DateTime<chrono::Utc>,
+    pub message: String,
+}
+
 /// `GET /api/models`.
 #[derive(Debug, Serialize, Deserialize, ToSchema)]
 pub struct ModelList {

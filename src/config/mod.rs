@@ -5,6 +5,7 @@
 mod agents;
 mod budget;
 mod cluster;
+mod hooks;
 mod limits;
 mod mcp;
 mod providers;
@@ -24,6 +25,7 @@ pub use agents::{
 };
 pub use budget::{Budget, OnBudget};
 pub use cluster::{ClusterConfig, check_advertise_addr, check_database_url};
+pub use hooks::{HookAction, HookConfig, HookEvent, OnHookError, ToolMatcher};
 pub use limits::{RetryConfig, SubagentsConfig, ToolsConfig, TurnConfig};
 pub use mcp::{
     DEFAULT_MCP_TIMEOUT_S, HIDDEN, McpServerConfig, McpServerSpec, McpTransport,
@@ -74,6 +76,8 @@ pub struct Config {
     /// The `[agents.<name>]` tables as written: a repository's agent file of the same name is
     /// merged under one, key by key (see `Config::agent_from_table`).
     pub agent_tables: BTreeMap<String, toml::Table>,
+    /// `[[hooks.<event>]]`, in the file's order per event.
+    pub hooks: Vec<HookConfig>,
     /// Directories whose repositories' agent files may loosen the sandbox, the network and
     /// the permissions (`trust_repository_agents`); absolute, as written.
     pub trust_repository_agents: Vec<PathBuf>,
@@ -99,6 +103,7 @@ impl Config {
             mcp: BTreeMap::new(),
             agent_tables: BTreeMap::new(),
             trust_repository_agents: Vec::new(),
+            hooks: Vec::new(),
             source: None,
         }
     }
@@ -301,6 +306,8 @@ struct RawConfig {
     mcp: BTreeMap<String, McpServerSpec>,
     #[serde(default)]
     trust_repository_agents: Vec<String>,
+    #[serde(default)]
+    hooks: BTreeMap<String, Vec<hooks::RawHook>>,
 }
 
 /// The whole file's check, section by section; each section's check is in its own file.
@@ -322,6 +329,7 @@ impl Validator<'_> {
         let mcp = self.mcp_servers(raw.mcp)?;
         let mut agents = self.agents(raw.agents, &models, &mcp)?;
         let trust_repository_agents = self.trusted_repositories(raw.trust_repository_agents)?;
+        let hooks = self.hooks(raw.hooks)?;
         if agents.is_empty() {
             let model = first_model.as_deref().unwrap_or(DEMO_MODEL);
             agents.insert(DEFAULT_AGENT.to_string(), fallback_agent(model));
@@ -352,6 +360,7 @@ impl Validator<'_> {
             mcp,
             agent_tables: BTreeMap::new(),
             trust_repository_agents,
+            hooks,
             source: self.source.map(Path::to_path_buf),
         })
     }

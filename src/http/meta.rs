@@ -14,9 +14,9 @@ use super::state::AppState;
 use crate::api::errors::ErrorBody;
 use crate::api::requests::CwdQuery;
 use crate::api::responses::{
-    AgentList, AnswerCounts, ClusterHealth, CommandList, Health, HealthStatus, McpServerInfo,
-    McpServerList, McpServerSource, McpServerState, McpTransportKind, ModelInfo, ModelList,
-    PostgresStatus, SandboxHealth, SandboxLayer,
+    AgentList, AnswerCounts, ClusterHealth, CommandList, Health, HealthStatus, HookList,
+    McpServerInfo, McpServerList, McpServerSource, McpServerState, McpTransportKind, ModelInfo,
+    ModelList, PostgresStatus, SandboxHealth, SandboxLayer,
 };
 use crate::mcp::{ServerSource, ServerState};
 
@@ -120,6 +120,18 @@ pub async fn agents(
     Query(query): Query<CwdQuery>,
 ) -> Result<Json<AgentList>, ApiError> {
     Ok(Json(state.runtime.list_agents(query.cwd.as_deref()).await?))
+}
+
+#[utoipa::path(
+    get,
+    path = "/api/hooks",
+    tag = "meta",
+    summary = "Configured hooks",
+    description = "The config's `[[hooks.<event>]]` tables in the file's order per event (`headers` and `secret` never shown), and the last failure of each since the service started.",
+    responses((status = 200, description = "Every configured hook", body = HookList)),
+)]
+pub async fn hooks(State(state): State<AppState>) -> Json<HookList> {
+    Json(state.runtime.hooks())
 }
 
 #[utoipa::path(

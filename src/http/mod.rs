@@ -53,6 +53,7 @@ pub fn router(
         .route("/api/health", get(meta::health))
         .route("/api/openapi.json", get(openapi::serve))
         .route("/api/agents", get(meta::agents))
+        .route("/api/hooks", get(meta::hooks))
         .route("/api/skills", get(skills::skills))
         .route("/api/models", get(meta::models))
         .route("/api/mcp", get(meta::mcp))

@@ -97,7 +97,9 @@ impl Runtime {
         let (index_jobs, jobs) = tokio::sync::mpsc::channel(QUEUE_CAPACITY);
         let index_queue = Arc::new(JobQueue::default());
         tokio::spawn(run_index_jobs(index.clone(), jobs, index_queue.clone()));
+        let hooks = Arc::new(crate::hooks::Hooks::new(&config.hooks));
         let shared = Arc::new(Shared {
+            hooks,
             store,
             index,
             tokenizers: crate::model::tokens::Tokenizer::configured(&config),
@@ -154,6 +156,44 @@ impl Runtime {
 
     pub fn config(&self) -> &Config {
         &self.shared.config
+    }
+
+    /// `GET /api/hooks`: the config's hooks, and the last failure of each.
+    pub fn hooks(&self) -> crate::api::responses::HookList {
+        use crate::api::responses::{HookFailure, HookInfo};
+        use crate::config::HookAction;
+        let hooks = &self.shared.hooks;
+        let listed = hooks
+            .list()
+            .iter()
+            .map(|hook| {
+                let key = hook.key();
+                let (command, url, signed) = match &hook.action {
+                    HookAction::Command(command) => (Some(command.clone()), None, false),
+                    HookAction::Url { url, secret, .. } => {
+                        (None, Some(url.clone()), secret.is_some())
+                    }
+                };
+                HookInfo {
+                    event: hook.event.name().to_owned(),
+                    matcher: hook.matcher.as_ref().map(|matcher| match &matcher.command {
+                        Some(command) => format!("{}({command})", matcher.tool),
+                        None => matcher.tool.clone(),
+                    }),
+                    command,
+                    url,
+                    signed,
+                    timeout_s: hook.timeout.as_secs(),
+                    on_error: hook.on_error.name().to_owned(),
+                    last_error: hooks
+                        .status
+                        .last_error(&key)
+                        .map(|(at, message)| HookFailure { at, message }),
+                    key,
+                }
+            })
+            .collect();
+        crate::api::responses::HookList { hooks: listed }
     }
 
     /// Every configured MCP server's state (`GET /api/mcp`).

@@ -57,6 +57,8 @@ pub struct Shared {
     pub checkpoints: Option<Arc<crate::checkpoints::Checkpoints>>,
     /// The service's own state (the data directory, the config), out of every tool's reach.
     pub protected: Arc<crate::sandbox::Protected>,
+    /// The config's hooks, and the last failure of each (`GET /api/hooks`).
+    pub hooks: Arc<crate::hooks::Hooks>,
 }
 
 impl Shared {

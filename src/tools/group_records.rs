@@ -181,7 +181,7 @@ impl Drop for RecordFile {
 
 /// SIGKILL to every process of the group. Never for 0 or 1: `kill(-0)` would signal our own
 /// group and `kill(-1)` every process.
-pub(super) fn kill_group(pgid: libc::pid_t) {
+pub fn kill_group(pgid: libc::pid_t) {
     if pgid > 1 {
         // SAFETY: kill(2) touches no memory of ours; a group that is already gone gives ESRCH.
         unsafe {

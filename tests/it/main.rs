@@ -31,6 +31,7 @@ mod events;
 mod fallbacks;
 mod faults;
 mod history;
+mod hooks;
 mod hostile_input;
 mod http_fixes;
 mod idempotency;

@@ -15,6 +15,7 @@ mod plan;
 pub mod skills;
 mod spec;
 
+use crate::hooks::Decision as HookDecision;
 use std::sync::Arc;
 
 use serde_json::Value;
@@ -324,7 +325,54 @@ async fn gate(
     link: &ActorLink,
 ) -> Result<bool, ToolResult> {
     let name = tool_name(item);
-    let (reason, suggested_rules) = match check(spec, name, arguments).await {
+    // The hooks are asked first; their answer cannot pass a configured deny.
+    let hooked = if spec.hooks.any(crate::config::HookEvent::PreToolUse) {
+        let asked = spec.hooks.pre_tool_use(
+            &spec.hook_subject,
+            &spec.tool_context.sandbox,
+            name,
+            &item.id,
+            arguments,
+        );
+        tokio::select! {
+            verdict = asked => verdict,
+            () = spec.cancel.cancelled() => {
+                return Err(ToolResult::interrupted("Not run: interrupted while a hook was asked."));
+            }
+        }
+    } else {
+        crate::hooks::Verdict::default()
+    };
+    if hooked.decision() == Some(HookDecision::Deny) {
+        return Err(ToolResult::denied(format!(
+            "Not run: a hook denies it ({}).",
+            hooked.said()
+        )));
+    }
+    let verdict = match (check(spec, name, arguments).await, hooked.decision()) {
+        // A hook that asks makes a user answer, saying why (a configured deny still refuses).
+        (verdict @ (Verdict::Allow | Verdict::Ask { .. }), Some(HookDecision::Ask)) => {
+            Verdict::Ask {
+                reason: crate::permissions::Reason::plain(format!(
+                    "a {} asks first",
+                    hooked.said()
+                )),
+                suggested_rules: match verdict {
+                    Verdict::Ask {
+                        suggested_rules, ..
+                    } => suggested_rules,
+                    _ => Vec::new(),
+                },
+            }
+        }
+        // A hook that allows answers what the permissions would ask a user; never a way out
+        // of the sandbox, which always asks.
+        (Verdict::Ask { .. }, Some(HookDecision::Allow)) if escalation(arguments).is_none() => {
+            Verdict::Allow
+        }
+        (verdict, _) => verdict,
+    };
+    let (reason, suggested_rules) = match verdict {
         Verdict::Allow => return Ok(false),
         Verdict::Deny { reason } => {
             return Err(ToolResult::denied(format!(

@@ -38,6 +38,10 @@ pub struct TurnSpec {
     pub tool_context: ToolContext,
     /// Which calls run, ask a user first, or are refused.
     pub gate: Arc<CallGate>,
+    /// The config's hooks (`pre_tool_use` is asked before the gate), and who this turn is to
+    /// them.
+    pub hooks: Arc<crate::hooks::Hooks>,
+    pub hook_subject: crate::hooks::Subject,
     pub retry: RetryConfig,
     pub max_steps: u32,
     pub cancel: CancellationToken,

@@ -1,0 +1,190 @@
+//! Hooks: the programs and URLs of the config's `[[hooks.<event>]]` tables, asked before a
+//! tool call (`pre_tool_use`) whether it may run. A hook answers `allow`, `deny` or `ask`
+//! (or nothing); a hook that fails or times out decides by its `on_error`. A turn never waits
+//! on a hook longer than its `timeout_s`.
+//!
+//! - `answer.rs` — what a hook answers, read from its output.
+//! - `run.rs` — one hook run: a command under the agent's sandbox, or a signed POST.
+//! - `signature.rs` — the Standard Webhooks signature of a POST.
+//!
+//! Payloads pass through the same secret redaction as everything stored; hooks come only from
+//! the user's config, never from a repository.
+
+mod answer;
+mod run;
+mod signature;
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+
+use serde::Serialize;
+use serde_json::Value;
+
+use crate::config::{HookConfig, HookEvent, OnHookError};
+use crate::sandbox::SandboxPolicy;
+
+pub use answer::{Answer, Decision};
+pub use signature::sign;
+
+/// The hooks' joint answer about one call: the strictest decision, with the hook that gave it.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Verdict {
+    pub decision: Option<(Decision, String, String)>,
+}
+
+impl Verdict {
+    pub fn decision(&self) -> Option<Decision> {
+        self.decision.as_ref().map(|(decision, _, _)| *decision)
+    }
+
+    /// "hook hooks.pre_tool_use[0]: <reason>".
+    pub fn said(&self) -> String {
+        match &self.decision {
+            Some((_, hook, reason)) if !reason.is_empty() => format!("hook {hook}: {reason}"),
+            Some((_, hook, _)) => format!("hook {hook}"),
+            None => String::new(),
+        }
+    }
+}
+
+/// Who a hook is asked about.
+#[derive(Debug, Clone, Serialize)]
+pub struct Subject {
+    pub conversation_id: String,
+    pub session_id: String,
+    pub agent: String,
+    pub turn_id: String,
+    #[serde(serialize_with = "as_text")]
+    pub cwd: PathBuf,
+}
+
+fn as_text<S: serde::Serializer>(path: &std::path::Path, serializer: S) -> Result<S::Ok, S::Error> {
+    serializer.serialize_str(&path.to_string_lossy())
+}
+
+/// The last failure of each hook, by key, with when it happened.
+#[derive(Debug, Default)]
+pub struct HookStatus {
+    last_errors: Mutex<HashMap<String, (chrono::DateTime<chrono::Utc>, String)>>,
+}
+
+impl HookStatus {
+    pub fn last_error(&self, key: &str) -> Option<(chrono::DateTime<chrono::Utc>, String)> {
+        self.last_errors
+            .lock()
+            .expect("hook status")
+            .get(key)
+            .cloned()
+    }
+
+    fn failed(&self, key: &str, error: &str) {
+        self.last_errors
+            .lock()
+            .expect("hook status")
+            .insert(key.to_owned(), (chrono::Utc::now(), error.to_owned()));
+    }
+}
+
+/// The configured hooks and what they last did.
+#[derive(Debug)]
+pub struct Hooks {
+    hooks: Arc<[HookConfig]>,
+    pub status: HookStatus,
+    client: reqwest::Client,
+}
+
+impl Hooks {
+    pub fn new(hooks: &[HookConfig]) -> Hooks {
+        Hooks {
+            hooks: hooks.into(),
+            status: HookStatus::default(),
+            client: reqwest::Client::builder()
+                .redirect(reqwest::redirect::Policy::none())
+                .build()
+                .unwrap_or_default(),
+        }
+    }
+
+    pub fn list(&self) -> &[HookConfig] {
+        &self.hooks
+    }
+
+    pub fn any(&self, event: HookEvent) -> bool {
+        self.hooks.iter().any(|hook| hook.event == event)
+    }
+
+    /// Asks the `pre_tool_use` hooks whose matcher takes this call, in the file's order; the
+    /// first `deny` ends it. A hook that fails decides by its `on_error` (`deny`; or `allow`,
+    /// which lets the call go on to the permissions as if the hook had not run).
+    pub async fn pre_tool_use(
+        &self,
+        subject: &Subject,
+        sandbox: &SandboxPolicy,
+        tool: &str,
+        call_id: &str,
+        arguments: &Value,
+    ) -> Verdict {
+        let mut verdict = Verdict::default();
+        let matching = self
+            .hooks
+            .iter()
+            .filter(|hook| hook.event == HookEvent::PreToolUse && matches(hook, tool, arguments));
+        let mut payload: Option<String> = None;
+        for hook in matching {
+            let body = payload.get_or_insert_with(|| {
+                let mut value = serde_json::to_value(subject).unwrap_or_default();
+                value["event"] = HookEvent::PreToolUse.name().into();
+                value["tool"] = tool.into();
+                value["tool_call_id"] = call_id.into();
+                value["arguments"] = arguments.clone();
+                crate::redact::redact(&value.to_string()).into_owned()
+            });
+            let key = hook.key();
+            let (decision, reason) =
+                match run::run(hook, body, &subject.cwd, sandbox, &self.client).await {
+                    Ok(Answer {
+                        decision: Some(decision),
+                        reason,
+                    }) => (decision, reason.unwrap_or_default()),
+                    Ok(Answer { decision: None, .. }) => continue,
+                    Err(error) => {
+                        tracing::warn!(hook = %key, %error, "a hook failed");
+                        self.status.failed(&key, &error);
+                        match hook.on_error {
+                            OnHookError::Allow => continue,
+                            OnHookError::Deny => (
+                                Decision::Deny,
+                                format!("it failed ({error}), and its on_error is deny"),
+                            ),
+                        }
+                    }
+                };
+            let stricter = verdict.decision().is_none_or(|known| decision > known);
+            if stricter {
+                verdict.decision = Some((decision, key, reason));
+            }
+            if decision == Decision::Deny {
+                break;
+            }
+        }
+        verdict
+    }
+}
+
+/// Whether `hook`'s matcher takes a call of `tool` with `arguments`.
+fn matches(hook: &HookConfig, tool: &str, arguments: &Value) -> bool {
+    let Some(matcher) = &hook.matcher else {
+        return true;
+    };
+    if !crate::permissions::policy::pattern_matches(&matcher.tool, tool) {
+        return false;
+    }
+    match &matcher.command {
+        None => true,
+        Some(pattern) => crate::permissions::policy::pattern_matches(
+            pattern,
+            crate::permissions::policy::shell_command(arguments).trim(),
+        ),
+    }
+}

@@ -1,0 +1,271 @@
+//! `pre_tool_use` hooks, driven like a client against the fake provider: a real shell script
+//! (exit code 2 denies with its standard error; a JSON answer allows or asks), a hook that does
+//! not answer in time (denied by its `on_error`), and a real HTTP receiver in the test whose
+//! POSTs carry a Standard Webhooks signature; `GET /api/hooks` lists them with the last failure.
+
+use std::sync::{Arc, Mutex};
+
+use axum::Router;
+use axum::extract::State;
+use axum::http::HeaderMap;
+use axum::routing::post;
+use base64::Engine as _;
+use hmac::{Hmac, Mac};
+use serde_json::{Value, json};
+
+use crate::fake_provider::{FakeProvider, Reply, Wire};
+use crate::harness::{Server, ServerOptions};
+use crate::support::{items, until};
+
+const SECRET: &str = "MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw";
+
+/// What the receiver got: each POST's headers and body.
+type Received = Arc<Mutex<Vec<(HeaderMap, String)>>>;
+
+/// A receiver on 127.0.0.1 that denies every call it is asked about.
+async fn receiver() -> (String, Received) {
+    let received: Received = Arc::default();
+    let app = Router::new()
+        .route(
+            "/hook",
+            post(
+                |State(received): State<Received>, headers: HeaderMap, body: String| async move {
+                    received.lock().unwrap().push((headers, body));
+                    axum::Json(json!({"decision": "deny", "reason": "the receiver says no"}))
+                },
+            ),
+        )
+        .with_state(received.clone());
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let address = listener.local_addr().unwrap();
+    tokio::spawn(async move { axum::serve(listener, app).await });
+    (format!("http://{address}/hook"), received)
+}
+
+/// The Standard Webhooks check: `v1,` base64 HMAC-SHA256 of `id.timestamp.body`.
+fn signed_right(headers: &HeaderMap, body: &str) -> bool {
+    let header = |name: &str| headers[name].to_str().unwrap().to_owned();
+    let key = base64::engine::general_purpose::STANDARD
+        .decode(SECRET)
+        .unwrap();
+    let mut mac = Hmac::<sha2::Sha256>::new_from_slice(&key).unwrap();
+    mac.update(
+        format!(
+            "{}.{}.{body}",
+            header("webhook-id"),
+            header("webhook-timestamp")
+        )
+        .as_bytes(),
+    );
+    let expected = format!(
+        "v1,{}",
+        base64::engine::general_purpose::STANDARD.encode(mac.finalize().into_bytes())
+    );
+    header("webhook-signature") == expected
+}
+
+/// The hook script: writes each payload beside itself, then answers by the command.
+const SCRIPT: &str = r#"#!/bin/sh
+input=$(cat)
+printf '%s\n' "$input" >> "$(dirname "$0")/payloads.jsonl"
+case "$input" in
+  *'"command":"rm '*) echo "no deleting here" >&2; exit 2 ;;
+  *'"command":"git push'*) echo '{"decision": "ask", "reason": "pushes need a person"}' ;;
+  *'"command":"echo allowed'*) echo '{"decision": "allow"}' ;;
+esac
+"#;
+
+async fn start(fake: &FakeProvider) -> (tempfile::TempDir, Server, Received) {
+    let temp = tempfile::tempdir().unwrap();
+    let work = temp.path().join("work");
+    let hooks = temp.path().join("hooks");
+    std::fs::create_dir_all(&work).unwrap();
+    std::fs::create_dir_all(&hooks).unwrap();
+    std::fs::write(hooks.join("vet.sh"), SCRIPT).unwrap();
+    let (url, received) = receiver().await;
+    let config = format!(
+        "{}\n[agents.default.permissions]\nshell = \"ask\"\n\
+         [agents.default.permissions.shell_rules]\n\"echo allowed-but-denied*\" = \"deny\"\n\n\
+         [[hooks.pre_tool_use]]\nmatcher = \"shell\"\ncommand = \"sh {}\"\n\n\
+         [[hooks.pre_tool_use]]\nmatcher = \"shell(sleep-hook*)\"\ncommand = \"sleep 20\"\ntimeout_s = 1\n\n\
+         [[hooks.pre_tool_use]]\nmatcher = \"shell(curl-hook*)\"\nurl = \"{url}\"\nsecret = \"whsec_{SECRET}\"\n",
+        fake.config(),
+        hooks.join("vet.sh").display()
+    );
+    let server = Server::start_with(ServerOptions {
+        data_dir: Some(temp.path().join("data")),
+        config: Some(config),
+        cwd: Some(work),
+        ..ServerOptions::default()
+    })
+    .await;
+    (temp, server, received)
+}
+
+/// The conversation's last shell call.
+async fn last_shell(server: &Server, id: &str) -> Value {
+    items(server, id)
+        .await
+        .into_iter()
+        .rev()
+        .find(|item| item["kind"] == "tool_call" && item["name"] == "shell")
+        .expect("a shell call")
+}
+
+#[tokio::test]
+async fn pre_tool_use_hooks_deny_allow_ask_and_fail_closed() {
+    let fake = FakeProvider::start(Wire::OpenaiChat).await;
+    let (temp, server, received) = start(&fake).await;
+    let work = temp.path().join("work");
+    std::fs::write(work.join("keep.txt"), "kept").unwrap();
+
+    // Exit code 2 denies, with the script's standard error as the reason.
+    fake.push(Reply::tool_call(
+        "shell",
+        json!({"command": "rm keep.txt"}),
+        1,
+    ));
+    fake.push(Reply::text("Could not."));
+    let created = server.create_and_wait("Clean up").await;
+    let id = created["conversation"]["id"].as_str().unwrap().to_owned();
+    let call = last_shell(&server, &id).await;
+    assert_eq!(call["denied"], true, "{call}");
+    let output = call["output"].as_str().unwrap();
+    assert!(
+        output.contains("hooks.pre_tool_use[0]: no deleting here"),
+        "{output}"
+    );
+    assert!(work.join("keep.txt").exists());
+    let payload: Value = serde_json::from_str(
+        std::fs::read_to_string(temp.path().join("hooks/payloads.jsonl"))
+            .unwrap()
+            .lines()
+            .next()
+            .unwrap(),
+    )
+    .unwrap();
+    assert_eq!(payload["event"], "pre_tool_use");
+    assert_eq!(payload["conversation_id"], id.as_str());
+    assert_eq!(payload["agent"], "default");
+    assert_eq!(payload["tool"], "shell");
+    assert_eq!(payload["tool_call_id"], call["id"]);
+    assert_eq!(payload["arguments"]["command"], "rm keep.txt");
+    assert_eq!(payload["cwd"], work.to_str().unwrap());
+
+    // `allow` answers what the agent's permissions would ask a user.
+    fake.push(Reply::tool_call(
+        "shell",
+        json!({"command": "echo allowed > out.txt"}),
+        1,
+    ));
+    fake.push(Reply::text("Done."));
+    server.send_and_wait(&id, "Write it").await;
+    assert_eq!(last_shell(&server, &id).await["status"], "completed");
+    assert!(work.join("out.txt").exists());
+
+    // ... but never past a configured deny.
+    fake.push(Reply::tool_call(
+        "shell",
+        json!({"command": "echo allowed-but-denied > no.txt"}),
+        1,
+    ));
+    fake.push(Reply::text("Refused."));
+    server.send_and_wait(&id, "Try it").await;
+    let call = last_shell(&server, &id).await;
+    assert_eq!(call["denied"], true, "{call}");
+    assert!(!work.join("no.txt").exists());
+
+    // A hook that does not answer in time decides by its on_error: deny by default.
+    fake.push(Reply::tool_call(
+        "shell",
+        json!({"command": "sleep-hook now"}),
+        1,
+    ));
+    fake.push(Reply::text("Denied."));
+    server.send_and_wait(&id, "Wait").await;
+    let call = last_shell(&server, &id).await;
+    assert_eq!(call["denied"], true, "{call}");
+    let output = call["output"].as_str().unwrap();
+    assert!(output.contains("hooks.pre_tool_use[1]"), "{output}");
+    assert!(output.contains("did not answer within 1 s"), "{output}");
+
+    // An HTTP hook, signed the Standard Webhooks way.
+    fake.push(Reply::tool_call(
+        "shell",
+        json!({"command": "curl-hook example.org"}),
+        1,
+    ));
+    fake.push(Reply::text("Denied."));
+    server.send_and_wait(&id, "Fetch").await;
+    let call = last_shell(&server, &id).await;
+    assert!(
+        call["output"]
+            .as_str()
+            .unwrap()
+            .contains("hooks.pre_tool_use[2]: the receiver says no"),
+        "{call}"
+    );
+    let posts = received.lock().unwrap().clone();
+    assert_eq!(posts.len(), 1);
+    let (headers, body) = &posts[0];
+    assert!(signed_right(headers, body), "{headers:?}");
+    assert_eq!(
+        serde_json::from_str::<Value>(body).unwrap()["arguments"]["command"],
+        "curl-hook example.org"
+    );
+
+    // `ask` makes a user answer.
+    let mut events = server.events(&id).await;
+    fake.push(Reply::tool_call(
+        "shell",
+        json!({"command": "git push origin main"}),
+        1,
+    ));
+    fake.push(Reply::text("Not pushed."));
+    let (status, body) = server
+        .post(
+            &format!("/api/conversations/{id}/messages"),
+            json!({"text": "Push it"}),
+        )
+        .await;
+    assert_eq!(status, 202, "{body}");
+    let seen = until(&mut events, |kind, _| kind == "approval.requested").await;
+    let approval = seen.last().unwrap().1["approval"].clone();
+    assert!(
+        approval["reason"]
+            .as_str()
+            .unwrap()
+            .contains("pushes need a person"),
+        "{approval}"
+    );
+    let (status, body) = server
+        .post(
+            &format!("/api/approvals/{}", approval["id"].as_str().unwrap()),
+            json!({"decision": "deny"}),
+        )
+        .await;
+    assert_eq!(status, 200, "{body}");
+    server.wait_idle(&id).await;
+    assert_eq!(last_shell(&server, &id).await["denied"], true);
+
+    // The hooks as configured, with the last failure of the one that timed out.
+    let (status, list) = server.get("/api/hooks").await;
+    assert_eq!(status, 200, "{list}");
+    let hooks = list["hooks"].as_array().unwrap();
+    assert_eq!(hooks.len(), 3, "{list}");
+    assert_eq!(hooks[0]["key"], "hooks.pre_tool_use[0]");
+    assert_eq!(hooks[0]["matcher"], "shell");
+    assert!(hooks[0].get("last_error").is_none(), "{list}");
+    assert!(
+        hooks[1]["last_error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("did not answer within 1 s"),
+        "{list}"
+    );
+    assert_eq!(hooks[2]["signed"], true);
+    assert!(
+        !list.to_string().contains(SECRET),
+        "the secret is never shown"
+    );
+}
