@@ -1,5 +1,5 @@
-//! `[[hooks.<event>]]`: programs and URLs the service asks before, or tells after, something
-//! happens. Each table runs a `command` (the payload on standard input, in the conversation's
+//! `[[hooks.<event>]]`: programs and URLs the service asks before a tool call
+//! (`pre_tool_use`), or tells after it (`post_tool_use`). Each table runs a `command` (the payload on standard input, in the conversation's
 //! working directory, under the agent's sandbox) or POSTs to a `url` (signed the Standard
 //! Webhooks way when a `secret` is given). Hook commands come only from this file, never from
 //! a repository.
@@ -16,15 +16,18 @@ use super::validator::{ConfigError, Validator, join_names};
 pub enum HookEvent {
     /// Before a tool call is checked against the permissions; may allow, deny or ask.
     PreToolUse,
+    /// After a tool call ran; may add a note for the model.
+    PostToolUse,
 }
 
 impl HookEvent {
-    pub const ALL: [HookEvent; 1] = [HookEvent::PreToolUse];
+    pub const ALL: [HookEvent; 2] = [HookEvent::PreToolUse, HookEvent::PostToolUse];
 
     /// Its name in the file and in payloads.
     pub fn name(self) -> &'static str {
         match self {
             HookEvent::PreToolUse => "pre_tool_use",
+            HookEvent::PostToolUse => "post_tool_use",
         }
     }
 
@@ -34,11 +37,18 @@ impl HookEvent {
             .find(|event| event.name() == name)
     }
 
-    /// What a hook of this event that fails or times out decides unless `on_error` says.
+    /// What a hook of this event that fails or times out decides unless `on_error` says:
+    /// a call waits on `pre_tool_use` and is denied; anything else goes on.
     pub fn default_on_error(self) -> OnHookError {
         match self {
             HookEvent::PreToolUse => OnHookError::Deny,
+            HookEvent::PostToolUse => OnHookError::Allow,
         }
+    }
+
+    /// Whether a hook of this event decides something (and so may deny when it fails).
+    fn decides(self) -> bool {
+        matches!(self, HookEvent::PreToolUse)
     }
 }
 
@@ -210,7 +220,17 @@ impl Validator<'_> {
         let on_error = match raw.on_error.as_deref() {
             None => event.default_on_error(),
             Some("allow") => OnHookError::Allow,
-            Some("deny") => OnHookError::Deny,
+            Some("deny") if event.decides() => OnHookError::Deny,
+            Some("deny") => {
+                return Err(self.invalid(
+                    format!("{key}.on_error"),
+                    format!(
+                        "a {} hook decides nothing, so it cannot deny when it fails (allow \
+                         only)",
+                        event.name()
+                    ),
+                ));
+            }
             Some(other) => {
                 return Err(self.invalid(
                     format!("{key}.on_error"),
@@ -365,6 +385,11 @@ mod tests {
                 "[[hooks.pre_tool_use]]\ncommand = \"x\"\non_error = \"maybe\"",
                 "hooks.pre_tool_use[0].on_error",
                 "allow, deny",
+            ),
+            (
+                "[[hooks.post_tool_use]]\ncommand = \"x\"\non_error = \"deny\"",
+                "hooks.post_tool_use[0].on_error",
+                "cannot deny",
             ),
             (
                 "[[hooks.pre_tool_use]]\ncommand = \"x\"\nsecret = \"whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw\"",

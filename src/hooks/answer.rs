@@ -13,27 +13,26 @@ pub enum Decision {
     Deny,
 }
 
-/// What one hook said: a decision (or none) and why.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// What one hook said: a decision (or none) and why, and a note for the model.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct Answer {
     pub decision: Option<Decision>,
     pub reason: Option<String>,
+    pub note: Option<String>,
 }
 
 #[derive(Deserialize)]
 struct Written {
     decision: Option<String>,
     reason: Option<String>,
+    note: Option<String>,
 }
 
 /// A hook's answer: nothing (no objection), or `{"decision"?, "reason"?}`.
 pub(super) fn answer(text: &str) -> Result<Answer, String> {
     let text = text.trim();
     if text.is_empty() {
-        return Ok(Answer {
-            decision: None,
-            reason: None,
-        });
+        return Ok(Answer::default());
     }
     let written: Written = serde_json::from_str(text).map_err(|error| {
         format!(
@@ -55,6 +54,7 @@ pub(super) fn answer(text: &str) -> Result<Answer, String> {
     Ok(Answer {
         decision,
         reason: written.reason.map(|reason| quoted(&reason)),
+        note: written.note.map(|note| quoted(&note)),
     })
 }
 

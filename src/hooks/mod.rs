@@ -1,7 +1,8 @@
 //! Hooks: the programs and URLs of the config's `[[hooks.<event>]]` tables, asked before a
-//! tool call (`pre_tool_use`) whether it may run. A hook answers `allow`, `deny` or `ask`
-//! (or nothing); a hook that fails or times out decides by its `on_error`. A turn never waits
-//! on a hook longer than its `timeout_s`.
+//! tool call (`pre_tool_use`) whether it may run, and told after it ran (`post_tool_use`),
+//! which may leave the model a note. A `pre_tool_use` hook answers `allow`, `deny` or `ask`
+//! (or nothing); one that fails or times out decides by its `on_error`. A turn never waits on
+//! a hook longer than its `timeout_s`, nor past an interrupt.
 //!
 //! - `answer.rs` — what a hook answers, read from its output.
 //! - `run.rs` — one hook run: a command under the agent's sandbox, or a signed POST.
@@ -133,12 +134,12 @@ impl Hooks {
         let mut payload: Option<String> = None;
         for hook in matching {
             let body = payload.get_or_insert_with(|| {
-                let mut value = serde_json::to_value(subject).unwrap_or_default();
-                value["event"] = HookEvent::PreToolUse.name().into();
-                value["tool"] = tool.into();
-                value["tool_call_id"] = call_id.into();
-                value["arguments"] = arguments.clone();
-                crate::redact::redact(&value.to_string()).into_owned()
+                let fields = serde_json::json!({
+                    "tool": tool,
+                    "tool_call_id": call_id,
+                    "arguments": arguments,
+                });
+                payload_of(subject, HookEvent::PreToolUse, fields)
             });
             let key = hook.key();
             let (decision, reason) =
@@ -146,6 +147,7 @@ impl Hooks {
                     Ok(Answer {
                         decision: Some(decision),
                         reason,
+                        ..
                     }) => (decision, reason.unwrap_or_default()),
                     Ok(Answer { decision: None, .. }) => continue,
                     Err(error) => {
@@ -170,6 +172,77 @@ impl Hooks {
         }
         verdict
     }
+
+    /// Tells the `post_tool_use` hooks whose matcher takes this call that it ran, and returns
+    /// their notes for the model, each as `hook <key>: <note>`: a JSON answer's `note`, or the
+    /// standard error of a command that exits with 2. A hook that fails is logged and kept as
+    /// its last error; the call's result stands.
+    pub async fn post_tool_use(
+        &self,
+        subject: &Subject,
+        sandbox: &SandboxPolicy,
+        call: Ran<'_>,
+    ) -> Vec<String> {
+        let mut notes = Vec::new();
+        let matching = self.hooks.iter().filter(|hook| {
+            hook.event == HookEvent::PostToolUse && matches(hook, call.tool, call.arguments)
+        });
+        let mut payload: Option<String> = None;
+        for hook in matching {
+            let body = payload.get_or_insert_with(|| {
+                let fields = serde_json::json!({
+                    "tool": call.tool,
+                    "tool_call_id": call.call_id,
+                    "arguments": call.arguments,
+                    "status": call.status,
+                    "output": call.output,
+                    "files_changed": call.files_changed,
+                });
+                payload_of(subject, HookEvent::PostToolUse, fields)
+            });
+            let key = hook.key();
+            match run::run(hook, body, &subject.cwd, sandbox, &self.client).await {
+                Ok(answer) => {
+                    // Exit code 2 (a `deny`) is how a command says "the model must read this".
+                    let note = answer.note.or(match answer.decision {
+                        Some(Decision::Deny) => answer.reason,
+                        _ => None,
+                    });
+                    if let Some(note) = note.filter(|note| !note.trim().is_empty()) {
+                        notes.push(format!("hook {key}: {note}"));
+                    }
+                }
+                Err(error) => {
+                    tracing::warn!(hook = %key, %error, "a hook failed");
+                    self.status.failed(&key, &error);
+                }
+            }
+        }
+        notes
+    }
+}
+
+/// A call that ran, as `post_tool_use` hooks are told of it.
+pub struct Ran<'a> {
+    pub tool: &'a str,
+    pub call_id: &'a str,
+    pub arguments: &'a Value,
+    /// `completed` or `failed`.
+    pub status: &'a str,
+    pub output: &'a str,
+    /// `{"added", "modified", "deleted"}` in the working directory, when known.
+    pub files_changed: Option<Value>,
+}
+
+/// The payload of `event`: who it is about, the event's name and its own `fields`, with every
+/// configured secret taken out.
+fn payload_of(subject: &Subject, event: HookEvent, fields: Value) -> String {
+    let mut value = serde_json::to_value(subject).unwrap_or_default();
+    value["event"] = event.name().into();
+    if let (Some(value), Value::Object(fields)) = (value.as_object_mut(), fields) {
+        value.extend(fields);
+    }
+    crate::redact::redact(&value.to_string()).into_owned()
 }
 
 /// Whether `hook`'s matcher takes a call of `tool` with `arguments`.

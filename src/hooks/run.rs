@@ -102,6 +102,7 @@ async fn run_command(
         Some(2) => Ok(Answer {
             decision: Some(Decision::Deny),
             reason: Some(quoted(&stderr)),
+            note: None,
         }),
         Some(code) => Err(format!("it exited with {code}: {}", quoted(&stderr))),
         None => Err("it was killed by a signal".to_owned()),

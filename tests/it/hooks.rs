@@ -1,7 +1,8 @@
-//! `pre_tool_use` hooks, driven like a client against the fake provider: a real shell script
-//! (exit code 2 denies with its standard error; a JSON answer allows or asks), a hook that does
-//! not answer in time (denied by its `on_error`), and a real HTTP receiver in the test whose
-//! POSTs carry a Standard Webhooks signature; `GET /api/hooks` lists them with the last failure.
+//! Tool hooks, driven like a client against the fake provider: `pre_tool_use` as a real shell
+//! script (exit code 2 denies with its standard error; a JSON answer allows or asks), a hook
+//! that does not answer in time (denied by its `on_error`), and a real HTTP receiver in the
+//! test whose POSTs carry a Standard Webhooks signature; `post_tool_use` adding a note the model
+//! reads; `GET /api/hooks` listing them with the last failure.
 
 use std::sync::{Arc, Mutex};
 
@@ -75,6 +76,16 @@ case "$input" in
 esac
 "#;
 
+/// A `post_tool_use` script: writes each payload beside itself, and has a note for the model
+/// after a file was written.
+const AFTER: &str = r#"#!/bin/sh
+input=$(cat)
+printf '%s\n' "$input" >> "$(dirname "$0")/after.jsonl"
+case "$input" in
+  *'"command":"echo allowed >'*) echo '{"note": "lint failed: out.txt has no heading"}' ;;
+esac
+"#;
+
 async fn start(fake: &FakeProvider) -> (tempfile::TempDir, Server, Received) {
     let temp = tempfile::tempdir().unwrap();
     let work = temp.path().join("work");
@@ -82,15 +93,18 @@ async fn start(fake: &FakeProvider) -> (tempfile::TempDir, Server, Received) {
     std::fs::create_dir_all(&work).unwrap();
     std::fs::create_dir_all(&hooks).unwrap();
     std::fs::write(hooks.join("vet.sh"), SCRIPT).unwrap();
+    std::fs::write(hooks.join("after.sh"), AFTER).unwrap();
     let (url, received) = receiver().await;
     let config = format!(
         "{}\n[agents.default.permissions]\nshell = \"ask\"\n\
          [agents.default.permissions.shell_rules]\n\"echo allowed-but-denied*\" = \"deny\"\n\n\
          [[hooks.pre_tool_use]]\nmatcher = \"shell\"\ncommand = \"sh {}\"\n\n\
          [[hooks.pre_tool_use]]\nmatcher = \"shell(sleep-hook*)\"\ncommand = \"sleep 20\"\ntimeout_s = 1\n\n\
-         [[hooks.pre_tool_use]]\nmatcher = \"shell(curl-hook*)\"\nurl = \"{url}\"\nsecret = \"whsec_{SECRET}\"\n",
+         [[hooks.pre_tool_use]]\nmatcher = \"shell(curl-hook*)\"\nurl = \"{url}\"\nsecret = \"whsec_{SECRET}\"\n\n\
+         [[hooks.post_tool_use]]\nmatcher = \"shell\"\ncommand = \"sh {}\"\n",
         fake.config(),
-        hooks.join("vet.sh").display()
+        hooks.join("vet.sh").display(),
+        hooks.join("after.sh").display()
     );
     let server = Server::start_with(ServerOptions {
         data_dir: Some(temp.path().join("data")),
@@ -113,7 +127,7 @@ async fn last_shell(server: &Server, id: &str) -> Value {
 }
 
 #[tokio::test]
-async fn pre_tool_use_hooks_deny_allow_ask_and_fail_closed() {
+async fn tool_hooks_deny_allow_ask_fail_closed_and_leave_notes() {
     let fake = FakeProvider::start(Wire::OpenaiChat).await;
     let (temp, server, received) = start(&fake).await;
     let work = temp.path().join("work");
@@ -160,8 +174,32 @@ async fn pre_tool_use_hooks_deny_allow_ask_and_fail_closed() {
     ));
     fake.push(Reply::text("Done."));
     server.send_and_wait(&id, "Write it").await;
-    assert_eq!(last_shell(&server, &id).await["status"], "completed");
+    let call = last_shell(&server, &id).await;
+    assert_eq!(call["status"], "completed");
     assert!(work.join("out.txt").exists());
+    // A post_tool_use hook's note follows the output, and the model reads it.
+    let note = "[hook hooks.post_tool_use[0]: lint failed: out.txt has no heading]";
+    assert!(call["output"].as_str().unwrap().ends_with(note), "{call}");
+    let sent = fake.requests().last().unwrap().body.to_string();
+    assert!(
+        sent.contains("lint failed: out.txt has no heading"),
+        "{sent}"
+    );
+    let after: Vec<Value> = std::fs::read_to_string(temp.path().join("hooks/after.jsonl"))
+        .unwrap()
+        .lines()
+        .map(|line| serde_json::from_str(line).unwrap())
+        .collect();
+    assert_eq!(after.len(), 1, "only calls that ran are told: {after:?}");
+    assert_eq!(after[0]["event"], "post_tool_use");
+    assert_eq!(after[0]["status"], "completed");
+    assert_eq!(after[0]["tool_call_id"], call["id"]);
+    assert_eq!(
+        after[0]["files_changed"]["added"],
+        json!(["out.txt"]),
+        "{}",
+        after[0]
+    );
 
     // ... but never past a configured deny.
     fake.push(Reply::tool_call(
@@ -248,22 +286,25 @@ async fn pre_tool_use_hooks_deny_allow_ask_and_fail_closed() {
     server.wait_idle(&id).await;
     assert_eq!(last_shell(&server, &id).await["denied"], true);
 
-    // The hooks as configured, with the last failure of the one that timed out.
+    // The hooks as configured (by event, then in the file's order), with the last failure of
+    // the one that timed out.
     let (status, list) = server.get("/api/hooks").await;
     assert_eq!(status, 200, "{list}");
     let hooks = list["hooks"].as_array().unwrap();
-    assert_eq!(hooks.len(), 3, "{list}");
-    assert_eq!(hooks[0]["key"], "hooks.pre_tool_use[0]");
-    assert_eq!(hooks[0]["matcher"], "shell");
-    assert!(hooks[0].get("last_error").is_none(), "{list}");
+    assert_eq!(hooks.len(), 4, "{list}");
+    assert_eq!(hooks[0]["key"], "hooks.post_tool_use[0]");
+    assert_eq!(hooks[0]["on_error"], "allow");
+    assert_eq!(hooks[1]["key"], "hooks.pre_tool_use[0]");
+    assert_eq!(hooks[1]["matcher"], "shell");
+    assert!(hooks[1].get("last_error").is_none(), "{list}");
     assert!(
-        hooks[1]["last_error"]["message"]
+        hooks[2]["last_error"]["message"]
             .as_str()
             .unwrap()
             .contains("did not answer within 1 s"),
         "{list}"
     );
-    assert_eq!(hooks[2]["signed"], true);
+    assert_eq!(hooks[3]["signed"], true);
     assert!(
         !list.to_string().contains(SECRET),
         "the secret is never shown"

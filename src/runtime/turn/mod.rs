@@ -548,6 +548,40 @@ async fn run_tool(spec: &TurnSpec, item: &Item, arguments: &Value, link: &ActorL
         Some(files) => files.after(changes_as(name, arguments)).await,
         None => None,
     };
+    let status = match result.status {
+        ToolStatus::Completed => Some("completed"),
+        ToolStatus::Failed => Some("failed"),
+        ToolStatus::Interrupted | ToolStatus::Denied => None,
+    };
+    if let Some(status) = status
+        && spec.hooks.any(crate::config::HookEvent::PostToolUse)
+    {
+        let call = crate::hooks::Ran {
+            tool: name,
+            call_id: &item.id,
+            arguments,
+            status,
+            output: &result.output,
+            files_changed: changes.as_ref().map(|changes| {
+                serde_json::json!({
+                    "added": changes.added,
+                    "modified": changes.modified,
+                    "deleted": changes.deleted,
+                })
+            }),
+        };
+        let told = spec
+            .hooks
+            .post_tool_use(&spec.hook_subject, &spec.tool_context.sandbox, call);
+        // An interrupt does not wait for a hook: the result stands without its notes.
+        let notes = tokio::select! {
+            notes = told => notes,
+            () = spec.cancel.cancelled() => Vec::new(),
+        };
+        for note in notes {
+            result.output.push_str(&format!("\n\n[{note}]"));
+        }
+    }
     Ran {
         result,
         changes,
