@@ -1,5 +1,5 @@
 //! `[[hooks.<event>]]`: programs and URLs the service asks before a tool call
-//! (`pre_tool_use`), or tells after it (`post_tool_use`). Each table runs a `command` (the payload on standard input, in the conversation's
+//! (`pre_tool_use`), or tells after it (`post_tool_use`) and after a turn (`turn_ended`). Each table runs a `command` (the payload on standard input, in the conversation's
 //! working directory, under the agent's sandbox) or POSTs to a `url` (signed the Standard
 //! Webhooks way when a `secret` is given). Hook commands come only from this file, never from
 //! a repository.
@@ -18,16 +18,23 @@ pub enum HookEvent {
     PreToolUse,
     /// After a tool call ran; may add a note for the model.
     PostToolUse,
+    /// After a turn of the root agent ended: a notification.
+    TurnEnded,
 }
 
 impl HookEvent {
-    pub const ALL: [HookEvent; 2] = [HookEvent::PreToolUse, HookEvent::PostToolUse];
+    pub const ALL: [HookEvent; 3] = [
+        HookEvent::PreToolUse,
+        HookEvent::PostToolUse,
+        HookEvent::TurnEnded,
+    ];
 
     /// Its name in the file and in payloads.
     pub fn name(self) -> &'static str {
         match self {
             HookEvent::PreToolUse => "pre_tool_use",
             HookEvent::PostToolUse => "post_tool_use",
+            HookEvent::TurnEnded => "turn_ended",
         }
     }
 
@@ -42,8 +49,13 @@ impl HookEvent {
     pub fn default_on_error(self) -> OnHookError {
         match self {
             HookEvent::PreToolUse => OnHookError::Deny,
-            HookEvent::PostToolUse => OnHookError::Allow,
+            HookEvent::PostToolUse | HookEvent::TurnEnded => OnHookError::Allow,
         }
+    }
+
+    /// Whether it is about a tool call (and so takes a `matcher`).
+    fn about_a_call(self) -> bool {
+        matches!(self, HookEvent::PreToolUse | HookEvent::PostToolUse)
     }
 
     /// Whether a hook of this event decides something (and so may deny when it fails).
@@ -159,6 +171,15 @@ impl Validator<'_> {
         raw: RawHook,
     ) -> Result<HookConfig, ConfigError> {
         let key = format!("hooks.{}[{index}]", event.name());
+        if raw.matcher.is_some() && !event.about_a_call() {
+            return Err(self.invalid(
+                format!("{key}.matcher"),
+                format!(
+                    "a {} hook is about no tool call: it takes no matcher",
+                    event.name()
+                ),
+            ));
+        }
         let matcher = raw
             .matcher
             .map(|text| {
@@ -390,6 +411,11 @@ mod tests {
                 "[[hooks.post_tool_use]]\ncommand = \"x\"\non_error = \"deny\"",
                 "hooks.post_tool_use[0].on_error",
                 "cannot deny",
+            ),
+            (
+                "[[hooks.turn_ended]]\ncommand = \"x\"\nmatcher = \"shell\"",
+                "hooks.turn_ended[0].matcher",
+                "takes no matcher",
             ),
             (
                 "[[hooks.pre_tool_use]]\ncommand = \"x\"\nsecret = \"whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw\"",

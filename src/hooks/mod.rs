@@ -1,6 +1,7 @@
 //! Hooks: the programs and URLs of the config's `[[hooks.<event>]]` tables, asked before a
-//! tool call (`pre_tool_use`) whether it may run, and told after it ran (`post_tool_use`),
-//! which may leave the model a note. A `pre_tool_use` hook answers `allow`, `deny` or `ask`
+//! tool call (`pre_tool_use`) whether it may run, told after it ran (`post_tool_use`), which
+//! may leave the model a note, and told when a root turn ended (`turn_ended`, in the
+//! background). A `pre_tool_use` hook answers `allow`, `deny` or `ask`
 //! (or nothing); one that fails or times out decides by its `on_error`. A turn never waits on
 //! a hook longer than its `timeout_s`, nor past an interrupt.
 //!
@@ -219,6 +220,35 @@ impl Hooks {
             }
         }
         notes
+    }
+}
+
+impl Hooks {
+    /// Tells the hooks of `event`, a notification nothing waits for, what happened: in the
+    /// background, in the file's order, each bounded by its timeout. A failure is logged and
+    /// kept as the hook's last error.
+    pub fn notify(
+        self: &Arc<Self>,
+        event: HookEvent,
+        subject: Subject,
+        sandbox: SandboxPolicy,
+        fields: Value,
+    ) {
+        if !self.any(event) {
+            return;
+        }
+        let hooks = self.clone();
+        tokio::spawn(async move {
+            let body = payload_of(&subject, event, fields);
+            for hook in hooks.hooks.iter().filter(|hook| hook.event == event) {
+                let ran = run::run(hook, &body, &subject.cwd, &sandbox, &hooks.client).await;
+                if let Err(error) = ran {
+                    let key = hook.key();
+                    tracing::warn!(hook = %key, %error, "a hook failed");
+                    hooks.status.failed(&key, &error);
+                }
+            }
+        });
     }
 }
 

@@ -310,3 +310,63 @@ async fn tool_hooks_deny_allow_ask_fail_closed_and_leave_notes() {
         "the secret is never shown"
     );
 }
+
+/// A receiver on 127.0.0.1 that answers nothing and hands each POST's body to the test.
+async fn listener() -> (String, tokio::sync::mpsc::UnboundedReceiver<String>) {
+    let (sender, bodies) = tokio::sync::mpsc::unbounded_channel();
+    let app =
+        Router::new()
+            .route(
+                "/ended",
+                post(
+                    |State(sender): State<tokio::sync::mpsc::UnboundedSender<String>>,
+                     body: String| async move {
+                        let _ = sender.send(body);
+                    },
+                ),
+            )
+            .with_state(sender);
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let address = listener.local_addr().unwrap();
+    tokio::spawn(async move { axum::serve(listener, app).await });
+    (format!("http://{address}/ended"), bodies)
+}
+
+#[tokio::test]
+async fn a_turn_ended_hook_is_told_how_each_root_turn_ended() {
+    let fake = FakeProvider::start(Wire::OpenaiChat).await;
+    let (url, mut bodies) = listener().await;
+    let server = Server::start_with(ServerOptions {
+        config: Some(format!(
+            "{}\n[[hooks.turn_ended]]\nurl = \"{url}\"\n",
+            fake.config()
+        )),
+        ..ServerOptions::default()
+    })
+    .await;
+    fake.push(Reply::tool_call("shell", json!({"command": "true"}), 1));
+    fake.push(Reply::text("Done."));
+    let created = server.create_and_wait("Run it").await;
+    let id = created["conversation"]["id"].as_str().unwrap();
+    let body = tokio::time::timeout(crate::harness::TIMEOUT, bodies.recv())
+        .await
+        .expect("the hook is told within the timeout")
+        .unwrap();
+    let told: Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(told["event"], "turn_ended");
+    assert_eq!(told["conversation_id"], id);
+    assert_eq!(told["turn_id"], created["turn_id"]);
+    assert_eq!(told["status"], "completed");
+    assert_eq!(told["usage"]["model_calls"], 2, "{told}");
+
+    // A failed turn says why.
+    fake.push(Reply::status(400));
+    server.send_and_wait(id, "Again").await;
+    let body = tokio::time::timeout(crate::harness::TIMEOUT, bodies.recv())
+        .await
+        .expect("the hook is told within the timeout")
+        .unwrap();
+    let told: Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(told["status"], "failed");
+    assert!(!told["error"].as_str().unwrap().is_empty(), "{told}");
+}

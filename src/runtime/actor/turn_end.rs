@@ -2,6 +2,8 @@
 //! failure, the end stored, then what follows (a sub-agent's report to its parent, the next
 //! waiting message); interrupts and turns left open by a crash.
 
+use crate::config::HookEvent;
+use serde_json::Value;
 use tokio::sync::oneshot;
 
 use super::ConversationActor;
@@ -113,6 +115,16 @@ impl ConversationActor {
                     .filter(|item| item.turn_id == running.turn_id),
             )
         });
+        if session_id == self.root_id() {
+            let fields = serde_json::json!({
+                "status": status,
+                "error": error,
+                "error_code": error_code,
+                "usage": running.usage,
+                "files_changed": files_changed,
+            });
+            self.notify_hooks(HookEvent::TurnEnded, session_id, &running.turn_id, fields);
+        }
         self.bus.publish(&ConversationEvent::TurnEnded {
             session_id: session_id.to_owned(),
             turn_id: running.turn_id.clone(),
@@ -155,6 +167,34 @@ impl ConversationActor {
         for waiter in waiters {
             let _ = waiter.send(Ok(true));
         }
+    }
+
+    /// Tells the hooks of `event` (a notification) about `turn_id` of `session_id`; a command
+    /// hook runs under that session's sandbox.
+    fn notify_hooks(&self, event: HookEvent, session_id: &str, turn_id: &str, fields: Value) {
+        if !self.shared.hooks.any(event) {
+            return;
+        }
+        let Some(session) = self.state.session(session_id) else {
+            return;
+        };
+        let Some((sandbox, _)) = crate::runtime::sandboxing::session_rules(
+            &self.agents,
+            &self.state,
+            session_id,
+            &self.shared.protected,
+        ) else {
+            return;
+        };
+        let conversation = &self.state.conversation;
+        let subject = crate::hooks::Subject {
+            conversation_id: conversation.id.clone(),
+            session_id: session_id.to_owned(),
+            agent: session.agent.clone(),
+            turn_id: turn_id.to_owned(),
+            cwd: conversation.cwd.clone().into(),
+        };
+        self.shared.hooks.notify(event, subject, sandbox, fields);
     }
 
     /// A notice at the end of a turn that did not complete: the model reads it at its next
