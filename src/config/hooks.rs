@@ -1,5 +1,6 @@
 //! `[[hooks.<event>]]`: programs and URLs the service asks before a tool call
-//! (`pre_tool_use`), or tells after it (`post_tool_use`) and after a turn (`turn_ended`). Each table runs a `command` (the payload on standard input, in the conversation's
+//! (`pre_tool_use`), or tells after it (`post_tool_use`) and after a turn (`turn_ended`,
+//! `subagent_ended`). Each table runs a `command` (the payload on standard input, in the conversation's
 //! working directory, under the agent's sandbox) or POSTs to a `url` (signed the Standard
 //! Webhooks way when a `secret` is given). Hook commands come only from this file, never from
 //! a repository.
@@ -20,13 +21,16 @@ pub enum HookEvent {
     PostToolUse,
     /// After a turn of the root agent ended: a notification.
     TurnEnded,
+    /// After a sub-agent's turn ended: a notification.
+    SubagentEnded,
 }
 
 impl HookEvent {
-    pub const ALL: [HookEvent; 3] = [
+    pub const ALL: [HookEvent; 4] = [
         HookEvent::PreToolUse,
         HookEvent::PostToolUse,
         HookEvent::TurnEnded,
+        HookEvent::SubagentEnded,
     ];
 
     /// Its name in the file and in payloads.
@@ -35,6 +39,7 @@ impl HookEvent {
             HookEvent::PreToolUse => "pre_tool_use",
             HookEvent::PostToolUse => "post_tool_use",
             HookEvent::TurnEnded => "turn_ended",
+            HookEvent::SubagentEnded => "subagent_ended",
         }
     }
 
@@ -49,7 +54,9 @@ impl HookEvent {
     pub fn default_on_error(self) -> OnHookError {
         match self {
             HookEvent::PreToolUse => OnHookError::Deny,
-            HookEvent::PostToolUse | HookEvent::TurnEnded => OnHookError::Allow,
+            HookEvent::PostToolUse | HookEvent::TurnEnded | HookEvent::SubagentEnded => {
+                OnHookError::Allow
+            }
         }
     }
 

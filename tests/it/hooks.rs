@@ -370,3 +370,61 @@ async fn a_turn_ended_hook_is_told_how_each_root_turn_ended() {
     assert_eq!(told["status"], "failed");
     assert!(!told["error"].as_str().unwrap().is_empty(), "{told}");
 }
+
+#[tokio::test]
+async fn a_subagent_ended_hook_is_told_of_each_sub_agents_turn() {
+    let fake = FakeProvider::start(Wire::OpenaiChat).await;
+    let (url, mut bodies) = listener().await;
+    let config = fake.config().replace(
+        "tools = [\"shell\"]",
+        "tools = [\"shell\", \"spawn_agent\"]",
+    );
+    let server = Server::start_with(ServerOptions {
+        config: Some(format!(
+            "{config}\n[[hooks.subagent_ended]]\nurl = \"{url}\"\n"
+        )),
+        ..ServerOptions::default()
+    })
+    .await;
+    fake.script(|body| {
+        let users: Vec<String> = body["messages"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter(|message| message["role"] == "user")
+            .map(|message| message["content"].to_string())
+            .collect();
+        let answered = body["messages"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .any(|message| message["role"] == "tool");
+        Some(if users.iter().any(|text| text.contains("CHILD TASK")) {
+            Reply::text("child done")
+        } else if !answered {
+            Reply::tool_call(
+                "spawn_agent",
+                json!({"agent": "default", "task": "CHILD TASK"}),
+                1,
+            )
+        } else {
+            Reply::text("fine")
+        })
+    });
+    let created = server.create_and_wait("Delegate it").await;
+    let id = created["conversation"]["id"].as_str().unwrap();
+    let root = created["conversation"]["root_session_id"].as_str().unwrap();
+    let body = tokio::time::timeout(crate::harness::TIMEOUT, bodies.recv())
+        .await
+        .expect("the hook is told within the timeout")
+        .unwrap();
+    let told: Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(told["event"], "subagent_ended");
+    assert_eq!(told["conversation_id"], id);
+    assert_eq!(told["parent_session_id"], root);
+    assert_ne!(told["session_id"], root);
+    assert_eq!(told["agent"], "default");
+    assert_eq!(told["status"], "completed", "{told}");
+    // The root's own turn is no sub-agent's.
+    assert!(bodies.try_recv().is_err(), "only the sub-agent's turn");
+}

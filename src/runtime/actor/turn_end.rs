@@ -115,16 +115,25 @@ impl ConversationActor {
                     .filter(|item| item.turn_id == running.turn_id),
             )
         });
-        if session_id == self.root_id() {
-            let fields = serde_json::json!({
-                "status": status,
-                "error": error,
-                "error_code": error_code,
-                "usage": running.usage,
-                "files_changed": files_changed,
-            });
-            self.notify_hooks(HookEvent::TurnEnded, session_id, &running.turn_id, fields);
-        }
+        let mut fields = serde_json::json!({
+            "status": status,
+            "error": error,
+            "error_code": error_code,
+            "usage": running.usage,
+            "files_changed": files_changed,
+        });
+        let parent = self
+            .state
+            .session(session_id)
+            .and_then(|session| session.parent_id.clone());
+        let event = match parent {
+            None => HookEvent::TurnEnded,
+            Some(parent) => {
+                fields["parent_session_id"] = parent.into();
+                HookEvent::SubagentEnded
+            }
+        };
+        self.notify_hooks(event, session_id, &running.turn_id, fields);
         self.bus.publish(&ConversationEvent::TurnEnded {
             session_id: session_id.to_owned(),
             turn_id: running.turn_id.clone(),
