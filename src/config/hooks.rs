@@ -1,6 +1,6 @@
 //! `[[hooks.<event>]]`: programs and URLs the service asks before a tool call
-//! (`pre_tool_use`), or tells after it (`post_tool_use`) and after a turn (`turn_ended`,
-//! `subagent_ended`). Each table runs a `command` (the payload on standard input, in the conversation's
+//! (`pre_tool_use`), or tells after it (`post_tool_use`), after a turn (`turn_ended`,
+//! `subagent_ended`) and about approvals (`approval_requested`, `approval_resolved`). Each table runs a `command` (the payload on standard input, in the conversation's
 //! working directory, under the agent's sandbox) or POSTs to a `url` (signed the Standard
 //! Webhooks way when a `secret` is given). Hook commands come only from this file, never from
 //! a repository.
@@ -23,14 +23,20 @@ pub enum HookEvent {
     TurnEnded,
     /// After a sub-agent's turn ended: a notification.
     SubagentEnded,
+    /// A tool call waits for a user's answer: a notification.
+    ApprovalRequested,
+    /// An approval was answered, expired or cancelled: a notification.
+    ApprovalResolved,
 }
 
 impl HookEvent {
-    pub const ALL: [HookEvent; 4] = [
+    pub const ALL: [HookEvent; 6] = [
         HookEvent::PreToolUse,
         HookEvent::PostToolUse,
         HookEvent::TurnEnded,
         HookEvent::SubagentEnded,
+        HookEvent::ApprovalRequested,
+        HookEvent::ApprovalResolved,
     ];
 
     /// Its name in the file and in payloads.
@@ -40,6 +46,8 @@ impl HookEvent {
             HookEvent::PostToolUse => "post_tool_use",
             HookEvent::TurnEnded => "turn_ended",
             HookEvent::SubagentEnded => "subagent_ended",
+            HookEvent::ApprovalRequested => "approval_requested",
+            HookEvent::ApprovalResolved => "approval_resolved",
         }
     }
 
@@ -54,9 +62,7 @@ impl HookEvent {
     pub fn default_on_error(self) -> OnHookError {
         match self {
             HookEvent::PreToolUse => OnHookError::Deny,
-            HookEvent::PostToolUse | HookEvent::TurnEnded | HookEvent::SubagentEnded => {
-                OnHookError::Allow
-            }
+            _ => OnHookError::Allow,
         }
     }
 

@@ -428,3 +428,51 @@ async fn a_subagent_ended_hook_is_told_of_each_sub_agents_turn() {
     // The root's own turn is no sub-agent's.
     assert!(bodies.try_recv().is_err(), "only the sub-agent's turn");
 }
+
+#[tokio::test]
+async fn approval_hooks_are_told_when_a_call_waits_and_when_it_is_answered() {
+    let fake = FakeProvider::start(Wire::OpenaiChat).await;
+    let (url, mut bodies) = listener().await;
+    let server = Server::start_with(ServerOptions {
+        config: Some(format!(
+            "{}\n[agents.default.permissions]\nshell = \"ask\"\n\n\
+             [[hooks.approval_requested]]\nurl = \"{url}\"\n\n\
+             [[hooks.approval_resolved]]\nurl = \"{url}\"\n",
+            fake.config()
+        )),
+        ..ServerOptions::default()
+    })
+    .await;
+    fake.push(Reply::tool_call("shell", json!({"command": "touch x"}), 1));
+    fake.push(Reply::text("Not done."));
+    let (status, created) = server
+        .post("/api/conversations", json!({"text": "Touch it"}))
+        .await;
+    assert_eq!(status, 201, "{created}");
+    let id = created["conversation"]["id"].as_str().unwrap().to_owned();
+    let mut next = async || -> Value {
+        let body = tokio::time::timeout(crate::harness::TIMEOUT, bodies.recv())
+            .await
+            .expect("the hook is told within the timeout")
+            .unwrap();
+        serde_json::from_str(&body).unwrap()
+    };
+    let requested = next().await;
+    assert_eq!(requested["event"], "approval_requested");
+    assert_eq!(requested["conversation_id"], id.as_str());
+    let approval = &requested["approval"];
+    assert_eq!(approval["status"], "pending");
+    assert_eq!(approval["subject"]["command"], "touch x");
+    let (status, body) = server
+        .post(
+            &format!("/api/approvals/{}", approval["id"].as_str().unwrap()),
+            json!({"decision": "deny"}),
+        )
+        .await;
+    assert_eq!(status, 200, "{body}");
+    let resolved = next().await;
+    assert_eq!(resolved["event"], "approval_resolved");
+    assert_eq!(resolved["approval"]["id"], approval["id"]);
+    assert_eq!(resolved["approval"]["status"], "denied", "{resolved}");
+    server.wait_idle(&id).await;
+}

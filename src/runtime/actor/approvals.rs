@@ -14,6 +14,7 @@ use crate::api::approvals::{
     ApprovalSubject, BroaderRule, RuleScope, SuggestedRule,
 };
 use crate::api::events::{ConversationEvent, ListEvent};
+use crate::config::HookEvent;
 use crate::domain::{ItemKind, ItemStatus, now};
 use crate::permissions::Verdict;
 use crate::permissions::policy::{
@@ -121,6 +122,12 @@ impl ConversationActor {
         self.shared.publish_list(&ListEvent::ApprovalRequested {
             approval: approval.clone(),
         });
+        self.notify_hooks(
+            HookEvent::ApprovalRequested,
+            session_id,
+            &approval.turn_id,
+            serde_json::json!({ "approval": approval }),
+        );
         let agent = self
             .state
             .session(session_id)
@@ -389,6 +396,12 @@ impl ConversationActor {
         self.shared.publish_list(&ListEvent::ApprovalResolved {
             approval: approval.clone(),
         });
+        self.notify_hooks(
+            HookEvent::ApprovalResolved,
+            &approval.session_id,
+            &approval.turn_id,
+            serde_json::json!({ "approval": approval }),
+        );
         // The turn may be gone (interrupted meanwhile): then nothing runs anyway.
         let _ = waiting.reply.send(outcome);
         approval

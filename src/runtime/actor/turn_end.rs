@@ -180,7 +180,13 @@ impl ConversationActor {
 
     /// Tells the hooks of `event` (a notification) about `turn_id` of `session_id`; a command
     /// hook runs under that session's sandbox.
-    fn notify_hooks(&self, event: HookEvent, session_id: &str, turn_id: &str, fields: Value) {
+    pub(super) fn notify_hooks(
+        &self,
+        event: HookEvent,
+        session_id: &str,
+        turn_id: &str,
+        fields: Value,
+    ) {
         if !self.shared.hooks.any(event) {
             return;
         }
