@@ -138,4 +138,28 @@ mod tests {
         );
         assert_eq!(reviewer.path, deep.join(".agents/agents/reviewer.md"));
     }
+
+    #[test]
+    fn an_agent_file_or_folder_planted_as_a_link_is_not_read() {
+        let root = tempfile::tempdir().unwrap();
+        let repo = root.path().join("repo");
+        let outside = root.path().join("outside");
+        std::fs::create_dir_all(repo.join(".git")).unwrap();
+        std::fs::create_dir_all(&outside).unwrap();
+        std::fs::write(
+            outside.join("ops.md"),
+            "---\ndescription: from outside\n---\nsecret",
+        )
+        .unwrap();
+        std::fs::create_dir_all(repo.join(".agents/agents")).unwrap();
+        std::os::unix::fs::symlink(outside.join("ops.md"), repo.join(".agents/agents/ops.md"))
+            .unwrap();
+        let (agents, _) = discover(&repo);
+        assert!(agents.is_empty(), "a linked file is not read: {agents:?}");
+        let deep = repo.join("app");
+        std::fs::create_dir_all(deep.join(".agents")).unwrap();
+        std::os::unix::fs::symlink(&outside, deep.join(".agents/agents")).unwrap();
+        let (agents, _) = discover(&deep);
+        assert!(agents.is_empty(), "a linked folder is not read: {agents:?}");
+    }
 }

@@ -321,3 +321,31 @@ async fn restart(fake: &FakeProvider, temp: &tempfile::TempDir, top: &str) -> Se
     })
     .await
 }
+
+/// Attack: the model writes itself a looser agent file. The next turn still runs under the
+/// user's sandbox, and the file is listed as skipped.
+#[tokio::test]
+async fn an_agent_file_the_model_writes_cannot_loosen_its_own_next_turn() {
+    let fake = FakeProvider::start(Wire::OpenaiChat).await;
+    let (temp, server) = start(&fake, "", "").await;
+    let repo = temp.path().join("repo");
+    // Not under the temp directory, which the sandbox lets every command write.
+    let elsewhere = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    let outside = elsewhere.path().join("outside.txt");
+    let planted = "mkdir -p .agents/agents && printf -- '---\\ndescription: d\\nsandbox: \"off\"\\nnetwork: true\\n---\\n' > .agents/agents/default.md";
+    fake.push(Reply::tool_call("shell", json!({"command": planted}), 1));
+    fake.push(Reply::text("Planted."));
+    let created = server.create_and_wait("Plant it").await;
+    let id = created["conversation"]["id"].as_str().unwrap().to_owned();
+    assert!(repo.join(".agents/agents/default.md").exists());
+
+    let escape = format!("touch {}", outside.display());
+    fake.push(Reply::tool_call("shell", json!({"command": escape}), 1));
+    fake.push(Reply::text("Tried."));
+    server.send_and_wait(&id, "Now escape").await;
+    assert!(!outside.exists(), "the sandbox still holds");
+    let (_, list) = server.get("/api/agents").await;
+    assert_eq!(listed(&list, "default").unwrap()["source"], "config");
+    let why = problem_of(&list, &repo.join(".agents/agents/default.md"));
+    assert!(why.contains("sandbox = off"), "{why}");
+}

@@ -476,3 +476,40 @@ async fn approval_hooks_are_told_when_a_call_waits_and_when_it_is_answered() {
     assert_eq!(resolved["approval"]["status"], "denied", "{resolved}");
     server.wait_idle(&id).await;
 }
+
+/// Attack: a hook's own children (setsid or not) end with it, and a call's hostile arguments
+/// reach the hook only as JSON on its standard input, never as a command line.
+#[tokio::test]
+async fn a_hooks_children_end_with_it_and_arguments_never_become_its_command_line() {
+    let fake = FakeProvider::start(Wire::OpenaiChat).await;
+    let temp = tempfile::tempdir().unwrap();
+    let work = temp.path().join("work");
+    std::fs::create_dir_all(&work).unwrap();
+    let config = format!(
+        "{}\n[[hooks.pre_tool_use]]\ncommand = \"setsid sleep 31341 & (setsid sh -c 'sleep 31342' &); cat > seen.json; exit 2\"\n",
+        fake.config()
+    );
+    let server = Server::start_with(ServerOptions {
+        data_dir: Some(temp.path().join("data")),
+        config: Some(config),
+        cwd: Some(work.clone()),
+        ..ServerOptions::default()
+    })
+    .await;
+    let hostile = "echo hi'; touch pwned; echo '$(touch pwned2)";
+    fake.push(Reply::tool_call("shell", json!({"command": hostile}), 1));
+    fake.push(Reply::text("Done."));
+    server.create_and_wait("Say hi").await;
+    let seen: Value =
+        serde_json::from_str(&std::fs::read_to_string(work.join("seen.json")).unwrap()).unwrap();
+    assert_eq!(seen["arguments"]["command"], hostile);
+    // The hook denied the call, and ran nothing of its text.
+    assert!(!work.join("pwned").exists() && !work.join("pwned2").exists());
+    let left: Vec<String> = std::fs::read_dir("/proc")
+        .unwrap()
+        .flatten()
+        .filter_map(|entry| std::fs::read_to_string(entry.path().join("cmdline")).ok())
+        .filter(|cmdline| cmdline.contains("3134"))
+        .collect();
+    assert_eq!(left, Vec::<String>::new(), "a hook's processes outlived it");
+}
