@@ -57,12 +57,7 @@ pub struct Subject {
     pub session_id: String,
     pub agent: String,
     pub turn_id: String,
-    #[serde(serialize_with = "as_text")]
     pub cwd: PathBuf,
-}
-
-fn as_text<S: serde::Serializer>(path: &std::path::Path, serializer: S) -> Result<S::Ok, S::Error> {
-    serializer.serialize_str(&path.to_string_lossy())
 }
 
 /// The last failure of each hook, by key, with when it happened.

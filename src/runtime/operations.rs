@@ -81,7 +81,14 @@ impl Runtime {
     /// is live, else from its files (without loading it).
     pub async fn conversation(&self, id: &str) -> Result<ConversationView, RuntimeError> {
         let view = self.view(id).await?;
-        let agents = self.agents_for(&view.conversation.cwd).await?;
+        // A configured agent is there whatever the repository holds: its files are read only
+        // for an agent the config does not have.
+        let agents = match self.shared.config.agent(&view.conversation.agent) {
+            Some(_) => std::sync::Arc::new(crate::agents::Agents::configured(
+                self.shared.config.clone(),
+            )),
+            None => self.agents_for(&view.conversation.cwd).await?,
+        };
         check_openable(&agents, &view.conversation)?;
         Ok(view)
     }
