@@ -6,7 +6,8 @@ use agent_client_protocol::Client;
 use agent_client_protocol::v1::ConnectionTo;
 use agent_client_protocol::v1::schema::{
     PermissionOption, PermissionOptionKind, RequestPermissionOutcome, RequestPermissionRequest,
-    ToolCallStatus, ToolCallUpdate, ToolCallUpdateFields,
+    SessionNotification, SessionUpdate, ToolCall, ToolCallContent, ToolCallStatus, ToolCallUpdate,
+    ToolCallUpdateFields, ToolKind,
 };
 use tokio::sync::oneshot;
 
@@ -75,7 +76,11 @@ fn tool_call(approval: &Approval) -> ToolCallUpdate {
         Some(arguments) => arguments.clone(),
         None => serde_json::to_value(subject).unwrap_or_default(),
     };
-    let mut title = updates::title(&approval.tool, &arguments);
+    let mut title = if approval.is_spending_limit() {
+        approval.reason.clone()
+    } else {
+        updates::title(&approval.tool, &arguments)
+    };
     if let Some(why) = &approval.escalate {
         title = format!("{title} (outside the sandbox: {why})");
     }
@@ -88,6 +93,19 @@ fn tool_call(approval: &Approval) -> ToolCallUpdate {
     )
 }
 
+/// A spending limit's notice as a call of its own, waiting, so the editor can show the
+/// question about it.
+fn spending_limit(approval: &Approval) -> SessionUpdate {
+    SessionUpdate::ToolCall(
+        ToolCall::new(approval.item_id.clone(), "Spending limit reached")
+            .kind(ToolKind::Other)
+            .status(ToolCallStatus::Pending)
+            .content(vec![ToolCallContent::from(updates::text_block(
+                approval.reason.clone(),
+            ))]),
+    )
+}
+
 /// Asks the editor, then answers the service; gives up when `withdrawn` fires first.
 pub async fn ask(
     api: Api,
@@ -96,25 +114,49 @@ pub async fn ask(
     approval: Approval,
     withdrawn: oneshot::Receiver<()>,
 ) {
-    let request =
-        RequestPermissionRequest::new(acp_session, tool_call(&approval), options(&approval));
+    // A spending limit is no tool call the editor was shown: it is announced as one first,
+    // since the protocol's question must name a call the editor knows.
+    let limit = approval.is_spending_limit();
+    if limit {
+        let _ = cx.send_notification(SessionNotification::new(
+            acp_session.clone(),
+            spending_limit(&approval),
+        ));
+    }
+    let request = RequestPermissionRequest::new(
+        acp_session.clone(),
+        tool_call(&approval),
+        options(&approval),
+    );
     // Dropping the request before its answer (settled elsewhere) sends `$/cancel_request`.
-    let answer = tokio::select! {
-        answer = cx.send_request(request).block_task() => answer,
-        _ = withdrawn => return,
+    // No selection: withdrawn, the editor gone, or its prompt cancelled (`session/cancel`
+    // follows, and the interrupt settles it).
+    let chosen = tokio::select! {
+        answer = cx.send_request(request).block_task() => match answer.map(|answer| answer.outcome) {
+            Ok(RequestPermissionOutcome::Selected(selected)) => Some(selected.option_id.0),
+            _ => None,
+        },
+        _ = withdrawn => None,
     };
-    let Ok(answer) = answer else {
+    if limit {
+        // However it was settled, the limit's card stops waiting; the turn says the rest.
+        let status = match chosen.as_deref().and_then(decision) {
+            Some(ApprovalDecision::Deny) => ToolCallStatus::Failed,
+            _ => ToolCallStatus::Completed,
+        };
+        let _ = cx.send_notification(SessionNotification::new(
+            acp_session,
+            SessionUpdate::ToolCallUpdate(ToolCallUpdate::new(
+                approval.item_id.clone(),
+                ToolCallUpdateFields::new().status(status),
+            )),
+        ));
+    }
+    let Some(chosen) = chosen else {
         return;
     };
-    let RequestPermissionOutcome::Selected(selected) = answer.outcome else {
-        // The editor cancelled its prompt (`session/cancel` follows): the interrupt settles it.
-        return;
-    };
-    let Some(decision) = decision(&selected.option_id.0) else {
-        tracing::warn!(
-            "the editor chose an option never offered: {}",
-            selected.option_id.0
-        );
+    let Some(decision) = decision(&chosen) else {
+        tracing::warn!("the editor chose an option never offered: {chosen}");
         return;
     };
     let id = &approval.id;

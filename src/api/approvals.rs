@@ -9,6 +9,10 @@ use utoipa::{IntoParams, ToSchema};
 use crate::api::errors::ErrorDetail;
 use crate::domain::Timestamp;
 
+/// The `tool` of a spending limit's approval: no tool the model can call, but a turn that
+/// waits at a limit (`on_budget = "ask"`); its `item_id` is the notice saying so.
+pub const SPENDING_LIMIT: &str = "budget";
+
 /// A tool call waiting for a user's decision, or decided.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
 pub struct Approval {
@@ -51,6 +55,11 @@ pub struct Approval {
 }
 
 impl Approval {
+    /// Whether it asks about a spending limit rather than a tool call.
+    pub fn is_spending_limit(&self) -> bool {
+        self.tool == SPENDING_LIMIT
+    }
+
     /// A pending approval of a shell command, for documentation and tests.
     pub fn example() -> Approval {
         Approval {

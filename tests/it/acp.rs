@@ -653,3 +653,61 @@ async fn a_prompts_answer_counts_its_cached_tokens_and_the_meter_carries_the_cos
         "{meter:#?}"
     );
 }
+
+#[tokio::test]
+async fn a_spending_limits_question_names_a_call_the_editor_was_shown() {
+    let (fake, server) = start("max_turn_model_calls = 1\non_budget = \"ask\"").await;
+    let cwd = workspace();
+    let mut editor = Editor::start(&server.base).await;
+    let session = editor.new_session(cwd.path()).await;
+    for (option, status) in [("allow_once", "completed"), ("deny", "failed")] {
+        fake.push(Reply::tool_call("shell", json!({"command": "echo hi"}), 1));
+        fake.push(Reply::text("Done."));
+        let prompt = editor.prompt(&session, "Echo once").await;
+        let ask = editor.until(|line| line.get("permission").is_some()).await;
+        let call = &ask["params"]["toolCall"];
+        let id = call["toolCallId"].as_str().unwrap();
+        assert!(
+            call["title"]
+                .as_str()
+                .unwrap()
+                .ends_with("continue past 1?"),
+            "{ask}"
+        );
+        // The editor saw a call by that id before it was asked about it.
+        let shown = editor.updates(&session, "tool_call");
+        let card = shown
+            .iter()
+            .find(|update| update["toolCallId"] == id)
+            .unwrap_or_else(|| panic!("no call {id} shown before the question: {shown:#?}"));
+        // Pending, which the protocol's default leaves unsaid.
+        assert!(
+            card["status"].is_null() || card["status"] == "pending",
+            "{card}"
+        );
+        assert_eq!(card["title"], "Spending limit reached", "{card}");
+        let options: Vec<&str> = ask["params"]["options"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|option| option["optionId"].as_str().unwrap())
+            .collect();
+        assert_eq!(options, ["allow_once", "deny"]);
+        editor.answer(&ask["permission"], option).await;
+        let done = editor.until(|line| line["id"] == prompt).await;
+        if option == "deny" {
+            let message = done["error"]["message"].as_str().unwrap_or_default();
+            assert!(message.contains("a user chose not to go on"), "{done}");
+        } else {
+            assert_eq!(done["result"]["stopReason"], "end_turn", "{done}");
+        }
+        let ended = |update: &&Value| update["toolCallId"] == id && update["status"] == status;
+        if !editor
+            .updates(&session, "tool_call_update")
+            .iter()
+            .any(|update| ended(&update))
+        {
+            editor.until(|line| ended(&&line["update"]["update"])).await;
+        }
+    }
+}

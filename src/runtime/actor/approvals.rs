@@ -201,7 +201,7 @@ impl ConversationActor {
             .approvals
             .iter()
             .filter(|waiting| waiting.approval.escalate.is_none())
-            .filter(|waiting| waiting.approval.tool != crate::runtime::turn::budget::TOOL)
+            .filter(|waiting| !waiting.approval.is_spending_limit())
             .filter(|waiting| {
                 let Some(agent) = agents.get(&waiting.agent) else {
                     return false;
@@ -245,7 +245,7 @@ impl ConversationActor {
         by: &str,
     ) -> Result<Vec<crate::api::approvals::Rule>, RuntimeError> {
         let approval = &waiting.approval;
-        if approval.tool == crate::runtime::turn::budget::TOOL {
+        if approval.is_spending_limit() {
             return Err(RuntimeError::Invalid(
                 "a spending limit's approval is allowed once (for the rest of its turn) or \
                  denied: raise the limit itself to go on for longer"

@@ -11,9 +11,6 @@ use crate::runtime::approvals::{ApprovalOutcome, ApprovalRequest};
 use crate::runtime::budget::Limit;
 use crate::runtime::link::{ActorLink, TurnStop};
 
-/// The tool name a spending limit's approval carries (it is no tool the model can call).
-pub const TOOL: &str = "budget";
-
 /// Returns once no limit stands in the way of the next model call; the limits a user let this
 /// turn pass are kept in `passed`.
 pub(super) async fn keep_to(
@@ -45,7 +42,7 @@ pub(super) async fn keep_to(
         link.store(notice.clone()).await?;
         let request = ApprovalRequest {
             item_id: notice.id,
-            tool: TOOL.to_owned(),
+            tool: crate::api::approvals::SPENDING_LIMIT.to_owned(),
             arguments: json!({ "limit": reached.limit.key(), "max": reached.max }),
             reason: crate::permissions::Reason {
                 text: format!("{}: continue past {}?", reached.message, reached.max),
