@@ -195,6 +195,7 @@ mod tests {
     fn an_edit_reads_as_its_diff() {
         let items = [item(
             ItemKind::ToolCall {
+                hooks: Vec::new(),
                 call_id: "c".to_owned(),
                 name: "edit_file".to_owned(),
                 arguments: serde_json::json!({
@@ -222,6 +223,7 @@ mod tests {
         let items = [
             item(
                 ItemKind::UserMessage {
+                    hooks: Vec::new(),
                     text: "Why does it fail?".to_owned(),
                     source: MessageSource::User,
                     from_session_id: None,
@@ -239,6 +241,7 @@ mod tests {
             ),
             item(
                 ItemKind::ToolCall {
+                    hooks: Vec::new(),
                     call_id: "c".to_owned(),
                     name: "shell".to_owned(),
                     arguments: serde_json::json!({"command": "cat notes.md"}),

@@ -7,21 +7,25 @@ use std::time::Duration;
 
 use tokio::io::AsyncWriteExt as _;
 
-use super::answer::{Answer, Decision, answer, quoted};
+use super::answer::{Answer, Decision, quoted};
 use crate::config::{HookAction, HookConfig};
 use crate::sandbox::{Program, SandboxPolicy};
 
-/// Runs `hook` with `body`; `Err` says how it failed.
+/// How a hook's output (a command's standard output, an HTTP answer's body) is read.
+pub(super) type Reader = fn(&str) -> Result<Answer, String>;
+
+/// Runs `hook` with `body`, reading what it answers with `read`; `Err` says how it failed.
 pub(super) async fn run(
     hook: &HookConfig,
     body: &str,
     cwd: &Path,
     sandbox: &SandboxPolicy,
     client: &reqwest::Client,
+    read: Reader,
 ) -> Result<Answer, String> {
     match &hook.action {
         HookAction::Command(command) => {
-            run_command(command, body, cwd, sandbox, hook.timeout).await
+            run_command(command, body, cwd, sandbox, hook.timeout, read).await
         }
         HookAction::Url {
             url,
@@ -58,7 +62,7 @@ pub(super) async fn run(
             if !status.is_success() {
                 return Err(format!("{url} answered {status}: {}", quoted(&text)));
             }
-            answer(&text)
+            read(&text)
         }
     }
 }
@@ -69,6 +73,7 @@ async fn run_command(
     cwd: &Path,
     sandbox: &SandboxPolicy,
     timeout: Duration,
+    read: Reader,
 ) -> Result<Answer, String> {
     let mut sh = crate::sandbox::command(sandbox, cwd, Program::Shell(command))?;
     sh.stdin(Stdio::piped())
@@ -97,12 +102,12 @@ async fn run_command(
     };
     let stderr = String::from_utf8_lossy(&output.stderr);
     match output.status.code() {
-        Some(0) => answer(&String::from_utf8_lossy(&output.stdout)),
+        Some(0) => read(&String::from_utf8_lossy(&output.stdout)),
         // As in other agents' hooks: exit code 2 denies, with standard error as the reason.
         Some(2) => Ok(Answer {
             decision: Some(Decision::Deny),
             reason: Some(quoted(&stderr)),
-            note: None,
+            ..Answer::default()
         }),
         Some(code) => Err(format!("it exited with {code}: {}", quoted(&stderr))),
         None => Err("it was killed by a signal".to_owned()),
