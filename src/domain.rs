@@ -271,6 +271,36 @@ pub fn hook_context(runs: &[HookRun]) -> Option<String> {
     (!parts.is_empty()).then(|| parts.join("\n\n"))
 }
 
+impl HookRun {
+    /// The run as a line: `hooks.pre_tool_use[0] · allowed · 12 ms — <reason>`, and what the
+    /// model had asked for when the hook changed the call.
+    pub fn summary(&self) -> String {
+        let outcome = match self.outcome {
+            HookOutcome::Ran => "ran",
+            HookOutcome::Allow => "allowed",
+            HookOutcome::Ask => "asked a person",
+            HookOutcome::Deny => "denied",
+            HookOutcome::Changed => "changed the call",
+            HookOutcome::Note => "left a note",
+            HookOutcome::Context => "added context",
+            HookOutcome::Failed => "failed",
+            HookOutcome::Other => "ran (an outcome this version does not know)",
+        };
+        let mut line = format!("{} · {outcome} · {} ms", self.hook, self.ms);
+        if let Some(detail) = &self.detail {
+            line.push_str(&format!(" — {detail}"));
+        }
+        if let Some(before) = &self.arguments_before {
+            let asked = match before.get("command").and_then(Value::as_str) {
+                Some(command) => command.to_owned(),
+                None => before.to_string(),
+            };
+            line.push_str(&format!(" (the model asked for: {asked})"));
+        }
+        line
+    }
+}
+
 /// What came of a hook run.
 #[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq, utoipa::ToSchema)]
 #[serde(rename_all = "snake_case")]
