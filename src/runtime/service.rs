@@ -98,15 +98,35 @@ impl Runtime {
         let index_queue = Arc::new(JobQueue::default());
         tokio::spawn(run_index_jobs(index.clone(), jobs, index_queue.clone()));
         let hooks = Arc::new(crate::hooks::Hooks::new(&config.hooks));
+        let list_events = EventBus::new();
+        let processes = {
+            let events = list_events.clone();
+            let announce: crate::tools::background::Announcer =
+                Arc::new(move |process, started| {
+                    let process = process.clone();
+                    events.publish(&if started {
+                        crate::api::events::ListEvent::ProcessStarted { process }
+                    } else {
+                        crate::api::events::ListEvent::ProcessEnded { process }
+                    });
+                });
+            Arc::new(crate::tools::background::Processes::new(
+                settings.process_records.clone(),
+                store.conversations_dir(),
+                config.tools.max_background_total,
+                Some(announce),
+            ))
+        };
         let shared = Arc::new(Shared {
             hooks,
+            processes,
             store,
             index,
             tokenizers: crate::model::tokens::Tokenizer::configured(&config),
             config,
             models,
             settings,
-            list_events: EventBus::new(),
+            list_events,
             creating: Mutex::new(HashMap::new()),
             unindexed_answers: Mutex::new(HashMap::new()),
             stopping: std::sync::atomic::AtomicBool::new(false),
