@@ -36,6 +36,7 @@
 
 mod acp;
 mod approvals;
+mod background;
 mod burst;
 mod cache;
 mod cache_provider;
@@ -142,6 +143,9 @@ enum Bench {
     /// fake provider that caches as Anthropic and OpenAI do: the share of input read from the
     /// cache, and the input's cost per turn with caching and with `prompt_cache = "off"`.
     Cache(cache::CacheArgs),
+    /// Background processes printing 1 MB/s each for a minute: the service's resident memory
+    /// over the run (bounded buffers, no growth) and its CPU time.
+    Background(background::BackgroundArgs),
 }
 
 fn main() -> anyhow::Result<ExitCode> {
@@ -172,6 +176,7 @@ fn main() -> anyhow::Result<ExitCode> {
         Bench::Burst(args) => burst::burst(&args),
         Bench::Grep(args) => grep::grep(&args),
         Bench::Cache(args) => cache::cache(&args),
+        Bench::Background(args) => background::background(&args),
     }?;
     Ok(ExitCode::SUCCESS)
 }
