@@ -7,12 +7,14 @@
 //!
 //! - `answer.rs` — what a hook answers, read from its output.
 //! - `run.rs` — one hook run: a command under the agent's sandbox, or a signed POST.
+//! - `post.rs` — one signed POST of a payload.
 //! - `signature.rs` — the Standard Webhooks signature of a POST.
 //!
 //! Payloads pass through the same secret redaction as everything stored; hooks come only from
 //! the user's config, never from a repository.
 
 mod answer;
+mod post;
 mod run;
 mod signature;
 
