@@ -2,7 +2,7 @@
 //! written (and fsynced) to `<data>/webhooks/outbox.jsonl` before `Hooks::notify` returns, then
 //! sent by a task of its own, tried again with back-off until a 2xx answers it, and resumed
 //! after a restart. A notification's delivery is stored before it is sent; its `webhook-id`
-//! never changes (a repeat, after a crash, carries the same id).
+//! never changes (invariant 12: a repeat, after a crash, carries the same id).
 //!
 //! - `delivery.rs` — one delivery, and the lines the file holds.
 //! - `book.rs` — the deliveries kept in memory: built from the lines, held within a bound,
