@@ -33,6 +33,7 @@
 //! - `cache`: prompt caching over a 50-turn conversation with tool calls on each protocol,
 //!   against a fake provider that caches as Anthropic and OpenAI do (`cache_provider`,
 //!   `prompt_cache`): the share of input read from the cache, the input's cost with and without.
+//! - `hooks`: what a no-op `pre_tool_use` HTTP hook adds to a tool call on loopback.
 
 mod acp;
 mod approvals;
@@ -49,6 +50,7 @@ mod fence;
 mod fork;
 mod foundation;
 mod grep;
+mod hooks;
 mod live;
 mod mcp;
 mod meter;
@@ -142,6 +144,9 @@ enum Bench {
     /// fake provider that caches as Anthropic and OpenAI do: the share of input read from the
     /// cache, and the input's cost per turn with caching and with `prompt_cache = "off"`.
     Cache(cache::CacheArgs),
+    /// What a no-op `pre_tool_use` HTTP hook (a local receiver answering `{}`) adds to a tool
+    /// call: median and p90 of `read_file` calls with it and without.
+    Hooks(hooks::HooksArgs),
 }
 
 fn main() -> anyhow::Result<ExitCode> {
@@ -172,6 +177,7 @@ fn main() -> anyhow::Result<ExitCode> {
         Bench::Burst(args) => burst::burst(&args),
         Bench::Grep(args) => grep::grep(&args),
         Bench::Cache(args) => cache::cache(&args),
+        Bench::Hooks(args) => hooks::hooks(&args),
     }?;
     Ok(ExitCode::SUCCESS)
 }
