@@ -1,27 +1,24 @@
-//! The outbox's file: JSON Lines, each write appended and fsynced before it returns; read back
-//! after a crash as the conversation logs are (a torn tail, the end of a write the crash cut,
-//! is skipped, kept aside and cut off); rewritten whole when compacted (to a temporary file,
-//! fsynced, renamed over it, the folder fsynced), so a crash leaves the old file or the new
-//! one, never a mix.
+//! The outbox's file: JSON Lines written and read as the conversation logs are
+//! (`store::jsonl`): each write appended and fsynced before it returns, a failed one cut back;
+//! after a crash, a torn tail (the end of a write the crash cut) skipped, kept aside and cut
+//! off. Compacting rewrites it whole (to a temporary file, fsynced, renamed over it, the
+//! folder fsynced), so a crash leaves the old file or the new one, never a mix.
 
-use std::fs::{File, OpenOptions};
-use std::io::{self, Write as _};
+use std::fs::File;
+use std::io;
 use std::path::{Path, PathBuf};
 
 use serde::Serialize;
 
 use super::delivery::{Delivery, Line};
 use crate::store::disk::{replace_durably, wait_for};
-use crate::store::jsonl::{keep_aside, torn_start};
+use crate::store::jsonl::{JsonlWriter, encode_lines, keep_aside, parse_log_salvaging};
+use crate::store::{Acceptance, StoreError};
 
 #[derive(Debug)]
 pub(super) struct OutboxFile {
     path: PathBuf,
-    file: File,
-    /// Bytes in the file, all of them whole lines.
-    len: u64,
-    /// A failed append left bytes that could not be cut off then: cut before the next one.
-    needs_cut: bool,
+    writer: JsonlWriter,
 }
 
 /// What was read back from the file.
@@ -43,65 +40,35 @@ impl OutboxFile {
             Err(error) if error.kind() == io::ErrorKind::NotFound => Vec::new(),
             Err(error) => return Err(error),
         };
-        let intact = torn_start(&content);
-        let mut read = ReadBack {
-            torn_bytes: content.len() - intact,
-            ..ReadBack::default()
-        };
-        for (index, line) in content[..intact].split(|byte| *byte == b'\n').enumerate() {
-            if line.iter().all(u8::is_ascii_whitespace) {
-                continue;
-            }
-            match serde_json::from_slice::<Line>(line) {
-                Ok(line) => read.lines.push(line),
-                Err(error) => {
-                    read.damaged += 1;
-                    tracing::warn!(path = %path.display(), line = index + 1, %error, "skipping a damaged line of the webhook outbox");
-                }
-            }
-        }
-        if read.damaged > 0 {
+        let log =
+            parse_log_salvaging::<Line>(path, &content, &Acceptance::default()).map_err(to_io)?;
+        if !log.damaged.is_empty() {
             // Only a damaged disk or a hand edit makes such lines: what they held can still
             // be looked at once the file is compacted without them.
-            let aside = keep_aside(path, &content).map_err(io::Error::other)?;
-            tracing::warn!(aside = %aside.display(), "kept the webhook outbox with damaged lines aside");
+            let aside = keep_aside(path, &content).map_err(to_io)?;
+            tracing::warn!(aside = %aside.display(), lines = ?log.damaged, "kept the webhook outbox with damaged lines aside");
         }
-        let file = OpenOptions::new().create(true).append(true).open(path)?;
-        let mut opened = OutboxFile {
-            path: path.to_owned(),
-            file,
-            len: intact as u64,
-            needs_cut: false,
+        // Opening for appends keeps a torn tail aside and cuts it.
+        let writer = JsonlWriter::open(path).map_err(to_io)?;
+        let read = ReadBack {
+            lines: log.records,
+            torn_bytes: log.torn_tail.unwrap_or(0),
+            damaged: log.damaged.len(),
         };
-        if read.torn_bytes > 0 {
-            let aside = keep_aside(path, &content[intact..]).map_err(io::Error::other)?;
-            tracing::warn!(path = %path.display(), bytes = read.torn_bytes, aside = %aside.display(), "cutting a torn tail of the webhook outbox; its bytes are kept aside");
-            opened.cut_back()?;
-        }
-        Ok((opened, read))
+        let file = OutboxFile {
+            path: path.to_owned(),
+            writer,
+        };
+        Ok((file, read))
     }
 
     pub fn len(&self) -> u64 {
-        self.len
+        self.writer.len()
     }
 
-    /// Appends `lines` in one write and one fsync: all are durable when it returns `Ok`. On an
-    /// error whatever part was written is cut off again, so the file still ends with a whole
-    /// line.
+    /// Appends `lines` in one write and one fsync: all are durable when it returns `Ok`.
     pub fn append(&mut self, lines: &[Line]) -> io::Result<()> {
-        if self.needs_cut {
-            self.cut_back()?;
-        }
-        let bytes = encode(lines)?;
-        let file = &mut self.file;
-        if let Err(error) = wait_for(|| file.write_all(&bytes).and_then(|()| file.sync_data())) {
-            if let Err(cut) = self.cut_back() {
-                tracing::error!(path = %self.path.display(), error = %cut, "cannot cut a failed append off the webhook outbox; will retry before the next one");
-            }
-            return Err(error);
-        }
-        self.len += bytes.len() as u64;
-        Ok(())
+        self.writer.append(lines).map_err(to_io)
     }
 
     /// Replaces the file with one line per delivery, as each stands now.
@@ -115,22 +82,15 @@ impl OutboxFile {
             queued: &'a Delivery,
         }
         let lines: Vec<Queued> = deliveries.map(|queued| Queued { queued }).collect();
-        let bytes = encode(&lines)?;
+        let bytes = encode_lines(&lines, None).map_err(to_io)?;
         wait_for(|| replace_durably(&self.path, &bytes))?;
-        self.file = OpenOptions::new().append(true).open(&self.path)?;
-        self.len = bytes.len() as u64;
-        self.needs_cut = false;
+        self.writer = JsonlWriter::open(&self.path).map_err(to_io)?;
         Ok(())
     }
+}
 
-    /// Cuts the file back to its last whole line.
-    fn cut_back(&mut self) -> io::Result<()> {
-        self.needs_cut = true;
-        self.file.set_len(self.len)?;
-        self.file.sync_data()?;
-        self.needs_cut = false;
-        Ok(())
-    }
+fn to_io(error: StoreError) -> io::Error {
+    io::Error::other(error.to_string())
 }
 
 /// Makes `dir` and its missing parents, each name fsynced into its parent: the deliveries in
@@ -147,13 +107,4 @@ fn create_dir_durably(dir: &Path) -> io::Result<()> {
         }
     }
     Ok(())
-}
-
-fn encode<T: Serialize>(lines: &[T]) -> io::Result<Vec<u8>> {
-    let mut bytes = Vec::with_capacity(512 * lines.len());
-    for line in lines {
-        serde_json::to_writer(&mut bytes, line)?;
-        bytes.push(b'\n');
-    }
-    Ok(bytes)
 }
