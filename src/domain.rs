@@ -219,6 +219,10 @@ pub struct Message {
     /// The repository command the user sent, whose expanded prompt is `text`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub command: Option<CommandUse>,
+    /// The `user_message` hooks that ran before it was accepted (the context they added
+    /// among them).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub hooks: Vec<HookRun>,
 }
 
 /// A command a user sent by name (`/review src/lib.rs`): clients show the name beside the
@@ -230,6 +234,93 @@ pub struct CommandUse {
     /// The arguments as given (empty when none).
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub arguments: String,
+}
+
+/// One run of a configured hook as the item it was about shows it: which hook, what came of
+/// it, how long it took. Optional everywhere (items before hooks have none).
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, utoipa::ToSchema)]
+pub struct HookRun {
+    /// Its key in the config: `hooks.pre_tool_use[0]`.
+    pub hook: String,
+    pub outcome: HookOutcome,
+    /// How long it ran.
+    pub ms: u64,
+    /// Its reason, note or context, or how it failed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub detail: Option<String>,
+    /// The call's arguments before this hook changed them (`outcome` is `changed`); the
+    /// call's own `arguments` are what ran.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub arguments_before: Option<Value>,
+}
+
+/// The context `user_message` hooks added to a message, as the model reads it after the
+/// message's text; `None` when they added none.
+pub fn hook_context(runs: &[HookRun]) -> Option<String> {
+    let parts: Vec<String> = runs
+        .iter()
+        .filter(|run| run.outcome == HookOutcome::Context)
+        .map(|run| {
+            format!(
+                "[hook {}: {}]",
+                run.hook,
+                run.detail.as_deref().unwrap_or_default()
+            )
+        })
+        .collect();
+    (!parts.is_empty()).then(|| parts.join("\n\n"))
+}
+
+impl HookRun {
+    /// The run as a line: `hooks.pre_tool_use[0] · allowed · 12 ms — <reason>`, and what the
+    /// model had asked for when the hook changed the call.
+    pub fn summary(&self) -> String {
+        let outcome = match self.outcome {
+            HookOutcome::Ran => "ran",
+            HookOutcome::Allow => "allowed",
+            HookOutcome::Ask => "asked a person",
+            HookOutcome::Deny => "denied",
+            HookOutcome::Changed => "changed the call",
+            HookOutcome::Note => "left a note",
+            HookOutcome::Context => "added context",
+            HookOutcome::Failed => "failed",
+            HookOutcome::Other => "ran (an outcome this version does not know)",
+        };
+        let mut line = format!("{} · {outcome} · {} ms", self.hook, self.ms);
+        if let Some(detail) = &self.detail {
+            line.push_str(&format!(" — {detail}"));
+        }
+        if let Some(before) = &self.arguments_before {
+            let asked = match before.get("command").and_then(Value::as_str) {
+                Some(command) => command.to_owned(),
+                None => before.to_string(),
+            };
+            line.push_str(&format!(" (the model asked for: {asked})"));
+        }
+        line
+    }
+}
+
+/// What came of a hook run.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq, utoipa::ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum HookOutcome {
+    /// It said nothing: no objection.
+    Ran,
+    Allow,
+    Ask,
+    Deny,
+    /// It changed the call's arguments.
+    Changed,
+    /// It left the model a note (after a call).
+    Note,
+    /// It added context for the model to a user's message.
+    Context,
+    /// It failed or timed out; its `on_error` decided.
+    Failed,
+    /// An outcome this binary does not know (written by a newer one).
+    #[serde(other)]
+    Other,
 }
 
 #[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq, Default, utoipa::ToSchema)]
@@ -321,6 +412,10 @@ pub enum ItemKind {
         /// The repository command the user sent, whose expanded prompt is `text`.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         command: Option<CommandUse>,
+        /// The `user_message` hooks that ran before it was stored; the context they added
+        /// goes to the model after `text`.
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        hooks: Vec<HookRun>,
     },
     AgentMessage {
         text: String,
@@ -351,6 +446,9 @@ pub enum ItemKind {
         /// the item's status is `failed`, and clients show it as denied, not as an error.
         #[serde(default, skip_serializing_if = "std::ops::Not::not")]
         denied: bool,
+        /// The `pre_tool_use` and `post_tool_use` hooks that ran for it.
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        hooks: Vec<HookRun>,
     },
     Summary {
         text: String,
@@ -503,6 +601,7 @@ pub fn user_item(message: &Message, turn_id: &str, seq: u64) -> Item {
         compacted: false,
         step: None,
         kind: ItemKind::UserMessage {
+            hooks: message.hooks.clone(),
             text: message.text.clone(),
             source: message.source,
             from_session_id: message.from_session_id.clone(),

@@ -43,6 +43,7 @@ fn write_item(out: &mut String, item: &Item) {
             text,
             source,
             images,
+            hooks,
             ..
         } => {
             let who = match source {
@@ -52,6 +53,10 @@ fn write_item(out: &mut String, item: &Item) {
             let _ = writeln!(out, "\n## {who}\n\n{}", text.trim_end());
             if !images.is_empty() {
                 let _ = writeln!(out, "\n_{} image(s) attached_", images.len());
+            }
+            if !hooks.is_empty() {
+                out.push('\n');
+                write_hooks(out, hooks);
             }
         }
         ItemKind::AgentMessage { text } => {
@@ -67,10 +72,15 @@ fn write_item(out: &mut String, item: &Item) {
             exit_code,
             images,
             files,
+            hooks,
             ..
         } => {
             let exit = exit_code.map_or(String::new(), |code| format!(" · exit {code}"));
             let _ = writeln!(out, "\n### Tool `{name}`{state}{exit}\n");
+            if !hooks.is_empty() {
+                write_hooks(out, hooks);
+                out.push('\n');
+            }
             let edited = crate::api::edits::edited_files(name, arguments);
             if edited.is_empty() {
                 let arguments = serde_json::to_string_pretty(arguments).unwrap_or_default();
@@ -129,6 +139,13 @@ fn write_item(out: &mut String, item: &Item) {
                 let _ = writeln!(out, "- [{mark}] {}{note}", one_line(&step.step));
             }
         }
+    }
+}
+
+/// The hooks that ran for an item, a line each.
+fn write_hooks(out: &mut String, hooks: &[crate::domain::HookRun]) {
+    for run in hooks {
+        let _ = writeln!(out, "- Hook {}", one_line(&run.summary()));
     }
 }
 
@@ -195,6 +212,7 @@ mod tests {
     fn an_edit_reads_as_its_diff() {
         let items = [item(
             ItemKind::ToolCall {
+                hooks: Vec::new(),
                 call_id: "c".to_owned(),
                 name: "edit_file".to_owned(),
                 arguments: serde_json::json!({
@@ -217,11 +235,45 @@ mod tests {
     }
 
     #[test]
+    fn the_hooks_that_ran_read_as_lines_under_their_item() {
+        let run = |outcome, detail: &str| crate::domain::HookRun {
+            hook: "hooks.user_message[0]".to_owned(),
+            outcome,
+            ms: 3,
+            detail: Some(detail.to_owned()),
+            arguments_before: None,
+        };
+        let items = [item(
+            ItemKind::UserMessage {
+                hooks: vec![run(
+                    crate::domain::HookOutcome::Context,
+                    "Ticket\nABC-1 is open.",
+                )],
+                text: "How are things?".to_owned(),
+                source: MessageSource::User,
+                from_session_id: None,
+                images: Vec::new(),
+                command: None,
+            },
+            ItemStatus::Completed,
+        )];
+        let document = markdown(&conversation(), &items);
+        assert!(
+            document.contains(
+                "How are things?\n\n- Hook hooks.user_message[0] · added context · 3 ms — \
+                 Ticket ABC-1 is open.\n"
+            ),
+            "{document}"
+        );
+    }
+
+    #[test]
     fn a_conversation_reads_as_markdown_and_no_content_closes_its_fence() {
         let conversation = conversation();
         let items = [
             item(
                 ItemKind::UserMessage {
+                    hooks: Vec::new(),
                     text: "Why does it fail?".to_owned(),
                     source: MessageSource::User,
                     from_session_id: None,
@@ -239,6 +291,7 @@ mod tests {
             ),
             item(
                 ItemKind::ToolCall {
+                    hooks: Vec::new(),
                     call_id: "c".to_owned(),
                     name: "shell".to_owned(),
                     arguments: serde_json::json!({"command": "cat notes.md"}),

@@ -77,6 +77,9 @@ pub enum ErrorCode {
     CommandUnknown,
     /// 422: a cost limit on a model (or a fallback of it) that has no price.
     PriceMissing,
+    /// 422: a `user_message` hook blocks the message (nothing stored); the message names the
+    /// hook and gives its reason.
+    MessageBlocked,
     /// 422: a fork's source conversation is missing (a conversation forked after a
     /// compaction reads part of its older history from its source, so the two move together).
     SourceMissing,
@@ -103,7 +106,7 @@ pub enum ErrorCode {
 
 impl ErrorCode {
     /// Every code, in the document's order.
-    pub const ALL: [ErrorCode; 28] = [
+    pub const ALL: [ErrorCode; 29] = [
         ErrorCode::InvalidRequest,
         ErrorCode::Unauthorized,
         ErrorCode::Forbidden,
@@ -124,6 +127,7 @@ impl ErrorCode {
         ErrorCode::AgentUnavailable,
         ErrorCode::CommandUnknown,
         ErrorCode::PriceMissing,
+        ErrorCode::MessageBlocked,
         ErrorCode::SourceMissing,
         ErrorCode::IdempotencyKeyReused,
         ErrorCode::ConversationDamaged,
@@ -157,6 +161,7 @@ impl ErrorCode {
             ErrorCode::AgentUnavailable => "agent_unavailable",
             ErrorCode::CommandUnknown => "command_unknown",
             ErrorCode::PriceMissing => "price_missing",
+            ErrorCode::MessageBlocked => "message_blocked",
             ErrorCode::SourceMissing => "source_missing",
             ErrorCode::IdempotencyKeyReused => "idempotency_key_reused",
             ErrorCode::ConversationDamaged => "conversation_damaged",
@@ -205,6 +210,7 @@ mod tests {
                 | ErrorCode::AgentUnavailable
                 | ErrorCode::CommandUnknown
                 | ErrorCode::PriceMissing
+                | ErrorCode::MessageBlocked
                 | ErrorCode::SourceMissing
                 | ErrorCode::IdempotencyKeyReused
                 | ErrorCode::ConversationDamaged

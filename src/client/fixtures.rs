@@ -41,6 +41,7 @@ pub fn agent(id: &str, text: &str, status: ItemStatus) -> Item {
 
 pub fn user(id: &str, text: &str, source: MessageSource) -> Item {
     let kind = ItemKind::UserMessage {
+        hooks: Vec::new(),
         text: text.to_owned(),
         source,
         from_session_id: None,
@@ -52,6 +53,7 @@ pub fn user(id: &str, text: &str, source: MessageSource) -> Item {
 
 pub fn tool(id: &str, name: &str, arguments: Value, output: &str, status: ItemStatus) -> Item {
     let kind = ItemKind::ToolCall {
+        hooks: Vec::new(),
         call_id: format!("call_{id}"),
         name: name.to_owned(),
         arguments,

@@ -206,6 +206,7 @@ impl Renderer {
             text,
             source,
             command,
+            hooks,
             ..
         } = &item.kind
             && *source != MessageSource::Agent
@@ -220,10 +221,14 @@ impl Renderer {
                 },
             );
             // A command's expanded prompt, named as it was typed.
-            return match command {
+            let mut out = match command {
                 Some(command) => self.line(&format!("you (/{}): {text}", command.name)),
                 None => self.line(&format!("you: {text}")),
             };
+            for run in hooks {
+                out += &self.line(&hook_line(run));
+            }
+            return out;
         }
         // A stored snapshot of a running item goes on streaming: it is not done yet.
         if item.status == ItemStatus::Running {
@@ -333,6 +338,7 @@ impl Renderer {
                 exit_code,
                 name,
                 arguments,
+                hooks,
                 ..
             } => {
                 let exit = match exit_code {
@@ -340,6 +346,9 @@ impl Renderer {
                     None => super::wire_text(&item.status),
                 };
                 let mut end = self.end_line();
+                for run in hooks {
+                    end.push_str(&self.line(&hook_line(run)));
+                }
                 // An edit that went through shows what it changed.
                 if item.status == ItemStatus::Completed
                     && let Some(diff) = edit_diff(name, arguments)
@@ -388,6 +397,11 @@ impl Renderer {
 
 /// `used / window tokens (percent), reported|estimated; compaction at threshold`.
 /// What a client says when a turn's model fails for good and a fallback takes over.
+/// A hook that ran for an item, on a line of its own.
+pub(super) fn hook_line(run: &crate::domain::HookRun) -> String {
+    format!("[hook {}]", run.summary())
+}
+
 pub fn fallback_text(from: &str, to: &str, reason: &str) -> String {
     format!("model `{from}` is unavailable ({reason}): `{to}` answers the rest of this turn")
 }
@@ -659,6 +673,27 @@ mod tests {
             Some(0),
         )));
         assert_eq!(out, "[shell] $ echo hi\nhi\n[exit 0]\n");
+    }
+
+    #[test]
+    fn the_hooks_that_ran_for_a_call_show_before_its_end() {
+        let mut r = Renderer::default();
+        let mut call = shell("t1", "echo new", "new\n", Completed, Some(0));
+        if let ItemKind::ToolCall { hooks, .. } = &mut call.kind {
+            hooks.push(crate::domain::HookRun {
+                hook: "hooks.pre_tool_use[0]".to_owned(),
+                outcome: crate::domain::HookOutcome::Changed,
+                ms: 7,
+                detail: Some("newer is better".to_owned()),
+                arguments_before: Some(json!({"command": "echo old"})),
+            });
+        }
+        let out = r.event(&completed(call));
+        assert_eq!(
+            out,
+            "[shell] $ echo new\nnew\n[hook hooks.pre_tool_use[0] · changed the call · 7 ms — \
+             newer is better (the model asked for: echo old)]\n[exit 0]\n"
+        );
     }
 
     #[test]

@@ -98,6 +98,9 @@ pub struct ProcessLimits {
     pub file_size_mb: u64,
     /// CPU seconds each process may use.
     pub cpu_s: u64,
+    /// How long a background process (`shell` with `background`) may run before it is
+    /// stopped.
+    pub background_max_s: u64,
 }
 
 impl Default for ProcessLimits {
@@ -109,6 +112,7 @@ impl Default for ProcessLimits {
             memory_mb: 8192,
             file_size_mb: 8192,
             cpu_s: 3600,
+            background_max_s: 24 * 60 * 60,
         }
     }
 }
@@ -121,6 +125,7 @@ impl ProcessLimits {
             memory_mb: self.memory_mb.min(other.memory_mb),
             file_size_mb: self.file_size_mb.min(other.file_size_mb),
             cpu_s: self.cpu_s.min(other.cpu_s),
+            background_max_s: self.background_max_s.min(other.background_max_s),
         }
     }
 }
@@ -132,6 +137,7 @@ pub(super) struct RawLimits {
     memory_mb: Option<u64>,
     file_size_mb: Option<u64>,
     cpu_s: Option<u64>,
+    background_max_s: Option<u64>,
 }
 
 /// How far an agent's tools may write, enforced by the kernel for shell commands and in-process
@@ -462,12 +468,14 @@ impl Validator<'_> {
             memory_mb: raw.memory_mb.unwrap_or(defaults.memory_mb),
             file_size_mb: raw.file_size_mb.unwrap_or(defaults.file_size_mb),
             cpu_s: raw.cpu_s.unwrap_or(defaults.cpu_s),
+            background_max_s: raw.background_max_s.unwrap_or(defaults.background_max_s),
         };
         let low = [
             ("processes", u64::from(limits.processes), 1),
             ("memory_mb", limits.memory_mb, 16),
             ("file_size_mb", limits.file_size_mb, 1),
             ("cpu_s", limits.cpu_s, 1),
+            ("background_max_s", limits.background_max_s, 1),
         ];
         if let Some((key, _, least)) = low.iter().find(|(_, value, least)| value < least) {
             return Err(self.invalid(

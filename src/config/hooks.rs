@@ -1,9 +1,11 @@
 //! `[[hooks.<event>]]`: programs and URLs the service asks before a tool call
-//! (`pre_tool_use`), or tells after it (`post_tool_use`), after a turn (`turn_ended`,
-//! `subagent_ended`) and about approvals (`approval_requested`, `approval_resolved`). Each table runs a `command` (the payload on standard input, in the conversation's
-//! working directory, under the agent's sandbox) or POSTs to a `url` (signed the Standard
-//! Webhooks way when a `secret` is given). Hook commands come only from this file, never from
-//! a repository.
+//! (`pre_tool_use`) or a user's message (`user_message`), or tells after a call
+//! (`post_tool_use`), after a turn (`turn_ended`, `subagent_ended`), about approvals
+//! (`approval_requested`, `approval_resolved`), around a compaction (`compaction`) and when a
+//! conversation is made or deleted (`conversation_created`, `conversation_deleted`). Each table
+//! runs a `command` (the payload on standard input, in the conversation's working directory,
+//! under the agent's sandbox) or POSTs to a `url` (signed the Standard Webhooks way when a
+//! `secret` is given). Hook commands come only from this file, never from a repository.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -27,16 +29,29 @@ pub enum HookEvent {
     ApprovalRequested,
     /// An approval was answered, expired or cancelled: a notification.
     ApprovalResolved,
+    /// Before a user's message is stored (and so starts or joins a turn); may block it, or add
+    /// context for the model.
+    UserMessage,
+    /// Before and after a compaction summarizes a session's history: a notification.
+    Compaction,
+    /// A conversation was created (or forked): a notification.
+    ConversationCreated,
+    /// A conversation was deleted: a notification.
+    ConversationDeleted,
 }
 
 impl HookEvent {
-    pub const ALL: [HookEvent; 6] = [
+    pub const ALL: [HookEvent; 10] = [
         HookEvent::PreToolUse,
         HookEvent::PostToolUse,
+        HookEvent::UserMessage,
         HookEvent::TurnEnded,
         HookEvent::SubagentEnded,
         HookEvent::ApprovalRequested,
         HookEvent::ApprovalResolved,
+        HookEvent::Compaction,
+        HookEvent::ConversationCreated,
+        HookEvent::ConversationDeleted,
     ];
 
     /// Its name in the file and in payloads.
@@ -48,6 +63,10 @@ impl HookEvent {
             HookEvent::SubagentEnded => "subagent_ended",
             HookEvent::ApprovalRequested => "approval_requested",
             HookEvent::ApprovalResolved => "approval_resolved",
+            HookEvent::UserMessage => "user_message",
+            HookEvent::Compaction => "compaction",
+            HookEvent::ConversationCreated => "conversation_created",
+            HookEvent::ConversationDeleted => "conversation_deleted",
         }
     }
 
@@ -71,9 +90,19 @@ impl HookEvent {
         matches!(self, HookEvent::PreToolUse | HookEvent::PostToolUse)
     }
 
-    /// Whether a hook of this event decides something (and so may deny when it fails).
+    /// Whether a hook of this event decides something (and so may deny when it fails): a
+    /// call, or a user's message.
     fn decides(self) -> bool {
-        matches!(self, HookEvent::PreToolUse)
+        matches!(self, HookEvent::PreToolUse | HookEvent::UserMessage)
+    }
+
+    /// Whether something waits on its hooks (a call, a message); the others are notifications
+    /// told in the background.
+    pub fn blocks(self) -> bool {
+        matches!(
+            self,
+            HookEvent::PreToolUse | HookEvent::PostToolUse | HookEvent::UserMessage
+        )
     }
 }
 

@@ -81,6 +81,13 @@ pub struct ToolsConfig {
     /// How often the checkpoint store drops what no conversation needs any more (the first
     /// time ten minutes after start at most); 0: never (then `openvaala gc` does it).
     pub checkpoint_gc_interval_s: u64,
+    /// Background processes (`shell` with `background`) running at once in one conversation,
+    /// its sub-agents' included.
+    pub max_background: usize,
+    /// Background processes running at once in the whole service.
+    pub max_background_total: usize,
+    /// How long starting a background process waits for its first output before answering.
+    pub background_wait_ms: u64,
 }
 
 impl Default for RetryConfig {
@@ -125,6 +132,9 @@ impl Default for ToolsConfig {
             checkpoint_max_snapshot_bytes: 200 * 1024 * 1024,
             checkpoint_max_files: 50_000,
             checkpoint_gc_interval_s: 24 * 60 * 60,
+            max_background: 4,
+            max_background_total: 32,
+            background_wait_ms: 2_000,
         }
     }
 }
@@ -169,6 +179,9 @@ pub(super) struct RawTools {
     checkpoint_max_snapshot_bytes: Option<u64>,
     checkpoint_max_files: Option<usize>,
     checkpoint_gc_interval_s: Option<u64>,
+    max_background: Option<usize>,
+    max_background_total: Option<usize>,
+    background_wait_ms: Option<u64>,
 }
 
 impl Validator<'_> {
@@ -248,7 +261,17 @@ impl Validator<'_> {
             checkpoint_gc_interval_s: raw
                 .checkpoint_gc_interval_s
                 .unwrap_or(defaults.checkpoint_gc_interval_s),
+            max_background: raw.max_background.unwrap_or(defaults.max_background),
+            max_background_total: raw
+                .max_background_total
+                .unwrap_or(defaults.max_background_total),
+            background_wait_ms: raw
+                .background_wait_ms
+                .unwrap_or(defaults.background_wait_ms),
         };
+        if tools.background_wait_ms > 60_000 {
+            return Err(self.invalid("tools.background_wait_ms", "must be at most 60000"));
+        }
         if tools.shell_timeout_s == 0 {
             return Err(self.invalid("tools.shell_timeout_s", "must be at least 1"));
         }

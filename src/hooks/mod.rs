@@ -33,12 +33,19 @@ use crate::sandbox::SandboxPolicy;
 
 pub use answer::{Answer, Decision};
 pub use outbox::Outbox;
+
+use crate::domain::{HookOutcome, HookRun};
+use answer::answer;
 pub use signature::sign;
 
-/// The hooks' joint answer about one call: the strictest decision, with the hook that gave it.
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
+/// The hooks' joint answer about one call: the strictest decision, with the hook that gave
+/// it; the arguments the call runs with when a hook changed them; and every run, as the call
+/// shows them.
+#[derive(Debug, Clone, PartialEq, Default)]
 pub struct Verdict {
     pub decision: Option<(Decision, String, String)>,
+    pub arguments: Option<Value>,
+    pub runs: Vec<HookRun>,
 }
 
 impl Verdict {
@@ -56,13 +63,26 @@ impl Verdict {
     }
 }
 
+impl Decision {
+    fn outcome(self) -> HookOutcome {
+        match self {
+            Decision::Allow => HookOutcome::Allow,
+            Decision::Ask => HookOutcome::Ask,
+            Decision::Deny => HookOutcome::Deny,
+        }
+    }
+}
+
 /// Who a hook is asked about.
 #[derive(Debug, Clone, Serialize)]
 pub struct Subject {
     pub conversation_id: String,
     pub session_id: String,
     pub agent: String,
-    pub turn_id: String,
+    /// The turn it is about; for a user's message, the turn it would join (absent when the
+    /// agent is idle); absent for a conversation created or deleted.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub turn_id: Option<String>,
     pub cwd: PathBuf,
 }
 
@@ -133,8 +153,9 @@ impl Hooks {
     }
 
     /// Asks the `pre_tool_use` hooks whose matcher takes this call, in the file's order; the
-    /// first `deny` ends it. A hook that fails decides by its `on_error` (`deny`; or `allow`,
-    /// which lets the call go on to the permissions as if the hook had not run).
+    /// first `deny` ends it. A hook may change the call's arguments: the next hook, the
+    /// permissions and the tool see the changed ones. A hook that fails decides by its
+    /// `on_error` (`deny`; or `allow`, which lets the call go on as if it had not run).
     pub async fn pre_tool_use(
         &self,
         subject: &Subject,
@@ -144,63 +165,72 @@ impl Hooks {
         arguments: &Value,
     ) -> Verdict {
         let mut verdict = Verdict::default();
-        let matching = self
-            .hooks
-            .iter()
-            .filter(|hook| hook.event == HookEvent::PreToolUse && matches(hook, tool, arguments));
-        let mut payload: Option<String> = None;
-        for hook in matching {
-            let body = payload.get_or_insert_with(|| {
-                let fields = serde_json::json!({
-                    "tool": tool,
-                    "tool_call_id": call_id,
-                    "arguments": arguments,
-                });
-                payload_of(subject, HookEvent::PreToolUse, fields)
-            });
-            let key = hook.key();
-            let (decision, reason) =
-                match run::run(hook, body, &subject.cwd, sandbox, &self.client).await {
-                    Ok(Answer {
-                        decision: Some(decision),
-                        reason,
-                        ..
-                    }) => (decision, reason.unwrap_or_default()),
-                    Ok(Answer { decision: None, .. }) => continue,
-                    Err(error) => {
-                        tracing::warn!(hook = %key, %error, "a hook failed");
-                        self.status.failed(&key, &error);
-                        match hook.on_error {
-                            OnHookError::Allow => continue,
-                            OnHookError::Deny => (
-                                Decision::Deny,
-                                format!("it failed ({error}), and its on_error is deny"),
-                            ),
-                        }
-                    }
-                };
-            let stricter = verdict.decision().is_none_or(|known| decision > known);
-            if stricter {
-                verdict.decision = Some((decision, key, reason));
+        for hook in self.hooks.iter() {
+            let current = verdict.arguments.as_ref().unwrap_or(arguments);
+            if hook.event != HookEvent::PreToolUse || !matches(hook, tool, current) {
+                continue;
             }
-            if decision == Decision::Deny {
+            let fields = serde_json::json!({
+                "tool": tool,
+                "tool_call_id": call_id,
+                "arguments": current,
+            });
+            let body = payload_of(subject, HookEvent::PreToolUse, fields);
+            let (ran, mut run) = self.run_timed(hook, &body, subject, sandbox, answer).await;
+            let decision = match ran {
+                Ok(answer) => {
+                    if let Some(changed) = answer.arguments.filter(|changed| changed != current) {
+                        let mut before = current.clone();
+                        crate::redact::redact_json(&mut before);
+                        run.arguments_before = Some(before);
+                        run.outcome = HookOutcome::Changed;
+                        verdict.arguments = Some(changed);
+                    }
+                    run.detail.clone_from(&answer.reason);
+                    answer
+                        .decision
+                        .map(|decision| (decision, answer.reason.unwrap_or_default()))
+                }
+                Err(error) => match hook.on_error {
+                    OnHookError::Allow => None,
+                    OnHookError::Deny => Some((
+                        Decision::Deny,
+                        format!("it failed ({error}), and its on_error is deny"),
+                    )),
+                },
+            };
+            let denied = decision.as_ref().map(|(decision, _)| *decision) == Some(Decision::Deny);
+            if let Some((decision, reason)) = decision {
+                // A failure stays one; a change shows unless the call is denied or asked about.
+                run.outcome = match (run.outcome, decision) {
+                    (HookOutcome::Failed, _) => HookOutcome::Failed,
+                    (HookOutcome::Changed, Decision::Allow) => HookOutcome::Changed,
+                    (_, decision) => decision.outcome(),
+                };
+                let stricter = verdict.decision().is_none_or(|known| decision > known);
+                if stricter {
+                    verdict.decision = Some((decision, hook.key(), reason));
+                }
+            }
+            verdict.runs.push(run);
+            if denied {
                 break;
             }
         }
         verdict
     }
 
-    /// Tells the `post_tool_use` hooks whose matcher takes this call that it ran, and returns
-    /// their notes for the model, each as `hook <key>: <note>`: a JSON answer's `note`, or the
-    /// standard error of a command that exits with 2. A hook that fails is logged and kept as
-    /// its last error; the call's result stands.
+    /// Tells the `post_tool_use` hooks whose matcher takes this call that it ran. Each run's
+    /// note for the model (a JSON answer's `note`, or the standard error of a command that
+    /// exits with 2) is its `detail`, with the outcome `note`; `notes` words them for the
+    /// model. A hook that fails is logged and kept as its last error; the call's result stands.
     pub async fn post_tool_use(
         &self,
         subject: &Subject,
         sandbox: &SandboxPolicy,
         call: Ran<'_>,
-    ) -> Vec<String> {
-        let mut notes = Vec::new();
+    ) -> Vec<HookRun> {
+        let mut runs = Vec::new();
         let matching = self.hooks.iter().filter(|hook| {
             hook.event == HookEvent::PostToolUse && matches(hook, call.tool, call.arguments)
         });
@@ -217,26 +247,77 @@ impl Hooks {
                 });
                 payload_of(subject, HookEvent::PostToolUse, fields)
             });
-            let key = hook.key();
-            match run::run(hook, body, &subject.cwd, sandbox, &self.client).await {
-                Ok(answer) => {
-                    // Exit code 2 (a `deny`) is how a command says "the model must read this".
-                    let note = answer.note.or(match answer.decision {
-                        Some(Decision::Deny) => answer.reason,
-                        _ => None,
-                    });
-                    if let Some(note) = note.filter(|note| !note.trim().is_empty()) {
-                        notes.push(format!("hook {key}: {note}"));
-                    }
-                }
-                Err(error) => {
-                    tracing::warn!(hook = %key, %error, "a hook failed");
-                    self.status.failed(&key, &error);
+            let (ran, mut run) = self.run_timed(hook, body, subject, sandbox, answer).await;
+            if let Ok(answer) = ran {
+                // Exit code 2 (a `deny`) is how a command says "the model must read this".
+                let note = answer.note.or(match answer.decision {
+                    Some(Decision::Deny) => answer.reason,
+                    _ => None,
+                });
+                if let Some(note) = note.filter(|note| !note.trim().is_empty()) {
+                    run.outcome = HookOutcome::Note;
+                    run.detail = Some(note);
                 }
             }
+            runs.push(run);
         }
-        notes
+        runs
     }
+
+    /// Runs one hook, timed, as the item it is about shows it (`ran`, or `failed` with how).
+    /// A failure is logged and kept as the hook's last error.
+    async fn run_timed(
+        &self,
+        hook: &HookConfig,
+        body: &str,
+        subject: &Subject,
+        sandbox: &SandboxPolicy,
+        read: run::Reader,
+    ) -> (Result<Answer, String>, HookRun) {
+        let started = std::time::Instant::now();
+        let ran = run::run(hook, body, &subject.cwd, sandbox, &self.client, read).await;
+        let key = hook.key();
+        let mut run = HookRun {
+            hook: key.clone(),
+            outcome: HookOutcome::Ran,
+            ms: u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX),
+            detail: None,
+            arguments_before: None,
+        };
+        if let Err(error) = &ran {
+            tracing::warn!(hook = %key, %error, "a hook failed");
+            self.status.failed(&key, error);
+            run.outcome = HookOutcome::Failed;
+            run.detail = Some(format!("{error}; its on_error is {}", hook.on_error.name()));
+        }
+        (ran, run)
+    }
+}
+
+/// The notes of `post_tool_use` runs, as the model reads them after the call's output.
+pub fn notes(runs: &[HookRun]) -> impl Iterator<Item = String> + '_ {
+    runs.iter()
+        .filter(|run| run.outcome == HookOutcome::Note)
+        .map(|run| {
+            format!(
+                "[hook {}: {}]",
+                run.hook,
+                run.detail.as_deref().unwrap_or_default()
+            )
+        })
+}
+
+/// The notices a turn stores for the runs that failed.
+pub fn failure_notices(runs: &[HookRun]) -> impl Iterator<Item = String> + '_ {
+    runs.iter()
+        .filter(|run| run.outcome == HookOutcome::Failed)
+        .map(|run| {
+            format!(
+                "Hook {} failed: {}.",
+                run.hook,
+                run.detail.as_deref().unwrap_or("no reason given")
+            )
+        })
 }
 
 impl Hooks {
@@ -288,7 +369,8 @@ impl Hooks {
                 .filter(|hook| hook.event == event)
                 .filter(|hook| matches!(hook.action, HookAction::Command(_)));
             for hook in commands {
-                let ran = run::run(hook, &body, &subject.cwd, &sandbox, &hooks.client).await;
+                let ran =
+                    run::run(hook, &body, &subject.cwd, &sandbox, &hooks.client, answer).await;
                 if let Err(error) = ran {
                     let key = hook.key();
                     tracing::warn!(hook = %key, %error, "a hook failed");
@@ -302,6 +384,55 @@ impl Hooks {
 impl Drop for Hooks {
     fn drop(&mut self) {
         self.outbox.close();
+    }
+}
+
+impl Hooks {
+    /// Asks the `user_message` hooks about a message before it is stored, in the file's
+    /// order. `Ok` with their runs, the context they added among them (outcome `context`), or
+    /// `Err` with the reason when one blocks it (`deny`, exit code 2, or a failure with
+    /// `on_error = "deny"`). Plain text on a hook's standard output is context, as other
+    /// agents' prompt hooks take it.
+    pub async fn user_message(
+        &self,
+        subject: &Subject,
+        sandbox: &SandboxPolicy,
+        fields: Value,
+    ) -> Result<Vec<HookRun>, String> {
+        let mut runs = Vec::new();
+        let body = payload_of(subject, HookEvent::UserMessage, fields);
+        for hook in self
+            .hooks
+            .iter()
+            .filter(|hook| hook.event == HookEvent::UserMessage)
+        {
+            let (ran, mut run) = self
+                .run_timed(hook, &body, subject, sandbox, answer::answer_or_context)
+                .await;
+            let blocked = match ran {
+                Ok(answer) if answer.decision == Some(Decision::Deny) => Some(answer.reason),
+                Ok(answer) => {
+                    if let Some(context) = answer.context.filter(|text| !text.trim().is_empty()) {
+                        run.outcome = HookOutcome::Context;
+                        run.detail = Some(context);
+                    }
+                    None
+                }
+                Err(error) if hook.on_error == OnHookError::Deny => Some(Some(format!(
+                    "it failed ({error}), and its on_error is deny"
+                ))),
+                Err(_) => None,
+            };
+            if let Some(reason) = blocked {
+                let key = hook.key();
+                return Err(match reason.filter(|reason| !reason.is_empty()) {
+                    Some(reason) => format!("a hook blocks this message (hook {key}: {reason})"),
+                    None => format!("a hook blocks this message (hook {key})"),
+                });
+            }
+            runs.push(run);
+        }
+        Ok(runs)
     }
 }
 

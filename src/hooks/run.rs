@@ -7,22 +7,26 @@ use std::time::Duration;
 
 use tokio::io::AsyncWriteExt as _;
 
-use super::answer::{Answer, Decision, answer, quoted};
+use super::answer::{Answer, Decision, quoted};
 use super::post::{Target, post};
 use crate::config::{HookAction, HookConfig};
 use crate::sandbox::{Program, SandboxPolicy};
 
-/// Runs `hook` with `body`; `Err` says how it failed.
+/// How a hook's output (a command's standard output, an HTTP answer's body) is read.
+pub(super) type Reader = fn(&str) -> Result<Answer, String>;
+
+/// Runs `hook` with `body`, reading what it answers with `read`; `Err` says how it failed.
 pub(super) async fn run(
     hook: &HookConfig,
     body: &str,
     cwd: &Path,
     sandbox: &SandboxPolicy,
     client: &reqwest::Client,
+    read: Reader,
 ) -> Result<Answer, String> {
     match &hook.action {
         HookAction::Command(command) => {
-            run_command(command, body, cwd, sandbox, hook.timeout).await
+            run_command(command, body, cwd, sandbox, hook.timeout, read).await
         }
         HookAction::Url {
             url,
@@ -40,7 +44,7 @@ pub(super) async fn run(
             if !posted.status.is_success() {
                 return Err(posted.refusal(url));
             }
-            answer(&posted.text)
+            read(&posted.text)
         }
     }
 }
@@ -51,6 +55,7 @@ async fn run_command(
     cwd: &Path,
     sandbox: &SandboxPolicy,
     timeout: Duration,
+    read: Reader,
 ) -> Result<Answer, String> {
     let mut sh = crate::sandbox::command(sandbox, cwd, Program::Shell(command))?;
     sh.stdin(Stdio::piped())
@@ -79,12 +84,12 @@ async fn run_command(
     };
     let stderr = String::from_utf8_lossy(&output.stderr);
     match output.status.code() {
-        Some(0) => answer(&String::from_utf8_lossy(&output.stdout)),
+        Some(0) => read(&String::from_utf8_lossy(&output.stdout)),
         // As in other agents' hooks: exit code 2 denies, with standard error as the reason.
         Some(2) => Ok(Answer {
             decision: Some(Decision::Deny),
             reason: Some(quoted(&stderr)),
-            note: None,
+            ..Answer::default()
         }),
         Some(code) => Err(format!("it exited with {code}: {}", quoted(&stderr))),
         None => Err("it was killed by a signal".to_owned()),

@@ -82,7 +82,7 @@ pub async fn list(
         (status = 201, description = "Stored; the first turn is running", body = ConversationCreated),
         (status = 400, description = "`invalid_request`: bad JSON, an unknown field, empty text, a bad image or a relative `cwd` (nothing stored)", body = ErrorBody),
         (status = 413, description = "`too_large`: the body is over 16 MiB", body = ErrorBody),
-        (status = 422, description = "`cwd_missing`, `model_unavailable` or `agent_unavailable`; `command_unknown`: `cwd` has no command of that name; `price_missing`: a cost limit on a model without a price; `cwd_refused`: `cwd` is `/` or holds or lies in the service's own state; `idempotency_key_reused`: the `Idempotency-Key` came before with another body; `invalid_image`: an image is not one of its media type, or has more pixels or bytes than the models take (nothing stored)", body = ErrorBody),
+        (status = 422, description = "`cwd_missing`, `model_unavailable` or `agent_unavailable`; `command_unknown`: `cwd` has no command of that name; `message_blocked`: a `user_message` hook blocks the message (the message says which and why); `price_missing`: a cost limit on a model without a price; `cwd_refused`: `cwd` is `/` or holds or lies in the service's own state; `idempotency_key_reused`: the `Idempotency-Key` came before with another body; `invalid_image`: an image is not one of its media type, or has more pixels or bytes than the models take (nothing stored)", body = ErrorBody),
         (status = 503, description = "`unavailable` (with `Retry-After`): too many conversations are busy, the service is out of files, the outcome is unknown (retry with the same `Idempotency-Key`), or the service is stopping", body = ErrorBody),
     ),
 )]
@@ -270,7 +270,7 @@ pub async fn sessions(
         (status = 400, description = "`invalid_request`: bad JSON, an unknown field or mode, empty text, a bad image", body = ErrorBody),
         (status = 404, description = "`not_found`: no such conversation or session", body = ErrorBody),
         (status = 413, description = "`too_large`: the body is over 16 MiB", body = ErrorBody),
-        (status = 422, description = "`cwd_missing`, `model_unavailable`, `agent_unavailable` or `source_missing`; `command_unknown`: the conversation's `cwd` has no command of that name; `idempotency_key_reused`: the `Idempotency-Key` came before with another body; `invalid_image`: an image is not one of its media type, or has more pixels or bytes than the models take (nothing stored); `conversation_damaged`: a file of the conversation has a damaged line (the message names it and the repair)", body = ErrorBody),
+        (status = 422, description = "`cwd_missing`, `model_unavailable`, `agent_unavailable` or `source_missing`; `command_unknown`: the conversation's `cwd` has no command of that name; `message_blocked`: a `user_message` hook blocks the message (the message says which and why); `idempotency_key_reused`: the `Idempotency-Key` came before with another body; `invalid_image`: an image is not one of its media type, or has more pixels or bytes than the models take (nothing stored); `conversation_damaged`: a file of the conversation has a damaged line (the message names it and the repair)", body = ErrorBody),
         (status = 503, description = "`unavailable` (with `Retry-After`): too many conversations are busy, the service is out of files, the outcome is unknown (retry with the same `Idempotency-Key`), or the service is stopping", body = ErrorBody),
     ),
 )]

@@ -43,7 +43,7 @@ pub enum ApiError {
     #[error("{0}")]
     TooLarge(String),
     /// 422 with the given code: `cwd_missing`, `model_unavailable`, `agent_unavailable`,
-    /// `command_unknown`, `price_missing`, `source_missing`, `idempotency_key_reused`, `conversation_damaged`.
+    /// `command_unknown`, `price_missing`, `message_blocked`, `source_missing`, `idempotency_key_reused`, `conversation_damaged`.
     #[error("{message}")]
     Unprocessable { code: ErrorCode, message: String },
     /// 502 with the given code: the model behind an operation failed (`compaction_failed`).
@@ -186,6 +186,10 @@ impl From<RuntimeError> for ApiError {
                 code: ErrorCode::PriceMissing,
                 message,
             },
+            RuntimeError::MessageBlocked(_) => ApiError::Unprocessable {
+                code: ErrorCode::MessageBlocked,
+                message,
+            },
             RuntimeError::IdempotencyKeyReused => ApiError::Unprocessable {
                 code: ErrorCode::IdempotencyKeyReused,
                 message,
@@ -228,6 +232,7 @@ pub fn one_of_each() -> Vec<ApiError> {
         RuntimeError::AgentUnavailable(text()),
         RuntimeError::CommandUnknown(text()),
         RuntimeError::PriceMissing(text()),
+        RuntimeError::MessageBlocked(text()),
         RuntimeError::IdempotencyKeyReused,
         RuntimeError::Damaged(text()),
         RuntimeError::ShuttingDown,
@@ -258,6 +263,7 @@ pub fn one_of_each() -> Vec<ApiError> {
             | RuntimeError::AgentUnavailable(_)
             | RuntimeError::CommandUnknown(_)
             | RuntimeError::PriceMissing(_)
+            | RuntimeError::MessageBlocked(_)
             | RuntimeError::IdempotencyKeyReused
             | RuntimeError::Damaged(_)
             | RuntimeError::ShuttingDown

@@ -139,7 +139,7 @@ pub async fn hooks(State(state): State<AppState>) -> Json<HookList> {
     path = "/api/webhooks/deliveries",
     tag = "meta",
     summary = "Webhook deliveries",
-    description = "The notification hooks' POSTs (`turn_ended`, `subagent_ended`, `approval_requested`, `approval_resolved` with a `url`), newest first: each stored before it is sent, tried until a 2xx answers it (five tries over about ten minutes), resumed after a restart. `id` is its `webhook-id`, the same on every try. The outbox keeps the last 1,000 (a pending one goes only when all are pending). In cluster mode, this instance's.",
+    description = "The notification hooks' POSTs (`turn_ended`, `subagent_ended`, `approval_requested`, `approval_resolved`, `compaction`, `conversation_created`, `conversation_deleted`; hooks with a `url`), newest first: each stored before it is sent, tried until a 2xx answers it (five tries over about ten minutes), resumed after a restart. `id` is its `webhook-id`, the same on every try. The outbox keeps the last 1,000 (a pending one goes only when all are pending). In cluster mode, this instance's.",
     params(WebhookDeliveriesQuery),
     responses(
         (status = 200, description = "The deliveries kept", body = WebhookDeliveryList),

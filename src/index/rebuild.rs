@@ -572,6 +572,7 @@ mod tests {
 
     fn message(id: &str, status: MessageStatus) -> Message {
         Message {
+            hooks: Vec::new(),
             id: id.to_owned(),
             session_id: "s_root".to_owned(),
             text: format!("text of {id}"),

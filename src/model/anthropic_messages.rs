@@ -606,6 +606,7 @@ mod tests {
             testing::item(
                 "t_1",
                 ItemKind::UserMessage {
+                    hooks: Vec::new(),
                     text: "list".into(),
                     source: MessageSource::User,
                     from_session_id: None,
@@ -625,6 +626,7 @@ mod tests {
             testing::item(
                 "t_1",
                 ItemKind::ToolCall {
+                    hooks: Vec::new(),
                     call_id: "toolu_1".into(),
                     name: "shell".into(),
                     arguments: json!({"command": "ls"}),
@@ -720,6 +722,7 @@ mod tests {
             testing::item(
                 "t_1",
                 ItemKind::UserMessage {
+                    hooks: Vec::new(),
                     text: "hi".into(),
                     source: crate::domain::MessageSource::User,
                     from_session_id: None,

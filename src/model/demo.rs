@@ -330,6 +330,7 @@ mod tests {
         let message = super::super::wire::testing::item(
             "t1",
             ItemKind::UserMessage {
+                hooks: Vec::new(),
                 text: text.to_owned(),
                 source: MessageSource::User,
                 from_session_id: None,

@@ -311,8 +311,11 @@ impl Tokenizer {
     /// answer it reports, never the second.
     pub fn item_tokens(self, item: &Item) -> (u64, u64) {
         match &item.kind {
-            ItemKind::UserMessage { text, .. }
-            | ItemKind::AgentMessage { text }
+            ItemKind::UserMessage { text, hooks, .. } => {
+                let context = crate::domain::hook_context(hooks).unwrap_or_default();
+                (self.count(text) + self.count(&context) + MESSAGE_FRAMING, 0)
+            }
+            ItemKind::AgentMessage { text }
             | ItemKind::Summary { text, .. }
             | ItemKind::Notice { text }
             | ItemKind::Reasoning { text, .. } => (self.count(text) + MESSAGE_FRAMING, 0),
@@ -671,6 +674,7 @@ mod tests {
             compacted: false,
             step: Some(1),
             kind: ItemKind::ToolCall {
+                hooks: Vec::new(),
                 call_id: "c".into(),
                 name: "shell".into(),
                 arguments: json!({"command": "ls -l"}),

@@ -191,6 +191,7 @@ impl Compactor {
             compacted: false,
             step: None,
             kind: ItemKind::UserMessage {
+                hooks: Vec::new(),
                 text: REQUEST.to_owned(),
                 source: MessageSource::User,
                 from_session_id: None,
@@ -360,6 +361,7 @@ mod tests {
             turn,
             None,
             ItemKind::UserMessage {
+                hooks: Vec::new(),
                 text: text.to_owned(),
                 source: MessageSource::User,
                 from_session_id: None,
@@ -386,6 +388,7 @@ mod tests {
             turn,
             Some(step),
             ItemKind::ToolCall {
+                hooks: Vec::new(),
                 call_id: format!("call_{seq}"),
                 name: "shell".to_owned(),
                 arguments: json!({ "command": "ls" }),

@@ -91,15 +91,39 @@ impl Runtime {
         // first on the blocking pool, so that count is remembered.
         Tokenizer::prepare(&self.shared.tokenizers, &request.text).await;
         conversation_servers(agent, &request.mcp, &cwd)?;
+        let conversation_id = new_id("c");
+        let root_session_id = new_id("s");
+        let turn_id = new_id("t");
+        let hooks = if self.shared.hooks.any(crate::config::HookEvent::UserMessage) {
+            let subject = crate::hooks::Subject {
+                conversation_id: conversation_id.clone(),
+                session_id: root_session_id.clone(),
+                agent: agent_name.clone(),
+                turn_id: Some(turn_id.clone()),
+                cwd: cwd.clone().into(),
+            };
+            let sandbox = super::sandboxing::agent_policy(agent, &self.shared.protected);
+            let command = command
+                .as_ref()
+                .map(|used: &crate::domain::CommandUse| used.name.as_str());
+            self.user_message_hooks(
+                &subject,
+                &sandbox,
+                &request.text,
+                request.images.len(),
+                command,
+            )
+            .await?
+        } else {
+            Vec::new()
+        };
         // The new conversation will be live: its place is taken before anything is stored,
         // so that a full registry refuses it (`Unavailable`) with nothing stored.
         let slot = self.reserve_slot().await?;
 
         let created_at = now();
-        let conversation_id = new_id("c");
-        let root_session_id = new_id("s");
-        let turn_id = new_id("t");
         let message = Message {
+            hooks,
             id: new_id("m"),
             session_id: root_session_id.clone(),
             text: request.text,
@@ -197,6 +221,8 @@ impl Runtime {
         self.shared.publish_list(&ListEvent::ConversationCreated {
             conversation: loaded.state.conversation.clone(),
         });
+        self.shared
+            .notify_created(&agents, &loaded.state.conversation);
         let mut actors = self.registry.actors.lock().await;
         let handle = match actor::spawn(
             self.shared.clone(),

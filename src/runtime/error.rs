@@ -61,6 +61,9 @@ pub enum RuntimeError {
     /// A cost limit on a model, or a fallback of it, without a price.
     #[error("{0}")]
     PriceMissing(String),
+    /// A `user_message` hook blocks the message; the text says which and why.
+    #[error("{0}")]
+    MessageBlocked(String),
     #[error(
         "this Idempotency-Key was used for a request with a different body; use a new key for a new request"
     )]

@@ -97,6 +97,7 @@ mod tests {
 
     fn user(text: &str) -> ItemKind {
         ItemKind::UserMessage {
+            hooks: Vec::new(),
             text: text.to_owned(),
             source: MessageSource::User,
             from_session_id: None,

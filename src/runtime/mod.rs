@@ -34,6 +34,7 @@ mod index_queue;
 mod key_claims;
 mod leases;
 mod live;
+mod message_hooks;
 mod operations;
 mod registry;
 mod service;

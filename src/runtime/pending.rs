@@ -186,6 +186,7 @@ mod tests {
 
     fn message(id: &str, mode: MessageMode) -> Message {
         Message {
+            hooks: Vec::new(),
             id: id.to_owned(),
             session_id: "s".to_owned(),
             text: id.to_owned(),

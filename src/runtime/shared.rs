@@ -62,6 +62,36 @@ pub struct Shared {
 }
 
 impl Shared {
+    /// Tells the `conversation_created` hooks of a new conversation (or fork); a command hook
+    /// runs under its agent's sandbox.
+    pub fn notify_created(
+        &self,
+        agents: &crate::agents::Agents,
+        conversation: &crate::domain::Conversation,
+    ) {
+        let event = crate::config::HookEvent::ConversationCreated;
+        if !self.hooks.any(event) {
+            return;
+        }
+        let Some(agent) = agents.get(&conversation.agent) else {
+            return;
+        };
+        let sandbox = super::sandboxing::agent_policy(agent, &self.protected);
+        let subject = crate::hooks::Subject {
+            conversation_id: conversation.id.clone(),
+            session_id: conversation.root_session_id.clone(),
+            agent: conversation.agent.clone(),
+            turn_id: None,
+            cwd: conversation.cwd.clone().into(),
+        };
+        let fields = serde_json::json!({
+            "title": conversation.title,
+            "model": conversation.model,
+            "forked_from": conversation.forked_from,
+        });
+        self.hooks.notify(event, subject, sandbox, fields);
+    }
+
     /// Publishes a list-level event (`/api/events`); in cluster mode every other instance's
     /// sidebars get it too.
     pub fn publish_list(&self, event: &ListEvent) {

@@ -252,6 +252,7 @@ mod tests {
         let tokenizer = Tokenizer::O200kBase;
         let mut call = item(
             ItemKind::ToolCall {
+                hooks: Vec::new(),
                 call_id: "c".into(),
                 name: "write_file".into(),
                 arguments: serde_json::json!({ "path": "a.txt", "content": "x ".repeat(500) }),

@@ -166,6 +166,7 @@ mod tests {
             mode: SandboxMode::Off,
             network: true,
             limits: ProcessLimits {
+                background_max_s: 24 * 60 * 60,
                 processes: 4000,
                 memory_mb: 100,
                 file_size_mb: 9000,
@@ -178,6 +179,7 @@ mod tests {
             mode: SandboxMode::ReadOnly,
             network: false,
             limits: ProcessLimits {
+                background_max_s: 24 * 60 * 60,
                 processes: 500,
                 memory_mb: 8000,
                 file_size_mb: 10,
@@ -193,6 +195,7 @@ mod tests {
             assert_eq!(
                 merged.limits,
                 ProcessLimits {
+                    background_max_s: 24 * 60 * 60,
                     processes: 500,
                     memory_mb: 100,
                     file_size_mb: 10,

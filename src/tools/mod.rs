@@ -24,6 +24,7 @@ mod mcp;
 mod numbered;
 mod offer;
 mod output;
+mod pipe;
 mod search;
 mod shell;
 mod specs;

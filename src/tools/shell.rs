@@ -8,14 +8,14 @@ use std::process::{ExitStatus, Stdio};
 use std::time::Duration;
 
 use serde_json::Value;
-use tokio::io::{AsyncRead, AsyncReadExt};
 use tokio::sync::mpsc::UnboundedSender;
 use tokio::time::{Instant, sleep_until};
 use tokio_util::sync::CancellationToken;
 
 use super::call::{ToolContext, ToolResult, ToolStatus, optional_number, required_string};
 use super::group_records::{self, GroupRecords, RecordFile};
-use super::output::{CappedOutput, complete_utf8_prefix_len};
+use super::output::CappedOutput;
+use super::pipe::Pipe;
 use crate::sandbox::{self, Program};
 
 /// After `sh` exits, a background child may hold the pipes open for ever: wait this long for
@@ -23,7 +23,6 @@ use crate::sandbox::{self, Program};
 const EXIT_GRACE: Duration = Duration::from_millis(250);
 /// After a kill, the pipes may still hold what the command wrote before it died.
 const KILL_GRACE: Duration = Duration::from_millis(100);
-const READ_CHUNK_BYTES: usize = 8192;
 /// Live output stops at this many times the result cap: clients get far more than the model,
 /// but a command printing for ever cannot flood them.
 const LIVE_LIMIT_FACTOR: usize = 4;
@@ -261,53 +260,6 @@ impl ProcessGroup {
 impl Drop for ProcessGroup {
     fn drop(&mut self) {
         self.kill();
-    }
-}
-
-/// One output pipe of the command, decoded to text as it is read.
-struct Pipe<R> {
-    /// `None` once the pipe reached its end (or failed, which ends it too).
-    reader: Option<R>,
-    buffer: Vec<u8>,
-    /// The start of a UTF-8 character whose remaining bytes have not arrived yet.
-    pending: Vec<u8>,
-}
-
-impl<R: AsyncRead + Unpin> Pipe<R> {
-    fn new(reader: Option<R>) -> Pipe<R> {
-        Pipe {
-            reader,
-            buffer: vec![0; READ_CHUNK_BYTES],
-            pending: Vec::new(),
-        }
-    }
-
-    fn is_open(&self) -> bool {
-        self.reader.is_some()
-    }
-
-    /// Reads the next chunk as text. Cancel safe, as `select!` needs: the only await is the read,
-    /// which loses no data when cancelled.
-    async fn next_text(&mut self) -> String {
-        let Some(reader) = self.reader.as_mut() else {
-            return String::new();
-        };
-        match reader.read(&mut self.buffer).await {
-            Ok(read) if read > 0 => {
-                self.pending.extend_from_slice(&self.buffer[..read]);
-                let complete = complete_utf8_prefix_len(&self.pending);
-                let text = String::from_utf8_lossy(&self.pending[..complete]).into_owned();
-                self.pending.drain(..complete);
-                text
-            }
-            _ => {
-                // The end: a character still incomplete now never will be.
-                self.reader = None;
-                let text = String::from_utf8_lossy(&self.pending).into_owned();
-                self.pending.clear();
-                text
-            }
-        }
     }
 }
 

@@ -149,6 +149,8 @@ async fn tool_hooks_deny_allow_ask_fail_closed_and_leave_notes() {
         output.contains("hooks.pre_tool_use[0]: no deleting here"),
         "{output}"
     );
+    assert_eq!(call["hooks"][0]["outcome"], "deny", "{call}");
+    assert_eq!(call["hooks"][0]["detail"], "no deleting here", "{call}");
     assert!(work.join("keep.txt").exists());
     let payload: Value = serde_json::from_str(
         std::fs::read_to_string(temp.path().join("hooks/payloads.jsonl"))
@@ -226,6 +228,37 @@ async fn tool_hooks_deny_allow_ask_fail_closed_and_leave_notes() {
     let output = call["output"].as_str().unwrap();
     assert!(output.contains("hooks.pre_tool_use[1]"), "{output}");
     assert!(output.contains("did not answer within 1 s"), "{output}");
+    // Each hook that ran shows on the call; the one that failed leaves a notice on the turn.
+    let runs: Vec<(&str, &str)> = call["hooks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|run| {
+            (
+                run["hook"].as_str().unwrap(),
+                run["outcome"].as_str().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        runs,
+        [
+            ("hooks.pre_tool_use[0]", "ran"),
+            ("hooks.pre_tool_use[1]", "failed")
+        ],
+        "{call}"
+    );
+    assert!(call["hooks"][1]["ms"].as_u64().unwrap() >= 1000, "{call}");
+    let notice = items(&server, &id)
+        .await
+        .into_iter()
+        .find(|item| item["kind"] == "notice" && item["turn_id"] == call["turn_id"])
+        .expect("a notice of the failed hook");
+    assert_eq!(
+        notice["text"],
+        "Hook hooks.pre_tool_use[1] failed: it did not answer within 1 s; its on_error is deny.",
+        "{notice}"
+    );
 
     // An HTTP hook, signed the Standard Webhooks way.
     fake.push(Reply::tool_call(

@@ -31,6 +31,7 @@ mod events;
 mod fallbacks;
 mod faults;
 mod history;
+mod hook_events;
 mod hooks;
 mod hostile_input;
 mod http_fixes;

@@ -10,6 +10,7 @@ import { $, clockTime, el, fullTime, imageList } from './dom.js';
 import { state, sessionLabel, subAgentName } from './state.js';
 import { MarkdownView, copyTextButton, renderMarkdown } from './markdown.js';
 import { appendToolOutput, renderToolCall, showOutputEnd } from './toolcards.js';
+import { hookRuns } from './hookruns.js';
 import { announce } from './announcer.js';
 import { retryTurn, rewind } from './actions.js';
 import { forgetFileContents, knownContent, noteFileContent } from './filecontents.js';
@@ -300,7 +301,7 @@ function renderItem(item, shownMs, previous, entry) {
       }
       // A command's expanded prompt, under the name it was sent by.
       const command = item.command ? el('div', { class: 'command-used' }, el('span', { class: 'command-name' }, `/${item.command.name}`), item.command.arguments ? ` ${item.command.arguments}` : '') : null;
-      return el('div', attrs, itemHead(item, shownMs), command, body, imageList(item.images, 'attached image'));
+      return el('div', attrs, itemHead(item, shownMs), command, body, imageList(item.images, 'attached image'), hookRuns(item.hooks));
     }
     case 'agent_message': {
       const body = el('div', { class: 'md' });

@@ -10,6 +10,7 @@ import { el, formatBytes, imageList, lineCount, plural } from './dom.js';
 import { editBody, editSubject, isEdit } from './editcards.js';
 import { readText } from './filecontents.js';
 import { markInvisible } from './visible.js';
+import { hookRuns } from './hookruns.js';
 
 // Output longer than this many lines is collapsed until the reader asks for all of it.
 const COLLAPSED_LINES = 12;
@@ -62,6 +63,9 @@ export function renderToolCall(item, classes, context) {
   );
   const kindClass = mcpTool(name) ? 'tool-mcp' : `tool-${name.replace(/_/g, '-')}`;
   const card = el('div', { class: `${classes} ${kindClass} state-${state.kind}`, 'data-seq': item.seq }, head);
+  // The hooks that ran for it, right under its head: they decided whether and how it ran.
+  const hooks = hookRuns(item.hooks);
+  if (hooks) card.append(hooks);
   let lines;
   if (name === 'spawn_agent') {
     card.append(...spawnBody(item, args));

@@ -526,6 +526,7 @@ fn generate(store: &Store, turns: usize, seed: u64) -> anyhow::Result<Generated>
         let at = created_at + TimeDelta::seconds(turn as i64 * 90);
         let turn_id = new_id("t");
         let message = Message {
+            hooks: Vec::new(),
             id: new_id("m"),
             session_id: root_session_id.clone(),
             text: text_of_about(&mut rng, 200, 800),

@@ -418,6 +418,7 @@ fn write_conversation(
     let created_at = plan.created_at;
     let ended_at = created_at + plan.turn;
     let message = Message {
+        hooks: Vec::new(),
         id: new_id("m"),
         session_id: root_session_id.clone(),
         text: plan.user_text.clone(),

@@ -96,6 +96,7 @@ fn history(tokens: u64, seed: u64, tokenizer: Tokenizer) -> Vec<Item> {
         let seq = items.len() as u64 + 1;
         let kind = match seq % 4 {
             1 => ItemKind::UserMessage {
+                hooks: Vec::new(),
                 text: prose(&rng.sentences(1, 4)),
                 source: MessageSource::User,
                 from_session_id: None,
@@ -103,6 +104,7 @@ fn history(tokens: u64, seed: u64, tokenizer: Tokenizer) -> Vec<Item> {
                 command: None,
             },
             3 => ItemKind::ToolCall {
+                hooks: Vec::new(),
                 call_id: format!("call_{seq}"),
                 name: "shell".to_owned(),
                 arguments: json!({ "command": format!("grep -rn {} src", rng.words(1, 1)[0]) }),

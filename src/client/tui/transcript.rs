@@ -28,6 +28,8 @@ pub enum Entry {
     },
     Tool {
         call: String,
+        /// The hooks that ran for it, a line each.
+        hooks: Vec<String>,
         output: String,
         exit: Option<i32>,
         status: Progress,
@@ -111,9 +113,15 @@ impl Transcript {
             ItemKind::UserMessage {
                 text,
                 command: Some(command),
+                hooks,
                 ..
-            } => Entry::User(shown(&format!("/{}\n{text}", command.name))),
-            ItemKind::UserMessage { text, .. } => Entry::User(shown(text)),
+            } => Entry::User(shown(&with_hooks(
+                &format!("/{}\n{text}", command.name),
+                hooks,
+            ))),
+            ItemKind::UserMessage { text, hooks, .. } => {
+                Entry::User(shown(&with_hooks(text, hooks)))
+            }
             ItemKind::AgentMessage { text } => Entry::Agent {
                 text: shown(text),
                 status,
@@ -124,12 +132,17 @@ impl Transcript {
                 arguments,
                 output,
                 exit_code,
+                hooks,
                 ..
             } => Entry::Tool {
                 call: format!(
                     "{name} {}",
                     super::super::render::call_summary(name, arguments)
                 ),
+                hooks: hooks
+                    .iter()
+                    .map(|run| shown(&super::super::render::hook_line(run)))
+                    .collect(),
                 // An edit that went through shows what it changed, then its result.
                 output: match super::super::render::edit_diff(name, arguments) {
                     Some(diff) if item.status == ItemStatus::Completed => {
@@ -312,6 +325,7 @@ impl Transcript {
             }
             Entry::Tool {
                 call,
+                hooks,
                 output,
                 exit,
                 status,
@@ -327,6 +341,9 @@ impl Transcript {
                     Span::styled(format!("{mark} "), Style::default().fg(color)),
                     Span::styled(call.clone(), selected(Style::default().fg(Color::Cyan))),
                 ]));
+                for hook in hooks {
+                    lines.push(Line::styled(format!("  {hook}"), dim));
+                }
                 let out: Vec<&str> = output.lines().collect();
                 let shown = if expanded {
                     out.len()
@@ -402,6 +419,16 @@ impl Transcript {
             }
         }
     }
+}
+
+/// A user's message with the hooks that ran for it, a line each after its text.
+fn with_hooks(text: &str, hooks: &[crate::domain::HookRun]) -> String {
+    let mut text = text.to_owned();
+    for run in hooks {
+        text.push('\n');
+        text.push_str(&super::super::render::hook_line(run));
+    }
+    text
 }
 
 /// What Alt-↑/↓ select and Ctrl-O folds.

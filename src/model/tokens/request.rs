@@ -165,6 +165,7 @@ mod tests {
     fn item(role: &str, text: &str) -> Item {
         let kind = match role {
             "user" => ItemKind::UserMessage {
+                hooks: Vec::new(),
                 text: text.to_owned(),
                 source: MessageSource::User,
                 from_session_id: None,

@@ -55,11 +55,18 @@ pub fn entries(history: &[Item]) -> Vec<Entry<'_>> {
     for item in history.iter().filter(|item| !item.compacted) {
         let joins = assistant_turn == Some((item.turn_id.as_str(), item.step));
         match &item.kind {
-            ItemKind::UserMessage { text, images, .. } => {
-                entries.push(Entry::User {
-                    text: text.clone(),
-                    images,
-                });
+            ItemKind::UserMessage {
+                text,
+                images,
+                hooks,
+                ..
+            } => {
+                // Context the `user_message` hooks added follows the user's own words.
+                let text = match crate::domain::hook_context(hooks) {
+                    Some(context) => format!("{text}\n\n{context}"),
+                    None => text.clone(),
+                };
+                entries.push(Entry::User { text, images });
                 assistant_turn = None;
             }
             ItemKind::Notice { text } => {
@@ -222,6 +229,7 @@ mod tests {
             let mut item = testing::item(
                 "t1",
                 ItemKind::ToolCall {
+                    hooks: Vec::new(),
                     call_id: id.into(),
                     name: "shell".into(),
                     arguments: serde_json::json!({}),
@@ -251,6 +259,7 @@ mod tests {
     #[test]
     fn reasoning_goes_back_only_with_the_answer_it_led_to() {
         let user = |text: &str| ItemKind::UserMessage {
+            hooks: Vec::new(),
             text: text.into(),
             source: MessageSource::User,
             from_session_id: None,
@@ -285,6 +294,7 @@ mod tests {
     #[test]
     fn history_leaves_out_compacted_items_and_splits_turns() {
         let user = |text: &str| ItemKind::UserMessage {
+            hooks: Vec::new(),
             text: text.into(),
             source: MessageSource::User,
             from_session_id: None,

@@ -86,6 +86,7 @@ pub fn history() -> Vec<Item> {
         item(
             "t_1",
             ItemKind::UserMessage {
+                hooks: Vec::new(),
                 text: "look".into(),
                 source: MessageSource::User,
                 from_session_id: None,
@@ -116,6 +117,7 @@ pub fn history() -> Vec<Item> {
         item(
             "t_1",
             ItemKind::ToolCall {
+                hooks: Vec::new(),
                 call_id: "call_a".into(),
                 name: "shell".into(),
                 arguments: json!({"command": "false"}),
@@ -130,6 +132,7 @@ pub fn history() -> Vec<Item> {
         item(
             "t_1",
             ItemKind::ToolCall {
+                hooks: Vec::new(),
                 call_id: "call_b".into(),
                 name: "read_file".into(),
                 arguments: json!({"path": "x"}),
@@ -151,6 +154,7 @@ pub fn history() -> Vec<Item> {
         item(
             "t_2",
             ItemKind::UserMessage {
+                hooks: Vec::new(),
                 text: "again".into(),
                 source: MessageSource::User,
                 from_session_id: None,

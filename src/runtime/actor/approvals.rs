@@ -125,7 +125,7 @@ impl ConversationActor {
         self.notify_hooks(
             HookEvent::ApprovalRequested,
             session_id,
-            &approval.turn_id,
+            Some(&approval.turn_id),
             serde_json::json!({ "approval": approval }),
         );
         let agent = self
@@ -399,7 +399,7 @@ impl ConversationActor {
         self.notify_hooks(
             HookEvent::ApprovalResolved,
             &approval.session_id,
-            &approval.turn_id,
+            Some(&approval.turn_id),
             serde_json::json!({ "approval": approval }),
         );
         // The turn may be gone (interrupted meanwhile): then nothing runs anyway.

@@ -155,6 +155,10 @@ impl ConversationActor {
             session_id: session_id.to_owned(),
             reason,
         });
+        self.notify_compaction(
+            session_id,
+            serde_json::json!({ "stage": "before", "reason": reason }),
+        );
     }
 
     pub(super) fn publish_compaction_failed(&self, session_id: &str, error: &str) {
@@ -162,6 +166,26 @@ impl ConversationActor {
             session_id: session_id.to_owned(),
             error: error.to_owned(),
         });
+        self.notify_compaction(
+            session_id,
+            serde_json::json!({ "stage": "failed", "error": error }),
+        );
+    }
+
+    /// Tells the `compaction` hooks how a compaction of `session_id` goes, in the running
+    /// turn if one runs (an automatic compaction is part of it).
+    fn notify_compaction(&self, session_id: &str, fields: serde_json::Value) {
+        let turn = self
+            .sessions
+            .get(session_id)
+            .and_then(|run| run.running.as_ref())
+            .map(|turn| turn.turn_id.clone());
+        self.notify_hooks(
+            crate::config::HookEvent::Compaction,
+            session_id,
+            turn.as_deref(),
+            fields,
+        );
     }
 
     /// A stored summary now stands for what it covers: the history the next turn of its
@@ -173,6 +197,20 @@ impl ConversationActor {
             run.usage = run.usage.restart(&compaction::model_view(&run.history));
         }
         let usage = self.usage_view(&session_id);
+        if let crate::domain::ItemKind::Summary {
+            covers_through_seq, ..
+        } = &summary.kind
+        {
+            self.notify_compaction(
+                &session_id,
+                serde_json::json!({
+                    "stage": "after",
+                    "summary_item_id": summary.id,
+                    "covers_through_seq": covers_through_seq,
+                    "used_tokens": usage.used_tokens,
+                }),
+            );
+        }
         self.bus.publish(&ConversationEvent::CompactionCompleted {
             session_id: session_id.to_owned(),
             summary: summary.clone(),

@@ -31,7 +31,16 @@ pub enum Command {
     Send {
         request: NewMessage,
         key: Option<RequestKey>,
+        /// The `user_message` hooks that ran for it (`Runtime::send_message`).
+        hooks: Vec<crate::domain::HookRun>,
         reply: oneshot::Sender<Result<Answer, RuntimeError>>,
+    },
+    /// Who a `user_message` hook about a message to `session` is asked about.
+    MessageHookSubject {
+        session: Option<String>,
+        reply: oneshot::Sender<
+            Result<(crate::hooks::Subject, crate::sandbox::SandboxPolicy), RuntimeError>,
+        >,
     },
     /// Interrupts a session's running turn (the root's when no session is named).
     Interrupt {

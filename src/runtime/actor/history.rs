@@ -207,6 +207,7 @@ impl ConversationActor {
         self.shared.publish_list(&ListEvent::ConversationCreated {
             conversation: conversation.clone(),
         });
+        self.shared.notify_created(&self.agents, &conversation);
         Ok(conversation)
     }
 }

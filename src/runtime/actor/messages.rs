@@ -14,6 +14,7 @@ impl ConversationActor {
         &mut self,
         request: NewMessage,
         key: Option<RequestKey>,
+        hooks: Vec<crate::domain::HookRun>,
     ) -> Result<Answer, RuntimeError> {
         if let Some(key) = &key {
             if let Some(stored) = self.state.answers.get(&key.key) {
@@ -31,6 +32,7 @@ impl ConversationActor {
         }
         self.check_can_run(&session_id)?;
         let message = Message {
+            hooks,
             id: new_id("m"),
             session_id,
             text: request.text,

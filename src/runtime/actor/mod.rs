@@ -342,9 +342,13 @@ impl ConversationActor {
             Command::Send {
                 request,
                 key,
+                hooks,
                 reply,
             } => {
-                let _ = reply.send(self.send(request, key).await);
+                let _ = reply.send(self.send(request, key, hooks).await);
+            }
+            Command::MessageHookSubject { session, reply } => {
+                let _ = reply.send(self.message_hook_subject(session));
             }
             Command::Interrupt { session, reply } => self.interrupt(session, reply),
             Command::Retry { session, reply } => {
@@ -598,6 +602,12 @@ impl ConversationActor {
         self.shared.publish_list(&ListEvent::ConversationDeleted {
             conversation_id: self.id.clone(),
         });
+        self.notify_hooks(
+            crate::config::HookEvent::ConversationDeleted,
+            self.root_id(),
+            None,
+            serde_json::json!({ "title": self.state.conversation.title }),
+        );
         self.bus.publish(&ConversationEvent::ConversationDeleted {
             conversation_id: self.id.clone(),
         });

@@ -63,6 +63,7 @@ impl ConversationActor {
             } => {
                 self.check_descendant(caller, &session_id)?;
                 let message = Message {
+                    hooks: Vec::new(),
                     id: new_id("m"),
                     session_id: session_id.clone(),
                     text,
@@ -162,6 +163,7 @@ impl ConversationActor {
             run.last_seq = history.len() as u64;
             self.sessions.insert(session_id.clone(), run);
             let message = Message {
+                hooks: Vec::new(),
                 id: new_id("m"),
                 session_id: session_id.clone(),
                 text: request.task,
@@ -413,6 +415,7 @@ impl ConversationActor {
             ),
         };
         let report = Message {
+            hooks: Vec::new(),
             id: new_id("m"),
             session_id: parent_id,
             text,

@@ -133,7 +133,7 @@ impl ConversationActor {
                 HookEvent::SubagentEnded
             }
         };
-        self.notify_hooks(event, session_id, &running.turn_id, fields);
+        self.notify_hooks(event, session_id, Some(&running.turn_id), fields);
         self.bus.publish(&ConversationEvent::TurnEnded {
             session_id: session_id.to_owned(),
             turn_id: running.turn_id.clone(),
@@ -184,32 +184,58 @@ impl ConversationActor {
         &self,
         event: HookEvent,
         session_id: &str,
-        turn_id: &str,
+        turn_id: Option<&str>,
         fields: Value,
     ) {
         if !self.shared.hooks.any(event) {
             return;
         }
-        let Some(session) = self.state.session(session_id) else {
+        let Some((subject, sandbox)) = self.hook_subject(session_id, turn_id.map(str::to_owned))
+        else {
             return;
         };
-        let Some((sandbox, _)) = crate::runtime::sandboxing::session_rules(
+        self.shared.hooks.notify(event, subject, sandbox, fields);
+    }
+
+    /// Who a hook about `session_id` is asked about, and the sandbox its command runs in:
+    /// that session's. `None` for a session this conversation does not have.
+    pub(super) fn hook_subject(
+        &self,
+        session_id: &str,
+        turn_id: Option<String>,
+    ) -> Option<(crate::hooks::Subject, crate::sandbox::SandboxPolicy)> {
+        let session = self.state.session(session_id)?;
+        let (sandbox, _) = crate::runtime::sandboxing::session_rules(
             &self.agents,
             &self.state,
             session_id,
             &self.shared.protected,
-        ) else {
-            return;
-        };
+        )?;
         let conversation = &self.state.conversation;
         let subject = crate::hooks::Subject {
             conversation_id: conversation.id.clone(),
             session_id: session_id.to_owned(),
             agent: session.agent.clone(),
-            turn_id: turn_id.to_owned(),
+            turn_id,
             cwd: conversation.cwd.clone().into(),
         };
-        self.shared.hooks.notify(event, subject, sandbox, fields);
+        Some((subject, sandbox))
+    }
+
+    /// Who a `user_message` hook about a message to `session` (the root's when none) is asked
+    /// about: the turn it would join is the running one, if any.
+    pub(super) fn message_hook_subject(
+        &self,
+        session: Option<String>,
+    ) -> Result<(crate::hooks::Subject, crate::sandbox::SandboxPolicy), RuntimeError> {
+        let session_id = session.unwrap_or_else(|| self.root_id().to_owned());
+        let running = self
+            .sessions
+            .get(&session_id)
+            .and_then(|run| run.running.as_ref())
+            .map(|turn| turn.turn_id.clone());
+        self.hook_subject(&session_id, running)
+            .ok_or_else(|| RuntimeError::NotFound(format!("session {session_id}")))
     }
 
     /// A notice at the end of a turn that did not complete: the model reads it at its next

@@ -539,7 +539,7 @@ impl ConversationActor {
                 conversation_id: conversation.id.clone(),
                 session_id: session_id.to_owned(),
                 agent: session.agent.clone(),
-                turn_id: turn_id.to_owned(),
+                turn_id: Some(turn_id.to_owned()),
                 cwd: conversation.cwd.clone().into(),
             },
             retry: config.retry.clone(),

@@ -15,6 +15,7 @@ mod plan;
 pub mod skills;
 mod spec;
 
+use crate::domain::HookRun;
 use crate::hooks::Decision as HookDecision;
 use std::sync::Arc;
 
@@ -317,16 +318,18 @@ async fn check(spec: &TurnSpec, name: &str, arguments: &Value) -> Verdict {
 }
 
 /// Whether a call may run: `Ok(escalated)` to run it (outside the sandbox if escalated), or
-/// the result the model gets instead.
+/// the result the model gets instead. The `pre_tool_use` hooks' runs, and the arguments they
+/// changed (which the permissions then check), are left in `hooked`.
 async fn gate(
     spec: &TurnSpec,
     item: &Item,
     arguments: &Value,
     link: &ActorLink,
+    hooked: &mut crate::hooks::Verdict,
 ) -> Result<bool, ToolResult> {
     let name = tool_name(item);
     // The hooks are asked first; their answer cannot pass a configured deny.
-    let hooked = if spec.hooks.any(crate::config::HookEvent::PreToolUse) {
+    if spec.hooks.any(crate::config::HookEvent::PreToolUse) {
         let asked = spec.hooks.pre_tool_use(
             &spec.hook_subject,
             &spec.tool_context.sandbox,
@@ -334,15 +337,14 @@ async fn gate(
             &item.id,
             arguments,
         );
-        tokio::select! {
+        *hooked = tokio::select! {
             verdict = asked => verdict,
             () = spec.cancel.cancelled() => {
                 return Err(ToolResult::interrupted("Not run: interrupted while a hook was asked."));
             }
-        }
-    } else {
-        crate::hooks::Verdict::default()
-    };
+        };
+    }
+    let arguments = hooked.arguments.as_ref().unwrap_or(arguments);
     if hooked.decision() == Some(HookDecision::Deny) {
         return Err(ToolResult::denied(format!(
             "Not run: a hook denies it ({}).",
@@ -417,12 +419,15 @@ async fn gate(
     }
 }
 
-/// What running one call gave: its result, what it changed in the working directory, and the
-/// plan it set (`update_plan`), stored right after it.
+/// What running one call gave: its result, what it changed in the working directory, the
+/// plan it set (`update_plan`), stored right after it, the hooks that ran for it, and the
+/// arguments it ran with when a hook changed them.
 struct Ran {
     result: ToolResult,
     changes: Option<FileChanges>,
     plan: Option<ItemKind>,
+    hooks: Vec<HookRun>,
+    arguments: Option<Value>,
 }
 
 impl Ran {
@@ -431,6 +436,16 @@ impl Ran {
             result,
             changes: None,
             plan: None,
+            hooks: Vec::new(),
+            arguments: None,
+        }
+    }
+
+    fn hooked(self, verdict: crate::hooks::Verdict) -> Ran {
+        Ran {
+            hooks: verdict.runs,
+            arguments: verdict.arguments,
+            ..self
         }
     }
 }
@@ -456,10 +471,64 @@ async fn run_tool(spec: &TurnSpec, item: &Item, arguments: &Value, link: &ActorL
     if let Some(refusal) = spec.skills.refusal(name) {
         return Ran::result(ToolResult::denied(refusal));
     }
-    let escalated = match gate(spec, item, arguments, link).await {
+    let mut hooked = crate::hooks::Verdict::default();
+    let escalated = match gate(spec, item, arguments, link, &mut hooked).await {
         Ok(escalated) => escalated,
-        Err(result) => return Ran::result(result),
+        Err(result) => return Ran::result(result).hooked(hooked),
     };
+    // What runs: the arguments a hook changed, if one did.
+    let changed = hooked.arguments.take();
+    let arguments = changed.as_ref().unwrap_or(arguments);
+    let ran = run_allowed(spec, item, arguments, escalated, link).await;
+    let mut ran = ran.hooked(crate::hooks::Verdict {
+        arguments: changed.clone(),
+        ..hooked
+    });
+    if let Some(status) = match ran.result.status {
+        ToolStatus::Completed => Some("completed"),
+        ToolStatus::Failed => Some("failed"),
+        ToolStatus::Interrupted | ToolStatus::Denied => None,
+    } && spec.hooks.any(crate::config::HookEvent::PostToolUse)
+    {
+        let call = crate::hooks::Ran {
+            tool: name,
+            call_id: &item.id,
+            arguments,
+            status,
+            output: &ran.result.output,
+            files_changed: ran.changes.as_ref().map(|changes| {
+                serde_json::json!({
+                    "added": changes.added,
+                    "modified": changes.modified,
+                    "deleted": changes.deleted,
+                })
+            }),
+        };
+        let told = spec
+            .hooks
+            .post_tool_use(&spec.hook_subject, &spec.tool_context.sandbox, call);
+        // An interrupt does not wait for a hook: the result stands without its notes.
+        let runs = tokio::select! {
+            runs = told => runs,
+            () = spec.cancel.cancelled() => Vec::new(),
+        };
+        for note in crate::hooks::notes(&runs) {
+            ran.result.output.push_str(&format!("\n\n{note}"));
+        }
+        ran.hooks.extend(runs);
+    }
+    ran
+}
+
+/// Runs a call its gate let through, with the arguments it runs with.
+async fn run_allowed(
+    spec: &TurnSpec,
+    item: &Item,
+    arguments: &Value,
+    escalated: bool,
+    link: &ActorLink,
+) -> Ran {
+    let name = tool_name(item);
     if name == skills::NAME {
         return Ran::result(
             spec.skills
@@ -476,9 +545,8 @@ async fn run_tool(spec: &TurnSpec, item: &Item, arguments: &Value, link: &ActorL
         }
         let (result, plan) = plan::run(arguments);
         return Ran {
-            result,
-            changes: None,
             plan,
+            ..Ran::result(result)
         };
     }
     if let Some(files) = &spec.files {
@@ -548,91 +616,82 @@ async fn run_tool(spec: &TurnSpec, item: &Item, arguments: &Value, link: &ActorL
         Some(files) => files.after(changes_as(name, arguments)).await,
         None => None,
     };
-    let status = match result.status {
-        ToolStatus::Completed => Some("completed"),
-        ToolStatus::Failed => Some("failed"),
-        ToolStatus::Interrupted | ToolStatus::Denied => None,
-    };
-    if let Some(status) = status
-        && spec.hooks.any(crate::config::HookEvent::PostToolUse)
-    {
-        let call = crate::hooks::Ran {
-            tool: name,
-            call_id: &item.id,
-            arguments,
-            status,
-            output: &result.output,
-            files_changed: changes.as_ref().map(|changes| {
-                serde_json::json!({
-                    "added": changes.added,
-                    "modified": changes.modified,
-                    "deleted": changes.deleted,
-                })
-            }),
-        };
-        let told = spec
-            .hooks
-            .post_tool_use(&spec.hook_subject, &spec.tool_context.sandbox, call);
-        // An interrupt does not wait for a hook: the result stands without its notes.
-        let notes = tokio::select! {
-            notes = told => notes,
-            () = spec.cancel.cancelled() => Vec::new(),
-        };
-        for note in notes {
-            result.output.push_str(&format!("\n\n[{note}]"));
-        }
-    }
     Ran {
-        result,
         changes,
-        plan: None,
+        ..Ran::result(result)
     }
 }
 
-/// Stores a tool call's result (its output, exit code and status), with the plan it set after
-/// it in the same append; an interrupted tool stops the turn.
+/// Stores a tool call's result (its output, exit code and status, the hooks that ran for it
+/// and the arguments it ran with), with the plan it set and a notice for each hook that
+/// failed after it in the same append; an interrupted tool stops the turn.
 async fn finish_tool_call(
     mut item: Item,
     Ran {
         result,
         changes,
         plan,
+        hooks: runs,
+        arguments: ran_with,
     }: Ran,
     link: &ActorLink,
 ) -> Result<Item, TurnStop> {
+    let notices: Vec<String> = crate::hooks::failure_notices(&runs).collect();
     if let ItemKind::ToolCall {
+        arguments,
         output,
         exit_code,
         files,
         images,
         denied,
+        hooks,
         ..
     } = &mut item.kind
     {
+        if let Some(mut ran_with) = ran_with {
+            // What is stored is what ran, redacted like everything stored.
+            redact::redact_json(&mut ran_with);
+            *arguments = ran_with;
+        }
         *output = result.output;
         *exit_code = result.exit_code;
         *files = changes.map(Box::new);
         *images = result.images;
         *denied = result.status == ToolStatus::Denied;
+        *hooks = runs;
     }
     item.status = match result.status {
         ToolStatus::Completed => ItemStatus::Completed,
         ToolStatus::Failed | ToolStatus::Denied => ItemStatus::Failed,
         ToolStatus::Interrupted => ItemStatus::Interrupted,
     };
-    match plan {
-        Some(plan) => {
-            let plan = plan::item(&item, plan);
-            link.store_all(vec![item.clone(), plan]).await?;
-        }
-        None => {
-            link.store(item.clone()).await?;
-        }
+    let mut stored = vec![item.clone()];
+    stored.extend(plan.map(|plan| plan::item(&item, plan)));
+    stored.extend(notices.into_iter().map(|text| notice(&item, text)));
+    if stored.len() == 1 {
+        link.store(item.clone()).await?;
+    } else {
+        link.store_all(stored).await?;
     }
     if result.status == ToolStatus::Interrupted {
         return Err(TurnStop::Interrupted);
     }
     Ok(item)
+}
+
+/// A notice in the turn of `after`, stored after it.
+fn notice(after: &Item, text: String) -> Item {
+    Item {
+        id: crate::domain::new_id("m"),
+        session_id: after.session_id.clone(),
+        turn_id: after.turn_id.clone(),
+        seq: 0,
+        created_at: crate::domain::now(),
+        status: ItemStatus::Completed,
+        compacted: false,
+        step: after.step,
+        kind: ItemKind::Notice { text },
+    }
 }
 
 /// The tool a call counts as for checkpoints: an edit as `write_file`, the text editor's

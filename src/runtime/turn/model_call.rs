@@ -395,6 +395,7 @@ impl Partial {
                 let redacted = arguments != raw;
                 let item = self.new_item(
                     ItemKind::ToolCall {
+                        hooks: Vec::new(),
                         call_id,
                         name,
                         arguments,
