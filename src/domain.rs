@@ -236,6 +236,47 @@ pub struct CommandUse {
     pub arguments: String,
 }
 
+/// A process a `shell` call started in the background, owned by its conversation.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq, utoipa::ToSchema)]
+pub struct ProcessInfo {
+    /// `p_…`.
+    pub id: String,
+    pub conversation_id: String,
+    /// The agent whose call started it: the root session, or a sub-agent's.
+    pub session_id: String,
+    /// The `shell` call that started it.
+    pub call_id: String,
+    pub command: String,
+    pub status: ProcessStatus,
+    /// How it exited on its own (`exited`); `null` otherwise.
+    pub exit_code: Option<i32>,
+    #[schema(value_type = chrono::DateTime<chrono::Utc>)]
+    pub started_at: Timestamp,
+    #[schema(value_type = Option<chrono::DateTime<chrono::Utc>>)]
+    pub ended_at: Option<Timestamp>,
+    /// Why it was stopped (`killed`) or what became of it (`lost`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+    /// The bytes of output it wrote so far.
+    pub output_bytes: u64,
+    /// The TCP ports it listens on, while it runs (and the sandbox lets it listen).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub ports: Vec<u16>,
+}
+
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq, utoipa::ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum ProcessStatus {
+    Running,
+    /// It ended on its own.
+    Exited,
+    /// It was stopped: by `process_kill`, a user, its time limit, the conversation's deletion
+    /// or the service stopping.
+    Killed,
+    /// The service ended while it ran (a crash): its next start killed what was left.
+    Lost,
+}
+
 /// One run of a configured hook as the item it was about shows it: which hook, what came of
 /// it, how long it took. Optional everywhere (items before hooks have none).
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, utoipa::ToSchema)]

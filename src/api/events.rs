@@ -184,6 +184,13 @@ pub enum ListEvent {
     /// An approval of any conversation was settled.
     #[serde(rename = "approval.resolved")]
     ApprovalResolved { approval: Approval },
+    /// A background process of any conversation started.
+    #[serde(rename = "process.started")]
+    ProcessStarted { process: crate::domain::ProcessInfo },
+    /// A background process of any conversation ended (on its own, stopped, or with its
+    /// conversation).
+    #[serde(rename = "process.ended")]
+    ProcessEnded { process: crate::domain::ProcessInfo },
 }
 
 /// A running turn as a snapshot shows it.
@@ -265,6 +272,9 @@ impl ListEvent {
             ListEvent::ConversationDeleted { conversation_id } => Some(conversation_id),
             ListEvent::ApprovalRequested { approval }
             | ListEvent::ApprovalResolved { approval } => Some(&approval.conversation_id),
+            ListEvent::ProcessStarted { process } | ListEvent::ProcessEnded { process } => {
+                Some(&process.conversation_id)
+            }
         }
     }
 }
@@ -278,6 +288,8 @@ impl BusEvent for ListEvent {
             ListEvent::ConversationDeleted { .. } => "conversation.deleted",
             ListEvent::ApprovalRequested { .. } => "approval.requested",
             ListEvent::ApprovalResolved { .. } => "approval.resolved",
+            ListEvent::ProcessStarted { .. } => "process.started",
+            ListEvent::ProcessEnded { .. } => "process.ended",
         }
     }
 }

@@ -135,7 +135,7 @@ mod tests {
     fn every_event_kind_has_a_row() {
         for (name, table) in sections() {
             let rows = table.lines().count() - 2;
-            let expected = if name == "conversation-events" { 20 } else { 6 };
+            let expected = if name == "conversation-events" { 20 } else { 8 };
             assert_eq!(rows, expected, "{name}:\n{table}");
         }
         let table = &sections()[0].1;

@@ -364,6 +364,23 @@ pub struct WebhookDeliveriesQuery {
     _access_token: Option<IgnoredAny>,
 }
 
+/// The query of `GET /api/conversations/{id}/processes/{process_id}/output`.
+#[derive(Debug, Deserialize, IntoParams)]
+#[serde(deny_unknown_fields)]
+#[into_params(parameter_in = Query)]
+pub struct ProcessOutputQuery {
+    /// The cursor of the last read (`next`); 0 or absent: from the start.
+    #[param(value_type = Option<u64>, minimum = 0)]
+    pub since: Option<u64>,
+    /// Wait up to this many seconds (at most 60) for new output or the end.
+    #[param(value_type = Option<f64>, minimum = 0, maximum = 60)]
+    pub wait_s: Option<f64>,
+    /// Checked by the security middleware, ignored here.
+    #[serde(rename = "access_token")]
+    #[param(ignore)]
+    _access_token: Option<IgnoredAny>,
+}
+
 /// The query of `GET /api/skills`, `/api/commands` and `/api/agents`: the working directory
 /// whose files (and whose repository's) to read.
 #[derive(Debug, Deserialize, IntoParams)]

@@ -424,6 +424,26 @@ pub struct AgentInfo {
     pub path: Option<String>,
 }
 
+/// `GET /api/conversations/{id}/processes`.
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+pub struct ProcessList {
+    /// In the order they started.
+    pub processes: Vec<crate::domain::ProcessInfo>,
+}
+
+/// `GET /api/conversations/{id}/processes/{process_id}/output`.
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+pub struct ProcessOutput {
+    pub process: crate::domain::ProcessInfo,
+    /// What it wrote after `since`.
+    pub output: String,
+    /// The cursor to read on from.
+    pub next: u64,
+    /// Bytes written after `since` that were dropped before this read (only the recent
+    /// output is kept in memory while it runs).
+    pub dropped: u64,
+}
+
 /// `GET /api/hooks`.
 #[derive(Debug, Serialize, Deserialize, ToSchema)]
 pub struct HookList {

@@ -34,7 +34,10 @@ pub async fn notify(pool: &PgPool, instance: &str, event: &ListEvent) {
             ListEvent::ConversationDeleted { conversation_id } => Some(conversation_id.as_str()),
             // Too big to pass on (a tool's long arguments): other instances miss it, and
             // their clients see it in `GET /api/approvals` of this instance.
-            ListEvent::ApprovalRequested { .. } | ListEvent::ApprovalResolved { .. } => None,
+            ListEvent::ApprovalRequested { .. }
+            | ListEvent::ApprovalResolved { .. }
+            | ListEvent::ProcessStarted { .. }
+            | ListEvent::ProcessEnded { .. } => None,
             ListEvent::Snapshot { .. } => None,
         };
         payload =

@@ -15,6 +15,7 @@ pub mod meta;
 pub mod openapi;
 pub mod parse_errors;
 pub mod plain_errors;
+pub mod processes;
 pub mod security;
 pub mod serve;
 pub mod skills;
@@ -101,6 +102,15 @@ pub fn router(
         )
         .route("/api/conversations/{id}/compact", post(c::compact))
         .route("/api/conversations/{id}/usage", get(c::usage))
+        .route("/api/conversations/{id}/processes", get(processes::list))
+        .route(
+            "/api/conversations/{id}/processes/{process_id}/output",
+            get(processes::output),
+        )
+        .route(
+            "/api/conversations/{id}/processes/{process_id}/stop",
+            post(processes::stop),
+        )
         .route(
             "/api/conversations/{id}/events",
             get(events::conversation_events),

@@ -65,8 +65,10 @@ impl Runtime {
         for done in waits {
             let _ = done.await;
         }
-        // The turns are over: no call is left on an MCP server, whose children end now.
+        // The turns are over: no call is left on an MCP server, whose children end now, and
+        // the conversations' background processes end with the service.
         self.shared.mcp.shutdown().await;
+        self.shared.processes.shutdown().await;
         let (flushed, done) = tokio::sync::oneshot::channel();
         self.shared.index_later(IndexJob::Flush(flushed));
         let _ = done.await;

@@ -36,6 +36,7 @@ mod leases;
 mod live;
 mod message_hooks;
 mod operations;
+mod process_operations;
 mod registry;
 mod service;
 mod settings;

@@ -102,15 +102,35 @@ impl Runtime {
             .clone()
             .unwrap_or_else(|| Arc::new(crate::hooks::Outbox::in_memory()));
         let hooks = Arc::new(crate::hooks::Hooks::new(&config.hooks, outbox));
+        let list_events = EventBus::new();
+        let processes = {
+            let events = list_events.clone();
+            let announce: crate::tools::background::Announcer =
+                Arc::new(move |process, started| {
+                    let process = process.clone();
+                    events.publish(&if started {
+                        crate::api::events::ListEvent::ProcessStarted { process }
+                    } else {
+                        crate::api::events::ListEvent::ProcessEnded { process }
+                    });
+                });
+            Arc::new(crate::tools::background::Processes::new(
+                settings.process_records.clone(),
+                store.conversations_dir(),
+                config.tools.max_background_total,
+                Some(announce),
+            ))
+        };
         let shared = Arc::new(Shared {
             hooks,
+            processes,
             store,
             index,
             tokenizers: crate::model::tokens::Tokenizer::configured(&config),
             config,
             models,
             settings,
-            list_events: EventBus::new(),
+            list_events,
             creating: Mutex::new(HashMap::new()),
             unindexed_answers: Mutex::new(HashMap::new()),
             stopping: std::sync::atomic::AtomicBool::new(false),

@@ -59,6 +59,8 @@ pub struct Shared {
     pub protected: Arc<crate::sandbox::Protected>,
     /// The config's hooks, and the last failure of each (`GET /api/hooks`).
     pub hooks: Arc<crate::hooks::Hooks>,
+    /// The background processes of every conversation (`shell` with `background`).
+    pub processes: Arc<crate::tools::background::Processes>,
 }
 
 impl Shared {

@@ -27,6 +27,9 @@ pub struct ToolContext {
     pub sandbox: SandboxPolicy,
     /// The MCP servers the agent uses (`None`: none).
     pub mcp: Option<crate::mcp::McpAccess>,
+    /// Where `shell` with `background` starts processes, and whose they are (`None`: it
+    /// cannot).
+    pub background: Option<super::background::BackgroundScope>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -13,6 +13,7 @@
 //! - `mcp.rs`: the tools of MCP servers.
 //! - `output.rs`: output capped to its head and tail.
 
+pub mod background;
 mod call;
 mod disk;
 mod edit;
@@ -86,6 +87,9 @@ pub async fn run_tool(
             }
         }
         "grep" | "glob" => search::run(name, arguments, ctx, cancel).await,
+        "process_output" | "process_list" | "process_kill" => {
+            background::tool::run(name, arguments, ctx, cancel).await
+        }
         _ if name.starts_with(crate::mcp::names::PREFIX) => {
             mcp::run(name, arguments, ctx, live, cancel).await
         }
@@ -105,6 +109,7 @@ mod tests {
 
     pub(super) fn context(cwd: &std::path::Path) -> ToolContext {
         ToolContext {
+            background: None,
             cwd: cwd.to_path_buf(),
             shell_timeout: Duration::from_secs(30),
             max_output_bytes: 64 * 1024,

@@ -50,6 +50,11 @@ pub fn offered(names: &[String], edit: EditShape) -> Vec<ToolSpec> {
             .into_iter()
             .flatten()
             .collect(),
+            // Background processes are followed with tools of their own.
+            ("shell", _) => std::iter::once("shell")
+                .chain(super::background::tool::FOLLOW_TOOLS)
+                .filter_map(super::specs::spec)
+                .collect(),
             _ => super::specs::spec(name).into_iter().collect(),
         })
         .collect()

@@ -53,4 +53,3 @@ impl<R: AsyncRead + Unpin> Pipe<R> {
         }
     }
 }
-

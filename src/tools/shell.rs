@@ -38,6 +38,11 @@ pub(super) async fn run(
         Ok(command) => command,
         Err(message) => return ToolResult::failed(message),
     };
+    match super::call::optional_bool(arguments, "background") {
+        Ok(Some(true)) => return super::background::tool::start(command, ctx, cancel).await,
+        Ok(_) => {}
+        Err(message) => return ToolResult::failed(message),
+    }
     let timeout = match timeout(arguments, ctx) {
         Ok(timeout) => timeout,
         Err(message) => return ToolResult::failed(message),

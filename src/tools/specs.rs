@@ -20,7 +20,9 @@ pub(super) fn spec(name: &str) -> Option<ToolSpec> {
              empty). Returns stdout and stderr interleaved as they were written; long output keeps \
              its head and tail. The exit code is reported separately. When the command ends, times \
              out or is interrupted, every process it started is killed, so background servers do \
-             not outlive the call.",
+             not outlive the call; to keep one running (a dev server, a watcher, a long build), \
+             set `background`: the call answers at once with a process id and the first output, \
+             and process_output, process_list and process_kill follow it.",
             json!({
                 "type": "object",
                 "properties": {
@@ -39,9 +41,63 @@ pub(super) fn spec(name: &str) -> Option<ToolSpec> {
                                         sandbox (to write outside the working directory, or to \
                                         use the network). A user is asked first; use it only \
                                         after the sandbox blocked the command."
+                    },
+                    "background": {
+                        "type": "boolean",
+                        "description": "Optional: run it in the background and answer at once \
+                                        with its id and first output. It keeps running (no \
+                                        timeout) until it exits, process_kill stops it or the \
+                                        conversation ends."
                     }
                 },
                 "required": ["command"]
+            }),
+        ),
+        "process_output" => (
+            "process_output",
+            "Read the output of a background process (started by `shell` with `background`) \
+             written after the cursor `since` (0: from its start), and its status. The answer \
+             ends with the cursor to read on from. Only recent output is kept in memory; a \
+             note says when some was dropped.",
+            json!({
+                "type": "object",
+                "properties": {
+                    "id": {"type": "string", "description": "The process id (`p_…`)."},
+                    "since": {
+                        "type": "integer",
+                        "description": "The cursor from the last read; 0 or absent: from the \
+                                        start."
+                    },
+                    "wait_s": {
+                        "type": "number",
+                        "description": "Optional: wait up to this many seconds (at most 60) \
+                                        for new output or for the process to end."
+                    }
+                },
+                "required": ["id"]
+            }),
+        ),
+        "process_list" => (
+            "process_list",
+            "List this conversation's background processes: id, command, status, exit code, \
+             and the TCP ports a running one listens on.",
+            json!({"type": "object", "properties": {}}),
+        ),
+        "process_kill" => (
+            "process_kill",
+            "Stop a background process and every process it started (its process group). \
+             TERM by default, then KILL if it has not ended after 3 s.",
+            json!({
+                "type": "object",
+                "properties": {
+                    "id": {"type": "string", "description": "The process id (`p_…`)."},
+                    "signal": {
+                        "type": "string",
+                        "enum": ["TERM", "KILL", "INT", "HUP"],
+                        "description": "Optional: the signal to send (default TERM)."
+                    }
+                },
+                "required": ["id"]
             }),
         ),
         "read_file" => (

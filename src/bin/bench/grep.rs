@@ -95,6 +95,7 @@ fn run(args: &GrepArgs, root: &Path) -> anyhow::Result<String> {
         .enable_all()
         .build()?;
     let context = |mode: SandboxMode| ToolContext {
+        background: None,
         cwd: tree.clone(),
         shell_timeout: Duration::from_secs(30),
         max_output_bytes: 64 * 1024,

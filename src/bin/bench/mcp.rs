@@ -124,6 +124,7 @@ fn server_config(script: &str) -> BTreeMap<String, McpServerConfig> {
 
 fn context(hub: Arc<McpHub>) -> ToolContext {
     ToolContext {
+        background: None,
         cwd: std::env::temp_dir(),
         shell_timeout: Duration::from_secs(30),
         max_output_bytes: 64 * 1024,

@@ -94,6 +94,7 @@ async fn time_commands(
     commands: usize,
 ) -> anyhow::Result<(Vec<Duration>, Vec<Duration>)> {
     let context = |mode| ToolContext {
+        background: None,
         cwd: workspace.to_path_buf(),
         shell_timeout: Duration::from_secs(30),
         max_output_bytes: 64 * 1024,

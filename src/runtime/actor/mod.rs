@@ -591,6 +591,11 @@ impl ConversationActor {
             })?;
             crate::testhooks::stop_at("delete_accepted", self.id.as_bytes());
         }
+        // Its background processes end with it, before their logs go with its files.
+        self.shared
+            .processes
+            .end_conversation(&self.id, "its conversation was deleted")
+            .await;
         self.shared.store.delete_conversation(&self.id)?;
         if let Err(error) = self.shared.rules.drop_conversation(&self.id) {
             // Rules of a deleted conversation match nothing: only the list shows them.

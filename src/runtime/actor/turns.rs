@@ -520,6 +520,15 @@ impl ConversationActor {
             history,
             tools,
             tool_context: ToolContext {
+                background: Some(crate::tools::background::tool::BackgroundScope {
+                    processes: self.shared.processes.clone(),
+                    conversation_id: conversation.id.clone(),
+                    session_id: session_id.to_owned(),
+                    call_id: String::new(),
+                    max_per_conversation: config.tools.max_background,
+                    max_run: std::time::Duration::from_secs(sandbox.limits.background_max_s),
+                    first_wait: std::time::Duration::from_millis(config.tools.background_wait_ms),
+                }),
                 cwd: conversation.cwd.clone().into(),
                 shell_timeout: config.tools.shell_timeout(),
                 max_output_bytes: config.tools.max_output_bytes,

@@ -581,6 +581,19 @@ async fn run_allowed(
         } else {
             &spec.tool_context
         };
+        // A background process is owned by the call that started it.
+        let background_context;
+        let context = if name == "shell" && arguments.get("background") == Some(&Value::Bool(true))
+        {
+            let mut with_call = context.clone();
+            if let Some(scope) = &mut with_call.background {
+                scope.call_id.clone_from(&item.id);
+            }
+            background_context = with_call;
+            &background_context
+        } else {
+            context
+        };
         let run = tools::run_tool(name, arguments, context, &live, &spec.cancel);
         tokio::pin!(run);
         let result = loop {
