@@ -303,7 +303,10 @@ async fn the_editor_switches_the_agent_of_a_running_conversation_between_turns()
     editor
         .until(|line| line["update"]["update"]["sessionUpdate"] == "tool_call")
         .await;
-    assert_eq!(tools(&fake.requests()[0].body), ["shell"]);
+    assert_eq!(
+        tools(&fake.requests()[0].body),
+        ["shell", "process_output", "process_list", "process_kill"]
+    );
     let id = server.get("/api/conversations").await.1["conversations"][0]["id"]
         .as_str()
         .unwrap()

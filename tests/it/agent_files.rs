@@ -133,7 +133,16 @@ async fn a_repository_agent_merges_under_the_configs_table_and_runs_as_it_says()
     let id = created["conversation"]["id"].as_str().unwrap().to_owned();
     server.wait_idle(&id).await;
     let requests = fake.requests();
-    assert_eq!(tool_names(&requests[0].body), ["read_file", "shell"]);
+    assert_eq!(
+        tool_names(&requests[0].body),
+        [
+            "read_file",
+            "shell",
+            "process_output",
+            "process_list",
+            "process_kill"
+        ]
+    );
     let first = instructions(&requests[0].body);
     assert!(first.contains("Review closely; never write."), "{first}");
     let items = items(&server, &id).await;

@@ -312,6 +312,18 @@ async fn fake_scenarios(server: &Server, fake: &FakeProvider, log: &Log, cwd: &P
     assert_eq!(completed_of_kind(&seen, "plan"), 1, "{seen:?}");
     until_idle(&mut events).await;
 
+    // A background process: `process.started`, then `process.ended` on the list stream.
+    fake.push(Reply::tool_call(
+        "shell",
+        json!({ "command": "echo in the background", "background": true }),
+        1,
+    ));
+    fake.push(Reply::text("Started."));
+    send(server, &id, json!({ "text": "Start it" })).await;
+    let seen = until_turn_end(&mut events).await;
+    assert_eq!(seen.last().unwrap().1["status"], "completed", "{seen:?}");
+    until_idle(&mut events).await;
+
     // A model that fails for good: its fallback answers the rest of the turn.
     for _ in 0..3 {
         fake.push(Reply::status(503));

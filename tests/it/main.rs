@@ -46,6 +46,7 @@ mod mcp_http;
 mod messages;
 mod native_edits;
 mod plan;
+mod processes;
 mod prompt_cache;
 mod providers;
 mod providers_fidelity;

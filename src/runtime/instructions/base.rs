@@ -48,9 +48,11 @@ const TOOL_HINTS: &[(&str, &str)] = &[
     (
         "shell",
         "`shell` runs `sh -c` in the working directory with empty stdin, for builds, tests, \
-         version control and other programs. A command that waits for input or runs forever \
-         (a server, a watcher, a pager, an interactive editor) hangs until its timeout: avoid \
-         it or bound it.",
+         version control and other programs. A command that waits for input (a pager, an \
+         interactive editor) hangs until its timeout: avoid it. To keep a server, a watcher or \
+         a long build running while you work, start it with `background: true`, then follow it \
+         with `process_output` (from the cursor each read returns), `process_list` and \
+         `process_kill`; stop what you started once you no longer need it.",
     ),
     (
         "update_plan",

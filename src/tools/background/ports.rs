@@ -1,29 +1,27 @@
-//! The TCP ports a background process's group listens on, read from `/proc`: the group's
-//! members (by process group in `/proc/<pid>/stat`), their socket inodes (`/proc/<pid>/fd`),
-//! and the listening sockets of their network namespace (`/proc/<pid>/net/tcp{,6}`). A
-//! sandbox without the network gives the group a namespace of its own: what it listens on
-//! there is reachable from nowhere, so nothing is reported unless the ports are reachable
-//! from the service's own namespace.
+//! The TCP ports a background process listens on, read from `/proc`: the processes under its
+//! group's leader (by parent and process group in `/proc/<pid>/stat`), their socket inodes
+//! (`/proc/<pid>/fd`), and the listening sockets of the service's network namespace
+//! (`/proc/self/net/tcp{,6}`). A sandbox without the network gives the command a namespace of
+//! its own: what it listens on there is reachable from nowhere, so it is not reported.
 
 use std::collections::BTreeSet;
 use std::fs;
 
 /// The ports, in order; empty when none or when `/proc` cannot tell.
 pub fn listening(pgid: libc::pid_t) -> Vec<u16> {
-    let members = members(pgid);
-    let Some(&first) = members.first() else {
-        return Vec::new();
-    };
-    if !same_network(first) {
-        return Vec::new();
-    }
-    let inodes: BTreeSet<u64> = members.iter().flat_map(|&pid| socket_inodes(pid)).collect();
+    // The sandbox's processes run in a session of their own under the group's leader: they are
+    // found as its descendants. Only those in the service's network namespace can be reached.
+    let inodes: BTreeSet<u64> = descendants(pgid)
+        .into_iter()
+        .filter(|&pid| same_network(pid))
+        .flat_map(socket_inodes)
+        .collect();
     if inodes.is_empty() {
         return Vec::new();
     }
     let mut ports = BTreeSet::new();
     for table in ["tcp", "tcp6"] {
-        let Ok(text) = fs::read_to_string(format!("/proc/{first}/net/{table}")) else {
+        let Ok(text) = fs::read_to_string(format!("/proc/self/net/{table}")) else {
             continue;
         };
         ports.extend(listening_in(&text, &inodes));
@@ -31,12 +29,13 @@ pub fn listening(pgid: libc::pid_t) -> Vec<u16> {
     ports.into_iter().collect()
 }
 
-/// The processes whose process group is `pgid`.
-fn members(pgid: libc::pid_t) -> Vec<libc::pid_t> {
+/// `leader` and every process below it, or in its process group.
+fn descendants(leader: libc::pid_t) -> Vec<libc::pid_t> {
     let Ok(entries) = fs::read_dir("/proc") else {
         return Vec::new();
     };
-    entries
+    // (pid, parent, group) of every process.
+    let all: Vec<(libc::pid_t, libc::pid_t, libc::pid_t)> = entries
         .filter_map(|entry| {
             entry
                 .ok()?
@@ -45,19 +44,36 @@ fn members(pgid: libc::pid_t) -> Vec<libc::pid_t> {
                 .parse::<libc::pid_t>()
                 .ok()
         })
-        .filter(|&pid| {
-            fs::read_to_string(format!("/proc/{pid}/stat"))
-                .ok()
-                .and_then(|stat| process_group(&stat))
-                == Some(pgid)
+        .filter_map(|pid| {
+            let stat = fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+            let (parent, group) = parent_and_group(&stat)?;
+            Some((pid, parent, group))
         })
-        .collect()
+        .collect();
+    let mut found: Vec<libc::pid_t> = all
+        .iter()
+        .filter(|(pid, _, group)| *pid == leader || *group == leader)
+        .map(|(pid, _, _)| *pid)
+        .collect();
+    let mut at = 0;
+    while at < found.len() {
+        let parent = found[at];
+        for (pid, _, _) in all.iter().filter(|(_, of, _)| *of == parent) {
+            if !found.contains(pid) {
+                found.push(*pid);
+            }
+        }
+        at += 1;
+    }
+    found
 }
 
-/// Field 5 of `/proc/<pid>/stat`, after the name in parentheses (which may hold anything).
-fn process_group(stat: &str) -> Option<libc::pid_t> {
+/// Fields 4 and 5 of `/proc/<pid>/stat` (parent, process group), after the name in
+/// parentheses (which may hold anything).
+fn parent_and_group(stat: &str) -> Option<(libc::pid_t, libc::pid_t)> {
     let rest = &stat[stat.rfind(')')? + 1..];
-    rest.split_whitespace().nth(2)?.parse().ok()
+    let mut fields = rest.split_whitespace().skip(1);
+    Some((fields.next()?.parse().ok()?, fields.next()?.parse().ok()?))
 }
 
 /// Whether `pid` is in the service's own network namespace.
@@ -113,7 +129,7 @@ mod tests {
 2: 0100007F:1F92 0100007F:D431 01 00000000:00000000 00:00000000 00000000  1000        0 4243 1 0000000000000000 100 0 0 10 0\n";
         let inodes = BTreeSet::from([4242, 4243]);
         assert_eq!(listening_in(table, &inodes), [8080]);
-        assert_eq!(process_group("12 (a) b) c) S 1 12 12 0"), Some(12));
+        assert_eq!(parent_and_group("12 (a) b) c) S 1 12 12 0"), Some((1, 12)));
     }
 
     #[test]
