@@ -119,9 +119,12 @@ impl Service {
             pid: std::process::id(),
             addr: Some(addr.to_string()),
         })?;
+        // Under the lock, the one writer of the outbox: what the last run left resumes.
+        let outbox = open_outbox(&crate::hooks::outbox::outbox_path(store.root(), None))?;
         let settings = RuntimeSettings {
             process_records: Some(process_records),
             max_live_conversations: caps.max_live_conversations,
+            outbox: Some(outbox),
             ..options.settings
         };
         let connection_limits = connection_limits(&caps, &options.config);
@@ -178,7 +181,13 @@ impl Service {
             crate::cluster::Cluster::join(pool, advertised.clone(), cluster_config.lease())
                 .await
                 .context("cannot join the cluster")?;
-        let process_records = take_over_dead_instances(&store, &cluster).await?;
+        // Each instance has an outbox of its own; a stopped instance's pending deliveries are
+        // taken over by the next one to start.
+        let outbox = open_outbox(&crate::hooks::outbox::outbox_path(
+            store.root(),
+            Some(cluster.instance_id()),
+        ))?;
+        let process_records = take_over_dead_instances(&store, &cluster, &outbox).await?;
         // Who this instance is, for `serve stop` (the shared lock cannot say it for several).
         let owner = LockOwner {
             pid: std::process::id(),
@@ -206,6 +215,7 @@ impl Service {
             process_records: Some(process_records),
             max_live_conversations: caps.max_live_conversations,
             cluster: Some(cluster.clone()),
+            outbox: Some(outbox),
             ..options.settings
         };
         let connection_limits = connection_limits(&caps, &options.config);
@@ -353,12 +363,20 @@ async fn recover(store: &Store, index: &Index) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// The notification webhooks' outbox in the file at `path`, read back.
+fn open_outbox(path: &std::path::Path) -> anyhow::Result<Arc<crate::hooks::Outbox>> {
+    let outbox = crate::hooks::Outbox::open(path).map_err(anyhow::Error::msg)?;
+    Ok(Arc::new(outbox))
+}
+
 /// Cluster mode: this instance records its shell commands in a folder of its own, and kills
 /// those that instances which died on this machine left running (an instance that is still
-/// seen in the database is alive: its folder is left alone).
+/// seen in the database is alive: its folder is left alone). The pending webhook deliveries of
+/// instances not alive (dead, or stopped) move into this one's `outbox`.
 async fn take_over_dead_instances(
     store: &Store,
     cluster: &crate::cluster::Cluster,
+    outbox: &crate::hooks::Outbox,
 ) -> anyhow::Result<group_records::GroupRecords> {
     let instances = store.root().join("instances");
     let live = cluster
@@ -374,6 +392,17 @@ async fn take_over_dead_instances(
             group_records::take_over(&entry.path())
                 .context("cannot clean up the shell commands a dead instance left")?;
             let _ = std::fs::remove_dir_all(entry.path());
+        }
+    }
+    for (instance, path) in crate::hooks::outbox::instance_outboxes(store.root()) {
+        if instance == cluster.instance_id() || live.contains(&instance) {
+            continue;
+        }
+        let adopted = outbox
+            .adopt(&path)
+            .context("cannot take over the webhook deliveries a stopped instance left")?;
+        if adopted > 0 {
+            tracing::info!(%instance, adopted, "took over a stopped instance's webhook deliveries");
         }
     }
     let own = instances.join(cluster.instance_id());

@@ -345,6 +345,25 @@ pub struct TurnsQuery {
     _access_token: Option<IgnoredAny>,
 }
 
+/// The query of `GET /api/webhooks/deliveries`: unknown parameters are refused as in
+/// [`ListConversationsQuery`], except `access_token`.
+#[derive(Debug, Deserialize, IntoParams)]
+#[serde(deny_unknown_fields)]
+#[into_params(parameter_in = Query)]
+pub struct WebhookDeliveriesQuery {
+    /// Only the deliveries of this status; default: all.
+    #[param(inline)]
+    pub status: Option<crate::api::responses::WebhookDeliveryStatus>,
+    // Read wider than the document's int32, so that any too large number gets the range
+    // message rather than the parser's.
+    #[param(value_type = Option<u32>, default = 100, minimum = 1, maximum = 1000)]
+    pub limit: Option<usize>,
+    /// Checked by the security middleware, ignored here.
+    #[serde(rename = "access_token")]
+    #[param(ignore)]
+    _access_token: Option<IgnoredAny>,
+}
+
 /// The query of `GET /api/conversations/{id}/processes/{process_id}/output`.
 #[derive(Debug, Deserialize, IntoParams)]
 #[serde(deny_unknown_fields)]

@@ -480,6 +480,47 @@ pub struct HookFailure {
     pub message: String,
 }
 
+/// `GET /api/webhooks/deliveries`: the notification webhooks' recent deliveries, newest
+/// first.
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+pub struct WebhookDeliveryList {
+    pub deliveries: Vec<WebhookDelivery>,
+}
+
+/// One notification's delivery to one URL hook.
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+pub struct WebhookDelivery {
+    /// Its `webhook-id` (`msg_…`): the same on every try, and across restarts.
+    pub id: String,
+    /// The hook's key: `hooks.<event>[<index>]`.
+    pub hook: String,
+    pub event: String,
+    pub conversation_id: String,
+    pub status: WebhookDeliveryStatus,
+    /// Tries made so far.
+    pub attempts: u32,
+    pub created_at: chrono::DateTime<chrono::Utc>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_attempt_at: Option<chrono::DateTime<chrono::Utc>>,
+    /// When a pending delivery is tried next.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub next_attempt_at: Option<chrono::DateTime<chrono::Utc>>,
+    /// Why the last try failed, or why it was given up.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_error: Option<String>,
+}
+
+/// `pending`: not delivered yet, tried again at `next_attempt_at`; `delivered`: answered with
+/// a 2xx; `failed`: given up (its last try failed, the receiver answered 410 Gone, or its hook
+/// is no longer configured with that URL).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum WebhookDeliveryStatus {
+    Pending,
+    Delivered,
+    Failed,
+}
+
 /// `GET /api/models`.
 #[derive(Debug, Serialize, Deserialize, ToSchema)]
 pub struct ModelList {

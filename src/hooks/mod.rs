@@ -7,12 +7,17 @@
 //!
 //! - `answer.rs` — what a hook answers, read from its output.
 //! - `run.rs` — one hook run: a command under the agent's sandbox, or a signed POST.
+//! - `post.rs` — one signed POST of a payload.
 //! - `signature.rs` — the Standard Webhooks signature of a POST.
+//! - `outbox/` — the notifications for URL hooks: stored before they are sent, retried with
+//!   back-off, resumed after a restart.
 //!
 //! Payloads pass through the same secret redaction as everything stored; hooks come only from
 //! the user's config, never from a repository.
 
 mod answer;
+pub mod outbox;
+mod post;
 mod run;
 mod signature;
 
@@ -23,10 +28,11 @@ use std::sync::{Arc, Mutex};
 use serde::Serialize;
 use serde_json::Value;
 
-use crate::config::{HookConfig, HookEvent, OnHookError};
+use crate::config::{HookAction, HookConfig, HookEvent, OnHookError};
 use crate::sandbox::SandboxPolicy;
 
 pub use answer::{Answer, Decision};
+pub use outbox::Outbox;
 
 use crate::domain::{HookOutcome, HookRun};
 use answer::answer;
@@ -107,19 +113,34 @@ impl HookStatus {
 #[derive(Debug)]
 pub struct Hooks {
     hooks: Arc<[HookConfig]>,
-    pub status: HookStatus,
+    pub status: Arc<HookStatus>,
     client: reqwest::Client,
+    /// The notifications for URL hooks, until each is delivered or given up.
+    pub outbox: Arc<Outbox>,
 }
 
 impl Hooks {
-    pub fn new(hooks: &[HookConfig]) -> Hooks {
+    /// The hooks of the config, and the task that sends the outbox's deliveries (started here,
+    /// so on a Tokio runtime; it stops when these hooks are dropped).
+    pub fn new(hooks: &[HookConfig], outbox: Arc<Outbox>) -> Hooks {
+        let hooks: Arc<[HookConfig]> = hooks.into();
+        let status = Arc::new(HookStatus::default());
+        let client = reqwest::Client::builder()
+            .redirect(reqwest::redirect::Policy::none())
+            .build()
+            .unwrap_or_default();
+        let failed = status.clone();
+        outbox::start(
+            outbox.clone(),
+            hooks.clone(),
+            client.clone(),
+            Arc::new(move |key: &str, error: &str| failed.failed(key, error)),
+        );
         Hooks {
-            hooks: hooks.into(),
-            status: HookStatus::default(),
-            client: reqwest::Client::builder()
-                .redirect(reqwest::redirect::Policy::none())
-                .build()
-                .unwrap_or_default(),
+            hooks,
+            status,
+            client,
+            outbox,
         }
     }
 
@@ -300,9 +321,11 @@ pub fn failure_notices(runs: &[HookRun]) -> impl Iterator<Item = String> + '_ {
 }
 
 impl Hooks {
-    /// Tells the hooks of `event`, a notification nothing waits for, what happened: in the
-    /// background, in the file's order, each bounded by its timeout. A failure is logged and
-    /// kept as the hook's last error.
+    /// Tells the hooks of `event`, a notification nothing waits for, what happened. For each
+    /// URL hook a delivery is queued in the outbox, written and fsynced before this returns,
+    /// and sent in the background, again until it is answered (`outbox/`). Command hooks run
+    /// once, in the background, in the file's order, each bounded by its timeout. A failure is
+    /// logged and kept as the hook's last error.
     pub fn notify(
         self: &Arc<Self>,
         event: HookEvent,
@@ -313,10 +336,39 @@ impl Hooks {
         if !self.any(event) {
             return;
         }
+        let body = payload_of(&subject, event, fields);
+        let of_event = || self.hooks.iter().filter(|hook| hook.event == event);
+        let deliveries: Vec<outbox::Delivery> = of_event()
+            .filter_map(|hook| match &hook.action {
+                HookAction::Url { url, .. } => Some(outbox::Delivery::new(
+                    hook.key(),
+                    url,
+                    event.name(),
+                    &subject.conversation_id,
+                    &body,
+                )),
+                HookAction::Command(_) => None,
+            })
+            .collect();
+        let keys: Vec<String> = deliveries.iter().map(|d| d.hook.clone()).collect();
+        if let Err(error) = self.outbox.queue(deliveries) {
+            tracing::error!(%error, event = event.name(), "cannot store a notification's webhook deliveries; they are not sent");
+            for key in &keys {
+                let error = format!("its delivery could not be stored, so it is not sent: {error}");
+                self.status.failed(key, &error);
+            }
+        }
+        if !of_event().any(|hook| matches!(hook.action, HookAction::Command(_))) {
+            return;
+        }
         let hooks = self.clone();
         tokio::spawn(async move {
-            let body = payload_of(&subject, event, fields);
-            for hook in hooks.hooks.iter().filter(|hook| hook.event == event) {
+            let commands = hooks
+                .hooks
+                .iter()
+                .filter(|hook| hook.event == event)
+                .filter(|hook| matches!(hook.action, HookAction::Command(_)));
+            for hook in commands {
                 let ran =
                     run::run(hook, &body, &subject.cwd, &sandbox, &hooks.client, answer).await;
                 if let Err(error) = ran {
@@ -326,6 +378,12 @@ impl Hooks {
                 }
             }
         });
+    }
+}
+
+impl Drop for Hooks {
+    fn drop(&mut self) {
+        self.outbox.close();
     }
 }
 

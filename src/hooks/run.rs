@@ -8,6 +8,7 @@ use std::time::Duration;
 use tokio::io::AsyncWriteExt as _;
 
 use super::answer::{Answer, Decision, quoted};
+use super::post::{Target, post};
 use crate::config::{HookAction, HookConfig};
 use crate::sandbox::{Program, SandboxPolicy};
 
@@ -32,37 +33,18 @@ pub(super) async fn run(
             headers,
             secret,
         } => {
+            let target = Target {
+                url,
+                headers,
+                secret: secret.as_deref(),
+                timeout: hook.timeout,
+            };
             let id = format!("msg_{}", uuid::Uuid::now_v7().simple());
-            let timestamp = chrono::Utc::now().timestamp();
-            let mut request = client
-                .post(url)
-                .timeout(hook.timeout)
-                .header(reqwest::header::CONTENT_TYPE, "application/json")
-                .header("webhook-id", &id)
-                .header("webhook-timestamp", timestamp.to_string());
-            for (name, value) in headers {
-                request = request.header(name, value);
+            let posted = post(client, &target, &id, body).await?;
+            if !posted.status.is_success() {
+                return Err(posted.refusal(url));
             }
-            if let Some(key) = secret {
-                request = request.header(
-                    "webhook-signature",
-                    super::signature::sign(key, &id, timestamp, body),
-                );
-            }
-            let response = request
-                .body(body.to_owned())
-                .send()
-                .await
-                .map_err(|error| format!("the POST to {url} failed: {error}"))?;
-            let status = response.status();
-            let text = response
-                .text()
-                .await
-                .map_err(|error| format!("its answer could not be read: {error}"))?;
-            if !status.is_success() {
-                return Err(format!("{url} answered {status}: {}", quoted(&text)));
-            }
-            read(&text)
+            read(&posted.text)
         }
     }
 }

@@ -12,11 +12,11 @@ use super::error::ApiError;
 use super::extract::Query;
 use super::state::AppState;
 use crate::api::errors::ErrorBody;
-use crate::api::requests::CwdQuery;
+use crate::api::requests::{CwdQuery, WebhookDeliveriesQuery};
 use crate::api::responses::{
     AgentList, AnswerCounts, ClusterHealth, CommandList, Health, HealthStatus, HookList,
     McpServerInfo, McpServerList, McpServerSource, McpServerState, McpTransportKind, ModelInfo,
-    ModelList, PostgresStatus, SandboxHealth, SandboxLayer,
+    ModelList, PostgresStatus, SandboxHealth, SandboxLayer, WebhookDeliveryList,
 };
 use crate::mcp::{ServerSource, ServerState};
 
@@ -132,6 +132,31 @@ pub async fn agents(
 )]
 pub async fn hooks(State(state): State<AppState>) -> Json<HookList> {
     Json(state.runtime.hooks())
+}
+
+#[utoipa::path(
+    get,
+    path = "/api/webhooks/deliveries",
+    tag = "meta",
+    summary = "Webhook deliveries",
+    description = "The notification hooks' POSTs (`turn_ended`, `subagent_ended`, `approval_requested`, `approval_resolved`, `compaction`, `conversation_created`, `conversation_deleted`; hooks with a `url`), newest first: each stored before it is sent, tried until a 2xx answers it (five tries over about ten minutes), resumed after a restart. `id` is its `webhook-id`, the same on every try. The outbox keeps the last 1,000 (a pending one goes only when all are pending). In cluster mode, this instance's.",
+    params(WebhookDeliveriesQuery),
+    responses(
+        (status = 200, description = "The deliveries kept", body = WebhookDeliveryList),
+        (status = 400, description = "`invalid_request`: an unknown `status`, a `limit` out of range, or an unknown parameter", body = ErrorBody),
+    ),
+)]
+pub async fn webhook_deliveries(
+    State(state): State<AppState>,
+    Query(query): Query<WebhookDeliveriesQuery>,
+) -> Result<Json<WebhookDeliveryList>, ApiError> {
+    let limit = query.limit.unwrap_or(100);
+    if !(1..=1000).contains(&limit) {
+        return Err(ApiError::Invalid(format!(
+            "limit must be between 1 and 1000, not {limit}"
+        )));
+    }
+    Ok(Json(state.runtime.webhook_deliveries(query.status, limit)))
 }
 
 #[utoipa::path(

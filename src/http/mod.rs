@@ -55,6 +55,7 @@ pub fn router(
         .route("/api/openapi.json", get(openapi::serve))
         .route("/api/agents", get(meta::agents))
         .route("/api/hooks", get(meta::hooks))
+        .route("/api/webhooks/deliveries", get(meta::webhook_deliveries))
         .route("/api/skills", get(skills::skills))
         .route("/api/models", get(meta::models))
         .route("/api/mcp", get(meta::mcp))

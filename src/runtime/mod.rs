@@ -43,6 +43,7 @@ mod settings;
 mod shared;
 mod skill_operations;
 mod validate;
+mod webhook_operations;
 
 pub use crate::api::requests::{ConversationPatch, NewConversation, NewMessage, PendingPatch};
 pub use crate::api::responses::{CompactOutcome, ConversationView, ItemsPage};

@@ -97,7 +97,11 @@ impl Runtime {
         let (index_jobs, jobs) = tokio::sync::mpsc::channel(QUEUE_CAPACITY);
         let index_queue = Arc::new(JobQueue::default());
         tokio::spawn(run_index_jobs(index.clone(), jobs, index_queue.clone()));
-        let hooks = Arc::new(crate::hooks::Hooks::new(&config.hooks));
+        let outbox = settings
+            .outbox
+            .clone()
+            .unwrap_or_else(|| Arc::new(crate::hooks::Outbox::in_memory()));
+        let hooks = Arc::new(crate::hooks::Hooks::new(&config.hooks, outbox));
         let list_events = EventBus::new();
         let processes = {
             let events = list_events.clone();

@@ -1,6 +1,7 @@
 //! The runtime's tunables that are not user configuration.
 
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::Duration;
 
 /// Tunables that are not user configuration.
@@ -18,6 +19,9 @@ pub struct RuntimeSettings {
     pub max_live_conversations: usize,
     /// Cluster mode: this instance's leases and peers (`None`: embedded, one process).
     pub cluster: Option<crate::cluster::Cluster>,
+    /// The notification webhooks' outbox, opened by the service at start from the data
+    /// directory (`None`: one kept in memory only).
+    pub outbox: Option<Arc<crate::hooks::Outbox>>,
 }
 
 impl Default for RuntimeSettings {
@@ -28,6 +32,7 @@ impl Default for RuntimeSettings {
             process_records: None,
             max_live_conversations: 1000,
             cluster: None,
+            outbox: None,
         }
     }
 }

@@ -69,4 +69,5 @@ mod tui;
 mod tui_terminal;
 mod turns;
 mod ui;
+mod webhooks;
 mod worktree_fork;

@@ -39,6 +39,13 @@ pub enum Script {
     /// `spawn_agent` calls in one answer; every other request (a sub-agent's, or the root's
     /// later ones) with `deltas` words.
     Spawner { children: usize, deltas: usize },
+    /// A request that carries no tool result yet is answered with one call of `tool` with
+    /// `arguments` (a JSON object's text); every later one with `deltas` words.
+    Caller {
+        tool: &'static str,
+        arguments: String,
+        deltas: usize,
+    },
 }
 
 impl Script {
@@ -46,14 +53,15 @@ impl Script {
         match self {
             Script::Words { deltas }
             | Script::Stamped { deltas, .. }
-            | Script::Spawner { deltas, .. } => *deltas,
+            | Script::Spawner { deltas, .. }
+            | Script::Caller { deltas, .. } => *deltas,
         }
     }
 
     /// Delta `index` of the reply.
     fn delta(&self, index: usize) -> String {
         match self {
-            Script::Words { .. } | Script::Spawner { .. } => {
+            Script::Words { .. } | Script::Spawner { .. } | Script::Caller { .. } => {
                 let word = WORDS[index % WORDS.len()];
                 if index == 0 {
                     word.to_owned()
@@ -134,6 +142,8 @@ pub struct Answered {
     pub sub_agent: bool,
     /// The answer was `spawn_agent` calls (`Script::Spawner`).
     pub spawned: bool,
+    /// The answer was a tool call (`Script::Caller`).
+    pub called: bool,
 }
 
 impl Answered {
@@ -273,15 +283,35 @@ async fn answer(State(state): State<Arc<FakeState>>, request: Request) -> Respon
             request_bytes,
             sub_agent,
             spawned: true,
+            called: false,
         });
         return spawn_answer(children);
+    }
+    if let Script::Caller {
+        tool, arguments, ..
+    } = &script
+        && memchr::memmem::find(&body, b"tool_call_id").is_none()
+    {
+        let answer = calls_answer(&[("call_bench_0".to_owned(), tool, arguments.clone())]);
+        state.answered.lock().expect("answers lock").push(Answered {
+            started_ns,
+            first_delta_ns: 0,
+            finished_ns: monotonic_ns(),
+            request_bytes,
+            sub_agent,
+            spawned: false,
+            called: true,
+        });
+        return answer;
     }
     let output_tokens = script.deltas();
     let stream = async_stream::stream! {
         yield Ok::<Bytes, std::io::Error>(chunk(r#"{"role":"assistant","content":""}"#, "null"));
         let mut first_delta_ns = 0;
         let (interval, sent) = match &script {
-            Script::Words { .. } | Script::Spawner { .. } => (Duration::ZERO, None),
+            Script::Words { .. } | Script::Spawner { .. } | Script::Caller { .. } => {
+                (Duration::ZERO, None)
+            }
             Script::Stamped { interval, sent, .. } => (*interval, Some(sent)),
         };
         let mut ticks = (!interval.is_zero()).then(|| {
@@ -316,6 +346,7 @@ async fn answer(State(state): State<Arc<FakeState>>, request: Request) -> Respon
             request_bytes,
             sub_agent,
             spawned: false,
+            called: false,
         });
     };
     Response::builder()
@@ -325,17 +356,28 @@ async fn answer(State(state): State<Arc<FakeState>>, request: Request) -> Respon
         .expect("a valid response")
 }
 
-/// `children` `spawn_agent` calls in one answer, each whole in the first chunk. (Recorded as
-/// answered when built: the body is one short write.)
+/// `children` `spawn_agent` calls in one answer.
 fn spawn_answer(children: usize) -> Response {
-    let calls: Vec<String> = (0..children)
+    let calls: Vec<(String, &str, String)> = (0..children)
         .map(|index| {
-            let arguments = serde_json::to_string(&format!(
-                r#"{{"agent":"default","task":"Sub-task {index}: answer it."}}"#
-            ))
-            .expect("a string serializes");
+            let arguments =
+                format!(r#"{{"agent":"default","task":"Sub-task {index}: answer it."}}"#);
+            (format!("call_spawn_{index}"), "spawn_agent", arguments)
+        })
+        .collect();
+    calls_answer(&calls)
+}
+
+/// Tool calls (id, tool, arguments as a JSON object's text) in one answer, each whole in the
+/// first chunk. (Recorded as answered when built: the body is one short write.)
+fn calls_answer(calls: &[(String, &str, String)]) -> Response {
+    let calls: Vec<String> = calls
+        .iter()
+        .enumerate()
+        .map(|(index, (id, tool, arguments))| {
+            let arguments = serde_json::to_string(arguments).expect("a string serializes");
             format!(
-                r#"{{"index":{index},"id":"call_spawn_{index}","type":"function","function":{{"name":"spawn_agent","arguments":{arguments}}}}}"#
+                r#"{{"index":{index},"id":"{id}","type":"function","function":{{"name":"{tool}","arguments":{arguments}}}}}"#
             )
         })
         .collect();

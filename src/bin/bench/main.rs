@@ -33,6 +33,7 @@
 //! - `cache`: prompt caching over a 50-turn conversation with tool calls on each protocol,
 //!   against a fake provider that caches as Anthropic and OpenAI do (`cache_provider`,
 //!   `prompt_cache`): the share of input read from the cache, the input's cost with and without.
+//! - `hooks`: what a no-op `pre_tool_use` HTTP hook adds to a tool call on loopback.
 
 mod acp;
 mod approvals;
@@ -50,6 +51,7 @@ mod fence;
 mod fork;
 mod foundation;
 mod grep;
+mod hooks;
 mod live;
 mod mcp;
 mod meter;
@@ -146,6 +148,9 @@ enum Bench {
     /// Background processes printing 1 MB/s each for a minute: the service's resident memory
     /// over the run (bounded buffers, no growth) and its CPU time.
     Background(background::BackgroundArgs),
+    /// What a no-op `pre_tool_use` HTTP hook (a local receiver answering `{}`) adds to a tool
+    /// call: median and p90 of `read_file` calls with it and without.
+    Hooks(hooks::HooksArgs),
 }
 
 fn main() -> anyhow::Result<ExitCode> {
@@ -177,6 +182,7 @@ fn main() -> anyhow::Result<ExitCode> {
         Bench::Grep(args) => grep::grep(&args),
         Bench::Cache(args) => cache::cache(&args),
         Bench::Background(args) => background::background(&args),
+        Bench::Hooks(args) => hooks::hooks(&args),
     }?;
     Ok(ExitCode::SUCCESS)
 }
