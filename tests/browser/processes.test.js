@@ -20,6 +20,19 @@ shell = "allow"
 
 test('a background process shows running with its output, and Stop stops it', { timeout: TEST_TIMEOUT }, () =>
   withUi({ fake: { agents: AGENTS } }, async ({ page, fake, server }) => {
+    // Every output stream the page opens, to tell which are still open.
+    await page.addInitScript(() => {
+      const Original = window.EventSource;
+      window.__outputStreams = [];
+      window.EventSource = class extends Original {
+        constructor(url, options) {
+          super(url, options);
+          if (String(url).includes('/output')) window.__outputStreams.push(this);
+        }
+      };
+    });
+    await page.reload();
+    const openStreams = () => page.evaluate(() => window.__outputStreams.filter((source) => source.readyState !== 2).length);
     fake.push({ tool: 'shell', args: { command: 'echo ready; sleep 30', background: true } }, { text: 'It runs in the background.' });
     const id = await startConversation(page, 'start it');
     await page.locator('#items .item.agent-message', { hasText: 'It runs in the background.' }).waitFor();
@@ -46,6 +59,18 @@ test('a background process shows running with its output, and Stop stops it', { 
     assert.equal(await toggle.getAttribute('aria-expanded'), 'true');
     await row.locator('.process-output', { hasText: 'ready' }).waitFor();
     assert.equal((await row.locator('.process-output').textContent()).trim(), 'ready');
+    assert.equal(await openStreams(), 1);
+    // Out of sight, the output is not followed: the panel folded, or the Agents tab shown.
+    await page.click('#processes-toggle');
+    assert.equal(await page.locator('#process-list').isHidden(), true);
+    assert.equal(await openStreams(), 0);
+    await page.click('#processes-toggle');
+    assert.equal(await openStreams(), 1);
+    await page.click('#tab-agents');
+    assert.equal(await openStreams(), 0);
+    await page.click('#tab-conversation');
+    assert.equal(await openStreams(), 1);
+    assert.equal((await row.locator('.process-output').textContent()).trim(), 'ready');
 
     await checkAxe(page, 'processes panel');
     await screenshot(page, 'processes-panel');
@@ -65,6 +90,8 @@ test('a background process shows running with its output, and Stop stops it', { 
     assert.equal(await stopped.locator('.process-status').textContent(), 'stopped');
     assert.equal(await stopped.locator('.process-reason').textContent(), 'a user stopped it');
     assert.equal(await stopped.locator('.process-stop').isHidden(), true);
+    // The ended process's stream closed with it.
+    await page.waitForFunction(() => window.__outputStreams.every((source) => source.readyState === 2));
     assert.equal(await page.locator('#processes-count').textContent(), '1 ended');
     await page.waitForFunction(() => document.getElementById('announcer').textContent === 'Background process stopped: echo ready; sleep 30');
     // The output stays readable.

@@ -82,8 +82,9 @@ export function resetProcesses() {
 }
 
 // GET the open conversation's processes: the whole truth for it, but a process already known to
-// have ended stays ended.
-export async function loadProcesses(id) {
+// have ended stays ended. `quiet`: a read again while something runs, whose failure the next
+// one may mend (the page says when the service is gone by other means).
+export async function loadProcesses(id, quiet = false) {
   if (id !== conversationId) {
     resetProcesses();
     conversationId = id;
@@ -94,7 +95,7 @@ export async function loadProcesses(id) {
     answer = await api('GET', `/api/conversations/${enc(id)}/processes`);
   } catch (error) {
     // An older service has no processes to list; anything else is worth saying.
-    if (load === loads && error.status !== 404 && error.status !== 405) showError(error);
+    if (load === loads && !quiet && error.status !== 404 && error.status !== 405) showError(error);
     return;
   }
   if (load !== loads || id !== conversationId) return;
@@ -315,9 +316,10 @@ function addOutput(id, read) {
 }
 
 // Follows the open output while its process runs, or reads what is left once it ended; no
-// output is followed while the panel is folded.
+// output is followed while the panel is folded or out of sight (the Agents tab).
 function followOpenOutput() {
-  const process = !collapsed && openId ? processes.find((p) => p.id === openId) : null;
+  const inSight = !collapsed && state.tab !== 'agents';
+  const process = inSight && openId ? processes.find((p) => p.id === openId) : null;
   if (!process) {
     stopFollowing();
     return;
@@ -395,7 +397,7 @@ function schedulePoll(on) {
   }
   if (pollTimer) return;
   pollTimer = setInterval(() => {
-    if (conversationId && !document.hidden) loadProcesses(conversationId);
+    if (conversationId && !document.hidden) loadProcesses(conversationId, true);
   }, POLL_MS);
 }
 
@@ -403,6 +405,6 @@ function refreshSoon() {
   if (refreshTimer) return;
   refreshTimer = setTimeout(() => {
     refreshTimer = null;
-    if (conversationId) loadProcesses(conversationId);
+    if (conversationId) loadProcesses(conversationId, true);
   }, REFRESH_AFTER_OUTPUT_MS);
 }
