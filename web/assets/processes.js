@@ -131,17 +131,18 @@ export function followProcesses(stream) {
   stream.addEventListener('snapshot', () => {
     if (snapshots++ > 0 && conversationId) loadProcesses(conversationId);
   });
-  for (const type of ['process.started', 'process.ended']) {
-    stream.addEventListener(type, (event) => {
-      let data;
-      try {
-        data = JSON.parse(event.data);
-      } catch {
-        return;
-      }
-      if (data && data.process) noteProcess(data.process, true);
-    });
+  stream.addEventListener('process.started', noteEvent);
+  stream.addEventListener('process.ended', noteEvent);
+}
+
+function noteEvent(event) {
+  let data;
+  try {
+    data = JSON.parse(event.data);
+  } catch {
+    return;
   }
+  if (data && data.process) noteProcess(data.process, true);
 }
 
 export function wireProcesses() {
