@@ -110,23 +110,7 @@ fn command_line(command: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn process(id: &str, command: &str, status: ProcessStatus) -> ProcessInfo {
-        ProcessInfo {
-            id: id.to_owned(),
-            conversation_id: "c_1".to_owned(),
-            session_id: "s_1".to_owned(),
-            call_id: "m_1".to_owned(),
-            command: command.to_owned(),
-            status,
-            exit_code: None,
-            started_at: crate::domain::now(),
-            ended_at: None,
-            reason: None,
-            output_bytes: 0,
-            ports: Vec::new(),
-        }
-    }
+    use crate::client::fixtures::process;
 
     #[test]
     fn processes_are_numbered_with_status_ports_and_command() {
