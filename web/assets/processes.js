@@ -101,10 +101,14 @@ export async function loadProcesses(id, quiet = false) {
   if (load !== loads || id !== conversationId) return;
   const first = !processes.length;
   const listed = answer.processes || [];
-  processes = listed.map((process) => {
+  const merged = listed.map((process) => {
     const known = processes.find((p) => p.id === process.id);
     return known && !running(known) && running(process) ? known : process;
   });
+  // One whose start the list stream told while the answer was on its way stays.
+  for (const known of processes) if (!listed.some((p) => p.id === known.id)) merged.push(known);
+  merged.sort((a, b) => Date.parse(a.started_at) - Date.parse(b.started_at));
+  processes = merged;
   if (first) collapsed = !processes.some(running);
   renderProcesses();
 }
