@@ -12,9 +12,9 @@ use crate::api::requests::{
 use crate::api::responses::{
     AgentList, CommandList, CompactOutcome, ConversationCreated, ConversationList,
     ConversationView, ForkedConversation, Interrupted, ItemsPage, MessageAccepted, ModelList,
-    RetryStarted, RetryingNow, RewoundConversation, TurnChanges,
+    ProcessList, RetryStarted, RetryingNow, RewoundConversation, TurnChanges,
 };
-use crate::domain::{Conversation, Item, Message, Usage};
+use crate::domain::{Conversation, Item, Message, ProcessInfo, Usage};
 
 /// Items asked for per page: the most the service gives.
 const PAGE: u32 = 2000;
@@ -206,6 +206,22 @@ impl Api {
             path += &format!("?{}", query.join("&"));
         }
         self.get(&path).await
+    }
+
+    /// The conversation's background processes, in the order they started.
+    pub async fn processes(&self, id: &str) -> Result<ProcessList, ApiError> {
+        self.get(&format!("/api/conversations/{id}/processes"))
+            .await
+    }
+
+    /// Stops a background process and its group; answered once it ended (or as it is, when it
+    /// had ended already).
+    pub async fn stop_process(&self, id: &str, process_id: &str) -> Result<ProcessInfo, ApiError> {
+        let path = format!(
+            "/api/conversations/{id}/processes/{}/stop",
+            escaped(process_id)
+        );
+        self.post(&path, &EmptyRequest {}).await
     }
 
     /// The agents `cwd` sees: the config's and its repository's agent files.

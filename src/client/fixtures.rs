@@ -10,7 +10,8 @@ use crate::api::approvals::Approval;
 use crate::api::events::{ConversationEvent, RunningTurnView};
 use crate::domain::{
     Conversation, ConversationStatus, Item, ItemKind, ItemStatus, MessageSource, PlanStep,
-    PlanStepStatus, Session, SessionStatus, Timestamp, Usage, UsageSource,
+    PlanStepStatus, ProcessInfo, ProcessStatus, Session, SessionStatus, Timestamp, Usage,
+    UsageSource,
 };
 
 pub const ROOT: &str = "s_root";
@@ -149,5 +150,23 @@ pub fn snapshot(sessions: Vec<Session>, running: Vec<RunningTurnView>) -> Conver
         approvals: Vec::<Approval>::new(),
         last_seq: BTreeMap::new(),
         cost: None,
+    }
+}
+
+/// A background process of conversation `c_1`, started by the root session.
+pub fn process(id: &str, command: &str, status: ProcessStatus) -> ProcessInfo {
+    ProcessInfo {
+        id: id.to_owned(),
+        conversation_id: "c_1".to_owned(),
+        session_id: ROOT.to_owned(),
+        call_id: "m_1".to_owned(),
+        command: command.to_owned(),
+        status,
+        exit_code: None,
+        started_at: at(),
+        ended_at: None,
+        reason: None,
+        output_bytes: 0,
+        ports: Vec::new(),
     }
 }

@@ -9,8 +9,8 @@
 //! editor (`stream.rs` keeps its event stream across dropped connections, for `tui/` too);
 //! `approval_prompt.rs` asks the user about a tool call that waits for approval, for the plain
 //! chat and `send`; `calls.rs` and `files.rs` serve both chats (`/fork`, `/retry`, `/rewind`,
-//! `/diff`), and `repo_commands.rs` the repository's own `/name args` commands (for the ACP
-//! bridge too); `figures.rs` writes a turn's tokens and cost for all of them. `fixtures.rs`
+//! `/diff`), `processes.rs` writes `/ps` (the background processes) for both, and
+//! `repo_commands.rs` the repository's own `/name args` commands (for the ACP bridge too); `figures.rs` writes a turn's tokens and cost for all of them. `fixtures.rs`
 //! builds the API's values for the unit tests.
 
 pub mod agents;
@@ -25,6 +25,7 @@ pub mod files;
 #[cfg(test)]
 pub(crate) mod fixtures;
 pub mod position;
+pub mod processes;
 pub mod render;
 pub mod repo_commands;
 pub mod send;

@@ -688,9 +688,10 @@ fn the_web_ui_handles_every_event_kind_of_both_streams() {
     );
     let mut list = web_ui_event_names("sidebar.js");
     list.extend(web_ui_event_names("approvallist.js"));
+    list.extend(web_ui_event_names("processes.js"));
     assert_eq!(
         list,
         kinds_in(&document, "ListEvent").unwrap(),
-        "the list stream's events handled by sidebar.js and approvallist.js"
+        "the list stream's events handled by sidebar.js, approvallist.js and processes.js"
     );
 }

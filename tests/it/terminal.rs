@@ -303,3 +303,51 @@ async fn each_turn_ends_with_its_tokens_and_cost() {
     let figures = format!("[{}]\n", crate::support::answer_figures());
     assert_in_order(&out, &err, &["agent: Counted.\n", &figures]);
 }
+
+/// A service whose agent, on the next message, starts `echo ready; sleep 30` in the background
+/// and answers "Started."; for the chats' `/ps`.
+pub(crate) async fn background_server() -> (crate::fake_provider::FakeProvider, Server) {
+    let fake =
+        crate::fake_provider::FakeProvider::start(crate::fake_provider::Wire::OpenaiChat).await;
+    let server = Server::start_with(ServerOptions {
+        config: Some(fake.config()),
+        ..ServerOptions::default()
+    })
+    .await;
+    fake.push(Reply::tool_call(
+        "shell",
+        serde_json::json!({"command": "echo ready; sleep 30", "background": true}),
+        1,
+    ));
+    fake.push(Reply::text("Started."));
+    (fake, server)
+}
+
+#[tokio::test]
+async fn ps_lists_the_background_processes_and_stops_one() {
+    let (_fake, server) = background_server().await;
+    let workdir = tempfile::tempdir().unwrap();
+    let script = "Start it\n/ps\n/ps stop 1\n/ps stop 1\n/ps\n/ps kill\n/quit\n";
+    let (ok, out, err) = chat(&["--url", &server.base], script, workdir.path()).await;
+    assert!(ok, "stdout:\n{out}\nstderr:\n{err}");
+    let (_, list) = server.get("/api/conversations").await;
+    let id = list["conversations"][0]["id"].as_str().unwrap();
+    let (_, listed) = server
+        .get(&format!("/api/conversations/{id}/processes"))
+        .await;
+    let process = &listed["processes"][0];
+    let pid = process["id"].as_str().unwrap();
+    assert_eq!(process["status"], "killed", "{listed}");
+    let expect = [
+        "agent: Started.",
+        "[background processes: 1 running, 0 ended; /ps stop N stops one]\n",
+        &format!("[1] {pid} running · $ echo ready; sleep 30\n"),
+        &format!("[{pid} stopped (a user stopped it)]\n"),
+        &format!("[{pid} is not running: stopped (a user stopped it)]\n"),
+        "[background processes: 0 running, 1 ended; /ps stop N stops one]\n",
+        &format!("[1] {pid} stopped (a user stopped it) · $ echo ready; sleep 30\n"),
+        "[/ps lists the background processes; /ps stop ID (or N) stops one]",
+    ];
+    let expect: Vec<&str> = expect.iter().map(|line| &**line).collect();
+    assert_in_order(&out, &err, &expect);
+}

@@ -761,3 +761,39 @@ async fn a_repository_command_is_listed_in_help_and_sent_by_name() {
     assert_eq!(user_texts(&items), ["Say hi to Ada."]);
     assert_eq!(items[0]["command"]["name"], "greet");
 }
+
+#[tokio::test]
+async fn ps_lists_the_background_processes_and_stops_one_by_its_id() {
+    let (_fake, server) = crate::terminal::background_server().await;
+    let mut screen = Screen::new(&server);
+    screen.type_text("Start it").await;
+    screen.enter().await;
+    screen
+        .until("the answer", |s, app| {
+            app.running.is_none() && s.contains("Started.")
+        })
+        .await;
+    let id = screen.conversation();
+    let (_, listed) = server
+        .get(&format!("/api/conversations/{id}/processes"))
+        .await;
+    let pid = listed["processes"][0]["id"].as_str().unwrap().to_owned();
+    screen.type_text("/ps").await;
+    screen.enter().await;
+    let shown = screen.text();
+    assert!(
+        shown.contains(&format!("[1] {pid} running · $ echo ready; sleep 30")),
+        "{shown}"
+    );
+    screen.type_text(&format!("/ps stop {pid}")).await;
+    screen.enter().await;
+    let shown = screen.text();
+    assert!(
+        shown.contains(&format!("[{pid} stopped (a user stopped it)]")),
+        "{shown}"
+    );
+    let (_, listed) = server
+        .get(&format!("/api/conversations/{id}/processes"))
+        .await;
+    assert_eq!(listed["processes"][0]["status"], "killed", "{listed}");
+}

@@ -31,6 +31,7 @@ import { addLine, clearRetry, removeLines, setConnection, showRetry } from './st
 import { noteOutput, scrollToBottom } from './scroll.js';
 import { interruptSession, retryNow } from './actions.js';
 import { cue } from './attention.js';
+import { loadProcesses, resetProcesses } from './processes.js';
 import { loadTurnTokens, noteTurnEnded, showTurnTokens, useTurnTokens } from './turntokens.js';
 
 const EVENTS = [
@@ -70,6 +71,7 @@ export function closeConversation() {
   state.compacting = false;
   state.tab = 'conversation';
   resetTimeline();
+  resetProcesses();
   setConnection(null);
 }
 
@@ -104,6 +106,7 @@ export async function openConversation(id, sessionId) {
   showArrival(conversation);
   showPlaceholder('Loading history…');
   follow(gen);
+  loadProcesses(id);
   $('message').focus();
 }
 

@@ -22,6 +22,7 @@ import { followApprovals, loadApprovals } from './approvallist.js';
 import { followRules, openRules } from './rules.js';
 import { wireApprovalKeys } from './approvals.js';
 import { wirePlan } from './plan.js';
+import { followProcesses, wireProcesses } from './processes.js';
 
 // The hash last routed: navigate() routes at once, and the 'hashchange' that follows must not
 // open the view a second time (it would move what was typed meanwhile).
@@ -118,6 +119,7 @@ function wire() {
   wireKeys();
   wireApprovalKeys();
   wirePlan();
+  wireProcesses();
   $('new-conversation').addEventListener('click', newConversation);
   $('sidebar-open').addEventListener('click', () => {
     document.body.classList.add('sidebar-open');
@@ -150,6 +152,7 @@ watchAttention();
 const listStream = openListStream();
 followApprovals(listStream);
 followRules(listStream);
+followProcesses(listStream);
 loadApprovals();
 loadModels();
 route();

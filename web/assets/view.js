@@ -11,6 +11,7 @@ import { renderPending } from './pending.js';
 import { renderUsage } from './meter.js';
 import { renderComposer } from './composer.js';
 import { resetScroll } from './scroll.js';
+import { renderProcesses } from './processes.js';
 
 export function render() {
   const view = state.view;
@@ -32,6 +33,7 @@ export function render() {
   renderPending();
   renderUsage();
   renderComposer();
+  renderProcesses();
   // The tabs and the meter share a line, shown when either is.
   document.querySelector('.subheader').hidden = $('tabs').hidden && $('usage').hidden;
   renderViewState();

@@ -5,7 +5,7 @@ use super::{Chat, Flow};
 use crate::client::api::ApiError;
 use crate::client::render::usage_line;
 use crate::client::repo_commands::Outgoing;
-use crate::client::{agents, calls, files, repo_commands};
+use crate::client::{agents, calls, files, processes, repo_commands};
 use crate::domain::MessageMode;
 
 const HELP: &str = "\
@@ -20,6 +20,8 @@ Type a message to send it to the agent. Commands:
   /context             how much of the model's context window is used
   /agents              the agents of this conversation (the root agent and its sub-agents)
                        and the approvals each waits for
+  /ps [stop ID|N]      the background processes the agents started (status, ports,
+                       command), or stop one
   /queue TEXT          send TEXT to wait for the running turn instead of steering it
   /interrupt           stop the running turn
   /retry               run the last turn again when it failed (the same messages), or try a
@@ -81,6 +83,10 @@ impl Chat {
             "agents" => {
                 let id = self.current()?;
                 print_out(&agents::show(&self.api, &id).await?);
+            }
+            "ps" => {
+                let id = self.current()?;
+                print_out(&processes::command(&self.api, &id, argument).await?);
             }
             "queue" if !argument.is_empty() => {
                 self.send(Outgoing::Text(argument), Some(MessageMode::Queue))

@@ -1,0 +1,150 @@
+//! `/ps` in both chats: the conversation's background processes (the `shell` calls with
+//! `background: true`), each with its id, status, ports and command; `/ps stop ID` (or the
+//! number `/ps` gave it) stops one.
+
+use super::api::{Api, ApiError};
+use crate::domain::{ProcessInfo, ProcessStatus};
+
+const USAGE: &str = "[/ps lists the background processes; /ps stop ID (or N) stops one]\n";
+/// The most of a command one line shows.
+const COMMAND_CHARS: usize = 80;
+
+/// What `/ps ARGUMENT` says, as lines in brackets (the plain chat prints them, the full-screen
+/// one shows them as a notice).
+pub async fn command(api: &Api, conversation: &str, argument: &str) -> Result<String, ApiError> {
+    let mut words = argument.split_whitespace();
+    match (words.next(), words.next(), words.next()) {
+        (None, _, _) => Ok(table(&api.processes(conversation).await?.processes)),
+        (Some("stop"), Some(which), None) => stop(api, conversation, which).await,
+        _ => Ok(USAGE.to_owned()),
+    }
+}
+
+async fn stop(api: &Api, conversation: &str, which: &str) -> Result<String, ApiError> {
+    let processes = api.processes(conversation).await?.processes;
+    let found = match which.parse::<usize>() {
+        Ok(number) => processes.get(number.wrapping_sub(1)),
+        Err(_) => processes.iter().find(|process| process.id == which),
+    };
+    let Some(process) = found else {
+        return Ok(format!(
+            "[no background process {which} in this conversation; /ps lists them]\n"
+        ));
+    };
+    if process.status != ProcessStatus::Running {
+        return Ok(format!(
+            "[{} is not running: {}]\n",
+            process.id,
+            status_text(process)
+        ));
+    }
+    let ended = api.stop_process(conversation, &process.id).await?;
+    Ok(format!("[{} {}]\n", ended.id, status_text(&ended)))
+}
+
+/// The processes, numbered in the order they started, with a line that counts them.
+pub fn table(processes: &[ProcessInfo]) -> String {
+    if processes.is_empty() {
+        return "[no background processes in this conversation]\n".to_owned();
+    }
+    let running = processes
+        .iter()
+        .filter(|process| process.status == ProcessStatus::Running)
+        .count();
+    let ended = processes.len() - running;
+    let mut out =
+        format!("[background processes: {running} running, {ended} ended; /ps stop N stops one]\n");
+    for (at, process) in processes.iter().enumerate() {
+        let ports = if process.ports.is_empty() {
+            String::new()
+        } else {
+            let ports: Vec<String> = process.ports.iter().map(u16::to_string).collect();
+            format!(
+                " · port{} {}",
+                if ports.len() == 1 { "" } else { "s" },
+                ports.join(", ")
+            )
+        };
+        out.push_str(&format!(
+            "[{}] {} {}{ports} · $ {}\n",
+            at + 1,
+            process.id,
+            status_text(process),
+            command_line(&process.command)
+        ));
+    }
+    out
+}
+
+/// How a process is doing: `running`, `exited N`, `stopped (why)`, `lost (why)`.
+pub fn status_text(process: &ProcessInfo) -> String {
+    let status = match (process.status, process.exit_code) {
+        (ProcessStatus::Running, _) => "running".to_owned(),
+        (ProcessStatus::Exited, Some(code)) => format!("exited {code}"),
+        (ProcessStatus::Exited, None) => "exited".to_owned(),
+        (ProcessStatus::Killed, _) => "stopped".to_owned(),
+        (ProcessStatus::Lost, _) => "lost".to_owned(),
+    };
+    match &process.reason {
+        Some(reason) if process.status != ProcessStatus::Running => {
+            format!("{status} ({})", crate::text::visible(reason))
+        }
+        _ => status,
+    }
+}
+
+/// A command on one line: its first line, cut to COMMAND_CHARS, invisible characters written
+/// out.
+fn command_line(command: &str) -> String {
+    let first = command.lines().next().unwrap_or_default();
+    let mut shown: String = crate::text::visible(first)
+        .chars()
+        .take(COMMAND_CHARS)
+        .collect();
+    if shown.chars().count() < crate::text::visible(command).chars().count() {
+        shown.push('…');
+    }
+    shown
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::client::fixtures::process;
+
+    #[test]
+    fn processes_are_numbered_with_status_ports_and_command() {
+        let serving = ProcessInfo {
+            ports: vec![5173, 24678],
+            ..process("p_1", "npm run dev", ProcessStatus::Running)
+        };
+        let built = ProcessInfo {
+            exit_code: Some(2),
+            ..process("p_2", "make build\nmake test", ProcessStatus::Exited)
+        };
+        let stopped = ProcessInfo {
+            reason: Some("a user stopped it".to_owned()),
+            ..process("p_3", "sleep 30\u{1b}[2J", ProcessStatus::Killed)
+        };
+        let lost = ProcessInfo {
+            reason: Some("the service ended while it ran".to_owned()),
+            ports: vec![8080],
+            ..process("p_4", &"x".repeat(100), ProcessStatus::Lost)
+        };
+        assert_eq!(
+            table(&[serving, built, stopped, lost]),
+            format!(
+                "[background processes: 1 running, 3 ended; /ps stop N stops one]\n\
+                 [1] p_1 running · ports 5173, 24678 · $ npm run dev\n\
+                 [2] p_2 exited 2 · $ make build…\n\
+                 [3] p_3 stopped (a user stopped it) · $ sleep 30\\x1b[2J\n\
+                 [4] p_4 lost (the service ended while it ran) · port 8080 · $ {}…\n",
+                "x".repeat(80)
+            )
+        );
+        assert_eq!(
+            table(&[]),
+            "[no background processes in this conversation]\n"
+        );
+    }
+}
