@@ -287,3 +287,64 @@ async fn lifecycle_hooks_are_told_of_creates_forks_compactions_and_deletes() {
     assert_eq!(told["conversation_id"], id.as_str());
     assert_eq!(told["title"], created["conversation"]["title"]);
 }
+
+#[tokio::test]
+async fn on_error_decides_what_a_failed_hook_means_for_a_call_and_a_message() {
+    let fake = FakeProvider::start(Wire::OpenaiChat).await;
+    let temp = tempfile::tempdir().unwrap();
+    let work = temp.path().join("work");
+    std::fs::create_dir_all(&work).unwrap();
+    // Both hooks fail (exit 3): the call's goes on by `allow`, the message's blocks by `deny`
+    // unless the message says "let me through".
+    let config = format!(
+        "{}\n[[hooks.pre_tool_use]]\ncommand = \"echo broken >&2; exit 3\"\non_error = \"allow\"\n\n\
+         [[hooks.user_message]]\ncommand = \"grep -q 'let me through' || {{ echo down >&2; exit 3; }}\"\n\
+         on_error = \"deny\"\n",
+        fake.config()
+    );
+    let server = Server::start_with(ServerOptions {
+        data_dir: Some(temp.path().join("data")),
+        config: Some(config),
+        cwd: Some(work.clone()),
+        ..ServerOptions::default()
+    })
+    .await;
+
+    let (status, body) = server
+        .post("/api/conversations", json!({"text": "Hello"}))
+        .await;
+    assert_eq!(status, 422, "{body}");
+    assert_eq!(body["error"]["code"], "message_blocked");
+    let message = body["error"]["message"].as_str().unwrap();
+    assert!(
+        message.contains("hooks.user_message[0]") && message.contains("its on_error is deny"),
+        "{message}"
+    );
+
+    fake.push(Reply::tool_call(
+        "shell",
+        json!({"command": "echo ran > ran.txt"}),
+        1,
+    ));
+    fake.push(Reply::text("Done."));
+    let created = server.create_and_wait("Please let me through").await;
+    let id = created["conversation"]["id"].as_str().unwrap();
+    assert_eq!(
+        std::fs::read_to_string(work.join("ran.txt")).unwrap(),
+        "ran\n"
+    );
+    let call = items(&server, id)
+        .await
+        .into_iter()
+        .find(|item| item["kind"] == "tool_call")
+        .unwrap();
+    assert_eq!(call["status"], "completed", "{call}");
+    assert_eq!(call["hooks"][0]["outcome"], "failed", "{call}");
+    assert!(
+        call["hooks"][0]["detail"]
+            .as_str()
+            .unwrap()
+            .ends_with("its on_error is allow"),
+        "{call}"
+    );
+}

@@ -227,15 +227,7 @@ impl Processes {
     /// they never ended).
     pub fn list(&self, conversation_id: &str) -> Vec<ProcessInfo> {
         let mut listed = journal::read(&self.dir(conversation_id));
-        let known: Vec<Arc<Process>> = self
-            .processes
-            .lock()
-            .expect("processes")
-            .values()
-            .filter(|process| process.info().conversation_id == conversation_id)
-            .cloned()
-            .collect();
-        for process in known {
+        for process in self.of_conversation(conversation_id) {
             let info = process.info_with_ports();
             match listed.iter_mut().find(|listed| listed.id == info.id) {
                 Some(listed) => *listed = info,
@@ -269,19 +261,22 @@ impl Processes {
     /// Stops every running process of a conversation (it is being deleted), and waits for
     /// their ends, a few seconds at most.
     pub async fn end_conversation(&self, conversation_id: &str, reason: &str) {
-        let running: Vec<Arc<Process>> = self
-            .processes
+        end_all(&self.of_conversation(conversation_id), reason).await;
+        self.processes
+            .lock()
+            .expect("processes")
+            .retain(|_, process| process.info().conversation_id != conversation_id);
+    }
+
+    /// The processes of a conversation this run knows.
+    fn of_conversation(&self, conversation_id: &str) -> Vec<Arc<Process>> {
+        self.processes
             .lock()
             .expect("processes")
             .values()
             .filter(|process| process.info().conversation_id == conversation_id)
             .cloned()
-            .collect();
-        end_all(&running, reason).await;
-        self.processes
-            .lock()
-            .expect("processes")
-            .retain(|_, process| process.info().conversation_id != conversation_id);
+            .collect()
     }
 
     /// Stops every running process (the service stops), and waits for their ends.
