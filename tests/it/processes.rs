@@ -277,3 +277,108 @@ async fn serve_stop_ends_them_and_after_a_crash_they_are_killed_and_listed_lost(
         .unwrap();
     assert_eq!(lost["status"], "lost", "{lost}");
 }
+
+/// Attack: a background process, written by a hostile model, is held to everything a call is.
+/// It reaches nothing over any socket protocol with the network off (TCP, MPTCP, IPv6, UDP,
+/// raw, abstract UNIX, vsock), cannot read the service's token, leaves nothing running once it
+/// ends (a `setsid` child included), cannot run outside the sandbox (`escalate` is refused
+/// before anyone is asked), and a secret in its command is not shown.
+#[tokio::test]
+async fn a_background_process_is_held_to_the_sandbox_like_any_call() {
+    use crate::sandbox::{KEY, KEY_VARIABLE};
+    use crate::sandbox_escape::{NETWORK_PROBE, port_of, verdicts};
+    let fake = FakeProvider::start(Wire::OpenaiChat).await;
+    let work = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    std::fs::write(work.path().join("probe.py"), NETWORK_PROBE).unwrap();
+    let udp = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+    udp.set_nonblocking(true).unwrap();
+    use std::os::linux::net::SocketAddrExt;
+    let abstract_name =
+        std::os::unix::net::SocketAddr::from_abstract_name(b"openvaala-escape-test").unwrap();
+    let unix = std::os::unix::net::UnixListener::bind_addr(&abstract_name).unwrap();
+    unix.set_nonblocking(true).unwrap();
+    let server = Server::start_with(ServerOptions {
+        config: Some(format!(
+            "{}\n[tools]\nbackground_wait_ms = 200\n",
+            fake.config_with(&format!("api_key_env = \"{KEY_VARIABLE}\""))
+        )),
+        cwd: Some(work.path().to_path_buf()),
+        env: vec![(KEY_VARIABLE.to_owned(), KEY.to_owned())],
+        ..ServerOptions::default()
+    })
+    .await;
+    let data = server.data_dir.canonicalize().unwrap();
+    let command = format!(
+        "python3 probe.py {} {}; cat {}/local-token; echo token=$?; \
+         (setsid sleep {} &); echo {KEY} > /dev/null; echo done",
+        port_of(&server),
+        udp.local_addr().unwrap().port(),
+        data.display(),
+        mark(51)
+    );
+    let (id, process, _) = start_process(&server, &fake, None, &command).await;
+    let path = format!("/api/conversations/{id}/processes/{process}/output");
+    let read = tokio::time::timeout(TIMEOUT, async {
+        loop {
+            let (status, read) = server.get(&format!("{path}?wait_s=5")).await;
+            assert_eq!(status, 200, "{read}");
+            if read["process"]["status"] != "running" {
+                return read;
+            }
+        }
+    })
+    .await
+    .expect("the probe ends");
+    let output = read["output"].as_str().unwrap();
+    let tries = verdicts(output);
+    for name in ["tcp", "mptcp", "ipv6", "udp", "raw", "abstract", "vsock"] {
+        assert!(
+            tries
+                .iter()
+                .any(|(tried, verdict)| tried == name && verdict == "refused"),
+            "{name}: {output}"
+        );
+    }
+    assert!(
+        !tries.iter().any(|(_, verdict)| verdict == "OPEN"),
+        "{output}"
+    );
+    assert!(
+        output.contains("token=1") && output.ends_with("done\n"),
+        "{output}"
+    );
+    let mut buffer = [0u8; 16];
+    assert!(udp.recv(&mut buffer).is_err() && unix.accept().is_err());
+    // Its setsid child ended with it.
+    wait_until_gone(&mark(51)).await;
+    // The secret it wrote in its command is not shown.
+    let listed = processes(&server, &id).await;
+    let shown = listed[0]["command"].as_str().unwrap();
+    assert!(!shown.contains(KEY), "{shown}");
+    assert_eq!(read["process"]["command"], shown);
+
+    // Never outside the sandbox, and nobody is asked.
+    fake.push(Reply::tool_call(
+        "shell",
+        json!({"command": format!("sleep {}", mark(52)), "background": true, "escalate": "needs the network"}),
+        1,
+    ));
+    fake.push(Reply::text("Refused."));
+    server.send_and_wait(&id, "Start it outside").await;
+    let call = items(&server, &id)
+        .await
+        .into_iter()
+        .rfind(|item| item["kind"] == "tool_call")
+        .unwrap();
+    assert_eq!(call["denied"], true, "{call}");
+    assert!(
+        call["output"]
+            .as_str()
+            .unwrap()
+            .contains("a background process always runs in the sandbox"),
+        "{call}"
+    );
+    let (_, approvals) = server.get("/api/approvals?status=all").await;
+    assert_eq!(approvals["approvals"], json!([]), "{approvals}");
+    assert!(pids_running(&mark(52)).is_empty());
+}

@@ -19,7 +19,7 @@ use crate::support::{items, session_items};
 
 /// A Python script that tries every way to reach `PORT` (the service's) and the host: one line
 /// per try, `NAME refused …` or `NAME OPEN`.
-const NETWORK_PROBE: &str = r#"
+pub(crate) const NETWORK_PROBE: &str = r#"
 import socket, sys
 port, udp_port = int(sys.argv[1]), int(sys.argv[2])
 def attempt(name, make):
@@ -50,12 +50,12 @@ attempt("abstract", lambda: socket.socket(socket.AF_UNIX).connect("\0openvaala-e
 attempt("vsock", lambda: socket.socket(40, socket.SOCK_STREAM))
 "#;
 
-fn port_of(server: &Server) -> u16 {
+pub(crate) fn port_of(server: &Server) -> u16 {
     server.base.rsplit(':').next().unwrap().parse().unwrap()
 }
 
 /// The lines of the probe's output, as (try, verdict).
-fn verdicts(output: &str) -> Vec<(String, String)> {
+pub(crate) fn verdicts(output: &str) -> Vec<(String, String)> {
     output
         .lines()
         .filter_map(|line| {

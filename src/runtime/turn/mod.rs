@@ -345,6 +345,9 @@ async fn gate(
         };
     }
     let arguments = hooked.arguments.as_ref().unwrap_or(arguments);
+    if let Some(refusal) = tools::background::tool::refusal(name, arguments) {
+        return Err(ToolResult::denied(refusal));
+    }
     if hooked.decision() == Some(HookDecision::Deny) {
         return Err(ToolResult::denied(format!(
             "Not run: a hook denies it ({}).",

@@ -6,6 +6,7 @@
 
 use std::fs;
 use std::io::Write as _;
+use std::os::unix::fs::OpenOptionsExt as _;
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
@@ -70,6 +71,8 @@ fn append(dir: &Path, line: &Line) {
         fs::OpenOptions::new()
             .create(true)
             .append(true)
+            // Never through a link planted where the journal goes.
+            .custom_flags(libc::O_NOFOLLOW)
             .open(path(dir))?
             .write_all(&bytes)
     });
@@ -136,6 +139,16 @@ mod tests {
             output_bytes: 0,
             ports: Vec::new(),
         }
+    }
+
+    #[test]
+    fn a_link_planted_where_the_journal_goes_is_never_written_through() {
+        let dir = tempfile::tempdir().unwrap();
+        let outside = dir.path().join("outside.txt");
+        fs::write(&outside, "kept\n").unwrap();
+        std::os::unix::fs::symlink(&outside, path(dir.path())).unwrap();
+        started(dir.path(), &process("p_1"));
+        assert_eq!(fs::read_to_string(&outside).unwrap(), "kept\n");
     }
 
     #[test]

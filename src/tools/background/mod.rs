@@ -41,7 +41,8 @@ use crate::sandbox::{Program, SandboxPolicy};
 const BUFFER_BYTES: usize = 256 * 1024;
 /// The most of a process's output kept on disk.
 const LOG_MAX_BYTES: u64 = 16 * 1024 * 1024;
-/// Ended processes kept in memory per conversation (the journal and the logs keep the rest).
+/// Ended processes kept per conversation, in memory and with their logs on disk; the journal
+/// keeps how the older ones ended.
 const ENDED_KEPT: usize = 16;
 /// After `sh` exits, a child may hold the pipes open: wait this long for their end.
 const EXIT_GRACE: Duration = Duration::from_millis(250);
@@ -175,7 +176,8 @@ impl Processes {
             conversation_id: start.conversation_id.to_owned(),
             session_id: start.session_id.to_owned(),
             call_id: start.call_id.to_owned(),
-            command: start.command.to_owned(),
+            // Shown and stored like the call's arguments: redacted.
+            command: crate::redact::redact(start.command).into_owned(),
             status: ProcessStatus::Running,
             exit_code: None,
             started_at: now(),
@@ -305,8 +307,12 @@ impl Processes {
             return;
         }
         ended.sort();
+        // Their logs go too: a model that starts process after process cannot fill the disk
+        // 16 MiB at a time. The journal keeps how they ended.
+        let dir = self.dir(conversation_id);
         for (_, id) in &ended[..ended.len() - ENDED_KEPT] {
             processes.remove(id);
+            let _ = std::fs::remove_file(dir.join(format!("{id}.log")));
         }
     }
 }
@@ -526,7 +532,13 @@ struct Log {
 
 impl Log {
     async fn open(path: &Path) -> Log {
-        let file = match tokio::fs::File::create(path).await {
+        // A new file, never one (or a link) already there.
+        let file = match tokio::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .open(path)
+            .await
+        {
             Ok(file) => Some(file),
             Err(error) => {
                 tracing::warn!(%error, path = %path.display(), "cannot keep a background process's output on disk");

@@ -19,6 +19,18 @@ const MAX_WAIT: Duration = Duration::from_secs(60);
 /// The names of the tools that follow background processes, offered with `shell`.
 pub const FOLLOW_TOOLS: [&str; 3] = ["process_output", "process_list", "process_kill"];
 
+/// Why a call may not start a background process, checked before anyone is asked: one that
+/// asks to run outside the sandbox (`escalate`). Allowing one command outside the sandbox
+/// must not leave a process running there for hours after the answer.
+pub fn refusal(name: &str, arguments: &Value) -> Option<String> {
+    let background = arguments.get("background") == Some(&Value::Bool(true));
+    (name == "shell" && background && arguments.get("escalate").is_some()).then(|| {
+        "Not run: a background process always runs in the sandbox; leave out `escalate`, or run \
+         the command in the foreground"
+            .to_owned()
+    })
+}
+
 /// `shell` with `background: true`.
 pub async fn start(command: &str, ctx: &ToolContext, cancel: &CancellationToken) -> ToolResult {
     let Some(scope) = &ctx.background else {
