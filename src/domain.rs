@@ -264,6 +264,25 @@ pub struct ProcessInfo {
     pub ports: Vec<u16>,
 }
 
+impl ProcessInfo {
+    /// How it is doing, in words: `running`, `exited N`, `stopped (why)`, `lost (why)`.
+    pub fn status_text(&self) -> String {
+        let status = match (self.status, self.exit_code) {
+            (ProcessStatus::Running, _) => "running".to_owned(),
+            (ProcessStatus::Exited, Some(code)) => format!("exited {code}"),
+            (ProcessStatus::Exited, None) => "exited".to_owned(),
+            (ProcessStatus::Killed, _) => "stopped".to_owned(),
+            (ProcessStatus::Lost, _) => "lost".to_owned(),
+        };
+        match &self.reason {
+            Some(reason) if self.status != ProcessStatus::Running => {
+                format!("{status} ({})", crate::text::visible(reason))
+            }
+            _ => status,
+        }
+    }
+}
+
 #[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq, utoipa::ToSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum ProcessStatus {

@@ -35,11 +35,11 @@ async fn stop(api: &Api, conversation: &str, which: &str) -> Result<String, ApiE
         return Ok(format!(
             "[{} is not running: {}]\n",
             process.id,
-            status_text(process)
+            process.status_text()
         ));
     }
     let ended = api.stop_process(conversation, &process.id).await?;
-    Ok(format!("[{} {}]\n", ended.id, status_text(&ended)))
+    Ok(format!("[{} {}]\n", ended.id, ended.status_text()))
 }
 
 /// The processes, numbered in the order they started, with a line that counts them.
@@ -69,28 +69,11 @@ pub fn table(processes: &[ProcessInfo]) -> String {
             "[{}] {} {}{ports} · $ {}\n",
             at + 1,
             process.id,
-            status_text(process),
+            process.status_text(),
             command_line(&process.command)
         ));
     }
     out
-}
-
-/// How a process is doing: `running`, `exited N`, `stopped (why)`, `lost (why)`.
-pub fn status_text(process: &ProcessInfo) -> String {
-    let status = match (process.status, process.exit_code) {
-        (ProcessStatus::Running, _) => "running".to_owned(),
-        (ProcessStatus::Exited, Some(code)) => format!("exited {code}"),
-        (ProcessStatus::Exited, None) => "exited".to_owned(),
-        (ProcessStatus::Killed, _) => "stopped".to_owned(),
-        (ProcessStatus::Lost, _) => "lost".to_owned(),
-    };
-    match &process.reason {
-        Some(reason) if process.status != ProcessStatus::Running => {
-            format!("{status} ({})", crate::text::visible(reason))
-        }
-        _ => status,
-    }
 }
 
 /// A command on one line: its first line, cut to COMMAND_CHARS, invisible characters written

@@ -94,7 +94,7 @@ impl Runtime {
         let conversation_id = new_id("c");
         let root_session_id = new_id("s");
         let turn_id = new_id("t");
-        let hooks = if self.shared.hooks.any(crate::config::HookEvent::UserMessage) {
+        let whom = async {
             let subject = crate::hooks::Subject {
                 conversation_id: conversation_id.clone(),
                 session_id: root_session_id.clone(),
@@ -103,20 +103,14 @@ impl Runtime {
                 cwd: cwd.clone().into(),
             };
             let sandbox = super::sandboxing::agent_policy(agent, &self.shared.protected);
-            let command = command
-                .as_ref()
-                .map(|used: &crate::domain::CommandUse| used.name.as_str());
-            self.user_message_hooks(
-                &subject,
-                &sandbox,
-                &request.text,
-                request.images.len(),
-                command,
-            )
-            .await?
-        } else {
-            Vec::new()
+            Ok((subject, sandbox))
         };
+        let command_name = command
+            .as_ref()
+            .map(|used: &crate::domain::CommandUse| used.name.as_str());
+        let hooks = self
+            .user_message_hooks(whom, &request.text, request.images.len(), command_name)
+            .await?;
         // The new conversation will be live: its place is taken before anything is stored,
         // so that a full registry refuses it (`Unavailable`) with nothing stored.
         let slot = self.reserve_slot().await?;

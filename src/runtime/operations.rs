@@ -279,23 +279,19 @@ impl Runtime {
             request.arguments = Some(expanded.used.arguments);
         }
         validate_text(&request.text, &request.images)?;
-        let hooks = if self.shared.hooks.any(crate::config::HookEvent::UserMessage) {
-            let session = request.session_id.clone();
-            let (subject, sandbox) = self
-                .call(id, |reply| Command::MessageHookSubject { session, reply })
-                .await??;
-            let command = request.command.as_deref();
-            self.user_message_hooks(
-                &subject,
-                &sandbox,
+        let session = request.session_id.clone();
+        let whom = async {
+            self.call(id, |reply| Command::MessageHookSubject { session, reply })
+                .await?
+        };
+        let hooks = self
+            .user_message_hooks(
+                whom,
                 &request.text,
                 request.images.len(),
-                command,
+                request.command.as_deref(),
             )
-            .await?
-        } else {
-            Vec::new()
-        };
+            .await?;
         // A long message is counted on the blocking pool first, so that the actor's count of
         // it is remembered.
         crate::model::tokens::Tokenizer::prepare(&self.shared.tokenizers, &request.text).await;

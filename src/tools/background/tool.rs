@@ -10,7 +10,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::Start;
 pub use super::scope::BackgroundScope;
-use crate::domain::{ProcessInfo, ProcessStatus};
+use crate::domain::ProcessInfo;
 use crate::tools::call::{ToolContext, ToolResult, optional_number, required_string};
 
 /// The longest `process_output` waits for more output.
@@ -235,17 +235,9 @@ fn unknown(scope: &BackgroundScope, id: &str) -> String {
     }
 }
 
-/// `[running; 1234 bytes of output; listening on 8000]`, or how it ended.
+/// `[running; 1234 bytes of output; listening on port 8000]`, or how it ended.
 fn status_line(info: &ProcessInfo) -> String {
-    let mut parts = vec![match info.status {
-        ProcessStatus::Running => "running".to_owned(),
-        ProcessStatus::Exited => format!("exited with code {}", info.exit_code.unwrap_or(-1)),
-        ProcessStatus::Killed => "stopped".to_owned(),
-        ProcessStatus::Lost => "lost".to_owned(),
-    }];
-    if let Some(reason) = &info.reason {
-        parts.push(reason.clone());
-    }
+    let mut parts = vec![info.status_text()];
     parts.push(format!("{} bytes of output", info.output_bytes));
     if !info.ports.is_empty() {
         let ports: Vec<String> = info.ports.iter().map(u16::to_string).collect();
