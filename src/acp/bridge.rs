@@ -95,6 +95,8 @@ pub struct Bridge {
     cx: Mutex<Option<ConnectionTo<Client>>>,
     /// The editor said it follows sub-agents as sessions of their own (`initialize`).
     subagents: AtomicBool,
+    /// Whether the editor shows agent terminals (`_meta.terminal_output`).
+    terminals: AtomicBool,
 }
 
 impl Bridge {
@@ -104,6 +106,7 @@ impl Bridge {
             sessions: Mutex::default(),
             cx: Mutex::default(),
             subagents: AtomicBool::new(false),
+            terminals: AtomicBool::new(false),
         }
     }
 
@@ -111,6 +114,7 @@ impl Bridge {
     fn new_shared(&self) -> Shared {
         let mut shared = Shared::default();
         shared.ledger.subagents = self.subagents.load(Ordering::SeqCst);
+        shared.terminals = self.terminals.load(Ordering::SeqCst);
         shared
     }
 
@@ -134,6 +138,9 @@ impl Bridge {
             ClientRequest::InitializeRequest(request) => {
                 let subagents = request.client_capabilities.subagents.is_some();
                 self.subagents.store(subagents, Ordering::SeqCst);
+                let terminals =
+                    super::processes::shows_terminals(request.client_capabilities.meta.as_ref());
+                self.terminals.store(terminals, Ordering::SeqCst);
                 answer(initialize(request))
             }
             ClientRequest::NewSessionRequest(request) => self.new_session(request).await,

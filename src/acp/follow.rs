@@ -15,9 +15,9 @@ use futures::StreamExt;
 use tokio::sync::{Notify, oneshot};
 use tokio::task::JoinHandle;
 
-use super::approvals;
 use super::ledger::{Ledger, Routed};
 use super::updates::{self, Call};
+use super::{approvals, processes};
 use crate::api::approvals::{Approval, ApprovalStatus};
 use crate::api::errors::ErrorCode;
 use crate::api::events::ConversationEvent;
@@ -70,6 +70,10 @@ pub struct Shared {
     pub conversation: Option<Conversation>,
     /// Approvals asked in the editor, each with how to withdraw the question.
     asked: HashMap<String, oneshot::Sender<()>>,
+    /// Whether the editor shows agent terminals (background processes' output goes there).
+    pub terminals: bool,
+    /// The background processes followed, by the `shell` call that started each.
+    watches: HashMap<String, JoinHandle<()>>,
 }
 
 pub struct Follower {
@@ -85,6 +89,11 @@ pub struct Follower {
 impl Drop for Follower {
     fn drop(&mut self) {
         self.task.abort();
+        if let Ok(shared) = self.shared.lock() {
+            for watch in shared.watches.values() {
+                watch.abort();
+            }
+        }
     }
 }
 
@@ -246,6 +255,9 @@ impl Stream {
                 self.send(updates);
                 if ended && let Some(diffs) = self.file_diffs(&item).await {
                     self.send(vec![diffs]);
+                }
+                if ended {
+                    self.watch_process(&item);
                 }
             }
             ConversationEvent::ItemDelta {
@@ -441,12 +453,42 @@ impl Stream {
             if let Some(diffs) = self.file_diffs(item).await {
                 self.send(vec![diffs]);
             }
+            self.watch_process(item);
         }
         for approval in approvals {
             self.ask(approval);
         }
         self.shared.lock().expect("follower state").caught_up += 1;
         self.changed.notify_waiters();
+    }
+
+    /// A call shown ended that started a background process: its output goes on showing
+    /// until the process ends (once per call).
+    fn watch_process(&self, item: &Item) {
+        if !processes::started_by(item) {
+            return;
+        }
+        let mut shared = self.shared.lock().expect("follower state");
+        if shared.watches.contains_key(&item.id) {
+            return;
+        }
+        let acp_session = if shared.ledger.followed(&item.session_id) {
+            item.session_id.clone()
+        } else {
+            self.acp_session.clone()
+        };
+        let watch = processes::Watch {
+            api: self.api.clone(),
+            conversation: self.conversation.clone(),
+            call_id: item.id.clone(),
+            acp_session,
+            cx: self.cx.clone(),
+            terminals: shared.terminals,
+            cwd: shared.ledger.cwd.clone(),
+        };
+        shared
+            .watches
+            .insert(item.id.clone(), tokio::spawn(watch.run()));
     }
 
     /// Asks the editor about an approval, once; the first answer from anywhere wins.

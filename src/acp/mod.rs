@@ -8,13 +8,15 @@
 //! (`updates.rs` builds them, `ledger.rs` remembers what was sent so a replay or a reconnect
 //! sends nothing twice); `approvals.rs` carries the service's approvals as
 //! `session/request_permission`; `prompt.rs` turns a prompt into a message; `commands.rs`
-//! runs the slash commands.
+//! runs the slash commands; `processes.rs` shows background processes' output after their
+//! call returned.
 
 mod approvals;
 mod bridge;
 mod commands;
 mod follow;
 mod ledger;
+mod processes;
 mod prompt;
 pub mod service;
 mod updates;

@@ -12,7 +12,7 @@ use crate::api::requests::{
 use crate::api::responses::{
     AgentList, CommandList, CompactOutcome, ConversationCreated, ConversationList,
     ConversationView, ForkedConversation, Interrupted, ItemsPage, MessageAccepted, ModelList,
-    ProcessList, RetryStarted, RetryingNow, RewoundConversation, TurnChanges,
+    ProcessList, ProcessOutput, RetryStarted, RetryingNow, RewoundConversation, TurnChanges,
 };
 use crate::domain::{Conversation, Item, Message, ProcessInfo, Usage};
 
@@ -212,6 +212,20 @@ impl Api {
     pub async fn processes(&self, id: &str) -> Result<ProcessList, ApiError> {
         self.get(&format!("/api/conversations/{id}/processes"))
             .await
+    }
+
+    /// What a background process wrote after the cursor `since`.
+    pub async fn process_output(
+        &self,
+        id: &str,
+        process_id: &str,
+        since: u64,
+    ) -> Result<ProcessOutput, ApiError> {
+        let path = format!(
+            "/api/conversations/{id}/processes/{}/output?since={since}",
+            escaped(process_id)
+        );
+        self.get(&path).await
     }
 
     /// Stops a background process and its group; answered once it ended (or as it is, when it

@@ -8,10 +8,12 @@
 //! resumes after the last event given, and only skipped events can follow it.
 
 use futures::{Stream, StreamExt};
+use serde::Deserialize;
 use serde::de::DeserializeOwned;
 
 use super::api::{Api, ApiError, service_error};
 use crate::api::events::{ConversationEvent, ListEvent};
+use crate::domain::ProcessInfo;
 use crate::model::wire::sse_events;
 
 /// One decoded event of a stream.
@@ -28,6 +30,22 @@ pub struct Received<E> {
 
 /// One event of a conversation's stream.
 pub type ServerEvent = Received<ConversationEvent>;
+
+/// One event of a background process's output stream (`output`, then `ended`).
+#[derive(Debug, Deserialize)]
+#[serde(untagged)]
+pub enum ProcessEvent {
+    Ended {
+        process: ProcessInfo,
+    },
+    Output {
+        output: String,
+        /// The cursor to read on from.
+        next: u64,
+        /// Bytes written before `output` that were no longer kept.
+        dropped: u64,
+    },
+}
 
 /// An SSE event's data as `E`; `None` (logged) when this client cannot read it.
 pub fn decode<E: DeserializeOwned>(id: String, name: String, data: String) -> Option<Received<E>> {
@@ -63,6 +81,21 @@ impl Api {
         &self,
     ) -> Result<impl Stream<Item = Received<ListEvent>> + use<>, ApiError> {
         self.stream("/api/events", None).await
+    }
+
+    /// A background process's output followed live from the cursor `since`: `Output`
+    /// events as it writes, then one `Ended`.
+    pub async fn process_output_events(
+        &self,
+        conversation_id: &str,
+        process_id: &str,
+        since: u64,
+    ) -> Result<impl Stream<Item = Received<ProcessEvent>> + use<>, ApiError> {
+        let process_id: String = form_urlencoded::byte_serialize(process_id.as_bytes()).collect();
+        let path = format!(
+            "/api/conversations/{conversation_id}/processes/{process_id}/output?since={since}"
+        );
+        self.stream(&path, None).await
     }
 
     async fn stream<E: DeserializeOwned>(

@@ -2,8 +2,9 @@
 //! directives on lines of the latest user message so every feature can be tried by hand and in
 //! tests. It is a demonstration aid, not a language model.
 //!
-//! - `/shell CMD` calls the `shell` tool, `/escalate WHY: CMD` calls it asking to run outside
-//!   the sandbox (a user must approve), `/read PATH` calls `read_file`, `/write PATH: TEXT`
+//! - `/shell CMD` calls the `shell` tool, `/background CMD` calls it to start CMD as a
+//!   background process, `/escalate WHY: CMD` calls it asking to run outside the sandbox (a
+//!   user must approve), `/read PATH` calls `read_file`, `/write PATH: TEXT`
 //!   calls `write_file` (`/write PATH` alone on its line writes the lines after it, verbatim),
 //!   `/spawn AGENT: TASK` calls `spawn_agent` (each once per user message);
 //! - `/echo` answers with the rest of the message (after `/echo` on its line, and the lines
@@ -23,8 +24,16 @@ use super::tokens::Tokenizer;
 use crate::domain::{Item, ItemKind};
 
 /// The directives, by name: a line `/NAME …` of the latest user message.
-pub const DIRECTIVES: [&str; 8] = [
-    "shell", "escalate", "read", "write", "echo", "spawn", "sleep", "fail",
+pub const DIRECTIVES: [&str; 9] = [
+    "shell",
+    "background",
+    "escalate",
+    "read",
+    "write",
+    "echo",
+    "spawn",
+    "sleep",
+    "fail",
 ];
 
 /// Whether `line` is one of the directives (the terminal client and titles tell them apart).
@@ -129,6 +138,8 @@ impl DemoModel {
                 delay = ms.trim().parse().ok().map(Duration::from_millis);
             } else if let Some(command) = line.strip_prefix("/shell ") {
                 tool_calls.push(("shell", json!({ "command": command })));
+            } else if let Some(command) = line.strip_prefix("/background ") {
+                tool_calls.push(("shell", json!({ "command": command, "background": true })));
             } else if let Some(spec) = line.strip_prefix("/escalate ") {
                 let (why, command) = spec.split_once(':').unwrap_or(("", spec));
                 tool_calls.push((

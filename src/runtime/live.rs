@@ -76,13 +76,25 @@ impl Runtime {
 
     /// Cluster mode: conversations whose lease this instance lost (the database did not answer
     /// in time, or another instance took them). Their actors stop at once: they can write
-    /// nothing more, and what they hold in memory (waiting messages) is lost with them.
+    /// nothing more, and what they hold in memory (waiting messages) is lost with them. Their
+    /// background processes end.
     pub async fn leases_lost(&self, ids: &[String]) {
         for id in ids {
             let handle = self.registry.actors.lock().await.get(id).cloned();
             if let Some(handle) = handle {
                 tracing::warn!(conversation = %id, "lost the lease of a live conversation; it stops here");
                 let _ = handle.send(Command::LeaseLost).await;
+            }
+            // Its background processes stop too: the new owner cannot follow them, and
+            // nothing runs for a conversation its owner does not know of.
+            if self.shared.processes.any_running(id) {
+                let processes = self.shared.processes.clone();
+                let id = id.clone();
+                tokio::spawn(async move {
+                    processes
+                        .end_conversation(&id, "its conversation moved to another instance")
+                        .await;
+                });
             }
         }
     }

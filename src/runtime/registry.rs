@@ -65,16 +65,20 @@ impl Registry {
     /// Forgets an actor that has stopped, unless a newer one already took its place.
     async fn forget_actor(&self, id: &str, generation: u64) {
         let mut actors = self.actors.lock().await;
-        if actors
-            .get(id)
-            .is_some_and(|handle| handle.generation == generation)
-        {
-            actors.remove(id);
-            self.slot_freed.notify_waiters();
-            // Out of memory, out of this instance's hands: any instance may take it now.
-            if let Some(cluster) = self.shared.cluster() {
-                cluster.leases().release(id).await;
+        let newer = match actors.get(id) {
+            Some(handle) if handle.generation == generation => {
+                actors.remove(id);
+                self.slot_freed.notify_waiters();
+                false
             }
+            Some(_) => true,
+            // An actor that left when idle took itself out of the map (`retire`).
+            None => false,
+        };
+        // Out of memory, out of this instance's hands: any instance may take it now. Done
+        // under the registry's lock, so a load of it here waits and claims it again after.
+        if !newer && let Some(cluster) = self.shared.cluster() {
+            cluster.leases().release(id).await;
         }
     }
 

@@ -711,3 +711,90 @@ async fn a_spending_limits_question_names_a_call_the_editor_was_shown() {
         }
     }
 }
+
+/// The output a background process went on writing after its call returned, as the editor
+/// was shown it: the terminal's chunks, with how it ended, or the call's last text.
+async fn background_process_seen(terminals: bool) -> (Editor, String, Value) {
+    let (fake, server) = start("[tools]\nbackground_wait_ms = 200\n").await;
+    let cwd = workspace();
+    let capabilities = if terminals {
+        json!({"_meta": {"terminal_output": true}})
+    } else {
+        json!({})
+    };
+    let mut editor = Editor::start_with(&server.base, capabilities).await;
+    let session = editor.new_session(cwd.path()).await;
+    // It goes on well past the call's first look at it (200 ms).
+    let command = "for i in 1 2 3 4; do echo bg-line-$i; sleep 0.3; done";
+    fake.push(Reply::tool_call(
+        "shell",
+        json!({"command": command, "background": true}),
+        2,
+    ));
+    fake.push(Reply::text("It runs."));
+    let prompt = editor.prompt(&session, "start it").await;
+    let done = editor.until(|line| line["id"] == prompt).await;
+    assert_eq!(done["result"]["stopReason"], "end_turn", "{done}");
+    let call = editor.updates(&session, "tool_call")[0]["toolCallId"].clone();
+    let last = editor
+        .until(|line| {
+            let update = &line["update"]["update"];
+            update["toolCallId"] == call
+                && if terminals {
+                    update["_meta"]["terminal_exit"].is_object()
+                } else {
+                    update["content"][0]["content"]["text"]
+                        .as_str()
+                        .is_some_and(|text| text.contains("(exited 0)"))
+                }
+        })
+        .await;
+    (editor, session, last["update"]["update"].clone())
+}
+
+#[tokio::test]
+async fn a_background_process_goes_on_in_the_editor_as_a_terminal_until_it_ends() {
+    let (editor, session, exit) = background_process_seen(true).await;
+    let updates = editor.updates(&session, "tool_call_update");
+    let terminal = updates
+        .iter()
+        .find(|update| update["content"][0]["type"] == "terminal")
+        .unwrap_or_else(|| panic!("no terminal shown: {updates:#?}"));
+    let terminal_id = terminal["content"][0]["terminalId"].as_str().unwrap();
+    assert!(terminal_id.starts_with("p_"), "{terminal}");
+    assert_eq!(
+        terminal["_meta"]["terminal_info"]["terminal_id"],
+        terminal_id
+    );
+    // Every line, once and in order, through the terminal's chunks.
+    let written: String = updates
+        .iter()
+        .filter_map(|update| update["_meta"]["terminal_output"]["data"].as_str())
+        .collect();
+    assert_eq!(
+        written, "bg-line-1\nbg-line-2\nbg-line-3\nbg-line-4\n",
+        "{updates:#?}"
+    );
+    assert_eq!(exit["_meta"]["terminal_exit"]["terminal_id"], terminal_id);
+    assert_eq!(exit["_meta"]["terminal_exit"]["exit_code"], 0, "{exit}");
+}
+
+#[tokio::test]
+async fn an_editor_without_terminals_sees_a_background_processs_output_as_the_calls_text() {
+    let (editor, session, last) = background_process_seen(false).await;
+    let text = last["content"][0]["content"]["text"].as_str().unwrap();
+    assert!(text.starts_with("Background process p_"), "{text}");
+    assert!(
+        text.ends_with("bg-line-1\nbg-line-2\nbg-line-3\nbg-line-4\n"),
+        "{text}"
+    );
+    // No terminal is named to an editor that cannot show one.
+    assert!(
+        editor
+            .updates(&session, "tool_call_update")
+            .iter()
+            .all(|update| update["content"][0]["type"] != "terminal" && update["_meta"].is_null()),
+        "{:#?}",
+        editor.seen
+    );
+}

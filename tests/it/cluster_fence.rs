@@ -525,3 +525,100 @@ async fn a_delete_accepted_by_an_owner_that_stopped_before_removing_the_files_is
     let (_, listed) = b.get("/api/conversations").await;
     assert_eq!(listed["conversations"], json!([]), "{listed}");
 }
+
+/// A conversation whose background process runs on an instance stays with that instance while
+/// it runs (idle, it keeps its lease, so requests through another instance reach the process),
+/// and an instance that loses the lease stops its processes: nothing runs for a conversation
+/// whose owner cannot see it.
+#[tokio::test]
+async fn a_background_process_keeps_its_conversation_here_and_ends_with_the_lease() {
+    let postgres = Postgres::start();
+    let pool = pool(&postgres).await;
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let config = format!(
+        "{}\n[server]\nidle_unload_s = 1\n[tools]\nbackground_wait_ms = 200\n",
+        cluster_config(&postgres)
+    );
+    let mut instances = Vec::new();
+    for _ in 0..2 {
+        instances.push(
+            Server::start_with(ServerOptions {
+                data_dir: Some(data.clone()),
+                config: Some(config.clone()),
+                ..ServerOptions::default()
+            })
+            .await,
+        );
+    }
+    let [a, b] = &instances[..] else {
+        unreachable!()
+    };
+    // Turns are waited for by reading the conversation: a follower would keep it in memory.
+    let idle = |id: String| async move {
+        tokio::time::timeout(TIMEOUT, async {
+            loop {
+                let (_, body) = a.get(&format!("/api/conversations/{id}")).await;
+                if body["status"] == "idle" {
+                    return;
+                }
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+        })
+        .await
+        .expect("the turn ended");
+    };
+    let marker = format!("300.{}77", std::process::id());
+    let id = create(a, &format!("Start it\n/background echo up; sleep {marker}")).await;
+    idle(id.clone()).await;
+    // A conversation with nothing running leaves memory, and its lease, after a second idle.
+    let quiet = create(a, "Hello").await;
+    idle(quiet.clone()).await;
+    wait_lease_expired(&pool, &quiet).await;
+    // Idle as long, the one with a process is still A's: B forwards to A, which runs it.
+    let held: bool =
+        sqlx::query_scalar("SELECT expires_at > now() FROM leases WHERE conversation_id = $1")
+            .bind(&id)
+            .fetch_one(&pool)
+            .await
+            .unwrap();
+    assert!(
+        held,
+        "the conversation of a running process left its instance"
+    );
+    let (_, listed) = b.get(&format!("/api/conversations/{id}/processes")).await;
+    assert_eq!(listed["processes"][0]["status"], "running", "{listed}");
+    assert!(!crate::harness::pids_running(&marker).is_empty());
+
+    // A pauses past its lease and B takes the conversation; when A wakes it finds the lease
+    // lost and stops the process, saying why.
+    signal(pid(a), libc::SIGSTOP);
+    wait_lease_expired(&pool, &id).await;
+    let path = format!("/api/conversations/{id}/messages");
+    let (status, body) = settled(|| b.post(&path, json!({ "text": "Hello again" }))).await;
+    assert_eq!(status, 202, "{body}");
+    signal(pid(a), libc::SIGCONT);
+    let ended = tokio::time::timeout(TIMEOUT, async {
+        loop {
+            let (_, listed) = b.get(&format!("/api/conversations/{id}/processes")).await;
+            let process = listed["processes"][0].clone();
+            if process["status"] == "killed" {
+                return process;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    })
+    .await
+    .expect("the old owner never stopped the process");
+    assert_eq!(
+        ended["reason"], "its conversation moved to another instance",
+        "{ended}"
+    );
+    tokio::time::timeout(TIMEOUT, async {
+        while !crate::harness::pids_running(&marker).is_empty() {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    })
+    .await
+    .expect("the process ended with its group");
+}

@@ -383,3 +383,48 @@ async fn a_background_process_is_held_to_the_sandbox_like_any_call() {
     assert_eq!(approvals["approvals"], json!([]), "{approvals}");
     assert!(pids_running(&mark(52)).is_empty());
 }
+
+/// A process that wrote more than its log keeps: the log holds its newest output, so after a
+/// restart (nothing in memory) its end is still read, and a read from the start is told what
+/// was dropped.
+#[tokio::test]
+async fn a_long_outputs_end_is_kept_on_disk_and_read_after_a_restart() {
+    let fake = FakeProvider::start(Wire::OpenaiChat).await;
+    let server = start(&fake, "", None).await;
+    // 17 MB of one long line, then the end: past the 16 MiB two segments keep.
+    let command = "head -c 17000000 /dev/zero | tr '\\0' x; echo; echo the-end";
+    let (id, process, _) = start_process(&server, &fake, None, command).await;
+    let path = format!("/api/conversations/{id}/processes/{process}/output");
+    let mut since = 0;
+    let ended = tokio::time::timeout(4 * TIMEOUT, async {
+        loop {
+            let (status, read) = server.get(&format!("{path}?since={since}&wait_s=5")).await;
+            assert_eq!(status, 200, "{read}");
+            since = read["next"].as_u64().unwrap();
+            if read["process"]["status"] != "running" {
+                return read["process"].clone();
+            }
+        }
+    })
+    .await
+    .expect("the process ended");
+    assert_eq!(ended["status"], "exited", "{ended}");
+    let written = ended["output_bytes"].as_u64().unwrap();
+    assert_eq!(written, 17_000_000 + "\nthe-end\n".len() as u64);
+
+    let data_dir = server.stop().await;
+    let server = start(&fake, "", Some(&data_dir)).await;
+    let (_, tail) = server.get(&format!("{path}?since={}", written - 12)).await;
+    assert_eq!(tail["output"], "xxx\nthe-end\n", "{tail}");
+    assert_eq!(
+        (tail["next"].as_u64(), tail["dropped"].as_u64()),
+        (Some(written), Some(0))
+    );
+    let (_, from_start) = server.get(&format!("{path}?since=0")).await;
+    let dropped = from_start["dropped"].as_u64().unwrap();
+    assert!(
+        dropped > 0 && dropped < written - 8 * 1024 * 1024,
+        "{dropped}"
+    );
+    assert!(from_start["output"].as_str().unwrap().starts_with("xxxx"));
+}

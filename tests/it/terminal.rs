@@ -327,7 +327,7 @@ pub(crate) async fn background_server() -> (crate::fake_provider::FakeProvider, 
 async fn ps_lists_the_background_processes_and_stops_one() {
     let (_fake, server) = background_server().await;
     let workdir = tempfile::tempdir().unwrap();
-    let script = "Start it\n/ps\n/ps stop 1\n/ps stop 1\n/ps\n/ps kill\n/quit\n";
+    let script = "Start it\n/ps\n/ps 1\n/ps stop 1\n/ps stop 1\n/ps\n/ps p_none\n/ps stop\n/quit\n";
     let (ok, out, err) = chat(&["--url", &server.base], script, workdir.path()).await;
     assert!(ok, "stdout:\n{out}\nstderr:\n{err}");
     let (_, list) = server.get("/api/conversations").await;
@@ -340,13 +340,15 @@ async fn ps_lists_the_background_processes_and_stops_one() {
     assert_eq!(process["status"], "killed", "{listed}");
     let expect = [
         "agent: Started.",
-        "[background processes: 1 running, 0 ended; /ps stop N stops one]\n",
+        "[background processes: 1 running, 0 ended; /ps N shows one's output, /ps stop N stops it]\n",
         &format!("[1] {pid} running · $ echo ready; sleep 30\n"),
+        &format!("[{pid} running · $ echo ready; sleep 30]\nready\n"),
         &format!("[{pid} stopped (a user stopped it)]\n"),
         &format!("[{pid} is not running: stopped (a user stopped it)]\n"),
-        "[background processes: 0 running, 1 ended; /ps stop N stops one]\n",
+        "[background processes: 0 running, 1 ended; /ps N shows one's output, /ps stop N stops it]\n",
         &format!("[1] {pid} stopped (a user stopped it) · $ echo ready; sleep 30\n"),
-        "[/ps lists the background processes; /ps stop ID (or N) stops one]",
+        "[no background process p_none in this conversation; /ps lists them]\n",
+        "[/ps lists the background processes; /ps N (or ID) shows one's latest output; /ps stop N stops one]",
     ];
     let expect: Vec<&str> = expect.iter().map(|line| &**line).collect();
     assert_in_order(&out, &err, &expect);

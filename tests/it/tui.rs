@@ -785,6 +785,14 @@ async fn ps_lists_the_background_processes_and_stops_one_by_its_id() {
         shown.contains(&format!("[1] {pid} running · $ echo ready; sleep 30")),
         "{shown}"
     );
+    screen.type_text("/ps 1").await;
+    screen.enter().await;
+    let shown = screen.text();
+    assert!(
+        shown.contains(&format!("[{pid} running · $ echo ready; sleep 30]"))
+            && shown.contains("ready"),
+        "{shown}"
+    );
     screen.type_text(&format!("/ps stop {pid}")).await;
     screen.enter().await;
     let shown = screen.text();

@@ -3,8 +3,8 @@
 //! (`tools::background::Processes`, as a `shell` call with `background` starts them, in the
 //! default sandbox); this process's resident memory is sampled every second, and its CPU time
 //! (the supervising tasks reading, redacting, buffering and logging the output) is taken over
-//! the whole run. Bounded buffers mean no growth after the first seconds; the logs on disk stop
-//! at their cap.
+//! the whole run. Bounded buffers mean no growth after the first seconds; each log on disk
+//! keeps its process's newest 8 to 16 MiB.
 
 use std::path::Path;
 use std::sync::Arc;
@@ -144,7 +144,7 @@ fn run(args: &BackgroundArgs, root: &Path) -> anyhow::Result<String> {
         cpu.as_secs_f64()
     );
     out += &format!(
-        "| logs on disk | {:.1} MiB (each capped at 16 MiB) | |\n",
+        "| logs on disk | {:.1} MiB (each process keeps its newest 8 to 16 MiB) | |\n",
         logs as f64 / 1048576.0
     );
     Ok(out)

@@ -20,8 +20,8 @@ Type a message to send it to the agent. Commands:
   /context             how much of the model's context window is used
   /agents              the agents of this conversation (the root agent and its sub-agents)
                        and the approvals each waits for
-  /ps [stop ID|N]      the background processes the agents started (status, ports,
-                       command), or stop one
+  /ps [N|stop N]       the background processes the agents started (status, ports,
+                       command), one's latest output (N or its id), or stop one
   /queue TEXT          send TEXT to wait for the running turn instead of steering it
   /interrupt           stop the running turn
   /retry               run the last turn again when it failed (the same messages), or try a

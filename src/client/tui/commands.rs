@@ -19,8 +19,8 @@ select a tool call or reasoning and Ctrl-O shows or folds it (all of them, with 
 · PageUp/PageDown scroll · while an approval waits, the input answers it (y, c, a or n)
 Commands: /new · /resume [text] · /fork · /rewind [N] [--files] (--files also puts back the \
 files changed since) · /diff [N] (what turn N changed; the last that did) · /retry (a failed \
-turn again, or a waiting model call now) · /agents · /ps [stop ID|N] (the background \
-processes, or stop one) · /model [name] · /interrupt · /compact · /context · /quit. Start a message with // to send one that begins with / (//shell ls).";
+turn again, or a waiting model call now) · /agents · /ps [N|stop N] (the background \
+processes, one's latest output, or stop one) · /model [name] · /interrupt · /compact · /context · /quit. Start a message with // to send one that begins with / (//shell ls).";
 
 impl App {
     pub(super) async fn command(&mut self, line: &str) -> Result<(), ApiError> {

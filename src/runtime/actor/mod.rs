@@ -246,8 +246,7 @@ impl ConversationActor {
                         // Asked by a full registry: leave if nothing keeps the conversation
                         // here; either way the registry may look again.
                         self.status.unload_asked.store(false, Ordering::Relaxed);
-                        let leaving = self.is_quiet()
-                            && self.bus.subscriber_count() == 0
+                        let leaving = self.may_leave()
                             && self.retire(&mut commands).await;
                         self.membership.slot_may_be_free();
                         if leaving {
@@ -269,9 +268,7 @@ impl ConversationActor {
                 }
                 () = tokio::time::sleep_until(idle_deadline) => {
                     idle_deadline = Instant::now() + idle;
-                    if self.is_quiet()
-                        && self.bus.subscriber_count() == 0
-                        && self.retire(&mut commands).await
+                    if self.may_leave() && self.retire(&mut commands).await
                     {
                         break;
                     }
@@ -477,6 +474,16 @@ impl ConversationActor {
     }
 
     /// Nothing runs or waits anywhere in the conversation: it may leave memory.
+    /// Whether the conversation may leave memory now: nothing runs or waits in it, nobody
+    /// follows it, and (cluster mode) no background process of it runs here. Its lease goes
+    /// when it leaves, and another instance could take it without its processes: the instance
+    /// that runs them keeps it until they end.
+    fn may_leave(&self) -> bool {
+        self.is_quiet()
+            && self.bus.subscriber_count() == 0
+            && !(self.shared.cluster().is_some() && self.shared.processes.any_running(&self.id))
+    }
+
     fn is_quiet(&self) -> bool {
         self.compacting.is_none()
             && self

@@ -4,7 +4,7 @@
 //! - A process runs like any shell command (the agent's sandbox, its own process group, a
 //!   record in `<data>/processes/` so the next start after a crash kills what is left), but
 //!   with no call waiting on it: a task of its own reads its output into a bounded buffer of
-//!   recent output (`buffer.rs`) and a capped log file beside the conversation's history.
+//!   recent output (`buffer.rs`) and its newest output on disk (`log.rs`).
 //! - It ends on its own, by `process_kill` or a user's stop, at its agent's
 //!   `limits.background_max_s`, when its conversation is deleted, or when the service stops.
 //!   Its group is killed then, so nothing it started lives on.
@@ -15,6 +15,7 @@
 
 mod buffer;
 mod journal;
+mod log;
 mod ports;
 mod scope;
 pub mod tool;
@@ -25,7 +26,6 @@ use std::process::Stdio;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use tokio::io::AsyncWriteExt as _;
 use tokio::time::{Instant, sleep_until};
 
 use buffer::OutputBuffer;
@@ -39,8 +39,6 @@ use crate::sandbox::{Program, SandboxPolicy};
 
 /// Recent output kept in memory per process; older output is in its log file.
 const BUFFER_BYTES: usize = 256 * 1024;
-/// The most of a process's output kept on disk.
-const LOG_MAX_BYTES: u64 = 16 * 1024 * 1024;
 /// Ended processes kept per conversation, in memory and with their logs on disk; the journal
 /// keeps how the older ones ended.
 const ENDED_KEPT: usize = 16;
@@ -205,7 +203,6 @@ impl Processes {
             process: process.clone(),
             child,
             record,
-            log: dir.join(format!("{}.log", info.id)),
             dir,
             deadline: Instant::now() + start.max_run,
             max_run: start.max_run,
@@ -228,7 +225,8 @@ impl Processes {
     /// they are (a running one with its ports), the others as the journal says (`lost` if
     /// they never ended).
     pub fn list(&self, conversation_id: &str) -> Vec<ProcessInfo> {
-        let mut listed = journal::read(&self.dir(conversation_id));
+        let dir = self.dir(conversation_id);
+        let mut listed = journal::read(&dir);
         for process in self.of_conversation(conversation_id) {
             let info = process.info_with_ports();
             match listed.iter_mut().find(|listed| listed.id == info.id) {
@@ -236,12 +234,18 @@ impl Processes {
                 None => listed.push(info),
             }
         }
+        // A process whose end was never recorded wrote what its log holds.
+        for process in &mut listed {
+            if process.status == ProcessStatus::Lost {
+                process.output_bytes = log::total(&dir, &process.id);
+            }
+        }
         listed.sort_by_key(|process| process.started_at);
         listed
     }
 
-    /// What a process wrote after `since`: from memory when this run knows it, else from its
-    /// log file. `None` when the conversation has no such process.
+    /// What a process wrote after `since`: from memory when this run knows it and still holds
+    /// that part, else from its log. `None` when the conversation has no such process.
     pub fn read(
         &self,
         conversation_id: &str,
@@ -249,15 +253,21 @@ impl Processes {
         since: u64,
         max_bytes: usize,
     ) -> Option<(ProcessInfo, Read)> {
+        let dir = self.dir(conversation_id);
         if let Some(process) = self.get(conversation_id, id) {
-            return Some((process.info(), process.read(since, max_bytes)));
+            let info = process.info();
+            let read = process.read(since, max_bytes);
+            if read.dropped == 0 {
+                return Some((info, read));
+            }
+            // Older than memory holds: the log may still keep it.
+            return Some((info, log::read(&dir, id, since, max_bytes)));
         }
         let info = self
             .list(conversation_id)
             .into_iter()
             .find(|process| process.id == id)?;
-        let log = self.dir(conversation_id).join(format!("{id}.log"));
-        Some((info, read_log(&log, since, max_bytes)))
+        Some((info, log::read(&dir, id, since, max_bytes)))
     }
 
     /// Stops every running process of a conversation (it is being deleted), and waits for
@@ -268,6 +278,13 @@ impl Processes {
             .lock()
             .expect("processes")
             .retain(|_, process| process.info().conversation_id != conversation_id);
+    }
+
+    /// Whether a process of the conversation runs here.
+    pub fn any_running(&self, conversation_id: &str) -> bool {
+        self.of_conversation(conversation_id)
+            .iter()
+            .any(|process| process.is_running())
     }
 
     /// The processes of a conversation this run knows.
@@ -308,11 +325,11 @@ impl Processes {
         }
         ended.sort();
         // Their logs go too: a model that starts process after process cannot fill the disk
-        // 16 MiB at a time. The journal keeps how they ended.
+        // a log at a time. The journal keeps how they ended.
         let dir = self.dir(conversation_id);
         for (_, id) in &ended[..ended.len() - ENDED_KEPT] {
             processes.remove(id);
-            let _ = std::fs::remove_file(dir.join(format!("{id}.log")));
+            log::remove(&dir, id);
         }
     }
 }
@@ -409,7 +426,6 @@ struct Supervised {
     process: Arc<Process>,
     child: tokio::process::Child,
     record: Option<RecordFile>,
-    log: PathBuf,
     dir: PathBuf,
     deadline: Instant,
     max_run: Duration,
@@ -427,12 +443,11 @@ async fn supervise(
         process,
         mut child,
         record,
-        log,
         dir,
         deadline,
         max_run,
     } = supervised;
-    let mut log = Log::open(&log).await;
+    let mut log = log::Log::open(&dir, &process.info().id).await;
     // Its output goes through the same redaction as everything stored or shown, piece by
     // piece: a secret split between two reads is still found.
     let mut redactor = crate::redact::StreamRedactor::default();
@@ -513,7 +528,7 @@ async fn supervise(
 }
 
 impl Process {
-    async fn push(&self, text: &str, log: &mut Log) {
+    async fn push(&self, text: &str, log: &mut log::Log) {
         if text.is_empty() {
             return;
         }
@@ -521,74 +536,5 @@ impl Process {
         self.info.lock().expect("process info").output_bytes += text.len() as u64;
         log.write(text).await;
         self.changed.send_modify(|version| *version += 1);
-    }
-}
-
-/// The log file of a process's whole output, capped at `LOG_MAX_BYTES`.
-struct Log {
-    file: Option<tokio::fs::File>,
-    written: u64,
-}
-
-impl Log {
-    async fn open(path: &Path) -> Log {
-        // A new file, never one (or a link) already there.
-        let file = match tokio::fs::OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .open(path)
-            .await
-        {
-            Ok(file) => Some(file),
-            Err(error) => {
-                tracing::warn!(%error, path = %path.display(), "cannot keep a background process's output on disk");
-                None
-            }
-        };
-        Log { file, written: 0 }
-    }
-
-    async fn write(&mut self, text: &str) {
-        let Some(file) = self.file.as_mut() else {
-            return;
-        };
-        let room = LOG_MAX_BYTES.saturating_sub(self.written);
-        let take = crate::text::floor_char_boundary(text, text.len().min(room as usize));
-        let mut failed = file.write_all(&text.as_bytes()[..take]).await.is_err();
-        self.written += take as u64;
-        if take < text.len() && !failed {
-            let note = format!(
-                "\n[output past {} MiB is not kept on disk]\n",
-                LOG_MAX_BYTES >> 20
-            );
-            failed = file.write_all(note.as_bytes()).await.is_err();
-            self.file = None;
-        }
-        if failed {
-            self.file = None;
-        }
-    }
-}
-
-/// What a log file holds after `since` (an ended process this run no longer keeps).
-fn read_log(path: &Path, since: u64, max_bytes: usize) -> Read {
-    use std::io::{Read as _, Seek as _, SeekFrom};
-    let mut text = String::new();
-    let mut next = since;
-    if let Ok(mut file) = std::fs::File::open(path) {
-        let length = file.metadata().map_or(0, |metadata| metadata.len());
-        let from = since.min(length);
-        if file.seek(SeekFrom::Start(from)).is_ok() {
-            let mut bytes = Vec::new();
-            let _ = file.take(max_bytes as u64).read_to_end(&mut bytes);
-            let complete = super::output::complete_utf8_prefix_len(&bytes);
-            text = String::from_utf8_lossy(&bytes[..complete]).into_owned();
-            next = from + complete as u64;
-        }
-    }
-    Read {
-        text,
-        next,
-        dropped: 0,
     }
 }
