@@ -10,7 +10,7 @@ use axum::body::Body;
 use axum::extract::Request;
 use axum::http::{HeaderMap, HeaderName, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
-use futures::TryStreamExt;
+use futures::{StreamExt, TryStreamExt};
 
 use crate::api::errors::{ErrorBody, ErrorCode};
 
@@ -22,6 +22,24 @@ const MAX_BODY: usize = 64 * 1024 * 1024;
 
 /// How long reaching the owner may take before the client is told to retry.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(2);
+
+/// How often an owner sends a keep-alive on an event stream another instance forwards, so
+/// that the forwarder can tell a live stream from a lost link.
+pub const FORWARDED_KEEP_ALIVE: Duration = Duration::from_secs(1);
+/// A forwarded event stream that brings nothing (not even a keep-alive) for this long lost its
+/// link to the owner (frozen, or reset without a word): the forwarder ends the client's
+/// stream, and the client reconnects with `Last-Event-ID` to wherever the conversation is.
+const UPSTREAM_SILENCE: Duration = Duration::from_secs(3);
+
+/// The keep-alive interval of an event stream answering `headers`: short when another
+/// instance forwards it, `usual` otherwise.
+pub fn keep_alive(headers: &HeaderMap, usual: Duration) -> Duration {
+    if headers.contains_key(FORWARDED) {
+        FORWARDED_KEEP_ALIVE
+    } else {
+        usual
+    }
+}
 
 /// The HTTP client instances forward with (connections to each owner are kept and reused).
 pub fn client() -> reqwest::Client {
@@ -82,10 +100,47 @@ pub async fn forward(
             }
         }
     }
-    let stream = answer.bytes_stream().map_err(std::io::Error::other);
+    let events = answer
+        .headers()
+        .get(header::CONTENT_TYPE)
+        .and_then(|value| value.to_str().ok())
+        .is_some_and(|value| value.starts_with("text/event-stream"));
+    let body = if events {
+        Body::from_stream(until_silent(answer.bytes_stream()))
+    } else {
+        Body::from_stream(answer.bytes_stream().map_err(std::io::Error::other))
+    };
     response
-        .body(Body::from_stream(stream))
+        .body(body)
         .unwrap_or_else(|_| unavailable("the owner's answer could not be passed on"))
+}
+
+/// A forwarded event stream, ended (cleanly, so the client reconnects) when the link to the
+/// owner breaks or falls silent past `UPSTREAM_SILENCE`: a follower is never left waiting on a
+/// stream nothing feeds.
+fn until_silent(
+    upstream: impl futures::Stream<Item = reqwest::Result<bytes::Bytes>> + Send + 'static,
+) -> impl futures::Stream<Item = Result<bytes::Bytes, std::io::Error>> + Send + 'static {
+    async_stream::stream! {
+        tokio::pin!(upstream);
+        loop {
+            match tokio::time::timeout(UPSTREAM_SILENCE, upstream.next()).await {
+                Ok(Some(Ok(bytes))) => yield Ok(bytes),
+                Ok(None) => break,
+                Ok(Some(Err(error))) => {
+                    tracing::warn!(%error, "lost the link to a conversation's owner; the forwarded stream ends");
+                    break;
+                }
+                Err(_) => {
+                    tracing::warn!(
+                        silent_s = UPSTREAM_SILENCE.as_secs(),
+                        "a forwarded event stream fell silent; it ends so its client reconnects"
+                    );
+                    break;
+                }
+            }
+        }
+    }
 }
 
 /// The request's headers as the owner should see them: without hop-by-hop headers, `Host`

@@ -96,7 +96,8 @@ pub async fn conversation_events(
         state.streams_done.clone(),
         Ends::AtDeletion,
     );
-    Ok(event_stream(first, live))
+    let keep_alive = crate::cluster::forward::keep_alive(&headers, KEEP_ALIVE);
+    Ok(event_stream(first, live, keep_alive))
 }
 
 #[utoipa::path(
@@ -144,22 +145,23 @@ pub async fn list_events(
         state.streams_done.clone(),
         Ends::Never,
     );
-    Ok(event_stream(first, live))
+    Ok(event_stream(first, live, KEEP_ALIVE))
 }
 
 /// The SSE response: `first` (a snapshot or the missed events), then `live`, with a keep-alive
-/// comment every `KEEP_ALIVE`. It ends when `live` does.
+/// comment every `every`. It ends when `live` does.
 fn event_stream(
     first: Vec<Event>,
     live: impl Stream<Item = Vec<Event>> + Send + 'static,
+    every: Duration,
 ) -> Response {
     let frames = async_stream::stream! {
         if !first.is_empty() {
             yield concat_frames(&first);
         }
         tokio::pin!(live);
-        let start = tokio::time::Instant::now() + KEEP_ALIVE;
-        let mut keep_alive = tokio::time::interval_at(start, KEEP_ALIVE);
+        let start = tokio::time::Instant::now() + every;
+        let mut keep_alive = tokio::time::interval_at(start, every);
         loop {
             tokio::select! {
                 // Fixed order: no random number per event for every subscriber.

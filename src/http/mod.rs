@@ -118,6 +118,12 @@ pub fn router(
         .merge(ui::router())
         .fallback(meta::not_found)
         .method_not_allowed_fallback(meta::method_not_allowed);
+    // Cluster mode: the other instances address this one as advertised (behind a NAT or a
+    // container's port map, another address than the one it listens on).
+    let mut security = Security::new(addr, tokens);
+    if let Some(cluster) = runtime.cluster() {
+        security.also_accept(cluster.addr());
+    }
     let answers = Arc::new(AnswerCounts::default());
     let state = AppState {
         runtime,
@@ -131,7 +137,7 @@ pub fn router(
     .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
     .layer(axum::middleware::from_fn(reject_oversized))
     .layer(axum::middleware::from_fn_with_state(
-        Arc::new(Security::new(addr, tokens)),
+        Arc::new(security),
         security::guard,
     ))
     .layer(axum::middleware::from_fn(plain_errors::as_json))

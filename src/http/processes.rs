@@ -128,8 +128,9 @@ pub async fn output(
             read = next;
         }
     };
+    let every = crate::cluster::forward::keep_alive(&headers, Duration::from_secs(15));
     Ok(Sse::new(stream)
-        .keep_alive(KeepAlive::default())
+        .keep_alive(KeepAlive::default().interval(every))
         .into_response())
 }
 

@@ -44,6 +44,14 @@ impl Security {
         }
     }
 
+    /// Accepts `host` too (`host:port`): the address other instances of a cluster reach this
+    /// one at. Nothing changes when every host is accepted already.
+    pub fn also_accept(&mut self, host: &str) {
+        if !self.allowed_hosts.is_empty() && !self.host_allowed(host) {
+            self.allowed_hosts.push(host.to_owned());
+        }
+    }
+
     fn host_allowed(&self, host: &str) -> bool {
         self.allowed_hosts.is_empty()
             || self

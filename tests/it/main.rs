@@ -2,6 +2,7 @@
 
 mod fake_provider;
 mod harness;
+mod proxy;
 mod support;
 
 mod acp;
@@ -18,6 +19,7 @@ mod checkpoints;
 mod checkpoints_power;
 mod cluster;
 mod cluster_fence;
+mod cluster_links;
 mod cluster_peers;
 mod commands;
 mod compaction;
