@@ -97,30 +97,105 @@ impl Fence {
     }
 
     /// Runs one conditional statement (`$1` the conversation, `$2` the epoch, `$3` the
-    /// commit if there is one) and tells whether it touched the row. Any failure revokes the fence: the
-    /// owner's memory may no longer match what counts, so its actor must stop and whoever
+    /// commit if there is one) and tells whether it touched the row.
+    ///
+    /// A statement whose answer was lost (a connection broken by a restart of PostgreSQL, no
+    /// answer in time) is settled before anyone is told: the row is read back on a new
+    /// connection, and the statement sent again while it did not apply, within the fence's
+    /// patience. Both statements are idempotent (`commits < $3`, `NOT deleted`), so a restart
+    /// shorter than the lease cuts no turn, and a delete that happened is never answered as
+    /// failed. Only an outcome still unknown at the end, or a lost lease, revokes the fence:
+    /// the owner's memory may no longer match what counts, so its actor must stop and whoever
     /// loads the conversation next reads the truth.
     fn conditional(&self, statement: &'static str, commit: Option<u64>) -> Result<(), FenceError> {
-        let mut query = sqlx::query(statement)
-            .bind(&*self.conversation_id)
-            .bind(self.epoch as i64);
-        if let Some(commit) = commit {
-            query = query.bind(commit as i64);
+        let result = self.settled(statement, commit);
+        if result.is_err() {
+            self.revoke();
+            let _ = self.lost_sender.send(self.conversation_id.to_string());
         }
-        let query = query.execute(&self.pool);
-        let outcome = block_on(tokio::time::timeout(self.patience, query));
-        let result = match outcome {
-            Ok(Ok(Ok(done))) if done.rows_affected() == 1 => return Ok(()),
-            Ok(Ok(Ok(_))) => Err(FenceError::Lost),
-            Ok(Ok(Err(error))) => Err(FenceError::Unknown(error.to_string())),
-            Ok(Err(_elapsed)) => Err(FenceError::Unknown("no answer in time".to_owned())),
-            Err(reason) => Err(FenceError::Unknown(reason)),
-        };
-        self.revoke();
-        let _ = self.lost_sender.send(self.conversation_id.to_string());
         result
     }
+
+    fn settled(&self, statement: &'static str, commit: Option<u64>) -> Result<(), FenceError> {
+        let give_up = Instant::now() + self.patience;
+        let attempt_time =
+            |now: Instant| give_up.saturating_duration_since(now).min(ATTEMPT_TIMEOUT);
+        let mut uncertain: Option<String> = None;
+        loop {
+            let mut query = sqlx::query(statement)
+                .bind(&*self.conversation_id)
+                .bind(self.epoch as i64);
+            if let Some(commit) = commit {
+                query = query.bind(commit as i64);
+            }
+            let query = query.execute(&self.pool);
+            let outcome = block_on(tokio::time::timeout(attempt_time(Instant::now()), query));
+            match outcome {
+                Ok(Ok(Ok(done))) if done.rows_affected() == 1 => return Ok(()),
+                // Refused at the first try: another epoch owns the row (or it was deleted).
+                Ok(Ok(Ok(_))) if uncertain.is_none() => return Err(FenceError::Lost),
+                // Refused after a try whose answer was lost: that try may be why.
+                Ok(Ok(Ok(_))) => {}
+                Ok(Ok(Err(error))) => uncertain = Some(error.to_string()),
+                Ok(Err(_elapsed)) => uncertain = Some("no answer in time".to_owned()),
+                Err(reason) => return Err(FenceError::Unknown(reason)),
+            }
+            match self.read_back(commit, attempt_time(Instant::now())) {
+                Some(Applied::Yes) => return Ok(()),
+                Some(Applied::Lost) => return Err(FenceError::Lost),
+                // Not applied, or the row could not be read: sent again while time remains.
+                Some(Applied::No) | None => {}
+            }
+            if Instant::now() + RETRY_PAUSE >= give_up {
+                let reason = uncertain.unwrap_or_else(|| "no answer in time".to_owned());
+                return Err(FenceError::Unknown(reason));
+            }
+            std::thread::sleep(RETRY_PAUSE);
+        }
+    }
+
+    /// Whether the statement for `commit` (or the delete, for `None`) took effect, as the row
+    /// says now; `None` when the database does not answer.
+    fn read_back(&self, commit: Option<u64>, wait: Duration) -> Option<Applied> {
+        let read = sqlx::query_as::<_, (i64, i64, bool)>(
+            "SELECT epoch, commits, deleted FROM leases WHERE conversation_id = $1",
+        )
+        .bind(&*self.conversation_id)
+        .fetch_optional(&self.pool);
+        let row = match block_on(tokio::time::timeout(wait, read)) {
+            Ok(Ok(Ok(row))) => row,
+            _ => return None,
+        };
+        let Some((epoch, commits, deleted)) = row else {
+            return Some(Applied::Lost);
+        };
+        if epoch != self.epoch as i64 {
+            return Some(Applied::Lost);
+        }
+        Some(match commit {
+            // Commits of an epoch are only ever this owner's, in order.
+            Some(_) if deleted => Applied::Lost,
+            Some(commit) if commits >= commit as i64 => Applied::Yes,
+            Some(_) => Applied::No,
+            None if deleted => Applied::Yes,
+            None => Applied::No,
+        })
+    }
 }
+
+/// What reading a lease's row back says of a statement whose answer was lost.
+enum Applied {
+    Yes,
+    No,
+    /// Another epoch owns the row, or it is gone.
+    Lost,
+}
+
+/// How long one try of a fenced statement may wait for its answer; a try that gets none is
+/// read back and sent again, within the fence's patience.
+const ATTEMPT_TIMEOUT: Duration = Duration::from_secs(2);
+/// The pause between tries of a fenced statement whose outcome is not known yet.
+const RETRY_PAUSE: Duration = Duration::from_millis(100);
 
 /// Runs a future to completion from synchronous code (the store's appends are synchronous):
 /// on a multi-threaded runtime this worker gives its other tasks away while it waits.
@@ -208,13 +283,24 @@ impl Leases {
         self.inner.lost_receiver.lock().expect("leases lock").take()
     }
 
-    /// Whether this instance lost the lease of a conversation (and has not taken it again).
+    /// Whether this instance lost the lease of a conversation (and has not taken it again),
+    /// or holds one it can no longer vouch for: past its deadline without a renewal, or
+    /// revoked by a write the database refused or could not confirm. Such an owner writes no
+    /// index rows: they are whoever owns the conversation next to write.
     pub fn forfeited(&self, conversation_id: &str) -> bool {
-        self.inner
+        let lost = self
+            .inner
             .forfeited
             .lock()
             .expect("leases lock")
-            .contains(conversation_id)
+            .contains(conversation_id);
+        lost || self
+            .inner
+            .held
+            .lock()
+            .expect("leases lock")
+            .get(conversation_id)
+            .is_some_and(|fence| !fence.holds())
     }
 
     fn forfeit(&self, ids: &[String]) {

@@ -44,6 +44,15 @@ pub enum StoreError {
 }
 
 impl StoreError {
+    /// Cluster mode: the write was refused or not confirmed by the lease's fence. The
+    /// conversation is (or may be) another instance's now.
+    pub fn is_fence(&self) -> bool {
+        matches!(
+            self,
+            StoreError::NotOwner { .. } | StoreError::Unconfirmed { .. }
+        )
+    }
+
     pub fn io(path: &Path, source: io::Error) -> StoreError {
         StoreError::Io {
             path: path.to_owned(),

@@ -97,6 +97,18 @@ impl ConversationActor {
             self.note_searched_through();
         }
         if let Err(error) = self.append_meta(vec![record.clone()]) {
+            if error.is_fence() {
+                // Cluster mode: the end was not accepted, and the conversation is (or may be)
+                // another instance's, which closes the turn as it finds it. Followers are told
+                // it moved (the lease's loss stops this actor), never an end that does not
+                // count; nothing more is indexed from here.
+                tracing::warn!(%error, conversation = %self.id, "the end of a turn was not accepted; the conversation moved");
+                self.state.apply(&record);
+                for waiter in waiters {
+                    let _ = waiter.send(Ok(true));
+                }
+                return;
+            }
             // Clients are told the turn ended, and this actor must agree with them (a turn it
             // thinks still runs would block every later one). On disk the turn stays open, so
             // the next start closes it as interrupted.
