@@ -222,7 +222,7 @@ impl Service {
         let store_for_repairs = store.clone();
         let runtime = Runtime::new(store, index.clone(), Arc::new(options.config), settings);
         read_rules(&runtime)?;
-        let ticking = runtime.clone();
+        let (ticking, sweeping) = (runtime.clone(), runtime.clone());
         let background = crate::cluster::Background::start(
             cluster,
             store_for_repairs,
@@ -231,6 +231,10 @@ impl Service {
             move |lost| {
                 let ticking = ticking.clone();
                 async move { ticking.leases_lost(&lost).await }
+            },
+            move || {
+                let sweeping = sweeping.clone();
+                async move { sweeping.close_cut_turns().await }
             },
         );
         Ok(Service {

@@ -23,19 +23,23 @@ pub struct Background {
 
 impl Background {
     /// Starts the loops. `leases_lost` is told the conversations whose lease is lost (their
-    /// actors must stop at once), as soon as a renewal or a refused write shows it. The index
-    /// must be the PostgreSQL one; `list_events` is the bus the other instances' events are
-    /// republished on.
-    pub fn start<F, Fut>(
+    /// actors must stop at once), as soon as a renewal or a refused write shows it;
+    /// `close_cut` is called once a lease, to close the turns a lost lease cut that nobody
+    /// closed yet. The index must be the PostgreSQL one; `list_events` is the bus the other
+    /// instances' events are republished on.
+    pub fn start<F, Fut, G, GFut>(
         cluster: Cluster,
         store: Store,
         index: Index,
         list_events: EventBus,
         leases_lost: F,
+        close_cut: G,
     ) -> Background
     where
         F: Fn(Vec<String>) -> Fut + Send + 'static,
         Fut: Future<Output = ()> + Send + 'static,
+        G: Fn() -> GFut + Send + 'static,
+        GFut: Future<Output = ()> + Send + 'static,
     {
         let stop = CancellationToken::new();
         let mut loops = Vec::new();
@@ -75,6 +79,18 @@ impl Background {
                     Err(error) => {
                         tracing::debug!(%error, "the index repair waits for the database")
                     }
+                }
+            }
+        }));
+        // Turns cut by a lost lease are closed in the files and the index within about a
+        // lease, whether or not anyone asks for their conversation.
+        let (sweep_every, stopped) = (cluster.leases().ttl(), stop.clone());
+        loops.push(tokio::spawn(async move {
+            let mut ticks = tokio::time::interval(sweep_every);
+            while !stopped.is_cancelled() {
+                tokio::select! {
+                    _ = stopped.cancelled() => break,
+                    _ = ticks.tick() => close_cut().await,
                 }
             }
         }));

@@ -25,9 +25,10 @@ impl Cluster {
         .execute(&pool)
         .await?;
         key_claims::clear_stale(&pool, lease).await?;
-        sqlx::query("INSERT INTO instances (id, addr) VALUES ($1, $2)")
+        sqlx::query("INSERT INTO instances (id, addr, lease_ms) VALUES ($1, $2, $3)")
             .bind(&instance)
             .bind(&addr)
+            .bind(lease.as_millis() as i64)
             .execute(&pool)
             .await?;
         let (notifications, mut outgoing) = tokio::sync::mpsc::unbounded_channel();

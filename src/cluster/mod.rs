@@ -125,6 +125,22 @@ impl Cluster {
         Ok(seen.into_iter().collect())
     }
 
+    /// Conversations the shared index lists `running` that nobody holds a lease of (it
+    /// expired, or there never was one): their turn was cut with an owner that died or lost
+    /// the lease, and nobody has closed it yet. At most `limit`, oldest id first.
+    pub async fn cut_and_unowned(&self, limit: i64) -> Result<Vec<String>, sqlx::Error> {
+        sqlx::query_scalar(
+            "SELECT c.id FROM conversations c
+             LEFT JOIN leases l ON l.conversation_id = c.id
+             WHERE c.status = 'running'
+               AND (l.conversation_id IS NULL OR (l.expires_at < now() AND NOT l.deleted))
+             ORDER BY c.id LIMIT $1",
+        )
+        .bind(limit)
+        .fetch_all(&self.inner.pool)
+        .await
+    }
+
     /// Whether PostgreSQL answered the last time this instance asked.
     pub fn database_answers(&self) -> bool {
         self.inner.database_answers.load(Ordering::SeqCst)
@@ -247,11 +263,12 @@ impl Cluster {
                 "this instance's registration was gone (cleared as dead); registering again"
             );
             sqlx::query(
-                "INSERT INTO instances (id, addr) VALUES ($1, $2)
+                "INSERT INTO instances (id, addr, lease_ms) VALUES ($1, $2, $3)
                  ON CONFLICT (id) DO UPDATE SET addr = excluded.addr, seen_at = now()",
             )
             .bind(&self.inner.instance)
             .bind(&self.inner.addr)
+            .bind(self.inner.leases.ttl().as_millis() as i64)
             .execute(&self.inner.pool)
             .await?;
         }

@@ -257,17 +257,38 @@ impl PgIndex {
     /// A rebuild needs the data directory to itself: refused while an instance has been seen
     /// lately.
     pub async fn refuse_while_instances_run(&self) -> Result<(), IndexError> {
-        let running: i64 = sqlx::query_scalar(
-            "SELECT count(*) FROM instances WHERE seen_at > now() - interval '60 seconds'",
+        // An instance not seen for its own lease has stopped (killed, or its machine gone):
+        // its row goes, and its leases have run out with it.
+        sqlx::query(
+            "DELETE FROM instances WHERE seen_at < now() - lease_ms * interval '1 millisecond'",
         )
-        .fetch_one(&self.pool)
+        .execute(&self.pool)
         .await?;
-        if running > 0 {
-            return Err(IndexError::Task(format!(
-                "{running} instance(s) of the cluster are running; stop them first"
-            )));
+        let running: Vec<(String, String, f64)> = sqlx::query_as(
+            "SELECT id, addr,
+                    EXTRACT(EPOCH FROM seen_at + lease_ms * interval '1 millisecond' - now())::float8
+             FROM instances ORDER BY id",
+        )
+        .fetch_all(&self.pool)
+        .await?;
+        if running.is_empty() {
+            return Ok(());
         }
-        Ok(())
+        let named: Vec<String> = running
+            .iter()
+            .map(|(id, addr, left)| {
+                format!(
+                    "{id} at {addr} (seen within its lease; it counts as stopped if it stays \
+                     silent {:.1} s more)",
+                    left.max(0.0)
+                )
+            })
+            .collect();
+        Err(IndexError::Task(format!(
+            "{} instance(s) of the cluster are running; stop them first: {}",
+            running.len(),
+            named.join(", ")
+        )))
     }
 
     /// Keeps each conversation's lease epoch at least at what its files carry (after a

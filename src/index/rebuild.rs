@@ -107,11 +107,25 @@ pub fn load_conversation(
     } else {
         Vec::new()
     };
+    // Files a cluster wrote carry epochs: what closes their turns is stamped with the next
+    // one (and the lease raised above it), or every later reader would skip it as a stale
+    // writer's. Files with no epoch (embedded) get none.
+    let closing_epoch = (epoch > 0 && !running.is_empty()).then_some(epoch + 1);
+    let stamped = |mut writer: crate::store::jsonl::JsonlWriter| {
+        if let Some(epoch) = closing_epoch {
+            writer.stamp_epoch(epoch);
+        }
+        writer
+    };
+    if let Some(closing) = closing_epoch {
+        epoch = closing;
+    }
     for turn in &running {
         let items = session_items.entry(turn.session_id.clone()).or_default();
         let records = close_cut_turn(&state, items, &turn.session_id, &turn.id);
         store
             .open_session_writer(id, &turn.session_id)
+            .map(stamped)
             .and_then(|mut writer| writer.append(&records))
             .map_err(|e| describe(&e))?;
         let ended = MetaRecord::TurnEnded {
@@ -123,7 +137,10 @@ pub fn load_conversation(
             at: now(),
             usage: None,
         };
-        let mut writer = store.open_metadata_writer(id).map_err(|e| describe(&e))?;
+        let mut writer = store
+            .open_metadata_writer(id)
+            .map(stamped)
+            .map_err(|e| describe(&e))?;
         writer
             .append(std::slice::from_ref(&ended))
             .map_err(|e| describe(&e))?;

@@ -8,6 +8,27 @@ use crate::runtime::index_jobs::index_failed;
 use crate::store::is_valid_id;
 
 impl Runtime {
+    /// Cluster mode: closes the turns a lost lease cut that nobody has closed yet (their
+    /// conversations are listed `running` with no live lease): each is taken and loaded
+    /// here, which closes the turn in its files and the index, as a read of it would.
+    pub async fn close_cut_turns(&self) {
+        let Some(cluster) = self.shared.cluster() else {
+            return;
+        };
+        let ids = match cluster.cut_and_unowned(32).await {
+            Ok(ids) => ids,
+            Err(error) => {
+                tracing::debug!(%error, "the sweep of cut turns waits for the database");
+                return;
+            }
+        };
+        for id in ids {
+            if let Some(Err(error)) = self.route(&id, false).await {
+                tracing::debug!(%error, conversation = %id, "could not close a cut turn yet");
+            }
+        }
+    }
+
     /// Where a request for conversation `id` is served in cluster mode. A read (`writes`
     /// false) of a conversation nobody owns is served here from its files without taking it;
     /// anything else takes it when it is free. `None` when embedded.

@@ -38,6 +38,9 @@ pub struct JsonlWriter {
     /// In cluster mode, the lease this writer writes under: checked before every append, its
     /// epoch stamped on every line.
     fence: Option<Arc<dyn WriteFence>>,
+    /// Without a fence: the epoch stamped on every line (no commit, so no acceptance is
+    /// needed), for a writer that writes a cluster's files while no instance runs.
+    epoch: Option<u64>,
 }
 
 impl JsonlWriter {
@@ -57,6 +60,7 @@ impl JsonlWriter {
             len,
             needs_cut: false,
             fence: None,
+            epoch: None,
         };
         writer.cut_torn_tail()?;
         Ok(writer)
@@ -68,6 +72,12 @@ impl JsonlWriter {
 
     pub fn is_empty(&self) -> bool {
         self.len == 0
+    }
+
+    /// Stamps every line with `epoch` alone (`reindex --database-url`, every instance
+    /// stopped): readers then take its lines as newer than any of an earlier epoch.
+    pub fn stamp_epoch(&mut self, epoch: u64) {
+        self.epoch = Some(epoch);
     }
 
     /// From now on, appends only while `fence` holds, stamped with its epoch.
@@ -87,7 +97,7 @@ impl JsonlWriter {
             super::disk::wait_for(|| file.write_all(bytes).and_then(|()| file.sync_data()))
         };
         let Some(fence) = self.fence.clone() else {
-            let buffer = encode_lines(records, None)?;
+            let buffer = encode_lines(records, self.epoch.map(Stamp::epoch_only))?;
             return self.write_durably(&buffer, write_all);
         };
         if !fence.holds() {

@@ -745,3 +745,127 @@ async fn an_approval_is_listed_everywhere_and_answered_on_an_instance_that_does_
     // Still only A ran it: B forwarded and took nothing.
     assert_eq!(owned(b).await, 0);
 }
+
+/// A turn cut with its owner (kill -9) is closed in the files and the shared index without
+/// anyone asking for its conversation: a surviving instance's sweep of expired leases takes
+/// it. Only the listing (the index) is read until then.
+#[tokio::test]
+async fn a_cut_turn_is_closed_in_the_index_without_a_request() {
+    let postgres = Postgres::start();
+    let mut cluster = start_cluster(&postgres, 2).await;
+    let id = create(&cluster.instances[0], "Hello").await;
+    cluster.instances[0].wait_idle(&id).await;
+    let mut events = cluster.instances[0].events(&id).await;
+    let (status, _) = cluster.instances[0]
+        .post(
+            &format!("/api/conversations/{id}/messages"),
+            json!({ "text": "Slowly\n/sleep 200" }),
+        )
+        .await;
+    assert_eq!(status, 202);
+    while let Some((kind, _)) = events.next().await {
+        if kind == "item.delta" {
+            break;
+        }
+    }
+    let a = cluster.instances.remove(0);
+    a.kill9().await;
+    let b = &cluster.instances[0];
+    let listed_status = async || {
+        let (_, listed) = b.get("/api/conversations").await;
+        listed["conversations"][0]["status"].clone()
+    };
+    assert_eq!(listed_status().await, "running");
+    // Within the lease and the sweep after it (a lease each), with no request for it.
+    tokio::time::timeout(Duration::from_millis(4 * LEASE_MS + 5_000), async {
+        while listed_status().await != "idle" {
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    })
+    .await
+    .expect("the cut turn was never closed in the index");
+    let pool = sqlx::PgPool::connect(&postgres.url()).await.unwrap();
+    let turns: Vec<String> = sqlx::query_scalar(
+        "SELECT status FROM turns WHERE conversation_id = $1 ORDER BY started_at",
+    )
+    .bind(&id)
+    .fetch_all(&pool)
+    .await
+    .unwrap();
+    assert_eq!(turns, ["completed", "interrupted"]);
+}
+
+/// `reindex --database-url` right after a kill -9: it names the instance it waits for while
+/// that one's lease runs, then runs. It closes the turn the kill cut with lines stamped with
+/// a new epoch, which every later reader takes (unstamped, they were skipped as a stale
+/// writer's and the turn read as still running).
+#[tokio::test]
+async fn a_reindex_after_a_kill_waits_for_the_lease_and_closes_the_cut_turn_for_good() {
+    let postgres = Postgres::start();
+    let mut cluster = start_cluster(&postgres, 1).await;
+    let id = create(&cluster.instances[0], "Hello").await;
+    cluster.instances[0].wait_idle(&id).await;
+    let mut events = cluster.instances[0].events(&id).await;
+    let (status, _) = cluster.instances[0]
+        .post(
+            &format!("/api/conversations/{id}/messages"),
+            json!({ "text": "Slowly\n/sleep 200" }),
+        )
+        .await;
+    assert_eq!(status, 202);
+    while let Some((kind, _)) = events.next().await {
+        if kind == "item.delta" {
+            break;
+        }
+    }
+    cluster.instances.remove(0).kill9().await;
+    let reindex = || {
+        std::process::Command::new(crate::harness::binary())
+            .args(["reindex", "--data-dir"])
+            .arg(&cluster.data_dir)
+            .args(["--database-url", &postgres.url()])
+            .output()
+            .unwrap()
+    };
+    let refused = reindex();
+    assert!(!refused.status.success());
+    let said = String::from_utf8_lossy(&refused.stderr);
+    assert!(
+        said.contains("1 instance(s) of the cluster are running")
+            && said.contains(" at 127.0.0.1:"),
+        "{said}"
+    );
+    let ran = tokio::time::timeout(Duration::from_millis(LEASE_MS + 10_000), async {
+        loop {
+            let output = reindex();
+            if output.status.success() {
+                return output;
+            }
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+    })
+    .await
+    .expect("the reindex never ran");
+    assert!(ran.status.success(), "{ran:?}");
+    let meta = std::fs::read_to_string(
+        cluster
+            .data_dir
+            .join("conversations")
+            .join(&id)
+            .join("metadata.jsonl"),
+    )
+    .unwrap();
+    let last: serde_json::Value = serde_json::from_str(meta.lines().last().unwrap()).unwrap();
+    assert!(last["epoch"].as_u64().unwrap() >= 2, "{last}");
+
+    let server = start_instance(&postgres, &cluster.data_dir).await;
+    let (_, conversation) = server.get(&format!("/api/conversations/{id}")).await;
+    assert_eq!(conversation["status"], "idle", "{conversation}");
+    assert_eq!(
+        conversation["last_turn"]["status"], "interrupted",
+        "{conversation}"
+    );
+    let items = crate::support::items(&server, &id).await;
+    let last = items.last().unwrap();
+    assert_eq!(last["kind"], "notice", "{last}");
+}

@@ -233,7 +233,10 @@ struct ConversationActor {
 impl ConversationActor {
     async fn run(mut self, mut commands: mpsc::Receiver<Command>) {
         let closed = std::mem::take(&mut self.closed_on_load);
-        if !closed.is_empty() {
+        // Cluster mode: the shared index may lag the files (a stale owner's updates are not
+        // written, a new owner's may have failed): a conversation taken here is indexed as
+        // its files say.
+        if !closed.is_empty() || self.shared.cluster().is_some() {
             self.index_closed_turns(&closed).await;
         }
         let idle = self.shared.settings.idle_unload;
