@@ -70,6 +70,42 @@ impl Postgres {
         );
     }
 
+    /// Freezes the whole server (`true`: SIGSTOP to the postmaster and every backend, as a
+    /// paused VM would be) or lets it go on (`false`: SIGCONT). Connections stay open.
+    pub fn freeze(&self, frozen: bool) {
+        let pid_file = std::fs::read_to_string(self.data.join("postmaster.pid"))
+            .expect("a running PostgreSQL has a postmaster.pid");
+        let postmaster: i32 = pid_file
+            .lines()
+            .next()
+            .and_then(|line| line.trim().parse().ok())
+            .expect("postmaster.pid starts with its pid");
+        let mut pids = vec![postmaster];
+        for entry in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
+            let Ok(pid) = entry.file_name().to_string_lossy().parse::<i32>() else {
+                continue;
+            };
+            let Ok(stat) = std::fs::read_to_string(entry.path().join("stat")) else {
+                continue;
+            };
+            // The parent's pid is the second field after the command's closing parenthesis.
+            let parent = stat
+                .rsplit_once(") ")
+                .and_then(|(_, rest)| rest.split_whitespace().nth(1))
+                .and_then(|ppid| ppid.parse::<i32>().ok());
+            if parent == Some(postmaster) {
+                pids.push(pid);
+            }
+        }
+        let signal = if frozen { libc::SIGSTOP } else { libc::SIGCONT };
+        for pid in pids {
+            // SAFETY: kill(2) sends a signal; it touches no memory of this process.
+            unsafe {
+                libc::kill(pid, signal);
+            }
+        }
+    }
+
     /// Starts the server again on the same port, with the same data.
     pub fn resume(&self) {
         let options = format!(

@@ -869,3 +869,55 @@ async fn a_reindex_after_a_kill_waits_for_the_lease_and_closes_the_cut_turn_for_
     let last = items.last().unwrap();
     assert_eq!(last["kind"], "notice", "{last}");
 }
+
+/// PostgreSQL frozen past the lease (a paused VM), then resumed: writes through every instance
+/// work again within seconds, not after the pool waits its broken connections out.
+#[tokio::test]
+async fn after_postgres_resumes_from_a_long_pause_writes_work_again_at_once() {
+    let postgres = Postgres::start();
+    let cluster = start_cluster(&postgres, 2).await;
+    let [a, b] = &cluster.instances[..] else {
+        unreachable!()
+    };
+    let id = create(a, "Before the pause").await;
+    a.wait_idle(&id).await;
+    postgres.freeze(true);
+    // Past the lease: every lease of the cluster has lapsed meanwhile.
+    let paused = std::time::Instant::now();
+    tokio::time::timeout(Duration::from_millis(3 * LEASE_MS), async {
+        loop {
+            let (status, _) = a.get("/api/health").await;
+            if status == 503 && paused.elapsed() > Duration::from_millis(2 * LEASE_MS) {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    })
+    .await
+    .ok();
+    postgres.freeze(false);
+    let resumed = std::time::Instant::now();
+    let mut recovered = Vec::new();
+    for server in [a, b] {
+        let path = format!("/api/conversations/{id}/messages");
+        tokio::time::timeout(crate::harness::TIMEOUT, async {
+            loop {
+                let (status, body) = server.post(&path, json!({ "text": "After" })).await;
+                if status == 202 {
+                    return;
+                }
+                assert_eq!(status, 503, "{body}");
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+        })
+        .await
+        .expect("writes never worked again");
+        recovered.push(resumed.elapsed());
+        server.wait_idle(&id).await;
+    }
+    eprintln!("writes worked again after {recovered:?}");
+    assert!(
+        recovered.iter().all(|took| *took < Duration::from_secs(3)),
+        "{recovered:?}"
+    );
+}
