@@ -21,6 +21,7 @@
 //! - `client`   — the terminal clients `openvaala chat` and `send`, plain API clients
 //! - `acp`      — `openvaala acp`: the Agent Client Protocol bridge editors start on stdio
 //! - `export`   — a conversation written out as a Markdown document
+//! - `clock`    — the kernel's monotonic clock, which a faked or stepped process clock cannot move
 //! - `images`   — the checks of a message's images before anything is stored
 //! - `limits`   — the open-file limit and the caps derived from it
 //! - `memory`   — freed memory handed back to the system
@@ -39,6 +40,7 @@ pub mod bus;
 pub mod checkpoints;
 pub mod cli;
 pub mod client;
+pub mod clock;
 pub mod cluster;
 pub mod config;
 pub mod credential;

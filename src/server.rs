@@ -422,6 +422,7 @@ fn connection_limits(caps: &crate::limits::Caps, config: &Config) -> ConnectionL
             total: std::time::Duration::from_secs(config.server.body_timeout_s),
             min_bytes_per_s: config.server.body_min_bytes_per_s,
             grace: std::time::Duration::from_secs(config.server.header_read_timeout_s),
+            pause: std::time::Duration::from_secs(config.server.header_read_timeout_s),
         },
     }
 }

@@ -45,6 +45,9 @@ pub enum ErrorCode {
     NotFound,
     /// 405.
     MethodNotAllowed,
+    /// 408: the request's body came too slowly (below `server.body_min_bytes_per_s`, or not
+    /// whole within `server.body_timeout_s`); nothing was done, and it may be sent again.
+    RequestTimeout,
     /// 409: a turn is running.
     TurnRunning,
     /// 409: messages are waiting.
@@ -106,12 +109,13 @@ pub enum ErrorCode {
 
 impl ErrorCode {
     /// Every code, in the document's order.
-    pub const ALL: [ErrorCode; 29] = [
+    pub const ALL: [ErrorCode; 30] = [
         ErrorCode::InvalidRequest,
         ErrorCode::Unauthorized,
         ErrorCode::Forbidden,
         ErrorCode::NotFound,
         ErrorCode::MethodNotAllowed,
+        ErrorCode::RequestTimeout,
         ErrorCode::TurnRunning,
         ErrorCode::MessagesWaiting,
         ErrorCode::NotWaiting,
@@ -146,6 +150,7 @@ impl ErrorCode {
             ErrorCode::Forbidden => "forbidden",
             ErrorCode::NotFound => "not_found",
             ErrorCode::MethodNotAllowed => "method_not_allowed",
+            ErrorCode::RequestTimeout => "request_timeout",
             ErrorCode::TurnRunning => "turn_running",
             ErrorCode::MessagesWaiting => "messages_waiting",
             ErrorCode::NotWaiting => "not_waiting",
@@ -195,6 +200,7 @@ mod tests {
                 | ErrorCode::Forbidden
                 | ErrorCode::NotFound
                 | ErrorCode::MethodNotAllowed
+                | ErrorCode::RequestTimeout
                 | ErrorCode::TurnRunning
                 | ErrorCode::MessagesWaiting
                 | ErrorCode::NotWaiting

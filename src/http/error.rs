@@ -29,6 +29,9 @@ pub enum ApiError {
     /// 405 `method_not_allowed`.
     #[error("{0}")]
     MethodNotAllowed(String),
+    /// 408 `request_timeout`: the body came too slowly.
+    #[error("{0}")]
+    RequestTimeout(String),
     /// 409 with the given code: `turn_running`, `messages_waiting`, `not_waiting`,
     /// `compaction_running`, `nothing_to_compact`, `nothing_to_retry`.
     #[error("{message}")]
@@ -76,6 +79,7 @@ impl ApiError {
             ApiError::Conflict { code, .. } => (StatusCode::CONFLICT, *code),
             ApiError::AlreadyDecided { .. } => (StatusCode::CONFLICT, ErrorCode::AlreadyDecided),
             ApiError::TooLarge(_) => (StatusCode::PAYLOAD_TOO_LARGE, ErrorCode::TooLarge),
+            ApiError::RequestTimeout(_) => (StatusCode::REQUEST_TIMEOUT, ErrorCode::RequestTimeout),
             ApiError::Unprocessable { code, .. } => (StatusCode::UNPROCESSABLE_ENTITY, *code),
             ApiError::BadGateway { code, .. } => (StatusCode::BAD_GATEWAY, *code),
             ApiError::Unavailable(_) => (StatusCode::SERVICE_UNAVAILABLE, ErrorCode::Unavailable),

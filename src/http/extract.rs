@@ -39,12 +39,27 @@ fn json_rejection(rejection: JsonRejection) -> ApiError {
     if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE {
         return ApiError::TooLarge("the request body is too large".to_owned());
     }
+    if let Some(timeout) = body_timeout(&rejection) {
+        return ApiError::RequestTimeout(format!("{timeout}; send the request again"));
+    }
     match rejection {
         JsonRejection::MissingJsonContentType(_) => ApiError::Invalid(
             "the request body must be JSON (Content-Type: application/json)".to_owned(),
         ),
         other => ApiError::Invalid(other.body_text()),
     }
+}
+
+/// The body's own timeout, when that is why it could not be read (`slow_body.rs`).
+fn body_timeout(rejection: &JsonRejection) -> Option<&super::slow_body::BodyTimeout> {
+    let mut source: Option<&(dyn std::error::Error + 'static)> = Some(rejection);
+    while let Some(error) = source {
+        if let Some(timeout) = error.downcast_ref::<super::slow_body::BodyTimeout>() {
+            return Some(timeout);
+        }
+        source = error.source();
+    }
+    None
 }
 
 /// `Query<T>` whose rejections are `ApiError`s.

@@ -16,7 +16,8 @@ use axum::Router;
 use axum::extract::Request;
 use axum::response::IntoResponse;
 use hyper::body::Incoming;
-use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
+use hyper::rt::Timer as _;
+use hyper_util::rt::{TokioExecutor, TokioIo};
 use hyper_util::server::conn::auto::Builder;
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{Notify, watch};
@@ -191,24 +192,20 @@ async fn serve_connection(
     let seen = first_request.clone();
     let service = hyper::service::service_fn(move |request: Request<Incoming>| {
         seen.store(true, Ordering::Relaxed);
-        // A body that stalls, trickles or drags on fails its read (400) instead of holding
+        // A body that stalls, trickles or drags on fails its read (408) instead of holding
         // the connection forever.
-        app.clone().oneshot(request.map(|body| {
-            axum::body::Body::new(tower_http::timeout::TimeoutBody::new(
-                header_read_timeout,
-                PacedBody::new(body, limits.body_pace),
-            ))
-        }))
+        app.clone().oneshot(
+            request.map(|body| axum::body::Body::new(PacedBody::new(body, limits.body_pace))),
+        )
     });
     let mut builder = Builder::new(TokioExecutor::new());
     builder
         .http1()
-        .timer(TokioTimer::new())
+        .timer(super::timer::KernelTimer)
         .header_read_timeout(header_read_timeout);
     let io = TokioIo::new(JsonParseErrors::new(stream));
     let mut connection = pin!(builder.serve_connection_with_upgrades(io, service));
-    let first_deadline = tokio::time::sleep(header_read_timeout);
-    let mut first_deadline = pin!(first_deadline);
+    let mut first_deadline = super::timer::KernelTimer.sleep(header_read_timeout);
     let mut deadline_done = false;
     let mut stopping = false;
     loop {
@@ -251,7 +248,7 @@ async fn refuse_connection(stream: TcpStream, header_read_timeout: Duration) {
     });
     let connection = hyper::server::conn::http1::Builder::new()
         .keep_alive(false)
-        .timer(TokioTimer::new())
+        .timer(super::timer::KernelTimer)
         .header_read_timeout(header_read_timeout)
         .serve_connection(TokioIo::new(JsonParseErrors::new(stream)), service);
     let _ = tokio::time::timeout(header_read_timeout * 2, connection).await;

@@ -1,6 +1,6 @@
 //! A request body that must keep coming: one that arrives slower than a minimum rate, or has
-//! not ended within a total time, fails its read (the handler's extractor answers 400 in the
-//! JSON error shape), so a client that trickles a byte now and then cannot hold a connection
+//! not ended within a total time, fails its read (the handler's extractor answers 408
+//! `request_timeout` in the JSON error shape), so a client that trickles a byte now and then cannot hold a connection
 //! (and its file) for ever. The pause between two pieces is bounded apart (`serve`).
 
 use std::pin::Pin;
@@ -12,6 +12,8 @@ use bytes::Bytes;
 use hyper::body::{Body, Frame, SizeHint};
 use tokio::time::{Instant, Sleep};
 
+use crate::clock::kernel_monotonic;
+
 /// How fast a request body must arrive.
 #[derive(Debug, Clone, Copy)]
 pub struct BodyPace {
@@ -22,40 +24,53 @@ pub struct BodyPace {
     /// How long a body may take before the rate counts: a small body sent in one piece a
     /// moment after its headers is never cut.
     pub grace: Duration,
+    /// The longest pause between two pieces (or before the first).
+    pub pause: Duration,
 }
 
-/// A body read under a [`BodyPace`].
+/// Why a body was cut: it came too slowly. The extractor answers 408 for it (not 400: the
+/// body may well be valid, and a client should send it again).
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub struct BodyTimeout(String);
+
+/// A body read under a [`BodyPace`]. Its deadlines are judged on the kernel's monotonic clock
+/// (`clock.rs`): the timer that wakes it runs on the process's clock, and when that clock steps
+/// (a faked clock, a paused and resumed process) the timer only wakes it early, and it sleeps
+/// on for what really remains.
 pub struct PacedBody<B> {
     inner: B,
     pace: BodyPace,
-    started: Instant,
+    /// When its headers arrived, and when its last piece did, on the kernel's clock.
+    started: Duration,
+    last_piece: Duration,
     received: u64,
-    /// When the body is cut if nothing more arrives: the earlier of the total deadline and
-    /// the moment what arrived so far falls below the rate. Moved on by every piece.
-    cut_at: Pin<Box<Sleep>>,
+    /// Wakes the body when it may be due: the earlier of the total deadline and the moment
+    /// what arrived so far falls below the rate. Moved on by every piece.
+    wake: Pin<Box<Sleep>>,
 }
 
 impl<B> PacedBody<B> {
     pub fn new(inner: B, pace: BodyPace) -> PacedBody<B> {
-        let started = Instant::now();
+        let started = kernel_monotonic();
         let mut body = PacedBody {
             inner,
             pace,
             started,
+            last_piece: started,
             received: 0,
-            cut_at: Box::pin(tokio::time::sleep_until(started)),
+            wake: Box::pin(tokio::time::sleep(Duration::ZERO)),
         };
-        let cut_at = body.cut_at();
-        body.cut_at.as_mut().reset(cut_at);
+        body.rearm(started);
         body
     }
 
-    fn total_deadline(&self) -> Instant {
+    fn total_deadline(&self) -> Duration {
         self.started + self.pace.total
     }
 
     /// Until when the bytes received so far keep the body at the minimum rate.
-    fn rate_deadline(&self) -> Option<Instant> {
+    fn rate_deadline(&self) -> Option<Duration> {
         let rate = self.pace.min_bytes_per_s;
         (rate > 0).then(|| {
             let earned = Duration::from_secs_f64(self.received as f64 / rate as f64);
@@ -63,33 +78,43 @@ impl<B> PacedBody<B> {
         })
     }
 
-    fn cut_at(&self) -> Instant {
-        let total = self.total_deadline();
-        self.rate_deadline().map_or(total, |rate| rate.min(total))
+    fn pause_deadline(&self) -> Duration {
+        self.last_piece + self.pace.pause
     }
 
-    /// The error that ends a body too slow at `now`, if it is.
-    fn too_slow(&self, now: Instant) -> Option<BoxError> {
-        let elapsed = now.saturating_duration_since(self.started);
+    fn cut_at(&self) -> Duration {
+        let due = self.total_deadline().min(self.pause_deadline());
+        self.rate_deadline().map_or(due, |rate| rate.min(due))
+    }
+
+    /// Sets the timer for what remains until `cut_at`, seen from `now` (the kernel's clock).
+    fn rearm(&mut self, now: Duration) {
+        let remaining = self.cut_at().saturating_sub(now);
+        self.wake.as_mut().reset(Instant::now() + remaining);
+    }
+
+    /// The error that ends a body too slow at `now` (the kernel's clock), if it is.
+    fn too_slow(&self, now: Duration) -> Option<BoxError> {
+        let elapsed = now.saturating_sub(self.started);
         if now >= self.total_deadline() {
-            return Some(
-                format!(
-                    "request body timeout: the body did not arrive within {} s",
-                    self.pace.total.as_secs()
-                )
-                .into(),
-            );
+            return Some(Box::new(BodyTimeout(format!(
+                "request body timeout: the body did not arrive within {} s",
+                self.pace.total.as_secs()
+            ))));
+        }
+        if now >= self.pause_deadline() {
+            return Some(Box::new(BodyTimeout(format!(
+                "request body timeout: nothing of the body came for {} s",
+                self.pace.pause.as_secs()
+            ))));
         }
         if self.rate_deadline().is_some_and(|deadline| now >= deadline) {
-            return Some(
-                format!(
-                    "request body timeout: {} bytes in {:.1} s is slower than the minimum of {} bytes a second",
-                    self.received,
-                    elapsed.as_secs_f64(),
-                    self.pace.min_bytes_per_s
-                )
-                .into(),
-            );
+            return Some(Box::new(BodyTimeout(format!(
+                "request body timeout: {} bytes in {:.1} s is slower than the minimum of {} bytes a second",
+                self.received,
+                elapsed.as_secs_f64(),
+                self.pace.min_bytes_per_s
+            ))));
         }
         None
     }
@@ -110,31 +135,32 @@ where
         let this = self.get_mut();
         match Pin::new(&mut this.inner).poll_frame(cx) {
             Poll::Ready(Some(Ok(frame))) => {
+                let now = kernel_monotonic();
                 if let Some(data) = frame.data_ref() {
                     this.received += data.len() as u64;
+                    this.last_piece = now;
                 }
                 if !this.inner.is_end_stream()
-                    && let Some(error) = this.too_slow(Instant::now())
+                    && let Some(error) = this.too_slow(now)
                 {
                     return Poll::Ready(Some(Err(error)));
                 }
-                let cut_at = this.cut_at();
-                this.cut_at.as_mut().reset(cut_at);
+                this.rearm(now);
                 Poll::Ready(Some(Ok(frame)))
             }
             Poll::Ready(Some(Err(error))) => Poll::Ready(Some(Err(error.into()))),
             Poll::Ready(None) => Poll::Ready(None),
-            Poll::Pending => match this.cut_at.as_mut().poll(cx) {
-                Poll::Ready(()) => {
-                    let now = Instant::now();
-                    // A timer fires at or after its instant, so this is always an error; the
-                    // fallback only guards against a clock that disagrees.
-                    let error = this
-                        .too_slow(now)
-                        .unwrap_or_else(|| "request body timeout".into());
-                    Poll::Ready(Some(Err(error)))
+            Poll::Pending => loop {
+                if this.wake.as_mut().poll(cx).is_pending() {
+                    return Poll::Pending;
                 }
-                Poll::Pending => Poll::Pending,
+                // Woken: due only if the kernel's clock says so (the process's may have
+                // stepped); else asleep again for what remains.
+                let now = kernel_monotonic();
+                if let Some(error) = this.too_slow(now) {
+                    return Poll::Ready(Some(Err(error)));
+                }
+                this.rearm(now);
             },
         }
     }
@@ -157,13 +183,14 @@ mod tests {
             total: Duration::from_secs(60),
             min_bytes_per_s: 100,
             grace: Duration::from_secs(10),
+            pause: Duration::from_secs(30),
         }
     }
 
     #[tokio::test]
     async fn a_body_below_the_rate_is_cut_once_its_allowance_runs_out() {
         let mut body = PacedBody::new(axum::body::Body::empty(), pace());
-        assert!(body.too_slow(Instant::now()).is_none());
+        assert!(body.too_slow(kernel_monotonic()).is_none());
         // 500 bytes buy 5 s past the 10 s of grace.
         body.received = 500;
         let start = body.started;
@@ -177,6 +204,7 @@ mod tests {
         let mut body = PacedBody::new(axum::body::Body::empty(), pace());
         body.received = 1_000_000;
         let start = body.started;
+        body.last_piece = start + Duration::from_secs(58);
         assert!(body.too_slow(start + Duration::from_secs(59)).is_none());
         let error = body.too_slow(start + Duration::from_secs(60)).unwrap();
         assert!(error.to_string().contains("within 60 s"));
@@ -188,9 +216,26 @@ mod tests {
             axum::body::Body::empty(),
             BodyPace {
                 min_bytes_per_s: 0,
+                pause: Duration::from_secs(120),
                 ..pace()
             },
         );
         assert_eq!(body.cut_at(), body.started + Duration::from_secs(60));
+    }
+
+    #[tokio::test]
+    async fn a_pause_between_pieces_is_bounded_from_the_last_piece() {
+        let mut body = PacedBody::new(axum::body::Body::empty(), pace());
+        body.received = 1_000_000;
+        let start = body.started;
+        assert!(body.too_slow(start + Duration::from_secs(29)).is_none());
+        let error = body.too_slow(start + Duration::from_secs(30)).unwrap();
+        assert!(
+            error
+                .to_string()
+                .contains("nothing of the body came for 30 s")
+        );
+        body.last_piece = start + Duration::from_secs(25);
+        assert!(body.too_slow(start + Duration::from_secs(54)).is_none());
     }
 }

@@ -17,6 +17,7 @@ mod budgets;
 mod checkpoint_gc;
 mod checkpoints;
 mod checkpoints_power;
+mod clock_steps;
 mod cluster;
 mod cluster_fence;
 mod cluster_links;

@@ -1,6 +1,6 @@
 //! A request body that trickles in (a byte now and then, each pause shorter than the pause
 //! timeout) is cut once it falls below `[server] body_min_bytes_per_s`, or once it has taken
-//! `body_timeout_s` in all: answered 400 in the JSON error shape, nothing stored, and the
+//! `body_timeout_s` in all: answered 408 `request_timeout` in the JSON error shape, nothing stored, and the
 //! connection let go.
 
 use std::time::{Duration, Instant};
@@ -72,7 +72,7 @@ async fn trickle(server: &Server, every: Duration) -> (u16, Value, Duration) {
 }
 
 #[tokio::test]
-async fn a_body_below_the_minimum_rate_is_cut_with_400() {
+async fn a_body_below_the_minimum_rate_is_cut_with_408() {
     let server = Server::start_with(ServerOptions {
         config: Some(
             "[server]\nheader_read_timeout_s = 2\nbody_min_bytes_per_s = 100\nbody_timeout_s = 60\n"
@@ -84,8 +84,8 @@ async fn a_body_below_the_minimum_rate_is_cut_with_400() {
     let before = crate::harness::snapshot_conversations(&server.data_dir);
     // Each pause (0.5 s) is well under the pause timeout (2 s): only the rate cuts it.
     let (status, body, took) = trickle(&server, Duration::from_millis(500)).await;
-    assert_eq!(status, 400, "{body}");
-    assert_eq!(body["error"]["code"], "invalid_request", "{body}");
+    assert_eq!(status, 408, "{body}");
+    assert_eq!(body["error"]["code"], "request_timeout", "{body}");
     let message = body["error"]["message"].as_str().unwrap();
     assert!(
         message.contains("slower than the minimum of 100"),
@@ -104,7 +104,7 @@ async fn a_body_below_the_minimum_rate_is_cut_with_400() {
 }
 
 #[tokio::test]
-async fn a_body_that_takes_too_long_in_all_is_cut_with_400() {
+async fn a_body_that_takes_too_long_in_all_is_cut_with_408() {
     let server = Server::start_with(ServerOptions {
         config: Some(
             "[server]\nheader_read_timeout_s = 2\nbody_min_bytes_per_s = 0\nbody_timeout_s = 3\n"
@@ -114,8 +114,8 @@ async fn a_body_that_takes_too_long_in_all_is_cut_with_400() {
     })
     .await;
     let (status, body, took) = trickle(&server, Duration::from_millis(300)).await;
-    assert_eq!(status, 400, "{body}");
-    assert_eq!(body["error"]["code"], "invalid_request", "{body}");
+    assert_eq!(status, 408, "{body}");
+    assert_eq!(body["error"]["code"], "request_timeout", "{body}");
     let message = body["error"]["message"].as_str().unwrap();
     assert!(message.contains("within 3 s"), "{message}");
     assert!(took >= Duration::from_secs(3), "cut after only {took:?}");
