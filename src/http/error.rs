@@ -281,6 +281,7 @@ pub fn one_of_each() -> Vec<ApiError> {
         ApiError::Unauthorized(text()),
         ApiError::Forbidden(text()),
         ApiError::MethodNotAllowed(text()),
+        ApiError::RequestTimeout(text()),
         ApiError::TooLarge(text()),
     ]);
     errors
