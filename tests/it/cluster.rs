@@ -793,6 +793,7 @@ async fn a_cut_turn_is_closed_in_the_index_without_a_request() {
     .await
     .unwrap();
     assert_eq!(turns, ["completed", "interrupted"]);
+    assert_index_matches_files(&postgres, &cluster.data_dir).await;
 }
 
 /// `reindex --database-url` right after a kill -9: it names the instance it waits for while
@@ -919,5 +920,48 @@ async fn after_postgres_resumes_from_a_long_pause_writes_work_again_at_once() {
     assert!(
         recovered.iter().all(|took| *took < Duration::from_secs(3)),
         "{recovered:?}"
+    );
+    assert_index_matches_files(&postgres, &cluster.data_dir).await;
+}
+
+/// What the shared index says of every conversation and turn: (id, status) rows, sorted.
+async fn index_rows(url: &str) -> (Vec<(String, String)>, Vec<(String, String)>) {
+    let pool = sqlx::PgPool::connect(url).await.unwrap();
+    let conversations = sqlx::query_as("SELECT id, status FROM conversations ORDER BY id")
+        .fetch_all(&pool)
+        .await
+        .unwrap();
+    let turns = sqlx::query_as("SELECT id, status FROM turns ORDER BY id")
+        .fetch_all(&pool)
+        .await
+        .unwrap();
+    pool.close().await;
+    (conversations, turns)
+}
+
+/// The live index agrees with the files: it equals what `reindex --database-url` of a copy of
+/// the data directory writes into a fresh database. Called with the cluster quiet.
+pub(crate) async fn assert_index_matches_files(live: &Postgres, data_dir: &std::path::Path) {
+    let copy = tempfile::tempdir().unwrap();
+    let status = std::process::Command::new("cp")
+        .args(["-a"])
+        .arg(data_dir)
+        .arg(copy.path().join("data"))
+        .status()
+        .unwrap();
+    assert!(status.success());
+    // A copy made while instances ran holds their registrations' leftovers: none matter here.
+    let _ = std::fs::remove_dir_all(copy.path().join("data/instances"));
+    let fresh = Postgres::start();
+    let output = std::process::Command::new(crate::harness::binary())
+        .args(["reindex", "--data-dir"])
+        .arg(copy.path().join("data"))
+        .args(["--database-url", &fresh.url()])
+        .output()
+        .unwrap();
+    assert!(output.status.success(), "{output:?}");
+    assert_eq!(
+        index_rows(&live.url()).await,
+        index_rows(&fresh.url()).await
     );
 }

@@ -342,9 +342,9 @@ async fn listed_status(server: &Server, id: &str) -> String {
 #[tokio::test]
 async fn followers_of_an_owner_that_lost_its_lease_are_told_to_reconnect_and_find_the_truth() {
     let Pair {
-        postgres: _postgres,
+        postgres,
         pool,
-        data: _data,
+        data,
         a,
         b,
         id,
@@ -433,10 +433,12 @@ async fn followers_of_an_owner_that_lost_its_lease_are_told_to_reconnect_and_fin
         last["text"].as_str().unwrap_or("").contains("interrupted"),
         "{last}"
     );
-    // A, which lost the lease, wrote nothing to the index for it since: still idle for all.
+    // A, which lost the lease, wrote nothing to the index for it since: still idle for all,
+    // and the index (its turn rows included) is what the files say.
     for server in [&a, &b] {
         assert_eq!(listed_status(server, &id).await, "idle");
     }
+    crate::cluster::assert_index_matches_files(&postgres, &data).await;
 }
 
 #[tokio::test]
