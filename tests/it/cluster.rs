@@ -770,6 +770,7 @@ async fn a_cut_turn_is_closed_in_the_index_without_a_request() {
     }
     let a = cluster.instances.remove(0);
     a.kill9().await;
+    let killed = std::time::Instant::now();
     let b = &cluster.instances[0];
     let listed_status = async || {
         let (_, listed) = b.get("/api/conversations").await;
@@ -784,6 +785,7 @@ async fn a_cut_turn_is_closed_in_the_index_without_a_request() {
     })
     .await
     .expect("the cut turn was never closed in the index");
+    eprintln!("closed in the index {:?} after the kill", killed.elapsed());
     let pool = sqlx::PgPool::connect(&postgres.url()).await.unwrap();
     let turns: Vec<String> = sqlx::query_scalar(
         "SELECT status FROM turns WHERE conversation_id = $1 ORDER BY started_at",
