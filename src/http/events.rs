@@ -89,6 +89,12 @@ pub async fn conversation_events(
         last = Some(event.id);
         first.push(event);
     }
+    let keep_alive = crate::cluster::forward::keep_alive(&headers, KEEP_ALIVE);
+    // A replay that already holds the stream's last event (`conversation.moved` or
+    // `.deleted`, published just before this subscription) ends with it: nothing live follows.
+    if Ends::AtDeletion.cut(&mut first) {
+        return Ok(event_stream(first, futures::stream::empty(), keep_alive));
+    }
     let live = follow(
         subscription.bus,
         subscription.receiver,
@@ -96,7 +102,6 @@ pub async fn conversation_events(
         state.streams_done.clone(),
         Ends::AtDeletion,
     );
-    let keep_alive = crate::cluster::forward::keep_alive(&headers, KEEP_ALIVE);
     Ok(event_stream(first, live, keep_alive))
 }
 

@@ -755,19 +755,7 @@ async fn a_cut_turn_is_closed_in_the_index_without_a_request() {
     let mut cluster = start_cluster(&postgres, 2).await;
     let id = create(&cluster.instances[0], "Hello").await;
     cluster.instances[0].wait_idle(&id).await;
-    let mut events = cluster.instances[0].events(&id).await;
-    let (status, _) = cluster.instances[0]
-        .post(
-            &format!("/api/conversations/{id}/messages"),
-            json!({ "text": "Slowly\n/sleep 200" }),
-        )
-        .await;
-    assert_eq!(status, 202);
-    while let Some((kind, _)) = events.next().await {
-        if kind == "item.delta" {
-            break;
-        }
-    }
+    start_slow_turn(&cluster.instances[0], &id).await;
     let a = cluster.instances.remove(0);
     a.kill9().await;
     let killed = std::time::Instant::now();
@@ -808,19 +796,7 @@ async fn a_reindex_after_a_kill_waits_for_the_lease_and_closes_the_cut_turn_for_
     let mut cluster = start_cluster(&postgres, 1).await;
     let id = create(&cluster.instances[0], "Hello").await;
     cluster.instances[0].wait_idle(&id).await;
-    let mut events = cluster.instances[0].events(&id).await;
-    let (status, _) = cluster.instances[0]
-        .post(
-            &format!("/api/conversations/{id}/messages"),
-            json!({ "text": "Slowly\n/sleep 200" }),
-        )
-        .await;
-    assert_eq!(status, 202);
-    while let Some((kind, _)) = events.next().await {
-        if kind == "item.delta" {
-            break;
-        }
-    }
+    start_slow_turn(&cluster.instances[0], &id).await;
     cluster.instances.remove(0).kill9().await;
     let reindex = || {
         std::process::Command::new(crate::harness::binary())
@@ -966,4 +942,23 @@ pub(crate) async fn assert_index_matches_files(live: &Postgres, data_dir: &std::
         index_rows(&live.url()).await,
         index_rows(&fresh.url()).await
     );
+}
+
+/// Starts a long turn (the demo model streaming slowly) on `server`, and returns once its
+/// answer has begun: a kill from then on cuts it.
+async fn start_slow_turn(server: &Server, id: &str) {
+    let mut events = server.events(id).await;
+    let (status, _) = server
+        .post(
+            &format!("/api/conversations/{id}/messages"),
+            json!({ "text": "Slowly\n/sleep 200" }),
+        )
+        .await;
+    assert_eq!(status, 202);
+    while let Some((kind, _)) = events.next().await {
+        if kind == "item.delta" {
+            return;
+        }
+    }
+    panic!("the stream ended before the turn's answer began");
 }

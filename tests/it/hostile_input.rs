@@ -362,7 +362,8 @@ async fn rejections_before_the_handlers_are_json_and_a_stalled_body_is_let_go() 
         .await
         .unwrap();
     let answer = read_answer(&mut stream).await;
-    assert_error(&answer, 400, "invalid_request");
+    // 408: the body stalled, nothing was done, and the request may be sent again.
+    assert_error(&answer, 408, "request_timeout");
     assert!(
         answer.body["error"]["message"]
             .as_str()
