@@ -335,6 +335,21 @@ fn first_line_excerpt(text: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_web_uis_hint_names_every_directive() {
+        let page = include_str!("../../web/index.html");
+        let hint = page
+            .lines()
+            .find(|line| line.contains("obeys directives"))
+            .expect("the demo hint");
+        for name in DIRECTIVES {
+            assert!(
+                hint.contains(&format!("<code>/{name}")),
+                "the hint does not name /{name}"
+            );
+        }
+    }
     use crate::domain::{ItemStatus, MessageSource};
 
     fn plan(text: &str) -> Plan {
