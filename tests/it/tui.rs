@@ -805,3 +805,46 @@ async fn ps_lists_the_background_processes_and_stops_one_by_its_id() {
         .await;
     assert_eq!(listed["processes"][0]["status"], "killed", "{listed}");
 }
+
+/// `/model` before the first message: the conversation that message starts runs on the model
+/// chosen (not the agent's), and a model that does not exist is named as such.
+#[tokio::test]
+async fn a_model_chosen_before_the_first_message_is_the_conversations() {
+    let fake =
+        crate::fake_provider::FakeProvider::start(crate::fake_provider::Wire::OpenaiChat).await;
+    let server = Server::start_with(ServerOptions {
+        config: Some(fake.config()),
+        ..ServerOptions::default()
+    })
+    .await;
+    let (_, models) = server.get("/api/models").await;
+    let ids: Vec<&str> = models["models"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|model| model["id"].as_str().unwrap())
+        .collect();
+    assert!(ids.contains(&"demo") && ids.contains(&"m"), "{models}");
+    let mut screen = Screen::new(&server);
+    screen.type_text("/model nope").await;
+    screen.enter().await;
+    assert!(
+        screen.text().contains("no model `nope`"),
+        "{}",
+        screen.text()
+    );
+    screen.type_text("/model demo").await;
+    screen.enter().await;
+    assert!(screen.text().contains("model: demo (for the conversation"));
+    screen.type_text("Hello there").await;
+    screen.enter().await;
+    screen
+        .until("the demo model's answer", |s, app| {
+            app.running.is_none() && s.contains("Demo model")
+        })
+        .await;
+    let (_, view) = server
+        .get(&format!("/api/conversations/{}", screen.conversation()))
+        .await;
+    assert_eq!(view["model"], "demo", "{view}");
+}

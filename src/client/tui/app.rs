@@ -38,6 +38,9 @@ pub struct App {
     /// The user's messages waiting for the agent (root session).
     pub pending: Vec<Message>,
     pub model: String,
+    /// A model chosen with `/model` before the first message: the conversation that message
+    /// starts runs on it.
+    pub first_model: Option<String>,
     pub agent: String,
     /// The context meter, once the service has told it.
     pub usage: Option<Usage>,
@@ -93,6 +96,7 @@ impl App {
             editor: Editor::default(),
             pending: Vec::new(),
             model: String::new(),
+            first_model: None,
             agent: String::new(),
             usage: None,
             cost: None,
@@ -260,7 +264,10 @@ impl App {
         mode: Option<MessageMode>,
     ) -> Result<(), ApiError> {
         let Some(id) = self.conversation.clone() else {
-            let body = outgoing.conversation(&self.cwd);
+            let mut body = outgoing.conversation(&self.cwd);
+            if let Some(model) = self.first_model.take() {
+                body.model = Some(model);
+            }
             let created = self.api.create_conversation(&body).await?;
             self.open(&created.conversation.id, true).await?;
             // Its first turn: the replay that follows shows its end.
@@ -286,6 +293,7 @@ impl App {
         self.transcript = Transcript::default();
         self.pending.clear();
         self.running = None;
+        self.first_model = None;
         self.conversation = Some(id.to_owned());
         self.focus = None;
         let conversation = view.conversation;

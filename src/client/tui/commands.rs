@@ -168,7 +168,24 @@ impl App {
     }
 
     async fn switch_model(&mut self, model: &str) -> Result<(), ApiError> {
-        let id = self.current()?;
+        let Some(id) = self.conversation.clone() else {
+            // No conversation yet: the first message starts one on this model.
+            let known = self.api.models().await?.models;
+            if !known.iter().any(|known| known.id == model) {
+                let names: Vec<&str> = known.iter().map(|known| known.id.as_str()).collect();
+                self.transcript.notice(format!(
+                    "no model `{model}`; the models: {}",
+                    names.join(", ")
+                ));
+                return Ok(());
+            }
+            self.first_model = Some(model.to_owned());
+            self.model = model.to_owned();
+            self.transcript.notice(format!(
+                "model: {model} (for the conversation your first message starts)"
+            ));
+            return Ok(());
+        };
         let patch = ConversationPatch {
             model: Some(model.to_owned()),
             ..ConversationPatch::default()
