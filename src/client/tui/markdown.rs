@@ -33,6 +33,8 @@ struct Writer {
     code_block: Option<(String, String)>,
     table: Option<Vec<Vec<String>>>,
     cell: String,
+    /// Each open link: where it goes, and its text so far.
+    links: Vec<(String, String)>,
 }
 
 impl Writer {
@@ -43,6 +45,9 @@ impl Writer {
     }
 
     fn push(&mut self, text: &str) {
+        if let Some((_, shown)) = self.links.last_mut() {
+            shown.push_str(text);
+        }
         if let Some(_table) = &self.table {
             self.cell += text;
             return;
@@ -126,9 +131,11 @@ impl Writer {
             Tag::Strikethrough => self
                 .styles
                 .push(Style::default().add_modifier(Modifier::CROSSED_OUT)),
-            Tag::Link { .. } => self
-                .styles
-                .push(Style::default().add_modifier(Modifier::UNDERLINED)),
+            Tag::Link { dest_url, .. } => {
+                self.links.push((dest_url.to_string(), String::new()));
+                self.styles
+                    .push(Style::default().add_modifier(Modifier::UNDERLINED));
+            }
             Tag::BlockQuote(_) => {
                 self.flush();
                 self.quote += 1;
@@ -180,8 +187,27 @@ impl Writer {
                 self.styles.pop();
                 self.blank();
             }
-            TagEnd::Emphasis | TagEnd::Strong | TagEnd::Strikethrough | TagEnd::Link => {
+            TagEnd::Emphasis | TagEnd::Strong | TagEnd::Strikethrough => {
                 self.styles.pop();
+            }
+            TagEnd::Link => {
+                self.styles.pop();
+                // Where it goes stays readable (a terminal cannot be asked to open it), unless
+                // its text already says it.
+                if let Some((url, shown)) = self.links.pop()
+                    && !url.is_empty()
+                    && shown.trim() != url
+                {
+                    let url = crate::text::visible(&url).into_owned();
+                    if self.table.is_some() {
+                        self.cell += &format!(" ({url})");
+                    } else {
+                        self.current.push(Span::styled(
+                            format!(" ({url})"),
+                            Style::default().fg(Color::DarkGray),
+                        ));
+                    }
+                }
             }
             TagEnd::Paragraph => self.blank(),
             TagEnd::BlockQuote(_) => {
@@ -260,6 +286,15 @@ mod tests {
             .iter()
             .map(|line| line.spans.iter().map(|s| s.content.as_ref()).collect())
             .collect()
+    }
+
+    #[test]
+    fn a_link_keeps_where_it_goes_unless_its_text_says_it() {
+        let lines = render("See [the docs](https://example.com/docs) or <https://example.com>.");
+        assert_eq!(
+            plain(&lines),
+            ["See the docs (https://example.com/docs) or https://example.com."]
+        );
     }
 
     #[test]
