@@ -28,7 +28,7 @@ pub enum Answered {
 }
 
 /// A query string's value, percent-encoded.
-fn escaped(value: &str) -> String {
+pub(super) fn escaped(value: &str) -> String {
     form_urlencoded::byte_serialize(value.as_bytes()).collect()
 }
 

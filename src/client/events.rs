@@ -91,9 +91,9 @@ impl Api {
         process_id: &str,
         since: u64,
     ) -> Result<impl Stream<Item = Received<ProcessEvent>> + use<>, ApiError> {
-        let process_id: String = form_urlencoded::byte_serialize(process_id.as_bytes()).collect();
         let path = format!(
-            "/api/conversations/{conversation_id}/processes/{process_id}/output?since={since}"
+            "/api/conversations/{conversation_id}/processes/{}/output?since={since}",
+            super::endpoints::escaped(process_id)
         );
         self.stream(&path, None).await
     }

@@ -21,7 +21,7 @@ pub mod serve;
 pub mod skills;
 pub mod slow_body;
 mod state;
-mod timer;
+pub(crate) mod timer;
 pub mod ui;
 
 use std::net::SocketAddr;

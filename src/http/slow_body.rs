@@ -7,12 +7,11 @@ use std::pin::Pin;
 use std::task::{Context, Poll};
 use std::time::Duration;
 
+use super::timer::KernelSleep;
+use crate::clock::kernel_monotonic;
 use axum::BoxError;
 use bytes::Bytes;
 use hyper::body::{Body, Frame, SizeHint};
-use tokio::time::{Instant, Sleep};
-
-use crate::clock::kernel_monotonic;
 
 /// How fast a request body must arrive.
 #[derive(Debug, Clone, Copy)]
@@ -35,9 +34,8 @@ pub struct BodyPace {
 pub struct BodyTimeout(String);
 
 /// A body read under a [`BodyPace`]. Its deadlines are judged on the kernel's monotonic clock
-/// (`clock.rs`): the timer that wakes it runs on the process's clock, and when that clock steps
-/// (a faked clock, a paused and resumed process) the timer only wakes it early, and it sleeps
-/// on for what really remains.
+/// (`clock.rs`), and it sleeps on one (`timer::KernelSleep`): a step of the process's clock (a
+/// faked clock) wakes it early at most, never cuts it.
 pub struct PacedBody<B> {
     inner: B,
     pace: BodyPace,
@@ -45,9 +43,10 @@ pub struct PacedBody<B> {
     started: Duration,
     last_piece: Duration,
     received: u64,
-    /// Wakes the body when it may be due: the earlier of the total deadline and the moment
-    /// what arrived so far falls below the rate. Moved on by every piece.
-    wake: Pin<Box<Sleep>>,
+    /// Wakes the body when it is due (on the kernel's clock): the earliest of the total
+    /// deadline, the pause's end and the moment what arrived so far falls below the rate.
+    /// Moved on by every piece.
+    wake: KernelSleep,
 }
 
 impl<B> PacedBody<B> {
@@ -59,9 +58,9 @@ impl<B> PacedBody<B> {
             started,
             last_piece: started,
             received: 0,
-            wake: Box::pin(tokio::time::sleep(Duration::ZERO)),
+            wake: KernelSleep::until(started),
         };
-        body.rearm(started);
+        body.wake.reset(body.cut_at());
         body
     }
 
@@ -85,12 +84,6 @@ impl<B> PacedBody<B> {
     fn cut_at(&self) -> Duration {
         let due = self.total_deadline().min(self.pause_deadline());
         self.rate_deadline().map_or(due, |rate| rate.min(due))
-    }
-
-    /// Sets the timer for what remains until `cut_at`, seen from `now` (the kernel's clock).
-    fn rearm(&mut self, now: Duration) {
-        let remaining = self.cut_at().saturating_sub(now);
-        self.wake.as_mut().reset(Instant::now() + remaining);
     }
 
     /// The error that ends a body too slow at `now` (the kernel's clock), if it is.
@@ -145,22 +138,19 @@ where
                 {
                     return Poll::Ready(Some(Err(error)));
                 }
-                this.rearm(now);
+                let due = this.cut_at();
+                this.wake.reset(due);
                 Poll::Ready(Some(Ok(frame)))
             }
             Poll::Ready(Some(Err(error))) => Poll::Ready(Some(Err(error.into()))),
             Poll::Ready(None) => Poll::Ready(None),
-            Poll::Pending => loop {
-                if this.wake.as_mut().poll(cx).is_pending() {
-                    return Poll::Pending;
-                }
-                // Woken: due only if the kernel's clock says so (the process's may have
-                // stepped); else asleep again for what remains.
-                let now = kernel_monotonic();
-                if let Some(error) = this.too_slow(now) {
-                    return Poll::Ready(Some(Err(error)));
-                }
-                this.rearm(now);
+            Poll::Pending => match Pin::new(&mut this.wake).poll(cx) {
+                // Due on the kernel's clock, so always an error; the fallback only guards
+                // against a deadline that moved meanwhile.
+                Poll::Ready(()) => Poll::Ready(Some(Err(this
+                    .too_slow(kernel_monotonic())
+                    .unwrap_or_else(|| Box::new(BodyTimeout("request body timeout".to_owned())))))),
+                Poll::Pending => Poll::Pending,
             },
         }
     }

@@ -18,30 +18,40 @@ pub struct KernelTimer;
 
 impl Timer for KernelTimer {
     fn sleep(&self, duration: Duration) -> Pin<Box<dyn Sleep>> {
-        Box::pin(KernelSleep::new(duration))
+        Box::pin(KernelSleep::until(kernel_monotonic() + duration))
     }
 
     fn sleep_until(&self, deadline: Instant) -> Pin<Box<dyn Sleep>> {
         // The deadline was reckoned a moment ago on the process's clock: what remains of it
         // now is waited on the kernel's.
-        Box::pin(KernelSleep::new(
-            deadline.saturating_duration_since(Instant::now()),
-        ))
+        let remaining = deadline.saturating_duration_since(Instant::now());
+        Box::pin(KernelSleep::until(kernel_monotonic() + remaining))
     }
 }
 
-/// A sleep until a moment on the kernel's clock.
-struct KernelSleep {
+/// A sleep until a moment on the kernel's clock (`due`, as `kernel_monotonic` tells time).
+pub struct KernelSleep {
     due: Duration,
     sleep: Pin<Box<tokio::time::Sleep>>,
 }
 
 impl KernelSleep {
-    fn new(duration: Duration) -> KernelSleep {
-        KernelSleep {
-            due: kernel_monotonic() + duration,
-            sleep: Box::pin(tokio::time::sleep(duration)),
-        }
+    pub fn until(due: Duration) -> KernelSleep {
+        let mut sleep = KernelSleep {
+            due,
+            sleep: Box::pin(tokio::time::sleep(Duration::ZERO)),
+        };
+        sleep.reset(due);
+        sleep
+    }
+
+    /// Sleeps until `due` instead.
+    pub fn reset(&mut self, due: Duration) {
+        self.due = due;
+        let remaining = due.saturating_sub(kernel_monotonic());
+        self.sleep
+            .as_mut()
+            .reset(tokio::time::Instant::now() + remaining);
     }
 }
 
@@ -53,13 +63,12 @@ impl Future for KernelSleep {
             if self.sleep.as_mut().poll(cx).is_pending() {
                 return Poll::Pending;
             }
-            let remaining = self.due.saturating_sub(kernel_monotonic());
-            if remaining.is_zero() {
+            if kernel_monotonic() >= self.due {
                 return Poll::Ready(());
             }
             // Woken early (the process's clock stepped): asleep again for what remains.
-            let next = tokio::time::Instant::now() + remaining;
-            self.sleep.as_mut().reset(next);
+            let due = self.due;
+            self.reset(due);
         }
     }
 }

@@ -735,3 +735,118 @@ async fn the_in_service_tools_and_agents_md_never_reach_the_services_state() {
         );
     }
 }
+
+/// A background process of conversation `id`, once it has ended: (its info, its output).
+async fn ended_process(server: &Server, id: &str) -> (Value, String) {
+    let path = format!("/api/conversations/{id}/processes");
+    let process = tokio::time::timeout(crate::harness::TIMEOUT, async {
+        loop {
+            let (_, listed) = server.get(&path).await;
+            if let Some(process) = listed["processes"].as_array().and_then(|all| all.first())
+                && process["status"] != "running"
+            {
+                return process.clone();
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+        }
+    })
+    .await
+    .expect("the background process ended");
+    let (_, read) = server
+        .get(&format!(
+            "{path}/{}/output",
+            process["id"].as_str().unwrap()
+        ))
+        .await;
+    (
+        process,
+        read["output"].as_str().unwrap_or_default().to_owned(),
+    )
+}
+
+/// Attack: the model asks a spawnable agent with no sandbox and the network on to start a
+/// background process that connects out and writes outside the workspace. The sub-agent is
+/// held to its parent's sandbox, and so is the process it leaves running: nothing connects,
+/// nothing lands outside, and the process is its (the sub-agent's) own.
+#[tokio::test]
+async fn a_looser_sub_agents_background_process_is_held_to_its_parent() {
+    let (listener, connect) = listener_and_connect();
+    listener.set_nonblocking(true).unwrap();
+    let server = start_with(
+        "tools = [\"shell\", \"spawn_agent\"]\nspawnable = [\"loose\"]",
+        "[agents.loose]\ndescription = \"no sandbox\"\nmodel = \"demo\"\nsandbox = \"off\"\n\
+         network = true\n",
+    )
+    .await;
+    let workspace = outside_dir();
+    let outside = outside_dir();
+    let text = format!(
+        "/spawn loose: /background {connect}; echo x > {}/escaped; echo finished",
+        outside.path().display()
+    );
+    let (status, created) = server
+        .post(
+            "/api/conversations",
+            json!({ "text": text, "cwd": workspace.path() }),
+        )
+        .await;
+    assert_eq!(status, 201, "{created}");
+    let id = created["conversation"]["id"].as_str().unwrap();
+    let root_session = created["conversation"]["root_session_id"].clone();
+    let (process, out) = ended_process(&server, id).await;
+    assert!(out.contains("finished"), "{out}");
+    assert!(!out.contains("connected"), "{out}");
+    assert_eq!(listener.accept().unwrap_err().kind(), ErrorKind::WouldBlock);
+    assert!(!outside.path().join("escaped").exists(), "{out}");
+    assert_ne!(process["session_id"], root_session, "{process}");
+}
+
+/// Attack: with the network on, a background process tries the service's own API (creating
+/// a conversation, answering an approval, listing) and its token file: every call is 401 and
+/// the token stays unreadable, as for any call.
+#[tokio::test]
+async fn a_background_process_cannot_use_the_service_api() {
+    let server = start("network = true").await;
+    let workspace = outside_dir();
+    let script = format!(
+        r#"
+import urllib.request, urllib.error
+def call(method, path, body=None):
+    request = urllib.request.Request("{base}" + path, method=method, data=body,
+        headers={{"content-type": "application/json"}})
+    try:
+        print(method, path, urllib.request.urlopen(request, timeout=5).status)
+    except urllib.error.HTTPError as error:
+        print(method, path, error.code)
+call("POST", "/api/conversations", b'{{"text": "/shell id"}}')
+call("POST", "/api/approvals/a_0", b'{{"decision": "allow"}}')
+call("GET", "/api/conversations")
+try:
+    print("token read", len(open("{token_file}").read()))
+except OSError as error:
+    print("token unreadable", type(error).__name__)
+"#,
+        base = server.base,
+        token_file = server.data_dir.join("local-token").display(),
+    );
+    std::fs::write(workspace.path().join("api.py"), script).unwrap();
+    let (status, created) = server
+        .post(
+            "/api/conversations",
+            json!({ "text": "/background python3 api.py", "cwd": workspace.path() }),
+        )
+        .await;
+    assert_eq!(status, 201, "{created}");
+    let id = created["conversation"]["id"].as_str().unwrap();
+    let (_, out) = ended_process(&server, id).await;
+    for expected in [
+        "POST /api/conversations 401",
+        "POST /api/approvals/a_0 401",
+        "GET /api/conversations 401",
+        "token unreadable",
+    ] {
+        assert!(out.contains(expected), "{expected}: {out}");
+    }
+    let (_, list) = server.get("/api/conversations").await;
+    assert_eq!(list["conversations"].as_array().unwrap().len(), 1, "{list}");
+}

@@ -5,8 +5,10 @@
 //! the output: a failed build's error, a server's latest requests. A reader asks by cursor,
 //! as in memory, and is told how much before what is kept was dropped.
 
+use std::collections::HashMap;
 use std::fs;
 use std::io::{Read as _, Seek as _, SeekFrom};
+use std::os::unix::fs::OpenOptionsExt as _;
 use std::path::{Path, PathBuf};
 
 use tokio::io::AsyncWriteExt as _;
@@ -104,19 +106,12 @@ fn segments(dir: &Path, id: &str) -> Vec<(u64, PathBuf)> {
     let Ok(entries) = fs::read_dir(dir) else {
         return Vec::new();
     };
-    let prefix = format!("{id}.");
     let mut found: Vec<(u64, PathBuf)> = entries
         .filter_map(Result::ok)
         .filter_map(|entry| {
             let name = entry.file_name();
-            let name = name.to_str()?;
-            let middle = name.strip_prefix(&prefix)?.strip_suffix("log")?;
-            let start = match middle.strip_suffix('.') {
-                Some(offset) => offset.parse().ok()?,
-                None if middle.is_empty() => 0,
-                None => return None,
-            };
-            Some((start, entry.path()))
+            let (owner, start) = parse_name(name.to_str()?)?;
+            (owner == id).then(|| (start, entry.path()))
         })
         .collect();
     found.sort();
@@ -130,12 +125,42 @@ pub fn remove(dir: &Path, id: &str) {
     }
 }
 
-/// The cursor just past what the log keeps: how much the process wrote, as far as its log
-/// knows (for a process whose end was never recorded).
-pub fn total(dir: &Path, id: &str) -> u64 {
-    segments(dir, id).last().map_or(0, |(start, path)| {
-        start + fs::metadata(path).map_or(0, |metadata| metadata.len())
-    })
+/// For every process with a log in `dir` (one read of the folder): the cursor just past what
+/// its log keeps, that is how much it wrote as far as the log knows (for processes whose end
+/// was never recorded).
+pub fn totals(dir: &Path) -> HashMap<String, u64> {
+    let mut totals = HashMap::new();
+    let Ok(entries) = fs::read_dir(dir) else {
+        return totals;
+    };
+    for entry in entries.filter_map(Result::ok) {
+        let name = entry.file_name();
+        let Some((id, start)) = name.to_str().and_then(parse_name) else {
+            continue;
+        };
+        // Files only: a link is never followed, nor counted.
+        let Some(length) = entry
+            .metadata()
+            .ok()
+            .filter(fs::Metadata::is_file)
+            .map(|metadata| metadata.len())
+        else {
+            continue;
+        };
+        let end = totals.entry(id.to_owned()).or_insert(0);
+        *end = (*end).max(start + length);
+    }
+    totals
+}
+
+/// A segment's file name as its process and its first byte's cursor: `<id>.<offset>.log`, or
+/// `<id>.log` (a log from before segments, at 0).
+fn parse_name(name: &str) -> Option<(&str, u64)> {
+    let stem = name.strip_suffix(".log")?;
+    match stem.split_once('.') {
+        Some((id, offset)) => Some((id, offset.parse().ok()?)),
+        None => Some((stem, 0)),
+    }
 }
 
 /// What the log keeps after `since`, at most `max_bytes` of it; `dropped` counts the bytes
@@ -156,7 +181,12 @@ pub fn read(dir: &Path, id: &str, since: u64, max_bytes: usize) -> Read {
     let Some((start, path)) = segments.iter().rev().find(|(start, _)| *start <= from) else {
         return empty(since);
     };
-    let Ok(mut file) = fs::File::open(path) else {
+    // Never through a link planted where a segment goes.
+    let Ok(mut file) = fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NOFOLLOW)
+        .open(path)
+    else {
         return empty(since);
     };
     let length = file.metadata().map_or(0, |metadata| metadata.len());
@@ -188,7 +218,7 @@ mod tests {
             log.write(&line).await;
         }
         let written = per_segment * 7 / 2 * 1024;
-        assert_eq!(total(dir.path(), "p_1"), written);
+        assert_eq!(totals(dir.path())["p_1"], written);
         let kept = segments(dir.path(), "p_1");
         assert_eq!(
             kept.iter().map(|(start, _)| *start).collect::<Vec<_>>(),
@@ -221,6 +251,18 @@ mod tests {
         fs::write(dir.path().join("p_20.0.log"), "another process\n").unwrap();
         let read = read(dir.path(), "p_2", 1, 100);
         assert_eq!((read.text.as_str(), read.next), ("éllo\n", 7));
-        assert_eq!(total(dir.path(), "p_2"), 7);
+        assert_eq!(totals(dir.path())["p_2"], 7);
+        assert_eq!(totals(dir.path())["p_20"], 16);
+    }
+
+    #[test]
+    fn a_link_planted_where_a_segment_goes_is_never_read_through() {
+        let dir = tempfile::tempdir().unwrap();
+        let secret = dir.path().join("secret");
+        fs::write(&secret, "the service's token").unwrap();
+        std::os::unix::fs::symlink(&secret, dir.path().join("p_3.0.log")).unwrap();
+        let read = read(dir.path(), "p_3", 0, 100);
+        assert_eq!(read.text, "");
+        assert!(!totals(dir.path()).contains_key("p_3"));
     }
 }

@@ -235,9 +235,15 @@ impl Processes {
             }
         }
         // A process whose end was never recorded wrote what its log holds.
-        for process in &mut listed {
-            if process.status == ProcessStatus::Lost {
-                process.output_bytes = log::total(&dir, &process.id);
+        if listed
+            .iter()
+            .any(|process| process.status == ProcessStatus::Lost)
+        {
+            let totals = log::totals(&dir);
+            for process in &mut listed {
+                if process.status == ProcessStatus::Lost {
+                    process.output_bytes = totals.get(&process.id).copied().unwrap_or(0);
+                }
             }
         }
         listed.sort_by_key(|process| process.started_at);
