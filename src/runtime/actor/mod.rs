@@ -476,7 +476,6 @@ impl ConversationActor {
                 .is_some_and(|run| run.running.is_none())
     }
 
-    /// Nothing runs or waits anywhere in the conversation: it may leave memory.
     /// Whether the conversation may leave memory now: nothing runs or waits in it, nobody
     /// follows it, and (cluster mode) no background process of it runs here. Its lease goes
     /// when it leaves, and another instance could take it without its processes: the instance
@@ -487,6 +486,7 @@ impl ConversationActor {
             && !(self.shared.cluster().is_some() && self.shared.processes.any_running(&self.id))
     }
 
+    /// Nothing runs or waits anywhere in the conversation.
     fn is_quiet(&self) -> bool {
         self.compacting.is_none()
             && self
