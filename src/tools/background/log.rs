@@ -72,7 +72,13 @@ impl Log {
         let Some(file) = self.file.as_mut() else {
             return;
         };
-        if file.write_all(text.as_bytes()).await.is_err() {
+        // tokio hands a write to a blocking thread and answers before it lands; the flush
+        // waits for it, so a reader of the file (and the count of what was written) sees it.
+        let written = match file.write_all(text.as_bytes()).await {
+            Ok(()) => file.flush().await,
+            Err(error) => Err(error),
+        };
+        if written.is_err() {
             // A full disk: the rest is not kept (memory still has the recent part).
             self.file = None;
             return;
