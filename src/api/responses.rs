@@ -279,6 +279,11 @@ pub struct Health {
     /// How long the oldest of those jobs has waited, in milliseconds (0 when none waits): how
     /// far search lags behind what was answered.
     pub index_oldest_job_ms: u64,
+    /// Conversations whose index updates failed (the database did not answer) and that wait
+    /// to be re-indexed from their files: in cluster mode as soon as the database answers
+    /// again, otherwise at the next start. Until it is 0, listing and search may lag behind
+    /// what was stored.
+    pub index_repairs_pending: u64,
     /// Sub-agents running now across every conversation.
     pub running_subagents: u64,
     /// The most sub-agents running at once across the service

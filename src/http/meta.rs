@@ -63,6 +63,7 @@ pub async fn health(State(state): State<AppState>) -> Response {
         },
         index_jobs_pending: state.runtime.index_jobs_pending() as u64,
         index_oldest_job_ms: state.runtime.index_oldest_job_age().as_millis() as u64,
+        index_repairs_pending: state.runtime.index_repairs_pending() as u64,
         running_subagents: state.runtime.running_subagents() as u64,
         max_running_subagents: u64::from(state.runtime.config().subagents.max_running_total),
         sandbox: {

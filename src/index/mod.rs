@@ -58,6 +58,11 @@ pub struct Index {
     /// start re-indexes them from their files. (The reconcile alone would miss them when a
     /// later update of the same conversation succeeded: its log length would match.)
     repairs: Arc<PathBuf>,
+    /// Noted conversations being re-indexed now (taken out of the repairs file, not done yet).
+    repairing: Arc<std::sync::atomic::AtomicUsize>,
+    /// The conversations this process noted, kept in memory too until they are re-indexed:
+    /// the note on disk can fail (the disk is full) or be taken by another instance.
+    noted: Arc<std::sync::Mutex<std::collections::HashSet<String>>>,
 }
 
 /// Where an index at `path` notes the conversations it must re-index (see `Index::repairs`).
@@ -93,6 +98,8 @@ impl Index {
             backend,
             out_of_date: Arc::default(),
             repairs: Arc::new(repairs),
+            repairing: Arc::default(),
+            noted: Arc::default(),
         }
     }
 

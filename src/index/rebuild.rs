@@ -534,11 +534,14 @@ pub async fn catch_up(store: &Store, index: &Index) -> Result<RebuildReport, Ind
 /// waiting for a start. Writes no file. If this fails too, they stay noted for the next try.
 /// Returns how many were repaired.
 pub async fn repair_noted(store: &Store, index: &Index) -> Result<usize, IndexError> {
-    let noted = index.take_repairs()?;
+    let mut noted = index.take_repairs()?;
+    noted.extend(index.take_noted_here());
     if noted.is_empty() {
         return Ok(0);
     }
     let ids: Vec<String> = noted.into_iter().collect();
+    // Counted as pending while they are re-indexed (they are out of the repairs file now).
+    let _repairing = index.repairing(ids.len());
     let repaired = async {
         // Upserts, not a removal and a rebuild: a listing in between must not miss them.
         let mut present = Vec::new();

@@ -47,6 +47,10 @@ impl Index {
     /// from their files, even after a clean stop.
     pub async fn mark_out_of_date(&self, conversation_ids: &[&str]) {
         self.out_of_date.store(true, Ordering::SeqCst);
+        self.noted
+            .lock()
+            .expect("the noted set is never poisoned")
+            .extend(conversation_ids.iter().map(|id| (*id).to_owned()));
         if let Err(error) = note(&self.repairs, conversation_ids) {
             tracing::error!(%error, path = %self.repairs.display(), "cannot note conversations to re-index");
         }
@@ -69,6 +73,36 @@ impl Index {
         ids.sort();
         ids.dedup();
         ids
+    }
+
+    /// How many conversations wait to be re-indexed from their files, or are being re-indexed
+    /// now: the index does not agree with the files until this is 0.
+    pub fn repairs_pending(&self) -> usize {
+        let mut pending: std::collections::HashSet<String> = self.repairs().into_iter().collect();
+        pending.extend(self.noted_here());
+        pending.len() + self.repairing.load(Ordering::SeqCst)
+    }
+
+    /// The conversations this process noted that were not re-indexed yet.
+    pub(super) fn noted_here(&self) -> Vec<String> {
+        let noted = self.noted.lock().expect("the noted set is never poisoned");
+        noted.iter().cloned().collect()
+    }
+
+    /// Takes the conversations this process noted, to re-index them (a failure notes them
+    /// again; a note made meanwhile is kept for the next repair).
+    pub(super) fn take_noted_here(&self) -> Vec<String> {
+        let mut noted = self.noted.lock().expect("the noted set is never poisoned");
+        noted.drain().collect()
+    }
+
+    /// Counts `count` taken conversations as being re-indexed until the guard is dropped.
+    pub(super) fn repairing(&self, count: usize) -> Repairing {
+        self.repairing.fetch_add(count, Ordering::SeqCst);
+        Repairing {
+            counter: self.repairing.clone(),
+            count,
+        }
     }
 
     /// The noted conversations, moved out of the way first so that notes added meanwhile (by
@@ -112,6 +146,18 @@ impl Index {
         }
         self.set_runtime_state(CLEAN_SHUTDOWN, "1").await?;
         Ok(true)
+    }
+}
+
+/// Conversations counted as being re-indexed while it lives (`Index::repairing`).
+pub(super) struct Repairing {
+    counter: std::sync::Arc<std::sync::atomic::AtomicUsize>,
+    count: usize,
+}
+
+impl Drop for Repairing {
+    fn drop(&mut self) {
+        self.counter.fetch_sub(self.count, Ordering::SeqCst);
     }
 }
 

@@ -155,6 +155,12 @@ impl Runtime {
         self.shared.index_queue.pending()
     }
 
+    /// Conversations whose index updates failed and that wait to be re-indexed from their
+    /// files (or are being re-indexed now).
+    pub fn index_repairs_pending(&self) -> usize {
+        self.shared.index.repairs_pending()
+    }
+
     /// How long the oldest background index job not finished yet has waited (zero when none
     /// waits): how far search lags behind what was answered.
     pub fn index_oldest_job_age(&self) -> Duration {

@@ -54,6 +54,46 @@ impl Postgres {
         format!("postgres://postgres@127.0.0.1:{}/postgres", self.port)
     }
 
+    /// Copies this server's `postgres` database (schema and rows) into `target`'s, which must
+    /// be fresh: what a backup restored elsewhere holds.
+    pub fn copy_into(&self, target: &Postgres) {
+        let dump = command(&self.bin, "pg_dump")
+            .args(["--dbname", &self.url(), "--no-owner"])
+            .output()
+            .unwrap_or_else(|error| panic!("cannot run pg_dump: {error}"));
+        assert!(
+            dump.status.success(),
+            "pg_dump failed: {}",
+            String::from_utf8_lossy(&dump.stderr)
+        );
+        let mut restore = command(&target.bin, "psql")
+            .args([
+                "--dbname",
+                &target.url(),
+                "--quiet",
+                "-v",
+                "ON_ERROR_STOP=1",
+            ])
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap_or_else(|error| panic!("cannot run psql: {error}"));
+        use std::io::Write as _;
+        restore
+            .stdin
+            .take()
+            .expect("psql's input")
+            .write_all(&dump.stdout)
+            .expect("psql reads the dump");
+        let restored = restore.wait_with_output().expect("psql ends");
+        assert!(
+            restored.status.success(),
+            "psql failed: {}",
+            String::from_utf8_lossy(&restored.stderr)
+        );
+    }
+
     /// Stops the server (fast: open connections are cut), as an outage would.
     pub fn stop(&self) {
         run(
@@ -148,6 +188,8 @@ fn binaries() -> PathBuf {
         && output.status.success()
     {
         let path = PathBuf::from(String::from_utf8_lossy(&output.stdout).trim());
+        // Through a link to the version's own folder, which holds pg_dump and psql too.
+        let path = std::fs::canonicalize(&path).unwrap_or(path);
         if let Some(dir) = path.parent() {
             return dir.to_owned();
         }

@@ -256,8 +256,8 @@ pub(crate) const LEASE_MS: u64 = 2000;
 
 pub(crate) struct Cluster {
     pub(crate) instances: Vec<Server>,
-    data_dir: std::path::PathBuf,
-    _dir: tempfile::TempDir,
+    pub(crate) data_dir: std::path::PathBuf,
+    _dir: Option<tempfile::TempDir>,
 }
 
 pub(crate) fn cluster_config(postgres: &Postgres) -> String {
@@ -269,7 +269,17 @@ pub(crate) fn cluster_config(postgres: &Postgres) -> String {
 
 pub(crate) async fn start_cluster(postgres: &Postgres, count: usize) -> Cluster {
     let dir = tempfile::tempdir().unwrap();
-    let data_dir = dir.path().join("data");
+    let mut cluster = start_cluster_in(postgres, count, dir.path().join("data")).await;
+    cluster._dir = Some(dir);
+    cluster
+}
+
+/// `count` instances sharing `data_dir`, which the caller keeps.
+pub(crate) async fn start_cluster_in(
+    postgres: &Postgres,
+    count: usize,
+    data_dir: std::path::PathBuf,
+) -> Cluster {
     let mut instances = Vec::new();
     for _ in 0..count {
         instances.push(start_instance(postgres, &data_dir).await);
@@ -277,14 +287,24 @@ pub(crate) async fn start_cluster(postgres: &Postgres, count: usize) -> Cluster 
     Cluster {
         instances,
         data_dir,
-        _dir: dir,
+        _dir: None,
     }
 }
 
 async fn start_instance(postgres: &Postgres, data_dir: &std::path::Path) -> Server {
+    start_instance_at(postgres, data_dir, None).await
+}
+
+/// An instance listening on `addr` (a free port when `None`): one restarted where it was.
+pub(crate) async fn start_instance_at(
+    postgres: &Postgres,
+    data_dir: &std::path::Path,
+    addr: Option<String>,
+) -> Server {
     Server::start_with(ServerOptions {
         data_dir: Some(data_dir.to_owned()),
         config: Some(cluster_config(postgres)),
+        addr,
         ..ServerOptions::default()
     })
     .await
@@ -902,23 +922,53 @@ async fn after_postgres_resumes_from_a_long_pause_writes_work_again_at_once() {
     assert_index_matches_files(&postgres, &cluster.data_dir).await;
 }
 
-/// What the shared index says of every conversation and turn: (id, status) rows, sorted.
-async fn index_rows(url: &str) -> (Vec<(String, String)>, Vec<(String, String)>) {
+/// What the shared index says: every conversation's (id, status, title), every turn's
+/// (id, status) and every searchable text's (conversation, seq, text), sorted.
+struct IndexRows {
+    conversations: Vec<(String, String, String)>,
+    turns: Vec<(String, String)>,
+    search: Vec<(String, i64, String)>,
+}
+
+async fn index_rows(url: &str) -> IndexRows {
     let pool = sqlx::PgPool::connect(url).await.unwrap();
-    let conversations = sqlx::query_as("SELECT id, status FROM conversations ORDER BY id")
-        .fetch_all(&pool)
-        .await
-        .unwrap();
+    let conversations =
+        sqlx::query_as("SELECT id, status, data::json->>'title' FROM conversations ORDER BY id")
+            .fetch_all(&pool)
+            .await
+            .unwrap();
     let turns = sqlx::query_as("SELECT id, status FROM turns ORDER BY id")
         .fetch_all(&pool)
         .await
         .unwrap();
+    let search = sqlx::query_as(
+        "SELECT conversation_id, seq, text FROM search ORDER BY conversation_id, seq",
+    )
+    .fetch_all(&pool)
+    .await
+    .unwrap();
     pool.close().await;
-    (conversations, turns)
+    IndexRows {
+        conversations,
+        turns,
+        search,
+    }
+}
+
+/// The rows of `a` not in `b` and those of `b` not in `a`, shown in short.
+fn only_in<T: PartialEq + std::fmt::Debug>(a: &[T], b: &[T]) -> (Vec<String>, Vec<String>) {
+    let short = |row: &T| {
+        let text = format!("{row:?}");
+        text.chars().take(160).collect::<String>()
+    };
+    (
+        a.iter().filter(|row| !b.contains(row)).map(short).collect(),
+        b.iter().filter(|row| !a.contains(row)).map(short).collect(),
+    )
 }
 
 /// The live index agrees with the files: it equals what `reindex --database-url` of a copy of
-/// the data directory writes into a fresh database. Called with the cluster quiet.
+/// the data directory writes into a copy of the database. Called with the cluster quiet.
 pub(crate) async fn assert_index_matches_files(live: &Postgres, data_dir: &std::path::Path) {
     let copy = tempfile::tempdir().unwrap();
     let status = std::process::Command::new("cp")
@@ -930,7 +980,17 @@ pub(crate) async fn assert_index_matches_files(live: &Postgres, data_dir: &std::
     assert!(status.success());
     // A copy made while instances ran holds their registrations' leftovers: none matter here.
     let _ = std::fs::remove_dir_all(copy.path().join("data/instances"));
+    // A copy of the database too: its leases say which stamped lines count (a line whose
+    // commit the database never confirmed does not). The instances' registrations go, as
+    // after they all stopped.
     let fresh = Postgres::start();
+    live.copy_into(&fresh);
+    let pool = sqlx::PgPool::connect(&fresh.url()).await.unwrap();
+    sqlx::query("DELETE FROM instances")
+        .execute(&pool)
+        .await
+        .unwrap();
+    pool.close().await;
     let output = std::process::Command::new(crate::harness::binary())
         .args(["reindex", "--data-dir"])
         .arg(copy.path().join("data"))
@@ -938,15 +998,40 @@ pub(crate) async fn assert_index_matches_files(live: &Postgres, data_dir: &std::
         .output()
         .unwrap();
     assert!(output.status.success(), "{output:?}");
-    assert_eq!(
+    let (live, fresh) = (
         index_rows(&live.url()).await,
-        index_rows(&fresh.url()).await
+        index_rows(&fresh.url()).await,
+    );
+    let differ = [
+        only_in(&live.conversations, &fresh.conversations),
+        only_in(&live.turns, &fresh.turns),
+        only_in(&live.search, &fresh.search),
+    ];
+    if differ
+        .iter()
+        .any(|(live, fresh)| !live.is_empty() || !fresh.is_empty())
+    {
+        panic!(
+            "the index disagrees with the files (kept in {}): only in the live index, then only \
+             in a reindex of the files: {differ:#?}",
+            copy.keep().display()
+        );
+    }
+    eprintln!(
+        "the index agrees with the files: {} conversations, {} turns ({} not completed), {} search rows",
+        live.conversations.len(),
+        live.turns.len(),
+        live.turns
+            .iter()
+            .filter(|(_, status)| status != "completed")
+            .count(),
+        live.search.len()
     );
 }
 
 /// Starts a long turn (the demo model streaming slowly) on `server`, and returns once its
 /// answer has begun: a kill from then on cuts it.
-async fn start_slow_turn(server: &Server, id: &str) {
+pub(crate) async fn start_slow_turn(server: &Server, id: &str) {
     let mut events = server.events(id).await;
     let (status, _) = server
         .post(

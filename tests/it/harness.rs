@@ -283,12 +283,13 @@ impl Server {
         .expect("the conversation did not become idle in time");
     }
 
-    /// Waits until the server's background index work (a fork's search rows) is done.
+    /// Waits until the server's background index work (a fork's search rows, conversations
+    /// to re-index after a failed update) is done.
     pub async fn wait_index_settled(&self) {
         let settled = tokio::time::timeout(TIMEOUT, async {
             loop {
                 let (_, health) = self.get("/api/health").await;
-                if health["index_jobs_pending"] == 0 {
+                if health["index_jobs_pending"] == 0 && health["index_repairs_pending"] == 0 {
                     return;
                 }
                 tokio::time::sleep(Duration::from_millis(10)).await;

@@ -19,6 +19,7 @@ mod checkpoints;
 mod checkpoints_power;
 mod clock_steps;
 mod cluster;
+mod cluster_faults;
 mod cluster_fence;
 mod cluster_links;
 mod cluster_peers;

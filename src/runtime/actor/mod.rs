@@ -159,6 +159,7 @@ pub fn spawn(
         subagents_counted: 0,
         approvals: Vec::new(),
         closed_on_load: Vec::new(),
+        unstored_ends: Vec::new(),
     };
     for session in &mut actor.state.sessions {
         session.last_message = actor
@@ -225,10 +226,16 @@ struct ConversationActor {
     /// Turns a crash (or a lost owner) left running, closed as this actor loaded: the index
     /// and the list learn of it when the actor starts.
     closed_on_load: Vec<String>,
+    /// Turn ends this actor took but could not store (a full disk): stored ahead of the next
+    /// record it stores, so the files do not keep those turns open.
+    unstored_ends: Vec<MetaRecord>,
     /// The agents its working directory sees (the config's and the repository's files):
     /// read when it loads, when a turn starts and when its `cwd` changes.
     agents: Arc<Agents>,
 }
+
+/// How often an actor tries again to store turn ends it could not store.
+const STORE_ENDS_EVERY: std::time::Duration = std::time::Duration::from_secs(1);
 
 impl ConversationActor {
     async fn run(mut self, mut commands: mpsc::Receiver<Command>) {
@@ -241,6 +248,7 @@ impl ConversationActor {
         }
         let idle = self.shared.settings.idle_unload;
         let mut idle_deadline = Instant::now() + idle;
+        let mut store_ends_at = Instant::now();
         loop {
             tokio::select! {
                 command = commands.recv() => {
@@ -268,6 +276,10 @@ impl ConversationActor {
                     if self.stopping && !self.any_running() {
                         break;
                     }
+                }
+                () = tokio::time::sleep_until(store_ends_at), if !self.unstored_ends.is_empty() => {
+                    store_ends_at = Instant::now() + STORE_ENDS_EVERY;
+                    self.store_unstored_ends();
                 }
                 () = tokio::time::sleep_until(idle_deadline) => {
                     idle_deadline = Instant::now() + idle;
@@ -483,6 +495,8 @@ impl ConversationActor {
     fn may_leave(&self) -> bool {
         self.is_quiet()
             && self.bus.subscriber_count() == 0
+            // Ends it could not store yet would be lost with it.
+            && self.unstored_ends.is_empty()
             && !(self.shared.cluster().is_some() && self.shared.processes.any_running(&self.id))
     }
 
@@ -655,11 +669,47 @@ impl ConversationActor {
     }
 
     fn append_meta(&mut self, records: Vec<MetaRecord>) -> Result<(), StoreError> {
-        self.meta.append(&records)?;
+        if self.unstored_ends.is_empty() {
+            self.meta.append(&records)?;
+        } else {
+            let mut all = self.unstored_ends.clone();
+            all.extend(records.iter().cloned());
+            self.meta.append(&all)?;
+            self.unstored_ends.clear();
+            // The index was told those turns ended when the files did not say so yet: it is
+            // brought up to the files again, now that they do.
+            self.mark_index_out_of_date();
+        }
         for record in &records {
             self.state.apply(record);
         }
         Ok(())
+    }
+
+    /// Notes, without waiting, that this conversation is to be re-indexed from its files.
+    fn mark_index_out_of_date(&self) {
+        let index = self.shared.index.clone();
+        let id = self.id.clone();
+        tokio::spawn(async move { index.mark_out_of_date(&[&id]).await });
+    }
+
+    /// Tries again to store the turn ends that could not be stored (the disk may have room
+    /// again). A lost lease drops them: the new owner closes those turns from the files.
+    fn store_unstored_ends(&mut self) {
+        match self.append_meta(Vec::new()) {
+            Ok(()) => {
+                tracing::info!(conversation = %self.id, "stored the turn ends that could not be stored before");
+            }
+            Err(error) if error.is_fence() => self.unstored_ends.clear(),
+            Err(error) => tracing::debug!(%error, "turn ends still cannot be stored"),
+        }
+    }
+
+    /// A turn's end that could not be stored: this actor takes it now (a turn it thinks still
+    /// runs would block every later one) and stores it ahead of the next record it stores.
+    fn end_unstored(&mut self, record: MetaRecord) {
+        self.state.apply(&record);
+        self.unstored_ends.push(record);
     }
 
     /// The writer of a session's file, opened the first time it is needed.

@@ -202,7 +202,7 @@ impl ConversationActor {
         for turn in turns {
             self.reset_meter(turn.session_id());
             if let Err(error) = self.begin_turn(turn) {
-                // Stored as started: the next load closes it, as after a crash.
+                // It ended at once, failed (`end_unbegun_turn`).
                 tracing::error!(%error, conversation = %self.id, "a sub-agent's first turn could not begin");
             }
         }

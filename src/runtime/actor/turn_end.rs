@@ -109,11 +109,11 @@ impl ConversationActor {
                 }
                 return;
             }
-            // Clients are told the turn ended, and this actor must agree with them (a turn it
-            // thinks still runs would block every later one). On disk the turn stays open, so
-            // the next start closes it as interrupted.
+            // Clients are told the turn ended, and this actor must agree with them. On disk the
+            // turn stays open until the actor's next stored record carries the end along (or,
+            // after a crash, the next start closes it as interrupted).
             tracing::error!(%error, conversation = %self.id, "cannot store the end of a turn");
-            self.state.apply(&record);
+            self.end_unstored(record.clone());
             // The index is about to be told how the turn ended; the files will say otherwise.
             self.shared.index.mark_out_of_date(&[&self.id]).await;
         }

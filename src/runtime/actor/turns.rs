@@ -18,6 +18,7 @@ use crate::runtime::instructions::{Facts, Prompt};
 use crate::runtime::link::{FromTurn, TurnMsg};
 use crate::runtime::turn::{self, ModelSetup, TurnSpec};
 use crate::runtime::{RequestKey, RuntimeError, usage};
+use crate::store::StoreError;
 use crate::store::records::MetaRecord;
 use crate::store::state::StoredAnswer;
 use crate::tools::ToolContext;
@@ -224,8 +225,11 @@ impl ConversationActor {
             items.push(user_item(message, &turn_id, seq));
         }
         // A retry brings no item.
-        if !items.is_empty() {
-            self.append_items(session_id, &items)?;
+        if !items.is_empty()
+            && let Err(error) = self.append_items(session_id, &items)
+        {
+            self.end_unbegun_turn(session_id, &turn_id, &error);
+            return Err(error.into());
         }
         self.index_turn_start(session_id, &turn_id, &items, answer_key);
         self.publish_conversation();
@@ -244,6 +248,35 @@ impl ConversationActor {
         }
         self.run_turn(session_id, &turn_id);
         Ok(())
+    }
+
+    /// Ends, failed, a turn stored as started whose messages could not be stored (a full
+    /// disk): otherwise this actor, its clients and the index would see it running until the
+    /// conversation is next loaded. When even its end cannot be stored, it ends here and goes
+    /// to the files with the next record stored, and the index is marked for a re-index from
+    /// the files.
+    fn end_unbegun_turn(&mut self, session_id: &str, turn_id: &str, error: &StoreError) {
+        let record = MetaRecord::TurnEnded {
+            session_id: session_id.to_owned(),
+            turn_id: turn_id.to_owned(),
+            status: TurnStatus::Failed,
+            error: Some(format!("its message could not be stored: {error}")),
+            error_code: None,
+            at: now(),
+            usage: None,
+        };
+        if let Err(error) = self.append_meta(vec![record.clone()]) {
+            tracing::error!(%error, conversation = %self.id, "cannot store the end of a turn that never began");
+            if error.is_fence() {
+                self.state.apply(&record);
+            } else {
+                self.end_unstored(record);
+                self.mark_index_out_of_date();
+            }
+        }
+        self.index_turn_start(session_id, turn_id, &[], None);
+        self.publish_conversation();
+        self.publish_session(session_id);
     }
 
     /// The session's new state, then `turn.started`.
