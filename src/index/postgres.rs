@@ -370,7 +370,7 @@ async fn apply_one(
             meta_len,
         } => {
             // A row only moves forward in its log: an older fact arriving late is ignored.
-            sqlx::query(
+            let applied = sqlx::query(
                 "INSERT INTO conversations (id, updated_at, archived, status, meta_len, data)
                  VALUES ($1, $2, $3, $4, $5, $6)
                  ON CONFLICT (id) DO UPDATE SET updated_at = excluded.updated_at,
@@ -385,7 +385,14 @@ async fn apply_one(
             .bind(*meta_len as i64)
             .bind(serde_json::to_string(conversation)?)
             .execute(&mut **tx)
-            .await?;
+            .await?
+            .rows_affected();
+            // The title's search row follows the row (written only when it differs): a rename
+            // whose own update was lost (the database away, its repair note lost with a killed
+            // instance) is searchable again with the conversation's next update.
+            if applied > 0 {
+                put_search_row(tx, &conversation.id, 0, &conversation.title).await?;
+            }
         }
         IndexUpdate::Title {
             conversation_id,
@@ -497,7 +504,8 @@ fn push_search_terms(sql: &mut QueryBuilder<Postgres>, terms: &[&str]) {
     }
 }
 
-/// Writes (or replaces) the search row of a title (seq 0) or a message.
+/// Writes (or replaces) the search row of a title (seq 0) or a message; a row that already
+/// holds the text is left alone.
 async fn put_search_row(
     tx: &mut sqlx::Transaction<'_, Postgres>,
     conversation_id: &str,
@@ -508,7 +516,8 @@ async fn put_search_row(
     let text = indexed_text(text).replace('\0', "");
     sqlx::query(
         "INSERT INTO search (conversation_id, seq, text) VALUES ($1, $2, $3)
-         ON CONFLICT (conversation_id, seq) DO UPDATE SET text = excluded.text",
+         ON CONFLICT (conversation_id, seq) DO UPDATE SET text = excluded.text
+         WHERE search.text <> excluded.text",
     )
     .bind(conversation_id)
     .bind(seq as i64)
