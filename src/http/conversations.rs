@@ -361,6 +361,32 @@ pub async fn withdraw_pending(
 
 #[utoipa::path(
     post,
+    path = "/api/conversations/{id}/pending/{message_id}/send",
+    tag = "messages",
+    summary = "Send a waiting message now",
+    description = "With the agent idle (after a stop, waiting messages stay until sent), the \
+        message starts a turn on its own and the others keep waiting; with a turn running, it \
+        joins that turn at its next model call (as `mode: steer`).",
+    params(
+        ("id" = String, Path, description = "Conversation id"),
+        ("message_id" = String, Path, description = "A waiting message's id"),
+    ),
+    responses(
+        (status = 202, description = "The message: `status` is `started` when it started a turn, else `waiting` (it joins the running turn)", body = Message),
+        (status = 404, description = "`not_found`: no such conversation or waiting message", body = ErrorBody),
+        (status = 409, description = "`not_waiting`: the agent has already taken the message", body = ErrorBody),
+    ),
+)]
+pub async fn send_pending_now(
+    State(state): State<AppState>,
+    Path((id, message_id)): Path<(String, String)>,
+) -> Result<(axum::http::StatusCode, axum::Json<Message>), ApiError> {
+    let message = state.runtime.send_pending_now(&id, &message_id).await?;
+    Ok((axum::http::StatusCode::ACCEPTED, axum::Json(message)))
+}
+
+#[utoipa::path(
+    post,
     path = "/api/conversations/{id}/retry",
     tag = "messages",
     summary = "Run a failed turn again",

@@ -83,6 +83,10 @@ pub fn router(
             "/api/conversations/{id}/pending/{message_id}",
             patch(c::update_pending).delete(c::withdraw_pending),
         )
+        .route(
+            "/api/conversations/{id}/pending/{message_id}/send",
+            post(c::send_pending_now),
+        )
         .route("/api/conversations/{id}/interrupt", post(c::interrupt))
         .route("/api/conversations/{id}/retry", post(c::retry))
         .route("/api/conversations/{id}/retry/now", post(c::retry_now))

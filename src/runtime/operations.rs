@@ -350,6 +350,18 @@ impl Runtime {
             .await?
     }
 
+    /// Sends a waiting message now (see `ConversationActor::send_pending_now`); `NotWaiting`
+    /// once the agent has taken it.
+    pub async fn send_pending_now(
+        &self,
+        id: &str,
+        message_id: &str,
+    ) -> Result<Message, RuntimeError> {
+        let message_id = message_id.to_owned();
+        self.call(id, |reply| Command::SendPendingNow { message_id, reply })
+            .await?
+    }
+
     /// A copy of the conversation up to its last finished turn; with `worktree`, it runs in a
     /// copy of the working tree as it is now.
     pub async fn fork(

@@ -652,3 +652,75 @@ async fn after_a_stop_waiting_messages_wait_until_the_user_speaks_again() {
         ]
     );
 }
+
+/// After a stop, one waiting message is sent now: it starts a turn on its own, the other keeps
+/// waiting (still held); sending a message the agent took is 409, one never seen 404. While a
+/// turn runs, sending one now makes it join that turn (steer).
+#[tokio::test]
+async fn a_waiting_message_held_after_a_stop_is_sent_now_on_its_own() {
+    let server = Server::start().await;
+    let (id, _, mut events) = streaming_turn(&server, "long answer\n/sleep 60").await;
+    let mut waiting = Vec::new();
+    for text in ["first held", "second held"] {
+        let (status, body) = server
+            .post(
+                &format!("/api/conversations/{id}/messages"),
+                json!({ "text": text, "mode": "queue" }),
+            )
+            .await;
+        assert_eq!(status, 202, "{body}");
+        waiting.push(body["message"]["id"].as_str().unwrap().to_owned());
+    }
+    let (status, _) = server
+        .post(&format!("/api/conversations/{id}/interrupt"), json!({}))
+        .await;
+    assert_eq!(status, 200);
+    next_matching(&mut events, |kind, _| kind == "turn.ended").await;
+
+    let send = |message_id: &str| format!("/api/conversations/{id}/pending/{message_id}/send");
+    let (status, body) = server.post(&send(&waiting[1]), json!({})).await;
+    assert_eq!(status, 202, "{body}");
+    assert_eq!(body["id"], waiting[1].as_str());
+    assert_eq!(body["status"], "started");
+    let started = next_matching(&mut events, |kind, _| kind == "turn.started").await;
+    assert_eq!(started["message_ids"], json!([waiting[1]]));
+    next_matching(&mut events, |kind, _| kind == "turn.ended").await;
+    // The other still waits, held: the turn's end did not start it.
+    let (_, conversation) = server.get(&format!("/api/conversations/{id}")).await;
+    assert_eq!(conversation["status"], "idle", "{conversation}");
+    assert_eq!(conversation["pending"][0]["id"], waiting[0].as_str());
+    assert_eq!(conversation["pending"].as_array().unwrap().len(), 1);
+
+    let (status, body) = server.post(&send(&waiting[1]), json!({})).await;
+    assert_eq!(
+        (status, body["error"]["code"].clone()),
+        (409, json!("not_waiting"))
+    );
+    let (status, _) = server.post(&send("m_never"), json!({})).await;
+    assert_eq!(status, 404);
+
+    // While a turn runs, "send now" steers a queued message into it.
+    let (other, _, _events) = streaming_turn(&server, "long answer\n/sleep 60").await;
+    let (status, body) = server
+        .post(
+            &format!("/api/conversations/{other}/messages"),
+            json!({ "text": "join in", "mode": "queue" }),
+        )
+        .await;
+    assert_eq!(status, 202, "{body}");
+    let queued = body["message"]["id"].as_str().unwrap();
+    let (status, body) = server
+        .post(
+            &format!("/api/conversations/{other}/pending/{queued}/send"),
+            json!({}),
+        )
+        .await;
+    assert_eq!(status, 202, "{body}");
+    assert_eq!(
+        (body["status"].clone(), body["mode"].clone()),
+        (json!("waiting"), json!("steer"))
+    );
+    server
+        .post(&format!("/api/conversations/{other}/interrupt"), json!({}))
+        .await;
+}

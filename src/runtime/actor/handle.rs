@@ -66,6 +66,10 @@ pub enum Command {
         message_id: String,
         reply: oneshot::Sender<Result<Message, RuntimeError>>,
     },
+    SendPendingNow {
+        message_id: String,
+        reply: oneshot::Sender<Result<Message, RuntimeError>>,
+    },
     /// Fork (no message id) or rewind to just before a user message of the root session;
     /// `restore`: also put back the files changed since.
     Fork {

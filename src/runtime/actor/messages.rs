@@ -164,6 +164,41 @@ impl ConversationActor {
         Ok(message)
     }
 
+    /// Sends a waiting message now. With its agent idle (the messages held since a stop), it
+    /// starts a turn on its own and the others keep waiting; with a turn running, it joins
+    /// that turn at its next model call (steer).
+    pub(super) fn send_pending_now(&mut self, message_id: &str) -> Result<Message, RuntimeError> {
+        let Some(session_id) = self.waiting_in(message_id) else {
+            return Err(self.not_pending(message_id));
+        };
+        if !self.session_is_idle(&session_id) {
+            let patch = PendingPatch {
+                text: None,
+                mode: Some(MessageMode::Steer),
+            };
+            return self.update_pending(message_id, patch);
+        }
+        self.check_can_run(&session_id)?;
+        let run = self.sessions.get_mut(&session_id).expect("found above");
+        let Some(message) = run.pending.withdraw(message_id) else {
+            return Err(self.not_pending(message_id));
+        };
+        let report = self.is_report(&message);
+        match self.start_turn(&session_id, vec![message.clone()], None) {
+            Ok(answer) => {
+                self.publish_pending();
+                Ok(answer.message().clone())
+            }
+            Err(error) => {
+                if let Some(run) = self.sessions.get_mut(&session_id) {
+                    run.pending
+                        .restore(vec![crate::runtime::pending::Waiting { message, report }]);
+                }
+                Err(error)
+            }
+        }
+    }
+
     /// The session whose waiting messages hold `message_id`.
     fn waiting_in(&self, message_id: &str) -> Option<String> {
         self.sessions

@@ -379,6 +379,9 @@ impl ConversationActor {
             Command::WithdrawPending { message_id, reply } => {
                 let _ = reply.send(self.withdraw_pending(&message_id));
             }
+            Command::SendPendingNow { message_id, reply } => {
+                let _ = reply.send(self.send_pending_now(&message_id));
+            }
             Command::Fork {
                 rewind_to,
                 restore,
