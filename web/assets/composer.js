@@ -9,7 +9,7 @@ import { $, el, enc, newKey } from './dom.js';
 import { showError } from './banners.js';
 import { isRunning, navigate, state } from './state.js';
 import { upsertListed } from './sidebar.js';
-import { editLastWaiting } from './pending.js';
+import { editLastWaiting, noteRunningChanged } from './pending.js';
 import { isTouch, putBack, sendsOnEnter } from './messagebox.js';
 import { renderPlan } from './plan.js';
 import { asCommand, commandKey, wireCommands } from './commands.js';
@@ -28,6 +28,8 @@ export function renderComposer() {
   else $('send').replaceChildren('Send', running ? el('span', { class: 'send-while' }, ' while working') : '');
   // The plan above the box shows while the agent works.
   renderPlan();
+  // The waiting messages' buttons, and the notice of the held ones, follow whether it works.
+  noteRunningChanged();
 }
 
 // Sends what is in the box. The box is emptied at once, so what the user types next is a new

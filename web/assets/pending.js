@@ -1,6 +1,9 @@
 // Waiting messages: what the user sent while the agent worked, until the agent takes it; until
 // then the user may edit it, withdraw it, let the running turn read it now (steer) or interrupt
-// the turn with it. Two rules keep the user's text safe:
+// the turn with it. After a stop the agent is idle and the messages stay, held: each can then be
+// sent now (a turn with it alone) or withdrawn, and a notice by the message box says that the
+// held ones go before the next message (the service sends them first, in order), so the next
+// message never takes them along unannounced. Two rules keep the user's text safe:
 //
 // - Editing holds the message back: "Edit" withdraws it from the service (its text comes back)
 //   and Save sends the edited text in its place, so the agent can never take the old text while
@@ -55,6 +58,30 @@ function viewedSessionId() {
 function userMessagesOf(pending) {
   const session = viewedSessionId();
   return pending.filter((m) => m.source === 'user' && m.session_id === session);
+}
+
+// Whether the session a message waits for has a turn running.
+function sessionRunning(sessionId) {
+  if (!state.conv) return false;
+  if (!sessionId || sessionId === state.conv.root_session_id) return state.conv.status === 'running';
+  const session = state.sessions.find((s) => s.id === sessionId);
+  return !!session && session.status === 'running';
+}
+
+// A sub-agent's report to the agent that started it (not a message "from above").
+function isReport(message) {
+  if (message.source !== 'agent') return false;
+  const sender = state.sessions.find((s) => s.id === message.from_session_id);
+  return !sender || sender.parent_id === message.session_id;
+}
+
+// The messages held for the session shown: it is idle and they wait, so the next message sent
+// to it goes after them (reports from sub-agents are not held this way).
+function heldForNext() {
+  if (!state.conv || state.view !== 'conversation') return [];
+  const session = viewedSessionId();
+  if (sessionRunning(session)) return [];
+  return state.pending.filter((m) => m.session_id === session && !isReport(m));
 }
 
 // ------------------------------------------------------------------------------------------------
@@ -238,6 +265,26 @@ async function withdraw(message) {
   }
 }
 
+// Send now: with the agent idle, a turn starts with this message alone (the others keep
+// waiting); with a turn running, it joins that turn (steer).
+async function sendNow(message, button) {
+  if (button) button.disabled = true;
+  const hadFocus = button && document.activeElement === button;
+  try {
+    await api('POST', `/api/conversations/${enc(state.conv.id)}/pending/${enc(message.id)}/send`);
+  } catch (error) {
+    if (button) button.disabled = false;
+    if (error instanceof ApiError && error.code === 'not_waiting') {
+      showError(error, { text: 'The agent already took that message.' });
+    } else {
+      showError(error);
+    }
+    return;
+  }
+  // Its row is gone (or going): the message box is where the user goes on.
+  if (hadFocus && (!button.isConnected || document.activeElement === document.body || document.activeElement === button)) $('message').focus();
+}
+
 async function patch(message, change) {
   try {
     await api('PATCH', `/api/conversations/${enc(state.conv.id)}/pending/${enc(message.id)}`, change);
@@ -298,7 +345,21 @@ function waitingRow(message) {
     target,
     el('span', { class: 'spacer' }),
   );
-  if (user) {
+  if (user && !sessionRunning(message.session_id)) {
+    // The agent is idle (stopped): nothing runs to steer or interrupt; the message is sent now
+    // on its own, or taken back.
+    head.append(
+      el('button', {
+        type: 'button',
+        class: 'primary send-now',
+        text: 'Send now',
+        title: 'Start a turn with this message alone; the other waiting messages keep waiting',
+        onclick: (event) => sendNow(message, event.currentTarget),
+      }),
+      el('button', { type: 'button', text: 'Edit', title: 'Hold it back and edit it (↑ in the empty message box)', onclick: () => startEdit(message) }),
+      el('button', { type: 'button', text: 'Withdraw', title: 'Take it back into the message box', onclick: () => withdraw(message) }),
+    );
+  } else if (user) {
     head.append(
       el('button', { type: 'button', text: 'Edit', title: 'Hold it back and edit it (↑ in the empty message box)', onclick: () => startEdit(message) }),
       el('button', { type: 'button', text: 'Withdraw', title: 'Take it back into the message box', onclick: () => withdraw(message) }),
@@ -315,24 +376,76 @@ function waitingRow(message) {
   return el('li', { class: `pending-item${user ? '' : ' from-agent'}`, 'data-id': message.id }, head, el('div', { class: 'text' }, message.text));
 }
 
+// Which sessions the rows were last drawn for as running: a turn that starts or ends changes
+// the rows' buttons (Send now while idle; Steer now and Interrupt with this while it runs).
+let drawnRunning = '';
+
+function runningKey() {
+  if (!state.conv) return '';
+  const ids = new Set(state.pending.map((m) => m.session_id));
+  return [...ids].map((id) => `${id}:${sessionRunning(id)}`).join(',');
+}
+
+// A turn started or ended (conversation.updated, session.updated): the rows follow.
+export function noteRunningChanged() {
+  if (runningKey() !== drawnRunning) renderPending();
+  else renderHeldNotice();
+}
+
 export function renderPending() {
   const box = $('pending');
   const inConversation = state.view === 'conversation' && state.conv;
   const pending = inConversation ? state.pending : [];
   const showHeld = inConversation && held && held.conversationId === state.conv.id;
   box.hidden = pending.length === 0 && !showHeld;
+  drawnRunning = runningKey();
   const rows = pending.map(waitingRow);
   if (showHeld) rows.unshift(heldRow());
   const list = $('pending-list');
   const focused = list.querySelector('textarea') === document.activeElement;
   const caret = focused ? document.activeElement.selectionStart : null;
+  // A focused button keeps the focus when its row is drawn again (a turn started or ended).
+  const button = !focused && list.contains(document.activeElement) && document.activeElement.tagName === 'BUTTON' ? document.activeElement : null;
+  const buttonRow = button && button.closest('li[data-id]') ? button.closest('li[data-id]').dataset.id : null;
+  const buttonText = button ? button.textContent : null;
   list.replaceChildren(...rows);
   $('pending-count').textContent = `(${rows.length})`;
+  const idle = pending.some((m) => m.source === 'user' && !sessionRunning(m.session_id));
+  box.querySelector('.pending-hint').textContent = idle
+    ? 'held since the agent stopped: send each now, or they go before your next message'
+    : 'kept in memory until the agent takes them';
   const area = list.querySelector('textarea');
   if (area && (focused || held.fresh)) {
     held.fresh = false;
     area.focus();
     const at = caret === null ? area.value.length : caret;
     area.setSelectionRange(at, at);
+  } else if (button) {
+    const row = buttonRow ? [...list.children].find((li) => li.dataset.id === buttonRow) : null;
+    const again = row ? [...row.querySelectorAll('button')].find((b) => b.textContent === buttonText) || row.querySelector('button') : null;
+    if (again) again.focus();
+    else $('message').focus();
   }
+  renderHeldNotice();
+}
+
+// Beside the message box: the held messages go before the next one.
+function renderHeldNotice() {
+  let notice = $('held-notice');
+  const count = heldForNext().length;
+  if (!notice) {
+    if (!count) return;
+    notice = el('p', { id: 'held-notice', class: 'held-notice' });
+    $('message').after(notice);
+  }
+  notice.hidden = !count;
+  const text = count
+    ? `The agent is stopped: ${plural(count, 'waiting message', 'waiting messages')} will be sent before this one, in order. Send now or Withdraw them above to change that.`
+    : '';
+  if (notice.textContent !== text) notice.textContent = text;
+  const box = $('message');
+  const described = (box.getAttribute('aria-describedby') || '').split(' ').filter((id) => id && id !== 'held-notice');
+  if (count) described.push('held-notice');
+  if (described.length) box.setAttribute('aria-describedby', described.join(' '));
+  else box.removeAttribute('aria-describedby');
 }
