@@ -1,8 +1,14 @@
 // The context meter: how much of the model's context window the conversation uses, in figures
 // (used / window), with the compaction threshold marked and labelled, and what "reported" and
-// "estimated" mean on hover (and for screen readers).
+// "estimated" mean on hover (and for screen readers). Past the whole window (a message larger
+// than the window) it says under the bar what happens next: the older history is summarized
+// before the next model call, and what still does not fit the provider may refuse.
 
-import { $, formatCount, formatTokens } from './dom.js';
+// What the meter says past the whole window.
+const OVER_TEXT =
+  'Over the context window: the older history will be summarized before the next model call; if what remains still does not fit, the model provider may refuse the request.';
+
+import { $, el, formatCount, formatTokens } from './dom.js';
 import { state } from './state.js';
 
 // While a reply streams, the meter moves with it: the text streamed into the root session since
@@ -87,6 +93,21 @@ export function renderUsage() {
   const explanation =
     `Context in use: ${formatCount(used)} of ${formatCount(windowSize)} tokens (${percent.toFixed(1)}%). ${how}` +
     (threshold ? ` At ${formatCount(threshold)} tokens (the compaction threshold) older history is summarized.` : '');
-  box.title = explanation;
-  $('usage-explanation').textContent = explanation;
+  const over = used > windowSize;
+  let overNote = $('usage-over');
+  if (over && !overNote) {
+    overNote = el('div', { id: 'usage-over', class: 'usage-over' });
+    box.append(overNote);
+  }
+  if (overNote) {
+    overNote.hidden = !over;
+    // On a phone the line is too narrow for the whole sentence: a short one shows, the whole
+    // one is read out (and is in the meter's explanation).
+    if (over && !overNote.firstChild) {
+      overNote.append(el('span', { class: 'usage-over-full' }, OVER_TEXT), el('span', { class: 'usage-over-short', 'aria-hidden': 'true' }, 'Over the window: summarized first, or refused'));
+    }
+  }
+  box.classList.toggle('over', over);
+  box.title = over ? `${explanation} ${OVER_TEXT}` : explanation;
+  $('usage-explanation').textContent = over ? `${explanation} ${OVER_TEXT}` : explanation;
 }

@@ -18,6 +18,7 @@ import { $, el, enc, newKey, plural } from './dom.js';
 import { showError, showNotice } from './banners.js';
 import { isRunning, state, subAgentName } from './state.js';
 import { insertIntoComposer, sendsOnEnter } from './messagebox.js';
+import { longText } from './longtext.js';
 
 const HELD_KEY = 'openvaala.held.';
 const WAITING_KEY = 'openvaala.waiting.';
@@ -373,7 +374,7 @@ function waitingRow(message) {
       ].filter(Boolean),
     );
   }
-  return el('li', { class: `pending-item${user ? '' : ' from-agent'}`, 'data-id': message.id }, head, el('div', { class: 'text' }, message.text));
+  return el('li', { class: `pending-item${user ? '' : ' from-agent'}`, 'data-id': message.id }, head, longText(message.text));
 }
 
 // Which sessions the rows were last drawn for as running: a turn that starts or ends changes

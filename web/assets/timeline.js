@@ -19,6 +19,7 @@ import { resetScroll } from './scroll.js';
 import { placeApprovalCard, resetApprovalCards } from './approvals.js';
 import { changedPaths, turnFilesBlock } from './filechanges.js';
 import { notePlan, planContent, resetPlan } from './plan.js';
+import { longText, wasExpanded } from './longtext.js';
 
 const entries = new Map(); // item id → { item, node, view, shownMs }
 const turnEnds = new Map(); // turn id → the block that says how a turn ended
@@ -297,7 +298,8 @@ function renderItem(item, shownMs, previous, entry) {
         body = el('div', { class: 'md' });
         renderMarkdown(body, item.text || '');
       } else {
-        body = el('div', { class: 'text' }, item.text);
+        // A very long message (a pasted log) is shown folded, with Show all.
+        body = longText(item.text, { expanded: wasExpanded(previous) });
       }
       // A command's expanded prompt, under the name it was sent by.
       const command = item.command ? el('div', { class: 'command-used' }, el('span', { class: 'command-name' }, `/${item.command.name}`), item.command.arguments ? ` ${item.command.arguments}` : '') : null;
