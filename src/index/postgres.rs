@@ -10,7 +10,10 @@ use sqlx::Connection as _;
 use sqlx::postgres::{PgConnectOptions, PgConnection, PgPoolOptions};
 use sqlx::{PgPool, Postgres, QueryBuilder, Row};
 
-use super::query::{decode_cursor, encode_cursor, indexed_text, search_terms, snippet};
+use super::query::{
+    SNIPPET_CANDIDATES, decode_cursor, encode_cursor, indexed_text, search_terms,
+    snippet_beside_title,
+};
 use super::types::{ArchivedFilter, IndexError, IndexUpdate, IndexedLens, ListPage, ListQuery};
 use crate::domain::Conversation;
 use crate::store::Acceptance;
@@ -158,8 +161,10 @@ impl PgIndex {
                 next_cursor = Some(encode_cursor(last.get(1), last.get(2)));
                 break;
             }
-            conversations.push(serde_json::from_str(row.get::<&str, _>(0))?);
-            listed.push(row.get::<String, _>(2));
+            let conversation: crate::domain::Conversation =
+                serde_json::from_str(row.get::<&str, _>(0))?;
+            listed.push((row.get::<String, _>(2), conversation.title.clone()));
+            conversations.push(conversation);
         }
         let snippets = self.snippets(&listed, &terms).await?;
         Ok(ListPage {
@@ -169,27 +174,42 @@ impl PgIndex {
         })
     }
 
-    /// For the listed conversations whose messages (not their title, row 0) match every term:
-    /// a snippet of the first such message. One query for the whole page.
+    /// For the listed conversations (id, title) whose messages (not their title, row 0) match
+    /// every term: a snippet of the first such message that says more than the title
+    /// (`snippet_beside_title`). One query for the whole page.
     async fn snippets(
         &self,
-        listed: &[String],
+        listed: &[(String, String)],
         terms: &[&str],
     ) -> Result<std::collections::BTreeMap<String, String>, IndexError> {
         if terms.is_empty() || listed.is_empty() {
             return Ok(std::collections::BTreeMap::new());
         }
+        let ids: Vec<String> = listed.iter().map(|(id, _)| id.clone()).collect();
         let mut sql = QueryBuilder::<Postgres>::new(
-            "SELECT DISTINCT ON (conversation_id) conversation_id, text FROM search \
+            "SELECT conversation_id, text FROM (SELECT conversation_id, seq, text, \
+             row_number() OVER (PARTITION BY conversation_id ORDER BY seq) AS n FROM search \
              WHERE seq > 0 AND conversation_id = ANY(",
         );
-        sql.push_bind(listed.to_vec()).push(")");
+        sql.push_bind(ids).push(")");
         push_search_terms(&mut sql, terms);
-        sql.push(" ORDER BY conversation_id, seq");
+        sql.push(") matching WHERE n <= ")
+            .push_bind(SNIPPET_CANDIDATES)
+            .push(" ORDER BY conversation_id, seq");
         let rows = sql.build().fetch_all(&self.pool).await?;
-        Ok(rows
+        let mut texts: HashMap<String, Vec<&str>> = HashMap::new();
+        for row in &rows {
+            texts
+                .entry(row.get(0))
+                .or_default()
+                .push(row.get::<&str, _>(1));
+        }
+        Ok(listed
             .iter()
-            .map(|row| (row.get(0), snippet(row.get::<&str, _>(1), terms)))
+            .filter_map(|(id, title)| {
+                let piece = snippet_beside_title(title, texts.get(id)?, terms)?;
+                Some((id.clone(), piece))
+            })
             .collect())
     }
 

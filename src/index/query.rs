@@ -47,6 +47,35 @@ pub(crate) fn search_terms(search: &str) -> Result<Vec<&str>, IndexError> {
 const SNIPPET_BEFORE: usize = 60;
 const SNIPPET_CHARS: usize = 200;
 
+/// Matching messages a search reads per conversation to find one worth a snippet.
+pub(crate) const SNIPPET_CANDIDATES: i64 = 4;
+
+/// The snippet a search shows beside a conversation's `title`: from the first of `texts` (its
+/// messages that match, in order) that, read as a person reads it (no demo directive lines,
+/// no Markdown marks), still holds every term and says more than the title. A message that
+/// starts with the title (the title came from it) is read from after it. `None` when none
+/// does: the title alone says it.
+pub(crate) fn snippet_beside_title(title: &str, texts: &[&str], terms: &[&str]) -> Option<String> {
+    let holds_every_term = |text: &str| {
+        let lower = text.to_lowercase();
+        terms
+            .iter()
+            .all(|term| lower.contains(&term.to_lowercase()))
+    };
+    texts.iter().find_map(|text| {
+        let readable = crate::runtime::title::readable_lines(text).join(" ");
+        let rest = readable
+            .strip_prefix(title)
+            .map_or(readable.as_str(), str::trim_start);
+        if rest.is_empty() || !holds_every_term(rest) {
+            return None;
+        }
+        let piece = snippet(rest, terms);
+        let bare = piece.trim_matches('…').trim();
+        (!bare.is_empty() && !title.contains(bare)).then_some(piece)
+    })
+}
+
 /// A piece of `text` around the first place one of `terms` occurs (compared without case),
 /// on one line, cut at word boundaries and marked `…` where it was cut. The words are not
 /// marked: the client knows them.

@@ -10,7 +10,10 @@ use std::time::Duration;
 use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteSynchronous};
 use sqlx::{QueryBuilder, Row, Sqlite, SqlitePool};
 
-use super::query::{decode_cursor, encode_cursor, indexed_text, search_terms, snippet};
+use super::query::{
+    SNIPPET_CANDIDATES, decode_cursor, encode_cursor, indexed_text, search_terms,
+    snippet_beside_title,
+};
 use super::types::{ArchivedFilter, IndexError, IndexUpdate, IndexedLens, ListPage, ListQuery};
 use crate::domain::Conversation;
 use crate::store::state::StoredAnswer;
@@ -368,8 +371,13 @@ impl SqliteIndex {
                 next_cursor = Some(encode_cursor(last.get(1), last.get(2)));
                 break;
             }
-            conversations.push(serde_json::from_str(row.get::<&str, _>(0))?);
-            listed.insert(row.get::<i64, _>(3), row.get::<String, _>(2));
+            let conversation: crate::domain::Conversation =
+                serde_json::from_str(row.get::<&str, _>(0))?;
+            listed.insert(
+                row.get::<i64, _>(3),
+                (row.get::<String, _>(2), conversation.title.clone()),
+            );
+            conversations.push(conversation);
         }
         let snippets = self.snippets(&listed, &terms).await?;
         Ok(ListPage {
@@ -379,20 +387,22 @@ impl SqliteIndex {
         })
     }
 
-    /// For the listed conversations (`num` → id) whose messages (not their title, row 0) match
-    /// every term: a snippet of the first such message. One query for the whole page.
+    /// For the listed conversations (`num` → id and title) whose messages (not their title,
+    /// row 0) match every term: a snippet of the first such message that says more than the
+    /// title (`snippet_beside_title`). One query for the whole page.
     async fn snippets(
         &self,
-        listed: &HashMap<i64, String>,
+        listed: &HashMap<i64, (String, String)>,
         terms: &[&str],
     ) -> Result<std::collections::BTreeMap<String, String>, IndexError> {
-        let mut snippets = std::collections::BTreeMap::new();
         if terms.is_empty() || listed.is_empty() {
-            return Ok(snippets);
+            return Ok(std::collections::BTreeMap::new());
         }
-        let mut sql = QueryBuilder::<Sqlite>::new("SELECT rowid >> ");
+        let mut sql = QueryBuilder::<Sqlite>::new("SELECT num, text FROM (SELECT rowid >> ");
         sql.push(SEQ_BITS)
-            .push(", text FROM search WHERE (rowid & ")
+            .push(" AS num, rowid, text, row_number() OVER (PARTITION BY rowid >> ")
+            .push(SEQ_BITS)
+            .push(" ORDER BY rowid) AS n FROM search WHERE (rowid & ")
             .push((1i64 << SEQ_BITS) - 1)
             .push(") > 0 AND (rowid >> ")
             .push(SEQ_BITS)
@@ -403,15 +413,24 @@ impl SqliteIndex {
         }
         sql.push(")");
         push_search_terms(&mut sql, terms);
-        sql.push(" ORDER BY rowid");
-        for row in sql.build().fetch_all(&self.reader).await? {
-            if let Some(id) = listed.get(&row.get::<i64, _>(0)) {
-                snippets
-                    .entry(id.clone())
-                    .or_insert_with(|| snippet(row.get::<&str, _>(1), terms));
-            }
+        sql.push(") WHERE n <= ")
+            .push_bind(SNIPPET_CANDIDATES)
+            .push(" ORDER BY rowid");
+        let rows = sql.build().fetch_all(&self.reader).await?;
+        let mut texts: HashMap<i64, Vec<&str>> = HashMap::new();
+        for row in &rows {
+            texts
+                .entry(row.get(0))
+                .or_default()
+                .push(row.get::<&str, _>(1));
         }
-        Ok(snippets)
+        Ok(listed
+            .iter()
+            .filter_map(|(num, (id, title))| {
+                let piece = snippet_beside_title(title, texts.get(num)?, terms)?;
+                Some((id.clone(), piece))
+            })
+            .collect())
     }
 
     /// The stored answer to a request with this (scope-qualified) idempotency key.

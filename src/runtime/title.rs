@@ -48,6 +48,30 @@ pub fn fork_title(source: &str) -> String {
     format!("{base}{FORK_SUFFIX}")
 }
 
+/// The lines of a message as a person reads them: not blank, without Markdown's marks and
+/// `[[…]]` markers, and without the lines that only drive the demo model (`/echo hi`).
+pub(crate) fn readable_lines(text: &str) -> Vec<String> {
+    text.lines()
+        .map(|line| without_markdown(&without_markers(&without_controls(line))))
+        .filter(|line| !line.is_empty() && !crate::model::demo::is_directive(line))
+        .collect()
+}
+
+/// A line without `[[…]]` markers (a scripted model's cues, never what a message says).
+fn without_markers(line: &str) -> String {
+    let mut kept = String::with_capacity(line.len());
+    let mut rest = line;
+    while let Some(start) = rest.find("[[") {
+        let Some(length) = rest[start..].find("]]") else {
+            break;
+        };
+        kept.push_str(&rest[..start]);
+        rest = &rest[start + length + 2..];
+    }
+    kept.push_str(rest);
+    kept
+}
+
 /// The line as read, without Markdown's marks: a heading's `#`s, a quote's `>`, a list's
 /// bullet or number, and emphasis and code marks (`**`, `__`, `~~`, `` ` ``).
 fn without_markdown(line: &str) -> String {
@@ -78,22 +102,24 @@ fn without_markdown(line: &str) -> String {
     text.trim().to_owned()
 }
 
-/// The automatic title: the first line that says something (not blank, not a demo directive,
-/// unless every line is one), without Markdown marks, at most [`MAX_TITLE_CHARS`], cut at a
-/// word when the line is longer (mid-word only when its first word alone is too long).
+/// The automatic title: the first line that says something (`readable_lines`: not blank, no
+/// demo directive, no `[[…]]` marker), at most [`MAX_TITLE_CHARS`], cut at a word when the
+/// line is longer (mid-word only when its first word alone is too long). A message of
+/// directives only is titled by what its first directive is given (`/echo hello`: "hello").
 pub fn auto_title(text: &str) -> String {
-    let lines: Vec<String> = text
-        .lines()
-        .map(|line| without_markdown(&without_controls(line)))
-        .filter(|line| !line.is_empty())
-        .collect();
-    let line = lines
-        .iter()
-        // A line that only drives the demo model (`/shell ls`) is not what a conversation is
-        // about, so not its title unless nothing else is.
-        .find(|line| !crate::model::demo::is_directive(line))
-        .or(lines.first())
-        .cloned()
+    let line = readable_lines(text)
+        .into_iter()
+        .next()
+        .or_else(|| {
+            text.lines()
+                .map(|line| without_markdown(&without_markers(&without_controls(line))))
+                .filter_map(|line| {
+                    let (_, argument) = line.split_once(char::is_whitespace)?;
+                    let argument = argument.trim();
+                    (!argument.is_empty()).then(|| argument.to_owned())
+                })
+                .next()
+        })
         .unwrap_or_else(|| "Untitled".to_owned());
     let mut title = String::new();
     let mut chars = 0;
@@ -154,7 +180,12 @@ mod tests {
                 "/shell ls\n/sleep 200\nWhat is in here?",
                 "What is in here?",
             ),
-            ("/shell ls -la", "/shell ls -la"),
+            // Directives are never part of a title: what the first is given, or Untitled.
+            ("/shell ls -la", "ls -la"),
+            ("/echo hello there\n/sleep 2", "hello there"),
+            ("/sleep", "Untitled"),
+            ("[[tool:read]] Look at the parser", "Look at the parser"),
+            ("[[only a cue]]\nThe real question", "The real question"),
             ("/usr/bin is odd", "/usr/bin is odd"),
             ("snake_case_name stays", "snake_case_name stays"),
             (&"中".repeat(50), &"中".repeat(40)),

@@ -311,17 +311,26 @@ async fn search_finds_titles_and_message_text_and_pages_with_a_cursor() {
     };
     let (_, found) = server.get("/api/conversations?q=zebra").await;
     assert_eq!(titles(&found), vec!["beta notes"]);
-    // Found by its message, not its title: the text around the match, on one line.
+    // Found by its message, not its title: the text around the match, on one line, without
+    // the title it starts with.
     let beta_id = beta["conversation"]["id"].as_str().unwrap();
     assert_eq!(
         found["snippets"],
-        serde_json::json!({ beta_id: "beta notes mentions the zebra migration" }),
+        serde_json::json!({ beta_id: "mentions the zebra migration" }),
         "{found}"
     );
+    server.wait_index_settled().await;
     let (_, found) = server.get("/api/conversations?q=ALPHA").await;
     assert_eq!(titles(&found), vec!["alpha project kickoff"]);
-    // The first message holds the title's words too.
-    assert_eq!(found["snippets"].as_object().unwrap().len(), 1, "{found}");
+    // The first message is the title: the snippet comes from the next that matches (the
+    // demo model's reply quotes it), never the title again.
+    let snippet = found["snippets"]
+        .as_object()
+        .unwrap()
+        .values()
+        .next()
+        .unwrap();
+    assert!(snippet.as_str().unwrap().contains("you said"), "{found}");
     let (_, unsearched) = server.get("/api/conversations").await;
     assert!(unsearched.get("snippets").is_none(), "{unsearched}");
     let (_, found) = server.get("/api/conversations?q=%E6%B5%8B%E8%AF%95").await; // 测试
@@ -344,6 +353,20 @@ async fn search_finds_titles_and_message_text_and_pages_with_a_cursor() {
     assert_eq!(titles(&page2), vec!["alpha project kickoff"]);
     assert_eq!(page2["next_cursor"], serde_json::Value::Null);
     assert!(beta["conversation"]["id"].is_string());
+    // A snippet reads as the text reads: no demo directive, no Markdown marks.
+    let quokka = server
+        .create_and_wait("Plan the **quokka** survey\n/echo quokka count is twelve")
+        .await;
+    server.wait_index_settled().await;
+    let (_, found) = server.get("/api/conversations?q=quokka").await;
+    let quokka_id = quokka["conversation"]["id"].as_str().unwrap();
+    assert_eq!(titles(&found), vec!["Plan the quokka survey"]);
+    let snippet = found["snippets"][quokka_id].as_str().unwrap_or_default();
+    assert!(
+        !snippet.contains("/echo") && !snippet.contains("**"),
+        "{found}"
+    );
+    assert!(snippet.contains("quokka count is twelve"), "{found}");
 }
 
 #[tokio::test]
