@@ -120,9 +120,12 @@ test('the retry line offers Stop: the turn ends at once instead of waiting out a
       await page.emulateMedia({ colorScheme: scheme });
       await checkAxe(page, `the retry line, ${scheme}`);
     }
-    await line.getByRole('button', { name: 'Stop' }).click();
+    await line.getByRole('button', { name: 'Stop' }).focus();
+    await page.keyboard.press('Enter');
     await page.locator('#items .turn-end.interrupted').waitFor();
     await line.waitFor({ state: 'detached' });
     await waitIdle(page);
     assert.equal(fake.requests.length, 1, 'no second attempt was made');
+    // The line went with the focus on its button: the focus is in the message box.
+    assert.equal(await page.evaluate(() => document.activeElement.id), 'message');
   }));

@@ -1,12 +1,13 @@
 // The keyboard. The landing page has the message box ready; Esc interrupts a running turn; ↑ in
 // an empty box edits the last waiting message and Enter saves the edit; Ctrl+Shift+O starts a new
 // conversation; the sidebar's rows are reached with the arrow keys and their actions with
-// Shift+F10.
+// Shift+F10. After Retry the focus is in the message box; the history is a Tab stop scrolled with
+// Page Up, Page Down, Home and End; ? lists the shortcuts.
 'use strict';
 
 const { test } = require('node:test');
 const assert = require('node:assert/strict');
-const { TEST_TIMEOUT, apiGet, conversationId, waitForReply, waitIdle, waitRunning, withUi } = require('./harness');
+const { TEST_TIMEOUT, apiGet, checkAxe, conversationId, waitForReply, waitIdle, waitRunning, withUi } = require('./harness');
 
 const focused = (page) => page.evaluate(() => document.activeElement && (document.activeElement.id || document.activeElement.className));
 
@@ -114,4 +115,97 @@ test('the sidebar: arrow keys move between rows, Shift+F10 opens the row actions
     await input.fill('alpha, renamed');
     await input.press('Enter');
     await page.locator('#conversation-list .conv-title', { hasText: 'alpha, renamed' }).waitFor();
+  }));
+
+test('after Retry the focus is in the message box, not lost to the page', { timeout: TEST_TIMEOUT }, () =>
+  withUi({ fake: true }, async ({ page, fake }) => {
+    fake.push({ status: 400, message: 'the model refuses this request' }, { text: 'Second time lucky.' });
+    await page.keyboard.type('please do the thing');
+    await page.keyboard.press('Enter');
+    const retry = page.locator('#items .turn-end.failed button', { hasText: 'Retry' });
+    await retry.waitFor();
+    await retry.focus();
+    await page.keyboard.press('Enter');
+    await page.locator('#items .item.agent-message.status-completed', { hasText: 'Second time lucky.' }).waitFor();
+    await waitIdle(page);
+    await retry.waitFor({ state: 'detached' });
+    await page.waitForFunction(() => document.activeElement && document.activeElement.id === 'message');
+    assert.equal(await focused(page), 'message');
+  }));
+
+test('the history is a Tab stop, scrolled with Page Up, Page Down, Home and End', { timeout: TEST_TIMEOUT }, () =>
+  withUi(async ({ page }) => {
+    const lines = Array.from({ length: 150 }, (_, i) => `Line ${i + 1} of a long answer.\n`).join('\n');
+    await page.keyboard.type('short first');
+    await page.keyboard.press('Enter');
+    await waitForReply(page, 'short first');
+    await page.fill('#message', `/echo\n${lines}`);
+    await page.press('#message', 'Enter');
+    await page.locator('#items .item.agent-message.status-completed', { hasText: 'Line 150 of a long answer.' }).waitFor();
+    await waitIdle(page);
+    const timeline = page.locator('#timeline');
+    assert.equal(await timeline.getAttribute('tabindex'), '0');
+    assert.equal(await timeline.getAttribute('aria-label'), 'Conversation history');
+    // Reached with Tab from what comes before it (the tabs above it).
+    await page.focus('#tab-conversation');
+    await page.keyboard.press('Tab');
+    assert.equal(await focused(page), 'timeline');
+    const top = () => timeline.evaluate((node) => node.scrollTop);
+    const max = await timeline.evaluate((node) => node.scrollHeight - node.clientHeight);
+    assert.ok(max > 1000, `the history scrolls (${max} px)`);
+    await page.waitForFunction(() => {
+      const node = document.getElementById('timeline');
+      return node.scrollHeight - node.clientHeight - node.scrollTop < 2;
+    });
+    // A key's scroll, until it has ended ('scrollend': a smooth scroll still moving takes the
+    // next key as part of it).
+    const press = async (key) => {
+      await timeline.evaluate((node) => {
+        window.__scrollEnded = false;
+        node.addEventListener('scrollend', () => (window.__scrollEnded = true), { once: true });
+      });
+      await page.keyboard.press(key);
+      await page.waitForFunction(() => window.__scrollEnded);
+      return top();
+    };
+    assert.equal(await press('Home'), 0);
+    const afterPageDown = await press('PageDown');
+    assert.ok(afterPageDown > 100, `Page Down scrolls down (${afterPageDown} px)`);
+    const afterTwo = await press('PageDown');
+    assert.ok(afterTwo > afterPageDown + 100, `and again (${afterTwo} px)`);
+    const afterPageUp = await press('PageUp');
+    assert.ok(afterPageUp < afterTwo - 100, `Page Up scrolls up (${afterPageUp} px)`);
+    assert.ok(max - (await press('End')) < 2, 'End goes to the end');
+    assert.equal(await focused(page), 'timeline');
+  }));
+
+test('? lists every keyboard shortcut in a dialog, and Esc closes it', { timeout: TEST_TIMEOUT }, () =>
+  withUi(async ({ page }) => {
+    await page.keyboard.type('what is 6 × 7?');
+    await page.keyboard.press('Enter');
+    await waitForReply(page, 'what is 6 × 7?');
+    // In the message box `?` is a character like any other.
+    await page.keyboard.type('?');
+    assert.equal(await page.inputValue('#message'), '?');
+    assert.equal(await page.locator('dialog[open]').count(), 0);
+    await page.fill('#message', '');
+
+    await page.focus('#timeline');
+    await page.keyboard.press('?');
+    const dialog = page.getByRole('dialog', { name: 'Keyboard shortcuts' });
+    await dialog.waitFor();
+    const keys = await dialog.locator('dt').allTextContents();
+    for (const key of ['?', 'Esc', 'Ctrl+Shift+O ⌘⇧O', 'Enter', 'Shift+Enter', '/', '↑', 'Alt+A', 'Alt+D', 'Page Up Page Down', 'Home End', 'Shift+F10', 'F2']) {
+      assert.ok(keys.includes(key), `${key} is listed: ${JSON.stringify(keys)}`);
+    }
+    assert.equal(await focused(page), '');
+    assert.equal(await page.evaluate(() => document.activeElement.textContent), 'Close');
+    for (const scheme of ['light', 'dark']) {
+      await page.emulateMedia({ colorScheme: scheme });
+      await checkAxe(page, `the shortcuts dialog, ${scheme}`);
+    }
+    await page.keyboard.press('Escape');
+    await dialog.waitFor({ state: 'detached' });
+    // The focus is back where it was.
+    assert.equal(await focused(page), 'timeline');
   }));

@@ -2,7 +2,7 @@
 // /api/openapi.json), in native ES modules with no build step. It wires the page, routes
 // (#/c/<id> opens a conversation, #/rules the remembered rules; anything else is the message box
 // of a new one, ready to type in) and holds the global keys: Esc interrupts a running turn, Ctrl+Shift+O (⌘⇧O) starts a
-// new conversation (Alt+A and Alt+D in the message box, which answer an approval, are approvals.js's).
+// new conversation, ? lists the shortcuts (keys.js) (Alt+A and Alt+D in the message box, which answer an approval, are approvals.js's).
 
 import { api } from './api.js';
 import { $, el, enc } from './dom.js';
@@ -23,6 +23,7 @@ import { followRules, openRules } from './rules.js';
 import { wireApprovalKeys } from './approvals.js';
 import { wirePlan } from './plan.js';
 import { followProcesses, wireProcesses } from './processes.js';
+import { makeTimelineFocusable, wireShortcutHelp } from './keys.js';
 
 // The hash last routed: navigate() routes at once, and the 'hashchange' that follows must not
 // open the view a second time (it would move what was typed meanwhile).
@@ -91,6 +92,8 @@ function wireKeys() {
       return;
     }
     if (event.key !== 'Escape' || event.defaultPrevented) return;
+    // Esc in a dialog closes the dialog, nothing more.
+    if (document.querySelector('dialog[open]')) return;
     if (isMenuOpen()) {
       closeMenu(true);
       return;
@@ -117,6 +120,8 @@ function wire() {
     if (state.tab === 'agents') refreshSessions();
   });
   wireKeys();
+  wireShortcutHelp();
+  makeTimelineFocusable();
   wireApprovalKeys();
   wirePlan();
   wireProcesses();

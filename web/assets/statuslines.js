@@ -33,6 +33,7 @@ export function showRetry(data, { now, stop }) {
       text: 'Retry now',
       title: 'Try the model call again now instead of waiting',
       onclick: (event) => {
+        keepFocus(event.target);
         event.target.disabled = true;
         now();
       },
@@ -44,6 +45,7 @@ export function showRetry(data, { now, stop }) {
       text: 'Stop',
       title: 'Stop the turn instead of trying again (like Interrupt)',
       onclick: (event) => {
+        keepFocus(event.target);
         event.target.disabled = true;
         stop();
       },
@@ -58,11 +60,19 @@ export function showRetry(data, { now, stop }) {
   $('status-lines').append(line);
 }
 
+// A button pressed with the focus on it is disabled (the browser then moves the focus to the
+// page): when its line goes, the focus goes on to the message box.
+function keepFocus(button) {
+  if (retry && button === document.activeElement) retry.handsFocus = true;
+}
+
 export function clearRetry() {
   if (!retry) return;
   clearInterval(retry.timer);
+  const focused = retry.line.contains(document.activeElement) || (retry.handsFocus && document.activeElement === document.body);
   retry.line.remove();
   retry = null;
+  if (focused) $('message').focus();
 }
 
 export function addLine(kind, text) {

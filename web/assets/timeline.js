@@ -399,9 +399,12 @@ export function showTurnEnd(turnId, status, error) {
         text: 'Retry',
         title: 'Run this turn again, with the same messages',
         onclick: (event) => {
-          event.target.disabled = true;
+          const button = event.currentTarget;
+          button.disabled = true;
           retryTurn(sessionId).finally(() => {
-            event.target.disabled = false;
+            button.disabled = false;
+            // The button goes once the turn runs again: the focus goes on to the message box.
+            if (!button.isConnected || document.activeElement === document.body) $('message').focus();
           });
         },
       })
@@ -417,7 +420,12 @@ export function showTurnEnd(turnId, status, error) {
 
 // A newer turn started: Retry belongs to the last turn only.
 export function retireRetryButtons() {
-  $('items').querySelectorAll('.turn-end .retry-turn').forEach((button) => button.remove());
+  $('items').querySelectorAll('.turn-end .retry-turn').forEach((button) => {
+    // A button that goes with the focus on it hands the focus to the message box, not the page.
+    const focused = button === document.activeElement;
+    button.remove();
+    if (focused) $('message').focus();
+  });
 }
 
 function readableError(error) {
