@@ -92,6 +92,16 @@ impl Api {
     }
 
     /// Takes a waiting message back; the message as it was.
+    /// Sends a waiting message now: on its own while the agent is idle, else into the
+    /// running turn.
+    pub async fn send_pending_now(&self, id: &str, message_id: &str) -> Result<Message, ApiError> {
+        self.post(
+            &format!("/api/conversations/{id}/pending/{message_id}/send"),
+            &serde_json::json!({}),
+        )
+        .await
+    }
+
     pub async fn withdraw(&self, id: &str, message_id: &str) -> Result<Message, ApiError> {
         self.delete(&format!("/api/conversations/{id}/pending/{message_id}"))
             .await

@@ -31,6 +31,7 @@ pub mod repo_commands;
 pub mod send;
 pub mod stream;
 pub mod tui;
+pub mod waiting;
 
 /// How a value of the API is written on the wire (a status's `completed`, a time's RFC 3339
 /// text), where a client shows it as the service wrote it.

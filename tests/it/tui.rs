@@ -21,10 +21,15 @@ struct Screen {
 
 impl Screen {
     fn new(server: &Server) -> Screen {
+        Screen::sized(server, 100, 30)
+    }
+
+    /// A terminal of `width` columns and `height` rows.
+    fn sized(server: &Server, width: u16, height: u16) -> Screen {
         let workdir = tempfile::tempdir().unwrap();
         let cwd = workdir.path().display().to_string();
         let app = App::new(Api::new(&server.base, Some(server.token.clone())), cwd);
-        let terminal = Terminal::new(TestBackend::new(100, 30)).unwrap();
+        let terminal = Terminal::new(TestBackend::new(width, height)).unwrap();
         Screen {
             app,
             terminal,
@@ -312,7 +317,7 @@ async fn a_restart_mid_turn_reconnects_and_gives_back_a_lost_waiting_message() {
     screen.key(KeyCode::Tab, KeyModifiers::NONE).await;
     screen
         .until("the waiting message", |s, _| {
-            s.contains("⋯ waiting (queue): and then this")
+            s.contains("⋯ 1 waiting (queue): and then this")
         })
         .await;
     let id = screen.conversation();
@@ -847,4 +852,93 @@ async fn a_model_chosen_before_the_first_message_is_the_conversations() {
         .get(&format!("/api/conversations/{}", screen.conversation()))
         .await;
     assert_eq!(view["model"], "demo", "{view}");
+}
+
+/// After a stop, the messages that wait stay, and the input says the next message goes after
+/// them; `/waiting send N` sends one now on its own, `/waiting withdraw N` takes one back.
+#[tokio::test]
+async fn after_a_stop_a_waiting_message_is_sent_now_or_taken_back() {
+    let server = Server::start().await;
+    let mut screen = Screen::new(&server);
+    screen.app.paste("/sleep 300\nTake your time").await;
+    screen.enter().await;
+    screen
+        .until("the reply streaming", |s, app| {
+            app.running.is_some() && s.contains("Demo model")
+        })
+        .await;
+    for text in ["first in line", "second in line"] {
+        screen.type_text(text).await;
+        screen.key(KeyCode::Tab, KeyModifiers::NONE).await;
+    }
+    screen
+        .until("two waiting", |s, _| {
+            s.contains("⋯ 2 waiting (queue): second in line")
+        })
+        .await;
+    screen.key(KeyCode::Esc, KeyModifiers::NONE).await;
+    let shown = screen
+        .until("the stop", |s, app| {
+            app.running.is_none() && s.contains("2 messages wait since the stop")
+        })
+        .await;
+    assert!(
+        shown.contains("⋯ 1 waiting (queue): first in line"),
+        "{shown}"
+    );
+
+    screen.type_text("/waiting send 2").await;
+    screen.enter().await;
+    screen
+        .until("the second sent alone", |s, app| {
+            app.running.is_none()
+                && s.contains("you said \"second in line\"")
+                && s.contains("1 message waits since the stop")
+        })
+        .await;
+    screen.type_text("/waiting withdraw 1").await;
+    screen.enter().await;
+    let shown = screen
+        .until("the first taken back", |_, app| app.pending.is_empty())
+        .await;
+    assert!(shown.contains("│first in line"), "{shown}");
+    let (_, conversation) = server
+        .get(&format!("/api/conversations/{}", screen.conversation()))
+        .await;
+    assert_eq!(conversation["pending"], serde_json::json!([]));
+}
+
+/// Words wrap at word boundaries, and at 60 columns the status line still shows the
+/// connection: the directory and the rest give way first.
+#[tokio::test]
+async fn words_wrap_whole_and_a_narrow_status_line_keeps_the_connection() {
+    let server = Server::start().await;
+    let mut screen = Screen::sized(&server, 60, 24);
+    let deep = screen
+        .workdir()
+        .join("a-rather-long-folder-name-for-a-project/and-another-one-below-it");
+    std::fs::create_dir_all(&deep).unwrap();
+    screen.app = App::new(
+        Api::new(&server.base, Some(server.token.clone())),
+        deep.display().to_string(),
+    );
+    let message = "Several considerably lengthy words accumulate here so that \
+        wrapping necessarily happens somewhere around the sixtieth column boundary";
+    screen.type_text(message).await;
+    screen.enter().await;
+    let shown = screen
+        .until("the answer", |s, app| {
+            app.running.is_none() && s.contains("real answers")
+        })
+        .await;
+    let status = shown.lines().last().unwrap();
+    assert!(status.contains("● connected"), "{status}");
+    for word in message.split_whitespace() {
+        assert!(
+            shown.lines().any(|row| row
+                .split(|c: char| c.is_whitespace() || c == '"')
+                .any(|piece| piece == word)),
+            "{word} was cut:\n{shown}"
+        );
+    }
 }

@@ -5,7 +5,7 @@ use super::{Chat, Flow};
 use crate::client::api::ApiError;
 use crate::client::render::usage_line;
 use crate::client::repo_commands::Outgoing;
-use crate::client::{agents, calls, files, processes, repo_commands};
+use crate::client::{agents, calls, files, processes, repo_commands, waiting};
 use crate::domain::MessageMode;
 
 const HELP: &str = "\
@@ -23,7 +23,11 @@ Type a message to send it to the agent. Commands:
   /ps [N|stop N]       the background processes the agents started (status, ports,
                        command), one's latest output (N or its id), or stop one
   /queue TEXT          send TEXT to wait for the running turn instead of steering it
-  /interrupt           stop the running turn
+  /interrupt           stop the running turn (the messages that wait stay until the next
+                       message, which goes after them)
+  /waiting [send N|withdraw N]
+                       the messages that wait, numbered; send one now (on its own while the
+                       agent is idle), or take one back
   /retry               run the last turn again when it failed (the same messages), or try a
                        model call that waits to be retried now
   /quit                leave (also Ctrl-D, or Ctrl-C while no turn runs; during a turn
@@ -97,6 +101,17 @@ impl Chat {
                 let id = self.current()?;
                 if !self.api.interrupt(&id, None).await?.interrupted {
                     print_out("[nothing was running]\n");
+                }
+                say_held(&self.api, &id).await;
+            }
+            "waiting" => {
+                let id = self.current()?;
+                match waiting::command(&self.api, &id, argument).await? {
+                    waiting::Outcome::Said(said) => print_out(&said),
+                    waiting::Outcome::Withdrawn(message) => print_out(&format!(
+                        "[taken back; it was:]\n{}\n",
+                        message.text.trim_end()
+                    )),
                 }
             }
             _ if let Some(command) = self.repository_command(name).await? => {
@@ -193,5 +208,14 @@ impl Chat {
             "[rewound into {new_id}; your message was: {message}]\n"
         ));
         self.open(&new_id).await
+    }
+}
+
+/// After a stop: says so when messages still wait (held until the next message).
+pub(super) async fn say_held(api: &crate::client::api::Api, id: &str) {
+    if let Ok(view) = api.conversation(id).await
+        && !view.pending.is_empty()
+    {
+        print_out(&format!("[{}]\n", waiting::held_notice(view.pending.len())));
     }
 }

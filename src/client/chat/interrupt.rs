@@ -98,8 +98,9 @@ pub(super) fn handle_ctrl_c(api: Api, activity: SharedActivity) -> anyhow::Resul
             let api = api.clone();
             // Answered once the turn has ended, which the stream shows: not waited for here.
             tokio::spawn(async move {
-                if let Err(error) = api.interrupt(&id, None).await {
-                    print_out(&format!("[cannot interrupt the turn: {error}]\n"));
+                match api.interrupt(&id, None).await {
+                    Ok(_) => super::commands::say_held(&api, &id).await,
+                    Err(error) => print_out(&format!("[cannot interrupt the turn: {error}]\n")),
                 }
             });
         }

@@ -20,7 +20,9 @@ select a tool call or reasoning and Ctrl-O shows or folds it (all of them, with 
 Commands: /new · /resume [text] · /fork · /rewind [N] [--files] (--files also puts back the \
 files changed since) · /diff [N] (what turn N changed; the last that did) · /retry (a failed \
 turn again, or a waiting model call now) · /agents · /ps [N|stop N] (the background \
-processes, one's latest output, or stop one) · /model [name] · /interrupt · /compact · /context · /quit. Start a message with // to send one that begins with / (//shell ls).";
+processes, one's latest output, or stop one) · /waiting [send N|withdraw N] (the messages that \
+wait; send one now, on its own while the agent is idle, or take one back) · /model [name] · \
+/interrupt · /compact · /context · /quit. Start a message with // to send one that begins with / (//shell ls).";
 
 impl App {
     pub(super) async fn command(&mut self, line: &str) -> Result<(), ApiError> {
@@ -118,6 +120,20 @@ impl App {
                     .collect();
                 if choices.len() > 1 {
                     self.picker = Some(Picker::new(Pick::Agent, "follow which agent?", choices));
+                }
+            }
+            "waiting" => {
+                let id = self.current()?;
+                match crate::client::waiting::command(&self.api, &id, argument).await? {
+                    crate::client::waiting::Outcome::Said(said) => {
+                        self.transcript.notice(said.trim_end());
+                    }
+                    crate::client::waiting::Outcome::Withdrawn(message) => {
+                        self.pending.retain(|m| m.id != message.id);
+                        self.editor.set(&message.text);
+                        self.transcript
+                            .notice("[taken back: it is in the input to edit or send]");
+                    }
                 }
             }
             "ps" => {

@@ -9,7 +9,7 @@ use ratatui::layout::{Constraint, Layout, Position, Rect};
 use ratatui::style::{Color, Modifier, Style};
 use ratatui::text::{Line, Span};
 use ratatui::widgets::{Block, Borders, Clear, Paragraph};
-use unicode_width::UnicodeWidthChar;
+use unicode_width::{UnicodeWidthChar, UnicodeWidthStr};
 
 use super::app::{App, Connection};
 use crate::domain::UsageSource;
@@ -30,12 +30,14 @@ impl App {
         let waiting_lines: Vec<Line> = self
             .pending
             .iter()
-            .map(|m| {
+            .enumerate()
+            .map(|(at, m)| {
                 Line::styled(
                     format!(
-                        "⋯ waiting ({}): {}",
+                        "⋯ {} waiting ({}): {}",
+                        at + 1,
                         crate::client::wire_text(&m.mode),
-                        m.text.lines().next().unwrap_or_default()
+                        crate::client::waiting::first_line(&m.text)
                     ),
                     Style::default().fg(Color::Yellow),
                 )
@@ -43,7 +45,10 @@ impl App {
             .collect();
         frame.render_widget(Paragraph::new(waiting_lines), waiting_area);
         self.draw_input(frame, input);
-        frame.render_widget(Paragraph::new(self.status_line()), status);
+        frame.render_widget(
+            Paragraph::new(self.status_line(status.width as usize)),
+            status,
+        );
         if let Some(overlay) = &self.overlay {
             let popup = Rect::new(
                 area.x + 2,
@@ -121,10 +126,20 @@ impl App {
             .question
             .as_ref()
             .map(|q| format!(" approval: {} ", q.trim_end()));
+        // Messages that wait while nothing runs were held by a stop: the next one goes after
+        // them, and the input says so.
+        let held = (self.running.is_none() && !self.pending.is_empty()).then(|| {
+            format!(
+                " {} ",
+                crate::client::waiting::held_notice(self.pending.len())
+            )
+        });
         let title = if let Some(asked) = &asked {
             asked.as_str()
         } else if self.running.is_some() {
             " agent working · Enter steers · Tab queues · Esc interrupts "
+        } else if let Some(held) = &held {
+            held.as_str()
         } else {
             " message · Enter sends · Shift-Enter new line · /help "
         };
@@ -154,7 +169,10 @@ impl App {
         }
     }
 
-    fn status_line(&self) -> Line<'static> {
+    /// The status line, fitted to `width` columns: the connection's state always shows whole;
+    /// the directory goes first (to its last folder, then away), then the cost, the agent,
+    /// the model and the meter.
+    fn status_line(&self, width: usize) -> Line<'static> {
         let (state, color) = match &self.connection {
             Connection::Idle => ("● not connected yet".to_owned(), Color::DarkGray),
             Connection::Connected => ("● connected".to_owned(), Color::Green),
@@ -189,15 +207,40 @@ impl App {
         } else {
             &self.agent
         };
-        let cost = match self.cost {
-            Some(cost) => format!("{} · ", crate::client::figures::conversation_cost(cost)),
-            None => String::new(),
+        let cost = self.cost.map(crate::client::figures::conversation_cost);
+        let folder = std::path::Path::new(&self.cwd)
+            .file_name()
+            .map(|name| format!("…/{}", name.to_string_lossy()))
+            .unwrap_or_else(|| self.cwd.clone());
+        let fits = |parts: &[Option<&str>]| {
+            let text: String = parts
+                .iter()
+                .flatten()
+                .map(|part| format!("{part} · "))
+                .collect();
+            (text.width() + state.width() <= width).then_some(text)
         };
+        let (model, agent, meter, cost) = (
+            Some(model),
+            Some(agent),
+            Some(meter.as_str()),
+            cost.as_deref(),
+        );
+        let choices = [
+            [model, agent, meter, cost, Some(self.cwd.as_str())],
+            [model, agent, meter, cost, Some(folder.as_str())],
+            [model, agent, meter, cost, None],
+            [model, agent, meter, None, None],
+            [model, None, meter, None, None],
+            [None, None, meter, None, None],
+            [None, None, None, None, None],
+        ];
+        let parts = choices
+            .iter()
+            .find_map(|parts| fits(parts))
+            .unwrap_or_default();
         Line::from(vec![
-            Span::styled(
-                format!("{model} · {agent} · {meter} · {cost}{} · ", self.cwd),
-                dim,
-            ),
+            Span::styled(parts, dim),
             Span::styled(state, Style::default().fg(color)),
         ])
     }
@@ -211,29 +254,61 @@ fn short(n: u64) -> String {
     }
 }
 
-/// A styled line cut into rows of `width` columns (by character: code and tables keep their
-/// spacing).
+/// A styled line cut into rows of `width` columns at word boundaries: a row ends after its
+/// last space and the word that did not fit starts the next (a word wider than a row is cut).
+/// Spaces inside a row are kept as they are, so code and tables keep their spacing.
 fn wrap(line: Line<'static>, width: usize) -> Vec<Line<'static>> {
     let style = line.style;
-    let mut rows = Vec::new();
-    let mut row: Vec<Span<'static>> = Vec::new();
+    let mut rows: Vec<Vec<(char, Style)>> = Vec::new();
+    let mut row: Vec<(char, Style)> = Vec::new();
     let mut used = 0;
-    for span in line.spans {
-        let mut piece = String::new();
-        for c in span.content.chars() {
-            let w = c.width().unwrap_or(0);
-            if used + w > width && used > 0 {
-                row.push(Span::styled(std::mem::take(&mut piece), span.style));
-                rows.push(Line::from(std::mem::take(&mut row)).style(style));
+    let cells = line
+        .spans
+        .iter()
+        .flat_map(|span| span.content.chars().map(|c| (c, span.style)))
+        .collect::<Vec<_>>();
+    for (c, span_style) in cells {
+        let w = c.width().unwrap_or(0);
+        if used + w > width && used > 0 {
+            if c == ' ' {
+                // The row ends here; the space between the two words goes with the break.
+                rows.push(std::mem::take(&mut row));
                 used = 0;
+                continue;
             }
-            piece.push(c);
-            used += w;
+            // After the row's last space that follows a word: the word moves down whole.
+            let space = row
+                .iter()
+                .rposition(|(cell, _)| *cell == ' ')
+                .filter(|at| row[..*at].iter().any(|(cell, _)| *cell != ' '));
+            let carried = match space {
+                Some(at) => row.split_off(at + 1),
+                None => Vec::new(),
+            };
+            rows.push(std::mem::replace(&mut row, carried));
+            used = row.iter().map(|(cell, _)| cell.width().unwrap_or(0)).sum();
         }
-        if !piece.is_empty() {
-            row.push(Span::styled(piece, span.style));
+        row.push((c, span_style));
+        used += w;
+    }
+    rows.push(row);
+    rows.into_iter()
+        .map(|cells| Line::from(spans_of(&cells)).style(style))
+        .collect()
+}
+
+/// Cells back into spans, one per run of the same style; a row's trailing spaces go.
+fn spans_of(cells: &[(char, Style)]) -> Vec<Span<'static>> {
+    let end = cells
+        .iter()
+        .rposition(|(c, _)| *c != ' ')
+        .map_or(0, |at| at + 1);
+    let mut spans: Vec<Span<'static>> = Vec::new();
+    for (c, cell_style) in &cells[..end] {
+        match spans.last_mut() {
+            Some(last) if last.style == *cell_style => last.content.to_mut().push(*c),
+            _ => spans.push(Span::styled(c.to_string(), *cell_style)),
         }
     }
-    rows.push(Line::from(row).style(style));
-    rows
+    spans
 }
