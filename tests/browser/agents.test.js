@@ -39,6 +39,9 @@ test('the Agents tab shows the tree of sub-agents; one is opened while it stream
     assert.equal(await spawn.locator('.tool-name').textContent(), 'Sub-agent');
     assert.equal(await spawn.locator('.tool-task').textContent(), '/spawn helper: write slowly');
     assert.ok(!(await spawn.textContent()).includes('session_id'), await spawn.textContent());
+    // Named by its agent, number and task, never by a session id.
+    assert.equal(await spawn.locator('.tool-subject').textContent(), 'default #1 · /spawn helper: write slowly');
+    assert.doesNotMatch(await spawn.textContent(), /\bs_/);
 
     await page.click('#tab-agents');
     const rows = page.locator('#agent-list li.agent-row');
@@ -47,17 +50,21 @@ test('the Agents tab shows the tree of sub-agents; one is opened while it stream
     assert.equal(await page.locator('#agents-empty').isVisible(), false);
     // The tree: each sub-agent under the one that spawned it, with its task.
     assert.deepEqual(await rows.evaluateAll((nodes) => nodes.map((n) => n.dataset.depth)), ['0', '1', '2']);
-    assert.equal(await rows.nth(0).locator('.agent-name').textContent(), 'default (main agent)');
-    assert.match(await rows.nth(1).locator('.agent-task').textContent(), /\/spawn helper: write slowly/);
+    assert.deepEqual(await rows.locator('.agent-name').allTextContents(), [
+      'default (main agent)',
+      'default #1 · /spawn helper: write slowly',
+      'helper #1 · write slowly',
+    ]);
+    // A task the name holds whole is not repeated.
+    assert.equal(await rows.locator('.agent-task').count(), 0);
     const slow = rows.nth(2);
-    assert.match(await slow.locator('.agent-task').textContent(), /^Task: write slowly$/);
     await gate.requested;
     await slow.locator('.badge', { hasText: 'working' }).waitFor();
     assert.deepEqual(await slow.locator('button').allTextContents(), ['Interrupt', 'Message', 'Open']);
 
     // Opened: its own history, its text streaming.
     await slow.locator('button', { hasText: 'Open' }).click();
-    await page.locator('#session-crumb', { hasText: 'Viewing sub-agent “helper”: write slowly' }).waitFor();
+    await page.locator('#session-crumb', { hasText: 'Viewing sub-agent helper #1 · write slowly' }).waitFor();
     await gate.write('Writing');
     const streaming = page.locator('#items .item.agent-message.status-running .md');
     await streaming.filter({ hasText: 'Writing' }).waitFor();
@@ -68,7 +75,7 @@ test('the Agents tab shows the tree of sub-agents; one is opened while it stream
       return node && node.textContent.length > length;
     }, before);
     const task = page.locator('#items .item.user-message.from-agent').first();
-    assert.equal(await task.locator('.who').textContent(), 'From the agent that started this one, “default”');
+    assert.equal(await task.locator('.who').textContent(), 'From the agent that started this one, default #1 · /spawn helper: write slowly');
     assert.equal(await task.locator('.md').textContent(), 'write slowly\n');
 
     // Interrupted from its view.
@@ -91,9 +98,9 @@ test('the Agents tab shows the tree of sub-agents; one is opened while it stream
     const report = page.locator('#items .item.user-message.from-agent').first();
     await report.waitFor();
     // It names the sub-agent by its agent and task, not by a session id.
-    assert.equal(await report.locator('.who').textContent(), 'Report from sub-agent “default”: /spawn helper: write slowly');
+    assert.equal(await report.locator('.who').textContent(), 'Report from sub-agent default #1 · /spawn helper: write slowly');
     await report.locator('button', { hasText: 'Open the sub-agent' }).click();
-    await page.locator('#session-crumb', { hasText: 'Viewing sub-agent “default”' }).waitFor();
+    await page.locator('#session-crumb', { hasText: 'Viewing sub-agent default #1 · /spawn helper: write slowly' }).waitFor();
   }));
 
 // Both agents on the fake provider: the main agent's second answer is held, so it works while
@@ -126,9 +133,9 @@ test('a sub-agent report waiting for its parent names the sub-agent by its agent
     await gate.requested;
     const report = page.locator('#pending-list li.pending-item.from-agent');
     await report.waitFor();
-    assert.equal(await report.locator('.report-from').textContent(), 'Report from sub-agent “counter”: Count the files');
+    assert.equal(await report.locator('.report-from').textContent(), 'Report from sub-agent counter #1 · Count the files');
     gate.release();
-    await page.locator('#items .item.user-message.from-agent .who', { hasText: 'Report from sub-agent “counter”: Count the files' }).waitFor();
+    await page.locator('#items .item.user-message.from-agent .who', { hasText: 'Report from sub-agent counter #1 · Count the files' }).waitFor();
     await waitIdle(page);
   }));
 
@@ -143,6 +150,73 @@ test('sub-agents of one agent are numbered in the order they started', { timeout
     await rows.nth(2).waitFor();
     const names = await rows.locator('.agent-name').allTextContents();
     const tasks = await rows.locator('.agent-task').allTextContents();
-    assert.deepEqual(names, ['default (main agent)', '“default” #1', '“default” #2']);
-    assert.deepEqual(tasks, ['Task: count the apples', 'Task: count the pears']);
+    assert.deepEqual(names, ['default (main agent)', 'default #1 · count the apples', 'default #2 · count the pears']);
+    assert.deepEqual(tasks, []);
+  }));
+
+// The main agent on the fake provider spawns a reviewer, waits for it and lists its sub-agents;
+// every card, the Agents tab and the report name the reviewer the same way.
+const NAMING_AGENTS = `
+[agents.default]
+description = "the main agent, on the fake provider"
+model = "m"
+tools = ["spawn_agent", "wait_agents", "list_agents", "send_message"]
+spawnable = ["reviewer"]
+
+[agents.reviewer]
+description = "a sub-agent, on the fake provider too"
+model = "m"
+`;
+
+const REVIEW_TASK = 'Check the parser for off-by-one errors in the tokenizer and report back';
+const REVIEWER = 'reviewer #1 · Check the parser for off-by-one errors…';
+
+test('a sub-agent is named by its agent, number and task everywhere, never by its session id', { timeout: TEST_TIMEOUT }, () =>
+  withUi({ fake: { agents: NAMING_AGENTS } }, async ({ page, fake }) => {
+    // The main agent's calls and the reviewer's arrive in either order: each reply is chosen by
+    // whose request it is, and the main agent's next step by how many tool results it has.
+    const reply = (body) => {
+      const text = JSON.stringify(body.messages);
+      if (!text.includes('Review the parser please')) return { text: 'The parser is fine.' };
+      const results = body.messages.filter((m) => m.role === 'tool');
+      const id = (/\\"session_id\\": *\\"(s_[^\\"]+)\\"/.exec(text) || [])[1];
+      if (results.length === 0) return { tool: 'spawn_agent', args: { agent: 'reviewer', task: REVIEW_TASK } };
+      if (results.length === 1) return { tool: 'wait_agents', args: { session_ids: [id] } };
+      if (results.length === 2) return { tool: 'send_message', args: { session_id: id, text: 'Thanks, that is all.' } };
+      if (results.length === 3) return { tool: 'list_agents', args: {} };
+      return { text: 'All reviewed.' };
+    };
+    fake.push(...Array(12).fill(reply));
+    await page.fill('#message', 'Review the parser please');
+    await page.press('#message', 'Enter');
+    await page.waitForURL(/#\/c\/[^/]+$/);
+    // (The reviewer's reports may start another turn of the main agent afterwards.)
+    await page.locator('#items .item.agent-message.status-completed', { hasText: 'All reviewed.' }).first().waitFor();
+    await waitIdle(page);
+
+    const card = (tool) => page.locator(`#items .item.tool-call.tool-${tool}`).first();
+    assert.equal(await card('spawn-agent').locator('.tool-subject').textContent(), REVIEWER);
+    assert.equal(await card('wait-agents').locator('.tool-subject').textContent(), REVIEWER);
+    assert.match(await card('wait-agents').locator('.tool-summary').textContent(), /^waited [\d.]+ s · 1 sub-agent$/);
+    assert.equal(await card('wait-agents').locator('.tool-agents li').textContent(), `${REVIEWER} — idle · The parser is fine.`);
+    assert.equal(await card('send-message').locator('.tool-subject').textContent(), REVIEWER);
+    assert.equal(await card('send-message').locator('.tool-task').textContent(), 'Thanks, that is all.');
+    assert.equal(await card('list-agents').locator('.tool-agents li .tool-agent-name').textContent(), REVIEWER);
+    // The reports name it too, in their head and in the service's words above the answer.
+    const report = page.locator('#items .item.user-message.from-agent').first();
+    assert.equal(await report.locator('.who').textContent(), `Report from sub-agent ${REVIEWER}`);
+    const said = await report.locator('.md').textContent();
+    assert.ok(said.startsWith(`Report from sub-agent ${REVIEWER}: its turn completed.`), said);
+    // No session id anywhere in the history.
+    assert.doesNotMatch(await page.textContent('#items'), /\bs_[A-Za-z0-9]/);
+
+    // The Agents tab: the same name, and the whole task under it (the name holds its first words).
+    await page.click('#tab-agents');
+    const row = page.locator('#agent-list li.agent-row[data-depth="1"]');
+    await row.waitFor();
+    assert.equal(await row.locator('.agent-name').textContent(), REVIEWER);
+    assert.equal(await row.locator('.agent-task').textContent(), `Task: ${REVIEW_TASK}`);
+    assert.doesNotMatch(await page.textContent('#agent-list'), /\bs_[A-Za-z0-9]/);
+    await row.locator('button', { hasText: 'Open' }).click();
+    await page.locator('#session-crumb', { hasText: `Viewing sub-agent ${REVIEWER}` }).waitFor();
   }));

@@ -367,7 +367,7 @@ shell = "ask"
       // Seen from the main agent's timeline, answerable there, saying who asks.
       const elsewhere = page.locator('#approvals-elsewhere .approval.asking');
       await elsewhere.waitFor();
-      assert.equal(await elsewhere.locator('.approval-asker').textContent(), 'asked by sub-agent “helper”');
+      assert.equal(await elsewhere.locator('.approval-asker').textContent(), 'asked by sub-agent helper #1 · /shell touch sub.txt');
       assert.deepEqual(await buttons(elsewhere), ALL_ANSWERS);
 
       await page.click('#tab-agents');
@@ -379,7 +379,7 @@ shell = "ask"
       await helper.locator('.agent-approval button', { hasText: 'Answer' }).click();
 
       // The sub-agent's history, its card at its call, the focus on its first answer.
-      await page.locator('#session-crumb', { hasText: 'Viewing sub-agent “helper”' }).waitFor();
+      await page.locator('#session-crumb', { hasText: 'Viewing sub-agent helper #1 · /shell touch sub.txt' }).waitFor();
       await page.locator('#items .item.tool-call + .approval.asking button:focus', { hasText: 'Allow once' }).waitFor();
       assert.equal(await page.locator('#approvals-elsewhere .approval').count(), 0);
       await page.keyboard.press('Enter');

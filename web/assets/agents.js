@@ -8,7 +8,7 @@ import { api } from './api.js';
 import { $, el, enc } from './dom.js';
 import { markInvisible } from './visible.js';
 import { renderMarkdown } from './markdown.js';
-import { pendingApprovals, sessionLabel, state } from './state.js';
+import { nameHoldsTask, pendingApprovals, state, subAgentName } from './state.js';
 import { toolTitle } from './toolcards.js';
 import { focusApproval } from './approvals.js';
 import { interruptSession } from './actions.js';
@@ -92,7 +92,7 @@ export function renderAgents() {
       el(
         'div',
         { class: 'agent-head' },
-        el('strong', { class: 'agent-name' }, root ? `${session.agent} (main agent)` : sessionLabel(session.id)),
+        el('strong', { class: 'agent-name' }, subAgentName(session.id)),
         el('span', { class: `badge session-${status}` }, STATUS_TEXT[status] || status),
         approvals.length ? el('span', { class: 'badge session-approval' }, 'waits for your approval') : null,
         el('span', { class: 'muted' }, `model ${session.model}`),
@@ -103,7 +103,8 @@ export function renderAgents() {
         !root ? el('button', { type: 'button', text: 'Message', onclick: () => openSession(session.id, true) }) : null,
         el('button', { type: 'button', text: root ? 'Open conversation' : 'Open', onclick: () => openSession(session.id, false) }),
       ),
-      session.task ? el('div', { class: 'agent-task' }, el('span', { class: 'muted' }, 'Task: '), session.task) : null,
+      // The whole task, when the name shows only its first words.
+      session.task && !nameHoldsTask(session) ? el('div', { class: 'agent-task' }, el('span', { class: 'muted' }, 'Task: '), session.task) : null,
       waitingApprovals(session, approvals),
       session.last_message ? lastMessage(session.last_message) : null,
     );

@@ -5,7 +5,7 @@
 // with the outcome and who gave it. approvals.js places the cards and gives the answers.
 
 import { clientName, clockTime, el, fullTime, plural } from './dom.js';
-import { sessionLabel, state } from './state.js';
+import { state, subAgentName } from './state.js';
 import { toolTitle } from './toolcards.js';
 import { ruleChoices } from './approvalrules.js';
 import { answeredHere } from './answered.js';
@@ -34,7 +34,7 @@ function subjectNodes(approval) {
 // Who asks, when it is not the main agent.
 export function askedBy(approval) {
   if (!state.conv || approval.session_id === state.conv.root_session_id) return null;
-  return `Sub-agent ${sessionLabel(approval.session_id)}`;
+  return `Sub-agent ${subAgentName(approval.session_id)}`;
 }
 
 // The subject's row of the details: its name, its marked value, and how many it marked.

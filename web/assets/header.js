@@ -6,7 +6,7 @@ import { api } from './api.js';
 import { $, el, enc } from './dom.js';
 import { showError } from './banners.js';
 import { openMenu } from './menu.js';
-import { navigate, state } from './state.js';
+import { navigate, state, subAgentName } from './state.js';
 import { exportConversation, fork } from './actions.js';
 import { compact } from './compaction.js';
 import { conversationTitle } from './titles.js';
@@ -100,7 +100,7 @@ export function renderTabs() {
   crumb.hidden = !viewingSub;
   if (viewingSub) {
     crumb.replaceChildren(
-      el('span', {}, `Viewing sub-agent “${session.agent}”`, session.task ? `: ${session.task}` : ''),
+      el('span', { title: session.task || null }, `Viewing sub-agent ${subAgentName(session.id)}`),
       el('span', { class: 'spacer' }),
       el('button', {
         type: 'button',

@@ -16,7 +16,7 @@
 import { api, ApiError } from './api.js';
 import { $, el, enc, newKey, plural } from './dom.js';
 import { showError, showNotice } from './banners.js';
-import { isRunning, state, subAgentName } from './state.js';
+import { isRunning, state, subAgentName, withNames } from './state.js';
 import { insertIntoComposer, sendsOnEnter } from './messagebox.js';
 import { longText } from './longtext.js';
 
@@ -374,7 +374,7 @@ function waitingRow(message) {
       ].filter(Boolean),
     );
   }
-  return el('li', { class: `pending-item${user ? '' : ' from-agent'}`, 'data-id': message.id }, head, longText(message.text));
+  return el('li', { class: `pending-item${user ? '' : ' from-agent'}`, 'data-id': message.id }, head, longText(user ? message.text : withNames(message.text)));
 }
 
 // Which sessions the rows were last drawn for as running: a turn that starts or ends changes

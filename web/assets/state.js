@@ -71,25 +71,54 @@ export function isRunning() {
   return state.conv.status === 'running';
 }
 
-// A session by its agent's name; sub-agents of one agent are numbered in the order they were
-// started (“default” #2), so that several are told apart everywhere.
-export function sessionLabel(sessionId) {
-  const session = state.sessions.find((s) => s.id === sessionId);
-  if (!session) return sessionId || '';
-  if (!session.parent_id) return `“${session.agent}”`;
-  const same = state.sessions
-    .filter((s) => s.parent_id && s.agent === session.agent)
-    .sort((a, b) => (a.created_at < b.created_at ? -1 : a.created_at > b.created_at ? 1 : 0));
-  return same.length > 1 ? `“${session.agent}” #${same.indexOf(session) + 1}` : `“${session.agent}”`;
+// Sub-agents are named one way everywhere: their agent's name, their number among the
+// sub-agents of that agent (in the order they started) and their task's first words —
+// “reviewer #2 · Check the parser” — never their session id. The main agent is “default (main
+// agent)”.
+
+// The first words of a task: its first line that has text, cut at a word near `max` characters.
+export function firstWords(task, max = 40) {
+  const line = String(task || '').split('\n').map((l) => l.trim()).find(Boolean) || '';
+  if (line.length <= max) return line;
+  const cut = line.slice(0, max);
+  const space = cut.lastIndexOf(' ');
+  return `${(space > max / 2 ? cut.slice(0, space) : cut).replace(/[\s,.;:–—-]+$/, '')}…`;
 }
 
-// A sub-agent by its agent and its task's first line, cut to a glance (“helper”: count the
-// files): several sub-agents of one agent are told apart by what they were asked.
+// A sub-agent's number among the sub-agents of its agent, from 1.
+function agentNumber(session) {
+  const same = state.sessions
+    .filter((s) => s.parent_id && s.agent === session.agent)
+    .sort((a, b) => (a.created_at < b.created_at ? -1 : a.created_at > b.created_at ? 1 : a.id < b.id ? -1 : 1));
+  return same.indexOf(session) + 1;
+}
+
+// The name of the agent of a session (a sub-agent's, or the main agent's).
 export function subAgentName(sessionId) {
   const session = state.sessions.find((s) => s.id === sessionId);
-  const first = ((session && session.task) || '').split('\n')[0].trim();
-  if (!first) return sessionLabel(sessionId);
-  return `${sessionLabel(sessionId)}: ${first.length > 60 ? `${first.slice(0, 59)}…` : first}`;
+  if (!session) return '(not listed)';
+  if (!session.parent_id) return `${session.agent} (main agent)`;
+  const words = firstWords(session.task);
+  return `${session.agent} #${agentNumber(session)}${words ? ` · ${words}` : ''}`;
+}
+
+// A text the service wrote (a sub-agent's report: "Report from sub-agent `reviewer` (s_…): …")
+// with the session ids it holds replaced by the sub-agents' names.
+export function withNames(text) {
+  let named = String(text || '');
+  if (!named.includes('s_')) return named;
+  for (const session of state.sessions) {
+    if (!named.includes(session.id)) continue;
+    const name = subAgentName(session.id);
+    // "`reviewer` (s_…)" is the agent's name and its id: the whole is the name.
+    for (const both of [`\`${session.agent}\` (${session.id})`, `${session.agent} (${session.id})`, session.id]) named = named.split(both).join(name);
+  }
+  return named;
+}
+
+// Whether the name shows the whole task (else the task is shown beside it).
+export function nameHoldsTask(session) {
+  return firstWords(session.task) === String(session.task || '').trim();
 }
 
 // The approvals waiting for an answer that `match` picks, oldest first.

@@ -7,7 +7,7 @@
 // tooltip).
 
 import { $, clockTime, el, fullTime, imageList } from './dom.js';
-import { state, sessionLabel, subAgentName } from './state.js';
+import { state, subAgentName, withNames } from './state.js';
 import { MarkdownView, copyTextButton, renderMarkdown } from './markdown.js';
 import { appendToolOutput, renderToolCall, showOutputEnd } from './toolcards.js';
 import { hookRuns } from './hookruns.js';
@@ -242,7 +242,7 @@ function itemHead(item, shownMs) {
     item.kind === 'user_message'
       ? fromAgent
         ? fromParent
-          ? `From the agent that started this one, ${sessionLabel(item.from_session_id)}`
+          ? `From the agent that started this one, ${subAgentName(item.from_session_id)}`
           : `Report from sub-agent ${subAgentName(item.from_session_id)}`
         : 'You'
       : item.kind === 'agent_message'
@@ -296,7 +296,8 @@ function renderItem(item, shownMs, previous, entry) {
       let body;
       if (item.source === 'agent') {
         body = el('div', { class: 'md' });
-        renderMarkdown(body, item.text || '');
+        // The service's words around the report name the sub-agent by its session id.
+        renderMarkdown(body, withNames(item.text || ''));
       } else {
         // A very long message (a pasted log) is shown folded, with Show all.
         body = longText(item.text, { expanded: wasExpanded(previous) });

@@ -11,6 +11,7 @@ import { editBody, editSubject, isEdit } from './editcards.js';
 import { readText } from './filecontents.js';
 import { markInvisible } from './visible.js';
 import { hookRuns } from './hookruns.js';
+import { firstWords, state as pageState, subAgentName, withNames } from './state.js';
 
 // Output longer than this many lines is collapsed until the reader asks for all of it.
 const COLLAPSED_LINES = 12;
@@ -56,7 +57,7 @@ export function renderToolCall(item, classes, context) {
     'div',
     { class: 'tool-head' },
     el('span', { class: 'tool-name' }, mcpTool(name) ? mcpTool(name).tool : toolTitle(name)),
-    subject(name, args),
+    subject(name, args, item),
     el('span', { class: `tool-state state-${state.kind}` }, state.kind === 'running' ? el('span', { class: 'spinner' }) : null, state.label),
     context.badge,
     context.time,
@@ -69,6 +70,9 @@ export function renderToolCall(item, classes, context) {
   let lines;
   if (name === 'spawn_agent') {
     card.append(...spawnBody(item, args));
+    lines = 0;
+  } else if (AGENT_TOOLS.has(name)) {
+    card.append(...agentToolBody(item, args));
     lines = 0;
   } else if (name === 'update_plan') {
     // The plan shows as the plan item after the call: the card says only how it went.
@@ -128,16 +132,78 @@ function toolState(item) {
   return { kind: 'ran', label: 'done' };
 }
 
+// What a spawn answered once the sub-agent exists ({session_id, model, …}), else null.
+function spawned(item) {
+  try {
+    const started = JSON.parse(item.output || 'null');
+    return started && started.session_id ? started : null;
+  } catch {
+    return null;
+  }
+}
+
+// A session the page knows, by its name; a sub-agent the page does not list (yet) by its agent.
+function agentName(sessionId, fallback) {
+  return pageState.sessions.some((s) => s.id === sessionId) ? subAgentName(sessionId) : fallback || 'a sub-agent';
+}
+
+// The tools by which an agent talks to its sub-agents: their cards name the sub-agents, and say
+// what came back in words, not as JSON with session ids.
+const AGENT_TOOLS = new Set(['send_message', 'wait_agents', 'interrupt_agent', 'list_agents']);
+
+const AGENT_STATUS = { running: 'working', idle: 'idle', completed: 'done', failed: 'failed', interrupted: 'interrupted' };
+
+function agentToolBody(item, args) {
+  const nodes = [];
+  if (item.name === 'send_message' && args.text !== undefined) {
+    nodes.push(el('div', { class: 'tool-task' }, String(args.text), args.mode ? el('span', { class: 'muted' }, ` (${args.mode})`) : null));
+  }
+  if (item.status === 'running' || item.status === 'waiting_approval' || !item.output) return nodes;
+  let answer = null;
+  try {
+    answer = JSON.parse(item.output);
+  } catch {
+    answer = null;
+  }
+  if (!answer || typeof answer !== 'object' || item.status === 'failed') {
+    nodes.push(el('div', { class: 'tool-summary' }, el('span', { class: failureClass(item) }, withNames(item.output.split('\n')[0]))));
+    return nodes;
+  }
+  if (item.name === 'send_message') {
+    nodes.push(el('div', { class: 'tool-summary' }, answer.status === 'started' ? 'delivered: it started a turn' : answer.status ? `delivered (${answer.status})` : 'delivered'));
+  } else if (item.name === 'interrupt_agent') {
+    nodes.push(el('div', { class: 'tool-summary' }, answer.interrupted ? 'interrupted' : 'it was not working: nothing to interrupt'));
+  } else if (Array.isArray(answer.agents)) {
+    const waited = item.name === 'wait_agents' && typeof answer.waited_s === 'number' ? `waited ${answer.waited_s} s${answer.timed_out ? ', then stopped waiting' : ''} · ` : '';
+    nodes.push(el('div', { class: 'tool-summary' }, `${waited}${plural(answer.agents.length, 'sub-agent')}`));
+    if (answer.agents.length) {
+      nodes.push(
+        el(
+          'ul',
+          { class: 'tool-agents' },
+          answer.agents.map((agent) => {
+            const fallback = `${agent.agent || 'sub-agent'}${agent.task ? ` · ${firstWords(agent.task)}` : ''}`;
+            const last = agent.last_message ? String(agent.last_message).split('\n').find((line) => line.trim()) : '';
+            return el(
+              'li',
+              {},
+              el('span', { class: 'tool-agent-name' }, agentName(agent.session_id, fallback)),
+              ` — ${AGENT_STATUS[agent.status] || agent.status || 'unknown'}`,
+              last ? el('span', { class: 'muted' }, ` · ${last.length > 120 ? `${last.slice(0, 119)}…` : last}`) : null,
+            );
+          }),
+        ),
+      );
+    }
+  }
+  return nodes;
+}
+
 // A spawn: the task given, and a way to the sub-agent once it exists.
 function spawnBody(item, args) {
   const nodes = [el('div', { class: 'tool-task' }, String(args.task || ''))];
-  let started = null;
-  try {
-    started = JSON.parse(item.output || 'null');
-  } catch {
-    started = null;
-  }
-  if (started && started.session_id) {
+  const started = spawned(item);
+  if (started) {
     nodes.push(
       el(
         'div',
@@ -170,10 +236,19 @@ function foldedJson(output) {
   return el('details', { class: 'tool-json' }, el('summary', {}, `JSON result · ${plural(lineCount(text), 'line')}`), el('pre', { class: 'output' }, text));
 }
 
-function subject(name, args) {
+function subject(name, args, item) {
   const mcp = mcpTool(name);
   if (mcp) return el('span', { class: 'tool-subject tool-server' }, `MCP server ${mcp.server}`);
-  if (name === 'spawn_agent') return el('code', { class: 'tool-subject' }, String(args.agent || ''));
+  if (name === 'spawn_agent') {
+    const started = spawned(item);
+    const fallback = `${args.agent || 'sub-agent'}${args.task ? ` · ${firstWords(args.task)}` : ''}`;
+    return el('span', { class: 'tool-subject agent-subject' }, started ? agentName(started.session_id, fallback) : fallback);
+  }
+  if (name === 'send_message' || name === 'interrupt_agent') return el('span', { class: 'tool-subject agent-subject' }, agentName(args.session_id));
+  if (name === 'wait_agents') {
+    const ids = Array.isArray(args.session_ids) ? args.session_ids : [];
+    return el('span', { class: 'tool-subject agent-subject' }, ids.length ? ids.map((id) => agentName(id)).join(', ') : 'every sub-agent');
+  }
   if (name === 'shell') return el('code', { class: 'tool-subject' }, '$ ', marked(args.command === undefined ? '' : args.command));
   if (name === 'read_file' || name === 'write_file') return el('code', { class: 'tool-subject' }, marked(args.path || ''));
   if (name === 'list_dir') return el('code', { class: 'tool-subject' }, args.path ? marked(args.path) : 'working directory');
