@@ -2,7 +2,7 @@
 // page answers to; Esc or Close closes it and the focus goes back where it was. The list is
 // kept here, beside the handlers' modules: main.js (Esc, Ctrl+Shift+O, ?), composer.js and
 // messagebox.js (Enter, Shift+Enter, ↑), commands.js (/ and the list's keys), approvals.js
-// (Alt+A, Alt+D), pending.js (the edit's Enter and Esc), sidebar.js (the rows' keys), header.js
+// (Alt+A, Alt+D, and a card's fields), pending.js (the edit's Enter and Esc), sidebar.js (the rows' keys), header.js
 // (the tabs'), menu.js (a menu's) and scroll.js (the timeline's).
 
 import { $, el } from './dom.js';
@@ -26,6 +26,13 @@ const GROUPS = [
       [['↑'], 'In the empty box: edit the last waiting message (Enter saves the edit, Esc puts it back as it was)'],
       [['Alt+A'], 'Allow the oldest approval waiting for an answer, once'],
       [['Alt+D'], 'Deny it'],
+    ],
+  ],
+  [
+    'An approval card',
+    [
+      [['Enter'], 'In its message field: deny, telling the agent that message'],
+      [['Esc'], 'In a field: undo what was typed there (else Esc interrupts the turn, which cancels the approval)'],
     ],
   ],
   [
