@@ -1,13 +1,13 @@
 // What the agent changed in the working directory: a turn that changed files says how many and
 // opens its diff; "Restart from here" offers to restore them (what a dry run would restore is
-// asked first), and the restore can be undone.
+// asked first, and the files it would restore are named), and the restore can be undone.
 'use strict';
 
 const { test } = require('node:test');
 const assert = require('node:assert/strict');
 const fs = require('node:fs');
 const path = require('node:path');
-const { TEST_TIMEOUT, sendMessage, startConversation, waitForReply, withUi } = require('./harness');
+const { TEST_TIMEOUT, checkAxe, sendMessage, startConversation, waitForReply, withUi } = require('./harness');
 
 test('a turn shows the files it changed; "Restart from here" restores them, and undo puts them back', { timeout: TEST_TIMEOUT }, () =>
   withUi(async ({ page, root }) => {
@@ -29,12 +29,17 @@ test('a turn shows the files it changed; "Restart from here" restores them, and 
     await ask.waitFor();
     assert.ok(await ask.locator('.restore-choice input').isChecked());
     assert.equal(await ask.locator('.restore-conflicts').count(), 0, 'nobody else changed the file');
+    // It names the files it would restore (the service's dry run answers which).
+    assert.equal(await ask.locator('.restore-list p').textContent(), 'This file goes back to how it was just before this message:');
+    assert.deepEqual(await ask.locator('.restore-list li').allTextContents(), ['notes.txt']);
+    assert.equal(await ask.locator('.restore-choice input').getAttribute('aria-describedby'), 'restore-list');
+    await checkAxe(page, 'the restore dialog');
     assert.equal(fs.readFileSync(notes, 'utf8'), 'new line', 'asking changes nothing');
     await ask.locator('button.primary').click();
-    await page.locator('#banners .banner.notice', { hasText: 'Restored 1 file.' }).waitFor();
+    await page.locator('#banners .banner.notice', { hasText: 'Restored 1 file: notes.txt.' }).waitFor();
     assert.equal(fs.readFileSync(notes, 'utf8'), 'old line\n');
 
     await page.locator('#banners .banner-action', { hasText: 'Undo restore' }).click();
-    await page.locator('#banners .banner.notice', { hasText: 'The files are back as they were before the restore.' }).waitFor();
+    await page.locator('#banners .banner.notice', { hasText: 'The files are back as they were before the restore: notes.txt.' }).waitFor();
     assert.equal(fs.readFileSync(notes, 'utf8'), 'new line');
   }));

@@ -91,6 +91,23 @@ export async function showTurnDiff(turnId) {
   close.focus();
 }
 
+// The paths a restore puts back, as a list (the first `max`, then how many more).
+function pathList(paths, max = 15) {
+  const shown = paths.slice(0, max);
+  return el(
+    'ul',
+    { class: 'restore-files' },
+    shown.map((path) => el('li', {}, el('code', {}, path))),
+    paths.length > max ? el('li', { class: 'muted' }, `and ${plural(paths.length - max, 'more file')}`) : null,
+  );
+}
+
+// The paths in a sentence: the first few, then how many more.
+function pathNames(paths, max = 5) {
+  const shown = paths.slice(0, max).join(', ');
+  return paths.length > max ? `${shown} and ${plural(paths.length - max, 'more')}` : shown;
+}
+
 // Asks how to restart from `item` when the conversation changed files since: answers
 // { restore, force }, or null when cancelled. What a restore would do (and its conflicts) is
 // asked of the service first (a dry run: nothing changes).
@@ -110,6 +127,18 @@ export async function askRestore(item, changed) {
   return new Promise((resolve) => {
     let answer = null;
     const restore = el('input', { type: 'checkbox', checked: !!preview && preview.restored.length > 0, disabled: !preview });
+    // Which files a restore would put back, by name (the dry run's answer).
+    const restoring = preview && preview.restored.length
+      ? el(
+        'div',
+        { class: 'restore-list', id: 'restore-list' },
+        el('p', {}, `${preview.restored.length === 1 ? 'This file goes' : 'These files go'} back to how ${preview.restored.length === 1 ? 'it was' : 'they were'} just before this message:`),
+        pathList(preview.restored),
+      )
+      : preview
+        ? el('p', { class: 'muted', id: 'restore-list' }, 'No file would be restored: each was changed since by someone else (below), or is as it was.')
+        : null;
+    if (restoring) restore.setAttribute('aria-describedby', 'restore-list');
     const force = el('input', { type: 'checkbox' });
     const conflicts = preview && preview.conflicts.length
       ? el(
@@ -132,6 +161,7 @@ export async function askRestore(item, changed) {
     const dialog = modal(
       'Restart from here',
       el('label', { class: 'restore-choice' }, restore, ` Also restore files (${plural(changed, 'file')} changed since)`),
+      restoring,
       unavailable ? el('p', { class: 'muted' }, `Files cannot be restored: ${unavailable}`) : null,
       conflicts,
       el('div', { class: 'dialog-actions' }, el('button', { type: 'button', text: 'Cancel', onclick: () => dialog.close() }), confirm),
@@ -144,7 +174,8 @@ export async function askRestore(item, changed) {
 // After a restore: what was done, with "Undo restore" (`shownIn`: the conversation that opens).
 export function noticeRestored(conversationId, restore, shownIn) {
   const kept = restore.conflicts.length ? `; kept ${plural(restore.conflicts.length, 'file')} changed since by someone else` : '';
-  showNotice([`Restored ${plural(restore.restored.length, 'file')}${kept}.`], {
+  const names = restore.restored.length ? `: ${pathNames(restore.restored)}` : '';
+  showNotice([`Restored ${plural(restore.restored.length, 'file')}${names}${kept}.`], {
     key: 'restore',
     conversationId: shownIn,
     action: {
@@ -152,8 +183,9 @@ export function noticeRestored(conversationId, restore, shownIn) {
       run: async () => {
         try {
           const answer = await api('POST', `/api/conversations/${enc(conversationId)}/restores/${enc(restore.id)}/undo`, {});
-          const left = answer.restore.conflicts.length ? ` (${plural(answer.restore.conflicts.length, 'file')} changed since were kept)` : '';
-          showNotice([`The files are back as they were before the restore${left}.`], { key: 'restore', conversationId: shownIn });
+          const left = answer.restore.conflicts.length ? ` (${plural(answer.restore.conflicts.length, 'file')} changed since were kept: ${pathNames(answer.restore.conflicts)})` : '';
+          const back = answer.restore.restored.length ? `: ${pathNames(answer.restore.restored)}` : '';
+          showNotice([`The files are back as they were before the restore${back}${left}.`], { key: 'restore', conversationId: shownIn });
         } catch (error) {
           showError(error);
         }
