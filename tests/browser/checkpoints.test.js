@@ -21,6 +21,10 @@ test('a turn shows the files it changed; "Restart from here" restores them, and 
     const diff = page.locator('dialog.files-dialog');
     await diff.locator('.diff-del', { hasText: '-old line' }).waitFor();
     await diff.locator('.diff-add', { hasText: '+new line' }).waitFor();
+    // The file now ends without a newline: a small mark on its last line, not the unified diff's
+    // raw "\ No newline at end of file" line.
+    assert.equal(await diff.locator('.diff-add', { hasText: '+new line' }).locator('.no-eol').textContent(), 'no newline at end of file');
+    assert.doesNotMatch(await diff.textContent(), /\\ No newline/);
     await diff.locator('button', { hasText: 'Close' }).click();
     await diff.waitFor({ state: 'detached' });
 

@@ -1,5 +1,6 @@
 // Tool calls read as tools, not JSON. A shell call shows its command and its live output;
-// read_file, write_file and list_dir show their path and a summary, a write shows what changed;
+// read_file, write_file and list_dir show their path and a summary, a write shows what changed
+// (a last line without a newline marked);
 // long output collapses with "Show all"; each card says whether the tool ran, failed (with its
 // exit code), was interrupted, or was denied (a decision, shown neutral, not as a failure).
 'use strict';
@@ -8,7 +9,7 @@ const { test } = require('node:test');
 const assert = require('node:assert/strict');
 const fs = require('node:fs');
 const path = require('node:path');
-const { TEST_TIMEOUT, startConversation, waitIdle, withUi } = require('./harness');
+const { TEST_TIMEOUT, checkAxe, startConversation, waitIdle, withUi } = require('./harness');
 
 test('a shell card shows its command, its output live, and collapses long output', { timeout: TEST_TIMEOUT }, () =>
   withUi({ fake: true }, async ({ page, fake, server }) => {
@@ -162,3 +163,24 @@ write_file = "deny"
       assert.equal(fs.existsSync(path.join(server().cwd, 'new.txt')), false);
     },
   ));
+
+test('a file written without a newline at its end shows a small mark on its last line', { timeout: TEST_TIMEOUT }, () =>
+  withUi({ fake: true }, async ({ page, fake }) => {
+    fake.push(
+      { tool: 'write_file', args: { path: 'eol.txt', content: 'one\ntwo' } },
+      { tool: 'write_file', args: { path: 'eol.txt', content: 'one\ntwo\n' } },
+      { text: 'Written twice.' },
+    );
+    await startConversation(page, 'write it twice');
+    await page.locator('#items .item.agent-message', { hasText: 'Written twice.' }).waitFor();
+    await waitIdle(page);
+    const cards = page.locator('#items .item.tool-call');
+    // New: its last line has no newline after it.
+    assert.deepEqual(await cards.nth(0).locator('.diff-line.diff-add').allTextContents(), ['+one\n', '+two no newline at end of file\n']);
+    assert.equal(await cards.nth(0).locator('.diff-line.diff-add .no-eol').count(), 1);
+    // Rewritten with the newline: the old last line (marked) goes, the new one (unmarked) comes.
+    const changed = cards.nth(1);
+    assert.deepEqual(await changed.locator('.diff-line.diff-del').allTextContents(), ['−two no newline at end of file\n']);
+    assert.deepEqual(await changed.locator('.diff-line.diff-add').allTextContents(), ['+two\n']);
+    await checkAxe(page, 'the no-newline mark');
+  }));

@@ -4,7 +4,7 @@
 // read from its arguments: the replaced text and its replacement, or the patch's own lines.
 
 import { el, plural } from './dom.js';
-import { diffBlock, lineDiffRows, splitLines } from './diffview.js';
+import { diffBlock, isNoNewlineLine, lineDiffRows, splitLines } from './diffview.js';
 
 export const EDIT_TOOLS = ['edit_file', 'apply_patch', 'str_replace_based_edit_tool'];
 
@@ -74,7 +74,11 @@ function patchFiles(patch) {
 }
 
 function hunkLine(file, line) {
-  if (line.startsWith('@@')) {
+  const last = file.rows[file.rows.length - 1];
+  if (isNoNewlineLine(line) && last) {
+    // "\ No newline at end of file": a mark on the line before.
+    last[2] = true;
+  } else if (line.startsWith('@@')) {
     const anchor = line.slice(2).trim();
     if (anchor) file.rows.push(['fold', anchor]);
   } else if (line.startsWith('+')) {

@@ -4,6 +4,7 @@
 // asked before anything happens, and "Undo restore" afterwards.
 
 import { api } from './api.js';
+import { unifiedDiffBlock } from './diffview.js';
 import { el, enc, plural } from './dom.js';
 import { showError, showNotice } from './banners.js';
 import { state } from './state.js';
@@ -49,20 +50,6 @@ function modal(title, ...content) {
   return dialog;
 }
 
-// A unified diff with its added and removed lines marked.
-function diffView(diff) {
-  const lines = diff.split('\n');
-  if (lines[lines.length - 1] === '') lines.pop();
-  return el(
-    'pre',
-    { class: 'file-diff' },
-    lines.map((line) => {
-      const kind = line.startsWith('+++') || line.startsWith('---') ? 'head' : line[0] === '+' ? 'add' : line[0] === '-' ? 'del' : line.startsWith('@@') ? 'hunk' : '';
-      return el('span', { class: kind ? `diff-${kind}` : null }, `${line}\n`);
-    }),
-  );
-}
-
 export async function showTurnDiff(turnId) {
   if (!state.conv) return;
   let changes;
@@ -78,7 +65,7 @@ export async function showTurnDiff(turnId) {
       { class: 'changed-file', open: true },
       el('summary', {}, el('span', { class: `change change-${file.change}` }, file.change), ' ', el('code', {}, file.path)),
       file.diff !== null
-        ? diffView(file.diff)
+        ? unifiedDiffBlock(file.diff)
         : el('p', { class: 'muted' }, file.binary ? 'A binary file: no diff is shown.' : 'Its diff is left out: the whole answer reached its size limit.'),
     ),
   );

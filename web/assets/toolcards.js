@@ -5,7 +5,7 @@
 // was denied (by the rules or a user), was interrupted or waits for approval. Long output is
 // collapsed, with "Show all".
 
-import { diffBlock, lineDiffRows, splitLines } from './diffview.js';
+import { diffBlock, lineDiffRows } from './diffview.js';
 import { el, formatBytes, imageList, lineCount, plural } from './dom.js';
 import { editBody, editSubject, isEdit } from './editcards.js';
 import { readText } from './filecontents.js';
@@ -339,10 +339,11 @@ function writeBody(item, args, context, write) {
   let added = 0;
   let removed = 0;
   if (before === null) {
-    for (const line of splitLines(content)) rows.push(['add', line]);
+    // Every line added (and a last one without a newline marked).
+    ({ rows } = lineDiffRows('', content, { wholeFiles: true }));
     added = rows.length;
   } else {
-    ({ rows, added, removed } = lineDiffRows(before, content));
+    ({ rows, added, removed } = lineDiffRows(before, content, { wholeFiles: true }));
   }
   const summary =
     before === null
