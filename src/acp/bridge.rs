@@ -110,6 +110,38 @@ impl Bridge {
         }
     }
 
+    /// The editor went away: the prompts it sent that still wait for a turn are withdrawn, so
+    /// they do not run later with nobody to see them.
+    pub async fn withdraw_waiting_prompts(&self) {
+        let sessions: Vec<Arc<Session>> = self
+            .sessions
+            .lock()
+            .expect("sessions")
+            .values()
+            .cloned()
+            .collect();
+        for session in sessions {
+            let Some((id, follower)) = session.conversation.lock().await.clone() else {
+                continue;
+            };
+            let waiting: Vec<String> = {
+                let shared = follower.shared.lock().expect("follower state");
+                shared
+                    .pending
+                    .iter()
+                    .filter(|message| shared.ledger.owns(message))
+                    .cloned()
+                    .collect()
+            };
+            for message in waiting {
+                // Taken meanwhile (`not_waiting`): its turn runs, as any other.
+                if let Err(error) = self.api.withdraw(&id, &message).await {
+                    tracing::debug!(%error, "a waiting prompt could not be withdrawn");
+                }
+            }
+        }
+    }
+
     /// A new follower's state, as this editor wants sub-agents shown.
     fn new_shared(&self) -> Shared {
         let mut shared = Shared::default();

@@ -48,6 +48,8 @@ pub struct Ledger {
     items: HashMap<String, Sent>,
     /// Messages this editor sent: the editor shows them already.
     own_messages: HashSet<String>,
+    /// The root turns its messages started or joined: the editor's prompts.
+    prompted_turns: HashSet<String>,
     pub root_session_id: String,
     pub cwd: String,
     /// Each sub-agent's agent name, by session id.
@@ -72,6 +74,11 @@ fn to(session: &Option<String>, updates: Vec<SessionUpdate>) -> Vec<Routed> {
 impl Ledger {
     pub fn own_message(&mut self, message_id: &str) {
         self.own_messages.insert(message_id.to_owned());
+    }
+
+    /// Whether this editor sent the message.
+    pub fn owns(&self, message_id: &str) -> bool {
+        self.own_messages.contains(message_id)
     }
 
     fn is_root(&self, item: &Item) -> bool {
@@ -153,16 +160,26 @@ impl Ledger {
                 ..
             } => {
                 sent.finished = true;
+                if own && root {
+                    self.prompted_turns.insert(item.turn_id.clone());
+                }
                 if own || !visible {
                     return Vec::new();
                 }
+                let report = format!("[report from {report_from}]\n{text}");
                 if *source == MessageSource::Agent && subagents {
                     // A message from another session: the extension's session message.
                     out.push(updates::session_message(&id, text, report_route.as_deref()));
+                } else if *source == MessageSource::Agent
+                    && root
+                    && !self.prompted_turns.contains(&item.turn_id)
+                {
+                    // A report that starts a turn of its own after the editor's prompt ended:
+                    // shown as the agent's message, or an editor that hides thoughts between
+                    // prompts would show nothing of the turn that follows.
+                    out.push(updates::agent_text(report));
                 } else if *source == MessageSource::Agent && root {
-                    out.push(updates::thought(format!(
-                        "[report from {report_from}]\n{text}"
-                    )));
+                    out.push(updates::thought(report));
                 } else {
                     out.extend(updates::user_message(text, images));
                 }

@@ -33,7 +33,8 @@ use crate::client::api::Api;
 pub async fn run(api: Api) -> anyhow::Result<()> {
     let bridge = Arc::new(bridge::Bridge::new(api));
     let for_requests = bridge.clone();
-    Agent
+    let after_the_editor = bridge.clone();
+    let connected = Agent
         .v1()
         .name("openvaala")
         .on_receive_request(
@@ -64,8 +65,9 @@ pub async fn run(api: Api) -> anyhow::Result<()> {
             agent_client_protocol::on_receive_notification!(),
         )
         .connect_to(stdio())
-        .await
-        .map_err(|error| anyhow::anyhow!("the ACP connection failed: {error}"))
+        .await;
+    after_the_editor.withdraw_waiting_prompts().await;
+    connected.map_err(|error| anyhow::anyhow!("the ACP connection failed: {error}"))
 }
 
 /// The protocol's transport: a line of JSON each way. Lines go to stdout with a plain write

@@ -401,3 +401,106 @@ async fn an_edit_shows_as_the_diff_of_what_it_replaced_then_of_the_whole_file() 
     assert_eq!(diffs.first(), Some(&snippet), "{diffs:#?}");
     assert_eq!(diffs.last(), Some(&whole), "{diffs:#?}");
 }
+
+/// A sub-agent whose report comes after the editor's prompt ended starts a turn of the parent
+/// of its own: the editor is shown the report as the agent's message, and the answer after it.
+#[tokio::test]
+async fn a_report_after_the_prompt_ended_is_shown_as_the_agents_message() {
+    let (fake, server) = start(r#"["shell", "spawn_agent"]"#).await;
+    fake.script(move |body| {
+        let first = messages(body, "user").next()?["content"]
+            .as_str()?
+            .to_owned();
+        let last = messages(body, "user").last()?["content"]
+            .as_str()?
+            .to_owned();
+        let calls = messages(body, "tool").count();
+        Some(match calls {
+            // The child takes a while, so the parent's prompt ends first.
+            0 if first == TASK => Reply::tool_call("shell", json!({"command": "sleep 1"}), 1),
+            _ if first == TASK => Reply::text("Child report."),
+            _ if last.contains("Child report.") => Reply::text("Noted the report."),
+            0 => Reply::tool_call("spawn_agent", json!({"agent": "default", "task": TASK}), 1),
+            _ => Reply::text("Started it."),
+        })
+    });
+    let cwd = workspace();
+    let mut editor = Editor::start(&server.base).await;
+    let session = editor.new_session(cwd.path()).await;
+    let prompt = editor.prompt(&session, "Start the work").await;
+    let done = editor.until(|line| line["id"] == prompt).await;
+    assert_eq!(done["result"]["stopReason"], "end_turn", "{done}");
+    assert_eq!(
+        editor.text_of(&session, "agent_message_chunk"),
+        "Started it."
+    );
+    // No prompt is running: the report's turn still reaches the editor.
+    while !editor
+        .text_of(&session, "agent_message_chunk")
+        .ends_with("Noted the report.")
+    {
+        editor
+            .until(|line| line["update"]["update"]["sessionUpdate"] == "agent_message_chunk")
+            .await;
+    }
+    let shown = editor.text_of(&session, "agent_message_chunk");
+    assert!(
+        shown.contains("[report from default]") && shown.contains("Child report."),
+        "{shown}"
+    );
+    assert!(shown.ends_with("Noted the report."), "{shown}");
+}
+
+/// Prompts still waiting for a turn when the editor goes away are withdrawn: they never run.
+#[tokio::test]
+async fn prompts_waiting_when_the_editor_disconnects_are_withdrawn() {
+    let server = Server::start().await;
+    let cwd = workspace();
+    let mut editor = Editor::start(&server.base).await;
+    let session = editor.new_session(cwd.path()).await;
+    editor.prompt(&session, "Take your time\n/sleep 300").await;
+    editor
+        .until(|line| line["update"]["update"]["sessionUpdate"] == "agent_message_chunk")
+        .await;
+    editor.prompt(&session, "and this one afterwards").await;
+    let (_, list) = server.get("/api/conversations").await;
+    let id = list["conversations"][0]["id"].as_str().unwrap().to_owned();
+    let path = format!("/api/conversations/{id}");
+    tokio::time::timeout(crate::harness::TIMEOUT, async {
+        loop {
+            let (_, conversation) = server.get(&path).await;
+            if conversation["pending"]
+                .as_array()
+                .is_some_and(|p| p.len() == 1)
+            {
+                return;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+        }
+    })
+    .await
+    .expect("the second prompt waits");
+    drop(editor);
+    // The bridge saw its editor go: the waiting prompt is withdrawn.
+    tokio::time::timeout(crate::harness::TIMEOUT, async {
+        loop {
+            let (_, conversation) = server.get(&path).await;
+            if conversation["pending"] == json!([]) {
+                return;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+        }
+    })
+    .await
+    .expect("the waiting prompt was never withdrawn");
+    // The running turn, stopped, starts nothing after it.
+    let (status, _) = server.post(&format!("{path}/interrupt"), json!({})).await;
+    assert_eq!(status, 200);
+    let (_, conversation) = server.get(&path).await;
+    assert_eq!(conversation["status"], "idle", "{conversation}");
+    let (_, items) = server.get(&format!("{path}/items")).await;
+    assert!(
+        !items.to_string().contains("and this one afterwards"),
+        "{items}"
+    );
+}
