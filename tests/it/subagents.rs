@@ -249,13 +249,17 @@ async fn three_sub_agents_run_at_once_and_report_to_the_root_after_wait_agents()
     assert_eq!(answer["text"], "All three reported.");
     let last_request = fake.requests().last().unwrap().body.clone();
     assert_eq!(first_user(&last_request), "Split the work in three");
-    assert_eq!(
-        user_texts(&last_request)
-            .iter()
-            .filter(|text| text.contains("Report from sub-agent"))
-            .count(),
-        3
-    );
+    let reports: Vec<String> = user_texts(&last_request)
+        .into_iter()
+        .filter(|text| text.contains("Report from sub-agent"))
+        .collect();
+    assert_eq!(reports.len(), 3);
+    // Named by agent, number and task, never by session id.
+    for report in &reports {
+        assert!(!report.contains("s_"), "{report}");
+        assert!(report.starts_with("Report from sub-agent "), "{report}");
+        assert!(report.contains(" #"), "{report}");
+    }
     // The spawn_agent description lists the configured agents for the model to choose.
     let root_request = &fake.requests()[0].body;
     let spawn_tool = root_request["tools"]

@@ -394,7 +394,10 @@ impl ConversationActor {
                 _ => None,
             })
         });
-        let who = format!("Report from sub-agent `{}` ({session_id})", session.agent);
+        let who = format!(
+            "Report from sub-agent {}",
+            subagent_name(&self.state.sessions, session)
+        );
         let text = match status {
             TurnStatus::Completed => format!(
                 "{who}: its turn completed.\n\n{}",
@@ -502,5 +505,92 @@ impl Drop for ConversationActor {
         self.shared
             .running_subagents
             .fetch_sub(self.subagents_counted, Ordering::SeqCst);
+    }
+}
+
+/// A sub-agent as people read its name everywhere: its agent, its number among that agent's
+/// sub-agents in the order they started, and its task's first words ("reviewer #2 · Check
+/// the parser"); never its session id.
+pub fn subagent_name(
+    sessions: &[crate::domain::Session],
+    session: &crate::domain::Session,
+) -> String {
+    let mut same: Vec<&crate::domain::Session> = sessions
+        .iter()
+        .filter(|other| other.parent_id.is_some() && other.agent == session.agent)
+        .collect();
+    same.sort_by(|a, b| (a.created_at, &a.id).cmp(&(b.created_at, &b.id)));
+    let number = same
+        .iter()
+        .position(|other| other.id == session.id)
+        .map_or(1, |at| at + 1);
+    let words = first_words(session.task.as_deref().unwrap_or_default(), 40);
+    if words.is_empty() {
+        format!("{} #{number}", session.agent)
+    } else {
+        format!("{} #{number} · {words}", session.agent)
+    }
+}
+
+/// A task's first line that has text, cut at a word near `max` characters (marked `…`).
+fn first_words(task: &str, max: usize) -> String {
+    let line = task
+        .lines()
+        .map(str::trim)
+        .find(|line| !line.is_empty())
+        .unwrap_or_default();
+    if line.chars().count() <= max {
+        return line.to_owned();
+    }
+    let cut: String = line.chars().take(max).collect();
+    let at_word = match cut.rfind(' ') {
+        Some(space) if cut[..space].chars().count() > max / 2 => &cut[..space],
+        _ => cut.as_str(),
+    };
+    let trimmed = at_word.trim_end_matches(|c: char| c.is_whitespace() || ",.;:–—-".contains(c));
+    format!("{trimmed}…")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn session(id: &str, agent: &str, task: &str, at_ms: i64) -> crate::domain::Session {
+        crate::domain::Session {
+            id: id.to_owned(),
+            parent_id: Some("s_root".to_owned()),
+            agent: agent.to_owned(),
+            model: "m".to_owned(),
+            task: Some(task.to_owned()),
+            status: crate::domain::SessionStatus::Idle,
+            created_at: chrono::DateTime::from_timestamp_millis(at_ms).unwrap(),
+            last_message: None,
+        }
+    }
+
+    #[test]
+    fn a_sub_agent_is_named_by_its_agent_number_and_task() {
+        let sessions = [
+            session("s_b", "reviewer", "Check the parser", 2),
+            session("s_a", "reviewer", "\n  Look at the lexer first", 1),
+            session(
+                "s_c",
+                "counter",
+                "Count every file in this rather large repository please",
+                3,
+            ),
+        ];
+        let names: Vec<String> = sessions
+            .iter()
+            .map(|s| subagent_name(&sessions, s))
+            .collect();
+        assert_eq!(
+            names,
+            [
+                "reviewer #2 · Check the parser",
+                "reviewer #1 · Look at the lexer first",
+                "counter #1 · Count every file in this rather large…",
+            ]
+        );
     }
 }
