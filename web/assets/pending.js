@@ -269,8 +269,8 @@ async function withdraw(message) {
 // Send now: with the agent idle, a turn starts with this message alone (the others keep
 // waiting); with a turn running, it joins that turn (steer).
 async function sendNow(message, button) {
+  const hadFocus = !!button && document.activeElement === button;
   if (button) button.disabled = true;
-  const hadFocus = button && document.activeElement === button;
   try {
     await api('POST', `/api/conversations/${enc(state.conv.id)}/pending/${enc(message.id)}/send`);
   } catch (error) {

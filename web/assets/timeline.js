@@ -404,8 +404,11 @@ export function showTurnEnd(turnId, status, error) {
           button.disabled = true;
           retryTurn(sessionId).finally(() => {
             button.disabled = false;
-            // The button goes once the turn runs again: the focus goes on to the message box.
-            if (!button.isConnected || document.activeElement === document.body) $('message').focus();
+            // The button goes once the turn runs again (retireRetryButtons): the focus goes on to
+            // the message box. Still here (the turn has not started yet, or could not), the button
+            // takes back the focus its disabling lost.
+            if (!button.isConnected) $('message').focus();
+            else if (document.activeElement === document.body) button.focus();
           });
         },
       })
