@@ -291,6 +291,9 @@ impl ConversationActor {
             }
             self.note_quiet();
             self.count_running_subagents();
+            if self.lease_ran_out() {
+                break;
+            }
         }
         // Stop taking commands before leaving the registry, so none is lost in between.
         commands.close();
@@ -316,6 +319,22 @@ impl ConversationActor {
             conversation_id: self.id.clone(),
             generation: self.generation,
         }
+    }
+
+    /// Cluster mode: the lease ran out without this instance hearing that it was lost (the
+    /// database was away past it), so every write here is refused. An idle actor leaves, its
+    /// followers told the conversation moved: the next request takes the conversation again
+    /// (with a new epoch if another instance had it meanwhile) instead of being refused until
+    /// the conversation unloads.
+    fn lease_ran_out(&self) -> bool {
+        let ran_out = self.fence.as_ref().is_some_and(|fence| !fence.holds()) && self.is_quiet();
+        if ran_out {
+            tracing::warn!(conversation = %self.id, "the lease ran out while the conversation was idle; it leaves memory here");
+            self.bus.publish(&ConversationEvent::ConversationMoved {
+                conversation_id: self.id.clone(),
+            });
+        }
+        ran_out
     }
 
     /// Tells the registry whether the conversation could leave memory now.
