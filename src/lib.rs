@@ -55,6 +55,7 @@ pub mod mcp;
 pub mod memory;
 pub mod model;
 pub mod permissions;
+pub mod readable;
 pub mod redact;
 pub mod repo;
 pub mod runtime;

@@ -92,3 +92,10 @@ pub fn held_notice(count: usize) -> String {
          sends one now, /waiting withdraw N takes one back"
     )
 }
+
+/// After a stop, the line a plain client prints when messages still wait (held until the
+/// next message); `None` when none waits.
+pub async fn held_line(api: &Api, conversation: &str) -> Option<String> {
+    let view = api.conversation(conversation).await.ok()?;
+    (!view.pending.is_empty()).then(|| format!("[{}]\n", held_notice(view.pending.len())))
+}

@@ -63,7 +63,7 @@ pub(crate) fn snippet_beside_title(title: &str, texts: &[&str], terms: &[&str]) 
             .all(|term| lower.contains(&term.to_lowercase()))
     };
     texts.iter().find_map(|text| {
-        let readable = crate::runtime::title::readable_lines(text).join(" ");
+        let readable = crate::readable::readable_lines(text).join(" ");
         let rest = readable
             .strip_prefix(title)
             .map_or(readable.as_str(), str::trim_start);

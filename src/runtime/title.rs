@@ -4,18 +4,12 @@
 
 use unicode_segmentation::UnicodeSegmentation;
 
+use crate::readable::{readable_lines, without_controls, without_markdown, without_markers};
+
 pub const MAX_TITLE_CHARS: usize = 40;
 
 /// The longest title a user may give (a rename).
 pub const MAX_USER_TITLE_CHARS: usize = 200;
-
-/// A title is one line of a sidebar, however it came: control characters (a NUL, a tab, a
-/// line break) become spaces.
-fn without_controls(text: &str) -> String {
-    text.chars()
-        .map(|c| if c.is_control() { ' ' } else { c })
-        .collect()
-}
 
 /// A title the user gives: one line, trimmed, at least one visible character and at most
 /// [`MAX_USER_TITLE_CHARS`].
@@ -46,60 +40,6 @@ pub fn fork_title(source: &str) -> String {
         base = "Untitled";
     }
     format!("{base}{FORK_SUFFIX}")
-}
-
-/// The lines of a message as a person reads them: not blank, without Markdown's marks and
-/// `[[…]]` markers, and without the lines that only drive the demo model (`/echo hi`).
-pub(crate) fn readable_lines(text: &str) -> Vec<String> {
-    text.lines()
-        .map(|line| without_markdown(&without_markers(&without_controls(line))))
-        .filter(|line| !line.is_empty() && !crate::model::demo::is_directive(line))
-        .collect()
-}
-
-/// A line without `[[…]]` markers (a scripted model's cues, never what a message says).
-fn without_markers(line: &str) -> String {
-    let mut kept = String::with_capacity(line.len());
-    let mut rest = line;
-    while let Some(start) = rest.find("[[") {
-        let Some(length) = rest[start..].find("]]") else {
-            break;
-        };
-        kept.push_str(&rest[..start]);
-        rest = &rest[start + length + 2..];
-    }
-    kept.push_str(rest);
-    kept
-}
-
-/// The line as read, without Markdown's marks: a heading's `#`s, a quote's `>`, a list's
-/// bullet or number, and emphasis and code marks (`**`, `__`, `~~`, `` ` ``).
-fn without_markdown(line: &str) -> String {
-    let mut rest = line.trim_start();
-    loop {
-        let before = rest;
-        rest = rest
-            .trim_start_matches('#')
-            .trim_start_matches('>')
-            .trim_start();
-        for bullet in ["- ", "* ", "+ "] {
-            rest = rest.strip_prefix(bullet).unwrap_or(rest);
-        }
-        if let Some((number, after)) = rest.split_once(". ")
-            && !number.is_empty()
-            && number.chars().all(|c| c.is_ascii_digit())
-        {
-            rest = after;
-        }
-        if rest == before {
-            break;
-        }
-    }
-    let mut text = rest.to_owned();
-    for mark in ["**", "__", "~~", "`"] {
-        text = text.replace(mark, "");
-    }
-    text.trim().to_owned()
 }
 
 /// The automatic title: the first line that says something (`readable_lines`: not blank, no

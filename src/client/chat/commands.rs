@@ -102,7 +102,9 @@ impl Chat {
                 if !self.api.interrupt(&id, None).await?.interrupted {
                     print_out("[nothing was running]\n");
                 }
-                say_held(&self.api, &id).await;
+                if let Some(held) = waiting::held_line(&self.api, &id).await {
+                    print_out(&held);
+                }
             }
             "waiting" => {
                 let id = self.current()?;
@@ -208,14 +210,5 @@ impl Chat {
             "[rewound into {new_id}; your message was: {message}]\n"
         ));
         self.open(&new_id).await
-    }
-}
-
-/// After a stop: says so when messages still wait (held until the next message).
-pub(super) async fn say_held(api: &crate::client::api::Api, id: &str) {
-    if let Ok(view) = api.conversation(id).await
-        && !view.pending.is_empty()
-    {
-        print_out(&format!("[{}]\n", waiting::held_notice(view.pending.len())));
     }
 }

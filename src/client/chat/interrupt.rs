@@ -99,7 +99,11 @@ pub(super) fn handle_ctrl_c(api: Api, activity: SharedActivity) -> anyhow::Resul
             // Answered once the turn has ended, which the stream shows: not waited for here.
             tokio::spawn(async move {
                 match api.interrupt(&id, None).await {
-                    Ok(_) => super::commands::say_held(&api, &id).await,
+                    Ok(_) => {
+                        if let Some(held) = crate::client::waiting::held_line(&api, &id).await {
+                            print_out(&held);
+                        }
+                    }
                     Err(error) => print_out(&format!("[cannot interrupt the turn: {error}]\n")),
                 }
             });

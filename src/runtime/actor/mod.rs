@@ -327,7 +327,11 @@ impl ConversationActor {
     /// (with a new epoch if another instance had it meanwhile) instead of being refused until
     /// the conversation unloads.
     fn lease_ran_out(&self) -> bool {
-        let ran_out = self.fence.as_ref().is_some_and(|fence| !fence.holds()) && self.is_quiet();
+        // With a background process running, the lease's loss is heard and handled where
+        // the processes are ended with it (`Live::leases_lost`): the actor waits for that.
+        let ran_out = self.fence.as_ref().is_some_and(|fence| !fence.holds())
+            && self.is_quiet()
+            && !self.shared.processes.any_running(&self.id);
         if ran_out {
             tracing::warn!(conversation = %self.id, "the lease ran out while the conversation was idle; it leaves memory here");
             self.bus.publish(&ConversationEvent::ConversationMoved {
