@@ -11,8 +11,7 @@ use sqlx::postgres::{PgConnectOptions, PgConnection, PgPoolOptions};
 use sqlx::{PgPool, Postgres, QueryBuilder, Row};
 
 use super::query::{
-    SNIPPET_CANDIDATES, decode_cursor, encode_cursor, indexed_text, search_terms,
-    snippet_beside_title,
+    SNIPPET_CANDIDATES, decode_cursor, encode_cursor, indexed_text, page_snippets, search_terms,
 };
 use super::types::{ArchivedFilter, IndexError, IndexUpdate, IndexedLens, ListPage, ListQuery};
 use crate::domain::Conversation;
@@ -197,20 +196,12 @@ impl PgIndex {
             .push_bind(SNIPPET_CANDIDATES)
             .push(" ORDER BY conversation_id, seq");
         let rows = sql.build().fetch_all(&self.pool).await?;
-        let mut texts: HashMap<String, Vec<&str>> = HashMap::new();
-        for row in &rows {
-            texts
-                .entry(row.get(0))
-                .or_default()
-                .push(row.get::<&str, _>(1));
-        }
-        Ok(listed
-            .iter()
-            .filter_map(|(id, title)| {
-                let piece = snippet_beside_title(title, texts.get(id)?, terms)?;
-                Some((id.clone(), piece))
-            })
-            .collect())
+        Ok(page_snippets(
+            listed.iter().map(|(id, title)| (id.clone(), id, title)),
+            rows.iter()
+                .map(|row| (row.get::<String, _>(0), row.get::<&str, _>(1))),
+            terms,
+        ))
     }
 
     pub async fn answer(&self, key: &str) -> Result<Option<StoredAnswer>, IndexError> {

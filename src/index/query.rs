@@ -76,6 +76,26 @@ pub(crate) fn snippet_beside_title(title: &str, texts: &[&str], terms: &[&str]) 
     })
 }
 
+/// A page's snippets: for each listed conversation (`key` as the backend names it in `rows`,
+/// its id and title), the snippet beside its title from its matching rows, read in order.
+pub(crate) fn page_snippets<'a, K: Eq + std::hash::Hash>(
+    listed: impl IntoIterator<Item = (K, &'a String, &'a String)>,
+    rows: impl IntoIterator<Item = (K, &'a str)>,
+    terms: &[&str],
+) -> std::collections::BTreeMap<String, String> {
+    let mut texts: std::collections::HashMap<K, Vec<&str>> = std::collections::HashMap::new();
+    for (key, text) in rows {
+        texts.entry(key).or_default().push(text);
+    }
+    listed
+        .into_iter()
+        .filter_map(|(key, id, title)| {
+            let piece = snippet_beside_title(title, texts.get(&key)?, terms)?;
+            Some((id.clone(), piece))
+        })
+        .collect()
+}
+
 /// A piece of `text` around the first place one of `terms` occurs (compared without case),
 /// on one line, cut at word boundaries and marked `…` where it was cut. The words are not
 /// marked: the client knows them.

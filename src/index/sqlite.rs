@@ -11,8 +11,7 @@ use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, S
 use sqlx::{QueryBuilder, Row, Sqlite, SqlitePool};
 
 use super::query::{
-    SNIPPET_CANDIDATES, decode_cursor, encode_cursor, indexed_text, search_terms,
-    snippet_beside_title,
+    SNIPPET_CANDIDATES, decode_cursor, encode_cursor, indexed_text, page_snippets, search_terms,
 };
 use super::types::{ArchivedFilter, IndexError, IndexUpdate, IndexedLens, ListPage, ListQuery};
 use crate::domain::Conversation;
@@ -417,20 +416,12 @@ impl SqliteIndex {
             .push_bind(SNIPPET_CANDIDATES)
             .push(" ORDER BY rowid");
         let rows = sql.build().fetch_all(&self.reader).await?;
-        let mut texts: HashMap<i64, Vec<&str>> = HashMap::new();
-        for row in &rows {
-            texts
-                .entry(row.get(0))
-                .or_default()
-                .push(row.get::<&str, _>(1));
-        }
-        Ok(listed
-            .iter()
-            .filter_map(|(num, (id, title))| {
-                let piece = snippet_beside_title(title, texts.get(num)?, terms)?;
-                Some((id.clone(), piece))
-            })
-            .collect())
+        Ok(page_snippets(
+            listed.iter().map(|(num, (id, title))| (*num, id, title)),
+            rows.iter()
+                .map(|row| (row.get::<i64, _>(0), row.get::<&str, _>(1))),
+            terms,
+        ))
     }
 
     /// The stored answer to a request with this (scope-qualified) idempotency key.
