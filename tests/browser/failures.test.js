@@ -108,7 +108,7 @@ test('the retry line offers Retry now: the next attempt is made at once', { time
     assert.equal(fake.requests.length, 2, 'the second attempt was made without the wait');
   }));
 
-test('the retry line offers Stop: the turn ends at once instead of waiting out a failing provider', { timeout: TEST_TIMEOUT }, () =>
+test('the retry line offers Stop: the turn ends at once, failed, with a Retry that runs it again', { timeout: TEST_TIMEOUT }, () =>
   withUi({ fake: { retry: { initialDelayMs: 60_000, maxDelayMs: 60_000 } } }, async ({ page, fake }) => {
     fake.push({ status: 500, message: 'upstream down' });
     await startConversation(page, 'try once more');
@@ -122,10 +122,17 @@ test('the retry line offers Stop: the turn ends at once instead of waiting out a
     }
     await line.getByRole('button', { name: 'Stop' }).focus();
     await page.keyboard.press('Enter');
-    await page.locator('#items .turn-end.interrupted').waitFor();
+    // Stopped while it waited to try again: the turn failed with the provider's error.
+    const ended = page.locator('#items .turn-end.failed');
+    await ended.waitFor();
+    assert.match(await ended.textContent(), /stopped while waiting to try again/);
     await line.waitFor({ state: 'detached' });
     await waitIdle(page);
     assert.equal(fake.requests.length, 1, 'no second attempt was made');
     // The line went with the focus on its button: the focus is in the message box.
     assert.equal(await page.evaluate(() => document.activeElement.id), 'message');
+    // Its Retry runs it again.
+    fake.push({ text: 'Through on the retry.' });
+    await ended.getByRole('button', { name: 'Retry' }).click();
+    await page.locator('#items .item.agent-message', { hasText: 'Through on the retry.' }).waitFor();
   }));

@@ -433,3 +433,48 @@ async fn retry_now_cuts_the_wait_before_the_next_attempt_short() {
     let rest = events_until(&mut events, "turn.ended").await;
     assert_eq!(rest.last().unwrap().1["status"], "completed", "{rest:?}");
 }
+
+/// Stopped while it waits to try a failed model call again, a turn ends `failed` with that
+/// call's error, and `POST …/retry` runs it again.
+#[tokio::test]
+async fn a_turn_stopped_during_its_retry_wait_fails_and_can_be_retried() {
+    let setup = Setup::start(WIRE).await;
+    setup.fake.push(Reply::rate_limited("60"));
+    setup.fake.push(Reply::text("Through on the retry."));
+    let mut events = setup.server.events(&setup.id).await;
+    let (status, body) = setup
+        .server
+        .post(
+            &format!("/api/conversations/{}/messages", setup.id),
+            serde_json::json!({ "text": "Try hard" }),
+        )
+        .await;
+    assert_eq!(status, 202, "{body}");
+    events_until(&mut events, "model.retry").await;
+    let (status, _) = setup
+        .server
+        .post(
+            &format!("/api/conversations/{}/interrupt", setup.id),
+            serde_json::json!({}),
+        )
+        .await;
+    assert_eq!(status, 200);
+    let seen = events_until(&mut events, "turn.ended").await;
+    let ended = &seen.last().unwrap().1;
+    assert_eq!(ended["status"], "failed", "{ended}");
+    let error = ended["error"].as_str().unwrap();
+    assert!(
+        error.contains("rate limit reached") && error.contains("stopped while waiting"),
+        "{error}"
+    );
+    let (status, body) = setup
+        .server
+        .post(
+            &format!("/api/conversations/{}/retry", setup.id),
+            serde_json::json!({}),
+        )
+        .await;
+    assert_eq!(status, 202, "{body}");
+    let rest = events_until(&mut events, "turn.ended").await;
+    assert_eq!(rest.last().unwrap().1["status"], "completed", "{rest:?}");
+}

@@ -5,7 +5,9 @@
 use super::ConversationActor;
 use super::session::append_delta;
 use crate::api::events::{CompactionReason, ConversationEvent, RetryState};
-use crate::domain::{Item, ItemKind, ItemStatus, Message, MessageStatus, now, user_item};
+use crate::domain::{
+    Item, ItemKind, ItemStatus, Message, MessageStatus, TurnStatus, now, user_item,
+};
 use crate::runtime::link::{FromTurn, TurnMsg};
 use crate::runtime::pending::Waiting;
 use crate::runtime::retry::Retry;
@@ -165,7 +167,43 @@ impl ConversationActor {
                 status,
                 error,
                 error_code,
-            } => self.end_turn(session_id, status, error, error_code).await,
+            } => {
+                let (status, error) = self.stopped_while_retrying(session_id, status, error);
+                self.end_turn(session_id, status, error, error_code).await;
+            }
+        }
+    }
+
+    /// A turn the user stopped while it waited to try a failed model call again ends
+    /// `failed`, with that call's error: it failed, and it can be retried like any failed
+    /// turn. (One stopped by the service's shutdown stays `interrupted`.)
+    fn stopped_while_retrying(
+        &self,
+        session_id: &str,
+        status: TurnStatus,
+        error: Option<String>,
+    ) -> (TurnStatus, Option<String>) {
+        let Some(run) = self.sessions.get(session_id) else {
+            return (status, error);
+        };
+        let waiting = run
+            .running
+            .as_ref()
+            .and_then(|running| running.retry.as_ref());
+        match waiting {
+            Some(retry)
+                if status == TurnStatus::Interrupted
+                    && run.interrupt_cause != Some(super::session::InterruptCause::Shutdown) =>
+            {
+                (
+                    TurnStatus::Failed,
+                    Some(format!(
+                        "{} (stopped while waiting to try again)",
+                        retry.error
+                    )),
+                )
+            }
+            _ => (status, error),
         }
     }
 
