@@ -40,6 +40,9 @@ pub struct AgentConfig {
     /// Writes compaction summaries; `None` means `model`. Its context window is at least the
     /// model's, so a summary of what the model saw always fits.
     pub compact_model: Option<String>,
+    /// Writes a short title for a conversation after its first turn (`title_model`); `None`
+    /// keeps the title taken from the first message.
+    pub title_model: Option<String>,
     /// Added to the base prompt (`instructions`); the environment block and the AGENTS.md
     /// files come after both.
     pub instructions: Option<String>,
@@ -192,6 +195,7 @@ pub(super) fn fallback_agent(model: &str) -> AgentConfig {
         description: "General coding agent (built-in)".to_string(),
         model: model.to_string(),
         compact_model: None,
+        title_model: None,
         instructions: None,
         base_instructions: BaseInstructions::Builtin,
         tools: all_tools(),
@@ -220,6 +224,7 @@ pub(super) struct RawAgent {
     description: String,
     model: String,
     compact_model: Option<String>,
+    title_model: Option<String>,
     instructions: Option<String>,
     /// `true`, `false` or a path; read by [`Validator::base_instructions`].
     base_instructions: Option<toml::Value>,
@@ -298,6 +303,11 @@ impl Validator<'_> {
         let Some(model) = models.get(&agent.model) else {
             return Err(unknown_model("model", &agent.model));
         };
+        if let Some(title_id) = &agent.title_model
+            && !models.contains_key(title_id)
+        {
+            return Err(unknown_model("title_model", title_id));
+        }
         if let Some(compact_id) = &agent.compact_model {
             let Some(compact) = models.get(compact_id) else {
                 return Err(unknown_model("compact_model", compact_id));
@@ -404,6 +414,7 @@ impl Validator<'_> {
             description: agent.description,
             model: agent.model,
             compact_model: agent.compact_model,
+            title_model: agent.title_model,
             instructions: agent.instructions,
             base_instructions,
             tools,

@@ -17,6 +17,10 @@ use crate::model::TokenUsage;
 /// What a turn tells its actor. Messages carrying an `ack` wait until the actor has stored them.
 #[derive(Debug)]
 pub enum TurnMsg {
+    /// The title model wrote a title for the conversation (not from a turn: after the first).
+    TitleWritten {
+        title: String,
+    },
     /// A new item that streams (text, reasoning): published, kept in memory until it ends.
     Started {
         item: Item,

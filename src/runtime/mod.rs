@@ -17,6 +17,7 @@ pub mod retry;
 pub mod rules;
 pub mod sandboxing;
 pub mod title;
+pub mod titling;
 pub mod turn;
 pub mod usage;
 

@@ -68,6 +68,7 @@ mod skills;
 mod slow_body;
 mod subagents;
 mod terminal;
+mod titles;
 mod torn_lines;
 mod tui;
 mod tui_terminal;

@@ -92,6 +92,7 @@ impl ConversationActor {
             TurnMsg::CompactionFailed { error } => {
                 self.publish_compaction_failed(session_id, &error);
             }
+            TurnMsg::TitleWritten { title } => self.take_written_title(title).await,
             TurnMsg::ManualCompactionDone { plan, result } => {
                 self.finish_compaction(&plan, result);
             }

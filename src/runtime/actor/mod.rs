@@ -26,6 +26,7 @@ mod spending;
 mod stored;
 mod subagents;
 mod subscribe;
+mod titling;
 mod turn_end;
 mod turns;
 mod waiting;

@@ -146,6 +146,7 @@ impl ConversationActor {
             }
         };
         self.notify_hooks(event, session_id, Some(&running.turn_id), fields);
+        self.write_title_after(session_id, &running.turn_id, status);
         self.bus.publish(&ConversationEvent::TurnEnded {
             session_id: session_id.to_owned(),
             turn_id: running.turn_id.clone(),
