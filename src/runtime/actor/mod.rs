@@ -247,6 +247,11 @@ impl ConversationActor {
         if !closed.is_empty() || self.shared.cluster().is_some() {
             self.index_closed_turns(&closed).await;
         }
+        if !closed.is_empty() && self.shared.cluster().is_some() {
+            // A cut owner's last writes may count (a commit whose answer it never heard)
+            // without their search rows: the conversation is re-indexed from its files.
+            self.mark_index_out_of_date();
+        }
         let idle = self.shared.settings.idle_unload;
         let mut idle_deadline = Instant::now() + idle;
         let mut store_ends_at = Instant::now();
