@@ -850,3 +850,71 @@ except OSError as error:
     let (_, list) = server.get("/api/conversations").await;
     assert_eq!(list["conversations"].as_array().unwrap().len(), 1, "{list}");
 }
+
+/// Attack: a background process, with the network off, tries every socket protocol (MPTCP,
+/// UDP, SCTP, raw, abstract UNIX, vsock…), then leaves children behind in new sessions
+/// (`setsid`, `nohup`, a double fork) and keeps running. Nothing is reached, and stopping the
+/// process ends every one of its children too.
+#[tokio::test]
+async fn a_background_process_reaches_nothing_and_its_setsid_children_end_with_it() {
+    let server = start("").await;
+    let workspace = outside_dir();
+    std::fs::write(workspace.path().join("probe.py"), NETWORK_PROBE).unwrap();
+    let udp = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+    udp.set_nonblocking(true).unwrap();
+    // Sleeps of this run's own lengths, told apart from any other run's.
+    let marker = format!("74{}", udp.local_addr().unwrap().port());
+    let command = format!(
+        "python3 probe.py {} {}; setsid sleep {marker}1 & (setsid sh -c 'sleep {marker}2' &); \
+         nohup sleep {marker}3 >/dev/null 2>&1 & echo children; sleep {marker}4",
+        port_of(&server),
+        udp.local_addr().unwrap().port()
+    );
+    let (status, created) = server
+        .post(
+            "/api/conversations",
+            json!({ "text": format!("/background {command}"), "cwd": workspace.path() }),
+        )
+        .await;
+    assert_eq!(status, 201, "{created}");
+    let id = created["conversation"]["id"].as_str().unwrap();
+    let path = format!("/api/conversations/{id}/processes");
+    let (process_id, out) = tokio::time::timeout(crate::harness::TIMEOUT, async {
+        loop {
+            let (_, listed) = server.get(&path).await;
+            if let Some(process_id) = listed["processes"][0]["id"].as_str() {
+                let (_, read) = server.get(&format!("{path}/{process_id}/output")).await;
+                let out = read["output"].as_str().unwrap_or_default().to_owned();
+                if out.contains("children") {
+                    return (process_id.to_owned(), out);
+                }
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+        }
+    })
+    .await
+    .expect("the background process got to its children");
+    let verdicts = verdicts(&out);
+    assert_eq!(verdicts.len(), 11, "{out}");
+    for (name, verdict) in &verdicts {
+        assert_eq!(verdict, "refused", "{name}: {out}");
+    }
+    let mut buffer = [0u8; 16];
+    assert_eq!(
+        udp.recv(&mut buffer).unwrap_err().kind(),
+        ErrorKind::WouldBlock
+    );
+    // The four sleeps, and the shells and launcher whose command line names them.
+    assert!(crate::harness::pids_running(&marker).len() >= 4, "{out}");
+    let (status, stopped) = server
+        .post(&format!("{path}/{process_id}/stop"), json!({}))
+        .await;
+    assert_eq!(status, 200, "{stopped}");
+    tokio::time::timeout(crate::harness::TIMEOUT, async {
+        while !crate::harness::pids_running(&marker).is_empty() {
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        }
+    })
+    .await
+    .expect("a child of the stopped background process outlived it");
+}
