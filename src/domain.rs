@@ -650,6 +650,28 @@ pub enum UsageSource {
     Estimated,
 }
 /// The item that stands for a user message in a session's history; its id is the message's.
+/// The user's part of a one-off model request (a summary, a title), stored nowhere.
+pub fn request_item(text: String, session_id: String, turn_id: String) -> Item {
+    Item {
+        id: new_id("m"),
+        session_id,
+        turn_id,
+        seq: 0,
+        created_at: now(),
+        status: ItemStatus::Completed,
+        compacted: false,
+        step: None,
+        kind: ItemKind::UserMessage {
+            hooks: Vec::new(),
+            text,
+            source: MessageSource::User,
+            from_session_id: None,
+            images: Vec::new(),
+            command: None,
+        },
+    }
+}
+
 pub fn user_item(message: &Message, turn_id: &str, seq: u64) -> Item {
     Item {
         id: message.id.clone(),

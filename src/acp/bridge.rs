@@ -110,9 +110,8 @@ impl Bridge {
         }
     }
 
-    /// The editor went away: the prompts it sent that still wait for a turn are withdrawn, so
-    /// they do not run later with nobody to see them.
-    pub async fn withdraw_waiting_prompts(&self) {
+    /// Every session's conversation (once its first prompt created it) and its follower.
+    async fn opened_conversations(&self) -> Vec<(String, Arc<Follower>)> {
         let sessions: Vec<Arc<Session>> = self
             .sessions
             .lock()
@@ -120,10 +119,19 @@ impl Bridge {
             .values()
             .cloned()
             .collect();
+        let mut opened = Vec::new();
         for session in sessions {
-            let Some((id, follower)) = session.conversation.lock().await.clone() else {
-                continue;
-            };
+            if let Some(conversation) = session.conversation.lock().await.clone() {
+                opened.push(conversation);
+            }
+        }
+        opened
+    }
+
+    /// The editor went away: the prompts it sent that still wait for a turn are withdrawn, so
+    /// they do not run later with nobody to see them.
+    pub async fn withdraw_waiting_prompts(&self) {
+        for (id, follower) in self.opened_conversations().await {
             let waiting: Vec<String> = {
                 let shared = follower.shared.lock().expect("follower state");
                 shared
@@ -442,17 +450,7 @@ impl Bridge {
     /// `session/cancel` of a sub-agent the editor follows as a session: interrupts its turn
     /// (the parent goes on, as when its own `interrupt_agent` does it).
     async fn cancel_subagent(&self, session_id: &str) {
-        let sessions: Vec<Arc<Session>> = self
-            .sessions
-            .lock()
-            .expect("sessions")
-            .values()
-            .cloned()
-            .collect();
-        for session in sessions {
-            let Some((id, follower)) = session.conversation.lock().await.clone() else {
-                continue;
-            };
+        for (id, follower) in self.opened_conversations().await {
             if !follower
                 .shared
                 .lock()

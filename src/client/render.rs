@@ -417,7 +417,8 @@ pub fn usage_line(usage: &Usage) -> String {
     )
 }
 
-fn first_line(text: &str) -> &str {
+/// A text's first line.
+pub(crate) fn first_line(text: &str) -> &str {
     text.lines().next().unwrap_or_default()
 }
 

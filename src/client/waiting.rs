@@ -71,7 +71,7 @@ fn list(pending: &[Message]) -> String {
 
 /// A message's first line, cut to [`TEXT_CHARS`].
 pub fn first_line(text: &str) -> String {
-    let line = text.lines().next().unwrap_or_default();
+    let line = super::render::first_line(text);
     if line.chars().count() <= TEXT_CHARS {
         return line.to_owned();
     }

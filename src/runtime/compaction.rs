@@ -16,7 +16,9 @@ use super::usage::{UsageTracker, estimate_item_tokens};
 use crate::api::events::CompactionReason;
 use crate::config::RetryConfig;
 pub use crate::domain::mark_compacted;
-use crate::domain::{Item, ItemKind, ItemStatus, MessageSource, latest_summary, new_id, now};
+use crate::domain::{
+    Item, ItemKind, ItemStatus, MessageSource, latest_summary, new_id, now, request_item,
+};
 use crate::model::reader;
 use crate::model::tokens::Tokenizer;
 use crate::model::{ModelClient, ModelError, ModelEvent, ModelRequest, TokenUsage};
@@ -178,27 +180,13 @@ impl Compactor {
             .map(as_compaction_reads_it)
             .collect();
         let last = history.last().cloned();
-        history.push(Item {
-            id: new_id("m"),
-            session_id: last
-                .as_ref()
+        history.push(request_item(
+            REQUEST.to_owned(),
+            last.as_ref()
                 .map(|i| i.session_id.clone())
                 .unwrap_or_default(),
-            turn_id: last.map(|i| i.turn_id).unwrap_or_default(),
-            seq: 0,
-            created_at: now(),
-            status: ItemStatus::Completed,
-            compacted: false,
-            step: None,
-            kind: ItemKind::UserMessage {
-                hooks: Vec::new(),
-                text: REQUEST.to_owned(),
-                source: MessageSource::User,
-                from_session_id: None,
-                images: Vec::new(),
-                command: None,
-            },
-        });
+            last.map(|i| i.turn_id).unwrap_or_default(),
+        ));
         let request = ModelRequest {
             model: self.model_name.clone(),
             instructions: Some(INSTRUCTIONS.to_owned()),

@@ -5,7 +5,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::domain::{Item, ItemKind, ItemStatus, MessageSource, new_id, now};
+use crate::domain::request_item;
 use crate::model::{ModelClient, ModelEvent, ModelRequest, reader};
 
 /// What the title model is asked.
@@ -34,24 +34,7 @@ pub async fn write(
     let request = ModelRequest {
         model: model_name,
         instructions: Some(INSTRUCTIONS.to_owned()),
-        history: vec![Item {
-            id: new_id("m"),
-            session_id: String::new(),
-            turn_id: String::new(),
-            seq: 0,
-            created_at: now(),
-            status: ItemStatus::Completed,
-            compacted: false,
-            step: None,
-            kind: ItemKind::UserMessage {
-                hooks: Vec::new(),
-                text,
-                source: MessageSource::User,
-                from_session_id: None,
-                images: Vec::new(),
-                command: None,
-            },
-        }],
+        history: vec![request_item(text, String::new(), String::new())],
         tools: Vec::new(),
         max_output_tokens: 64,
         reasoning_context: None,

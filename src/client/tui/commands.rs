@@ -8,6 +8,7 @@ use super::picker::{Pick, Picker};
 use super::transcript::Transcript;
 use crate::api::requests::ConversationPatch;
 use crate::client::api::ApiError;
+use crate::client::render::first_line;
 use crate::client::repo_commands::Outgoing;
 use crate::client::{calls, files};
 use crate::domain::{ItemKind, MessageSource};
@@ -339,8 +340,4 @@ impl App {
         // A fresh snapshot gives this agent's running turn and waiting messages.
         self.follow(&id, false).await
     }
-}
-
-fn first_line(text: &str) -> String {
-    text.lines().next().unwrap_or_default().to_owned()
 }

@@ -11,7 +11,7 @@ use ratatui::style::{Color, Modifier, Style};
 use ratatui::text::{Line, Span};
 
 use super::markdown;
-use crate::client::render::plan_mark;
+use crate::client::render::{first_line, plan_mark};
 use crate::domain::{Item, ItemKind, ItemStatus, MessageSource, PlanStepStatus, TurnStatus};
 
 /// Lines of a tool's output shown while folded (its last ones).
@@ -439,12 +439,6 @@ fn shown(text: &str) -> String {
 
 fn foldable(entry: &Entry) -> bool {
     matches!(entry, Entry::Tool { .. } | Entry::Reasoning { .. })
-}
-
-/// A tool call on one line: a shell command as `$ command`, else the tool and its arguments
-/// (the tool's own JSON).
-fn first_line(text: &str) -> &str {
-    text.lines().next().unwrap_or_default()
 }
 
 #[cfg(test)]
