@@ -88,6 +88,20 @@ impl ConversationStatus {
 pub struct ForkedFrom {
     pub conversation_id: String,
     pub item_id: String,
+    /// How the fork's working directory was made when it was forked into a copy of the tree
+    /// (its `cwd` is that copy); absent when the fork shares the source's directory.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub worktree: Option<WorktreeKind>,
+}
+
+/// How a working tree was copied for a fork.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq, utoipa::ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum WorktreeKind {
+    /// A linked git worktree of the source's repository.
+    Git,
+    /// A plain copy of the files.
+    Copy,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, utoipa::ToSchema)]

@@ -140,23 +140,13 @@ pub struct WorktreeCopy {
     pub note: Option<String>,
 }
 
-/// How a working tree was copied.
-#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq, ToSchema)]
-#[serde(rename_all = "snake_case")]
-pub enum WorktreeKind {
-    Git,
-    Copy,
-}
+pub use crate::domain::WorktreeKind;
 
 impl From<crate::checkpoints::TreeCopy> for WorktreeCopy {
     fn from(copy: crate::checkpoints::TreeCopy) -> WorktreeCopy {
         WorktreeCopy {
             path: copy.cwd.to_string_lossy().into_owned(),
-            kind: if copy.git {
-                WorktreeKind::Git
-            } else {
-                WorktreeKind::Copy
-            },
+            kind: copy.kind(),
             files: copy.files,
             copied_as_is: copy
                 .copied_live

@@ -45,6 +45,16 @@ pub struct TreeCopy {
     pub note: Option<String>,
 }
 
+impl TreeCopy {
+    pub fn kind(&self) -> crate::domain::WorktreeKind {
+        if self.git {
+            crate::domain::WorktreeKind::Git
+        } else {
+            crate::domain::WorktreeKind::Copy
+        }
+    }
+}
+
 impl Checkpoints {
     /// Where the copies live.
     fn copies_dir(&self) -> PathBuf {

@@ -23,6 +23,26 @@ async fn fork_into_copy(server: &Server, id: &str) -> (u16, Value) {
         .await
 }
 
+/// The fork as the list and the conversation's own page show it: both carry the mark of how
+/// its tree was copied, so clients can tell it apart from its source.
+async fn assert_marked(server: &Server, fork: &Value, kind: &str) {
+    assert_eq!(fork["forked_from"]["worktree"], kind, "{fork}");
+    let id = fork["id"].as_str().unwrap();
+    let (status, page) = server.get(&format!("/api/conversations/{id}")).await;
+    assert_eq!(status, 200, "{page}");
+    assert_eq!(page["forked_from"]["worktree"], kind, "{page}");
+    let (status, list) = server.get("/api/conversations").await;
+    assert_eq!(status, 200, "{list}");
+    let listed = list["conversations"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|listed| listed["id"] == id)
+        .unwrap_or_else(|| panic!("the fork is listed: {list}"));
+    assert_eq!(listed["forked_from"]["worktree"], kind, "{listed}");
+    assert_eq!(listed["cwd"], fork["cwd"], "{listed}");
+}
+
 async fn conversation_count(server: &Server) -> usize {
     let (status, list) = server.get("/api/conversations").await;
     assert_eq!(status, 200, "{list}");
@@ -86,6 +106,7 @@ async fn a_fork_in_a_copy_of_a_plain_directory_changes_its_files_apart() {
     assert_eq!(status, 201, "{body}");
     let copy = &body["worktree"];
     assert_eq!(copy["kind"], "copy", "{body}");
+    assert_marked(&server, &body["conversation"], "copy").await;
     assert!(copy.get("note").is_none(), "{body}");
     assert_eq!(copy["copied_as_is"][0]["path"], "big.txt", "{body}");
     let path = PathBuf::from(copy["path"].as_str().unwrap());
@@ -199,6 +220,7 @@ async fn a_fork_of_a_git_repository_is_a_linked_worktree_with_the_same_changes()
     assert_eq!(status, 201, "{body}");
     let copy = &body["worktree"];
     assert_eq!(copy["kind"], "git", "{body}");
+    assert_marked(&server, &body["conversation"], "git").await;
     let cwd = PathBuf::from(copy["path"].as_str().unwrap());
     // The conversation ran in `src/`: the fork runs in the same place of the new worktree.
     assert_eq!(cwd.file_name().unwrap(), "src");

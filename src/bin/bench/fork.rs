@@ -469,6 +469,7 @@ fn time_file_copies(
                     forked_from: Some(ForkedFrom {
                         conversation_id: generated.conversation_id.clone(),
                         item_id: last.id,
+                        worktree: None,
                     }),
                     mcp: Default::default(),
                     budget: Default::default(),

@@ -149,6 +149,7 @@ impl ConversationActor {
             forked_from: Some(ForkedFrom {
                 conversation_id: self.id.clone(),
                 item_id: last.id.clone(),
+                worktree: copy.map(crate::checkpoints::TreeCopy::kind),
             }),
             mcp: self.state.mcp.clone(),
             budget: source.budget,
