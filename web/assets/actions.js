@@ -1,10 +1,10 @@
-// What the user does to the open conversation besides writing: fork, restart from a message
-// (rewind), interrupt, run a failed turn again, and export it. (Compressing the context is
-// compaction.js's.)
+// What the user does to the open conversation besides writing: fork (also into a copy of the
+// working tree), restart from a message (rewind), interrupt, run a failed turn again, and export
+// it. (Compressing the context is compaction.js's.)
 
 import { api, streamUrl } from './api.js';
 import { enc } from './dom.js';
-import { showError } from './banners.js';
+import { showError, showNotice } from './banners.js';
 import { navigate, state } from './state.js';
 import { upsertListed } from './sidebar.js';
 import { askRestore, noticeRestored } from './filechanges.js';
@@ -21,6 +21,40 @@ export async function fork() {
     navigate(`#/c/${enc(answer.conversation.id)}`);
   } catch (error) {
     showError(error);
+  }
+}
+
+let copying = false; // a fork into a worktree is being made: its tree is copied
+
+// "Fork into a worktree": the copy works in a copy of the working tree as it is now (a linked
+// git worktree in a repository), so the two change files apart. Copying a tree takes a moment,
+// said meanwhile. When it cannot be made (a turn runs in the directory, the tree cannot be
+// copied), nothing was stored: the error says why and offers the fork without a copy.
+export async function forkIntoWorktree() {
+  const source = state.conv;
+  if (!source || copying) return;
+  copying = true;
+  const waiting = showNotice(['Copying the working tree for the fork…'], { key: 'worktree-copy', conversationId: source.id });
+  try {
+    const answer = await api('POST', `/api/conversations/${enc(source.id)}/fork`, { worktree: true });
+    upsertListed(answer.conversation);
+    state.arrival = { id: answer.conversation.id, kind: 'fork', source: { id: source.id, title: source.title }, worktree: answer.worktree || null };
+    navigate(`#/c/${enc(answer.conversation.id)}`);
+  } catch (error) {
+    const instead = { label: 'Fork without a copy', run: fork };
+    if (error.code === 'turn_running') {
+      showError(error, {
+        text: 'A turn is running in this working directory, so its files may be changing: no copy was made. Fork into a worktree once it has ended, or fork now without a copy (in the same directory).',
+        action: instead,
+      });
+    } else if (error.code === 'restore_unavailable') {
+      showError(error, { text: 'The working tree cannot be copied, so no fork was made. You can fork without a copy: it then works in the same directory.', action: instead });
+    } else {
+      showError(error);
+    }
+  } finally {
+    copying = false;
+    waiting.remove();
   }
 }
 

@@ -4,7 +4,7 @@
 // pending approvals from the snapshot, and events that arrive meanwhile wait in `state.queued`.
 
 import { api, ApiError, streamUrl } from './api.js';
-import { $, el, enc } from './dom.js';
+import { $, el, enc, plural } from './dom.js';
 import { clearErrors, clearNoticesExcept, showError, showNotice } from './banners.js';
 import { state } from './state.js';
 import { removeListed, renderList, upsertListed } from './sidebar.js';
@@ -121,17 +121,33 @@ function showSession(sessionId) {
 }
 
 // After a fork or a rewind, the copy says what it is, that the original is unchanged, and links
-// back to it.
+// back to it. A fork into a copy of the tree also says where its files are, and what the copy
+// did not take from the snapshot.
 function showArrival(conversation) {
   const arrival = state.arrival;
   if (!arrival || arrival.id !== conversation.id) return;
   state.arrival = null;
   const original = el('a', { href: `#/c/${enc(arrival.source.id)}` }, `“${arrival.source.title}”`);
   const parts =
-    arrival.kind === 'fork'
-      ? ['This is a copy of ', original, ' up to its last finished turn. The original is unchanged.']
-      : ['This copy of ', original, ' restarts just before your message, which is back in the message box: edit it and send it. The original is unchanged.'];
+    arrival.kind !== 'fork'
+      ? ['This copy of ', original, ' restarts just before your message, which is back in the message box: edit it and send it. The original is unchanged.']
+      : arrival.worktree
+        ? worktreeArrival(original, arrival.worktree)
+        : ['This is a copy of ', original, ' up to its last finished turn. The original is unchanged.'];
   showNotice(parts, { key: 'arrival', conversationId: conversation.id });
+}
+
+function worktreeArrival(original, copy) {
+  const what = copy.kind === 'git' ? 'a git worktree of its repository, with its uncommitted changes' : 'a copy of its files';
+  const parts = ['This is a copy of ', original, ' up to its last finished turn, working in ', what, ': ', el('code', {}, copy.path), '. The original and its files are unchanged.'];
+  if (copy.note) parts.push(` ${copy.note}`);
+  const asIs = copy.copied_as_is || [];
+  if (asIs.length) {
+    const named = asIs.slice(0, 3).map((file) => (file.reason ? `${file.path} (${file.reason})` : file.path));
+    const more = asIs.length > named.length ? `, and ${plural(asIs.length - named.length, 'other')}` : '';
+    parts.push(` Left out of the snapshot, so copied as they are now: ${named.join(', ')}${more}.`);
+  }
+  return parts;
 }
 
 function showBlocked(id, error) {

@@ -111,6 +111,25 @@ export function clientName(recorded) {
   return ua.length > 60 ? `${ua.slice(0, 60)}…` : ua || 'unknown client';
 }
 
+// A directory shortened to about `max` characters, for where space is tight: a long name in
+// the middle (an id) keeps its two ends ("c_01…a3f2"), and only the last parts that fit are kept
+// ("…/worktrees/c_01…a3f2/work"); a last part longer than that keeps its end. Show the whole path
+// beside it (a title).
+export function shortPath(path, max = 40) {
+  const text = String(path || '');
+  if (text.length <= max) return text;
+  const parts = text.split('/').filter(Boolean);
+  let kept = parts.pop() || '';
+  if (kept.length + 2 > max) return `…${kept.slice(-(max - 1))}`;
+  while (parts.length) {
+    const part = parts[parts.length - 1].length > 14 ? `${parts[parts.length - 1].slice(0, 4)}…${parts[parts.length - 1].slice(-4)}` : parts[parts.length - 1];
+    if (part.length + kept.length + 3 > max) break;
+    parts.pop();
+    kept = `${part}/${kept}`;
+  }
+  return parts.length ? `…/${kept}` : `/${kept}`;
+}
+
 export function formatBytes(n) {
   if (n < 1024) return plural(n, 'byte');
   if (n < 1024 * 1024) return `${(n / 1024).toFixed(n < 10240 ? 1 : 0)} KB`;

@@ -1,5 +1,6 @@
-// The conversation's header: its title, where it works (directory, agent, model), the source it
-// was forked from (by title, as a link), its actions, and the Conversation / Agents tabs. On a
+// The conversation's header: its title, where it works (directory, agent, model; a fork into a
+// copy of the tree is marked), the source it was forked from (by title, as a link), its actions
+// (the fork's menu also forks into a worktree), and the Conversation / Agents tabs. On a
 // phone the header is one line: the details and actions move into the "⋯" menu.
 
 import { api } from './api.js';
@@ -7,10 +8,11 @@ import { $, el, enc } from './dom.js';
 import { showError } from './banners.js';
 import { openMenu } from './menu.js';
 import { navigate, state, subAgentName } from './state.js';
-import { exportConversation, fork } from './actions.js';
+import { exportConversation, fork, forkIntoWorktree } from './actions.js';
 import { compact } from './compaction.js';
 import { conversationTitle } from './titles.js';
 import { setTitle } from './attention.js';
+import { worktreeMark } from './worktrees.js';
 
 function forkedFromLink(conv) {
   const sourceId = conv.forked_from.conversation_id;
@@ -43,7 +45,9 @@ export function renderHeader() {
   const conv = state.conv;
   $('conversation-title').textContent = conv.title || '(untitled)';
   setTitle(`${conv.title || 'Conversation'} — OpenVaala`);
-  const meta = [el('span', { class: 'cwd', title: 'Working directory' }, conv.cwd), el('span', {}, `agent ${conv.agent}`)];
+  // A fork into a copy of the tree works in that copy: the mark says so, with its directory.
+  const where = worktreeMark(conv, 60) || el('span', { class: 'cwd', title: 'Working directory' }, conv.cwd);
+  const meta = [where, el('span', {}, `agent ${conv.agent}`)];
   if (state.models.length > 1) {
     const select = el(
       'select',
@@ -111,8 +115,37 @@ export function renderTabs() {
   }
 }
 
+// The two ways to fork, for the fork menu and the phone's menu.
+function forkItems() {
+  return [
+    { label: 'Fork', hint: 'The copy works in the same directory', run: fork },
+    { label: 'Fork into a worktree', hint: 'The copy works in its own copy of the files (a git worktree in a repository)', run: forkIntoWorktree },
+  ];
+}
+
+// "Fork" forks at once; the "▾" beside it opens the fork menu, which also forks into a copy of
+// the working tree.
+function wireForkMenu() {
+  const forkButton = $('fork');
+  forkButton.addEventListener('click', fork);
+  const more = el('button', {
+    type: 'button',
+    id: 'fork-menu',
+    class: 'split-more',
+    'aria-haspopup': 'menu',
+    'aria-expanded': 'false',
+    'aria-label': 'More ways to fork',
+    title: 'Fork into a copy of the working tree, or in the same directory',
+    text: '▾',
+    onclick: () => openMenu(more, forkItems(), 'Fork'),
+  });
+  const group = el('span', { class: 'split-button', role: 'group', 'aria-label': 'Fork' });
+  forkButton.replaceWith(group);
+  group.append(forkButton, more);
+}
+
 export function wireHeader(render) {
-  $('fork').addEventListener('click', fork);
+  wireForkMenu();
   $('export').addEventListener('click', exportConversation);
   $('compact').addEventListener('click', () => compact(renderHeader));
   const selectTab = (tab, focus) => {
@@ -132,7 +165,7 @@ export function wireHeader(render) {
     const conv = state.conv;
     if (!conv) return;
     const items = [
-      { label: 'Fork', run: fork },
+      ...forkItems(),
       { label: 'Export as Markdown', run: exportConversation },
       { label: state.compacting ? 'Compressing…' : 'Compress context', run: () => compact(renderHeader), disabled: conv.status === 'running' || state.compacting },
       // The details line (directory, agent, model) does not fit a phone's one-line header.

@@ -10,24 +10,33 @@ export function isMenuOpen() {
   return open !== null;
 }
 
-// `items`: [{label, run, danger?, disabled?}]; `opener`: the element the menu belongs to (its
-// position, and where the focus returns); `onClose`: called once it is closed.
+let hints = 0; // for the ids of the items' hints
+
+// `items`: [{label, run, danger?, disabled?, hint?}] (`hint`: a short line under the label
+// saying what the item does: its description, not part of its name); `opener`: the element the
+// menu belongs to (its position, and where the focus returns); `onClose`: called once it is
+// closed.
 export function openMenu(opener, items, label, onClose) {
   closeMenu(false);
-  const buttons = items.map((item) =>
-    el('button', {
-      type: 'button',
-      role: 'menuitem',
-      tabindex: '-1',
-      class: item.danger ? 'danger-text' : null,
-      disabled: item.disabled,
-      text: item.label,
-      onclick: () => {
-        closeMenu(true);
-        item.run();
+  const buttons = items.map((item) => {
+    const hintId = item.hint ? `menu-hint-${++hints}` : null;
+    return el(
+      'button',
+      {
+        type: 'button',
+        role: 'menuitem',
+        tabindex: '-1',
+        class: item.danger ? 'danger-text' : null,
+        disabled: item.disabled,
+        'aria-describedby': hintId,
+        onclick: () => {
+          closeMenu(true);
+          item.run();
+        },
       },
-    }),
-  );
+      item.hint ? [el('span', { class: 'menu-label' }, item.label), el('span', { class: 'menu-hint', id: hintId, 'aria-hidden': 'true' }, item.hint)] : item.label,
+    );
+  });
   const menu = el('div', { class: 'menu', role: 'menu', 'aria-label': label }, buttons);
   // Inside the opener's landmark (the sidebar or the main area), so that all the page's content
   // is in one; it is fixed in place, so where it sits in the tree does not move it.

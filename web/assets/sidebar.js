@@ -3,8 +3,8 @@
 // moved to, else the open conversation's, else the first); the arrow keys, Home and End move
 // between its rows. A row's link is what it focuses; its actions (rename, archive, delete) are
 // in a menu opened by the "⋯" button or Shift+F10, so showing them never moves the rows. A row
-// shows the whole title (on two lines if needed), and for a fork or a rewind the conversation
-// it came from. It says when its conversation waits for an approval (approvallist.js keeps
+// shows the whole title (on two lines if needed), for a fork or a rewind the conversation it
+// came from, and for a fork into a copy of the tree that copy's directory. It says when its conversation waits for an approval (approvallist.js keeps
 // which do), when it is working, or when its last turn failed or was interrupted. A link under
 // the list leads to the remembered rules.
 
@@ -14,6 +14,7 @@ import { clearErrors, showError } from './banners.js';
 import { closeMenu, isMenuOpen, openMenu } from './menu.js';
 import { navigate, pendingApprovals, routeConversationId, state } from './state.js';
 import { conversationTitle, knownTitle } from './titles.js';
+import { worktreeMark } from './worktrees.js';
 
 let renderWaiting = false; // a render put off while a row's menu is open
 let rovingId = null; // the row of the list's Tab stop, once the keys or a focus chose it
@@ -253,6 +254,7 @@ function listRow(conversation, selected) {
     el('span', { class: 'conv-title' }, markedTitle(title)),
     foundInMessages(conversation),
     fromLine(conversation),
+    worktreeMark(conversation, 22, true),
     el('span', { class: 'conv-meta' }, approvalMark(waiting) || turnMark(conversation), el('span', { class: 'conv-when' }, relTime(conversation.updated_at), ` · ${cwdName}`)),
   );
   return el('li', { class: classes.join(' '), 'data-id': id }, link, menuButton);
