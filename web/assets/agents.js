@@ -14,6 +14,7 @@ import { focusApproval } from './approvals.js';
 import { interruptSession } from './actions.js';
 import { renderTabs } from './header.js';
 import { refreshSkills } from './skills.js';
+import { isQuestion, isSampling, serverName } from './mcpasks.js';
 
 const STATUS_TEXT = { running: 'working', idle: 'idle', interrupted: 'interrupted', closed: 'closed' };
 
@@ -52,11 +53,22 @@ function waitingApprovals(session, approvals) {
     approvals.map((approval) => {
       const subject = approval.subject || {};
       // Marked as on its card: an invisible character must not hide here either.
-      const what = markInvisible(subject.command !== undefined && subject.command !== null ? `$ ${subject.command}` : subject.path || JSON.stringify(subject.arguments || {})).nodes;
+      const what = isQuestion(approval)
+        ? markInvisible((approval.question && approval.question.message) || '').nodes
+        : isSampling(approval)
+          ? markInvisible(((subject.arguments && subject.arguments.messages) || []).map((message) => message.text).join(' / ')).nodes
+          : markInvisible(subject.command !== undefined && subject.command !== null ? `$ ${subject.command}` : subject.path || JSON.stringify(subject.arguments || {})).nodes;
+      const lead = isQuestion(approval)
+        ? `The MCP server ${serverName(approval)} asks: `
+        : isSampling(approval)
+          ? `The MCP server ${serverName(approval)} asks to use the model: `
+          : approval.escalate
+            ? `Asks to run outside the sandbox (${toolTitle(approval.tool)}): `
+            : `Asks to run (${toolTitle(approval.tool)}): `;
       return el(
         'div',
         { class: 'agent-approval', 'data-approval': approval.id },
-        el('span', {}, approval.escalate ? `Asks to run outside the sandbox (${toolTitle(approval.tool)}): ` : `Asks to run (${toolTitle(approval.tool)}): `),
+        el('span', {}, lead),
         el('code', {}, what),
         el('button', {
           type: 'button',

@@ -3,6 +3,8 @@
 // asks (the setting that decides it on focus and hover), for an escalation why it wants out of
 // the sandbox, the rules a remembering answer keeps, and the answers; once settled, one line
 // with the outcome and who gave it. approvals.js places the cards and gives the answers.
+// An MCP server's question is a form to submit or decline, and its request to use the model
+// shows the messages it would send; neither is ever remembered (mcpasks.js draws their parts).
 
 import { clientName, clockTime, el, fullTime, plural } from './dom.js';
 import { state, subAgentName } from './state.js';
@@ -10,6 +12,7 @@ import { toolTitle } from './toolcards.js';
 import { ruleChoices } from './approvalrules.js';
 import { answeredHere } from './answered.js';
 import { markInvisible, markInvisibleJson, visibleText } from './visible.js';
+import { answerSummary, askText, isQuestion, isSampling, questionFields, samplingRows, serverName } from './mcpasks.js';
 
 const hasValue = (value) => value !== undefined && value !== null;
 
@@ -29,6 +32,11 @@ function subjectNodes(approval) {
   if (subject.path) return markInvisible(subject.path).nodes;
   if (hasValue(subject.arguments)) return markInvisibleJson(subject.arguments).nodes;
   return [];
+}
+
+// What the approval is about, in one line of plain text: for its card's name and announcements.
+export function approvalText(approval) {
+  return askText(approval) || `${toolTitle(approval.tool)} ${subjectText(approval)}`;
 }
 
 // Who asks, when it is not the main agent.
@@ -56,6 +64,10 @@ function subjectRow(subject) {
 
 // How many invisible characters the subject has, in words; null when none.
 export function invisibleWarning(approval) {
+  if (isQuestion(approval)) {
+    const count = markInvisible((approval.question && approval.question.message) || '').count;
+    return count ? `This question contains ${plural(count, 'invisible or control character')}, marked.` : null;
+  }
   const row = subjectRow(approval.subject || {});
   if (!row || !row.count) return null;
   return `${row.what} ${plural(row.count, 'invisible or control character')}, marked.`;
@@ -84,6 +96,12 @@ function details(approval, prefix) {
     rows.push(['Why it asks', reasonValue(approval, prefix)]);
     return el('dl', { class: 'approval-details' }, rows.map(([term, value]) => [el('dt', {}, term), el('dd', {}, value)]));
   }
+  // A request to use the model: what it would send, not a call's arguments.
+  if (isSampling(approval)) {
+    rows.push(...samplingRows(approval));
+    if (approval.reason) rows.push(['Why it asks', reasonValue(approval, prefix)]);
+    return el('dl', { class: 'approval-details' }, rows.map(([term, value]) => [el('dt', {}, term), el('dd', {}, value)]));
+  }
   const main = subjectRow(subject);
   if (main) rows.push([main.term, main.value]);
   rows.push(['Directory', el('code', { class: 'approval-cwd' }, markInvisible(subject.cwd || '').nodes)]);
@@ -99,6 +117,8 @@ function isBudget(approval) {
 
 function title(approval) {
   if (isBudget(approval)) return 'Spending limit reached: go on?';
+  if (isQuestion(approval)) return `Question from the MCP server ${serverName(approval)}`;
+  if (isSampling(approval)) return `Let the MCP server ${serverName(approval)} use the model?`;
   const tool = toolTitle(approval.tool);
   return approval.escalate ? `${tool} outside the sandbox?` : `${tool}: allow this call?`;
 }
@@ -111,7 +131,9 @@ function head(approval, dockToggle) {
     { class: 'approval-head' },
     el('strong', { class: 'approval-title' }, title(approval)),
     asker ? el('span', { class: 'approval-asker' }, `asked by ${asker.charAt(0).toLowerCase()}${asker.slice(1)}`) : null,
-    expires ? el('span', { class: 'approval-expiry', title: fullTime(expires) }, `denied at ${clockTime(expires)} unless answered`) : null,
+    expires
+      ? el('span', { class: 'approval-expiry', title: fullTime(expires) }, `${isQuestion(approval) ? 'declined' : 'denied'} at ${clockTime(expires)} unless answered`)
+      : null,
     dockToggle,
   );
 }
@@ -130,34 +152,96 @@ export function showDocked(card, docked) {
 }
 
 // The shortcuts' hint; shown on the card they answer (the oldest that waits).
-function keysHint(prefix) {
-  return el(
-    'p',
-    { class: 'approval-keys', id: `${prefix}-keys`, hidden: true },
-    'From the message box: ',
-    el('kbd', {}, 'Alt+A'),
-    ' allows once, ',
-    el('kbd', {}, 'Alt+D'),
-    ' denies (with the message).',
+function keysHint(prefix, approval) {
+  const [yes, no] = isQuestion(approval)
+    ? [' submits the answers, ', ' declines.']
+    : isSampling(approval)
+      ? [' allows once, ', ' denies.']
+      : [' allows once, ', ' denies (with the message).'];
+  return el('p', { class: 'approval-keys', id: `${prefix}-keys`, hidden: true }, 'From the message box: ', el('kbd', {}, 'Alt+A'), yes, el('kbd', {}, 'Alt+D'), no);
+}
+
+// An MCP server's question: its message and a form; Submit sends the answers, Decline none.
+// `card.fields` reads the form (mcpasks.js); the error line sits by the buttons.
+function questionCard(approval, handlers) {
+  const prefix = `approval-${approval.id}`;
+  const errorId = `${prefix}-error`;
+  const card = { approval, node: null, busy: false, rules: null, message: null, error: null, keys: keysHint(prefix, approval), dockToggle: dockButton(handlers.toggleDock) };
+  card.fields = questionFields(approval, prefix, errorId);
+  card.error = el('p', { class: 'approval-error', id: errorId, role: 'alert' });
+  const message = (approval.question && approval.question.message) || '';
+  const warning = invisibleWarning(approval);
+  const form = el(
+    'form',
+    {
+      class: 'question-form',
+      novalidate: true,
+      'aria-label': 'Your answer',
+      onsubmit: (event) => {
+        event.preventDefault();
+        handlers.answer('allow_once');
+      },
+    },
+    card.fields.node,
+    card.error,
+    el(
+      'div',
+      { class: 'approval-row' },
+      el('button', { type: 'submit', class: 'primary', 'data-decision': 'allow_once', title: 'Send these answers to the server', text: 'Submit' }),
+      el('button', {
+        type: 'button',
+        class: 'danger',
+        'data-decision': 'deny',
+        title: 'Answer nothing: the server is told you declined',
+        text: 'Decline',
+        onclick: () => handlers.answer('deny'),
+      }),
+    ),
   );
+  card.node = el(
+    'div',
+    {
+      class: 'approval asking question',
+      role: 'group',
+      'aria-label': approvalText(approval),
+      'aria-describedby': warning ? `${prefix}-warning` : null,
+      'data-approval': approval.id,
+      'data-item': approval.item_id,
+      'data-status': 'pending',
+      onkeydown: (event) => handlers.keys(event),
+    },
+    head(approval, card.dockToggle),
+    warning ? el('p', { class: 'approval-warning', id: `${prefix}-warning` }, el('span', { 'aria-hidden': 'true' }, '⚠ '), warning) : null,
+    el('p', { class: 'question-message' }, markInvisible(message).nodes),
+    form,
+    card.keys,
+  );
+  return card;
 }
 
 // A waiting card. `handlers`: { answer(decision), toggleDock(), keys(event) }. Returns the card
 // record approvals.js keeps: its node, its rule choices and message field, its error line.
 export function pendingCard(approval, handlers) {
+  if (isQuestion(approval)) return questionCard(approval, handlers);
   const escalation = !!approval.escalate;
+  // A request to use the model is allowed once or denied: nothing is remembered, and no agent
+  // reads a message.
+  const sampling = isSampling(approval);
   const prefix = `approval-${approval.id}`;
-  const card = { approval, node: null, busy: false, rules: null, message: null, error: null, keys: keysHint(prefix), dockToggle: dockButton(handlers.toggleDock) };
+  const card = { approval, node: null, busy: false, rules: null, message: null, error: null, keys: keysHint(prefix, approval), dockToggle: dockButton(handlers.toggleDock) };
   const button = (text, decision, classes, tip) =>
     el('button', { type: 'button', class: classes, 'data-decision': decision, title: tip, text, onclick: () => handlers.answer(decision) });
   const cwd = (approval.subject && approval.subject.cwd) || 'this directory';
   const budget = isBudget(approval);
   const once = budget
     ? button('Go on', 'allow_once', 'primary', 'Let this turn go past the limit to its end; the next turn asks again')
-    : button('Allow once', 'allow_once', 'primary', 'Run this call only; the next one like it asks again');
+    : sampling
+      ? button('Allow once', 'allow_once', 'primary', 'Let the model answer these messages for the server, this once; it asks again next time')
+      : button('Allow once', 'allow_once', 'primary', 'Run this call only; the next one like it asks again');
   const stop = button('Stop', 'deny', 'danger', 'End the turn here, as over its budget');
-  const rows = [el('div', { class: 'approval-row' }, once, budget ? stop : null)];
-  if (!escalation && !budget) {
+  const refuse = button('Deny', 'deny', 'danger', 'The model does not answer; the server is told');
+  const rows = [el('div', { class: 'approval-row' }, once, budget ? stop : null, sampling ? refuse : null)];
+  if (!escalation && !budget && !sampling) {
     card.rules = ruleChoices(approval, prefix, cwd);
     rows.push(
       card.rules.node,
@@ -169,8 +253,8 @@ export function pendingCard(approval, handlers) {
       ),
     );
   }
-  card.message = el('input', { type: 'text', id: `${prefix}-message`, class: 'approval-message', placeholder: 'optional: why not, told to the agent', autocomplete: 'off' });
-  if (!budget) {
+  if (!budget && !sampling) {
+    card.message = el('input', { type: 'text', id: `${prefix}-message`, class: 'approval-message', placeholder: 'optional: why not, told to the agent', autocomplete: 'off' });
     rows.push(el('div', { class: 'approval-row' }, el('label', { for: `${prefix}-message` }, 'Message'), card.message, button('Deny', 'deny', 'danger', 'Do not run it; the agent is told, with the message')));
   }
   card.error = el('p', { class: 'approval-error', role: 'alert' });
@@ -180,7 +264,7 @@ export function pendingCard(approval, handlers) {
     {
       class: `approval asking${escalation ? ' escalation' : ''}`,
       role: 'group',
-      'aria-label': `Approval needed: ${toolTitle(approval.tool)} ${subjectText(approval)}`,
+      'aria-label': sampling ? approvalText(approval) : `Approval needed: ${approvalText(approval)}`,
       'aria-describedby': warning ? `${prefix}-warning` : null,
       'data-approval': approval.id,
       'data-item': approval.item_id,
@@ -204,9 +288,31 @@ function answeredBy(approval) {
   return resolution.decided_by ? ` by ${clientName(resolution.decided_by)}` : '';
 }
 
+// A question's outcome: what was answered, when known (the service keeps the answer; `sent`
+// is what this page sent, for a service that does not say).
+function questionOutcome(approval, sent) {
+  const by = answeredBy(approval);
+  switch (approval.status) {
+    case 'allowed': {
+      const given = (approval.question && approval.question.answer) || (answeredHere(approval) ? sent : null);
+      const summary = answerSummary(approval, given);
+      return [`Submitted${by}`, summary ? [': ', { quoted: summary }] : []];
+    }
+    case 'denied':
+      return [`Declined${by}`];
+    case 'cancelled':
+      return ['Cancelled: the turn ended before an answer'];
+    case 'expired':
+      return ['Expired: nobody answered in time, so it was declined'];
+    default:
+      return [approval.status];
+  }
+}
+
 // The outcome as parts: plain words, and `{ quoted }` text from the user or the call, whose
 // invisible characters are marked.
-function outcomeParts(approval) {
+function outcomeParts(approval, sent) {
+  if (isQuestion(approval)) return questionOutcome(approval, sent);
   const resolution = approval.resolution || {};
   const by = answeredBy(approval);
   const patterns = (resolution.rules && resolution.rules.length ? resolution.rules : resolution.rule ? [resolution.rule] : []).map((rule) => rule.pattern);
@@ -230,28 +336,41 @@ function outcomeParts(approval) {
 }
 
 // The outcome in plain text, for announcements and labels.
-export function outcomeText(approval) {
-  return outcomeParts(approval)
+export function outcomeText(approval, sent) {
+  return outcomeParts(approval, sent)
     .flat(Infinity)
     .map((part) => (typeof part === 'string' ? part : visibleText(part.quoted)))
     .join('');
 }
 
-function outcomeNodes(approval) {
-  return outcomeParts(approval)
-    .flat(Infinity)
-    .map((part) => (typeof part === 'string' ? part : markInvisible(part.quoted).nodes));
+function partNodes(parts) {
+  return parts.flat(Infinity).map((part) => (typeof part === 'string' ? part : markInvisible(part.quoted).nodes));
 }
 
-export function settledCard(approval) {
+// The outcome in bold; a question's answers after it, in plain type.
+function outcomeNodes(approval, sent) {
+  const parts = outcomeParts(approval, sent);
+  if (!isQuestion(approval)) return el('strong', {}, partNodes(parts));
+  return [el('strong', {}, partNodes(parts.slice(0, 1))), partNodes(parts.slice(1))];
+}
+
+// What a settled card names after its outcome: the call, or what the server asked.
+function settledSubject(approval) {
+  if (isQuestion(approval)) return el('span', {}, `${serverName(approval)} asked: “`, markInvisible((approval.question && approval.question.message) || '').nodes, '”');
+  if (isSampling(approval)) return el('span', {}, `use of the model by the MCP server ${serverName(approval)}`);
+  return el('code', {}, subjectNodes(approval));
+}
+
+// `sent`: a question's answers this page sent, if any.
+export function settledCard(approval, sent) {
   const resolution = approval.resolution || {};
   const when = resolution.decided_at ? fullTime(Date.parse(resolution.decided_at)) : '';
   return el(
     'div',
     {
-      class: `approval settled status-${approval.status}`,
+      class: `approval settled status-${approval.status}${isQuestion(approval) ? ' question' : ''}`,
       role: 'group',
-      'aria-label': `Approval: ${outcomeText(approval)}: ${toolTitle(approval.tool)} ${subjectText(approval)}`,
+      'aria-label': isQuestion(approval) ? `${approvalText(approval)} ${outcomeText(approval, sent)}` : `Approval: ${outcomeText(approval, sent)}: ${approvalText(approval)}`,
       'data-approval': approval.id,
       'data-item': approval.item_id,
       'data-status': approval.status,
@@ -259,9 +378,9 @@ export function settledCard(approval) {
     el(
       'p',
       { class: 'approval-outcome', tabindex: '-1', title: [resolution.decided_by, when].filter(Boolean).join(' · ') },
-      el('strong', {}, outcomeNodes(approval)),
+      outcomeNodes(approval, sent),
       ' · ',
-      el('code', {}, subjectNodes(approval)),
+      settledSubject(approval),
     ),
   );
 }

@@ -1,12 +1,17 @@
 // Approval cards: a tool call that waits for the user's answer gets a card (approvalcard.js
 // draws it) with the answers: Allow once, Allow in this conversation and Always allow (both
 // keep the rules the card shows), and Deny (with a message for the agent). An escalation is
-// never remembered, so it offers Allow once and Deny only.
+// never remembered, so it offers Allow once and Deny only, and so does an MCP server's request
+// to use the model.
 //
 // A card sits right after its tool call; one asked by another session than the one shown waits
 // under the timeline. Docked (the card's toggle, remembered in this browser), the waiting cards
 // sit right above the message box instead, oldest first, and go back to their place once
 // settled. From the message box Alt+A allows the oldest waiting card once and Alt+D denies it.
+//
+// An MCP server's question is a form (Submit, Decline) that takes the focus when it comes, unless
+// the user is writing; what the service refuses in an answer is said by the form, which keeps
+// what was typed. Alt+A submits it, Alt+D declines.
 //
 // The first answer of any client wins: when `approval.resolved` comes, or a 409 says another
 // answer came first, the card closes to one line with the outcome.
@@ -15,8 +20,8 @@ import { api } from './api.js';
 import { $, enc } from './dom.js';
 import { announce } from './announcer.js';
 import { state } from './state.js';
-import { toolTitle } from './toolcards.js';
-import { askedBy, invisibleWarning, outcomeText, pendingCard, settledCard, showDocked, subjectText } from './approvalcard.js';
+import { approvalText, askedBy, invisibleWarning, outcomeText, pendingCard, settledCard, showDocked } from './approvalcard.js';
+import { isQuestion } from './mcpasks.js';
 import { forgetAnswer, noteAnswering } from './answered.js';
 import { markInvisible } from './visible.js';
 
@@ -64,27 +69,47 @@ export function showApproval(approval, live) {
   place(card);
   refreshShortcuts();
   if (wanted === approval.id) focusApproval(approval.id);
+  else if (card.fields && shown(card) && !busyWriting()) focusApproval(approval.id);
   if (!announced.has(approval.id)) {
     announced.add(approval.id);
     const warning = invisibleWarning(approval);
+    const where = docked ? 'above the message box' : 'in the conversation';
     announce(
-      `${askedBy(approval) || 'The agent'} asks for your approval: ${toolTitle(approval.tool)} ${subjectText(approval)}. ` +
-        `${warning ? `${warning} ` : ''}The card with the answers is ${docked ? 'above the message box' : 'in the conversation'}.`,
+      isQuestion(approval)
+        ? `${approvalText(approval)}. ${warning ? `${warning} ` : ''}The form to answer it is ${where}.`
+        : `${askedBy(approval) || 'The agent'} asks for your approval: ${approvalText(approval)}. ` +
+            `${warning ? `${warning} ` : ''}The card with the answers is ${where}.`,
     );
   }
 }
 
-// The Agents tab's "Answer": the card's first answer takes the focus, now or once it is shown
-// (the agent's history may still be loading).
+// Whether the user is writing something a question's form must not take the focus from: any
+// text field but an empty message box, or an open dialog or menu.
+function busyWriting() {
+  const active = document.activeElement;
+  if (document.querySelector('dialog[open], [role="menu"]')) return true;
+  if (!active || active === document.body) return false;
+  if (active.id === 'message') return active.value !== '';
+  return !!active.closest('input, textarea, select, [contenteditable="true"]');
+}
+
+function shown(card) {
+  return card.node.isConnected && !card.node.hidden && !card.node.closest('[hidden]');
+}
+
+// The Agents tab's "Answer": the card's first answer (a question's first field) takes the
+// focus, now or once it is shown (the agent's history may still be loading).
 export function focusApproval(id) {
   const card = cards.get(id);
-  if (!card || !card.node.isConnected || card.node.hidden || card.node.closest('[hidden]')) {
+  if (!card || !shown(card)) {
     wanted = id;
     return;
   }
   wanted = null;
   card.node.scrollIntoView({ block: 'center' });
-  const first = card.node.querySelector('button[data-decision], .approval-outcome');
+  // A question's first field, else the first answer (or, once settled, the outcome).
+  const field = card.fields && card.approval.status === 'pending' ? card.fields.first() : null;
+  const first = field || card.node.querySelector('button[data-decision], .approval-outcome');
   if (first) first.focus();
 }
 
@@ -100,11 +125,11 @@ export function resolveApprovalCard(approval, live) {
   place(card);
   refreshShortcuts();
   if (hadFocus) focusAfterSettling(card, wasDocked);
-  if (live) announce(`${outcomeText(approval)}: ${toolTitle(approval.tool)} ${subjectText(approval)}`);
+  if (live) announce(`${outcomeText(approval, card.sent)}: ${approvalText(approval)}`);
 }
 
 function showSettled(card) {
-  const node = settledCard(card.approval);
+  const node = settledCard(card.approval, card.sent);
   card.node.replaceWith(node);
   card.node = node;
 }
@@ -216,8 +241,9 @@ export function wireApprovalKeys() {
   });
 }
 
-// Enter in the message denies with it. Esc in a field first undoes what was typed there (it
-// would otherwise interrupt the turn, which cancels the approval).
+// Enter in the message denies with it (in a question's field, Enter submits the form). Esc in a
+// field first undoes what was typed there (it would otherwise interrupt the turn, which cancels
+// the approval).
 function fieldKeys(event, card) {
   const field = event.target;
   if (field === card.message && event.key === 'Enter') {
@@ -229,26 +255,42 @@ function fieldKeys(event, card) {
       field.value = '';
     } else if (card.rules && card.rules.owns(field) && card.rules.restore(field)) {
       event.preventDefault();
+    } else if (card.fields && card.fields.owns(field) && card.fields.restore(field)) {
+      event.preventDefault();
     }
   }
 }
 
+// The answer to send, or null when a question's form must be completed first (it says why).
 function answerBody(card, decision) {
   const body = { decision };
+  if (card.fields) {
+    if (decision !== 'allow_once') return body;
+    const read = card.fields.read();
+    if (read.problem) {
+      card.error.replaceChildren(read.problem);
+      card.fields.showProblem(read.problem, read.field);
+      return null;
+    }
+    body.content = read.content;
+    card.sent = read.content;
+    return body;
+  }
   if (REMEMBERING.has(decision) && card.rules) {
     const rules = card.rules.chosen();
     if (rules.length) body.rules = rules;
   }
-  if (decision === 'deny' && card.message.value.trim()) body.message = card.message.value.trim();
+  if (decision === 'deny' && card.message && card.message.value.trim()) body.message = card.message.value.trim();
   return body;
 }
 
 async function answer(id, decision) {
   const card = cards.get(id);
   if (!card || card.busy || card.approval.status !== 'pending') return;
-  const body = answerBody(card, decision);
-  setBusy(card, true);
   card.error.replaceChildren();
+  const body = answerBody(card, decision);
+  if (!body) return;
+  setBusy(card, true);
   noteAnswering(id, decision);
   try {
     settled(await api('POST', `/api/approvals/${enc(id)}`, body));
@@ -261,6 +303,8 @@ async function answer(id, decision) {
       else refreshOutcome(card);
     } else {
       card.error.replaceChildren(...markInvisible(error.status === 0 ? 'The service does not answer; try again.' : error.message).nodes);
+      // A question's answer that does not fit: the field it names takes the focus.
+      if (card.fields && error.status === 400) card.fields.showProblem(error.message);
     }
   } finally {
     setBusy(card, false);

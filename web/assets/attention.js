@@ -6,6 +6,7 @@
 
 import { $ } from './dom.js';
 import { showNotice } from './banners.js';
+import { isQuestion, serverName } from './mcpasks.js';
 
 const MARK = '● ';
 const SETTING = 'openvaala.notifications';
@@ -32,6 +33,7 @@ function notificationsOn() {
 
 // What happened, for the notification's text.
 function sentence(what) {
+  if (what.approval && isQuestion(what.approval)) return `Waiting for your answer: the MCP server ${serverName(what.approval)} asks a question.`;
   if (what.approval) return `Waiting for your answer: ${what.approval.tool || 'a tool call'} needs approval.`;
   if (what.status === 'failed') return `The turn failed${what.error ? `: ${what.error}` : '.'}`;
   if (what.status === 'interrupted') return 'The turn was interrupted.';

@@ -24,14 +24,14 @@ const GROUPS = [
       [['Shift+Enter'], 'Add a line'],
       [['/'], 'At the start: list the commands of the working directory; ↑ and ↓ choose, Enter or Tab completes, Esc closes the list'],
       [['↑'], 'In the empty box: edit the last waiting message (Enter saves the edit, Esc puts it back as it was)'],
-      [['Alt+A'], 'Allow the oldest approval waiting for an answer, once'],
-      [['Alt+D'], 'Deny it'],
+      [['Alt+A'], "Allow the oldest approval waiting for an answer, once (an MCP server's question: submit the form)"],
+      [['Alt+D'], 'Deny it (a question: decline it)'],
     ],
   ],
   [
     'An approval card',
     [
-      [['Enter'], 'In its message field: deny, telling the agent that message'],
+      [['Enter'], "In its message field: deny, telling the agent that message; in a question's field: submit the form"],
       [['Esc'], 'In a field: undo what was typed there (else Esc interrupts the turn, which cancels the approval)'],
     ],
   ],
