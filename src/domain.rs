@@ -663,7 +663,6 @@ pub enum UsageSource {
     Reported,
     Estimated,
 }
-/// The item that stands for a user message in a session's history; its id is the message's.
 /// The user's part of a one-off model request (a summary, a title), stored nowhere.
 pub fn request_item(text: String, session_id: String, turn_id: String) -> Item {
     Item {
@@ -686,6 +685,7 @@ pub fn request_item(text: String, session_id: String, turn_id: String) -> Item {
     }
 }
 
+/// The item that stands for a user message in a session's history; its id is the message's.
 pub fn user_item(message: &Message, turn_id: &str, seq: u64) -> Item {
     Item {
         id: message.id.clone(),

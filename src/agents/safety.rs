@@ -118,6 +118,14 @@ fn loosened(base: &AgentConfig, agent: &AgentConfig, repository_names: &[String]
     for server in agent.mcp.iter().filter(|server| !base.mcp.contains(server)) {
         found.push(format!("mcp = [\"{server}\"] (not among the config's)"));
     }
+    // Allow < Ask < Deny: a repository's agent may not let servers spend without asking.
+    if agent.mcp_sampling < base.mcp_sampling {
+        found.push(format!(
+            "mcp_sampling = {} (the config's: {})",
+            agent.mcp_sampling.name(),
+            base.mcp_sampling.name()
+        ));
+    }
     if agent.client_mcp && !base.client_mcp {
         found.push("client_mcp = true (the config's: false)".to_owned());
     }
@@ -209,6 +217,7 @@ mod tests {
         agent.mcp = vec!["github".to_owned()];
         agent.spawnable = vec!["ops".to_owned(), "helper".to_owned()];
         agent.client_mcp = true;
+        agent.mcp_sampling = crate::config::McpSampling::Allow;
         let mut narrow = config.clone();
         narrow.agents.get_mut("default").unwrap().tools = vec!["read_file".to_owned()];
         let tools = kept(&narrow, &file("default"), agent.clone(), false, &[]).unwrap_err();
@@ -228,6 +237,10 @@ mod tests {
         assert!(refused.contains("spawnable = [\"ops\"]"), "{refused}");
         assert!(!refused.contains("\"helper\""), "{refused}");
         assert!(refused.contains("client_mcp = true"), "{refused}");
+        assert!(
+            refused.contains("mcp_sampling = allow (the config's: ask)"),
+            "{refused}"
+        );
     }
 
     #[test]

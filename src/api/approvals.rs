@@ -12,6 +12,14 @@ use crate::domain::Timestamp;
 /// The `tool` of a spending limit's approval: no tool the model can call, but a turn that
 /// waits at a limit (`on_budget = "ask"`); its `item_id` is the notice saying so.
 pub const SPENDING_LIMIT: &str = "budget";
+/// The `tool` of a question an MCP server asks the user while one of its calls runs (MCP
+/// elicitation): answered with the form's `content` (`allow_once`) or declined (`deny`); its
+/// `item_id` is that call, and `question` holds what is asked.
+pub const MCP_QUESTION: &str = "mcp_question";
+/// The `tool` of an MCP server's request to have the agent's model write for it (MCP
+/// sampling, with the agent's `mcp_sampling = "ask"`): `subject.arguments` holds the server,
+/// the messages and the token limit; allowed once or denied.
+pub const MCP_SAMPLING: &str = "mcp_sampling";
 
 /// A tool call waiting for a user's decision, or decided.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
@@ -52,12 +60,36 @@ pub struct Approval {
     pub status: ApprovalStatus,
     /// How it was settled; `null` while pending.
     pub resolution: Option<ApprovalResolution>,
+    /// What an MCP server asks (`tool` is `mcp_question`); absent for every other approval.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub question: Option<ApprovalQuestion>,
+}
+
+/// A question an MCP server asks the user.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+pub struct ApprovalQuestion {
+    /// The server's name, as configured or as the conversation named it.
+    pub server: String,
+    pub message: String,
+    /// The fields asked for: `{"type": "object", "properties": {name: {"type": "string" |
+    /// "number" | "integer" | "boolean", "title"?, "description"?, "enum"?, "enumNames"?,
+    /// "minimum"?, "maximum"?, "minLength"?, "maxLength"?, "format"?, "default"?}},
+    /// "required"?: [name]}`.
+    pub schema: Value,
+    /// The answer given (with `allow_once`); `null` until then, or when declined.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub answer: Option<serde_json::Map<String, Value>>,
 }
 
 impl Approval {
     /// Whether it asks about a spending limit rather than a tool call.
     pub fn is_spending_limit(&self) -> bool {
         self.tool == SPENDING_LIMIT
+    }
+
+    /// Whether it is a question or a sampling request of an MCP server rather than a call.
+    pub fn is_from_mcp_server(&self) -> bool {
+        self.tool == MCP_QUESTION || self.tool == MCP_SAMPLING
     }
 
     /// A pending approval of a shell command, for documentation and tests.
@@ -90,6 +122,7 @@ impl Approval {
             expires_at: None,
             status: ApprovalStatus::Pending,
             resolution: None,
+            question: None,
         }
     }
 }
@@ -230,6 +263,10 @@ pub struct ApprovalAnswer {
     #[serde(default)]
     #[schema(max_length = 10000)]
     pub message: Option<String>,
+    /// A question's answer (`mcp_question` with `allow_once`): a value for each field it asks,
+    /// typed as its schema says (required ones present, optional ones may be left out).
+    #[serde(default)]
+    pub content: Option<serde_json::Map<String, Value>>,
 }
 
 /// `GET /api/approvals` query.

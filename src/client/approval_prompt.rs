@@ -460,6 +460,7 @@ pub fn answer(decision: ApprovalDecision) -> ApprovalAnswer {
         rule: None,
         rules: None,
         message: None,
+        content: None,
     }
 }
 

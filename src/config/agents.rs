@@ -59,6 +59,8 @@ pub struct AgentConfig {
     pub permissions: Permissions,
     /// The MCP servers whose tools it gets (`mcp`, names from `[mcp.*]`); none by default.
     pub mcp: Vec<String>,
+    /// Whether those servers may have its model write for them (`mcp_sampling`).
+    pub mcp_sampling: super::McpSampling,
     /// What one tool call may take (`[agents.NAME.limits]`).
     pub limits: ProcessLimits,
     /// Added to the allow-listed environment of its tool processes (`env`); `${VAR}` is
@@ -206,6 +208,7 @@ pub(super) fn fallback_agent(model: &str) -> AgentConfig {
             ..Permissions::default()
         },
         mcp: Vec::new(),
+        mcp_sampling: super::McpSampling::default(),
         limits: ProcessLimits::default(),
         env: BTreeMap::new(),
         spawnable: vec![DEFAULT_AGENT.to_owned()],
@@ -237,6 +240,7 @@ pub(super) struct RawAgent {
     permissions: Option<toml::Table>,
     approval_timeout_s: Option<u64>,
     mcp: Option<Vec<String>>,
+    mcp_sampling: Option<super::McpSampling>,
     limits: Option<RawLimits>,
     env: Option<BTreeMap<String, String>>,
     spawnable: Option<Vec<String>>,
@@ -422,6 +426,7 @@ impl Validator<'_> {
             network: agent.network.unwrap_or(false),
             permissions,
             mcp: servers,
+            mcp_sampling: agent.mcp_sampling.unwrap_or_default(),
             limits,
             env,
             spawnable,

@@ -20,6 +20,30 @@ pub const MAX_SERVER_NAME: usize = 24;
 /// At most this many servers may be named in one create body.
 pub const MAX_CONVERSATION_SERVERS: usize = 16;
 
+/// Whether an MCP server may have the agent's model write for it (`sampling/createMessage`):
+/// an agent's `mcp_sampling`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Default, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum McpSampling {
+    /// Answered without asking; counted in the turn's usage.
+    Allow,
+    /// A user allows or denies each request, like a tool call's approval.
+    #[default]
+    Ask,
+    /// Refused: the server is told.
+    Deny,
+}
+
+impl McpSampling {
+    pub fn name(self) -> &'static str {
+        match self {
+            McpSampling::Allow => "allow",
+            McpSampling::Ask => "ask",
+            McpSampling::Deny => "deny",
+        }
+    }
+}
+
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct McpServerConfig {
     pub transport: McpTransport,

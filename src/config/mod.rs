@@ -28,7 +28,7 @@ pub use cluster::{ClusterConfig, check_advertise_addr, check_database_url};
 pub use hooks::{HookAction, HookConfig, HookEvent, OnHookError, ToolMatcher};
 pub use limits::{RetryConfig, SubagentsConfig, ToolsConfig, TurnConfig};
 pub use mcp::{
-    DEFAULT_MCP_TIMEOUT_S, HIDDEN, McpServerConfig, McpServerSpec, McpTransport,
+    DEFAULT_MCP_TIMEOUT_S, HIDDEN, McpSampling, McpServerConfig, McpServerSpec, McpTransport,
     conversation_servers, valid_server_name,
 };
 pub use providers::{

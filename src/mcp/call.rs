@@ -20,13 +20,15 @@ const LIVENESS_EVERY: std::time::Duration = std::time::Duration::from_secs(2);
 /// A liveness ping in flight: an error means the server is gone.
 type Ping = std::pin::Pin<Box<dyn Future<Output = Result<(), ServiceError>> + Send>>;
 
-/// Calls `tool` (the server's own name for it) on a live connection.
+/// Calls `tool` (the server's own name for it) on a live connection; what the server asks
+/// meanwhile goes to `peer_of_call`.
 pub async fn call(
     server: &Server,
     connection: &Arc<Connection>,
     tool: &str,
     arguments: &Value,
     live: &UnboundedSender<String>,
+    peer_of_call: &Option<Arc<dyn super::CallPeer>>,
     cancel: &CancellationToken,
 ) -> CallOutcome {
     let arguments = match arguments {
@@ -48,7 +50,9 @@ pub async fn call(
         Err(error) => return lost(server, connection, error).await,
     };
     let token = handle.progress_token.clone();
-    connection.handler.watch(token.clone(), live.clone());
+    let waiting = connection
+        .handler
+        .watch(token.clone(), live.clone(), peer_of_call.clone());
     let timeout = tokio::time::sleep(server.config.timeout);
     tokio::pin!(timeout);
     // An HTTP server that goes away leaves the call's stream retrying, never answering: while
@@ -62,6 +66,12 @@ pub async fn call(
             answer = &mut handle.rx => break Some(answer),
             () = cancel.cancelled() => break None,
             () = &mut timeout => {
+                // The server waits on the user or the model for this call: the time that takes
+                // is not the server's.
+                if waiting.load(std::sync::atomic::Ordering::SeqCst) > 0 {
+                    timeout.as_mut().reset(tokio::time::Instant::now() + server.config.timeout);
+                    continue;
+                }
                 connection.handler.unwatch(&token);
                 let limit = server.config.timeout.as_secs();
                 let _ = handle.cancel(Some(format!("timed out after {limit} s"))).await;

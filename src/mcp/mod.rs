@@ -5,6 +5,7 @@
 //! is live: the last one's actor, leaving memory, stops it (`McpHub::release`). It knows
 //! nothing of turns or the API: the tools module calls it, the runtime owns the hub.
 
+mod asking;
 mod call;
 mod connect;
 mod content;
@@ -23,6 +24,7 @@ use tokio::sync::mpsc::UnboundedSender;
 use tokio_util::sync::CancellationToken;
 
 use crate::config::{McpServerConfig, McpTransport};
+pub use asking::{Answer, CallPeer, Question, SampleRequest, Sampled, check_answer};
 pub use connect::{ProcessRecord, ProcessRecorder};
 use server::Server;
 pub use status::{ServerSource, ServerState, ServerStatus};
@@ -101,6 +103,16 @@ pub struct McpAccess {
     pub sandbox: crate::sandbox::SandboxPolicy,
     /// The conversation's working directory: where a command server without a `cwd` runs.
     pub cwd: std::path::PathBuf,
+    /// Whether a server may have the agent's model write for it (`sampling/createMessage`).
+    pub sampling: crate::config::McpSampling,
+    /// Answers what a server asks during the call this access is for (set per call).
+    pub peer: Option<Arc<dyn CallPeer>>,
+}
+
+impl std::fmt::Debug for dyn CallPeer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("CallPeer")
+    }
 }
 
 impl McpAccess {
@@ -248,7 +260,16 @@ impl McpHub {
                 server.name
             ));
         };
-        call::call(&server, &connection, &tool, arguments, live, cancel).await
+        call::call(
+            &server,
+            &connection,
+            &tool,
+            arguments,
+            live,
+            &access.peer,
+            cancel,
+        )
+        .await
     }
 
     /// Every server instance, with where it was named, as they are now.

@@ -265,7 +265,7 @@ impl Server {
     }
 
     async fn start(&self) -> Result<Arc<Connection>, String> {
-        let handler = Handler::default();
+        let handler = Handler::new(&self.name);
         let opened = tokio::time::timeout(
             START_TIMEOUT,
             open(

@@ -28,12 +28,18 @@ pub struct ApprovalRequest {
     pub escalate: Option<String>,
     /// Denied unless answered within this.
     pub timeout: Option<Duration>,
+    /// What an MCP server asks (`tool` is `mcp_question`).
+    pub question: Option<crate::mcp::Question>,
 }
 
 /// What the turn is told.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ApprovalOutcome {
     Allowed,
+    /// A question was answered with these values (checked against its schema).
+    Answered {
+        content: serde_json::Map<String, Value>,
+    },
     Denied {
         message: Option<String>,
     },

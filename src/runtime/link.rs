@@ -114,6 +114,7 @@ pub(crate) enum TurnStop {
 }
 
 /// A turn's way to its actor: every message names the turn's session.
+#[derive(Clone)]
 pub(crate) struct ActorLink {
     actor: mpsc::UnboundedSender<FromTurn>,
     session_id: Arc<str>,

@@ -11,6 +11,7 @@ pub mod compaction;
 pub mod fork;
 pub mod instructions;
 pub mod link;
+pub mod one_shot;
 pub mod pending;
 pub mod prompt;
 pub mod retry;

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::domain::request_item;
-use crate::model::{ModelClient, ModelEvent, ModelRequest, reader};
+use crate::model::{ModelClient, ModelRequest};
 
 /// What the title model is asked.
 pub const INSTRUCTIONS: &str = "Write a title for the conversation below: at most six \
@@ -41,21 +41,9 @@ pub async fn write(
         cache_key: None,
         compaction: false,
     };
-    let answered = tokio::time::timeout(TIMEOUT, async {
-        let mut events = reader::read_ahead(client.stream(request));
-        let mut text = String::new();
-        while let Some(event) = events.recv().await {
-            match event {
-                Ok(ModelEvent::TextDelta(delta)) => text.push_str(&delta),
-                Ok(ModelEvent::Done) => return Ok(text),
-                Ok(_) => {}
-                Err(error) => return Err(crate::redact::model_error(error).to_string()),
-            }
-        }
-        Err("the title model's stream ended early".to_owned())
-    })
-    .await
-    .map_err(|_| "the title model took too long".to_owned())??;
+    let answered = super::one_shot::write(client, request, TIMEOUT, "the title model")
+        .await?
+        .text;
     cleaned(&answered).ok_or_else(|| "the title model wrote no title".to_owned())
 }
 

@@ -45,6 +45,7 @@ mod instructions;
 mod limits;
 mod lock;
 mod mcp;
+mod mcp_asking;
 mod mcp_conversation;
 mod mcp_http;
 mod messages;

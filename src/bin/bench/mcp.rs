@@ -140,6 +140,8 @@ fn context(hub: Arc<McpHub>) -> ToolContext {
             own: Default::default(),
             sandbox: SandboxPolicy::default(),
             cwd: std::env::temp_dir(),
+            sampling: Default::default(),
+            peer: None,
         }),
     }
 }

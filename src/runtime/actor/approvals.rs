@@ -10,8 +10,8 @@ use tokio::sync::oneshot;
 use super::ConversationActor;
 use super::waiting::WaitingApproval;
 use crate::api::approvals::{
-    Approval, ApprovalAnswer, ApprovalDecision, ApprovalResolution, ApprovalStatus,
-    ApprovalSubject, BroaderRule, RuleScope, SuggestedRule,
+    Approval, ApprovalAnswer, ApprovalDecision, ApprovalQuestion, ApprovalResolution,
+    ApprovalStatus, ApprovalSubject, BroaderRule, RuleScope, SuggestedRule,
 };
 use crate::api::events::{ConversationEvent, ListEvent};
 use crate::config::HookEvent;
@@ -102,6 +102,12 @@ impl ConversationActor {
             }),
             status: ApprovalStatus::Pending,
             resolution: None,
+            question: request.question.map(|question| ApprovalQuestion {
+                server: question.server,
+                message: question.message,
+                schema: question.schema,
+                answer: None,
+            }),
         };
         if let Some(timeout) = request.timeout {
             // The expiry comes back through the actor, so it races an answer in order.
@@ -162,20 +168,30 @@ impl ConversationActor {
             });
         };
         let waiting = &self.approvals[index];
+        let answered = answered_content(&waiting.approval, &answer)?;
         let rules = if answer.decision.remembers() {
             self.remember(waiting, &answer, &by)?
         } else {
             Vec::new()
         };
-        let waiting = self.approvals.remove(index);
-        let (status, outcome) = match answer.decision {
-            ApprovalDecision::Deny => (
+        let mut waiting = self.approvals.remove(index);
+        let (status, outcome) = match (answer.decision, answered) {
+            (ApprovalDecision::Deny, _) => (
                 ApprovalStatus::Denied,
                 ApprovalOutcome::Denied {
                     message: answer.message.clone(),
                 },
             ),
-            _ => (ApprovalStatus::Allowed, ApprovalOutcome::Allowed),
+            (_, Some(content)) => {
+                if let Some(question) = &mut waiting.approval.question {
+                    question.answer = Some(content.clone());
+                }
+                (
+                    ApprovalStatus::Allowed,
+                    ApprovalOutcome::Answered { content },
+                )
+            }
+            (_, None) => (ApprovalStatus::Allowed, ApprovalOutcome::Allowed),
         };
         let resolution = ApprovalResolution {
             decision: Some(answer.decision),
@@ -202,6 +218,7 @@ impl ConversationActor {
             .iter()
             .filter(|waiting| waiting.approval.escalate.is_none())
             .filter(|waiting| !waiting.approval.is_spending_limit())
+            .filter(|waiting| !waiting.approval.is_from_mcp_server())
             .filter(|waiting| {
                 let Some(agent) = agents.get(&waiting.agent) else {
                     return false;
@@ -249,6 +266,13 @@ impl ConversationActor {
             return Err(RuntimeError::Invalid(
                 "a spending limit's approval is allowed once (for the rest of its turn) or \
                  denied: raise the limit itself to go on for longer"
+                    .to_owned(),
+            ));
+        }
+        if approval.is_from_mcp_server() {
+            return Err(RuntimeError::Invalid(
+                "an MCP server's question or request for the model is answered once \
+                 (allow_once) or declined (deny): it is never remembered"
                     .to_owned(),
             ));
         }
@@ -406,6 +430,30 @@ impl ConversationActor {
         let _ = waiting.reply.send(outcome);
         approval
     }
+}
+
+/// A question's answer, checked against what it asks: `content` goes only with a question
+/// answered `allow_once` (a decline needs none), and must fit its fields.
+fn answered_content(
+    approval: &Approval,
+    answer: &ApprovalAnswer,
+) -> Result<Option<serde_json::Map<String, serde_json::Value>>, RuntimeError> {
+    let Some(question) = &approval.question else {
+        return match answer.content {
+            Some(_) => Err(RuntimeError::Invalid(
+                "`content` answers an MCP server's question; this approval asks none".to_owned(),
+            )),
+            None => Ok(None),
+        };
+    };
+    if answer.decision != ApprovalDecision::AllowOnce {
+        return Ok(None);
+    }
+    let content = answer.content.clone().unwrap_or_default();
+    crate::mcp::check_answer(&question.schema, &content).map_err(|why| {
+        RuntimeError::Invalid(format!("the answer does not fit the question: {why}"))
+    })?;
+    Ok(Some(content))
 }
 
 fn service_resolution() -> ApprovalResolution {

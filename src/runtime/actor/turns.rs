@@ -627,6 +627,8 @@ impl ConversationActor {
             own: std::sync::Arc::new(own),
             sandbox: sandbox.clone(),
             cwd: self.state.conversation.cwd.clone().into(),
+            sampling: agent.mcp_sampling,
+            peer: None,
         };
         (!access.is_empty()).then_some(access)
     }

@@ -51,13 +51,16 @@ pub(super) async fn keep_to(
             suggested_rules: Vec::new(),
             escalate: None,
             timeout: spec.gate.permissions.approval_timeout,
+            question: None,
         };
         let outcome = tokio::select! {
             outcome = link.ask_approval(request) => outcome,
             () = spec.cancel.cancelled() => ApprovalOutcome::Cancelled,
         };
         match outcome {
-            ApprovalOutcome::Allowed => passed.push(reached.limit),
+            ApprovalOutcome::Allowed | ApprovalOutcome::Answered { .. } => {
+                passed.push(reached.limit)
+            }
             ApprovalOutcome::Denied { .. } => {
                 return Err(TurnStop::OverBudget(format!(
                     "{}; a user chose not to go on",

@@ -10,6 +10,7 @@
 
 pub mod budget;
 mod held_output;
+mod mcp_peer;
 mod model_call;
 mod plan;
 pub mod skills;
@@ -399,13 +400,14 @@ async fn gate(
         suggested_rules,
         escalate,
         timeout: spec.gate.permissions.approval_timeout,
+        question: None,
     };
     let outcome = tokio::select! {
         outcome = link.ask_approval(request) => outcome,
         () = spec.cancel.cancelled() => ApprovalOutcome::Cancelled,
     };
     match outcome {
-        ApprovalOutcome::Allowed => Ok(escalated),
+        ApprovalOutcome::Allowed | ApprovalOutcome::Answered { .. } => Ok(escalated),
         ApprovalOutcome::Denied { message } => Err(ToolResult::denied(match message {
             Some(message) if !message.trim().is_empty() => {
                 format!("Not run: the user denied this call: {message}")
@@ -596,6 +598,27 @@ async fn run_allowed(
             &background_context
         } else {
             context
+        };
+        // What an MCP server asks during its call is answered for this call.
+        let mcp_context;
+        let context = match &context.mcp {
+            Some(access) if name.starts_with(crate::mcp::names::PREFIX) => {
+                let mut access = access.clone();
+                access.peer = Some(Arc::new(mcp_peer::TurnPeer {
+                    link: link.clone(),
+                    item_id: item.id.clone(),
+                    timeout: spec.gate.permissions.approval_timeout,
+                    sampling: access.sampling,
+                    model: mcp_peer::SamplingModel::of(&spec.model),
+                    cancel: spec.cancel.clone(),
+                }));
+                mcp_context = ToolContext {
+                    mcp: Some(access),
+                    ..context.clone()
+                };
+                &mcp_context
+            }
+            _ => context,
         };
         let run = tools::run_tool(name, arguments, context, &live, &spec.cancel);
         tokio::pin!(run);

@@ -1,0 +1,340 @@
+//! MCP servers that talk back while a call runs, with a server built on the official
+//! TypeScript SDK (tests/mcp/asking-server.mjs): a question for the user (elicitation) waits
+//! as an approval any client answers with the form's values, or declines, or lets run out; a
+//! request for the model (sampling) is written by the agent's own model as the agent's
+//! `mcp_sampling` says, and counted among the turn's model calls; progress keeps its message.
+
+use std::path::Path;
+
+use futures::Stream;
+use serde_json::{Value, json};
+
+use crate::fake_provider::{FakeProvider, Reply, Setup, Wire};
+use crate::mcp::{ALLOW, config};
+use crate::support::{events_until, until};
+
+/// `[mcp.asker]`: the asking server over stdio, started after `delay_ms`.
+pub fn asker(delay_ms: u64) -> String {
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/mcp/asking-server.mjs");
+    assert!(
+        Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("tests/mcp/node_modules/@modelcontextprotocol/sdk")
+            .is_dir(),
+        "the MCP SDK is not installed: run `npm ci --prefix tests/mcp` (scripts/test does it)"
+    );
+    format!(
+        "[mcp.asker]\ncommand = \"node\"\nargs = [\"{}\"]\nenv = {{ FIXTURE_START_DELAY_MS = \"{delay_ms}\" }}\n",
+        script.display()
+    )
+}
+
+async fn start(agent_lines: &str) -> Setup {
+    let fake = FakeProvider::start(Wire::OpenaiChat).await;
+    let config = config(
+        &fake,
+        &["asker"],
+        &format!("{agent_lines}\n{ALLOW}"),
+        &asker(0),
+    );
+    Setup::start_with(fake, config, Vec::new()).await
+}
+
+/// Sends `text` (the fake model calls `tool` of the asking server) and waits for the first
+/// approval the call brings.
+async fn call_until_asked(
+    setup: &Setup,
+    tool: &str,
+    text: &str,
+) -> (impl Stream<Item = (String, Value)> + Unpin + use<>, Value) {
+    setup.fake.push(Reply::tool_call(
+        &format!("mcp__asker__{tool}"),
+        json!({}),
+        1,
+    ));
+    let mut events = setup.server.events(&setup.id).await;
+    let (status, body) = setup
+        .server
+        .post(
+            &format!("/api/conversations/{}/messages", setup.id),
+            json!({ "text": text }),
+        )
+        .await;
+    assert_eq!(status, 202, "{body}");
+    let seen = until(&mut events, |kind, _| kind == "approval.requested").await;
+    let approval = seen.last().unwrap().1["approval"].clone();
+    (events, approval)
+}
+
+async fn answer(setup: &Setup, approval: &Value, body: Value) -> (u16, Value) {
+    let id = approval["id"].as_str().unwrap();
+    setup
+        .server
+        .post(&format!("/api/approvals/{id}"), body)
+        .await
+}
+
+/// The output of the turn's MCP call, once the turn ended.
+async fn call_output(
+    setup: &Setup,
+    events: &mut (impl Stream<Item = (String, Value)> + Unpin),
+) -> (Value, Value) {
+    let ended = events_until(events, "turn.ended").await.pop().unwrap().1;
+    let items = setup.items().await;
+    let call = items
+        .iter()
+        .rev()
+        .find(|item| item["kind"] == "tool_call")
+        .expect("the call is stored")
+        .clone();
+    (ended, call)
+}
+
+#[tokio::test]
+async fn a_servers_question_is_answered_with_the_forms_values_like_an_approval() {
+    let setup = start("").await;
+    let (mut events, approval) = call_until_asked(&setup, "ask", "Deploy it").await;
+    assert_eq!(approval["tool"], "mcp_question", "{approval}");
+    assert_eq!(approval["status"], "pending");
+    let question = &approval["question"];
+    assert_eq!(question["server"], "asker", "{approval}");
+    assert_eq!(question["message"], "Where should the service be deployed?");
+    let schema = &question["schema"];
+    assert_eq!(
+        schema["properties"]["environment"]["enum"],
+        json!(["staging", "production"])
+    );
+    assert_eq!(schema["properties"]["replicas"]["type"], "integer");
+    assert_eq!(schema["properties"]["replicas"]["maximum"], 10);
+    assert_eq!(schema["properties"]["confirm"]["type"], "boolean");
+    assert_eq!(schema["required"], json!(["environment"]));
+    // Every client sees it where it sees approvals.
+    let (_, pending) = setup.server.get("/api/approvals").await;
+    assert_eq!(pending["approvals"][0]["id"], approval["id"], "{pending}");
+    // The call waits for the user meanwhile, as a client that comes now sees it.
+    let mut late = setup.server.events(&setup.id).await;
+    let (_, snapshot) = events_until(&mut late, "snapshot").await.pop().unwrap();
+    let waiting = snapshot["running"][0]["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|item| item["id"] == approval["item_id"])
+        .expect("the call in the running turn")
+        .clone();
+    assert_eq!(waiting["status"], "waiting_approval", "{waiting}");
+
+    // An answer that does not fit the form is refused, naming the field; nothing changes.
+    let (status, body) = answer(
+        &setup,
+        &approval,
+        json!({"decision": "allow_once", "content": {"environment": "production", "replicas": 50}}),
+    )
+    .await;
+    assert_eq!(status, 400, "{body}");
+    assert_eq!(body["error"]["code"], "invalid_request");
+    assert_eq!(
+        body["error"]["message"],
+        "the answer does not fit the question: `replicas` must be at most 10"
+    );
+    let (status, body) = answer(
+        &setup,
+        &approval,
+        json!({"decision": "allow_once", "content": {"replicas": 2}}),
+    )
+    .await;
+    assert_eq!(status, 400, "{body}");
+    assert!(
+        body["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("`environment` is required"),
+        "{body}"
+    );
+    // A question is never remembered as a rule.
+    let (status, body) = answer(&setup, &approval, json!({"decision": "allow_always"})).await;
+    assert_eq!(status, 400, "{body}");
+    let (_, pending) = setup.server.get("/api/approvals").await;
+    assert_eq!(pending["approvals"][0]["status"], "pending", "{pending}");
+
+    setup.fake.push(Reply::text("Deployed to production."));
+    let content = json!({"environment": "production", "replicas": 3, "confirm": true});
+    let (status, settled) = answer(
+        &setup,
+        &approval,
+        json!({"decision": "allow_once", "content": content}),
+    )
+    .await;
+    assert_eq!(status, 200, "{settled}");
+    assert_eq!(settled["status"], "allowed");
+    assert_eq!(settled["question"]["answer"], content, "{settled}");
+    let (ended, call) = call_output(&setup, &mut events).await;
+    assert_eq!(ended["status"], "completed", "{ended}");
+    assert_eq!(call["status"], "completed", "{call}");
+    let output = call["output"].as_str().unwrap();
+    let said: Value = serde_json::from_str(
+        output
+            .strip_prefix("answer: accept ")
+            .unwrap_or_else(|| panic!("{output}")),
+    )
+    .unwrap();
+    assert_eq!(said, content);
+    // The model read what the server returned.
+    let requests = setup.fake.requests();
+    let last = &requests.last().unwrap().body;
+    assert!(last.to_string().contains("answer: accept"), "{last}");
+}
+
+#[tokio::test]
+async fn a_declined_or_unanswered_question_is_declined_to_the_server() {
+    let setup = start("approval_timeout_s = 2").await;
+    let (mut events, approval) = call_until_asked(&setup, "ask", "Deploy it").await;
+    assert!(approval["expires_at"].is_string(), "{approval}");
+    setup.fake.push(Reply::text("Not deployed."));
+    let (status, settled) = answer(&setup, &approval, json!({"decision": "deny"})).await;
+    assert_eq!(status, 200, "{settled}");
+    assert_eq!(settled["status"], "denied");
+    let (ended, call) = call_output(&setup, &mut events).await;
+    assert_eq!(ended["status"], "completed", "{ended}");
+    assert_eq!(call["output"], "answer: decline", "{call}");
+
+    // Nobody answers: declined when the agent's approval time runs out.
+    let (mut events, approval) = call_until_asked(&setup, "ask", "Deploy it again").await;
+    setup.fake.push(Reply::text("Still not deployed."));
+    let seen = until(&mut events, |kind, _| kind == "approval.resolved").await;
+    let resolved = &seen.last().unwrap().1["approval"];
+    assert_eq!(resolved["id"], approval["id"]);
+    assert_eq!(resolved["status"], "expired", "{resolved}");
+    let (_, call) = call_output(&setup, &mut events).await;
+    assert_eq!(call["output"], "answer: decline", "{call}");
+}
+
+#[tokio::test]
+async fn a_servers_request_for_the_model_is_written_by_the_agents_model_and_counted() {
+    let setup = start("mcp_sampling = \"allow\"").await;
+    let before = setup.fake.requests().len();
+    setup
+        .fake
+        .push(Reply::tool_call("mcp__asker__summarize", json!({}), 1));
+    // The server's request for the model comes next, then the turn's own next call.
+    setup.fake.push(Reply::text("The notes fix two bugs."));
+    setup.fake.push(Reply::text("Summarized."));
+    let turn = setup.turn("Summarize the notes").await;
+    assert_eq!(turn.ended()["status"], "completed", "{:?}", turn.events);
+    let requests = setup.fake.requests().split_off(before);
+    assert_eq!(requests.len(), 3);
+    let sampling = requests[1].body.to_string();
+    assert!(
+        sampling.contains("You write one-line summaries."),
+        "{sampling}"
+    );
+    assert!(
+        sampling.contains("Summarize: the release notes"),
+        "{sampling}"
+    );
+    // No tools, and nothing of the conversation: only what the server sent.
+    assert!(requests[1].body.get("tools").is_none(), "{sampling}");
+    assert!(!sampling.contains("Summarize the notes"), "{sampling}");
+    let items = setup.items().await;
+    let call = items
+        .iter()
+        .rev()
+        .find(|i| i["kind"] == "tool_call")
+        .unwrap();
+    let output = call["output"].as_str().unwrap();
+    assert!(output.starts_with("sampled by "), "{output}");
+    assert!(output.ends_with(": The notes fix two bugs."), "{output}");
+    // Counted among the turn's model calls.
+    assert_eq!(turn.ended()["usage"]["model_calls"], 3, "{}", turn.ended());
+}
+
+#[tokio::test]
+async fn sampling_asks_a_user_by_default_and_a_denying_agent_refuses_it() {
+    let setup = start("").await;
+    let (mut events, approval) = call_until_asked(&setup, "summarize", "Summarize").await;
+    assert_eq!(approval["tool"], "mcp_sampling", "{approval}");
+    let arguments = &approval["subject"]["arguments"];
+    assert_eq!(arguments["server"], "asker", "{approval}");
+    assert_eq!(arguments["system_prompt"], "You write one-line summaries.");
+    assert_eq!(
+        arguments["messages"],
+        json!([{"role": "user", "text": "Summarize: the release notes"}])
+    );
+    assert_eq!(arguments["max_tokens"], 200);
+    assert_eq!(approval["setting"], "mcp_sampling");
+    setup.fake.push(Reply::text("Not summarized."));
+    let (status, _) = answer(&setup, &approval, json!({"decision": "deny"})).await;
+    assert_eq!(status, 200);
+    let (ended, call) = call_output(&setup, &mut events).await;
+    assert_eq!(ended["status"], "completed", "{ended}");
+    assert_eq!(ended["usage"]["model_calls"], 2, "{ended}");
+    assert_eq!(call["status"], "failed", "{call}");
+    assert!(
+        call["output"]
+            .as_str()
+            .unwrap()
+            .contains("a user declined the request for the model"),
+        "{call}"
+    );
+
+    let setup = start("mcp_sampling = \"deny\"").await;
+    setup
+        .fake
+        .push(Reply::tool_call("mcp__asker__summarize", json!({}), 1));
+    setup.fake.push(Reply::text("Could not."));
+    let turn = setup.turn("Summarize").await;
+    assert!(
+        turn.all("approval.requested").is_empty(),
+        "{:?}",
+        turn.events
+    );
+    let items = setup.items().await;
+    let call = items
+        .iter()
+        .rev()
+        .find(|i| i["kind"] == "tool_call")
+        .unwrap();
+    assert!(
+        call["output"]
+            .as_str()
+            .unwrap()
+            .contains("mcp_sampling = \"deny\""),
+        "{call}"
+    );
+}
+
+#[tokio::test]
+async fn progress_lines_keep_the_servers_message() {
+    let setup = start("").await;
+    setup
+        .fake
+        .push(Reply::tool_call("mcp__asker__index", json!({}), 1));
+    setup.fake.push(Reply::text("Indexed."));
+    let turn = setup.turn("Index the files").await;
+    assert_eq!(turn.ended()["status"], "completed", "{:?}", turn.events);
+    let call = turn.completed("tool_call")[0].clone();
+    let live: String = turn
+        .all("item.delta")
+        .into_iter()
+        .filter(|delta| delta["item_id"] == call["id"] && delta["field"] == "output")
+        .map(|delta| delta["delta"].as_str().unwrap())
+        .collect();
+    // Each line keeps its message. The SDK hands each notification to a task of its own, so
+    // the last may be handled after the result, or before an earlier one (which is then
+    // dropped: progress only grows): the lines shown are in order, and at least one is.
+    let lines: Vec<&str> = live.lines().collect();
+    assert!(!lines.is_empty(), "{live:?}");
+    let expected = [
+        "[progress 1/2] reading files",
+        "[progress 2/2] indexing files",
+    ];
+    let places: Vec<usize> = lines
+        .iter()
+        .map(|line| {
+            expected
+                .iter()
+                .position(|wanted| wanted == line)
+                .unwrap_or_else(|| panic!("{live:?}"))
+        })
+        .collect();
+    assert!(places.windows(2).all(|pair| pair[0] < pair[1]), "{live:?}");
+    assert_eq!(call["output"], "indexed 2 files");
+}
