@@ -157,6 +157,20 @@ async fn settled_before(api: &Api, approval: &Approval) -> String {
 
 /// What the agent wants to do, and why it asks.
 pub fn describe(approval: &Approval, asker: Option<&str>) -> String {
+    if let Some(question) = &approval.question {
+        let mut out = format!(
+            "[question {}] {}",
+            approval.id,
+            super::question_form::describe(question)
+        );
+        if let Some(expires) = &approval.expires_at {
+            out += &format!(
+                "  declined unless answered by {}\n",
+                super::wire_text(expires)
+            );
+        }
+        return out;
+    }
     let subject = &approval.subject;
     let mut out = format!(
         "[approval {}] {} asks to use `{}`:\n",
@@ -283,7 +297,17 @@ pub fn outcome(approval: &Approval, ours: bool) -> String {
                 visible(cwd)
             )
         }
-        (ApprovalStatus::Allowed, _) => "allowed once".to_owned(),
+        (ApprovalStatus::Allowed, _) => match approval.question.as_ref() {
+            Some(question) => format!(
+                "answered: {}",
+                super::question_form::answered(&question.answer.clone().unwrap_or_default())
+            ),
+            None => "allowed once".to_owned(),
+        },
+        (ApprovalStatus::Denied, _) if approval.question.is_some() => "declined".to_owned(),
+        (ApprovalStatus::Expired, _) if approval.question.is_some() => {
+            "expired unanswered, so declined".to_owned()
+        }
         (ApprovalStatus::Denied, _) => match resolution.and_then(|r| r.message.as_deref()) {
             Some(message) => format!("denied: {}", visible(message)),
             None => "denied".to_owned(),
@@ -326,8 +350,15 @@ pub fn how_to_answer(api: &Api, approval: &Approval) -> String {
 /// The question and its follow-ups (which rules to keep, a message with a denial), one line of
 /// input at a time.
 pub struct Dialog {
-    /// An escalation (running outside the sandbox) is allowed once or denied, never kept.
+    /// An escalation (running outside the sandbox), a spending limit or what an MCP server
+    /// asks is allowed once or denied, never kept.
     escalation: bool,
+    /// An escalation proper: said when a remembering answer is refused.
+    outside_sandbox: bool,
+    /// An MCP server's question: its fields, asked one at a time after a yes, and the values
+    /// typed so far.
+    form: Vec<super::question_form::Field>,
+    content: serde_json::Map<String, Value>,
     /// Each part's exact rule, and its broader one if offered.
     rules: Vec<(String, Option<String>)>,
     step: Step,
@@ -340,6 +371,8 @@ enum Step {
     Rule(ApprovalDecision),
     /// The message a denial tells the model.
     Message,
+    /// A question's field, by its place in the form.
+    Field(usize),
 }
 
 /// What a line of input leads to.
@@ -354,7 +387,16 @@ pub enum Next {
 impl Dialog {
     pub fn new(approval: &Approval) -> Dialog {
         Dialog {
-            escalation: approval.escalate.is_some(),
+            outside_sandbox: approval.escalate.is_some(),
+            escalation: approval.escalate.is_some()
+                || approval.is_spending_limit()
+                || approval.is_from_mcp_server(),
+            form: approval
+                .question
+                .as_ref()
+                .map(super::question_form::fields)
+                .unwrap_or_default(),
+            content: serde_json::Map::new(),
             rules: suggested_rules(approval)
                 .into_iter()
                 .map(|(rule, broader)| (rule, broader.map(|(broader, _)| broader)))
@@ -366,7 +408,9 @@ impl Dialog {
     /// The question of the current step.
     pub fn question(&self) -> String {
         match self.step {
+            Step::Choice if self.is_question() => "Answer? [y]es / [n]o, decline: ".to_owned(),
             Step::Choice if self.escalation => "Allow? [y]es once / [n]o: ".to_owned(),
+            Step::Field(at) => self.form[at].prompt(),
             Step::Choice => "Allow? [y]es once / [c]onversation / [a]lways / [n]o: ".to_owned(),
             Step::Rule(_) if self.rules.is_empty() => {
                 "Rule to keep (`*` matches any text): ".to_owned()
@@ -398,7 +442,11 @@ impl Dialog {
         match self.step {
             Step::Choice => {
                 let remembered = match line.to_lowercase().as_str() {
+                    "y" | "yes" if self.is_question() => return self.next_field(0),
                     "y" | "yes" => return Next::Answer(answer(ApprovalDecision::AllowOnce)),
+                    "n" | "no" if self.is_question() => {
+                        return Next::Answer(answer(ApprovalDecision::Deny));
+                    }
                     "n" | "no" => {
                         self.step = Step::Message;
                         return Next::Ask(self.question());
@@ -415,8 +463,12 @@ impl Dialog {
                     }
                 };
                 if self.escalation {
+                    let what = match self.outside_sandbox {
+                        true => "running outside the sandbox",
+                        false => "this answer",
+                    };
                     return Next::Ask(format!(
-                        "[running outside the sandbox is never remembered: answer y or n] {}",
+                        "[{what} is never remembered: answer y or n] {}",
                         self.question()
                     ));
                 }
@@ -444,12 +496,39 @@ impl Dialog {
                     ..answer(decision)
                 })
             }
+            Step::Field(at) => match self.form[at].read(line) {
+                Ok(value) => {
+                    if let Some(value) = value {
+                        self.content.insert(self.form[at].name.clone(), value);
+                    }
+                    self.next_field(at + 1)
+                }
+                Err(why) => Next::Ask(format!("[{why}] {}", self.question())),
+            },
             Step::Message if line.is_empty() => Next::Answer(answer(ApprovalDecision::Deny)),
             Step::Message => Next::Answer(ApprovalAnswer {
                 message: Some(line.to_owned()),
                 ..answer(ApprovalDecision::Deny)
             }),
         }
+    }
+}
+
+impl Dialog {
+    fn is_question(&self) -> bool {
+        !self.form.is_empty()
+    }
+
+    /// The field at `at`, or the form's answer once every field has one.
+    fn next_field(&mut self, at: usize) -> Next {
+        if at < self.form.len() {
+            self.step = Step::Field(at);
+            return Next::Ask(self.question());
+        }
+        Next::Answer(ApprovalAnswer {
+            content: Some(std::mem::take(&mut self.content)),
+            ..answer(ApprovalDecision::AllowOnce)
+        })
     }
 }
 
@@ -489,6 +568,64 @@ mod tests {
             setting: None,
             ..Approval::example()
         }
+    }
+
+    #[test]
+    fn a_servers_question_is_answered_field_by_field_or_declined() {
+        let approval = Approval {
+            tool: crate::api::approvals::MCP_QUESTION.to_owned(),
+            question: Some(crate::api::approvals::ApprovalQuestion {
+                server: "asker".to_owned(),
+                message: "Where to?".to_owned(),
+                schema: serde_json::json!({
+                    "type": "object",
+                    "properties": {
+                        "environment": {"type": "string", "enum": ["staging", "production"]},
+                        "replicas": {"type": "integer", "maximum": 10}
+                    },
+                    "required": ["environment"]
+                }),
+                answer: None,
+            }),
+            ..shell(None, None)
+        };
+        assert_eq!(
+            Dialog::new(&approval).question(),
+            "Answer? [y]es / [n]o, decline: "
+        );
+        let steps = answers(&approval, &["a", "y", "moon", "2", "50", "3"]);
+        assert!(
+            matches!(&steps[0], Next::Ask(q) if q.starts_with("[this answer is never remembered"))
+        );
+        assert_eq!(
+            steps[1],
+            Next::Ask("environment [1 staging | 2 production]: ".to_owned())
+        );
+        assert!(matches!(&steps[2], Next::Ask(q) if q.starts_with("[answer one of")));
+        assert_eq!(
+            steps[3],
+            Next::Ask("replicas, Enter to leave it out: ".to_owned())
+        );
+        assert!(
+            matches!(&steps[4], Next::Ask(q) if q.starts_with("[answer a whole number of at most 10]"))
+        );
+        let content = serde_json::json!({"environment": "production", "replicas": 3});
+        assert_eq!(
+            steps[5],
+            Next::Answer(ApprovalAnswer {
+                content: content.as_object().cloned(),
+                ..answer(ApprovalDecision::AllowOnce)
+            })
+        );
+        assert_eq!(
+            answers(&approval, &["n"]),
+            [Next::Answer(answer(ApprovalDecision::Deny))]
+        );
+        let described = describe(&approval, None);
+        assert!(
+            described.starts_with("[question ap_1] the MCP server `asker` asks: Where to?\n"),
+            "{described}"
+        );
     }
 
     fn answers(approval: &Approval, lines: &[&str]) -> Vec<Next> {

@@ -26,6 +26,7 @@ pub mod files;
 pub(crate) mod fixtures;
 pub mod position;
 pub mod processes;
+pub mod question_form;
 pub mod render;
 pub mod repo_commands;
 pub mod send;

@@ -338,3 +338,52 @@ async fn progress_lines_keep_the_servers_message() {
     assert!(places.windows(2).all(|pair| pair[0] < pair[1]), "{live:?}");
     assert_eq!(call["output"], "indexed 2 files");
 }
+
+#[tokio::test]
+async fn the_plain_chat_asks_the_questions_fields_one_at_a_time() {
+    let setup = start("").await;
+    setup
+        .fake
+        .push(Reply::tool_call("mcp__asker__ask", json!({}), 1));
+    setup.fake.push(Reply::text("Deployed."));
+    let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    let script = "Deploy it\ny\nmoon\n2\n3\ny\n";
+    let (ok, out, err) = crate::terminal::chat(
+        &[&setup.id, "--url", &setup.server.base],
+        script,
+        dir.path(),
+    )
+    .await;
+    assert!(ok, "{out}\n{err}");
+    let expected = [
+        "] the MCP server `asker` asks: Where should the service be deployed?\n",
+        "  Environment: one of staging, production; required\n",
+        "  Replicas: a whole number from 1 to 10\n",
+        "Answer? [y]es / [n]o, decline: y\n",
+        "Environment [1 staging | 2 production]: moon\n",
+        "[answer one of staging, production; required] Environment [1 staging | 2 production]: 2\n",
+        "Replicas (How many copies run), Enter to leave it out: 3\n",
+        "Run the migrations too [y/n], Enter to leave it out: y\n",
+        ": answered: environment: production, replicas: 3, confirm: yes]\n",
+    ];
+    let mut from = 0;
+    for wanted in expected {
+        let at = out[from..]
+            .find(wanted)
+            .unwrap_or_else(|| panic!("`{wanted}` missing after byte {from} of:\n{out}"));
+        from += at + wanted.len();
+    }
+    let items = setup.items().await;
+    let call = items
+        .iter()
+        .rev()
+        .find(|i| i["kind"] == "tool_call")
+        .unwrap();
+    let output = call["output"].as_str().unwrap();
+    let said: Value =
+        serde_json::from_str(output.strip_prefix("answer: accept ").unwrap()).unwrap();
+    assert_eq!(
+        said,
+        json!({"environment": "production", "replicas": 3, "confirm": true})
+    );
+}
