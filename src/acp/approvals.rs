@@ -1,18 +1,20 @@
-//! The service's approvals as `session/request_permission`: the editor's answer goes to
+//! The service's approvals as `session/request_permission` (an MCP server's question as
+//! `elicitation/create` where the editor fills in forms): the editor's answer goes to
 //! `POST /api/approvals/{id}`; an approval settled elsewhere first (the browser, `chat`, an
 //! interrupt) withdraws the editor's question (`$/cancel_request`).
 
 use agent_client_protocol::Client;
 use agent_client_protocol::v1::ConnectionTo;
 use agent_client_protocol::v1::schema::{
-    PermissionOption, PermissionOptionKind, RequestPermissionOutcome, RequestPermissionRequest,
-    SessionNotification, SessionUpdate, ToolCall, ToolCallContent, ToolCallStatus, ToolCallUpdate,
-    ToolCallUpdateFields, ToolKind,
+    CreateElicitationRequest, ElicitationAction, ElicitationFormMode, ElicitationSchema,
+    ElicitationSessionScope, PermissionOption, PermissionOptionKind, RequestPermissionOutcome,
+    RequestPermissionRequest, SessionNotification, SessionUpdate, ToolCall, ToolCallContent,
+    ToolCallId, ToolCallStatus, ToolCallUpdate, ToolCallUpdateFields, ToolKind,
 };
 use tokio::sync::oneshot;
 
 use super::updates;
-use crate::api::approvals::{Approval, ApprovalDecision};
+use crate::api::approvals::{Approval, ApprovalAnswer, ApprovalDecision, ApprovalQuestion};
 use crate::client::api::Api;
 use crate::client::approval_prompt;
 
@@ -36,6 +38,15 @@ fn decision(option_id: &str) -> Option<ApprovalDecision> {
 /// The answers the editor offers, each named by the service's decision it stands for. An
 /// escalation (running outside the sandbox) can only be allowed once.
 pub fn options(approval: &Approval) -> Vec<PermissionOption> {
+    // An editor that fills in no forms cannot answer a question: it may decline it, and the
+    // question's title says where to answer it.
+    if approval.question.is_some() {
+        return vec![PermissionOption::new(
+            option_id(ApprovalDecision::Deny),
+            "Decline",
+            PermissionOptionKind::RejectOnce,
+        )];
+    }
     let mut options = vec![PermissionOption::new(
         option_id(ApprovalDecision::AllowOnce),
         "Allow once",
@@ -76,7 +87,13 @@ fn tool_call(approval: &Approval) -> ToolCallUpdate {
         Some(arguments) => arguments.clone(),
         None => serde_json::to_value(subject).unwrap_or_default(),
     };
-    let mut title = if approval.is_spending_limit() {
+    let mut title = if let Some(question) = &approval.question {
+        format!(
+            "The MCP server `{}` asks: {} (answer it in the web UI or `openvaala chat`: this \
+             editor fills in no forms)",
+            question.server, question.message
+        )
+    } else if approval.is_spending_limit() {
         approval.reason.clone()
     } else {
         updates::title(&approval.tool, &arguments)
@@ -106,64 +123,131 @@ fn spending_limit(approval: &Approval) -> SessionUpdate {
     )
 }
 
-/// Asks the editor, then answers the service; gives up when `withdrawn` fires first.
-pub async fn ask(
-    api: Api,
-    cx: ConnectionTo<Client>,
-    acp_session: String,
-    approval: Approval,
-    withdrawn: oneshot::Receiver<()>,
-) {
-    // A spending limit is no tool call the editor was shown: it is announced as one first,
-    // since the protocol's question must name a call the editor knows.
-    let limit = approval.is_spending_limit();
-    if limit {
-        let _ = cx.send_notification(SessionNotification::new(
-            acp_session.clone(),
-            spending_limit(&approval),
-        ));
-    }
-    let request = RequestPermissionRequest::new(
-        acp_session.clone(),
-        tool_call(&approval),
-        options(&approval),
-    );
-    // Dropping the request before its answer (settled elsewhere) sends `$/cancel_request`.
-    // No selection: withdrawn, the editor gone, or its prompt cancelled (`session/cancel`
-    // follows, and the interrupt settles it).
-    let chosen = tokio::select! {
-        answer = cx.send_request(request).block_task() => match answer.map(|answer| answer.outcome) {
-            Ok(RequestPermissionOutcome::Selected(selected)) => Some(selected.option_id.0),
-            _ => None,
-        },
-        _ = withdrawn => None,
-    };
-    if limit {
-        // However it was settled, the limit's card stops waiting; the turn says the rest.
-        let status = match chosen.as_deref().and_then(decision) {
-            Some(ApprovalDecision::Deny) => ToolCallStatus::Failed,
-            _ => ToolCallStatus::Completed,
+/// Where the editor is asked, and whether it fills in forms.
+pub struct Asking {
+    pub api: Api,
+    pub cx: ConnectionTo<Client>,
+    pub acp_session: String,
+    /// The editor said it fills in forms (`elicitation.form`).
+    pub forms: bool,
+}
+
+impl Asking {
+    /// Asks the editor, then answers the service; gives up when `withdrawn` fires first.
+    pub async fn ask(self, approval: Approval, withdrawn: oneshot::Receiver<()>) {
+        let answer = match &approval.question {
+            Some(question) if self.forms => self.fill_in(&approval, question, withdrawn).await,
+            _ => self.choose(&approval, withdrawn).await,
         };
-        let _ = cx.send_notification(SessionNotification::new(
-            acp_session,
-            SessionUpdate::ToolCallUpdate(ToolCallUpdate::new(
-                approval.item_id.clone(),
-                ToolCallUpdateFields::new().status(status),
-            )),
-        ));
+        let Some(answer) = answer else {
+            return;
+        };
+        let id = &approval.id;
+        // `already_decided`: another client answered first, which is fine.
+        if let Err(error) = self.api.answer_approval(id, &answer).await {
+            tracing::warn!("could not answer approval {id}: {error}");
+        }
     }
-    let Some(chosen) = chosen else {
-        return;
-    };
-    let Some(decision) = decision(&chosen) else {
-        tracing::warn!("the editor chose an option never offered: {chosen}");
-        return;
-    };
-    let id = &approval.id;
-    // `already_decided`: another client answered first, which is fine.
-    let answer = approval_prompt::answer(decision);
-    if let Err(error) = api.answer_approval(id, &answer).await {
-        tracing::warn!("could not answer approval {id}: {error}");
+
+    /// An MCP server's question as the protocol's form (`elicitation/create`) for the call it
+    /// came with: submitted, its values go to the service; declined or cancelled, a decline.
+    async fn fill_in(
+        &self,
+        approval: &Approval,
+        question: &ApprovalQuestion,
+        withdrawn: oneshot::Receiver<()>,
+    ) -> Option<ApprovalAnswer> {
+        let schema: ElicitationSchema = match serde_json::from_value(question.schema.clone()) {
+            Ok(schema) => schema,
+            Err(error) => {
+                // A form the protocol's types cannot carry: asked the other way.
+                tracing::info!("an MCP server's form is not one ACP carries ({error})");
+                return self.choose(approval, withdrawn).await;
+            }
+        };
+        let scope = ElicitationSessionScope::new(self.acp_session.clone())
+            .tool_call_id(ToolCallId::new(approval.item_id.clone()));
+        let request = CreateElicitationRequest::new(
+            ElicitationFormMode::new(scope, schema),
+            format!(
+                "The MCP server `{}` asks: {}",
+                question.server, question.message
+            ),
+        );
+        let response = tokio::select! {
+            response = self.cx.send_request(request).block_task() => response.ok()?,
+            _ = withdrawn => return None,
+        };
+        Some(match response.action {
+            ElicitationAction::Accept(accepted) => {
+                let content = accepted
+                    .content
+                    .unwrap_or_default()
+                    .into_iter()
+                    .map(|(name, value)| (name, serde_json::to_value(value).unwrap_or_default()))
+                    .collect();
+                ApprovalAnswer {
+                    content: Some(content),
+                    ..approval_prompt::answer(ApprovalDecision::AllowOnce)
+                }
+            }
+            _ => approval_prompt::answer(ApprovalDecision::Deny),
+        })
+    }
+
+    /// The permission question (`session/request_permission`) with the approval's answers.
+    async fn choose(
+        &self,
+        approval: &Approval,
+        withdrawn: oneshot::Receiver<()>,
+    ) -> Option<ApprovalAnswer> {
+        let cx = &self.cx;
+        // A spending limit is no tool call the editor was shown: it is announced as one
+        // first, since the protocol's question must name a call the editor knows.
+        let limit = approval.is_spending_limit();
+        if limit {
+            let _ = cx.send_notification(SessionNotification::new(
+                self.acp_session.clone(),
+                spending_limit(approval),
+            ));
+        }
+        let request = RequestPermissionRequest::new(
+            self.acp_session.clone(),
+            tool_call(approval),
+            options(approval),
+        );
+        // Dropping the request before its answer (settled elsewhere) sends
+        // `$/cancel_request`. No selection: withdrawn, the editor gone, or its prompt
+        // cancelled (`session/cancel` follows, and the interrupt settles it).
+        let chosen = tokio::select! {
+            answer = cx.send_request(request).block_task() => match answer.map(|answer| answer.outcome) {
+                Ok(RequestPermissionOutcome::Selected(selected)) => Some(selected.option_id.0),
+                _ => None,
+            },
+            _ = withdrawn => None,
+        };
+        if limit {
+            // However it was settled, the limit's card stops waiting; the turn says the rest.
+            let status = match chosen.as_deref().and_then(decision) {
+                Some(ApprovalDecision::Deny) => ToolCallStatus::Failed,
+                _ => ToolCallStatus::Completed,
+            };
+            let _ = cx.send_notification(SessionNotification::new(
+                self.acp_session.clone(),
+                SessionUpdate::ToolCallUpdate(ToolCallUpdate::new(
+                    approval.item_id.clone(),
+                    ToolCallUpdateFields::new().status(status),
+                )),
+            ));
+        }
+        let chosen = chosen?;
+        match decision(&chosen) {
+            Some(decision) => Some(approval_prompt::answer(decision)),
+            None => {
+                tracing::warn!("the editor chose an option never offered: {chosen}");
+                None
+            }
+        }
     }
 }
 

@@ -97,6 +97,9 @@ pub struct Bridge {
     subagents: AtomicBool,
     /// Whether the editor shows agent terminals (`_meta.terminal_output`).
     terminals: AtomicBool,
+    /// Whether the editor fills in forms (`elicitation.form`): an MCP server's questions go
+    /// there.
+    forms: AtomicBool,
 }
 
 impl Bridge {
@@ -107,6 +110,7 @@ impl Bridge {
             cx: Mutex::default(),
             subagents: AtomicBool::new(false),
             terminals: AtomicBool::new(false),
+            forms: AtomicBool::new(false),
         }
     }
 
@@ -155,6 +159,7 @@ impl Bridge {
         let mut shared = Shared::default();
         shared.ledger.subagents = self.subagents.load(Ordering::SeqCst);
         shared.terminals = self.terminals.load(Ordering::SeqCst);
+        shared.forms = self.forms.load(Ordering::SeqCst);
         shared
     }
 
@@ -181,6 +186,12 @@ impl Bridge {
                 let terminals =
                     super::processes::shows_terminals(request.client_capabilities.meta.as_ref());
                 self.terminals.store(terminals, Ordering::SeqCst);
+                let forms = request
+                    .client_capabilities
+                    .elicitation
+                    .as_ref()
+                    .is_some_and(|elicitation| elicitation.form.is_some());
+                self.forms.store(forms, Ordering::SeqCst);
                 answer(initialize(request))
             }
             ClientRequest::NewSessionRequest(request) => self.new_session(request).await,

@@ -72,6 +72,8 @@ pub struct Shared {
     asked: HashMap<String, oneshot::Sender<()>>,
     /// Whether the editor shows agent terminals (background processes' output goes there).
     pub terminals: bool,
+    /// Whether the editor fills in forms: an MCP server's questions are asked as forms.
+    pub forms: bool,
     /// The background processes followed, by the `shell` call that started each.
     watches: HashMap<String, JoinHandle<()>>,
 }
@@ -497,20 +499,21 @@ impl Stream {
             return;
         }
         let (withdraw, withdrawn) = oneshot::channel();
-        {
+        let forms = {
             let mut shared = self.shared.lock().expect("follower state");
             if shared.asked.contains_key(&approval.id) {
                 return;
             }
             shared.asked.insert(approval.id.clone(), withdraw);
-        }
-        tokio::spawn(approvals::ask(
-            self.api.clone(),
-            self.cx.clone(),
-            self.acp_session.clone(),
-            approval,
-            withdrawn,
-        ));
+            shared.forms
+        };
+        let asking = approvals::Asking {
+            api: self.api.clone(),
+            cx: self.cx.clone(),
+            acp_session: self.acp_session.clone(),
+            forms,
+        };
+        tokio::spawn(asking.ask(approval, withdrawn));
     }
 }
 

@@ -4,9 +4,10 @@
 //   {"id": n, "request": method, "params": {…}}   → {"id": n, "result": …} or {"id": n, "error": …}
 //   {"notify": method, "params": {…}}
 //   {"answer": k, "outcome": {…}}                  answers permission request k
+//   {"answer": k, "response": {…}}                 answers form request k
 // and writes, one JSON a line on stdout, every session/update ({"update": notification}),
-// every permission request ({"permission": k, "params": …}) and the end of one the agent
-// withdrew ({"withdrawn": k}).
+// every permission request ({"permission": k, "params": …}), every form the agent asks to fill
+// in ({"form": k, "params": …}) and the end of one the agent withdrew ({"withdrawn": k}).
 import { spawn } from "node:child_process";
 import { createInterface } from "node:readline";
 import { Readable, Writable } from "node:stream";
@@ -22,22 +23,33 @@ const out = (value) => process.stdout.write(JSON.stringify(value) + "\n");
 const asked = new Map();
 let nextAsk = 0;
 
+// Waits for the test's answer to request k; withdrawn by the agent, it ends `withdrawn`.
+const waitForAnswer = (k, signal, withdrawnAnswer) =>
+  new Promise((resolve) => {
+    asked.set(k, resolve);
+    signal.addEventListener("abort", () => {
+      if (asked.delete(k)) {
+        out({ withdrawn: k });
+        resolve(withdrawnAnswer);
+      }
+    });
+  });
+
 const app = client({ name: "openvaala-acp-tests" })
   .onNotification(methods.client.session.update, ({ params }) => {
     out({ update: params });
   })
   .onRequest(methods.client.session.requestPermission, ({ params, signal }) => {
     const k = nextAsk++;
-    return new Promise((resolve) => {
-      asked.set(k, resolve);
-      signal.addEventListener("abort", () => {
-        if (asked.delete(k)) {
-          out({ withdrawn: k });
-          resolve({ outcome: { outcome: "cancelled" } });
-        }
-      });
-      out({ permission: k, params });
-    });
+    const answered = waitForAnswer(k, signal, { outcome: { outcome: "cancelled" } });
+    out({ permission: k, params });
+    return answered.then((outcome) => ({ outcome }));
+  })
+  .onRequest(methods.client.elicitation.create, ({ params, signal }) => {
+    const k = nextAsk++;
+    const answered = waitForAnswer(k, signal, { action: "cancel" });
+    out({ form: k, params });
+    return answered;
   });
 
 await app.connectWith(stream, async (ctx) => {
@@ -57,7 +69,7 @@ await app.connectWith(stream, async (ctx) => {
     } else if (message.answer !== undefined) {
       const resolve = asked.get(message.answer);
       asked.delete(message.answer);
-      resolve?.({ outcome: message.outcome });
+      resolve?.(message.response ?? message.outcome);
     }
   }
   await Promise.allSettled(running);

@@ -95,8 +95,14 @@ impl Editor {
             .await;
     }
 
-    async fn answer(&mut self, ask: &Value, option: &str) {
+    pub async fn answer(&mut self, ask: &Value, option: &str) {
         self.write(json!({"answer": ask, "outcome": {"outcome": "selected", "optionId": option}}))
+            .await;
+    }
+
+    /// Answers the form request `ask` with the protocol's `response`.
+    pub async fn fill_in(&mut self, ask: &Value, response: Value) {
+        self.write(json!({"answer": ask, "response": response}))
             .await;
     }
 

@@ -387,3 +387,80 @@ async fn the_plain_chat_asks_the_questions_fields_one_at_a_time() {
         json!({"environment": "production", "replicas": 3, "confirm": true})
     );
 }
+
+#[tokio::test]
+async fn an_editor_fills_in_the_servers_form_or_can_only_decline_without_forms() {
+    let setup = start("").await;
+    let cwd = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    let mut editor =
+        crate::acp::Editor::start_with(&setup.server.base, json!({"elicitation": {"form": {}}}))
+            .await;
+    let session = editor.new_session(cwd.path()).await;
+    setup
+        .fake
+        .push(Reply::tool_call("mcp__asker__ask", json!({}), 1));
+    setup.fake.push(Reply::text("Deployed."));
+    let prompt = editor.prompt(&session, "Deploy it").await;
+    let form = editor.until(|line| line.get("form").is_some()).await;
+    let params = &form["params"];
+    assert_eq!(params["mode"], "form", "{form}");
+    assert_eq!(params["sessionId"], session.as_str(), "{form}");
+    assert!(params["toolCallId"].is_string(), "{form}");
+    assert_eq!(
+        params["message"],
+        "The MCP server `asker` asks: Where should the service be deployed?"
+    );
+    assert_eq!(
+        params["requestedSchema"]["properties"]["environment"]["enum"],
+        json!(["staging", "production"]),
+        "{form}"
+    );
+    editor
+        .fill_in(
+            &form["form"],
+            json!({"action": "accept", "content": {"environment": "staging", "replicas": 2}}),
+        )
+        .await;
+    let done = editor.until(|line| line["id"] == prompt).await;
+    assert_eq!(done["result"]["stopReason"], "end_turn", "{done}");
+    let (_, approvals) = setup.server.get("/api/approvals?status=all").await;
+    let settled = &approvals["approvals"][0];
+    assert_eq!(settled["resolution"]["decided_by"], "acp", "{settled}");
+    assert_eq!(
+        settled["question"]["answer"],
+        json!({"environment": "staging", "replicas": 2})
+    );
+    let conversation = settled["conversation_id"].as_str().unwrap();
+    let items = crate::support::items(&setup.server, conversation).await;
+    let call = items
+        .iter()
+        .rev()
+        .find(|i| i["kind"] == "tool_call")
+        .unwrap();
+    let output = call["output"].as_str().unwrap();
+    let said: Value =
+        serde_json::from_str(output.strip_prefix("answer: accept ").unwrap()).unwrap();
+    assert_eq!(said, json!({"environment": "staging", "replicas": 2}));
+
+    // An editor that fills in no forms is asked to decline, and told where to answer.
+    let mut plain = crate::acp::Editor::start(&setup.server.base).await;
+    let session = plain.new_session(cwd.path()).await;
+    setup
+        .fake
+        .push(Reply::tool_call("mcp__asker__ask", json!({}), 1));
+    setup.fake.push(Reply::text("Not deployed."));
+    let prompt = plain.prompt(&session, "Deploy it").await;
+    let ask = plain.until(|line| line.get("permission").is_some()).await;
+    let options: Vec<&str> = ask["params"]["options"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|option| option["optionId"].as_str().unwrap())
+        .collect();
+    assert_eq!(options, ["deny"], "{ask}");
+    let title = ask["params"]["toolCall"]["title"].as_str().unwrap();
+    assert!(title.contains("openvaala chat"), "{title}");
+    plain.answer(&ask["permission"], "deny").await;
+    let done = plain.until(|line| line["id"] == prompt).await;
+    assert_eq!(done["result"]["stopReason"], "end_turn", "{done}");
+}
