@@ -60,7 +60,7 @@ pub struct AgentConfig {
     /// The MCP servers whose tools it gets (`mcp`, names from `[mcp.*]`); none by default.
     pub mcp: Vec<String>,
     /// Whether those servers may have its model write for them (`mcp_sampling`).
-    pub mcp_sampling: super::McpSampling,
+    pub mcp_sampling: super::mcp::McpSampling,
     /// What one tool call may take (`[agents.NAME.limits]`).
     pub limits: ProcessLimits,
     /// Added to the allow-listed environment of its tool processes (`env`); `${VAR}` is
@@ -208,7 +208,7 @@ pub(super) fn fallback_agent(model: &str) -> AgentConfig {
             ..Permissions::default()
         },
         mcp: Vec::new(),
-        mcp_sampling: super::McpSampling::default(),
+        mcp_sampling: super::mcp::McpSampling::default(),
         limits: ProcessLimits::default(),
         env: BTreeMap::new(),
         spawnable: vec![DEFAULT_AGENT.to_owned()],
@@ -240,7 +240,7 @@ pub(super) struct RawAgent {
     permissions: Option<toml::Table>,
     approval_timeout_s: Option<u64>,
     mcp: Option<Vec<String>>,
-    mcp_sampling: Option<super::McpSampling>,
+    mcp_sampling: Option<super::mcp::McpSampling>,
     limits: Option<RawLimits>,
     env: Option<BTreeMap<String, String>>,
     spawnable: Option<Vec<String>>,

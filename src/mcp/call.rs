@@ -28,7 +28,7 @@ pub async fn call(
     tool: &str,
     arguments: &Value,
     live: &UnboundedSender<String>,
-    peer_of_call: &Option<Arc<dyn super::CallPeer>>,
+    peer_of_call: &Option<Arc<dyn super::asking::CallPeer>>,
     cancel: &CancellationToken,
 ) -> CallOutcome {
     let arguments = match arguments {
@@ -136,9 +136,14 @@ async fn lost(server: &Server, connection: &Arc<Connection>, error: ServiceError
         ServiceError::TransportClosed | ServiceError::TransportSend(_) => {
             let reason = format!("the connection closed ({error})");
             server.lost(connection, reason).await;
+            // A child that exits is started again by its watcher; an HTTP server is
+            // connected to again when a call needs it.
+            let again = match server.config.transport {
+                McpTransport::Stdio { .. } => "it is started again",
+                McpTransport::Http { .. } => "it is connected to again at its next use",
+            };
             CallOutcome::failed(format!(
-                "the MCP server `{}` exited or closed its connection during the call; it is \
-                 started again",
+                "the MCP server `{}` exited or closed its connection during the call; {again}",
                 server.name
             ))
         }

@@ -204,23 +204,53 @@ impl McpHub {
             .collect()
     }
 
-    /// The tools of a turn's servers, starting those not running. A server that cannot start
-    /// offers nothing this time (its error is in its status); the others are not held up.
-    pub async fn tools(&self, access: &McpAccess) -> Vec<McpTool> {
+    /// The tools of a turn's servers, starting those not running, waiting at most `wait` for
+    /// them: a server still starting then is left out (it goes on starting, and
+    /// [`McpHub::ready_now`] finds it later), and one that cannot start offers nothing (its
+    /// error is in its status and in `failed`). No server holds up the others.
+    pub async fn tools(&self, access: &McpAccess, wait: std::time::Duration) -> TurnTools {
+        let deadline = tokio::time::Instant::now() + wait;
         let servers = self.servers_of(access);
-        let lists = futures::future::join_all(servers.iter().map(|server| async move {
-            let connection = server.connection().await.ok()?;
-            let tools = connection
-                .tools
-                .lock()
-                .unwrap_or_else(std::sync::PoisonError::into_inner)
-                .iter()
-                .map(|entry| entry.tool.clone())
-                .collect::<Vec<_>>();
-            Some(tools)
+        let found = futures::future::join_all(servers.into_iter().map(|server| async move {
+            // Started on a task of its own, so the start goes on past the wait.
+            let start = tokio::spawn({
+                let server = server.clone();
+                async move { server.connection().await }
+            });
+            match tokio::time::timeout_at(deadline, start).await {
+                Ok(Ok(Ok(connection))) => Found::Ready(listed(&connection)),
+                Ok(Ok(Err(error))) => Found::Failed(server.name.clone(), error),
+                Ok(Err(panicked)) => Found::Failed(server.name.clone(), panicked.to_string()),
+                Err(_) => Found::Starting(server.name.clone()),
+            }
         }))
         .await;
-        lists.into_iter().flatten().flatten().collect()
+        TurnTools::from(found)
+    }
+
+    /// Which of the servers `names` (still starting when last asked) are ready now, with their
+    /// tools; none is waited for.
+    pub async fn ready_now(&self, access: &McpAccess, names: &[String]) -> TurnTools {
+        let mut found = Vec::new();
+        for name in names {
+            let Some(server) = self.server(access, name) else {
+                continue;
+            };
+            found.push(match server.state() {
+                ServerState::Running => match server.connection().await {
+                    Ok(connection) => Found::Ready(listed(&connection)),
+                    Err(error) => Found::Failed(name.clone(), error),
+                },
+                ServerState::Failed | ServerState::Stopped => Found::Failed(
+                    name.clone(),
+                    server
+                        .last_error()
+                        .unwrap_or_else(|| "it stopped".to_owned()),
+                ),
+                ServerState::NotStarted | ServerState::Starting => Found::Starting(name.clone()),
+            });
+        }
+        TurnTools::from(found)
     }
 
     /// Calls the tool the model named `name`, if one of the turn's servers offers it. Progress
@@ -347,6 +377,48 @@ impl McpHub {
         let instances = self.instances();
         futures::future::join_all(instances.iter().map(|(_, server)| server.stop())).await;
     }
+}
+
+/// A turn's servers as it found them: the tools of those ready, and those not.
+#[derive(Debug, Default)]
+pub struct TurnTools {
+    pub tools: Vec<McpTool>,
+    /// Still starting: left out of this model call.
+    pub starting: Vec<String>,
+    /// Could not start, each with why.
+    pub failed: Vec<(String, String)>,
+}
+
+/// One server as a turn found it.
+enum Found {
+    Ready(Vec<McpTool>),
+    Starting(String),
+    Failed(String, String),
+}
+
+impl From<Vec<Found>> for TurnTools {
+    fn from(found: Vec<Found>) -> TurnTools {
+        let mut tools = TurnTools::default();
+        for one in found {
+            match one {
+                Found::Ready(listed) => tools.tools.extend(listed),
+                Found::Starting(name) => tools.starting.push(name),
+                Found::Failed(name, error) => tools.failed.push((name, error)),
+            }
+        }
+        tools
+    }
+}
+
+/// A live connection's tools as the model sees them.
+fn listed(connection: &server::Connection) -> Vec<McpTool> {
+    connection
+        .tools
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+        .iter()
+        .map(|entry| entry.tool.clone())
+        .collect()
 }
 
 /// Registers the credentials of servers a client named (their `env` and `headers` values) as

@@ -69,6 +69,9 @@ struct Tracked {
     retry_at: Option<Instant>,
     started_once: bool,
     tools: Vec<String>,
+    /// A watcher starts it again by itself once its back-off is over (a child that exited);
+    /// otherwise the next use does.
+    restarting: bool,
 }
 
 impl Server {
@@ -95,6 +98,7 @@ impl Server {
                 retry_at: None,
                 started_once: false,
                 tools: Vec::new(),
+                restarting: false,
             }),
         }
     }
@@ -119,6 +123,14 @@ impl Server {
             last_error: tracked.last_error.clone(),
             restarts: tracked.restarts,
         }
+    }
+
+    pub fn state(&self) -> ServerState {
+        self.tracked().state
+    }
+
+    pub fn last_error(&self) -> Option<String> {
+        self.tracked().last_error.clone()
     }
 
     /// The live connection, starting the server if it is not running and its back-off is
@@ -147,11 +159,15 @@ impl Server {
             if let Some(at) = tracked.retry_at
                 && at > Instant::now()
             {
+                let wait = at.saturating_duration_since(Instant::now()).as_secs() + 1;
+                let again = match tracked.restarting {
+                    true => format!("it is started again in {wait} s"),
+                    false => format!("its next use after {wait} s starts it again"),
+                };
                 return Err(format!(
-                    "the MCP server `{}` is not running ({}); it is started again in {} s",
+                    "the MCP server `{}` is not running ({}); {again}",
                     self.name,
                     tracked.last_error.as_deref().unwrap_or("it failed"),
-                    at.saturating_duration_since(Instant::now()).as_secs() + 1
                 ));
             }
         }
@@ -242,6 +258,8 @@ impl Server {
                     .lost(&connection, "the server exited".to_owned())
                     .await;
             }
+            server.tracked().restarting = true;
+            let _restarting = Restarting(&server);
             loop {
                 let wait = server.tracked().retry_at.map_or(Duration::ZERO, |at| {
                     at.saturating_duration_since(Instant::now())
@@ -366,6 +384,15 @@ impl Server {
     }
 }
 
+/// Clears `restarting` when the watcher that starts a server again ends, however it ends.
+struct Restarting<'a>(&'a Server);
+
+impl Drop for Restarting<'_> {
+    fn drop(&mut self) {
+        self.0.tracked().restarting = false;
+    }
+}
+
 fn lock<T>(mutex: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     mutex
         .lock()
@@ -418,7 +445,11 @@ mod tests {
             );
         }
         let error = server.connection().await.err().unwrap();
-        assert!(error.ends_with("it is started again in 1 s"), "{error}");
+        // Nothing starts it by itself: the next use after the back-off does.
+        assert!(
+            error.ends_with("its next use after 1 s starts it again"),
+            "{error}"
+        );
         let status = server.status(ServerSource::Config);
         assert_eq!(status.state, ServerState::Failed);
         assert_eq!(status.restarts, 0);

@@ -11,17 +11,40 @@ use crate::domain::Image;
 use crate::mcp::CallStatus;
 use crate::model::ToolSpec;
 
-/// The specs of the tools of the agent's MCP servers, starting the servers not running; sorted
-/// by name, so that the tool list of every request is the same bytes whatever order servers
-/// answered in (a provider's prompt cache depends on it).
-pub async fn specs(ctx: &ToolContext) -> Vec<ToolSpec> {
-    let Some(access) = &ctx.mcp else {
-        return Vec::new();
-    };
-    let mut specs: Vec<ToolSpec> = access
-        .hub
-        .tools(access)
-        .await
+/// How long a turn waits for its MCP servers to start before its first model call. A server
+/// not ready by then is left out of that call, and offered from the first call after it is.
+pub const MCP_READY_WAIT: std::time::Duration = std::time::Duration::from_secs(3);
+
+/// The agent's MCP servers as a turn found them: the specs of the tools of those ready, and
+/// the servers still starting or that could not start.
+#[derive(Debug, Default)]
+pub struct McpSpecs {
+    pub specs: Vec<ToolSpec>,
+    pub starting: Vec<String>,
+    pub failed: Vec<(String, String)>,
+}
+
+/// The agent's MCP servers, starting those not running and waiting for them at most `wait`.
+pub async fn specs(ctx: &ToolContext, wait: std::time::Duration) -> McpSpecs {
+    match &ctx.mcp {
+        Some(access) => as_specs(access.hub.tools(access, wait).await),
+        None => McpSpecs::default(),
+    }
+}
+
+/// Those of `names` (still starting when last asked) that are ready now.
+pub async fn ready_specs(ctx: &ToolContext, names: &[String]) -> McpSpecs {
+    match &ctx.mcp {
+        Some(access) => as_specs(access.hub.ready_now(access, names).await),
+        None => McpSpecs::default(),
+    }
+}
+
+/// Sorted by name, so that the tool list of every request is the same bytes whatever order
+/// servers answered in (a provider's prompt cache depends on it).
+fn as_specs(found: crate::mcp::TurnTools) -> McpSpecs {
+    let mut specs: Vec<ToolSpec> = found
+        .tools
         .into_iter()
         .map(|tool| ToolSpec {
             name: tool.name.into(),
@@ -31,7 +54,11 @@ pub async fn specs(ctx: &ToolContext) -> Vec<ToolSpec> {
         })
         .collect();
     specs.sort_by(|a, b| a.name.cmp(&b.name));
-    specs
+    McpSpecs {
+        specs,
+        starting: found.starting,
+        failed: found.failed,
+    }
 }
 
 pub async fn run(

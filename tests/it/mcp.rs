@@ -640,7 +640,7 @@ async fn a_call_past_timeout_s_fails_clearly_and_the_turn_goes_on() {
 }
 
 #[tokio::test]
-async fn an_interrupt_ends_a_turn_waiting_for_a_server_to_start() {
+async fn an_interrupt_ends_a_turn_waiting_for_a_server_to_start_which_ends_with_it() {
     let fake = FakeProvider::start(Wire::OpenaiChat).await;
     // It never answers the handshake.
     let tables = "[mcp.silent]\ncommand = \"sh\"\nargs = [\"-c\", \"exec sleep 300\"]\n";
@@ -672,7 +672,12 @@ async fn an_interrupt_ends_a_turn_waiting_for_a_server_to_start() {
     assert!(status < 300, "{status} {body}");
     let seen = until(&mut events, |kind, _| kind == "turn.ended").await;
     assert_eq!(seen.last().unwrap().1["status"], "interrupted", "{seen:?}");
-    // The model was never called, and the abandoned start left nothing running.
+    // The model was never called. The server goes on starting for the conversation's later
+    // turns, and ends with it.
     assert!(fake.requests().is_empty());
+    let (_, listed) = server.get("/api/mcp").await;
+    assert_eq!(listed["servers"][0]["state"], "starting", "{listed}");
+    let (status, body) = server.delete(&format!("/api/conversations/{id}")).await;
+    assert_eq!(status, 204, "{body}");
     wait_until_gone(pgid).await;
 }

@@ -10,11 +10,11 @@ use futures::Stream;
 use serde_json::{Value, json};
 
 use crate::fake_provider::{FakeProvider, Reply, Setup, Wire};
-use crate::mcp::{ALLOW, config};
+use crate::mcp::{ALLOW, config, offered, wait_for_mcp};
 use crate::support::{events_until, until};
 
-/// `[mcp.asker]`: the asking server over stdio, started after `delay_ms`.
-pub fn asker(delay_ms: u64) -> String {
+/// `[mcp.asker]`: the asking server over stdio, with `env` (an inline table's insides).
+pub fn asker(env: &str) -> String {
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/mcp/asking-server.mjs");
     assert!(
         Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -23,7 +23,7 @@ pub fn asker(delay_ms: u64) -> String {
         "the MCP SDK is not installed: run `npm ci --prefix tests/mcp` (scripts/test does it)"
     );
     format!(
-        "[mcp.asker]\ncommand = \"node\"\nargs = [\"{}\"]\nenv = {{ FIXTURE_START_DELAY_MS = \"{delay_ms}\" }}\n",
+        "[mcp.asker]\ncommand = \"node\"\nargs = [\"{}\"]\nenv = {{ {env} }}\n",
         script.display()
     )
 }
@@ -34,7 +34,7 @@ async fn start(agent_lines: &str) -> Setup {
         &fake,
         &["asker"],
         &format!("{agent_lines}\n{ALLOW}"),
-        &asker(0),
+        &asker(""),
     );
     Setup::start_with(fake, config, Vec::new()).await
 }
@@ -463,4 +463,56 @@ async fn an_editor_fills_in_the_servers_form_or_can_only_decline_without_forms()
     plain.answer(&ask["permission"], "deny").await;
     let done = plain.until(|line| line["id"] == prompt).await;
     assert_eq!(done["result"]["stopReason"], "end_turn", "{done}");
+}
+
+#[tokio::test]
+async fn a_server_still_starting_is_left_out_of_the_first_call_with_a_notice() {
+    let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    let gate = dir.path().join("gate");
+    let fake = FakeProvider::start(Wire::OpenaiChat).await;
+    let env = format!("FIXTURE_START_GATE = \"{}\"", gate.display());
+    let config = config(&fake, &["asker"], ALLOW, &asker(&env));
+    // The set-up's first turn runs while the server cannot start: it does not wait for it.
+    let setup = Setup::start_with(fake, config, Vec::new()).await;
+    let items = setup.items().await;
+    let notice = items
+        .iter()
+        .find(|item| item["kind"] == "notice")
+        .unwrap_or_else(|| panic!("{items:?}"));
+    assert_eq!(
+        notice["text"],
+        "The MCP server `asker` is still starting: its tools are left out of this model call, \
+         and offered once ready."
+    );
+    let first = &setup.fake.requests()[0].body;
+    assert!(
+        offered(Wire::OpenaiChat, first, "mcp__asker__index").is_none(),
+        "{first}"
+    );
+    assert!(first.to_string().contains("is still starting"), "{first}");
+    let (_, listed) = setup.server.get("/api/mcp").await;
+    assert_eq!(listed["servers"][0]["state"], "starting", "{listed}");
+
+    // Once it has started, the next turn is offered its tools, with no notice.
+    std::fs::write(&gate, "").unwrap();
+    wait_for_mcp(&setup.server, |server| server["state"] == "running").await;
+    setup
+        .fake
+        .push(Reply::tool_call("mcp__asker__index", json!({}), 1));
+    setup.fake.push(Reply::text("Indexed."));
+    let turn = setup.turn("Index the files").await;
+    assert_eq!(turn.ended()["status"], "completed", "{:?}", turn.events);
+    assert!(
+        offered(
+            Wire::OpenaiChat,
+            &turn.requests[0].body,
+            "mcp__asker__index"
+        )
+        .is_some(),
+        "{}",
+        turn.requests[0].body
+    );
+    assert!(turn.completed("notice").is_empty(), "{:?}", turn.events);
+    let call = turn.completed("tool_call")[0].clone();
+    assert_eq!(call["output"], "indexed 2 files");
 }

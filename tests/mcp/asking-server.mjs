@@ -1,14 +1,17 @@
 // An MCP server over stdio, built on the official TypeScript SDK, that talks back to its
 // client while a call runs: `ask` asks the user a question (elicitation, with a form of three
 // fields), `summarize` asks the client's model for a completion (sampling), and `index` sends
-// progress notifications with messages. $FIXTURE_START_DELAY_MS holds its start back, for the
-// tests of a server that is slow to start.
+// progress notifications with messages.
+import { existsSync } from "node:fs";
+
 import { McpServer } from "@modelcontextprotocol/sdk/server/mcp.js";
 import { StdioServerTransport } from "@modelcontextprotocol/sdk/server/stdio.js";
 
-const delay = Number(process.env.FIXTURE_START_DELAY_MS ?? 0);
-if (delay > 0) {
-  await new Promise((resolve) => setTimeout(resolve, delay));
+// $FIXTURE_START_GATE names a file: the server starts only once it exists, so a test decides
+// when a slow start ends.
+const gate = process.env.FIXTURE_START_GATE;
+while (gate && !existsSync(gate)) {
+  await new Promise((resolve) => setTimeout(resolve, 50));
 }
 
 const server = new McpServer({ name: "openvaala-asking-server", version: "1.0.0" });

@@ -6,7 +6,6 @@
 use serde_json::json;
 
 use super::spec::TurnSpec;
-use crate::domain::{Item, ItemKind, ItemStatus, new_id, now};
 use crate::runtime::approvals::{ApprovalOutcome, ApprovalRequest};
 use crate::runtime::budget::Limit;
 use crate::runtime::link::{ActorLink, TurnStop};
@@ -23,22 +22,14 @@ pub(super) async fn keep_to(
         if !reached.ask {
             return Err(TurnStop::OverBudget(reached.message));
         }
-        let notice = Item {
-            id: new_id("m"),
-            session_id: spec.session_id.clone(),
-            turn_id: spec.turn_id.clone(),
-            seq: 0,
-            created_at: now(),
-            status: ItemStatus::Completed,
-            compacted: false,
-            step: Some(step),
-            kind: ItemKind::Notice {
-                text: format!(
-                    "A spending limit was reached: {}. The turn waits for a user to let it go on.",
-                    reached.message
-                ),
-            },
-        };
+        let notice = super::notices::turn_notice(
+            spec,
+            step,
+            format!(
+                "A spending limit was reached: {}. The turn waits for a user to let it go on.",
+                reached.message
+            ),
+        );
         link.store(notice.clone()).await?;
         let request = ApprovalRequest {
             item_id: notice.id,

@@ -12,6 +12,7 @@ pub mod budget;
 mod held_output;
 mod mcp_peer;
 mod model_call;
+mod notices;
 mod plan;
 pub mod skills;
 mod spec;
@@ -62,11 +63,21 @@ pub async fn run(spec: TurnSpec, session_id: Arc<str>, actor: mpsc::UnboundedSen
 
 async fn drive(mut spec: TurnSpec, link: &ActorLink) -> Result<(), TurnStop> {
     // The agent's MCP servers start on its first turn; their tools come after the built-ins.
-    // A slow start must not keep an interrupt waiting.
-    let mcp_tools = tokio::select! {
-        tools = tools::mcp_specs(&spec.tool_context) => tools,
+    // A slow start must not keep an interrupt waiting, nor the turn: a server not ready within
+    // a few seconds joins a later model call, and a notice says so.
+    let mcp = tokio::select! {
+        tools = tools::mcp_specs(&spec.tool_context, tools::MCP_READY_WAIT) => tools,
         () = spec.cancel.cancelled() => return Err(TurnStop::Interrupted),
     };
+    let mut mcp_tools = mcp.specs;
+    let mut starting = mcp.starting;
+    // The model reads it too, so it knows which tools it lacks.
+    let mut mcp_notice = None;
+    if let Some(text) = notices::mcp_starting(&starting, &mcp.failed) {
+        let notice = notices::turn_notice(&spec, 1, text);
+        link.store(notice.clone()).await?;
+        mcp_notice = Some(notice);
+    }
     spec.tools = spec.model.builtin_tools.clone();
     spec.tools.extend(mcp_tools.iter().cloned());
     // Skills are read anew each turn, so an edited one counts from the next.
@@ -84,6 +95,10 @@ async fn drive(mut spec: TurnSpec, link: &ActorLink) -> Result<(), TurnStop> {
     spec.instructions = instructions(&spec, &spec.model).await?;
     let mut history = spec.history.clone();
     let mut usage = spec.usage;
+    if let Some(notice) = mcp_notice {
+        usage.add(&notice);
+        history.push(notice);
+    }
     let mut step = 0;
     // Spending limits a user let this turn go past.
     let mut passed = Vec::new();
@@ -98,6 +113,18 @@ async fn drive(mut spec: TurnSpec, link: &ActorLink) -> Result<(), TurnStop> {
             )));
         }
         step += 1;
+        if step > 1 && !starting.is_empty() {
+            let ready = tools::mcp_ready_specs(&spec.tool_context, &starting).await;
+            if let Some(text) = notices::mcp_ready(&starting, &ready) {
+                let notice = notices::turn_notice(&spec, step, text);
+                link.store(notice.clone()).await?;
+                usage.add(&notice);
+                history.push(notice);
+            }
+            spec.tools.extend(ready.specs.iter().cloned());
+            mcp_tools.extend(ready.specs);
+            starting = ready.starting;
+        }
         for steered in link.take_steered().await {
             usage.add(&steered);
             history.push(steered);
