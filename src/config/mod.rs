@@ -57,6 +57,9 @@ pub const CONFIG_ENV: &str = "OPENVAALA_CONFIG";
 pub struct Config {
     /// Names an entry of `agents`.
     pub default_agent: String,
+    /// Writes a short title after a conversation's first turn for every agent without a
+    /// `title_model` of its own (`title_model` at the top of the file); `None`: none does.
+    pub title_model: Option<String>,
     pub server: ServerConfig,
     pub retry: RetryConfig,
     pub turn: TurnConfig,
@@ -91,6 +94,7 @@ impl Config {
     pub fn builtin() -> Config {
         Config {
             default_agent: DEFAULT_AGENT.to_string(),
+            title_model: None,
             server: ServerConfig::default(),
             retry: RetryConfig::default(),
             turn: TurnConfig::default(),
@@ -283,6 +287,7 @@ fn home_config_path(home: &Path) -> PathBuf {
 #[serde(deny_unknown_fields)]
 struct RawConfig {
     default_agent: Option<String>,
+    title_model: Option<String>,
     #[serde(default)]
     server: RawServer,
     #[serde(default)]
@@ -346,8 +351,20 @@ impl Validator<'_> {
                 ),
             ));
         }
+        if let Some(title_model) = &raw.title_model
+            && !models.contains_key(title_model)
+        {
+            return Err(self.invalid(
+                "title_model",
+                format!(
+                    "unknown model `{title_model}` (models: {})",
+                    join_names(models.keys())
+                ),
+            ));
+        }
         Ok(Config {
             default_agent,
+            title_model: raw.title_model,
             server,
             retry,
             turn,
@@ -563,6 +580,18 @@ model = "coder"
     fn default_agent_must_exist_without_file_agents_too() {
         let error = parse("default_agent = \"boss\"\n").unwrap_err();
         assert_eq!(error.key(), Some("default_agent"));
+    }
+
+    #[test]
+    fn a_global_title_model_must_be_a_configured_model() {
+        let error = parse("title_model = \"nope\"\n").unwrap_err();
+        assert_eq!(error.key(), Some("title_model"));
+        assert!(
+            error.to_string().contains("unknown model `nope`"),
+            "{error}"
+        );
+        let config = parse("title_model = \"demo\"\n").unwrap();
+        assert_eq!(config.title_model.as_deref(), Some("demo"));
     }
 
     #[test]

@@ -30,6 +30,7 @@ impl ConversationActor {
             .agents
             .get(&conversation.agent)
             .and_then(|agent| agent.title_model.clone())
+            .or_else(|| self.shared.config.title_model.clone())
         else {
             return;
         };
