@@ -62,6 +62,7 @@ pub mod runtime;
 pub mod sandbox;
 pub mod server;
 pub mod store;
+pub mod telemetry;
 pub mod testhooks;
 pub mod testkit;
 pub mod text;

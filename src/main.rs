@@ -11,12 +11,6 @@ fn main() -> ExitCode {
         return code;
     }
     openvaala::memory::keep_big_blocks_apart();
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_env("OPENVAALA_LOG")
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info,sqlx::query=error")),
-        )
-        .with_writer(|| openvaala::redact::RedactingWriter(std::io::stderr()))
-        .init();
+    // Logging starts in `cli::run`: `serve` first reads how its config wants it.
     openvaala::cli::run(Cli::parse())
 }

@@ -12,6 +12,9 @@ pub use args::*;
 
 /// Runs a parsed command; answers the process's exit code.
 pub fn run(cli: Cli) -> ExitCode {
+    if !matches!(cli.command, Command::Serve { action: None, .. }) {
+        crate::telemetry::init_plain();
+    }
     let result = match cli.command {
         Command::Serve {
             action: Some(ServeAction::Stop { data }),

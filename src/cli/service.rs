@@ -15,7 +15,17 @@ use crate::store::lock::{self};
 use super::args::*;
 
 pub(crate) fn serve(args: ServeArgs) -> anyhow::Result<()> {
-    let mut config = Config::load(args.config.as_deref())?;
+    // What the config's loading logs (a skipped agent file, say) goes out as plain text; the
+    // service then logs and exports as its `[log]` and `[telemetry]` say.
+    let plain = tracing_subscriber::fmt()
+        .with_writer(|| crate::redact::RedactingWriter(std::io::stderr()))
+        .finish();
+    let mut config =
+        tracing::subscriber::with_default(plain, || Config::load(args.config.as_deref()))?;
+    if let Err(error) = crate::telemetry::init(config.log, &config.telemetry) {
+        crate::telemetry::init_plain();
+        tracing::warn!("traces are not exported: {error}");
+    }
     if let Some(url) = args.database_url {
         crate::config::check_database_url(&url)
             .map_err(|message| anyhow::anyhow!("--database-url {message}"))?;
@@ -51,7 +61,7 @@ pub(crate) fn serve(args: ServeArgs) -> anyhow::Result<()> {
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()?;
-    runtime.block_on(async move {
+    let ran = runtime.block_on(async move {
         let service = Service::start(ServeOptions {
             data_dir,
             addr,
@@ -71,7 +81,10 @@ pub(crate) fn serve(args: ServeArgs) -> anyhow::Result<()> {
             eprintln!("sign in from a browser with the link `openvaala token url` prints");
         }
         service.run(server::stop_signal()).await
-    })
+    });
+    // Off the runtime: the exporter's last batch goes out on its own thread.
+    crate::telemetry::shutdown();
+    ran
 }
 
 pub(crate) fn stop(data_dir: &Path) -> anyhow::Result<()> {

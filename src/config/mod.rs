@@ -10,6 +10,7 @@ mod limits;
 mod mcp;
 mod providers;
 mod server;
+mod telemetry;
 mod validator;
 mod whole_number;
 
@@ -37,6 +38,7 @@ pub use providers::{
     ReasoningSummary, Thinking, TokenizerName,
 };
 pub use server::ServerConfig;
+pub use telemetry::{LogFormat, TelemetryConfig};
 pub use validator::ConfigError;
 
 use agents::{RawAgent, fallback_agent};
@@ -86,6 +88,10 @@ pub struct Config {
     pub trust_repository_agents: Vec<PathBuf>,
     /// The file it came from, `None` for the built-in config.
     pub source: Option<PathBuf>,
+    /// How log lines are written (`[log] format`).
+    pub log: LogFormat,
+    /// Trace export (`[telemetry]`).
+    pub telemetry: TelemetryConfig,
 }
 
 impl Config {
@@ -108,6 +114,8 @@ impl Config {
             agent_tables: BTreeMap::new(),
             trust_repository_agents: Vec::new(),
             hooks: Vec::new(),
+            log: LogFormat::default(),
+            telemetry: TelemetryConfig::default(),
             source: None,
         }
     }
@@ -313,6 +321,10 @@ struct RawConfig {
     trust_repository_agents: Vec<String>,
     #[serde(default)]
     hooks: BTreeMap<String, Vec<hooks::RawHook>>,
+    #[serde(default)]
+    log: telemetry::RawLog,
+    #[serde(default)]
+    telemetry: telemetry::RawTelemetry,
 }
 
 /// The whole file's check, section by section; each section's check is in its own file.
@@ -335,6 +347,8 @@ impl Validator<'_> {
         let mut agents = self.agents(raw.agents, &models, &mcp)?;
         let trust_repository_agents = self.trusted_repositories(raw.trust_repository_agents)?;
         let hooks = self.hooks(raw.hooks)?;
+        let log = self.log(raw.log);
+        let telemetry = self.telemetry(raw.telemetry)?;
         if agents.is_empty() {
             let model = first_model.as_deref().unwrap_or(DEMO_MODEL);
             agents.insert(DEFAULT_AGENT.to_string(), fallback_agent(model));
@@ -378,6 +392,8 @@ impl Validator<'_> {
             agent_tables: BTreeMap::new(),
             trust_repository_agents,
             hooks,
+            log,
+            telemetry,
             source: self.source.map(Path::to_path_buf),
         })
     }

@@ -249,6 +249,17 @@ pub enum Protocol {
     Demo,
 }
 
+impl Protocol {
+    /// The provider as OpenTelemetry's GenAI conventions name it (`gen_ai.provider.name`).
+    pub fn provider_name(self) -> &'static str {
+        match self {
+            Protocol::OpenaiChat | Protocol::OpenaiResponses => "openai",
+            Protocol::AnthropicMessages => "anthropic",
+            Protocol::Demo => "openvaala.demo",
+        }
+    }
+}
+
 /// Whether earlier turns' reasoning stays in the context; read by the protocols that take
 /// reasoning back (`openai_responses`, `anthropic_messages`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]

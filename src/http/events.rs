@@ -161,6 +161,8 @@ fn event_stream(
     every: Duration,
 ) -> Response {
     let frames = async_stream::stream! {
+        // Counted while the stream lives (dropped with it when the client goes).
+        let _subscriber = crate::telemetry::metrics::Subscriber::open();
         if !first.is_empty() {
             yield concat_frames(&first);
         }

@@ -103,6 +103,21 @@ pub async fn health(State(state): State<AppState>) -> Response {
     (status, Json(body)).into_response()
 }
 
+/// `GET /metrics`: Prometheus's text format. Open on loopback; off it, it needs the token
+/// like the API (`security::guard`).
+pub async fn metrics(State(state): State<AppState>) -> Response {
+    let handle = crate::telemetry::metrics::install();
+    let gauges = state.runtime.gauges().await;
+    (
+        [(
+            axum::http::header::CONTENT_TYPE,
+            "text/plain; version=0.0.4; charset=utf-8",
+        )],
+        crate::telemetry::metrics::render(&handle, &gauges),
+    )
+        .into_response()
+}
+
 #[utoipa::path(
     get,
     path = "/api/agents",

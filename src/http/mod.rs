@@ -51,8 +51,11 @@ pub fn router(
     streams_done: CancellationToken,
 ) -> Router {
     use conversations as c;
+    // Recorded from the first request on; `/metrics` renders it.
+    crate::telemetry::metrics::install();
     let api = Router::new()
         .route("/api/health", get(meta::health))
+        .route("/metrics", get(meta::metrics))
         .route("/api/openapi.json", get(openapi::serve))
         .route("/api/agents", get(meta::agents))
         .route("/api/hooks", get(meta::hooks))
@@ -153,15 +156,35 @@ pub fn router(
     .with_state(state)
 }
 
-/// Counts every answer, and the server errors among them.
+/// Counts every answer, and the server errors among them; each request is a server span
+/// named by its route (never the raw path, which holds ids) and counted in the metrics.
 async fn count_answers(
     axum::extract::State(answers): axum::extract::State<Arc<AnswerCounts>>,
     request: Request,
     next: Next,
 ) -> Response {
-    let response = next.run(request).await;
+    use tracing::Instrument;
+    let route = request
+        .extensions()
+        .get::<axum::extract::MatchedPath>()
+        .map_or("unmatched", |path| path.as_str())
+        .to_owned();
+    let method = request.method().clone();
+    let span = tracing::info_span!(
+        "http_request",
+        otel.name = format!("{method} {route}"),
+        otel.kind = "server",
+        http.request.method = %method,
+        http.route = %route,
+        http.response.status_code = tracing::field::Empty,
+    );
+    let started = std::time::Instant::now();
+    let response = next.run(request).instrument(span.clone()).await;
+    let status = response.status();
+    span.record("http.response.status_code", status.as_u16());
+    crate::telemetry::metrics::http_request(&route, status.as_u16(), started.elapsed());
     answers.total.fetch_add(1, Ordering::Relaxed);
-    if response.status().is_server_error() {
+    if status.is_server_error() {
         answers.server_errors.fetch_add(1, Ordering::Relaxed);
     }
     response

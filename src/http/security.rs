@@ -22,6 +22,8 @@ pub struct Security {
     allowed_hosts: Vec<String>,
     /// Any of these is accepted, each standing for the kind of client that holds it.
     tokens: Vec<(String, ClientKind)>,
+    /// Listening on loopback only: `/metrics` is open then (a scraper on the same machine).
+    loopback: bool,
 }
 
 impl Security {
@@ -41,6 +43,7 @@ impl Security {
         Security {
             allowed_hosts,
             tokens,
+            loopback: ip.is_loopback(),
         }
     }
 
@@ -165,7 +168,10 @@ pub async fn guard(
         }
     }
     let open = OPEN_PATHS.contains(&request.uri().path());
-    let api = request.uri().path().starts_with("/api/");
+    // The metrics tell nothing of any conversation, but off loopback only token holders read
+    // them.
+    let api = request.uri().path().starts_with("/api/")
+        || (request.uri().path() == "/metrics" && !security.loopback);
     let client = security.client(&request);
     if let Some(kind) = client {
         // Who answers an approval or keeps a rule is the kind of client the token tells.

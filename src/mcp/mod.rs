@@ -290,14 +290,18 @@ impl McpHub {
                 server.name
             ));
         };
-        call::call(
-            &server,
-            &connection,
-            &tool,
-            arguments,
-            live,
-            &access.peer,
-            cancel,
+        let span = crate::telemetry::spans::mcp_call(&server.name, &tool);
+        tracing::Instrument::instrument(
+            call::call(
+                &server,
+                &connection,
+                &tool,
+                arguments,
+                live,
+                &access.peer,
+                cancel,
+            ),
+            span,
         )
         .await
     }

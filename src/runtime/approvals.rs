@@ -50,6 +50,19 @@ pub enum ApprovalOutcome {
     Cancelled,
 }
 
+impl ApprovalOutcome {
+    /// How it ended, in one word (traces and metrics).
+    pub fn name(&self) -> &'static str {
+        match self {
+            ApprovalOutcome::Allowed => "allowed",
+            ApprovalOutcome::Answered { .. } => "answered",
+            ApprovalOutcome::Denied { .. } => "denied",
+            ApprovalOutcome::Expired { .. } => "expired",
+            ApprovalOutcome::Cancelled => "cancelled",
+        }
+    }
+}
+
 /// What a turn checks each tool call against: its agent's permissions and the rules users
 /// remembered for this conversation, agent and working directory.
 pub struct CallGate {

@@ -81,6 +81,8 @@ pub enum TurnMsg {
     Agents {
         request: AgentsRequest,
         reply: oneshot::Sender<Result<AgentsReply, String>>,
+        /// The asking tool call's trace: a sub-agent turn it starts is its child.
+        trace: opentelemetry::Context,
     },
     /// A tool call needs a user's answer before it runs; the reply is the outcome.
     AskApproval {
@@ -135,8 +137,14 @@ impl ActorLink {
 
     /// Asks the actor to carry out a collaboration tool call.
     pub(crate) async fn agents(&self, request: AgentsRequest) -> Result<AgentsReply, String> {
+        use tracing_opentelemetry::OpenTelemetrySpanExt;
         let (reply, answer) = oneshot::channel();
-        self.send(TurnMsg::Agents { request, reply });
+        let trace = tracing::Span::current().context();
+        self.send(TurnMsg::Agents {
+            request,
+            reply,
+            trace,
+        });
         answer
             .await
             .unwrap_or_else(|_| Err("the conversation is stopping".to_owned()))

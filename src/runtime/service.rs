@@ -167,6 +167,34 @@ impl Runtime {
         self.shared.index_queue.oldest_age()
     }
 
+    /// The service's state for the metrics' gauges.
+    pub async fn gauges(&self) -> crate::telemetry::metrics::Gauges {
+        use crate::mcp::ServerState;
+        let mcp = self.mcp_status();
+        let states = [
+            (ServerState::NotStarted, "not_started"),
+            (ServerState::Starting, "starting"),
+            (ServerState::Running, "running"),
+            (ServerState::Failed, "failed"),
+            (ServerState::Stopped, "stopped"),
+        ];
+        crate::telemetry::metrics::Gauges {
+            approvals_pending: self
+                .shared
+                .approvals
+                .list(crate::api::approvals::ApprovalFilter::Pending)
+                .len(),
+            live_conversations: self.live_conversations().await,
+            index_queue_depth: self.index_jobs_pending(),
+            index_queue_oldest: self.index_oldest_job_age(),
+            mcp_servers: states
+                .iter()
+                .map(|(state, name)| (*name, mcp.iter().filter(|s| s.state == *state).count()))
+                .collect(),
+            background_processes: self.shared.processes.running(),
+        }
+    }
+
     /// Sub-agents running now across every conversation.
     pub fn running_subagents(&self) -> usize {
         self.shared

@@ -94,7 +94,13 @@ impl JsonlWriter {
         // The fsync waits without holding the runtime's worker (`disk::wait_for`), so other
         // conversations' appends wait for the disk at the same time.
         let write_all = |file: &mut File, bytes: &[u8]| {
-            super::disk::wait_for(|| file.write_all(bytes).and_then(|()| file.sync_data()))
+            super::disk::wait_for(|| {
+                file.write_all(bytes)?;
+                let started = std::time::Instant::now();
+                let synced = file.sync_data();
+                crate::telemetry::metrics::fsync(started.elapsed());
+                synced
+            })
         };
         let Some(fence) = self.fence.clone() else {
             let buffer = encode_lines(records, self.epoch.map(Stamp::epoch_only))?;

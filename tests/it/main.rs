@@ -68,6 +68,7 @@ mod shell_orphans;
 mod skills;
 mod slow_body;
 mod subagents;
+mod telemetry;
 mod terminal;
 mod titles;
 mod torn_lines;

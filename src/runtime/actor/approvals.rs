@@ -403,6 +403,8 @@ impl ConversationActor {
         outcome: ApprovalOutcome,
     ) -> Approval {
         let mut approval = waiting.approval;
+        let waited = (now() - approval.created_at).to_std().unwrap_or_default();
+        crate::telemetry::metrics::approval_settled(status_name(status), waited);
         approval.status = status;
         approval.resolution = Some(resolution);
         if let Some(item) = self
@@ -454,6 +456,16 @@ fn answered_content(
         RuntimeError::Invalid(format!("the answer does not fit the question: {why}"))
     })?;
     Ok(Some(content))
+}
+
+fn status_name(status: ApprovalStatus) -> &'static str {
+    match status {
+        ApprovalStatus::Pending => "pending",
+        ApprovalStatus::Allowed => "allowed",
+        ApprovalStatus::Denied => "denied",
+        ApprovalStatus::Cancelled => "cancelled",
+        ApprovalStatus::Expired => "expired",
+    }
 }
 
 fn service_resolution() -> ApprovalResolution {

@@ -160,8 +160,14 @@ impl ConversationActor {
                 let items = self.take_steered(session_id).await;
                 let _ = reply.send(items);
             }
-            TurnMsg::Agents { request, reply } => {
+            TurnMsg::Agents {
+                request,
+                reply,
+                trace,
+            } => {
+                self.trace_parent = Some(trace);
                 let answer = self.collaborate(session_id, request).await;
+                self.trace_parent = None;
                 let _ = reply.send(answer);
             }
             TurnMsg::Ended {

@@ -153,6 +153,7 @@ pub fn spawn(
         searched_through: 0,
         pending_answers: HashMap::new(),
         turn_sender,
+        trace_parent: None,
         turn_messages,
         shutdown_waiters: Vec::new(),
         stopping: false,
@@ -214,6 +215,9 @@ struct ConversationActor {
     pending_answers: HashMap<String, (Answer, RequestKey)>,
     compacting: Option<waiting::Compacting>,
     turn_sender: mpsc::UnboundedSender<FromTurn>,
+    /// While a turn's collaboration call is handled: its trace, so a sub-agent's turn it
+    /// starts is traced as its child.
+    trace_parent: Option<opentelemetry::Context>,
     turn_messages: mpsc::UnboundedReceiver<FromTurn>,
     shutdown_waiters: Vec<oneshot::Sender<()>>,
     stopping: bool,

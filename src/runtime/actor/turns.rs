@@ -429,7 +429,8 @@ impl ConversationActor {
         );
         let session: Arc<str> = Arc::from(session_id);
         match spec {
-            Ok(spec) => {
+            Ok(mut spec) => {
+                spec.trace_parent = self.trace_parent.clone();
                 // The meter counts with this turn's model and request (AGENTS.md may have
                 // changed, or the model).
                 if let Some(run) = self.run_mut(session_id) {
@@ -513,6 +514,10 @@ impl ConversationActor {
             });
             models.push_back(ModelSetup {
                 id: model_id.to_owned(),
+                provider: config
+                    .providers
+                    .get(&model.provider)
+                    .map_or("openvaala", |provider| provider.protocol.provider_name()),
                 client,
                 name: model.name.clone(),
                 builtin_tools,
@@ -592,6 +597,7 @@ impl ConversationActor {
             compactor,
             user_dir: config.directory(),
             skills: Default::default(),
+            trace_parent: None,
             files: self.shared.checkpoints.clone().map(|checkpoints| {
                 crate::runtime::checkpointing::TurnFiles::new(
                     checkpoints,

@@ -36,15 +36,31 @@ use crate::domain::{FileChanges, Item, ItemKind, ItemStatus, TurnErrorCode, Turn
 use crate::permissions::policy::escalation;
 use crate::permissions::{Permission, Verdict};
 use crate::redact::{self, StreamRedactor};
+use crate::telemetry::spans;
 use crate::tools::{self, ToolContext, ToolResult, ToolStatus};
 use held_output::{HELD_OUTPUT_WAIT, forward_rest};
 use model_call::{CallStop, MERGED_DELTA_MAX, call_model};
 pub use spec::{ModelSetup, TurnSpec};
+use tracing::Instrument;
 
 /// Runs a turn of `session_id` to its end. Always sends exactly one `Ended`, last.
-pub async fn run(spec: TurnSpec, session_id: Arc<str>, actor: mpsc::UnboundedSender<FromTurn>) {
+pub async fn run(mut spec: TurnSpec, session_id: Arc<str>, actor: mpsc::UnboundedSender<FromTurn>) {
     let link = ActorLink::new(actor, session_id);
-    let (status, error, error_code) = match drive(spec, &link).await {
+    let span = spans::invoke_agent(
+        &spec.gate.conversation_id,
+        &spec.session_id,
+        &spec.turn_id,
+        &spec.gate.agent,
+        spec.model.provider,
+        &spec.model.name,
+    );
+    // A sub-agent's turn belongs under the tool call that started it.
+    if let Some(parent) = spec.trace_parent.take() {
+        use tracing_opentelemetry::OpenTelemetrySpanExt;
+        let _ = span.set_parent(parent);
+    }
+    let started = std::time::Instant::now();
+    let (status, error, error_code) = match drive(spec, &link).instrument(span.clone()).await {
         Ok(()) => (TurnStatus::Completed, None, None),
         Err(TurnStop::Interrupted) => (TurnStatus::Interrupted, None, None),
         Err(TurnStop::Failed(error)) => (TurnStatus::Failed, Some(error), None),
@@ -54,6 +70,19 @@ pub async fn run(spec: TurnSpec, session_id: Arc<str>, actor: mpsc::UnboundedSen
             Some(TurnErrorCode::BudgetExceeded),
         ),
     };
+    span.record("openvaala.turn.status", status.as_str());
+    if let Some(error) = &error {
+        spans::failed(&span, error);
+    }
+    let took = started.elapsed();
+    span.in_scope(|| {
+        tracing::info!(
+            status = status.as_str(),
+            seconds = took.as_secs_f64(),
+            "turn ended"
+        );
+    });
+    crate::telemetry::metrics::turn_ended(status.as_str(), took);
     link.send(TurnMsg::Ended {
         status,
         error,
@@ -295,9 +324,12 @@ async fn compact(
     };
     link.send(TurnMsg::CompactionStarted);
     let on_retry = |retry: Retry| link.send(TurnMsg::Retry(retry));
+    let reason = if overflowed { "overflow" } else { "auto" };
+    let span = spans::compaction(&spec.gate.conversation_id, reason);
     match spec
         .compactor
         .summarize(&plan, &spec.cancel, on_retry)
+        .instrument(span)
         .await
     {
         Ok((text, report)) => {
@@ -408,6 +440,7 @@ async fn gate(
     let (reason, suggested_rules) = match verdict {
         Verdict::Allow => return Ok(false),
         Verdict::Deny { reason } => {
+            crate::telemetry::metrics::sandbox_refusal("permissions");
             return Err(ToolResult::denied(format!(
                 "Not run: the agent's permissions deny it: {reason}."
             )));
@@ -429,10 +462,12 @@ async fn gate(
         timeout: spec.gate.permissions.approval_timeout,
         question: None,
     };
+    let span = spans::approval(name);
     let outcome = tokio::select! {
-        outcome = link.ask_approval(request) => outcome,
+        outcome = tracing::Instrument::instrument(link.ask_approval(request), span.clone()) => outcome,
         () = spec.cancel.cancelled() => ApprovalOutcome::Cancelled,
     };
+    span.record("openvaala.approval.outcome", outcome.name());
     match outcome {
         ApprovalOutcome::Allowed | ApprovalOutcome::Answered { .. } => Ok(escalated),
         ApprovalOutcome::Denied { message } => Err(ToolResult::denied(match message {
@@ -483,7 +518,34 @@ impl Ran {
 }
 
 /// Runs one stored tool call, streaming its output to clients.
+/// Runs one tool call in its `execute_tool` span, counted in the metrics by its outcome.
 async fn run_tool(spec: &TurnSpec, item: &Item, arguments: &Value, link: &ActorLink) -> Ran {
+    use tracing::Instrument;
+    let name = tool_name(item);
+    let span = spans::execute_tool(&spec.gate.conversation_id, name, &item.id);
+    spans::record_content(&span, "gen_ai.tool.call.arguments", &arguments.to_string());
+    let started = std::time::Instant::now();
+    let ran = gated_tool(spec, item, arguments, link)
+        .instrument(span.clone())
+        .await;
+    let outcome = match ran.result.status {
+        ToolStatus::Completed => "completed",
+        ToolStatus::Failed => "failed",
+        ToolStatus::Interrupted => "interrupted",
+        ToolStatus::Denied => "denied",
+    };
+    span.record("openvaala.tool.status", outcome);
+    if ran.result.status == ToolStatus::Failed {
+        spans::failed(&span, "the tool call failed");
+    }
+    spans::record_content(&span, "gen_ai.tool.call.result", &ran.result.output);
+    crate::telemetry::metrics::tool_call(name, outcome, started.elapsed());
+    ran
+}
+
+/// A tool call through its checks (offered, a skill's narrowing, hooks, permissions and
+/// approvals), run if they let it, its `post_tool_use` hooks told.
+async fn gated_tool(spec: &TurnSpec, item: &Item, arguments: &Value, link: &ActorLink) -> Ran {
     let name = tool_name(item);
     // A model may name any tool; only those it was offered run. (An MCP tool's server is
     // checked by the MCP layer, which also explains a server that failed to start.)
@@ -582,7 +644,10 @@ async fn run_allowed(
         };
     }
     if let Some(files) = &spec.files {
-        files.before(changes_as(name, arguments)).await;
+        files
+            .before(changes_as(name, arguments))
+            .instrument(spans::snapshot("before"))
+            .await;
     }
     // A command's output can print a secret: it goes out redacted, piece by piece.
     let mut redactor = StreamRedactor::default();
@@ -679,7 +744,12 @@ async fn run_allowed(
         result.output = clean;
     }
     let changes = match &spec.files {
-        Some(files) => files.after(changes_as(name, arguments)).await,
+        Some(files) => {
+            files
+                .after(changes_as(name, arguments))
+                .instrument(spans::snapshot("after"))
+                .await
+        }
         None => None,
     };
     Ran {

@@ -18,6 +18,8 @@ use crate::redact::{self, StreamRedactor};
 use crate::runtime::link::{ActorLink, TurnMsg, TurnStop};
 use crate::runtime::prompt;
 use crate::runtime::retry::{BackOff, Retry, back_off, model_failure};
+use crate::telemetry::spans;
+use tracing::Instrument;
 
 /// What one successful model call produced: its finished items (text, reasoning, tool calls
 /// as requested), the tool calls still to run, and the provider's token report.
@@ -84,7 +86,21 @@ pub(super) async fn call_model(
             compaction: false,
         };
         let mut partial = Partial::new(spec, step);
-        let outcome = stream_once(spec, request, &mut partial, link).await;
+        let span = spans::chat(
+            &spec.gate.conversation_id,
+            model.provider,
+            &model.name,
+            attempt,
+        );
+        if crate::telemetry::capture_content() {
+            let messages = serde_json::to_string(&request.history).unwrap_or_default();
+            spans::record_content(&span, "gen_ai.input.messages", &messages);
+        }
+        let started = std::time::Instant::now();
+        let outcome = stream_once(spec, request, &mut partial, link)
+            .instrument(span.clone())
+            .await;
+        observe_call(spec, &span, &partial, &outcome, started.elapsed());
         match outcome {
             Ok(()) => {
                 // The report covers this call's output, so it goes out after the answer is
@@ -134,6 +150,53 @@ enum AttemptError {
     Model(ModelError),
 }
 
+/// One attempt as traces and metrics see it: its outcome, time to first output and tokens.
+fn observe_call(
+    spec: &TurnSpec,
+    span: &tracing::Span,
+    partial: &Partial,
+    outcome: &Result<(), AttemptError>,
+    took: Duration,
+) {
+    let model = &spec.model;
+    let first = partial
+        .first_output
+        .map(|at| at.saturating_duration_since(partial.started));
+    if let Some(first) = first {
+        span.record("openvaala.time_to_first_token_s", first.as_secs_f64());
+    }
+    if let Some(usage) = &partial.usage {
+        span.record("gen_ai.response.model", model.name.as_str());
+        span.record("gen_ai.usage.input_tokens", usage.input_tokens);
+        span.record("gen_ai.usage.output_tokens", usage.output_tokens);
+        span.record(
+            "gen_ai.usage.cache_read.input_tokens",
+            usage.cache_read_tokens,
+        );
+    }
+    let result = match outcome {
+        Ok(()) => "ok",
+        Err(AttemptError::Interrupted) => "interrupted",
+        Err(AttemptError::Model(error)) => {
+            spans::failed(span, &error.to_string());
+            "error"
+        }
+    };
+    if outcome.is_ok() && crate::telemetry::capture_content() {
+        let said: String = partial
+            .texts
+            .iter()
+            .filter(|(kind, ..)| *kind == TextKind::Answer)
+            .filter_map(|(_, item, _)| match &item.kind {
+                ItemKind::AgentMessage { text } => Some(text.as_str()),
+                _ => None,
+            })
+            .collect();
+        spans::record_content(span, "gen_ai.output.messages", &said);
+    }
+    crate::telemetry::metrics::model_call(&model.id, result, took, first, partial.usage.as_ref());
+}
+
 /// One model call: streams its events into `partial`, forwarding live text to clients.
 async fn stream_once(
     spec: &TurnSpec,
@@ -180,6 +243,16 @@ async fn stream_once(
             }
             Ok(Some(Ok(event))) => event,
         };
+        if partial.first_output.is_none()
+            && matches!(
+                event,
+                ModelEvent::TextDelta(_)
+                    | ModelEvent::ReasoningDelta(_)
+                    | ModelEvent::ToolCall { .. }
+            )
+        {
+            partial.first_output = Some(std::time::Instant::now());
+        }
         match event {
             ModelEvent::TextDelta(mut delta) => {
                 ready = merge_ready(&mut events, TextKind::Answer, &mut delta);
@@ -253,6 +326,9 @@ struct Partial {
     tool_calls: Vec<(String, String, Value)>,
     /// The provider's token report for this call, sent once the answer is stored.
     usage: Option<TokenUsage>,
+    /// When the call began, and when its first output (text, reasoning or a tool call) came.
+    started: std::time::Instant,
+    first_output: Option<std::time::Instant>,
 }
 
 impl Partial {
@@ -263,6 +339,8 @@ impl Partial {
             turn_id: spec.turn_id.clone(),
             texts: Vec::new(),
             tool_calls: Vec::new(),
+            started: std::time::Instant::now(),
+            first_output: None,
             usage: None,
         }
     }

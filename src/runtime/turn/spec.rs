@@ -58,12 +58,16 @@ pub struct TurnSpec {
     /// The skills of the working directory, read when the turn starts (when the agent has the
     /// `skill` tool), and the one in use.
     pub skills: super::skills::TurnSkills,
+    /// The trace this turn belongs under: the tool call that started this sub-agent's turn.
+    pub trace_parent: Option<opentelemetry::Context>,
 }
 
 /// One model a turn may call: the session's own, or one of its fallbacks.
 pub struct ModelSetup {
     /// Its name in the configuration.
     pub id: String,
+    /// Who serves it, as traces name it (`gen_ai.provider.name`).
+    pub provider: &'static str,
     pub client: Arc<dyn ModelClient>,
     /// The provider's name of the model.
     pub name: String,

@@ -211,6 +211,16 @@ impl Processes {
         Ok(process)
     }
 
+    /// How many processes run now, in every conversation.
+    pub fn running(&self) -> usize {
+        self.processes
+            .lock()
+            .expect("processes")
+            .values()
+            .filter(|process| process.info().status == ProcessStatus::Running)
+            .count()
+    }
+
     /// A process of `conversation_id` this run knows (running, or ended not long ago).
     pub fn get(&self, conversation_id: &str, id: &str) -> Option<Arc<Process>> {
         self.processes
