@@ -65,6 +65,20 @@ async fn call_until_asked(
     (events, approval)
 }
 
+/// What the asking server's last `ask` call said it was answered with (`answer: accept {…}`).
+fn accepted(items: &[Value]) -> Value {
+    let call = items
+        .iter()
+        .rev()
+        .find(|item| item["kind"] == "tool_call")
+        .expect("the call is stored");
+    let output = call["output"].as_str().unwrap();
+    let content = output
+        .strip_prefix("answer: accept ")
+        .unwrap_or_else(|| panic!("not accepted: {output}"));
+    serde_json::from_str(content).unwrap()
+}
+
 async fn answer(setup: &Setup, approval: &Value, body: Value) -> (u16, Value) {
     let id = approval["id"].as_str().unwrap();
     setup
@@ -169,14 +183,7 @@ async fn a_servers_question_is_answered_with_the_forms_values_like_an_approval()
     let (ended, call) = call_output(&setup, &mut events).await;
     assert_eq!(ended["status"], "completed", "{ended}");
     assert_eq!(call["status"], "completed", "{call}");
-    let output = call["output"].as_str().unwrap();
-    let said: Value = serde_json::from_str(
-        output
-            .strip_prefix("answer: accept ")
-            .unwrap_or_else(|| panic!("{output}")),
-    )
-    .unwrap();
-    assert_eq!(said, content);
+    assert_eq!(accepted(&[call]), content);
     // The model read what the server returned.
     let requests = setup.fake.requests();
     let last = &requests.last().unwrap().body;
@@ -373,17 +380,8 @@ async fn the_plain_chat_asks_the_questions_fields_one_at_a_time() {
             .unwrap_or_else(|| panic!("`{wanted}` missing after byte {from} of:\n{out}"));
         from += at + wanted.len();
     }
-    let items = setup.items().await;
-    let call = items
-        .iter()
-        .rev()
-        .find(|i| i["kind"] == "tool_call")
-        .unwrap();
-    let output = call["output"].as_str().unwrap();
-    let said: Value =
-        serde_json::from_str(output.strip_prefix("answer: accept ").unwrap()).unwrap();
     assert_eq!(
-        said,
+        accepted(&setup.items().await),
         json!({"environment": "production", "replicas": 3, "confirm": true})
     );
 }
@@ -432,15 +430,10 @@ async fn an_editor_fills_in_the_servers_form_or_can_only_decline_without_forms()
     );
     let conversation = settled["conversation_id"].as_str().unwrap();
     let items = crate::support::items(&setup.server, conversation).await;
-    let call = items
-        .iter()
-        .rev()
-        .find(|i| i["kind"] == "tool_call")
-        .unwrap();
-    let output = call["output"].as_str().unwrap();
-    let said: Value =
-        serde_json::from_str(output.strip_prefix("answer: accept ").unwrap()).unwrap();
-    assert_eq!(said, json!({"environment": "staging", "replicas": 2}));
+    assert_eq!(
+        accepted(&items),
+        json!({"environment": "staging", "replicas": 2})
+    );
 
     // An editor that fills in no forms is asked to decline, and told where to answer.
     let mut plain = crate::acp::Editor::start(&setup.server.base).await;

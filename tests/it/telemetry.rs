@@ -316,23 +316,7 @@ async fn message_content_goes_on_spans_only_when_asked_and_redacted() {
         "[telemetry]\nendpoint = \"http://{}\"\ncapture_content = true\n",
         receiver.addr
     );
-    let server = Server::start_with(ServerOptions {
-        // The provider's key is a secret: nothing exported may show it.
-        config: Some(config(
-            &fake,
-            "api_key_env = \"FAKE_PROVIDER_KEY\"",
-            &tables,
-        )),
-        env: vec![
-            ("OTEL_BSP_SCHEDULE_DELAY".to_owned(), "100".to_owned()),
-            (
-                "FAKE_PROVIDER_KEY".to_owned(),
-                "sk-telemetry-secret-0123456789".to_owned(),
-            ),
-        ],
-        ..ServerOptions::default()
-    })
-    .await;
+    let server = Server::start_with(keeping_a_secret(&fake, &tables, &[])).await;
     server.create_and_wait("Print my key").await;
     let spans = receiver
         .until(|spans| spans.iter().any(|span| span.name == "execute_tool shell"))
@@ -364,6 +348,24 @@ async fn message_content_goes_on_spans_only_when_asked_and_redacted() {
                 "a secret on {span:?}"
             );
         }
+    }
+}
+
+/// The provider's key, a secret nothing exported or logged may show.
+const SECRET: &str = "sk-telemetry-secret-0123456789";
+
+/// A service with `tables`, whose provider's key is [`SECRET`], exporting every 100 ms (not
+/// every 5 s), with `env` besides.
+fn keeping_a_secret(fake: &FakeProvider, tables: &str, env: &[(&str, &str)]) -> ServerOptions {
+    let mut all = vec![
+        ("OTEL_BSP_SCHEDULE_DELAY".to_owned(), "100".to_owned()),
+        ("FAKE_PROVIDER_KEY".to_owned(), SECRET.to_owned()),
+    ];
+    all.extend(env.iter().map(|(k, v)| ((*k).to_owned(), (*v).to_owned())));
+    ServerOptions {
+        config: Some(config(fake, "api_key_env = \"FAKE_PROVIDER_KEY\"", tables)),
+        env: all,
+        ..ServerOptions::default()
     }
 }
 
@@ -546,24 +548,9 @@ async fn json_log_lines_name_their_trace_and_never_hold_a_secret() {
         "[log]\nformat = \"json\"\n[telemetry]\nendpoint = \"http://{}\"\n",
         receiver.addr
     );
-    let server = Server::start_with(ServerOptions {
-        config: Some(config(
-            &fake,
-            "api_key_env = \"FAKE_PROVIDER_KEY\"",
-            &tables,
-        )),
-        env: vec![
-            ("OTEL_BSP_SCHEDULE_DELAY".to_owned(), "100".to_owned()),
-            (
-                "FAKE_PROVIDER_KEY".to_owned(),
-                "sk-telemetry-secret-0123456789".to_owned(),
-            ),
-            // Every line the service writes, the debug ones too.
-            ("OPENVAALA_LOG".to_owned(), "debug".to_owned()),
-        ],
-        ..ServerOptions::default()
-    })
-    .await;
+    // Every line the service writes, the debug ones too.
+    let debug = [("OPENVAALA_LOG", "debug")];
+    let server = Server::start_with(keeping_a_secret(&fake, &tables, &debug)).await;
     server.create_and_wait("Print my key").await;
     let log = server.wait_for_log("turn ended").await;
     let spans = receiver
