@@ -2,6 +2,31 @@ fn main() {
     // sqlx::migrate!() embeds migrations/ at compile time; without this a new migration is missed.
     println!("cargo:rerun-if-changed=migrations");
     pack_relative_relocations();
+    commit();
+}
+
+/// The git commit the binary is built from, for `openvaala --version`: `unknown` outside a
+/// git checkout (a source package).
+fn commit() {
+    let git = |args: &[&str]| {
+        std::process::Command::new("git")
+            .args(args)
+            .output()
+            .ok()
+            .filter(|output| output.status.success())
+            .and_then(|output| String::from_utf8(output.stdout).ok())
+            .map(|text| text.trim().to_owned())
+    };
+    let commit = git(&["rev-parse", "--short=12", "HEAD"]).unwrap_or_else(|| "unknown".to_owned());
+    println!("cargo:rustc-env=OPENVAALA_COMMIT={commit}");
+    // A new commit moves the branch's ref (or packed-refs); HEAD moves on a checkout.
+    if let Some(dir) = git(&["rev-parse", "--git-dir"]) {
+        println!("cargo:rerun-if-changed={dir}/HEAD");
+        println!("cargo:rerun-if-changed={dir}/packed-refs");
+        if let Some(reference) = git(&["symbolic-ref", "-q", "HEAD"]) {
+            println!("cargo:rerun-if-changed={dir}/{reference}");
+        }
+    }
 }
 
 /// The binaries are position-independent, so every pointer in their constant data is a

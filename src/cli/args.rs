@@ -12,9 +12,17 @@ use crate::credential::ClientKind;
 use crate::store::Store;
 use crate::store::lock;
 
+/// The version and the git commit it was built from.
+pub const VERSION: &str = concat!(
+    env!("CARGO_PKG_VERSION"),
+    " (commit ",
+    env!("OPENVAALA_COMMIT"),
+    ")"
+);
+
 /// OpenVaala: an agent runtime service. Conversations live here; every client sees them live.
 #[derive(Parser)]
-#[command(name = "openvaala", version)]
+#[command(name = "openvaala", version = VERSION)]
 pub struct Cli {
     #[command(subcommand)]
     pub(crate) command: Command,
@@ -84,6 +92,11 @@ pub enum Command {
     /// Neovim, Emacs): every ACP session is a conversation of the service. Finds the running
     /// service like `chat`; with no --url, starts one for the data directory if none runs.
     Acp(AcpArgs),
+    /// Print a completion script for a shell (for example: `openvaala completions bash >
+    /// ~/.local/share/bash-completion/completions/openvaala`).
+    Completions { shell: clap_complete::Shell },
+    /// Print the manual page (roff; `openvaala man | man -l -`).
+    Man,
 }
 
 #[derive(Args)]

@@ -38,6 +38,17 @@ pub fn run(cli: Cli) -> ExitCode {
         Command::Token { action, data } => data
             .resolve()
             .and_then(|dir| maintenance::token(action, &dir)),
+        Command::Completions { shell } => {
+            let mut command = <Cli as clap::CommandFactory>::command();
+            clap_complete::generate(shell, &mut command, "openvaala", &mut std::io::stdout());
+            Ok(())
+        }
+        Command::Man => {
+            let command = <Cli as clap::CommandFactory>::command();
+            clap_mangen::Man::new(command)
+                .render(&mut std::io::stdout())
+                .map_err(anyhow::Error::from)
+        }
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -41,6 +41,7 @@ mod hostile_input;
 mod http_fixes;
 mod idempotency;
 mod index_backlog;
+mod install;
 mod instructions;
 mod limits;
 mod lock;
