@@ -3,6 +3,7 @@
 //! `OPENVAALA_TEST_STOP_AT=<point>:<text>` makes the process stop itself (SIGSTOP) the first
 //! time it reaches `<point>` with `<text>` in what it is about to do; a test resumes it with
 //! SIGCONT. Unset (always, outside tests), each point costs one load of a static.
+//! `OPENVAALA_TEST_NO_LANDLOCK=1` makes the process see a kernel without Landlock.
 
 use std::sync::LazyLock;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -31,4 +32,11 @@ pub fn stop_at(point: &str, detail: &[u8]) {
     unsafe {
         libc::raise(libc::SIGSTOP);
     }
+}
+
+/// Whether a test asked this process to see a kernel without Landlock.
+pub fn landlock_hidden() -> bool {
+    static HIDDEN: LazyLock<bool> =
+        LazyLock::new(|| std::env::var_os("OPENVAALA_TEST_NO_LANDLOCK").is_some_and(|v| v == "1"));
+    *HIDDEN
 }

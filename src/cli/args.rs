@@ -97,6 +97,20 @@ pub enum Command {
     Completions { shell: clap_complete::Shell },
     /// Print the manual page (roff; `openvaala man | man -l -`).
     Man,
+    /// Check what makes a first run fail or quietly unsafe here (the config, providers and
+    /// their keys, the sandbox, the data directory, open files, PostgreSQL, MCP programs, the
+    /// address against the token), each with its fix. Exit code 0: all good, 1: warnings,
+    /// 2: failures.
+    Doctor {
+        /// Config file [default: $OPENVAALA_CONFIG, else ~/.config/openvaala/config.toml].
+        #[arg(long)]
+        config: Option<PathBuf>,
+        #[command(flatten)]
+        data: DataDirArg,
+        /// Print the findings as JSON.
+        #[arg(long)]
+        json: bool,
+    },
 }
 
 #[derive(Args)]

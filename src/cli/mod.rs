@@ -3,6 +3,7 @@
 
 mod args;
 mod clients;
+pub mod doctor;
 mod maintenance;
 mod service;
 
@@ -42,6 +43,28 @@ pub fn run(cli: Cli) -> ExitCode {
             let mut command = <Cli as clap::CommandFactory>::command();
             clap_complete::generate(shell, &mut command, "openvaala", &mut std::io::stdout());
             Ok(())
+        }
+        Command::Doctor { config, data, json } => {
+            let dir = match data.resolve() {
+                Ok(dir) => dir,
+                Err(error) => {
+                    eprintln!("openvaala: {error:#}");
+                    return ExitCode::from(2);
+                }
+            };
+            let checks = doctor::run(config.as_deref(), &dir);
+            let text = if json {
+                let text = serde_json::json!({
+                    "checks": checks,
+                    "exit_code": doctor::exit_code(&checks),
+                });
+                format!("{text:#}\n")
+            } else {
+                doctor::render(&checks)
+            };
+            // A reader that went away (`| head`) is no reason to fail.
+            let _ = std::io::Write::write_all(&mut std::io::stdout(), text.as_bytes());
+            return ExitCode::from(doctor::exit_code(&checks));
         }
         Command::Man => {
             let command = <Cli as clap::CommandFactory>::command();

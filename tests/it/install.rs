@@ -85,3 +85,199 @@ fn the_manual_page_is_roff_with_every_command() {
         );
     }
 }
+
+/// `openvaala doctor --json` with `config` (a file's text) and `env`, on `data_dir`: its exit
+/// code and findings by name.
+fn doctor(
+    config: &str,
+    data_dir: &std::path::Path,
+    env: &[(&str, &str)],
+) -> (i32, Vec<serde_json::Value>, String) {
+    let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    let path = dir.path().join("config.toml");
+    std::fs::write(&path, config).unwrap();
+    let output = Command::new(binary())
+        .args(["doctor", "--json", "--config"])
+        .arg(&path)
+        .arg("--data-dir")
+        .arg(data_dir)
+        .env_remove("OPENVAALA_TOKEN")
+        .envs(env.iter().copied())
+        .output()
+        .expect("the binary runs");
+    let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
+    let parsed: serde_json::Value =
+        serde_json::from_str(&stdout).unwrap_or_else(|_| panic!("not JSON: {stdout}"));
+    let code = output.status.code().unwrap();
+    assert_eq!(parsed["exit_code"], code, "{stdout}");
+    let text = format!("{stdout}{}", String::from_utf8_lossy(&output.stderr));
+    (code, parsed["checks"].as_array().unwrap().clone(), text)
+}
+
+fn finding<'a>(checks: &'a [serde_json::Value], name: &str) -> &'a serde_json::Value {
+    checks
+        .iter()
+        .find(|check| check["name"] == name)
+        .unwrap_or_else(|| panic!("no `{name}` finding: {checks:?}"))
+}
+
+/// A provider on a port nothing listens on, its key in `KEY_VAR`.
+fn provider_config(port: u16) -> String {
+    format!(
+        "[providers.remote]\nprotocol = \"openai_chat\"\nbase_url = \"http://127.0.0.1:{port}/v1\"\n\
+         api_key_env = \"DOCTOR_KEY\"\n\n[models.m]\nprovider = \"remote\"\nname = \"m\"\n\
+         context_window = 1000\nmax_output_tokens = 100\n\n[agents.default]\n\
+         description = \"d\"\nmodel = \"m\"\n"
+    )
+}
+
+fn closed_port() -> u16 {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    listener.local_addr().unwrap().port()
+}
+
+#[test]
+fn the_doctor_passes_a_good_set_up_and_names_each_broken_one_with_its_fix() {
+    let data = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    // A provider that answers (any HTTP answer will do), its key set.
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    std::thread::spawn(move || {
+        use std::io::{Read, Write};
+        for stream in listener.incoming().flatten() {
+            let mut stream = stream;
+            let mut buffer = [0; 1024];
+            let _ = stream.read(&mut buffer);
+            let _ = stream.write_all(b"HTTP/1.1 404 Not Found\r\ncontent-length: 0\r\n\r\n");
+        }
+    });
+    let secret = "sk-doctor-never-printed-0123456789";
+    let good = provider_config(port);
+    let (code, checks, text) = doctor(&good, data.path(), &[("DOCTOR_KEY", secret)]);
+    // Good, but for the warning that the tests may run as root.
+    assert!(code <= 1, "{text}");
+    assert!(
+        checks.iter().all(|check| check["level"] != "failure"),
+        "{checks:?}"
+    );
+    assert!(
+        !checks
+            .iter()
+            .any(|c| c["level"] == "warning" && c["name"] != "user"),
+        "{checks:?}"
+    );
+    assert_eq!(finding(&checks, "provider remote")["level"], "ok");
+    assert_eq!(finding(&checks, "data directory")["level"], "ok");
+    assert_eq!(finding(&checks, "sandbox")["level"], "ok");
+    assert!(!text.contains(secret), "the key was printed: {text}");
+
+    // A provider nothing answers for.
+    let unreachable = provider_config(closed_port());
+    let (code, checks, _) = doctor(&unreachable, data.path(), &[("DOCTOR_KEY", secret)]);
+    assert_eq!(code, 2);
+    let provider = finding(&checks, "provider remote");
+    assert_eq!(provider["level"], "failure");
+    assert!(
+        provider["detail"]
+            .as_str()
+            .unwrap()
+            .contains("cannot be reached"),
+        "{provider}"
+    );
+    assert!(
+        provider["fix"]
+            .as_str()
+            .unwrap()
+            .contains("providers.remote.base_url")
+    );
+
+    // Its key missing.
+    let (code, checks, _) = doctor(&good, data.path(), &[]);
+    assert_eq!(code, 2);
+    let provider = finding(&checks, "provider remote");
+    assert_eq!(
+        provider["detail"], "its key variable DOCTOR_KEY is not set",
+        "{provider}"
+    );
+
+    // No Landlock on this kernel (as a test makes it look).
+    let (code, checks, _) = doctor(
+        &good,
+        data.path(),
+        &[("DOCTOR_KEY", secret), ("OPENVAALA_TEST_NO_LANDLOCK", "1")],
+    );
+    assert_eq!(code, 2);
+    let sandbox = finding(&checks, "sandbox");
+    assert_eq!(sandbox["level"], "failure", "{sandbox}");
+    assert!(
+        sandbox["detail"].as_str().unwrap().contains("no Landlock"),
+        "{sandbox}"
+    );
+    assert!(
+        sandbox["detail"].as_str().unwrap().contains("`default`"),
+        "{sandbox}"
+    );
+
+    // Listening on every interface without a token.
+    let exposed = format!("{good}\n[server]\naddr = \"0.0.0.0:7341\"\n");
+    let (code, checks, _) = doctor(&exposed, data.path(), &[("DOCTOR_KEY", secret)]);
+    assert_eq!(code, 2);
+    assert!(
+        finding(&checks, "address")["detail"]
+            .as_str()
+            .unwrap()
+            .contains("OPENVAALA_TOKEN is not set")
+    );
+
+    // A config that does not parse stops there, naming the key.
+    let (code, checks, _) = doctor("[server]\nadress = 1\n", data.path(), &[]);
+    assert_eq!(code, 2);
+    assert_eq!(checks.len(), 1, "{checks:?}");
+    assert!(
+        checks[0]["detail"].as_str().unwrap().contains("adress"),
+        "{checks:?}"
+    );
+}
+
+#[test]
+fn the_doctor_fails_a_data_directory_it_cannot_write() {
+    let parent = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    let data = parent.path().join("data");
+    std::fs::create_dir(&data).unwrap();
+    // SAFETY: geteuid has no preconditions.
+    let root = unsafe { libc::geteuid() } == 0;
+    // Root writes through permissions: a read-only mount stands in for them then.
+    let _mounted = if root {
+        let status = Command::new("mount")
+            .args(["-t", "tmpfs", "-o", "ro,size=1m", "tmpfs"])
+            .arg(&data)
+            .status()
+            .expect("mount runs");
+        assert!(status.success(), "mounting a read-only tmpfs");
+        Some(Unmount(data.clone()))
+    } else {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&data, std::fs::Permissions::from_mode(0o500)).unwrap();
+        None
+    };
+    let (code, checks, _) = doctor("", &data, &[]);
+    assert_eq!(code, 2);
+    let found = finding(&checks, "data directory");
+    assert_eq!(found["level"], "failure", "{found}");
+    assert!(
+        found["detail"]
+            .as_str()
+            .unwrap()
+            .contains("is not writable"),
+        "{found}"
+    );
+}
+
+/// Unmounts a test's mount when dropped.
+struct Unmount(std::path::PathBuf);
+
+impl Drop for Unmount {
+    fn drop(&mut self) {
+        let _ = Command::new("umount").arg(&self.0).status();
+    }
+}
