@@ -88,6 +88,9 @@ pub struct ToolsConfig {
     pub max_background_total: usize,
     /// How long starting a background process waits for its first output before answering.
     pub background_wait_ms: u64,
+    /// How long a turn waits for its MCP servers to start before its first model call; one
+    /// not ready by then joins a later call.
+    pub mcp_start_wait_ms: u64,
 }
 
 impl Default for RetryConfig {
@@ -135,6 +138,7 @@ impl Default for ToolsConfig {
             max_background: 4,
             max_background_total: 32,
             background_wait_ms: 2_000,
+            mcp_start_wait_ms: 3_000,
         }
     }
 }
@@ -182,6 +186,7 @@ pub(super) struct RawTools {
     max_background: Option<usize>,
     max_background_total: Option<usize>,
     background_wait_ms: Option<u64>,
+    mcp_start_wait_ms: Option<u64>,
 }
 
 impl Validator<'_> {
@@ -268,7 +273,11 @@ impl Validator<'_> {
             background_wait_ms: raw
                 .background_wait_ms
                 .unwrap_or(defaults.background_wait_ms),
+            mcp_start_wait_ms: raw.mcp_start_wait_ms.unwrap_or(defaults.mcp_start_wait_ms),
         };
+        if tools.mcp_start_wait_ms > 60_000 {
+            return Err(self.invalid("tools.mcp_start_wait_ms", "must be at most 60000"));
+        }
         if tools.background_wait_ms > 60_000 {
             return Err(self.invalid("tools.background_wait_ms", "must be at most 60000"));
         }

@@ -105,6 +105,8 @@ pub struct McpAccess {
     pub cwd: std::path::PathBuf,
     /// Whether a server may have the agent's model write for it (`sampling/createMessage`).
     pub sampling: crate::config::McpSampling,
+    /// How long a turn waits for its servers to start (`tools.mcp_start_wait_ms`).
+    pub start_wait: std::time::Duration,
     /// Answers what a server asks during the call this access is for (set per call).
     pub peer: Option<Arc<dyn CallPeer>>,
 }

@@ -11,10 +11,6 @@ use crate::domain::Image;
 use crate::mcp::CallStatus;
 use crate::model::ToolSpec;
 
-/// How long a turn waits for its MCP servers to start before its first model call. A server
-/// not ready by then is left out of that call, and offered from the first call after it is.
-pub const MCP_READY_WAIT: std::time::Duration = std::time::Duration::from_secs(3);
-
 /// The agent's MCP servers as a turn found them: the specs of the tools of those ready, and
 /// the servers still starting or that could not start.
 #[derive(Debug, Default)]
@@ -24,10 +20,12 @@ pub struct McpSpecs {
     pub failed: Vec<(String, String)>,
 }
 
-/// The agent's MCP servers, starting those not running and waiting for them at most `wait`.
-pub async fn specs(ctx: &ToolContext, wait: std::time::Duration) -> McpSpecs {
+/// The agent's MCP servers, starting those not running and waiting for them at most their
+/// `start_wait` (`tools.mcp_start_wait_ms`): a server not ready by then is left out of the
+/// first model call, and offered from the first call after it is.
+pub async fn specs(ctx: &ToolContext) -> McpSpecs {
     match &ctx.mcp {
-        Some(access) => as_specs(access.hub.tools(access, wait).await),
+        Some(access) => as_specs(access.hub.tools(access, access.start_wait).await),
         None => McpSpecs::default(),
     }
 }

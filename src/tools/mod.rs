@@ -97,7 +97,7 @@ pub async fn run_tool(
     }
 }
 
-pub use mcp::{MCP_READY_WAIT, McpSpecs, ready_specs as mcp_ready_specs, specs as mcp_specs};
+pub use mcp::{McpSpecs, ready_specs as mcp_ready_specs, specs as mcp_specs};
 pub use specs::specs;
 
 #[cfg(test)]

@@ -39,8 +39,15 @@ pub fn everything() -> String {
 /// The fake provider's config with the default agent using `servers` (MCP calls allowed
 /// unless `agent_lines` says otherwise), and the `[mcp.*]` tables.
 pub fn config(fake: &FakeProvider, servers: &[&str], agent_lines: &str, tables: &str) -> String {
+    // A turn waits for its servers to start as long as a loaded machine may need: the tests
+    // check what the first model call is offered. (A slow start has its own test.)
+    let wait = if tables.contains("[tools]") {
+        ""
+    } else {
+        "[tools]\nmcp_start_wait_ms = 60000\n"
+    };
     format!(
-        "{}mcp = {}\n{agent_lines}\n{tables}",
+        "{}mcp = {}\n{agent_lines}\n{tables}\n{wait}",
         fake.config(),
         json!(servers),
     )

@@ -464,7 +464,8 @@ async fn a_server_still_starting_is_left_out_of_the_first_call_with_a_notice() {
     let gate = dir.path().join("gate");
     let fake = FakeProvider::start(Wire::OpenaiChat).await;
     let env = format!("FIXTURE_START_GATE = \"{}\"", gate.display());
-    let config = config(&fake, &["asker"], ALLOW, &asker(&env));
+    let tables = format!("{}[tools]\nmcp_start_wait_ms = 1000\n", asker(&env));
+    let config = config(&fake, &["asker"], ALLOW, &tables);
     // The set-up's first turn runs while the server cannot start: it does not wait for it.
     let setup = Setup::start_with(fake, config, Vec::new()).await;
     let items = setup.items().await;

@@ -141,6 +141,7 @@ fn context(hub: Arc<McpHub>) -> ToolContext {
             sandbox: SandboxPolicy::default(),
             cwd: std::env::temp_dir(),
             sampling: Default::default(),
+            start_wait: Duration::from_secs(60),
             peer: None,
         }),
     }

@@ -634,6 +634,9 @@ impl ConversationActor {
             sandbox: sandbox.clone(),
             cwd: self.state.conversation.cwd.clone().into(),
             sampling: agent.mcp_sampling,
+            start_wait: std::time::Duration::from_millis(
+                self.shared.config.tools.mcp_start_wait_ms,
+            ),
             peer: None,
         };
         (!access.is_empty()).then_some(access)

@@ -95,7 +95,7 @@ async fn drive(mut spec: TurnSpec, link: &ActorLink) -> Result<(), TurnStop> {
     // A slow start must not keep an interrupt waiting, nor the turn: a server not ready within
     // a few seconds joins a later model call, and a notice says so.
     let mcp = tokio::select! {
-        tools = tools::mcp_specs(&spec.tool_context, tools::MCP_READY_WAIT) => tools,
+        tools = tools::mcp_specs(&spec.tool_context) => tools,
         () = spec.cancel.cancelled() => return Err(TurnStop::Interrupted),
     };
     let mut mcp_tools = mcp.specs;
