@@ -50,9 +50,35 @@ pub fn init(log: LogFormat, telemetry: &TelemetryConfig) -> Result<(), String> {
         Some(endpoint) => Some(tracer_provider(endpoint.as_deref())?),
         None => None,
     };
+    let traces = exporter.map(|provider| {
+        let tracer = provider.tracer(SERVICE_NAME);
+        let _ = PROVIDER.set(provider);
+        tracing_opentelemetry::layer()
+            .with_tracer(tracer)
+            // The service's own spans only (not its libraries'), at info and above.
+            .with_filter(EnvFilter::new("openvaala=info"))
+            .boxed()
+    });
+    // Two shapes rather than an `Option` layer: an absent layer would declare an interest in
+    // every callsite, so each disabled `debug!` would be dispatched and filtered at run time.
+    let set = match traces {
+        Some(traces) => tracing_subscriber::registry()
+            .with(traces)
+            .with(lines(log))
+            .try_init(),
+        None => tracing_subscriber::registry().with(lines(log)).try_init(),
+    };
+    set.map_err(|error| error.to_string())
+}
+
+/// The log lines on stderr, as `log` says, secrets taken out.
+fn lines<S>(log: LogFormat) -> Box<dyn Layer<S> + Send + Sync>
+where
+    S: tracing::Subscriber + for<'a> tracing_subscriber::registry::LookupSpan<'a>,
+{
     let writer = || crate::redact::RedactingWriter(std::io::stderr());
     let colours = std::io::IsTerminal::is_terminal(&std::io::stderr());
-    let lines = match log {
+    match log {
         LogFormat::Text => tracing_subscriber::fmt::layer()
             .with_ansi(colours)
             .with_writer(writer)
@@ -63,21 +89,7 @@ pub fn init(log: LogFormat, telemetry: &TelemetryConfig) -> Result<(), String> {
             .with_writer(writer)
             .with_filter(filter())
             .boxed(),
-    };
-    let traces = exporter.map(|provider| {
-        let tracer = provider.tracer(SERVICE_NAME);
-        let _ = PROVIDER.set(provider);
-        tracing_opentelemetry::layer()
-            .with_tracer(tracer)
-            // The service's own spans only (not its libraries'), at info and above.
-            .with_filter(EnvFilter::new("openvaala=info"))
-            .boxed()
-    });
-    tracing_subscriber::registry()
-        .with(traces)
-        .with(lines)
-        .try_init()
-        .map_err(|error| error.to_string())
+    }
 }
 
 /// Whether traces are exported, and to where: `[telemetry] endpoint`, else the standard
