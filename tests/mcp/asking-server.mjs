@@ -10,6 +10,8 @@ import { StdioServerTransport } from "@modelcontextprotocol/sdk/server/stdio.js"
 // $FIXTURE_START_GATE names a file: the server starts only once it exists, so a test decides
 // when a slow start ends.
 const gate = process.env.FIXTURE_START_GATE;
+// A client that goes away while the server waits (a test that failed) ends it: nothing is left.
+process.stdin.on("end", () => process.exit(0));
 while (gate && !existsSync(gate)) {
   await new Promise((resolve) => setTimeout(resolve, 50));
 }
