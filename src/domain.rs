@@ -663,6 +663,21 @@ pub enum UsageSource {
     Reported,
     Estimated,
 }
+/// A notice of a turn (for its users and its model), not yet stored: the actor gives it its seq.
+pub fn notice_item(session_id: String, turn_id: String, step: Option<u32>, text: String) -> Item {
+    Item {
+        id: new_id("m"),
+        session_id,
+        turn_id,
+        seq: 0,
+        created_at: now(),
+        status: ItemStatus::Completed,
+        compacted: false,
+        step,
+        kind: ItemKind::Notice { text },
+    }
+}
+
 /// The user's part of a one-off model request (a summary, a title), stored nowhere.
 pub fn request_item(text: String, session_id: String, turn_id: String) -> Item {
     Item {

@@ -54,6 +54,41 @@ pub trait CallPeer: Send + Sync {
     fn sample(&self, request: SampleRequest) -> BoxFuture<'static, Result<Sampled, String>>;
 }
 
+/// The longest question a server may ask, and the largest form: a server (a client-named one
+/// runs what a model could have written) must not flood every client's approvals.
+pub const MAX_MESSAGE_CHARS: usize = 4_000;
+pub const MAX_SCHEMA_BYTES: usize = 16 * 1024;
+/// The most text a sampling request may send the model.
+pub const MAX_SAMPLED_CHARS: usize = 100_000;
+
+/// Why a question is not put to the user, if it is too big.
+pub fn oversized_question(question: &Question) -> Option<String> {
+    if question.message.chars().count() > MAX_MESSAGE_CHARS {
+        return Some(format!(
+            "its message is over {MAX_MESSAGE_CHARS} characters"
+        ));
+    }
+    let schema = question.schema.to_string().len();
+    (schema > MAX_SCHEMA_BYTES).then(|| format!("its form is over {MAX_SCHEMA_BYTES} bytes"))
+}
+
+/// Why a sampling request is refused, if it is too big.
+pub fn oversized_sample(request: &SampleRequest) -> Option<String> {
+    let chars: usize = request
+        .messages
+        .iter()
+        .map(|(_, text)| text.chars().count())
+        .chain(
+            request
+                .system_prompt
+                .iter()
+                .map(|text| text.chars().count()),
+        )
+        .sum();
+    (chars > MAX_SAMPLED_CHARS)
+        .then(|| format!("the request sends over {MAX_SAMPLED_CHARS} characters to the model"))
+}
+
 /// Checks a submitted answer against the question's schema: every required field present,
 /// no field the schema does not ask for, each value of its type, in its enum and within its
 /// bounds. The error names the field.
@@ -161,6 +196,32 @@ mod tests {
 
     fn check(content: Value) -> Result<(), String> {
         check_answer(&schema(), content.as_object().unwrap())
+    }
+
+    #[test]
+    fn a_question_or_a_sampling_request_too_big_is_refused() {
+        let question = |message: String, schema: Value| Question {
+            server: "s".to_owned(),
+            message,
+            schema,
+        };
+        assert_eq!(
+            oversized_question(&question("Where?".to_owned(), schema())),
+            None
+        );
+        assert!(
+            oversized_question(&question("x".repeat(MAX_MESSAGE_CHARS + 1), schema())).is_some()
+        );
+        let huge = json!({"type": "object", "properties": {"a": {"type": "string", "description": "d".repeat(MAX_SCHEMA_BYTES)}}});
+        assert!(oversized_question(&question("Where?".to_owned(), huge)).is_some());
+        let sample = |text: String| SampleRequest {
+            server: "s".to_owned(),
+            system_prompt: None,
+            messages: vec![("user".to_owned(), text)],
+            max_tokens: 10,
+        };
+        assert_eq!(oversized_sample(&sample("hi".to_owned())), None);
+        assert!(oversized_sample(&sample("x".repeat(MAX_SAMPLED_CHARS + 1))).is_some());
     }
 
     #[test]

@@ -18,7 +18,9 @@ use rmcp::model::{
 use rmcp::service::{NotificationContext, RequestContext, RoleClient};
 use tokio::sync::mpsc::UnboundedSender;
 
-use super::asking::{Answer, CallPeer, Question, SampleRequest};
+use super::asking::{
+    Answer, CallPeer, Question, SampleRequest, oversized_question, oversized_sample,
+};
 
 /// One connection's handler; the connection keeps a clone of its shared parts.
 #[derive(Clone, Default)]
@@ -171,6 +173,10 @@ impl ClientHandler for Handler {
             message,
             schema: serde_json::to_value(&requested_schema).unwrap_or_default(),
         };
+        if let Some(why) = oversized_question(&question) {
+            tracing::warn!(mcp_server = %self.server, "declined a question: {why}");
+            return Ok(ElicitResult::new(ElicitationAction::Decline));
+        }
         let _waiting = Waiting::new(waiting);
         Ok(match peer.ask(question).await {
             Answer::Accepted(content) => ElicitResult::new(ElicitationAction::Accept)
@@ -195,6 +201,9 @@ impl ClientHandler for Handler {
             ));
         };
         let request = sample_request(&self.server, &params);
+        if let Some(why) = oversized_sample(&request) {
+            return Err(rmcp::ErrorData::invalid_request(why, None));
+        }
         let _waiting = Waiting::new(waiting);
         match peer.sample(request).await {
             Ok(sampled) => {

@@ -143,6 +143,11 @@ impl ApprovalBook {
             .cloned()
     }
 
+    /// How many wait for an answer now.
+    pub fn pending(&self) -> usize {
+        self.lock().pending.len()
+    }
+
     /// Oldest first.
     pub fn list(&self, filter: ApprovalFilter) -> Vec<Approval> {
         let book = self.lock();

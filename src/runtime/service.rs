@@ -179,11 +179,7 @@ impl Runtime {
             (ServerState::Stopped, "stopped"),
         ];
         crate::telemetry::metrics::Gauges {
-            approvals_pending: self
-                .shared
-                .approvals
-                .list(crate::api::approvals::ApprovalFilter::Pending)
-                .len(),
+            approvals_pending: self.shared.approvals.pending(),
             live_conversations: self.live_conversations().await,
             index_queue_depth: self.index_jobs_pending(),
             index_queue_oldest: self.index_oldest_job_age(),

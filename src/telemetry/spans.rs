@@ -130,9 +130,10 @@ pub fn failed(span: &Span, why: &str) {
     span.record("otel.status_message", why);
 }
 
-/// Content goes on spans only when `telemetry.capture_content` is on, and redacted.
-pub fn record_content(span: &Span, field: &'static str, text: &str) {
+/// Content goes on spans only when `telemetry.capture_content` is on, and redacted; `text` is
+/// made only then.
+pub fn record_content(span: &Span, field: &'static str, text: impl FnOnce() -> String) {
     if super::capture_content() {
-        span.record(field, crate::redact::redact(text).as_ref());
+        span.record(field, crate::redact::redact(&text()).as_ref());
     }
 }

@@ -126,6 +126,12 @@ call("POST", "/api/conversations", b'{{"text": "/shell id"}}')
 call("POST", "/api/approvals/a_0", b'{{"decision": "allow"}}')
 call("DELETE", "/api/rules/r_0")
 call("GET", "/api/conversations")
+call("POST", "/metrics", b"")
+# The metrics are open on loopback, for a scraper: they must hold nothing of a conversation.
+try:
+    open("metrics.txt", "w").write(urllib.request.urlopen(base + "/metrics", timeout=5).read().decode())
+except Exception as error:
+    print("metrics", type(error).__name__)
 for path in ["{token_file}", "/proc/1/environ"]:
     try:
         print(path, "read", len(open(path).read()))
@@ -153,6 +159,7 @@ except OSError:
         "POST /api/approvals/a_0 401",
         "DELETE /api/rules/r_0 401",
         "GET /api/conversations 401",
+        "POST /metrics 405",
         "local-token unreadable",
         "mptcp refused",
     ] {
@@ -163,6 +170,12 @@ except OSError:
     assert!(out.trim_end().ends_with('0'), "{out}");
     let (_, list) = server.get("/api/conversations").await;
     assert_eq!(list["conversations"].as_array().unwrap().len(), 1, "{list}");
+    let metrics = std::fs::read_to_string(workspace.path().join("metrics.txt")).unwrap();
+    assert!(metrics.contains("openvaala_http_requests_total"), "{metrics}");
+    let id = list["conversations"][0]["id"].as_str().unwrap();
+    for private in [id, server.token.as_str(), KEY_FRAGMENT, "/shell"] {
+        assert!(!metrics.contains(private), "{private} in the metrics");
+    }
 }
 
 #[tokio::test]

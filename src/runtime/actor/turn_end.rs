@@ -10,7 +10,7 @@ use super::ConversationActor;
 use super::session::InterruptCause;
 use crate::api::events::ConversationEvent;
 use crate::config::ReasoningContext;
-use crate::domain::{Item, ItemKind, ItemStatus, TurnStatus, new_id, now};
+use crate::domain::{Item, ItemStatus, TurnStatus, now};
 use crate::index::IndexUpdate;
 use crate::runtime::RuntimeError;
 use crate::store::records::{MetaRecord, SessionRecord};
@@ -255,15 +255,8 @@ impl ConversationActor {
     /// call and every client sees it.
     pub(super) fn store_notice(&mut self, session_id: &str, turn_id: &str, text: String) {
         let notice = Item {
-            id: new_id("m"),
-            session_id: session_id.to_owned(),
-            turn_id: turn_id.to_owned(),
             seq: self.next_seq(session_id),
-            created_at: now(),
-            status: ItemStatus::Completed,
-            compacted: false,
-            step: None,
-            kind: ItemKind::Notice { text },
+            ..crate::domain::notice_item(session_id.to_owned(), turn_id.to_owned(), None, text)
         };
         if let Err(error) = self.append_items(session_id, std::slice::from_ref(&notice)) {
             tracing::error!(%error, "cannot store a notice");

@@ -523,7 +523,9 @@ async fn run_tool(spec: &TurnSpec, item: &Item, arguments: &Value, link: &ActorL
     use tracing::Instrument;
     let name = tool_name(item);
     let span = spans::execute_tool(&spec.gate.conversation_id, name, &item.id);
-    spans::record_content(&span, "gen_ai.tool.call.arguments", &arguments.to_string());
+    spans::record_content(&span, "gen_ai.tool.call.arguments", || {
+        arguments.to_string()
+    });
     let started = std::time::Instant::now();
     let ran = gated_tool(spec, item, arguments, link)
         .instrument(span.clone())
@@ -538,7 +540,9 @@ async fn run_tool(spec: &TurnSpec, item: &Item, arguments: &Value, link: &ActorL
     if ran.result.status == ToolStatus::Failed {
         spans::failed(&span, "the tool call failed");
     }
-    spans::record_content(&span, "gen_ai.tool.call.result", &ran.result.output);
+    spans::record_content(&span, "gen_ai.tool.call.result", || {
+        ran.result.output.clone()
+    });
     crate::telemetry::metrics::tool_call(name, outcome, started.elapsed());
     ran
 }
@@ -803,7 +807,7 @@ async fn finish_tool_call(
     };
     let mut stored = vec![item.clone()];
     stored.extend(plan.map(|plan| plan::item(&item, plan)));
-    stored.extend(notices.into_iter().map(|text| notice(&item, text)));
+    stored.extend(notices.into_iter().map(|text| notices::after(&item, text)));
     if stored.len() == 1 {
         link.store(item.clone()).await?;
     } else {
@@ -813,21 +817,6 @@ async fn finish_tool_call(
         return Err(TurnStop::Interrupted);
     }
     Ok(item)
-}
-
-/// A notice in the turn of `after`, stored after it.
-fn notice(after: &Item, text: String) -> Item {
-    Item {
-        id: crate::domain::new_id("m"),
-        session_id: after.session_id.clone(),
-        turn_id: after.turn_id.clone(),
-        seq: 0,
-        created_at: crate::domain::now(),
-        status: ItemStatus::Completed,
-        compacted: false,
-        step: after.step,
-        kind: ItemKind::Notice { text },
-    }
 }
 
 /// The tool a call counts as for checkpoints: an edit as `write_file`, the text editor's

@@ -92,10 +92,9 @@ pub(super) async fn call_model(
             &model.name,
             attempt,
         );
-        if crate::telemetry::capture_content() {
-            let messages = serde_json::to_string(&request.history).unwrap_or_default();
-            spans::record_content(&span, "gen_ai.input.messages", &messages);
-        }
+        spans::record_content(&span, "gen_ai.input.messages", || {
+            serde_json::to_string(&request.history).unwrap_or_default()
+        });
         let started = std::time::Instant::now();
         let outcome = stream_once(spec, request, &mut partial, link)
             .instrument(span.clone())
@@ -182,17 +181,18 @@ fn observe_call(
             "error"
         }
     };
-    if outcome.is_ok() && crate::telemetry::capture_content() {
-        let said: String = partial
-            .texts
-            .iter()
-            .filter(|(kind, ..)| *kind == TextKind::Answer)
-            .filter_map(|(_, item, _)| match &item.kind {
-                ItemKind::AgentMessage { text } => Some(text.as_str()),
-                _ => None,
-            })
-            .collect();
-        spans::record_content(span, "gen_ai.output.messages", &said);
+    if outcome.is_ok() {
+        spans::record_content(span, "gen_ai.output.messages", || {
+            partial
+                .texts
+                .iter()
+                .filter(|(kind, ..)| *kind == TextKind::Answer)
+                .filter_map(|(_, item, _)| match &item.kind {
+                    ItemKind::AgentMessage { text } => Some(text.as_str()),
+                    _ => None,
+                })
+                .collect()
+        });
     }
     crate::telemetry::metrics::model_call(&model.id, result, took, first, partial.usage.as_ref());
 }

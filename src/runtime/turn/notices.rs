@@ -2,22 +2,27 @@
 //! MCP servers not ready for a model call (still starting, ready later, or failed).
 
 use super::spec::TurnSpec;
-use crate::domain::{Item, ItemKind, ItemStatus};
+use crate::domain::{Item, notice_item};
 use crate::tools;
 
 /// A notice of the turn, at `step`.
 pub(super) fn turn_notice(spec: &TurnSpec, step: u32, text: String) -> Item {
-    Item {
-        id: crate::domain::new_id("m"),
-        session_id: spec.session_id.clone(),
-        turn_id: spec.turn_id.clone(),
-        seq: 0,
-        created_at: crate::domain::now(),
-        status: ItemStatus::Completed,
-        compacted: false,
-        step: Some(step),
-        kind: ItemKind::Notice { text },
-    }
+    notice_item(
+        spec.session_id.clone(),
+        spec.turn_id.clone(),
+        Some(step),
+        text,
+    )
+}
+
+/// A notice in the turn of `after`, stored after it.
+pub(super) fn after(after: &Item, text: String) -> Item {
+    notice_item(
+        after.session_id.clone(),
+        after.turn_id.clone(),
+        after.step,
+        text,
+    )
 }
 
 /// What the turn says of MCP servers not ready for its first model call, if any.
