@@ -171,7 +171,10 @@ except OSError:
     let (_, list) = server.get("/api/conversations").await;
     assert_eq!(list["conversations"].as_array().unwrap().len(), 1, "{list}");
     let metrics = std::fs::read_to_string(workspace.path().join("metrics.txt")).unwrap();
-    assert!(metrics.contains("openvaala_http_requests_total"), "{metrics}");
+    assert!(
+        metrics.contains("openvaala_http_requests_total"),
+        "{metrics}"
+    );
     let id = list["conversations"][0]["id"].as_str().unwrap();
     for private in [id, server.token.as_str(), KEY_FRAGMENT, "/shell"] {
         assert!(!metrics.contains(private), "{private} in the metrics");
