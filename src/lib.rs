@@ -36,6 +36,7 @@
 pub mod acp;
 pub mod agents;
 pub mod api;
+pub mod auth;
 pub mod bus;
 pub mod checkpoints;
 pub mod cli;
@@ -66,4 +67,5 @@ pub mod telemetry;
 pub mod testhooks;
 pub mod testkit;
 pub mod text;
+pub mod tls;
 pub mod tools;

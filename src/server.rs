@@ -13,6 +13,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::config::Config;
 use crate::credential::ClientKind;
+use crate::http::security::KnownToken;
 use crate::http::serve::ConnectionLimits;
 use crate::index::rebuild;
 use crate::index::{CLEAN_SHUTDOWN, Index};
@@ -40,10 +41,12 @@ pub struct Service {
     lock: RuntimeLock,
     /// The tokens the API accepts, each with the kind of client that holds it: the local
     /// credential and those derived from it, and `OPENVAALA_TOKEN` if set.
-    tokens: Vec<(String, ClientKind)>,
+    tokens: Vec<KnownToken>,
     /// The local credential, for the sign-in link.
     local_token: String,
     connection_limits: ConnectionLimits,
+    /// HTTPS, when a certificate is configured.
+    tls: Option<tokio_rustls::TlsAcceptor>,
     /// Cluster mode: the loops to stop at shutdown (and then leave the cluster).
     background: Option<crate::cluster::Background>,
 }
@@ -128,6 +131,7 @@ impl Service {
             ..options.settings
         };
         let connection_limits = connection_limits(&caps, &options.config);
+        let tls = tls_acceptor(&options.config)?;
         let runtime = Runtime::new(store, index, Arc::new(options.config), settings);
         read_rules(&runtime)?;
         Ok(Service {
@@ -138,6 +142,7 @@ impl Service {
             tokens,
             local_token,
             connection_limits,
+            tls,
             background: None,
         })
     }
@@ -219,6 +224,7 @@ impl Service {
             ..options.settings
         };
         let connection_limits = connection_limits(&caps, &options.config);
+        let tls = tls_acceptor(&options.config)?;
         let store_for_repairs = store.clone();
         let runtime = Runtime::new(store, index.clone(), Arc::new(options.config), settings);
         read_rules(&runtime)?;
@@ -245,8 +251,14 @@ impl Service {
             tokens,
             local_token,
             connection_limits,
+            tls,
             background: Some(background),
         })
+    }
+
+    /// `https` when serving over TLS, else `http`.
+    pub fn scheme(&self) -> &'static str {
+        if self.tls.is_some() { "https" } else { "http" }
     }
 
     pub fn runtime(&self) -> &Runtime {
@@ -257,7 +269,7 @@ impl Service {
     /// no request carries) and forgets the fragment.
     pub fn sign_in_url(&self) -> String {
         let token = crate::credential::client_token(&self.local_token, ClientKind::Web);
-        format!("http://{}/#token={token}", self.addr)
+        format!("{}://{}/#token={token}", self.scheme(), self.addr)
     }
 
     /// Serves until `shutdown` completes, then stops turns (as `interrupted`), ends event
@@ -273,6 +285,7 @@ impl Service {
             lock,
             tokens,
             connection_limits,
+            tls,
             background,
             ..
         } = self;
@@ -291,7 +304,7 @@ impl Service {
             streams_done.cancel();
         };
         tracing::info!(%addr, "openvaala is serving");
-        crate::http::serve::serve(listener, app, connection_limits, stopped).await;
+        crate::http::serve::serve(listener, app, connection_limits, tls, stopped).await;
         if let Some(cluster) = runtime.cluster() {
             // Each instance's stop is its own; the shared index is caught up at every start.
             let folder =
@@ -314,22 +327,27 @@ impl Service {
     }
 }
 
-/// The tokens the API accepts: the data directory's local credential (made on first start)
-/// and the configured one, each with the tokens derived from it for each kind of client. All
-/// are secrets: nothing stored or sent shows them. Returns them, and the local one.
+/// The tokens the API accepts besides the named ones: the data directory's local credential
+/// (made on first start) and the configured one (`env`), each with the tokens derived from it
+/// for each kind of client. All are secrets: nothing stored or sent shows them. Returns them,
+/// and the local one.
 fn api_tokens(
     store: &Store,
     configured: Option<String>,
-) -> anyhow::Result<(Vec<(String, ClientKind)>, String)> {
+) -> anyhow::Result<(Vec<KnownToken>, String)> {
     let local = crate::credential::load_or_create(store.root())
         .context("cannot make the local API token")?;
-    let tokens: Vec<(String, ClientKind)> = std::iter::once(local.clone())
-        .chain(configured)
-        .flat_map(|base| {
-            ClientKind::ALL.map(|kind| (crate::credential::client_token(&base, kind), kind))
+    let tokens: Vec<KnownToken> = std::iter::once((local.clone(), "local"))
+        .chain(configured.map(|token| (token, "env")))
+        .flat_map(|(base, name)| {
+            ClientKind::ALL.map(|kind| KnownToken {
+                token: crate::credential::client_token(&base, kind),
+                kind,
+                base: name,
+            })
         })
         .collect();
-    crate::redact::register_secrets(tokens.iter().map(|(token, _)| token.clone()));
+    crate::redact::register_secrets(tokens.iter().map(|known| known.token.clone()));
     Ok((tokens, local))
 }
 
@@ -412,6 +430,17 @@ async fn take_over_dead_instances(
     let own = instances.join(cluster.instance_id());
     std::fs::create_dir_all(&own).with_context(|| format!("cannot create {}", own.display()))?;
     Ok(group_records::take_over(&own)?)
+}
+
+/// The HTTPS acceptor of `[server] tls_cert` / `tls_key`, if set: a certificate that cannot
+/// be used now stops the start.
+fn tls_acceptor(config: &Config) -> anyhow::Result<Option<tokio_rustls::TlsAcceptor>> {
+    config
+        .server
+        .tls
+        .as_ref()
+        .map(|files| crate::tls::server::acceptor(files).context("cannot serve HTTPS"))
+        .transpose()
 }
 
 fn connection_limits(caps: &crate::limits::Caps, config: &Config) -> ConnectionLimits {

@@ -9,3 +9,4 @@ pub mod events;
 pub mod reference;
 pub mod requests;
 pub mod responses;
+pub mod tokens;

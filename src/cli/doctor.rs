@@ -132,7 +132,7 @@ pub fn render(checks: &[Check]) -> String {
 
 /// Each provider a model uses: its key set (never printed) and its address answering.
 async fn providers(config: &Config) -> Vec<Check> {
-    let client = reqwest::Client::builder()
+    let client = crate::tls::client_builder()
         .timeout(REACH_TIMEOUT)
         .build()
         .expect("an HTTP client");

@@ -52,7 +52,7 @@ pub struct Api {
 impl Api {
     /// `base` may lack its scheme (`127.0.0.1:7341`): it is then `http://`.
     pub fn new(base: &str, token: Option<String>) -> Api {
-        let http = reqwest::Client::builder()
+        let http = crate::tls::client_builder()
             .no_proxy()
             .connect_timeout(Duration::from_secs(10))
             .build()

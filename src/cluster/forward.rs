@@ -43,7 +43,7 @@ pub fn keep_alive(headers: &HeaderMap, usual: Duration) -> Duration {
 
 /// The HTTP client instances forward with (connections to each owner are kept and reused).
 pub fn client() -> reqwest::Client {
-    reqwest::Client::builder()
+    crate::tls::client_builder()
         .connect_timeout(CONNECT_TIMEOUT)
         .tcp_nodelay(true)
         .pool_idle_timeout(Duration::from_secs(90))

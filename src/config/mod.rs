@@ -37,7 +37,7 @@ pub use providers::{
     ModelOptions, Price, Protocol, ProviderConfig, Reasoning, ReasoningContext, ReasoningEffort,
     ReasoningSummary, Thinking, TokenizerName,
 };
-pub use server::ServerConfig;
+pub use server::{ServerConfig, TlsFiles};
 pub use telemetry::{LogFormat, TelemetryConfig};
 pub use validator::ConfigError;
 

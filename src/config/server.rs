@@ -1,7 +1,9 @@
-//! The `[server]` table: the listening address, when idle conversations unload, and the caps on
-//! live conversations, connections, slow request headers and slow request bodies.
+//! The `[server]` table: the listening address, when idle conversations unload, the caps on
+//! live conversations, connections, slow request headers and slow request bodies, HTTPS, and
+//! what the service accepts from a reverse proxy in front of it.
 
-use std::net::SocketAddr;
+use std::net::{IpAddr, SocketAddr};
+use std::path::PathBuf;
 
 use serde::Deserialize;
 
@@ -26,6 +28,21 @@ pub struct ServerConfig {
     /// The slowest a request's body may arrive, on average, once `header_read_timeout_s` has
     /// passed since its headers (0: no minimum, only `body_timeout_s`).
     pub body_min_bytes_per_s: u64,
+    /// HTTPS: the certificate chain and private key (PEM), read again when either file
+    /// changes. Relative paths are relative to the config file's folder.
+    pub tls: Option<TlsFiles>,
+    /// Reverse proxies whose `X-Forwarded-Proto: https` is believed (a paired browser's
+    /// cookie is then marked `Secure`). No other forwarded header is used.
+    pub trusted_proxies: Vec<IpAddr>,
+    /// Further `Host` values requests may name (`host` or `host:port`), such as the name a
+    /// reverse proxy serves the service under.
+    pub allowed_hosts: Vec<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TlsFiles {
+    pub cert: PathBuf,
+    pub key: PathBuf,
 }
 
 impl Default for ServerConfig {
@@ -38,6 +55,9 @@ impl Default for ServerConfig {
             header_read_timeout_s: 10,
             body_timeout_s: 300,
             body_min_bytes_per_s: 1024,
+            tls: None,
+            trusted_proxies: Vec::new(),
+            allowed_hosts: Vec::new(),
         }
     }
 }
@@ -52,11 +72,38 @@ pub(super) struct RawServer {
     header_read_timeout_s: Option<u64>,
     body_timeout_s: Option<u64>,
     body_min_bytes_per_s: Option<u64>,
+    tls_cert: Option<String>,
+    tls_key: Option<String>,
+    #[serde(default)]
+    trusted_proxies: Vec<IpAddr>,
+    #[serde(default)]
+    allowed_hosts: Vec<String>,
 }
 
 impl Validator<'_> {
     pub(super) fn server(&self, raw: RawServer) -> Result<ServerConfig, ConfigError> {
         let defaults = ServerConfig::default();
+        let tls = match (raw.tls_cert, raw.tls_key) {
+            (None, None) => None,
+            (Some(cert), Some(key)) => Some(TlsFiles {
+                cert: self.beside_config(&cert),
+                key: self.beside_config(&key),
+            }),
+            _ => {
+                return Err(self.invalid(
+                    "server.tls_cert",
+                    "HTTPS needs both `tls_cert` and `tls_key` (PEM files)",
+                ));
+            }
+        };
+        for host in &raw.allowed_hosts {
+            if host.is_empty() || host.contains(['/', ' ', '@']) {
+                return Err(self.invalid(
+                    "server.allowed_hosts",
+                    format!("`{host}` is not a host name (`name` or `name:port`)"),
+                ));
+            }
+        }
         let server = ServerConfig {
             addr: raw.addr,
             idle_unload_s: raw.idle_unload_s.unwrap_or(defaults.idle_unload_s),
@@ -69,6 +116,9 @@ impl Validator<'_> {
             body_min_bytes_per_s: raw
                 .body_min_bytes_per_s
                 .unwrap_or(defaults.body_min_bytes_per_s),
+            tls,
+            trusted_proxies: raw.trusted_proxies,
+            allowed_hosts: raw.allowed_hosts,
         };
         if server.max_live_conversations == Some(0) {
             return Err(self.invalid("server.max_live_conversations", "must be at least 1"));

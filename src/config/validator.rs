@@ -57,6 +57,14 @@ pub(super) struct Validator<'a> {
 }
 
 impl Validator<'_> {
+    /// `path` as given when absolute, else in the config file's folder.
+    pub(super) fn beside_config(&self, path: &str) -> std::path::PathBuf {
+        match self.source.and_then(Path::parent) {
+            Some(dir) if Path::new(path).is_relative() => dir.join(path),
+            _ => std::path::PathBuf::from(path),
+        }
+    }
+
     pub(super) fn invalid(
         &self,
         key: impl Into<String>,

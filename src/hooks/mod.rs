@@ -125,7 +125,7 @@ impl Hooks {
     pub fn new(hooks: &[HookConfig], outbox: Arc<Outbox>) -> Hooks {
         let hooks: Arc<[HookConfig]> = hooks.into();
         let status = Arc::new(HookStatus::default());
-        let client = reqwest::Client::builder()
+        let client = crate::tls::client_builder()
             .redirect(reqwest::redirect::Policy::none())
             .build()
             .unwrap_or_default();

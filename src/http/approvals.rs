@@ -12,16 +12,14 @@ use crate::api::approvals::{
     AlreadyDecided, Approval, ApprovalAnswer, ApprovalList, ApprovalQuery, Rule, RuleList,
 };
 use crate::api::errors::ErrorBody;
+use crate::auth::Caller;
 use crate::cluster::forward::FORWARDED;
-use crate::credential::ClientKind;
 
-/// Who answers: the kind of client its token says it is (`web`, `cli`, `acp`, `api`), kept
-/// with the answer and its rules; never a header the client sets.
-fn client_name(client: Option<Extension<ClientKind>>) -> String {
-    client
-        .map_or(ClientKind::Api, |Extension(kind)| kind)
-        .name()
-        .to_owned()
+/// Who answers, as its token says (never a header the client sets): the kind of client for
+/// the local credential (`web`, `cli`, `acp`, `api`), `token:NAME` or `device:NAME` for a
+/// named token; kept with the answer and its rules.
+fn client_name(client: Option<Extension<Caller>>) -> String {
+    client.map_or_else(|| "api".to_owned(), |Extension(caller)| caller.label)
 }
 
 #[utoipa::path(
@@ -79,7 +77,7 @@ pub async fn list(
 pub async fn answer(
     State(state): State<AppState>,
     Path(id): Path<String>,
-    client: Option<Extension<ClientKind>>,
+    client: Option<Extension<Caller>>,
     Json(answer): Json<ApprovalAnswer>,
 ) -> Result<axum::Json<Approval>, ApiError> {
     let by = client_name(client);
@@ -117,7 +115,7 @@ pub async fn rules(State(state): State<AppState>) -> Result<axum::Json<RuleList>
 pub async fn delete_rule(
     State(state): State<AppState>,
     Path(id): Path<String>,
-    client: Option<Extension<ClientKind>>,
+    client: Option<Extension<Caller>>,
 ) -> Result<axum::Json<Rule>, ApiError> {
     Ok(axum::Json(
         state.runtime.delete_rule(&id, &client_name(client))?,

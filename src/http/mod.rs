@@ -22,6 +22,7 @@ pub mod skills;
 pub mod slow_body;
 mod state;
 pub(crate) mod timer;
+pub mod tokens;
 pub mod ui;
 
 use std::net::SocketAddr;
@@ -47,7 +48,7 @@ pub use state::{AnswerCounts, AppState, MAX_BODY_BYTES};
 pub fn router(
     runtime: Runtime,
     addr: SocketAddr,
-    tokens: Vec<(String, crate::credential::ClientKind)>,
+    tokens: Vec<security::KnownToken>,
     streams_done: CancellationToken,
 ) -> Router {
     use conversations as c;
@@ -68,6 +69,13 @@ pub fn router(
         .route("/api/approvals", get(approvals::list))
         .route("/api/approvals/{id}", post(approvals::answer))
         .route("/api/rules", get(approvals::rules))
+        .route("/api/tokens", get(tokens::list).post(tokens::create))
+        .route("/api/tokens/{id}", axum::routing::delete(tokens::revoke))
+        .route(
+            "/api/session",
+            get(tokens::session).delete(tokens::sign_out),
+        )
+        .route(security::PAIR_PATH, post(tokens::pair))
         .route(
             "/api/rules/{id}",
             axum::routing::delete(approvals::delete_rule),
@@ -128,15 +136,21 @@ pub fn router(
         .method_not_allowed_fallback(meta::method_not_allowed);
     // Cluster mode: the other instances address this one as advertised (behind a NAT or a
     // container's port map, another address than the one it listens on).
-    let mut security = Security::new(addr, tokens);
+    let named = crate::auth::TokenStore::open(runtime.data_dir());
+    let mut security = Security::new(addr, tokens, named.clone());
     if let Some(cluster) = runtime.cluster() {
         security.also_accept(cluster.addr());
+    }
+    // Behind a reverse proxy: the names it serves the service under.
+    for host in &runtime.config().server.allowed_hosts {
+        security.also_accept(host);
     }
     let answers = Arc::new(AnswerCounts::default());
     let state = AppState {
         runtime,
         streams_done,
         answers: answers.clone(),
+        tokens: named,
     };
     api.layer(axum::middleware::from_fn_with_state(
         state.clone(),

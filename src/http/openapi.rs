@@ -128,6 +128,12 @@ pub async fn serve() -> Json<Value> {
         super::approvals::answer,
         super::approvals::rules,
         super::approvals::delete_rule,
+        super::tokens::list,
+        super::tokens::create,
+        super::tokens::revoke,
+        super::tokens::session,
+        super::tokens::sign_out,
+        super::tokens::pair,
     ),
     components(schemas(
         Conversation,
@@ -178,6 +184,7 @@ pub async fn serve() -> Json<Value> {
         (name = "history", description = "Fork, rewind, compaction and context usage"),
         (name = "events", description = "Server-Sent Event streams"),
         (name = "approvals", description = "Tool calls waiting for a user's answer, and remembered rules"),
+        (name = "tokens", description = "Named tokens, signed-in browsers and pairing"),
     ),
     modifiers(&CommonResponses),
     security((), ("bearer" = [])),
@@ -335,6 +342,12 @@ mod tests {
         ("post", "/api/approvals/{id}"),
         ("get", "/api/rules"),
         ("delete", "/api/rules/{id}"),
+        ("get", "/api/tokens"),
+        ("post", "/api/tokens"),
+        ("delete", "/api/tokens/{id}"),
+        ("get", "/api/session"),
+        ("delete", "/api/session"),
+        ("post", "/api/pair"),
     ];
 
     #[test]

@@ -3,7 +3,10 @@
 //! process. Requests must name the served address in `Host` (against DNS rebinding);
 //! state-changing requests from another `Origin` are refused; every API request but the health
 //! check and the API's description carries a token: the local credential (`credential.rs`,
-//! which tools cannot read) or the configured `OPENVAALA_TOKEN`.
+//! which tools cannot read), the configured `OPENVAALA_TOKEN`, or a named token
+//! (`auth::tokens`), in the `Authorization` header or, for a paired browser, its session
+//! cookie. A cookie session's state-changing requests also carry its CSRF token, and a `read`
+//! token may only read.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -14,20 +17,32 @@ use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 
 use super::error::ApiError;
+use crate::auth::{CSRF_HEADER, Caller, SESSION_COOKIE, Scope, TokenStore, Via};
 use crate::credential::ClientKind;
+
+/// A token derived from the local credential or `OPENVAALA_TOKEN` for one kind of client.
+#[derive(Debug, Clone)]
+pub struct KnownToken {
+    pub token: String,
+    pub kind: ClientKind,
+    /// `local` or `env`: which base token it comes from.
+    pub base: &'static str,
+}
 
 #[derive(Debug, Clone)]
 pub struct Security {
     /// `Host` values accepted; empty when bound to every interface (then the token guards).
     allowed_hosts: Vec<String>,
     /// Any of these is accepted, each standing for the kind of client that holds it.
-    tokens: Vec<(String, ClientKind)>,
+    tokens: Vec<KnownToken>,
+    /// The named tokens and paired browsers.
+    named: TokenStore,
     /// Listening on loopback only: `/metrics` is open then (a scraper on the same machine).
     loopback: bool,
 }
 
 impl Security {
-    pub fn new(addr: SocketAddr, tokens: Vec<(String, ClientKind)>) -> Security {
+    pub fn new(addr: SocketAddr, tokens: Vec<KnownToken>, named: TokenStore) -> Security {
         let port = addr.port();
         let ip = addr.ip();
         let mut allowed_hosts = Vec::new();
@@ -43,6 +58,7 @@ impl Security {
         Security {
             allowed_hosts,
             tokens,
+            named,
             loopback: ip.is_loopback(),
         }
     }
@@ -76,8 +92,8 @@ impl Security {
         self.host_allowed(origin_host)
     }
 
-    /// The kind of client whose token the request carries, if it carries a valid one.
-    fn client(&self, request: &Request) -> Option<ClientKind> {
+    /// Who calls, if the request carries a valid token.
+    fn caller(&self, request: &Request) -> Option<Caller> {
         let from_header = request
             .headers()
             .get(header::AUTHORIZATION)
@@ -89,12 +105,48 @@ impl Security {
             form_urlencoded::parse(query.as_bytes())
                 .find_map(|(name, value)| (name == "access_token").then_some(value))
         });
-        let given = from_header.map(Into::into).or(from_query)?;
-        // Every token is compared, so the time taken does not tell which one nearly matched.
-        self.tokens.iter().fold(None, |found, (expected, kind)| {
-            let equal = constant_time_eq(given.as_bytes(), expected.as_bytes());
-            found.or(equal.then_some(*kind))
-        })
+        if let Some(given) = from_header.map(Into::into).or(from_query) {
+            return self.known(&given, Via::Bearer);
+        }
+        let from_cookie = request
+            .headers()
+            .get_all(header::COOKIE)
+            .iter()
+            .filter_map(|value| value.to_str().ok())
+            .flat_map(|value| value.split(';'))
+            .find_map(|pair| {
+                let (name, value) = pair.trim().split_once('=')?;
+                (name == SESSION_COOKIE).then_some(value)
+            })?;
+        self.known(from_cookie, Via::Cookie)
+    }
+
+    fn known(&self, given: &str, via: Via) -> Option<Caller> {
+        // Every derived token is compared, so the time taken does not tell which one nearly
+        // matched. A named token is found by its hash.
+        let derived = self.tokens.iter().fold(None, |found, known| {
+            let equal = constant_time_eq(given.as_bytes(), known.token.as_bytes());
+            found.or(equal.then_some(known))
+        });
+        if let Some(known) = derived {
+            return Some(Caller::new(
+                known.kind.name().to_owned(),
+                known.base.to_owned(),
+                Scope::Full,
+                None,
+                via,
+                given,
+            ));
+        }
+        let record = self.named.check(given)?;
+        Some(Caller::new(
+            record.label(),
+            record.name,
+            record.scope,
+            Some(record.id),
+            via,
+            given,
+        ))
     }
 }
 
@@ -172,12 +224,8 @@ pub async fn guard(
     // them.
     let api = request.uri().path().starts_with("/api/")
         || (request.uri().path() == "/metrics" && !security.loopback);
-    let client = security.client(&request);
-    if let Some(kind) = client {
-        // Who answers an approval or keeps a rule is the kind of client the token tells.
-        request.extensions_mut().insert(kind);
-    }
-    if api && !open && client.is_none() {
+    let caller = security.caller(&request);
+    if api && !open && caller.is_none() {
         return ApiError::Unauthorized(
             "a valid `Authorization: Bearer <token>` header is required: the service's \
              local token (`openvaala token show` prints it; `openvaala token url` gives a \
@@ -186,11 +234,83 @@ pub async fn guard(
         )
         .into_response();
     }
-    next.run(request).await
+    let Some(caller) = caller else {
+        return next.run(request).await;
+    };
+    if api && changes_state {
+        if let Err(error) = may_change(&caller, &request) {
+            return error.into_response();
+        }
+    }
+    let revocable = caller.token_id.clone();
+    // Who answers an approval or keeps a rule is who the token says.
+    request.extensions_mut().insert(caller);
+    let response = next.run(request).await;
+    match revocable {
+        Some(id) if is_event_stream(&response) => {
+            end_when_revoked(response, security.named.clone(), id)
+        }
+        _ => response,
+    }
 }
 
-/// The API paths that need no token: they tell nothing of any conversation.
-const OPEN_PATHS: [&str; 2] = ["/api/health", "/api/openapi.json"];
+/// Whether `caller` may make a state-changing API request: a `read` token may not, nor a
+/// cookie session without its CSRF token (signing in itself needs none: the pairing code is
+/// the credential).
+fn may_change(caller: &Caller, request: &Request) -> Result<(), ApiError> {
+    if caller.scope == Scope::Read {
+        return Err(ApiError::Forbidden(format!(
+            "the token `{}` may only read (scope `read`): it can follow and list, not send, \
+             answer or change anything",
+            caller.name
+        )));
+    }
+    if let Some(expected) = caller.csrf()
+        && request.uri().path() != PAIR_PATH
+    {
+        let given = request
+            .headers()
+            .get(CSRF_HEADER)
+            .and_then(|value| value.to_str().ok())
+            .unwrap_or_default();
+        if !constant_time_eq(given.as_bytes(), expected.as_bytes()) {
+            return Err(ApiError::Forbidden(format!(
+                "a signed-in browser's changes need the `{CSRF_HEADER}` header with the \
+                 session's CSRF token (`GET /api/session` gives it)"
+            )));
+        }
+    }
+    Ok(())
+}
+
+fn is_event_stream(response: &Response) -> bool {
+    response
+        .headers()
+        .get(header::CONTENT_TYPE)
+        .and_then(|value| value.to_str().ok())
+        .is_some_and(|value| value.starts_with("text/event-stream"))
+}
+
+/// How soon an event stream notices a token revoked by another process (one made by this
+/// service ends the stream at once).
+const REVOCATION_POLL: std::time::Duration = std::time::Duration::from_secs(1);
+
+/// `response`'s body, ended when the token `id` is revoked: a revoked device stops following
+/// at once, not at its next request.
+fn end_when_revoked(response: Response, named: TokenStore, id: String) -> Response {
+    use futures::StreamExt;
+    let (parts, body) = response.into_parts();
+    let revoked = Box::pin(async move { named.revoked(&id, REVOCATION_POLL).await });
+    let stream = body.into_data_stream().take_until(revoked);
+    Response::from_parts(parts, axum::body::Body::from_stream(stream))
+}
+
+/// Where a browser signs in with a pairing code.
+pub const PAIR_PATH: &str = "/api/pair";
+
+/// The API paths that need no token: they tell nothing of any conversation, or (signing in)
+/// take another credential.
+const OPEN_PATHS: [&str; 3] = ["/api/health", "/api/openapi.json", PAIR_PATH];
 
 /// Why a token cannot guard a service reachable from other machines, if it cannot: it must have
 /// at least [`MIN_TOKEN_CHARS`] characters, not all of them whitespace.

@@ -3,7 +3,9 @@
 //! request headers within a timeout, and its body at a minimum pace (`slow_body`); connections
 //! past a limit get a 503 instead of a file each; running out of files while accepting waits
 //! instead of failing; and hyper's own error answers carry the API's JSON body
-//! (`parse_errors`). It knows nothing about the routes.
+//! (`parse_errors`). With a certificate configured, every connection is TLS (the handshake
+//! within the same header timeout). Each request carries a [`Peer`]: who connected, and
+//! whether over TLS. It knows nothing about the routes.
 
 use std::convert::Infallible;
 use std::future::Future;
@@ -19,7 +21,8 @@ use hyper::body::Incoming;
 use hyper::rt::Timer as _;
 use hyper_util::rt::{TokioExecutor, TokioIo};
 use hyper_util::server::conn::auto::Builder;
-use tokio::net::{TcpListener, TcpStream};
+use tokio::io::{AsyncRead, AsyncWrite};
+use tokio::net::TcpListener;
 use tokio::sync::{Notify, watch};
 use tower::ServiceExt as _;
 
@@ -41,6 +44,14 @@ pub struct ConnectionLimits {
     pub body_pace: BodyPace,
 }
 
+/// The connection a request came on, in its extensions.
+#[derive(Debug, Clone, Copy)]
+pub struct Peer {
+    pub addr: std::net::SocketAddr,
+    /// Served over TLS by this service (not by a proxy in front of it).
+    pub tls: bool,
+}
+
 /// How long the loop waits before accepting again when the process is out of files.
 const OUT_OF_FILES_PAUSE: Duration = Duration::from_millis(50);
 
@@ -51,6 +62,7 @@ pub async fn serve(
     listener: TcpListener,
     app: Router,
     limits: ConnectionLimits,
+    tls: Option<tokio_rustls::TlsAcceptor>,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) {
     let (stop_sender, stop) = watch::channel(false);
@@ -67,8 +79,8 @@ pub async fn serve(
             accepted = listener.accept() => accepted,
             _ = stopped.wait_for(|stop| *stop) => break,
         };
-        let stream = match accepted {
-            Ok((stream, _)) => stream,
+        let (stream, addr) = match accepted {
+            Ok(accepted) => accepted,
             Err(error) => {
                 pause_after_accept_error(&error).await;
                 continue;
@@ -83,14 +95,42 @@ pub async fn serve(
             let guard = Counted::new(&counts, Slot::Serving);
             let app = app.clone();
             let stop = stop.clone();
+            let tls = tls.clone();
             tokio::spawn(async move {
-                serve_connection(stream, app, limits, stop).await;
+                match tls {
+                    None => {
+                        let peer = Peer { addr, tls: false };
+                        serve_connection(stream, peer, app, limits, stop).await;
+                    }
+                    Some(acceptor) => {
+                        let handshake = acceptor.accept(stream);
+                        match tokio::time::timeout(limits.header_read_timeout, handshake).await {
+                            Ok(Ok(stream)) => {
+                                let peer = Peer { addr, tls: true };
+                                serve_connection(stream, peer, app, limits, stop).await;
+                            }
+                            Ok(Err(error)) => tracing::debug!(%error, "TLS handshake failed"),
+                            Err(_) => tracing::debug!("no TLS handshake in time"),
+                        }
+                    }
+                }
                 drop(guard);
             });
         } else {
             let guard = Counted::new(&counts, Slot::Refusing);
+            let tls = tls.clone();
             tokio::spawn(async move {
-                refuse_connection(stream, limits.header_read_timeout).await;
+                match tls {
+                    None => refuse_connection(stream, limits.header_read_timeout).await,
+                    Some(acceptor) => {
+                        let handshake = acceptor.accept(stream);
+                        if let Ok(Ok(stream)) =
+                            tokio::time::timeout(limits.header_read_timeout, handshake).await
+                        {
+                            refuse_connection(stream, limits.header_read_timeout).await;
+                        }
+                    }
+                }
                 drop(guard);
             });
             // Past the refusals too: accept nothing more until some connection ends.
@@ -181,17 +221,21 @@ async fn pause_after_accept_error(error: &std::io::Error) {
 /// in flight). Until the first request's headers have arrived, the connection lives at most
 /// `header_read_timeout` (hyper's own timeout covers each HTTP/1 request after that, but not
 /// the bytes it reads to tell HTTP/1 from HTTP/2).
-async fn serve_connection(
-    stream: TcpStream,
+async fn serve_connection<S>(
+    stream: S,
+    peer: Peer,
     app: Router,
     limits: ConnectionLimits,
     mut stop: watch::Receiver<bool>,
-) {
+) where
+    S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+{
     let header_read_timeout = limits.header_read_timeout;
     let first_request = Arc::new(AtomicBool::new(false));
     let seen = first_request.clone();
-    let service = hyper::service::service_fn(move |request: Request<Incoming>| {
+    let service = hyper::service::service_fn(move |mut request: Request<Incoming>| {
         seen.store(true, Ordering::Relaxed);
+        request.extensions_mut().insert(peer);
         // A body that stalls, trickles or drags on fails its read (408) instead of holding
         // the connection forever.
         app.clone().oneshot(
@@ -234,7 +278,10 @@ async fn serve_connection(
 /// Answers every request of a connection past the limit with 503 and `Retry-After`, then
 /// closes it. The request is read first: closing a socket with unread data resets it, and the
 /// client could lose the answer.
-async fn refuse_connection(stream: TcpStream, header_read_timeout: Duration) {
+async fn refuse_connection<S>(stream: S, header_read_timeout: Duration)
+where
+    S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+{
     let service = hyper::service::service_fn(|_request: Request<Incoming>| async {
         let mut response = ApiError::Unavailable(
             "the service has too many connections open; retry shortly".to_owned(),

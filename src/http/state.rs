@@ -19,6 +19,8 @@ pub struct AppState {
     pub streams_done: CancellationToken,
     /// Answers given since the start, for `/api/health`.
     pub answers: Arc<AnswerCounts>,
+    /// The named tokens and paired browsers (`/api/tokens`, `/api/session`, `/api/pair`).
+    pub tokens: crate::auth::TokenStore,
 }
 
 /// How many answers the routes gave, and how many of them were server errors (5xx): the

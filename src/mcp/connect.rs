@@ -181,6 +181,7 @@ pub async fn open(
                 custom.insert(header, value);
             }
             let url = expand(url)?;
+            crate::tls::install_crypto_provider();
             let transport = StreamableHttpClientTransport::from_config(
                 StreamableHttpClientTransportConfig::with_uri(url).custom_headers(custom),
             );

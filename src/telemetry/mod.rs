@@ -119,6 +119,7 @@ fn exported_endpoint(telemetry: &TelemetryConfig) -> Option<Option<String>> {
 /// holding up a turn. `endpoint` is the collector's base URL (`/v1/traces` is added).
 fn tracer_provider(endpoint: Option<&str>) -> Result<SdkTracerProvider, String> {
     use opentelemetry_otlp::WithExportConfig;
+    crate::tls::install_crypto_provider();
     let mut exporter = opentelemetry_otlp::SpanExporter::builder().with_http();
     if let Some(endpoint) = endpoint {
         let endpoint = endpoint.trim_end_matches('/');

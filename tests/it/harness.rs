@@ -166,7 +166,7 @@ impl Server {
             reqwest::header::AUTHORIZATION,
             format!("Bearer {token}").parse().unwrap(),
         );
-        let client = reqwest::Client::builder().default_headers(headers);
+        let client = openvaala::tls::client_builder().default_headers(headers);
         Server {
             base,
             token,

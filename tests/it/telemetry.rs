@@ -510,7 +510,9 @@ async fn off_loopback_the_metrics_need_the_token() {
     let url = format!("http://127.0.0.1:{port}/metrics");
     let refused = reqwest::get(&url).await.unwrap();
     assert_eq!(refused.status(), 401);
-    let allowed = reqwest::Client::new()
+    let allowed = openvaala::tls::client_builder()
+        .build()
+        .unwrap()
         .get(&url)
         .bearer_auth("a-long-enough-token-for-the-network")
         .send()

@@ -197,7 +197,7 @@ async fn measure(
         .as_str()
         .context("no conversation")?
         .to_owned();
-    let response = reqwest::Client::builder()
+    let response = openvaala::tls::client_builder()
         .no_proxy()
         .default_headers(super::server::authorized())
         .build()?

@@ -16,7 +16,7 @@ const HEALTH_POLL: Duration = Duration::from_millis(2);
 const START_TIMEOUT: Duration = Duration::from_secs(120);
 
 pub(crate) fn http_client() -> anyhow::Result<reqwest::Client> {
-    Ok(reqwest::Client::builder()
+    Ok(openvaala::tls::client_builder()
         .no_proxy()
         .timeout(Duration::from_secs(30))
         .default_headers(authorized())

@@ -29,7 +29,7 @@ pub struct Endpoint {
 
 impl Endpoint {
     pub fn new(provider: &ProviderConfig) -> Endpoint {
-        let http = reqwest::Client::builder()
+        let http = crate::tls::client_builder()
             .connect_timeout(CONNECT_TIMEOUT)
             .build()
             .expect("the HTTP client can be built (its TLS backend is compiled in)");
