@@ -56,6 +56,7 @@ pub mod mcp;
 pub mod memory;
 pub mod model;
 pub mod permissions;
+pub mod push;
 pub mod readable;
 pub mod redact;
 pub mod repo;
