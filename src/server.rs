@@ -121,6 +121,7 @@ impl Service {
         lock.write_owner(&LockOwner {
             pid: std::process::id(),
             addr: Some(addr.to_string()),
+            tls: options.config.server.tls.is_some(),
         })?;
         // Under the lock, the one writer of the outbox: what the last run left resumes.
         let outbox = open_outbox(&crate::hooks::outbox::outbox_path(store.root(), None))?;
@@ -197,6 +198,7 @@ impl Service {
         let owner = LockOwner {
             pid: std::process::id(),
             addr: Some(addr.to_string()),
+            tls: options.config.server.tls.is_some(),
         };
         std::fs::write(
             crate::store::lock::instance_owner_path(store.root(), cluster.instance_id()),
@@ -290,7 +292,15 @@ impl Service {
             ..
         } = self;
         let streams_done = CancellationToken::new();
-        let app = crate::http::router(runtime.clone(), addr, tokens, streams_done.clone());
+        let named = crate::auth::TokenStore::open(runtime.data_dir());
+        let saving = save_token_uses(named.clone());
+        let app = crate::http::router(
+            runtime.clone(),
+            addr,
+            tokens,
+            named.clone(),
+            streams_done.clone(),
+        );
         let stopping = runtime.clone();
         let stopped = async move {
             shutdown.await;
@@ -305,6 +315,10 @@ impl Service {
         };
         tracing::info!(%addr, "openvaala is serving");
         crate::http::serve::serve(listener, app, connection_limits, tls, stopped).await;
+        saving.abort();
+        if let Err(error) = named.save_last_uses() {
+            tracing::warn!(%error, "cannot write down the tokens' last uses");
+        }
         if let Some(cluster) = runtime.cluster() {
             // Each instance's stop is its own; the shared index is caught up at every start.
             let folder =
@@ -430,6 +444,22 @@ async fn take_over_dead_instances(
     let own = instances.join(cluster.instance_id());
     std::fs::create_dir_all(&own).with_context(|| format!("cannot create {}", own.display()))?;
     Ok(group_records::take_over(&own)?)
+}
+
+/// Writes down the named tokens' last uses once a minute, off the request path.
+fn save_token_uses(named: crate::auth::TokenStore) -> tokio::task::JoinHandle<()> {
+    tokio::spawn(async move {
+        let mut every = tokio::time::interval(std::time::Duration::from_secs(60));
+        every.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            every.tick().await;
+            let named = named.clone();
+            let saved = tokio::task::spawn_blocking(move || named.save_last_uses()).await;
+            if let Ok(Err(error)) = saved {
+                tracing::warn!(%error, "cannot write down the tokens' last uses");
+            }
+        }
+    })
 }
 
 /// The HTTPS acceptor of `[server] tls_cert` / `tls_key`, if set: a certificate that cannot

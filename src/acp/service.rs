@@ -54,15 +54,15 @@ pub async fn start(data_dir: &Path, token: Option<String>) -> anyhow::Result<Api
             );
         }
         let running = lock::holder(&lock_path).ok().flatten();
-        if let Some(addr) = running.and_then(|owner| owner.addr) {
+        if let Some(url) = running.and_then(|owner| owner.url()) {
             // The service made its local token before it answered.
             let token = token
                 .clone()
                 .or_else(|| crate::credential::read(data_dir).ok().flatten())
                 .map(|base| crate::credential::client_token(&base, ClientKind::Acp));
-            let api = Api::new(&format!("http://{addr}"), token);
+            let api = Api::new(&url, token);
             if answers(&api).await && api.has_token() {
-                eprintln!("openvaala acp: the service is serving on http://{addr}");
+                eprintln!("openvaala acp: the service is serving on {url}");
                 return Ok(api);
             }
         }

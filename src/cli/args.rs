@@ -79,9 +79,10 @@ pub enum Command {
     /// Ctrl-C interrupts the turn and exits 130 once it has ended; a second Ctrl-C exits at
     /// once. The conversation id goes to stderr.
     Send(SendArgs),
-    /// The local API token of a data directory, which every API request carries (tool
-    /// processes cannot read it): `token show` prints it, `token url` the link that signs a
-    /// browser in to the service running for the directory.
+    /// The API tokens of a data directory: `token show` prints the local one, which every
+    /// API request carries (tool processes cannot read it), `token url` the link that signs a
+    /// browser in with it; `token add|list|revoke` manage named tokens for scripts, other
+    /// machines and read-only followers.
     Token {
         #[command(subcommand)]
         action: TokenAction,
@@ -92,6 +93,23 @@ pub enum Command {
     /// Neovim, Emacs): every ACP session is a conversation of the service. Finds the running
     /// service like `chat`; with no --url, starts one for the data directory if none runs.
     Acp(AcpArgs),
+    /// Print a one-time link, and its QR code, that signs a browser in (a phone, another
+    /// computer) with a new device token. It works once, within 10 minutes; the device shows
+    /// in the web UI's list of signed-in devices, where it can be signed out.
+    Pair {
+        /// What the device may do: `full`, or `read` (follow and list only).
+        #[arg(long, default_value = "full", value_parser = ["full", "read"])]
+        scope: String,
+        /// The service's address as the device reaches it [default: the running service's
+        /// address]. Behind a reverse proxy, its public URL (`https://agents.example.com`).
+        #[arg(long)]
+        url: Option<String>,
+        /// Print the link only, no QR code.
+        #[arg(long)]
+        no_qr: bool,
+        #[command(flatten)]
+        data: DataDirArg,
+    },
     /// Print a completion script for a shell (for example: `openvaala completions bash >
     /// ~/.local/share/bash-completion/completions/openvaala`).
     Completions { shell: clap_complete::Shell },
@@ -190,6 +208,23 @@ pub enum TokenAction {
     Show,
     /// Print the browser's sign-in link for the service running for the data directory.
     Url,
+    /// Make a named token and print it (this once; only its hash is kept).
+    Add {
+        /// What to call it (shown in lists, and as who answered an approval).
+        name: String,
+        /// `full`, or `read`: it can follow and list, not send, answer or change anything.
+        #[arg(long, default_value = "full", value_parser = ["full", "read"])]
+        scope: String,
+    },
+    /// List the named tokens and signed-in devices (never the tokens themselves).
+    List {
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Revoke a named token or sign a device out, by id or by name; at once, open event
+    /// streams included.
+    Revoke { id_or_name: String },
 }
 
 #[derive(Subcommand)]
@@ -226,7 +261,7 @@ pub struct ServeArgs {
 pub struct DataDirArg {
     /// Data directory [default: $OPENVAALA_HOME, else $XDG_DATA_HOME/openvaala, else
     /// ~/.local/share/openvaala].
-    #[arg(long)]
+    #[arg(long, global = true)]
     pub(crate) data_dir: Option<PathBuf>,
 }
 
@@ -284,8 +319,7 @@ impl ServiceArgs {
             lock::holder(&Store::lock_path_in(dir))
                 .ok()
                 .flatten()
-                .and_then(|owner| owner.addr)
-                .map(|addr| format!("http://{addr}"))
+                .and_then(|owner| owner.url())
         };
         let default = || format!("http://{}", crate::server::DEFAULT_ADDR);
         let env_url = || {

@@ -4,6 +4,7 @@ use std::path::Path;
 
 use anyhow::Context;
 
+use crate::auth::{Scope, TokenKind, TokenStore};
 use crate::config::Config;
 use crate::credential::ClientKind;
 use crate::server::{self};
@@ -12,8 +13,61 @@ use crate::store::lock::{self, LockError, RuntimeLock};
 
 use super::args::*;
 
-/// `openvaala token show|url`.
+/// `openvaala token show|url|add|list|revoke`.
 pub(crate) fn token(action: TokenAction, data_dir: &Path) -> anyhow::Result<()> {
+    let named = || TokenStore::open(data_dir);
+    match action {
+        TokenAction::Add { name, scope } => {
+            let scope = Scope::parse(&scope).context("the scope is `full` or `read`")?;
+            let minted = named().add(&name, scope, TokenKind::Token)?;
+            eprintln!(
+                "token `{}` ({}, scope {}): shown this once, send it as `Authorization: Bearer <token>`",
+                minted.record.name,
+                minted.record.id,
+                scope.name()
+            );
+            println!("{}", minted.token);
+            return Ok(());
+        }
+        TokenAction::List { json } => {
+            let tokens = named().list()?;
+            if json {
+                let infos: Vec<_> = tokens
+                    .iter()
+                    .map(|record| crate::api::tokens::TokenInfo::of(record, None))
+                    .collect();
+                println!("{}", serde_json::to_string_pretty(&infos)?);
+            } else if tokens.is_empty() {
+                println!("no named tokens or signed-in devices");
+            } else {
+                for record in tokens {
+                    let used = record.last_used_at.map_or("never used".to_owned(), |at| {
+                        format!("last used {}", at.format("%Y-%m-%d %H:%M UTC"))
+                    });
+                    println!(
+                        "{}  {:<6} {:<4}  {}  (made {}, {used})",
+                        record.id,
+                        record.kind.name(),
+                        record.scope.name(),
+                        record.name,
+                        record.created_at.format("%Y-%m-%d %H:%M UTC"),
+                    );
+                }
+            }
+            return Ok(());
+        }
+        TokenAction::Revoke { id_or_name } => {
+            let record = named().revoke(&id_or_name)?;
+            println!(
+                "revoked {} `{}` ({})",
+                record.kind.name(),
+                record.name,
+                record.id
+            );
+            return Ok(());
+        }
+        TokenAction::Show | TokenAction::Url => {}
+    }
     let token = crate::credential::read(data_dir)
         .with_context(|| format!("cannot read the token of {}", data_dir.display()))?
         .with_context(|| {
@@ -25,14 +79,72 @@ pub(crate) fn token(action: TokenAction, data_dir: &Path) -> anyhow::Result<()> 
     match action {
         TokenAction::Show => println!("{token}"),
         TokenAction::Url => {
-            let addr = lock::holder(&Store::lock_path_in(data_dir))
-                .ok()
-                .flatten()
-                .and_then(|owner| owner.addr)
-                .unwrap_or_else(|| server::DEFAULT_ADDR.to_owned());
             let web = crate::credential::client_token(&token, ClientKind::Web);
-            println!("http://{addr}/#token={web}");
+            println!("{}/#token={web}", running_url(data_dir));
         }
+        _ => unreachable!("handled above"),
+    }
+    Ok(())
+}
+
+/// The base URL of the service running for `data_dir`, else of the default address.
+fn running_url(data_dir: &Path) -> String {
+    lock::holder(&Store::lock_path_in(data_dir))
+        .ok()
+        .flatten()
+        .and_then(|owner| owner.url())
+        .unwrap_or_else(|| format!("http://{}", server::DEFAULT_ADDR))
+}
+
+/// `openvaala pair`: a one-time sign-in link for another device, and its QR code.
+pub(crate) fn pair(
+    data_dir: &Path,
+    scope: &str,
+    url: Option<&str>,
+    qr: bool,
+) -> anyhow::Result<()> {
+    let scope = Scope::parse(scope).context("the scope is `full` or `read`")?;
+    let base = match url {
+        Some(url) => {
+            let url = url.trim_end_matches('/');
+            if !(url.starts_with("http://") || url.starts_with("https://")) {
+                anyhow::bail!("--url is the service's base URL, starting with http:// or https://");
+            }
+            url.to_owned()
+        }
+        None => running_url(data_dir),
+    };
+    let code = TokenStore::open(data_dir).add_pairing(scope)?;
+    let link = format!("{base}/pair#code={code}");
+    if qr {
+        use qrcode::render::unicode::Dense1x2;
+        let code =
+            qrcode::QrCode::new(link.as_bytes()).context("the link is too long for a QR code")?;
+        // Light modules drawn dark on a terminal's usual dark background read as a QR code.
+        let picture = code
+            .render::<Dense1x2>()
+            .dark_color(Dense1x2::Light)
+            .light_color(Dense1x2::Dark)
+            .quiet_zone(true)
+            .build();
+        println!("{picture}");
+    }
+    println!("{link}");
+    eprintln!(
+        "open it on the device within {} minutes; it works once and signs the device in with \
+         scope {} (sign it out from the web UI's devices, or `openvaala token revoke`)",
+        crate::auth::tokens::PAIRING_VALID_S / 60,
+        scope.name()
+    );
+    if base.starts_with("http://")
+        && !base.contains("://127.0.0.1")
+        && !base.contains("://localhost")
+        && !base.contains("://[::1]")
+    {
+        eprintln!(
+            "note: {base} is plain HTTP: the session cookie crosses the network unencrypted; \
+             serve HTTPS ([server] tls_cert and tls_key) or put a reverse proxy with TLS in front"
+        );
     }
     Ok(())
 }

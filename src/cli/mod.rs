@@ -39,6 +39,14 @@ pub fn run(cli: Cli) -> ExitCode {
         Command::Token { action, data } => data
             .resolve()
             .and_then(|dir| maintenance::token(action, &dir)),
+        Command::Pair {
+            scope,
+            url,
+            no_qr,
+            data,
+        } => data
+            .resolve()
+            .and_then(|dir| maintenance::pair(&dir, &scope, url.as_deref(), !no_qr)),
         Command::Completions { shell } => {
             let mut command = <Cli as clap::CommandFactory>::command();
             clap_complete::generate(shell, &mut command, "openvaala", &mut std::io::stdout());

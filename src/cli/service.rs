@@ -73,7 +73,11 @@ pub(crate) fn serve(args: ServeArgs) -> anyhow::Result<()> {
             },
         })
         .await?;
-        eprintln!("openvaala is serving on http://{}", service.addr);
+        eprintln!(
+            "openvaala is serving on {}://{}",
+            service.scheme(),
+            service.addr
+        );
         // The link carries the local token: shown to a person at a terminal, never logged.
         if std::io::IsTerminal::is_terminal(&std::io::stderr()) {
             eprintln!("sign in from a browser: {}", service.sign_in_url());

@@ -49,6 +49,7 @@ pub fn router(
     runtime: Runtime,
     addr: SocketAddr,
     tokens: Vec<security::KnownToken>,
+    named: crate::auth::TokenStore,
     streams_done: CancellationToken,
 ) -> Router {
     use conversations as c;
@@ -136,7 +137,6 @@ pub fn router(
         .method_not_allowed_fallback(meta::method_not_allowed);
     // Cluster mode: the other instances address this one as advertised (behind a NAT or a
     // container's port map, another address than the one it listens on).
-    let named = crate::auth::TokenStore::open(runtime.data_dir());
     let mut security = Security::new(addr, tokens, named.clone());
     if let Some(cluster) = runtime.cluster() {
         security.also_accept(cluster.addr());

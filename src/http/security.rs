@@ -237,10 +237,11 @@ pub async fn guard(
     let Some(caller) = caller else {
         return next.run(request).await;
     };
-    if api && changes_state {
-        if let Err(error) = may_change(&caller, &request) {
-            return error.into_response();
-        }
+    if api
+        && changes_state
+        && let Err(error) = may_change(&caller, &request)
+    {
+        return error.into_response();
     }
     let revocable = caller.token_id.clone();
     // Who answers an approval or keeps a rule is who the token says.

@@ -13,6 +13,17 @@ use serde::{Deserialize, Serialize};
 pub struct LockOwner {
     pub pid: u32,
     pub addr: Option<String>,
+    /// Serving HTTPS (`[server] tls_cert`).
+    #[serde(default)]
+    pub tls: bool,
+}
+
+impl LockOwner {
+    /// The service's base URL on its address, once it listens.
+    pub fn url(&self) -> Option<String> {
+        let scheme = if self.tls { "https" } else { "http" };
+        Some(format!("{scheme}://{}", self.addr.as_ref()?))
+    }
 }
 
 impl std::fmt::Display for LockOwner {

@@ -72,6 +72,7 @@ mod subagents;
 mod telemetry;
 mod terminal;
 mod titles;
+mod tokens;
 mod torn_lines;
 mod tui;
 mod tui_terminal;
