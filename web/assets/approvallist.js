@@ -4,6 +4,7 @@
 // Agents tab the agents; the cards themselves are approvals.js's.
 
 import { api } from './api.js';
+import { isUnreachable, whenBack } from './reconnect.js';
 import { state } from './state.js';
 import { renderList } from './sidebar.js';
 import { renderAgents } from './agents.js';
@@ -47,8 +48,10 @@ export async function loadApprovals() {
   let answer;
   try {
     answer = await api('GET', '/api/approvals?status=pending');
-  } catch {
-    // The streams' events still keep the marks; the next list snapshot loads again.
+  } catch (error) {
+    // The streams' events still keep the marks; the next list snapshot loads again, and so
+    // does the service's coming back when it did not answer (the page opened offline).
+    if (isUnreachable(error)) whenBack('approvals', loadApprovals);
     return;
   }
   if (load !== loads) return;

@@ -10,7 +10,7 @@ import { ApiError, apiEvents } from './api.js';
 // What each API error code means to the person using the page. The service's own message
 // follows in small type, for the details (a path, a model's name).
 const FOR_PEOPLE = {
-  network: 'The OpenVaala service does not answer. Is it still running? The page reconnects by itself when it is back.',
+  network: 'The OpenVaala service does not answer. Is it still running? Reconnecting: the page goes on by itself once it is back.',
   unavailable: 'The service is busy or stopping. Try again in a moment.',
   internal: 'Something went wrong inside the service. Its log has the details.',
   turn_running: 'The agent is still working on this conversation. Wait for it to finish, or interrupt it first.',

@@ -1,7 +1,8 @@
-// One open conversation: GET it (which says clearly when it cannot open), then follow its event
-// stream. A snapshot (the first event, and again after a reconnect that missed too much)
-// replaces everything: the stored history comes from /items, the running turn's items and the
-// pending approvals from the snapshot, and events that arrive meanwhile wait in `state.queued`.
+// One open conversation: GET it (which says clearly when it cannot open, and waits for the
+// service when it does not answer), then follow its event stream. A snapshot (the first event,
+// and again after a reconnect that missed too much) replaces everything: the stored history
+// comes from /items, the running turn's items and the pending approvals from the snapshot, and
+// events that arrive meanwhile wait in `state.queued`.
 
 import { api, ApiError, streamUrl } from './api.js';
 import { $, el, enc, plural } from './dom.js';
@@ -28,6 +29,7 @@ import {
 import { resolveApprovalCard, showApproval } from './approvals.js';
 import { noteConversationApprovals, noteRequested, noteResolved } from './approvallist.js';
 import { addLine, clearRetry, removeLines, setConnection, showRetry } from './statuslines.js';
+import { isUnreachable, whenBack } from './reconnect.js';
 import { noteOutput, scrollToBottom } from './scroll.js';
 import { interruptSession, retryNow } from './actions.js';
 import { cue } from './attention.js';
@@ -88,7 +90,8 @@ export async function openConversation(id, sessionId) {
     detail = await api('GET', `/api/conversations/${enc(id)}`);
   } catch (error) {
     if (gen !== state.gen) return;
-    showBlocked(id, error);
+    if (isUnreachable(error)) showUnreachable(id, gen);
+    else showBlocked(id, error);
     return;
   }
   if (gen !== state.gen) return;
@@ -148,6 +151,21 @@ function worktreeArrival(original, copy) {
     parts.push(` Left out of the snapshot, so copied as they are now: ${named.join(', ')}${more}.`);
   }
   return parts;
+}
+
+// The service does not answer (the page may have opened from the service worker's copy, offline):
+// say so, and open the conversation by itself once the service answers again.
+function showUnreachable(id, gen) {
+  state.view = 'blocked';
+  const retry = () => gen === state.gen && openConversation(id);
+  $('blocked').replaceChildren(
+    el('h2', {}, 'Reconnecting…'),
+    el('p', {}, 'The OpenVaala service does not answer. Is it still running? The conversation opens by itself when the service is back.'),
+    el('button', { type: 'button', text: 'Retry', onclick: retry }),
+  );
+  $('conversation-title').textContent = state.titles.get(id) || 'Reconnecting…';
+  render();
+  whenBack('conversation', retry);
 }
 
 function showBlocked(id, error) {

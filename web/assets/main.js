@@ -3,6 +3,7 @@
 // (#/c/<id> opens a conversation, #/rules the remembered rules; anything else is the message box
 // of a new one, ready to type in) and holds the global keys: Esc interrupts a running turn, Ctrl+Shift+O (⌘⇧O) starts a
 // new conversation, ? lists the shortcuts (keys.js) (Alt+A and Alt+D in the message box, which answer an approval, are approvals.js's).
+// Once loaded, it registers the service worker that lets the page open offline (serviceworker.js).
 
 import { api } from './api.js';
 import { $, el, enc } from './dom.js';
@@ -24,6 +25,8 @@ import { wireApprovalKeys } from './approvals.js';
 import { wirePlan } from './plan.js';
 import { followProcesses, wireProcesses } from './processes.js';
 import { makeTimelineFocusable, wireShortcutHelp } from './keys.js';
+import { isUnreachable, whenBack } from './reconnect.js';
+import { registerServiceWorker } from './serviceworker.js';
 
 // The hash last routed: navigate() routes at once, and the 'hashchange' that follows must not
 // open the view a second time (it would move what was typed meanwhile).
@@ -148,6 +151,7 @@ async function loadModels() {
     renderHeader();
   } catch (error) {
     showError(error);
+    if (isUnreachable(error)) whenBack('models', loadModels);
   }
 }
 
@@ -165,3 +169,4 @@ route();
 setTimeout(() => {
   if (!state.list.loaded) loadList(false);
 }, 3000);
+registerServiceWorker();

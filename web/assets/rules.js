@@ -6,6 +6,7 @@
 import { api } from './api.js';
 import { $, clientName, el, enc, fullTime, plural, relTime } from './dom.js';
 import { showError } from './banners.js';
+import { isUnreachable, whenBack } from './reconnect.js';
 import { announce } from './announcer.js';
 import { state } from './state.js';
 import { render } from './view.js';
@@ -41,6 +42,7 @@ async function loadRules() {
     view.dataset.state = 'failed';
     $('rules-status').textContent = 'The rules could not be read.';
     showError(error);
+    if (isUnreachable(error)) whenBack('rules', () => state.view === 'rules' && loadRules());
     return;
   }
   if (load !== loads) return;

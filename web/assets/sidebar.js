@@ -10,6 +10,7 @@
 
 import { api, ApiError, streamUrl } from './api.js';
 import { $, el, enc, relTime } from './dom.js';
+import { serviceBack } from './reconnect.js';
 import { clearErrors, showError } from './banners.js';
 import { closeMenu, isMenuOpen, openMenu } from './menu.js';
 import { navigate, pendingApprovals, routeConversationId, state } from './state.js';
@@ -373,6 +374,8 @@ export function openListStream() {
   stream.addEventListener('open', () => {
     status.hidden = true;
     clearErrors('network');
+    // The service is back: what could not load without it loads now.
+    serviceBack();
   });
   stream.addEventListener('error', () => {
     status.hidden = false;
