@@ -3,12 +3,13 @@
 // worker (active, in control, keeping the app's files and never an API answer), the page opened
 // while the service is stopped (from the worker's copy, saying it reconnects, then back by
 // itself) and while the device is offline, a stale copy that never hides what the service
-// serves, and old caches dropped.
+// serves, old caches dropped, and on a phone an approval's answers and the waiting messages in
+// view right above the message box.
 'use strict';
 
 const { test } = require('node:test');
 const assert = require('node:assert/strict');
-const { TEST_TIMEOUT, WAIT_MS, screenshot, startConversation, waitForReply, waitIdle, withUi } = require('./harness');
+const { ASKS_FIRST, TEST_TIMEOUT, WAIT_MS, screenshot, startConversation, waitForReply, waitIdle, withUi } = require('./harness');
 
 // What a page logs while the service is down or the device offline: its API calls and streams
 // failing.
@@ -245,4 +246,62 @@ test('a stale copy never hides what the service serves; a new worker drops the c
     });
     await waitInPage(page, async () => !(await caches.keys()).includes('openvaala-0.0.0-earlier'));
     assert.deepEqual((await page.evaluate(() => caches.keys())).sort(), [name, 'not-ours'].sort());
+  }));
+
+test("on a phone (390×844) a waiting approval's answers and the waiting messages are in view above the message box", { timeout: TEST_TIMEOUT }, () =>
+  withUi({ config: ASKS_FIRST, viewport: PHONE_390, hasTouch: true }, async ({ page }) => {
+    // On a touch screen Return adds a line: the Send button sends.
+    await page.locator('#main[data-view="new"] #composer').waitFor();
+    await page.fill('#message', 'Look at the project first\n/shell ls -la && cat README.md | head -20');
+    await page.click('#send');
+    const card = page.locator('#items .approval.asking');
+    await card.waitFor();
+    for (let n = 1; n <= 3; n++) {
+      await page.fill('#message', `waiting message number ${n}\nwith a second line`);
+      await page.click('#send');
+      await page.locator('#pending-list li.pending-item', { hasText: `number ${n}` }).waitFor();
+    }
+    await page.fill('#message', '');
+
+    // Each is on the screen and is what a tap at its centre reaches: not scrolled out of its
+    // area, not covered.
+    const reachable = () =>
+      page.evaluate(() => {
+        // What is asked, the answers, the first waiting message's buttons, the message box.
+        const selectors = ['.approval.asking .approval-subject', '.approval.asking button[data-decision]', '#pending-list li.pending-item:first-child button', '#message', '#send'];
+        const found = [];
+        for (const node of document.querySelectorAll(selectors.join(', '))) {
+          const box = node.getBoundingClientRect();
+          const x = box.left + box.width / 2;
+          const y = box.top + box.height / 2;
+          const hit = document.elementFromPoint(x, y);
+          const inView = box.top >= 0 && box.bottom <= window.innerHeight && box.left >= 0 && box.right <= window.innerWidth;
+          found.push({ what: node.textContent.trim() || node.id, reached: inView && !!hit && (hit === node || node.contains(hit)) });
+        }
+        return found;
+      });
+    // Waiting for the layout to settle: the timeline follows its end as the panel under it grows.
+    await page.waitForFunction(() => {
+      const deny = document.querySelector('.approval.asking button[data-decision="deny"]');
+      const box = deny.getBoundingClientRect();
+      return document.elementFromPoint(box.left + box.width / 2, box.top + box.height / 2) === deny;
+    });
+    const found = await reachable();
+    assert.deepEqual(
+      found.filter((entry) => !entry.reached),
+      [],
+      JSON.stringify(found),
+    );
+    for (const answer of ['Allow once', 'Allow in this conversation', 'Always allow', 'Deny']) {
+      assert.ok(found.some((entry) => entry.what === answer), answer);
+    }
+    // The message box stays where it was, at the foot of the screen.
+    const composer = await page.locator('#composer').boundingBox();
+    assert.ok(Math.abs(composer.y + composer.height - PHONE_390.height) <= 1, JSON.stringify(composer));
+    for (const scheme of ['light', 'dark']) {
+      await page.emulateMedia({ colorScheme: scheme });
+      await screenshot(page, `phone-390-approval-waiting-${scheme}`);
+    }
+    await card.locator('button[data-decision="deny"]').click();
+    await page.locator('#items .approval.settled[data-status="denied"]').waitFor();
   }));

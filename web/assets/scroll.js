@@ -88,11 +88,16 @@ export function watchTimeline() {
   $('new-output').addEventListener('click', scrollToBottom);
   // New output is followed once a frame, after layout, when the timeline's content grew: never
   // from an event handler, where asking for the height would force a layout per event.
+  // The timeline getting shorter (waiting messages or a panel appearing under it, a phone's
+  // keyboard) keeps its end in view too.
   let lastHeight = 0;
+  let lastView = 0;
   const observer = new ResizeObserver(() => {
     const height = $('items').offsetHeight + $('status-lines').offsetHeight;
-    if (height > lastHeight) followOutput();
+    const view = timeline.clientHeight;
+    if (height > lastHeight || view < lastView) followOutput();
     lastHeight = height;
+    lastView = view;
   });
   observer.observe($('items'));
   observer.observe($('status-lines'));
