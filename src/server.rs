@@ -294,11 +294,13 @@ impl Service {
         let streams_done = CancellationToken::new();
         let named = crate::auth::TokenStore::open(runtime.data_dir());
         let saving = save_token_uses(named.clone());
+        let push = start_push(&runtime, &named);
         let app = crate::http::router(
             runtime.clone(),
             addr,
             tokens,
             named.clone(),
+            push,
             streams_done.clone(),
         );
         let stopping = runtime.clone();
@@ -444,6 +446,32 @@ async fn take_over_dead_instances(
     let own = instances.join(cluster.instance_id());
     std::fs::create_dir_all(&own).with_context(|| format!("cannot create {}", own.display()))?;
     Ok(group_records::take_over(&own)?)
+}
+
+/// Push notifications: the VAPID key (made at the first start), the subscriptions, and the
+/// task that sends what this instance's events call for. Without a key (an unwritable data
+/// directory) the service runs without pushes, and says so.
+fn start_push(
+    runtime: &Runtime,
+    named: &crate::auth::TokenStore,
+) -> Option<crate::push::store::PushState> {
+    let key = match crate::push::VapidKey::load_or_create(runtime.data_dir()) {
+        Ok(key) => std::sync::Arc::new(key),
+        Err(error) => {
+            tracing::error!(%error, "push notifications are off: the VAPID key cannot be made");
+            return None;
+        }
+    };
+    let subscriptions = crate::push::store::SubscriptionStore::open(runtime.data_dir());
+    if let Some(events) = runtime.watch_list_events() {
+        tokio::spawn(crate::push::dispatch::run(
+            events,
+            key.clone(),
+            subscriptions.clone(),
+            named.clone(),
+        ));
+    }
+    Some(crate::push::store::PushState { key, subscriptions })
 }
 
 /// Writes down the named tokens' last uses once a minute, off the request path.

@@ -6,6 +6,7 @@ pub mod approvals;
 pub mod edits;
 pub mod errors;
 pub mod events;
+pub mod push;
 pub mod reference;
 pub mod requests;
 pub mod responses;

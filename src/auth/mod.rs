@@ -44,6 +44,14 @@ pub struct Caller {
 }
 
 impl Caller {
+    /// The device this caller is, for push notifications and who is looking: a named token's
+    /// id, else the kind of client (`web`, `cli`, …) of the local credential.
+    pub fn device(&self) -> String {
+        self.token_id.clone().unwrap_or_else(|| self.label.clone())
+    }
+}
+
+impl Caller {
     pub fn new(
         label: String,
         name: String,

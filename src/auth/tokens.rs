@@ -177,6 +177,28 @@ pub struct TokenStore {
     /// Bumped at every change this process makes or notices: event streams of a revoked token
     /// end on it.
     changed: Arc<tokio::sync::watch::Sender<u64>>,
+    /// Open event streams per device (a named token's id, else the caller's label): a device
+    /// following the service is not sent push notifications.
+    looking: Arc<Mutex<HashMap<String, usize>>>,
+}
+
+/// One open event stream of a device, counted until dropped.
+#[derive(Debug)]
+pub struct Looking {
+    looking: Arc<Mutex<HashMap<String, usize>>>,
+    device: String,
+}
+
+impl Drop for Looking {
+    fn drop(&mut self) {
+        let mut looking = self.looking.lock().expect("looking");
+        if let Some(count) = looking.get_mut(&self.device) {
+            *count -= 1;
+            if *count == 0 {
+                looking.remove(&self.device);
+            }
+        }
+    }
 }
 
 impl TokenStore {
@@ -185,7 +207,27 @@ impl TokenStore {
             dir: data_dir.to_owned(),
             cache: Arc::default(),
             changed: Arc::new(tokio::sync::watch::channel(0).0),
+            looking: Arc::default(),
         }
+    }
+
+    /// Counts an open event stream of `device` until the result is dropped.
+    pub fn looking(&self, device: &str) -> Looking {
+        *self
+            .looking
+            .lock()
+            .expect("looking")
+            .entry(device.to_owned())
+            .or_default() += 1;
+        Looking {
+            looking: self.looking.clone(),
+            device: device.to_owned(),
+        }
+    }
+
+    /// Whether `device` has an event stream open now.
+    pub fn is_looking(&self, device: &str) -> bool {
+        self.looking.lock().expect("looking").contains_key(device)
     }
 
     fn path(&self) -> PathBuf {
@@ -363,7 +405,7 @@ impl TokenStore {
         kept.pairings.retain(|pairing| pairing.expires_at > now);
         let result = edit(&mut kept)?;
         let bytes = serde_json::to_vec_pretty(&kept).expect("tokens are plain JSON");
-        crate::store::disk::wait_for(|| write_private(&self.path(), &bytes))
+        crate::store::disk::wait_for(|| replace_privately(&self.path(), &bytes))
             .map_err(|error| self.io(error))?;
         let stamp = self.stamp().map_err(|error| self.io(error))?;
         self.cache.lock().expect("token cache").set(stamp, kept);
@@ -482,18 +524,20 @@ fn hex(bytes: &[u8]) -> String {
     })
 }
 
-fn random_hex(bytes: usize) -> io::Result<String> {
+pub(crate) fn random_hex(bytes: usize) -> io::Result<String> {
     let mut buffer = vec![0u8; bytes];
     File::open("/dev/urandom")?.read_exact(&mut buffer)?;
     Ok(hex(&buffer))
 }
 
-/// `path` holds `bytes`, readable by this user only, replaced whole and durably.
-fn write_private(path: &Path, bytes: &[u8]) -> io::Result<()> {
+/// `path` holds `bytes`, readable by this user only, replaced whole and durably (written under
+/// another name and flushed, renamed, the folder flushed).
+pub(crate) fn replace_privately(path: &Path, bytes: &[u8]) -> io::Result<()> {
     let dir = path
         .parent()
         .ok_or_else(|| io::Error::other(format!("{} has no folder", path.display())))?;
-    let temporary = dir.join(format!(".{FILE}.{}.tmp", std::process::id()));
+    let name = path.file_name().unwrap_or_default().to_string_lossy();
+    let temporary = dir.join(format!(".{name}.{}.tmp", std::process::id()));
     let _ = fs::remove_file(&temporary);
     let mut file = OpenOptions::new()
         .write(true)

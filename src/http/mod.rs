@@ -16,6 +16,7 @@ pub mod openapi;
 pub mod parse_errors;
 pub mod plain_errors;
 pub mod processes;
+pub mod push;
 pub mod security;
 pub mod serve;
 pub mod skills;
@@ -50,6 +51,7 @@ pub fn router(
     addr: SocketAddr,
     tokens: Vec<security::KnownToken>,
     named: crate::auth::TokenStore,
+    push_state: Option<crate::push::store::PushState>,
     streams_done: CancellationToken,
 ) -> Router {
     use conversations as c;
@@ -77,6 +79,15 @@ pub fn router(
             get(tokens::session).delete(tokens::sign_out),
         )
         .route(security::PAIR_PATH, post(tokens::pair))
+        .route("/api/push/key", get(push::key))
+        .route(
+            "/api/push/subscriptions",
+            get(push::list).post(push::subscribe),
+        )
+        .route(
+            "/api/push/subscriptions/{id}",
+            axum::routing::delete(push::unsubscribe),
+        )
         .route(
             "/api/rules/{id}",
             axum::routing::delete(approvals::delete_rule),
@@ -151,6 +162,7 @@ pub fn router(
         streams_done,
         answers: answers.clone(),
         tokens: named,
+        push: push_state,
     };
     api.layer(axum::middleware::from_fn_with_state(
         state.clone(),

@@ -134,6 +134,10 @@ pub async fn serve() -> Json<Value> {
         super::tokens::session,
         super::tokens::sign_out,
         super::tokens::pair,
+        super::push::key,
+        super::push::subscribe,
+        super::push::list,
+        super::push::unsubscribe,
     ),
     components(schemas(
         Conversation,
@@ -185,6 +189,7 @@ pub async fn serve() -> Json<Value> {
         (name = "events", description = "Server-Sent Event streams"),
         (name = "approvals", description = "Tool calls waiting for a user's answer, and remembered rules"),
         (name = "tokens", description = "Named tokens, signed-in browsers and pairing"),
+        (name = "push", description = "Push notifications to subscribed browsers"),
     ),
     modifiers(&CommonResponses),
     security((), ("bearer" = [])),
@@ -348,6 +353,10 @@ mod tests {
         ("get", "/api/session"),
         ("delete", "/api/session"),
         ("post", "/api/pair"),
+        ("get", "/api/push/key"),
+        ("get", "/api/push/subscriptions"),
+        ("post", "/api/push/subscriptions"),
+        ("delete", "/api/push/subscriptions/{id}"),
     ];
 
     #[test]

@@ -244,15 +244,14 @@ pub async fn guard(
         return error.into_response();
     }
     let revocable = caller.token_id.clone();
+    let device = caller.device();
     // Who answers an approval or keeps a rule is who the token says.
     request.extensions_mut().insert(caller);
     let response = next.run(request).await;
-    match revocable {
-        Some(id) if is_event_stream(&response) => {
-            end_when_revoked(response, security.named.clone(), id)
-        }
-        _ => response,
+    if !is_event_stream(&response) {
+        return response;
     }
+    follow_stream(response, &security.named, device, revocable)
 }
 
 /// Whether `caller` may make a state-changing API request: a `read` token may not, nor a
@@ -296,13 +295,32 @@ fn is_event_stream(response: &Response) -> bool {
 /// service ends the stream at once).
 const REVOCATION_POLL: std::time::Duration = std::time::Duration::from_secs(1);
 
-/// `response`'s body, ended when the token `id` is revoked: a revoked device stops following
-/// at once, not at its next request.
-fn end_when_revoked(response: Response, named: TokenStore, id: String) -> Response {
+/// An event stream's `response`, counted as `device` looking while it is open (no push
+/// notification goes to a device that is following), and ended when its named token `revocable`
+/// is revoked: a revoked device stops following at once, not at its next request.
+fn follow_stream(
+    response: Response,
+    named: &TokenStore,
+    device: String,
+    revocable: Option<String>,
+) -> Response {
     use futures::StreamExt;
     let (parts, body) = response.into_parts();
-    let revoked = Box::pin(async move { named.revoked(&id, REVOCATION_POLL).await });
-    let stream = body.into_data_stream().take_until(revoked);
+    let looking = named.looking(&device);
+    let named = named.clone();
+    let revoked = Box::pin(async move {
+        match revocable {
+            Some(id) => named.revoked(&id, REVOCATION_POLL).await,
+            None => std::future::pending().await,
+        }
+    });
+    let stream = body
+        .into_data_stream()
+        .take_until(revoked)
+        .map(move |chunk| {
+            let _counted = &looking;
+            chunk
+        });
     Response::from_parts(parts, axum::body::Body::from_stream(stream))
 }
 

@@ -26,7 +26,7 @@ use tokio::net::TcpListener;
 use tokio::sync::{Notify, watch};
 use tower::ServiceExt as _;
 
-use super::ApiError;
+use super::error::ApiError;
 use super::parse_errors::JsonParseErrors;
 use super::slow_body::{BodyPace, PacedBody};
 

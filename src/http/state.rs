@@ -21,6 +21,8 @@ pub struct AppState {
     pub answers: Arc<AnswerCounts>,
     /// The named tokens and paired browsers (`/api/tokens`, `/api/session`, `/api/pair`).
     pub tokens: crate::auth::TokenStore,
+    /// Push notifications (`/api/push/…`); `None` when the VAPID key could not be made.
+    pub push: Option<crate::push::store::PushState>,
 }
 
 /// How many answers the routes gave, and how many of them were server errors (5xx): the

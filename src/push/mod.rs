@@ -11,10 +11,13 @@
 //! - `subscription.rs` — the browser's `PushSubscription` JSON, and the checks before use.
 //! - `send.rs` — one POST to a push service, and what its answer means for the subscription.
 //!
-//! Nothing here stores subscriptions or decides when to send: the caller does both.
+//! - `store.rs` — the subscriptions, each tied to the device that made it.
+//! - `dispatch.rs` — which list events become notifications, and for which devices.
 
+pub mod dispatch;
 mod encrypt;
 mod send;
+pub mod store;
 mod subscription;
 mod vapid;
 

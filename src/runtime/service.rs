@@ -124,6 +124,7 @@ impl Runtime {
         let shared = Arc::new(Shared {
             hooks,
             processes,
+            list_watch: std::sync::OnceLock::new(),
             store,
             index,
             tokenizers: crate::model::tokens::Tokenizer::configured(&config),
@@ -271,5 +272,15 @@ impl Runtime {
 
     pub fn list_events(&self) -> &EventBus {
         &self.shared.list_events
+    }
+
+    /// The list events this instance publishes that may call for a push notification (an
+    /// approval waits, a conversation's status changed), from now on; `None` if already taken.
+    pub fn watch_list_events(
+        &self,
+    ) -> Option<tokio::sync::mpsc::Receiver<crate::api::events::ListEvent>> {
+        let (sender, receiver) = tokio::sync::mpsc::channel(256);
+        self.shared.list_watch.set(sender).ok()?;
+        Some(receiver)
     }
 }

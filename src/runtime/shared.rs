@@ -61,6 +61,9 @@ pub struct Shared {
     pub hooks: Arc<crate::hooks::Hooks>,
     /// The background processes of every conversation (`shell` with `background`).
     pub processes: Arc<crate::tools::background::Processes>,
+    /// Where this instance's own list events that may call for a push notification go (an
+    /// approval waits, a conversation's status changed), once the service watches them.
+    pub(super) list_watch: std::sync::OnceLock<tokio::sync::mpsc::Sender<ListEvent>>,
 }
 
 impl Shared {
@@ -102,6 +105,18 @@ impl Shared {
             return;
         }
         self.list_events.publish(event);
+        // Only the instance an event happens on sees it here: a cluster pushes it once.
+        if let Some(watch) = self.list_watch.get()
+            && matches!(
+                event,
+                ListEvent::ApprovalRequested { .. }
+                    | ListEvent::ConversationCreated { .. }
+                    | ListEvent::ConversationUpdated { .. }
+            )
+        {
+            // Full: the push notifications lag far behind; this one is dropped.
+            let _ = watch.try_send(event.clone());
+        }
         if let Some(cluster) = self.cluster() {
             cluster.notify(event);
         }

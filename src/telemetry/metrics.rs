@@ -92,6 +92,11 @@ fn describe() {
         "How long an append's fsync took"
     );
     describe_counter!(
+        "openvaala_push_notifications_total",
+        "Push notifications, by outcome: sent, gone or failed (POSTed to a push service), \
+         skipped (the device was following)"
+    );
+    describe_counter!(
         "openvaala_sandbox_refusals_total",
         "Tool calls the sandbox or the permissions refused, by kind"
     );
@@ -174,6 +179,12 @@ pub fn fsync(took: Duration) {
 
 pub fn sandbox_refusal(kind: &'static str) {
     metrics::counter!("openvaala_sandbox_refusals_total", "kind" => kind).increment(1);
+}
+
+/// A push notification's attempt: `sent`, `gone` or `failed`; `skipped` when its device was
+/// following the service (an event stream open).
+pub fn push_sent(outcome: &'static str) {
+    metrics::counter!("openvaala_push_notifications_total", "outcome" => outcome).increment(1);
 }
 
 /// The service's state when `/metrics` is read.

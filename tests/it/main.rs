@@ -56,6 +56,8 @@ mod processes;
 mod prompt_cache;
 mod providers;
 mod providers_fidelity;
+mod push;
+mod push_send;
 mod read_search;
 mod reindex;
 mod retries;

@@ -17,15 +17,15 @@ use crate::harness::TIMEOUT;
 const SUBJECT: &str = "mailto:ops@example.org";
 
 /// The receiver, and the lines it prints.
-struct Receiver {
+pub struct Receiver {
     _child: Child,
     lines: Lines<BufReader<ChildStdout>>,
-    subscription: Subscription,
+    pub subscription: Subscription,
 }
 
 impl Receiver {
     /// Starts the receiver with `args` and reads the subscription it prints first.
-    async fn start(args: &[&str]) -> Receiver {
+    pub async fn start(args: &[&str]) -> Receiver {
         let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/push");
         assert!(
             dir.join("node_modules/http_ece").is_dir(),
@@ -50,12 +50,12 @@ impl Receiver {
     }
 
     /// The next line the receiver prints, as JSON.
-    async fn next(&mut self) -> Value {
+    pub async fn next(&mut self) -> Value {
         next_line(&mut self.lines).await
     }
 
     /// The subscription with its endpoint's path changed to `path`.
-    fn at(&self, path: &str) -> Subscription {
+    pub fn at(&self, path: &str) -> Subscription {
         let mut url = reqwest::Url::parse(&self.subscription.endpoint).unwrap();
         url.set_path(path);
         Subscription {
