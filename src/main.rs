@@ -11,7 +11,6 @@ fn main() -> ExitCode {
         return code;
     }
     openvaala::memory::keep_big_blocks_apart();
-    openvaala::memory::map_own_code_lazily();
     openvaala::tls::install_crypto_provider();
     // Logging starts in `cli::run`: `serve` first reads how its config wants it.
     openvaala::cli::run(Cli::parse())
