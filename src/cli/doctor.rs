@@ -383,7 +383,7 @@ async fn postgres(url: &str) -> Check {
             );
         }
     };
-    let migrator = sqlx::migrate!("./migrations/postgres");
+    let migrator = crate::index::migrations::postgres();
     let applied: Result<Vec<i64>, _> =
         sqlx::query_scalar("SELECT version FROM _sqlx_migrations WHERE success")
             .fetch_all(&pool)

@@ -7,6 +7,7 @@
 //! each other. The shared types are in `types.rs`, the search and cursor rules in `query.rs`,
 //! the notes of what to re-index in `repairs.rs`.
 
+pub mod migrations;
 pub mod postgres;
 mod query;
 pub mod rebuild;

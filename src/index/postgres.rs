@@ -57,9 +57,7 @@ impl PgIndex {
         // Migrations on a connection of their own, without the timeouts below: waiting for
         // another instance's migration lock, or building an index, may take longer.
         let mut migrating = PgConnection::connect_with(&options).await?;
-        sqlx::migrate!("./migrations/postgres")
-            .run(&mut migrating)
-            .await?;
+        super::migrations::postgres().run(&mut migrating).await?;
         migrating.close().await?;
         let pool = PgPoolOptions::new()
             .max_connections(8)

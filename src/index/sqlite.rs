@@ -55,7 +55,7 @@ impl SqliteIndex {
             .min_connections(1)
             .connect_with(options.clone())
             .await?;
-        sqlx::migrate!().run(&writer).await?;
+        super::migrations::sqlite().run(&writer).await?;
         let checkpointer = SqlitePoolOptions::new()
             .max_connections(1)
             .min_connections(1)
@@ -89,7 +89,7 @@ impl SqliteIndex {
             .max_connections(1)
             .connect_with(options)
             .await?;
-        sqlx::migrate!().run(&pool).await?;
+        super::migrations::sqlite().run(&pool).await?;
         // Merging search segments while loading costs more than one merge at the end.
         for setting in [
             "INSERT INTO search (search, rank) VALUES ('automerge', 0)",

@@ -34,9 +34,11 @@
 //!   against a fake provider that caches as Anthropic and OpenAI do (`cache_provider`,
 //!   `prompt_cache`): the share of input read from the cache, the input's cost with and without.
 //! - `hooks`: what a no-op `pre_tool_use` HTTP hook adds to a tool call on loopback.
+//! - `auth`: what checking a named token adds to a request, in process and through the service.
 
 mod acp;
 mod approvals;
+mod auth;
 mod background;
 mod burst;
 mod cache;
@@ -151,6 +153,9 @@ enum Bench {
     /// What a no-op `pre_tool_use` HTTP hook (a local receiver answering `{}`) adds to a tool
     /// call: median and p90 of `read_file` calls with it and without.
     Hooks(hooks::HooksArgs),
+    /// What checking a named token adds to a request: the check in process, and a request's
+    /// median latency with a named token against `OPENVAALA_TOKEN`.
+    Auth(auth::AuthArgs),
 }
 
 fn main() -> anyhow::Result<ExitCode> {
@@ -183,6 +188,7 @@ fn main() -> anyhow::Result<ExitCode> {
         Bench::Cache(args) => cache::cache(&args),
         Bench::Background(args) => background::background(&args),
         Bench::Hooks(args) => hooks::hooks(&args),
+        Bench::Auth(args) => auth::auth(&args),
     }?;
     Ok(ExitCode::SUCCESS)
 }
