@@ -1,4 +1,6 @@
-//! The bundled web UI: the page at `/` (an askama template, `web/index.html`), its own files
+//! The bundled web UI: the page at `/` (an askama template, `web/index.html`), the page a
+//! pairing link of `openvaala pair` opens at `/pair` (`web/pair.html`; the code stays in the
+//! link's fragment, which never reaches the service, and its script redeems it), its own files
 //! under `/assets/` (ES modules, CSS and icons from `web/assets/`), the third-party browser code
 //! under `/vendor/` (`web/vendor/`, written by `scripts/vendor-web`), and what makes it an
 //! installable app, at the root (`web/root/`): the manifest at `/manifest.webmanifest` and the
@@ -29,8 +31,9 @@ pub const CONTENT_SECURITY_POLICY: &str = "default-src 'none'; script-src 'self'
      style-src 'self'; img-src 'self' data:; connect-src 'self'; worker-src 'self'; \
      manifest-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'";
 
-/// The service worker fetches the app's files from this origin and nothing else.
-const WORKER_SECURITY_POLICY: &str = "default-src 'none'; connect-src 'self'";
+/// The service worker fetches the app's files from this origin and nothing else; the icon of
+/// the notifications it shows is one of them.
+const WORKER_SECURITY_POLICY: &str = "default-src 'none'; connect-src 'self'; img-src 'self'";
 
 /// Assets are not content-hashed, so browsers revalidate them (cheaply, with the ETag) rather
 /// than keep a stale `app.js` after an upgrade.
@@ -39,6 +42,7 @@ const ASSET_CACHE_CONTROL: &str = "no-cache";
 pub fn router() -> Router<AppState> {
     Router::new()
         .route("/", get(index))
+        .route("/pair", get(pair))
         .route("/assets/{*path}", get(asset))
         .route("/vendor/{*path}", get(vendored))
         .route("/manifest.webmanifest", get(manifest))
@@ -73,6 +77,14 @@ struct IndexPage<'a> {
     is_demo: bool,
 }
 
+/// Where a pairing link lands: the page reads the code from the fragment and signs the browser
+/// in with `POST /api/pair`.
+#[derive(Template)]
+#[template(path = "pair.html", config = "web/askama.toml")]
+struct PairPage<'a> {
+    version: &'a str,
+}
+
 async fn index(State(state): State<AppState>) -> Result<Response, ApiError> {
     let config = state.runtime.config();
     let model = config.default_agent().model.as_str();
@@ -81,8 +93,20 @@ async fn index(State(state): State<AppState>) -> Result<Response, ApiError> {
         model,
         is_demo: model == DEMO_MODEL,
     };
-    let html = page.render().map_err(|error| {
-        tracing::error!(%error, "rendering the UI page failed");
+    page_response(page.render())
+}
+
+async fn pair() -> Result<Response, ApiError> {
+    let page = PairPage {
+        version: env!("CARGO_PKG_VERSION"),
+    };
+    page_response(page.render())
+}
+
+/// A rendered page, with the headers every page of the UI carries.
+fn page_response(rendered: askama::Result<String>) -> Result<Response, ApiError> {
+    let html = rendered.map_err(|error| {
+        tracing::error!(%error, "rendering a UI page failed");
         ApiError::Internal("rendering the page failed".to_owned())
     })?;
     let headers = [
@@ -403,6 +427,25 @@ mod tests {
             cache
         );
         assert!(script.contains("addEventListener('fetch'"));
+    }
+
+    #[tokio::test]
+    async fn the_pairing_page_has_its_own_script_and_the_pages_headers() {
+        let response = pair().await.unwrap();
+        assert_eq!(response.status(), StatusCode::OK);
+        let headers = response.headers().clone();
+        assert_eq!(
+            headers[header::CONTENT_SECURITY_POLICY],
+            CONTENT_SECURITY_POLICY
+        );
+        assert_eq!(headers[header::REFERRER_POLICY], "no-referrer");
+        let html = String::from_utf8(body_of(response).await).unwrap();
+        assert!(html.contains(r#"<script type="module" src="/assets/pair.js">"#));
+        assert!(
+            !html.contains("<script>"),
+            "no inline script: the CSP forbids it"
+        );
+        assert!(Assets::get("pair.js").is_some());
     }
 
     #[test]

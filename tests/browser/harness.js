@@ -414,6 +414,7 @@ async function screenshot(page, name) {
 
 module.exports = {
   ASKS_FIRST,
+  BIN,
   DESKTOP,
   PHONE,
   TEST_TIMEOUT,
@@ -422,6 +423,7 @@ module.exports = {
   checkAxe,
   conversationId,
   inEachView,
+  launchBrowser,
   messageTexts,
   screenshot,
   sendMessage,

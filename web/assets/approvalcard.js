@@ -161,6 +161,11 @@ function keysHint(prefix, approval) {
   return el('p', { class: 'approval-keys', id: `${prefix}-keys`, hidden: true }, 'From the message box: ', el('kbd', {}, 'Alt+A'), yes, el('kbd', {}, 'Alt+D'), no);
 }
 
+// Shown instead of the answers on a device that may only read (app.css, `body.read-only`).
+function readOnlyNote() {
+  return el('p', { class: 'approval-read-only' }, 'This device may only read: answer from a device with full access.');
+}
+
 // An MCP server's question: its message and a form; Submit sends the answers, Decline none.
 // `card.fields` reads the form (mcpasks.js); the error line sits by the buttons.
 function questionCard(approval, handlers) {
@@ -214,6 +219,7 @@ function questionCard(approval, handlers) {
     warning ? el('p', { class: 'approval-warning', id: `${prefix}-warning` }, el('span', { 'aria-hidden': 'true' }, '⚠ '), warning) : null,
     el('p', { class: 'question-message' }, markInvisible(message).nodes),
     form,
+    readOnlyNote(),
     card.keys,
   );
   return card;
@@ -275,6 +281,7 @@ export function pendingCard(approval, handlers) {
     warning ? el('p', { class: 'approval-warning', id: `${prefix}-warning` }, el('span', { 'aria-hidden': 'true' }, '⚠ '), warning) : null,
     details(approval, prefix),
     el('div', { class: 'approval-actions' }, rows),
+    readOnlyNote(),
     card.keys,
     card.error,
   );

@@ -1,15 +1,19 @@
 // Cues for a page nobody is looking at. When a turn of the open conversation ends (or fails, or
 // is interrupted) or an approval waits for an answer while the page is hidden (another tab, a
-// minimised window), the tab's title gets a mark until the page is seen again. Desktop
-// notifications say the same when the user turned them on (a setting kept in this browser); the
-// browser's permission is asked for only then.
+// minimised window), the tab's title gets a mark until the page is seen again. A notification
+// says the same when the user turned "Notify me on this device" on (push.js): the service
+// pushes only to a device that has no event stream open, so while the page is open it is the
+// page that notifies, pushes or not. It is shown through the service
+// worker where one is active and the browser allows it (a page's own `new Notification()`
+// throws on Android), else by the page; clicked, it opens the conversation.
 
-import { $ } from './dom.js';
-import { showNotice } from './banners.js';
 import { isQuestion, serverName } from './mcpasks.js';
+import { notificationMode, wireNotifySwitch } from './push.js';
+import { activeRegistration } from './serviceworker.js';
+import { navigate } from './state.js';
 
 const MARK = '● ';
-const SETTING = 'openvaala.notifications';
+const ICON = '/assets/icons/icon-192.png';
 
 let baseTitle = document.title;
 let marked = false;
@@ -27,8 +31,19 @@ export function setTitle(title) {
   writeTitle();
 }
 
-function notificationsOn() {
-  return 'Notification' in window && Notification.permission === 'granted' && localStorage.getItem(SETTING) === 'on';
+// The browser's own answer about notifications ('granted', 'denied', 'prompt'), which the
+// service worker's notifications follow, kept current.
+let allowed = 'prompt';
+if (navigator.permissions && navigator.permissions.query) {
+  navigator.permissions.query({ name: 'notifications' }).then(
+    (status) => {
+      allowed = status.state;
+      status.addEventListener('change', () => {
+        allowed = status.state;
+      });
+    },
+    () => {},
+  );
 }
 
 // What happened, for the notification's text.
@@ -51,37 +66,34 @@ export function cue(conversation, what) {
   }
   marked = true;
   writeTitle();
-  if (!notificationsOn()) return;
-  const notification = new Notification(conversation.title || 'OpenVaala', {
-    body: sentence(what),
-    tag: `openvaala-${conversation.id}`,
-  });
+  if (notificationMode() === 'off') return;
+  const url = new URL(`/#/c/${encodeURIComponent(conversation.id)}`, location.origin).href;
+  notify(conversation.title || 'OpenVaala', { body: sentence(what), tag: `openvaala-${conversation.id}`, data: { url }, icon: ICON });
+}
+
+function notify(title, options) {
+  const registration = activeRegistration();
+  if (registration && allowed === 'granted') {
+    registration.showNotification(title, options).catch(() => notifyHere(title, options));
+  } else {
+    notifyHere(title, options);
+  }
+}
+
+function notifyHere(title, options) {
+  let notification;
+  try {
+    notification = new Notification(title, options);
+  } catch {
+    // This browser shows notifications only through a service worker, and none is active.
+    return;
+  }
   notification.onclick = () => {
     window.focus();
     notification.close();
+    const hash = new URL(options.data.url).hash;
+    if (location.hash !== hash) navigate(hash);
   };
-}
-
-async function toggleNotifications(box) {
-  if (!box.checked) {
-    localStorage.removeItem(SETTING);
-    return;
-  }
-  let permission = 'Notification' in window ? Notification.permission : 'unsupported';
-  if (permission === 'default') permission = await Notification.requestPermission();
-  if (permission !== 'granted') {
-    box.checked = false;
-    showNotice(
-      [
-        permission === 'unsupported'
-          ? 'This browser cannot show desktop notifications.'
-          : 'The browser does not allow this page to show notifications: allow them in its settings for this site, then turn them on again.',
-      ],
-      { key: 'notifications' },
-    );
-    return;
-  }
-  localStorage.setItem(SETTING, 'on');
 }
 
 export function watchAttention() {
@@ -90,7 +102,5 @@ export function watchAttention() {
     marked = false;
     writeTitle();
   });
-  const box = $('notify');
-  box.checked = notificationsOn();
-  box.addEventListener('change', () => toggleNotifications(box));
+  wireNotifySwitch();
 }

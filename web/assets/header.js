@@ -3,7 +3,7 @@
 // (the fork's menu also forks into a worktree), and the Conversation / Agents tabs. On a
 // phone the header is one line: the details and actions move into the "⋯" menu.
 
-import { api } from './api.js';
+import { api, isReadOnly } from './api.js';
 import { $, el, enc } from './dom.js';
 import { showError } from './banners.js';
 import { openMenu } from './menu.js';
@@ -35,6 +35,12 @@ export function renderHeader() {
     setTitle('Remembered rules — OpenVaala');
     return;
   }
+  if (view === 'devices') {
+    $('conversation-title').textContent = 'Devices and tokens';
+    $('conversation-meta').replaceChildren(el('span', {}, 'Who may use this service'));
+    setTitle('Devices and tokens — OpenVaala');
+    return;
+  }
   if (view === 'new') {
     $('conversation-title').textContent = 'New conversation';
     $('conversation-meta').replaceChildren(el('span', {}, 'Nothing is stored until you send the first message.'));
@@ -54,7 +60,8 @@ export function renderHeader() {
       {
         class: 'model-switch',
         'aria-label': 'Model',
-        title: 'Switch the model for the next messages',
+        title: isReadOnly() ? 'This device may only read' : 'Switch the model for the next messages',
+        disabled: isReadOnly(),
         onchange: async (event) => {
           try {
             state.conv = await api('PATCH', `/api/conversations/${enc(conv.id)}`, { model: event.target.value });
@@ -117,9 +124,10 @@ export function renderTabs() {
 
 // The two ways to fork, for the fork menu and the phone's menu.
 function forkItems() {
+  const readOnly = isReadOnly();
   return [
-    { label: 'Fork', hint: 'The copy works in the same directory', run: fork },
-    { label: 'Fork into a worktree', hint: 'The copy works in its own copy of the files (a git worktree in a repository)', run: forkIntoWorktree },
+    { label: 'Fork', hint: 'The copy works in the same directory', run: fork, disabled: readOnly },
+    { label: 'Fork into a worktree', hint: 'The copy works in its own copy of the files (a git worktree in a repository)', run: forkIntoWorktree, disabled: readOnly },
   ];
 }
 
@@ -167,7 +175,7 @@ export function wireHeader(render) {
     const items = [
       ...forkItems(),
       { label: 'Export as Markdown', run: exportConversation },
-      { label: state.compacting ? 'Compressing…' : 'Compress context', run: () => compact(renderHeader), disabled: conv.status === 'running' || state.compacting },
+      { label: state.compacting ? 'Compressing…' : 'Compress context', run: () => compact(renderHeader), disabled: conv.status === 'running' || state.compacting || isReadOnly() },
       // The details line (directory, agent, model) does not fit a phone's one-line header.
       {
         label: document.body.classList.contains('show-meta') ? 'Hide details' : 'Show details',

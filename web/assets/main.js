@@ -1,11 +1,17 @@
 // The web UI's entry: a plain client of the public HTTP + SSE API (described by
 // /api/openapi.json), in native ES modules with no build step. It wires the page, routes
-// (#/c/<id> opens a conversation, #/rules the remembered rules; anything else is the message box
-// of a new one, ready to type in) and holds the global keys: Esc interrupts a running turn, Ctrl+Shift+O (⌘⇧O) starts a
-// new conversation, ? lists the shortcuts (keys.js) (Alt+A and Alt+D in the message box, which answer an approval, are approvals.js's).
-// Once loaded, it registers the service worker that lets the page open offline (serviceworker.js).
+// (#/c/<id> opens a conversation, #/rules the remembered rules, #/devices the signed-in devices
+// and tokens; anything else is the message box of a new one, ready to type in) and holds the
+// global keys: Esc interrupts a running turn, Ctrl+Shift+O (⌘⇧O) starts a new conversation, ?
+// lists the shortcuts (keys.js) (Alt+A and Alt+D in the message box, which answer an approval,
+// are approvals.js's).
+//
+// At start it asks the service who this page is (`GET /api/session`): refused, the sign-in
+// view (signin.js) is all it shows; a device that may only read gets a page that offers no
+// change (`body.read-only`). Once loaded, it registers the service worker that lets the page
+// open offline and shows pushes (serviceworker.js).
 
-import { api } from './api.js';
+import { api, isReadOnly, loadSession } from './api.js';
 import { $, el, enc } from './dom.js';
 import { clearNoticesExcept, showError, showNotice } from './banners.js';
 import { isRunning, navigate, routeConversationId, setRouter, state } from './state.js';
@@ -27,6 +33,9 @@ import { followProcesses, wireProcesses } from './processes.js';
 import { makeTimelineFocusable, wireShortcutHelp } from './keys.js';
 import { isUnreachable, whenBack } from './reconnect.js';
 import { registerServiceWorker } from './serviceworker.js';
+import { openDevices } from './devices.js';
+import { wireSignIn } from './signin.js';
+import { followNotifySwitch } from './push.js';
 
 // The hash last routed: navigate() routes at once, and the 'hashchange' that follows must not
 // open the view a second time (it would move what was typed meanwhile).
@@ -43,6 +52,10 @@ function route() {
     closeConversation();
     clearNoticesExcept('rules');
     openRules();
+  } else if (location.hash === '#/devices') {
+    closeConversation();
+    clearNoticesExcept('devices');
+    openDevices();
   } else if (id) {
     if (!state.conv || state.conv.id !== id || state.view !== 'conversation') openConversation(id);
   } else {
@@ -155,18 +168,53 @@ async function loadModels() {
   }
 }
 
-wire();
-watchTimeline();
-watchAttention();
-const listStream = openListStream();
-followApprovals(listStream);
-followRules(listStream);
-followProcesses(listStream);
-loadApprovals();
-loadModels();
-route();
-// If the list stream cannot connect, still show the list.
-setTimeout(() => {
-  if (!state.list.loaded) loadList(false);
-}, 3000);
-registerServiceWorker();
+// What this page may do, shown: a device that may only read offers no change.
+function applySession() {
+  const readOnly = isReadOnly();
+  document.body.classList.toggle('read-only', readOnly);
+  $('read-only-note').hidden = !readOnly;
+  $('new-conversation').disabled = readOnly;
+  $('new-conversation').title = readOnly ? 'This device may only read: it cannot start a conversation' : 'New conversation (Ctrl+Shift+O)';
+  render();
+}
+
+// The page is wired and shows its view at once, so what is typed right after it opens lands in
+// the message box; what follows the service waits until it said who this page is (a page it
+// refuses gets the sign-in view, signin.js, and asks nothing more). Without an answer (the
+// service stopped, the page opened from the worker's copy) the page follows anyway and asks
+// again once the service is back.
+function start() {
+  wireSignIn();
+  wire();
+  watchTimeline();
+  watchAttention();
+  route();
+  registerServiceWorker();
+  loadSession().then(
+    () => {
+      applySession();
+      follow();
+      followNotifySwitch();
+    },
+    (error) => {
+      if (error.status === 401) return;
+      follow();
+      whenBack('session', () => loadSession().then(applySession, () => {}));
+    },
+  );
+}
+
+function follow() {
+  const listStream = openListStream();
+  followApprovals(listStream);
+  followRules(listStream);
+  followProcesses(listStream);
+  loadApprovals();
+  loadModels();
+  // If the list stream cannot connect, still show the list.
+  setTimeout(() => {
+    if (!state.list.loaded) loadList(false);
+  }, 3000);
+}
+
+start();

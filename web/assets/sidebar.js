@@ -8,7 +8,7 @@
 // which do), when it is working, or when its last turn failed or was interrupted. A link under
 // the list leads to the remembered rules.
 
-import { api, ApiError, streamUrl } from './api.js';
+import { api, ApiError, loadSession, streamUrl } from './api.js';
 import { $, el, enc, relTime } from './dom.js';
 import { serviceBack } from './reconnect.js';
 import { clearErrors, showError } from './banners.js';
@@ -380,6 +380,9 @@ export function openListStream() {
   stream.addEventListener('error', () => {
     status.hidden = false;
     status.textContent = stream.readyState === EventSource.CLOSED ? 'Live updates stopped. Reload the page.' : 'Reconnecting…';
+    // Refused: this browser's sign-in may have ended (signed out, revoked); the sign-in view
+    // follows if so.
+    if (stream.readyState === EventSource.CLOSED) loadSession().catch(() => {});
   });
   // A snapshot (first connection, or a reconnect that missed too much) means: reload the list
   // with the current filters, which the snapshot does not know about.

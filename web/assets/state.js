@@ -15,7 +15,7 @@ export const state = {
     renameValue: '',
     loaded: false,
   },
-  view: 'new', // 'new' (the composer of a new conversation, also the landing page) | 'conversation' | 'blocked' | 'rules'
+  view: 'new', // 'new' (the composer of a new conversation, also the landing page) | 'conversation' | 'blocked' | 'rules' | 'devices'
   gen: 0, // bumped whenever the open conversation changes: late answers for an old one are dropped
   conv: null,
   sessions: [],

@@ -279,7 +279,7 @@ function itemHead(item, shownMs) {
     rewindable
       ? el('button', {
         type: 'button',
-        class: 'link-button',
+        class: 'link-button rewind-here',
         title: 'Copy the conversation up to just before this message into a new one, with this text in the message box to edit and send again. This conversation stays as it is.',
         text: 'Restart from here',
         onclick: () => rewind(item, changedSince(item)),

@@ -1,6 +1,6 @@
 // What the main area shows for the current view: the new-conversation composer (also the
 // landing page), a conversation (its timeline or its Agents tab), why a conversation cannot
-// open, or the remembered rules. Each part renders itself from the state; this only decides which parts are visible, and
+// open, the remembered rules, or the signed-in devices and tokens. Each part renders itself from the state; this only decides which parts are visible, and
 // says what the view is doing in attributes of #main (renderViewState).
 
 import { $ } from './dom.js';
@@ -20,8 +20,14 @@ export function render() {
   $('intro').hidden = view !== 'new';
   $('blocked').hidden = view !== 'blocked';
   $('rules-view').hidden = view !== 'rules';
-  if (view === 'rules') $('rules-link').setAttribute('aria-current', 'page');
-  else $('rules-link').removeAttribute('aria-current');
+  $('devices-view').hidden = view !== 'devices';
+  for (const [link, shown] of [
+    ['rules-link', 'rules'],
+    ['devices-link', 'devices'],
+  ]) {
+    if (view === shown) $(link).setAttribute('aria-current', 'page');
+    else $(link).removeAttribute('aria-current');
+  }
   $('conversation-panel').hidden = !(view === 'new' || (inConversation && !showAgents));
   $('timeline-area').hidden = !inConversation;
   $('agents').hidden = !showAgents;
@@ -40,7 +46,7 @@ export function render() {
 }
 
 // What the view is doing, for tests and tools that must know it without reading the words on
-// the page. data-view is the view shown: "new", "conversation", "blocked" or "rules". In a conversation,
+// the page. data-view is the view shown: "new", "conversation", "blocked", "rules" or "devices". In a conversation,
 // data-state is "loading" until the conversation and its history are on the page (and again
 // while a fresh snapshot replaces them), then "running" while the session shown works (the
 // composer says the agent is working) and "idle" when it does not. Called wherever the page

@@ -1,5 +1,6 @@
-// The web UI's service worker (served at /sw.js, so its scope is the whole UI). It keeps the
-// app's own files — the page, /assets/ (the icons among them), /vendor/ and the manifest — so the
+// The web UI's service worker (served at /sw.js, so its scope is the whole UI). It shows the
+// service's pushes as notifications and opens the conversation one names when clicked, and it
+// keeps the app's own files — the page, /assets/ (the icons among them), /vendor/ and the manifest — so the
 // page opens when the service cannot be reached, and touches nothing else: the API, /metrics and
 // the event streams go to the network as they are, and no answer of theirs is ever kept.
 //
@@ -81,4 +82,71 @@ function keep(key, response) {
   if (response.status !== 200 || response.type !== 'basic') return undefined;
   const copy = response.clone();
   return caches.open(BUILD.cache).then((cache) => cache.put(key, copy));
+}
+
+// ------------------------------------------------------------------------------------------------
+// Pushes: the service sends `{title, body, url, tag}` to each device that turned "Notify me on
+// this device" on (push.js subscribed it). `url` is a path of this origin to open (`/#/c/<id>`);
+// `tag` makes a newer notification of the same thing replace the older one. Every push is shown:
+// the service sends none to a device that has the app open (an event stream open), and a push
+// the browser was not shown counts against the site.
+
+const ICON = '/assets/icons/icon-192.png';
+
+self.addEventListener('push', (event) => {
+  event.waitUntil(showPush(readPush(event.data)));
+});
+
+function readPush(data) {
+  if (!data) return {};
+  try {
+    const message = data.json();
+    return message && typeof message === 'object' ? message : {};
+  } catch {
+    return { body: data.text() };
+  }
+}
+
+// A path of this origin, else the app's page: a push never sends the reader elsewhere.
+function appUrl(given) {
+  try {
+    const url = new URL(String(given || '/'), self.location.origin);
+    if (url.origin === self.location.origin) return url.href;
+  } catch {
+    // Not a URL: the app's page.
+  }
+  return new URL('/', self.location.origin).href;
+}
+
+async function showPush(message) {
+  const url = appUrl(message.url);
+  const options = { body: String(message.body || ''), data: { url }, icon: ICON };
+  if (message.tag) options.tag = String(message.tag);
+  await self.registration.showNotification(String(message.title || 'OpenVaala'), options);
+}
+
+self.addEventListener('notificationclick', (event) => {
+  event.notification.close();
+  const data = event.notification.data || {};
+  event.waitUntil(openFromNotification(data.url));
+});
+
+// Opens `path` in a window of the app: one already open (the focused one first) is brought to
+// the front and asked to show it, which keeps what it holds (a draft, the scroll); with none
+// open, a new window opens there.
+async function openFromNotification(path) {
+  const url = appUrl(path);
+  const windows = await self.clients.matchAll({ type: 'window', includeUncontrolled: true });
+  const apps = windows.filter((client) => new URL(client.url).pathname === '/');
+  const open = apps.find((client) => client.focused) || apps[0];
+  if (!open) {
+    await self.clients.openWindow(url);
+    return;
+  }
+  try {
+    await open.focus();
+  } catch {
+    // Only a click may bring a window to the front; the page is told where to go anyway.
+  }
+  open.postMessage({ kind: 'open', url });
 }
