@@ -61,7 +61,7 @@ pub async fn key(State(state): State<AppState>) -> Result<axum::Json<PushKey>, A
     operation_id = "subscribe_push",
     tag = "push",
     summary = "Subscribe this device to push notifications",
-    description = "Pushes go out when an approval waits and when a turn ends or fails, to each subscribed device that has no event stream open. The subscription belongs to the token that made it and goes when that token is revoked, or when its push service says it is gone.",
+    description = "Pushes go out when an approval waits and when a turn ends or fails, to each subscribed device that has no event stream open. The subscription belongs to the token that made it (a `read` token may subscribe) and goes when that token is revoked, or when its push service says it is gone.",
     request_body = NewSubscription,
     responses(
         (status = 201, description = "Subscribed", body = Subscribed),

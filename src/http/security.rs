@@ -254,11 +254,11 @@ pub async fn guard(
     follow_stream(response, &security.named, device, revocable)
 }
 
-/// Whether `caller` may make a state-changing API request: a `read` token may not, nor a
-/// cookie session without its CSRF token (signing in itself needs none: the pairing code is
-/// the credential).
+/// Whether `caller` may make a state-changing API request: a `read` token may not (except to
+/// manage its own session: sign out, sign in again, be notified), nor a cookie session without
+/// its CSRF token (signing in itself needs none: the pairing code is the credential).
 fn may_change(caller: &Caller, request: &Request) -> Result<(), ApiError> {
-    if caller.scope == Scope::Read {
+    if caller.scope == Scope::Read && !own_session(request) {
         return Err(ApiError::Forbidden(format!(
             "the token `{}` may only read (scope `read`): it can follow and list, not send, \
              answer or change anything",
@@ -281,6 +281,17 @@ fn may_change(caller: &Caller, request: &Request) -> Result<(), ApiError> {
         }
     }
     Ok(())
+}
+
+/// The state-changing requests that concern only the caller's own session, which a `read`
+/// token may make too: signing out, signing in again, and its push subscriptions.
+fn own_session(request: &Request) -> bool {
+    let path = request.uri().path();
+    match *request.method() {
+        Method::DELETE => path == "/api/session" || path.starts_with("/api/push/subscriptions/"),
+        Method::POST => path == PAIR_PATH || path == "/api/push/subscriptions",
+        _ => false,
+    }
 }
 
 fn is_event_stream(response: &Response) -> bool {

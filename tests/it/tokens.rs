@@ -374,9 +374,30 @@ async fn behind_a_trusted_proxy_the_cookie_is_secure_and_only_there() {
         .unwrap();
     assert_eq!(response.status(), 200);
     assert!(session_cookie(&response).contains("; Secure"));
+    let cookie = session_cookie(&response);
     let (_, session) = crate::harness::read(response).await;
     assert_eq!(session["scope"], "read");
     assert_eq!(session["name"], "browser");
+    // A read-only device changes nothing, but may sign itself out.
+    let cookie = cookie.split(';').next().unwrap().to_owned();
+    let csrf = session["csrf"].as_str().unwrap();
+    let (status, _) = status_and_json(
+        anonymous()
+            .post(server.url("/api/conversations"))
+            .header("cookie", &cookie)
+            .header("x-csrf-token", csrf)
+            .json(&json!({"text": "hi"})),
+    )
+    .await;
+    assert_eq!(status, 403);
+    let signed_out = anonymous()
+        .delete(server.url("/api/session"))
+        .header("cookie", &cookie)
+        .header("x-csrf-token", csrf)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(signed_out.status(), 204);
 
     let untrusted = Server::start().await;
     let (code, _) = pair(&untrusted.data_dir, &["--no-qr"]).await;
