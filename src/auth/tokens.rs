@@ -392,14 +392,7 @@ impl TokenStore {
         &self,
         edit: impl FnOnce(&mut Kept) -> Result<T, TokenError>,
     ) -> Result<T, TokenError> {
-        let lock = OpenOptions::new()
-            .create(true)
-            .truncate(false)
-            .write(true)
-            .mode(0o600)
-            .open(self.dir.join(LOCK_FILE))
-            .map_err(|error| self.io(error))?;
-        crate::store::disk::wait_for(|| lock.lock()).map_err(|error| self.io(error))?;
+        let lock = hold_lock(&self.dir.join(LOCK_FILE)).map_err(|error| self.io(error))?;
         let (_, mut kept) = self.read()?;
         let now = Utc::now();
         kept.pairings.retain(|pairing| pairing.expires_at > now);
@@ -528,6 +521,19 @@ pub(crate) fn random_hex(bytes: usize) -> io::Result<String> {
     let mut buffer = vec![0u8; bytes];
     File::open("/dev/urandom")?.read_exact(&mut buffer)?;
     Ok(hex(&buffer))
+}
+
+/// An exclusive lock on the file `path` (made if missing, private), held until the result
+/// is dropped: one writer at a time of the file it guards, across processes.
+pub(crate) fn hold_lock(path: &Path) -> io::Result<File> {
+    let lock = OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .mode(0o600)
+        .open(path)?;
+    crate::store::disk::wait_for(|| lock.lock())?;
+    Ok(lock)
 }
 
 /// `path` holds `bytes`, readable by this user only, replaced whole and durably (written under

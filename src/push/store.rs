@@ -3,9 +3,8 @@
 //! revoking that token drops its subscriptions, and a push service that answers 404 or 410
 //! drops one. Replaced whole under a lock, like the tokens.
 
-use std::fs::{File, OpenOptions};
+use std::fs::File;
 use std::io::{self, Read};
-use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 
 use chrono::{DateTime, Utc};
@@ -160,14 +159,8 @@ impl SubscriptionStore {
         &self,
         edit: impl FnOnce(&mut Vec<Stored>) -> Result<T, StoreError>,
     ) -> Result<T, StoreError> {
-        let lock = OpenOptions::new()
-            .create(true)
-            .truncate(false)
-            .write(true)
-            .mode(0o600)
-            .open(self.dir.join(LOCK_FILE))
+        let _lock = crate::auth::tokens::hold_lock(&self.dir.join(LOCK_FILE))
             .map_err(|error| self.io(error))?;
-        crate::store::disk::wait_for(|| lock.lock()).map_err(|error| self.io(error))?;
         let mut kept = self.read()?;
         let result = edit(&mut kept.subscriptions)?;
         let bytes = serde_json::to_vec_pretty(&kept).expect("subscriptions are plain JSON");

@@ -9,19 +9,7 @@ use serde_json::{Value, json};
 
 use crate::harness::{Server, ServerOptions, TIMEOUT, with_data_dir};
 use crate::push_send::Receiver;
-
-/// A client sending `token` as its bearer token.
-fn client_with(token: &str) -> reqwest::Client {
-    let mut headers = reqwest::header::HeaderMap::new();
-    headers.insert(
-        reqwest::header::AUTHORIZATION,
-        format!("Bearer {token}").parse().unwrap(),
-    );
-    openvaala::tls::client_builder()
-        .default_headers(headers)
-        .build()
-        .unwrap()
-}
+use crate::tokens::client_with;
 
 async fn json_of(request: reqwest::RequestBuilder) -> (u16, Value) {
     crate::harness::read(request.send().await.unwrap()).await

@@ -12,8 +12,8 @@ use serde_json::{Value, json};
 
 use crate::harness::{Server, ServerOptions, TIMEOUT, with_data_dir};
 
-/// A client that sends `auth` as its bearer token.
-fn client_with(token: &str) -> reqwest::Client {
+/// A client that sends `token` as its bearer token.
+pub fn client_with(token: &str) -> reqwest::Client {
     let mut headers = reqwest::header::HeaderMap::new();
     headers.insert(
         reqwest::header::AUTHORIZATION,
