@@ -110,6 +110,10 @@ async fn with_the_network_off_nothing_is_reached_by_any_protocol() {
 #[tokio::test]
 async fn a_tool_cannot_use_the_service_api_even_with_the_network_on() {
     let server = start("network = true").await;
+    // Named tokens and push keys sit beside the local token: none may be read either.
+    let (ok, made) =
+        crate::harness::with_data_dir(&["token", "add", "kept"], &server.data_dir).await;
+    assert!(ok, "{made}");
     let workspace = outside_dir();
     let script = format!(
         r#"
@@ -127,12 +131,14 @@ call("POST", "/api/approvals/a_0", b'{{"decision": "allow"}}')
 call("DELETE", "/api/rules/r_0")
 call("GET", "/api/conversations")
 call("POST", "/metrics", b"")
+call("POST", "/api/pair", b'{{"code": "00000000000000000000000000000000"}}')
+call("GET", "/api/push/key")
 # The metrics are open on loopback, for a scraper: they must hold nothing of a conversation.
 try:
     open("metrics.txt", "w").write(urllib.request.urlopen(base + "/metrics", timeout=5).read().decode())
 except Exception as error:
     print("metrics", type(error).__name__)
-for path in ["{token_file}", "/proc/1/environ"]:
+for path in ["{token_file}", "{data}/tokens.json", "{data}/push-vapid-key", "/proc/1/environ"]:
     try:
         print(path, "read", len(open(path).read()))
     except OSError as error:
@@ -145,6 +151,7 @@ except OSError:
 "#,
         base = server.base,
         token_file = server.data_dir.join("local-token").display(),
+        data = server.data_dir.display(),
     );
     std::fs::write(workspace.path().join("api.py"), script).unwrap();
     let tool = shell(
@@ -160,7 +167,11 @@ except OSError:
         "DELETE /api/rules/r_0 401",
         "GET /api/conversations 401",
         "POST /metrics 405",
+        "POST /api/pair 401",
+        "GET /api/push/key 401",
         "local-token unreadable",
+        "tokens.json unreadable",
+        "push-vapid-key unreadable",
         "mptcp refused",
     ] {
         assert!(out.contains(expected), "{expected}: {out}");
