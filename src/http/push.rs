@@ -36,9 +36,7 @@ fn push(state: &AppState) -> Result<&PushState, ApiError> {
 }
 
 fn device(caller: Option<Extension<Caller>>) -> Result<String, ApiError> {
-    caller
-        .map(|Extension(caller)| caller.device())
-        .ok_or_else(|| ApiError::Unauthorized("this needs a token".to_owned()))
+    Ok(super::tokens::caller(caller)?.device())
 }
 
 #[utoipa::path(

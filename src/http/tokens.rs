@@ -35,7 +35,9 @@ impl From<TokenError> for ApiError {
     }
 }
 
-fn caller(caller: Option<Extension<Caller>>) -> Result<Caller, ApiError> {
+/// The request's caller; the security layer lets no request without a token reach a route
+/// that asks, so this is a safeguard.
+pub(super) fn caller(caller: Option<Extension<Caller>>) -> Result<Caller, ApiError> {
     caller
         .map(|Extension(caller)| caller)
         .ok_or_else(|| ApiError::Unauthorized("this needs a token".to_owned()))
