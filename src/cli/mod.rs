@@ -49,8 +49,9 @@ pub fn run(cli: Cli) -> ExitCode {
             .and_then(|dir| maintenance::pair(&dir, &scope, url.as_deref(), !no_qr)),
         Command::Completions { shell } => {
             let mut command = <Cli as clap::CommandFactory>::command();
-            clap_complete::generate(shell, &mut command, "openvaala", &mut std::io::stdout());
-            Ok(())
+            let mut script = Vec::new();
+            clap_complete::generate(shell, &mut command, "openvaala", &mut script);
+            write_stdout(&script)
         }
         Command::Doctor { config, data, json } => {
             let dir = match data.resolve() {
@@ -76,9 +77,11 @@ pub fn run(cli: Cli) -> ExitCode {
         }
         Command::Man => {
             let command = <Cli as clap::CommandFactory>::command();
+            let mut page = Vec::new();
             clap_mangen::Man::new(command)
-                .render(&mut std::io::stdout())
+                .render(&mut page)
                 .map_err(anyhow::Error::from)
+                .and_then(|()| write_stdout(&page))
         }
     };
     match result {
@@ -87,5 +90,17 @@ pub fn run(cli: Cli) -> ExitCode {
             eprintln!("openvaala: {error:#}");
             ExitCode::FAILURE
         }
+    }
+}
+
+/// Writes generated text (completions, the man page) to standard output. A reader that stops
+/// early (`| head`, `| grep -q`) closes the pipe: that is its choice, not a failure, so a
+/// broken pipe ends the command quietly instead of panicking in the generator.
+fn write_stdout(text: &[u8]) -> anyhow::Result<()> {
+    use std::io::Write;
+    let mut out = std::io::stdout().lock();
+    match out.write_all(text).and_then(|()| out.flush()) {
+        Err(error) if error.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
+        other => other.map_err(anyhow::Error::from),
     }
 }

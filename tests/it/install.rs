@@ -86,6 +86,26 @@ fn the_manual_page_is_roff_with_every_command() {
     }
 }
 
+/// A reader that stops early (`| head`, `| grep -q`) closes the pipe; the generators then end
+/// quietly with success instead of panicking on the broken pipe.
+#[test]
+fn generated_text_into_a_closed_pipe_is_not_a_crash() {
+    for args in [&["completions", "bash"][..], &["man"][..]] {
+        // The reading end is closed before the child starts, so every write meets a broken pipe.
+        let (reader, writer) = std::io::pipe().unwrap();
+        drop(reader);
+        let output = Command::new(binary())
+            .args(args)
+            .stdout(writer)
+            .stderr(std::process::Stdio::piped())
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert!(output.status.success(), "openvaala {args:?}: {stderr}");
+        assert!(!stderr.contains("panicked"), "openvaala {args:?}: {stderr}");
+    }
+}
+
 /// `openvaala doctor --json` with `config` (a file's text) and `env`, on `data_dir`: its exit
 /// code and findings by name.
 fn doctor(
