@@ -16,6 +16,12 @@ pub fn run(cli: Cli) -> ExitCode {
     if !matches!(cli.command, Command::Serve { action: None, .. }) {
         crate::telemetry::init_plain();
     }
+    if matches!(
+        cli.command,
+        Command::Token { .. } | Command::Pair { .. } | Command::Doctor { .. } | Command::Send(_)
+    ) {
+        end_quietly_on_a_closed_pipe();
+    }
     let result = match cli.command {
         Command::Serve {
             action: Some(ServeAction::Stop { data }),
@@ -102,5 +108,18 @@ fn write_stdout(text: &[u8]) -> anyhow::Result<()> {
     match out.write_all(text).and_then(|()| out.flush()) {
         Err(error) if error.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
         other => other.map_err(anyhow::Error::from),
+    }
+}
+
+/// For the commands that only print (a token list, a pairing link, the doctor's findings, an
+/// answer as it streams): a reader that stops early (`| head`) ends the command the way it ends
+/// any Unix filter, by SIGPIPE, instead of `println!` panicking on the broken pipe. The Rust
+/// runtime ignores SIGPIPE at start; the service and the commands that write files keep that.
+/// Sockets are unaffected: they write with `MSG_NOSIGNAL`.
+fn end_quietly_on_a_closed_pipe() {
+    // SAFETY: setting a signal's disposition to its default touches no memory of this
+    // process; it runs before any thread of this command starts.
+    unsafe {
+        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
     }
 }

@@ -106,6 +106,27 @@ fn generated_text_into_a_closed_pipe_is_not_a_crash() {
     }
 }
 
+/// The commands that only print end by SIGPIPE, as any Unix filter does, when their reader
+/// has gone, never with a panic.
+#[test]
+fn a_printing_command_into_a_closed_pipe_ends_without_a_panic() {
+    use std::os::unix::process::ExitStatusExt;
+    let data = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    let (reader, writer) = std::io::pipe().unwrap();
+    drop(reader);
+    let output = Command::new(binary())
+        .args(["doctor", "--data-dir"])
+        .arg(data.path())
+        .env("OPENVAALA_CONFIG", "/dev/null")
+        .stdout(writer)
+        .stderr(std::process::Stdio::piped())
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(!stderr.contains("panicked"), "{stderr}");
+    assert_eq!(output.status.signal(), Some(libc::SIGPIPE), "{stderr}");
+}
+
 /// `openvaala doctor --json` with `config` (a file's text) and `env`, on `data_dir`: its exit
 /// code and findings by name.
 fn doctor(
