@@ -16,6 +16,8 @@ use crate::config::McpTransport;
 
 /// How often a call to an HTTP server checks that the server is still there.
 const LIVENESS_EVERY: std::time::Duration = std::time::Duration::from_secs(2);
+/// Times a call yields to the runtime after its result, before it stops taking progress.
+const PROGRESS_YIELDS: usize = 4;
 
 /// A liveness ping in flight: an error means the server is gone.
 type Ping = std::pin::Pin<Box<dyn Future<Output = Result<(), ServiceError>> + Send>>;
@@ -109,6 +111,14 @@ pub async fn call(
             }
         }
     };
+    if answer.is_some() {
+        // The SDK hands each notification to a task of its own, so progress the server sent
+        // before its result may not have been handled yet: letting those tasks run first keeps
+        // the lines it sent. A fairer order, not a guarantee (another worker may hold one).
+        for _ in 0..PROGRESS_YIELDS {
+            tokio::task::yield_now().await;
+        }
+    }
     connection.handler.unwatch(&token);
     let Some(answer) = answer else {
         // The server is told, so it can stop the work; the turn does not wait for it.
