@@ -8,15 +8,7 @@
 
 const { test } = require('node:test');
 const assert = require('node:assert/strict');
-const { ASKS_FIRST, TEST_TIMEOUT, startConversation, waitIdle, withUi } = require('./harness');
-
-function setHidden(page, hidden) {
-  return page.evaluate((hide) => {
-    Object.defineProperty(document, 'hidden', { configurable: true, get: () => hide });
-    Object.defineProperty(document, 'visibilityState', { configurable: true, get: () => (hide ? 'hidden' : 'visible') });
-    document.dispatchEvent(new Event('visibilitychange'));
-  }, hidden);
-}
+const { ASKS_FIRST, TEST_TIMEOUT, setHidden, startConversation, waitIdle, withUi } = require('./harness');
 
 const marked = (page) => page.waitForFunction(() => document.title.startsWith('● '));
 

@@ -412,6 +412,16 @@ async function screenshot(page, name) {
   return file;
 }
 
+// Makes the page look hidden (another tab, a locked phone) or visible again, as the browser
+// reports it to the page's visibility listeners.
+function setHidden(page, hidden) {
+  return page.evaluate((hide) => {
+    Object.defineProperty(document, 'hidden', { configurable: true, get: () => hide });
+    Object.defineProperty(document, 'visibilityState', { configurable: true, get: () => (hide ? 'hidden' : 'visible') });
+    document.dispatchEvent(new Event('visibilitychange'));
+  }, hidden);
+}
+
 module.exports = {
   ASKS_FIRST,
   BIN,
@@ -427,6 +437,7 @@ module.exports = {
   messageTexts,
   screenshot,
   sendMessage,
+  setHidden,
   startConversation,
   waitForReply,
   waitIdle,

@@ -14,7 +14,7 @@
 const { test } = require('node:test');
 const assert = require('node:assert/strict');
 const crypto = require('node:crypto');
-const { TEST_TIMEOUT, WAIT_MS, startConversation, waitForReply, waitIdle, withUi } = require('./harness');
+const { TEST_TIMEOUT, WAIT_MS, setHidden, startConversation, waitForReply, waitIdle, withUi } = require('./harness');
 
 const ENDPOINT = 'https://push.example.invalid/send/this-browser';
 
@@ -63,12 +63,15 @@ function pageApi(page, method, path) {
   return page.evaluate(([m, p]) => import('/assets/api.js').then((api) => api.api(m, p)), [method, path]);
 }
 
-function setHidden(page, hidden) {
-  return page.evaluate((hide) => {
-    Object.defineProperty(document, 'hidden', { configurable: true, get: () => hide });
-    Object.defineProperty(document, 'visibilityState', { configurable: true, get: () => (hide ? 'hidden' : 'visible') });
-    document.dispatchEvent(new Event('visibilitychange'));
-  }, hidden);
+// Notifications allowed and the fake push service in place, the page reloaded under its
+// service worker; answers the service's base URL.
+async function withFakePush(page, context, server) {
+  const base = server().base;
+  await context.grantPermissions(['notifications'], { origin: base });
+  await fakePushManager(context, browserKeys());
+  await page.reload();
+  await page.waitForFunction(() => navigator.serviceWorker.controller !== null);
+  return base;
 }
 
 // The notifications the service worker shows now, as plain data.
@@ -125,11 +128,7 @@ async function pushService(context, page, base) {
 
 test('notify me on this device: subscribed to pushes, renewed at start, forgotten when turned off', { timeout: TEST_TIMEOUT }, () =>
   withUi(async ({ page, context, server }) => {
-    const base = server().base;
-    await context.grantPermissions(['notifications'], { origin: base });
-    await fakePushManager(context, browserKeys());
-    await page.reload();
-    await page.waitForFunction(() => navigator.serviceWorker.controller !== null);
+    const base = await withFakePush(page, context, server);
     const box = page.locator('#notify');
     assert.equal(await box.getAttribute('data-mode'), 'off');
     assert.equal(await page.locator('#notify-state').isHidden(), true);
@@ -209,11 +208,7 @@ test('the service worker shows a push, and its click opens the conversation in t
 
 test('while the page is open but hidden, its own cue is a notification of the service worker', { timeout: TEST_TIMEOUT }, () =>
   withUi(async ({ page, context, server }) => {
-    const base = server().base;
-    await context.grantPermissions(['notifications'], { origin: base });
-    await fakePushManager(context, browserKeys());
-    await page.reload();
-    await page.waitForFunction(() => navigator.serviceWorker.controller !== null);
+    const base = await withFakePush(page, context, server);
     await page.click('#notify');
     await page.locator('#notify[data-mode="push"]').waitFor();
 
