@@ -10,9 +10,9 @@
 //! next check (one `stat`), so a token revoked from the command line stops working at once.
 
 use std::collections::HashMap;
-use std::fs::{self, File, OpenOptions};
-use std::io::{self, Read, Write};
-use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
+use std::fs::{self, File};
+use std::io::{self, Read};
+use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
@@ -392,14 +392,17 @@ impl TokenStore {
         &self,
         edit: impl FnOnce(&mut Kept) -> Result<T, TokenError>,
     ) -> Result<T, TokenError> {
-        let lock = hold_lock(&self.dir.join(LOCK_FILE)).map_err(|error| self.io(error))?;
+        let lock = crate::store::disk::hold_lock(&self.dir.join(LOCK_FILE))
+            .map_err(|error| self.io(error))?;
         let (_, mut kept) = self.read()?;
         let now = Utc::now();
         kept.pairings.retain(|pairing| pairing.expires_at > now);
         let result = edit(&mut kept)?;
         let bytes = serde_json::to_vec_pretty(&kept).expect("tokens are plain JSON");
-        crate::store::disk::wait_for(|| replace_privately(&self.path(), &bytes))
-            .map_err(|error| self.io(error))?;
+        crate::store::disk::wait_for(|| {
+            crate::store::disk::replace_privately(&self.path(), &bytes)
+        })
+        .map_err(|error| self.io(error))?;
         let stamp = self.stamp().map_err(|error| self.io(error))?;
         self.cache.lock().expect("token cache").set(stamp, kept);
         drop(lock);
@@ -521,40 +524,6 @@ pub(crate) fn random_hex(bytes: usize) -> io::Result<String> {
     let mut buffer = vec![0u8; bytes];
     File::open("/dev/urandom")?.read_exact(&mut buffer)?;
     Ok(hex(&buffer))
-}
-
-/// An exclusive lock on the file `path` (made if missing, private), held until the result
-/// is dropped: one writer at a time of the file it guards, across processes.
-pub(crate) fn hold_lock(path: &Path) -> io::Result<File> {
-    let lock = OpenOptions::new()
-        .create(true)
-        .truncate(false)
-        .write(true)
-        .mode(0o600)
-        .open(path)?;
-    crate::store::disk::wait_for(|| lock.lock())?;
-    Ok(lock)
-}
-
-/// `path` holds `bytes`, readable by this user only, replaced whole and durably (written under
-/// another name and flushed, renamed, the folder flushed).
-pub(crate) fn replace_privately(path: &Path, bytes: &[u8]) -> io::Result<()> {
-    let dir = path
-        .parent()
-        .ok_or_else(|| io::Error::other(format!("{} has no folder", path.display())))?;
-    let name = path.file_name().unwrap_or_default().to_string_lossy();
-    let temporary = dir.join(format!(".{name}.{}.tmp", std::process::id()));
-    let _ = fs::remove_file(&temporary);
-    let mut file = OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .mode(0o600)
-        .open(&temporary)?;
-    file.write_all(bytes)?;
-    file.sync_all()?;
-    drop(file);
-    fs::rename(&temporary, path)?;
-    File::open(dir)?.sync_all()
 }
 
 #[cfg(test)]

@@ -159,13 +159,13 @@ impl SubscriptionStore {
         &self,
         edit: impl FnOnce(&mut Vec<Stored>) -> Result<T, StoreError>,
     ) -> Result<T, StoreError> {
-        let _lock = crate::auth::tokens::hold_lock(&self.dir.join(LOCK_FILE))
+        let _lock = crate::store::disk::hold_lock(&self.dir.join(LOCK_FILE))
             .map_err(|error| self.io(error))?;
         let mut kept = self.read()?;
         let result = edit(&mut kept.subscriptions)?;
         let bytes = serde_json::to_vec_pretty(&kept).expect("subscriptions are plain JSON");
         crate::store::disk::wait_for(|| {
-            crate::auth::tokens::replace_privately(&self.path(), &bytes)
+            crate::store::disk::replace_privately(&self.path(), &bytes)
         })
         .map_err(|error| self.io(error))?;
         Ok(result)

@@ -12,7 +12,7 @@
 //! a planted line cannot make a command run silently nor claim who made it. A log from before
 //! the marks (no line has one) is marked once when the service starts.
 
-use std::fs::{File, OpenOptions};
+use std::fs::File;
 use std::path::{Path, PathBuf};
 use std::sync::{Mutex, OnceLock};
 
@@ -319,15 +319,8 @@ impl RuleStore {
 
     /// An exclusive lock across processes, held while the log is read and appended to.
     fn lock(&self) -> Result<File, StoreError> {
-        let file = OpenOptions::new()
-            .create(true)
-            .truncate(false)
-            .write(true)
-            .open(&self.lock_path)
-            .map_err(|source| StoreError::io(&self.lock_path, source))?;
-        file.lock()
-            .map_err(|source| StoreError::io(&self.lock_path, source))?;
-        Ok(file)
+        crate::store::disk::hold_lock(&self.lock_path)
+            .map_err(|source| StoreError::io(&self.lock_path, source))
     }
 
     /// The rules in force, read again if the log changed since the last read.
@@ -410,6 +403,8 @@ fn complete_lines(content: &[u8]) -> Vec<&[u8]> {
 
 #[cfg(test)]
 mod tests {
+    use std::fs::OpenOptions;
+
     use super::*;
 
     fn call<'a>(conversation_id: &'a str) -> CallScope<'a> {

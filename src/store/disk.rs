@@ -8,9 +8,12 @@
 //! thread for the duration, so the fsyncs of concurrent conversations overlap. The caller still
 //! returns only once its own fsync has returned: acknowledged still means on disk.
 //!
-//! Small files replaced whole (a tree's name, a manifest) go through `replace_durably`.
+//! Small files replaced whole (a tree's name, a manifest) go through `replace_durably`, private
+//! ones (tokens, keys) through `replace_privately`, under a `hold_lock` of their own.
 
+use std::fs::{File, OpenOptions};
 use std::io::{self, Write};
+use std::os::unix::fs::OpenOptionsExt;
 use std::path::Path;
 
 use tokio::runtime::{Handle, RuntimeFlavor};
@@ -34,23 +37,53 @@ pub fn wait_for<T>(call: impl FnOnce() -> T) -> T {
 /// and flushed, renamed over `path`, and the folder flushed so the new name survives a power
 /// cut too. A reader sees the old bytes or the new ones, never a mix or an empty file.
 pub fn replace_durably(path: &Path, bytes: &[u8]) -> io::Result<()> {
+    replace_with_mode(path, bytes, 0o666)
+}
+
+/// `replace_durably` for a file only this user may read (tokens, keys): the new file is
+/// private from its first byte.
+pub fn replace_privately(path: &Path, bytes: &[u8]) -> io::Result<()> {
+    replace_with_mode(path, bytes, 0o600)
+}
+
+fn replace_with_mode(path: &Path, bytes: &[u8], mode: u32) -> io::Result<()> {
     let dir = path
         .parent()
         .ok_or_else(|| io::Error::other(format!("{} has no folder", path.display())))?;
     let name = path.file_name().unwrap_or_default().to_string_lossy();
     let temporary = dir.join(format!(".{name}.{}.tmp", std::process::id()));
-    let mut file = std::fs::File::create(&temporary)?;
+    // A temporary file left by a crash is made again, so it never keeps an older mode.
+    let _ = std::fs::remove_file(&temporary);
+    let mut file = OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(mode)
+        .open(&temporary)?;
     file.write_all(bytes)?;
     file.sync_all()?;
     drop(file);
     std::fs::rename(&temporary, path)?;
-    std::fs::File::open(dir)?.sync_all()
+    File::open(dir)?.sync_all()
+}
+
+/// An exclusive lock on the file `path` (made if missing, private), held until the result is
+/// dropped: one writer at a time, across processes, of the file it guards. The wait goes
+/// through `wait_for`.
+pub fn hold_lock(path: &Path) -> io::Result<File> {
+    let lock = OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .mode(0o600)
+        .open(path)?;
+    wait_for(|| lock.lock())?;
+    Ok(lock)
 }
 
 /// Fsyncs a directory, so that the names just created, renamed or removed in it survive a
 /// power cut.
 pub(super) fn sync_dir(dir: &Path) -> Result<(), StoreError> {
-    std::fs::File::open(dir)
+    File::open(dir)
         .and_then(|d| d.sync_all())
         .map_err(|e| StoreError::io(dir, e))
 }
