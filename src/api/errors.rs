@@ -62,6 +62,9 @@ pub enum ErrorCode {
     NothingToRetry,
     /// 409: an approval was answered already (the body carries its outcome).
     AlreadyDecided,
+    /// 409: `DELETE /api/session` by a bearer token, which has no browser session to end
+    /// (`DELETE /api/tokens/{id}` revokes a named token).
+    NotABrowserSession,
     /// 409: files cannot be restored (the checkpoints needed are missing or damaged, a
     /// change was not recorded, or the restore was already undone); the message says why.
     RestoreUnavailable,
@@ -98,6 +101,10 @@ pub enum ErrorCode {
     /// 422: an MCP server named in a create body breaks a rule of its settings (a name, a
     /// transport, a path), or needs an agent that may run commands.
     InvalidMcpServer,
+    /// 422: a push subscription the service cannot send to: an endpoint that is not https
+    /// (plain http only on loopback) or carries credentials, or keys that are not a P-256
+    /// point and a 16-byte secret.
+    InvalidSubscription,
     /// 502: the compaction model failed.
     CompactionFailed,
     /// 503 (with `Retry-After`): a limit is reached, the outcome is unknown, or the service
@@ -109,7 +116,7 @@ pub enum ErrorCode {
 
 impl ErrorCode {
     /// Every code, in the document's order.
-    pub const ALL: [ErrorCode; 30] = [
+    pub const ALL: [ErrorCode; 32] = [
         ErrorCode::InvalidRequest,
         ErrorCode::Unauthorized,
         ErrorCode::Forbidden,
@@ -123,6 +130,7 @@ impl ErrorCode {
         ErrorCode::NothingToCompact,
         ErrorCode::NothingToRetry,
         ErrorCode::AlreadyDecided,
+        ErrorCode::NotABrowserSession,
         ErrorCode::RestoreUnavailable,
         ErrorCode::TooLarge,
         ErrorCode::CwdMissing,
@@ -137,6 +145,7 @@ impl ErrorCode {
         ErrorCode::ConversationDamaged,
         ErrorCode::InvalidImage,
         ErrorCode::InvalidMcpServer,
+        ErrorCode::InvalidSubscription,
         ErrorCode::CompactionFailed,
         ErrorCode::Unavailable,
         ErrorCode::Internal,
@@ -159,6 +168,7 @@ impl ErrorCode {
             ErrorCode::RestoreUnavailable => "restore_unavailable",
             ErrorCode::NothingToRetry => "nothing_to_retry",
             ErrorCode::AlreadyDecided => "already_decided",
+            ErrorCode::NotABrowserSession => "not_a_browser_session",
             ErrorCode::TooLarge => "too_large",
             ErrorCode::CwdMissing => "cwd_missing",
             ErrorCode::CwdRefused => "cwd_refused",
@@ -172,6 +182,7 @@ impl ErrorCode {
             ErrorCode::ConversationDamaged => "conversation_damaged",
             ErrorCode::InvalidImage => "invalid_image",
             ErrorCode::InvalidMcpServer => "invalid_mcp_server",
+            ErrorCode::InvalidSubscription => "invalid_subscription",
             ErrorCode::CompactionFailed => "compaction_failed",
             ErrorCode::Unavailable => "unavailable",
             ErrorCode::Internal => "internal",
@@ -209,6 +220,7 @@ mod tests {
                 | ErrorCode::RestoreUnavailable
                 | ErrorCode::NothingToRetry
                 | ErrorCode::AlreadyDecided
+                | ErrorCode::NotABrowserSession
                 | ErrorCode::TooLarge
                 | ErrorCode::CwdMissing
                 | ErrorCode::CwdRefused
@@ -222,6 +234,7 @@ mod tests {
                 | ErrorCode::ConversationDamaged
                 | ErrorCode::InvalidImage
                 | ErrorCode::InvalidMcpServer
+                | ErrorCode::InvalidSubscription
                 | ErrorCode::CompactionFailed
                 | ErrorCode::Unavailable
                 | ErrorCode::Internal => {}

@@ -19,6 +19,7 @@ pub struct PushKey {
 pub struct NewSubscription {
     /// The push service's URL for this browser: https (plain http only on loopback), at most
     /// 2,048 characters.
+    #[schema(pattern = "^[Hh][Tt][Tt][Pp][Ss]?://", max_length = 2048)]
     pub endpoint: String,
     /// Ignored.
     #[serde(default, rename = "expirationTime")]
@@ -29,9 +30,11 @@ pub struct NewSubscription {
 
 #[derive(Debug, Clone, Deserialize, ToSchema)]
 pub struct NewSubscriptionKeys {
-    /// The browser's P-256 public key, base64url.
+    /// The browser's P-256 public key (65 bytes, uncompressed), base64url.
+    #[schema(pattern = "^B[A-P][A-Za-z0-9_-]{84}[AEIMQUYcgkosw048]=?$")]
     pub p256dh: String,
     /// Its 16-byte authentication secret, base64url.
+    #[schema(pattern = "^[A-Za-z0-9_-]{21}[AQgw](==)?$")]
     pub auth: String,
 }
 

@@ -49,7 +49,12 @@ pub struct TokenList {
 #[derive(Debug, Clone, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct NewToken {
-    /// 1–80 characters, no control characters.
+    /// 1–80 characters, no control characters, at least one that is not a space (the ends are
+    /// trimmed).
+    #[schema(
+        pattern = "^[^\\x00-\\x1F\\x7F-\\x9F]*[^\\s\\x00-\\x1F\\x7F-\\x9F][^\\x00-\\x1F\\x7F-\\x9F]*$",
+        max_length = 80
+    )]
     pub name: String,
     /// `full` by default.
     #[serde(default)]
@@ -98,8 +103,14 @@ pub struct SessionInfo {
 #[serde(deny_unknown_fields)]
 pub struct PairRequest {
     /// The code of the link `openvaala pair` printed (the part after `#code=`).
+    #[schema(pattern = "\\S")]
     pub code: String,
-    /// What to call this device in the list of signed-in devices (default `browser`).
+    /// What to call this device in the list of signed-in devices (default `browser`): a name
+    /// as a token's.
     #[serde(default)]
+    #[schema(
+        pattern = "^[^\\x00-\\x1F\\x7F-\\x9F]*[^\\s\\x00-\\x1F\\x7F-\\x9F][^\\x00-\\x1F\\x7F-\\x9F]*$",
+        max_length = 80
+    )]
     pub name: Option<String>,
 }

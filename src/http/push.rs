@@ -8,7 +8,7 @@ use axum::http::StatusCode;
 use super::error::ApiError;
 use super::extract::Json;
 use super::state::AppState;
-use crate::api::errors::ErrorBody;
+use crate::api::errors::{ErrorBody, ErrorCode};
 use crate::api::push::{NewSubscription, PushKey, Subscribed, SubscriptionInfo, SubscriptionList};
 use crate::auth::Caller;
 use crate::push::store::{PushState, StoreError};
@@ -18,6 +18,10 @@ impl From<StoreError> for ApiError {
     fn from(error: StoreError) -> ApiError {
         match error {
             StoreError::Invalid(message) => ApiError::Invalid(message),
+            StoreError::Unusable(message) => ApiError::Unprocessable {
+                code: ErrorCode::InvalidSubscription,
+                message,
+            },
             StoreError::Io { .. } => {
                 tracing::error!(%error, "the push subscriptions");
                 ApiError::Internal(
@@ -64,7 +68,8 @@ pub async fn key(State(state): State<AppState>) -> Result<axum::Json<PushKey>, A
     responses(
         (status = 201, description = "Subscribed", body = Subscribed),
         (status = 200, description = "The endpoint was subscribed already; its keys are updated", body = Subscribed),
-        (status = 400, description = "`invalid_request`: not an https endpoint, keys that do not decode", body = ErrorBody),
+        (status = 400, description = "`invalid_request`: a field missing, an endpoint past 2,048 characters, or 200 subscriptions kept already", body = ErrorBody),
+        (status = 422, description = "`invalid_subscription`: an endpoint that is not https (plain http only on loopback) or carries credentials, or keys that are not a P-256 point and a 16-byte secret", body = ErrorBody),
     ),
 )]
 pub async fn subscribe(

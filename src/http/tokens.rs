@@ -11,7 +11,7 @@ use super::error::ApiError;
 use super::extract::Json;
 use super::serve::Peer;
 use super::state::AppState;
-use crate::api::errors::ErrorBody;
+use crate::api::errors::{ErrorBody, ErrorCode};
 use crate::api::tokens::{
     CreatedToken, NewToken, PairRequest, SessionInfo, SessionVia, TokenInfo, TokenList,
 };
@@ -182,7 +182,7 @@ fn session_info(caller: &Caller) -> SessionInfo {
     description = "Revokes the session's token and clears its cookie. A bearer token is not revoked this way (`DELETE /api/tokens/{id}` does).",
     responses(
         (status = 204, description = "Signed out"),
-        (status = 400, description = "`invalid_request`: not a browser session", body = ErrorBody),
+        (status = 409, description = "`not_a_browser_session`: the request carries a bearer token, which this does not revoke", body = ErrorBody),
     ),
 )]
 pub async fn sign_out(
@@ -191,11 +191,12 @@ pub async fn sign_out(
 ) -> Result<Response, ApiError> {
     let caller = caller(caller_)?;
     let (Via::Cookie, Some(id)) = (caller.via, caller.token_id.as_deref()) else {
-        return Err(ApiError::Invalid(
-            "this request is not from a signed-in browser: revoke a token with \
-             `DELETE /api/tokens/{id}`"
+        return Err(ApiError::Conflict {
+            code: ErrorCode::NotABrowserSession,
+            message: "this request is not from a signed-in browser: revoke a token with \
+                      `DELETE /api/tokens/{id}`"
                 .to_owned(),
-        ));
+        });
     };
     match state.tokens.revoke(id) {
         Ok(_) | Err(TokenError::NotFound(_)) => {}

@@ -48,6 +48,9 @@ struct Kept {
 pub enum StoreError {
     #[error("{0}")]
     Invalid(String),
+    /// A subscription the service could not send to (its endpoint or its keys).
+    #[error("{0}")]
+    Unusable(String),
     #[error("cannot use {path}: {source}")]
     Io { path: PathBuf, source: io::Error },
 }
@@ -92,7 +95,7 @@ impl SubscriptionStore {
         }
         subscription
             .check()
-            .map_err(|error| StoreError::Invalid(error.to_string()))?;
+            .map_err(|error| StoreError::Unusable(error.to_string()))?;
         self.change(|kept| {
             if let Some(known) = kept
                 .iter_mut()

@@ -221,7 +221,7 @@ async fn a_gone_subscription_and_a_signed_out_device_are_dropped() {
 
     // Subscribed again, then the device is signed out: the next event drops it unsent.
     let good = serde_json::to_value(&receiver.subscription).unwrap();
-    subscribe(&server, &phone, good).await;
+    subscribe(&server, &phone, good.clone()).await;
     let (ok, output) = with_data_dir(&["token", "revoke", "phone"], &server.data_dir).await;
     assert!(ok, "{output}");
     answer_first_approval(&server).await;
@@ -242,14 +242,34 @@ async fn a_gone_subscription_and_a_signed_out_device_are_dropped() {
         "the signed-out device's subscription was kept"
     );
 
-    // Bad subscriptions are refused and change nothing.
+    // Bad subscriptions are refused and change nothing: one the service cannot send to
+    // (plain http off loopback, keys that are no P-256 point) is unprocessable, a malformed
+    // one a bad request.
+    let before = std::fs::read_to_string(&file).unwrap();
+    let keys = &good["keys"];
+    let no_point = format!("B{}", "A".repeat(86));
+    for (endpoint, p256dh) in [
+        ("http://example.com/push", keys["p256dh"].as_str().unwrap()),
+        ("https://push.example.com/1", no_point.as_str()),
+    ] {
+        let (status, body) = server
+            .post(
+                "/api/push/subscriptions",
+                json!({"endpoint": endpoint, "keys": {"p256dh": p256dh, "auth": keys["auth"]}}),
+            )
+            .await;
+        assert_eq!(status, 422, "{body}");
+        assert_eq!(body["error"]["code"], "invalid_subscription", "{body}");
+    }
+    let long = format!("https://push.example.com/{}", "a".repeat(2048));
     let (status, body) = server
         .post(
             "/api/push/subscriptions",
-            json!({"endpoint": "http://example.com/push", "keys": {"p256dh": "x", "auth": "y"}}),
+            json!({"endpoint": long, "keys": keys}),
         )
         .await;
     assert_eq!(status, 400, "{body}");
+    assert_eq!(std::fs::read_to_string(&file).unwrap(), before);
     let (status, _) = server.delete("/api/push/subscriptions/ps_nothing").await;
     assert_eq!(status, 404);
 }

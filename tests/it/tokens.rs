@@ -344,6 +344,10 @@ async fn a_pairing_link_signs_one_browser_in_once_and_its_changes_need_the_csrf_
     assert_eq!(status, 401);
     let (_, tokens) = server.get("/api/tokens").await;
     assert_eq!(tokens["tokens"].as_array().unwrap().len(), 0);
+    // A bearer token has no browser session to end.
+    let (status, body) = server.delete("/api/session").await;
+    assert_eq!(status, 409, "{body}");
+    assert_eq!(body["error"]["code"], "not_a_browser_session", "{body}");
 
     // A code that never was is refused the same way, and a missing one is a bad request.
     let (status, _) = status_and_json(
