@@ -166,7 +166,7 @@ pub(crate) fn gc(data_dir: &Path) -> anyhow::Result<()> {
         &checkpoints,
         crate::runtime::checkpoint_gc::Service::Stopped,
     )?;
-    println!(
+    say!(
         "removed {} snapshot(s) and {} stored file(s), {:.1} MB, in {:.2} s; {} working \
          director(ies) no longer exist and nothing named their snapshots",
         collected.snapshots,
@@ -176,7 +176,7 @@ pub(crate) fn gc(data_dir: &Path) -> anyhow::Result<()> {
         collected.trees,
     );
     for tree in &collected.unnamed {
-        println!(
+        say!(
             "left whole: {} {}; its snapshots are kept (delete its folder to drop them)",
             tree.file.display(),
             tree.reason
@@ -193,11 +193,11 @@ pub(crate) fn repair(data_dir: &Path, id: &str) -> anyhow::Result<()> {
     }
     let repaired = store.repair_conversation(id)?;
     if repaired.is_empty() {
-        println!("nothing to repair in {id}");
+        say!("nothing to repair in {id}");
         return Ok(());
     }
     for file in &repaired {
-        println!(
+        say!(
             "{}: moved damaged line(s) {} and {} byte(s) of torn tail to {}",
             file.path.display(),
             numbers(&file.lines),
@@ -252,28 +252,28 @@ pub(crate) fn reindex(
     }
     let seconds = started.elapsed().as_secs_f64();
     for id in &report.finished_deletes {
-        println!("finished the interrupted delete of {id}");
+        say!("finished the interrupted delete of {id}");
     }
     for path in &report.torn_files {
-        println!("skipped a torn tail in {}", path.display());
+        say!("skipped a torn tail in {}", path.display());
     }
     for (id, path, lines) in &report.damaged_files {
-        println!(
+        say!(
             "damaged line(s) {} in {}: {id} is listed but cannot open; run `openvaala repair {id}`",
             numbers(lines),
             path.display()
         );
     }
     if report.closed_turns > 0 {
-        println!(
+        say!(
             "closed {} turn(s) left running as interrupted",
             report.closed_turns
         );
     }
     for (id, reason) in &report.skipped {
-        println!("skipped {id}: {reason}");
+        say!("skipped {id}: {reason}");
     }
-    println!(
+    say!(
         "indexed {} conversation(s), skipped {}, in {seconds:.2} s",
         report.indexed,
         report.skipped.len()

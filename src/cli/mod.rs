@@ -1,6 +1,17 @@
 //! The `openvaala` command line: its arguments (`args.rs`) and what each command does. The
 //! binary (`src/main.rs`) only sets up logging, parses and calls [`run`].
 
+/// `println!` for a command that changes files (`reindex`, `gc`, `repair`, `serve stop`):
+/// those keep SIGPIPE ignored so a reader that goes away cannot cut their work short, and a
+/// line that cannot be written (a closed pipe, a full disk) is dropped rather than panicking
+/// after the work is done.
+macro_rules! say {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stdout(), $($arg)*);
+    }};
+}
+
 mod args;
 mod clients;
 pub mod doctor;

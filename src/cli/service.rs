@@ -97,7 +97,7 @@ pub(crate) fn stop(data_dir: &Path) -> anyhow::Result<()> {
     }
     let lock_path = Store::lock_path_in(data_dir);
     let Some(owner) = lock::holder(&lock_path)? else {
-        println!("no openvaala is serving {}", data_dir.display());
+        say!("no openvaala is serving {}", data_dir.display());
         return Ok(());
     };
     if owner.pid == 0 {
@@ -105,11 +105,11 @@ pub(crate) fn stop(data_dir: &Path) -> anyhow::Result<()> {
         return stop_instances(data_dir);
     }
     signal_stop(&owner)?;
-    println!("stopping openvaala ({owner})…");
+    say!("stopping openvaala ({owner})…");
     if !lock::wait_until_free(&lock_path, Duration::from_secs(60)) {
         anyhow::bail!("openvaala ({owner}) did not stop within 60 s");
     }
-    println!("stopped");
+    say!("stopped");
     Ok(())
 }
 
@@ -134,7 +134,7 @@ pub(crate) fn signal_stop(owner: &lock::LockOwner) -> anyhow::Result<()> {
 pub(crate) fn stop_instances(data_dir: &Path) -> anyhow::Result<()> {
     let owners = crate::store::lock::instance_owners(data_dir);
     if owners.is_empty() {
-        println!(
+        say!(
             "no openvaala instance of this machine is serving {}",
             data_dir.display()
         );
@@ -142,7 +142,7 @@ pub(crate) fn stop_instances(data_dir: &Path) -> anyhow::Result<()> {
     }
     for owner in &owners {
         signal_stop(owner)?;
-        println!("stopping openvaala ({owner})…");
+        say!("stopping openvaala ({owner})…");
     }
     let deadline = std::time::Instant::now() + Duration::from_secs(60);
     while owners
@@ -154,6 +154,6 @@ pub(crate) fn stop_instances(data_dir: &Path) -> anyhow::Result<()> {
         }
         std::thread::sleep(Duration::from_millis(50));
     }
-    println!("stopped");
+    say!("stopped");
     Ok(())
 }

@@ -127,6 +127,31 @@ fn a_printing_command_into_a_closed_pipe_ends_without_a_panic() {
     assert_eq!(output.status.signal(), Some(libc::SIGPIPE), "{stderr}");
 }
 
+/// The commands that change files finish their work when their reader has gone, and end
+/// with success, not a panic, although their report cannot be written.
+#[test]
+fn a_command_that_changes_files_finishes_into_a_closed_pipe() {
+    let data = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    for args in [&["reindex"][..], &["gc"], &["serve", "stop"]] {
+        let (reader, writer) = std::io::pipe().unwrap();
+        drop(reader);
+        let output = Command::new(binary())
+            .args(args)
+            .arg("--data-dir")
+            .arg(data.path())
+            .env("OPENVAALA_CONFIG", "/dev/null")
+            .stdout(writer)
+            .stderr(std::process::Stdio::piped())
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert!(!stderr.contains("panicked"), "openvaala {args:?}: {stderr}");
+        assert!(output.status.success(), "openvaala {args:?}: {stderr}");
+    }
+    // The reindex was done: it built the index.
+    assert!(data.path().join("metadata.db").is_file());
+}
+
 /// `openvaala doctor --json` with `config` (a file's text) and `env`, on `data_dir`: its exit
 /// code and findings by name.
 fn doctor(
