@@ -114,8 +114,9 @@ pub fn open_read(root: &impl AsFd, relative: &Path) -> io::Result<std::fs::File>
     }
 }
 
-/// Replaces (or creates) the file `name` in `dir` with `bytes`, never through a symlink.
-pub fn write_file(dir: &OwnedFd, name: &OsStr, bytes: &[u8]) -> io::Result<()> {
+/// Replaces (or creates) the file `name` in `dir` with `bytes`, never through a symlink;
+/// `mode`, when given, becomes its permission bits.
+pub fn write_file(dir: &OwnedFd, name: &OsStr, bytes: &[u8], mode: Option<u32>) -> io::Result<()> {
     let flags =
         OFlags::WRONLY | OFlags::CREATE | OFlags::TRUNC | OFlags::NOFOLLOW | OFlags::CLOEXEC;
     let file = match rustix::fs::openat(dir, name, flags, Mode::from_raw_mode(0o666)) {
@@ -123,6 +124,9 @@ pub fn write_file(dir: &OwnedFd, name: &OsStr, bytes: &[u8]) -> io::Result<()> {
         Err(_) if is_link(dir, name) => return Err(linked(name)),
         Err(error) => return Err(error.into()),
     };
+    if let Some(mode) = mode {
+        rustix::fs::fchmod(&file, Mode::from_raw_mode(mode))?;
+    }
     let mut file = std::fs::File::from(file);
     file.write_all(bytes)
 }
@@ -240,7 +244,7 @@ mod tests {
         let root = tempfile::tempdir().unwrap();
         let outside = tempfile::tempdir().unwrap();
         let dir = open_dir(root.path(), Path::new("a/b"), true).unwrap();
-        write_file(&dir, OsStr::new("x.txt"), b"hello").unwrap();
+        write_file(&dir, OsStr::new("x.txt"), b"hello", None).unwrap();
         assert_eq!(
             std::fs::read(root.path().join("a/b/x.txt")).unwrap(),
             b"hello"
@@ -256,7 +260,7 @@ mod tests {
 
         symlink(outside.path().join("f"), root.path().join("a/link")).unwrap();
         let dir = open_dir(root.path(), Path::new("a"), false).unwrap();
-        let error = write_file(&dir, OsStr::new("link"), b"x").unwrap_err();
+        let error = write_file(&dir, OsStr::new("link"), b"x", None).unwrap_err();
         assert!(
             error.to_string().contains("`link` is a symbolic link"),
             "{error}"

@@ -64,9 +64,13 @@ impl FileAccess {
         Ok(Some((file, metadata)))
     }
 
-    /// The whole content of the regular file `path`, or `None` when there is nothing there.
-    /// A file over `max_bytes` is refused rather than read into memory.
-    pub fn read_whole(&self, path: &Path, max_bytes: u64) -> Result<Option<Vec<u8>>, String> {
+    /// The whole content of the regular file `path` and its permission bits, or `None` when
+    /// there is nothing there. A file over `max_bytes` is refused rather than read into memory.
+    pub fn read_whole(
+        &self,
+        path: &Path,
+        max_bytes: u64,
+    ) -> Result<Option<(Vec<u8>, Permissions)>, String> {
         let Some((file, metadata)) = self.open_to_read(path)? else {
             return Ok(None);
         };
@@ -85,7 +89,7 @@ impl FileAccess {
                 max_bytes / (1024 * 1024)
             ));
         }
-        Ok(Some(bytes))
+        Ok(Some((bytes, Permissions::of(&metadata))))
     }
 
     /// Whether a write of `path` is allowed, checked before a change of several files writes
@@ -97,12 +101,20 @@ impl FileAccess {
         Ok(())
     }
 
-    /// Replaces (or creates) the file `path` with `bytes`, creating missing directories.
-    pub fn write(&self, path: &Path, bytes: &[u8]) -> Result<(), String> {
+    /// Replaces (or creates) the file `path` with `bytes`, creating missing directories. The
+    /// file keeps its permissions, or takes `permissions` when given (a moved file keeps its
+    /// executable bit this way); a new file otherwise gets the default (0666 less the umask).
+    pub fn write(
+        &self,
+        path: &Path,
+        bytes: &[u8],
+        permissions: Option<Permissions>,
+    ) -> Result<(), String> {
         let shown = path.display();
+        let mode = permissions.map(|permissions| permissions.0);
         if self.sandbox.enforced() {
             let (root, relative) = sandbox_paths::write_target(&self.sandbox, &self.cwd, path)?;
-            return write_beneath(&root, &relative, bytes)
+            return write_beneath(&root, &relative, bytes, mode)
                 .map_err(|error| format!("could not write {shown}: {error}"));
         }
         let full_path = self.cwd.join(path);
@@ -111,8 +123,16 @@ impl FileAccess {
                 format!("could not create the directories for {shown}: {error}")
             })?;
         }
-        std::fs::write(&full_path, bytes)
-            .map_err(|error| format!("could not write {shown}: {error}"))
+        let written = std::fs::File::create(&full_path).and_then(|mut file| {
+            use std::io::Write as _;
+            use std::os::unix::fs::PermissionsExt as _;
+            file.write_all(bytes)?;
+            match mode {
+                Some(mode) => file.set_permissions(std::fs::Permissions::from_mode(mode)),
+                None => Ok(()),
+            }
+        });
+        written.map_err(|error| format!("could not write {shown}: {error}"))
     }
 
     /// Deletes the file `path` (a link itself, never what it points to).
@@ -161,7 +181,12 @@ impl FileAccess {
 
 /// Writes `bytes` at `relative` beneath the writable `root`, creating its directories; no
 /// symlink on the way is followed. An empty `relative` is the root itself (a device).
-fn write_beneath(root: &Path, relative: &Path, bytes: &[u8]) -> std::io::Result<()> {
+fn write_beneath(
+    root: &Path,
+    relative: &Path,
+    bytes: &[u8],
+    mode: Option<u32>,
+) -> std::io::Result<()> {
     if relative.as_os_str().is_empty() {
         use std::io::Write;
         return std::fs::OpenOptions::new()
@@ -171,7 +196,19 @@ fn write_beneath(root: &Path, relative: &Path, bytes: &[u8]) -> std::io::Result<
     }
     let (parent, name) = beneath::split(relative)?;
     let dir = beneath::open_dir(root, parent, true)?;
-    beneath::write_file(&dir, name, bytes)
+    beneath::write_file(&dir, name, bytes, mode)
+}
+
+/// A file's permission bits (read, write and execute for owner, group and others; never
+/// set-id or sticky bits, which no edit carries over).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct Permissions(u32);
+
+impl Permissions {
+    fn of(metadata: &Metadata) -> Permissions {
+        use std::os::unix::fs::PermissionsExt as _;
+        Permissions(metadata.permissions().mode() & 0o777)
+    }
 }
 
 /// Runs file work off the async threads: resolving a path reads links, and a hung mount must

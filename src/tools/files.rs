@@ -95,7 +95,7 @@ async fn write_file(arguments: &Value, ctx: &ToolContext) -> Result<ToolResult, 
         PathBuf::from(path),
         content.as_bytes().to_vec(),
     );
-    blocking(move || access.write(&shown, &bytes)).await?;
+    blocking(move || access.write(&shown, &bytes, None)).await?;
     Ok(ToolResult::completed(format!(
         "wrote {} bytes to {path}",
         content.len()

@@ -153,8 +153,7 @@ fn compute(change: &mut Workspace, op: &FileOp) -> Result<String, String> {
                             "cannot move {path} to {destination}: {destination} already exists"
                         ));
                     }
-                    change.set(destination, Some(updated))?;
-                    change.set(path, None)?;
+                    change.move_file(path, destination, updated)?;
                     Ok(format!("moved {path} to {destination}{hunks}"))
                 }
                 _ => {

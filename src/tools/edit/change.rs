@@ -13,7 +13,7 @@ use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
 use crate::tools::call::{ToolContext, ToolResult};
-use crate::tools::disk::{FileAccess, blocking};
+use crate::tools::disk::{FileAccess, Permissions, blocking};
 
 /// The largest file the edit tools read into memory.
 const MAX_FILE_BYTES: u64 = 64 * 1024 * 1024;
@@ -49,6 +49,10 @@ struct Tracked {
     /// `None`: there was no file.
     original: Option<Vec<u8>>,
     current: Option<Vec<u8>>,
+    /// The original's permission bits.
+    original_permissions: Option<Permissions>,
+    /// The permission bits to give it when written (a moved file's), or `None` to keep them.
+    permissions: Option<Permissions>,
 }
 
 /// How a commit ended when nothing failed.
@@ -83,6 +87,18 @@ impl Workspace {
         Ok(())
     }
 
+    /// Makes `to` hold `bytes` when the change is committed, with the permission bits `from`
+    /// had (a file moved keeps being executable), and deletes `from`.
+    pub fn move_file(&mut self, from: &str, to: &str, bytes: Vec<u8>) -> Result<(), String> {
+        let source = self.track(from)?;
+        let permissions = self.files[source].original_permissions;
+        let target = self.track(to)?;
+        self.files[target].current = Some(bytes);
+        self.files[target].permissions = permissions;
+        self.files[source].current = None;
+        Ok(())
+    }
+
     /// Whether two paths name the same file, as written.
     pub fn same_file(&self, a: &str, b: &str) -> bool {
         self.key(a) == self.key(b)
@@ -107,12 +123,18 @@ impl Workspace {
         if let Some(index) = self.files.iter().position(|file| file.key == key) {
             return Ok(index);
         }
-        let original = self.access.read_whole(Path::new(path), MAX_FILE_BYTES)?;
+        let (original, original_permissions) =
+            match self.access.read_whole(Path::new(path), MAX_FILE_BYTES)? {
+                Some((bytes, permissions)) => (Some(bytes), Some(permissions)),
+                None => (None, None),
+            };
         self.files.push(Tracked {
             key,
             path: PathBuf::from(path),
             current: original.clone(),
             original,
+            original_permissions,
+            permissions: None,
         });
         Ok(self.files.len() - 1)
     }
@@ -141,7 +163,7 @@ impl Workspace {
                 None => Vec::new(),
             };
             let result = match &file.current {
-                Some(bytes) => self.access.write(&file.path, bytes),
+                Some(bytes) => self.access.write(&file.path, bytes, file.permissions),
                 None => self.access.remove(&file.path),
             };
             if let Err(error) = result {
@@ -164,7 +186,9 @@ impl Workspace {
         // never reached it), or a regular file it created is removed. A link is left alone.
         match &failed.original {
             Some(bytes) => {
-                let _ = self.access.write(&failed.path, bytes);
+                let _ = self
+                    .access
+                    .write(&failed.path, bytes, failed.original_permissions);
             }
             None => {
                 let created = std::fs::symlink_metadata(self.access.cwd.join(&failed.path))
@@ -176,7 +200,9 @@ impl Workspace {
         }
         for (file, made_dirs) in written.iter().rev() {
             let result = match &file.original {
-                Some(bytes) => self.access.write(&file.path, bytes),
+                Some(bytes) => self
+                    .access
+                    .write(&file.path, bytes, file.original_permissions),
                 None => self.access.remove(&file.path),
             };
             for dir in made_dirs {

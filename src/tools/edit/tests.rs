@@ -344,6 +344,43 @@ async fn a_patch_adds_deletes_moves_and_updates() {
 }
 
 #[tokio::test]
+async fn a_moved_file_keeps_its_permissions_and_an_edited_one_keeps_them_too() {
+    use std::os::unix::fs::PermissionsExt;
+    let mode = |dir: &Path, path: &str| {
+        std::fs::metadata(dir.join(path))
+            .unwrap()
+            .permissions()
+            .mode()
+            & 0o777
+    };
+    for sandbox in [SandboxMode::WorkspaceWrite, SandboxMode::Off] {
+        let dir = tempfile::tempdir().unwrap();
+        let mut ctx = context(dir.path());
+        ctx.sandbox.mode = sandbox;
+        let script = dir.path().join("run.sh");
+        std::fs::write(&script, "#!/bin/sh\necho a\n").unwrap();
+        std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o750)).unwrap();
+        let result = patch(
+            &ctx,
+            "*** Begin Patch\n*** Update File: run.sh\n*** Move to: bin/run.sh\n\
+             \x20#!/bin/sh\n-echo a\n+echo b\n*** End Patch",
+        )
+        .await;
+        completed(
+            &result,
+            "applied the patch: moved run.sh to bin/run.sh (1 hunk)",
+        );
+        assert_eq!(read(dir.path(), "bin/run.sh"), b"#!/bin/sh\necho b\n");
+        assert_eq!(mode(dir.path(), "bin/run.sh"), 0o750, "{sandbox:?}");
+        completed(
+            &edit(&ctx, "bin/run.sh", "echo b", "echo c").await,
+            "edited bin/run.sh: replaced 1 occurrence (line 2)",
+        );
+        assert_eq!(mode(dir.path(), "bin/run.sh"), 0o750, "{sandbox:?}");
+    }
+}
+
+#[tokio::test]
 async fn a_patch_forgives_whitespace_at_line_ends() {
     let dir = tempfile::tempdir().unwrap();
     let ctx = context(dir.path());
