@@ -279,6 +279,19 @@ impl Runtime {
             request.arguments = Some(expanded.used.arguments);
         }
         validate_text(&request.text, &request.images)?;
+        // A retry of a message already answered gets that answer without asking the hooks
+        // again (a hook may notify, or count, each message).
+        if let Some(key) = &key
+            && self.shared.hooks.any(crate::config::HookEvent::UserMessage)
+        {
+            let key = key.clone();
+            if let Some(answer) = self
+                .call(id, |reply| Command::Answered { key, reply })
+                .await?
+            {
+                return answer;
+            }
+        }
         let session = request.session_id.clone();
         let whom = async {
             self.call(id, |reply| Command::MessageHookSubject { session, reply })

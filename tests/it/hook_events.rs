@@ -188,6 +188,24 @@ async fn user_message_hooks_block_a_message_or_add_context_the_model_reads() {
         run["detail"].as_str().unwrap().contains("the hook broke"),
         "{run}"
     );
+
+    // A message sent again with its Idempotency-Key gets its first answer, and the hook is
+    // not asked again.
+    let asked = || {
+        std::fs::read_to_string(temp.path().join("hooks/messages.jsonl"))
+            .unwrap()
+            .lines()
+            .count()
+    };
+    let before = asked();
+    fake.push(Reply::text("Once."));
+    let message = json!({"text": "Only once, please"});
+    let (status, first) = server.post_with_key(&path, message.clone(), "once-1").await;
+    assert_eq!(status, 202, "{first}");
+    let (status, again) = server.post_with_key(&path, message, "once-1").await;
+    assert_eq!(status, 202, "{again}");
+    assert_eq!(again, first);
+    assert_eq!(asked(), before + 1);
 }
 
 /// A receiver on 127.0.0.1 that hands each POST's body to the test.

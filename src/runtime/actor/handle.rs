@@ -35,6 +35,12 @@ pub enum Command {
         hooks: Vec<crate::domain::HookRun>,
         reply: oneshot::Sender<Result<Answer, RuntimeError>>,
     },
+    /// The answer a message sent with this `Idempotency-Key` got, if one was sent: asked
+    /// before `user_message` hooks run, so a retry does not run them again.
+    Answered {
+        key: RequestKey,
+        reply: oneshot::Sender<Option<Result<Answer, RuntimeError>>>,
+    },
     /// Who a `user_message` hook about a message to `session` is asked about.
     MessageHookSubject {
         session: Option<String>,

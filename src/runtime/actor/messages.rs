@@ -16,13 +16,8 @@ impl ConversationActor {
         key: Option<RequestKey>,
         hooks: Vec<crate::domain::HookRun>,
     ) -> Result<Answer, RuntimeError> {
-        if let Some(key) = &key {
-            if let Some(stored) = self.state.answers.get(&key.key) {
-                return key.replay_accepted(stored);
-            }
-            if let Some((answer, first)) = self.pending_answers.get(&key.key) {
-                return key.repeat(first, answer);
-            }
+        if let Some(answer) = key.as_ref().and_then(|key| self.answered(key)) {
+            return answer;
         }
         let session_id = request
             .session_id
@@ -49,6 +44,16 @@ impl ConversationActor {
             }),
         };
         self.deliver(message, key)
+    }
+
+    /// The answer the message sent with `key` got, when one was: the stored one, or a
+    /// waiting message's.
+    pub(super) fn answered(&self, key: &RequestKey) -> Option<Result<Answer, RuntimeError>> {
+        if let Some(stored) = self.state.answers.get(&key.key) {
+            return Some(key.replay_accepted(stored));
+        }
+        let (answer, first) = self.pending_answers.get(&key.key)?;
+        Some(key.repeat(first, answer))
     }
 
     /// Gives a message to its session: a new turn when the session is idle, else it waits

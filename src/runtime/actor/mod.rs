@@ -392,6 +392,9 @@ impl ConversationActor {
             } => {
                 let _ = reply.send(self.send(request, key, hooks).await);
             }
+            Command::Answered { key, reply } => {
+                let _ = reply.send(self.answered(&key));
+            }
             Command::MessageHookSubject { session, reply } => {
                 let _ = reply.send(self.message_hook_subject(session));
             }
