@@ -86,23 +86,28 @@ fn the_manual_page_is_roff_with_every_command() {
     }
 }
 
+/// Runs `command` with its standard output a pipe whose reading end is already closed, so
+/// every write meets a broken pipe: how it ended, and its standard error.
+fn into_a_closed_pipe(command: &mut Command) -> (std::process::ExitStatus, String) {
+    let (reader, writer) = std::io::pipe().unwrap();
+    drop(reader);
+    let output = command
+        .stdout(writer)
+        .stderr(std::process::Stdio::piped())
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr).into_owned();
+    assert!(!stderr.contains("panicked"), "{command:?}: {stderr}");
+    (output.status, stderr)
+}
+
 /// A reader that stops early (`| head`, `| grep -q`) closes the pipe; the generators then end
 /// quietly with success instead of panicking on the broken pipe.
 #[test]
 fn generated_text_into_a_closed_pipe_is_not_a_crash() {
     for args in [&["completions", "bash"][..], &["man"][..]] {
-        // The reading end is closed before the child starts, so every write meets a broken pipe.
-        let (reader, writer) = std::io::pipe().unwrap();
-        drop(reader);
-        let output = Command::new(binary())
-            .args(args)
-            .stdout(writer)
-            .stderr(std::process::Stdio::piped())
-            .output()
-            .unwrap();
-        let stderr = String::from_utf8_lossy(&output.stderr);
-        assert!(output.status.success(), "openvaala {args:?}: {stderr}");
-        assert!(!stderr.contains("panicked"), "openvaala {args:?}: {stderr}");
+        let (status, stderr) = into_a_closed_pipe(Command::new(binary()).args(args));
+        assert!(status.success(), "openvaala {args:?}: {stderr}");
     }
 }
 
@@ -112,19 +117,13 @@ fn generated_text_into_a_closed_pipe_is_not_a_crash() {
 fn a_printing_command_into_a_closed_pipe_ends_without_a_panic() {
     use std::os::unix::process::ExitStatusExt;
     let data = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
-    let (reader, writer) = std::io::pipe().unwrap();
-    drop(reader);
-    let output = Command::new(binary())
-        .args(["doctor", "--data-dir"])
-        .arg(data.path())
-        .env("OPENVAALA_CONFIG", "/dev/null")
-        .stdout(writer)
-        .stderr(std::process::Stdio::piped())
-        .output()
-        .unwrap();
-    let stderr = String::from_utf8_lossy(&output.stderr);
-    assert!(!stderr.contains("panicked"), "{stderr}");
-    assert_eq!(output.status.signal(), Some(libc::SIGPIPE), "{stderr}");
+    let (status, stderr) = into_a_closed_pipe(
+        Command::new(binary())
+            .args(["doctor", "--data-dir"])
+            .arg(data.path())
+            .env("OPENVAALA_CONFIG", "/dev/null"),
+    );
+    assert_eq!(status.signal(), Some(libc::SIGPIPE), "{stderr}");
 }
 
 /// The commands that change files finish their work when their reader has gone, and end
@@ -133,20 +132,14 @@ fn a_printing_command_into_a_closed_pipe_ends_without_a_panic() {
 fn a_command_that_changes_files_finishes_into_a_closed_pipe() {
     let data = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
     for args in [&["reindex"][..], &["gc"], &["serve", "stop"]] {
-        let (reader, writer) = std::io::pipe().unwrap();
-        drop(reader);
-        let output = Command::new(binary())
-            .args(args)
-            .arg("--data-dir")
-            .arg(data.path())
-            .env("OPENVAALA_CONFIG", "/dev/null")
-            .stdout(writer)
-            .stderr(std::process::Stdio::piped())
-            .output()
-            .unwrap();
-        let stderr = String::from_utf8_lossy(&output.stderr);
-        assert!(!stderr.contains("panicked"), "openvaala {args:?}: {stderr}");
-        assert!(output.status.success(), "openvaala {args:?}: {stderr}");
+        let (status, stderr) = into_a_closed_pipe(
+            Command::new(binary())
+                .args(args)
+                .arg("--data-dir")
+                .arg(data.path())
+                .env("OPENVAALA_CONFIG", "/dev/null"),
+        );
+        assert!(status.success(), "openvaala {args:?}: {stderr}");
     }
     // The reindex was done: it built the index.
     assert!(data.path().join("metadata.db").is_file());
