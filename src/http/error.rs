@@ -283,6 +283,13 @@ pub fn one_of_each() -> Vec<ApiError> {
         ApiError::MethodNotAllowed(text()),
         ApiError::RequestTimeout(text()),
         ApiError::TooLarge(text()),
+        // Signing out a bearer token (`http::tokens::sign_out`).
+        ApiError::Conflict {
+            code: ErrorCode::NotABrowserSession,
+            message: text(),
+        },
+        // A push subscription the service cannot send to (`http::push`).
+        ApiError::from(crate::push::store::StoreError::Unusable(text())),
     ]);
     errors
 }

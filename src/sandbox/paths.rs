@@ -229,7 +229,10 @@ mod tests {
 
     /// A workspace outside the temp directory (which is writable too).
     fn scratch() -> (tempfile::TempDir, PathBuf) {
-        let dir = tempfile::tempdir_in(concat!(env!("CARGO_MANIFEST_DIR"), "/target")).unwrap();
+        // `target/` is not there when the build goes elsewhere (`CARGO_TARGET_DIR`).
+        let parent = concat!(env!("CARGO_MANIFEST_DIR"), "/target");
+        std::fs::create_dir_all(parent).unwrap();
+        let dir = tempfile::tempdir_in(parent).unwrap();
         let path = dir.path().canonicalize().unwrap();
         (dir, path)
     }
