@@ -62,6 +62,9 @@ pub enum ErrorCode {
     NothingToRetry,
     /// 409: an approval was answered already (the body carries its outcome).
     AlreadyDecided,
+    /// 409: the service keeps no more of these (named tokens and devices, push
+    /// subscriptions); the message names the limit. One must go before another is added.
+    LimitReached,
     /// 409: `DELETE /api/session` by a bearer token, which has no browser session to end
     /// (`DELETE /api/tokens/{id}` revokes a named token).
     NotABrowserSession,
@@ -116,7 +119,7 @@ pub enum ErrorCode {
 
 impl ErrorCode {
     /// Every code, in the document's order.
-    pub const ALL: [ErrorCode; 32] = [
+    pub const ALL: [ErrorCode; 33] = [
         ErrorCode::InvalidRequest,
         ErrorCode::Unauthorized,
         ErrorCode::Forbidden,
@@ -131,6 +134,7 @@ impl ErrorCode {
         ErrorCode::NothingToRetry,
         ErrorCode::AlreadyDecided,
         ErrorCode::NotABrowserSession,
+        ErrorCode::LimitReached,
         ErrorCode::RestoreUnavailable,
         ErrorCode::TooLarge,
         ErrorCode::CwdMissing,
@@ -169,6 +173,7 @@ impl ErrorCode {
             ErrorCode::NothingToRetry => "nothing_to_retry",
             ErrorCode::AlreadyDecided => "already_decided",
             ErrorCode::NotABrowserSession => "not_a_browser_session",
+            ErrorCode::LimitReached => "limit_reached",
             ErrorCode::TooLarge => "too_large",
             ErrorCode::CwdMissing => "cwd_missing",
             ErrorCode::CwdRefused => "cwd_refused",
@@ -221,6 +226,7 @@ mod tests {
                 | ErrorCode::NothingToRetry
                 | ErrorCode::AlreadyDecided
                 | ErrorCode::NotABrowserSession
+                | ErrorCode::LimitReached
                 | ErrorCode::TooLarge
                 | ErrorCode::CwdMissing
                 | ErrorCode::CwdRefused

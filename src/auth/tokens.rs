@@ -126,6 +126,9 @@ pub enum TokenError {
     Invalid(String),
     #[error("no token {0}")]
     NotFound(String),
+    /// `MAX_TOKENS` are kept already.
+    #[error("{0}")]
+    Full(String),
     #[error("this sign-in link was used already or has expired: run `openvaala pair` again")]
     PairingUsed,
     #[error("cannot use {path}: {source}")]
@@ -297,8 +300,9 @@ impl TokenStore {
         let name = valid_name(name)?;
         self.change(|kept| {
             if kept.tokens.len() >= MAX_TOKENS {
-                return Err(TokenError::Invalid(format!(
-                    "there are {MAX_TOKENS} tokens already: revoke some first"
+                return Err(TokenError::Full(format!(
+                    "there are {MAX_TOKENS} tokens and signed-in devices already: revoke some \
+                     first"
                 )));
             }
             Ok(mint(kept, name, scope, kind))

@@ -290,6 +290,8 @@ pub fn one_of_each() -> Vec<ApiError> {
         },
         // A push subscription the service cannot send to (`http::push`).
         ApiError::from(crate::push::store::StoreError::Unusable(text())),
+        // No room for another token or subscription (`http::tokens`, `http::push`).
+        ApiError::from(crate::auth::tokens::TokenError::Full(text())),
     ]);
     errors
 }

@@ -18,6 +18,10 @@ impl From<StoreError> for ApiError {
     fn from(error: StoreError) -> ApiError {
         match error {
             StoreError::Invalid(message) => ApiError::Invalid(message),
+            StoreError::Full(message) => ApiError::Conflict {
+                code: ErrorCode::LimitReached,
+                message,
+            },
             StoreError::Unusable(message) => ApiError::Unprocessable {
                 code: ErrorCode::InvalidSubscription,
                 message,
@@ -68,7 +72,8 @@ pub async fn key(State(state): State<AppState>) -> Result<axum::Json<PushKey>, A
     responses(
         (status = 201, description = "Subscribed", body = Subscribed),
         (status = 200, description = "The endpoint was subscribed already; its keys are updated", body = Subscribed),
-        (status = 400, description = "`invalid_request`: a field missing, an endpoint past 2,048 characters, or 200 subscriptions kept already", body = ErrorBody),
+        (status = 400, description = "`invalid_request`: a field missing, an endpoint past 2,048 characters", body = ErrorBody),
+        (status = 409, description = "`limit_reached`: 200 subscriptions are kept already", body = ErrorBody),
         (status = 422, description = "`invalid_subscription`: an endpoint that is not https (plain http only on loopback) or carries credentials, or keys that are not a P-256 point and a 16-byte secret", body = ErrorBody),
     ),
 )]

@@ -26,6 +26,10 @@ impl From<TokenError> for ApiError {
         match error {
             TokenError::Invalid(message) => ApiError::Invalid(message),
             TokenError::NotFound(id) => ApiError::NotFound(format!("no token `{id}`")),
+            TokenError::Full(message) => ApiError::Conflict {
+                code: ErrorCode::LimitReached,
+                message,
+            },
             TokenError::PairingUsed => ApiError::Unauthorized(error.to_string()),
             TokenError::Io { .. } => {
                 tracing::error!(%error, "the token file");
@@ -94,6 +98,7 @@ pub async fn list(
         (status = 201, description = "The token", body = CreatedToken),
         (status = 400, description = "`invalid_request`: no name, a name too long or with control characters", body = ErrorBody),
         (status = 403, description = "`forbidden`: a `read` token", body = ErrorBody),
+        (status = 409, description = "`limit_reached`: 1,000 tokens and devices are kept already", body = ErrorBody),
     ),
 )]
 pub async fn create(

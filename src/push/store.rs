@@ -48,6 +48,9 @@ struct Kept {
 pub enum StoreError {
     #[error("{0}")]
     Invalid(String),
+    /// `MAX_SUBSCRIPTIONS` are kept already.
+    #[error("{0}")]
+    Full(String),
     /// A subscription the service could not send to (its endpoint or its keys).
     #[error("{0}")]
     Unusable(String),
@@ -106,8 +109,9 @@ impl SubscriptionStore {
                 return Ok((known.id.clone(), false));
             }
             if kept.len() >= MAX_SUBSCRIPTIONS {
-                return Err(StoreError::Invalid(format!(
-                    "there are {MAX_SUBSCRIPTIONS} subscriptions already"
+                return Err(StoreError::Full(format!(
+                    "there are {MAX_SUBSCRIPTIONS} push subscriptions already: sign out devices \
+                     that no longer need them"
                 )));
             }
             let id = format!(

@@ -270,6 +270,30 @@ async fn a_gone_subscription_and_a_signed_out_device_are_dropped() {
         .await;
     assert_eq!(status, 400, "{body}");
     assert_eq!(std::fs::read_to_string(&file).unwrap(), before);
+
+    // Past 200 subscriptions another is refused as a limit, and nothing changes. (The file
+    // is filled by hand: the store reads it at each use.)
+    let (status, body) = server.post("/api/push/subscriptions", good.clone()).await;
+    assert_eq!(status, 201, "{body}");
+    let mut kept: Value = serde_json::from_str(&std::fs::read_to_string(&file).unwrap()).unwrap();
+    let first = kept["subscriptions"][0].clone();
+    let subscriptions: Vec<Value> = (0..200)
+        .map(|n| {
+            let mut stored = first.clone();
+            stored["id"] = json!(format!("ps_{n:016x}"));
+            stored["subscription"]["endpoint"] = json!(format!("https://push.example.com/{n}"));
+            stored
+        })
+        .collect();
+    kept["subscriptions"] = json!(subscriptions);
+    std::fs::write(&file, serde_json::to_vec(&kept).unwrap()).unwrap();
+    let full = std::fs::read_to_string(&file).unwrap();
+    let mut another = good.clone();
+    another["endpoint"] = json!("https://push.example.com/another");
+    let (status, body) = server.post("/api/push/subscriptions", another).await;
+    assert_eq!(status, 409, "{body}");
+    assert_eq!(body["error"]["code"], "limit_reached", "{body}");
+    assert_eq!(std::fs::read_to_string(&file).unwrap(), full);
     let (status, _) = server.delete("/api/push/subscriptions/ps_nothing").await;
     assert_eq!(status, 404);
 }

@@ -349,6 +349,32 @@ async fn a_pairing_link_signs_one_browser_in_once_and_its_changes_need_the_csrf_
     assert_eq!(status, 409, "{body}");
     assert_eq!(body["error"]["code"], "not_a_browser_session", "{body}");
 
+    // Past 1,000 tokens another is refused as a limit, and nothing changes. (The file is
+    // filled by hand: the store reads it again when it changed.)
+    let (status, body) = server.post("/api/tokens", json!({"name": "first"})).await;
+    assert_eq!(status, 201, "{body}");
+    let path = server.data_dir.join("tokens.json");
+    let mut kept: Value = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+    let first = kept["tokens"][0].clone();
+    let tokens: Vec<Value> = (0..1000)
+        .map(|n| {
+            let mut token = first.clone();
+            token["id"] = json!(format!("tok_{n:016x}"));
+            token["name"] = json!(format!("t{n}"));
+            token["hash"] = json!(format!("{n:064x}"));
+            token
+        })
+        .collect();
+    kept["tokens"] = json!(tokens);
+    std::fs::write(&path, serde_json::to_vec(&kept).unwrap()).unwrap();
+    let full = std::fs::read_to_string(&path).unwrap();
+    let (status, body) = server
+        .post("/api/tokens", json!({"name": "one more"}))
+        .await;
+    assert_eq!(status, 409, "{body}");
+    assert_eq!(body["error"]["code"], "limit_reached", "{body}");
+    assert_eq!(std::fs::read_to_string(&path).unwrap(), full);
+
     // A code that never was is refused the same way, and a missing one is a bad request.
     let (status, _) = status_and_json(
         browser
