@@ -80,20 +80,56 @@ pub(crate) fn token(action: TokenAction, data_dir: &Path) -> anyhow::Result<()> 
         TokenAction::Show => println!("{token}"),
         TokenAction::Url => {
             let web = crate::credential::client_token(&token, ClientKind::Web);
-            println!("{}/#token={web}", running_url(data_dir));
+            println!("{}/#token={web}", running_url(data_dir, Opened::Here));
         }
         _ => unreachable!("handled above"),
     }
     Ok(())
 }
 
+/// Where a printed link will be opened.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Opened {
+    /// In a browser on this machine (`token url`).
+    Here,
+    /// On another device (`pair`).
+    Elsewhere,
+}
+
 /// The base URL of the service running for `data_dir`, else of the default address.
-fn running_url(data_dir: &Path) -> String {
-    lock::holder(&Store::lock_path_in(data_dir))
+fn running_url(data_dir: &Path, opened: Opened) -> String {
+    let url = lock::holder(&Store::lock_path_in(data_dir))
         .ok()
         .flatten()
         .and_then(|owner| owner.url())
-        .unwrap_or_else(|| format!("http://{}", server::DEFAULT_ADDR))
+        .unwrap_or_else(|| format!("http://{}", server::DEFAULT_ADDR));
+    let host_name = rustix::system::uname()
+        .nodename()
+        .to_string_lossy()
+        .into_owned();
+    reachable(&url, opened, &host_name)
+}
+
+/// `url` with a host a browser can reach: a service listening on every interface
+/// (`0.0.0.0`, `[::]`) is no address to open, so it becomes this machine's loopback for a
+/// link opened here, and its host name for one opened on another device (`--url` gives
+/// another when that name does not resolve there).
+fn reachable(url: &str, opened: Opened, host_name: &str) -> String {
+    let Some((scheme, address)) = url.split_once("://") else {
+        return url.to_owned();
+    };
+    let Ok(address) = address.parse::<std::net::SocketAddr>() else {
+        return url.to_owned();
+    };
+    if !address.ip().is_unspecified() {
+        return url.to_owned();
+    }
+    let port = address.port();
+    match (opened, address.is_ipv6()) {
+        (Opened::Elsewhere, _) if !host_name.is_empty() => format!("{scheme}://{host_name}:{port}"),
+        (_, false) => format!("{scheme}://127.0.0.1:{port}"),
+        (_, true) => format!("{scheme}://[::1]:{port}"),
+    }
 }
 
 /// `openvaala pair`: a one-time sign-in link for another device, and its QR code.
@@ -112,7 +148,7 @@ pub(crate) fn pair(
             }
             url.to_owned()
         }
-        None => running_url(data_dir),
+        None => running_url(data_dir, Opened::Elsewhere),
     };
     let code = TokenStore::open(data_dir).add_pairing(scope)?;
     let link = format!("{base}/pair#code={code}");
@@ -289,5 +325,30 @@ fn service_stopped(store: &Store) -> anyhow::Result<RuntimeLock> {
             "the service is running ({owner}); stop it first with `openvaala serve stop`"
         ),
         Err(error) => Err(error.into()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_link_never_names_the_address_of_every_interface() {
+        let here = |url| reachable(url, Opened::Here, "box");
+        let elsewhere = |url| reachable(url, Opened::Elsewhere, "box");
+        assert_eq!(here("http://0.0.0.0:7341"), "http://127.0.0.1:7341");
+        assert_eq!(here("https://[::]:7341"), "https://[::1]:7341");
+        assert_eq!(elsewhere("http://0.0.0.0:7341"), "http://box:7341");
+        assert_eq!(elsewhere("https://[::]:8443"), "https://box:8443");
+        assert_eq!(
+            reachable("http://0.0.0.0:7341", Opened::Elsewhere, ""),
+            "http://127.0.0.1:7341"
+        );
+        // A chosen address stays as it is.
+        assert_eq!(
+            elsewhere("http://192.168.1.5:7341"),
+            "http://192.168.1.5:7341"
+        );
+        assert_eq!(here("http://127.0.0.1:7341"), "http://127.0.0.1:7341");
     }
 }

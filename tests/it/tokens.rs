@@ -229,6 +229,31 @@ fn session_cookie(response: &reqwest::Response) -> String {
         .to_owned()
 }
 
+/// A service listening on every interface prints no link to `0.0.0.0`: `pair` names this
+/// machine (the link is opened on another device), `token url` its loopback.
+#[tokio::test]
+async fn links_of_a_service_on_every_interface_name_a_reachable_host() {
+    let server = Server::start_with(ServerOptions {
+        addr: Some("0.0.0.0:0".to_owned()),
+        env: vec![("OPENVAALA_TOKEN".into(), "0123456789abcdef-strong".into())],
+        ..Default::default()
+    })
+    .await;
+    let port = server.base.rsplit(':').next().unwrap().to_owned();
+    let host = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap();
+    let (_, output) = pair(&server.data_dir, &["--no-qr"]).await;
+    assert!(
+        output.contains(&format!("http://{}:{port}/pair#code=", host.trim())),
+        "{output}"
+    );
+    let (ok, output) = with_data_dir(&["token", "url"], &server.data_dir).await;
+    assert!(ok, "{output}");
+    assert!(
+        output.starts_with(&format!("http://127.0.0.1:{port}/#token=")),
+        "{output}"
+    );
+}
+
 #[tokio::test]
 async fn a_pairing_link_signs_one_browser_in_once_and_its_changes_need_the_csrf_token() {
     let server = Server::start().await;
