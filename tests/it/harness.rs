@@ -467,6 +467,25 @@ pub async fn with_data_dir(args: &[&str], data_dir: &Path) -> (bool, String) {
 }
 
 /// Every file under a directory with its bytes, for "nothing changed on disk" checks.
+/// Makes the JSON list `key` of the file at `path` hold `count` copies of its first record,
+/// each made distinct by `vary` (with its number): a store at its limit without `count`
+/// requests. Returns the file's new text.
+pub fn fill_list(path: &Path, key: &str, count: usize, vary: impl Fn(&mut Value, usize)) -> String {
+    let mut kept: Value = serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+    let first = kept[key][0].clone();
+    let records: Vec<Value> = (0..count)
+        .map(|n| {
+            let mut record = first.clone();
+            vary(&mut record, n);
+            record
+        })
+        .collect();
+    kept[key] = json!(records);
+    let text = serde_json::to_string(&kept).unwrap();
+    std::fs::write(path, &text).unwrap();
+    text
+}
+
 pub fn snapshot_dir(dir: &Path) -> Vec<(PathBuf, Vec<u8>)> {
     let mut files = Vec::new();
     let mut stack = vec![dir.to_owned()];

@@ -7,7 +7,7 @@
 
 use serde_json::{Value, json};
 
-use crate::harness::{Server, ServerOptions, TIMEOUT, with_data_dir};
+use crate::harness::{Server, ServerOptions, TIMEOUT, fill_list, with_data_dir};
 use crate::push_send::Receiver;
 use crate::tokens::client_with;
 
@@ -275,19 +275,10 @@ async fn a_gone_subscription_and_a_signed_out_device_are_dropped() {
     // is filled by hand: the store reads it at each use.)
     let (status, body) = server.post("/api/push/subscriptions", good.clone()).await;
     assert_eq!(status, 201, "{body}");
-    let mut kept: Value = serde_json::from_str(&std::fs::read_to_string(&file).unwrap()).unwrap();
-    let first = kept["subscriptions"][0].clone();
-    let subscriptions: Vec<Value> = (0..200)
-        .map(|n| {
-            let mut stored = first.clone();
-            stored["id"] = json!(format!("ps_{n:016x}"));
-            stored["subscription"]["endpoint"] = json!(format!("https://push.example.com/{n}"));
-            stored
-        })
-        .collect();
-    kept["subscriptions"] = json!(subscriptions);
-    std::fs::write(&file, serde_json::to_vec(&kept).unwrap()).unwrap();
-    let full = std::fs::read_to_string(&file).unwrap();
+    let full = fill_list(&file, "subscriptions", 200, |stored, n| {
+        stored["id"] = json!(format!("ps_{n:016x}"));
+        stored["subscription"]["endpoint"] = json!(format!("https://push.example.com/{n}"));
+    });
     let mut another = good.clone();
     another["endpoint"] = json!("https://push.example.com/another");
     let (status, body) = server.post("/api/push/subscriptions", another).await;

@@ -10,7 +10,7 @@ use std::time::Duration;
 use futures::StreamExt;
 use serde_json::{Value, json};
 
-use crate::harness::{Server, ServerOptions, TIMEOUT, with_data_dir};
+use crate::harness::{Server, ServerOptions, TIMEOUT, fill_list, with_data_dir};
 
 /// A client that sends `token` as its bearer token.
 pub fn client_with(token: &str) -> reqwest::Client {
@@ -379,20 +379,11 @@ async fn a_pairing_link_signs_one_browser_in_once_and_its_changes_need_the_csrf_
     let (status, body) = server.post("/api/tokens", json!({"name": "first"})).await;
     assert_eq!(status, 201, "{body}");
     let path = server.data_dir.join("tokens.json");
-    let mut kept: Value = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
-    let first = kept["tokens"][0].clone();
-    let tokens: Vec<Value> = (0..1000)
-        .map(|n| {
-            let mut token = first.clone();
-            token["id"] = json!(format!("tok_{n:016x}"));
-            token["name"] = json!(format!("t{n}"));
-            token["hash"] = json!(format!("{n:064x}"));
-            token
-        })
-        .collect();
-    kept["tokens"] = json!(tokens);
-    std::fs::write(&path, serde_json::to_vec(&kept).unwrap()).unwrap();
-    let full = std::fs::read_to_string(&path).unwrap();
+    let full = fill_list(&path, "tokens", 1000, |token, n| {
+        token["id"] = json!(format!("tok_{n:016x}"));
+        token["name"] = json!(format!("t{n}"));
+        token["hash"] = json!(format!("{n:064x}"));
+    });
     let (status, body) = server
         .post("/api/tokens", json!({"name": "one more"}))
         .await;
