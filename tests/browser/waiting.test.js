@@ -66,6 +66,9 @@ test('after a stop, a waiting message can be sent now or withdrawn, and the held
     await row(page, 'waiting one').getByRole('button', { name: 'Withdraw' }).click();
     await row(page, 'waiting one').waitFor({ state: 'detached' });
     await page.locator('#pending').waitFor({ state: 'hidden' });
+    // The stream may take the row away before the answer to the withdrawal, which brings the
+    // text, has come.
+    await page.waitForFunction(() => document.querySelector('#message').value !== 'half typed');
     assert.equal(await page.inputValue('#message'), 'waiting one\n\nhalf typed');
     await notice.waitFor({ state: 'hidden' });
     assert.equal(await page.getAttribute('#message', 'aria-describedby'), null);
