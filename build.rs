@@ -19,12 +19,20 @@ fn commit() {
     };
     let commit = git(&["rev-parse", "--short=12", "HEAD"]).unwrap_or_else(|| "unknown".to_owned());
     println!("cargo:rustc-env=OPENVAALA_COMMIT={commit}");
-    // A new commit moves the branch's ref (or packed-refs); HEAD moves on a checkout.
+    // A new commit moves the branch's ref (or packed-refs); HEAD moves on a checkout. Only
+    // files that exist are watched: cargo takes a missing one as changed, which would rebuild
+    // the crate at every build (a repository without packed-refs, a branch ref only packed).
+    // A ref that is packed later loses its loose file, and that is seen as a change.
     if let Some(dir) = git(&["rev-parse", "--git-dir"]) {
-        println!("cargo:rerun-if-changed={dir}/HEAD");
-        println!("cargo:rerun-if-changed={dir}/packed-refs");
-        if let Some(reference) = git(&["symbolic-ref", "-q", "HEAD"]) {
-            println!("cargo:rerun-if-changed={dir}/{reference}");
+        let reference = git(&["symbolic-ref", "-q", "HEAD"]);
+        let watched = ["HEAD", "packed-refs"]
+            .into_iter()
+            .chain(reference.as_deref())
+            .map(|file| format!("{dir}/{file}"));
+        for path in watched {
+            if std::path::Path::new(&path).exists() {
+                println!("cargo:rerun-if-changed={path}");
+            }
         }
     }
 }
