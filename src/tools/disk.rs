@@ -78,6 +78,12 @@ impl FileAccess {
         if !metadata.is_file() {
             return Err(format!("{shown} is not a regular file"));
         }
+        // The bits of the file opened (checked by the sandbox), not of whatever the path
+        // names by now: a link swapped in since cannot lend its file's bits.
+        let permissions = file
+            .metadata()
+            .map(|opened| Permissions::of(&opened))
+            .map_err(|error| format!("could not read {shown}: {error}"))?;
         let mut bytes = Vec::new();
         // One byte past the limit tells a file that grew since its metadata was read.
         file.take(max_bytes + 1)
@@ -89,7 +95,7 @@ impl FileAccess {
                 max_bytes / (1024 * 1024)
             ));
         }
-        Ok(Some((bytes, Permissions::of(&metadata))))
+        Ok(Some((bytes, permissions)))
     }
 
     /// Whether a write of `path` is allowed, checked before a change of several files writes

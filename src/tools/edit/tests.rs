@@ -351,7 +351,7 @@ async fn a_moved_file_keeps_its_permissions_and_an_edited_one_keeps_them_too() {
             .unwrap()
             .permissions()
             .mode()
-            & 0o777
+            & 0o7777
     };
     for sandbox in [SandboxMode::WorkspaceWrite, SandboxMode::Off] {
         let dir = tempfile::tempdir().unwrap();
@@ -359,7 +359,8 @@ async fn a_moved_file_keeps_its_permissions_and_an_edited_one_keeps_them_too() {
         ctx.sandbox.mode = sandbox;
         let script = dir.path().join("run.sh");
         std::fs::write(&script, "#!/bin/sh\necho a\n").unwrap();
-        std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o750)).unwrap();
+        // A set-id bit is never carried over.
+        std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o4750)).unwrap();
         let result = patch(
             &ctx,
             "*** Begin Patch\n*** Update File: run.sh\n*** Move to: bin/run.sh\n\
