@@ -268,19 +268,8 @@ impl Runtime {
         self.refuse_when_stopping()?;
         // The key answers for the request as sent, before a command is filled in.
         let key = idempotency_key.map(|key| RequestKey::new(format!("{id}:{key}"), &request));
-        let mut request = request;
-        if let Some(used) =
-            super::commands::named_command(&request.text, &request.command, &request.arguments)?
-        {
-            let cwd = self.view(id).await?.conversation.cwd;
-            let expanded = self.expand_command(&cwd, used).await?;
-            request.text = expanded.text;
-            request.command = Some(expanded.used.name);
-            request.arguments = Some(expanded.used.arguments);
-        }
-        validate_text(&request.text, &request.images)?;
-        // A retry of a message already answered gets that answer without asking the hooks
-        // again (a hook may notify, or count, each message).
+        // A retry of a message already answered gets that answer before the command is expanded
+        // again or the hooks asked again (a hook may notify, or count, each message).
         if let Some(key) = &key
             && self.shared.hooks.any(crate::config::HookEvent::UserMessage)
         {
@@ -292,6 +281,17 @@ impl Runtime {
                 return answer;
             }
         }
+        let mut request = request;
+        if let Some(used) =
+            super::commands::named_command(&request.text, &request.command, &request.arguments)?
+        {
+            let cwd = self.view(id).await?.conversation.cwd;
+            let expanded = self.expand_command(&cwd, used).await?;
+            request.text = expanded.text;
+            request.command = Some(expanded.used.name);
+            request.arguments = Some(expanded.used.arguments);
+        }
+        validate_text(&request.text, &request.images)?;
         let session = request.session_id.clone();
         let whom = async {
             self.call(id, |reply| Command::MessageHookSubject { session, reply })
